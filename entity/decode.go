@@ -1,0 +1,334 @@
+package entity
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// Prop is one Double property of a decoded entity.
+type Prop struct {
+	Name  []byte
+	Value float64
+}
+
+// Entity is a decoded entity. Its byte slices alias the input of Decode, or a buffer of the
+// Entity's own where the input held escapes; they are valid until the next Decode.
+type Entity struct {
+	PartitionKey []byte
+	RowKey       []byte
+	ETag         []byte
+	// Props holds the entity's user properties, all of which must be Doubles, in the order
+	// they appear.
+	Props []Prop
+
+	scratch []byte // unescaped strings
+}
+
+// DecodeError is a malformed entity: bad JSON, or a property that is not a Double.
+type DecodeError struct {
+	PartitionKey, RowKey string
+	Reason               string
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("entity: PartitionKey %q RowKey %q: %s", e.PartitionKey, e.RowKey, e.Reason)
+}
+
+var errSyntax = errors.New("malformed JSON")
+
+// Decode parses one entity's JSON (as aztables returns it) into e, reusing e's storage.
+func (e *Entity) Decode(data []byte) error {
+	e.PartitionKey, e.RowKey, e.ETag = nil, nil, nil
+	e.Props = e.Props[:0]
+	e.scratch = e.scratch[:0]
+	// Unescaped strings are appended to scratch; reserve enough that it never moves while
+	// earlier slices point into it.
+	if cap(e.scratch) < len(data) {
+		e.scratch = make([]byte, 0, len(data))
+	}
+	reason := e.decode(data)
+	if reason == "" {
+		return nil
+	}
+	return &DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: reason}
+}
+
+func (e *Entity) decode(d []byte) (reason string) {
+	i := skipSpace(d, 0)
+	if i >= len(d) || d[i] != '{' {
+		return "not a JSON object"
+	}
+	i = skipSpace(d, i+1)
+	if i < len(d) && d[i] == '}' {
+		return ""
+	}
+	firstBad := ""
+	for {
+		var name []byte
+		var err error
+		name, i, err = e.str(d, i)
+		if err != nil {
+			return "malformed JSON: " + err.Error()
+		}
+		i = skipSpace(d, i)
+		if i >= len(d) || d[i] != ':' {
+			return "malformed JSON: expected ':'"
+		}
+		i = skipSpace(d, i+1)
+		if i >= len(d) {
+			return "malformed JSON: truncated"
+		}
+		switch {
+		case string(name) == "PartitionKey" || string(name) == "RowKey" || string(name) == "odata.etag":
+			var v []byte
+			v, i, err = e.str(d, i)
+			if err != nil {
+				return "malformed JSON: " + string(name) + ": " + err.Error()
+			}
+			switch string(name) {
+			case "PartitionKey":
+				e.PartitionKey = v
+			case "RowKey":
+				e.RowKey = v
+			default:
+				e.ETag = v
+			}
+		case bytes.IndexByte(name, '@') >= 0 || bytes.HasPrefix(name, []byte("odata.")):
+			// An annotation. Only a property's type matters: any type but Double is an error.
+			start := i
+			if i, err = skipValue(d, i); err != nil {
+				return "malformed JSON: " + err.Error()
+			}
+			prop, kind, _ := bytes.Cut(name, []byte("@"))
+			if string(kind) == "odata.type" && string(prop) != "Timestamp" && firstBad == "" &&
+				string(d[start:i]) != `"Edm.Double"` {
+				firstBad = fmt.Sprintf("property %q is %s, not Edm.Double", prop, d[start:i])
+			}
+		case string(name) == "Timestamp":
+			if i, err = skipValue(d, i); err != nil {
+				return "malformed JSON: " + err.Error()
+			}
+		default:
+			var v float64
+			var ok bool
+			start := i
+			v, i, ok, err = e.double(d, i)
+			if err != nil {
+				return "malformed JSON: " + err.Error()
+			}
+			if !ok && firstBad == "" {
+				firstBad = fmt.Sprintf("property %q has %.40s, not a Double", name, d[start:i])
+			}
+			e.Props = append(e.Props, Prop{Name: name, Value: v})
+		}
+		i = skipSpace(d, i)
+		if i >= len(d) {
+			return "malformed JSON: truncated"
+		}
+		if d[i] == '}' {
+			if skipSpace(d, i+1) != len(d) {
+				return "malformed JSON: data after the object"
+			}
+			return firstBad
+		}
+		if d[i] != ',' {
+			return "malformed JSON: expected ',' or '}'"
+		}
+		i = skipSpace(d, i+1)
+	}
+}
+
+// double reads a Double value: a JSON number, or "NaN", "Infinity", "-Infinity". ok is
+// false (and err nil) for a well-formed value of another kind.
+func (e *Entity) double(d []byte, i int) (v float64, next int, ok bool, err error) {
+	c := d[i]
+	if c == '"' {
+		var s []byte
+		s, next, err = e.str(d, i)
+		if err != nil {
+			return 0, next, false, err
+		}
+		switch string(s) {
+		case "NaN":
+			return math.NaN(), next, true, nil
+		case "Infinity":
+			return math.Inf(1), next, true, nil
+		case "-Infinity":
+			return math.Inf(-1), next, true, nil
+		}
+		return 0, next, false, nil
+	}
+	if c == '-' || (c >= '0' && c <= '9') {
+		j := i
+		for j < len(d) && isNumberByte(d[j]) {
+			j++
+		}
+		v, err := strconv.ParseFloat(unsafe.String(&d[i], j-i), 64)
+		if err != nil {
+			return 0, j, false, fmt.Errorf("bad number %.40q", d[i:j])
+		}
+		return v, j, true, nil
+	}
+	next, err = skipValue(d, i)
+	return 0, next, false, err
+}
+
+func isNumberByte(c byte) bool {
+	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+func skipSpace(d []byte, i int) int {
+	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// str reads a JSON string at d[i]. Without escapes the result aliases d; otherwise it is
+// unescaped into e.scratch.
+func (e *Entity) str(d []byte, i int) ([]byte, int, error) {
+	if i >= len(d) || d[i] != '"' {
+		return nil, i, errors.New("expected a string")
+	}
+	start := i + 1
+	j := start
+	for j < len(d) && d[j] != '"' && d[j] != '\\' {
+		j++
+	}
+	if j >= len(d) {
+		return nil, j, errors.New("unterminated string")
+	}
+	if d[j] == '"' {
+		return d[start:j:j], j + 1, nil
+	}
+	from := len(e.scratch)
+	e.scratch = append(e.scratch, d[start:j]...)
+	for j < len(d) {
+		c := d[j]
+		switch {
+		case c == '"':
+			out := e.scratch[from:len(e.scratch):len(e.scratch)]
+			return out, j + 1, nil
+		case c != '\\':
+			e.scratch = append(e.scratch, c)
+			j++
+			continue
+		}
+		if j+1 >= len(d) {
+			break
+		}
+		switch d[j+1] {
+		case '"', '\\', '/':
+			e.scratch = append(e.scratch, d[j+1])
+		case 'b':
+			e.scratch = append(e.scratch, '\b')
+		case 'f':
+			e.scratch = append(e.scratch, '\f')
+		case 'n':
+			e.scratch = append(e.scratch, '\n')
+		case 'r':
+			e.scratch = append(e.scratch, '\r')
+		case 't':
+			e.scratch = append(e.scratch, '\t')
+		case 'u':
+			r, ok := hex4(d, j+2)
+			if !ok {
+				return nil, j, errors.New("bad \\u escape")
+			}
+			j += 6
+			if utf16.IsSurrogate(r) {
+				if r2, ok := hex4(d, j+2); ok && j+1 < len(d) && d[j] == '\\' && d[j+1] == 'u' {
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+						j += 6
+					}
+				}
+			}
+			e.scratch = utf8.AppendRune(e.scratch, r)
+			continue
+		default:
+			return nil, j, errors.New("bad escape")
+		}
+		j += 2
+	}
+	return nil, j, errors.New("unterminated string")
+}
+
+func hex4(d []byte, i int) (rune, bool) {
+	if i+4 > len(d) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range d[i : i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// skipValue skips any JSON value at d[i].
+func skipValue(d []byte, i int) (int, error) {
+	if i >= len(d) {
+		return i, errSyntax
+	}
+	switch c := d[i]; {
+	case c == '"':
+		for j := i + 1; j < len(d); j++ {
+			switch d[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1, nil
+			}
+		}
+		return len(d), errors.New("unterminated string")
+	case c == '{' || c == '[':
+		depth := 0
+		for j := i; j < len(d); j++ {
+			switch d[j] {
+			case '"':
+				k, err := skipValue(d, j)
+				if err != nil {
+					return k, err
+				}
+				j = k - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1, nil
+				}
+			}
+		}
+		return len(d), errors.New("unterminated object")
+	case c == 't' && bytes.HasPrefix(d[i:], []byte("true")):
+		return i + 4, nil
+	case c == 'f' && bytes.HasPrefix(d[i:], []byte("false")):
+		return i + 5, nil
+	case c == 'n' && bytes.HasPrefix(d[i:], []byte("null")):
+		return i + 4, nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		j := i
+		for j < len(d) && isNumberByte(d[j]) {
+			j++
+		}
+		return j, nil
+	}
+	return i, errSyntax
+}
