@@ -1,0 +1,89 @@
+package filter
+
+import (
+	"cmp"
+	"unicode/utf8"
+)
+
+// Eval reports whether an entity with the given string properties satisfies e. A comparison
+// of a property the entity lacks is false (whatever the operator, as in Azure); the empty
+// Expr is true. Strings are compared as by [CompareUTF16].
+func (e Expr) Eval(props map[string]string) bool {
+	n := e.n
+	if n == nil {
+		return true
+	}
+	switch n.kind {
+	case kindAnd:
+		for _, x := range n.kids {
+			if !x.Eval(props) {
+				return false
+			}
+		}
+		return true
+	case kindOr:
+		for _, x := range n.kids {
+			if x.Eval(props) {
+				return true
+			}
+		}
+		return false
+	}
+	v, ok := props[n.prop]
+	if !ok {
+		return false
+	}
+	c := CompareUTF16(v, n.val)
+	switch n.op {
+	case OpEq:
+		return c == 0
+	case OpNe:
+		return c != 0
+	case OpGt:
+		return c > 0
+	case OpGe:
+		return c >= 0
+	case OpLt:
+		return c < 0
+	default: // OpLe
+		return c <= 0
+	}
+}
+
+// CompareUTF16 compares a and b ordinally by their UTF-16 code units, as Azure (.NET
+// ordinal comparison) and Azurite (JavaScript) compare keys, and returns -1, 0 or +1.
+//
+// This is Go's byte order (code point order) except that a character above U+FFFF (a
+// surrogate pair in UTF-16) sorts before the characters U+E000 to U+FFFF. Where either
+// string is invalid UTF-8 at the first difference, the bytes are compared.
+func CompareUTF16(a, b string) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	if i == n {
+		return cmp.Compare(len(a), len(b))
+	}
+	// Back up to the start of the character holding the first difference; the bytes before
+	// i are common to a and b.
+	j := i
+	for j > 0 && i-j < utf8.UTFMax-1 && !(utf8.RuneStart(a[j]) && utf8.RuneStart(b[j])) {
+		j--
+	}
+	ra, sa := utf8.DecodeRuneInString(a[j:])
+	rb, sb := utf8.DecodeRuneInString(b[j:])
+	if ra == utf8.RuneError && sa <= 1 || rb == utf8.RuneError && sb <= 1 || j+sa <= i || j+sb <= i {
+		return cmp.Compare(a[i], b[i])
+	}
+	// Both valid and different. Only a supplementary character (high surrogate D800-DBFF
+	// first) against a BMP one differs from code point order.
+	if (ra > 0xFFFF) != (rb > 0xFFFF) {
+		if ra > 0xFFFF {
+			ra = 0xD800 + (ra-0x10000)>>10
+		} else {
+			rb = 0xD800 + (rb-0x10000)>>10
+		}
+	}
+	return cmp.Compare(ra, rb)
+}
