@@ -347,6 +347,8 @@ func testEmpty(t *testing.T, h Harness) {
 			require.Empty(t, pts, "Latest(nothing, %d)", n)
 		}
 		g.del("nothing", g.at(0), g.at(1000))
+		g.write("nothing") // a write of no points succeeds and stores nothing
+		require.Empty(t, g.latest("nothing", 1), "Latest(nothing) after a write of no points")
 	})
 	t.Run("written series, empty range", func(t *testing.T) {
 		g := f.sub(t)
@@ -561,7 +563,7 @@ func testDelete(t *testing.T, h Harness) {
 	w := newWorld(f.r)
 	for _, series := range []string{"d", "d2", "other"} {
 		var pts []tablets.Point
-		for i := range int64(1500) { // even steps 0..2998
+		for i := range int64(2400) { // even steps 0..4798
 			pts = append(pts, pt(f.noisy(2*i), randValue(f.rng)))
 		}
 		if series != "d" {
@@ -570,10 +572,9 @@ func testDelete(t *testing.T, h Harness) {
 		f.write(series, pts...)
 		w.get(series).write(pts...)
 	}
-	all := func(g *fixture) (time.Time, time.Time) { return g.at(-10), g.at(4000) }
 	verify := func(t *testing.T, g *fixture) {
 		t.Helper()
-		from, to := all(g)
+		from, to := g.at(-10), g.at(6000)
 		for _, series := range []string{"d", "d2", "other"} {
 			requirePoints(t, w.get(series).query(from, to), g.query(series, from, to), "Query(%s)", series)
 		}
@@ -586,41 +587,39 @@ func testDelete(t *testing.T, h Harness) {
 		name string
 		run  func(g *fixture)
 	}{
-		{"middle [1000, 2000), crossing pages and batches", func(g *fixture) { del(g, "d", g.at(1000), g.at(2000)) }},
+		{"middle [400, 4400): 2000 points, several pages and batches", func(g *fixture) { del(g, "d", g.at(400), g.at(4400)) }},
 		{"empty ranges", func(g *fixture) {
-			del(g, "d", g.at(1000), g.at(2000)) // already empty
-			del(g, "d", g.at(500), g.at(500))   // from == to on a point: deletes nothing
-			del(g, "d", g.at(5000), g.at(6000)) // after the data
-			del(g, "nothing", g.at(0), g.at(6000))
+			del(g, "d", g.at(400), g.at(4400))     // already empty
+			del(g, "d", g.at(4500), g.at(4500))    // from == to on a point: deletes nothing
+			del(g, "d", g.at(5000), g.at(6000))    // after the data
+			del(g, "d", g.at(-100), g.at(-10))     // before the data
+			del(g, "nothing", g.at(0), g.at(6000)) // a series that does not exist
 		}},
 		{"mid-step edges", func(g *fixture) {
-			a, b := g.at(200).Add(g.half()), g.at(400).Add(g.half())
+			a, b := g.at(100).Add(g.half()), g.at(300).Add(g.half())
 			del(g, "d", a, b)
-			stored := func(k int64) bool {
-				got := g.query("d", g.at(k), g.at(k+1))
-				return len(got) == 1
-			}
+			stored := func(k int64) bool { return len(g.query("d", g.at(k), g.at(k+1))) == 1 }
 			if g.half() > 0 {
-				require.True(t, stored(200), "the point stored at step 200 is before from = step 200 + R/2: it must stay")
-				require.False(t, stored(400), "the point stored at step 400 is before to = step 400 + R/2: it must be deleted")
+				require.True(g.t, stored(100), "the point stored at step 100 is before from = step 100 + R/2: it must stay")
+				require.False(g.t, stored(300), "the point stored at step 300 is before to = step 300 + R/2: it must be deleted")
 			}
 		}},
-		{"1ns around one point", func(g *fixture) { del(g, "d", g.at(600).Add(-1), g.at(600).Add(1)) }},
-		{"one step", func(g *fixture) { del(g, "d", g.at(700), g.at(701)) }},
-		{"rewrite the deleted range", func(g *fixture) {
+		{"1ns around one point", func(g *fixture) { del(g, "d", g.at(350).Add(-1), g.at(350).Add(1)) }},
+		{"one step", func(g *fixture) { del(g, "d", g.at(360), g.at(361)) }},
+		{"rewrite the deleted ranges", func(g *fixture) {
 			var pts []tablets.Point
-			for k := int64(1000); k < 2000; k += 5 {
+			for k := int64(400); k < 4400; k += 5 {
 				pts = append(pts, pt(g.noisy(k), randValue(g.rng)))
 			}
-			pts = append(pts, pt(g.at(400), 4.5), pt(g.at(600), 6.5))
+			pts = append(pts, pt(g.at(300), 3.5), pt(g.at(350), 4.5), pt(g.at(360), 5.5))
 			g.write("d", pts...)
 			w.get("d").write(pts...)
 		}},
 		{"the newest points, then Latest", func(g *fixture) {
-			del(g, "d", g.at(2500), g.at(3000))
+			del(g, "d", g.at(4600), g.at(4800))
 			requirePoints(g.t, w.get("d").latest(5), g.latest("d", 5), "Latest(d, 5)")
 		}},
-		{"the neighbour d2 entirely", func(g *fixture) { del(g, "d2", g.at(-10), g.at(4000)) }},
+		{"the neighbour d2 entirely", func(g *fixture) { del(g, "d2", g.at(-10), g.at(6000)) }},
 		{"everything [MinTime, MaxTime), then write again", func(g *fixture) {
 			del(g, "d", tablets.MinTime, tablets.MaxTime)
 			require.Empty(g.t, g.latest("d", 5), "Latest(d) after deleting everything")
@@ -765,7 +764,7 @@ func runIsolation(t *testing.T, h Harness, seed uint64, names []string) {
 	}
 	from, to := f.at(0), f.at(100)
 	for i, name := range names {
-		t.Run(fmt.Sprintf("%02d %q", i, name), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%02d %s", i, displayName(name)), func(t *testing.T) {
 			g := f.sub(t)
 			m := w.get(name)
 			requirePoints(t, m.all(), g.query(name, from, to), "Query(%q)", name)
@@ -795,6 +794,14 @@ func runIsolation(t *testing.T, h Harness, seed uint64, names []string) {
 		}
 		require.Empty(t, g.latest(names[0], 5), "Latest(%q) after deleting it", names[0])
 	})
+}
+
+// displayName quotes a series name for a subtest name, shortening long ones.
+func displayName(name string) string {
+	if len(name) > 40 {
+		return fmt.Sprintf("%q...(%d bytes)", name[:12], len(name))
+	}
+	return fmt.Sprintf("%q", name)
 }
 
 func sortedCopy(s []string) []string {
@@ -828,9 +835,8 @@ func testQueryMany(t *testing.T, h Harness) {
 		write(name)
 	}
 	from, to := f.at(0), f.at(span)
-	check := func(t *testing.T, g *fixture, ask []string, from, to time.Time) {
+	compare := func(t *testing.T, many map[string][]tablets.Point, ask []string, from, to time.Time) {
 		t.Helper()
-		many := g.queryMany(ask, from, to)
 		var want []string
 		for _, name := range sortedCopy(ask) {
 			if len(w.get(name).query(from, to)) > 0 {
@@ -841,6 +847,10 @@ func testQueryMany(t *testing.T, h Harness) {
 		for _, name := range want {
 			requirePoints(t, w.get(name).query(from, to), many[name], "QueryMany(...)[%q]", name)
 		}
+	}
+	check := func(t *testing.T, g *fixture, ask []string, from, to time.Time) {
+		t.Helper()
+		compare(t, g.queryMany(ask, from, to), ask, from, to)
 	}
 	cases := []struct {
 		name     string
@@ -872,10 +882,11 @@ func testQueryMany(t *testing.T, h Harness) {
 		g := f.sub(t)
 		a, b := g.at(span*5/12), g.at(span/2)
 		before := g.count()
-		check(t, g, names, a, b)
+		many := g.queryMany(names, a, b)
 		used := g.count() - before
 		t.Logf("QueryMany of %d series over %s: %d requests", len(names), b.Sub(a), used)
 		require.LessOrEqual(t, used, int64(10), "QueryMany of %d series over a short range sent %d requests", len(names), used)
+		compare(t, many, names, a, b)
 	})
 }
 
