@@ -1,0 +1,202 @@
+package advanced
+
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+const (
+	separator = '|'
+	escape    = '~'
+	// afterSeparator is the character after separator: every PartitionKey of a series
+	// is below escaped series + afterSeparator.
+	afterSeparator = separator + 1
+)
+
+// layout is the advanced key layout. All quantities are in resolution units.
+type layout struct {
+	format    rounding.KeyFormat
+	rowUnits  uint64 // units per row: the slots of a row
+	partUnits uint64 // units per partition
+	limits    filter.Limits
+}
+
+func (l layout) ID() string {
+	return fmt.Sprintf("advanced/1/%d/%d/%d", l.format.Resolution, l.rowUnits, l.partUnits)
+}
+func (l layout) Format() rounding.KeyFormat { return l.format }
+func (l layout) Select() string             { return "" }
+func (l layout) Granule() uint64            { return l.rowUnits }
+
+// escapeSeries writes "~" as "~~" and "|" as "~p".
+func escapeSeries(series string) string {
+	if !strings.ContainsAny(series, "~|") {
+		return series
+	}
+	var b strings.Builder
+	for i := 0; i < len(series); i++ {
+		switch c := series[i]; c {
+		case escape:
+			b.WriteString("~~")
+		case separator:
+			b.WriteString("~p")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func (l layout) partitionKey(escaped string, partStart uint64) string {
+	b := make([]byte, 0, len(escaped)+1+l.format.Width)
+	b = append(b, escaped...)
+	b = append(b, separator)
+	return string(l.format.AppendUnits(b, partStart))
+}
+
+func (l layout) key(u uint64) string { return string(l.format.AppendUnits(nil, u)) }
+
+func (l layout) ValidateSeries(series string) error {
+	if err := entity.ValidateSeries(series, 0); err != nil {
+		return fmt.Errorf("advanced: %w", err)
+	}
+	escaped := escapeSeries(series)
+	if size := entity.KeySize(escaped) + 2*(1+l.format.Width); size > entity.MaxKeyBytes {
+		return fmt.Errorf("advanced: %w: name of %d bytes makes a PartitionKey of %d bytes (UTF-16), over Azure's %d",
+			tablets.ErrInvalidSeries, len(series), size, entity.MaxKeyBytes)
+	}
+	// The longest clause a read sends names the series twice: it must fit one filter.
+	worst := l.AtOrAfter(series, 0)
+	if limit := l.limits.MaxLength; worst.EncodedLen() > limit {
+		return fmt.Errorf("advanced: %w: name of %d bytes is too long for a query filter (%d of %d URL-encoded bytes)",
+			tablets.ErrInvalidSeries, len(series), worst.EncodedLen(), limit)
+	}
+	return nil
+}
+
+// Clauses: the partial partition at the start (RowKey from the first row), the partitions
+// wholly inside as one PartitionKey range, the partial partition at the end (RowKey up to
+// the last row). Six comparisons at most.
+func (l layout) Clauses(series string, from, to uint64) []filter.Expr {
+	escaped := escapeSeries(series)
+	pk := func(p uint64) string { return l.partitionKey(escaped, p) }
+	firstRow, lastRow := from/l.rowUnits*l.rowUnits, (to-1)/l.rowUnits*l.rowUnits
+	firstPart, lastPart := from/l.partUnits*l.partUnits, (to-1)/l.partUnits*l.partUnits
+	lastRowOf := func(p uint64) uint64 { return p + l.partUnits - l.rowUnits }
+	if firstPart == lastPart {
+		c := []filter.Expr{filter.Eq("PartitionKey", pk(firstPart))}
+		if firstRow > firstPart {
+			c = append(c, filter.Ge("RowKey", l.key(firstRow)))
+		}
+		if lastRow < lastRowOf(lastPart) {
+			c = append(c, filter.Le("RowKey", l.key(lastRow)))
+		}
+		return []filter.Expr{filter.And(c...)}
+	}
+	var clauses []filter.Expr
+	wholeFrom, wholeTo := firstPart, lastPart // partitions read whole: [wholeFrom, wholeTo]
+	if firstRow > firstPart {
+		clauses = append(clauses, filter.And(filter.Eq("PartitionKey", pk(firstPart)), filter.Ge("RowKey", l.key(firstRow))))
+		wholeFrom += l.partUnits
+	}
+	var tail filter.Expr
+	if lastRow < lastRowOf(lastPart) {
+		tail = filter.And(filter.Eq("PartitionKey", pk(lastPart)), filter.Le("RowKey", l.key(lastRow)))
+		wholeTo -= l.partUnits
+	}
+	switch {
+	case wholeFrom == wholeTo:
+		clauses = append(clauses, filter.Eq("PartitionKey", pk(wholeFrom)))
+	case wholeFrom < wholeTo:
+		clauses = append(clauses, filter.And(filter.Ge("PartitionKey", pk(wholeFrom)), filter.Le("PartitionKey", pk(wholeTo))))
+	}
+	if !tail.IsZero() {
+		clauses = append(clauses, tail)
+	}
+	return clauses
+}
+
+// AtOrAfter selects the rows of series starting at or after unit u.
+func (l layout) AtOrAfter(series string, u uint64) filter.Expr {
+	escaped := escapeSeries(series)
+	p := u / l.partUnits * l.partUnits
+	return filter.Or(
+		filter.And(filter.Eq("PartitionKey", l.partitionKey(escaped, p)), filter.Ge("RowKey", l.key(u))),
+		filter.And(filter.Gt("PartitionKey", l.partitionKey(escaped, p)), filter.Lt("PartitionKey", escaped+string(rune(afterSeparator)))),
+	)
+}
+
+// Owns reports whether partitionKey is escape(series) + "|" + a partition start, without
+// building the escaped name.
+func (l layout) Owns(partitionKey []byte, series string) bool {
+	if len(partitionKey) < 1+l.format.Width {
+		return false
+	}
+	prefix, suffix := partitionKey[:len(partitionKey)-l.format.Width-1], partitionKey[len(partitionKey)-l.format.Width-1:]
+	if suffix[0] != separator {
+		return false
+	}
+	j := 0
+	for i := 0; i < len(series); i++ {
+		c := series[i]
+		switch c {
+		case escape, separator:
+			want := byte(escape)
+			if c == separator {
+				want = 'p'
+			}
+			if j+1 >= len(prefix) || prefix[j] != escape || prefix[j+1] != want {
+				return false
+			}
+			j += 2
+		default:
+			if j >= len(prefix) || prefix[j] != c {
+				return false
+			}
+			j++
+		}
+	}
+	return j == len(prefix)
+}
+
+// Points yields the slots of a row in slot order.
+func (l layout) Points(e *entity.Entity, yield func(t uint64, v float64)) error {
+	bad := func(reason string) error {
+		return &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: reason}
+	}
+	rowStart, err := l.format.ParseUnits(string(e.RowKey))
+	if err != nil || rowStart%l.rowUnits != 0 {
+		return bad("RowKey is not a row start of this layout")
+	}
+	if len(e.PartitionKey) < l.format.Width {
+		return bad("PartitionKey is not of this layout")
+	}
+	partStart, err := l.format.ParseUnits(string(e.PartitionKey[len(e.PartitionKey)-l.format.Width:]))
+	if err != nil || partStart != rowStart/l.partUnits*l.partUnits {
+		return bad("PartitionKey and RowKey disagree (a row of another layout?)")
+	}
+	var values [entity.MaxUserProperties]float64
+	var present [4]uint64 // bit set of slots
+	for _, p := range e.Props {
+		slot, ok := entity.ParseSlotName(p.Name)
+		if !ok || uint64(slot) >= l.rowUnits {
+			return bad(fmt.Sprintf("property %q is not a slot of this layout", p.Name))
+		}
+		values[slot] = p.Value
+		present[slot/64] |= 1 << (slot % 64)
+	}
+	for w, word := range present {
+		for word != 0 {
+			slot := w*64 + bits.TrailingZeros64(word)
+			word &= word - 1
+			yield(rowStart+uint64(slot), values[slot])
+		}
+	}
+	return nil
+}

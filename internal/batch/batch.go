@@ -1,0 +1,264 @@
+// Package batch sends entity group transactions and makes their failures legible: aztables
+// reports a failed transaction as an *azcore.ResponseError with status 202 and no error code,
+// the failing operation's code and index being only in the multipart reply.
+package batch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+)
+
+// Error is a failed transaction: the service's error code and the index of the operation
+// that failed (-1 when the reply does not say). It unwraps to the *azcore.ResponseError.
+type Error struct {
+	Code   string
+	Index  int
+	Status int
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("transaction failed: %s (HTTP %d) at operation %d: %v", e.Code, e.Status, e.Index, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Submitter is the part of *aztables.Client a transaction needs.
+type Submitter interface {
+	SubmitTransaction(ctx context.Context, actions []aztables.TransactionAction, opts *aztables.SubmitTransactionOptions) (aztables.TransactionResponse, error)
+	UpsertEntity(ctx context.Context, entity []byte, options *aztables.UpsertEntityOptions) (aztables.UpsertEntityResponse, error)
+	DeleteEntity(ctx context.Context, partitionKey string, rowKey string, options *aztables.DeleteEntityOptions) (aztables.DeleteEntityResponse, error)
+}
+
+// Submit sends the operations of one partition as one transaction. A failure comes back as
+// *Error where the service answered.
+//
+// aztables v1.4.1 writes the keys of a transaction's operations into their URLs without
+// doubling single quotes (its single-entity calls do double them), so a PartitionKey with a
+// quote would address another entity: "O''Brien" lands on "O'Brien". For such a partition
+// the operations are sent one by one instead, which is slower but exact.
+func Submit(ctx context.Context, client Submitter, partitionKey string, actions []aztables.TransactionAction) error {
+	if strings.ContainsRune(partitionKey, '\'') {
+		return submitEach(ctx, client, partitionKey, actions)
+	}
+	_, err := client.SubmitTransaction(ctx, actions, nil)
+	if err == nil {
+		return nil
+	}
+	return Explain(err)
+}
+
+func submitEach(ctx context.Context, client Submitter, partitionKey string, actions []aztables.TransactionAction) error {
+	for i, a := range actions {
+		var err error
+		switch a.ActionType {
+		case aztables.TransactionTypeInsertReplace:
+			_, err = client.UpsertEntity(ctx, a.Entity, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+		case aztables.TransactionTypeInsertMerge:
+			_, err = client.UpsertEntity(ctx, a.Entity, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeMerge})
+		case aztables.TransactionTypeDelete:
+			var keys struct{ PartitionKey, RowKey string }
+			if err = json.Unmarshal(a.Entity, &keys); err == nil {
+				_, err = client.DeleteEntity(ctx, keys.PartitionKey, keys.RowKey, nil)
+			}
+		default:
+			err = fmt.Errorf("batch: operation %q is not supported one by one", a.ActionType)
+		}
+		if err != nil {
+			e := &Error{Index: i, Err: err}
+			var re *azcore.ResponseError
+			if errors.As(err, &re) {
+				e.Code, e.Status = re.ErrorCode, re.StatusCode
+			}
+			return e
+		}
+	}
+	return nil
+}
+
+// Explain turns a transaction's error into *Error, parsing the failed operation out of the
+// batch reply; errors that are not the service's answer are returned as they are.
+func Explain(err error) error {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return err
+	}
+	e := &Error{Code: re.ErrorCode, Index: -1, Status: re.StatusCode, Err: err}
+	if re.RawResponse != nil {
+		if status, code, index, ok := parseReply(re.RawResponse); ok {
+			e.Status, e.Code, e.Index = status, code, index
+		}
+	}
+	return e
+}
+
+// parseReply finds the failed inner response of a batch reply.
+func parseReply(resp *http.Response) (status int, code string, index int, ok bool) {
+	body, err := readBody(resp)
+	if err != nil || len(body) == 0 {
+		return 0, "", 0, false
+	}
+	if body[0] == '{' {
+		status, code, index = resp.StatusCode, "", -1
+		code, index = parseODataError(body)
+		return resp.StatusCode, code, index, code != ""
+	}
+	// Outer multipart (batch) holding an inner multipart (changeset) of HTTP responses.
+	var found bool
+	walkParts(body, resp.Header.Get("Content-Type"), 0, func(part []byte) bool {
+		r, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(part)), nil)
+		if err != nil || r.StatusCode < 400 {
+			return true
+		}
+		inner, _ := io.ReadAll(r.Body)
+		status = r.StatusCode
+		code, index = parseODataError(inner)
+		if code == "" {
+			code = r.Header.Get("x-ms-error-code")
+		}
+		found = true
+		return false
+	})
+	return status, code, index, found
+}
+
+// walkParts calls fn with each leaf part of a (possibly nested) multipart body.
+func walkParts(body []byte, contentType string, depth int, fn func([]byte) bool) bool {
+	if depth > 2 {
+		return true
+	}
+	boundary := ""
+	if _, params, err := mime.ParseMediaType(contentType); err == nil {
+		boundary = params["boundary"]
+	}
+	if boundary == "" {
+		// aztables reads the boundary from the first line, as the service's framing allows.
+		line, _, _ := bytes.Cut(body, []byte("\n"))
+		boundary = strings.TrimPrefix(strings.TrimSpace(string(line)), "--")
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for {
+		p, err := mr.NextPart()
+		if err != nil {
+			return true
+		}
+		data, err := io.ReadAll(p)
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+			return true
+		}
+		if ct := p.Header.Get("Content-Type"); strings.HasPrefix(ct, "multipart/") {
+			if !walkParts(data, ct, depth+1, fn) {
+				return false
+			}
+			continue
+		}
+		if !fn(data) {
+			return false
+		}
+	}
+}
+
+// parseODataError reads {"odata.error":{"code":..,"message":{"value":"N:..."}}}.
+func parseODataError(body []byte) (code string, index int) {
+	var reply struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message struct {
+				Value string `json:"value"`
+			} `json:"message"`
+		} `json:"odata.error"`
+	}
+	if json.Unmarshal(body, &reply) != nil {
+		return "", -1
+	}
+	index = -1
+	if head, _, ok := strings.Cut(reply.Error.Message.Value, ":"); ok {
+		if n, err := strconv.Atoi(head); err == nil {
+			index = n
+		}
+	}
+	return reply.Error.Code, index
+}
+
+func readBody(resp *http.Response) ([]byte, error) {
+	if resp.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return b, err
+}
+
+// Run calls do for transactions 0..n-1 with at most concurrency at once and returns each
+// one's error. It stops starting new ones once ctx is done (they get ctx's error).
+func Run(ctx context.Context, concurrency, n int, do func(ctx context.Context, i int) error) []error {
+	errs := make([]error, n)
+	if concurrency < 1 {
+		concurrency = 1
+	}
+	sem := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	for i := range n {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = do(ctx, i)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// DeleteRows deletes entities of one partition in one transaction (at most
+// MaxBatchOperations keys). A row that is already gone (a retried transaction that was
+// applied, or a concurrent delete) fails the whole transaction with ResourceNotFound at its
+// index: it is dropped and the rest sent again, so deleting what is not there succeeds.
+func DeleteRows(ctx context.Context, client Submitter, partitionKey string, rowKeys []string) error {
+	for len(rowKeys) > 0 {
+		actions := make([]aztables.TransactionAction, len(rowKeys))
+		for i, rk := range rowKeys {
+			actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: keysBody(partitionKey, rk)}
+		}
+		err := Submit(ctx, client, partitionKey, actions)
+		var be *Error
+		if errors.As(err, &be) && be.Code == string(aztables.ResourceNotFound) && be.Index >= 0 && be.Index < len(rowKeys) {
+			rowKeys = append(rowKeys[:be.Index:be.Index], rowKeys[be.Index+1:]...)
+			continue
+		}
+		return err
+	}
+	return nil
+}
+
+// keysBody is {"PartitionKey":pk,"RowKey":rk}; JSON-escaped without importing entity.
+func keysBody(pk, rk string) []byte {
+	b, _ := json.Marshal(struct {
+		PartitionKey string
+		RowKey       string
+	}{pk, rk})
+	return b
+}
