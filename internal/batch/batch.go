@@ -52,7 +52,7 @@ type Submitter interface {
 //
 // aztables v1.4.1 writes the keys of a transaction's operations into their URLs without
 // doubling single quotes (its single-entity calls do double them), so a PartitionKey with a
-// quote would address another entity: "O''Brien" lands on "O'Brien". For such a partition
+// quote would address another entity: "O”Brien" lands on "O'Brien". For such a partition
 // the operations are sent one by one instead, which is slower but exact.
 func Submit(ctx context.Context, client Submitter, partitionKey string, actions []aztables.TransactionAction) error {
 	if strings.ContainsRune(partitionKey, '\'') {

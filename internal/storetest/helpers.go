@@ -258,8 +258,8 @@ func requirePoints(t *testing.T, want, got []tablets.Point, format string, args 
 	n := min(len(want), len(got))
 	for i := range n {
 		if !want[i].Time.Equal(got[i].Time) || !sameValue(want[i].Value, got[i].Value) {
-			require.Failf(t, "points differ", "%s: first difference at index %d of %d wanted (%d got):\n want %s\n got  %s\n%s",
-				what, i, len(want), len(got), fmtPoint(want[i]), fmtPoint(got[i]), context3(want, got, i))
+			require.Failf(t, "points differ", "%s: first difference at index %d of %d wanted (%d got):\n want %s\n got  %s\n%s%s",
+				what, i, len(want), len(got), fmtPoint(want[i]), fmtPoint(got[i]), context3(want, got, i), diffSummary(want, got))
 		}
 	}
 	if len(want) != len(got) {
@@ -269,8 +269,46 @@ func requirePoints(t *testing.T, want, got []tablets.Point, format string, args 
 		} else {
 			extra = "first missing point: " + fmtPoint(want[n])
 		}
-		require.Failf(t, "point counts differ", "%s: want %d points, got %d (the first %d agree); %s", what, len(want), len(got), n, extra)
+		require.Failf(t, "point counts differ", "%s: want %d points, got %d (the first %d agree); %s\n%s", what, len(want), len(got), n, extra, diffSummary(want, got))
 	}
+}
+
+// diffSummary counts every kind of difference between two reads, to tell one root cause
+// (say, -0 read back as +0) from several.
+func diffSummary(want, got []tablets.Point) string {
+	w := map[tkey]float64{}
+	for _, p := range want {
+		w[keyOf(p.Time)] = p.Value
+	}
+	seen := map[tkey]bool{}
+	var missing, extra, dupes, unordered, values, signedZero int
+	for i, p := range got {
+		k := keyOf(p.Time)
+		if seen[k] {
+			dupes++
+		}
+		seen[k] = true
+		if i > 0 && !p.Time.After(got[i-1].Time) {
+			unordered++
+		}
+		v, ok := w[k]
+		switch {
+		case !ok:
+			extra++
+		case !sameValue(v, p.Value):
+			values++
+			if v == 0 && p.Value == 0 {
+				signedZero++
+			}
+		}
+	}
+	for k := range w {
+		if !seen[k] {
+			missing++
+		}
+	}
+	return fmt.Sprintf("summary: %d missing times, %d unexpected times, %d times repeated, %d out of order, %d wrong values (%d of them only the sign of zero)",
+		missing, extra, dupes, unordered, values, signedZero)
 }
 
 func context3(want, got []tablets.Point, i int) string {
