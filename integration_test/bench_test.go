@@ -1,0 +1,247 @@
+package integration
+
+// The benchmarks run against a local Azurite through the checking transport, which also
+// counts requests and entity bytes. Reproduce and compare a change with:
+//
+//	go test -run '^$' -bench . -benchtime 1x -count 6 ./integration_test/ | tee new.txt
+//	benchstat old.txt new.txt
+//
+// (benchstat: go run golang.org/x/perf/cmd/benchstat@latest). Each sub-benchmark reports
+// points/s, requests/op, points/request and, for writes, bytes/point: the entity JSON sent
+// divided by the points. Data sizes differ between stores to keep a run short (basic and
+// naive are slow by design); every metric is per point or per request, so they compare.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/advanced"
+	"github.com/seed71701133/tablets/basic"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/fault"
+)
+
+var benchStart = time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// day returns n points at 1 Hz from benchStart, values from a fixed-seed random walk.
+func series1Hz(seed uint64, n int, step time.Duration) []tablets.Point {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	points := make([]tablets.Point, n)
+	v := 50.0
+	for i := range points {
+		v += rng.NormFloat64()
+		points[i] = tablets.Point{Time: benchStart.Add(time.Duration(i) * step), Value: v}
+	}
+	return points
+}
+
+// naive is what a user writes by hand with aztables: one upsert per point.
+type naive struct{ client *aztables.Client }
+
+func (n naive) write(ctx context.Context, series string, points []tablets.Point) error {
+	for _, p := range points {
+		body := entity.AppendKeys(nil, series, fmt.Sprintf("%015d", p.Time.UnixMilli()))
+		body = entity.AppendEnd(entity.AppendDouble(body, "Value", p.Value))
+		if _, err := n.client.UpsertEntity(ctx, body, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type writeCase struct {
+	name   string
+	points int // per series, at 1 Hz
+	write  func(b *testing.B, client *aztables.Client) func(ctx context.Context, series string, points []tablets.Point) error
+}
+
+var writeCases = []writeCase{
+	{"naive", 300, func(b *testing.B, client *aztables.Client) func(context.Context, string, []tablets.Point) error {
+		return naive{client}.write
+	}},
+	{"basic", 3600, func(b *testing.B, client *aztables.Client) func(context.Context, string, []tablets.Point) error {
+		s, err := basic.New(client, nil)
+		require.NoError(b, err)
+		return func(ctx context.Context, series string, points []tablets.Point) error { return s.Write(ctx, series, points...) }
+	}},
+	{"advanced", 86400, func(b *testing.B, client *aztables.Client) func(context.Context, string, []tablets.Point) error {
+		s, err := advanced.New(client, nil)
+		require.NoError(b, err)
+		return func(ctx context.Context, series string, points []tablets.Point) error { return s.Write(ctx, series, points...) }
+	}},
+}
+
+const benchSeries = 4
+
+// benchWrite writes benchSeries series per iteration, each into a fresh table, the series
+// concurrently (as a collector of several series would).
+func benchWrite(b *testing.B, c writeCase, opts *azurite.TableOptions) {
+	data := make([][]tablets.Point, benchSeries)
+	for s := range data {
+		data[s] = series1Hz(uint64(s), c.points, time.Second)
+	}
+	var requests, bytes int64
+	for b.Loop() {
+		b.StopTimer()
+		client, checker := azurite.NewTable(b, opts)
+		write := c.write(b, client)
+		b.StartTimer()
+		var wg sync.WaitGroup
+		for s := range data {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				require.NoError(b, write(context.Background(), fmt.Sprintf("series-%d", s), data[s]))
+			}()
+		}
+		wg.Wait()
+		stats := checker.Stats()
+		requests += stats.Requests
+		bytes += stats.EntityBytes
+	}
+	points := float64(b.N * benchSeries * c.points)
+	b.ReportMetric(points/b.Elapsed().Seconds(), "points/s")
+	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+	b.ReportMetric(points/float64(requests), "points/request")
+	b.ReportMetric(float64(bytes)/points, "bytes/point")
+}
+
+// BenchmarkWrite: a day at 1 Hz of 4 series for advanced; an hour for basic and five
+// minutes for naive (one request per point), with the same per-point metrics.
+func BenchmarkWrite(b *testing.B) {
+	for _, c := range writeCases {
+		b.Run(c.name, func(b *testing.B) { benchWrite(b, c, nil) })
+	}
+}
+
+// BenchmarkLatency is BenchmarkWrite with 20 ms added to every request: what concurrency
+// and batching buy when the service is far away.
+func BenchmarkLatency(b *testing.B) {
+	latency := &azurite.TableOptions{Wrap: func(next policy.Transporter) policy.Transporter {
+		return fault.New(next, fault.Options{Seed: 1, Latency: 20 * time.Millisecond})
+	}}
+	for _, c := range writeCases {
+		if c.name == "naive" {
+			c.points = 25 // 100 requests of 20 ms
+		}
+		b.Run(c.name, func(b *testing.B) { benchWrite(b, c, latency) })
+	}
+}
+
+// queryFixture is a table holding data for query benchmarks, written once per process.
+type queryFixture struct {
+	store   tablets.Store
+	checker *azurite.Checker
+}
+
+var (
+	fixturesMu sync.Mutex
+	fixtures   = map[string]*queryFixture{}
+)
+
+func newStore(b *testing.B, name string, client *aztables.Client) tablets.Store {
+	switch name {
+	case "basic":
+		s, err := basic.New(client, nil)
+		require.NoError(b, err)
+		return s
+	default:
+		s, err := advanced.New(client, nil)
+		require.NoError(b, err)
+		return s
+	}
+}
+
+// fixture returns a store of the named layout holding series points[i] under "s<i>". The
+// table outlives the benchmark that made it (it is reused by the next b.N round).
+func fixture(b *testing.B, key, layout string, series int, points []tablets.Point) *queryFixture {
+	fixturesMu.Lock()
+	defer fixturesMu.Unlock()
+	if f, ok := fixtures[key]; ok {
+		return f
+	}
+	srv := azurite.Shared(b)
+	table := azurite.NewTableName()
+	setup, err := srv.NewClient(table, nil)
+	require.NoError(b, err)
+	require.NoError(b, tablets.EnsureTable(context.Background(), setup))
+	checker := azurite.NewChecker(nil, func(v string) { b.Errorf("Azure limit violated: %s", v) })
+	client, err := srv.NewClient(table, &aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
+	require.NoError(b, err)
+	store := newStore(b, layout, client)
+	for s := range series {
+		require.NoError(b, store.Write(context.Background(), fmt.Sprintf("s%d", s), points...))
+	}
+	f := &queryFixture{store: store, checker: checker}
+	fixtures[key] = f
+	return f
+}
+
+// BenchmarkQuery reads 2 h and 24 h of a day at 1 Hz.
+func BenchmarkQuery(b *testing.B) {
+	day := series1Hz(1, 86400, time.Second)
+	for _, layout := range []string{"basic", "advanced"} {
+		for _, span := range []time.Duration{2 * time.Hour, 24 * time.Hour} {
+			b.Run(fmt.Sprintf("%s/%s", layout, fmt.Sprintf("%dh", int(span.Hours()))), func(b *testing.B) {
+				f := fixture(b, layout+"/day", layout, 1, day)
+				from := benchStart.Add(6 * time.Hour)
+				if span == 24*time.Hour {
+					from = benchStart
+				}
+				before := f.checker.Stats().Requests
+				n := 0
+				for b.Loop() {
+					for _, err := range f.store.Query(context.Background(), "s0", from, from.Add(span)) {
+						if err != nil {
+							b.Fatal(err)
+						}
+						n++
+					}
+				}
+				requests := f.checker.Stats().Requests - before
+				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "points/s")
+				b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+				b.ReportMetric(float64(n)/float64(requests), "points/request")
+			})
+		}
+	}
+}
+
+// BenchmarkQueryMany reads 40 series over 2 h, each a point every 10 s (720 points a series).
+func BenchmarkQueryMany(b *testing.B) {
+	const seriesCount = 40
+	data := series1Hz(2, 720, 10*time.Second)
+	names := make([]string, seriesCount)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%d", i)
+	}
+	for _, layout := range []string{"basic", "advanced"} {
+		b.Run(layout, func(b *testing.B) {
+			f := fixture(b, layout+"/many", layout, seriesCount, data)
+			before := f.checker.Stats().Requests
+			n := 0
+			for b.Loop() {
+				for _, err := range f.store.QueryMany(context.Background(), names, benchStart, benchStart.Add(2*time.Hour)) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+			}
+			requests := f.checker.Stats().Requests - before
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "points/s")
+			b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+			b.ReportMetric(float64(n)/float64(requests), "points/request")
+		})
+	}
+}
