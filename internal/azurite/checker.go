@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -45,9 +46,9 @@ var (
 	// property data; the JSON body is always at least that large, so this is the tightest
 	// bound a client can check.
 	MaxEntityBody = 1 << 20
-	// MaxKeyBytes bounds PartitionKey and RowKey: Azure allows 1 KiB each. The Checker counts
-	// bytes of UTF-8, which equals characters for ASCII and is stricter than Azure's count for
-	// most other text.
+	// MaxKeyBytes bounds PartitionKey and RowKey: Azure allows 1 KiB each. The service keeps
+	// strings as UTF-16, so the Checker counts two bytes per UTF-16 code unit (512 code units
+	// at most), the strict reading, independently of the library's own count.
 	MaxKeyBytes = 1024
 	// MaxPropertyNameLength bounds a property name (characters).
 	MaxPropertyNameLength = 255
@@ -461,7 +462,7 @@ func validPropertyName(name string) bool {
 }
 
 // KeyProblems returns what is wrong with a PartitionKey or RowKey value for Azure (nil if
-// nothing): longer than MaxKeyBytes bytes of UTF-8, or containing / \ # ? or a control
+// nothing): longer than MaxKeyBytes bytes of UTF-16, or containing / \ # ? or a control
 // character (U+0000-U+001F, U+007F-U+009F). name is used in the messages.
 func KeyProblems(name, key string) []string {
 	var probs []string
@@ -469,8 +470,8 @@ func KeyProblems(name, key string) []string {
 	if len(show) > 64 {
 		show = show[:64] + "..."
 	}
-	if len(key) > MaxKeyBytes {
-		probs = append(probs, fmt.Sprintf("%s is %d bytes, limit %d", name, len(key), MaxKeyBytes))
+	if size := 2 * len(utf16.Encode([]rune(key))); size > MaxKeyBytes {
+		probs = append(probs, fmt.Sprintf("%s is %d bytes as UTF-16, limit %d", name, size, MaxKeyBytes))
 	}
 	if !utf8.ValidString(key) {
 		probs = append(probs, fmt.Sprintf("%s %q is not valid UTF-8", name, show))
