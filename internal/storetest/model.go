@@ -120,10 +120,15 @@ func (w *world) get(name string) *model {
 	return m
 }
 
-// sameValue reports whether two values are the same: bit for bit, or both NaN.
+// sameValue reports whether two values are the same: bit for bit, or both NaN, or both
+// zero. The sign of zero is not kept: Azurite (JavaScript) writes -0 as 0, whatever the
+// encoding sent (checked with -0.0, "-0" and -0 typed as Edm.Double).
 func sameValue(a, b float64) bool {
 	if math.IsNaN(a) || math.IsNaN(b) {
 		return math.IsNaN(a) && math.IsNaN(b)
+	}
+	if a == 0 && b == 0 {
+		return true
 	}
 	return math.Float64bits(a) == math.Float64bits(b)
 }
