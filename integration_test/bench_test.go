@@ -72,12 +72,16 @@ var writeCases = []writeCase{
 	{"basic", 3600, func(b *testing.B, client *aztables.Client) func(context.Context, string, []tablets.Point) error {
 		s, err := basic.New(client, nil)
 		require.NoError(b, err)
-		return func(ctx context.Context, series string, points []tablets.Point) error { return s.Write(ctx, series, points...) }
+		return func(ctx context.Context, series string, points []tablets.Point) error {
+			return s.Write(ctx, series, points...)
+		}
 	}},
 	{"advanced", 86400, func(b *testing.B, client *aztables.Client) func(context.Context, string, []tablets.Point) error {
 		s, err := advanced.New(client, nil)
 		require.NoError(b, err)
-		return func(ctx context.Context, series string, points []tablets.Point) error { return s.Write(ctx, series, points...) }
+		return func(ctx context.Context, series string, points []tablets.Point) error {
+			return s.Write(ctx, series, points...)
+		}
 	}},
 }
 
