@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -66,6 +67,9 @@ func (e *Entity) decode(d []byte) (reason string) {
 	}
 	i = skipSpace(d, i+1)
 	if i < len(d) && d[i] == '}' {
+		if skipSpace(d, i+1) != len(d) {
+			return "malformed JSON: data after the object"
+		}
 		return ""
 	}
 	firstBad := ""
@@ -165,9 +169,9 @@ func (e *Entity) double(d []byte, i int) (v float64, next int, ok bool, err erro
 		return 0, next, false, nil
 	}
 	if c == '-' || (c >= '0' && c <= '9') {
-		j := i
-		for j < len(d) && isNumberByte(d[j]) {
-			j++
+		j, ok := numberEnd(d, i)
+		if !ok {
+			return 0, j, false, fmt.Errorf("bad number %.40q", d[i:j])
 		}
 		v, err := strconv.ParseFloat(unsafe.String(&d[i], j-i), 64)
 		if err != nil {
@@ -179,8 +183,45 @@ func (e *Entity) double(d []byte, i int) (v float64, next int, ok bool, err erro
 	return 0, next, false, err
 }
 
-func isNumberByte(c byte) bool {
-	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+// numberEnd returns the end of the JSON number at d[i] and whether it follows the grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func numberEnd(d []byte, i int) (int, bool) {
+	digits := func(j int) int {
+		for j < len(d) && d[j] >= '0' && d[j] <= '9' {
+			j++
+		}
+		return j
+	}
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		i = digits(i)
+	default:
+		return i, false
+	}
+	if i < len(d) && d[i] == '.' {
+		j := digits(i + 1)
+		if j == i+1 {
+			return j, false
+		}
+		i = j
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		j := digits(i)
+		if j == i {
+			return j, false
+		}
+		i = j
+	}
+	return i, true
 }
 
 func skipSpace(d []byte, i int) int {
@@ -198,7 +239,7 @@ func (e *Entity) str(d []byte, i int) ([]byte, int, error) {
 	}
 	start := i + 1
 	j := start
-	for j < len(d) && d[j] != '"' && d[j] != '\\' {
+	for j < len(d) && d[j] != '"' && d[j] != '\\' && d[j] >= 0x20 {
 		j++
 	}
 	if j >= len(d) {
@@ -215,6 +256,8 @@ func (e *Entity) str(d []byte, i int) ([]byte, int, error) {
 		case c == '"':
 			out := e.scratch[from:len(e.scratch):len(e.scratch)]
 			return out, j + 1, nil
+		case c < 0x20:
+			return nil, j, errors.New("control character in a string")
 		case c != '\\':
 			e.scratch = append(e.scratch, c)
 			j++
@@ -289,11 +332,21 @@ func skipValue(d []byte, i int) (int, error) {
 	switch c := d[i]; {
 	case c == '"':
 		for j := i + 1; j < len(d); j++ {
-			switch d[j] {
-			case '\\':
+			switch {
+			case d[j] == '\\':
+				if j+1 >= len(d) || !strings.ContainsRune(`"\\/bfnrtu`, rune(d[j+1])) {
+					return j, errors.New("bad escape")
+				}
+				if d[j+1] == 'u' {
+					if _, ok := hex4(d, j+2); !ok {
+						return j, errors.New("bad \\u escape")
+					}
+				}
 				j++
-			case '"':
+			case d[j] == '"':
 				return j + 1, nil
+			case d[j] < 0x20:
+				return j, errors.New("control character in a string")
 			}
 		}
 		return len(d), errors.New("unterminated string")
@@ -324,9 +377,9 @@ func skipValue(d []byte, i int) (int, error) {
 	case c == 'n' && bytes.HasPrefix(d[i:], []byte("null")):
 		return i + 4, nil
 	case c == '-' || (c >= '0' && c <= '9'):
-		j := i
-		for j < len(d) && isNumberByte(d[j]) {
-			j++
+		j, ok := numberEnd(d, i)
+		if !ok {
+			return j, errSyntax
 		}
 		return j, nil
 	}
