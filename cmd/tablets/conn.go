@@ -1,0 +1,164 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/spf13/cobra"
+
+	"github.com/seed71701133/tablets"
+)
+
+// Environment variables.
+const (
+	envConnectionString = "AZURE_TABLES_CONNECTION_STRING"
+	envAccountURL       = "AZURE_TABLES_ACCOUNT_URL"
+)
+
+// connFlags say which account to talk to.
+type connFlags struct {
+	connectionString string
+	accountURL       string
+}
+
+func addConnFlags(cmd *cobra.Command, c *connFlags) {
+	f := cmd.Flags()
+	f.StringVar(&c.connectionString, "connection-string", "",
+		"storage account connection string (default $"+envConnectionString+")")
+	f.StringVar(&c.accountURL, "account-url", "",
+		"table service URL, https://ACCOUNT.table.core.windows.net, signed in with Azure AD\n(DefaultAzureCredential; default $"+envAccountURL+")")
+}
+
+// errNoConnection is the error of a command that needs an account and was given none.
+var errNoConnection = errors.New("no storage account: set $" + envConnectionString +
+	" or pass --connection-string, or pass --account-url https://ACCOUNT.table.core.windows.net to sign in with Azure AD")
+
+// resolve applies the environment defaults. ok is false when no account is named.
+func (c connFlags) resolve(cmd *cobra.Command, env func(string) string) (connFlags, bool, error) {
+	if c.connectionString != "" && c.accountURL != "" {
+		return c, false, usageErrorf(cmd, "--connection-string and --account-url are exclusive")
+	}
+	if c.connectionString == "" && c.accountURL == "" {
+		if cs := env(envConnectionString); cs != "" {
+			c.connectionString = cs
+		} else {
+			c.accountURL = env(envAccountURL)
+		}
+	}
+	if c.accountURL != "" {
+		u, err := url.Parse(c.accountURL)
+		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+			return c, false, usageErrorf(cmd, "--account-url %q is not a URL like https://ACCOUNT.table.core.windows.net", c.accountURL)
+		}
+	}
+	return c, c.connectionString != "" || c.accountURL != "", nil
+}
+
+// describe names the account for messages, without secrets.
+func (c connFlags) describe() string {
+	if c.accountURL != "" {
+		return c.accountURL + " (Azure AD)"
+	}
+	for _, part := range strings.Split(c.connectionString, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		switch strings.ToLower(strings.TrimSpace(k)) {
+		case "tableendpoint":
+			return v
+		case "accountname":
+			return "account " + v
+		}
+	}
+	return "the account of the connection string"
+}
+
+// serviceClient returns a client for the account; transport nil means the SDK's default.
+func (c connFlags) serviceClient(transport policy.Transporter) (*aztables.ServiceClient, error) {
+	opts := &aztables.ClientOptions{}
+	if transport != nil {
+		opts.Transport = transport
+	}
+	if c.connectionString != "" {
+		sc, err := aztables.NewServiceClientFromConnectionString(c.connectionString, opts)
+		if err != nil {
+			return nil, fmt.Errorf("connection string: %w", err)
+		}
+		return sc, nil
+	}
+	cred, err := azidentity.NewDefaultAzureCredential(nil)
+	if err != nil {
+		return nil, fmt.Errorf("azure AD credential: %w", err)
+	}
+	sc, err := aztables.NewServiceClient(strings.TrimRight(c.accountURL, "/"), cred, opts)
+	if err != nil {
+		return nil, fmt.Errorf("account URL: %w", err)
+	}
+	return sc, nil
+}
+
+var tableName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{2,62}$`)
+
+// storeFlags are the flags of every command that works on one table.
+type storeFlags struct {
+	conn            connFlags
+	table           string
+	layout          string
+	resolution      time.Duration
+	concurrency     int
+	partitionFactor time.Duration
+	rowFactor       time.Duration
+}
+
+func addStoreFlags(cmd *cobra.Command, s *storeFlags) {
+	addConnFlags(cmd, &s.conn)
+	f := cmd.Flags()
+	f.StringVar(&s.table, "table", "", "table name (required): letters and digits, 3-63 characters, starting with a letter")
+	f.StringVar(&s.layout, "layout", defaultLayout, "store layout: "+strings.Join(layoutNames(), " or ")+
+		"\n(read with the layout and options the series was written with)")
+	f.DurationVar(&s.resolution, "resolution", 0, "store time resolution (0: the layout's default)")
+	f.IntVar(&s.concurrency, "concurrency", 0, "requests in flight per call (0: the layout's default)")
+	f.DurationVar(&s.partitionFactor, "partition-factor", 0, "advanced layout: time span of a partition (0: default)")
+	f.DurationVar(&s.rowFactor, "row-factor", 0, "advanced layout: time span of a row (0: default)")
+}
+
+// open checks the flags and returns the store and its client (whose table may not exist).
+func (s *storeFlags) open(cmd *cobra.Command, a *app) (tablets.Store, *aztables.Client, error) {
+	if s.table == "" {
+		return nil, nil, usageErrorf(cmd, "--table is required")
+	}
+	if !tableName.MatchString(s.table) {
+		return nil, nil, usageErrorf(cmd, "--table %q is not a valid table name (letters and digits, 3-63 characters, starting with a letter)", s.table)
+	}
+	def, err := findLayout(s.layout)
+	if err != nil {
+		return nil, nil, usageErrorf(cmd, "%v", err)
+	}
+	conn, ok, err := s.conn.resolve(cmd, a.env)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, errNoConnection
+	}
+	sc, err := conn.serviceClient(nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	client := sc.NewClient(s.table)
+	store, err := def.open(client, layoutOptions{
+		Resolution:      s.resolution,
+		Concurrency:     s.concurrency,
+		PartitionFactor: s.partitionFactor,
+		RowFactor:       s.rowFactor,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return store, client, nil
+}

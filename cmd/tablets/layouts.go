@@ -1,0 +1,85 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/advanced"
+	"github.com/seed71701133/tablets/basic"
+)
+
+// layoutOptions are the union of the layouts' options; zero means a layout's default.
+type layoutOptions struct {
+	Resolution      time.Duration
+	Concurrency     int
+	PartitionFactor time.Duration // advanced only
+	RowFactor       time.Duration // advanced only
+}
+
+// layoutDef is a store layout the command knows.
+type layoutDef struct {
+	name string
+	open func(client *aztables.Client, o layoutOptions) (tablets.Store, error)
+	// describe says how a store of this layout (from open) keeps points.
+	describe func(tablets.Store) string
+}
+
+// defaultLayout is the --layout default.
+const defaultLayout = "advanced"
+
+// layouts in the order the demo runs them.
+var layouts = []layoutDef{
+	{name: "basic", open: openBasic, describe: func(s tablets.Store) string {
+		return fmt.Sprintf("one entity per point, resolution %v", s.(*basic.Store).Options().Resolution)
+	}},
+	{name: "advanced", open: openAdvanced, describe: func(s tablets.Store) string {
+		o := s.(*advanced.Store).Options()
+		return fmt.Sprintf("%d points per entity (%v rows, %v partitions), resolution %v",
+			o.RowFactor/o.Resolution, shortDuration(o.RowFactor), shortDuration(o.PartitionFactor), o.Resolution)
+	}},
+}
+
+func openBasic(client *aztables.Client, o layoutOptions) (tablets.Store, error) {
+	if o.PartitionFactor != 0 || o.RowFactor != 0 {
+		return nil, fmt.Errorf("%w: --partition-factor and --row-factor are options of the advanced layout", tablets.ErrInvalidOptions)
+	}
+	return basic.New(client, &basic.Options{Resolution: o.Resolution, Concurrency: o.Concurrency})
+}
+
+func openAdvanced(client *aztables.Client, o layoutOptions) (tablets.Store, error) {
+	return advanced.New(client, &advanced.Options{PartitionFactor: o.PartitionFactor, RowFactor: o.RowFactor,
+		Resolution: o.Resolution, Concurrency: o.Concurrency})
+}
+
+func layoutNames() []string {
+	names := make([]string, len(layouts))
+	for i, l := range layouts {
+		names[i] = l.name
+	}
+	return names
+}
+
+func findLayout(name string) (layoutDef, error) {
+	for _, l := range layouts {
+		if strings.EqualFold(l.name, name) {
+			return l, nil
+		}
+	}
+	return layoutDef{}, fmt.Errorf("unknown --layout %q (want %s)", name, strings.Join(layoutNames(), " or "))
+}
+
+// shortDuration prints 4m and 1h rather than 4m0s and 1h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

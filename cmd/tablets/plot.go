@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"image"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/seed71701133/tablets"
+)
+
+func (a *app) plotCommand() *cobra.Command {
+	var (
+		sf            storeFlags
+		rf            rangeFlags
+		series        []string
+		out           string
+		width, height int
+		title         string
+	)
+	cmd := &cobra.Command{
+		Use:   "plot --table T --series S[,S2...] --out chart.png|chart.svg [--from -24h --to now]",
+		Short: "Draw a line chart of one or more series to PNG or SVG",
+		Long: `Draw a line chart of one or more series over [--from, --to) to a PNG or SVG file (by
+the extension of --out).
+
+Each series is downsampled to the width of the image: buckets of (to - from) / width,
+aligned to the Unix epoch. The line is the mean of each bucket; where buckets hold more
+than one point, a shaded band shows each bucket's minimum and maximum, so that spikes stay
+visible. The line breaks across gaps in the data (no bucket for more than three times the
+usual spacing). NaN and infinite values are left out.`,
+		Example: `  tablets plot --table metrics --series cpu --from -24h --out cpu.png
+  tablets plot --table metrics --series cpu,mem --from 2024-05-01 --to 2024-05-08 --out week.svg --width 1600`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			names, err := seriesList(cmd, series)
+			if err != nil {
+				return err
+			}
+			from, to, err := rf.parse(cmd, a.now)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				return usageErrorf(cmd, "--out is required (a .png or .svg file)")
+			}
+			ext := strings.ToLower(filepath.Ext(out))
+			if ext != ".png" && ext != ".svg" {
+				return usageErrorf(cmd, "--out %q: want a .png or .svg file", out)
+			}
+			if width < 100 || height < 100 || width > 20000 || height > 20000 {
+				return usageErrorf(cmd, "--width and --height must be 100 to 20000 pixels")
+			}
+			store, _, err := sf.open(cmd, a)
+			if err != nil {
+				return err
+			}
+			return a.plot(cmd.Context(), store, names, from, to, out, ext, width, height, title)
+		},
+	}
+	addStoreFlags(cmd, &sf)
+	f := cmd.Flags()
+	f.StringSliceVar(&series, "series", nil, "series names, comma-separated or repeated (required)")
+	addRangeFlags(cmd, &rf, "-24h", "now")
+	f.StringVar(&out, "out", "", "output file: .png or .svg (required)")
+	f.IntVar(&width, "width", 1000, "image width in pixels")
+	f.IntVar(&height, "height", 400, "image height in pixels")
+	f.StringVar(&title, "title", "", "chart title (default: the series and the range)")
+	return cmd
+}
+
+// bucketSeries is one series downsampled for a chart.
+type bucketSeries struct {
+	name           string
+	t              []float64 // bucket starts, Unix seconds
+	avg, min, max  []float64
+	maxCount       float64
+	dropped, total int
+}
+
+func (a *app) plot(ctx context.Context, store tablets.Store, names []string, from, to time.Time,
+	out, ext string, width, height int, title string) error {
+	step := max(to.Sub(from)/time.Duration(width), 1)
+	ds := newSeriesDownsamplers(names, step, tablets.Avg, tablets.Min, tablets.Max, tablets.Count)
+	defer ds.abort()
+	for sp, err := range store.QueryMany(ctx, names, from, to) {
+		if err != nil {
+			return err
+		}
+		ds.push(sp)
+	}
+	var all []bucketSeries
+	points := 0
+	for i, r := range ds.finish() {
+		if r.err != nil {
+			return fmt.Errorf("series %q: %w", names[i], r.err)
+		}
+		bs := bucketSeries{name: names[i]}
+		avg, mn, mx, cnt := r.all[0], r.all[1], r.all[2], r.all[3]
+		for k := range avg {
+			points += int(cnt[k].Value)
+			bs.total++
+			if !finite(avg[k].Value) || !finite(mn[k].Value) || !finite(mx[k].Value) {
+				bs.dropped++
+				continue
+			}
+			bs.t = append(bs.t, unixSeconds(avg[k].Time))
+			bs.avg = append(bs.avg, avg[k].Value)
+			bs.min = append(bs.min, mn[k].Value)
+			bs.max = append(bs.max, mx[k].Value)
+			bs.maxCount = max(bs.maxCount, cnt[k].Value)
+		}
+		if bs.dropped > 0 {
+			fmt.Fprintf(a.stderr, "series %q: %d of %d buckets left out (NaN or infinite values)\n", bs.name, bs.dropped, bs.total)
+		}
+		all = append(all, bs)
+	}
+	if points == 0 {
+		return fmt.Errorf("no points of %s in [%s, %s): nothing to plot", strings.Join(names, ", "), fmtTime(from), fmtTime(to))
+	}
+	if title == "" {
+		title = fmt.Sprintf("%s, %s to %s", strings.Join(names, ", "), from.UTC().Format("2006-01-02 15:04"), to.UTC().Format("2006-01-02 15:04 MST"))
+	}
+	p, err := chart(all, from, to, step, title)
+	if err != nil {
+		return err
+	}
+	if err := saveChart(p, out, ext, width, height); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.stdout, "wrote %s: %d x %d, %s points in buckets of %s\n", out, width, height, thousands(int64(points)), step)
+	return nil
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
+
+// chart builds the plot: per series, the min-max band (where buckets hold several points)
+// and the mean line, both broken across gaps.
+func chart(all []bucketSeries, from, to time.Time, step time.Duration, title string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "time (UTC)"
+	p.Y.Label.Text = "value"
+	p.X.Min, p.X.Max = unixSeconds(from), unixSeconds(to)
+	format := "15:04"
+	switch span := to.Sub(from); {
+	case span <= 10*time.Minute:
+		format = "15:04:05"
+	case span > 3*24*time.Hour:
+		format = "2006-01-02"
+	case span > 20*time.Hour:
+		format = "01-02\n15:04"
+	}
+	p.X.Tick.Marker = plot.TimeTicks{Format: format}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	for i, bs := range all {
+		if len(bs.t) == 0 {
+			continue
+		}
+		c := plotutil.Color(i)
+		runs := splitRuns(bs.t, step.Seconds())
+		band := bs.maxCount > 1
+		for _, r := range runs {
+			if band {
+				xy := make(plotter.XYs, 0, 2*(r[1]-r[0]))
+				for k := r[0]; k < r[1]; k++ {
+					xy = append(xy, plotter.XY{X: bs.t[k], Y: bs.max[k]})
+				}
+				for k := r[1] - 1; k >= r[0]; k-- {
+					xy = append(xy, plotter.XY{X: bs.t[k], Y: bs.min[k]})
+				}
+				poly, err := plotter.NewPolygon(xy)
+				if err != nil {
+					return nil, err
+				}
+				r, g, b, _ := c.RGBA()
+				poly.Color = color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: 70}
+				poly.LineStyle.Width = 0
+				p.Add(poly)
+			}
+		}
+		var legend plot.Thumbnailer
+		for _, r := range runs {
+			xy := make(plotter.XYs, 0, r[1]-r[0])
+			for k := r[0]; k < r[1]; k++ {
+				xy = append(xy, plotter.XY{X: bs.t[k], Y: bs.avg[k]})
+			}
+			if len(xy) == 1 {
+				s, err := plotter.NewScatter(xy)
+				if err != nil {
+					return nil, err
+				}
+				s.GlyphStyle.Color = c
+				s.GlyphStyle.Radius = vg.Points(1.5)
+				s.GlyphStyle.Shape = draw.CircleGlyph{}
+				p.Add(s)
+				if legend == nil {
+					legend = s
+				}
+				continue
+			}
+			l, err := plotter.NewLine(xy)
+			if err != nil {
+				return nil, err
+			}
+			l.LineStyle.Color = c
+			l.LineStyle.Width = vg.Points(1.2)
+			p.Add(l)
+			if _, isLine := legend.(*plotter.Line); !isLine {
+				legend = l
+			}
+		}
+		label := bs.name
+		if band {
+			label += " (mean, min-max band)"
+		}
+		p.Legend.Add(label, legend)
+	}
+	return p, nil
+}
+
+// splitRuns splits bucket times (ascending) into runs [start, end) without gaps: a gap is a
+// distance over three times the median distance (and over three steps).
+func splitRuns(t []float64, step float64) [][2]int {
+	if len(t) == 0 {
+		return nil
+	}
+	gaps := make([]float64, 0, len(t)-1)
+	for k := 1; k < len(t); k++ {
+		gaps = append(gaps, t[k]-t[k-1])
+	}
+	limit := 3 * step
+	if len(gaps) > 0 {
+		sorted := slices.Clone(gaps)
+		slices.Sort(sorted)
+		limit = max(limit, 3*sorted[len(sorted)/2])
+	}
+	var runs [][2]int
+	start := 0
+	for k, g := range gaps {
+		if g > limit {
+			runs = append(runs, [2]int{start, k + 1})
+			start = k + 1
+		}
+	}
+	return append(runs, [2]int{start, len(t)})
+}
+
+// saveChart draws p to out: a PNG of exactly width x height pixels, or an SVG of that size
+// (at 96 pixels per inch).
+func saveChart(p *plot.Plot, out, ext string, width, height int) error {
+	var w io.WriterTo
+	switch ext {
+	case ".png":
+		c := vgimg.NewWith(vgimg.UseImage(image.NewRGBA(image.Rect(0, 0, width, height))))
+		p.Draw(draw.New(c))
+		w = vgimg.PngCanvas{Canvas: c}
+	case ".svg":
+		px := vg.Inch / vgimg.DefaultDPI
+		c := vgsvg.New(vg.Length(width)*px, vg.Length(height)*px)
+		p.Draw(draw.New(c))
+		w = c
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(f)
+	if _, err := w.WriteTo(bw); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", out, err)
+	}
+	return f.Close()
+}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/seed71701133/tablets"
+)
+
+// rangeFlags are --from and --to.
+type rangeFlags struct {
+	from, to string
+}
+
+func addRangeFlags(cmd *cobra.Command, r *rangeFlags, defFrom, defTo string) {
+	f := cmd.Flags()
+	f.StringVar(&r.from, "from", defFrom, "start of the range, included: RFC 3339, a date, now, -2h, now-7d, Unix time")
+	f.StringVar(&r.to, "to", defTo, "end of the range, excluded: same forms as --from")
+}
+
+func (r rangeFlags) parse(cmd *cobra.Command, now time.Time) (from, to time.Time, err error) {
+	if r.from == "" || r.to == "" {
+		return from, to, usageErrorf(cmd, "--from and --to are required")
+	}
+	if from, err = parseFlagTime(r.from, now); err != nil {
+		return from, to, usageErrorf(cmd, "--from: %v", err)
+	}
+	if to, err = parseFlagTime(r.to, now); err != nil {
+		return from, to, usageErrorf(cmd, "--to: %v", err)
+	}
+	if err := checkRange(from, to); err != nil {
+		return from, to, usageErrorf(cmd, "%v", err)
+	}
+	return from, to, nil
+}
+
+// seriesList splits --series values ("a,b" and repeated flags) and drops duplicates.
+func seriesList(cmd *cobra.Command, vals []string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			if s == "" {
+				continue
+			}
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, usageErrorf(cmd, "--series is required")
+	}
+	return out, nil
+}
+
+func (a *app) queryCommand() *cobra.Command {
+	var (
+		sf     storeFlags
+		rf     rangeFlags
+		series []string
+		step   time.Duration
+		agg    string
+		format string
+	)
+	cmd := &cobra.Command{
+		Use:   "query --table T --series S[,S2...] [--from -24h --to now] [--step 1m --agg avg]",
+		Short: "Print the points of one or more series in a time range",
+		Long: `Print the points of one or more series with --from <= time < --to, each series oldest
+first.
+
+With --step, each series is downsampled: one point per non-empty bucket of --step (buckets
+are aligned to the Unix epoch, so 1m buckets start on whole minutes), whose time is the
+bucket's start and whose value is the --agg of the bucket's values: avg (mean), min, max,
+sum, count, first, last, median, pN (p50, p99, p99.9) or qF (q0.25).
+
+Formats: table (aligned columns), csv (time,value; time,series,value for several series;
+a one-series CSV can be imported back with 'tablets write'), json (JSON lines
+{"series":..,"time":..,"value":..}; NaN and infinities as strings). Times are RFC 3339 in
+UTC; values print exactly (the shortest decimal that reads back as the same float64).`,
+		Example: `  tablets query --table metrics --series cpu --from -2h
+  tablets query --table metrics --series cpu,mem --from 2024-05-01 --to 2024-05-02 --format csv
+  tablets query --table metrics --series cpu --from -7d --step 1h --agg p99 --format json`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			names, err := seriesList(cmd, series)
+			if err != nil {
+				return err
+			}
+			from, to, err := rf.parse(cmd, a.now)
+			if err != nil {
+				return err
+			}
+			if err := checkOutFormat(format); err != nil {
+				return usageErrorf(cmd, "%v", err)
+			}
+			aggregation, err := tablets.ParseAggregation(agg)
+			if err != nil {
+				return usageErrorf(cmd, "--agg: %v", err)
+			}
+			if step < 0 {
+				return usageErrorf(cmd, "--step must be positive")
+			}
+			store, _, err := sf.open(cmd, a)
+			if err != nil {
+				return err
+			}
+			return a.query(cmd.Context(), store, names, from, to, step, aggregation, format)
+		},
+	}
+	addStoreFlags(cmd, &sf)
+	f := cmd.Flags()
+	f.StringSliceVar(&series, "series", nil, "series names, comma-separated or repeated (required)")
+	addRangeFlags(cmd, &rf, "-24h", "now")
+	f.DurationVar(&step, "step", 0, "downsample to buckets of this width (e.g. 1m, 1h; 0: every point)")
+	f.StringVar(&agg, "agg", "avg", "aggregation of a bucket with --step: avg, min, max, sum, count, first, last, median, pN, qF")
+	f.StringVar(&format, "format", outTable, "output format: table, csv or json")
+	return cmd
+}
+
+func (a *app) query(ctx context.Context, store tablets.Store, names []string, from, to time.Time,
+	step time.Duration, agg tablets.Aggregation, format string) error {
+	pw := newPointWriter(a.stdout, format, names)
+	if step == 0 {
+		for sp, err := range store.QueryMany(ctx, names, from, to) {
+			if err != nil {
+				_ = pw.flush()
+				return err
+			}
+			if err := pw.write(sp.Series, sp.Point); err != nil {
+				return err
+			}
+		}
+	} else {
+		ds := newSeriesDownsamplers(names, step, agg)
+		defer ds.abort()
+		for sp, err := range store.QueryMany(ctx, names, from, to) {
+			if err != nil {
+				return err
+			}
+			ds.push(sp)
+		}
+		for i, out := range ds.finish() {
+			if out.err != nil {
+				return fmt.Errorf("series %q: %w", names[i], out.err)
+			}
+			for _, p := range out.points {
+				if err := pw.write(names[i], p); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if pw.n == 0 && format == outTable {
+		fmt.Fprintf(a.stderr, "no points in [%s, %s)\n", fmtTime(from), fmtTime(to))
+	}
+	return pw.flush()
+}
+
+// downsampler runs tablets.Downsample over points pushed to it one at a time: Downsample
+// pulls its input, so it runs in a goroutine fed by a channel of chunks.
+type downsampler struct {
+	in     chan []tablets.Point
+	buf    []tablets.Point
+	out    []tablets.Point
+	err    error
+	done   chan struct{}
+	closed bool
+}
+
+const pushChunk = 1024
+
+func newDownsampler(step time.Duration, agg tablets.Aggregation) *downsampler {
+	d := &downsampler{in: make(chan []tablets.Point, 4), done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		var src iter.Seq2[tablets.Point, error] = func(yield func(tablets.Point, error) bool) {
+			for chunk := range d.in {
+				for _, p := range chunk {
+					if !yield(p, nil) {
+						return
+					}
+				}
+			}
+		}
+		for p, err := range tablets.Downsample(src, step, agg) {
+			if err != nil {
+				d.err = err
+				break
+			}
+			d.out = append(d.out, p)
+		}
+		for range d.in { // Downsample stopped early (an error): let the pusher finish
+		}
+	}()
+	return d
+}
+
+func (d *downsampler) push(p tablets.Point) {
+	if d.buf == nil {
+		d.buf = make([]tablets.Point, 0, pushChunk)
+	}
+	d.buf = append(d.buf, p)
+	if len(d.buf) == pushChunk {
+		d.in <- d.buf
+		d.buf = nil
+	}
+}
+
+// finish ends the input and returns the downsampled points.
+func (d *downsampler) finish() ([]tablets.Point, error) {
+	if !d.closed {
+		if len(d.buf) > 0 {
+			d.in <- d.buf
+			d.buf = nil
+		}
+		d.closed = true
+		close(d.in)
+	}
+	<-d.done
+	return d.out, d.err
+}
+
+// seriesDownsamplers downsample several series, each with several aggregations.
+type seriesDownsamplers struct {
+	names []string
+	index map[string]int
+	ds    [][]*downsampler // [series][aggregation]
+}
+
+type seriesResult struct {
+	points []tablets.Point // of the first aggregation
+	all    [][]tablets.Point
+	err    error
+}
+
+func newSeriesDownsamplers(names []string, step time.Duration, aggs ...tablets.Aggregation) *seriesDownsamplers {
+	s := &seriesDownsamplers{names: names, index: map[string]int{}}
+	for i, n := range names {
+		s.index[n] = i
+		row := make([]*downsampler, len(aggs))
+		for j, agg := range aggs {
+			row[j] = newDownsampler(step, agg)
+		}
+		s.ds = append(s.ds, row)
+	}
+	return s
+}
+
+func (s *seriesDownsamplers) push(sp tablets.SeriesPoint) {
+	i, ok := s.index[sp.Series]
+	if !ok {
+		return
+	}
+	for _, d := range s.ds[i] {
+		d.push(sp.Point)
+	}
+}
+
+// finish returns each series' results, in the order of names.
+func (s *seriesDownsamplers) finish() []seriesResult {
+	out := make([]seriesResult, len(s.ds))
+	for i, row := range s.ds {
+		for j, d := range row {
+			pts, err := d.finish()
+			if err != nil && out[i].err == nil {
+				out[i].err = err
+			}
+			if j == 0 {
+				out[i].points = pts
+			}
+			out[i].all = append(out[i].all, pts)
+		}
+	}
+	return out
+}
+
+// abort stops every goroutine (idempotent; after finish it does nothing).
+func (s *seriesDownsamplers) abort() {
+	for _, row := range s.ds {
+		for _, d := range row {
+			d.buf = nil
+			_, _ = d.finish()
+		}
+	}
+}
