@@ -278,7 +278,7 @@ func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) e
 			if err := e.Decode(raw); err != nil {
 				return wrap(err)
 			}
-			start, err := l.format.ParseUnits(string(e.RowKey))
+			start, err := l.format.ParseUnitsBytes(e.RowKey)
 			if err != nil {
 				return wrap(fmt.Errorf("entity PartitionKey %q RowKey %q: %w", e.PartitionKey, e.RowKey, err))
 			}

@@ -170,14 +170,14 @@ func (l layout) Points(e *entity.Entity, yield func(t uint64, v float64)) error 
 	bad := func(reason string) error {
 		return &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: reason}
 	}
-	rowStart, err := l.format.ParseUnits(string(e.RowKey))
+	rowStart, err := l.format.ParseUnitsBytes(e.RowKey)
 	if err != nil || rowStart%l.rowUnits != 0 {
 		return bad("RowKey is not a row start of this layout")
 	}
 	if len(e.PartitionKey) < l.format.Width {
 		return bad("PartitionKey is not of this layout")
 	}
-	partStart, err := l.format.ParseUnits(string(e.PartitionKey[len(e.PartitionKey)-l.format.Width:]))
+	partStart, err := l.format.ParseUnitsBytes(e.PartitionKey[len(e.PartitionKey)-l.format.Width:])
 	if err != nil || partStart != rowStart/l.partUnits*l.partUnits {
 		return bad("PartitionKey and RowKey disagree (a row of another layout?)")
 	}

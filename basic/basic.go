@@ -260,7 +260,7 @@ func (l layout) AtOrAfter(series string, u uint64) filter.Expr {
 func (l layout) Owns(partitionKey []byte, series string) bool { return string(partitionKey) == series }
 
 func (l layout) Points(e *entity.Entity, yield func(t uint64, v float64)) error {
-	u, err := l.format.ParseUnits(string(e.RowKey))
+	u, err := l.format.ParseUnitsBytes(e.RowKey)
 	if err != nil {
 		return &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: "RowKey is not a basic time key"}
 	}

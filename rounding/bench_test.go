@@ -20,7 +20,7 @@ func BenchmarkKeyRoundTrip(b *testing.B) {
 	for b.Loop() {
 		u, _ := f.Units(at)
 		buf = f.AppendUnits(buf[:0], u)
-		if _, err := f.ParseUnits(string(buf)); err != nil {
+		if _, err := f.ParseUnitsBytes(buf); err != nil {
 			b.Fatal(err)
 		}
 		at = at.Add(time.Millisecond)

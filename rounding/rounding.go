@@ -127,12 +127,16 @@ func (f KeyFormat) AppendUnits(dst []byte, n uint64) []byte {
 
 // ParseUnits parses a key written by this format back into its unit count.
 func (f KeyFormat) ParseUnits(key string) (uint64, error) {
+	return f.ParseUnitsBytes([]byte(key))
+}
+
+// ParseUnitsBytes is ParseUnits for a key in bytes; it does not allocate unless it fails.
+func (f KeyFormat) ParseUnitsBytes(key []byte) (uint64, error) {
 	if len(key) != f.Width {
 		return 0, fmt.Errorf("rounding: key %q is not %d digits", key, f.Width)
 	}
 	var n uint64
-	for i := 0; i < len(key); i++ {
-		c := key[i]
+	for _, c := range key {
 		if c < '0' || c > '9' {
 			return 0, fmt.Errorf("rounding: key %q is not decimal", key)
 		}

@@ -269,7 +269,7 @@ func (r *Reader) Latest(ctx context.Context, series string, n int) ([]tablets.Po
 				if !r.Layout.Owns(e.PartitionKey, series) {
 					return 0, false, fmt.Errorf("entity PartitionKey %q is not of series %q", e.PartitionKey, series)
 				}
-				u, err := format.ParseUnits(string(e.RowKey))
+				u, err := format.ParseUnitsBytes(e.RowKey)
 				if err != nil {
 					return 0, false, fmt.Errorf("entity PartitionKey %q RowKey %q: %w", e.PartitionKey, e.RowKey, err)
 				}
