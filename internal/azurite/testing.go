@@ -83,6 +83,9 @@ type TableOptions struct {
 	// ([TestRetryOptions]). The retry policy sits above the transport, so the Checker sees
 	// (and counts) every attempt.
 	Retry *policy.RetryOptions
+	// CountOnly makes the client's Checker a counter that checks nothing ([NewCounter]):
+	// for benchmarks.
+	CountOnly bool
 }
 
 // TestRetryOptions are the retries [NewTable] uses by default: the SDK's status codes,
@@ -123,6 +126,9 @@ func NewTable(t testing.TB, opts *TableOptions) (*aztables.Client, *Checker) {
 		next = opts.Wrap(next)
 	}
 	checker := NewChecker(next, report)
+	if opts.CountOnly {
+		checker = NewCounter(next)
+	}
 	retry := TestRetryOptions()
 	if opts.Retry != nil {
 		retry = *opts.Retry
