@@ -52,8 +52,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ctx.Err()) || isCanceled(err)):
 		fmt.Fprintln(stderr, "tablets: interrupted")
 		return exitInterrupted
-	case errors.As(err, &ue), isCobraUsageError(err):
+	case errors.As(err, &ue):
 		code = exitUsage
+	case isCobraUsageError(err):
+		code = exitUsage
+		err = &usageError{cmd: "tablets", err: err}
 	}
 	fmt.Fprintln(stderr, "tablets: "+oneLine(err))
 	return code
@@ -108,6 +111,7 @@ func oneLine(err error) string {
 	}
 	msg = strings.TrimSpace(msg)
 	msg = spaces.ReplaceAllString(msg, "; ")
+	msg = strings.NewReplacer(".; ", "; ", ":; ", ": ").Replace(msg)
 	if len(msg) > 2000 {
 		msg = msg[:2000] + "..."
 	}

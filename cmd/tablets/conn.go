@@ -66,14 +66,16 @@ func (c connFlags) describe() string {
 	if c.accountURL != "" {
 		return c.accountURL + " (Azure AD)"
 	}
+	fields := map[string]string{}
 	for _, part := range strings.Split(c.connectionString, ";") {
 		k, v, _ := strings.Cut(part, "=")
-		switch strings.ToLower(strings.TrimSpace(k)) {
-		case "tableendpoint":
-			return v
-		case "accountname":
-			return "account " + v
-		}
+		fields[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	if e := fields["tableendpoint"]; e != "" {
+		return e
+	}
+	if a := fields["accountname"]; a != "" {
+		return "account " + a
 	}
 	return "the account of the connection string"
 }

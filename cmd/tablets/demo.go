@@ -156,10 +156,10 @@ func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs [
 			h = basicHours
 		}
 		table := "tabletsdemo" + def.name + suffix
+		tables = append(tables, table) // first: an interrupted create may still have created it
 		if err := tablets.EnsureTable(ctx, admin.NewClient(table)); err != nil {
 			return fmt.Errorf("create table %s: %w", table, err)
 		}
-		tables = append(tables, table)
 		store, err := def.open(sc.NewClient(table), layoutOptions{})
 		if err != nil {
 			return err

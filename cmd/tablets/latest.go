@@ -45,7 +45,7 @@ func (a *app) latestCommand() *cobra.Command {
 			if len(pts) == 0 && format == outTable {
 				fmt.Fprintf(a.stderr, "series %q has no points\n", series)
 			}
-			return pw.flush()
+			return pw.flush(true)
 		},
 	}
 	addStoreFlags(cmd, &sf)

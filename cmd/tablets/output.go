@@ -39,6 +39,7 @@ type pointWriter struct {
 	csv        *csv.Writer
 	rec        []string
 	n          int
+	started    bool
 }
 
 func newPointWriter(w io.Writer, format string, series []string) *pointWriter {
@@ -47,7 +48,17 @@ func newPointWriter(w io.Writer, format string, series []string) *pointWriter {
 		pw.seriesW = max(pw.seriesW, len(s))
 	}
 	pw.seriesW = max(pw.seriesW, len("SERIES"))
-	switch format {
+	return pw
+}
+
+// header writes the header line, once, before the first point (so that an error before
+// any point prints nothing to stdout).
+func (pw *pointWriter) header() {
+	if pw.started {
+		return
+	}
+	pw.started = true
+	switch pw.format {
 	case outCSV:
 		pw.csv = csv.NewWriter(pw.w)
 		if pw.withSeries {
@@ -63,7 +74,6 @@ func newPointWriter(w io.Writer, format string, series []string) *pointWriter {
 			fmt.Fprintf(pw.w, "%-30s  %s\n", "TIME", "VALUE")
 		}
 	}
-	return pw
 }
 
 // formatValue prints v exactly: the shortest decimal that reads back as v, NaN, +Inf, -Inf.
@@ -84,6 +94,7 @@ func jsonValue(v float64) string {
 }
 
 func (pw *pointWriter) write(series string, p tablets.Point) error {
+	pw.header()
 	pw.n++
 	ts := p.Time.UTC().Format(time.RFC3339Nano)
 	switch pw.format {
@@ -109,7 +120,12 @@ func (pw *pointWriter) write(series string, p tablets.Point) error {
 	}
 }
 
-func (pw *pointWriter) flush() error {
+// flush writes out what is buffered. done says the output is complete: a CSV gets its
+// header even with no points.
+func (pw *pointWriter) flush(done bool) error {
+	if done && pw.format == outCSV {
+		pw.header()
+	}
 	if pw.csv != nil {
 		pw.csv.Flush()
 		if err := pw.csv.Error(); err != nil {

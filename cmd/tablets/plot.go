@@ -90,7 +90,7 @@ type bucketSeries struct {
 	name           string
 	t              []float64 // bucket starts, Unix seconds
 	avg, min, max  []float64
-	maxCount       float64
+	meanCount      float64 // points per bucket
 	dropped, total int
 }
 
@@ -124,7 +124,10 @@ func (a *app) plot(ctx context.Context, store tablets.Store, names []string, fro
 			bs.avg = append(bs.avg, avg[k].Value)
 			bs.min = append(bs.min, mn[k].Value)
 			bs.max = append(bs.max, mx[k].Value)
-			bs.maxCount = max(bs.maxCount, cnt[k].Value)
+			bs.meanCount += cnt[k].Value
+		}
+		if len(bs.t) > 0 {
+			bs.meanCount /= float64(len(bs.t))
 		}
 		if bs.dropped > 0 {
 			fmt.Fprintf(a.stderr, "series %q: %d of %d buckets left out (NaN or infinite values)\n", bs.name, bs.dropped, bs.total)
@@ -160,25 +163,30 @@ func chart(all []bucketSeries, from, to time.Time, step time.Duration, title str
 	p.X.Label.Text = "time (UTC)"
 	p.Y.Label.Text = "value"
 	p.X.Min, p.X.Max = unixSeconds(from), unixSeconds(to)
-	format := "15:04"
-	switch span := to.Sub(from); {
-	case span <= 10*time.Minute:
-		format = "15:04:05"
-	case span > 3*24*time.Hour:
-		format = "2006-01-02"
-	case span > 20*time.Hour:
-		format = "01-02\n15:04"
-	}
-	p.X.Tick.Marker = plot.TimeTicks{Format: format}
+	p.X.Tick.Marker = timeTicker{}
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
+	// Headroom for the legend, so that it does not hide the top of the lines.
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, bs := range all {
+		for k := range bs.t {
+			lo, hi = min(lo, bs.min[k]), max(hi, bs.max[k])
+		}
+	}
+	if lo <= hi {
+		pad := (hi - lo) * (0.03 + 0.07*float64(len(all)))
+		if pad == 0 {
+			pad = math.Max(math.Abs(hi)*0.1, 1)
+		}
+		p.Y.Min, p.Y.Max = lo-(hi-lo)*0.03, hi+pad
+	}
 	for i, bs := range all {
 		if len(bs.t) == 0 {
 			continue
 		}
 		c := plotutil.Color(i)
 		runs := splitRuns(bs.t, step.Seconds())
-		band := bs.maxCount > 1
+		band := bs.meanCount >= 2
 		for _, r := range runs {
 			if band {
 				xy := make(plotter.XYs, 0, 2*(r[1]-r[0]))
@@ -236,6 +244,58 @@ func chart(all []bucketSeries, from, to time.Time, step time.Duration, title str
 		p.Legend.Add(label, legend)
 	}
 	return p, nil
+}
+
+// timeTicker puts the ticks of a time axis (Unix seconds) on round times: every 1, 2, 5,
+// 10, 15 or 30 seconds or minutes, 1, 2, 3, 6 or 12 hours, 1, 2 or 7 days, whichever gives
+// at most seven labels, aligned to the epoch (so whole hours and midnights UTC).
+type timeTicker struct{}
+
+var tickSteps = []float64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 2 * 3600, 3 * 3600, 6 * 3600,
+	12 * 3600, 86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400, 91 * 86400, 182 * 86400, 364 * 86400}
+
+func (timeTicker) Ticks(lo, hi float64) []plot.Tick {
+	span := hi - lo
+	if !(span > 0) {
+		return nil
+	}
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if span/s <= 7 {
+			step = s
+			break
+		}
+	}
+	if span/step > 7 { // beyond the table: years and more
+		step = math.Ceil(span/7/(364*86400)) * 364 * 86400
+	}
+	minor := step
+	for _, s := range tickSteps { // the finest step dividing step in at most 6
+		if s < step && math.Mod(step, s) == 0 && step/s <= 6 {
+			minor = s
+			break
+		}
+	}
+	layout := "15:04"
+	switch {
+	case step < 60:
+		layout = "15:04:05"
+	case step >= 86400:
+		layout = "2006-01-02"
+	}
+	var ticks []plot.Tick
+	for t := math.Ceil(lo/minor) * minor; t <= hi; t += minor {
+		tick := plot.Tick{Value: t}
+		if math.Mod(t, step) == 0 {
+			tm := time.Unix(int64(t), 0).UTC()
+			tick.Label = tm.Format(layout)
+			if step < 86400 && span > 86400/2 && tm.Hour() == 0 && tm.Minute() == 0 && tm.Second() == 0 {
+				tick.Label = tm.Format("Jan 2")
+			}
+		}
+		ticks = append(ticks, tick)
+	}
+	return ticks
 }
 
 // splitRuns splits bucket times (ascending) into runs [start, end) without gaps: a gap is a

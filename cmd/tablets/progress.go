@@ -34,12 +34,11 @@ func (a *app) newProgress(max int64, desc string, bytes bool) *progress {
 		progressbar.OptionThrottle(100 * time.Millisecond),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionClearOnFinish(),
-		progressbar.OptionFullWidth(),
 	}
 	if bytes {
-		opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true))
+		opts = append(opts, progressbar.OptionShowBytes(true), progressbar.OptionShowTotalBytes(true), progressbar.OptionShowCount())
 	} else {
-		opts = append(opts, progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("points"))
+		opts = append(opts, progressbar.OptionShowCount())
 	}
 	return &progress{bar: progressbar.NewOptions64(max, opts...)}
 }

@@ -129,7 +129,7 @@ func (a *app) query(ctx context.Context, store tablets.Store, names []string, fr
 	if step == 0 {
 		for sp, err := range store.QueryMany(ctx, names, from, to) {
 			if err != nil {
-				_ = pw.flush()
+				_ = pw.flush(false)
 				return err
 			}
 			if err := pw.write(sp.Series, sp.Point); err != nil {
@@ -159,7 +159,7 @@ func (a *app) query(ctx context.Context, store tablets.Store, names []string, fr
 	if pw.n == 0 && format == outTable {
 		fmt.Fprintf(a.stderr, "no points in [%s, %s)\n", fmtTime(from), fmtTime(to))
 	}
-	return pw.flush()
+	return pw.flush(true)
 }
 
 // downsampler runs tablets.Downsample over points pushed to it one at a time: Downsample

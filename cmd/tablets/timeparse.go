@@ -32,7 +32,7 @@ const (
 	autoNanos  = 1e17
 )
 
-const timeUnitHelp = `Numeric times are Unix times. With --time-unit auto (the default) the unit follows the
+const timeUnitHelp = `With --time-unit auto (the default) the unit follows the
 magnitude of the integer part: below 1e11 seconds (up to the year 5138), below 1e14
 milliseconds, below 1e17 microseconds, else nanoseconds; so 1714521600, 1714521600000 and
 1714521600.5 all work. A fraction is allowed in every unit. Pass --time-unit s, ms, us or
@@ -160,7 +160,8 @@ func parseFlagTime(s string, now time.Time) (time.Time, error) {
 		rel, isRel = s, true
 	}
 	if isRel {
-		d, err := parseDuration(strings.TrimSpace(rel))
+		rel = strings.ReplaceAll(rel, " ", "")
+		d, err := parseDuration(rel)
 		if err != nil || !(strings.HasPrefix(rel, "-") || strings.HasPrefix(rel, "+")) {
 			return time.Time{}, fmt.Errorf("%q is not a relative time (want now, -2h, +30m, now-7d, ...)", s)
 		}

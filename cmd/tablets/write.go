@@ -120,7 +120,7 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, un
 				failed = len(we.Failed)
 			}
 			stored += len(buf) - failed
-			return fmt.Errorf("%s: %w (%d points stored before the failure)", name, err, stored)
+			return fmt.Errorf("%s: %w (%s stored before the failure)", name, err, plural(stored, "point"))
 		}
 		stored += len(buf)
 		buf = buf[:0]
@@ -140,7 +140,7 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, un
 			if ferr := flush(); ferr != nil {
 				return ferr
 			}
-			return fmt.Errorf("%s: %v; %d points before it were stored in series %q", name, err, stored, series)
+			return fmt.Errorf("%s: %v; %s before it %s stored in series %q", name, err, plural(stored, "point"), wasWere(stored), series)
 		}
 		buf = append(buf, p)
 		if len(buf) == chunk {
@@ -154,7 +154,22 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, un
 	}
 	bar.Done()
 	elapsed := time.Since(start)
-	fmt.Fprintf(a.stdout, "wrote %s points to series %q of table %s (%s layout) in %s\n",
-		thousands(int64(stored)), series, sf.table, sf.layout, elapsed.Round(time.Millisecond))
+	fmt.Fprintf(a.stdout, "wrote %s to series %q of table %s (%s layout) in %s\n",
+		plural(stored, "point"), series, sf.table, sf.layout, elapsed.Round(time.Millisecond))
 	return nil
+}
+
+// plural prints n and the noun, plural unless n is 1: "1 point", "10,000 points".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return thousands(int64(n)) + " " + noun + "s"
+}
+
+func wasWere(n int) string {
+	if n == 1 {
+		return "was"
+	}
+	return "were"
 }
