@@ -32,7 +32,14 @@ type app struct {
 
 // run is the whole command: main only adds the signal handling and os.Exit. It returns the
 // exit status; on error it has printed one line to stderr.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) string) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env func(string) string) (code int) {
+	defer func() {
+		// A bug is still one line, not a stack trace.
+		if v := recover(); v != nil {
+			fmt.Fprintln(stderr, "tablets: internal error: "+oneLine(fmt.Errorf("%v", v)))
+			code = exitError
+		}
+	}()
 	if env == nil {
 		env = func(string) string { return "" }
 	}
@@ -46,7 +53,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err == nil {
 		return exitOK
 	}
-	code := exitError
+	code = exitError
 	var ue *usageError
 	switch {
 	case ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, ctx.Err()) || isCanceled(err)):

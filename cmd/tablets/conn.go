@@ -145,7 +145,19 @@ func (s *storeFlags) open(cmd *cobra.Command, a *app) (tablets.Store, *aztables.
 	if err != nil {
 		return nil, nil, err
 	}
+	opts := layoutOptions{
+		Resolution:      s.resolution,
+		Concurrency:     s.concurrency,
+		PartitionFactor: s.partitionFactor,
+		RowFactor:       s.rowFactor,
+	}
 	if !ok {
+		// Bad options first: they are the user's to fix whatever the account.
+		if offline, err := aztables.NewClientWithNoCredential("https://account.invalid/"+s.table, nil); err == nil {
+			if _, err := def.open(offline, opts); errors.Is(err, tablets.ErrInvalidOptions) {
+				return nil, nil, usageErrorf(cmd, "%v", err)
+			}
+		}
 		return nil, nil, errNoConnection
 	}
 	sc, err := conn.serviceClient(nil)
@@ -153,12 +165,10 @@ func (s *storeFlags) open(cmd *cobra.Command, a *app) (tablets.Store, *aztables.
 		return nil, nil, err
 	}
 	client := sc.NewClient(s.table)
-	store, err := def.open(client, layoutOptions{
-		Resolution:      s.resolution,
-		Concurrency:     s.concurrency,
-		PartitionFactor: s.partitionFactor,
-		RowFactor:       s.rowFactor,
-	})
+	store, err := def.open(client, opts)
+	if errors.Is(err, tablets.ErrInvalidOptions) {
+		return nil, nil, usageErrorf(cmd, "%v", err)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

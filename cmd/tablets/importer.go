@@ -130,7 +130,7 @@ func (c *csvReader) next() (tablets.Point, error) {
 		}
 		if len(rec) != c.width {
 			return tablets.Point{}, &lineError{line: line,
-				err: fmt.Errorf("%d fields, want %d (time,value)", len(rec), c.width)}
+				err: fmt.Errorf("%s, want %d (time,value)", plural(len(rec), "field"), c.width)}
 		}
 		p, err := parsePoint(rec[c.timeCol], rec[c.valueCol], c.unit)
 		if err != nil {

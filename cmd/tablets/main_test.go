@@ -336,6 +336,8 @@ func TestBadLine(t *testing.T) {
 	// A CSV line with three fields.
 	r = cli(t, env, "2024-05-01T00:00:00Z,1\n2024-05-01T00:00:01Z,1,2\n", "write", "--table", table, "--series", "j")
 	assert.Contains(t, r.line(t), "line 2: 3 fields")
+	r = cli(t, env, "1\n", "write", "--table", table, "--series", "j")
+	assert.Contains(t, r.line(t), "line 1: 1 field, want 2")
 }
 
 func TestLatestAndDelete(t *testing.T) {
@@ -396,6 +398,13 @@ func TestErrors(t *testing.T) {
 		assert.Contains(t, r.line(t), tc.want, tc.args)
 		assert.NotContains(t, r.stdout+r.stderr, "Usage:", tc.args)
 	}
+	r := cli(t, nil, "", "query", "--table", "abc", "--series", "s", "--layout", "advanced", "--row-factor", "7m")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.line(t), "RowFactor")
+}
+
+func TestServiceErrors(t *testing.T) {
+	t.Parallel()
 	// The service says no (a wrong account key): the SDK's multi-line report becomes one line.
 	srv := azurite.Shared(t)
 	bad := strings.Replace(srv.ConnectionString, azurite.AccountKey, "AAAA"+azurite.AccountKey[4:], 1)
@@ -404,6 +413,10 @@ func TestErrors(t *testing.T) {
 	msg := r.line(t)
 	assert.Contains(t, msg, "HTTP 403")
 	assert.NotContains(t, msg, "RESPONSE")
+	// A table that does not exist.
+	r = cli(t, map[string]string{envConnectionString: srv.ConnectionString}, "", "query", "--table", "nosuchtable", "--series", "s")
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.line(t), "HTTP 404 TableNotFound")
 	// Azure AD over plain HTTP is refused before any token is asked for.
 	r = cli(t, nil, "", "latest", "--table", "abc", "--series", "s", "--account-url", srv.Endpoint)
 	assert.Equal(t, exitError, r.code)

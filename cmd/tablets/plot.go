@@ -175,10 +175,11 @@ func chart(all []bucketSeries, from, to time.Time, step time.Duration, title str
 	}
 	if lo <= hi {
 		pad := (hi - lo) * (0.03 + 0.07*float64(len(all)))
-		if pad == 0 {
-			pad = math.Max(math.Abs(hi)*0.1, 1)
-		}
 		p.Y.Min, p.Y.Max = lo-(hi-lo)*0.03, hi+pad
+		if hi == lo { // a flat line: center it
+			pad = math.Max(math.Abs(hi)*0.1, 1)
+			p.Y.Min, p.Y.Max = lo-pad, hi+pad
+		}
 	}
 	for i, bs := range all {
 		if len(bs.t) == 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"os"
 	"time"
 
@@ -9,8 +8,9 @@ import (
 	"golang.org/x/term"
 )
 
-// isTerminal reports whether w is a terminal (progress bars are drawn only there).
-func isTerminal(w io.Writer) bool {
+// isTerminal reports whether w (an io.Writer or io.Reader) is a terminal: progress bars
+// are drawn only there.
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -157,7 +157,7 @@ func (a *app) query(ctx context.Context, store tablets.Store, names []string, fr
 		}
 	}
 	if pw.n == 0 && format == outTable {
-		fmt.Fprintf(a.stderr, "no points in [%s, %s)\n", fmtTime(from), fmtTime(to))
+		fmt.Fprintf(a.stderr, "no points in [%s, %s) (if the series has points there, was it written with another --layout or --resolution?)\n", fmtTime(from), fmtTime(to))
 	}
 	return pw.flush(true)
 }

@@ -96,6 +96,9 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, un
 		return err
 	}
 
+	if name == "stdin" && isTerminal(a.stdin) {
+		fmt.Fprintln(a.stderr, "reading CSV (time,value) or JSON lines from the terminal; end with Ctrl-D")
+	}
 	bar := a.newProgress(size, "importing "+name, true)
 	defer bar.Done()
 	br := bufio.NewReaderSize(io.TeeReader(in, bar), 256<<10)
