@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -127,25 +126,12 @@ func (s *Store) Write(ctx context.Context, series string, points ...tablets.Poin
 		return err
 	}
 	l := s.layout
-	units := make([]uint64, len(points))
-	for i, p := range points {
-		u, err := l.format.Units(p.Time)
-		if err != nil {
-			return fmt.Errorf("advanced: write %q: point %d: %w", series, i, err)
-		}
-		units[i] = u
+	units, err := batch.Units(l.format, points)
+	if err != nil {
+		return fmt.Errorf("advanced: write %q: %w", series, err)
 	}
-	// Order by time, later arguments last among equals; the last of each time wins.
-	order := make([]int, len(points))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return compare(units[a], units[b]) })
 	var rows []row
-	for i, idx := range order {
-		if i+1 < len(order) && units[order[i+1]] == units[idx] {
-			continue // superseded by a later argument
-		}
+	for _, idx := range batch.LastWins(units) {
 		u := units[idx]
 		start := u / l.rowUnits * l.rowUnits
 		if len(rows) == 0 || rows[len(rows)-1].start != start {
@@ -187,43 +173,19 @@ func (s *Store) Write(ctx context.Context, series string, points ...tablets.Poin
 		return batch.Submit(ctx, s.client, l.partitionKey(escaped, rows[txns[t].from].partition), actions)
 	})
 	// Every argument whose row was in a failed transaction may not be stored.
-	failedRows := map[uint64]bool{}
-	var first error
+	lostRows := map[uint64]bool{}
 	for t, err := range errs {
-		if err == nil {
-			continue
-		}
-		if first == nil {
-			first = err
-		}
-		for _, r := range rows[txns[t].from:txns[t].to] {
-			failedRows[r.start] = true
+		if err != nil {
+			for _, r := range rows[txns[t].from:txns[t].to] {
+				lostRows[r.start] = true
+			}
 		}
 	}
-	if first == nil {
-		return nil
+	lost := func(i int) bool { return lostRows[units[i]/l.rowUnits*l.rowUnits] }
+	if err := batch.WriteError(series, points, errs, lost); err != nil {
+		return fmt.Errorf("advanced: %w", err)
 	}
-	we := &tablets.WriteError{Series: series, Index: -1, Err: first}
-	var be *batch.Error
-	if errors.As(first, &be) {
-		we.Code, we.Index = be.Code, be.Index
-	}
-	for i, p := range points {
-		if failedRows[units[i]/l.rowUnits*l.rowUnits] {
-			we.Failed = append(we.Failed, p)
-		}
-	}
-	return fmt.Errorf("advanced: %w", we)
-}
-
-func compare(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return nil
 }
 
 // Query yields the points with from <= Time < to, oldest first.

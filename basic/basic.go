@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"slices"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -79,28 +78,11 @@ func (s *Store) Write(ctx context.Context, series string, points ...tablets.Poin
 	if err := s.layout.ValidateSeries(series); err != nil {
 		return err
 	}
-	units := make([]uint64, len(points))
-	for i, p := range points {
-		u, err := s.layout.format.Units(p.Time)
-		if err != nil {
-			return fmt.Errorf("basic: write %q: point %d: %w", series, i, err)
-		}
-		units[i] = u
+	units, err := batch.Units(s.layout.format, points)
+	if err != nil {
+		return fmt.Errorf("basic: write %q: %w", series, err)
 	}
-	// Order by time, the later argument last among equal times, and keep the last: last
-	// write wins within the call, and each entity appears once per transaction.
-	order := make([]int, len(points))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmpUint(units[a], units[b]) })
-	kept := order[:0:0]
-	for i, idx := range order {
-		if i+1 < len(order) && units[order[i+1]] == units[idx] {
-			continue
-		}
-		kept = append(kept, idx)
-	}
+	kept := batch.LastWins(units)
 	bodies := make([][]byte, len(kept))
 	for i, idx := range kept {
 		b := entity.AppendKeys(make([]byte, 0, 64+len(series)), series, string(s.layout.format.AppendUnits(nil, units[idx])))
@@ -109,60 +91,35 @@ func (s *Store) Write(ctx context.Context, series string, points ...tablets.Poin
 	}
 	ends := entity.Batches(len(bodies), func(i int) int { return len(bodies[i]) + 2*len(series) })
 	errs := batch.Run(ctx, s.opts.Concurrency, len(ends), func(ctx context.Context, t int) error {
-		start := 0
-		if t > 0 {
-			start = ends[t-1]
-		}
+		start := transactionStart(ends, t)
 		actions := make([]aztables.TransactionAction, 0, ends[t]-start)
 		for _, body := range bodies[start:ends[t]] {
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: body})
 		}
 		return batch.Submit(ctx, s.client, series, actions)
 	})
-	return writeError(series, points, units, kept, ends, errs)
-}
-
-// writeError builds the WriteError of failed transactions: every argument whose time fell in
-// a failed transaction is listed (superseded duplicates included).
-func writeError(series string, points []tablets.Point, units []uint64, kept []int, ends []int, errs []error) error {
-	failedUnits := map[uint64]bool{}
-	var first error
-	start := 0
+	// Every argument whose time went in a failed transaction may not be stored (superseded
+	// duplicates included).
+	lostUnits := map[uint64]bool{}
 	for t, err := range errs {
 		if err != nil {
-			if first == nil {
-				first = err
-			}
-			for _, idx := range kept[start:ends[t]] {
-				failedUnits[units[idx]] = true
+			for _, idx := range kept[transactionStart(ends, t):ends[t]] {
+				lostUnits[units[idx]] = true
 			}
 		}
-		start = ends[t]
 	}
-	if first == nil {
-		return nil
+	if err := batch.WriteError(series, points, errs, func(i int) bool { return lostUnits[units[i]] }); err != nil {
+		return fmt.Errorf("basic: %w", err)
 	}
-	we := &tablets.WriteError{Series: series, Index: -1, Err: first}
-	var be *batch.Error
-	if errors.As(first, &be) {
-		we.Code, we.Index = be.Code, be.Index
-	}
-	for i, p := range points {
-		if failedUnits[units[i]] {
-			we.Failed = append(we.Failed, p)
-		}
-	}
-	return fmt.Errorf("basic: %w", we)
+	return nil
 }
 
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// transactionStart is where transaction t starts, given every transaction's end.
+func transactionStart(ends []int, t int) int {
+	if t == 0 {
+		return 0
 	}
-	return 0
+	return ends[t-1]
 }
 
 // Query yields the points with from <= Time < to, oldest first.
@@ -214,10 +171,7 @@ func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) e
 	}
 	ends := entity.Batches(len(keys), func(i int) int { return 2*len(series) + 64 })
 	errs := batch.Run(ctx, s.opts.Concurrency, len(ends), func(ctx context.Context, t int) error {
-		start := 0
-		if t > 0 {
-			start = ends[t-1]
-		}
+		start := transactionStart(ends, t)
 		return batch.DeleteRows(ctx, s.client, series, keys[start:ends[t]])
 	})
 	if err := errors.Join(errs...); err != nil {

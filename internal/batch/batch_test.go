@@ -1,0 +1,66 @@
+package batch
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+)
+
+func TestLastWins(t *testing.T) {
+	require.Equal(t, []int{}, LastWins(nil))
+	// Times 5, 3, 5, 1, 3: the later argument of each time, in time order.
+	require.Equal(t, []int{3, 4, 2}, LastWins([]uint64{5, 3, 5, 1, 3}))
+}
+
+func TestWriteError(t *testing.T) {
+	points := []tablets.Point{{Time: time.Unix(1, 0)}, {Time: time.Unix(2, 0)}, {Time: time.Unix(3, 0)}}
+	require.NoError(t, WriteError("s", points, []error{nil, nil}, func(int) bool { return true }))
+	cause := &Error{Code: "ServerBusy", Index: 4, Err: errors.New("busy")}
+	err := WriteError("s", points, []error{nil, cause}, func(i int) bool { return i != 1 })
+	var we *tablets.WriteError
+	require.ErrorAs(t, err, &we)
+	require.Equal(t, []tablets.Point{points[0], points[2]}, we.Failed)
+	require.Equal(t, "ServerBusy", we.Code)
+	require.Equal(t, 4, we.Index)
+	require.ErrorIs(t, err, cause)
+}
+
+// A failed transaction's reply as the service sends it: 202 Accepted, a batch holding a
+// changeset holding the failed operation's response.
+const batchReply = "--batchresponse_1\r\n" +
+	"Content-Type: multipart/mixed; boundary=changesetresponse_2\r\n\r\n" +
+	"--changesetresponse_2\r\n" +
+	"Content-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
+	"HTTP/1.1 404 Not Found\r\nContent-Type: application/json;odata=minimalmetadata;charset=utf-8\r\n\r\n" +
+	`{"odata.error":{"code":"ResourceNotFound","message":{"lang":"en-US","value":"2:The specified resource does not exist.\nRequestId:x"}}}` + "\r\n" +
+	"--changesetresponse_2--\r\n" +
+	"--batchresponse_1--\r\n"
+
+func TestExplainParsesBatchReply(t *testing.T) {
+	resp := &http.Response{
+		StatusCode: http.StatusAccepted,
+		Header:     http.Header{"Content-Type": {"multipart/mixed; boundary=batchresponse_1"}},
+		Body:       io.NopCloser(bytes.NewReader([]byte(batchReply))),
+		Request:    &http.Request{Method: http.MethodPost},
+	}
+	err := Explain(&azcore.ResponseError{StatusCode: http.StatusAccepted, RawResponse: resp})
+	var be *Error
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, "ResourceNotFound", be.Code)
+	require.Equal(t, 2, be.Index)
+	require.Equal(t, http.StatusNotFound, be.Status)
+	var re *azcore.ResponseError
+	require.ErrorAs(t, err, &re)
+
+	// Not the service's answer: unchanged.
+	plain := errors.New("dial tcp: refused")
+	require.Equal(t, plain, Explain(plain))
+}
