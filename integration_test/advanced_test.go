@@ -1,4 +1,4 @@
-package integration
+package integration_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/seed71701133/tablets/internal/azurite"
 )
 
-func collect(t *testing.T, seq func(yield func(tablets.Point, error) bool)) []tablets.Point {
+func collectPoints(t *testing.T, seq func(yield func(tablets.Point, error) bool)) []tablets.Point {
 	t.Helper()
 	var out []tablets.Point
 	for p, err := range seq {
@@ -97,7 +97,7 @@ func TestAdvancedRequestCounts(t *testing.T) {
 			from := benchStart.Add(offset)
 			to := from.Add(span)
 			checker.Reset()
-			got := collect(t, s.Query(ctx, "cpu", from, to))
+			got := collectPoints(t, s.Query(ctx, "cpu", from, to))
 			var want []tablets.Point
 			for _, p := range day {
 				if !p.Time.Before(from) && p.Time.Before(to) {
@@ -154,7 +154,7 @@ func TestAdvancedDeleteKeepsConcurrentWrite(t *testing.T) {
 	// Delete [10 s, 100 s): the row is cut, so it is rewritten; the interferer writes slot 200.
 	require.NoError(t, s.Delete(ctx, "cpu", at(10), at(100)))
 	require.True(t, hook.once.Load(), "no conditional rewrite was sent")
-	got := collect(t, s.Query(ctx, "cpu", at(0), at(240)))
+	got := collectPoints(t, s.Query(ctx, "cpu", at(0), at(240)))
 	require.Len(t, got, 240-90)
 	for _, p := range got {
 		require.False(t, !p.Time.Before(at(10)) && p.Time.Before(at(100)), "deleted point %v is back", p.Time)

@@ -1,4 +1,4 @@
-package integration
+package integration_test
 
 // The benchmarks run against a local Azurite through a counting transport (azurite.NewCounter:
 // requests and entity bytes; the limits are checked by the tests, not here, so that the
