@@ -88,8 +88,11 @@ type WriteError struct {
 
 func (e *WriteError) Error() string {
 	msg := fmt.Sprintf("tablets: write %q: %d points not stored", e.Series, len(e.Failed))
-	if e.Code != "" {
+	switch {
+	case e.Code != "" && e.Index >= 0:
 		msg += fmt.Sprintf(" (%s at operation %d)", e.Code, e.Index)
+	case e.Code != "":
+		msg += fmt.Sprintf(" (%s)", e.Code)
 	}
 	if e.Err != nil {
 		msg += ": " + e.Err.Error()

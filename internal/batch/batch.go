@@ -14,12 +14,16 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/filter"
 )
 
 // Error is a failed transaction: the service's error code and the index of the operation
@@ -45,6 +49,7 @@ type Submitter interface {
 	SubmitTransaction(ctx context.Context, actions []aztables.TransactionAction, opts *aztables.SubmitTransactionOptions) (aztables.TransactionResponse, error)
 	UpsertEntity(ctx context.Context, entity []byte, options *aztables.UpsertEntityOptions) (aztables.UpsertEntityResponse, error)
 	DeleteEntity(ctx context.Context, partitionKey string, rowKey string, options *aztables.DeleteEntityOptions) (aztables.DeleteEntityResponse, error)
+	NewListEntitiesPager(*aztables.ListEntitiesOptions) *runtime.Pager[aztables.ListEntitiesResponse]
 }
 
 // Submit sends the operations of one partition as one transaction. A failure comes back as
@@ -235,9 +240,11 @@ func Run(ctx context.Context, concurrency, n int, do func(ctx context.Context, i
 
 // DeleteRows deletes entities of one partition in one transaction (at most
 // MaxBatchOperations keys). A row that is already gone (a retried transaction that was
-// applied, or a concurrent delete) fails the whole transaction with ResourceNotFound at its
-// index: it is dropped and the rest sent again, so deleting what is not there succeeds.
+// applied before its reply was lost, or a concurrent delete) fails the whole transaction with
+// ResourceNotFound: then the keys that still exist are read in one query and only those are
+// sent again, so deleting what is not there succeeds.
 func DeleteRows(ctx context.Context, client Submitter, partitionKey string, rowKeys []string) error {
+	listed := false
 	for len(rowKeys) > 0 {
 		actions := make([]aztables.TransactionAction, len(rowKeys))
 		for i, rk := range rowKeys {
@@ -245,13 +252,48 @@ func DeleteRows(ctx context.Context, client Submitter, partitionKey string, rowK
 		}
 		err := Submit(ctx, client, partitionKey, actions)
 		var be *Error
-		if errors.As(err, &be) && be.Code == string(aztables.ResourceNotFound) && be.Index >= 0 && be.Index < len(rowKeys) {
-			rowKeys = append(rowKeys[:be.Index:be.Index], rowKeys[be.Index+1:]...)
+		if !errors.As(err, &be) || be.Code != string(aztables.ResourceNotFound) || be.Index < 0 || be.Index >= len(rowKeys) {
+			return err
+		}
+		if !listed {
+			listed = true
+			if rowKeys, err = existing(ctx, client, partitionKey, rowKeys); err != nil {
+				return err
+			}
 			continue
 		}
-		return err
+		// Deleted concurrently since the listing: drop that one key.
+		rowKeys = append(rowKeys[:be.Index:be.Index], rowKeys[be.Index+1:]...)
 	}
 	return nil
+}
+
+// existing returns the keys of rowKeys that are in the table, in one query over their range.
+func existing(ctx context.Context, client Submitter, partitionKey string, rowKeys []string) ([]string, error) {
+	lo, hi := slices.Min(rowKeys), slices.Max(rowKeys)
+	f := filter.And(filter.Eq("PartitionKey", partitionKey), filter.Ge("RowKey", lo), filter.Le("RowKey", hi)).String()
+	sel := "RowKey"
+	want := make(map[string]bool, len(rowKeys))
+	for _, rk := range rowKeys {
+		want[rk] = true
+	}
+	var found []string
+	for p := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); p.More(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Entities {
+			var keys struct{ RowKey string }
+			if err := json.Unmarshal(raw, &keys); err != nil {
+				return nil, err
+			}
+			if want[keys.RowKey] {
+				found = append(found, keys.RowKey)
+			}
+		}
+	}
+	return found, nil
 }
 
 // keysBody is {"PartitionKey":pk,"RowKey":rk}; JSON-escaped without importing entity.

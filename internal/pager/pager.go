@@ -1,8 +1,11 @@
 package pager
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"iter"
+	"net/http"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -78,7 +81,11 @@ func Pages(ctx context.Context, lister Lister, plan []SubQuery, first int, start
 			}
 			p := lister.NewListEntitiesPager(opts)
 			for p.More() {
-				resp, err := p.NextPage(ctx)
+				var raw *http.Response
+				resp, err := p.NextPage(runtime.WithCaptureResponse(ctx, &raw))
+				if err == nil && len(resp.Entities) == 0 {
+					err = checkEmptyReply(raw)
+				}
 				r := result{page: Page{Query: i, Start: cont, Entities: resp.Entities}, err: err}
 				select {
 				case results[i] <- r:
@@ -116,6 +123,23 @@ func Pages(ctx context.Context, lister Lister, plan []SubQuery, first int, start
 			}
 		}
 	}
+}
+
+// checkEmptyReply tells a page that really has no entities (which the service sends, with a
+// continuation, when a page's time runs out) from a reply that is not an entity list at all
+// (an empty body, "{}"), which aztables reads as an empty page: points silently missing.
+func checkEmptyReply(raw *http.Response) error {
+	if raw == nil {
+		return nil
+	}
+	body, err := runtime.Payload(raw)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(body, []byte(`"value"`)) {
+		return fmt.Errorf("pager: the reply to a query is not an entity list (%d bytes: %.60q)", len(body), body)
+	}
+	return nil
 }
 
 func deref(s *string) string {

@@ -273,6 +273,12 @@ func (r *Reader) Latest(ctx context.Context, series string, n int) ([]tablets.Po
 				if err != nil {
 					return 0, false, fmt.Errorf("entity PartitionKey %q RowKey %q: %w", e.PartitionKey, e.RowKey, err)
 				}
+				if u/g < k {
+					// Only an entity whose keys disagree (a row filed under another partition)
+					// can answer a probe with an earlier time.
+					return 0, false, &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey),
+						Reason: "keys out of order for this layout (a row of another layout?)"}
+				}
 				return u / g, true, nil
 			}
 		}
@@ -298,10 +304,14 @@ func (r *Reader) Latest(ctx context.Context, series string, n int) ([]tablets.Po
 		if err != nil {
 			return nil, wrap(err)
 		}
-		if ok {
+		switch {
+		case ok && k >= hi:
+			// Written since hi was found empty: the series goes on further.
+			lo, hi = k, (end+g-1)/g
+		case ok:
 			lo = k
 			step *= 8 // gallop while the series goes on
-		} else {
+		default:
 			hi = mid
 		}
 	}
