@@ -16,42 +16,20 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/advanced"
-	"github.com/seed71701133/tablets/basic"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/fault"
 )
 
 // Helpers of the reliability tests (reliability_test.go).
 
-// relStore is a store layout under test, as the conformance suite runs it. (A table of its
-// own, so that these tests depend on no other file of the package.)
-type relStore struct {
-	name       string
-	resolution time.Duration
-	make       func(t *testing.T, client *aztables.Client) tablets.Store
-}
-
-func (s relStore) Name() string              { return s.name }
-func (s relStore) Resolution() time.Duration { return s.resolution }
+// relStore is a store layout under test, as the conformance suite runs it.
+type relStore = harness
 
 // relStores are the basic and the advanced store with their default options.
-var relStores = []relStore{
-	{"basic", basic.DefaultResolution, func(t *testing.T, client *aztables.Client) tablets.Store {
-		s, err := basic.New(client, nil)
-		require.NoError(t, err)
-		return s
-	}},
-	{"advanced", advanced.DefaultResolution, func(t *testing.T, client *aztables.Client) tablets.Store {
-		s, err := advanced.New(client, nil)
-		require.NoError(t, err)
-		return s
-	}},
-}
+var relStores = stores[:2]
 
 // relStoreByName returns the store of that name.
 func relStoreByName(t testing.TB, name string) relStore {
