@@ -1,0 +1,25 @@
+// Command tablets writes, reads, plots and benchmarks time series stored in Azure Table
+// Storage with the tablets library.
+//
+// Start with
+//
+//	go run ./cmd/tablets demo
+//
+// which starts a local Azurite (installing the pinned npm package the first time), writes a
+// day of one series at 1 Hz with each store layout, reads it back and prints what each
+// layout cost in requests, entities, bytes and time.
+//
+// The other subcommands work on a real account (or any Azurite) named by a connection
+// string (--connection-string or $AZURE_TABLES_CONNECTION_STRING) or by an account URL with
+// Azure AD credentials (--account-url or $AZURE_TABLES_ACCOUNT_URL; DefaultAzureCredential):
+//
+//	tablets write  --table T --series S --file data.csv      import CSV or JSON lines
+//	tablets query  --table T --series S1,S2 --from -2h       print points (table, csv, json)
+//	tablets query  --table T --series S --step 1m --agg p99  downsampled
+//	tablets plot   --table T --series S --from -24h --out chart.png
+//	tablets latest --table T --series S -n 10
+//	tablets delete --table T --series S --from ... --to ...
+//
+// Every subcommand has --help. On an error the command prints one line to stderr and exits
+// with status 1 (2 for a usage error, 130 when interrupted).
+package main

@@ -1,0 +1,4 @@
+// Package storetest is the one conformance suite every tablets.Store implementation passes,
+// in the manner of gocloud.dev's docstore/drivertest: a store package supplies a Harness and
+// calls RunConformanceTests from its integration test.
+package storetest
