@@ -214,10 +214,7 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 // deleted slots, conditionally on its ETag and retried on a conflict, so a concurrent write
 // to the rest of that row is never lost.
 func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) error {
-	if err := s.layout.ValidateSeries(series); err != nil {
-		return err
-	}
-	lo, hi, err := s.reader.Units(from, to)
+	lo, hi, err := s.reader.SeriesRange(series, from, to)
 	if err != nil {
 		return err
 	}

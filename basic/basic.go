@@ -145,10 +145,7 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 // Delete removes the points with from <= Time < to: it reads the keys in the range
 // ($select=RowKey) and deletes them in transactions. A point already gone is no error.
 func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) error {
-	if err := s.layout.ValidateSeries(series); err != nil {
-		return err
-	}
-	lo, hi, err := s.reader.Units(from, to)
+	lo, hi, err := s.reader.SeriesRange(series, from, to)
 	if err != nil {
 		return err
 	}

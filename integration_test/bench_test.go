@@ -4,7 +4,7 @@ package integration_test
 // requests and entity bytes; the limits are checked by the tests, not here, so that the
 // checks' own JSON decoding does not compete for the CPU). Reproduce and compare a change with:
 //
-//	go test -run '^$' -bench . -benchtime 1x -count 6 ./integration_test/ | tee new.txt
+//	go test -run '^$' -bench . -benchtime 3x -count 6 ./integration_test/ | tee new.txt
 //	benchstat old.txt new.txt
 //
 // (benchstat: go run golang.org/x/perf/cmd/benchstat@latest). Each sub-benchmark reports

@@ -55,6 +55,15 @@ func (r *Reader) Units(from, to time.Time) (uint64, uint64, error) {
 	return ceilUnits(f, from), ceilUnits(f, to), nil
 }
 
+// SeriesRange validates a series and a range together, as every single-series call does,
+// and returns the range in units.
+func (r *Reader) SeriesRange(series string, from, to time.Time) (uint64, uint64, error) {
+	if err := r.Layout.ValidateSeries(series); err != nil {
+		return 0, 0, err
+	}
+	return r.Units(from, to)
+}
+
 func ceilUnits(f rounding.KeyFormat, t time.Time) uint64 {
 	u, _ := f.Units(t)
 	if f.Time(u).Before(t) {
@@ -122,11 +131,7 @@ func (r *Reader) scan(ctx context.Context, series []string, plan []SubQuery, fir
 // Query yields the points of series in [from, to), oldest first.
 func (r *Reader) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
-		if err := r.Layout.ValidateSeries(series); err != nil {
-			yield(tablets.Point{}, err)
-			return
-		}
-		lo, hi, err := r.Units(from, to)
+		lo, hi, err := r.SeriesRange(series, from, to)
 		if err != nil {
 			yield(tablets.Point{}, err)
 			return
@@ -190,10 +195,7 @@ func (r *Reader) QueryMany(ctx context.Context, series []string, from, to time.T
 
 // QueryPage returns at most limit points of [from, to) from the position of token.
 func (r *Reader) QueryPage(ctx context.Context, series string, from, to time.Time, limit int, token string) (tablets.Page, error) {
-	if err := r.Layout.ValidateSeries(series); err != nil {
-		return tablets.Page{}, err
-	}
-	lo, hi, err := r.Units(from, to)
+	lo, hi, err := r.SeriesRange(series, from, to)
 	if err != nil {
 		return tablets.Page{}, err
 	}
