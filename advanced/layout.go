@@ -5,9 +5,12 @@ import (
 	"math/bits"
 	"strings"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/engine"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -26,6 +29,8 @@ type layout struct {
 	partUnits uint64 // units per partition
 	limits    filter.Limits
 }
+
+func (l layout) Name() string { return "advanced" }
 
 func (l layout) ID() string {
 	return fmt.Sprintf("advanced/1/%d/%d/%d", l.format.Resolution, l.rowUnits, l.partUnits)
@@ -61,6 +66,42 @@ func (l layout) partitionKey(escaped string, partStart uint64) string {
 }
 
 func (l layout) key(u uint64) string { return string(l.format.AppendUnits(nil, u)) }
+
+func (l layout) WriteAction() aztables.TransactionType { return aztables.TransactionTypeInsertMerge }
+
+// Rows: a row per RowFactor of time holding a slot per point, filed under its partition.
+func (l layout) Rows(series string, units []uint64, values []float64, emit func(engine.Row)) {
+	escaped := escapeSeries(series)
+	for i := 0; i < len(units); {
+		start := units[i] / l.rowUnits * l.rowUnits
+		j := i + 1
+		for j < len(units) && units[j] < start+l.rowUnits {
+			j++
+		}
+		pk, rk := l.partitionKey(escaped, start/l.partUnits*l.partUnits), l.key(start)
+		emit(engine.Row{PartitionKey: pk, RowKey: rk, Body: l.Encode(pk, rk, units[i:j], values[i:j]), From: i, To: j})
+		i = j
+	}
+}
+
+// Encode writes the row's points as slots v<unit - row start>.
+func (l layout) Encode(partitionKey, rowKey string, units []uint64, values []float64) []byte {
+	b := make([]byte, 0, 64+len(partitionKey)+len(rowKey)+24*len(units))
+	b = entity.AppendKeys(b, partitionKey, rowKey)
+	for i, u := range units {
+		b = entity.AppendSlot(b, int(u%l.rowUnits), values[i])
+	}
+	return entity.AppendEnd(b)
+}
+
+// Span is the row's slots: [row start, row start + RowFactor).
+func (l layout) Span(partitionKey, rowKey []byte) (uint64, uint64, error) {
+	start, err := l.format.ParseUnitsBytes(rowKey)
+	if err != nil || start%l.rowUnits != 0 {
+		return 0, 0, &entity.DecodeError{PartitionKey: string(partitionKey), RowKey: string(rowKey), Reason: "RowKey is not a row start of this layout"}
+	}
+	return start, start + l.rowUnits - 1, nil
+}
 
 func (l layout) ValidateSeries(series string) error {
 	if err := entity.ValidateSeries(series, 0); err != nil {

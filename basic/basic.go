@@ -1,10 +1,7 @@
 package basic
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"iter"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -12,8 +9,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
-	"github.com/seed71701133/tablets/internal/batch"
-	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/engine"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -32,12 +28,13 @@ const (
 	DefaultConcurrency = 8
 )
 
-// Store is the basic layout. It is safe for concurrent use.
+// Store is the basic layout: a store on the shared engine with an entity per point. It is
+// safe for concurrent use. Its methods are those of tablets.Store: Write replaces one entity
+// per point (transactions of up to 100); Delete deletes the range's entities a page at a
+// time.
 type Store struct {
-	client *aztables.Client
-	opts   Options
-	layout layout
-	reader pager.Reader
+	*engine.Store
+	opts Options
 }
 
 var _ tablets.Store = (*Store)(nil)
@@ -65,123 +62,18 @@ func New(client *aztables.Client, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("basic: %w", err)
 	}
-	s := &Store{client: client, opts: o, layout: layout{format: format}}
-	s.reader = pager.Reader{Client: client, Layout: s.layout, Concurrency: o.Concurrency}
-	return s, nil
+	return &Store{Store: engine.New(client, layout{format: format}, o.Concurrency, filter.Limits{}), opts: o}, nil
 }
 
 // Options returns the store's options with defaults filled in.
 func (s *Store) Options() Options { return s.opts }
-
-// Write upserts points of one series. See tablets.Store.
-func (s *Store) Write(ctx context.Context, series string, points ...tablets.Point) error {
-	if err := s.layout.ValidateSeries(series); err != nil {
-		return err
-	}
-	units, err := batch.Units(s.layout.format, points)
-	if err != nil {
-		return fmt.Errorf("basic: write %q: %w", series, err)
-	}
-	kept := batch.LastWins(units)
-	bodies := make([][]byte, len(kept))
-	for i, idx := range kept {
-		b := entity.AppendKeys(make([]byte, 0, 64+len(series)), series, string(s.layout.format.AppendUnits(nil, units[idx])))
-		b = entity.AppendDouble(b, entity.ValueProperty, points[idx].Value)
-		bodies[i] = entity.AppendEnd(b)
-	}
-	ends := entity.Batches(len(bodies), func(i int) int { return len(bodies[i]) + 2*len(series) })
-	errs := batch.Run(ctx, s.opts.Concurrency, len(ends), func(ctx context.Context, t int) error {
-		start := transactionStart(ends, t)
-		actions := make([]aztables.TransactionAction, 0, ends[t]-start)
-		for _, body := range bodies[start:ends[t]] {
-			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: body})
-		}
-		return batch.Submit(ctx, s.client, series, actions)
-	})
-	// Every argument whose time went in a failed transaction may not be stored (superseded
-	// duplicates included).
-	lostUnits := map[uint64]bool{}
-	for t, err := range errs {
-		if err != nil {
-			for _, idx := range kept[transactionStart(ends, t):ends[t]] {
-				lostUnits[units[idx]] = true
-			}
-		}
-	}
-	if err := batch.WriteError(series, points, errs, func(i int) bool { return lostUnits[units[i]] }); err != nil {
-		return fmt.Errorf("basic: %w", err)
-	}
-	return nil
-}
-
-// transactionStart is where transaction t starts, given every transaction's end.
-func transactionStart(ends []int, t int) int {
-	if t == 0 {
-		return 0
-	}
-	return ends[t-1]
-}
-
-// Query yields the points with from <= Time < to, oldest first.
-func (s *Store) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
-	return s.reader.Query(ctx, series, from, to)
-}
-
-// QueryPage returns at most limit points of [from, to) from token ("" to start).
-func (s *Store) QueryPage(ctx context.Context, series string, from, to time.Time, limit int, token string) (tablets.Page, error) {
-	return s.reader.QueryPage(ctx, series, from, to, limit, token)
-}
-
-// QueryMany yields the points of every named series in [from, to).
-func (s *Store) QueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
-	return s.reader.QueryMany(ctx, series, from, to)
-}
-
-// Latest returns the n newest points of the series, newest first.
-func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
-	return s.reader.Latest(ctx, series, n)
-}
-
-// Delete removes the points with from <= Time < to: it reads the keys in the range
-// ($select=RowKey) and deletes them in transactions. A point already gone is no error.
-func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) error {
-	lo, hi, err := s.reader.SeriesRange(series, from, to)
-	if err != nil {
-		return err
-	}
-	if lo >= hi {
-		return nil
-	}
-	plan := []pager.SubQuery{{Filter: s.layout.Clauses(series, lo, hi)[0].String(), Select: "RowKey"}}
-	var keys []string
-	var e entity.Entity
-	for page, err := range pager.Pages(ctx, s.client, plan, 0, pager.Continuation{}, 1) {
-		if err != nil {
-			return fmt.Errorf("basic: delete %q: %w", series, err)
-		}
-		for _, raw := range page.Entities {
-			if err := e.Decode(raw); err != nil {
-				return fmt.Errorf("basic: delete %q: %w", series, err)
-			}
-			keys = append(keys, string(e.RowKey))
-		}
-	}
-	ends := entity.Batches(len(keys), func(i int) int { return 2*len(series) + 64 })
-	errs := batch.Run(ctx, s.opts.Concurrency, len(ends), func(ctx context.Context, t int) error {
-		start := transactionStart(ends, t)
-		return batch.DeleteRows(ctx, s.client, series, keys[start:ends[t]])
-	})
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("basic: delete %q: %w", series, err)
-	}
-	return nil
-}
 
 // layout is the basic key layout.
 type layout struct {
 	format rounding.KeyFormat
 }
 
+func (l layout) Name() string               { return "basic" }
 func (l layout) ID() string                 { return fmt.Sprintf("basic/1/%d", l.format.Resolution) }
 func (l layout) Format() rounding.KeyFormat { return l.format }
 func (l layout) Select() string             { return "PartitionKey,RowKey," + entity.ValueProperty }
@@ -195,6 +87,31 @@ func (l layout) ValidateSeries(series string) error {
 }
 
 func (l layout) key(u uint64) string { return string(l.format.AppendUnits(nil, u)) }
+
+func (l layout) WriteAction() aztables.TransactionType { return aztables.TransactionTypeInsertReplace }
+
+// Rows: an entity per point, PartitionKey the series, RowKey its time.
+func (l layout) Rows(series string, units []uint64, values []float64, emit func(engine.Row)) {
+	for i, u := range units {
+		rk := l.key(u)
+		emit(engine.Row{PartitionKey: series, RowKey: rk, Body: l.Encode(series, rk, units[i:i+1], values[i:i+1]), From: i, To: i + 1})
+	}
+}
+
+// Encode is the entity of one point: its keys and V.
+func (l layout) Encode(partitionKey, rowKey string, _ []uint64, values []float64) []byte {
+	b := entity.AppendKeys(make([]byte, 0, 64+len(partitionKey)+len(rowKey)), partitionKey, rowKey)
+	return entity.AppendEnd(entity.AppendDouble(b, entity.ValueProperty, values[0]))
+}
+
+// Span is the entity's one time.
+func (l layout) Span(partitionKey, rowKey []byte) (uint64, uint64, error) {
+	u, err := l.format.ParseUnitsBytes(rowKey)
+	if err != nil {
+		return 0, 0, &entity.DecodeError{PartitionKey: string(partitionKey), RowKey: string(rowKey), Reason: "RowKey is not a basic time key"}
+	}
+	return u, u, nil
+}
 
 func (l layout) Clauses(series string, from, to uint64) []filter.Expr {
 	return []filter.Expr{filter.And(

@@ -44,8 +44,6 @@ func (e *Error) Unwrap() error { return e.Err }
 // Submitter is the part of *aztables.Client a transaction needs.
 type Submitter interface {
 	SubmitTransaction(ctx context.Context, actions []aztables.TransactionAction, opts *aztables.SubmitTransactionOptions) (aztables.TransactionResponse, error)
-	UpsertEntity(ctx context.Context, entity []byte, options *aztables.UpsertEntityOptions) (aztables.UpsertEntityResponse, error)
-	DeleteEntity(ctx context.Context, partitionKey string, rowKey string, options *aztables.DeleteEntityOptions) (aztables.DeleteEntityResponse, error)
 	NewListEntitiesPager(*aztables.ListEntitiesOptions) *runtime.Pager[aztables.ListEntitiesResponse]
 }
 
@@ -54,11 +52,24 @@ type Submitter interface {
 //
 // aztables v1.4.1 writes the keys of a transaction's operations into their URLs without
 // doubling single quotes (its single-entity calls do double them), so a PartitionKey with a
-// quote would address another entity: "O”Brien" lands on "O'Brien". For such a partition
-// the operations are sent one by one instead, which is slower but exact.
+// quote would address another entity: "O”Brien" would land on "O'Brien". aztables takes
+// those URL keys from the entity's own PartitionKey and RowKey, so for a key with a quote
+// Submit hands it the keys already doubled (see QuoteKeys): the operation's URL then
+// addresses the right entity, which is what the service writes (the keys of an update's
+// URL are its address; the copies in its body are redundant). The transaction stays one
+// request, whatever the name.
 func Submit(ctx context.Context, client Submitter, partitionKey string, actions []aztables.TransactionAction) error {
-	if strings.ContainsRune(partitionKey, '\'') {
-		return submitEach(ctx, client, partitionKey, actions)
+	if strings.ContainsRune(partitionKey, '\'') || slices.ContainsFunc(actions, hasQuotedRowKey) {
+		quoted := make([]aztables.TransactionAction, len(actions))
+		for i, a := range actions {
+			body, err := QuoteKeys(a.Entity)
+			if err != nil {
+				return fmt.Errorf("batch: operation %d: %w", i, err)
+			}
+			a.Entity = body
+			quoted[i] = a
+		}
+		actions = quoted
 	}
 	_, err := client.SubmitTransaction(ctx, actions, nil)
 	if err == nil {
@@ -67,32 +78,46 @@ func Submit(ctx context.Context, client Submitter, partitionKey string, actions 
 	return Explain(err)
 }
 
-func submitEach(ctx context.Context, client Submitter, partitionKey string, actions []aztables.TransactionAction) error {
-	for i, a := range actions {
-		var err error
-		switch a.ActionType {
-		case aztables.TransactionTypeInsertReplace:
-			_, err = client.UpsertEntity(ctx, a.Entity, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
-		case aztables.TransactionTypeInsertMerge:
-			_, err = client.UpsertEntity(ctx, a.Entity, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeMerge})
-		case aztables.TransactionTypeDelete:
-			var keys struct{ PartitionKey, RowKey string }
-			if err = json.Unmarshal(a.Entity, &keys); err == nil {
-				_, err = client.DeleteEntity(ctx, keys.PartitionKey, keys.RowKey, nil)
-			}
-		default:
-			err = fmt.Errorf("batch: operation %q is not supported one by one", a.ActionType)
-		}
-		if err != nil {
-			e := &Error{Index: i, Err: err}
-			var re *azcore.ResponseError
-			if errors.As(err, &re) {
-				e.Code, e.Status = re.ErrorCode, re.StatusCode
-			}
-			return e
-		}
+func hasQuotedRowKey(a aztables.TransactionAction) bool {
+	var keys struct{ RowKey string }
+	return bytes.IndexByte(a.Entity, '\'') >= 0 && json.Unmarshal(a.Entity, &keys) == nil && strings.ContainsRune(keys.RowKey, '\'')
+}
+
+// QuoteKeys returns an entity body whose PartitionKey and RowKey have their single quotes
+// doubled, the other properties as they were (in the same order, byte for byte).
+func QuoteKeys(body []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("entity body is not a JSON object")
 	}
-	return nil
+	out := []byte{'{'}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, err
+		}
+		if name == "PartitionKey" || name == "RowKey" {
+			var key string
+			if err := json.Unmarshal(value, &key); err != nil {
+				return nil, fmt.Errorf("%s is not a string", name)
+			}
+			if value, err = json.Marshal(strings.ReplaceAll(key, "'", "''")); err != nil {
+				return nil, err
+			}
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		n, _ := json.Marshal(name)
+		out = append(append(append(out, n...), ':'), value...)
+	}
+	return append(out, '}'), nil
 }
 
 // Explain turns a transaction's error into *Error, parsing the failed operation out of the

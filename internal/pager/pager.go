@@ -17,11 +17,19 @@ type Lister interface {
 	NewListEntitiesPager(*aztables.ListEntitiesOptions) *runtime.Pager[aztables.ListEntitiesResponse]
 }
 
+// MaxTop is the most entities the service returns in one page.
+const MaxTop = 1000
+
 // SubQuery is one request of a plan (and the pages that follow it).
 type SubQuery struct {
 	Filter string
 	Select string // "" for every property
-	Top    int32  // 0 for the service's page size
+	// Top is the $top of the first request (0 for the service's page size). With Grow, each
+	// following page of the sub-query asks for twice as many, up to MaxTop: a reader that
+	// guessed a page size from the density of full rows pays one extra request, not many,
+	// when the rows turn out sparse.
+	Top  int32
+	Grow bool
 }
 
 // Continuation is the service's resume position inside a sub-query; zero at its start.
@@ -29,12 +37,74 @@ type Continuation struct {
 	PartitionKey, RowKey string
 }
 
-// Page is one page of a sub-query: Start is the continuation that fetched it, so that a
-// token can point back at it.
+// IsZero reports whether c is the start of a sub-query (or the end: Fetch returns a zero
+// continuation after the last page).
+func (c Continuation) IsZero() bool { return c == Continuation{} }
+
+// Page is one page of a sub-query: Start is the continuation that fetched it.
 type Page struct {
 	Query    int
 	Start    Continuation
 	Entities [][]byte
+}
+
+// Fetch requests one page of q from cont, asking for top entities (0: the service's page
+// size), and returns its entities and the continuation of the next page (zero when the
+// sub-query is done). An empty page with a continuation is a normal answer.
+func Fetch(ctx context.Context, lister Lister, q SubQuery, top int32, cont Continuation) ([][]byte, Continuation, error) {
+	opts := &aztables.ListEntitiesOptions{}
+	if f := q.Filter; f != "" {
+		opts.Filter = &f
+	}
+	if s := q.Select; s != "" {
+		opts.Select = &s
+	}
+	if top > 0 {
+		opts.Top = &top
+	}
+	if cont.PartitionKey != "" {
+		opts.NextPartitionKey = &cont.PartitionKey
+	}
+	if cont.RowKey != "" {
+		opts.NextRowKey = &cont.RowKey
+	}
+	var raw *http.Response
+	resp, err := lister.NewListEntitiesPager(opts).NextPage(runtime.WithCaptureResponse(ctx, &raw))
+	if err == nil && len(resp.Entities) == 0 {
+		err = checkEmptyReply(raw)
+	}
+	if err != nil {
+		return nil, Continuation{}, err
+	}
+	return resp.Entities, Continuation{deref(resp.NextPartitionKey), deref(resp.NextRowKey)}, nil
+}
+
+// nextTop is the $top of the page after one that asked for top.
+func nextTop(q SubQuery, top int32) int32 {
+	if q.Grow && top > 0 {
+		return min(2*top, MaxTop)
+	}
+	return top
+}
+
+// Each yields the pages of one sub-query in order, fetching each only when the consumer
+// asks for it: nothing is read ahead, so a reader that stops early pays for nothing more.
+func Each(ctx context.Context, lister Lister, q SubQuery, index int) iter.Seq2[Page, error] {
+	return func(yield func(Page, error) bool) {
+		top := q.Top
+		var cont Continuation
+		for {
+			entities, next, err := Fetch(ctx, lister, q, top, cont)
+			if err != nil {
+				yield(Page{}, err)
+				return
+			}
+			if !yield(Page{Query: index, Start: cont, Entities: entities}, nil) || next.IsZero() {
+				return
+			}
+			cont, top = next, nextTop(q, top)
+		}
+	}
 }
 
 // Pages runs plan[first:] (the first sub-query from start) and yields every page in plan
@@ -58,44 +128,22 @@ func Pages(ctx context.Context, lister Lister, plan []SubQuery, first int, start
 		fetch := func(i int) {
 			defer wg.Done()
 			defer close(results[i])
-			opts := &aztables.ListEntitiesOptions{}
-			if f := plan[i].Filter; f != "" {
-				opts.Filter = &f
-			}
-			if s := plan[i].Select; s != "" {
-				opts.Select = &s
-			}
-			if plan[i].Top > 0 {
-				top := plan[i].Top
-				opts.Top = &top
-			}
 			var cont Continuation
 			if i == first {
 				cont = start
-				if cont.PartitionKey != "" {
-					opts.NextPartitionKey = &cont.PartitionKey
-				}
-				if cont.RowKey != "" {
-					opts.NextRowKey = &cont.RowKey
-				}
 			}
-			p := lister.NewListEntitiesPager(opts)
-			for p.More() {
-				var raw *http.Response
-				resp, err := p.NextPage(runtime.WithCaptureResponse(ctx, &raw))
-				if err == nil && len(resp.Entities) == 0 {
-					err = checkEmptyReply(raw)
-				}
-				r := result{page: Page{Query: i, Start: cont, Entities: resp.Entities}, err: err}
+			top := plan[i].Top
+			for {
+				entities, next, err := Fetch(ctx, lister, plan[i], top, cont)
 				select {
-				case results[i] <- r:
+				case results[i] <- result{page: Page{Query: i, Start: cont, Entities: entities}, err: err}:
 				case <-ctx.Done():
 					return
 				}
-				if err != nil {
+				if err != nil || next.IsZero() {
 					return
 				}
-				cont = Continuation{deref(resp.NextPartitionKey), deref(resp.NextRowKey)}
+				cont, top = next, nextTop(plan[i], top)
 			}
 		}
 		launched := first

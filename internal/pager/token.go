@@ -11,17 +11,17 @@ import (
 	"github.com/seed71701133/tablets"
 )
 
-const tokenVersion = 1
+// tokenVersion 2 holds only the resume time: a page resumes with a fresh query from there,
+// so it never downloads again the service page that held the previous page's last point
+// (version 1 resumed from that page's continuation, and paid for it on every call).
+// Version 1 tokens are rejected with ErrInvalidToken.
+const tokenVersion = 2
 
-// Token is a resume position: the sub-query of the plan, the service's continuation that
-// fetched the page holding the last point returned, and the time (in resolution units) the
-// next point must be at or after. It is bound to the query that issued it.
+// Token is a resume position: the time (in resolution units) the next point must be at or
+// after. It is bound to the query that issued it.
 type Token struct {
-	Binding          [8]byte
-	Query            int
-	NextPartitionKey string
-	NextRowKey       string
-	After            uint64
+	Binding [8]byte
+	After   uint64
 }
 
 var tokenEncoding = base64.RawURLEncoding.Strict()
@@ -42,28 +42,25 @@ func Bind(layoutID, series string, from, to uint64) [8]byte {
 	return b
 }
 
-// Encode returns the token as an opaque URL-safe string.
+// Encode returns the token as an opaque URL-safe string: version, binding, uvarint After,
+// CRC-32 (IEEE, big-endian) of what precedes it.
 func (t Token) Encode() string {
 	b := []byte{tokenVersion}
 	b = append(b, t.Binding[:]...)
-	b = binary.AppendUvarint(b, uint64(t.Query))
 	b = binary.AppendUvarint(b, t.After)
-	b = binary.AppendUvarint(b, uint64(len(t.NextPartitionKey)))
-	b = append(b, t.NextPartitionKey...)
-	b = binary.AppendUvarint(b, uint64(len(t.NextRowKey)))
-	b = append(b, t.NextRowKey...)
 	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
 	return tokenEncoding.EncodeToString(b)
 }
 
-// DecodeToken parses a token and checks that it was issued by the query with this binding.
-// Any malformed, tampered or foreign token gives an error wrapping tablets.ErrInvalidToken.
-func DecodeToken(s string, binding [8]byte, queries int) (Token, error) {
+// DecodeToken parses a token and checks that it was issued by the query with this binding
+// and that it resumes inside [from, to). Any malformed, tampered, old or foreign token gives
+// an error wrapping tablets.ErrInvalidToken.
+func DecodeToken(s string, binding [8]byte, from, to uint64) (Token, error) {
 	bad := func(why string) (Token, error) {
 		return Token{}, fmt.Errorf("%w: %s", tablets.ErrInvalidToken, why)
 	}
 	b, err := tokenEncoding.DecodeString(s)
-	if err != nil || len(b) < 1+8+4 {
+	if err != nil || len(b) < 1+8+1+4 {
 		return bad("not a token")
 	}
 	body, sum := b[:len(b)-4], b[len(b)-4:]
@@ -71,34 +68,20 @@ func DecodeToken(s string, binding [8]byte, queries int) (Token, error) {
 		return bad("checksum mismatch (truncated or altered)")
 	}
 	if body[0] != tokenVersion {
-		return bad(fmt.Sprintf("version %d", body[0]))
+		return bad(fmt.Sprintf("version %d (issued by another version of this library)", body[0]))
 	}
 	var t Token
 	copy(t.Binding[:], body[1:9])
 	if !bytes.Equal(t.Binding[:], binding[:]) {
 		return bad("issued by another query (series, range or store layout)")
 	}
-	r := bytes.NewReader(body[9:])
-	query, err1 := binary.ReadUvarint(r)
-	after, err2 := binary.ReadUvarint(r)
-	pk, err3 := readString(r)
-	rk, err4 := readString(r)
-	if err1 != nil || err2 != nil || err3 != nil || err4 != nil || r.Len() != 0 {
+	after, n := binary.Uvarint(body[9:])
+	if n <= 0 || 9+n != len(body) {
 		return bad("malformed")
 	}
-	if query >= uint64(queries) {
-		return bad("sub-query out of range")
+	if after <= from || after > to {
+		return bad("resume position outside the query's range")
 	}
-	t.Query, t.After, t.NextPartitionKey, t.NextRowKey = int(query), after, pk, rk
+	t.After = after
 	return t, nil
-}
-
-func readString(r *bytes.Reader) (string, error) {
-	n, err := binary.ReadUvarint(r)
-	if err != nil || n > uint64(r.Len()) {
-		return "", fmt.Errorf("bad length")
-	}
-	b := make([]byte, n)
-	_, _ = r.Read(b)
-	return string(b), nil
 }

@@ -1,0 +1,214 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/pager"
+)
+
+// growth is how much wider the next window is after an empty one.
+const growth = 16
+
+// Latest returns the n newest points of series, newest first, paying for about what it
+// returns. The service lists only oldest first, so Latest reads windows of time backwards
+// from now, each with a $top a little over what the points still wanted need:
+//
+//   - The first window is [now - the span of n points at full density, end of time): it also
+//     holds any points in the future. For a series written up to now it is the only request.
+//   - A window that comes back complete is kept whole; the next one below it is sized from
+//     the density seen so far, or 16 times wider after an empty one.
+//   - A window that holds more entities than its $top (a dense past, or points in the future)
+//     is narrowed by keys-only probes ($top=1, galloping then bisecting from the newest
+//     entity it returned) until it is small enough to be read complete.
+func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
+	if err := s.layout.ValidateSeries(series); err != nil {
+		return nil, err
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: n %d must be at least 1", tablets.ErrInvalidOptions, n)
+	}
+	wrap := func(err error) error { return s.errorf("latest %q: %w", series, err) }
+	g, end := s.layout.Granule(), s.endUnit()
+	clock := s.now()
+	if clock.Before(tablets.MinTime) {
+		clock = tablets.MinTime
+	} else if clock.After(tablets.MaxTime) {
+		clock = tablets.MaxTime
+	}
+	now := min(ceilUnits(s.layout.Format(), clock), end-1) / g * g
+
+	newest := make([]tablets.Point, 0, min(n, 1024)) // newest first: every point in [hi, end)
+	var newestUnit uint64                            // of newest[0]
+	hi := end
+	width := ceilDiv(uint64(n), g) * g // n points at full density
+	lo := now - min(now, width)
+	for len(newest) < n && hi > 0 {
+		need := n - len(newest)
+		top := windowTop(lo, min(hi, now+g), g, need)
+		got, last, complete, err := s.window(ctx, series, lo, hi, top)
+		if err != nil {
+			return nil, wrap(err)
+		}
+		if !complete {
+			if lo, hi, err = s.narrow(ctx, series, last, hi, top); err != nil {
+				return nil, wrap(err)
+			}
+			continue
+		}
+		if len(newest) == 0 && len(got) > 0 {
+			newestUnit = got[len(got)-1].unit
+		}
+		for i := len(got) - 1; i >= 0 && len(newest) < n; i-- {
+			newest = append(newest, got[i].Point)
+		}
+		if len(got) == 0 {
+			width = satMul(width, growth)
+		} else if len(newest) < n {
+			// Units per point so far, times the points still wanted, with a margin.
+			perPoint := float64(newestUnit+1-lo) / float64(len(newest))
+			width = uint64(min(math.Ceil(perPoint*float64(n-len(newest))*1.5), float64(end)))
+		}
+		width = max(ceilDiv(width, g), 1) * g
+		hi = lo
+		lo = hi - min(hi, width)
+	}
+	return newest, nil
+}
+
+// windowTop is the $top of a window [lo, hi) that should hold need points: twice the
+// entities they fill at the density guessed, capped by the entities the window can hold.
+func windowTop(lo, hi, g uint64, need int) int {
+	slots := uint64(1)
+	if hi > lo {
+		slots = ceilDiv(hi-lo, g) + 1
+	}
+	want := min(slots, uint64(need)+uint64(need)/2)
+	return int(min(2*want+2, pager.MaxTop))
+}
+
+type unitPoint struct {
+	unit uint64
+	tablets.Point
+}
+
+// window reads the points of series in [lo, hi), asking for at most top entities. complete
+// is false when there were top of them (there may be more): then last is the first unit of
+// the newest entity read, and the points are not returned.
+func (s *Store) window(ctx context.Context, series string, lo, hi uint64, top int) (pts []unitPoint, last uint64, complete bool, err error) {
+	names := []string{series}
+	plan, err := s.plan(names, lo, hi, s.layout.Select())
+	if err != nil {
+		return nil, 0, false, err
+	}
+	format := s.layout.Format()
+	d := decoder{layout: s.layout, series: names}
+	collect := func(_ int, t uint64, v float64) bool {
+		pts = append(pts, unitPoint{t, tablets.Point{Time: format.Time(t), Value: v}})
+		return true
+	}
+	count := 0
+	for _, q := range plan {
+		for cont := (pager.Continuation{}); ; {
+			entities, next, err := pager.Fetch(ctx, s.client, q, int32(top-count), cont)
+			if err != nil {
+				return nil, 0, false, err
+			}
+			for _, raw := range entities {
+				if _, err := d.points(raw, lo, hi, collect); err != nil {
+					return nil, 0, false, err
+				}
+				if last, _, err = s.layout.Span(d.e.PartitionKey, d.e.RowKey); err != nil {
+					return nil, 0, false, err
+				}
+				if count++; count == top {
+					return nil, last, false, nil
+				}
+			}
+			if next.IsZero() {
+				break
+			}
+			cont = next
+		}
+	}
+	return pts, 0, true, nil
+}
+
+// narrow shrinks a window that held too many entities: an entity of series starts at a,
+// none is unknown at or above hi, and it returns lo <= hi' <= hi such that [lo, hi') holds
+// fewer than top entities and nothing is in [hi', hi). It gallops up from a (the newest
+// entity seen, usually close to the series' end) and then bisects, by keys-only probes.
+func (s *Store) narrow(ctx context.Context, series string, a, hi uint64, top int) (uint64, uint64, error) {
+	g := s.layout.Granule()
+	step := g
+	galloping := true
+	for (hi-a)/g >= uint64(top) {
+		m := a + step
+		if !galloping || m >= hi || m < a {
+			galloping = false
+			m = a + (hi-a)/2/g*g
+		}
+		k, ok, err := s.probe(ctx, series, m)
+		if err != nil {
+			return 0, 0, err
+		}
+		if ok && k < hi {
+			a = k
+			if galloping {
+				step = satMul(step, 8)
+			}
+			continue
+		}
+		hi, galloping = m, false // nothing in [m, hi)
+	}
+	return a, hi, nil
+}
+
+// probe returns the first unit of the first entity of series at or after unit u, reading
+// its keys only.
+func (s *Store) probe(ctx context.Context, series string, u uint64) (uint64, bool, error) {
+	q := pager.SubQuery{Filter: s.layout.AtOrAfter(series, u).String(), Select: "PartitionKey,RowKey"}
+	var e entity.Entity
+	for cont := (pager.Continuation{}); ; {
+		entities, next, err := pager.Fetch(ctx, s.client, q, 1, cont)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, raw := range entities {
+			if err := e.Decode(raw); err != nil {
+				return 0, false, err
+			}
+			if !s.layout.Owns(e.PartitionKey, series) {
+				return 0, false, fmt.Errorf("entity PartitionKey %q is not of series %q", e.PartitionKey, series)
+			}
+			first, _, err := s.layout.Span(e.PartitionKey, e.RowKey)
+			if err != nil {
+				return 0, false, err
+			}
+			if first < u {
+				// Only an entity whose keys disagree (a row filed under another partition)
+				// can answer a probe with an earlier time.
+				return 0, false, &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey),
+					Reason: "keys out of order for this layout (a row of another layout?)"}
+			}
+			return first, true, nil
+		}
+		if next.IsZero() {
+			return 0, false, nil
+		}
+		cont = next
+	}
+}
+
+func ceilDiv(a, b uint64) uint64 { return a/b + min(a%b, 1) }
+
+// satMul is a*b, or the largest uint64 on overflow.
+func satMul(a, b uint64) uint64 {
+	if a != 0 && a*b/a != b {
+		return math.MaxUint64
+	}
+	return a * b
+}

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/batch"
+)
+
+// txn is one transaction of a Write: rows [from, to), all of one partition.
+type txn struct{ from, to int }
+
+// Write upserts points of one series: the layout maps them to rows, the rows of each
+// partition go in transactions under the batch limits, and the transactions are sent with
+// bounded concurrency. A failure is a *tablets.WriteError listing every argument whose row
+// was in a failed transaction.
+func (s *Store) Write(ctx context.Context, series string, points ...tablets.Point) error {
+	if err := s.layout.ValidateSeries(series); err != nil {
+		return err
+	}
+	units, err := batch.Units(s.layout.Format(), points)
+	if err != nil {
+		return s.errorf("write %q: %w", series, err)
+	}
+	kept := batch.LastWins(units)
+	sortedUnits := make([]uint64, len(kept))
+	values := make([]float64, len(kept))
+	for i, idx := range kept {
+		sortedUnits[i], values[i] = units[idx], points[idx].Value
+	}
+	var rows []Row
+	s.layout.Rows(series, sortedUnits, values, func(r Row) { rows = append(rows, r) })
+	txns := transactions(rows)
+	action := s.layout.WriteAction()
+	errs := batch.Run(ctx, s.concurrency, len(txns), func(ctx context.Context, t int) error {
+		rs := rows[txns[t].from:txns[t].to]
+		actions := make([]aztables.TransactionAction, len(rs))
+		for i, r := range rs {
+			actions[i] = aztables.TransactionAction{ActionType: action, Entity: r.Body}
+		}
+		return batch.Submit(ctx, s.client, rs[0].PartitionKey, actions)
+	})
+	// Every argument whose time went in a failed transaction may not be stored (superseded
+	// duplicates included).
+	lost := map[uint64]bool{}
+	for t, err := range errs {
+		if err == nil {
+			continue
+		}
+		for _, r := range rows[txns[t].from:txns[t].to] {
+			for _, u := range sortedUnits[r.From:r.To] {
+				lost[u] = true
+			}
+		}
+	}
+	if err := batch.WriteError(series, points, errs, func(i int) bool { return lost[units[i]] }); err != nil {
+		return s.errorf("%w", err)
+	}
+	return nil
+}
+
+// transactions splits rows (in key order) into runs of one partition under the batch
+// limits: at most 100 operations and 4 MiB a transaction.
+func transactions(rows []Row) []txn {
+	var txns []txn
+	for from := 0; from < len(rows); {
+		to := from
+		for to < len(rows) && rows[to].PartitionKey == rows[from].PartitionKey {
+			to++
+		}
+		pk := len(rows[from].PartitionKey)
+		start := from
+		for _, end := range entity.Batches(to-from, func(i int) int { return len(rows[from+i].Body) + 2*pk }) {
+			txns = append(txns, txn{start, from + end})
+			start = from + end
+		}
+		from = to
+	}
+	return txns
+}
