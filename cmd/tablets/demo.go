@@ -10,7 +10,6 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -18,7 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/azurite/runner"
 )
 
 const demoSeries = "sensor-1"
@@ -29,7 +28,6 @@ func (a *app) demoCommand() *cobra.Command {
 		hours      float64
 		basicHours float64
 		layoutsArg []string
-		check      bool
 		local      bool
 	)
 	cmd := &cobra.Command{
@@ -77,7 +75,7 @@ layout a shorter span (the table says what each row measured).`,
 				}
 				ok = false
 			}
-			return a.demo(cmd.Context(), c, ok, defs, hours, basicHours, check)
+			return a.demo(cmd.Context(), c, ok, defs, hours, basicHours)
 		},
 	}
 	addConnFlags(cmd, &conn)
@@ -86,7 +84,6 @@ layout a shorter span (the table says what each row measured).`,
 	f.Float64Var(&basicHours, "basic-hours", 0, "hours the basic layout writes (0: --hours)")
 	f.StringSliceVar(&layoutsArg, "layouts", layoutNames(), "layouts to run")
 	f.BoolVar(&local, "local", false, "use a local Azurite even if $"+envConnectionString+" or $"+envAccountURL+" is set")
-	f.BoolVar(&check, "check-limits", false, "also check every request against Azure's documented limits\n(azurite.Checker; costs some CPU, so the times are a little slower)")
 	return cmd
 }
 
@@ -98,13 +95,13 @@ type demoRow struct {
 	elapsed    time.Duration
 }
 
-func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs []layoutDef, hours, basicHours float64, check bool) (err error) {
+func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs []layoutDef, hours, basicHours float64) (err error) {
 	where := ""
 	if !haveAccount {
 		fmt.Fprintln(a.stderr, "no connection string or account URL: starting a local Azurite (in memory; the first run installs it from npm)...")
 		t0 := time.Now()
-		var srv *azurite.Server
-		if srv, err = azurite.Start(ctx); err != nil {
+		var srv *runner.Server
+		if srv, err = runner.Start(ctx); err != nil {
 			return err
 		}
 		defer func() {
@@ -119,19 +116,8 @@ func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs [
 		where = conn.describe()
 	}
 
-	// Requests go counter -> [Checker, which checks them against Azure's limits] -> network.
-	var (
-		violationsMu sync.Mutex
-		violations   []string
-	)
-	ctr := &counter{next: azurite.DefaultTransport()}
-	if check {
-		ctr.next = azurite.NewChecker(nil, func(v string) {
-			violationsMu.Lock()
-			violations = append(violations, v)
-			violationsMu.Unlock()
-		})
-	}
+	// Requests go counter -> network (the counter measures what each operation costs).
+	ctr := &counter{next: runner.DefaultTransport()}
 	sc, err := conn.serviceClient(ctr)
 	if err != nil {
 		return err
@@ -217,15 +203,6 @@ func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs [
 	fmt.Fprintln(a.stdout, "requests: HTTP requests sent, retries included; entities: table entities written or read;")
 	fmt.Fprintln(a.stdout, "bytes: HTTP bodies; elapsed: wall time of the store calls; points/s: points / elapsed.")
 	fmt.Fprintln(a.stdout, "Every point read back was checked against the point written.")
-	violationsMu.Lock()
-	defer violationsMu.Unlock()
-	switch {
-	case !check:
-	case len(violations) == 0:
-		fmt.Fprintln(a.stdout, "Every request was checked against Azure's documented limits (azurite.Checker): no violation.")
-	default:
-		fmt.Fprintf(a.stdout, "WARNING: %d requests broke Azure's documented limits, e.g.: %s\n", len(violations), violations[0])
-	}
 	return nil
 }
 

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
@@ -126,6 +124,16 @@ func TestCheckerSeesRetries(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 2, ff.calls.Load())
 	require.EqualValues(t, 2, checker.Stats().EntityWrites, "the Checker sits below the retry policy")
+	require.EqualValues(t, 1, checker.Stats().Calls, "a retried request is one call")
+
+	// Response bytes are what the client read: a point read of the entity returns its JSON.
+	before := checker.Stats()
+	resp, err := client.GetEntity(t.Context(), "p", "r", nil)
+	require.NoError(t, err)
+	after := checker.Stats()
+	require.EqualValues(t, 1, after.Calls-before.Calls)
+	require.GreaterOrEqual(t, after.ResponseBytes-before.ResponseBytes, int64(len(resp.Value)))
+	require.Less(t, after.ResponseBytes-before.ResponseBytes, int64(len(resp.Value))+512)
 }
 
 func orFilter(n int) string {
@@ -215,38 +223,6 @@ func TestNoErrorfAfterTestEnds(t *testing.T) {
 	_, _ = client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: to.Ptr(orFilter(16))}).NextPage(t.Context())
 	require.Len(t, checker.Violations(), 1)
 	require.Empty(t, ctb.Errors())
-}
-
-func TestStartStop(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: needs Azurite; skipped under -short")
-	}
-	srv, err := Start(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, fmt.Sprintf("http://127.0.0.1:%d/devstoreaccount1", srv.Port), srv.Endpoint)
-	client, err := srv.NewClient("startstop", nil)
-	require.NoError(t, err)
-	_, err = client.CreateTable(t.Context(), nil)
-	require.NoError(t, err)
-
-	require.NoError(t, srv.Stop())
-	require.NoError(t, srv.Stop(), "Stop is idempotent")
-	_, err = net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", srv.Port), time.Second)
-	require.Error(t, err, "nothing listens after Stop")
-}
-
-func TestInstallIsCached(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: needs Azurite; skipped under -short")
-	}
-	Shared(t) // installs
-	start := time.Now()
-	bin, err := Install(t.Context())
-	require.NoError(t, err)
-	require.Less(t, time.Since(start), time.Second)
-	dir, err := CacheDir()
-	require.NoError(t, err)
-	require.Equal(t, binPath(dir), bin)
 }
 
 func TestCheckerConcurrent(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -17,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -71,6 +69,11 @@ type Stats struct {
 	Other           int64 // anything else: table create/delete/list, service calls
 	BatchOperations int64 // operations inside batches
 	EntityBytes     int64 // bytes of entity JSON bodies: single writes plus batch sub-requests
+	RequestBytes    int64 // bytes of request bodies sent
+	ResponseBytes   int64 // bytes of response bodies read
+	// Calls counts requests as the caller made them: attempts that share an
+	// x-ms-client-request-id (azcore's retries of one request) count once.
+	Calls int64
 }
 
 // Checker is a policy.Transporter that checks every request against Azure's limits (see
@@ -86,9 +89,12 @@ type Checker struct {
 
 	mu         sync.Mutex
 	violations []string
+	callIDs    map[string]bool // request IDs seen, for Stats.Calls
+	calls      int64
 
 	requests, queries, batches, entityWrites, deletes, other atomic.Int64
 	batchOps, entityBytes                                    atomic.Int64
+	requestBytes, responseBytes                              atomic.Int64
 }
 
 // NewChecker returns a Checker that forwards to next (nil: a shared default HTTP client
@@ -109,32 +115,6 @@ func NewCounter(next policy.Transporter) *Checker {
 	return c
 }
 
-var (
-	defaultTransportOnce sync.Once
-	defaultTransport     *http.Client
-)
-
-// DefaultTransport returns the shared HTTP client the harness sends requests with: keep-alive
-// connections (up to 64 idle per host, enough for concurrent tests and benchmarks), a 10 s
-// dial timeout and a 2 minute limit per request.
-func DefaultTransport() *http.Client {
-	defaultTransportOnce.Do(func() {
-		defaultTransport = &http.Client{
-			Timeout: 2 * time.Minute,
-			Transport: &http.Transport{
-				Proxy:                 http.ProxyFromEnvironment, // never used for 127.0.0.1
-				DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-				MaxIdleConns:          256,
-				MaxIdleConnsPerHost:   64,
-				IdleConnTimeout:       90 * time.Second,
-				ResponseHeaderTimeout: 2 * time.Minute,
-				ExpectContinueTimeout: time.Second,
-			},
-		}
-	})
-	return defaultTransport
-}
-
 // Violations returns the violations recorded so far, oldest first.
 func (c *Checker) Violations() []string {
 	c.mu.Lock()
@@ -153,6 +133,9 @@ func (c *Checker) Stats() Stats {
 		Other:           c.other.Load(),
 		BatchOperations: c.batchOps.Load(),
 		EntityBytes:     c.entityBytes.Load(),
+		RequestBytes:    c.requestBytes.Load(),
+		ResponseBytes:   c.responseBytes.Load(),
+		Calls:           c.callCount(),
 	}
 }
 
@@ -160,11 +143,12 @@ func (c *Checker) Stats() Stats {
 // reported to the test stay reported).
 func (c *Checker) Reset() {
 	for _, n := range []*atomic.Int64{&c.requests, &c.queries, &c.batches, &c.entityWrites,
-		&c.deletes, &c.other, &c.batchOps, &c.entityBytes} {
+		&c.deletes, &c.other, &c.batchOps, &c.entityBytes, &c.requestBytes, &c.responseBytes} {
 		n.Store(0)
 	}
 	c.mu.Lock()
 	c.violations = nil
+	c.callIDs, c.calls = nil, 0
 	c.mu.Unlock()
 }
 
@@ -189,6 +173,52 @@ func summary(req *http.Request) string {
 
 // Do checks req, counts it and forwards it to the next transport.
 func (c *Checker) Do(req *http.Request) (*http.Response, error) {
+	if req.ContentLength > 0 {
+		c.requestBytes.Add(req.ContentLength)
+	}
+	c.countCall(req.Header.Get("x-ms-client-request-id"))
+	resp, err := c.do(req)
+	if resp != nil && resp.Body != nil {
+		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.responseBytes}
+	}
+	return resp, err
+}
+
+func (c *Checker) callCount() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls
+}
+
+// countCall counts a request unless an earlier attempt carried the same request ID.
+func (c *Checker) countCall(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if id != "" {
+		if c.callIDs == nil {
+			c.callIDs = map[string]bool{}
+		}
+		if c.callIDs[id] {
+			return
+		}
+		c.callIDs[id] = true
+	}
+	c.calls++
+}
+
+// countingBody counts the bytes of a response body as the client reads them.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (c *Checker) do(req *http.Request) (*http.Response, error) {
 	c.requests.Add(1)
 	t := classify(req.Method, req.URL)
 	if c.countOnly {

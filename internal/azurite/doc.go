@@ -1,15 +1,20 @@
-// Package azurite runs the Azurite Table Storage emulator for tests and demos, and checks
-// that requests sent to it respect the limits of the real Azure service.
+// Package azurite is the test harness for code that talks to the Azurite Table Storage
+// emulator: it runs one Azurite per test binary and checks that requests sent to it respect
+// the limits of the real Azure service. It imports the testing package, so only tests may
+// import it.
 //
 // # Running Azurite
 //
-// [Start] installs the pinned Azurite (npm/package.json and npm/package-lock.json, embedded
-// in the binary) into a per-user cache with `npm ci`, then starts `azurite-table` with an
-// in-memory store on a free port of 127.0.0.1. It needs Node.js 20+ and npm on PATH and,
-// for the first install only, access to the npm registry. The cache directory is
-// $TABLETS_AZURITE_CACHE if set, else os.UserCacheDir()/tablets/azurite-<lockfile hash>;
-// concurrent installs (go test ./... runs several test binaries at once) are serialized
-// with a file lock in that directory, and an install becomes visible only once complete.
+// Package [github.com/seed71701133/tablets/internal/azurite/runner] installs and runs
+// Azurite (the command's demo uses it directly). [Start], [Install], [CacheDir], [Server]
+// and [DefaultTransport] here are the runner's, under the harness's names: [Start] installs the pinned Azurite (internal/azurite/npm/package.json and
+// package-lock.json, embedded in the binary) into a per-user cache with `npm ci`, then starts
+// `azurite-table` with an in-memory store on a free port of 127.0.0.1. It needs Node.js 20+
+// and npm on PATH and, for the first install only, access to the npm registry. The cache
+// directory is $TABLETS_AZURITE_CACHE if set, else
+// os.UserCacheDir()/tablets/azurite-<lockfile hash>; concurrent installs (go test ./... runs
+// several test binaries at once) are serialized with a file lock in that directory, and an
+// install becomes visible only once complete.
 //
 // # Tests
 //

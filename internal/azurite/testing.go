@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 )
 
@@ -155,8 +156,10 @@ func NewTable(t testing.TB, opts *TableOptions) (*aztables.Client, *Checker) {
 		}
 	})
 
+	// The request ID is stamped once per call, above the retry policy, so that the Checker
+	// counts a retried request as one call (Stats.Calls).
 	client, err := srv.NewClient(name, &aztables.ClientOptions{ClientOptions: policy.ClientOptions{
-		Transport: checker, Retry: retry}})
+		Transport: checker, Retry: retry, PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy()}}})
 	if err != nil {
 		t.Fatalf("azurite: client for table %s: %v", name, err)
 	}

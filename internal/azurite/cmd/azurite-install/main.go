@@ -9,13 +9,13 @@ import (
 	"os"
 	"time"
 
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/azurite/runner"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	bin, err := azurite.Install(ctx)
+	bin, err := runner.Install(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "azurite-install:", err)
 		os.Exit(1)

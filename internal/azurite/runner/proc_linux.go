@@ -1,6 +1,6 @@
 //go:build linux
 
-package azurite
+package runner
 
 import (
 	"os/exec"

@@ -1,10 +1,9 @@
-package azurite
+package runner
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,15 +15,14 @@ import (
 	"strings"
 	"sync"
 	"time"
-)
 
-//go:embed npm/package.json npm/package-lock.json
-var npmFiles embed.FS
+	"github.com/seed71701133/tablets/internal/azurite/npm"
+)
 
 // CacheEnv names the environment variable that overrides the install directory.
 const CacheEnv = "TABLETS_AZURITE_CACHE"
 
-// MinNodeMajor is the oldest Node.js major version the harness accepts. Azurite 3.37.0
+// MinNodeMajor is the oldest Node.js major version the runner accepts. Azurite 3.37.0
 // declares node >=22 in its package.json but runs on Node.js 20 (measured).
 const MinNodeMajor = 20
 
@@ -33,16 +31,13 @@ const MinNodeMajor = 20
 // pinned version changes.
 const stampFile = ".tablets-lockfile-sha256"
 
+// lockfile returns the pinned package.json and package-lock.json (package npm embeds them
+// from internal/azurite/npm).
 func lockfile() ([]byte, []byte, error) {
-	pkg, err := npmFiles.ReadFile("npm/package.json")
-	if err != nil {
-		return nil, nil, err
+	if len(npm.PackageJSON) == 0 || len(npm.PackageLock) == 0 {
+		return nil, nil, errors.New("empty package.json or package-lock.json")
 	}
-	lock, err := npmFiles.ReadFile("npm/package-lock.json")
-	if err != nil {
-		return nil, nil, err
-	}
-	return pkg, lock, nil
+	return npm.PackageJSON, npm.PackageLock, nil
 }
 
 func lockHash(lock []byte) string {

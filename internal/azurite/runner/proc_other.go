@@ -1,6 +1,6 @@
 //go:build !unix
 
-package azurite
+package runner
 
 import "os/exec"
 

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package azurite
+package runner
 
 import (
 	"os/exec"

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"maps"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/seed71701133/tablets"
+
+// forbidden reports why the command or library must not link pkg ("" if it may). Test-only
+// code: the testing package (and testing/...), testify, and the Azurite test harness
+// internal/azurite itself (its runner, internal/azurite/runner, is what the demo uses).
+type forbidden func(pkg string) string
+
+func noTesting(pkg string) string {
+	if pkg == "testing" || strings.HasPrefix(pkg, "testing/") {
+		return "test-only standard package"
+	}
+	return ""
+}
+
+func noTestCode(pkg string) string {
+	switch {
+	case noTesting(pkg) != "":
+		return noTesting(pkg)
+	case pkg == "github.com/stretchr/testify" || strings.HasPrefix(pkg, "github.com/stretchr/testify/"):
+		return "test assertion library"
+	case pkg == module+"/internal/azurite":
+		return "the Azurite test harness (use internal/azurite/runner)"
+	}
+	return ""
+}
+
+// TestDeps checks, with `go list -deps`, that the tablets binary and the library packages
+// link no test-only code.
+func TestDeps(t *testing.T) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not on PATH:", err)
+	}
+	for _, tc := range []struct {
+		pkg    string
+		forbid forbidden
+	}{
+		{module + "/cmd/tablets", noTestCode},
+		{module, noTesting},
+		{module + "/basic", noTesting},
+		{module + "/advanced", noTesting},
+	} {
+		name := strings.TrimPrefix(strings.TrimPrefix(tc.pkg, module), "/")
+		if name == "" {
+			name = "root"
+		}
+		t.Run(name, func(t *testing.T) {
+			imports := goListDeps(t, goBin, tc.pkg)
+			for _, dep := range slices.Sorted(maps.Keys(imports)) {
+				if why := tc.forbid(dep); why != "" {
+					t.Errorf("%s depends on %s (%s): %s", tc.pkg, dep, why, strings.Join(importChain(imports, tc.pkg, dep), " -> "))
+				}
+			}
+		})
+	}
+}
+
+// goListDeps returns pkg and everything it depends on (tests excluded), each with its direct
+// imports.
+func goListDeps(t *testing.T, goBin, pkg string) map[string][]string {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), goBin, "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, pkg)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, stderr.String())
+	}
+	imports := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			imports[f[0]] = f[1:]
+		}
+	}
+	if _, ok := imports[pkg]; !ok {
+		t.Fatalf("go list -deps %s does not list %s itself:\n%s", pkg, pkg, out)
+	}
+	return imports
+}
+
+// importChain returns a shortest import path from 'from' to 'to', both included: which
+// import pulls 'to' in.
+func importChain(imports map[string][]string, from, to string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == to {
+			var chain []string
+			for ; p != ""; p = prev[p] {
+				chain = append(chain, p)
+			}
+			slices.Reverse(chain)
+			return chain
+		}
+		for _, q := range imports[p] {
+			if _, seen := prev[q]; !seen {
+				prev[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	return []string{from, "?", to}
+}
