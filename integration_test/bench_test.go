@@ -8,8 +8,10 @@ package integration_test
 //	benchstat old.txt new.txt
 //
 // (benchstat: go run golang.org/x/perf/cmd/benchstat@latest). Each sub-benchmark reports
-// points/s, requests/op, points/request and, for writes, bytes/point: the entity JSON sent
-// divided by the points. Data sizes differ between stores to keep a run short (basic and
+// points/s, requests/op, points/request, cpu-ns/point (this process's CPU time from
+// getrusage over the timed loop: the client's, since Azurite is another process) and, for
+// writes, bytes/point: the entity JSON sent divided by the points; reads report the response
+// bytes received per point. Data sizes differ between stores to keep a run short (basic and
 // naive are slow by design); every metric is per point or per request, so they compare.
 
 import (
@@ -96,11 +98,13 @@ func benchWrite(b *testing.B, c writeCase, opts *azurite.TableOptions) {
 		data[s] = series1Hz(uint64(s), c.points, time.Second)
 	}
 	var requests, bytes int64
+	var cpu time.Duration
 	for b.Loop() {
 		b.StopTimer()
 		client, checker := azurite.NewTable(b, opts)
 		write := c.write(b, client)
 		b.StartTimer()
+		cpuBefore := cpuTime()
 		var wg sync.WaitGroup
 		for s := range data {
 			wg.Add(1)
@@ -110,6 +114,7 @@ func benchWrite(b *testing.B, c writeCase, opts *azurite.TableOptions) {
 			}()
 		}
 		wg.Wait()
+		cpu += cpuTime() - cpuBefore
 		stats := checker.Stats()
 		requests += stats.Requests
 		bytes += stats.EntityBytes
@@ -119,6 +124,18 @@ func benchWrite(b *testing.B, c writeCase, opts *azurite.TableOptions) {
 	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
 	b.ReportMetric(points/float64(requests), "points/request")
 	b.ReportMetric(float64(bytes)/points, "bytes/point")
+	b.ReportMetric(float64(cpu.Nanoseconds())/points, "cpu-ns/point")
+}
+
+// readMetrics reports a read benchmark's figures from the counter's stats before and after
+// the loop, the points read and the CPU time the loop used.
+func readMetrics(b *testing.B, before, after azurite.Stats, points int, cpu time.Duration) {
+	requests := after.Requests - before.Requests
+	b.ReportMetric(float64(points)/b.Elapsed().Seconds(), "points/s")
+	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
+	b.ReportMetric(float64(points)/float64(requests), "points/request")
+	b.ReportMetric(float64(after.ResponseBytes-before.ResponseBytes)/float64(points), "resp-bytes/point")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(points), "cpu-ns/point")
 }
 
 // BenchmarkWrite: a day at 1 Hz of 4 series for advanced; an hour for basic and five
@@ -203,7 +220,7 @@ func BenchmarkQuery(b *testing.B) {
 				if span == 24*time.Hour {
 					from = benchStart
 				}
-				before := f.checker.Stats().Requests
+				before, cpu := f.checker.Stats(), cpuTime()
 				n := 0
 				for b.Loop() {
 					for _, err := range f.store.Query(context.Background(), "s0", from, from.Add(span)) {
@@ -213,10 +230,7 @@ func BenchmarkQuery(b *testing.B) {
 						n++
 					}
 				}
-				requests := f.checker.Stats().Requests - before
-				b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "points/s")
-				b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
-				b.ReportMetric(float64(n)/float64(requests), "points/request")
+				readMetrics(b, before, f.checker.Stats(), n, cpuTime()-cpu)
 			})
 		}
 	}
@@ -233,7 +247,7 @@ func BenchmarkQueryMany(b *testing.B) {
 	for _, layout := range []string{"basic", "advanced"} {
 		b.Run(layout, func(b *testing.B) {
 			f := fixture(b, layout+"/many", layout, seriesCount, data)
-			before := f.checker.Stats().Requests
+			before, cpu := f.checker.Stats(), cpuTime()
 			n := 0
 			for b.Loop() {
 				for _, err := range f.store.QueryMany(context.Background(), names, benchStart, benchStart.Add(2*time.Hour)) {
@@ -243,10 +257,57 @@ func BenchmarkQueryMany(b *testing.B) {
 					n++
 				}
 			}
-			requests := f.checker.Stats().Requests - before
-			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "points/s")
-			b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
-			b.ReportMetric(float64(n)/float64(requests), "points/request")
+			readMetrics(b, before, f.checker.Stats(), n, cpuTime()-cpu)
+		})
+	}
+}
+
+// BenchmarkQueryPage pages through a day at 1 Hz, 500 points a page.
+func BenchmarkQueryPage(b *testing.B) {
+	day := series1Hz(1, 86400, time.Second)
+	for _, layout := range []string{"basic", "advanced"} {
+		b.Run(layout, func(b *testing.B) {
+			f := fixture(b, layout+"/day", layout, 1, day)
+			before, cpu := f.checker.Stats(), cpuTime()
+			n := 0
+			for b.Loop() {
+				for token := ""; ; {
+					page, err := f.store.QueryPage(context.Background(), "s0", benchStart, benchStart.Add(24*time.Hour), 500, token)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n += len(page.Points)
+					if token = page.Next; token == "" {
+						break
+					}
+				}
+			}
+			readMetrics(b, before, f.checker.Stats(), n, cpuTime()-cpu)
+		})
+	}
+}
+
+// BenchmarkLatest reads the 100 newest points of a series written up to now (an hour at
+// 1 Hz): a dashboard's "current value".
+func BenchmarkLatest(b *testing.B) {
+	for _, layout := range []string{"basic", "advanced"} {
+		b.Run(layout, func(b *testing.B) {
+			now := time.Now()
+			hour := make([]tablets.Point, 3600)
+			for i := range hour {
+				hour[i] = tablets.Point{Time: now.Add(time.Duration(i-3600) * time.Second), Value: float64(i)}
+			}
+			f := fixture(b, layout+"/now", layout, 1, hour)
+			before, cpu := f.checker.Stats(), cpuTime()
+			n := 0
+			for b.Loop() {
+				pts, err := f.store.Latest(context.Background(), "s0", 100)
+				if err != nil || len(pts) != 100 {
+					b.Fatal(len(pts), err)
+				}
+				n += len(pts)
+			}
+			readMetrics(b, before, f.checker.Stats(), n, cpuTime()-cpu)
 		})
 	}
 }

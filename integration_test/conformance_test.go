@@ -21,6 +21,8 @@ type harness struct {
 	name       string
 	resolution time.Duration
 	make       func(t *testing.T, client *aztables.Client) tablets.Store
+	// latest is what Latest(n <= 100) may cost when the newest point is now (issue figures).
+	latest storetest.Usage
 }
 
 func (h harness) Name() string              { return h.name }
@@ -31,24 +33,44 @@ func (h harness) NewStore(t *testing.T) (tablets.Store, func() int64) {
 	return h.make(t, client), func() int64 { return checker.Stats().Requests }
 }
 
+func (h harness) NewMeteredStore(t *testing.T) (tablets.Store, func() storetest.Usage) {
+	client, checker := azurite.NewTable(t, nil)
+	return h.make(t, client), func() storetest.Usage {
+		s := checker.Stats()
+		return storetest.Usage{Requests: s.Calls, ResponseBytes: s.ResponseBytes}
+	}
+}
+
+func (h harness) LatestBudget() storetest.Usage { return h.latest }
+
 // stores are the layouts under test, each with the options the suite runs them with.
 var stores = []harness{
 	{"basic", basic.DefaultResolution, func(t *testing.T, client *aztables.Client) tablets.Store {
 		s, err := basic.New(client, nil)
 		require.NoError(t, err)
 		return s
-	}},
+	}, storetest.Usage{Requests: 6, ResponseBytes: 64 << 10}},
 	{"advanced", advanced.DefaultResolution, func(t *testing.T, client *aztables.Client) tablets.Store {
 		s, err := advanced.New(client, nil)
 		require.NoError(t, err)
 		return s
-	}},
+	}, storetest.Usage{Requests: 4, ResponseBytes: 64 << 10}},
 	// Small factors: many partitions and rows in little data, so edges are everywhere.
 	{"advanced-small", 10 * time.Millisecond, func(t *testing.T, client *aztables.Client) tablets.Store {
 		s, err := advanced.New(client, &advanced.Options{PartitionFactor: time.Second, RowFactor: 200 * time.Millisecond, Resolution: 10 * time.Millisecond})
 		require.NoError(t, err)
 		return s
-	}},
+	}, storetest.Usage{}},
+}
+
+// TestCost checks what reads and writes cost, per layout with its default options.
+func TestCost(t *testing.T) {
+	for _, h := range stores[:2] {
+		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
+			storetest.RunCostTests(t, h)
+		})
+	}
 }
 
 func TestConformance(t *testing.T) {

@@ -4,14 +4,23 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/pager"
 )
 
-// growth is how much wider the next window is after an empty one.
-const growth = 16
+const (
+	// growth is how much wider the next window is after an empty one.
+	growth = 16
+	// firstWindow is the least span of the first window: the interval at which metrics are
+	// commonly written is well under it, so a series written up to now is found at once.
+	firstWindow = time.Minute
+	// minWindowPoints is the least a window's $top allows, in points of full entities: small
+	// entities are cheap, and a wider window saves requests.
+	minWindowPoints = 128
+)
 
 // Latest returns the n newest points of series, newest first, paying for about what it
 // returns. The service lists only oldest first, so Latest reads windows of time backwards
@@ -44,7 +53,8 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 	newest := make([]tablets.Point, 0, min(n, 1024)) // newest first: every point in [hi, end)
 	var newestUnit uint64                            // of newest[0]
 	hi := end
-	width := ceilDiv(uint64(n), g) * g // n points at full density
+	// n points at full density, or a minute.
+	width := max(ceilDiv(uint64(n), g), ceilDiv(uint64(firstWindow/s.layout.Format().Resolution), g)) * g
 	lo := now - min(now, width)
 	for len(newest) < n && hi > 0 {
 		need := n - len(newest)
@@ -54,7 +64,7 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 			return nil, wrap(err)
 		}
 		if !complete {
-			if lo, hi, err = s.narrow(ctx, series, last, hi, top); err != nil {
+			if lo, hi, err = s.narrow(ctx, series, lo, last, hi, top); err != nil {
 				return nil, wrap(err)
 			}
 			continue
@@ -87,7 +97,7 @@ func windowTop(lo, hi, g uint64, need int) int {
 		slots = ceilDiv(hi-lo, g) + 1
 	}
 	want := min(slots, uint64(need)+uint64(need)/2)
-	return int(min(2*want+2, pager.MaxTop))
+	return int(min(max(2*want+2, ceilDiv(minWindowPoints, g)+1), pager.MaxTop))
 }
 
 type unitPoint struct {
@@ -137,15 +147,16 @@ func (s *Store) window(ctx context.Context, series string, lo, hi uint64, top in
 	return pts, 0, true, nil
 }
 
-// narrow shrinks a window that held too many entities: an entity of series starts at a,
-// none is unknown at or above hi, and it returns lo <= hi' <= hi such that [lo, hi') holds
-// fewer than top entities and nothing is in [hi', hi). It gallops up from a (the newest
-// entity seen, usually close to the series' end) and then bisects, by keys-only probes.
-func (s *Store) narrow(ctx context.Context, series string, a, hi uint64, top int) (uint64, uint64, error) {
+// narrow shrinks a window [lo, hi) that held top entities or more, the newest of those read
+// starting at a: it returns lo' <= hi' <= hi such that [lo', hi') should hold fewer than top
+// entities (by the density of those read) and nothing is in [hi', hi). It gallops up from
+// a (the series' end is usually close to it) and then bisects, by keys-only probes.
+func (s *Store) narrow(ctx context.Context, series string, lo, a, hi uint64, top int) (uint64, uint64, error) {
 	g := s.layout.Granule()
-	step := g
+	perEntity := max(g, (a-lo)/uint64(top-1)) // units an entity took among those read
+	step := max(g, (a-lo)/g*g)
 	galloping := true
-	for (hi-a)/g >= uint64(top) {
+	for (hi-a)/g >= uint64(top) && (hi-a)/perEntity >= uint64(top/2) {
 		m := a + step
 		if !galloping || m >= hi || m < a {
 			galloping = false
