@@ -79,26 +79,29 @@ func (l layout) Rows(series string, units []uint64, values []float64, emit func(
 			j++
 		}
 		pk, rk := l.partitionKey(escaped, start/l.partUnits*l.partUnits), l.key(start)
-		emit(engine.Row{PartitionKey: pk, RowKey: rk, Body: l.Encode(pk, rk, units[i:j], values[i:j]), From: i, To: j})
+		_, body := l.Encode(pk, rk, units[i:j], values[i:j])
+		emit(engine.Row{PartitionKey: pk, RowKey: rk, Body: body, From: i, To: j})
 		i = j
 	}
 }
 
-// Encode writes the row's points as slots v<unit - row start>.
-func (l layout) Encode(partitionKey, rowKey string, units []uint64, values []float64) []byte {
+// Encode writes the row's points as slots v<unit - row start>, under the same keys.
+func (l layout) Encode(partitionKey, rowKey string, units []uint64, values []float64) (string, []byte) {
 	b := make([]byte, 0, 64+len(partitionKey)+len(rowKey)+24*len(units))
 	b = entity.AppendKeys(b, partitionKey, rowKey)
 	for i, u := range units {
 		b = entity.AppendSlot(b, int(u%l.rowUnits), values[i])
 	}
-	return entity.AppendEnd(b)
+	return rowKey, entity.AppendEnd(b)
 }
 
+func (l layout) KeySelect() string { return "PartitionKey,RowKey" }
+
 // Span is the row's slots: [row start, row start + RowFactor).
-func (l layout) Span(partitionKey, rowKey []byte) (uint64, uint64, error) {
-	start, err := l.format.ParseUnitsBytes(rowKey)
+func (l layout) Span(e *entity.Entity) (uint64, uint64, error) {
+	start, err := l.format.ParseUnitsBytes(e.RowKey)
 	if err != nil || start%l.rowUnits != 0 {
-		return 0, 0, &entity.DecodeError{PartitionKey: string(partitionKey), RowKey: string(rowKey), Reason: "RowKey is not a row start of this layout"}
+		return 0, 0, &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: "RowKey is not a row start of this layout"}
 	}
 	return start, start + l.rowUnits - 1, nil
 }

@@ -94,21 +94,24 @@ func (l layout) WriteAction() aztables.TransactionType { return aztables.Transac
 func (l layout) Rows(series string, units []uint64, values []float64, emit func(engine.Row)) {
 	for i, u := range units {
 		rk := l.key(u)
-		emit(engine.Row{PartitionKey: series, RowKey: rk, Body: l.Encode(series, rk, units[i:i+1], values[i:i+1]), From: i, To: i + 1})
+		_, body := l.Encode(series, rk, units[i:i+1], values[i:i+1])
+		emit(engine.Row{PartitionKey: series, RowKey: rk, Body: body, From: i, To: i + 1})
 	}
 }
 
 // Encode is the entity of one point: its keys and V.
-func (l layout) Encode(partitionKey, rowKey string, _ []uint64, values []float64) []byte {
+func (l layout) Encode(partitionKey, rowKey string, _ []uint64, values []float64) (string, []byte) {
 	b := entity.AppendKeys(make([]byte, 0, 64+len(partitionKey)+len(rowKey)), partitionKey, rowKey)
-	return entity.AppendEnd(entity.AppendDouble(b, entity.ValueProperty, values[0]))
+	return rowKey, entity.AppendEnd(entity.AppendDouble(b, entity.ValueProperty, values[0]))
 }
 
+func (l layout) KeySelect() string { return "PartitionKey,RowKey" }
+
 // Span is the entity's one time.
-func (l layout) Span(partitionKey, rowKey []byte) (uint64, uint64, error) {
-	u, err := l.format.ParseUnitsBytes(rowKey)
+func (l layout) Span(e *entity.Entity) (uint64, uint64, error) {
+	u, err := l.format.ParseUnitsBytes(e.RowKey)
 	if err != nil {
-		return 0, 0, &entity.DecodeError{PartitionKey: string(partitionKey), RowKey: string(rowKey), Reason: "RowKey is not a basic time key"}
+		return 0, 0, &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: "RowKey is not a basic time key"}
 	}
 	return u, u, nil
 }

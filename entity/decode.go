@@ -24,11 +24,32 @@ type Entity struct {
 	PartitionKey []byte
 	RowKey       []byte
 	ETag         []byte
-	// Props holds the entity's user properties, all of which must be Doubles, in the order
-	// they appear.
+	// Props holds the entity's Double properties in the order they appear. Unless
+	// AllowStrings is set, every user property must be a Double.
 	Props []Prop
+	// AllowStrings makes Decode keep string-valued properties (Edm.String, and Edm.Binary in
+	// its base64 form) in Strings instead of rejecting them.
+	AllowStrings bool
+	Strings      []StringProp
 
 	scratch []byte // unescaped strings
+}
+
+// StringProp is one string property of a decoded entity (Entity.AllowStrings): its JSON
+// string unescaped; an Edm.Binary's is base64.
+type StringProp struct {
+	Name  []byte
+	Value []byte
+}
+
+// String returns the value of the string property named name, and whether there is one.
+func (e *Entity) String(name string) ([]byte, bool) {
+	for _, p := range e.Strings {
+		if string(p.Name) == name {
+			return p.Value, true
+		}
+	}
+	return nil, false
 }
 
 // DecodeError is a malformed entity: bad JSON, or a property that is not a Double.
@@ -47,6 +68,7 @@ var errSyntax = errors.New("malformed JSON")
 func (e *Entity) Decode(data []byte) error {
 	e.PartitionKey, e.RowKey, e.ETag = nil, nil, nil
 	e.Props = e.Props[:0]
+	e.Strings = e.Strings[:0]
 	e.scratch = e.scratch[:0]
 	// Unescaped strings are appended to scratch; reserve enough that it never moves while
 	// earlier slices point into it.
@@ -110,14 +132,22 @@ func (e *Entity) decode(d []byte) (reason string) {
 				return "malformed JSON: " + err.Error()
 			}
 			prop, kind, _ := bytes.Cut(name, []byte("@"))
+			typ := string(d[start:i])
+			stringType := e.AllowStrings && (typ == `"Edm.String"` || typ == `"Edm.Binary"`)
 			if string(kind) == "odata.type" && string(prop) != "Timestamp" && firstBad == "" &&
-				string(d[start:i]) != `"Edm.Double"` {
+				typ != `"Edm.Double"` && !stringType {
 				firstBad = fmt.Sprintf("property %q is %s, not Edm.Double", prop, d[start:i])
 			}
 		case string(name) == "Timestamp":
 			if i, err = skipValue(d, i); err != nil {
 				return "malformed JSON: " + err.Error()
 			}
+		case e.AllowStrings && d[i] == '"' && !isDoubleString(d[i:]):
+			var v []byte
+			if v, i, err = e.str(d, i); err != nil {
+				return "malformed JSON: " + string(name) + ": " + err.Error()
+			}
+			e.Strings = append(e.Strings, StringProp{Name: name, Value: v})
 		default:
 			var v float64
 			var ok bool
@@ -146,6 +176,16 @@ func (e *Entity) decode(d []byte) (reason string) {
 		}
 		i = skipSpace(d, i+1)
 	}
+}
+
+// isDoubleString reports whether d starts with a Double written as a JSON string.
+func isDoubleString(d []byte) bool {
+	for _, s := range []string{`"NaN"`, `"Infinity"`, `"-Infinity"`} {
+		if bytes.HasPrefix(d, []byte(s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // double reads a Double value: a JSON number, or "NaN", "Infinity", "-Infinity". ok is

@@ -1,6 +1,7 @@
 package entity
 
 import (
+	"encoding/base64"
 	"math"
 	"strconv"
 	"unicode/utf8"
@@ -33,6 +34,26 @@ func AppendDouble(dst []byte, name string, v float64) []byte {
 	dst = append(dst, name...)
 	dst = append(dst, '"', ':')
 	return appendValue(dst, name, -1, v)
+}
+
+// AppendStringProperty appends ,"name":"s" (an Edm.String: the service's default type for a
+// JSON string).
+func AppendStringProperty(dst []byte, name, s string) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, name...)
+	dst = append(dst, '"', ':')
+	return AppendString(dst, s)
+}
+
+// AppendBinary appends ,"name@odata.type":"Edm.Binary","name":"<base64 of b>".
+func AppendBinary(dst []byte, name string, b []byte) []byte {
+	dst = append(dst, ',', '"')
+	dst = append(dst, name...)
+	dst = append(dst, `@odata.type":"Edm.Binary","`...)
+	dst = append(dst, name...)
+	dst = append(dst, '"', ':', '"')
+	dst = base64.StdEncoding.AppendEncode(dst, b)
+	return append(dst, '"')
 }
 
 // SlotName returns the property name of a slot.

@@ -270,7 +270,7 @@ func DeleteRows(ctx context.Context, client Submitter, partitionKey string, rowK
 	for len(rowKeys) > 0 {
 		actions := make([]aztables.TransactionAction, len(rowKeys))
 		for i, rk := range rowKeys {
-			actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: keysBody(partitionKey, rk)}
+			actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: KeysBody(partitionKey, rk)}
 		}
 		err := Submit(ctx, client, partitionKey, actions)
 		var be *Error
@@ -318,8 +318,8 @@ func existing(ctx context.Context, client Submitter, partitionKey string, rowKey
 	return found, nil
 }
 
-// keysBody is {"PartitionKey":pk,"RowKey":rk}; JSON-escaped without importing entity.
-func keysBody(pk, rk string) []byte {
+// KeysBody is {"PartitionKey":pk,"RowKey":rk}: the entity of a delete operation.
+func KeysBody(pk, rk string) []byte {
 	b, _ := json.Marshal(struct {
 		PartitionKey string
 		RowKey       string

@@ -30,25 +30,46 @@ func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) e
 		return nil
 	}
 	wrap := func(err error) error { return s.errorf("delete %q: %w", series, err) }
-	plan, err := s.plan([]string{series}, lo, hi, "PartitionKey,RowKey")
+	plan, err := s.plan([]string{series}, lo, hi, s.layout.KeySelect())
 	if err != nil {
 		return wrap(err)
 	}
+	_, overlapping := s.layout.(Overlapping)
+	for pass := 1; ; pass++ {
+		changed, err := s.deletePass(ctx, plan, lo, hi)
+		if err != nil {
+			return wrap(err)
+		}
+		// Entities that overlap can be merged by a concurrent compaction into one that this
+		// pass did not list: another pass finds it. Others cannot.
+		if !overlapping || !changed {
+			return nil
+		}
+		if pass == maxConflicts {
+			return wrap(fmt.Errorf("the range still changed after %d passes", pass))
+		}
+	}
+}
+
+// deletePass deletes or trims every entity the plan lists once, and reports whether it
+// changed any.
+func (s *Store) deletePass(ctx context.Context, plan []pager.SubQuery, lo, hi uint64) (bool, error) {
 	var e entity.Entity
+	changed := false
 	// Pages fetches the next page while this one is deleted: listing resumes after the last
 	// key listed, so deleting what was listed does not disturb it.
 	for page, err := range pager.Pages(ctx, s.client, plan, 0, pager.Continuation{}, 1) {
 		if err != nil {
-			return wrap(err)
+			return false, err
 		}
 		var jobs []deleteJob
 		for _, raw := range page.Entities {
-			if err := e.Decode(raw); err != nil {
-				return wrap(err)
+			if err := s.decodeKeys(&e, raw); err != nil {
+				return false, err
 			}
-			first, last, err := s.layout.Span(e.PartitionKey, e.RowKey)
+			first, last, err := s.layout.Span(&e)
 			if err != nil {
-				return wrap(err)
+				return false, err
 			}
 			pk, rk := string(e.PartitionKey), string(e.RowKey)
 			if first < lo || last >= hi {
@@ -61,17 +82,22 @@ func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) e
 			}
 			jobs = append(jobs, deleteJob{pk: pk, rks: []string{rk}})
 		}
-		errs := batch.Run(ctx, s.concurrency, len(jobs), func(ctx context.Context, i int) error {
+		trimmed := make([]bool, len(jobs))
+		errs := batch.Run(ctx, s.concurrency, len(jobs), func(ctx context.Context, i int) (err error) {
 			if jobs[i].edge {
-				return s.trim(ctx, jobs[i].pk, jobs[i].rks[0], lo, hi)
+				trimmed[i], err = s.trim(ctx, jobs[i].pk, jobs[i].rks[0], lo, hi)
+				return err
 			}
 			return batch.DeleteRows(ctx, s.client, jobs[i].pk, jobs[i].rks)
 		})
 		if err := errors.Join(errs...); err != nil {
-			return wrap(err)
+			return false, err
+		}
+		for i, j := range jobs {
+			changed = changed || !j.edge || trimmed[i]
 		}
 	}
-	return nil
+	return changed, nil
 }
 
 // deleteJob is a transaction of deletes in one partition, or one entity to trim.
@@ -85,19 +111,20 @@ type deleteJob struct {
 const maxConflicts = 20
 
 // trim removes the points in [lo, hi) from one entity: a read, then a replace (or a delete,
-// if nothing is left) conditional on the ETag read; on a conflict it starts again.
-func (s *Store) trim(ctx context.Context, pk, rk string, lo, hi uint64) error {
+// if nothing is left) conditional on the ETag read; on a conflict it starts again. It
+// reports whether it removed any point.
+func (s *Store) trim(ctx context.Context, pk, rk string, lo, hi uint64) (bool, error) {
 	for range maxConflicts {
 		resp, err := s.client.GetEntity(ctx, pk, rk, nil)
 		if isStatus(err, http.StatusNotFound) {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		var e entity.Entity
-		if err := e.Decode(resp.Value); err != nil {
-			return err
+		if err := s.decodeKeys(&e, resp.Value); err != nil {
+			return false, err
 		}
 		var units []uint64
 		var values []float64
@@ -110,27 +137,43 @@ func (s *Store) trim(ctx context.Context, pk, rk string, lo, hi uint64) error {
 			units, values = append(units, t), append(values, v)
 		})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if removed == 0 {
-			return nil
+			return false, nil
 		}
-		etag := resp.ETag
-		if len(units) == 0 {
-			_, err = s.client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &etag})
-			if isStatus(err, http.StatusNotFound) {
-				return nil
-			}
-		} else {
-			body := s.layout.Encode(pk, rk, units, values)
-			_, err = s.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
-		}
-		if isStatus(err, http.StatusPreconditionFailed) || isStatus(err, http.StatusNotFound) {
+		err = s.replace(ctx, pk, rk, resp.ETag, units, values)
+		var be *batch.Error
+		if isStatus(err, http.StatusPreconditionFailed) || isStatus(err, http.StatusNotFound) ||
+			(errors.As(err, &be) && (be.Status == http.StatusPreconditionFailed || be.Status == http.StatusNotFound)) {
 			continue // a concurrent write changed the entity: read it again
+		}
+		return err == nil, err
+	}
+	return false, fmt.Errorf("entity PartitionKey %q RowKey %q: still changing after %d attempts", pk, rk, maxConflicts)
+}
+
+// replace puts the entity pk/rk, as read with etag, to hold exactly these points: a delete
+// if there are none, a conditional replace under the same keys, or, when the layout files
+// the rewritten entity under a new RowKey, one transaction that deletes the old one
+// (conditionally) and writes the new.
+func (s *Store) replace(ctx context.Context, pk, rk string, etag azcore.ETag, units []uint64, values []float64) error {
+	if len(units) == 0 {
+		_, err := s.client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &etag})
+		if isStatus(err, http.StatusNotFound) {
+			return nil
 		}
 		return err
 	}
-	return fmt.Errorf("entity PartitionKey %q RowKey %q: still changing after %d attempts", pk, rk, maxConflicts)
+	newRK, body := s.layout.Encode(pk, rk, units, values)
+	if newRK == rk {
+		_, err := s.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
+		return err
+	}
+	return batch.Submit(ctx, s.client, pk, []aztables.TransactionAction{
+		{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(pk, rk), IfMatch: &etag},
+		{ActionType: aztables.TransactionTypeInsertReplace, Entity: body},
+	})
 }
 
 func isStatus(err error, status int) bool {

@@ -44,9 +44,10 @@ type Layout interface {
 	// WriteAction is the transaction operation that writes a row: an upsert that merges
 	// (rows written in pieces) or replaces (rows always written whole).
 	WriteAction() aztables.TransactionType
-	// Encode returns the body of the entity with these keys holding exactly these points
-	// (units increasing, all inside the entity's span): a row rewritten by Delete.
-	Encode(partitionKey, rowKey string, units []uint64, values []float64) []byte
+	// Encode returns the entity that replaces the one with these keys when it is rewritten
+	// to hold exactly these points (units increasing, all inside its span), as Delete does:
+	// its RowKey (the same, or a new one in the same partition) and its body.
+	Encode(partitionKey, rowKey string, units []uint64, values []float64) (string, []byte)
 
 	// Clauses returns filter clauses, in time order, that select the entities of series that
 	// hold times in [from, to). Each is a conjunction of a few comparisons.
@@ -58,10 +59,22 @@ type Layout interface {
 	Select() string
 	// Owns reports whether an entity's PartitionKey belongs to series.
 	Owns(partitionKey []byte, series string) bool
-	// Span returns the first and last unit an entity can hold, from its keys alone.
-	Span(partitionKey, rowKey []byte) (first, last uint64, err error)
+	// KeySelect is the $select of a read that needs only Span (keys, and what else Span reads).
+	KeySelect() string
+	// Span returns bounds of the units an entity holds (first <= every point's <= last),
+	// from an entity read with KeySelect or with Select.
+	Span(e *entity.Entity) (first, last uint64, err error)
 	// Points calls yield with each point of a decoded entity, in time order.
 	Points(e *entity.Entity, yield func(t uint64, v float64)) error
+}
+
+// Overlapping is implemented by layouts whose entities may hold the same times (chunks
+// written by different calls): the engine then keeps, for each time, the value of the entity
+// with the highest Priority, and decodes string properties (entity.Entity.AllowStrings).
+// Entities must come in key order by their first unit (Span), so that a point below the
+// first unit of the next entity is final.
+type Overlapping interface {
+	Priority(e *entity.Entity) (uint64, error)
 }
 
 // Row is one entity a Write sends: its keys, its JSON body, and the points it holds (the

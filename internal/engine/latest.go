@@ -109,6 +109,9 @@ type unitPoint struct {
 // is false when there were top of them (there may be more): then last is the first unit of
 // the newest entity read, and the points are not returned.
 func (s *Store) window(ctx context.Context, series string, lo, hi uint64, top int) (pts []unitPoint, last uint64, complete bool, err error) {
+	if _, ok := s.layout.(Overlapping); ok {
+		return s.overlapWindow(ctx, series, lo, hi, top)
+	}
 	names := []string{series}
 	plan, err := s.plan(names, lo, hi, s.layout.Select())
 	if err != nil {
@@ -131,7 +134,7 @@ func (s *Store) window(ctx context.Context, series string, lo, hi uint64, top in
 				if _, err := d.points(raw, lo, hi, collect); err != nil {
 					return nil, 0, false, err
 				}
-				if last, _, err = s.layout.Span(d.e.PartitionKey, d.e.RowKey); err != nil {
+				if last, _, err = s.layout.Span(&d.e); err != nil {
 					return nil, 0, false, err
 				}
 				if count++; count == top {
@@ -178,10 +181,10 @@ func (s *Store) narrow(ctx context.Context, series string, lo, a, hi uint64, top
 	return a, hi, nil
 }
 
-// probe returns the first unit of the first entity of series at or after unit u, reading
-// its keys only.
+// probe reports whether series has an entity holding times at or after unit u, and
+// returns the later of u and that entity's first unit, reading its keys only.
 func (s *Store) probe(ctx context.Context, series string, u uint64) (uint64, bool, error) {
-	q := pager.SubQuery{Filter: s.layout.AtOrAfter(series, u).String(), Select: "PartitionKey,RowKey"}
+	q := pager.SubQuery{Filter: s.layout.AtOrAfter(series, u).String(), Select: s.layout.KeySelect()}
 	var e entity.Entity
 	for cont := (pager.Continuation{}); ; {
 		entities, next, err := pager.Fetch(ctx, s.client, q, 1, cont)
@@ -189,23 +192,23 @@ func (s *Store) probe(ctx context.Context, series string, u uint64) (uint64, boo
 			return 0, false, err
 		}
 		for _, raw := range entities {
-			if err := e.Decode(raw); err != nil {
+			if err := s.decodeKeys(&e, raw); err != nil {
 				return 0, false, err
 			}
 			if !s.layout.Owns(e.PartitionKey, series) {
 				return 0, false, fmt.Errorf("entity PartitionKey %q is not of series %q", e.PartitionKey, series)
 			}
-			first, _, err := s.layout.Span(e.PartitionKey, e.RowKey)
+			first, last, err := s.layout.Span(&e)
 			if err != nil {
 				return 0, false, err
 			}
-			if first < u {
+			if last < u {
 				// Only an entity whose keys disagree (a row filed under another partition)
 				// can answer a probe with an earlier time.
 				return 0, false, &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey),
 					Reason: "keys out of order for this layout (a row of another layout?)"}
 			}
-			return first, true, nil
+			return max(first, u), true, nil
 		}
 		if next.IsZero() {
 			return 0, false, nil

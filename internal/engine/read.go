@@ -119,13 +119,22 @@ func (s *Store) queryUnits(ctx context.Context, series string, from, to uint64) 
 		if from >= to {
 			return
 		}
+		format := s.layout.Format()
+		if _, ok := s.layout.(Overlapping); ok {
+			err := s.overlapRead(ctx, series, from, to, 0, false, func(t uint64, v float64) bool {
+				return yield(tablets.Point{Time: format.Time(t), Value: v}, nil)
+			})
+			if err != nil {
+				yield(tablets.Point{}, err)
+			}
+			return
+		}
 		names := []string{series}
 		plan, err := s.plan(names, from, to, s.layout.Select())
 		if err != nil {
 			yield(tablets.Point{}, err)
 			return
 		}
-		format := s.layout.Format()
 		err = s.scan(ctx, names, plan, from, to, func(_ int, t uint64, v float64) bool {
 			return yield(tablets.Point{Time: format.Time(t), Value: v}, nil)
 		})
@@ -158,12 +167,30 @@ func (s *Store) QueryMany(ctx context.Context, series []string, from, to time.Ti
 		if lo >= hi || len(names) == 0 {
 			return
 		}
+		format := s.layout.Format()
+		if _, ok := s.layout.(Overlapping); ok {
+			// Each series on its own: a merge needs every entity of a time range of one series.
+			for _, name := range names {
+				stopped := false
+				err := s.overlapRead(ctx, name, lo, hi, 0, false, func(t uint64, v float64) bool {
+					stopped = !yield(tablets.SeriesPoint{Series: name, Point: tablets.Point{Time: format.Time(t), Value: v}}, nil)
+					return !stopped
+				})
+				if err != nil {
+					yield(tablets.SeriesPoint{}, s.errorf("query many: %w", err))
+					return
+				}
+				if stopped {
+					return
+				}
+			}
+			return
+		}
 		plan, err := s.plan(names, lo, hi, s.layout.Select())
 		if err != nil {
 			yield(tablets.SeriesPoint{}, err)
 			return
 		}
-		format := s.layout.Format()
 		err = s.scan(ctx, names, plan, lo, hi, func(i int, t uint64, v float64) bool {
 			return yield(tablets.SeriesPoint{Series: names[i], Point: tablets.Point{Time: format.Time(t), Value: v}}, nil)
 		})
@@ -197,16 +224,10 @@ func (s *Store) QueryPage(ctx context.Context, series string, from, to time.Time
 	if start >= hi {
 		return tablets.Page{}, nil
 	}
-	names := []string{series}
-	plan, err := s.plan(names, start, hi, s.layout.Select())
-	if err != nil {
-		return tablets.Page{}, err
-	}
 	format := s.layout.Format()
 	var out tablets.Page
 	var lastUnit uint64
 	more := false
-	d := decoder{layout: s.layout, series: names}
 	take := func(_ int, t uint64, v float64) bool {
 		if len(out.Points) == limit {
 			more = true // one point past the page: there is a next page
@@ -216,21 +237,44 @@ func (s *Store) QueryPage(ctx context.Context, series string, from, to time.Time
 		lastUnit = t
 		return true
 	}
-	g := s.layout.Granule()
 	wrap := func(err error) error { return s.errorf("query page %q: %w", series, err) }
+	if err := s.readPage(ctx, series, start, hi, limit, take); err != nil {
+		return tablets.Page{}, wrap(err)
+	}
+	if more {
+		out.Next = pager.Token{Binding: binding, After: lastUnit + 1}.Encode()
+	}
+	return out, nil
+}
+
+// readPage passes take the points of series from start, asking the service for about as
+// many entities as limit+1 points need when they are full.
+func (s *Store) readPage(ctx context.Context, series string, start, hi uint64, limit int, take func(int, uint64, float64) bool) error {
+	if _, ok := s.layout.(Overlapping); ok {
+		// An entity holds many points: the one holding start and the next, whose first unit
+		// makes the first one's points final.
+		return s.overlapRead(ctx, series, start, hi, 2, true, func(t uint64, v float64) bool { return take(0, t, v) })
+	}
+	names := []string{series}
+	plan, err := s.plan(names, start, hi, s.layout.Select())
+	if err != nil {
+		return err
+	}
+	d := decoder{layout: s.layout, series: names}
+	g := s.layout.Granule()
 read:
 	for i, q := range plan {
 		// Entities that hold the points still wanted, if every one is full.
-		q.Top = int32(min(pager.MaxTop, (start%g+uint64(limit-len(out.Points))+1+g-1)/g))
+		q.Top = int32(min(pager.MaxTop, (start%g+uint64(limit)+1+g-1)/g))
 		q.Grow = true
 		for page, err := range pager.Each(ctx, s.client, q, i) {
 			if err != nil {
-				return tablets.Page{}, wrap(err)
+				return err
 			}
 			for _, raw := range page.Entities {
 				goOn, err := d.points(raw, start, hi, take)
 				if err != nil {
-					return tablets.Page{}, wrap(err)
+					return err
 				}
 				if !goOn {
 					break read
@@ -238,8 +282,5 @@ read:
 			}
 		}
 	}
-	if more {
-		out.Next = pager.Token{Binding: binding, After: lastUnit + 1}.Encode()
-	}
-	return out, nil
+	return nil
 }

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/pager"
+)
+
+// merger holds the points of overlapping entities until they are final, and keeps for each
+// time the value of the entity with the highest priority.
+type merger struct {
+	pts []prioPoint
+}
+
+type prioPoint struct {
+	t    uint64
+	v    float64
+	prio uint64
+	seq  int // arrival order: among equal priorities (the same chunk read twice) the last
+}
+
+func (m *merger) add(t uint64, v float64, prio uint64) {
+	m.pts = append(m.pts, prioPoint{t, v, prio, len(m.pts)})
+}
+
+// release passes emit the points below bound in time order, one per time, and forgets
+// them. It returns false when emit does.
+func (m *merger) release(bound uint64, emit func(t uint64, v float64) bool) bool {
+	slices.SortFunc(m.pts, func(a, b prioPoint) int {
+		return cmp.Or(cmp.Compare(a.t, b.t), cmp.Compare(b.prio, a.prio), cmp.Compare(b.seq, a.seq))
+	})
+	i := 0
+	for ; i < len(m.pts) && m.pts[i].t < bound; i++ {
+		if i > 0 && m.pts[i].t == m.pts[i-1].t {
+			continue
+		}
+		if !emit(m.pts[i].t, m.pts[i].v) {
+			return false
+		}
+	}
+	m.pts = append(m.pts[:0], m.pts[i:]...)
+	for j := range m.pts {
+		m.pts[j].seq = j
+	}
+	return true
+}
+
+func (m *merger) reset() { m.pts = m.pts[:0] }
+
+// overlapRead passes emit the points of series in [from, to), oldest first, for a layout
+// whose entities overlap. Entities come in order of their first unit, so the points below
+// the first unit of the latest entity read are final. Each request is a fresh query from
+// the first time not yet final, never a continuation inside a partition: a query is a
+// consistent snapshot only within one partition and one request, and so a compaction that
+// commits between two requests neither hides a point nor shows it twice. top is the $top
+// of the first request (0: the service's page size); with grow, each request after it asks
+// for twice as many.
+func (s *Store) overlapRead(ctx context.Context, series string, from, to uint64, top int32, grow bool,
+	emit func(t uint64, v float64) bool) error {
+	ov := s.layout.(Overlapping)
+	d := decoder{layout: s.layout, series: []string{series}}
+	d.e.AllowStrings = true
+	var m merger
+	stopped := false
+	keep := func(t uint64, v float64) bool {
+		if !emit(t, v) {
+			stopped = true
+		}
+		return !stopped
+	}
+	for t := from; t < to; {
+		plan, err := s.plan([]string{series}, t, to, s.layout.Select())
+		if err != nil {
+			return err
+		}
+		restart := false
+		for _, q := range plan {
+			if restart || stopped {
+				break
+			}
+			for cont := (pager.Continuation{}); ; {
+				entities, next, err := pager.Fetch(ctx, s.client, q, top, cont)
+				if err != nil {
+					return err
+				}
+				newest := t // first unit of the newest entity read
+				for _, raw := range entities {
+					if _, err := d.decode(raw); err != nil {
+						return err
+					}
+					first, _, err := s.layout.Span(&d.e)
+					if err != nil {
+						return err
+					}
+					prio, err := ov.Priority(&d.e)
+					if err != nil {
+						return err
+					}
+					if first > newest {
+						if !m.release(first, keep) {
+							return nil
+						}
+						newest = first
+					}
+					err = s.layout.Points(&d.e, func(u uint64, v float64) {
+						if u >= t && u < to {
+							m.add(u, v, prio)
+						}
+					})
+					if err != nil {
+						return err
+					}
+				}
+				if grow && top > 0 {
+					top = min(2*top, pager.MaxTop)
+				}
+				if next.IsZero() {
+					break
+				}
+				if newest > t {
+					// Start again from the first time not final, in a fresh snapshot.
+					m.reset()
+					t, restart = newest, true
+					break
+				}
+				cont = next // no progress in this page: continue it (a page of one entity's time)
+			}
+		}
+		if !restart {
+			if !stopped {
+				m.release(to, keep)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// overlapWindow reads [lo, hi) of series in one request of at most top entities, for
+// Latest: complete when the reply holds fewer than top entities and nothing after them;
+// otherwise last is the first unit of the newest entity read.
+func (s *Store) overlapWindow(ctx context.Context, series string, lo, hi uint64, top int) (pts []unitPoint, last uint64, complete bool, err error) {
+	plan, err := s.plan([]string{series}, lo, hi, s.layout.Select())
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if len(plan) != 1 {
+		return nil, 0, false, fmt.Errorf("a window's plan has %d sub-queries, want one", len(plan))
+	}
+	entities, next, err := pager.Fetch(ctx, s.client, plan[0], int32(top), pager.Continuation{})
+	if err != nil {
+		return nil, 0, false, err
+	}
+	ov := s.layout.(Overlapping)
+	d := decoder{layout: s.layout, series: []string{series}}
+	d.e.AllowStrings = true
+	var m merger
+	for _, raw := range entities {
+		if _, err := d.decode(raw); err != nil {
+			return nil, 0, false, err
+		}
+		if last, _, err = s.layout.Span(&d.e); err != nil {
+			return nil, 0, false, err
+		}
+		prio, err := ov.Priority(&d.e)
+		if err != nil {
+			return nil, 0, false, err
+		}
+		err = s.layout.Points(&d.e, func(u uint64, v float64) {
+			if u >= lo && u < hi {
+				m.add(u, v, prio)
+			}
+		})
+		if err != nil {
+			return nil, 0, false, err
+		}
+	}
+	if len(entities) >= top || !next.IsZero() {
+		return nil, max(last, lo), false, nil
+	}
+	format := s.layout.Format()
+	m.release(hi, func(t uint64, v float64) bool {
+		pts = append(pts, unitPoint{t, tablets.Point{Time: format.Time(t), Value: v}})
+		return true
+	})
+	return pts, 0, true, nil
+}
+
+// decodeKeys decodes an entity read with KeySelect.
+func (s *Store) decodeKeys(e *entity.Entity, raw []byte) error {
+	_, overlapping := s.layout.(Overlapping)
+	e.AllowStrings = overlapping
+	return e.Decode(raw)
+}
