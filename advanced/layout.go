@@ -3,23 +3,14 @@ package advanced
 import (
 	"fmt"
 	"math/bits"
-	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/engine"
+	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/rounding"
-)
-
-const (
-	separator = '|'
-	escape    = '~'
-	// afterSeparator is the character after separator: every PartitionKey of a series
-	// is below escaped series + afterSeparator.
-	afterSeparator = separator + 1
 )
 
 // layout is the advanced key layout. All quantities are in resolution units.
@@ -39,30 +30,10 @@ func (l layout) Format() rounding.KeyFormat { return l.format }
 func (l layout) Select() string             { return "" }
 func (l layout) Granule() uint64            { return l.rowUnits }
 
-// escapeSeries writes "~" as "~~" and "|" as "~p".
-func escapeSeries(series string) string {
-	if !strings.ContainsAny(series, "~|") {
-		return series
-	}
-	var b strings.Builder
-	for i := 0; i < len(series); i++ {
-		switch c := series[i]; c {
-		case escape:
-			b.WriteString("~~")
-		case separator:
-			b.WriteString("~p")
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
-}
+func escapeSeries(series string) string { return partkey.Escape(series) }
 
 func (l layout) partitionKey(escaped string, partStart uint64) string {
-	b := make([]byte, 0, len(escaped)+1+l.format.Width)
-	b = append(b, escaped...)
-	b = append(b, separator)
-	return string(l.format.AppendUnits(b, partStart))
+	return partkey.Key(l.format, escaped, partStart)
 }
 
 func (l layout) key(u uint64) string { return string(l.format.AppendUnits(nil, u)) }
@@ -107,21 +78,8 @@ func (l layout) Span(e *entity.Entity) (uint64, uint64, error) {
 }
 
 func (l layout) ValidateSeries(series string) error {
-	if err := entity.ValidateSeries(series, 0); err != nil {
-		return fmt.Errorf("advanced: %w", err)
-	}
-	escaped := escapeSeries(series)
-	if size := entity.KeySize(escaped) + 2*(1+l.format.Width); size > entity.MaxKeyBytes {
-		return fmt.Errorf("advanced: %w: name of %d bytes makes a PartitionKey of %d bytes (UTF-16), over Azure's %d",
-			tablets.ErrInvalidSeries, len(series), size, entity.MaxKeyBytes)
-	}
 	// The longest clause a read sends names the series twice: it must fit one filter.
-	worst := l.AtOrAfter(series, 0)
-	if limit := l.limits.MaxLength; worst.EncodedLen() > limit {
-		return fmt.Errorf("advanced: %w: name of %d bytes is too long for a query filter (%d of %d URL-encoded bytes)",
-			tablets.ErrInvalidSeries, len(series), worst.EncodedLen(), limit)
-	}
-	return nil
+	return partkey.ValidateSeries("advanced", l.format, series, func() filter.Expr { return l.AtOrAfter(series, 0) }, l.limits)
 }
 
 // Clauses: the partial partition at the start (RowKey from the first row), the partitions
@@ -172,41 +130,13 @@ func (l layout) AtOrAfter(series string, u uint64) filter.Expr {
 	p := u / l.partUnits * l.partUnits
 	return filter.Or(
 		filter.And(filter.Eq("PartitionKey", l.partitionKey(escaped, p)), filter.Ge("RowKey", l.key(u))),
-		filter.And(filter.Gt("PartitionKey", l.partitionKey(escaped, p)), filter.Lt("PartitionKey", escaped+string(rune(afterSeparator)))),
+		filter.And(filter.Gt("PartitionKey", l.partitionKey(escaped, p)), filter.Lt("PartitionKey", partkey.End(escaped))),
 	)
 }
 
-// Owns reports whether partitionKey is escape(series) + "|" + a partition start, without
-// building the escaped name.
+// Owns reports whether partitionKey is escape(series) + "|" + a partition start.
 func (l layout) Owns(partitionKey []byte, series string) bool {
-	if len(partitionKey) < 1+l.format.Width {
-		return false
-	}
-	prefix, suffix := partitionKey[:len(partitionKey)-l.format.Width-1], partitionKey[len(partitionKey)-l.format.Width-1:]
-	if suffix[0] != separator {
-		return false
-	}
-	j := 0
-	for i := 0; i < len(series); i++ {
-		c := series[i]
-		switch c {
-		case escape, separator:
-			want := byte(escape)
-			if c == separator {
-				want = 'p'
-			}
-			if j+1 >= len(prefix) || prefix[j] != escape || prefix[j+1] != want {
-				return false
-			}
-			j += 2
-		default:
-			if j >= len(prefix) || prefix[j] != c {
-				return false
-			}
-			j++
-		}
-	}
-	return j == len(prefix)
+	return partkey.Owns(l.format, partitionKey, series)
 }
 
 // Points yields the slots of a row in slot order.

@@ -10,6 +10,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
+	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/storetest"
 )
@@ -58,6 +59,17 @@ var stores = []harness{
 	// Small factors: many partitions and rows in little data, so edges are everywhere.
 	{"advanced-small", 10 * time.Millisecond, func(t *testing.T, client *aztables.Client) tablets.Store {
 		s, err := advanced.New(client, &advanced.Options{PartitionFactor: time.Second, RowFactor: 200 * time.Millisecond, Resolution: 10 * time.Millisecond})
+		require.NoError(t, err)
+		return s
+	}, storetest.Usage{}},
+	{"chunked", chunked.DefaultResolution, func(t *testing.T, client *aztables.Client) tablets.Store {
+		s, err := chunked.New(client, nil)
+		require.NoError(t, err)
+		return s
+	}, storetest.Usage{}},
+	// Small partitions and chunks: many of each in little data.
+	{"chunked-small", time.Millisecond, func(t *testing.T, client *aztables.Client) tablets.Store {
+		s, err := chunked.New(client, &chunked.Options{PartitionFactor: time.Second, MaxChunkBytes: 1 << 10})
 		require.NoError(t, err)
 		return s
 	}, storetest.Usage{}},

@@ -11,8 +11,10 @@ import (
 	"github.com/seed71701133/tablets/internal/pager"
 )
 
-// merger holds the points of overlapping entities until they are final, and keeps for each
-// time the value of the entity with the highest priority.
+// Merger holds the points of overlapping entities until they are final, and keeps for each
+// time the value of the entity with the highest priority. The zero value is ready to use.
+type Merger = merger
+
 type merger struct {
 	pts []prioPoint
 }
@@ -22,6 +24,15 @@ type prioPoint struct {
 	v    float64
 	prio uint64
 	seq  int // arrival order: among equal priorities (the same chunk read twice) the last
+}
+
+// Add holds a point of an entity of priority prio.
+func (m *merger) Add(t uint64, v float64, prio uint64) { m.add(t, v, prio) }
+
+// Release passes emit the points below bound in time order, the highest priority's value of
+// each time, and forgets them. It returns false when emit does.
+func (m *merger) Release(bound uint64, emit func(t uint64, v float64) bool) bool {
+	return m.release(bound, emit)
 }
 
 func (m *merger) add(t uint64, v float64, prio uint64) {
@@ -196,4 +207,89 @@ func (s *Store) decodeKeys(e *entity.Entity, raw []byte) error {
 	_, overlapping := s.layout.(Overlapping)
 	e.AllowStrings = overlapping
 	return e.Decode(raw)
+}
+
+// overlapMany passes emit the points of every series in [from, to) for a layout whose
+// entities overlap, each series oldest first, reading the packed plan of all of them: one
+// request per sub-query when no reply is cut short. Where one is (a continuation), the
+// series of its last entity is read again from its first time not final in fresh snapshots
+// (overlapRead), and its entities elsewhere are skipped.
+func (s *Store) overlapMany(ctx context.Context, series []string, from, to uint64, emit func(series int, t uint64, v float64) bool) error {
+	plan, err := s.plan(series, from, to, s.layout.Select())
+	if err != nil {
+		return err
+	}
+	ov := s.layout.(Overlapping)
+	d := decoder{layout: s.layout, series: series}
+	d.e.AllowStrings = true
+	mergers := make([]merger, len(series))
+	newest := make([]uint64, len(series))
+	for i := range newest {
+		newest[i] = from
+	}
+	done := make([]bool, len(series))
+	for _, q := range plan {
+		for cont := (pager.Continuation{}); ; {
+			entities, next, err := pager.Fetch(ctx, s.client, q, 0, cont)
+			if err != nil {
+				return err
+			}
+			last := -1
+			for _, raw := range entities {
+				o, err := d.decode(raw)
+				if err != nil {
+					return err
+				}
+				if done[o] {
+					continue
+				}
+				first, _, err := s.layout.Span(&d.e)
+				if err != nil {
+					return err
+				}
+				prio, err := ov.Priority(&d.e)
+				if err != nil {
+					return err
+				}
+				if first > newest[o] {
+					if !mergers[o].release(first, func(t uint64, v float64) bool { return emit(o, t, v) }) {
+						return nil
+					}
+					newest[o] = first
+				}
+				m := &mergers[o]
+				err = s.layout.Points(&d.e, func(u uint64, v float64) {
+					if u >= newest[o] && u < to {
+						m.add(u, v, prio)
+					}
+				})
+				if err != nil {
+					return err
+				}
+				last = o
+			}
+			if next.IsZero() {
+				break
+			}
+			if last >= 0 {
+				mergers[last].reset()
+				done[last] = true
+				stopped := false
+				err := s.overlapRead(ctx, series[last], newest[last], to, 0, false, func(t uint64, v float64) bool {
+					stopped = !emit(last, t, v)
+					return !stopped
+				})
+				if err != nil || stopped {
+					return err
+				}
+			}
+			cont = next
+		}
+	}
+	for o := range mergers {
+		if !done[o] && !mergers[o].release(to, func(t uint64, v float64) bool { return emit(o, t, v) }) {
+			return nil
+		}
+	}
+	return nil
 }

@@ -169,20 +169,11 @@ func (s *Store) QueryMany(ctx context.Context, series []string, from, to time.Ti
 		}
 		format := s.layout.Format()
 		if _, ok := s.layout.(Overlapping); ok {
-			// Each series on its own: a merge needs every entity of a time range of one series.
-			for _, name := range names {
-				stopped := false
-				err := s.overlapRead(ctx, name, lo, hi, 0, false, func(t uint64, v float64) bool {
-					stopped = !yield(tablets.SeriesPoint{Series: name, Point: tablets.Point{Time: format.Time(t), Value: v}}, nil)
-					return !stopped
-				})
-				if err != nil {
-					yield(tablets.SeriesPoint{}, s.errorf("query many: %w", err))
-					return
-				}
-				if stopped {
-					return
-				}
+			err := s.overlapMany(ctx, names, lo, hi, func(i int, t uint64, v float64) bool {
+				return yield(tablets.SeriesPoint{Series: names[i], Point: tablets.Point{Time: format.Time(t), Value: v}}, nil)
+			})
+			if err != nil {
+				yield(tablets.SeriesPoint{}, s.errorf("query many: %w", err))
 			}
 			return
 		}

@@ -1,0 +1,112 @@
+// Package partkey is the PartitionKey scheme of the layouts that file a series' entities in
+// one partition per span of time (advanced, chunked): the series, escaped, then "|", then
+// the partition's start as a fixed-width count of resolution units. In the series part "~"
+// is written "~~" and "|" is written "~p", so the separator never occurs in it: no series'
+// keys fall inside another series' key ranges, even for names such as "cpu|0000000001".
+package partkey
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+const (
+	separator = '|'
+	escape    = '~'
+	// afterSeparator is the character after separator: every PartitionKey of a series is
+	// below escaped series + afterSeparator.
+	afterSeparator = separator + 1
+)
+
+// Escape writes "~" as "~~" and "|" as "~p".
+func Escape(series string) string {
+	if !strings.ContainsAny(series, "~|") {
+		return series
+	}
+	var b strings.Builder
+	for i := 0; i < len(series); i++ {
+		switch c := series[i]; c {
+		case escape:
+			b.WriteString("~~")
+		case separator:
+			b.WriteString("~p")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// Key is the PartitionKey of the partition starting at unit start of the escaped series.
+func Key(f rounding.KeyFormat, escaped string, start uint64) string {
+	b := make([]byte, 0, len(escaped)+1+f.Width)
+	b = append(b, escaped...)
+	b = append(b, separator)
+	return string(f.AppendUnits(b, start))
+}
+
+// End is above every PartitionKey of the escaped series, and below other series' keys.
+func End(escaped string) string { return escaped + string(rune(afterSeparator)) }
+
+// Start returns the partition start a PartitionKey ends with.
+func Start(f rounding.KeyFormat, partitionKey []byte) (uint64, error) {
+	if len(partitionKey) < 1+f.Width || partitionKey[len(partitionKey)-f.Width-1] != separator {
+		return 0, fmt.Errorf("PartitionKey %q is not a series and a partition start", partitionKey)
+	}
+	return f.ParseUnitsBytes(partitionKey[len(partitionKey)-f.Width:])
+}
+
+// Owns reports whether partitionKey is Escape(series) + "|" + a partition start, without
+// building the escaped name.
+func Owns(f rounding.KeyFormat, partitionKey []byte, series string) bool {
+	if len(partitionKey) < 1+f.Width {
+		return false
+	}
+	prefix, suffix := partitionKey[:len(partitionKey)-f.Width-1], partitionKey[len(partitionKey)-f.Width-1:]
+	if suffix[0] != separator {
+		return false
+	}
+	j := 0
+	for i := 0; i < len(series); i++ {
+		c := series[i]
+		switch c {
+		case escape, separator:
+			want := byte(escape)
+			if c == separator {
+				want = 'p'
+			}
+			if j+1 >= len(prefix) || prefix[j] != escape || prefix[j+1] != want {
+				return false
+			}
+			j += 2
+		default:
+			if j >= len(prefix) || prefix[j] != c {
+				return false
+			}
+			j++
+		}
+	}
+	return j == len(prefix)
+}
+
+// ValidateSeries checks a series name for these keys: Azure's key rules, the PartitionKey's
+// size, and the length of worst, the longest filter clause a read sends for it.
+func ValidateSeries(layout string, f rounding.KeyFormat, series string, worst func() filter.Expr, limits filter.Limits) error {
+	if err := entity.ValidateSeries(series, 0); err != nil {
+		return fmt.Errorf("%s: %w", layout, err)
+	}
+	if size := entity.KeySize(Escape(series)) + 2*(1+f.Width); size > entity.MaxKeyBytes {
+		return fmt.Errorf("%s: %w: name of %d bytes makes a PartitionKey of %d bytes (UTF-16), over Azure's %d",
+			layout, tablets.ErrInvalidSeries, len(series), size, entity.MaxKeyBytes)
+	}
+	if clause := worst(); clause.EncodedLen() > limits.MaxLength {
+		return fmt.Errorf("%s: %w: name of %d bytes is too long for a query filter (%d of %d URL-encoded bytes)",
+			layout, tablets.ErrInvalidSeries, len(series), clause.EncodedLen(), limits.MaxLength)
+	}
+	return nil
+}
