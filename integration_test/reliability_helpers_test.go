@@ -28,8 +28,8 @@ import (
 // relStore is a store layout under test, as the conformance suite runs it.
 type relStore = harness
 
-// relStores are the basic and the advanced store with their default options.
-var relStores = stores[:2]
+// relStores are the stores of each layout with their default options.
+var relStores = []harness{stores[0], stores[1], stores[3]}
 
 // relStoreByName returns the store of that name.
 func relStoreByName(t testing.TB, name string) relStore {

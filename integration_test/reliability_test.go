@@ -26,6 +26,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
+	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/fault"
@@ -58,7 +59,7 @@ import (
 // as strict with that counter: a request sent in error would still be delivered on some
 // attempt and counted.
 func TestReliabilityConformanceUnderFaults(t *testing.T) {
-	for _, name := range []string{"basic", "advanced"} {
+	for _, name := range []string{"basic", "advanced", "chunked"} {
 		h := relFaultHarness{
 			relStore: relStoreByName(t, name),
 			faults:   fault.Options{Seed: 20240517, FailBefore: 0.10, LoseReply: 0.10},
@@ -456,7 +457,7 @@ func TestReliabilityBatchErrorIndex(t *testing.T) {
 // before counting goroutines (a kept-alive connection has two goroutines that are no leak).
 // It must not run in parallel with other tests: it counts every goroutine of the process.
 func TestReliabilityCancel(t *testing.T) {
-	for _, name := range []string{"basic", "advanced"} {
+	for _, name := range []string{"basic", "advanced", "chunked"} {
 		h := relStoreByName(t, name)
 		t.Run(name, func(t *testing.T) { relTestCancel(t, h) })
 	}
@@ -481,11 +482,17 @@ func relTestCancel(t *testing.T, h relStore) {
 	// row, 3,000 rows.
 	base := time.Date(2024, 5, 17, 0, 0, 0, 0, time.UTC)
 	var q, q2 []tablets.Point
-	if h.name == "basic" {
+	switch h.name {
+	case "basic":
 		for i := range 6000 {
 			q = append(q, tablets.Point{Time: base.Add(time.Duration(i) * time.Second), Value: float64(i)})
 		}
-	} else {
+	case "chunked":
+		// A point a day: a chunk a day, 1,500 chunks, two pages.
+		for i := range 1500 {
+			q = append(q, tablets.Point{Time: base.AddDate(0, 0, i), Value: float64(i)})
+		}
+	default:
 		for i := range 3000 {
 			row := base.Add(time.Duration(i) * 4 * time.Minute)
 			q = append(q, tablets.Point{Time: row, Value: float64(i)}, tablets.Point{Time: row.Add(time.Minute), Value: -float64(i) - 0.5})
@@ -521,11 +528,16 @@ func relTestCancel(t *testing.T, h relStore) {
 
 	t.Run("Write", func(t *testing.T) {
 		var pts []tablets.Point
-		if h.name == "basic" {
+		switch h.name {
+		case "basic":
 			for i := range 20000 { // 200 transactions
 				pts = append(pts, tablets.Point{Time: base.Add(time.Duration(i) * time.Millisecond), Value: float64(i) + 0.5})
 			}
-		} else {
+		case "chunked":
+			for i := range 200 { // a point a day: 200 partitions, 200 transactions
+				pts = append(pts, tablets.Point{Time: base.AddDate(0, 0, i), Value: float64(i) + 0.5})
+			}
+		default:
 			for i := range 86400 { // 24 hours at 1 Hz: 24 transactions of 15 rows
 				pts = append(pts, tablets.Point{Time: base.Add(time.Duration(i) * time.Second), Value: float64(i) + 0.5})
 			}
@@ -642,7 +654,7 @@ func relTestCancel(t *testing.T, h relStore) {
 // time once, with the owner's last value where only one writer wrote. A second case deletes
 // ranges inside the rows while writers write the rest of them. Run it with -race too.
 func TestReliabilityConcurrentWriters(t *testing.T) {
-	for _, name := range []string{"basic", "advanced"} {
+	for _, name := range []string{"basic", "advanced", "chunked"} {
 		h := relStoreByName(t, name)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -1086,6 +1098,8 @@ func TestReliabilityMalformedReplies(t *testing.T) {
 		require.NoError(t, err)
 		corrupted["advanced"], err = advanced.New(client, nil)
 		require.NoError(t, err)
+		corrupted["chunked"], err = chunked.New(client, nil)
+		require.NoError(t, err)
 		var pts []tablets.Point
 		for i := range 50 {
 			pts = append(pts, tablets.Point{Time: hour.Add(time.Duration(i) * 97 * time.Second), Value: float64(i) + 0.5})
@@ -1093,7 +1107,8 @@ func TestReliabilityMalformedReplies(t *testing.T) {
 		for name, s := range corrupted {
 			require.NoError(t, s.Write(t.Context(), "c-"+name, pts...))
 		}
-		slot := regexp.MustCompile(`"(v\d+|V)":-?[0-9][0-9.eE+-]*`)
+		// A value: a slot or V (a number), or a chunk (C, base64).
+		slot := regexp.MustCompile(`"(v\d+|V|C)":(-?[0-9][0-9.eE+-]*|"[A-Za-z0-9+/=]+")`)
 		replaceFirst := func(re *regexp.Regexp, with string) func([]byte) []byte {
 			return func(b []byte) []byte {
 				loc := re.FindSubmatchIndex(b)
@@ -1131,7 +1146,7 @@ func TestReliabilityMalformedReplies(t *testing.T) {
 		}
 		for _, m := range mutations {
 			t.Run(m.name, func(t *testing.T) {
-				for _, name := range []string{"basic", "advanced"} {
+				for _, name := range []string{"basic", "advanced", "chunked"} {
 					t.Run(name, func(t *testing.T) {
 						before := mutated.Load()
 						mutate.Store(&m.f)
