@@ -1,0 +1,69 @@
+// Package chunked is the third layout of tablets: a series' points as compressed chunks
+// with exact timestamps, on the shared engine (package tablets' Store, in full).
+//
+// Where advanced keeps a slot per resolution step (regular series only, about 24 bytes a
+// point), chunked keeps any times, in any order, exactly at its Resolution (default 1 ms),
+// and stores about 1 to 2 bytes a point for real metrics: counters and constants a third
+// of a byte, a 2-decimal gauge about 1.3, random floats about 10 (their bits do not
+// compress).
+//
+// # Entities
+//
+// A partition holds a series' chunks for one PartitionFactor of time (default a day). A
+// chunk is one entity:
+//
+//	PartitionKey  escaped series + "|" + partition start   cpu|001430179200000
+//	RowKey        first time "-" priority "-" hash          001430222675250-18ea95edac91e707-00da499f
+//	L             Edm.String, the last time                 001430222676750
+//	C             Edm.Binary, the chunk                     (base64 on the wire)
+//
+// Times are fixed-width counts of resolution units since the Unix epoch (package rounding):
+// above, cpu at 2015-04-28T12:04:35.250Z and 12:04:36.750Z, at 1 ms. In the series part of
+// the PartitionKey "~" is written "~~" and "|" "~p". The priority is the writing process's
+// clock in nanoseconds (16 hex digits), strictly increasing within a process; the hash is
+// FNV-1a (32 bits, 8 hex digits) of the chunk's bytes. A chunk never spans two partitions.
+//
+// # Writes never read
+//
+// A Write cuts the points of each partition into chunks of at most MaxChunkBytes and
+// upserts them, a transaction per partition (up to 100 chunks): it reads nothing. A chunk's
+// keys are a function of the call and its content, so a request retried after a lost reply
+// writes the same entity again. Two calls that write the same time both keep a chunk; a
+// read keeps the value of the chunk with the higher priority: the later write wins (across
+// processes, by their clocks). Calling Write again with the same points after a failure
+// stores them again, harmlessly: the values are the same.
+//
+// # Reads
+//
+// The chunks that hold times in [from, to) are those whose first time is before to and
+// whose last (L) is at or after from: one filter of at most six comparisons. Chunks come in
+// key order, by first time, so a point before the first time of the next chunk is final.
+// A read never follows a continuation inside a partition: a query is a consistent snapshot
+// only within one partition and one request, so when a reply is cut short the read starts
+// again, in a fresh query, from the first time not yet final. A compaction that commits
+// between two requests of a read therefore neither hides a point nor shows it twice.
+//
+// A chunk is read whole: a single point costs its chunk (at most MaxChunkBytes, 16 KiB by
+// default). Choose chunked for irregular series and for cost; choose advanced to read
+// single points or short ranges of a dense regular series often.
+//
+// # Compaction
+//
+// A collector that writes every second makes a chunk a second. Compact merges them: runs of
+// small or overlapping chunks become as few full chunks as hold their points, each run in
+// one transaction that deletes the chunks read only if their ETags are unchanged and
+// inserts the merged ones (priority: the highest of the run). A concurrent Write is never
+// lost (it adds a chunk of its own, with a higher priority); a concurrent Delete or Compact
+// makes the transaction fail and the run start again. KeepCompacted runs it on a timer
+// beside a long-running writer.
+//
+// # Chunk format
+//
+// C holds version 1 of the codec of package internal/chunkenc, whose package documentation
+// (internal/chunkenc/doc.go) specifies it byte for byte with a worked example: a header
+// (version, mode, count, first time, span) and a bit stream of delta-of-delta times under an
+// adaptive Rice code, and values either as decimals (scaled integers, delta or
+// delta-of-delta coded) or as Gorilla XOR. The first and last times in the header must equal
+// the RowKey's and L; a reader rejects a chunk that disagrees, or any malformed one, with an
+// error naming the entity.
+package chunked
