@@ -121,11 +121,11 @@ func addStoreFlags(cmd *cobra.Command, s *storeFlags) {
 	addConnFlags(cmd, &s.conn)
 	f := cmd.Flags()
 	f.StringVar(&s.table, "table", "", "table name (required): letters and digits, 3-63 characters, starting with a letter")
-	f.StringVar(&s.layout, "layout", defaultLayout, "store layout: "+strings.Join(layoutNames(), " or ")+
+	f.StringVar(&s.layout, "layout", defaultLayout, "store layout: "+strings.Join(layoutNames(), ", ")+
 		"\n(read with the layout and options the series was written with)")
 	f.DurationVar(&s.resolution, "resolution", 0, "store time resolution (0: the layout's default)")
 	f.IntVar(&s.concurrency, "concurrency", 0, "requests in flight per call (0: the layout's default)")
-	f.DurationVar(&s.partitionFactor, "partition-factor", 0, "advanced layout: time span of a partition (0: default)")
+	f.DurationVar(&s.partitionFactor, "partition-factor", 0, "advanced and chunked layouts: time span of a partition (0: default)")
 	f.DurationVar(&s.rowFactor, "row-factor", 0, "advanced layout: time span of a row (0: default)")
 }
 

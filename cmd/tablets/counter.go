@@ -19,20 +19,48 @@ type counter struct {
 	next policy.Transporter
 
 	requests, sent, received, entitiesSent, entitiesReceived atomic.Int64
+	entityBytes                                              atomic.Int64
 }
 
 // counts is a snapshot of a counter.
 type counts struct {
 	Requests, BytesSent, BytesReceived, EntitiesSent, EntitiesReceived int64
+	// EntityBytes is the JSON of the entities written: what a table stores (keys and
+	// properties), without the requests' framing.
+	EntityBytes int64
 }
 
 func (c counts) sub(o counts) counts {
 	return counts{c.Requests - o.Requests, c.BytesSent - o.BytesSent, c.BytesReceived - o.BytesReceived,
-		c.EntitiesSent - o.EntitiesSent, c.EntitiesReceived - o.EntitiesReceived}
+		c.EntitiesSent - o.EntitiesSent, c.EntitiesReceived - o.EntitiesReceived, c.EntityBytes - o.EntityBytes}
 }
 
 func (c *counter) snapshot() counts {
-	return counts{c.requests.Load(), c.sent.Load(), c.received.Load(), c.entitiesSent.Load(), c.entitiesReceived.Load()}
+	return counts{c.requests.Load(), c.sent.Load(), c.received.Load(), c.entitiesSent.Load(), c.entitiesReceived.Load(), c.entityBytes.Load()}
+}
+
+// batchEntityBytes is the size of the JSON bodies of a batch's operations: each is an HTTP
+// request ("... HTTP/1.1", headers, a blank line) whose body runs to the next boundary.
+func batchEntityBytes(body []byte) int64 {
+	var n int64
+	for {
+		i := bytes.Index(body, []byte(" HTTP/1.1\r\n"))
+		if i < 0 {
+			return n
+		}
+		body = body[i:]
+		j := bytes.Index(body, []byte("\r\n\r\n"))
+		if j < 0 {
+			return n
+		}
+		body = body[j+4:]
+		end := bytes.Index(body, []byte("\r\n--"))
+		if end < 0 {
+			end = len(body)
+		}
+		n += int64(len(bytes.TrimSpace(body[:end])))
+		body = body[end:]
+	}
 }
 
 // Do counts req and forwards it.
@@ -51,6 +79,7 @@ func (c *counter) Do(req *http.Request) (*http.Response, error) {
 			c.sent.Add(int64(len(body)))
 			// Each operation of a changeset is one part of type application/http.
 			c.entitiesSent.Add(int64(bytes.Count(body, []byte("application/http"))))
+			c.entityBytes.Add(batchEntityBytes(body))
 		default:
 			n := req.ContentLength
 			if n < 0 {
@@ -63,6 +92,7 @@ func (c *counter) Do(req *http.Request) (*http.Response, error) {
 			c.sent.Add(n)
 			if !isTables {
 				c.entitiesSent.Add(1)
+				c.entityBytes.Add(n)
 			}
 		}
 	}

@@ -10,13 +10,14 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
+	"github.com/seed71701133/tablets/chunked"
 )
 
 // layoutOptions are the union of the layouts' options; zero means a layout's default.
 type layoutOptions struct {
 	Resolution      time.Duration
 	Concurrency     int
-	PartitionFactor time.Duration // advanced only
+	PartitionFactor time.Duration // advanced and chunked
 	RowFactor       time.Duration // advanced only
 }
 
@@ -41,11 +42,16 @@ var layouts = []layoutDef{
 		return fmt.Sprintf("%d points per entity (%v rows, %v partitions), resolution %v",
 			o.RowFactor/o.Resolution, shortDuration(o.RowFactor), shortDuration(o.PartitionFactor), o.Resolution)
 	}},
+	{name: "chunked", open: openChunked, describe: func(s tablets.Store) string {
+		o := s.(*chunked.Store).Options()
+		return fmt.Sprintf("compressed chunks of up to %d KiB (%v partitions), exact times at %v",
+			o.MaxChunkBytes>>10, shortDuration(o.PartitionFactor), o.Resolution)
+	}},
 }
 
 func openBasic(client *aztables.Client, o layoutOptions) (tablets.Store, error) {
 	if o.PartitionFactor != 0 || o.RowFactor != 0 {
-		return nil, fmt.Errorf("%w: --partition-factor and --row-factor are options of the advanced layout", tablets.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: --partition-factor and --row-factor are not options of the basic layout", tablets.ErrInvalidOptions)
 	}
 	return basic.New(client, &basic.Options{Resolution: o.Resolution, Concurrency: o.Concurrency})
 }
@@ -53,6 +59,13 @@ func openBasic(client *aztables.Client, o layoutOptions) (tablets.Store, error) 
 func openAdvanced(client *aztables.Client, o layoutOptions) (tablets.Store, error) {
 	return advanced.New(client, &advanced.Options{PartitionFactor: o.PartitionFactor, RowFactor: o.RowFactor,
 		Resolution: o.Resolution, Concurrency: o.Concurrency})
+}
+
+func openChunked(client *aztables.Client, o layoutOptions) (tablets.Store, error) {
+	if o.RowFactor != 0 {
+		return nil, fmt.Errorf("%w: --row-factor is an option of the advanced layout", tablets.ErrInvalidOptions)
+	}
+	return chunked.New(client, &chunked.Options{PartitionFactor: o.PartitionFactor, Resolution: o.Resolution, Concurrency: o.Concurrency})
 }
 
 func layoutNames() []string {
@@ -69,7 +82,7 @@ func findLayout(name string) (layoutDef, error) {
 			return l, nil
 		}
 	}
-	return layoutDef{}, fmt.Errorf("unknown --layout %q (want %s)", name, strings.Join(layoutNames(), " or "))
+	return layoutDef{}, fmt.Errorf("unknown --layout %q (want %s)", name, strings.Join(layoutNames(), ", "))
 }
 
 // shortDuration prints 4m and 1h rather than 4m0s and 1h0m0s.
