@@ -17,6 +17,7 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -24,11 +25,13 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	promchunk "github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
+	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/fault"
@@ -81,6 +84,13 @@ var writeCases = []writeCase{
 	}},
 	{"advanced", 86400, func(b *testing.B, client *aztables.Client) func(context.Context, string, []tablets.Point) error {
 		s, err := advanced.New(client, nil)
+		require.NoError(b, err)
+		return func(ctx context.Context, series string, points []tablets.Point) error {
+			return s.Write(ctx, series, points...)
+		}
+	}},
+	{"chunked", 86400, func(b *testing.B, client *aztables.Client) func(context.Context, string, []tablets.Point) error {
+		s, err := chunked.New(client, nil)
 		require.NoError(b, err)
 		return func(ctx context.Context, series string, points []tablets.Point) error {
 			return s.Write(ctx, series, points...)
@@ -177,6 +187,10 @@ func newStore(b *testing.B, name string, client *aztables.Client) tablets.Store 
 		s, err := basic.New(client, nil)
 		require.NoError(b, err)
 		return s
+	case "chunked":
+		s, err := chunked.New(client, nil)
+		require.NoError(b, err)
+		return s
 	default:
 		s, err := advanced.New(client, nil)
 		require.NoError(b, err)
@@ -212,7 +226,7 @@ func fixture(b *testing.B, key, layout string, series int, points []tablets.Poin
 // BenchmarkQuery reads 2 h and 24 h of a day at 1 Hz.
 func BenchmarkQuery(b *testing.B) {
 	day := series1Hz(1, 86400, time.Second)
-	for _, layout := range []string{"basic", "advanced"} {
+	for _, layout := range []string{"basic", "advanced", "chunked"} {
 		for _, span := range []time.Duration{2 * time.Hour, 24 * time.Hour} {
 			b.Run(fmt.Sprintf("%s/%s", layout, fmt.Sprintf("%dh", int(span.Hours()))), func(b *testing.B) {
 				f := fixture(b, layout+"/day", layout, 1, day)
@@ -244,7 +258,7 @@ func BenchmarkQueryMany(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("s%d", i)
 	}
-	for _, layout := range []string{"basic", "advanced"} {
+	for _, layout := range []string{"basic", "advanced", "chunked"} {
 		b.Run(layout, func(b *testing.B) {
 			f := fixture(b, layout+"/many", layout, seriesCount, data)
 			before, cpu := f.checker.Stats(), cpuTime()
@@ -265,7 +279,7 @@ func BenchmarkQueryMany(b *testing.B) {
 // BenchmarkQueryPage pages through a day at 1 Hz, 500 points a page.
 func BenchmarkQueryPage(b *testing.B) {
 	day := series1Hz(1, 86400, time.Second)
-	for _, layout := range []string{"basic", "advanced"} {
+	for _, layout := range []string{"basic", "advanced", "chunked"} {
 		b.Run(layout, func(b *testing.B) {
 			f := fixture(b, layout+"/day", layout, 1, day)
 			before, cpu := f.checker.Stats(), cpuTime()
@@ -290,7 +304,7 @@ func BenchmarkQueryPage(b *testing.B) {
 // BenchmarkLatest reads the 100 newest points of a series written up to now (an hour at
 // 1 Hz): a dashboard's "current value".
 func BenchmarkLatest(b *testing.B) {
-	for _, layout := range []string{"basic", "advanced"} {
+	for _, layout := range []string{"basic", "advanced", "chunked"} {
 		b.Run(layout, func(b *testing.B) {
 			now := time.Now()
 			hour := make([]tablets.Point, 3600)
@@ -309,5 +323,74 @@ func BenchmarkLatest(b *testing.B) {
 			}
 			readMetrics(b, before, f.checker.Stats(), n, cpuTime()-cpu)
 		})
+	}
+}
+
+// storedKinds are series of a day at 1 Hz whose values compress differently.
+var storedKinds = []struct {
+	name  string
+	value func(i int, rng *rand.Rand) float64
+}{
+	{"demo", func(i int, rng *rand.Rand) float64 { // the demo's 2-decimal gauge
+		v := 20 + 5*math.Sin(2*math.Pi*float64(i)/86400) + 0.5*math.Sin(2*math.Pi*float64(i)/600) + rng.NormFloat64()*0.2
+		return math.Round(v*100) / 100
+	}},
+	{"counter", func(i int, _ *rand.Rand) float64 { return float64(i) }},
+	{"constant", func(int, *rand.Rand) float64 { return 42.5 }},
+	{"random", func(_ int, rng *rand.Rand) float64 { return rng.Float64() }},
+}
+
+// promXORBytes is the size of Prometheus' XOR chunks (tsdb/chunkenc, 120 samples a chunk as
+// Prometheus cuts them) holding the same points: the anchor for bytes a point.
+func promXORBytes(points []tablets.Point) int {
+	size := 0
+	var c *promchunk.XORChunk
+	var app promchunk.Appender
+	for i, p := range points {
+		if i%120 == 0 {
+			if c != nil {
+				size += len(c.Bytes())
+			}
+			c = promchunk.NewXORChunk()
+			app, _ = c.Appender()
+		}
+		app.Append(p.Time.UnixMilli(), p.Value)
+	}
+	if c != nil {
+		size += len(c.Bytes())
+	}
+	return size
+}
+
+// BenchmarkStoredBytes writes a day at 1 Hz of each kind of series in one Write and reports
+// the bytes stored a point (the entities' JSON, base64 included) and, as the anchor, the
+// bytes a point of Prometheus' XOR chunks of the same points (no keys, no base64).
+func BenchmarkStoredBytes(b *testing.B) {
+	for _, kind := range storedKinds {
+		rng := rand.New(rand.NewPCG(1, 2))
+		points := make([]tablets.Point, 86400)
+		for i := range points {
+			points[i] = tablets.Point{Time: benchStart.Add(time.Duration(i) * time.Second), Value: kind.value(i, rng)}
+		}
+		for _, layout := range []string{"advanced", "chunked"} {
+			b.Run(kind.name+"/"+layout, func(b *testing.B) {
+				var bytes int64
+				var cpu time.Duration
+				for b.Loop() {
+					b.StopTimer()
+					client, checker := azurite.NewTable(b, &azurite.TableOptions{CountOnly: true})
+					store := newStore(b, layout, client)
+					b.StartTimer()
+					before := cpuTime()
+					require.NoError(b, store.Write(context.Background(), "s", points...))
+					cpu += cpuTime() - before
+					bytes += checker.Stats().EntityBytes
+				}
+				n := float64(b.N * len(points))
+				b.ReportMetric(float64(bytes)/n, "bytes/point")
+				b.ReportMetric(float64(promXORBytes(points))/float64(len(points)), "prom-xor-bytes/point")
+				b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/point")
+			})
+		}
 	}
 }
