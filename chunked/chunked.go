@@ -17,7 +17,9 @@ import (
 // Options configure a Store. The zero value of each field means its default.
 type Options struct {
 	// Resolution is the time resolution: a written time truncates to a multiple of it from
-	// the Unix epoch. Default 1 ms; at least 14 ns (times up to 9999 must fit 64 bits).
+	// the Unix epoch. Default 1 ms. As fine as 1 ns: under 14 ns, times are 64-bit counts of
+	// units that end before 9999 (at 1 ns, 2554-07-21T23:34:33.709551614Z), and writing a
+	// later time is an error wrapping tablets.ErrInvalidTime.
 	Resolution time.Duration
 	// PartitionFactor is the span of time of one partition: the chunks of a series in it are
 	// written in one transaction per 100 and compacted together. A multiple of Resolution.
@@ -89,7 +91,7 @@ func New(client *aztables.Client, opts *Options) (*Store, error) {
 	case o.Concurrency < 0:
 		return invalid("Concurrency %d is negative", o.Concurrency)
 	}
-	format, err := rounding.NewKeyFormat(o.Resolution)
+	format, err := rounding.NewFineKeyFormat(o.Resolution)
 	if err != nil {
 		return nil, fmt.Errorf("chunked: %w", err)
 	}

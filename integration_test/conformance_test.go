@@ -13,6 +13,7 @@ import (
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/storetest"
+	"github.com/seed71701133/tablets/rounding"
 )
 
 func TestMain(m *testing.M) { azurite.Main(m) }
@@ -44,6 +45,18 @@ func (h harness) NewMeteredStore(t *testing.T) (tablets.Store, func() storetest.
 
 func (h harness) LatestBudget() storetest.Usage { return h.latest }
 
+// LastTime is the last time the harness's stores hold (storetest.Bounded).
+func (h harness) LastTime() time.Time {
+	f, err := rounding.NewFineKeyFormat(h.resolution)
+	if err != nil {
+		panic(err)
+	}
+	if f.LastTime().Before(tablets.MaxTime) {
+		return f.LastTime()
+	}
+	return tablets.MaxTime
+}
+
 // stores are the layouts under test, each with the options the suite runs them with.
 var stores = []harness{
 	{"basic", basic.DefaultResolution, func(t *testing.T, client *aztables.Client) tablets.Store {
@@ -64,6 +77,12 @@ var stores = []harness{
 	}, storetest.Usage{}},
 	{"chunked", chunked.DefaultResolution, func(t *testing.T, client *aztables.Client) tablets.Store {
 		s, err := chunked.New(client, nil)
+		require.NoError(t, err)
+		return s
+	}, storetest.Usage{}},
+	// 1ns: exact Go times; times end in 2554 (64-bit units).
+	{"chunked-1ns", time.Nanosecond, func(t *testing.T, client *aztables.Client) tablets.Store {
+		s, err := chunked.New(client, &chunked.Options{Resolution: time.Nanosecond})
 		require.NoError(t, err)
 		return s
 	}, storetest.Usage{}},

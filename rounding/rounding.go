@@ -2,6 +2,7 @@ package rounding
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"time"
@@ -74,10 +75,13 @@ func Floor(t time.Time, factor time.Duration) time.Time {
 }
 
 // KeyFormat is a fixed-width decimal key: the number of Resolution units since the epoch,
-// zero-padded to Width digits, wide enough for every time up to 9999-12-31.
+// zero-padded to Width digits, wide enough for every time up to Last.
 type KeyFormat struct {
 	Resolution time.Duration
 	Width      int
+	// Last is the last unit a key holds: that of 9999-12-31T23:59:59.999999999, or, for a
+	// resolution too fine for 9999 in 64 bits (NewFineKeyFormat), 2^64-2.
+	Last uint64
 }
 
 // NewKeyFormat returns the key format for a resolution. The error wraps
@@ -92,13 +96,34 @@ func NewKeyFormat(resolution time.Duration) (KeyFormat, error) {
 		return KeyFormat{}, fmt.Errorf("%w: resolution %v is too fine: keys for times up to 9999 need at least %v", tablets.ErrInvalidOptions, resolution, time.Duration(hi+1))
 	}
 	maxUnits := units(tablets.MaxTime, resolution)
-	return KeyFormat{Resolution: resolution, Width: len(strconv.FormatUint(maxUnits, 10))}, nil
+	return KeyFormat{Resolution: resolution, Width: len(strconv.FormatUint(maxUnits, 10)), Last: maxUnits}, nil
 }
+
+// NewFineKeyFormat is NewKeyFormat, but a resolution too fine for 9999 (under 14ns) is
+// allowed: its keys end at 2^64-2 units (at 1ns, 2554-07-21T23:34:33.709551614Z), and Units
+// rejects later times with an error wrapping tablets.ErrInvalidTime.
+func NewFineKeyFormat(resolution time.Duration) (KeyFormat, error) {
+	if resolution <= 0 {
+		return KeyFormat{}, fmt.Errorf("%w: resolution %v must be positive", tablets.ErrInvalidOptions, resolution)
+	}
+	if hi, _ := nanos(tablets.MaxTime); hi < uint64(resolution) {
+		return NewKeyFormat(resolution)
+	}
+	last := uint64(math.MaxUint64 - 1)
+	return KeyFormat{Resolution: resolution, Width: len(strconv.FormatUint(last, 10)), Last: last}, nil
+}
+
+// LastTime is the time of the last unit a key holds.
+func (f KeyFormat) LastTime() time.Time { return fromUnits(f.Last, f.Resolution) }
 
 // Units returns the number of resolution units from the epoch to t (t truncated down).
 func (f KeyFormat) Units(t time.Time) (uint64, error) {
 	if err := CheckTime(t); err != nil {
 		return 0, err
+	}
+	if hi, _ := nanos(t); hi >= uint64(f.Resolution) || units(t, f.Resolution) > f.Last {
+		return 0, fmt.Errorf("%w: %s is after %s, the last time a %v resolution holds in 64 bits", tablets.ErrInvalidTime,
+			t.UTC().Format(time.RFC3339Nano), f.LastTime().Format(time.RFC3339Nano), f.Resolution)
 	}
 	return units(t, f.Resolution), nil
 }
@@ -147,8 +172,8 @@ func (f KeyFormat) ParseUnitsBytes(key []byte) (uint64, error) {
 		}
 		n = lo
 	}
-	if n > units(tablets.MaxTime, f.Resolution) {
-		return 0, fmt.Errorf("rounding: key %q is after 9999", key)
+	if n > f.Last {
+		return 0, fmt.Errorf("rounding: key %q is after the last time of the format", key)
 	}
 	return n, nil
 }

@@ -161,3 +161,34 @@ func FuzzKeyCodec(f *testing.F) {
 		}
 	})
 }
+
+// A resolution too fine for 9999 is refused by NewKeyFormat and allowed by NewFineKeyFormat,
+// whose keys end at 2^64-2 units: later times are ErrInvalidTime, earlier ones round-trip.
+func TestFineKeyFormat(t *testing.T) {
+	_, err := NewKeyFormat(time.Nanosecond)
+	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+	f, err := NewFineKeyFormat(time.Nanosecond)
+	require.NoError(t, err)
+	require.Equal(t, 20, f.Width)
+	require.Equal(t, time.Date(2554, 7, 21, 23, 34, 33, 709551614, time.UTC), f.LastTime())
+	u, err := f.Units(f.LastTime())
+	require.NoError(t, err)
+	require.Equal(t, f.Last, u)
+	for _, after := range []time.Time{f.LastTime().Add(1), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), tablets.MaxTime} {
+		_, err := f.Units(after)
+		require.ErrorIs(t, err, tablets.ErrInvalidTime, "%v", after)
+	}
+	at := time.Date(2024, 5, 17, 9, 37, 13, 123456789, time.UTC)
+	key, err := f.Format(at)
+	require.NoError(t, err)
+	back, err := f.Parse(key)
+	require.NoError(t, err)
+	require.True(t, at.Equal(back))
+	_, err = f.ParseUnits("18446744073709551615")
+	require.Error(t, err, "2^64-1 is past the last unit")
+	// Coarse enough for 9999: the same as NewKeyFormat.
+	ms, err := NewFineKeyFormat(time.Millisecond)
+	require.NoError(t, err)
+	want, _ := NewKeyFormat(time.Millisecond)
+	require.Equal(t, want, ms)
+}

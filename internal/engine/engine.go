@@ -140,8 +140,13 @@ func (s *Store) seriesRange(series string, from, to time.Time) (uint64, uint64, 
 	return s.units(from, to)
 }
 
+// ceilUnits is the first unit at or after t; Last+1 for a t after the format's last time
+// (a format finer than 14ns ends before 9999).
 func ceilUnits(f rounding.KeyFormat, t time.Time) uint64 {
-	u, _ := f.Units(t)
+	u, err := f.Units(t)
+	if err != nil {
+		return f.Last + 1
+	}
 	if f.Time(u).Before(t) {
 		u++
 	}

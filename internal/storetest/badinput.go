@@ -319,8 +319,9 @@ func testContext(t *testing.T, h Harness) {
 func testTimeBounds(t *testing.T, h Harness) {
 	f := newFixture(t, h, 18)
 	m := newModel(f.r)
-	maxFloor := floorTime(tablets.MaxTime, f.r)
-	pts := []tablets.Point{
+	maxFloor := floorTime(f.last, f.r)
+	var pts []tablets.Point
+	for _, p := range []tablets.Point{
 		pt(tablets.MinTime, 1),
 		pt(tablets.MinTime.Add(f.r), 2),
 		pt(time.Unix(0, math.MaxInt64).UTC(), 3), // the last int64 nanosecond (2262)
@@ -328,7 +329,19 @@ func testTimeBounds(t *testing.T, h Harness) {
 		pt(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), 5),
 		pt(maxFloor.Add(-f.r), 6),
 		pt(maxFloor, 7),
-		pt(tablets.MaxTime, 8), // the same step as maxFloor: replaces 7
+		pt(f.last, 8), // the same step as maxFloor: replaces 7
+	} {
+		if !p.Time.After(f.last) {
+			pts = append(pts, p)
+		}
+	}
+	if f.last.Before(tablets.MaxTime) {
+		t.Run("a write after the store's last time is rejected", func(t *testing.T) {
+			g := f.sub(t)
+			g.requireRejected(t, tablets.ErrInvalidTime, "Write after the last time", func() error {
+				return g.s.Write(g.ctx, "bounds", pt(f.last.Add(f.r), 1))
+			})
+		})
 	}
 	f.write("bounds", pts...)
 	m.write(pts...)

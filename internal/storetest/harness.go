@@ -18,3 +18,18 @@ type Harness interface {
 	// Name names the store in subtest names.
 	Name() string
 }
+
+// Bounded is implemented by harnesses whose stores hold times only up to a time before
+// tablets.MaxTime (a resolution under 14ns keeps 64-bit unit counts, which end in 2554). The
+// suite then writes nothing after it, and checks that a write after it is rejected.
+type Bounded interface {
+	LastTime() time.Time
+}
+
+// lastTime is the last time h's stores hold.
+func lastTime(h Harness) time.Time {
+	if b, ok := h.(Bounded); ok {
+		return b.LastTime()
+	}
+	return tablets.MaxTime
+}

@@ -27,6 +27,7 @@ type fixture struct {
 	count func() int64
 	r     time.Duration
 	base  time.Time // baseTime truncated to r
+	last  time.Time // the last time the store holds (tablets.MaxTime unless Bounded)
 	rng   *rand.Rand
 }
 
@@ -45,6 +46,7 @@ func newFixture(t *testing.T, h Harness, seed uint64) *fixture {
 		count: count,
 		r:     r,
 		base:  floorTime(baseTime, r),
+		last:  lastTime(h),
 		rng:   rand.New(rand.NewPCG(seed, 0x7ab1e75)),
 	}
 }

@@ -274,6 +274,7 @@ func testTruncation(t *testing.T, h Harness) {
 		{"2200", time.Date(2200, 7, 1, 0, 0, 0, 500000000, time.UTC)},
 		{"3000 (past int64 nanoseconds)", time.Date(3000, 6, 15, 12, 34, 56, 789123456, time.UTC)},
 		{"MaxTime", tablets.MaxTime},
+		{"the store's last time", f.last},
 	}
 	offsets := []struct {
 		name string
@@ -288,7 +289,7 @@ func testTruncation(t *testing.T, h Harness) {
 		aligned := floorTime(a.t, r)
 		for j, o := range offsets {
 			written := aligned.Add(o.d)
-			if o.d >= r || (j > 0 && o.d == 0) || written.After(tablets.MaxTime) {
+			if o.d >= r || (j > 0 && o.d == 0) || written.After(f.last) {
 				continue
 			}
 			t.Run(a.name+" "+o.name, func(t *testing.T) {
@@ -504,7 +505,9 @@ func testLatest(t *testing.T, h Harness) {
 	cluster := func(series string, anchor time.Time, n int) {
 		var pts []tablets.Point
 		for range n {
-			pts = append(pts, pt(anchor.Add(time.Duration(f.rng.Int64N(day))), randValue(f.rng)))
+			if p := pt(anchor.Add(time.Duration(f.rng.Int64N(day))), randValue(f.rng)); !p.Time.After(f.last) {
+				pts = append(pts, p)
+			}
 		}
 		f.write(series, pts...)
 		w.get(series).write(pts...)
