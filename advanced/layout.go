@@ -86,42 +86,16 @@ func (l layout) ValidateSeries(series string) error {
 // wholly inside as one PartitionKey range, the partial partition at the end (RowKey up to
 // the last row). Six comparisons at most.
 func (l layout) Clauses(series string, from, to uint64) []filter.Expr {
-	escaped := escapeSeries(series)
-	pk := func(p uint64) string { return l.partitionKey(escaped, p) }
 	firstRow, lastRow := from/l.rowUnits*l.rowUnits, (to-1)/l.rowUnits*l.rowUnits
 	firstPart, lastPart := from/l.partUnits*l.partUnits, (to-1)/l.partUnits*l.partUnits
-	lastRowOf := func(p uint64) uint64 { return p + l.partUnits - l.rowUnits }
-	if firstPart == lastPart {
-		c := []filter.Expr{filter.Eq("PartitionKey", pk(firstPart))}
-		if firstRow > firstPart {
-			c = append(c, filter.Ge("RowKey", l.key(firstRow)))
-		}
-		if lastRow < lastRowOf(lastPart) {
-			c = append(c, filter.Le("RowKey", l.key(lastRow)))
-		}
-		return []filter.Expr{filter.And(c...)}
-	}
-	var clauses []filter.Expr
-	wholeFrom, wholeTo := firstPart, lastPart // partitions read whole: [wholeFrom, wholeTo]
+	var head, tail filter.Expr
 	if firstRow > firstPart {
-		clauses = append(clauses, filter.And(filter.Eq("PartitionKey", pk(firstPart)), filter.Ge("RowKey", l.key(firstRow))))
-		wholeFrom += l.partUnits
+		head = filter.Ge("RowKey", l.key(firstRow))
 	}
-	var tail filter.Expr
-	if lastRow < lastRowOf(lastPart) {
-		tail = filter.And(filter.Eq("PartitionKey", pk(lastPart)), filter.Le("RowKey", l.key(lastRow)))
-		wholeTo -= l.partUnits
+	if lastRow < lastPart+l.partUnits-l.rowUnits {
+		tail = filter.Le("RowKey", l.key(lastRow))
 	}
-	switch {
-	case wholeFrom == wholeTo:
-		clauses = append(clauses, filter.Eq("PartitionKey", pk(wholeFrom)))
-	case wholeFrom < wholeTo:
-		clauses = append(clauses, filter.And(filter.Ge("PartitionKey", pk(wholeFrom)), filter.Le("PartitionKey", pk(wholeTo))))
-	}
-	if !tail.IsZero() {
-		clauses = append(clauses, tail)
-	}
-	return clauses
+	return partkey.Clauses(l.format, escapeSeries(series), l.partUnits, firstPart, lastPart, head, tail)
 }
 
 // AtOrAfter selects the rows of series starting at or after unit u.

@@ -166,42 +166,15 @@ func (l layout) Encode(partitionKey, rowKey string, units []uint64, values []flo
 // so: in the first partition those with L >= from, the partitions inside whole, and in the
 // last partition those whose RowKey (first time) is below to. Six comparisons at most.
 func (l layout) Clauses(series string, from, to uint64) []filter.Expr {
-	escaped := partkey.Escape(series)
-	pk := func(u uint64) string { return l.partitionKey(escaped, u) }
 	firstPart, lastPart := l.partitionOf(from), l.partitionOf(to-1)
-	lastFrom := func() filter.Expr { return filter.Ge(lastProperty, l.key(from)) }
-	firstTo := func() filter.Expr { return filter.Lt("RowKey", l.key(to)) }
-	if firstPart == lastPart {
-		c := []filter.Expr{filter.Eq("PartitionKey", pk(firstPart))}
-		if from > firstPart {
-			c = append(c, lastFrom())
-		}
-		if to < lastPart+l.partUnits {
-			c = append(c, firstTo())
-		}
-		return []filter.Expr{filter.And(c...)}
-	}
-	var clauses []filter.Expr
-	wholeFrom, wholeTo := firstPart, lastPart
+	var head, tail filter.Expr
 	if from > firstPart {
-		clauses = append(clauses, filter.And(filter.Eq("PartitionKey", pk(firstPart)), lastFrom()))
-		wholeFrom += l.partUnits
+		head = filter.Ge(lastProperty, l.key(from))
 	}
-	var tail filter.Expr
-	if to < lastPart+l.partUnits {
-		tail = filter.And(filter.Eq("PartitionKey", pk(lastPart)), firstTo())
-		wholeTo -= l.partUnits
+	if end := lastPart + l.partUnits; end > lastPart && to < end {
+		tail = filter.Lt("RowKey", l.key(to))
 	}
-	switch {
-	case wholeFrom == wholeTo:
-		clauses = append(clauses, filter.Eq("PartitionKey", pk(wholeFrom)))
-	case wholeFrom < wholeTo:
-		clauses = append(clauses, filter.And(filter.Ge("PartitionKey", pk(wholeFrom)), filter.Le("PartitionKey", pk(wholeTo))))
-	}
-	if !tail.IsZero() {
-		clauses = append(clauses, tail)
-	}
-	return clauses
+	return partkey.Clauses(l.format, partkey.Escape(series), l.partUnits, firstPart, lastPart, head, tail)
 }
 
 // AtOrAfter selects the chunks of series holding times at or after u: in u's partition

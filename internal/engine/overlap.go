@@ -73,7 +73,6 @@ func (m *merger) reset() { m.pts = m.pts[:0] }
 // for twice as many.
 func (s *Store) overlapRead(ctx context.Context, series string, from, to uint64, top int32, grow bool,
 	emit func(t uint64, v float64) bool) error {
-	ov := s.layout.(Overlapping)
 	d := decoder{layout: s.layout, series: []string{series}}
 	d.e.AllowStrings = true
 	var m merger
@@ -104,11 +103,7 @@ func (s *Store) overlapRead(ctx context.Context, series string, from, to uint64,
 					if _, err := d.decode(raw); err != nil {
 						return err
 					}
-					first, _, err := s.layout.Span(&d.e)
-					if err != nil {
-						return err
-					}
-					prio, err := ov.Priority(&d.e)
+					first, err := s.addOverlapping(&d.e, &m, t, to)
 					if err != nil {
 						return err
 					}
@@ -117,14 +112,6 @@ func (s *Store) overlapRead(ctx context.Context, series string, from, to uint64,
 							return nil
 						}
 						newest = first
-					}
-					err = s.layout.Points(&d.e, func(u uint64, v float64) {
-						if u >= t && u < to {
-							m.add(u, v, prio)
-						}
-					})
-					if err != nil {
-						return err
 					}
 				}
 				if grow && top > 0 {
@@ -152,6 +139,25 @@ func (s *Store) overlapRead(ctx context.Context, series string, from, to uint64,
 	return nil
 }
 
+// addOverlapping holds in m the points of a decoded entity in [lo, hi), at its priority, and
+// returns its first unit.
+func (s *Store) addOverlapping(e *entity.Entity, m *merger, lo, hi uint64) (uint64, error) {
+	first, _, err := s.layout.Span(e)
+	if err != nil {
+		return 0, err
+	}
+	prio, err := s.layout.(Overlapping).Priority(e)
+	if err != nil {
+		return 0, err
+	}
+	err = s.layout.Points(e, func(u uint64, v float64) {
+		if u >= lo && u < hi {
+			m.add(u, v, prio)
+		}
+	})
+	return first, err
+}
+
 // overlapWindow reads [lo, hi) of series in one request of at most top entities, for
 // Latest: complete when the reply holds fewer than top entities and nothing after them;
 // otherwise last is the first unit of the newest entity read.
@@ -167,7 +173,6 @@ func (s *Store) overlapWindow(ctx context.Context, series string, lo, hi uint64,
 	if err != nil {
 		return nil, 0, false, err
 	}
-	ov := s.layout.(Overlapping)
 	d := decoder{layout: s.layout, series: []string{series}}
 	d.e.AllowStrings = true
 	var m merger
@@ -175,19 +180,7 @@ func (s *Store) overlapWindow(ctx context.Context, series string, lo, hi uint64,
 		if _, err := d.decode(raw); err != nil {
 			return nil, 0, false, err
 		}
-		if last, _, err = s.layout.Span(&d.e); err != nil {
-			return nil, 0, false, err
-		}
-		prio, err := ov.Priority(&d.e)
-		if err != nil {
-			return nil, 0, false, err
-		}
-		err = s.layout.Points(&d.e, func(u uint64, v float64) {
-			if u >= lo && u < hi {
-				m.add(u, v, prio)
-			}
-		})
-		if err != nil {
+		if last, err = s.addOverlapping(&d.e, &m, lo, hi); err != nil {
 			return nil, 0, false, err
 		}
 	}
@@ -219,7 +212,6 @@ func (s *Store) overlapMany(ctx context.Context, series []string, from, to uint6
 	if err != nil {
 		return err
 	}
-	ov := s.layout.(Overlapping)
 	d := decoder{layout: s.layout, series: series}
 	d.e.AllowStrings = true
 	mergers := make([]merger, len(series))
@@ -243,11 +235,7 @@ func (s *Store) overlapMany(ctx context.Context, series []string, from, to uint6
 				if done[o] {
 					continue
 				}
-				first, _, err := s.layout.Span(&d.e)
-				if err != nil {
-					return err
-				}
-				prio, err := ov.Priority(&d.e)
+				first, err := s.addOverlapping(&d.e, &mergers[o], newest[o], to)
 				if err != nil {
 					return err
 				}
@@ -256,15 +244,6 @@ func (s *Store) overlapMany(ctx context.Context, series []string, from, to uint6
 						return nil
 					}
 					newest[o] = first
-				}
-				m := &mergers[o]
-				err = s.layout.Points(&d.e, func(u uint64, v float64) {
-					if u >= newest[o] && u < to {
-						m.add(u, v, prio)
-					}
-				})
-				if err != nil {
-					return err
 				}
 				last = o
 			}

@@ -110,3 +110,39 @@ func ValidateSeries(layout string, f rounding.KeyFormat, series string, worst fu
 	}
 	return nil
 }
+
+// Clauses selects a series' entities in the partitions that start at first through last:
+// head, unless zero, narrows the first partition, tail, unless zero, the last; the
+// partitions between are read whole, as one PartitionKey range. With head and tail of one
+// comparison each, six comparisons at most.
+func Clauses(f rounding.KeyFormat, escaped string, partUnits, first, last uint64, head, tail filter.Expr) []filter.Expr {
+	pk := func(p uint64) string { return Key(f, escaped, p) }
+	if first == last {
+		c := []filter.Expr{filter.Eq("PartitionKey", pk(first))}
+		for _, e := range []filter.Expr{head, tail} {
+			if !e.IsZero() {
+				c = append(c, e)
+			}
+		}
+		return []filter.Expr{filter.And(c...)}
+	}
+	var clauses []filter.Expr
+	wholeFrom, wholeTo := first, last // partitions read whole: [wholeFrom, wholeTo]
+	if !head.IsZero() {
+		clauses = append(clauses, filter.And(filter.Eq("PartitionKey", pk(first)), head))
+		wholeFrom += partUnits
+	}
+	if !tail.IsZero() {
+		wholeTo -= partUnits
+	}
+	switch {
+	case wholeFrom == wholeTo:
+		clauses = append(clauses, filter.Eq("PartitionKey", pk(wholeFrom)))
+	case wholeFrom < wholeTo:
+		clauses = append(clauses, filter.And(filter.Ge("PartitionKey", pk(wholeFrom)), filter.Le("PartitionKey", pk(wholeTo))))
+	}
+	if !tail.IsZero() {
+		clauses = append(clauses, filter.And(filter.Eq("PartitionKey", pk(last)), tail))
+	}
+	return clauses
+}
