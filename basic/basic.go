@@ -107,6 +107,34 @@ func (l layout) Encode(partitionKey, rowKey string, _ []uint64, values []float64
 
 func (l layout) KeySelect() string { return "PartitionKey,RowKey" }
 
+// hintRowKey is the RowKey of a series' hint entity: "!" sorts before every time key, so no
+// range filter (RowKey ge a time key) ever selects it, in this version or an older one.
+const hintRowKey = "!latest"
+
+var _ engine.Hinter = layout{}
+
+// HintRow: {"PartitionKey":series,"RowKey":"!latest","V":newest unit}: V, so that the
+// $select of a read brings it; a Double, exact up to 2^53 units and only a hint beyond.
+func (l layout) HintRow(series string, newest uint64) engine.Row {
+	b := entity.AppendKeys(make([]byte, 0, 64+len(series)), series, hintRowKey)
+	return engine.Row{PartitionKey: series, RowKey: hintRowKey, Body: entity.AppendEnd(entity.AppendDouble(b, entity.ValueProperty, float64(newest)))}
+}
+
+func (l layout) HintClause(series string) filter.Expr {
+	return filter.And(filter.Eq("PartitionKey", series), filter.Eq("RowKey", hintRowKey))
+}
+
+func (l layout) Hint(e *entity.Entity) (uint64, bool) {
+	if string(e.RowKey) != hintRowKey || len(e.Props) != 1 || string(e.Props[0].Name) != entity.ValueProperty {
+		return 0, false
+	}
+	v := e.Props[0].Value
+	if !(v >= 0 && v < 1<<64) {
+		return 0, false
+	}
+	return uint64(v), true
+}
+
 // Span is the entity's one time.
 func (l layout) Span(e *entity.Entity) (uint64, uint64, error) {
 	u, err := l.format.ParseUnitsBytes(e.RowKey)

@@ -1036,6 +1036,10 @@ func TestReliabilityMalformedReplies(t *testing.T) {
 					// entity has the keys an advanced row of series would have (or nearly).
 					require.NoError(t, bas1s.Write(ctx, pk, tablets.Point{Time: c.basic, Value: 4.5}))
 					rk = key(c.basic)
+					// Without the basic series' Latest hint (RowKey "!latest"), which would be
+					// the first foreign entity of the partition.
+					_, err := client.DeleteEntity(ctx, pk, "!latest", nil)
+					require.NoError(t, err)
 				} else {
 					body := fmt.Sprintf(`{"PartitionKey":%q,"RowKey":%q,%s}`, pk, rk, c.props)
 					_, err := client.UpsertEntity(ctx, []byte(body), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})

@@ -174,8 +174,9 @@ func TestCounter(t *testing.T) {
 	st := checker.Stats()
 	assert.Equal(t, int64(13), c.Requests)
 	assert.Equal(t, st.Batches, c.Requests)
-	assert.Equal(t, int64(1234), c.EntitiesSent)
+	assert.Equal(t, int64(1235), c.EntitiesSent, "the points and the series' Latest hint")
 	assert.Equal(t, st.BatchOperations, c.EntitiesSent)
+	assert.Equal(t, st.EntityBytes, c.EntityBytes, "the entities' JSON, counted the same way")
 	assert.Greater(t, c.BytesSent, st.EntityBytes, "bodies are bigger than the entities in them")
 	assert.Greater(t, c.BytesReceived, int64(0))
 

@@ -77,6 +77,20 @@ type Overlapping interface {
 	Priority(e *entity.Entity) (uint64, error)
 }
 
+// Hinter is implemented by layouts that keep, per series, a hint of its newest time: the
+// newest time of the latest Write, in an entity that range filters never select. It is only
+// a hint (another writer, or a Delete, may have made it stale): Latest places a window below
+// it and still reads every window complete before it trusts anything.
+type Hinter interface {
+	// HintRow is the hint entity a Write of series whose newest point is at unit newest
+	// adds to the last transaction of the series' partition.
+	HintRow(series string, newest uint64) Row
+	// HintClause selects the series' hint entity.
+	HintClause(series string) filter.Expr
+	// Hint returns the unit a hint entity holds; ok is false for any other entity.
+	Hint(e *entity.Entity) (unit uint64, ok bool)
+}
+
 // Row is one entity a Write sends: its keys, its JSON body, and the points it holds (the
 // indexes [From, To) of the units given to Layout.Rows).
 type Row struct {

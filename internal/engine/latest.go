@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/pager"
 )
 
@@ -55,15 +56,27 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 	hi := end
 	// n points at full density, or a minute.
 	width := max(ceilDiv(uint64(n), g), ceilDiv(uint64(firstWindow/s.layout.Format().Resolution), g)) * g
+	firstWidth := width
 	lo := now - min(now, width)
+	var h *hint // read with the first window only
+	if hinter, ok := s.layout.(Hinter); ok {
+		h = &hint{layout: hinter}
+	}
 	for len(newest) < n && hi > 0 {
 		need := n - len(newest)
 		top := windowTop(lo, min(hi, now+g), g, need)
-		got, last, complete, err := s.window(ctx, series, lo, hi, top)
+		got, last, complete, err := s.window(ctx, series, lo, hi, top, h)
 		if err != nil {
 			return nil, wrap(err)
 		}
+		firstHint := h
+		h = nil
 		if !complete {
+			if firstHint != nil && firstHint.found && firstHint.unit >= lo && firstHint.unit < hi {
+				// Too many entities (points in the future): try first just under the hint.
+				lo = max(lo, firstHint.unit+1-min(firstHint.unit+1, firstWidth))
+				continue
+			}
 			if lo, hi, err = s.narrow(ctx, series, lo, last, hi, top); err != nil {
 				return nil, wrap(err)
 			}
@@ -85,6 +98,12 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 		width = max(ceilDiv(width, g), 1) * g
 		hi = lo
 		lo = hi - min(hi, width)
+		if firstHint != nil && firstHint.found && firstHint.unit < hi {
+			// The newest time the latest Write held is below: the next window reaches down to
+			// just under it, however far that is. It is read complete before it counts, so a
+			// stale hint costs requests, never points.
+			lo = min(lo, firstHint.unit+1-min(firstHint.unit+1, firstWidth))
+		}
 	}
 	return newest, nil
 }
@@ -108,12 +127,16 @@ type unitPoint struct {
 // window reads the points of series in [lo, hi), asking for at most top entities. complete
 // is false when there were top of them (there may be more): then last is the first unit of
 // the newest entity read, and the points are not returned.
-func (s *Store) window(ctx context.Context, series string, lo, hi uint64, top int) (pts []unitPoint, last uint64, complete bool, err error) {
+func (s *Store) window(ctx context.Context, series string, lo, hi uint64, top int, h *hint) (pts []unitPoint, last uint64, complete bool, err error) {
 	if _, ok := s.layout.(Overlapping); ok {
 		return s.overlapWindow(ctx, series, lo, hi, top)
 	}
 	names := []string{series}
-	plan, err := s.plan(names, lo, hi, s.layout.Select())
+	clauses := s.layout.Clauses(series, lo, hi)
+	if h != nil {
+		clauses = append(clauses, h.layout.HintClause(series))
+	}
+	filters, err := filter.Pack(clauses, s.limits)
 	if err != nil {
 		return nil, 0, false, err
 	}
@@ -123,14 +146,27 @@ func (s *Store) window(ctx context.Context, series string, lo, hi uint64, top in
 		pts = append(pts, unitPoint{t, tablets.Point{Time: format.Time(t), Value: v}})
 		return true
 	}
-	count := 0
-	for _, q := range plan {
+	count, room := 0, 0
+	if h != nil {
+		room = 1 // for the hint entity
+	}
+	for _, f := range filters {
+		q := pager.SubQuery{Filter: f.String(), Select: s.layout.Select()}
 		for cont := (pager.Continuation{}); ; {
-			entities, next, err := pager.Fetch(ctx, s.client, q, int32(top-count), cont)
+			entities, next, err := pager.Fetch(ctx, s.client, q, int32(min(top+room-count, pager.MaxTop)), cont)
 			if err != nil {
 				return nil, 0, false, err
 			}
 			for _, raw := range entities {
+				if h != nil {
+					if err := d.e.Decode(raw); err != nil {
+						return nil, 0, false, err
+					}
+					if u, ok := h.layout.Hint(&d.e); ok {
+						h.unit, h.found = u, true
+						continue // not a point, and not counted: the $top has room for it
+					}
+				}
 				if _, err := d.points(raw, lo, hi, collect); err != nil {
 					return nil, 0, false, err
 				}
@@ -148,6 +184,13 @@ func (s *Store) window(ctx context.Context, series string, lo, hi uint64, top in
 		}
 	}
 	return pts, 0, true, nil
+}
+
+// hint is what the first window of Latest learns of a Hinter's hint entity.
+type hint struct {
+	layout Hinter
+	unit   uint64
+	found  bool
 }
 
 // narrow shrinks a window [lo, hi) that held top entities or more, the newest of those read

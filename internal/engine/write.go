@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
@@ -33,6 +34,19 @@ func (s *Store) Write(ctx context.Context, series string, points ...tablets.Poin
 	}
 	var rows []Row
 	s.layout.Rows(series, sortedUnits, values, func(r Row) { rows = append(rows, r) })
+	if h, ok := s.layout.(Hinter); ok && len(sortedUnits) > 0 {
+		// Filed with the rows of its partition (the hint holds no point: From = To).
+		hint := h.HintRow(series, sortedUnits[len(sortedUnits)-1])
+		hint.From, hint.To = len(sortedUnits), len(sortedUnits)
+		at := len(rows)
+		for at > 0 && rows[at-1].PartitionKey != hint.PartitionKey {
+			at--
+		}
+		if at == 0 {
+			at = len(rows)
+		}
+		rows = slices.Insert(rows, at, hint)
+	}
 	txns := transactions(rows)
 	action := s.layout.WriteAction()
 	errs := batch.Run(ctx, s.concurrency, len(txns), func(ctx context.Context, t int) error {

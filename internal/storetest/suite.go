@@ -551,6 +551,16 @@ func testLatest(t *testing.T, h Harness) {
 		w.get("cpu").write(p)
 		requirePoints(t, w.get("cpu").latest(2), g.latest("cpu", 2), "Latest(cpu, 2)")
 	})
+	t.Run("after a write of older points", func(t *testing.T) {
+		// The latest Write is not the newest data (a store may keep hints of the newest time
+		// written: a stale one must not hide newer points).
+		g := f.sub(t)
+		p := pt(y1971.Add(-time.Hour), 7.25)
+		g.write("cpu", p)
+		w.get("cpu").write(p)
+		requirePoints(t, w.get("cpu").latest(4), g.latest("cpu", 4), "Latest(cpu, 4)")
+		requirePoints(t, w.get("cpu").latest(100), g.latest("cpu", 100), "Latest(cpu, 100)")
+	})
 	t.Run("after deleting the newest cluster", func(t *testing.T) {
 		g := f.sub(t)
 		a, b := time.Date(2090, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2091, 1, 1, 0, 0, 0, 0, time.UTC)
