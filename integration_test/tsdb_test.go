@@ -1,0 +1,169 @@
+package integration_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/storetest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// newDB opens a database with a fresh name on the shared Azurite, every request through a
+// checking transport, and drops its tables when the test ends.
+func newDB(t *testing.T, opts *tsdb.Options) (*tsdb.DB, *aztables.ServiceClient, *azurite.Checker) {
+	srv := azurite.Shared(t)
+	var mu sync.Mutex
+	ended := false
+	t.Cleanup(func() { mu.Lock(); ended = true; mu.Unlock() })
+	checker := azurite.NewChecker(nil, func(v string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !ended {
+			t.Errorf("Azure limit violated: %s", v)
+		}
+	})
+	svc, err := srv.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: checker, Retry: azurite.TestRetryOptions(), PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy()}}})
+	require.NoError(t, err)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "db" + hex.EncodeToString(b)
+	db, err := tsdb.Open(context.Background(), svc, name, opts)
+	require.NoError(t, err)
+	admin, err := srv.NewServiceClient(nil)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		for p := admin.NewListTablesPager(nil); p.More(); {
+			page, err := p.NextPage(context.Background())
+			if err != nil {
+				return
+			}
+			for _, tb := range page.Tables {
+				if strings.HasPrefix(*tb.Name, name) {
+					_, _ = admin.DeleteTable(context.Background(), *tb.Name, nil)
+				}
+			}
+		}
+	})
+	checker.Reset()
+	return db, svc, checker
+}
+
+// tsdbHarness runs the conformance suite on a database's raw tables.
+type tsdbHarness struct{ period time.Duration }
+
+func (h tsdbHarness) Name() string              { return "tsdb-raw-" + h.period.String() }
+func (h tsdbHarness) Resolution() time.Duration { return time.Second } // advanced's
+func (h tsdbHarness) NewStore(t *testing.T) (tablets.Store, func() int64) {
+	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: h.period})
+	return db, func() int64 { return checker.Stats().Requests }
+}
+
+// The raw tables of a database behave as one store: the whole conformance suite, with
+// periods of a day and of an hour (data across many tables).
+func TestTSDBConformance(t *testing.T) {
+	for _, period := range []time.Duration{24 * time.Hour, time.Hour} {
+		t.Run(period.String(), func(t *testing.T) {
+			t.Parallel()
+			storetest.RunConformanceTests(t, tsdbHarness{period})
+		})
+	}
+}
+
+func TestTSDBOptions(t *testing.T) {
+	srv := azurite.Shared(t)
+	svc, err := srv.NewServiceClient(nil)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for name, c := range map[string]struct {
+		name string
+		opts tsdb.Options
+	}{
+		"too short a name":        {"ab", tsdb.Options{}},
+		"too long a name":         {strings.Repeat("a", 41), tsdb.Options{}},
+		"a digit first":           {"1abc", tsdb.Options{}},
+		"a dash":                  {"ab-c", tsdb.Options{}},
+		"an underscore":           {"ab_c", tsdb.Options{}},
+		"a period under a second": {"abc", tsdb.Options{RawPeriod: time.Millisecond}},
+		"a period of 1.5 s":       {"abc", tsdb.Options{RawPeriod: 1500 * time.Millisecond}},
+		"a negative retention":    {"abc", tsdb.Options{RawRetention: -time.Hour}},
+		"a layout that cannot be": {"abc", tsdb.Options{Layout: func(*aztables.Client) (tablets.Store, error) { return nil, tablets.ErrInvalidOptions }}},
+	} {
+		_, err := tsdb.Open(ctx, svc, c.name, &c.opts)
+		require.ErrorIs(t, err, tablets.ErrInvalidOptions, name)
+	}
+	_, err = tsdb.Open(ctx, nil, "abc", nil)
+	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+}
+
+// Retain drops whole raw tables, one request each, once their span is older than the
+// retention; writes there are ErrExpired and send nothing; reads return what remains; a
+// dropped period's table is never created again, even once the wall clock would allow it.
+func TestTSDBRetention(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Hour)
+	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 48 * time.Hour})
+	var pts []tablets.Point
+	for h := 1; h <= 72; h++ { // an hour a table, the oldest two days back... and then some
+		at := now.Add(-time.Duration(h)*time.Hour + 30*time.Minute)
+		if at.Before(now.Add(-47 * time.Hour)) {
+			continue // older than the retention: a Write would refuse it
+		}
+		pts = append(pts, tablets.Point{Time: at, Value: float64(h)})
+	}
+	require.NoError(t, db.Write(ctx, "cpu", pts...))
+	before := checker.Stats()
+	// Retain "three days later": the tables whose whole hour ended 48 h before that go.
+	later := now.Add(24 * time.Hour)
+	dropped, err := db.Retain(ctx, later)
+	require.NoError(t, err)
+	require.NotEmpty(t, dropped)
+	deletes := checker.Stats().Other - before.Other
+	t.Logf("dropped %d tables in %d table requests", len(dropped), deletes)
+	require.LessOrEqual(t, deletes, int64(len(dropped))+1, "one request a table, and one to list them")
+
+	remaining := collectPoints(t, db.Query(ctx, "cpu", now.Add(-72*time.Hour), now.Add(time.Hour)))
+	for _, p := range remaining {
+		require.True(t, p.Time.After(later.Add(-49*time.Hour)), "a point of a dropped period came back: %v", p.Time)
+	}
+	require.NotEmpty(t, remaining)
+	require.Less(t, len(remaining), len(pts))
+
+	// A write into a dropped period: ErrExpired, nothing sent, the table not recreated.
+	old := pts[len(pts)-1] // the oldest point, in a dropped period
+	before = checker.Stats()
+	err = db.Write(ctx, "cpu", old)
+	require.ErrorIs(t, err, tsdb.ErrExpired)
+	require.Equal(t, before.Batches, checker.Stats().Batches)
+	exists := false
+	for p := svc.NewListTablesPager(nil); p.More(); {
+		page, err := p.NextPage(ctx)
+		require.NoError(t, err)
+		for _, tb := range page.Tables {
+			exists = exists || strings.HasSuffix(*tb.Name, dropped[0][len(db.Name()):])
+		}
+	}
+	require.False(t, exists, "a dropped table was created again")
+
+	// Another process (no cache) refuses it too, from the catalog.
+	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: time.Hour})
+	require.NoError(t, err)
+	require.ErrorIs(t, other.Write(ctx, "cpu", old), tsdb.ErrExpired)
+
+	// Older than the retention by the wall clock: refused before any request.
+	before = checker.Stats()
+	require.ErrorIs(t, db.Write(ctx, "cpu", tablets.Point{Time: time.Now().Add(-49 * time.Hour), Value: 1}), tsdb.ErrExpired)
+	require.Equal(t, before.Requests, checker.Stats().Requests)
+}

@@ -1,0 +1,33 @@
+// Package tsdb is a time-series database over many tables of one storage account: raw points
+// in one table per period, retention by dropping whole tables.
+//
+// # Tables
+//
+// A database has a base name (letters and digits, starting with a letter, 3 to 40
+// characters). Its tables are named from it, and it owns every table so named:
+//
+//	name + "m"                the catalog (the periods dropped)
+//	name + "r" + start        the raw points of the period starting at start, in Unix seconds
+//	                          (RawPeriod, default 7 days, epoch-aligned): metricsr1716422400
+//
+// Each raw table holds a store of the Options' layout (default advanced). A period's table is
+// created on its first write, with the next period's, so that a new table (which Azure may
+// throttle at first) is not new when its time comes.
+//
+// # Retention
+//
+// Azure Table Storage has no TTL. Retain deletes whole raw tables, one request each, once
+// their whole span is older than RawRetention: the design guide's high-volume delete
+// pattern. A dropped period is recorded in the catalog first: a Write of a point in it, or of
+// any point older than the retention by the wall clock, fails with ErrExpired before any
+// request, and the table is never created again (Azure answers 409 to a deleted table's name
+// for 40 seconds and more). Reads over dropped periods return what remains.
+//
+// # Reads
+//
+// *DB implements tablets.Store over the raw tables: a read lists the database's tables (one
+// request) and reads those its range overlaps, oldest first (Latest: newest first). Page
+// tokens hold the time the next page starts at, bound to the series and range.
+//
+// Rollup tiers, quantile sketches and Aggregate (issue 12) are not built yet.
+package tsdb

@@ -1,0 +1,297 @@
+package tsdb
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"iter"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+// span is the part of [from, to) in one raw period.
+type span struct {
+	period   uint64
+	from, to time.Time
+}
+
+// spans lists, oldest first, the raw tables that exist with the part of [from, to) in each:
+// one request to list the tables. A period without a table (never written, or dropped) holds
+// nothing.
+func (db *DB) spans(ctx context.Context, from, to time.Time) ([]span, error) {
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	if !from.Before(to) {
+		return nil, nil
+	}
+	periods, err := db.rawPeriods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []span
+	for _, p := range periods {
+		start, end := db.periodStart(p), db.periodEnd(p)
+		if end.After(from) && start.Before(to) {
+			out = append(out, span{p, laterOf(from, start), earlierOf(to, end)})
+		}
+	}
+	return out, nil
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlierOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// validate checks a series before any request, with the raw layout's rules.
+func (db *DB) validate(ctx context.Context, series string) error {
+	s, err := db.store(0)
+	if err != nil {
+		return err
+	}
+	return s.Write(ctx, series) // no points: validates and sends nothing
+}
+
+// Query yields the points with from <= Time < to, oldest first, from every raw table of the
+// range.
+func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+	return func(yield func(tablets.Point, error) bool) {
+		if err := db.validate(ctx, series); err != nil {
+			yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
+			return
+		}
+		spans, err := db.spans(ctx, from, to)
+		if err != nil {
+			yield(tablets.Point{}, err)
+			return
+		}
+		for _, sp := range spans {
+			s, err := db.store(sp.period)
+			if err != nil {
+				yield(tablets.Point{}, err)
+				return
+			}
+			for p, err := range s.Query(ctx, series, sp.from, sp.to) {
+				if err != nil {
+					if isTableGone(err) {
+						break // dropped meanwhile: what remains is the answer
+					}
+					yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
+					return
+				}
+				if !yield(p, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// QueryMany yields the points of every named series in [from, to), table by table.
+func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
+	return func(yield func(tablets.SeriesPoint, error) bool) {
+		for _, name := range series {
+			if err := db.validate(ctx, name); err != nil {
+				yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w", err))
+				return
+			}
+		}
+		spans, err := db.spans(ctx, from, to)
+		if err != nil {
+			yield(tablets.SeriesPoint{}, err)
+			return
+		}
+		for _, sp := range spans {
+			s, err := db.store(sp.period)
+			if err != nil {
+				yield(tablets.SeriesPoint{}, err)
+				return
+			}
+			for p, err := range s.QueryMany(ctx, series, sp.from, sp.to) {
+				if err != nil {
+					if isTableGone(err) {
+						break
+					}
+					yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w", err))
+					return
+				}
+				if !yield(p, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// Latest returns the n newest points of the series, newest first: the raw tables newest
+// first, each asked for the points still wanted.
+func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
+	if err := db.validate(ctx, series); err != nil {
+		return nil, fmt.Errorf("tsdb: %w", err)
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: n %d must be at least 1", tablets.ErrInvalidOptions, n)
+	}
+	periods, err := db.rawPeriods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []tablets.Point{}
+	for i := len(periods) - 1; i >= 0 && len(out) < n; i-- {
+		s, err := db.store(periods[i])
+		if err != nil {
+			return nil, err
+		}
+		pts, err := s.Latest(ctx, series, n-len(out))
+		if err != nil && !isTableGone(err) {
+			return nil, fmt.Errorf("tsdb: %w", err)
+		}
+		out = append(out, pts...)
+	}
+	return out, nil
+}
+
+// Delete removes the points with from <= Time < to from every raw table of the range.
+func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) error {
+	if err := db.validate(ctx, series); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	spans, err := db.spans(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	for _, sp := range spans {
+		s, err := db.store(sp.period)
+		if err != nil {
+			return err
+		}
+		if err := s.Delete(ctx, series, sp.from, sp.to); err != nil && !isTableGone(err) {
+			return fmt.Errorf("tsdb: %w", err)
+		}
+	}
+	return nil
+}
+
+// QueryPage returns at most limit points of [from, to) from token ("" to start). A token is
+// the time the next page starts at (just after the last point returned), bound to the
+// series and range; each page is a fresh query of the raw stores from there, one point past
+// the page telling whether there is a next.
+func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, limit int, token string) (tablets.Page, error) {
+	if err := db.validate(ctx, series); err != nil {
+		return tablets.Page{}, fmt.Errorf("tsdb: %w", err)
+	}
+	if err := rounding.CheckRange(from, to); err != nil {
+		return tablets.Page{}, err
+	}
+	if limit < 1 {
+		return tablets.Page{}, fmt.Errorf("%w: limit %d must be at least 1", tablets.ErrInvalidOptions, limit)
+	}
+	binding := pageBinding(db.name, series, from, to)
+	resume := from
+	if token != "" {
+		var err error
+		if resume, err = decodePageToken(token, binding, from, to); err != nil {
+			return tablets.Page{}, err
+		}
+	}
+	spans, err := db.spans(ctx, resume, to)
+	if err != nil {
+		return tablets.Page{}, err
+	}
+	var out tablets.Page
+	more := false
+	for _, sp := range spans {
+		s, err := db.store(sp.period)
+		if err != nil {
+			return tablets.Page{}, err
+		}
+		page, err := s.QueryPage(ctx, series, sp.from, sp.to, limit-len(out.Points)+1, "")
+		if err != nil && !isTableGone(err) {
+			return tablets.Page{}, fmt.Errorf("tsdb: %w", err)
+		}
+		take := min(len(page.Points), limit-len(out.Points))
+		out.Points = append(out.Points, page.Points[:take]...)
+		if len(page.Points) > take || page.Next != "" {
+			more = true
+			break
+		}
+	}
+	if more {
+		out.Next = encodePageToken(binding, out.Points[len(out.Points)-1].Time.Add(time.Nanosecond))
+	}
+	return out, nil
+}
+
+const pageTokenVersion = 1
+
+var pageEncoding = base64.RawURLEncoding.Strict()
+
+func pageBinding(db, series string, from, to time.Time) [8]byte {
+	h := sha256.New()
+	for _, part := range []string{db, series, from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano)} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(part))))
+		h.Write([]byte(part))
+	}
+	var b [8]byte
+	copy(b[:], h.Sum(nil))
+	return b
+}
+
+// encodePageToken: version, binding, uvarint Unix seconds and nanoseconds of the time the
+// next page starts at, CRC-32 (IEEE, big-endian) of what precedes.
+func encodePageToken(binding [8]byte, at time.Time) string {
+	b := append([]byte{pageTokenVersion}, binding[:]...)
+	b = binary.AppendUvarint(b, uint64(at.Unix()))
+	b = binary.AppendUvarint(b, uint64(at.Nanosecond()))
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	return pageEncoding.EncodeToString(b)
+}
+
+func decodePageToken(s string, binding [8]byte, from, to time.Time) (time.Time, error) {
+	bad := func(why string) (time.Time, error) {
+		return time.Time{}, fmt.Errorf("%w: %s", tablets.ErrInvalidToken, why)
+	}
+	b, err := pageEncoding.DecodeString(s)
+	if err != nil || len(b) < 1+8+2+4 {
+		return bad("not a token")
+	}
+	body, sum := b[:len(b)-4], b[len(b)-4:]
+	if crc32.ChecksumIEEE(body) != binary.BigEndian.Uint32(sum) {
+		return bad("checksum mismatch (truncated or altered)")
+	}
+	if body[0] != pageTokenVersion {
+		return bad(fmt.Sprintf("version %d", body[0]))
+	}
+	if !bytes.Equal(body[1:9], binding[:]) {
+		return bad("issued by another query (series, range or database)")
+	}
+	sec, n := binary.Uvarint(body[9:])
+	if n <= 0 {
+		return bad("malformed")
+	}
+	nsec, m := binary.Uvarint(body[9+n:])
+	if m <= 0 || 9+n+m != len(body) || nsec >= 1e9 || sec > uint64(tablets.MaxTime.Unix()) {
+		return bad("malformed")
+	}
+	at := time.Unix(int64(sec), int64(nsec)).UTC()
+	if !at.After(from) || at.After(to) {
+		return bad("resume position outside the query's range")
+	}
+	return at, nil
+}

@@ -1,0 +1,182 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/advanced"
+	"github.com/seed71701133/tablets/filter"
+)
+
+// ErrExpired is wrapped by the error of a Write holding a point older than the raw
+// retention, or in a period whose table was dropped. Such a Write sends nothing.
+var ErrExpired = errors.New("tsdb: point expired")
+
+// Options configure a DB. The zero value of each field means its default.
+type Options struct {
+	// Layout makes the raw store of one table. Default: advanced with its defaults.
+	Layout func(*aztables.Client) (tablets.Store, error)
+	// RawPeriod is the span of one raw table: a whole number of seconds, epoch-aligned.
+	// Default 7 days.
+	RawPeriod time.Duration
+	// RawRetention: Retain drops the raw tables whose whole span is older; and a Write of an
+	// older point is ErrExpired. 0: keep forever.
+	RawRetention time.Duration
+}
+
+// DefaultRawPeriod is the default span of a raw table.
+const DefaultRawPeriod = 7 * 24 * time.Hour
+
+// maxNameLength leaves room in Azure's 63 characters for what table names add to the name.
+const maxNameLength = 40
+
+// DB is a time-series database over many tables named from one base name. It is safe for
+// concurrent use, and keeps no state another process cannot see (its caches only remember
+// what cannot change: tables that exist, periods dropped).
+type DB struct {
+	service *aztables.ServiceClient
+	name    string
+	opts    Options
+	meta    *aztables.Client
+
+	mu      sync.Mutex
+	stores  map[uint64]tablets.Store // raw store by period start (seconds)
+	created map[uint64]bool          // raw tables known to exist
+	dropped map[uint64]bool          // raw periods known to be dropped
+}
+
+var _ tablets.Store = (*DB)(nil)
+
+// Open returns the database named name on service, creating its catalog table if needed.
+// name is letters and digits, starting with a letter, at most 40 characters. nil options mean
+// the defaults; invalid ones give an error wrapping tablets.ErrInvalidOptions, before any
+// request.
+func Open(ctx context.Context, service *aztables.ServiceClient, name string, opts *Options) (*DB, error) {
+	invalid := func(format string, args ...any) (*DB, error) {
+		return nil, fmt.Errorf("tsdb: %w: "+format, append([]any{tablets.ErrInvalidOptions}, args...)...)
+	}
+	if service == nil {
+		return invalid("nil service client")
+	}
+	if err := validName(name); err != nil {
+		return invalid("%v", err)
+	}
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.Layout == nil {
+		o.Layout = func(c *aztables.Client) (tablets.Store, error) { return advanced.New(c, nil) }
+	}
+	if o.RawPeriod == 0 {
+		o.RawPeriod = DefaultRawPeriod
+	}
+	switch {
+	case o.RawPeriod < time.Second || o.RawPeriod%time.Second != 0:
+		return invalid("RawPeriod %v is not a whole number of seconds", o.RawPeriod)
+	case o.RawRetention < 0:
+		return invalid("RawRetention %v is negative", o.RawRetention)
+	}
+	db := &DB{service: service, name: name, opts: o, meta: service.NewClient(name + "m"),
+		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}}
+	if _, err := o.Layout(service.NewClient(db.rawTable(0))); err != nil {
+		return nil, fmt.Errorf("tsdb: %w", err)
+	}
+	if err := tablets.EnsureTable(ctx, db.meta); err != nil {
+		return nil, fmt.Errorf("tsdb: catalog: %w", err)
+	}
+	return db, nil
+}
+
+func validName(name string) error {
+	if len(name) < 3 || len(name) > maxNameLength {
+		return fmt.Errorf("name %q must be 3 to %d characters", name, maxNameLength)
+	}
+	for i, c := range name {
+		letter := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return fmt.Errorf("name %q must be letters and digits, starting with a letter", name)
+		}
+	}
+	return nil
+}
+
+// Name returns the database's base name.
+func (db *DB) Name() string { return db.name }
+
+// Options returns the database's options with defaults filled in.
+func (db *DB) Options() Options { return db.opts }
+
+// period is the start, in Unix seconds, of the raw period holding t.
+func (db *DB) period(t time.Time) uint64 {
+	p := uint64(db.opts.RawPeriod / time.Second)
+	return uint64(t.Unix()) / p * p
+}
+
+func (db *DB) periodStart(p uint64) time.Time { return time.Unix(int64(p), 0).UTC() }
+func (db *DB) periodEnd(p uint64) time.Time   { return db.periodStart(p).Add(db.opts.RawPeriod) }
+
+// rawTable is the name of the raw table of the period starting at p (Unix seconds):
+// name + "r" + p in decimal. The catalog is name + "m".
+func (db *DB) rawTable(p uint64) string { return db.name + "r" + strconv.FormatUint(p, 10) }
+
+// store returns the raw store of period p.
+func (db *DB) store(p uint64) (tablets.Store, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if s, ok := db.stores[p]; ok {
+		return s, nil
+	}
+	s, err := db.opts.Layout(db.service.NewClient(db.rawTable(p)))
+	if err != nil {
+		return nil, fmt.Errorf("tsdb: %w", err)
+	}
+	db.stores[p] = s
+	return s, nil
+}
+
+// rawPeriods lists the periods whose raw tables exist, ascending: one request (a page per
+// 1,000 tables).
+func (db *DB) rawPeriods(ctx context.Context) ([]uint64, error) {
+	prefix := db.name + "r"
+	f := filter.And(filter.Ge("TableName", prefix), filter.Lt("TableName", db.name+"s")).String()
+	var periods []uint64
+	for pager := db.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("tsdb: list tables: %w", err)
+		}
+		for _, t := range page.Tables {
+			if t.Name == nil || !strings.HasPrefix(*t.Name, prefix) {
+				continue
+			}
+			if p, err := strconv.ParseUint((*t.Name)[len(prefix):], 10, 64); err == nil && db.rawTable(p) == *t.Name {
+				periods = append(periods, p)
+			}
+		}
+	}
+	slices.Sort(periods)
+	return periods, nil
+}
+
+func isStatus(err error, status int) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == status
+}
+
+// isTableGone reports an error of a table that does not exist (dropped meanwhile).
+func isTableGone(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && (re.ErrorCode == string(aztables.TableNotFound) || re.StatusCode == http.StatusNotFound)
+}

@@ -1,0 +1,154 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+// catalogDropped is the catalog partition of dropped tables: RowKey the table's name.
+const catalogDropped = "dropped"
+
+// Write stores points of one series in the raw tables of their periods. Before any request
+// it checks the times and the raw retention (by the wall clock); a point in a period whose
+// table was dropped fails the whole call with ErrExpired too, before anything is written,
+// and such a table is never created again. The table of a period is created on its first
+// write, with the next period's (so that it is not new, and throttled, when its time comes).
+func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point) error {
+	if len(points) == 0 {
+		return nil
+	}
+	byPeriod := map[uint64][]tablets.Point{}
+	var expiredBefore time.Time
+	if db.opts.RawRetention > 0 {
+		expiredBefore = time.Now().Add(-db.opts.RawRetention)
+	}
+	for i, p := range points {
+		if err := rounding.CheckTime(p.Time); err != nil {
+			return fmt.Errorf("tsdb: write %q: point %d: %w", series, i, err)
+		}
+		if p.Time.Before(expiredBefore) {
+			return fmt.Errorf("tsdb: write %q: %w: point %d at %s is older than the raw retention (%v)", series, ErrExpired, i,
+				p.Time.UTC().Format(time.RFC3339Nano), db.opts.RawRetention)
+		}
+		pp := db.period(p.Time)
+		byPeriod[pp] = append(byPeriod[pp], p)
+	}
+	periods := make([]uint64, 0, len(byPeriod))
+	for p := range byPeriod {
+		periods = append(periods, p)
+	}
+	slices.Sort(periods)
+	// The layout validates the series before any request.
+	first, err := db.store(periods[0])
+	if err != nil {
+		return err
+	}
+	if err := first.Write(ctx, series); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	for _, p := range periods {
+		if err := db.checkNotDropped(ctx, p); err != nil {
+			return fmt.Errorf("tsdb: write %q: %w", series, err)
+		}
+	}
+	var failed []tablets.Point
+	var firstErr error
+	var code string
+	index := -1
+	for _, p := range periods {
+		err := db.ensure(ctx, p)
+		if err == nil {
+			var s tablets.Store
+			if s, err = db.store(p); err == nil {
+				err = s.Write(ctx, series, byPeriod[p]...)
+			}
+		}
+		if err == nil {
+			continue
+		}
+		var we *tablets.WriteError
+		if errors.As(err, &we) {
+			failed = append(failed, we.Failed...)
+			if firstErr == nil {
+				firstErr, code, index = err, we.Code, we.Index
+			}
+			continue
+		}
+		failed = append(failed, byPeriod[p]...)
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		return &tablets.WriteError{Series: series, Failed: failed, Code: code, Index: index, Err: firstErr}
+	}
+	return nil
+}
+
+// checkNotDropped returns an error wrapping ErrExpired if period p's table was dropped.
+func (db *DB) checkNotDropped(ctx context.Context, p uint64) error {
+	db.mu.Lock()
+	dropped, known := db.dropped[p], db.created[p]
+	db.mu.Unlock()
+	if !dropped && !known {
+		_, err := db.meta.GetEntity(ctx, catalogDropped, db.rawTable(p), nil)
+		switch {
+		case err == nil:
+			dropped = true
+			db.mu.Lock()
+			db.dropped[p] = true
+			db.mu.Unlock()
+		case !isStatus(err, http.StatusNotFound):
+			return fmt.Errorf("catalog: %w", err)
+		}
+	}
+	if dropped {
+		return fmt.Errorf("%w: the table of the period from %s (%s) was dropped by Retain", ErrExpired,
+			db.periodStart(p).Format(time.RFC3339), db.rawTable(p))
+	}
+	return nil
+}
+
+// ensure creates the raw table of period p and of the next period, unless known to exist.
+func (db *DB) ensure(ctx context.Context, p uint64) error {
+	for _, q := range []uint64{p, p + uint64(db.opts.RawPeriod/time.Second)} {
+		db.mu.Lock()
+		known := db.created[q] || db.dropped[q]
+		db.mu.Unlock()
+		if known || db.periodStart(q).After(tablets.MaxTime) {
+			continue
+		}
+		if err := tablets.EnsureTable(ctx, db.service.NewClient(db.rawTable(q))); err != nil {
+			if q != p {
+				continue // the next period's table is a courtesy: its first write makes it
+			}
+			return fmt.Errorf("tsdb: %w", err)
+		}
+		db.mu.Lock()
+		db.created[q] = true
+		db.mu.Unlock()
+	}
+	return nil
+}
+
+// recordDropped marks period p's table dropped in the catalog, before the table goes.
+func (db *DB) recordDropped(ctx context.Context, p uint64) error {
+	body := entity.AppendKeys(nil, catalogDropped, db.rawTable(p))
+	body = entity.AppendEnd(entity.AppendDouble(body, entity.ValueProperty, float64(p)))
+	if _, err := db.meta.UpsertEntity(ctx, body, nil); err != nil {
+		return fmt.Errorf("tsdb: catalog: %w", err)
+	}
+	db.mu.Lock()
+	db.dropped[p] = true
+	delete(db.created, p)
+	db.mu.Unlock()
+	return nil
+}
