@@ -63,11 +63,45 @@ var _ tablets.Store = (*DB)(nil)
 // the defaults; invalid ones give an error wrapping tablets.ErrInvalidOptions, before any
 // request.
 func Open(ctx context.Context, service *aztables.ServiceClient, name string, opts *Options) (*DB, error) {
-	invalid := func(format string, args ...any) (*DB, error) {
-		return nil, fmt.Errorf("tsdb: %w: "+format, append([]any{tablets.ErrInvalidOptions}, args...)...)
-	}
 	if service == nil {
-		return invalid("nil service client")
+		return nil, fmt.Errorf("tsdb: %w: nil service client", tablets.ErrInvalidOptions)
+	}
+	o, err := withDefaults(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{service: service, name: name, opts: o, meta: service.NewClient(name + "m"),
+		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}}
+	if _, err := o.Layout(service.NewClient(db.rawTable(0))); err != nil {
+		return nil, fmt.Errorf("tsdb: %w", err)
+	}
+	if err := tablets.EnsureTable(ctx, db.meta); err != nil {
+		return nil, fmt.Errorf("tsdb: catalog: %w", err)
+	}
+	return db, nil
+}
+
+// CheckOptions reports, without any request, the error Open would give for a bad name or
+// options (wrapping tablets.ErrInvalidOptions), or nil.
+func CheckOptions(name string, opts *Options) error {
+	o, err := withDefaults(name, opts)
+	if err != nil {
+		return err
+	}
+	offline, err := aztables.NewClientWithNoCredential("https://account.invalid/"+name+"r0", nil)
+	if err != nil {
+		return err
+	}
+	if _, err := o.Layout(offline); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	return nil
+}
+
+// withDefaults checks the name and the options and fills in the defaults.
+func withDefaults(name string, opts *Options) (Options, error) {
+	invalid := func(format string, args ...any) (Options, error) {
+		return Options{}, fmt.Errorf("tsdb: %w: "+format, append([]any{tablets.ErrInvalidOptions}, args...)...)
 	}
 	if err := validName(name); err != nil {
 		return invalid("%v", err)
@@ -88,15 +122,7 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 	case o.RawRetention < 0:
 		return invalid("RawRetention %v is negative", o.RawRetention)
 	}
-	db := &DB{service: service, name: name, opts: o, meta: service.NewClient(name + "m"),
-		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}}
-	if _, err := o.Layout(service.NewClient(db.rawTable(0))); err != nil {
-		return nil, fmt.Errorf("tsdb: %w", err)
-	}
-	if err := tablets.EnsureTable(ctx, db.meta); err != nil {
-		return nil, fmt.Errorf("tsdb: catalog: %w", err)
-	}
-	return db, nil
+	return o, nil
 }
 
 func validName(name string) error {

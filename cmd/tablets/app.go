@@ -183,6 +183,7 @@ Exit status: 0 on success, 1 on an error, 2 on a usage error, 130 when interrupt
 		a.plotCommand(),
 		a.latestCommand(),
 		a.deleteCommand(),
+		a.retainCommand(),
 	)
 	for _, c := range root.Commands() {
 		c.Args = noArgs

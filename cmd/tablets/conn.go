@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 // Environment variables.
@@ -110,6 +111,9 @@ var tableName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{2,62}$`)
 type storeFlags struct {
 	conn            connFlags
 	table           string
+	db              string
+	rawPeriod       time.Duration
+	rawRetention    time.Duration
 	layout          string
 	resolution      time.Duration
 	concurrency     int
@@ -120,7 +124,10 @@ type storeFlags struct {
 func addStoreFlags(cmd *cobra.Command, s *storeFlags) {
 	addConnFlags(cmd, &s.conn)
 	f := cmd.Flags()
-	f.StringVar(&s.table, "table", "", "table name (required): letters and digits, 3-63 characters, starting with a letter")
+	f.StringVar(&s.table, "table", "", "table name (or --db): letters and digits, 3-63 characters, starting with a letter")
+	f.StringVar(&s.db, "db", "", "database name (or --table): a tsdb database of raw tables per period;\nletters and digits, 3-40 characters, starting with a letter")
+	f.DurationVar(&s.rawPeriod, "raw-period", 0, "--db: span of one raw table (0: 168h); as the database was written")
+	f.DurationVar(&s.rawRetention, "raw-retention", 0, "--db: raw tables whose span is older are dropped by 'tablets retain',\nand older points refused (0: keep forever)")
 	f.StringVar(&s.layout, "layout", defaultLayout, "store layout: "+strings.Join(layoutNames(), ", ")+
 		"\n(read with the layout and options the series was written with)")
 	f.DurationVar(&s.resolution, "resolution", 0, "store time resolution (0: the layout's default)")
@@ -129,10 +136,21 @@ func addStoreFlags(cmd *cobra.Command, s *storeFlags) {
 	f.DurationVar(&s.rowFactor, "row-factor", 0, "advanced layout: time span of a row (0: default)")
 }
 
-// open checks the flags and returns the store and its client (whose table may not exist).
+// open checks the flags and returns the store and its client (whose table may not exist;
+// nil for a --db database, which creates its tables itself).
 func (s *storeFlags) open(cmd *cobra.Command, a *app) (tablets.Store, *aztables.Client, error) {
+	if s.db != "" {
+		if s.table != "" {
+			return nil, nil, usageErrorf(cmd, "--table and --db are exclusive")
+		}
+		db, err := s.openDB(cmd, a)
+		return db, nil, err
+	}
+	if s.rawPeriod != 0 || s.rawRetention != 0 {
+		return nil, nil, usageErrorf(cmd, "--raw-period and --raw-retention are options of --db")
+	}
 	if s.table == "" {
-		return nil, nil, usageErrorf(cmd, "--table is required")
+		return nil, nil, usageErrorf(cmd, "--table or --db is required")
 	}
 	if !tableName.MatchString(s.table) {
 		return nil, nil, usageErrorf(cmd, "--table %q is not a valid table name (letters and digits, 3-63 characters, starting with a letter)", s.table)
@@ -173,4 +191,38 @@ func (s *storeFlags) open(cmd *cobra.Command, a *app) (tablets.Store, *aztables.
 		return nil, nil, err
 	}
 	return store, client, nil
+}
+
+// openDB opens the --db database, its raw tables of the --layout.
+func (s *storeFlags) openDB(cmd *cobra.Command, a *app) (*tsdb.DB, error) {
+	def, err := findLayout(s.layout)
+	if err != nil {
+		return nil, usageErrorf(cmd, "%v", err)
+	}
+	opts := layoutOptions{Resolution: s.resolution, Concurrency: s.concurrency, PartitionFactor: s.partitionFactor, RowFactor: s.rowFactor}
+	dbOpts := &tsdb.Options{
+		Layout:       func(c *aztables.Client) (tablets.Store, error) { return def.open(c, opts) },
+		RawPeriod:    s.rawPeriod,
+		RawRetention: s.rawRetention,
+	}
+	conn, ok, err := s.conn.resolve(cmd, a.env)
+	if err != nil {
+		return nil, err
+	}
+	// Bad options first: they are the user's to fix whatever the account.
+	if err := tsdb.CheckOptions(s.db, dbOpts); err != nil {
+		return nil, usageErrorf(cmd, "%v", err)
+	}
+	if !ok {
+		return nil, errNoConnection
+	}
+	sc, err := conn.serviceClient(nil)
+	if err != nil {
+		return nil, err
+	}
+	db, err := tsdb.Open(cmd.Context(), sc, s.db, dbOpts)
+	if errors.Is(err, tablets.ErrInvalidOptions) {
+		return nil, usageErrorf(cmd, "%v", err)
+	}
+	return db, err
 }

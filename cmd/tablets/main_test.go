@@ -363,6 +363,43 @@ func TestLatestAndDelete(t *testing.T) {
 	}
 }
 
+// A --db database: write, query, latest and delete across its raw tables; retain drops the
+// old ones and a write there is refused.
+func TestDatabase(t *testing.T) {
+	t.Parallel()
+	env, _ := account(t)
+	db := "cli" + strings.ToLower(azurite.NewTableName()[1:9])
+	now := time.Now().UTC().Truncate(time.Hour)
+	var b strings.Builder
+	for h := 72; h >= 1; h-- {
+		fmt.Fprintf(&b, "%s,%d\n", now.Add(-time.Duration(h)*time.Hour).Format(time.RFC3339), h)
+	}
+	flags := []string{"--db", db, "--raw-period", "24h"}
+	ok(t, env, b.String(), append([]string{"write", "--series", "cpu"}, flags...)...)
+	got := ok(t, env, "", append([]string{"latest", "--series", "cpu", "-n", "2", "--format", "csv"}, flags...)...)
+	assert.Equal(t, fmt.Sprintf("time,value\n%s,1\n%s,2\n", now.Add(-time.Hour).Format(time.RFC3339), now.Add(-2*time.Hour).Format(time.RFC3339)), got)
+	got = ok(t, env, "", append([]string{"query", "--series", "cpu", "--from", "-80h", "--to", "now", "--format", "csv", "--step", "1000h", "--agg", "count"}, flags...)...)
+	assert.Contains(t, got, ",72\n", "72 points across the raw tables")
+
+	out := ok(t, env, "", append([]string{"retain", "--raw-retention", "48h"}, flags...)...)
+	assert.Contains(t, out, "dropped "+db+"r")
+	r := cli(t, env, "1000000000,1\n", append([]string{"write", "--series", "cpu", "--raw-retention", "48h"}, flags...)...)
+	assert.Equal(t, exitError, r.code)
+	assert.Contains(t, r.stderr, "expired")
+
+	r = cli(t, env, "", "latest", "--series", "cpu", "--db", db, "--table", "abc")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.line(t), "--table and --db are exclusive")
+	r = cli(t, env, "", "latest", "--series", "cpu", "--db", "1bad")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.line(t), "letters and digits")
+	r = cli(t, env, "", "latest", "--series", "cpu", "--table", "abc", "--raw-period", "1h")
+	assert.Equal(t, exitUsage, r.code)
+	r = cli(t, env, "", "retain", "--db", db)
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.line(t), "--raw-retention is required")
+}
+
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	// No account for a command that needs one: one clear line, no usage dump.

@@ -92,8 +92,10 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, un
 	if err := store.Write(ctx, series); err != nil {
 		return err
 	}
-	if err := tablets.EnsureTable(ctx, client); err != nil {
-		return err
+	if client != nil { // a --db database creates its tables itself
+		if err := tablets.EnsureTable(ctx, client); err != nil {
+			return err
+		}
 	}
 
 	if name == "stdin" && isTerminal(a.stdin) {
