@@ -140,6 +140,12 @@ func TestTSDBRetention(t *testing.T) {
 	}
 	require.NotEmpty(t, remaining)
 	require.Less(t, len(remaining), len(pts))
+	gone, err := db.Series(ctx, now.Add(-72*time.Hour), later.Add(-49*time.Hour))
+	require.NoError(t, err)
+	require.Empty(t, gone, "a dropped period's index goes with it")
+	kept, err := db.Series(ctx, now.Add(-24*time.Hour), now)
+	require.NoError(t, err)
+	require.Equal(t, []string{"cpu"}, kept)
 
 	// A write into a dropped period: ErrExpired, nothing sent, the table not recreated.
 	old := pts[len(pts)-1] // the oldest point, in a dropped period
@@ -166,4 +172,38 @@ func TestTSDBRetention(t *testing.T) {
 	before = checker.Stats()
 	require.ErrorIs(t, db.Write(ctx, "cpu", tablets.Point{Time: time.Now().Add(-49 * time.Hour), Value: 1}), tsdb.ErrExpired)
 	require.Equal(t, before.Requests, checker.Stats().Requests)
+}
+
+// A Write lists its series in its periods' indexes once: Series reads them back for a range;
+// a second write of a series in a period costs nothing more; another process (no cache)
+// registers again, harmlessly; Retain drops a period's index with its points.
+func TestTSDBSeriesIndex(t *testing.T) {
+	ctx := context.Background()
+	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour})
+	base := time.Date(2024, 5, 17, 10, 0, 0, 0, time.UTC)
+	at := func(h int) tablets.Point {
+		return tablets.Point{Time: base.Add(time.Duration(h)*time.Hour + time.Minute), Value: float64(h)}
+	}
+	require.NoError(t, db.Write(ctx, "cpu", at(0), at(1)))
+	require.NoError(t, db.Write(ctx, "mem", at(1)))
+	require.ErrorIs(t, db.Write(ctx, "disk/0", at(2)), tablets.ErrInvalidSeries, "a bad name is refused")
+	before := checker.Stats()
+	require.NoError(t, db.Write(ctx, "cpu", at(0)))
+	require.Equal(t, before.EntityWrites, checker.Stats().EntityWrites, "a registered series costs no index write")
+
+	list := func(from, to int) []string {
+		got, err := db.Series(ctx, base.Add(time.Duration(from)*time.Hour), base.Add(time.Duration(to)*time.Hour))
+		require.NoError(t, err)
+		return got
+	}
+	require.Equal(t, []string{"cpu"}, list(0, 1))
+	require.Equal(t, []string{"cpu", "mem"}, list(1, 2))
+	require.Equal(t, []string{"cpu", "mem"}, list(0, 3))
+	require.Empty(t, list(2, 3))
+	require.Empty(t, list(5, 9))
+
+	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: time.Hour})
+	require.NoError(t, err)
+	require.NoError(t, other.Write(ctx, "mem", at(1)))
+	require.Equal(t, []string{"cpu", "mem"}, list(1, 2))
 }

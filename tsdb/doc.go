@@ -9,10 +9,14 @@
 //	name + "m"                the catalog (the periods dropped)
 //	name + "r" + start        the raw points of the period starting at start, in Unix seconds
 //	                          (RawPeriod, default 7 days, epoch-aligned): metricsr1716422400
+//	name + "i" + start        the series index of that period: an entity per series with
+//	                          points there (PartitionKey "s", RowKey the series)
 //
-// Each raw table holds a store of the Options' layout (default advanced). A period's table is
-// created on its first write, with the next period's, so that a new table (which Azure may
-// throttle at first) is not new when its time comes.
+// Each raw table holds a store of the Options' layout (default advanced). A period's tables
+// are created on its first write, with the next period's, so that a new table (which Azure
+// may throttle at first) is not new when its time comes. A Write lists its series in the
+// period's index before it writes the points, once a period and process (a cache remembers
+// it); Series reads the indexes of a range.
 //
 // # Retention
 //

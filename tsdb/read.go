@@ -6,12 +6,17 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"iter"
+	"slices"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -294,4 +299,42 @@ func decodePageToken(s string, binding [8]byte, from, to time.Time) (time.Time, 
 		return bad("resume position outside the query's range")
 	}
 	return at, nil
+}
+
+// Series returns the series with points in the raw periods that [from, to) overlaps, sorted:
+// the index of each period lists every series a Write gave points there (the index's
+// granularity is the period: a series is listed for the whole period).
+func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) {
+	spans, err := db.spans(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	sel := "RowKey"
+	f := filter.Eq("PartitionKey", indexPartition).String()
+	for _, sp := range spans {
+		client := db.service.NewClient(db.indexTable(sp.period))
+		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
+			page, err := pager.NextPage(ctx)
+			if isTableGone(err) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("tsdb: index: %w", err)
+			}
+			for _, raw := range page.Entities {
+				var keys struct{ RowKey string }
+				if err := json.Unmarshal(raw, &keys); err != nil {
+					return nil, fmt.Errorf("tsdb: index: %w", err)
+				}
+				seen[keys.RowKey] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out, nil
 }

@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Retain drops the raw tables whose whole span ends at or before now minus RawRetention, one
-// request each (Azure's high-volume delete pattern: delete the table, not its entities), and
-// returns their names. Each is first recorded as dropped in the catalog, so that no Write,
+// Retain drops the raw tables whose whole span ends at or before now minus RawRetention, with
+// their series indexes, one request a table (Azure's high-volume delete pattern: delete the
+// table, not its entities), and returns their names. Each is first recorded as dropped in the catalog, so that no Write,
 // of this process or another, ever creates it again: Azure refuses a deleted table's name
 // for 40 seconds and more, and a period once dropped stays expired. With no RawRetention it
 // drops nothing.
@@ -29,11 +29,12 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 		if err := db.recordDropped(ctx, p); err != nil {
 			return dropped, err
 		}
-		name := db.rawTable(p)
-		if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
-			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
+		for _, name := range []string{db.rawTable(p), db.indexTable(p)} {
+			if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+				return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
+			}
+			dropped = append(dropped, name)
 		}
-		dropped = append(dropped, name)
 	}
 	return dropped, nil
 }

@@ -50,10 +50,16 @@ type DB struct {
 	opts    Options
 	meta    *aztables.Client
 
-	mu      sync.Mutex
-	stores  map[uint64]tablets.Store // raw store by period start (seconds)
-	created map[uint64]bool          // raw tables known to exist
-	dropped map[uint64]bool          // raw periods known to be dropped
+	mu         sync.Mutex
+	stores     map[uint64]tablets.Store // raw store by period start (seconds)
+	created    map[uint64]bool          // raw and index tables known to exist
+	dropped    map[uint64]bool          // raw periods known to be dropped
+	registered map[indexKey]bool        // series known to be in a period's index
+}
+
+type indexKey struct {
+	period uint64
+	series string
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -71,7 +77,7 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 		return nil, err
 	}
 	db := &DB{service: service, name: name, opts: o, meta: service.NewClient(name + "m"),
-		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}}
+		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}, registered: map[indexKey]bool{}}
 	if _, err := o.Layout(service.NewClient(db.rawTable(0))); err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
@@ -156,6 +162,9 @@ func (db *DB) periodEnd(p uint64) time.Time   { return db.periodStart(p).Add(db.
 // rawTable is the name of the raw table of the period starting at p (Unix seconds):
 // name + "r" + p in decimal. The catalog is name + "m".
 func (db *DB) rawTable(p uint64) string { return db.name + "r" + strconv.FormatUint(p, 10) }
+
+// indexTable is the name of the series index of the period starting at p: name + "i" + p.
+func (db *DB) indexTable(p uint64) string { return db.name + "i" + strconv.FormatUint(p, 10) }
 
 // store returns the raw store of period p.
 func (db *DB) store(p uint64) (tablets.Store, error) {

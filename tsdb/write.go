@@ -66,6 +66,10 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 	for _, p := range periods {
 		err := db.ensure(ctx, p)
 		if err == nil {
+			// Listed before its points are written: a series with points is always listed.
+			err = db.register(ctx, p, series)
+		}
+		if err == nil {
 			var s tablets.Store
 			if s, err = db.store(p); err == nil {
 				err = s.Write(ctx, series, byPeriod[p]...)
@@ -126,9 +130,13 @@ func (db *DB) ensure(ctx context.Context, p uint64) error {
 		if known || db.periodStart(q).After(tablets.MaxTime) {
 			continue
 		}
-		if err := tablets.EnsureTable(ctx, db.service.NewClient(db.rawTable(q))); err != nil {
+		err := tablets.EnsureTable(ctx, db.service.NewClient(db.rawTable(q)))
+		if err == nil {
+			err = tablets.EnsureTable(ctx, db.service.NewClient(db.indexTable(q)))
+		}
+		if err != nil {
 			if q != p {
-				continue // the next period's table is a courtesy: its first write makes it
+				continue // the next period's tables are a courtesy: its first write makes them
 			}
 			return fmt.Errorf("tsdb: %w", err)
 		}
@@ -149,6 +157,29 @@ func (db *DB) recordDropped(ctx context.Context, p uint64) error {
 	db.mu.Lock()
 	db.dropped[p] = true
 	delete(db.created, p)
+	db.mu.Unlock()
+	return nil
+}
+
+// indexPartition is the one partition of an index table: RowKey the series.
+const indexPartition = "s"
+
+// register lists series in period p's index, unless this process knows it is there: a
+// series costs one request a period, the first time a process writes it there.
+func (db *DB) register(ctx context.Context, p uint64, series string) error {
+	k := indexKey{p, series}
+	db.mu.Lock()
+	known := db.registered[k]
+	db.mu.Unlock()
+	if known {
+		return nil
+	}
+	body := entity.AppendEnd(entity.AppendKeys(nil, indexPartition, series))
+	if _, err := db.service.NewClient(db.indexTable(p)).UpsertEntity(ctx, body, nil); err != nil {
+		return fmt.Errorf("tsdb: index: %w", err)
+	}
+	db.mu.Lock()
+	db.registered[k] = true
 	db.mu.Unlock()
 	return nil
 }

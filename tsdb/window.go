@@ -1,0 +1,151 @@
+package tsdb
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Window is the aggregate of the points of one series in one window of time: the unit of
+// the rollup tiers.
+//
+// Count, Sum, Min, Max, First and Last are exact (Sum up to floating-point rounding, which
+// depends on the order of the points); Min, Max, First and Last are 0 when Count is 0.
+// Quantiles come from a DDSketch (see sketch.go) of a fixed relative accuracy: merging
+// windows of the same accuracy is exact, as if the window had been built from all their
+// points (Count, Min, Max, First, Last and the sketch's bins, Sum up to rounding).
+//
+// NaN and infinities:
+//   - A NaN is not a sample: every NaN, Prometheus' staleness marker
+//     (0x7ff0000000000002) and any other, is ignored, counted nowhere.
+//   - ±Inf are samples: counted in Count, and in Min, Max, First, Last and Sum by IEEE 754
+//     arithmetic (Sum, hence Mean, is NaN when a window holds both +Inf and -Inf). The
+//     sketch counts them in a bin of their own past the largest finite one, so that the
+//     quantiles whose rank falls on them are ±Inf, and the others are unaffected.
+//   - The sketch counts as zeros the nonzero magnitudes below DDSketch's smallest indexable
+//     value (about 2.3e-308: the subnormal numbers), so a quantile whose rank falls on them
+//     is 0, or Min if Min > 0, or Max if Max < 0.
+//
+// A Window's sketch is shared by its copies: add and merge on one copy change the
+// quantiles of all. The zero Window is empty, of the default accuracy (1%).
+type Window struct {
+	Start                      time.Time // epoch-aligned multiple of step
+	Count                      uint64
+	Sum, Min, Max, First, Last float64 // First/Last: the values of the earliest/latest point
+
+	firstT, lastT time.Time // the times of First and Last
+	sk            *sketch   // nil: empty, of the default accuracy
+}
+
+// newWindow returns an empty window starting at start whose quantiles have relative
+// accuracy accuracy: 0 for the default (1%), else in [1e-6, 1) (see checkAccuracy); another
+// accuracy panics.
+func newWindow(start time.Time, accuracy float64) *Window {
+	return &Window{Start: start, sk: newSketch(newLogMapping(accuracy))}
+}
+
+// accuracy is the relative accuracy of w's quantiles.
+func (w *Window) accuracy() float64 {
+	if w.sk == nil {
+		return defaultAccuracy
+	}
+	return w.sk.m.accuracy
+}
+
+// add adds the point (t, v) to w: First and Last are the values of the earliest and latest
+// times; of points of the same time, the one added last. A NaN v is ignored.
+func (w *Window) add(t time.Time, v float64) {
+	if math.IsNaN(v) {
+		return
+	}
+	if w.sk == nil {
+		w.sk = newSketch(newLogMapping(defaultAccuracy))
+	}
+	if w.Count == 0 {
+		w.Min, w.Max, w.First, w.Last, w.firstT, w.lastT = v, v, v, v, t, t
+	} else {
+		w.Min, w.Max = min(w.Min, v), max(w.Max, v)
+		if !t.After(w.firstT) {
+			w.First, w.firstT = v, t
+		}
+		if !t.Before(w.lastT) {
+			w.Last, w.lastT = v, t
+		}
+	}
+	w.Count++
+	w.Sum += v
+	w.sk.add(v)
+}
+
+// errAccuracy is wrapped by the error of merging windows of different accuracies.
+var errAccuracy = errors.New("tsdb: windows of different accuracies")
+
+// merge adds o's points to w, as if added after w's (on equal times, o's First and Last
+// win). Start is w's. Both must have the same accuracy, else merge returns an error wrapping
+// errAccuracy and w is unchanged.
+func (w *Window) merge(o Window) error {
+	if w.sk != nil && o.sk != nil && !w.sk.sameMapping(o.sk) {
+		return fmt.Errorf("%w: %g and %g", errAccuracy, w.accuracy(), o.accuracy())
+	}
+	if o.Count == 0 {
+		return nil
+	}
+	if o.sk == nil {
+		return errors.New("tsdb: merging a window of points without a sketch")
+	}
+	if w.sk == nil {
+		w.sk = newSketch(o.sk.m)
+	}
+	w.sk.merge(o.sk)
+	if w.Count == 0 {
+		w.Min, w.Max, w.First, w.Last, w.firstT, w.lastT = o.Min, o.Max, o.First, o.Last, o.firstT, o.lastT
+	} else {
+		w.Min, w.Max = min(w.Min, o.Min), max(w.Max, o.Max)
+		if !o.firstT.After(w.firstT) {
+			w.First, w.firstT = o.First, o.firstT
+		}
+		if !o.lastT.Before(w.lastT) {
+			w.Last, w.lastT = o.Last, o.lastT
+		}
+	}
+	w.Count += o.Count
+	w.Sum += o.Sum
+	return nil
+}
+
+// Mean is Sum/Count: NaN when Count is 0.
+func (w Window) Mean() float64 {
+	if w.Count == 0 {
+		return math.NaN()
+	}
+	return w.Sum / float64(w.Count)
+}
+
+// Quantile returns the q-quantile of the window's points, q in [0, 1], within its relative
+// accuracy: the value v of 0-based rank floor(q × (Count-1)) in ascending order, as a value
+// v' in [Min, Max] with |v'-v| <= accuracy × |v| (the ranks 0 and Count-1 give Min and Max). It is NaN if Count
+// is 0 or q is not in [0, 1]; ±Inf where the rank falls on an infinity.
+func (w Window) Quantile(q float64) float64 {
+	if w.Count == 0 || w.sk == nil || !(q >= 0 && q <= 1) {
+		return math.NaN()
+	}
+	r := uint64(math.Floor(q * float64(w.Count-1)))
+	switch {
+	case r == 0:
+		return w.Min
+	case r >= w.Count-1: // float64(Count-1) may round up
+		return w.Max
+	}
+	// The exact quantile is in [Min, Max]: clamping only brings v closer.
+	return min(max(w.sk.valueAtRank(r), w.Min), w.Max)
+}
+
+// appendSketch appends the encoding of w's sketch to dst (see sketch.go): one version byte,
+// then DDSketch's binary encoding.
+func (w Window) appendSketch(dst []byte) []byte {
+	if w.sk == nil {
+		return newSketch(newLogMapping(defaultAccuracy)).appendTo(dst)
+	}
+	return w.sk.appendTo(dst)
+}
