@@ -38,9 +38,10 @@ func noTestCode(pkg string) string {
 // TestDeps checks, with `go list -deps`, that the tablets binary and the library packages
 // link no test-only code.
 func TestDeps(t *testing.T) {
+	// go test runs with the go command on PATH: its absence is an error, not a reason to skip.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("go not on PATH:", err)
+		t.Fatalf("the go command: %v", err)
 	}
 	for _, tc := range []struct {
 		pkg    string
