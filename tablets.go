@@ -30,7 +30,8 @@ type Page struct {
 	Next   string // opaque; "" when there is nothing more
 }
 
-// Store is the portable API both layouts (packages basic and advanced) implement.
+// Store is the portable API every layout (packages basic, advanced and chunked) and
+// *tsdb.DB implement.
 type Store interface {
 	// Write upserts points of one series, in any order. A point whose time, truncated to the
 	// store's resolution, is already stored replaces the stored value (last write wins; within
