@@ -33,5 +33,18 @@
 // request) and reads those its range overlaps, oldest first (Latest: newest first). Page
 // tokens hold the time the next page starts at, bound to the series and range.
 //
-// Rollup tiers, quantile sketches and Aggregate (issue 12) are not built yet.
+// # Rollup tiers
+//
+// Each tier (default: a minute kept 400 days, an hour kept forever) keeps windows of its Step
+// in tables of its Period, name + "t" + step in seconds + "p" + period start:
+// metricst3600p1698278400. A window holds Count, Sum, Min, Max, First, Last and a DDSketch of
+// its points (quantiles within Accuracy, relative; sketches merge exactly), 24 windows an
+// entity (a block; its format is documented on the block type).
+//
+// Rollup(from, to) computes the blocks from the raw points, conditionally on the ETags it read
+// before them. Aggregate(series, from, to, step) merges the windows of all the series: it
+// reads the coarsest tier whose Step divides step where its blocks are sealed (rolled up at
+// least SealDelay after their end) and not flagged, and the raw points elsewhere. A Write of
+// points older than SealDelay flags their blocks, after storing them: a late point is never
+// hidden by a stale window, and recent writes cost nothing more.
 package tsdb

@@ -33,6 +33,16 @@ type Options struct {
 	// RawRetention: Retain drops the raw tables whose whole span is older; and a Write of an
 	// older point is ErrExpired. 0: keep forever.
 	RawRetention time.Duration
+	// Tiers are the rollup tiers, finest first. nil: DefaultTiers; an empty slice: none.
+	Tiers []Tier
+	// Accuracy is the relative accuracy of quantiles: 0 for 0.01, else in [1e-6, 1).
+	Accuracy float64
+	// SealDelay is how long after its end a tier window is sealed: Aggregate trusts a window
+	// rolled up at least that long after its end, unless a Write flagged it since (a Write
+	// flags the windows of points older than SealDelay, less 5 minutes of clock skew, and
+	// only those: newer writes cost nothing more). 0: DefaultSealDelay (an hour); at least
+	// 10 minutes.
+	SealDelay time.Duration
 }
 
 // DefaultRawPeriod is the default span of a raw table.
@@ -55,6 +65,7 @@ type DB struct {
 	created    map[uint64]bool          // raw and index tables known to exist
 	dropped    map[uint64]bool          // raw periods known to be dropped
 	registered map[indexKey]bool        // series known to be in a period's index
+	tables     map[string]bool          // tier tables known to exist
 }
 
 type indexKey struct {
@@ -77,7 +88,7 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 		return nil, err
 	}
 	db := &DB{service: service, name: name, opts: o, meta: service.NewClient(name + "m"),
-		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}, registered: map[indexKey]bool{}}
+		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}, registered: map[indexKey]bool{}, tables: map[string]bool{}}
 	if _, err := o.Layout(service.NewClient(db.rawTable(0))); err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
@@ -127,6 +138,26 @@ func withDefaults(name string, opts *Options) (Options, error) {
 		return invalid("RawPeriod %v is not a whole number of seconds", o.RawPeriod)
 	case o.RawRetention < 0:
 		return invalid("RawRetention %v is negative", o.RawRetention)
+	}
+	if o.Tiers == nil {
+		o.Tiers = DefaultTiers
+	}
+	tiers, err := checkTiers(o.Tiers)
+	if err != nil {
+		return invalid("%v", err)
+	}
+	o.Tiers = tiers
+	if err := checkAccuracy(o.Accuracy); err != nil {
+		return invalid("%v", err)
+	}
+	if o.Accuracy == 0 {
+		o.Accuracy = defaultAccuracy
+	}
+	if o.SealDelay == 0 {
+		o.SealDelay = DefaultSealDelay
+	}
+	if o.SealDelay < 2*sealMargin {
+		return invalid("SealDelay %v is under %v", o.SealDelay, 2*sealMargin)
 	}
 	return o, nil
 }

@@ -94,6 +94,10 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 	if firstErr != nil {
 		return &tablets.WriteError{Series: series, Failed: failed, Code: code, Index: index, Err: firstErr}
 	}
+	// Late points: flag the rolled-up windows they fall in (after storing them).
+	if err := db.flagStale(ctx, series, points); err != nil {
+		return fmt.Errorf("tsdb: write %q: the points are stored, but flagging the rollup tiers failed (write them again): %w", series, err)
+	}
 	return nil
 }
 

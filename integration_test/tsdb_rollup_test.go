@@ -1,0 +1,278 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// modelWindow is a window computed from all its points.
+type modelWindow struct {
+	start                      time.Time
+	count                      uint64
+	sum, min, max, first, last float64
+	firstT, lastT              time.Time
+	values                     []float64
+}
+
+func modelWindows(pts []tablets.Point, from, to time.Time, step time.Duration) []*modelWindow {
+	byStart := map[time.Time]*modelWindow{}
+	for _, p := range pts {
+		if p.Time.Before(from) || !p.Time.Before(to) {
+			continue
+		}
+		ws := time.Unix(0, 0).UTC().Add(p.Time.Sub(time.Unix(0, 0)) / step * step)
+		w := byStart[ws]
+		if w == nil {
+			w = &modelWindow{start: ws, min: math.Inf(1), max: math.Inf(-1)}
+			byStart[ws] = w
+		}
+		w.count++
+		w.sum += p.Value
+		w.min, w.max = min(w.min, p.Value), max(w.max, p.Value)
+		if w.count == 1 || !p.Time.After(w.firstT) {
+			w.first, w.firstT = p.Value, p.Time
+		}
+		if w.count == 1 || !p.Time.Before(w.lastT) {
+			w.last, w.lastT = p.Value, p.Time
+		}
+		w.values = append(w.values, p.Value)
+	}
+	var out []*modelWindow
+	for _, w := range byStart {
+		slices.Sort(w.values)
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b *modelWindow) int { return a.start.Compare(b.start) })
+	return out
+}
+
+func collectWindows(t *testing.T, seq func(yield func(tsdb.Window, error) bool)) []tsdb.Window {
+	t.Helper()
+	var out []tsdb.Window
+	for w, err := range seq {
+		require.NoError(t, err)
+		out = append(out, w)
+	}
+	return out
+}
+
+// requireWindows compares Aggregate's windows with the model: Count, Min, Max, First, Last
+// exactly, Sum to float addition, quantiles within the relative accuracy.
+func requireWindows(t *testing.T, want []*modelWindow, got []tsdb.Window, what string) {
+	t.Helper()
+	require.Len(t, got, len(want), what)
+	for i, m := range want {
+		g := got[i]
+		require.True(t, m.start.Equal(g.Start), "%s: window %d starts %v, want %v", what, i, g.Start, m.start)
+		require.Equal(t, m.count, g.Count, "%s: window %v count", what, m.start)
+		require.Equal(t, m.min, g.Min, "%s: window %v min", what, m.start)
+		require.Equal(t, m.max, g.Max, "%s: window %v max", what, m.start)
+		require.Equal(t, m.first, g.First, "%s: window %v first", what, m.start)
+		require.Equal(t, m.last, g.Last, "%s: window %v last", what, m.start)
+		require.InDelta(t, m.sum, g.Sum, 1e-9*math.Max(1, math.Abs(m.sum)), "%s: window %v sum", what, m.start)
+		for _, q := range []float64{0, 0.5, 0.9, 0.99, 1} {
+			exact := m.values[int(q*float64(len(m.values)-1))]
+			require.InDelta(t, exact, g.Quantile(q), 0.0100001*math.Abs(exact)+1e-12, "%s: window %v q%v", what, m.start, q)
+		}
+	}
+}
+
+var rollupBase = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+
+// Aggregate answers the same, exactly, before a Rollup (raw points) and after (tiers), for
+// steps a tier divides and steps none does, aligned ranges and cut ones; and a point written
+// late into rolled-up windows shows at once.
+func TestTSDBAggregate(t *testing.T) {
+	ctx := context.Background()
+	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour})
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []string{"a", "b", "c"}
+	var all []tablets.Point
+	for _, s := range names {
+		var pts []tablets.Point
+		for i := range 2 * 86400 / 37 {
+			v := math.Round(rng.NormFloat64()*1000) / 10
+			pts = append(pts, tablets.Point{Time: rollupBase.Add(time.Duration(i) * 37 * time.Second), Value: v})
+		}
+		require.NoError(t, db.Write(ctx, s, pts...))
+		all = append(all, pts...)
+	}
+	// advanced truncates to the second: the model sees the stored times.
+	for i := range all {
+		all[i].Time = all[i].Time.Truncate(time.Second)
+	}
+	end := rollupBase.Add(48 * time.Hour)
+	cases := []struct {
+		from, to time.Time
+		step     time.Duration
+	}{
+		{rollupBase, end, time.Hour},
+		{rollupBase, end, 24 * time.Hour},
+		{rollupBase, end, time.Minute},
+		{rollupBase, end, 7 * time.Minute},
+		{rollupBase, end, 90 * time.Second}, // no tier divides it: raw
+		{rollupBase.Add(17*time.Minute + 3*time.Second), end.Add(-5*time.Hour - 11*time.Second), time.Hour}, // cut edges
+	}
+	check := func(what string) {
+		for _, c := range cases {
+			got := collectWindows(t, db.Aggregate(ctx, names, c.from, c.to, c.step))
+			requireWindows(t, modelWindows(all, c.from, c.to, c.step), got, what+" "+c.step.String())
+		}
+	}
+	check("before Rollup")
+	before := checker.Stats()
+	require.NoError(t, db.Rollup(ctx, rollupBase, end))
+	t.Logf("Rollup of 2 days of 3 series: %d requests", checker.Stats().Requests-before.Requests)
+	check("after Rollup")
+
+	before = checker.Stats()
+	got := collectWindows(t, db.Aggregate(ctx, names, rollupBase, end, time.Hour))
+	require.Len(t, got, 48)
+	tierRequests := checker.Stats().Requests - before.Requests
+	t.Logf("Aggregate of 2 days at 1 h from the tier: %d requests", tierRequests)
+	require.LessOrEqual(t, tierRequests, int64(2), "read from the tier, not the raw points")
+
+	// A late point into a rolled-up window: the tier window is flagged, the answer has it.
+	late := tablets.Point{Time: rollupBase.Add(90*time.Minute + 30*time.Second), Value: 12345.5}
+	require.NoError(t, db.Write(ctx, "b", late))
+	all = append(all, late)
+	check("after a late point")
+	require.NoError(t, db.Rollup(ctx, rollupBase, end))
+	check("after Rollup again")
+}
+
+// A Write that lands between a Rollup's read of a block's ETag and its write of the block
+// makes the write fail and the series start again: the block stored in the end holds the
+// point, and is not flagged.
+func TestTSDBRollupRace(t *testing.T) {
+	ctx := context.Background()
+	h := &hooked{}
+	db, _, _ := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour})
+	var pts []tablets.Point
+	for i := range 120 {
+		pts = append(pts, tablets.Point{Time: rollupBase.Add(time.Duration(i) * time.Minute), Value: float64(i)})
+	}
+	require.NoError(t, db.Write(ctx, "r", pts...))
+	require.NoError(t, db.Rollup(ctx, rollupBase, rollupBase.Add(2*time.Hour)))
+
+	// Through a hooked client, the second Rollup meets a Write before its first block write.
+	hdb, hsvc := newHookedDB(t, db.Name(), h)
+	late := tablets.Point{Time: rollupBase.Add(30*time.Minute + 15*time.Second), Value: -7.5}
+	injected := false
+	h.arm(func(r *http.Request) bool { return isBatch(r) && strings.Contains(string(relPeekBody(r)), "t60p") }, func() {
+		injected = true
+		require.NoError(t, hdb.Write(ctx, "r", late))
+	}, nil)
+	require.NoError(t, hdb.Rollup(ctx, rollupBase, rollupBase.Add(2*time.Hour)))
+	require.True(t, injected)
+
+	// The block of the late point's 24 minutes, in the 1-minute tier, read raw.
+	bs := rollupBase.Add(24 * time.Minute).Unix()
+	client := hsvc.NewClient(db.Name() + "t60p" + itoa(rollupBase.Unix()/(7*86400)*(7*86400)))
+	resp, err := client.GetEntity(ctx, "r", blockKeyTest(bs), nil)
+	require.NoError(t, err)
+	var e entity.Entity
+	e.AllowStrings = true
+	require.NoError(t, e.Decode(resp.Value))
+	props := map[string]float64{}
+	for _, p := range e.Props {
+		props[string(p.Name)] = p.Value
+	}
+	_, stale := props["S"]
+	require.False(t, stale, "the last word is a block computed after the write")
+	require.Equal(t, 2.0, props["c6"], "window 30m holds the point written and the late one")
+	w := collectWindows(t, hdb.Aggregate(ctx, []string{"r"}, rollupBase.Add(30*time.Minute), rollupBase.Add(31*time.Minute), time.Minute))
+	require.Len(t, w, 1)
+	require.Equal(t, uint64(2), w[0].Count)
+	require.Equal(t, -7.5, w[0].Min)
+}
+
+// The request targets with the default tiers, after Rollup.
+func TestTSDBAggregateRequests(t *testing.T) {
+	ctx := context.Background()
+	db, _, checker := newDB(t, nil)
+	// A day of one series at 1 Hz, summarized at a 1-minute step: at most 2 requests.
+	day := time.Date(2024, 6, 3, 0, 0, 0, 0, time.UTC)
+	var pts []tablets.Point
+	for i := range 86400 {
+		pts = append(pts, tablets.Point{Time: day.Add(time.Duration(i) * time.Second), Value: float64(i % 600)})
+	}
+	require.NoError(t, db.Write(ctx, "day", pts...))
+	before := checker.Stats()
+	start := time.Now()
+	require.NoError(t, db.Rollup(ctx, day, day.Add(24*time.Hour)))
+	t.Logf("Rollup of a day at 1 Hz: %.0f points/s, %d requests", 86400/time.Since(start).Seconds(), checker.Stats().Requests-before.Requests)
+	before = checker.Stats()
+	w := collectWindows(t, db.Aggregate(ctx, []string{"day"}, day, day.Add(24*time.Hour), time.Minute))
+	require.Len(t, w, 1440)
+	require.LessOrEqual(t, checker.Stats().Requests-before.Requests, int64(2), "a day at a 1-minute step")
+
+	// 40 series over 7 days at a 1-hour step, merged: at most 6 requests.
+	week := time.Date(2024, 7, 1, 0, 0, 0, 0, time.UTC)
+	var names []string
+	for s := range 40 {
+		name := "s" + itoa(int64(s))
+		names = append(names, name)
+		var pts []tablets.Point
+		for i := range 7 * 24 * 6 {
+			pts = append(pts, tablets.Point{Time: week.Add(time.Duration(i) * 10 * time.Minute), Value: float64(s*1000 + i)})
+		}
+		require.NoError(t, db.Write(ctx, name, pts...))
+	}
+	require.NoError(t, db.Rollup(ctx, week, week.Add(7*24*time.Hour)))
+	before = checker.Stats()
+	w = collectWindows(t, db.Aggregate(ctx, names, week, week.Add(7*24*time.Hour), time.Hour))
+	require.Len(t, w, 168)
+	require.Equal(t, uint64(40*6), w[0].Count)
+	require.LessOrEqual(t, checker.Stats().Requests-before.Requests, int64(6), "40 series, 7 days at 1 h")
+	p99 := w[0].Quantile(0.99)
+	require.InDelta(t, 39000.0, p99, 0.01*39000+6, "p99 across the 40 series")
+
+	// A year of one series summarized at a 1-day step: at most 3 requests. (A point an hour:
+	// the tier read costs the same whatever the raw density.)
+	year := time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
+	pts = pts[:0]
+	for i := range 365 * 24 {
+		pts = append(pts, tablets.Point{Time: year.Add(time.Duration(i) * time.Hour), Value: float64(i)})
+	}
+	require.NoError(t, db.Write(ctx, "year", pts...))
+	require.NoError(t, db.Rollup(ctx, year, year.AddDate(1, 0, 0)))
+	before = checker.Stats()
+	w = collectWindows(t, db.Aggregate(ctx, []string{"year"}, year, year.AddDate(1, 0, 0), 24*time.Hour))
+	require.Len(t, w, 365)
+	require.LessOrEqual(t, checker.Stats().Requests-before.Requests, int64(3), "a year at a 1-day step")
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+func blockKeyTest(s int64) string { return fmt.Sprintf("%012d", s) }
+
+// newHookedDB opens the database name again, through a hookable transport.
+func newHookedDB(t *testing.T, name string, h *hooked) (*tsdb.DB, *aztables.ServiceClient) {
+	srv := azurite.Shared(t)
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	h.next = checker
+	svc, err := srv.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: h, Retry: azurite.TestRetryOptions()}})
+	require.NoError(t, err)
+	db, err := tsdb.Open(context.Background(), svc, name, &tsdb.Options{RawPeriod: 24 * time.Hour})
+	require.NoError(t, err)
+	return db, svc
+}

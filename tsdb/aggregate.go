@@ -1,0 +1,213 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+// maxSeriesPerFilter keeps a block read's filter under 15 comparisons: the RowKey range (2)
+// and one PartitionKey equality a series.
+const maxSeriesPerFilter = 13
+
+// Aggregate yields, oldest first, one Window per epoch-aligned step window that holds points
+// in [from, to), aggregating the points of all the named series together; a window cut by
+// from or to aggregates only the points inside. It reads the coarsest tier whose Step
+// divides step wherever that tier's blocks are sealed and not flagged stale (see
+// Options.SealDelay), and the raw points elsewhere: the answer does not depend on which.
+func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration) iter.Seq2[Window, error] {
+	return func(yield func(Window, error) bool) {
+		windows, err := db.aggregate(ctx, series, from, to, step)
+		if err != nil {
+			yield(Window{}, err)
+			return
+		}
+		for _, w := range windows {
+			if !yield(*w, nil) {
+				return
+			}
+		}
+	}
+}
+
+func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration) ([]*Window, error) {
+	if step <= 0 {
+		return nil, fmt.Errorf("%w: step %v must be positive", tablets.ErrInvalidOptions, step)
+	}
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	names := slices.Compact(slices.Sorted(slices.Values(series)))
+	for _, s := range names {
+		if err := db.validate(ctx, s); err != nil {
+			return nil, fmt.Errorf("tsdb: %w", err)
+		}
+	}
+	// Each series' windows first, from its tier windows and raw points (one point a time);
+	// then the series merged in name order, so that between points of equal times in two
+	// series, First and Last take the later name's, whichever of tier and raw each came from.
+	out := map[time.Time]*Window{}
+	var mergeErr error
+	mergeInto := func(dst map[time.Time]*Window, tw *Window) {
+		ws := rounding.Floor(tw.Start, step)
+		w := dst[ws]
+		if w == nil {
+			w = newWindow(ws, db.opts.Accuracy)
+			dst[ws] = w
+		}
+		if err := w.merge(*tw); err != nil && mergeErr == nil {
+			mergeErr = err
+		}
+	}
+	raw := map[string][][2]time.Time{} // per series, the ranges to read raw
+	tierWindows := map[string][]*Window{}
+	if tier, ok := db.tierFor(step); ok && from.Before(to) {
+		cl := rounding.Floor(from, tier.Step)
+		if cl.Before(from) {
+			cl = cl.Add(tier.Step)
+		}
+		ch := rounding.Floor(to, tier.Step)
+		if cl.Before(ch) {
+			blocks, err := db.readBlocks(ctx, names, tier, unix(cl), unix(ch))
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range names {
+				raw[s] = append(raw[s], [2]time.Time{from, cl})
+				for bs := floorSec(unix(cl), tier.block()); bs < unix(ch); bs += uint64(tier.block() / time.Second) {
+					lo, hi := laterOf(at(bs), cl), earlierOf(at(bs).Add(tier.block()), ch)
+					// Sealed: rolled up at least SealDelay after its end, and not flagged since.
+					b := blocks[blockRef{s, bs}]
+					sealed := at(bs).Add(tier.block()).Add(db.opts.SealDelay)
+					if b == nil || b.stale || b.rolled < float64(sealed.Unix()) {
+						raw[s] = append(raw[s], [2]time.Time{lo, hi})
+						continue
+					}
+					for _, w := range b.windows {
+						if w != nil && !w.Start.Before(lo) && w.Start.Before(hi) {
+							tierWindows[s] = append(tierWindows[s], w)
+						}
+					}
+				}
+				raw[s] = append(raw[s], [2]time.Time{ch, to})
+			}
+		}
+	}
+	for _, s := range names {
+		mine := map[time.Time]*Window{}
+		for _, w := range tierWindows[s] {
+			mergeInto(mine, w)
+		}
+		ranges, ok := raw[s]
+		if !ok {
+			ranges = [][2]time.Time{{from, to}}
+		}
+		for _, r := range mergeRanges(ranges) {
+			for p, err := range db.Query(ctx, s, r[0], r[1]) {
+				if err != nil {
+					return nil, err
+				}
+				ws := rounding.Floor(p.Time, step)
+				w := mine[ws]
+				if w == nil {
+					w = newWindow(ws, db.opts.Accuracy)
+					mine[ws] = w
+				}
+				w.add(p.Time, p.Value)
+			}
+		}
+		starts := slices.SortedFunc(maps.Keys(mine), func(a, b time.Time) int { return a.Compare(b) })
+		for _, ws := range starts {
+			mergeInto(out, mine[ws])
+		}
+	}
+	if mergeErr != nil {
+		return nil, mergeErr
+	}
+	windows := make([]*Window, 0, len(out))
+	for _, w := range out {
+		if w.Count > 0 {
+			windows = append(windows, w)
+		}
+	}
+	slices.SortFunc(windows, func(a, b *Window) int { return a.Start.Compare(b.Start) })
+	return windows, nil
+}
+
+// tierFor is the coarsest tier whose Step divides step.
+func (db *DB) tierFor(step time.Duration) (Tier, bool) {
+	for i := len(db.opts.Tiers) - 1; i >= 0; i-- {
+		if t := db.opts.Tiers[i]; step%t.Step == 0 {
+			return t, true
+		}
+	}
+	return Tier{}, false
+}
+
+// mergeRanges drops empty ranges and joins adjacent ones, in order.
+func mergeRanges(rs [][2]time.Time) [][2]time.Time {
+	var out [][2]time.Time
+	for _, r := range rs {
+		if !r[0].Before(r[1]) {
+			continue
+		}
+		if n := len(out); n > 0 && !out[n-1][1].Before(r[0]) {
+			out[n-1][1] = laterOf(out[n-1][1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+type blockRef struct {
+	series string
+	start  uint64
+}
+
+// readBlocks reads tier t's blocks of the series that hold [lo, hi) (Unix seconds): per table,
+// one filter per 13 series.
+func (db *DB) readBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64) (map[blockRef]*block, error) {
+	out := map[blockRef]*block{}
+	blo, bhi := floorSec(lo, t.block()), ceilSec(hi, t.block())
+	for p := tierPeriod(t, blo); p < bhi; p += uint64(t.Period / time.Second) {
+		client := db.service.NewClient(db.tierTable(t, p))
+		for i := 0; i < len(names); i += maxSeriesPerFilter {
+			group := names[i:min(i+maxSeriesPerFilter, len(names))]
+			var eqs []filter.Expr
+			for _, s := range group {
+				eqs = append(eqs, filter.Eq("PartitionKey", s))
+			}
+			f := filter.And(filter.Ge("RowKey", blockKey(max(blo, p))), filter.Lt("RowKey", blockKey(min(bhi, p+uint64(t.Period/time.Second)))), filter.Or(eqs...))
+			e := entity.Entity{AllowStrings: true}
+			for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String()}, 0) {
+				if isTableGone(err) {
+					break
+				}
+				if err != nil {
+					return nil, fmt.Errorf("tsdb: read tier: %w", err)
+				}
+				for _, raw := range page.Entities {
+					if err := e.Decode(raw); err != nil {
+						return nil, fmt.Errorf("tsdb: read tier: %w", err)
+					}
+					b, err := decodeBlock(&e, t.Step, db.opts.Accuracy)
+					if err != nil {
+						return nil, fmt.Errorf("tsdb: read tier: %w", err)
+					}
+					out[blockRef{string(e.PartitionKey), b.start}] = b
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,280 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+// maxRollupAttempts bounds the attempts at a series whose blocks keep changing.
+const maxRollupAttempts = 20
+
+// floorSec and ceilSec round Unix seconds to a multiple of d (whole seconds).
+func floorSec(s uint64, d time.Duration) uint64 { n := uint64(d / time.Second); return s / n * n }
+func ceilSec(s uint64, d time.Duration) uint64 {
+	n := uint64(d / time.Second)
+	return (s + n - 1) / n * n
+}
+
+func unix(t time.Time) uint64       { return uint64(t.Unix()) }
+func at(s uint64) time.Time         { return time.Unix(int64(s), 0).UTC() }
+func (t Tier) block() time.Duration { return t.Step * blockWindows }
+
+// tierPeriod is the start of tier t's table period holding Unix second s.
+func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
+
+// ensureTable creates a table unless this process knows it exists.
+func (db *DB) ensureTable(ctx context.Context, name string) error {
+	db.mu.Lock()
+	known := db.tables[name]
+	db.mu.Unlock()
+	if known {
+		return nil
+	}
+	if err := tablets.EnsureTable(ctx, db.service.NewClient(name)); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	db.mu.Lock()
+	db.tables[name] = true
+	db.mu.Unlock()
+	return nil
+}
+
+// Rollup (re)computes every tier window overlapping [from, to) from the raw points, for every
+// series with points there (the series index of the periods). It works a whole block of the
+// coarsest tier at a time, so it reads the blocks' ETags, then the raw points, then writes
+// each block conditionally on the ETag it read (or as new): a block written from a read
+// that a concurrent Write or Rollup has made stale fails, and that series starts again. It
+// is idempotent, and safe under lost replies (the retry finds the ETag changed and starts
+// again). Run it on a timer, or KeepRolledUp, to keep tiers current.
+func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
+	if err := rounding.CheckRange(from, to); err != nil {
+		return err
+	}
+	tiers := db.opts.Tiers
+	if len(tiers) == 0 || !from.Before(to) {
+		return nil
+	}
+	span := tiers[len(tiers)-1].block()
+	lo := floorSec(unix(from), span)
+	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
+	names, err := db.Series(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	if err != nil {
+		return err
+	}
+	for _, series := range names {
+		if err := db.rollupSeries(ctx, series, lo, hi); err != nil {
+			return fmt.Errorf("tsdb: rollup %q: %w", series, err)
+		}
+	}
+	return nil
+}
+
+// rollupSeries recomputes the blocks of one series in [lo, hi) (Unix seconds, aligned to the
+// coarsest block).
+func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) error {
+	for range maxRollupAttempts {
+		etags, err := db.blockETags(ctx, series, lo, hi)
+		if err != nil {
+			return err
+		}
+		var pts []tablets.Point
+		for p, err := range db.Query(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
+			if err != nil {
+				return err
+			}
+			pts = append(pts, p)
+		}
+		rolled := float64(time.Now().Unix())
+		conflict := false
+		for i, t := range db.opts.Tiers {
+			blocks := db.computeBlocks(t, pts, rolled)
+			err := db.writeBlocks(ctx, series, t, blocks, etags[i])
+			if isConflict(err) {
+				conflict = true
+				break
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if !conflict {
+			return nil
+		}
+	}
+	return fmt.Errorf("its blocks still changed after %d attempts", maxRollupAttempts)
+}
+
+// blockETags returns, per tier, the ETag of each existing block of series in [lo, hi).
+func (db *DB) blockETags(ctx context.Context, series string, lo, hi uint64) ([]map[uint64]azcore.ETag, error) {
+	out := make([]map[uint64]azcore.ETag, len(db.opts.Tiers))
+	for i, t := range db.opts.Tiers {
+		out[i] = map[uint64]azcore.ETag{}
+		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
+			q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", series), filter.Ge("RowKey", blockKey(lo)),
+				filter.Lt("RowKey", blockKey(hi))).String(), Select: "PartitionKey,RowKey"}
+			var e entity.Entity
+			for page, err := range pager.Each(ctx, db.service.NewClient(db.tierTable(t, p)), q, 0) {
+				if isTableGone(err) {
+					break
+				}
+				if err != nil {
+					return nil, err
+				}
+				for _, raw := range page.Entities {
+					if err := e.Decode(raw); err != nil {
+						return nil, err
+					}
+					s, err := strconv.ParseUint(string(e.RowKey), 10, 64)
+					if err != nil {
+						return nil, fmt.Errorf("block RowKey %q: %w", e.RowKey, err)
+					}
+					out[i][s] = azcore.ETag(e.ETag)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// computeBlocks aggregates points (oldest first) into tier t's blocks.
+func (db *DB) computeBlocks(t Tier, pts []tablets.Point, rolled float64) map[uint64]*block {
+	blocks := map[uint64]*block{}
+	for _, p := range pts {
+		s := unix(p.Time)
+		bs := floorSec(s, t.block())
+		b := blocks[bs]
+		if b == nil {
+			b = &block{start: bs, rolled: rolled}
+			blocks[bs] = b
+		}
+		i := (s - bs) / uint64(t.Step/time.Second)
+		if b.windows[i] == nil {
+			b.windows[i] = newWindow(at(bs).Add(time.Duration(i)*t.Step), db.opts.Accuracy)
+		}
+		b.windows[i].add(p.Time, p.Value)
+	}
+	return blocks
+}
+
+// writeBlocks writes a tier's blocks of series: each conditionally on the ETag read (a
+// replace, or a delete of a block that now holds no point), or as new; in transactions of one
+// table and partition.
+func (db *DB) writeBlocks(ctx context.Context, series string, t Tier, blocks map[uint64]*block, etags map[uint64]azcore.ETag) error {
+	byTable := map[uint64][]aztables.TransactionAction{}
+	for s, b := range blocks {
+		empty := true
+		for _, w := range b.windows {
+			empty = empty && (w == nil || w.Count == 0)
+		}
+		p := tierPeriod(t, s)
+		body := appendBlock(nil, series, t.Step, b)
+		if etag, ok := etags[s]; ok {
+			etag := etag
+			if empty {
+				byTable[p] = append(byTable[p], aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(series, blockKey(s)), IfMatch: &etag})
+			} else {
+				byTable[p] = append(byTable[p], aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateReplace, Entity: body, IfMatch: &etag})
+			}
+		} else if !empty {
+			byTable[p] = append(byTable[p], aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: body})
+		}
+	}
+	// A block read but without points now (deleted raw points): delete it.
+	for s, etag := range etags {
+		if _, ok := blocks[s]; !ok {
+			etag := etag
+			p := tierPeriod(t, s)
+			byTable[p] = append(byTable[p], aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(series, blockKey(s)), IfMatch: &etag})
+		}
+	}
+	for p, actions := range byTable {
+		name := db.tierTable(t, p)
+		if err := db.ensureTable(ctx, name); err != nil {
+			return err
+		}
+		client := db.service.NewClient(name)
+		for len(actions) > 0 {
+			n := min(len(actions), entity.MaxBatchOperations)
+			sizes := 0
+			for i, a := range actions[:n] {
+				if sizes += len(a.Entity) + 512; sizes > 3<<20 {
+					n = max(i, 1)
+					break
+				}
+			}
+			if err := batch.Submit(ctx, client, series, actions[:n]); err != nil {
+				return err
+			}
+			actions = actions[n:]
+		}
+	}
+	return nil
+}
+
+// isConflict reports a transaction that failed because a block changed since it was read,
+// or appeared.
+func isConflict(err error) bool {
+	var be *batch.Error
+	if errors.As(err, &be) {
+		return be.Status == http.StatusPreconditionFailed || be.Status == http.StatusConflict || be.Status == http.StatusNotFound ||
+			be.Code == string(aztables.UpdateConditionNotSatisfied) || be.Code == string(aztables.EntityAlreadyExists) ||
+			be.Code == string(aztables.ResourceNotFound)
+	}
+	return false
+}
+
+// flagStale flags the tier blocks holding points older than the seal delay (less the clock
+// margin) as stale: a blind merge, so a Write still reads nothing. It runs after the points
+// are stored: a Rollup that read the raw points before them read the block's ETag before
+// this flag changed it, and its write of the block fails.
+func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Point) error {
+	limit := time.Now().Add(-(db.opts.SealDelay - sealMargin))
+	for _, t := range db.opts.Tiers {
+		byTable := map[uint64]map[uint64]bool{}
+		for _, p := range points {
+			if !p.Time.Before(limit) {
+				continue
+			}
+			bs := floorSec(unix(p.Time), t.block())
+			tp := tierPeriod(t, bs)
+			if byTable[tp] == nil {
+				byTable[tp] = map[uint64]bool{}
+			}
+			byTable[tp][bs] = true
+		}
+		for tp, starts := range byTable {
+			name := db.tierTable(t, tp)
+			if err := db.ensureTable(ctx, name); err != nil {
+				return err
+			}
+			var actions []aztables.TransactionAction
+			for bs := range starts {
+				body := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, series, blockKey(bs)), "S", 1))
+				actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
+			}
+			client := db.service.NewClient(name)
+			for len(actions) > 0 {
+				n := min(len(actions), entity.MaxBatchOperations)
+				if err := batch.Submit(ctx, client, series, actions[:n]); err != nil {
+					return fmt.Errorf("tsdb: flag tier blocks: %w", err)
+				}
+				actions = actions[n:]
+			}
+		}
+	}
+	return nil
+}
