@@ -276,3 +276,41 @@ func newHookedDB(t *testing.T, name string, h *hooked) (*tsdb.DB, *aztables.Serv
 	require.NoError(t, err)
 	return db, svc
 }
+
+// Retain drops a tier's tables past its retention, one request each; no Rollup or Write
+// creates them again; Aggregate answers from the raw points there.
+func TestTSDBTierRetention(t *testing.T) {
+	ctx := context.Background()
+	tiers := []tsdb.Tier{{Step: time.Minute, Period: 24 * time.Hour, Retention: 48 * time.Hour}, {Step: time.Hour}}
+	db, svc, _ := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, Tiers: tiers})
+	day0 := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	var pts []tablets.Point
+	for i := range 4 * 24 * 6 { // 4 days, every 10 minutes
+		pts = append(pts, tablets.Point{Time: day0.Add(time.Duration(i) * 10 * time.Minute), Value: float64(i)})
+	}
+	require.NoError(t, db.Write(ctx, "x", pts...))
+	require.NoError(t, db.Rollup(ctx, day0, day0.Add(96*time.Hour)))
+	dropped, err := db.Retain(ctx, day0.Add(96*time.Hour)) // the first 2 days of the minute tier go
+	require.NoError(t, err)
+	var tierDropped []string
+	for _, name := range dropped {
+		if strings.Contains(name, "t60p") {
+			tierDropped = append(tierDropped, name)
+		}
+	}
+	require.Len(t, tierDropped, 2, "dropped: %v", dropped)
+	// Rolling up again does not create them again.
+	require.NoError(t, db.Rollup(ctx, day0, day0.Add(96*time.Hour)))
+	for p := svc.NewListTablesPager(nil); p.More(); {
+		page, err := p.NextPage(ctx)
+		require.NoError(t, err)
+		for _, tb := range page.Tables {
+			require.NotContains(t, tierDropped, *tb.Name, "a dropped tier table was created again")
+		}
+	}
+	// The minute step over the dropped days is answered from the raw points.
+	w := collectWindows(t, db.Aggregate(ctx, []string{"x"}, day0, day0.Add(96*time.Hour), time.Hour))
+	require.Len(t, w, 96)
+	w = collectWindows(t, db.Aggregate(ctx, []string{"x"}, day0, day0.Add(48*time.Hour), time.Minute))
+	require.Len(t, w, 288)
+}

@@ -3,7 +3,13 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/filter"
 )
 
 // Retain drops the raw tables whose whole span ends at or before now minus RawRetention, with
@@ -11,10 +17,10 @@ import (
 // table, not its entities), and returns their names. Each is first recorded as dropped in the catalog, so that no Write,
 // of this process or another, ever creates it again: Azure refuses a deleted table's name
 // for 40 seconds and more, and a period once dropped stays expired. With no RawRetention it
-// drops nothing.
+// drops no raw table. It then drops the tier tables past their tier's Retention the same way.
 func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 	if db.opts.RawRetention == 0 {
-		return nil, nil
+		return db.retainTiers(ctx, now)
 	}
 	periods, err := db.rawPeriods(ctx)
 	if err != nil {
@@ -34,6 +40,42 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 				return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 			}
 			dropped = append(dropped, name)
+		}
+	}
+	tiers, err := db.retainTiers(ctx, now)
+	return append(dropped, tiers...), err
+}
+
+// retainTiers drops the tier tables whose whole span ends at or before now minus their
+// tier's Retention, each recorded in the catalog first (no Rollup or Write creates it again).
+func (db *DB) retainTiers(ctx context.Context, now time.Time) ([]string, error) {
+	var dropped []string
+	for _, t := range db.opts.Tiers {
+		if t.Retention == 0 {
+			continue
+		}
+		prefix := db.tierTable(t, 0)
+		prefix = prefix[:len(prefix)-1] // name + "t" + step + "p"
+		f := filter.And(filter.Ge("TableName", prefix), filter.Lt("TableName", prefix+":")).String()
+		cutoff := now.Add(-t.Retention)
+		for pager := db.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				return dropped, fmt.Errorf("tsdb: list tables: %w", err)
+			}
+			for _, tb := range page.Tables {
+				p, err := strconv.ParseUint(strings.TrimPrefix(*tb.Name, prefix), 10, 64)
+				if err != nil || db.tierTable(t, p) != *tb.Name || time.Unix(int64(p), 0).Add(t.Period).After(cutoff) {
+					continue
+				}
+				if err := db.recordDroppedTable(ctx, *tb.Name); err != nil {
+					return dropped, err
+				}
+				if _, err := db.service.DeleteTable(ctx, *tb.Name, nil); err != nil && !isTableGone(err) {
+					return dropped, fmt.Errorf("tsdb: drop %s: %w", *tb.Name, err)
+				}
+				dropped = append(dropped, *tb.Name)
+			}
 		}
 	}
 	return dropped, nil

@@ -36,13 +36,24 @@ func (t Tier) block() time.Duration { return t.Step * blockWindows }
 // tierPeriod is the start of tier t's table period holding Unix second s.
 func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 
-// ensureTable creates a table unless this process knows it exists.
+// errTierDropped is ensureTable's answer for a tier table that Retain dropped: its windows
+// are past the tier's retention, and the table is never created again.
+var errTierDropped = errors.New("tsdb: tier table dropped")
+
+// ensureTable creates a tier table unless this process knows it exists, or it was dropped.
 func (db *DB) ensureTable(ctx context.Context, name string) error {
 	db.mu.Lock()
 	known := db.tables[name]
 	db.mu.Unlock()
 	if known {
 		return nil
+	}
+	_, err := db.meta.GetEntity(ctx, catalogDropped, name, nil)
+	if err == nil {
+		return errTierDropped
+	}
+	if !isStatus(err, http.StatusNotFound) {
+		return fmt.Errorf("tsdb: catalog: %w", err)
 	}
 	if err := tablets.EnsureTable(ctx, db.service.NewClient(name)); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
@@ -203,7 +214,9 @@ func (db *DB) writeBlocks(ctx context.Context, series string, t Tier, blocks map
 	}
 	for p, actions := range byTable {
 		name := db.tierTable(t, p)
-		if err := db.ensureTable(ctx, name); err != nil {
+		if err := db.ensureTable(ctx, name); errors.Is(err, errTierDropped) {
+			continue // past the tier's retention: Aggregate reads raw points there, if any
+		} else if err != nil {
 			return err
 		}
 		client := db.service.NewClient(name)
@@ -258,7 +271,9 @@ func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Poi
 		}
 		for tp, starts := range byTable {
 			name := db.tierTable(t, tp)
-			if err := db.ensureTable(ctx, name); err != nil {
+			if err := db.ensureTable(ctx, name); errors.Is(err, errTierDropped) {
+				continue // no window of it is kept: nothing to flag
+			} else if err != nil {
 				return err
 			}
 			var actions []aztables.TransactionAction
@@ -277,4 +292,28 @@ func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Poi
 		}
 	}
 	return nil
+}
+
+// KeepRolledUp rolls up, every interval, the windows that ended between lookback and
+// SealDelay ago (windows are trusted only once sealed), until ctx is done; it then returns
+// ctx's error. An error goes to report (nil: dropped) and the loop goes on. Run it in a
+// goroutine of a long-running process instead of a cron job; several processes may run it
+// at once (their writes of a block are conditional on its ETag).
+func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration, report func(error)) error {
+	if interval <= 0 || lookback <= db.opts.SealDelay {
+		return fmt.Errorf("tsdb: KeepRolledUp: interval %v must be positive and lookback %v over SealDelay %v", interval, lookback, db.opts.SealDelay)
+	}
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticker.C:
+		}
+		now := time.Now()
+		if err := db.Rollup(ctx, now.Add(-lookback), now.Add(-db.opts.SealDelay)); err != nil && report != nil && ctx.Err() == nil {
+			report(err)
+		}
+	}
 }

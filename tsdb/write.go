@@ -151,16 +151,26 @@ func (db *DB) ensure(ctx context.Context, p uint64) error {
 	return nil
 }
 
-// recordDropped marks period p's table dropped in the catalog, before the table goes.
+// recordDropped marks period p's raw table dropped in the catalog, before the table goes.
 func (db *DB) recordDropped(ctx context.Context, p uint64) error {
-	body := entity.AppendKeys(nil, catalogDropped, db.rawTable(p))
-	body = entity.AppendEnd(entity.AppendDouble(body, entity.ValueProperty, float64(p)))
-	if _, err := db.meta.UpsertEntity(ctx, body, nil); err != nil {
-		return fmt.Errorf("tsdb: catalog: %w", err)
+	if err := db.recordDroppedTable(ctx, db.rawTable(p)); err != nil {
+		return err
 	}
 	db.mu.Lock()
 	db.dropped[p] = true
 	delete(db.created, p)
+	db.mu.Unlock()
+	return nil
+}
+
+// recordDroppedTable marks a table dropped in the catalog (RowKey its name).
+func (db *DB) recordDroppedTable(ctx context.Context, name string) error {
+	body := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDropped, name), entity.ValueProperty, 1))
+	if _, err := db.meta.UpsertEntity(ctx, body, nil); err != nil {
+		return fmt.Errorf("tsdb: catalog: %w", err)
+	}
+	db.mu.Lock()
+	delete(db.tables, name)
 	db.mu.Unlock()
 	return nil
 }
