@@ -138,6 +138,10 @@ func (a Aggregation) String() string {
 	return "p" + r.FloatString(decimals)
 }
 
+// Quantile returns the quantile in [0, 1] of a percentile aggregation (P50, Percentile(q),
+// "p99"), and whether a is one.
+func (a Aggregation) Quantile() (float64, bool) { return a.q, a.kind == aggPercentile }
+
 // ParseAggregation reads an aggregation name, case-insensitively: "avg" (or "mean"), "min",
 // "max", "sum", "count", "first", "last", "median" (P50), "pN" for the N-th percentile with N
 // a decimal in [0, 100] ("p50", "p90", "p99", "p99.9"), or "qF" for the quantile F in [0, 1]

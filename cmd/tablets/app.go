@@ -184,6 +184,7 @@ Exit status: 0 on success, 1 on an error, 2 on a usage error, 130 when interrupt
 		a.latestCommand(),
 		a.deleteCommand(),
 		a.retainCommand(),
+		a.rollupCommand(),
 	)
 	for _, c := range root.Commands() {
 		c.Args = noArgs

@@ -381,7 +381,15 @@ func TestDatabase(t *testing.T) {
 	got = ok(t, env, "", append([]string{"query", "--series", "cpu", "--from", "-80h", "--to", "now", "--format", "csv", "--step", "1000h", "--agg", "count"}, flags...)...)
 	assert.Contains(t, got, ",72\n", "72 points across the raw tables")
 
-	out := ok(t, env, "", append([]string{"retain", "--raw-retention", "48h"}, flags...)...)
+	// Rollup, then an aggregate read: the same counts, percentiles from the sketches.
+	out := ok(t, env, "", append([]string{"rollup", "--from", "-80h", "--to", "now"}, flags...)...)
+	assert.Contains(t, out, "rolled up")
+	got = ok(t, env, "", append([]string{"query", "--series", "cpu", "--from", "-80h", "--to", "now", "--format", "csv", "--step", "1000h", "--agg", "count"}, flags...)...)
+	assert.Contains(t, got, ",72\n", "72 points, from the tiers and the raw points")
+	got = ok(t, env, "", append([]string{"query", "--series", "cpu", "--from", "-80h", "--to", "now", "--format", "csv", "--step", "1000h", "--agg", "max"}, flags...)...)
+	assert.Contains(t, got, ",72\n", "the largest value")
+
+	out = ok(t, env, "", append([]string{"retain", "--raw-retention", "48h"}, flags...)...)
 	assert.Contains(t, out, "dropped "+db+"r")
 	r := cli(t, env, "1000000000,1\n", append([]string{"write", "--series", "cpu", "--raw-retention", "48h"}, flags...)...)
 	assert.Equal(t, exitError, r.code)

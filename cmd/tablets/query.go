@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 // rangeFlags are --from and --to.
@@ -126,7 +127,19 @@ UTC; values print exactly (the shortest decimal that reads back as the same floa
 func (a *app) query(ctx context.Context, store tablets.Store, names []string, from, to time.Time,
 	step time.Duration, agg tablets.Aggregation, format string) error {
 	pw := newPointWriter(a.stdout, format, names)
-	if step == 0 {
+	if db, ok := store.(*tsdb.DB); ok && step > 0 {
+		// A database aggregates itself: from its rollup tiers where they hold the windows.
+		for _, name := range names {
+			for w, err := range db.Aggregate(ctx, []string{name}, from, to, step) {
+				if err != nil {
+					return err
+				}
+				if err := pw.write(name, tablets.Point{Time: w.Start, Value: windowValue(w, agg)}); err != nil {
+					return err
+				}
+			}
+		}
+	} else if step == 0 {
 		for sp, err := range store.QueryMany(ctx, names, from, to) {
 			if err != nil {
 				_ = pw.flush(false)
@@ -287,5 +300,29 @@ func (s *seriesDownsamplers) abort() {
 			d.buf = nil
 			_, _ = d.finish()
 		}
+	}
+}
+
+// windowValue is the aggregation of a database's window (percentiles from its sketch,
+// within the database's accuracy).
+func windowValue(w tsdb.Window, agg tablets.Aggregation) float64 {
+	if q, ok := agg.Quantile(); ok {
+		return w.Quantile(q)
+	}
+	switch agg {
+	case tablets.Min:
+		return w.Min
+	case tablets.Max:
+		return w.Max
+	case tablets.Sum:
+		return w.Sum
+	case tablets.Count:
+		return float64(w.Count)
+	case tablets.First:
+		return w.First
+	case tablets.Last:
+		return w.Last
+	default:
+		return w.Mean()
 	}
 }
