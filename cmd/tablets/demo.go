@@ -27,6 +27,7 @@ func (a *app) demoCommand() *cobra.Command {
 		conn       connFlags
 		hours      float64
 		basicHours float64
+		dbDays     int
 		layoutsArg []string
 		local      bool
 	)
@@ -76,13 +77,17 @@ layout a shorter span (the table says what each row measured).`,
 				}
 				ok = false
 			}
-			return a.demo(cmd.Context(), c, ok, defs, hours, basicHours)
+			if dbDays < 0 || dbDays > 366 {
+				return usageErrorf(cmd, "--db-days must be in [0, 366]")
+			}
+			return a.demo(cmd.Context(), c, ok, defs, hours, basicHours, dbDays)
 		},
 	}
 	addConnFlags(cmd, &conn)
 	f := cmd.Flags()
 	f.Float64Var(&hours, "hours", 24, "hours of 1 Hz data each layout writes")
 	f.Float64Var(&basicHours, "basic-hours", 0, "hours the basic layout writes (0: --hours)")
+	f.IntVar(&dbDays, "db-days", 7, "days of 1 Hz data the database part writes, then reads at a 1-hour step\nfrom the raw points and from its rollup tier (0: skip it)")
 	f.StringSliceVar(&layoutsArg, "layouts", layoutNames(), "layouts to run")
 	f.BoolVar(&local, "local", false, "use a local Azurite even if $"+envConnectionString+" or $"+envAccountURL+" is set")
 	return cmd
@@ -96,7 +101,7 @@ type demoRow struct {
 	elapsed    time.Duration
 }
 
-func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs []layoutDef, hours, basicHours float64) (err error) {
+func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs []layoutDef, hours, basicHours float64, dbDays int) (err error) {
 	where := ""
 	if !haveAccount {
 		fmt.Fprintln(a.stderr, "no connection string or account URL: starting a local Azurite (in memory; the first run installs it from npm)...")
@@ -204,6 +209,13 @@ func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs [
 	fmt.Fprintln(a.stdout)
 	if c := comparison(rows); c != "" {
 		fmt.Fprintln(a.stdout, c)
+	}
+	if dbDays > 0 {
+		dbName := "tabletsdemo" + suffix
+		defer a.dropDatabaseTables(admin, dbName)
+		if err := a.demoDatabase(ctx, sc, ctr, dbName, day, dbDays); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintln(a.stdout, "requests: HTTP requests sent, retries included; entities: table entities written or read;")
 	fmt.Fprintln(a.stdout, "bytes: HTTP bodies; stored/point: the entities' JSON written (what the table keeps and bills,")

@@ -531,12 +531,14 @@ func TestDemoAccount(t *testing.T) {
 	}
 	require.Empty(t, demoTables())
 
-	r := cli(t, env, "", "demo", "--hours", "0.5", "--basic-hours", "0.25")
+	r := cli(t, env, "", "demo", "--hours", "0.5", "--basic-hours", "0.25", "--db-days", "2")
 	require.Equal(t, 0, r.code, "stderr: %s", r.stderr)
 	assert.Contains(t, r.stdout, "write 15m")
 	assert.Contains(t, r.stdout, "write 30m")
 	assert.Contains(t, r.stdout, "127.0.0.1")
-	assert.Empty(t, demoTables())
+	assert.Regexp(t, `1h windows from the raw points +48 `, r.stdout)
+	assert.Regexp(t, `1h windows from the hour tier +48 +1 `, r.stdout, "the tier answers in one request")
+	assert.Empty(t, demoTables(), "the database's tables too")
 
 	// Ctrl-C in the middle of the basic write: exit 130, tables deleted.
 	ctx, cancel := context.WithCancel(context.Background())
