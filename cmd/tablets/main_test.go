@@ -389,6 +389,12 @@ func TestDatabase(t *testing.T) {
 	got = ok(t, env, "", append([]string{"query", "--series", "cpu", "--from", "-80h", "--to", "now", "--format", "csv", "--step", "1000h", "--agg", "max"}, flags...)...)
 	assert.Contains(t, got, ",72\n", "the largest value")
 
+	png := filepath.Join(t.TempDir(), "db.png")
+	out = ok(t, env, "", append([]string{"plot", "--series", "cpu", "--from", "-80h", "--to", "now", "--out", png}, flags...)...)
+	assert.Contains(t, out, "72 points")
+	_, err := os.Stat(png)
+	require.NoError(t, err)
+
 	out = ok(t, env, "", append([]string{"retain", "--raw-retention", "48h"}, flags...)...)
 	assert.Contains(t, out, "dropped "+db+"r")
 	r := cli(t, env, "1000000000,1\n", append([]string{"write", "--series", "cpu", "--raw-retention", "48h"}, flags...)...)

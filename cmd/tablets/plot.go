@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"image"
@@ -24,6 +25,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 func (a *app) plotCommand() *cobra.Command {
@@ -88,6 +90,7 @@ usual spacing). NaN and infinite values are left out.`,
 // bucketSeries is one series downsampled for a chart.
 type bucketSeries struct {
 	name           string
+	band           string    // what the band shows: "" for min-max
 	t              []float64 // bucket starts, Unix seconds
 	avg, min, max  []float64
 	meanCount      float64 // points per bucket
@@ -97,6 +100,9 @@ type bucketSeries struct {
 func (a *app) plot(ctx context.Context, store tablets.Store, names []string, from, to time.Time,
 	out, ext string, width, height int, title string) error {
 	step := max(to.Sub(from)/time.Duration(width), 1)
+	if db, ok := store.(*tsdb.DB); ok {
+		return a.plotDB(ctx, db, names, from, to, step, out, ext, width, height, title)
+	}
 	ds := newSeriesDownsamplers(names, step, tablets.Avg, tablets.Min, tablets.Max, tablets.Count)
 	defer ds.abort()
 	for sp, err := range store.QueryMany(ctx, names, from, to) {
@@ -134,6 +140,12 @@ func (a *app) plot(ctx context.Context, store tablets.Store, names []string, fro
 		}
 		all = append(all, bs)
 	}
+	return a.drawChart(all, names, from, to, step, points, out, ext, width, height, title)
+}
+
+// drawChart draws the buckets of every series into out.
+func (a *app) drawChart(all []bucketSeries, names []string, from, to time.Time, step time.Duration, points int,
+	out, ext string, width, height int, title string) error {
 	if points == 0 {
 		return fmt.Errorf("no points of %s in [%s, %s): nothing to plot", strings.Join(names, ", "), fmtTime(from), fmtTime(to))
 	}
@@ -149,6 +161,43 @@ func (a *app) plot(ctx context.Context, store tablets.Store, names []string, fro
 	}
 	fmt.Fprintf(a.stdout, "wrote %s: %d x %d, %s points in buckets of %s\n", out, width, height, thousands(int64(points)), step)
 	return nil
+}
+
+// plotDB plots a database's series from its Aggregate: the mean line in a p50-p99 band, at a
+// step rounded up to a minute or an hour where the rollup tiers hold the windows.
+func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names []string, from, to time.Time, step time.Duration,
+	out, ext string, width, height int, title string) error {
+	switch {
+	case step > time.Hour:
+		step = (step + time.Hour - 1) / time.Hour * time.Hour
+	case step > time.Minute:
+		step = (step + time.Minute - 1) / time.Minute * time.Minute
+	}
+	var all []bucketSeries
+	points := 0
+	for _, name := range names {
+		bs := bucketSeries{name: name, band: "p50-p99"}
+		for w, err := range db.Aggregate(ctx, []string{name}, from, to, step) {
+			if err != nil {
+				return err
+			}
+			points += int(w.Count)
+			bs.total++
+			mean, p50, p99 := w.Mean(), w.Quantile(0.5), w.Quantile(0.99)
+			if !finite(mean) || !finite(p50) || !finite(p99) {
+				bs.dropped++
+				continue
+			}
+			bs.t = append(bs.t, unixSeconds(w.Start))
+			bs.avg, bs.min, bs.max = append(bs.avg, mean), append(bs.min, min(p50, mean)), append(bs.max, max(p99, mean))
+			bs.meanCount += float64(w.Count)
+		}
+		if len(bs.t) > 0 {
+			bs.meanCount /= float64(len(bs.t))
+		}
+		all = append(all, bs)
+	}
+	return a.drawChart(all, names, from, to, step, points, out, ext, width, height, title)
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
@@ -240,7 +289,7 @@ func chart(all []bucketSeries, from, to time.Time, step time.Duration, title str
 		}
 		label := bs.name
 		if band {
-			label += " (mean, min-max band)"
+			label += " (mean, " + cmp.Or(bs.band, "min-max") + " band)"
 		}
 		p.Legend.Add(label, legend)
 	}
