@@ -22,7 +22,7 @@ const maxSeriesPerFilter = 13
 // Aggregate yields, oldest first, one Window per epoch-aligned step window that holds points
 // in [from, to), aggregating the points of all the named series together; a window cut by
 // from or to aggregates only the points inside. It reads the coarsest tier whose Step
-// divides step wherever that tier's blocks are sealed and not flagged stale (see
+// divides step wherever that tier's windows are sealed and not flagged stale (see
 // Options.SealDelay), and the raw points elsewhere: the answer does not depend on which.
 func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration) iter.Seq2[Window, error] {
 	return func(yield func(Window, error) bool) {
@@ -85,15 +85,22 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 				raw[s] = append(raw[s], [2]time.Time{from, cl})
 				for bs := floorSec(unix(cl), tier.block()); bs < unix(ch); bs += uint64(tier.block() / time.Second) {
 					lo, hi := laterOf(at(bs), cl), earlierOf(at(bs).Add(tier.block()), ch)
-					// Sealed: rolled up at least SealDelay after its end, and not flagged since.
+					// A window is trusted when its block is not flagged and was rolled up at
+					// least SealDelay after the window's end; raw points elsewhere.
 					b := blocks[blockRef{s, bs}]
-					sealed := at(bs).Add(tier.block()).Add(db.opts.SealDelay)
-					if b == nil || b.stale || b.rolled < float64(sealed.Unix()) {
+					if b == nil || b.stale {
 						raw[s] = append(raw[s], [2]time.Time{lo, hi})
 						continue
 					}
-					for _, w := range b.windows {
-						if w != nil && !w.Start.Before(lo) && w.Start.Before(hi) {
+					for i := range blockWindows {
+						ws := at(bs).Add(time.Duration(i) * tier.Step)
+						we := ws.Add(tier.Step)
+						if ws.Before(lo) || !ws.Before(hi) {
+							continue
+						}
+						if b.rolled < float64(we.Add(db.opts.SealDelay).Unix()) {
+							raw[s] = append(raw[s], [2]time.Time{ws, we})
+						} else if w := b.windows[i]; w != nil {
 							tierWindows[s] = append(tierWindows[s], w)
 						}
 					}
