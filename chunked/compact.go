@@ -3,9 +3,7 @@ package chunked
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -93,7 +91,7 @@ func (s *Store) compactPartition(ctx context.Context, pk string) error {
 		conflict, merged := false, false
 		for _, run := range s.runs(chunks) {
 			done, err := s.mergeRun(ctx, pk, run)
-			if isConflict(err) {
+			if batch.IsConflict(err) {
 				conflict = true
 				break
 			}
@@ -226,16 +224,6 @@ func (s *Store) mergeRun(ctx context.Context, pk string, run []stored) (bool, er
 		}
 	}
 	return true, batch.Submit(ctx, s.client, pk, actions)
-}
-
-// isConflict reports a transaction that failed because a chunk it read has changed or gone.
-func isConflict(err error) bool {
-	var be *batch.Error
-	if errors.As(err, &be) {
-		return be.Status == http.StatusPreconditionFailed || be.Status == http.StatusNotFound ||
-			be.Code == string(aztables.UpdateConditionNotSatisfied) || be.Code == string(aztables.ResourceNotFound)
-	}
-	return false
 }
 
 // KeepCompacted compacts, every interval, the last lookback of each series that names

@@ -114,7 +114,7 @@ func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) er
 		for i, t := range db.opts.Tiers {
 			blocks := db.computeBlocks(t, pts, rolled)
 			err := db.writeBlocks(ctx, series, t, blocks, etags[i])
-			if isConflict(err) {
+			if batch.IsConflict(err) {
 				conflict = true
 				break
 			}
@@ -219,35 +219,23 @@ func (db *DB) writeBlocks(ctx context.Context, series string, t Tier, blocks map
 		} else if err != nil {
 			return err
 		}
-		client := db.service.NewClient(name)
-		for len(actions) > 0 {
-			n := min(len(actions), entity.MaxBatchOperations)
-			sizes := 0
-			for i, a := range actions[:n] {
-				if sizes += len(a.Entity) + 512; sizes > 3<<20 {
-					n = max(i, 1)
-					break
-				}
-			}
-			if err := batch.Submit(ctx, client, series, actions[:n]); err != nil {
-				return err
-			}
-			actions = actions[n:]
+		if err := submitAll(ctx, db.service.NewClient(name), series, actions); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// isConflict reports a transaction that failed because a block changed since it was read,
-// or appeared.
-func isConflict(err error) bool {
-	var be *batch.Error
-	if errors.As(err, &be) {
-		return be.Status == http.StatusPreconditionFailed || be.Status == http.StatusConflict || be.Status == http.StatusNotFound ||
-			be.Code == string(aztables.UpdateConditionNotSatisfied) || be.Code == string(aztables.EntityAlreadyExists) ||
-			be.Code == string(aztables.ResourceNotFound)
+// submitAll sends the operations of one partition in transactions under the batch limits.
+func submitAll(ctx context.Context, client *aztables.Client, pk string, actions []aztables.TransactionAction) error {
+	start := 0
+	for _, end := range entity.Batches(len(actions), func(i int) int { return len(actions[i].Entity) + 2*len(pk) }) {
+		if err := batch.Submit(ctx, client, pk, actions[start:end]); err != nil {
+			return err
+		}
+		start = end
 	}
-	return false
+	return nil
 }
 
 // flagStale flags the tier blocks holding points older than the seal delay (less the clock
@@ -281,13 +269,8 @@ func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Poi
 				body := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, series, blockKey(bs)), "S", 1))
 				actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
 			}
-			client := db.service.NewClient(name)
-			for len(actions) > 0 {
-				n := min(len(actions), entity.MaxBatchOperations)
-				if err := batch.Submit(ctx, client, series, actions[:n]); err != nil {
-					return fmt.Errorf("tsdb: flag tier blocks: %w", err)
-				}
-				actions = actions[n:]
+			if err := submitAll(ctx, db.service.NewClient(name), series, actions); err != nil {
+				return fmt.Errorf("tsdb: flag tier blocks: %w", err)
 			}
 		}
 	}

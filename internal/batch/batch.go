@@ -41,6 +41,26 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// IsConflict reports a write that failed because an entity it was conditional on changed or
+// went (412, 404), or one it would insert appeared (409): in a transaction's reply or a
+// single request's. A read-compute-write that gets one starts again from the read.
+func IsConflict(err error) bool {
+	status := 0
+	var be *Error
+	var re *azcore.ResponseError
+	switch {
+	case errors.As(err, &be):
+		status = be.Status
+		switch be.Code {
+		case string(aztables.UpdateConditionNotSatisfied), string(aztables.ResourceNotFound), string(aztables.EntityAlreadyExists):
+			return true
+		}
+	case errors.As(err, &re):
+		status = re.StatusCode
+	}
+	return status == http.StatusPreconditionFailed || status == http.StatusNotFound || status == http.StatusConflict
+}
+
 // Submitter is the part of *aztables.Client a transaction needs.
 type Submitter interface {
 	SubmitTransaction(ctx context.Context, actions []aztables.TransactionAction, opts *aztables.SubmitTransactionOptions) (aztables.TransactionResponse, error)

@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"testing"
@@ -63,4 +64,26 @@ func TestExplainParsesBatchReply(t *testing.T) {
 	// Not the service's answer: unchanged.
 	plain := errors.New("dial tcp: refused")
 	require.Equal(t, plain, Explain(plain))
+}
+
+// IsConflict tells a write that lost to a concurrent change from any other failure.
+func TestIsConflict(t *testing.T) {
+	re := func(status int) error { return &azcore.ResponseError{StatusCode: status} }
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{re(http.StatusPreconditionFailed), true},
+		{re(http.StatusNotFound), true},
+		{re(http.StatusConflict), true},
+		{fmt.Errorf("wrapped: %w", re(http.StatusPreconditionFailed)), true},
+		{&Error{Status: http.StatusPreconditionFailed, Index: 3, Err: re(http.StatusAccepted)}, true},
+		{&Error{Code: "EntityAlreadyExists", Index: 0, Err: re(http.StatusAccepted)}, true},
+		{&Error{Code: "InvalidInput", Status: http.StatusBadRequest, Err: re(http.StatusAccepted)}, false},
+		{re(http.StatusServiceUnavailable), false},
+		{errors.New("network"), false},
+		{nil, false},
+	} {
+		require.Equal(t, c.want, IsConflict(c.err), "%v", c.err)
+	}
 }

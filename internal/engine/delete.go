@@ -143,9 +143,7 @@ func (s *Store) trim(ctx context.Context, pk, rk string, lo, hi uint64) (bool, e
 			return false, nil
 		}
 		err = s.replace(ctx, pk, rk, resp.ETag, units, values)
-		var be *batch.Error
-		if isStatus(err, http.StatusPreconditionFailed) || isStatus(err, http.StatusNotFound) ||
-			(errors.As(err, &be) && (be.Status == http.StatusPreconditionFailed || be.Status == http.StatusNotFound)) {
+		if batch.IsConflict(err) {
 			continue // a concurrent write changed the entity: read it again
 		}
 		return err == nil, err
