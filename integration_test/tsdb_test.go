@@ -2,20 +2,16 @@ package integration_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/internal/storetest"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -23,42 +19,7 @@ import (
 // newDB opens a database with a fresh name on the shared Azurite, every request through a
 // checking transport, and drops its tables when the test ends.
 func newDB(t *testing.T, opts *tsdb.Options) (*tsdb.DB, *aztables.ServiceClient, *azurite.Checker) {
-	srv := azurite.Shared(t)
-	var mu sync.Mutex
-	ended := false
-	t.Cleanup(func() { mu.Lock(); ended = true; mu.Unlock() })
-	checker := azurite.NewChecker(nil, func(v string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !ended {
-			t.Errorf("Azure limit violated: %s", v)
-		}
-	})
-	svc, err := srv.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
-		Transport: checker, Retry: azurite.TestRetryOptions(), PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy()}}})
-	require.NoError(t, err)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "db" + hex.EncodeToString(b)
-	db, err := tsdb.Open(context.Background(), svc, name, opts)
-	require.NoError(t, err)
-	admin, err := srv.NewServiceClient(nil)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		for p := admin.NewListTablesPager(nil); p.More(); {
-			page, err := p.NextPage(context.Background())
-			if err != nil {
-				return
-			}
-			for _, tb := range page.Tables {
-				if strings.HasPrefix(*tb.Name, name) {
-					_, _ = admin.DeleteTable(context.Background(), *tb.Name, nil)
-				}
-			}
-		}
-	})
-	checker.Reset()
-	return db, svc, checker
+	return dbtest.NewDB(t, opts)
 }
 
 // tsdbHarness runs the conformance suite on a database's raw tables.

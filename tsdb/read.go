@@ -16,7 +16,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -311,10 +310,9 @@ func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) 
 	}
 	seen := map[string]bool{}
 	sel := "RowKey"
-	f := filter.Eq("PartitionKey", indexPartition).String()
 	for _, sp := range spans {
 		client := db.service.NewClient(db.indexTable(sp.period))
-		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
+		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); pager.More(); {
 			page, err := pager.NextPage(ctx)
 			if isTableGone(err) {
 				break

@@ -65,6 +65,7 @@ type DB struct {
 	created    map[uint64]bool          // raw and index tables known to exist
 	dropped    map[uint64]bool          // raw periods known to be dropped
 	registered map[indexKey]bool        // series known to be in a period's index
+	labels     map[string]Labels        // label sets known to be registered, by key
 	tables     map[string]bool          // tier tables known to exist
 }
 
@@ -88,7 +89,7 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 		return nil, err
 	}
 	db := &DB{service: service, name: name, opts: o, meta: service.NewClient(name + "m"),
-		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}, registered: map[indexKey]bool{}, tables: map[string]bool{}}
+		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}, registered: map[indexKey]bool{}, labels: map[string]Labels{}, tables: map[string]bool{}}
 	if _, err := o.Layout(service.NewClient(db.rawTable(0))); err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}

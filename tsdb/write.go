@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -21,58 +22,134 @@ const catalogDropped = "dropped"
 // table was dropped fails the whole call with ErrExpired too, before anything is written,
 // and such a table is never created again. The table of a period is created on its first
 // write, with the next period's (so that it is not new, and throttled, when its time comes).
+// A series new to a period is listed in its index before its points are written there.
 func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point) error {
 	if len(points) == 0 {
 		return nil
 	}
-	byPeriod := map[uint64][]tablets.Point{}
+	plans, err := db.plan(ctx, []SeriesPoints{{series, points}})
+	if err != nil {
+		return err
+	}
+	return db.writePlanned(ctx, plans)[0]
+}
+
+// SeriesPoints are points of one series, for WriteMany.
+type SeriesPoints struct {
+	Series string
+	Points []tablets.Point
+}
+
+// WriteMany is Write of many series: every series and point is checked before any request,
+// the series new to a period are listed in its index in transactions (one per index
+// partition and 100 series), then the series are written, writeConcurrency at a time. Its
+// error joins the *tablets.WriteError of each series that failed (errors.As finds one; the
+// Unwrap() []error of errors.Join lists all).
+func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
+	plans, err := db.plan(ctx, batch)
+	if err != nil {
+		return err
+	}
+	return errors.Join(db.writePlanned(ctx, plans)...)
+}
+
+// writeConcurrency is how many series WriteMany writes at once.
+const writeConcurrency = 8
+
+// planned is a series' points split by raw period.
+type planned struct {
+	series   string
+	points   []tablets.Point
+	byPeriod map[uint64][]tablets.Point
+	periods  []uint64 // ascending
+}
+
+// plan checks every series and point, and that no period is dropped, before any write.
+func (db *DB) plan(ctx context.Context, batch []SeriesPoints) ([]planned, error) {
 	var expiredBefore time.Time
 	if db.opts.RawRetention > 0 {
 		expiredBefore = time.Now().Add(-db.opts.RawRetention)
 	}
-	for i, p := range points {
-		if err := rounding.CheckTime(p.Time); err != nil {
-			return fmt.Errorf("tsdb: write %q: point %d: %w", series, i, err)
+	plans := make([]planned, 0, len(batch))
+	all := map[uint64]bool{}
+	for _, sp := range batch {
+		if len(sp.Points) == 0 {
+			continue
 		}
-		if p.Time.Before(expiredBefore) {
-			return fmt.Errorf("tsdb: write %q: %w: point %d at %s is older than the raw retention (%v)", series, ErrExpired, i,
-				p.Time.UTC().Format(time.RFC3339Nano), db.opts.RawRetention)
+		pl := planned{series: sp.Series, points: sp.Points, byPeriod: map[uint64][]tablets.Point{}}
+		for i, p := range sp.Points {
+			if err := rounding.CheckTime(p.Time); err != nil {
+				return nil, fmt.Errorf("tsdb: write %q: point %d: %w", sp.Series, i, err)
+			}
+			if p.Time.Before(expiredBefore) {
+				return nil, fmt.Errorf("tsdb: write %q: %w: point %d at %s is older than the raw retention (%v)", sp.Series, ErrExpired, i,
+					p.Time.UTC().Format(time.RFC3339Nano), db.opts.RawRetention)
+			}
+			pp := db.period(p.Time)
+			if pl.byPeriod[pp] == nil {
+				pl.periods = append(pl.periods, pp)
+			}
+			pl.byPeriod[pp] = append(pl.byPeriod[pp], p)
+			all[pp] = true
 		}
-		pp := db.period(p.Time)
-		byPeriod[pp] = append(byPeriod[pp], p)
+		slices.Sort(pl.periods)
+		// The layout validates the series before any request.
+		if err := db.validate(ctx, sp.Series); err != nil {
+			return nil, fmt.Errorf("tsdb: %w", err)
+		}
+		plans = append(plans, pl)
 	}
-	periods := make([]uint64, 0, len(byPeriod))
-	for p := range byPeriod {
-		periods = append(periods, p)
-	}
-	slices.Sort(periods)
-	// The layout validates the series before any request.
-	first, err := db.store(periods[0])
-	if err != nil {
-		return err
-	}
-	if err := first.Write(ctx, series); err != nil {
-		return fmt.Errorf("tsdb: %w", err)
-	}
-	for _, p := range periods {
+	for p := range all {
 		if err := db.checkNotDropped(ctx, p); err != nil {
-			return fmt.Errorf("tsdb: write %q: %w", series, err)
+			series := ""
+			for _, pl := range plans {
+				if pl.byPeriod[p] != nil {
+					series = pl.series
+					break
+				}
+			}
+			return nil, fmt.Errorf("tsdb: write %q: %w", series, err)
 		}
 	}
+	return plans, nil
+}
+
+// writePlanned makes the tables and index entries of each period, then writes each series'
+// points, and returns each series' error (a *tablets.WriteError) or nil.
+func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
+	bySeriesPeriod := map[uint64][]string{}
+	for _, pl := range plans {
+		for _, p := range pl.periods {
+			bySeriesPeriod[p] = append(bySeriesPeriod[p], pl.series)
+		}
+	}
+	// Listed before its points are written: a series with points is always listed.
+	periodErr := map[uint64]error{}
+	for p, series := range bySeriesPeriod {
+		err := db.ensure(ctx, p)
+		if err == nil {
+			err = db.register(ctx, p, series...)
+		}
+		periodErr[p] = err
+	}
+	return batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
+		return db.writeSeries(ctx, plans[i], periodErr)
+	})
+}
+
+// writeSeries writes one series' points, period by period, then flags the rolled-up windows
+// its late points fall in.
+func (db *DB) writeSeries(ctx context.Context, pl planned, periodErr map[uint64]error) error {
 	var failed []tablets.Point
 	var firstErr error
 	var code string
 	index := -1
-	for _, p := range periods {
-		err := db.ensure(ctx, p)
-		if err == nil {
-			// Listed before its points are written: a series with points is always listed.
-			err = db.register(ctx, p, series)
-		}
+	for _, p := range pl.periods {
+		err := periodErr[p]
 		if err == nil {
 			var s tablets.Store
 			if s, err = db.store(p); err == nil {
-				err = s.Write(ctx, series, byPeriod[p]...)
+				err = s.Write(ctx, pl.series, pl.byPeriod[p]...)
 			}
 		}
 		if err == nil {
@@ -86,17 +163,17 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 			}
 			continue
 		}
-		failed = append(failed, byPeriod[p]...)
+		failed = append(failed, pl.byPeriod[p]...)
 		if firstErr == nil {
 			firstErr = err
 		}
 	}
 	if firstErr != nil {
-		return &tablets.WriteError{Series: series, Failed: failed, Code: code, Index: index, Err: firstErr}
+		return &tablets.WriteError{Series: pl.series, Failed: failed, Code: code, Index: index, Err: firstErr}
 	}
 	// Late points: flag the rolled-up windows they fall in (after storing them).
-	if err := db.flagStale(ctx, series, points); err != nil {
-		return fmt.Errorf("tsdb: write %q: the points are stored, but flagging the rollup tiers failed (write them again): %w", series, err)
+	if err := db.flagStale(ctx, pl.series, pl.points); err != nil {
+		return fmt.Errorf("tsdb: write %q: the points are stored, but flagging the rollup tiers failed (write them again): %w", pl.series, err)
 	}
 	return nil
 }
@@ -175,25 +252,5 @@ func (db *DB) recordDroppedTable(ctx context.Context, name string) error {
 	return nil
 }
 
-// indexPartition is the one partition of an index table: RowKey the series.
+// indexPartition is the index partition of plain series (not label sets): RowKey the series.
 const indexPartition = "s"
-
-// register lists series in period p's index, unless this process knows it is there: a
-// series costs one request a period, the first time a process writes it there.
-func (db *DB) register(ctx context.Context, p uint64, series string) error {
-	k := indexKey{p, series}
-	db.mu.Lock()
-	known := db.registered[k]
-	db.mu.Unlock()
-	if known {
-		return nil
-	}
-	body := entity.AppendEnd(entity.AppendKeys(nil, indexPartition, series))
-	if _, err := db.service.NewClient(db.indexTable(p)).UpsertEntity(ctx, body, nil); err != nil {
-		return fmt.Errorf("tsdb: index: %w", err)
-	}
-	db.mu.Lock()
-	db.registered[k] = true
-	db.mu.Unlock()
-	return nil
-}

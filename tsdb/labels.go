@@ -1,0 +1,226 @@
+package tsdb
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/seed71701133/tablets"
+)
+
+// MetricName is the label that holds a series' metric name, as in Prometheus.
+const MetricName = "__name__"
+
+// Label is one name and value of a series' label set.
+type Label struct{ Name, Value string }
+
+// Labels is a label set: sorted by Name, no duplicate or empty names, no empty values (a
+// label with an empty value is the same as no label, as in Prometheus; SeriesOf drops them).
+type Labels []Label
+
+// LabelsFromStrings makes a label set from name, value pairs in any order; it panics on an
+// odd count (a programming error), like Prometheus' labels.FromStrings. Check the result with
+// Validate or SeriesOf.
+func LabelsFromStrings(pairs ...string) Labels {
+	if len(pairs)%2 != 0 {
+		panic("tsdb.LabelsFromStrings: odd number of strings")
+	}
+	ls := make(Labels, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		ls = append(ls, Label{pairs[i], pairs[i+1]})
+	}
+	slices.SortStableFunc(ls, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
+	return ls
+}
+
+// Get returns the value of the label named name, or "" if there is none.
+func (ls Labels) Get(name string) string {
+	for _, l := range ls {
+		if l.Name == name {
+			return l.Value
+		}
+	}
+	return ""
+}
+
+// String formats the set as Prometheus does: name{a="1", b="2"}, or {a="1"} without a name.
+func (ls Labels) String() string {
+	var b strings.Builder
+	b.WriteString(ls.Get(MetricName))
+	b.WriteByte('{')
+	first := true
+	for _, l := range ls {
+		if l.Name == MetricName {
+			continue
+		}
+		if !first {
+			b.WriteString(", ")
+		}
+		first = false
+		b.WriteString(l.Name)
+		b.WriteByte('=')
+		b.WriteString(strconv.Quote(l.Value))
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Validate reports, wrapping tablets.ErrInvalidOptions, a set that is not sorted, has an
+// empty or duplicate name, an empty value, invalid UTF-8, or encodes to more than
+// MaxLabelsSize bytes.
+func (ls Labels) Validate() error {
+	if len(ls) == 0 {
+		return fmt.Errorf("%w: empty label set", tablets.ErrInvalidOptions)
+	}
+	size := 1 + binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(ls)))
+	for i, l := range ls {
+		switch {
+		case l.Name == "":
+			return fmt.Errorf("%w: label %d has an empty name", tablets.ErrInvalidOptions, i)
+		case !utf8.ValidString(l.Name):
+			return fmt.Errorf("%w: label name %q is not valid UTF-8", tablets.ErrInvalidOptions, l.Name)
+		case !utf8.ValidString(l.Value):
+			return fmt.Errorf("%w: the value of label %q is not valid UTF-8", tablets.ErrInvalidOptions, l.Name)
+		case l.Value == "":
+			return fmt.Errorf("%w: label %q has an empty value (an empty value is no label)", tablets.ErrInvalidOptions, l.Name)
+		case i > 0 && ls[i-1].Name == l.Name:
+			return fmt.Errorf("%w: duplicate label name %q", tablets.ErrInvalidOptions, l.Name)
+		case i > 0 && ls[i-1].Name > l.Name:
+			return fmt.Errorf("%w: labels not sorted by name (%q before %q)", tablets.ErrInvalidOptions, ls[i-1].Name, l.Name)
+		}
+		size += uvarintLen(len(l.Name)) + len(l.Name) + uvarintLen(len(l.Value)) + len(l.Value)
+	}
+	if size > MaxLabelsSize {
+		return fmt.Errorf("%w: the label set takes %d bytes, over %d", tablets.ErrInvalidOptions, size, MaxLabelsSize)
+	}
+	return nil
+}
+
+// canonical sorts a copy of ls by name and drops empty values, then validates it.
+func canonical(ls Labels) (Labels, error) {
+	out := make(Labels, 0, len(ls))
+	for _, l := range ls {
+		if l.Value != "" {
+			out = append(out, l)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
+	for _, l := range ls {
+		if l.Name == "" {
+			return nil, fmt.Errorf("%w: a label has an empty name", tablets.ErrInvalidOptions)
+		}
+	}
+	if err := out.Validate(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func uvarintLen(n int) int { return len(binary.AppendUvarint(nil, uint64(n))) }
+
+// MaxLabelsSize is the largest encoded label set: Azure's limit on an Edm.Binary property.
+const MaxLabelsSize = 64 << 10
+
+// labelsVersion is the first byte of an encoded label set.
+const labelsVersion = 1
+
+// appendLabels appends the encoding of a valid, sorted label set, version 1:
+//
+//	byte     1 (the version)
+//	uvarint  the number of labels, n >= 1
+//	n times  uvarint len(name), name (UTF-8), uvarint len(value), value (UTF-8)
+//
+// with names non-empty and strictly ascending (bytewise) and values non-empty. A set has
+// exactly one encoding: it is what the series key hashes.
+func appendLabels(dst []byte, ls Labels) []byte {
+	dst = append(dst, labelsVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(ls)))
+	for _, l := range ls {
+		dst = binary.AppendUvarint(dst, uint64(len(l.Name)))
+		dst = append(dst, l.Name...)
+		dst = binary.AppendUvarint(dst, uint64(len(l.Value)))
+		dst = append(dst, l.Value...)
+	}
+	return dst
+}
+
+var errBadLabels = errors.New("malformed label set")
+
+// decodeLabels decodes appendLabels' encoding strictly: anything but the one encoding of a
+// valid set is an error.
+func decodeLabels(b []byte) (Labels, error) {
+	if len(b) > MaxLabelsSize {
+		return nil, fmt.Errorf("%w: %d bytes", errBadLabels, len(b))
+	}
+	if len(b) == 0 || b[0] != labelsVersion {
+		return nil, fmt.Errorf("%w: unknown version", errBadLabels)
+	}
+	whole := b
+	b = b[1:]
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n == 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("%w: bad count", errBadLabels)
+	}
+	b = b[k:]
+	str := func() (string, bool) {
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l == 0 || l > uint64(len(b)-k) {
+			return "", false
+		}
+		s := string(b[k : k+int(l)])
+		b = b[k+int(l):]
+		return s, true
+	}
+	ls := make(Labels, 0, n)
+	for range n {
+		name, ok1 := str()
+		value, ok2 := str()
+		if !ok1 || !ok2 {
+			return nil, fmt.Errorf("%w: truncated", errBadLabels)
+		}
+		ls = append(ls, Label{name, value})
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the last label", errBadLabels, len(b))
+	}
+	if err := ls.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", errBadLabels, err)
+	}
+	// A non-minimal uvarint would decode to the same set: one encoding only.
+	if string(appendLabels(nil, ls)) != string(whole) {
+		return nil, fmt.Errorf("%w: not the canonical encoding", errBadLabels)
+	}
+	return ls, nil
+}
+
+// seriesKeyPrefix starts every series key of a label set.
+const seriesKeyPrefix = "l"
+
+// seriesKey is the series key of a canonical label set: "l" and the first 16 bytes of the
+// SHA-256 of its encoding, in lowercase hex (33 characters, valid in every layout's keys
+// whatever the labels hold). 128 bits: a collision among a trillion series has a chance
+// under 1e-14.
+func seriesKey(ls Labels) string {
+	sum := sha256.Sum256(appendLabels(nil, ls))
+	return seriesKeyPrefix + hex.EncodeToString(sum[:16])
+}
+
+// isLabelsKey reports whether series has the form of a label set's key (then the registry
+// may hold its labels).
+func isLabelsKey(series string) bool {
+	if len(series) != 33 || series[0] != seriesKeyPrefix[0] {
+		return false
+	}
+	for i := 1; i < len(series); i++ {
+		if c := series[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,163 @@
+package tsdb
+
+import (
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/seed71701133/tablets"
+)
+
+// MatchType is how a Matcher compares a label's value.
+type MatchType int
+
+// The match types of Prometheus' selectors.
+const (
+	MatchEqual     MatchType = iota // =
+	MatchNotEqual                   // !=
+	MatchRegexp                     // =~
+	MatchNotRegexp                  // !~
+)
+
+func (t MatchType) String() string {
+	switch t {
+	case MatchEqual:
+		return "="
+	case MatchNotEqual:
+		return "!="
+	case MatchRegexp:
+		return "=~"
+	case MatchNotRegexp:
+		return "!~"
+	}
+	return "MatchType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Matcher selects series by one label, with Prometheus' semantics: a series without the
+// label has the value "" for it (so `a=""` matches series without a, and `a!="x"` and
+// `a!~"x"` match them too). A regexp is RE2 syntax where "." also matches a newline,
+// anchored at both ends: `a=~"b|c"` is `^(?s:b|c)$`.
+type Matcher struct {
+	Type        MatchType
+	Name, Value string
+}
+
+func (m Matcher) String() string { return m.Name + m.Type.String() + strconv.Quote(m.Value) }
+
+// matcher is a checked Matcher, its regexp compiled.
+type matcher struct {
+	Matcher
+	re *regexp.Regexp
+}
+
+func (m *matcher) matches(v string) bool {
+	switch m.Type {
+	case MatchEqual:
+		return v == m.Value
+	case MatchNotEqual:
+		return v != m.Value
+	case MatchRegexp:
+		return m.re.MatchString(v)
+	default:
+		return !m.re.MatchString(v)
+	}
+}
+
+// matchesSet reports whether the label set matches every matcher.
+func matchesSet(ms []matcher, ls Labels) bool {
+	for i := range ms {
+		if !ms[i].matches(ls.Get(ms[i].Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// compileMatchers checks and compiles matchers, wrapping tablets.ErrInvalidOptions. With
+// needSelective, at least one must not match the empty string (a selector that matches every
+// series, including those without any of the labels, is refused as Prometheus does).
+func compileMatchers(ms []Matcher, needSelective bool) ([]matcher, error) {
+	out := make([]matcher, len(ms))
+	selective := false
+	for i, m := range ms {
+		if m.Name == "" {
+			return nil, fmt.Errorf("%w: matcher %d has an empty label name", tablets.ErrInvalidOptions, i)
+		}
+		if !utf8.ValidString(m.Name) || !utf8.ValidString(m.Value) {
+			return nil, fmt.Errorf("%w: matcher %s is not valid UTF-8", tablets.ErrInvalidOptions, m)
+		}
+		out[i].Matcher = m
+		switch m.Type {
+		case MatchEqual, MatchNotEqual:
+		case MatchRegexp, MatchNotRegexp:
+			// As Prometheus' labels.NewFastRegexMatcher: Perl syntax, "." matches "\n".
+			parsed, err := syntax.Parse(m.Value, syntax.Perl|syntax.DotNL)
+			if err != nil {
+				return nil, fmt.Errorf("%w: matcher %s: %v", tablets.ErrInvalidOptions, m, err)
+			}
+			if out[i].re, err = regexp.Compile("^(?s:" + parsed.Simplify().String() + ")$"); err != nil {
+				return nil, fmt.Errorf("%w: matcher %s: %v", tablets.ErrInvalidOptions, m, err)
+			}
+		default:
+			return nil, fmt.Errorf("%w: matcher %d has unknown type %d", tablets.ErrInvalidOptions, i, m.Type)
+		}
+		if !out[i].matches("") {
+			selective = true
+		}
+	}
+	if needSelective && !selective {
+		return nil, fmt.Errorf("%w: a selector needs at least one matcher that does not match the empty string", tablets.ErrInvalidOptions)
+	}
+	return out, nil
+}
+
+// nameValues returns the metric names a Select can only match, if its matchers pin them
+// down: an equality on MetricName, or a regexp on it that is an alternation of literals
+// (`a|b`). ok is false when any name may match.
+func nameValues(ms []matcher) (names []string, ok bool) {
+	for _, m := range ms {
+		if m.Name != MetricName {
+			continue
+		}
+		switch m.Type {
+		case MatchEqual:
+			if m.Value != "" {
+				return []string{m.Value}, true
+			}
+		case MatchRegexp:
+			if lits, ok := literalAlternation(m.Value); ok {
+				return lits, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// literalAlternation returns the strings a regexp matches if it is a literal or an
+// alternation of non-empty literals with no flags, such as Grafana's `a|b|c`.
+func literalAlternation(expr string) ([]string, bool) {
+	re, err := syntax.Parse(expr, syntax.Perl|syntax.DotNL)
+	if err != nil {
+		return nil, false
+	}
+	re = re.Simplify()
+	var subs []*syntax.Regexp
+	switch re.Op {
+	case syntax.OpLiteral:
+		subs = []*syntax.Regexp{re}
+	case syntax.OpAlternate:
+		subs = re.Sub
+	default:
+		return nil, false
+	}
+	var out []string
+	for _, s := range subs {
+		if s.Op != syntax.OpLiteral || s.Flags&syntax.FoldCase != 0 || len(s.Rune) == 0 {
+			return nil, false
+		}
+		out = append(out, string(s.Rune))
+	}
+	return out, true
+}
