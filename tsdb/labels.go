@@ -152,6 +152,25 @@ func appendLabels(dst []byte, ls Labels) []byte {
 
 var errBadLabels = errors.New("malformed label set")
 
+// MarshalBinary returns the encoding of a valid set (appendLabels: the bytes of the index's
+// L property and what the series key hashes), or Validate's error.
+func (ls Labels) MarshalBinary() ([]byte, error) {
+	if err := ls.Validate(); err != nil {
+		return nil, err
+	}
+	return appendLabels(nil, ls), nil
+}
+
+// UnmarshalBinary decodes MarshalBinary's encoding strictly.
+func (ls *Labels) UnmarshalBinary(b []byte) error {
+	out, err := decodeLabels(b)
+	if err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	*ls = out
+	return nil
+}
+
 // decodeLabels decodes appendLabels' encoding strictly: anything but the one encoding of a
 // valid set is an error.
 func decodeLabels(b []byte) (Labels, error) {

@@ -114,8 +114,8 @@ func compileMatchers(ms []Matcher, needSelective bool) ([]matcher, error) {
 }
 
 // nameValues returns the metric names a Select can only match, if its matchers pin them
-// down: an equality on MetricName, or a regexp on it that is an alternation of literals
-// (`a|b`). ok is false when any name may match.
+// down: an equality on MetricName, or a regexp on it that matches few strings (`a|b`); ""
+// stands for label sets without a name. ok is false when any name may match.
 func nameValues(ms []matcher) (names []string, ok bool) {
 	for _, m := range ms {
 		if m.Name != MetricName {
@@ -127,37 +127,75 @@ func nameValues(ms []matcher) (names []string, ok bool) {
 				return []string{m.Value}, true
 			}
 		case MatchRegexp:
-			if lits, ok := literalAlternation(m.Value); ok {
-				return lits, true
+			if set, ok := literalAlternation(m.Value); ok {
+				return set, true
 			}
 		}
 	}
 	return nil, false
 }
 
-// literalAlternation returns the strings a regexp matches if it is a literal or an
-// alternation of non-empty literals with no flags, such as Grafana's `a|b|c`.
+// literalAlternation returns the strings a regexp matches if they are few (at most
+// maxLiteralSet), such as Grafana's `a|b|c` or `web-[12]`: the regexp's tree of literals,
+// small character classes, concatenations and alternations, expanded.
 func literalAlternation(expr string) ([]string, bool) {
 	re, err := syntax.Parse(expr, syntax.Perl|syntax.DotNL)
 	if err != nil {
 		return nil, false
 	}
-	re = re.Simplify()
-	var subs []*syntax.Regexp
-	switch re.Op {
-	case syntax.OpLiteral:
-		subs = []*syntax.Regexp{re}
-	case syntax.OpAlternate:
-		subs = re.Sub
-	default:
+	return finiteSet(re.Simplify())
+}
+
+const maxLiteralSet = 64
+
+func finiteSet(re *syntax.Regexp) ([]string, bool) {
+	if re.Flags&syntax.FoldCase != 0 {
 		return nil, false
 	}
-	var out []string
-	for _, s := range subs {
-		if s.Op != syntax.OpLiteral || s.Flags&syntax.FoldCase != 0 || len(s.Rune) == 0 {
-			return nil, false
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return []string{""}, true
+	case syntax.OpLiteral:
+		return []string{string(re.Rune)}, true
+	case syntax.OpCapture:
+		return finiteSet(re.Sub[0])
+	case syntax.OpCharClass:
+		var out []string
+		for i := 0; i+1 < len(re.Rune); i += 2 {
+			if int(re.Rune[i+1]-re.Rune[i])+len(out) >= maxLiteralSet {
+				return nil, false
+			}
+			for r := re.Rune[i]; r <= re.Rune[i+1]; r++ {
+				out = append(out, string(r))
+			}
 		}
-		out = append(out, string(s.Rune))
+		return out, true
+	case syntax.OpAlternate:
+		var out []string
+		for _, sub := range re.Sub {
+			set, ok := finiteSet(sub)
+			if !ok || len(out)+len(set) > maxLiteralSet {
+				return nil, false
+			}
+			out = append(out, set...)
+		}
+		return out, true
+	case syntax.OpConcat:
+		out := []string{""}
+		for _, sub := range re.Sub {
+			set, ok := finiteSet(sub)
+			if !ok || len(out)*len(set) > maxLiteralSet {
+				return nil, false
+			}
+			next := make([]string, 0, len(out)*len(set))
+			for _, a := range out {
+				for _, b := range set {
+					next = append(next, a+b)
+				}
+			}
+			out = next
+		}
+		return out, true
 	}
-	return out, true
+	return nil, false
 }

@@ -1,0 +1,685 @@
+package api
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/stats"
+)
+
+// PrometheusCompatVersion is the Prometheus version /api/v1/status/buildinfo reports.
+// Grafana reads it to decide which API features it may use; it is the version of the
+// Prometheus engine this package is built with (module v0.305.1 is Prometheus 3.5.1).
+const PrometheusCompatVersion = "3.5.1"
+
+// Defaults for Options, the same as Prometheus' command-line defaults.
+const (
+	DefaultLookbackDelta          = 5 * time.Minute
+	DefaultTimeout                = 2 * time.Minute
+	DefaultMaxSamples             = 50_000_000
+	DefaultMaxConcurrency         = 20
+	DefaultNoStepSubqueryInterval = time.Minute
+)
+
+// Options configures the query engine and the API. Zero values mean the defaults.
+type Options struct {
+	// LookbackDelta is how far back an instant vector selector looks for a sample
+	// (default 5m). Requests may override it with the lookback_delta parameter.
+	LookbackDelta time.Duration
+	// MaxSamples is the most samples one query may hold in memory at once (default
+	// 50,000,000); exceeding it fails the query with errorType execution.
+	MaxSamples int
+	// Timeout is the longest a query may run (default 2m). A request's timeout parameter
+	// can only shorten it.
+	Timeout time.Duration
+	// MaxConcurrency is how many queries are evaluated at once (default 20); further
+	// queries wait for a slot until their context ends.
+	MaxConcurrency int
+	// NoStepSubqueryInterval is the step of subqueries written without one, like
+	// foo[1h:] (default 1m, Prometheus' default evaluation interval).
+	NoStepSubqueryInterval time.Duration
+	// Now is the clock for the default time of instant queries (default time.Now).
+	Now func() time.Time
+	// Logger receives engine and encoding errors (default: discarded).
+	Logger *slog.Logger
+	// Registerer, if set, receives the engine's prometheus_engine_* metrics.
+	Registerer prometheus.Registerer
+	// BuildInfo, if set, replaces what /api/v1/status/buildinfo reports.
+	BuildInfo *BuildInfo
+}
+
+// BuildInfo is the data of /api/v1/status/buildinfo, in Prometheus' format.
+type BuildInfo struct {
+	Version   string `json:"version"`
+	Revision  string `json:"revision"`
+	Branch    string `json:"branch"`
+	BuildUser string `json:"buildUser"`
+	BuildDate string `json:"buildDate"`
+	GoVersion string `json:"goVersion"`
+}
+
+// defaultBuildInfo reports PrometheusCompatVersion (so Grafana treats the server as a
+// Prometheus 3 and enables what it supports) and says in branch and buildUser that the
+// server is tablets. It deliberately has no "application" or "features" field: Grafana
+// uses those to detect Mimir and Cortex, whose extra APIs tablets does not have.
+func defaultBuildInfo() BuildInfo {
+	bi := BuildInfo{
+		Version:   PrometheusCompatVersion,
+		Revision:  "unknown",
+		Branch:    "tablets",
+		BuildUser: "tablets",
+		GoVersion: runtime.Version(),
+	}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range info.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				bi.Revision = s.Value
+			case "vcs.time":
+				bi.BuildDate = s.Value
+			}
+		}
+	}
+	return bi
+}
+
+// API serves the Prometheus HTTP query API over a storage.Queryable.
+type API struct {
+	queryable storage.Queryable
+	engine    *promql.Engine
+	now       func() time.Time
+	logger    *slog.Logger
+	buildInfo []byte // encoded once
+}
+
+// New returns an API evaluating queries against q with Prometheus' PromQL engine.
+func New(q storage.Queryable, opts *Options) (*API, error) {
+	if q == nil {
+		return nil, errors.New("api: nil Queryable")
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.LookbackDelta < 0 || o.MaxSamples < 0 || o.Timeout < 0 || o.MaxConcurrency < 0 || o.NoStepSubqueryInterval < 0 {
+		return nil, errors.New("api: negative option")
+	}
+	if o.LookbackDelta == 0 {
+		o.LookbackDelta = DefaultLookbackDelta
+	}
+	if o.MaxSamples == 0 {
+		o.MaxSamples = DefaultMaxSamples
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxConcurrency == 0 {
+		o.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if o.NoStepSubqueryInterval == 0 {
+		o.NoStepSubqueryInterval = DefaultNoStepSubqueryInterval
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	bi := defaultBuildInfo()
+	if o.BuildInfo != nil {
+		bi = *o.BuildInfo
+	}
+	biJSON, err := json.Marshal(bi)
+	if err != nil {
+		return nil, err
+	}
+	subqueryStep := o.NoStepSubqueryInterval.Milliseconds()
+	engine := promql.NewEngine(promql.EngineOpts{
+		Logger:                   o.Logger,
+		Reg:                      o.Registerer,
+		MaxSamples:               o.MaxSamples,
+		Timeout:                  o.Timeout,
+		ActiveQueryTracker:       newLimiter(o.MaxConcurrency),
+		LookbackDelta:            o.LookbackDelta,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return subqueryStep },
+		// Both are on by default since Prometheus 2.33; Grafana's $__range and
+		// time-shift features produce them.
+		EnableAtModifier:     true,
+		EnableNegativeOffset: true,
+		// Only costs anything when a request asks for stats=all.
+		EnablePerStepStats: true,
+	})
+	return &API{
+		queryable: q,
+		engine:    engine,
+		now:       o.Now,
+		logger:    o.Logger,
+		buildInfo: biJSON,
+	}, nil
+}
+
+// Close releases the engine. In-flight requests are not interrupted.
+func (a *API) Close() error { return a.engine.Close() }
+
+// Register adds the endpoints to mux, under /api/v1/.
+func (a *API) Register(mux *http.ServeMux) {
+	both := func(path string, f handlerFunc) {
+		h := a.wrap(f)
+		mux.Handle("GET "+path, h) // GET also serves HEAD
+		mux.Handle("POST "+path, h)
+	}
+	both("/api/v1/query", a.query)
+	both("/api/v1/query_range", a.queryRange)
+	both("/api/v1/series", a.series)
+	both("/api/v1/labels", a.labelNames)
+	both("/api/v1/label/{name}/values", a.labelValues)
+	both("/api/v1/query_exemplars", a.queryExemplars)
+	both("/api/v1/format_query", a.formatQuery)
+	both("/api/v1/metadata", a.metadata)
+	both("/api/v1/status/buildinfo", a.serveBuildInfo)
+	both("/api/v1/status/config", a.serveConfig)
+	both("/api/v1/status/flags", a.serveFlags)
+	both("/api/v1/rules", a.rules)
+	both("/api/v1/alerts", a.alerts)
+}
+
+// Handler returns a handler serving only the API endpoints.
+func (a *API) Handler() http.Handler {
+	mux := http.NewServeMux()
+	a.Register(mux)
+	return mux
+}
+
+// handlerFunc returns the encoded "data" of a success response, or an error.
+type handlerFunc func(r *http.Request) (data []byte, ws annotations.Annotations, err *apiError)
+
+func (a *API) wrap(f handlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var (
+			data   []byte
+			ws     annotations.Annotations
+			apiErr *apiError
+		)
+		// Reads both the URL query and an application/x-www-form-urlencoded body.
+		if err := r.ParseForm(); err != nil {
+			apiErr = badData(fmt.Errorf("error parsing form values: %w", err))
+		} else {
+			data, ws, apiErr = f(r)
+		}
+		if apiErr != nil {
+			// Like Prometheus, error responses carry no warnings.
+			a.write(w, r, httpStatus(apiErr.typ), appendEnvelopeError(nil, apiErr.typ, apiErr.err.Error()))
+			return
+		}
+		// The query string lets annotations point at the position in the query.
+		warnings, infos := ws.AsStrings(r.FormValue("query"), 10, 10)
+		a.write(w, r, http.StatusOK, appendEnvelopeSuccess(nil, data, warnings, infos))
+	})
+}
+
+// gzipMinSize is the smallest body worth compressing.
+const gzipMinSize = 1024
+
+// write sends a JSON body, gzip-compressed when the client accepts it (Prometheus
+// compresses all API responses; matrices compress about tenfold).
+func (a *API) write(w http.ResponseWriter, r *http.Request, code int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Add("Vary", "Accept-Encoding")
+	if len(body) >= gzipMinSize && acceptsGzip(r.Header.Get("Accept-Encoding")) {
+		h.Set("Content-Encoding", "gzip")
+		w.WriteHeader(code)
+		gz := gzip.NewWriter(w)
+		_, err := gz.Write(body)
+		if cerr := gz.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			a.logger.Debug("error writing response", "url", r.URL.String(), "err", err)
+		}
+		return
+	}
+	w.WriteHeader(code)
+	if _, err := w.Write(body); err != nil {
+		a.logger.Debug("error writing response", "url", r.URL.String(), "err", err)
+	}
+}
+
+// acceptsGzip reports whether an Accept-Encoding header allows gzip (and not with q=0).
+func acceptsGzip(header string) bool {
+	for part := range strings.SplitSeq(header, ",") {
+		coding, params, _ := strings.Cut(part, ";")
+		coding = strings.TrimSpace(coding)
+		if !strings.EqualFold(coding, "gzip") && coding != "*" {
+			continue
+		}
+		if q, ok := strings.CutPrefix(strings.TrimSpace(params), "q="); ok {
+			if v, err := strconv.ParseFloat(strings.TrimSpace(q), 64); err == nil && v == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// queryOpts reads lookback_delta and stats, as Prometheus' extractQueryOpts.
+func queryOpts(r *http.Request) (promql.QueryOpts, error) {
+	var lookback time.Duration
+	if s := r.FormValue("lookback_delta"); s != "" {
+		d, err := parseDuration(s)
+		if err != nil {
+			return nil, fmt.Errorf("error parsing lookback delta duration: %w", err)
+		}
+		lookback = d
+	}
+	return promql.NewPrometheusQueryOpts(r.FormValue("stats") == "all", lookback), nil
+}
+
+// withTimeout applies the request's timeout parameter. It is measured on the real clock,
+// not Options.Now (Prometheus uses its clock here, which only matters in tests).
+func withTimeout(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	ctx := r.Context()
+	if s := r.FormValue("timeout"); s != "" {
+		d, err := parseDuration(s)
+		if err != nil {
+			return nil, nil, invalidParam(err, "timeout")
+		}
+		ctx, cancel := context.WithTimeout(ctx, d)
+		return ctx, cancel, nil
+	}
+	return ctx, func() {}, nil
+}
+
+// /api/v1/query: query, time (default now), timeout, limit, lookback_delta, stats.
+func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "limit")
+	}
+	ts, err := parseTimeParam(r, "time", a.now())
+	if err != nil {
+		return nil, nil, invalidParam(err, "time")
+	}
+	ctx, cancel, apiErr := withTimeout(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	defer cancel()
+	opts, err := queryOpts(r)
+	if err != nil {
+		return nil, nil, badData(err)
+	}
+	qry, err := a.engine.NewInstantQuery(ctx, a.queryable, opts, r.FormValue("query"), ts)
+	if err != nil {
+		return nil, nil, newQueryError(err)
+	}
+	return a.exec(ctx, r, qry, limit)
+}
+
+// /api/v1/query_range: query, start, end, step, timeout, limit, lookback_delta, stats.
+// The engine hands Select hints with Step and Range, so the storage may serve it from
+// a rollup tier.
+func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "limit")
+	}
+	start, err := parseTime(r.FormValue("start"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "start")
+	}
+	end, err := parseTime(r.FormValue("end"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "end")
+	}
+	if end.Before(start) {
+		return nil, nil, invalidParam(errors.New("end timestamp must not be before start time"), "end")
+	}
+	step, err := parseDuration(r.FormValue("step"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "step")
+	}
+	if step <= 0 {
+		return nil, nil, invalidParam(errors.New("zero or negative query resolution step widths are not accepted. Try a positive integer"), "step")
+	}
+	if end.Sub(start)/step > maxPointsPerSeries {
+		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
+	}
+	ctx, cancel, apiErr := withTimeout(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	defer cancel()
+	opts, err := queryOpts(r)
+	if err != nil {
+		return nil, nil, badData(err)
+	}
+	qry, err := a.engine.NewRangeQuery(ctx, a.queryable, opts, r.FormValue("query"), start, end, step)
+	if err != nil {
+		return nil, nil, newQueryError(err)
+	}
+	return a.exec(ctx, r, qry, limit)
+}
+
+// newQueryError classifies an error from creating a query. The engine parses the query
+// only after taking a concurrency slot, so besides a bad query (bad_data, as in Prometheus)
+// this can be the request's context ending while waiting for a slot, which Prometheus
+// would also call bad_data but is really a timeout or a cancellation.
+func newQueryError(err error) *apiError {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return classify(err)
+	}
+	return invalidParam(err, "query")
+}
+
+// exec runs a query and encodes its result before closing it (the engine recycles the
+// result's memory on Close).
+func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, limit int) ([]byte, annotations.Annotations, *apiError) {
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		return nil, res.Warnings, classify(res.Err)
+	}
+	ws := res.Warnings
+	if limit > 0 {
+		truncated := false
+		switch v := res.Value.(type) {
+		case promql.Matrix:
+			if len(v) > limit {
+				res.Value, truncated = v[:limit], true
+			}
+		case promql.Vector:
+			if len(v) > limit {
+				res.Value, truncated = v[:limit], true
+			}
+		}
+		if truncated {
+			ws = ws.Add(errors.New("results truncated due to limit"))
+		}
+	}
+	// Optional "stats" field, only when the request asks for it, as in Prometheus.
+	var qs any
+	if r.FormValue("stats") != "" {
+		qs = stats.NewQueryStats(qry.Stats())
+	}
+	data, err := appendQueryData(nil, res.Value, qs)
+	if err != nil {
+		a.logger.Error("error encoding query result", "err", err)
+		return nil, nil, &apiError{ErrorInternal, err}
+	}
+	return data, ws, nil
+}
+
+// rangeParams reads start and end (defaulting to MinTime and MaxTime) and match[], as the
+// metadata endpoints (series, labels, label values) do.
+func rangeParams(r *http.Request) (start, end time.Time, matchers [][]*labels.Matcher, apiErr *apiError) {
+	start, err := parseTimeParam(r, "start", MinTime)
+	if err != nil {
+		return start, end, nil, invalidParam(err, "start")
+	}
+	end, err = parseTimeParam(r, "end", MaxTime)
+	if err != nil {
+		return start, end, nil, invalidParam(err, "end")
+	}
+	if end.Before(start) {
+		// Prometheus passes such a range on to the storage, which finds nothing; saying
+		// so is kinder and keeps the storage from seeing inverted ranges.
+		return start, end, nil, invalidParam(errors.New("end timestamp must not be before start time"), "end")
+	}
+	matchers, err = parseMatchers(r.Form["match[]"])
+	if err != nil {
+		return start, end, nil, invalidParam(err, "match[]")
+	}
+	return start, end, matchers, nil
+}
+
+// /api/v1/series: match[] (required), start, end, limit.
+func (a *API) series(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
+	if len(r.Form["match[]"]) == 0 {
+		return nil, nil, badData(errors.New("no match[] parameter provided"))
+	}
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "limit")
+	}
+	start, end, matcherSets, apiErr := rangeParams(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	ctx := r.Context()
+	q, err := a.queryable.Querier(millis(start), millis(end))
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	defer q.Close()
+
+	hints := &storage.SelectHints{
+		Start: millis(start),
+		End:   millis(end),
+		Func:  "series", // not a PromQL function: tells the storage that no samples are needed
+		Limit: hintLimit(limit),
+	}
+	var set storage.SeriesSet
+	if len(matcherSets) > 1 {
+		sets := make([]storage.SeriesSet, 0, len(matcherSets))
+		for _, ms := range matcherSets {
+			// Merging needs sorted sets; it also removes duplicates across selectors.
+			sets = append(sets, q.Select(ctx, true, hints, ms...))
+		}
+		set = storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge)
+	} else {
+		set = q.Select(ctx, false, hints, matcherSets[0]...)
+	}
+
+	list := []labels.Labels{}
+	var ws annotations.Annotations
+	for i := 1; set.Next(); i++ {
+		if i%128 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, ws, classify(err)
+			}
+		}
+		list = append(list, set.At().Labels())
+		if limit > 0 && len(list) > limit {
+			list = list[:limit]
+			ws.Add(errors.New("results truncated due to limit"))
+			break
+		}
+	}
+	ws.Merge(set.Warnings())
+	if err := set.Err(); err != nil {
+		return nil, ws, classify(err)
+	}
+	return appendLabelsList(nil, list), ws, nil
+}
+
+// /api/v1/labels: start, end, match[], limit.
+func (a *API) labelNames(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "limit")
+	}
+	start, end, matcherSets, apiErr := rangeParams(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	q, err := a.queryable.Querier(millis(start), millis(end))
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	defer q.Close()
+
+	hints := &storage.LabelHints{Limit: hintLimit(limit)}
+	names, ws, err := collectLabels(matcherSets, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(r.Context(), hints, ms...)
+	})
+	if err != nil {
+		return nil, ws, classify(err)
+	}
+	if limit > 0 && len(names) > limit {
+		names = names[:limit]
+		ws = ws.Add(errors.New("results truncated due to limit"))
+	}
+	return appendStringList(nil, names), ws, nil
+}
+
+// /api/v1/label/<name>/values: start, end, match[], limit. A name that is not a legacy
+// identifier (Prometheus 3 allows any UTF-8) arrives in the "U__" value encoding.
+func (a *API) labelValues(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
+	name := r.PathValue("name")
+	if strings.HasPrefix(name, "U__") {
+		name = model.UnescapeName(name, model.ValueEncodingEscaping)
+	}
+	if name == "" || !utf8.ValidString(name) {
+		return nil, nil, badData(fmt.Errorf("invalid label name: %q", name))
+	}
+	limit, err := parseLimit(r.FormValue("limit"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "limit")
+	}
+	start, end, matcherSets, apiErr := rangeParams(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	q, err := a.queryable.Querier(millis(start), millis(end))
+	if err != nil {
+		return nil, nil, classify(err)
+	}
+	defer q.Close()
+
+	hints := &storage.LabelHints{Limit: hintLimit(limit)}
+	vals, ws, err := collectLabels(matcherSets, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(r.Context(), name, hints, ms...)
+	})
+	if err != nil {
+		return nil, ws, classify(err)
+	}
+	if limit > 0 && len(vals) > limit {
+		vals = vals[:limit]
+		ws = ws.Add(errors.New("results truncated due to limit"))
+	}
+	return appendStringList(nil, vals), ws, nil
+}
+
+// collectLabels calls get once per matcher set (once with no matchers when there is
+// none) and returns the sorted union, never nil.
+func collectLabels(matcherSets [][]*labels.Matcher, get func([]*labels.Matcher) ([]string, annotations.Annotations, error)) ([]string, annotations.Annotations, error) {
+	var ws annotations.Annotations
+	if len(matcherSets) <= 1 {
+		var ms []*labels.Matcher
+		if len(matcherSets) == 1 {
+			ms = matcherSets[0]
+		}
+		vals, w, err := get(ms)
+		ws.Merge(w)
+		if err != nil {
+			return nil, ws, err
+		}
+		vals = slices.Clone(vals) // the storage may own the slice
+		if vals == nil {
+			vals = []string{}
+		}
+		slices.Sort(vals)
+		return vals, ws, nil
+	}
+	set := map[string]struct{}{}
+	for _, ms := range matcherSets {
+		vals, w, err := get(ms)
+		ws.Merge(w)
+		if err != nil {
+			return nil, ws, err
+		}
+		for _, v := range vals {
+			set[v] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out, ws, nil
+}
+
+// /api/v1/query_exemplars: the store keeps no exemplars, so after validating the
+// parameters as Prometheus does the answer is always an empty list.
+func (a *API) queryExemplars(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
+	start, err := parseTimeParam(r, "start", MinTime)
+	if err != nil {
+		return nil, nil, invalidParam(err, "start")
+	}
+	end, err := parseTimeParam(r, "end", MaxTime)
+	if err != nil {
+		return nil, nil, invalidParam(err, "end")
+	}
+	if end.Before(start) {
+		return nil, nil, badData(errors.New("end timestamp must not be before start timestamp"))
+	}
+	if _, err := parser.ParseExpr(r.FormValue("query")); err != nil {
+		return nil, nil, badData(err)
+	}
+	return []byte("[]"), nil, nil
+}
+
+// /api/v1/format_query: the query pretty-printed by the PromQL parser (Grafana's query
+// editor offers this).
+func (a *API) formatQuery(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
+	expr, err := parser.ParseExpr(r.FormValue("query"))
+	if err != nil {
+		return nil, nil, invalidParam(err, "query")
+	}
+	return appendString(nil, expr.Pretty(0)), nil, nil
+}
+
+// /api/v1/metadata: metric metadata (type, help, unit) comes from scrape targets, which
+// tablets does not have. An empty object is what Prometheus answers when it knows none;
+// Grafana then falls back to guessing types from metric names.
+func (a *API) metadata(*http.Request) ([]byte, annotations.Annotations, *apiError) {
+	return []byte("{}"), nil, nil
+}
+
+func (a *API) serveBuildInfo(*http.Request) ([]byte, annotations.Annotations, *apiError) {
+	return a.buildInfo, nil, nil
+}
+
+// /api/v1/status/config: there is no Prometheus configuration file; an empty YAML
+// document keeps clients that display or parse it working.
+func (a *API) serveConfig(*http.Request) ([]byte, annotations.Annotations, *apiError) {
+	return []byte(`{"yaml":""}`), nil, nil
+}
+
+// /api/v1/status/flags: no Prometheus flags.
+func (a *API) serveFlags(*http.Request) ([]byte, annotations.Annotations, *apiError) {
+	return []byte("{}"), nil, nil
+}
+
+// /api/v1/rules: no recording or alerting rules are evaluated here. Grafana's alerting
+// UI lists data-source rules through this endpoint.
+func (a *API) rules(*http.Request) ([]byte, annotations.Annotations, *apiError) {
+	return []byte(`{"groups":[]}`), nil, nil
+}
+
+// /api/v1/alerts: no alerting rules, hence no alerts.
+func (a *API) alerts(*http.Request) ([]byte, annotations.Annotations, *apiError) {
+	return []byte(`{"alerts":[]}`), nil, nil
+}

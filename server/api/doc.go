@@ -1,0 +1,23 @@
+// Package api serves the Prometheus HTTP query API (the /api/v1 endpoints Grafana's
+// Prometheus data source uses) over any storage.Queryable.
+//
+// PromQL is evaluated by Prometheus' own engine used as a library, so query semantics
+// (lookback, staleness, extrapolation in rate, histogram_quantile, ...) are exactly
+// Prometheus'. The engine passes storage.SelectHints (Start, End, Step, Range, Func,
+// Grouping) to Queryable.Select, which lets the storage behind this package pick
+// pre-aggregated rollup tiers for range queries.
+//
+// The HTTP layer (parameter parsing, the JSON envelope and value encoding, error types and
+// status codes) is a re-implementation of Prometheus' web/api/v1, because that package
+// drags in scraping, rules, remote write and the TSDB. Formats follow Prometheus v3.5:
+//
+//	{"status":"success","data":{"resultType":"matrix","result":[
+//	    {"metric":{"__name__":"up"},"values":[[1700000000.123,"1.5"]]}]},
+//	 "warnings":["..."],"infos":["..."]}
+//	{"status":"error","errorType":"bad_data","error":"..."}
+//
+// Error types map to HTTP statuses as in Prometheus: bad_data 400, execution 422,
+// canceled 499, timeout 503, internal 500, not_found 404; unavailable is sent as 503.
+// Storage errors that wrap tablets.ErrInvalidOptions are reported as bad_data, because
+// they mean the request asked for something the store cannot do.
+package api

@@ -1,0 +1,97 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/prometheus/prometheus/promql"
+
+	"github.com/seed71701133/tablets"
+)
+
+// ErrorType is the "errorType" field of an error response; the values are Prometheus'.
+type ErrorType string
+
+// Error types, as Prometheus' HTTP API names them.
+const (
+	ErrorBadData     ErrorType = "bad_data"
+	ErrorExec        ErrorType = "execution"
+	ErrorCanceled    ErrorType = "canceled"
+	ErrorTimeout     ErrorType = "timeout"
+	ErrorInternal    ErrorType = "internal"
+	ErrorUnavailable ErrorType = "unavailable"
+	ErrorNotFound    ErrorType = "not_found"
+)
+
+// StatusClientClosedRequest is nginx's non-standard 499, which Prometheus sends for
+// canceled queries (the client went away).
+const StatusClientClosedRequest = 499
+
+// apiError is an error together with the errorType it is reported as.
+type apiError struct {
+	typ ErrorType
+	err error
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("%s: %s", e.typ, e.err) }
+
+func badData(err error) *apiError { return &apiError{ErrorBadData, err} }
+
+// invalidParam wraps err as Prometheus does for a parameter it could not use.
+func invalidParam(err error, param string) *apiError {
+	return badData(fmt.Errorf("invalid parameter %q: %w", param, err))
+}
+
+// classify picks the errorType of an error from query evaluation or the storage.
+//
+// It follows Prometheus' returnAPIError, with two additions: errors wrapping
+// tablets.ErrInvalidOptions are the caller's fault (bad_data), and a storage call that
+// fails with context.DeadlineExceeded is a timeout (Prometheus only recognises the
+// engine's own ErrQueryTimeout, but with a remote store the deadline usually expires
+// inside a storage request).
+func classify(err error) *apiError {
+	if err == nil {
+		return nil
+	}
+	var (
+		eqc promql.ErrQueryCanceled
+		eqt promql.ErrQueryTimeout
+		es  promql.ErrStorage
+	)
+	switch {
+	case errors.Is(err, tablets.ErrInvalidOptions):
+		return &apiError{ErrorBadData, err}
+	case errors.As(err, &eqc):
+		return &apiError{ErrorCanceled, err}
+	case errors.As(err, &eqt):
+		return &apiError{ErrorTimeout, err}
+	case errors.As(err, &es):
+		return &apiError{ErrorInternal, err}
+	case errors.Is(err, context.Canceled):
+		return &apiError{ErrorCanceled, err}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &apiError{ErrorTimeout, err}
+	}
+	return &apiError{ErrorExec, err}
+}
+
+// httpStatus is Prometheus' respondError mapping, except that unavailable is 503 rather
+// than Prometheus' fall-through 500, so that proxies and Grafana treat it as retryable.
+func httpStatus(t ErrorType) int {
+	switch t {
+	case ErrorBadData:
+		return http.StatusBadRequest
+	case ErrorExec:
+		return http.StatusUnprocessableEntity
+	case ErrorCanceled:
+		return StatusClientClosedRequest
+	case ErrorTimeout, ErrorUnavailable:
+		return http.StatusServiceUnavailable
+	case ErrorNotFound:
+		return http.StatusNotFound
+	default:
+		return http.StatusInternalServerError
+	}
+}

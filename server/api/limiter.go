@@ -1,0 +1,27 @@
+package api
+
+import "context"
+
+// limiter bounds the number of queries the engine evaluates at once. It implements
+// promql.QueryTracker; Prometheus' own ActiveQueryTracker does the same but also
+// mmaps a file of active queries for crash reports, which a server over a remote
+// store does not need.
+type limiter struct{ sem chan struct{} }
+
+func newLimiter(n int) *limiter { return &limiter{sem: make(chan struct{}, n)} }
+
+func (l *limiter) GetMaxConcurrent() int { return cap(l.sem) }
+
+// Insert waits for a free slot or for ctx to end.
+func (l *limiter) Insert(ctx context.Context, _ string) (int, error) {
+	select {
+	case l.sem <- struct{}{}:
+		return 0, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (l *limiter) Delete(int) { <-l.sem }
+
+func (l *limiter) Close() error { return nil }

@@ -1,0 +1,129 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// The parsers below reproduce Prometheus' web/api/v1 ones, so that clients see the same
+// accepted syntax and the same error messages.
+
+var (
+	// MinTime is the default start of an optional time range (series, labels, label
+	// values). It is Prometheus' value, kept for compatibility: clients such as Grafana
+	// send it back formatted as RFC 3339.
+	MinTime = time.Unix(math.MinInt64/1000+62135596801, 0).UTC()
+	// MaxTime is the default end of an optional time range.
+	MaxTime = time.Unix(math.MaxInt64/1000-62135596801, 999999999).UTC()
+
+	minTimeFormatted = MinTime.Format(time.RFC3339Nano)
+	maxTimeFormatted = MaxTime.Format(time.RFC3339Nano)
+)
+
+// maxPointsPerSeries is Prometheus' limit on the resolution of a range query: 60s steps
+// for a week or 1h steps for a year.
+const maxPointsPerSeries = 11000
+
+// parseTime accepts Unix seconds as a float (rounded to milliseconds) or RFC 3339.
+func parseTime(s string) (time.Time, error) {
+	if t, err := strconv.ParseFloat(s, 64); err == nil {
+		s, ns := math.Modf(t)
+		ns = math.Round(ns*1000) / 1000
+		return time.Unix(int64(s), int64(ns*float64(time.Second))).UTC(), nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	// time.Parse only handles 4-digit years; accept our own boundary times anyway.
+	switch s {
+	case minTimeFormatted:
+		return MinTime, nil
+	case maxTimeFormatted:
+		return MaxTime, nil
+	}
+	return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp", s)
+}
+
+// parseTimeParam parses the form value paramName, or returns def if it is absent.
+func parseTimeParam(r *http.Request, paramName string, def time.Time) (time.Time, error) {
+	val := r.FormValue(paramName)
+	if val == "" {
+		return def, nil
+	}
+	t, err := parseTime(val)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("invalid time value for '%s': %w", paramName, err)
+	}
+	return t, nil
+}
+
+// parseDuration accepts float seconds or a Prometheus duration ("1m30s", "1d").
+func parseDuration(s string) (time.Duration, error) {
+	if d, err := strconv.ParseFloat(s, 64); err == nil {
+		ts := d * float64(time.Second)
+		if ts > float64(math.MaxInt64) || ts < float64(math.MinInt64) {
+			return 0, fmt.Errorf("cannot parse %q to a valid duration. It overflows int64", s)
+		}
+		return time.Duration(ts), nil
+	}
+	if d, err := model.ParseDuration(s); err == nil {
+		return time.Duration(d), nil
+	}
+	return 0, fmt.Errorf("cannot parse %q to a valid duration", s)
+}
+
+// parseMatchers parses match[] selectors. Like Prometheus it refuses a selector whose
+// matchers all match the empty string: it would select every series in the store.
+func parseMatchers(matchers []string) ([][]*labels.Matcher, error) {
+	sets, err := parser.ParseMetricSelectors(matchers)
+	if err != nil {
+		return nil, err
+	}
+outer:
+	for _, ms := range sets {
+		for _, m := range ms {
+			if m != nil && !m.Matches("") {
+				continue outer
+			}
+		}
+		return nil, errors.New("match[] must contain at least one non-empty matcher")
+	}
+	return sets, nil
+}
+
+// parseLimit parses the limit parameter; 0 means no limit.
+func parseLimit(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	limit, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, err
+	}
+	if limit < 0 {
+		return 0, errors.New("limit must be non-negative")
+	}
+	return limit, nil
+}
+
+// hintLimit asks the storage for one more than the API limit, so that truncation can be
+// detected and reported as a warning.
+func hintLimit(limit int) int {
+	if limit > 0 && limit < math.MaxInt {
+		return limit + 1
+	}
+	return limit
+}
+
+// millis converts a time to Prometheus' millisecond timestamps.
+func millis(t time.Time) int64 {
+	return t.Unix()*1000 + int64(t.Nanosecond())/int64(time.Millisecond)
+}

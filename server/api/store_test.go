@@ -1,0 +1,189 @@
+package api
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+)
+
+// memStore is a tiny in-memory storage.Queryable for the tests: float samples only,
+// series sorted by labels, and hooks to record hints, fail, or block.
+type memStore struct {
+	series []memSeries
+
+	mu        sync.Mutex
+	hints     []storage.SelectHints // every Select's hints, in call order
+	selects   int
+	selectErr error         // returned by every Select when set
+	block     chan struct{} // when set, Select waits for it to close or ctx to end
+	entered   chan struct{} // when set, Select sends on it before blocking
+}
+
+type memSeries struct {
+	lset labels.Labels
+	ts   []int64 // milliseconds, ascending
+	vs   []float64
+}
+
+func (m *memStore) add(lset labels.Labels, ts []int64, vs []float64) {
+	m.series = append(m.series, memSeries{lset: lset, ts: ts, vs: vs})
+	slices.SortFunc(m.series, func(a, b memSeries) int { return labels.Compare(a.lset, b.lset) })
+}
+
+func (m *memStore) Querier(mint, maxt int64) (storage.Querier, error) {
+	return &memQuerier{m: m, mint: mint, maxt: maxt}, nil
+}
+
+type memQuerier struct {
+	m          *memStore
+	mint, maxt int64
+}
+
+func matchesAll(lset labels.Labels, ms []*labels.Matcher) bool {
+	for _, m := range ms {
+		if !m.Matches(lset.Get(m.Name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// inRange returns the samples of s within [mint, maxt].
+func (s memSeries) inRange(mint, maxt int64) ([]int64, []float64) {
+	lo, _ := slices.BinarySearch(s.ts, mint)
+	hi, found := slices.BinarySearch(s.ts, maxt)
+	if found {
+		hi++
+	}
+	return s.ts[lo:hi], s.vs[lo:hi]
+}
+
+func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	m := q.m
+	m.mu.Lock()
+	m.selects++
+	if hints != nil {
+		m.hints = append(m.hints, *hints)
+	}
+	err, block, entered := m.selectErr, m.block, m.entered
+	m.mu.Unlock()
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	if block != nil {
+		if entered != nil {
+			entered <- struct{}{}
+		}
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return storage.ErrSeriesSet(ctx.Err())
+		}
+	}
+	mint, maxt := q.mint, q.maxt
+	if hints != nil {
+		mint, maxt = hints.Start, hints.End
+	}
+	var out []storage.Series
+	for _, s := range m.series {
+		if !matchesAll(s.lset, ms) {
+			continue
+		}
+		ts, vs := s.inRange(mint, maxt)
+		if len(ts) == 0 {
+			continue
+		}
+		out = append(out, &memSeriesView{lset: s.lset, ts: ts, vs: vs})
+	}
+	return &sliceSet{series: out, i: -1}
+}
+
+// matching returns the series matching ms with samples in the querier's range.
+func (q *memQuerier) matching(ms []*labels.Matcher) []memSeries {
+	var out []memSeries
+	for _, s := range q.m.series {
+		if ts, _ := s.inRange(q.mint, q.maxt); len(ts) > 0 && matchesAll(s.lset, ms) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (q *memQuerier) LabelValues(_ context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	var vals []string
+	for _, s := range q.matching(ms) {
+		if v := s.lset.Get(name); v != "" && !slices.Contains(vals, v) {
+			vals = append(vals, v)
+		}
+	}
+	slices.Sort(vals)
+	return vals, nil, nil
+}
+
+func (q *memQuerier) LabelNames(_ context.Context, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	var names []string
+	for _, s := range q.matching(ms) {
+		s.lset.Range(func(l labels.Label) {
+			if !slices.Contains(names, l.Name) {
+				names = append(names, l.Name)
+			}
+		})
+	}
+	slices.Sort(names)
+	return names, nil, nil
+}
+
+func (q *memQuerier) Close() error { return nil }
+
+type sliceSet struct {
+	series []storage.Series
+	i      int
+}
+
+func (s *sliceSet) Next() bool                        { s.i++; return s.i < len(s.series) }
+func (s *sliceSet) At() storage.Series                { return s.series[s.i] }
+func (s *sliceSet) Err() error                        { return nil }
+func (s *sliceSet) Warnings() annotations.Annotations { return nil }
+
+type memSeriesView struct {
+	lset labels.Labels
+	ts   []int64
+	vs   []float64
+}
+
+func (s *memSeriesView) Labels() labels.Labels { return s.lset }
+func (s *memSeriesView) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	return storage.NewListSeriesIterator(floatSamples{s.ts, s.vs})
+}
+
+// floatSamples adapts parallel slices to storage.Samples.
+type floatSamples struct {
+	ts []int64
+	vs []float64
+}
+
+func (f floatSamples) Get(i int) chunks.Sample { return fSample{f.ts[i], f.vs[i]} }
+func (f floatSamples) Len() int                { return len(f.ts) }
+
+type fSample struct {
+	t int64
+	f float64
+}
+
+func (s fSample) T() int64                      { return s.t }
+func (s fSample) F() float64                    { return s.f }
+func (s fSample) H() *histogram.Histogram       { return nil }
+func (s fSample) FH() *histogram.FloatHistogram { return nil }
+func (s fSample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (s fSample) Copy() chunks.Sample           { return s }
+
+// staleNaN is Prometheus' staleness marker (model/value.StaleNaN).
+var staleNaN = math.Float64frombits(0x7ff0000000000002)

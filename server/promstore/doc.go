@@ -1,0 +1,32 @@
+// Package promstore is a Prometheus storage.Queryable over a *tsdb.DB: what the PromQL engine
+// and the remote-read API of `tablets serve` read through.
+//
+// # Time ranges
+//
+// Prometheus times are int64 milliseconds and its ranges [mint, maxt] are inclusive; tsdb
+// ranges are [from, to) of time.Time. A Querier reads [mint, maxt+1ms), clamped to the times
+// tablets stores ([tablets.MinTime, tablets.MaxTime]). A Select with hints reads the hints'
+// [Start, End] instead, as Prometheus' own TSDB does: the engine has already moved Start
+// back by the range of a range selector (or the lookback delta of an instant one).
+//
+// # Raw reads
+//
+// A Select reads the series index once (tsdb.DB.Select: label sets sorted as Prometheus
+// sorts them), then the points of BatchSize series per tsdb.DB.QueryMany, which packs many
+// series into each request of a table, Concurrency batches at a time ahead of the consumer:
+// memory holds at most Concurrency+1 batches of points beyond what the caller keeps.
+// Samples come back exactly: the millisecond of each point (tsdb's layouts used here store
+// milliseconds) and the float64 bits unchanged, Prometheus' staleness marker included.
+// Series without a point in the range (the index lists a series for its whole period) are
+// left out.
+//
+// # Tier reads
+//
+// A PromQL range query at a coarse step does not need every raw point: as Thanos'
+// auto-downsampling does, a Select whose hints say the step is at least five times a rollup
+// tier's Step, and whose function a per-window Min, Max or Last answers, reads that tier
+// (tsdb.DB.Aggregate) and returns one synthetic sample per window, at the window's last
+// millisecond. See tierPlan for the functions and the rules. The answer is approximate
+// (rate over window-end samples instead of every sample); Stats tells which path each
+// Select took.
+package promstore

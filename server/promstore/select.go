@@ -1,0 +1,410 @@
+package promstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// entry is a series Select found: its key and its labels.
+type entry struct {
+	series string
+	lset   labels.Labels
+}
+
+// Select returns the series matching every matcher with their samples in the range (see
+// the package documentation), sorted by labels whatever sortSeries says. hints.Limit
+// bounds the series returned; hints.ShardCount and ShardIndex select a shard by
+// labels.StableHash; hints.Func "series" returns labels only, reading no point. Reading
+// goes on in the background ahead of Next: read the set to its end, or cancel ctx or Close
+// the Querier.
+func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
+	if !selective(matchers) {
+		return storage.ErrSeriesSet(fmt.Errorf("promstore: %w: %w", tablets.ErrInvalidOptions, errNotSelective))
+	}
+	ms, err := MatchersToTSDB(matchers)
+	if err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	mint, maxt := qr.mint, qr.maxt
+	if hints != nil {
+		mint, maxt = hints.Start, hints.End
+	}
+	from, to, ok := timeRange(mint, maxt)
+	if !ok {
+		return storage.EmptySeriesSet()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(qr.ctx, cancel)
+	done := func() { stop(); cancel() }
+
+	var entries []entry
+	for s, err := range qr.q.db.Select(ctx, from, to, ms...) {
+		if err != nil {
+			done()
+			return storage.ErrSeriesSet(err)
+		}
+		lset := LabelsFromTSDB(s.Labels)
+		if hints != nil && hints.ShardCount > 0 && labels.StableHash(lset)%hints.ShardCount != hints.ShardIndex {
+			continue
+		}
+		entries = append(entries, entry{s.Series, lset})
+	}
+	lim := 0
+	if hints != nil && hints.Limit > 0 {
+		lim = hints.Limit
+	}
+
+	q := qr.q
+	if hints != nil && hints.Func == "series" {
+		// The series API wants labels only, as Prometheus' own TSDB gives them: no point is
+		// read (a series is listed for the whole raw period its index covers).
+		q.labelSelects.Add(1)
+		done()
+		out := make([]*memSeries, len(entries))
+		for i, e := range entries {
+			out[i] = &memSeries{lset: e.lset}
+		}
+		return newListSet(q, out, lim)
+	}
+
+	if tier, p, ok := tierPlan(q.db.Options().Tiers, hints, q.opts); ok && !q.opts.DisableTiers {
+		// Whole windows only: Aggregate reads a window cut by the range from raw points, a
+		// request or two per series and a whole raw chunk in the reply. from goes down to
+		// its window's start (the sample, at the window's end, is still in the range; a
+		// Min or Max may take a point up to a window before it); to goes down to its
+		// window's start, leaving out the points after the last whole window: those of
+		// every evaluation time but the last are left out just the same.
+		tfrom, tto := rounding.Floor(from, tier.Step), rounding.Floor(to, tier.Step)
+		if !tfrom.Before(tto) {
+			q.tierSelects.Add(1) // less than a window: nothing
+			done()
+			return storage.EmptySeriesSet()
+		}
+		q.tierSelects.Add(1)
+		fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
+			return q.readTier(ctx, entries[i], tfrom, tto, tier.Step, p)
+		}
+		return newPipeline(ctx, done, q, len(entries), q.opts.Concurrency, fetch, lim)
+	}
+
+	q.rawSelects.Add(1)
+	n := q.opts.BatchSize
+	units := (len(entries) + n - 1) / n
+	fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
+		return q.readRaw(ctx, entries[i*n:min((i+1)*n, len(entries))], from, to)
+	}
+	return newPipeline(ctx, done, q, units, q.opts.Concurrency, fetch, lim)
+}
+
+// readRaw reads the points of a batch of series in one QueryMany (many series a request),
+// and returns those with points, in the batch's order.
+func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Time) ([]*memSeries, error) {
+	names := make([]string, len(batch))
+	byName := make(map[string]*memSeries, len(batch))
+	all := make([]*memSeries, len(batch))
+	for i, e := range batch {
+		names[i] = e.series
+		all[i] = &memSeries{lset: e.lset}
+		byName[e.series] = all[i]
+	}
+	for p, err := range q.db.QueryMany(ctx, names, from, to) {
+		if err != nil {
+			return nil, err
+		}
+		if s := byName[p.Series]; s != nil {
+			s.append(millis(p.Time), p.Value)
+		}
+	}
+	for _, s := range all {
+		s.flush()
+	}
+	return nonEmpty(all), nil
+}
+
+// readTier reads one series' windows of step in [from, to) (whole windows) and makes a
+// sample of each: at the window's last millisecond, of the value p picks. Aggregate merges
+// the windows of all the series it is given: one call per series.
+func (q *Queryable) readTier(ctx context.Context, e entry, from, to time.Time, step time.Duration, p pick) ([]*memSeries, error) {
+	s := &memSeries{lset: e.lset}
+	for w, err := range q.db.Aggregate(ctx, []string{e.series}, from, to, step) {
+		if err != nil {
+			return nil, err
+		}
+		s.append(millis(w.Start.Add(step))-1, p.value(w))
+	}
+	s.flush()
+	return nonEmpty([]*memSeries{s}), nil
+}
+
+func nonEmpty(all []*memSeries) []*memSeries {
+	out := all[:0]
+	for _, s := range all {
+		if s.n > 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// pick is the value of a window a tier read returns.
+type pick int
+
+const (
+	pickLast pick = iota
+	pickMin
+	pickMax
+)
+
+func (p pick) value(w tsdb.Window) float64 {
+	switch p {
+	case pickMin:
+		return w.Min
+	case pickMax:
+		return w.Max
+	}
+	return w.Last
+}
+
+// tierFactor is how many windows of a tier a step (and a range) must hold at least for a
+// Select to read the tier: as Thanos picks a resolution of at most a fifth of the step. A
+// range of five windows gives rate five samples, enough for its extrapolation.
+const tierFactor = 5
+
+// tierFuncs are the functions (hints.Func) whose answer a window's Min, Max or Last
+// approximates. Last stands for the samples of the window: a counter's last value per
+// window keeps rate and increase right (to the extrapolation at the range's ends), a
+// gauge's keeps last_over_time, deriv and the instant selectors' value.
+var tierFuncs = map[string]pick{
+	"":               pickLast, // a plain selector, or one inside a binary operation
+	"min_over_time":  pickMin,
+	"max_over_time":  pickMax,
+	"last_over_time": pickLast,
+	"rate":           pickLast,
+	"increase":       pickLast,
+	"irate":          pickLast,
+	"delta":          pickLast,
+	"idelta":         pickLast,
+	"resets":         pickLast,
+	"changes":        pickLast,
+	"deriv":          pickLast,
+}
+
+// aggregations are PromQL's aggregation operators: hints.Func of an instant selector right
+// inside one (sum(x)), which sees the same sample at each step as a plain selector.
+var aggregations = map[string]bool{
+	"sum": true, "avg": true, "count": true, "min": true, "max": true, "group": true,
+	"stddev": true, "stdvar": true, "topk": true, "bottomk": true, "count_values": true,
+	"quantile": true, "limitk": true, "limit_ratio": true,
+}
+
+// tierPlan picks the tier a Select reads, and what of its windows: the coarsest tier, of at
+// least MinTierStep, whose Step is at most a fifth of hints.Step and, for a range function, of hints.Range (else the
+// range would hold too few windows); for an instant selector, under the lookback delta
+// (else some steps would find no sample). Functions a window cannot answer (count_over_time,
+// sum_over_time, avg_over_time, quantiles, absent_over_time...) read raw.
+func tierPlan(tiers []tsdb.Tier, hints *storage.SelectHints, o Options) (tsdb.Tier, pick, bool) {
+	if hints == nil || hints.Step <= 0 {
+		return tsdb.Tier{}, 0, false
+	}
+	p, ok := tierFuncs[hints.Func]
+	if !ok && hints.Range == 0 && aggregations[hints.Func] {
+		p, ok = pickLast, true
+	}
+	if !ok {
+		return tsdb.Tier{}, 0, false
+	}
+	step := time.Duration(hints.Step) * time.Millisecond
+	rng := time.Duration(hints.Range) * time.Millisecond
+	for i := len(tiers) - 1; i >= 0; i-- {
+		t := tiers[i]
+		if t.Step < o.MinTierStep {
+			break // the finer ones too
+		}
+		if t.Step*tierFactor > step {
+			continue
+		}
+		if hints.Range > 0 && t.Step*tierFactor > rng {
+			continue
+		}
+		if hints.Range == 0 && t.Step >= o.LookbackDelta {
+			continue
+		}
+		return t, p, true
+	}
+	return tsdb.Tier{}, 0, false
+}
+
+// memSeries is a series and its samples, read whole, in Prometheus' XOR (Gorilla) chunks:
+// lossless (float bits unchanged), a few bytes a sample, and their iterator is Prometheus'
+// own.
+type memSeries struct {
+	lset   labels.Labels
+	chunks []*chunkenc.XORChunk
+	app    chunkenc.Appender
+	n      int // samples, the pending one included
+
+	pending bool // a sample waits for the next: a later one in its millisecond replaces it
+	pendT   int64
+	pendV   float64
+}
+
+// maxChunkSamples keeps a chunk's count (16 bits) from overflowing.
+const maxChunkSamples = 1 << 15
+
+// append adds a sample, times ascending. Two points in one millisecond (a layout finer than
+// Prometheus' milliseconds) give one sample, the later's value: Prometheus needs times
+// strictly ascending. Call flush after the last.
+func (s *memSeries) append(t int64, v float64) {
+	if s.pending {
+		if t <= s.pendT {
+			if t == s.pendT {
+				s.pendV = v
+			}
+			return
+		}
+		s.flush()
+	}
+	s.pending, s.pendT, s.pendV = true, t, v
+	s.n++
+}
+
+// flush appends the pending sample to the chunks.
+func (s *memSeries) flush() {
+	if !s.pending {
+		return
+	}
+	s.pending = false
+	if len(s.chunks) == 0 || s.chunks[len(s.chunks)-1].NumSamples() >= maxChunkSamples {
+		c := chunkenc.NewXORChunk()
+		app, err := c.Appender()
+		if err != nil {
+			panic(err) // a new chunk always has an appender
+		}
+		s.chunks, s.app = append(s.chunks, c), app
+	}
+	s.app.Append(s.pendT, s.pendV)
+}
+
+func (s *memSeries) Labels() labels.Labels { return s.lset }
+
+func (s *memSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	switch len(s.chunks) {
+	case 0:
+		return chunkenc.NewNopIterator()
+	case 1:
+		return s.chunks[0].Iterator(it)
+	}
+	its := make([]chunkenc.Iterator, len(s.chunks))
+	for i, c := range s.chunks {
+		its[i] = c.Iterator(nil)
+	}
+	return storage.ChainSampleIteratorFromIterators(it, its)
+}
+
+// unitResult is what reading one unit (a raw batch, or a series' tier windows) gave.
+type unitResult struct {
+	series []*memSeries
+	err    error
+	token  bool // its reading held a token, which taking it frees
+}
+
+// seriesSet hands out the series of units read in order. A unit is read once a token is
+// free; the consumer frees one as it takes a unit's series: at most Concurrency units are
+// being read or wait, whatever the consumer's pace.
+type seriesSet struct {
+	q       *Queryable
+	results []chan unitResult // one per unit, buffered: a reader never blocks
+	tokens  chan struct{}
+	done    func() // cancels what is still being read
+	next    int    // the unit to take next
+
+	cur     []*memSeries
+	i       int
+	at      *memSeries
+	limit   int // 0: none
+	emitted int
+	err     error
+}
+
+func newPipeline(ctx context.Context, done func(), q *Queryable, units, concurrency int, fetch func(context.Context, int) ([]*memSeries, error), limit int) *seriesSet {
+	s := &seriesSet{q: q, results: make([]chan unitResult, units), tokens: make(chan struct{}, concurrency), done: done, limit: limit}
+	for i := range s.results {
+		s.results[i] = make(chan unitResult, 1)
+	}
+	if units == 0 {
+		done()
+		return s
+	}
+	go func() {
+		for i := range units {
+			select {
+			case s.tokens <- struct{}{}:
+			case <-ctx.Done():
+				for j := i; j < units; j++ {
+					s.results[j] <- unitResult{err: ctx.Err()}
+				}
+				return
+			}
+			go func() {
+				r, err := fetch(ctx, i)
+				s.results[i] <- unitResult{r, err, true}
+			}()
+		}
+	}()
+	return s
+}
+
+// newListSet is a set of series already read.
+func newListSet(q *Queryable, series []*memSeries, limit int) *seriesSet {
+	return &seriesSet{q: q, cur: series, done: func() {}, limit: limit}
+}
+
+func (s *seriesSet) Next() bool {
+	if s.err != nil {
+		return false
+	}
+	for {
+		if s.limit > 0 && s.emitted >= s.limit {
+			s.done()
+			return false
+		}
+		if s.i < len(s.cur) {
+			s.at = s.cur[s.i]
+			s.cur[s.i] = nil // the caller keeps it if it wants it
+			s.i++
+			s.emitted++
+			s.q.series.Add(1)
+			s.q.samples.Add(uint64(s.at.n))
+			return true
+		}
+		if s.next == len(s.results) {
+			s.done()
+			return false
+		}
+		r := <-s.results[s.next]
+		s.next++
+		if r.token {
+			<-s.tokens
+		}
+		if r.err != nil {
+			s.err = r.err
+			s.done()
+			return false
+		}
+		s.cur, s.i = r.series, 0
+	}
+}
+
+func (s *seriesSet) At() storage.Series                { return s.at }
+func (s *seriesSet) Err() error                        { return s.err }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }

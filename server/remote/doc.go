@@ -1,0 +1,91 @@
+// Package remote serves Prometheus' remote storage protocols over a tsdb database: remote
+// write 1.0 and 2.0 (POST /api/v1/write, WriteHandler) and remote read (POST /api/v1/read,
+// ReadHandler). It implements the wire formats itself (Prometheus' storage/remote drags in
+// its config and OpenTelemetry); the framing of streamed reads is Prometheus' ChunkedWriter's.
+//
+// # Remote write
+//
+// The request is a snappy (block format) protobuf: prometheus.WriteRequest (1.0) when
+// Content-Type is application/x-protobuf without a proto parameter or with
+// proto=prometheus.WriteRequest, io.prometheus.write.v2.Request (2.0) with
+// proto=io.prometheus.write.v2.Request. As in Prometheus' own receiver, an absent
+// Content-Type means 1.0 and an absent Content-Encoding snappy (old 1.0 senders omit them).
+//
+// Samples keep Prometheus' meaning: a timestamp of t ms is time.UnixMilli(t), and values
+// are stored bit for bit, the staleness marker (NaN 0x7ff0000000000002) included. The
+// samples of one label set, from however many TimeSeries of the request, go to the sink as
+// one tsdb.SeriesPoints, sorted by time, one per timestamp: the last in request order wins,
+// as a later write of a timestamp wins in Prometheus. Writes are idempotent (upserts), so a
+// sender that retries a whole request after a 5xx stores nothing twice.
+//
+// The answer is 204 only after WriteMany returned nil: every float sample is stored.
+// Otherwise (spec 2.0, "Invalid Samples" and "Retries & Backoff"):
+//
+//	status  when                                                     the sender
+//	204     every float sample stored                                done
+//	400     undecodable body (snappy, protobuf, 2.0 symbol refs);    drops the request
+//	        after storing the valid samples: a series with invalid
+//	        labels (tsdb's rules, or no __name__, as Prometheus
+//	        rejects), a timestamp outside 1970..9999, a sample older
+//	        than the raw retention (tsdb.ErrExpired), native
+//	        histograms; from the sink: ErrInvalidOptions,
+//	        ErrInvalidSeries, ErrInvalidTime, ErrExpired, or Azure
+//	        rejecting the content (4xx other than below)
+//	405     not POST                                                 drops it
+//	413     body over MaxBodyBytes (compressed or decoded), or more  drops it
+//	        samples than MaxSamplesInFlight (it could never fit)
+//	415     Content-Type, proto or Content-Encoding not supported    drops it (or tries 1.0)
+//	500     a sink error of unknown kind                             retries
+//	503     retryable: Azure throttling (429, 503 ServerBusy), 5xx,  retries with backoff
+//	        408, 401/403 (credentials an operator can fix),
+//	        404/409/412 (a table dropped or being deleted
+//	        meanwhile), network errors, context canceled or
+//	        expired, or the request's context ended while it waited
+//	        for room
+//
+// Retryable answers are 503 and never 429: Prometheus retries 429 only when
+// retry_on_http_429 is set, and drops the data otherwise. When a WriteMany fails for
+// several series at once, one permanent failure makes the answer 400: a 5xx would make the
+// sender retry a request that can never succeed, forever, blocking its queue.
+//
+// Native histograms are not stored (tsdb holds float samples). A request holding any is
+// answered 400 after its float samples are stored, with X-Prometheus-Remote-Write-
+// Histograms-Written: 0 in 2.0: the spec forbids a 2xx when any sample was not written, and
+// a 400 makes Prometheus drop the request rather than retry it forever (its default,
+// send_native_histograms: false, sends none). Exemplars and metadata are dropped without an
+// error, as Prometheus' own receiver does with exemplars it cannot store: they annotate
+// samples, and failing the samples for them would lose data; 2.0 answers count them 0
+// written. 2.0 answers carry the three X-Prometheus-Remote-Write-*-Written headers
+// whatever the status, Samples-Written counting the float samples stored (on a failed
+// WriteMany, those of the series its error does not name).
+//
+// Memory is bounded: a body is at most MaxBodyBytes, compressed and decoded (snappy's
+// header gives the decoded size before anything is allocated), and the samples of the
+// requests being stored are at most MaxSamplesInFlight. A request over the limit waits, in
+// arrival order, before its points are built, until its context ends: the wait slows the
+// sender (its shards block on the request), which is the back-pressure Prometheus expects.
+//
+// When the sink reports its options (*tsdb.DB has Options), samples older than the raw
+// retention (less a minute, so that the sink's later clock never fails the whole call) are
+// rejected one by one; otherwise WriteMany would fail the whole request for one old point.
+//
+// # Remote read
+//
+// The request is a snappy prometheus.ReadRequest. Each query's matchers become
+// labels.Matchers and run through q.Querier(start, end).Select(ctx, true, hints, ...), the
+// hints from the query's ReadHints (else its start and end). The answer is the first
+// accepted response type the handler has (SAMPLES when none is listed; 400 if none is
+// known): SAMPLES is one snappy prometheus.ReadResponse (Content-Type
+// application/x-protobuf), at most SampleLimit samples; STREAMED_XOR_CHUNKS is
+// ContentTypeStreamed, frames of a uvarint length, the CRC-32 (Castagnoli, big-endian) of
+// the data and the data, each a prometheus.ChunkedReadResponse holding one series' XOR
+// chunks (at most SamplesPerChunk samples each; a series spans several frames beyond
+// MaxBytesInFrame), series sorted by labels. Series with no sample in the range are left
+// out. An error after the first frame aborts the connection (http.ErrAbortHandler), so
+// that a client never takes a cut stream for a complete answer.
+//
+// # Counters
+//
+// WriteHandler.Stats and ReadHandler.Stats return the counters (requests by status,
+// samples, in flight) for the server's /metrics.
+package remote
