@@ -6,17 +6,42 @@
 // A database has a base name (letters and digits, starting with a letter, 3 to 40
 // characters). Its tables are named from it, and it owns every table so named:
 //
-//	name + "m"                the catalog (the periods dropped)
+//	name + "m"                the catalog: the tables dropped, and the label sets registered
 //	name + "r" + start        the raw points of the period starting at start, in Unix seconds
 //	                          (RawPeriod, default 7 days, epoch-aligned): metricsr1716422400
 //	name + "i" + start        the series index of that period: an entity per series with
-//	                          points there (PartitionKey "s", RowKey the series)
+//	                          points there (see Labels below)
 //
 // Each raw table holds a store of the Options' layout (default advanced). A period's tables
 // are created on its first write, with the next period's, so that a new table (which Azure
 // may throttle at first) is not new when its time comes. A Write lists its series in the
 // period's index before it writes the points, once a period and process (a cache remembers
 // it); Series reads the indexes of a range.
+//
+// # Labels
+//
+// A series is a string key; SeriesOf makes one from a label set (up{job="api"}): "l" and
+// the first 128 bits of the SHA-256 of the set's canonical encoding (Labels.MarshalBinary:
+// a version byte, the count, then each name and value length-prefixed, names sorted), in
+// hex. It fits every layout's keys whatever the labels hold, is the same in every process
+// and version, and does not collide in practice (a chance under 1e-14 among a trillion
+// sets). SeriesOf records the set in the catalog (PartitionKey "l" + the key's first hex
+// digit, RowKey the key, L the encoding), once a process.
+//
+// The index of a period has an entity per series with points there. A label set's entity
+// is in the partition of its metric name ("n" + the name, or "h" + a hash of a long or
+// unusual name) with RowKey the key and L the encoding; a plain series' (a key SeriesOf
+// never returned) is in partition "s". A Write that first gives a series points in a period
+// writes its entry, reading the catalog if this process never saw the key: nothing depends
+// on one process's memory. Select reads only the periods of its range, and only the
+// partitions of the metric names its matchers allow when they allow few (`__name__="up"`,
+// `__name__=~"a|b"`); it matches with Prometheus' semantics. Retain drops a period's index
+// with its points.
+//
+// # Compaction
+//
+// With the chunked layout a frequent writer makes a chunk a write; Compact and
+// KeepCompacted merge them in every raw table of a range.
 //
 // # Retention
 //

@@ -60,14 +60,16 @@ func classify(err error) *apiError {
 		eqt promql.ErrQueryTimeout
 		es  promql.ErrStorage
 	)
+	// promql.ErrStorage has no Unwrap method, so look inside it explicitly.
+	isStorage := errors.As(err, &es)
 	switch {
-	case errors.Is(err, tablets.ErrInvalidOptions):
+	case errors.Is(err, tablets.ErrInvalidOptions), isStorage && errors.Is(es.Err, tablets.ErrInvalidOptions):
 		return &apiError{ErrorBadData, err}
 	case errors.As(err, &eqc):
 		return &apiError{ErrorCanceled, err}
 	case errors.As(err, &eqt):
 		return &apiError{ErrorTimeout, err}
-	case errors.As(err, &es):
+	case isStorage:
 		return &apiError{ErrorInternal, err}
 	case errors.Is(err, context.Canceled):
 		return &apiError{ErrorCanceled, err}

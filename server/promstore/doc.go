@@ -25,8 +25,12 @@
 // A PromQL range query at a coarse step does not need every raw point: as Thanos'
 // auto-downsampling does, a Select whose hints say the step is at least five times a rollup
 // tier's Step, and whose function a per-window Min, Max or Last answers, reads that tier
-// (tsdb.DB.Aggregate) and returns one synthetic sample per window, at the window's last
-// millisecond. See tierPlan for the functions and the rules. The answer is approximate
-// (rate over window-end samples instead of every sample); Stats tells which path each
-// Select took.
+// (tsdb.DB.Aggregate, one call per series) and returns one synthetic sample per whole window,
+// at the window's last millisecond. See tierPlan for the functions and the rules. The answer
+// is approximate (rate over window-end samples instead of every sample), and the staleness
+// markers are lost (a window ignores NaNs). Stats tells which path each Select took.
+//
+// A tier is not always cheaper: a window costs about 250 bytes of reply, a raw point about
+// 10 in chunked's Gorilla chunks, and a tier read is a request per series where a raw read
+// packs many series a request. Options.MinTierStep keeps the finer tiers out.
 package promstore

@@ -303,9 +303,9 @@ func TestLabelNamesValues(t *testing.T) {
 	require.Empty(t, names)
 }
 
-// tierDB writes n counters of a sample every interval over three hours and rolls them up
-// into a minute tier.
-func tierDB(t *testing.T, n int, interval time.Duration) (*tsdb.DB, *azurite.Checker, []labels.Labels, [][]tablets.Point) {
+// tierDB writes n counters (or gauges, with some staleness markers) of a sample every
+// interval over three hours and rolls them up into a minute tier.
+func tierDB(t *testing.T, n int, interval time.Duration, gauges bool) (*tsdb.DB, *azurite.Checker, []labels.Labels, [][]tablets.Point) {
 	t.Helper()
 	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, Tiers: []tsdb.Tier{{Step: time.Minute}}})
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -316,8 +316,15 @@ func tierDB(t *testing.T, n int, interval time.Duration) (*tsdb.DB, *azurite.Che
 		perSecond := 0.5 + float64(i)
 		c := 1000.0 * float64(i)
 		for at := base; at.Before(base.Add(3 * time.Hour)); at = at.Add(interval) {
-			pts[i] = append(pts[i], tablets.Point{Time: at, Value: c})
-			c += perSecond * interval.Seconds() * (0.95 + 0.1*rng.Float64())
+			switch {
+			case !gauges:
+				pts[i] = append(pts[i], tablets.Point{Time: at, Value: c})
+				c += perSecond * interval.Seconds() * (0.95 + 0.1*rng.Float64())
+			case len(pts[i])%37 == 5:
+				pts[i] = append(pts[i], tablets.Point{Time: at, Value: math.Float64frombits(staleNaN)})
+			default:
+				pts[i] = append(pts[i], tablets.Point{Time: at, Value: 100*float64(i) + 10*rng.NormFloat64()})
+			}
 		}
 	}
 	write(t, db, sets, pts)
@@ -328,12 +335,12 @@ func tierDB(t *testing.T, n int, interval time.Duration) (*tsdb.DB, *azurite.Che
 
 // A tier Select returns a sample per whole window, from Start's window to End's (excluded):
 // at its last millisecond, of the window's Min, Max or Last, exactly as computed from the
-// points.
+// points (NaNs, staleness markers included, are no samples in a window).
 func TestTierSelectSamples(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
 	}
-	db, _, sets, pts := tierDB(t, 3, 15*time.Second)
+	db, _, sets, pts := tierDB(t, 3, 15*time.Second, true)
 	q, err := New(db, nil)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -366,7 +373,7 @@ func TestTierSelectSamples(t *testing.T) {
 			for ws := start.Truncate(time.Minute); ws.Before(end.Truncate(time.Minute)); ws = ws.Add(time.Minute) {
 				var vs []float64
 				for _, p := range pts[i] {
-					if !p.Time.Before(ws) && p.Time.Before(ws.Add(time.Minute)) {
+					if !p.Time.Before(ws) && p.Time.Before(ws.Add(time.Minute)) && !math.IsNaN(p.Value) {
 						vs = append(vs, p.Value)
 					}
 				}
@@ -407,7 +414,7 @@ func TestPromQLRateTierVsRaw(t *testing.T) {
 		{2, time.Second, true, 0.02, "1 s"},
 	} {
 		t.Run(c.description, func(t *testing.T) {
-			db, checker, _, _ := tierDB(t, c.series, c.interval)
+			db, checker, _, _ := tierDB(t, c.series, c.interval, false)
 			engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 5e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
 			ctx := context.Background()
 			run := func(q storage.Queryable, expr string, step time.Duration) (promql.Matrix, azurite.Stats) {

@@ -24,9 +24,10 @@ type entry struct {
 // Select returns the series matching every matcher with their samples in the range (see
 // the package documentation), sorted by labels whatever sortSeries says. hints.Limit
 // bounds the series returned; hints.ShardCount and ShardIndex select a shard by
-// labels.StableHash; hints.Func "series" returns labels only, reading no point. Reading
-// goes on in the background ahead of Next: read the set to its end, or cancel ctx or Close
-// the Querier.
+// labels.StableHash; hints.Func "series" returns labels only, reading no point. Matchers
+// that all match "" (a selector of every series) give an error wrapping
+// tablets.ErrInvalidOptions, before any request. Reading goes on in the background ahead of
+// Next: read the set to its end, or cancel ctx or Close the Querier.
 func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
 	if !selective(matchers) {
 		return storage.ErrSeriesSet(fmt.Errorf("promstore: %w: %w", tablets.ErrInvalidOptions, errNotSelective))
@@ -84,13 +85,12 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		// Min or Max may take a point up to a window before it); to goes down to its
 		// window's start, leaving out the points after the last whole window: those of
 		// every evaluation time but the last are left out just the same.
+		q.tierSelects.Add(1)
 		tfrom, tto := rounding.Floor(from, tier.Step), rounding.Floor(to, tier.Step)
 		if !tfrom.Before(tto) {
-			q.tierSelects.Add(1) // less than a window: nothing
-			done()
+			done() // less than a window: nothing
 			return storage.EmptySeriesSet()
 		}
-		q.tierSelects.Add(1)
 		fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
 			return q.readTier(ctx, entries[i], tfrom, tto, tier.Step, p)
 		}

@@ -129,7 +129,7 @@ type memSer struct {
 	samples []sample
 }
 
-func (s *memSer) Labels() labels.Labels { return s.lset }
+func (s *memSer) Labels() labels.Labels                        { return s.lset }
 func (s *memSer) Iterator(chunkenc.Iterator) chunkenc.Iterator { return iterOf(s.samples) }
 
 // iterOf iterates samples through an XOR chunk of Prometheus' (a hand-written iterator

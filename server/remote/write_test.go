@@ -162,7 +162,9 @@ func newWrite(t testing.TB, sink Sink, opts *WriteOptions) *WriteHandler {
 	return h
 }
 
-func pt(ms int64, v float64) tablets.Point { return tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: v} }
+func pt(ms int64, v float64) tablets.Point {
+	return tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: v}
+}
 
 // requireSamePoints compares points exactly: times, and values bit for bit.
 func requireSamePoints(t testing.TB, want, got []tablets.Point) {

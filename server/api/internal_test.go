@@ -1,0 +1,217 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+)
+
+func TestAppendFloat(t *testing.T) {
+	for f, want := range map[float64]string{
+		0:                 `"0"`,
+		1:                 `"1"`,
+		-2.5:              `"-2.5"`,
+		0.1:               `"0.1"`,
+		1e-6:              `"0.000001"`,
+		9.99e-7:           `"9.99e-07"`,
+		-1e-7:             `"-1e-07"`,
+		1e20:              `"100000000000000000000"`,
+		1e21:              `"1e+21"`,
+		math.Inf(1):       `"+Inf"`,
+		math.Inf(-1):      `"-Inf"`,
+		math.NaN():        `"NaN"`,
+		staleNaN:          `"NaN"`,
+		1.0 / 3:           `"0.3333333333333333"`,
+		math.MaxFloat64:   `"1.7976931348623157e+308"`,
+		123456789.0123456: `"123456789.0123456"`,
+	} {
+		require.Equal(t, want, string(appendFloat(nil, f)), "%v", f)
+	}
+}
+
+func TestAppendTimestamp(t *testing.T) {
+	for ms, want := range map[int64]string{
+		0:             "0",
+		1000:          "1",
+		1500:          "1.500",
+		1_050:         "1.050",
+		1_005:         "1.005",
+		-1500:         "-1.500",
+		-5:            "-0.005",
+		1700000000123: "1700000000.123",
+	} {
+		require.Equal(t, want, string(appendTimestamp(nil, ms)), "%d", ms)
+		// Whatever the digits, it is the JSON number of seconds.
+		var f float64
+		require.NoError(t, json.Unmarshal(appendTimestamp(nil, ms), &f))
+		require.Equal(t, float64(ms)/1000, f)
+	}
+}
+
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", `quo"te`, `back\\slash`, "tab\t", "<html>&", "é ü 日本", "\u2028", "bad\xffutf8", "ctl\x01"} {
+		want, err := json.Marshal(s)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(appendString(nil, s)), "%q", s)
+	}
+}
+
+func TestAppendLabels(t *testing.T) {
+	got := appendLabels(nil, labels.FromStrings("b", "2", "a", `x"y`, "__name__", "m"))
+	require.Equal(t, `{"__name__":"m","a":"x\"y","b":"2"}`, string(got))
+	require.Equal(t, `{}`, string(appendLabels(nil, labels.EmptyLabels())))
+}
+
+func TestAppendHistogram(t *testing.T) {
+	// Schema 0: positive bucket i spans (2^(i-1), 2^i]; the zero bucket is [-0.001, 0.001].
+	h := &histogram.FloatHistogram{
+		Schema:          0,
+		Count:           10,
+		Sum:             12.5,
+		ZeroThreshold:   0.001,
+		ZeroCount:       2,
+		PositiveSpans:   []histogram.Span{{Offset: 0, Length: 3}},
+		PositiveBuckets: []float64{3, 0, 5}, // the empty bucket is left out
+	}
+	want := `{"count":"10","sum":"12.5","buckets":[[3,"-0.001","0.001","2"],[0,"0.5","1","3"],[0,"2","4","5"]]}`
+	require.Equal(t, want, string(appendHistogram(nil, h)))
+
+	v := promql.Vector{{Metric: labels.FromStrings("a", "b"), T: 1500, H: h}}
+	b, err := appendResult(nil, v)
+	require.NoError(t, err)
+	require.Equal(t, `[{"metric":{"a":"b"},"histogram":[1.500,`+want+`]}]`, string(b))
+
+	m := promql.Matrix{{
+		Metric:     labels.FromStrings("a", "b"),
+		Floats:     []promql.FPoint{{T: 1000, F: 1}},
+		Histograms: []promql.HPoint{{T: 2000, H: &histogram.FloatHistogram{Count: 0, Sum: 0}}},
+	}}
+	b, err = appendResult(nil, m)
+	require.NoError(t, err)
+	require.Equal(t, `[{"metric":{"a":"b"},"values":[[1,"1"]],"histograms":[[2,{"count":"0","sum":"0"}]]}]`, string(b))
+}
+
+func TestEnvelope(t *testing.T) {
+	// <, > and & are escaped as encoding/json (and Prometheus' jsoniter setup) does.
+	require.Equal(t, `{"status":"success","data":[],"warnings":["w\u003c1\u003e"],"infos":["i"]}`,
+		string(appendEnvelopeSuccess(nil, []byte("[]"), []string{"w<1>"}, []string{"i"})))
+	// Decoding gives back the original strings.
+	var r struct{ Warnings []string }
+	require.NoError(t, json.Unmarshal(appendEnvelopeSuccess(nil, []byte("[]"), []string{"w<1>"}, nil), &r))
+	require.Equal(t, []string{"w<1>"}, r.Warnings)
+	require.Equal(t, `{"status":"error","errorType":"timeout","error":"it \"took\" long"}`,
+		string(appendEnvelopeError(nil, ErrorTimeout, `it "took" long`)))
+}
+
+func TestParseTime(t *testing.T) {
+	for in, want := range map[string]time.Time{
+		"1700000000":                     time.Unix(1700000000, 0),
+		"1700000000.123":                 time.Unix(1700000000, 123e6),
+		"1700000000.1236":                time.Unix(1700000000, 124e6), // rounded to ms
+		"-1.5":                           time.Unix(-1, -5e8),
+		"2023-11-14T22:13:20Z":           time.Unix(1700000000, 0),
+		"2023-11-14T23:13:20.5+01:00":    time.Unix(1700000000, 5e8),
+		MinTime.Format(time.RFC3339Nano): MinTime,
+		MaxTime.Format(time.RFC3339Nano): MaxTime,
+	} {
+		got, err := parseTime(in)
+		require.NoError(t, err, in)
+		require.True(t, want.Equal(got), "%s: got %v want %v", in, got, want)
+	}
+	for _, in := range []string{"", "now", "2023-11-14", "1e400"} {
+		_, err := parseTime(in)
+		require.Error(t, err, in)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"15":     15 * time.Second,
+		"0.5":    500 * time.Millisecond,
+		"1m":     time.Minute,
+		"1h30m":  90 * time.Minute,
+		"1d":     24 * time.Hour,
+		"250ms":  250 * time.Millisecond,
+		"-1":     -time.Second,
+		"1.5e+1": 15 * time.Second,
+	} {
+		got, err := parseDuration(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "1x", "1e20", "m"} {
+		_, err := parseDuration(in)
+		require.Error(t, err, in)
+	}
+}
+
+func TestAcceptsGzip(t *testing.T) {
+	for h, want := range map[string]bool{
+		"":                   false,
+		"gzip":               true,
+		"gzip, deflate, br":  true,
+		"deflate, GZIP;q=.5": true,
+		"br;q=1.0, gzip;q=0": false,
+		"gzip;q=0.000":       false,
+		"*":                  true,
+		"identity":           false,
+	} {
+		require.Equal(t, want, acceptsGzip(h), "%q", h)
+	}
+}
+
+func TestClassifyAndStatus(t *testing.T) {
+	cases := []struct {
+		err    error
+		typ    ErrorType
+		status int
+	}{
+		{fmt.Errorf("expanding series: %w", fmt.Errorf("%w: bad step", tablets.ErrInvalidOptions)), ErrorBadData, 400},
+		{promql.ErrStorage{Err: fmt.Errorf("%w: x", tablets.ErrInvalidOptions)}, ErrorBadData, 400},
+		{promql.ErrStorage{Err: errors.New("disk")}, ErrorInternal, 500},
+		{promql.ErrQueryCanceled("eval"), ErrorCanceled, 499},
+		{promql.ErrQueryTimeout("eval"), ErrorTimeout, 503},
+		{promql.ErrTooManySamples("eval"), ErrorExec, 422},
+		{fmt.Errorf("expanding series: %w", context.Canceled), ErrorCanceled, 499},
+		{fmt.Errorf("expanding series: %w", context.DeadlineExceeded), ErrorTimeout, 503},
+		{errors.New("anything else"), ErrorExec, 422},
+	}
+	for _, c := range cases {
+		e := classify(c.err)
+		require.Equal(t, c.typ, e.typ, "%v", c.err)
+		require.Equal(t, c.status, httpStatus(e.typ), "%v", c.err)
+	}
+	require.Nil(t, classify(nil))
+	require.Equal(t, 503, httpStatus(ErrorUnavailable))
+	require.Equal(t, 404, httpStatus(ErrorNotFound))
+	require.Equal(t, 500, httpStatus("something"))
+}
+
+func TestMalformedForm(t *testing.T) {
+	a, err := New(testStore(), nil)
+	require.NoError(t, err)
+	defer a.Close()
+	req := httptest.NewRequest(http.MethodPost, "/api/v1/query", strings.NewReader("query=%zz"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	a.Handler().ServeHTTP(rec, req)
+	require.Equal(t, http.StatusBadRequest, rec.Code)
+	var r response
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
+	require.Equal(t, "bad_data", r.ErrorType)
+	require.Contains(t, r.Error, "error parsing form values")
+}
