@@ -35,8 +35,6 @@ type apiError struct {
 	err error
 }
 
-func (e *apiError) Error() string { return fmt.Sprintf("%s: %s", e.typ, e.err) }
-
 func badData(err error) *apiError { return &apiError{ErrorBadData, err} }
 
 // invalidParam wraps err as Prometheus does for a parameter it could not use.

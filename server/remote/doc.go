@@ -56,7 +56,7 @@
 // error, as Prometheus' own receiver does with exemplars it cannot store: they annotate
 // samples, and failing the samples for them would lose data; 2.0 answers count them 0
 // written. 2.0 answers carry the three X-Prometheus-Remote-Write-*-Written headers
-// whatever the status, Samples-Written counting the float samples stored (on a failed
+// whatever the status (once the Content-Type said 2.0), Samples-Written counting the float samples stored (on a failed
 // WriteMany, those of the series its error does not name).
 //
 // Memory is bounded: a body is at most MaxBodyBytes, compressed and decoded (snappy's

@@ -113,7 +113,8 @@ func NewWriteHandler(sink Sink, opts *WriteOptions) (*WriteHandler, error) {
 type WriteStats struct {
 	// Requests counts the requests answered, by HTTP status code.
 	Requests map[int]uint64
-	// SamplesReceived counts the float samples of decoded requests; SamplesWritten those
+	// SamplesReceived counts the float samples of the requests that got room in flight
+	// (not those answered 4xx before, or that gave up waiting); SamplesWritten those
 	// stored; SamplesRejected those refused as invalid (labels, timestamps, retention).
 	SamplesReceived, SamplesWritten, SamplesRejected uint64
 	// HistogramsReceived and ExemplarsReceived count what was received and not stored.
