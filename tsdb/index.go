@@ -76,7 +76,7 @@ func (db *DB) SeriesOfMany(ctx context.Context, sets []Labels) ([]string, error)
 	fresh := map[string]Labels{}
 	db.mu.Lock()
 	for i, ls := range sets {
-		c, err := canonical(ls)
+		c, err := Canonical(ls)
 		if err != nil {
 			db.mu.Unlock()
 			return nil, fmt.Errorf("tsdb: label set %d: %w", i, err)

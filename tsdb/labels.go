@@ -102,8 +102,10 @@ func (ls Labels) Validate() error {
 	return nil
 }
 
-// canonical sorts a copy of ls by name and drops empty values, then validates it.
-func canonical(ls Labels) (Labels, error) {
+// Canonical returns the set SeriesOf stores for ls: a sorted copy without the labels of
+// empty value, checked by Validate (an error wraps tablets.ErrInvalidOptions). Callers that
+// register many sets at once can check each first: SeriesOfMany fails whole for one bad set.
+func Canonical(ls Labels) (Labels, error) {
 	out := make(Labels, 0, len(ls))
 	for _, l := range ls {
 		if l.Value != "" {

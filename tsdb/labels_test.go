@@ -30,9 +30,9 @@ func TestLabelsGolden(t *testing.T) {
 }
 
 func TestCanonicalLabels(t *testing.T) {
-	a, err := canonical(Labels{{"job", "api"}, {"__name__", "up"}, {"zone", ""}})
+	a, err := Canonical(Labels{{"job", "api"}, {"__name__", "up"}, {"zone", ""}})
 	require.NoError(t, err)
-	b, err := canonical(Labels{{"__name__", "up"}, {"job", "api"}})
+	b, err := Canonical(Labels{{"__name__", "up"}, {"job", "api"}})
 	require.NoError(t, err)
 	require.Equal(t, a, b, "order and empty values do not change the set")
 	require.Equal(t, seriesKey(a), seriesKey(b))
@@ -46,10 +46,10 @@ func TestCanonicalLabels(t *testing.T) {
 		"bad UTF-8":      {{"a", "\xc3"}},
 		"too large":      {{"a", strings.Repeat("x", MaxLabelsSize)}},
 	} {
-		_, err := canonical(ls)
+		_, err := Canonical(ls)
 		require.ErrorIs(t, err, tablets.ErrInvalidOptions, name)
 	}
-	_, err = canonical(Labels{{"a", strings.Repeat("é", 20000)}}) // 40 KB: fits
+	_, err = Canonical(Labels{{"a", strings.Repeat("é", 20000)}}) // 40 KB: fits
 	require.NoError(t, err)
 }
 
@@ -57,7 +57,7 @@ func TestCanonicalLabels(t *testing.T) {
 func TestSeriesKeyShape(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 1000 {
-		ls, err := canonical(randomLabels(rng))
+		ls, err := Canonical(randomLabels(rng))
 		require.NoError(t, err)
 		k := seriesKey(ls)
 		require.True(t, isLabelsKey(k), k)

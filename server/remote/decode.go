@@ -111,21 +111,12 @@ func readSnappy(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, *h
 // by name) and checks it: tsdb's rules (Labels.Validate) and, as Prometheus' own receiver
 // does, a metric name. The error wraps tablets.ErrInvalidOptions.
 func canonical(ls tsdb.Labels) (tsdb.Labels, error) {
-	out := make(tsdb.Labels, 0, len(ls))
-	for _, l := range ls {
-		if l.Name == "" {
-			return nil, fmt.Errorf("%w: a label has an empty name", tablets.ErrInvalidOptions)
-		}
-		if l.Value != "" {
-			out = append(out, l)
-		}
+	out, err := tsdb.Canonical(ls)
+	if err != nil {
+		return nil, err
 	}
-	slices.SortStableFunc(out, func(a, b tsdb.Label) int { return strings.Compare(a.Name, b.Name) })
 	if out.Get(tsdb.MetricName) == "" {
 		return nil, fmt.Errorf("%w: no metric name (%s)", tablets.ErrInvalidOptions, tsdb.MetricName)
-	}
-	if err := out.Validate(); err != nil {
-		return nil, err
 	}
 	return out, nil
 }

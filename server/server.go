@@ -1,0 +1,314 @@
+// Package server is `tablets serve`: Prometheus' remote write and remote read, and the query
+// API Grafana uses, over one tsdb database. It keeps no state another process cannot see:
+// any number of servers on one database, behind one load balancer, answer alike.
+//
+//	POST /api/v1/write              remote write 1.0 and 2.0 (package remote)
+//	POST /api/v1/read               remote read: SAMPLES, STREAMED_XOR_CHUNKS (package remote)
+//	GET|POST /api/v1/query...       the query API, PromQL on Prometheus' engine (package api)
+//	                                over a storage.Queryable of the database (package promstore)
+//	GET /-/healthy, /-/ready        liveness; readiness (the catalog answers)
+//	GET /metrics                    the server's own metrics
+//
+// Run keeps the database in shape beside the endpoints: rollups, compaction of the chunks
+// remote writes make, and retention, each on a timer; several servers may run them at once
+// (their writes are conditional on ETags).
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/api"
+	"github.com/seed71701133/tablets/server/promstore"
+	"github.com/seed71701133/tablets/server/remote"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// Options configure a Server. Zero values mean the defaults.
+type Options struct {
+	// MaxSamplesInFlight bounds the samples of the remote writes being stored (default
+	// 500,000): more wait, which slows Prometheus down instead of growing the heap.
+	MaxSamplesInFlight int
+	// RollupEvery is how often Run rolls up the tiers (default 5m; negative: never).
+	RollupEvery time.Duration
+	// CompactEvery is how often Run compacts the last two hours' chunks (default 5m;
+	// negative: never).
+	CompactEvery time.Duration
+	// RetainEvery is how often Run drops tables past their retention (default 1h; negative:
+	// never).
+	RetainEvery time.Duration
+	// Query configures the PromQL engine (nil: its defaults).
+	Query *api.Options
+	// Store configures the Queryable (nil: its defaults).
+	Store *promstore.Options
+	// Logger (default: discarded).
+	Logger *slog.Logger
+	// Collectors are more metrics for /metrics, such as the command's count of requests to
+	// the account.
+	Collectors []prometheus.Collector
+}
+
+// Server serves one database.
+type Server struct {
+	db         *tsdb.DB
+	opts       Options
+	log        *slog.Logger
+	queryable  *promstore.Queryable
+	write      *remote.WriteHandler
+	read       *remote.ReadHandler
+	api        *api.API
+	registry   *prometheus.Registry
+	handler    http.Handler
+	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	background *prometheus.CounterVec
+}
+
+// New makes the server of db. Bad options give an error wrapping tablets.ErrInvalidOptions.
+func New(db *tsdb.DB, opts *Options) (*Server, error) {
+	if db == nil {
+		return nil, fmt.Errorf("server: %w: nil database", tablets.ErrInvalidOptions)
+	}
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxSamplesInFlight < 0 {
+		return nil, fmt.Errorf("server: %w: MaxSamplesInFlight %d is negative", tablets.ErrInvalidOptions, o.MaxSamplesInFlight)
+	}
+	for _, d := range []*time.Duration{&o.RollupEvery, &o.CompactEvery} {
+		if *d == 0 {
+			*d = 5 * time.Minute
+		}
+	}
+	if o.RetainEvery == 0 {
+		o.RetainEvery = time.Hour
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{db: db, opts: o, log: o.Logger, registry: prometheus.NewRegistry()}
+	var err error
+	if s.queryable, err = promstore.New(db, o.Store); err != nil {
+		return nil, err
+	}
+	if s.write, err = remote.NewWriteHandler(db, &remote.WriteOptions{MaxSamplesInFlight: o.MaxSamplesInFlight}); err != nil {
+		return nil, err
+	}
+	if s.read, err = remote.NewReadHandler(s.queryable, nil); err != nil {
+		return nil, err
+	}
+	q := api.Options{}
+	if o.Query != nil {
+		q = *o.Query
+	}
+	if q.Logger == nil {
+		q.Logger = o.Logger
+	}
+	q.Registerer = s.registry
+	if s.api, err = api.New(s.queryable, &q); err != nil {
+		return nil, err
+	}
+	s.registerMetrics()
+	s.handler = s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	s.api.Register(mux)
+	mux.Handle("/api/v1/write", s.instrument("write", s.write))
+	mux.Handle("/api/v1/read", s.instrument("read", s.read))
+	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "tablets is Healthy.")
+	})
+	mux.HandleFunc("GET /-/ready", s.ready)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	return s.instrumentQueries(mux)
+}
+
+// ready answers 200 when the database's catalog answers: the account is reachable.
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	if _, err := s.db.Series(ctx, time.Unix(0, 0), time.Unix(1, 0)); err != nil {
+		http.Error(w, "tablets is not ready: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "tablets is Ready.")
+}
+
+// ServeHTTP serves the endpoints.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Queryable is the server's storage.Queryable (for its Stats).
+func (s *Server) Queryable() *promstore.Queryable { return s.queryable }
+
+// WriteStats are the remote-write handler's counters.
+func (s *Server) WriteStats() remote.WriteStats { return s.write.Stats() }
+
+// Close releases the query engine.
+func (s *Server) Close() error { return s.api.Close() }
+
+// Run keeps the database rolled up, compacted and within its retention until ctx is done,
+// then returns nil. Errors are logged and counted; the loops go on.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	loop := func(name string, every time.Duration, do func(context.Context) error) {
+		if every < 0 {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(every)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+				if err := do(ctx); err != nil && ctx.Err() == nil {
+					s.background.WithLabelValues(name, "error").Inc()
+					s.log.Warn("background "+name+" failed", "err", err)
+					continue
+				}
+				s.background.WithLabelValues(name, "ok").Inc()
+			}
+		}()
+	}
+	seal := s.db.Options().SealDelay
+	loop("rollup", s.opts.RollupEvery, func(ctx context.Context) error {
+		now := time.Now()
+		// Windows sealed since the last runs (and a margin for a missed run or two).
+		return s.db.Rollup(ctx, now.Add(-seal-2*time.Hour), now.Add(-seal))
+	})
+	loop("compact", s.opts.CompactEvery, func(ctx context.Context) error {
+		now := time.Now()
+		return s.db.Compact(ctx, now.Add(-2*time.Hour), now.Add(time.Minute))
+	})
+	loop("retain", s.opts.RetainEvery, func(ctx context.Context) error {
+		dropped, err := s.db.Retain(ctx, time.Now())
+		if len(dropped) > 0 {
+			s.log.Info("retention dropped tables", "tables", dropped)
+		}
+		return err
+	})
+	wg.Wait()
+	return nil
+}
+
+// statusRecorder keeps the status code a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Flush lets streamed remote reads flush through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) instrument(handler string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			code := rec.code
+			if code == 0 {
+				code = http.StatusOK
+			}
+			s.requests.WithLabelValues(handler, strconv.Itoa(code)).Inc()
+			s.duration.WithLabelValues(handler).Observe(time.Since(start).Seconds())
+		}() // runs too when a streamed read aborts with http.ErrAbortHandler, which goes on up
+
+		h.ServeHTTP(rec, r)
+	})
+}
+
+// instrumentQueries counts the query API's requests by path (the write and read handlers
+// count themselves).
+func (s *Server) instrumentQueries(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/write" || r.URL.Path == "/api/v1/read" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		_, pattern := mux.Handler(r)
+		if pattern == "" {
+			pattern = "other"
+		}
+		s.instrument(pattern, mux).ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) registerMetrics() {
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_http_requests_total",
+		Help: "HTTP requests answered, by handler and status code."}, []string{"handler", "code"})
+	s.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tablets_http_request_duration_seconds",
+		Help: "Time to answer HTTP requests, by handler.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"handler"})
+	s.background = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_background_runs_total",
+		Help: "Runs of the rollup, compaction and retention loops, by result."}, []string{"task", "result"})
+	s.registry.MustRegister(s.requests, s.duration, s.background,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	s.registry.MustRegister(
+		counter("tablets_remote_write_samples_received_total", "Float samples of remote writes that got room in flight.",
+			func() float64 { return float64(s.write.Stats().SamplesReceived) }),
+		counter("tablets_remote_write_samples_written_total", "Float samples stored from remote writes.",
+			func() float64 { return float64(s.write.Stats().SamplesWritten) }),
+		counter("tablets_remote_write_samples_rejected_total", "Float samples refused as invalid.",
+			func() float64 { return float64(s.write.Stats().SamplesRejected) }),
+		counter("tablets_remote_write_histograms_dropped_total", "Native histogram samples received and not stored.",
+			func() float64 { return float64(s.write.Stats().HistogramsReceived) }),
+		gauge("tablets_remote_write_samples_in_flight", "Samples of the remote writes being stored.",
+			func() float64 { return float64(s.write.Stats().SamplesInFlight) }),
+		gauge("tablets_remote_write_requests_waiting", "Remote writes waiting for room in flight.",
+			func() float64 { return float64(s.write.Stats().RequestsWaiting) }),
+		counter("tablets_remote_read_samples_sent_total", "Samples sent by remote read.",
+			func() float64 { return float64(s.read.Stats().SamplesSent) }),
+		counter("tablets_select_raw_total", "Selects that read raw points.",
+			func() float64 { return float64(s.queryable.Stats().RawSelects) }),
+		counter("tablets_select_tier_total", "Selects that read a rollup tier.",
+			func() float64 { return float64(s.queryable.Stats().TierSelects) }),
+		counter("tablets_select_samples_total", "Samples returned by Selects.",
+			func() float64 { return float64(s.queryable.Stats().Samples) }),
+	)
+	for _, c := range s.opts.Collectors {
+		s.registry.MustRegister(c)
+	}
+}

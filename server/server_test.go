@@ -1,0 +1,176 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/rwgen"
+	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+func chunkedLayout(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }
+
+// newServer serves a fresh chunked database on the shared Azurite, every request through the
+// limit Checker and then wrap (nil: none), with no background loops.
+func newServer(t testing.TB, wrap func(policy.Transporter) policy.Transporter, opts *server.Options) (*server.Server, *httptest.Server, *azurite.Checker) {
+	srv := azurite.Shared(t)
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	var transport policy.Transporter = checker
+	if wrap != nil {
+		transport = wrap(checker)
+	}
+	svc, err := srv.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: transport, Retry: azurite.TestRetryOptions(), PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy()}}})
+	require.NoError(t, err)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "srv" + hex.EncodeToString(b)
+	db, err := tsdb.Open(context.Background(), svc, name, &tsdb.Options{Layout: chunkedLayout})
+	require.NoError(t, err)
+	dbtest.DropOnCleanup(t, name)
+	o := server.Options{RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
+	if opts != nil {
+		o = *opts
+	}
+	s, err := server.New(db, &o)
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { hs.Close(); _ = s.Close() })
+	return s, hs, checker
+}
+
+func getJSON(t *testing.T, u string, params url.Values) map[string]any {
+	t.Helper()
+	resp, err := http.Get(u + "?" + params.Encode())
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	var out map[string]any
+	require.NoError(t, json.Unmarshal(body, &out), string(body))
+	require.Equal(t, "success", out["status"])
+	return out
+}
+
+// Samples remote-written come back through the query API, the index lists them, and
+// /metrics, /-/healthy and /-/ready answer.
+func TestServerEndpoints(t *testing.T) {
+	s, hs, _ := newServer(t, nil, nil)
+	start := time.Now().Add(-10 * time.Minute).Truncate(time.Minute)
+	res, err := rwgen.Run(context.Background(), rwgen.Config{URL: hs.URL + "/api/v1/write", Series: 30, Metrics: 3,
+		SamplesPerRequest: 60, Shards: 2, Interval: 15 * time.Second, Requests: 10, Start: start})
+	require.NoError(t, err)
+	require.Equal(t, map[int]int64{http.StatusNoContent: 20}, res.Status)
+	require.EqualValues(t, 1200, res.Samples)
+	require.EqualValues(t, 1200, s.WriteStats().SamplesWritten)
+
+	// Each of the 30 series got 40 samples, a counter, 15 s apart from start.
+	out := getJSON(t, hs.URL+"/api/v1/query", url.Values{"query": {"count_over_time(rwgen_metric_1[1h])"}, "time": {start.Add(20 * time.Minute).Format(time.RFC3339)}})
+	result := out["data"].(map[string]any)["result"].([]any)
+	require.Len(t, result, 10, "series 1, 4, 7, ... of metric 1")
+	for _, r := range result {
+		require.Equal(t, "40", r.(map[string]any)["value"].([]any)[1])
+	}
+	series := getJSON(t, hs.URL+"/api/v1/series", url.Values{"match[]": {`{job="rwgen",__name__=~"rwgen_metric_[02]"}`}, "start": {start.Add(-time.Hour).Format(time.RFC3339)}})
+	require.Len(t, series["data"], 20)
+	values := getJSON(t, hs.URL+"/api/v1/label/__name__/values", nil)
+	require.Equal(t, []any{"rwgen_metric_0", "rwgen_metric_1", "rwgen_metric_2"}, values["data"])
+
+	for path, want := range map[string]string{"/-/healthy": "Healthy", "/-/ready": "Ready",
+		"/metrics": "tablets_remote_write_samples_written_total 1200"} {
+		resp, err := http.Get(hs.URL + path)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, path)
+		require.Contains(t, string(body), want, path)
+	}
+	resp, err := http.Get(hs.URL + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Contains(t, string(body), `tablets_http_requests_total{code="204",handler="write"} 20`)
+	require.Contains(t, string(body), `tablets_http_requests_total{code="200",handler="GET /api/v1/series"} 1`)
+}
+
+// A slow account pushes back on the sender: the samples being stored never exceed the
+// limit, requests wait instead, and every sample is stored in the end.
+func TestServerBoundedUnderSlowAccount(t *testing.T) {
+	const limit = 1000
+	s, hs, _ := newServer(t, func(next policy.Transporter) policy.Transporter {
+		return fault.New(next, fault.Options{Latency: 30 * time.Millisecond})
+	}, &server.Options{MaxSamplesInFlight: limit, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1})
+	var maxInFlight, maxWaiting atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			st := s.WriteStats()
+			if st.SamplesInFlight > maxInFlight.Load() {
+				maxInFlight.Store(st.SamplesInFlight)
+			}
+			if int64(st.RequestsWaiting) > maxWaiting.Load() {
+				maxWaiting.Store(int64(st.RequestsWaiting))
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	res, err := rwgen.Run(context.Background(), rwgen.Config{URL: hs.URL + "/api/v1/write", Series: 400, Metrics: 4,
+		SamplesPerRequest: 400, Shards: 8, Interval: 10 * time.Second, Requests: 3, Start: time.Now().Add(-time.Hour)})
+	close(stop)
+	wg.Wait()
+	require.NoError(t, err)
+	require.Equal(t, map[int]int64{http.StatusNoContent: 24}, res.Status)
+	require.LessOrEqual(t, maxInFlight.Load(), int64(limit), "samples in flight")
+	require.Positive(t, maxWaiting.Load(), "8 senders of 400 samples against a limit of 1,000: some wait")
+	require.EqualValues(t, 9600, s.WriteStats().SamplesWritten)
+	t.Logf("at most %d samples in flight (limit %d), up to %d requests waiting", maxInFlight.Load(), limit, maxWaiting.Load())
+}
+
+// Bad input gets a 400 and sends nothing to the account.
+func TestServerBadQueries(t *testing.T) {
+	_, hs, checker := newServer(t, nil, nil)
+	before := checker.Stats().Requests
+	for _, q := range []url.Values{
+		{"query": {"sum(("}},
+		{"query": {`{job=""}`}},
+		{"query": {`up{job=~"(unclosed"}`}},
+		{"query": {"up"}, "time": {"yesterday"}},
+	} {
+		resp, err := http.Get(hs.URL + "/api/v1/query?" + q.Encode())
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%v: %s", q, body)
+		require.True(t, strings.Contains(string(body), `"errorType":"bad_data"`), string(body))
+	}
+	require.Equal(t, before, checker.Stats().Requests)
+}
