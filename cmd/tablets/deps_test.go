@@ -31,12 +31,27 @@ func noTestCode(pkg string) string {
 		return "test assertion library"
 	case pkg == module+"/internal/azurite":
 		return "the Azurite test harness (use internal/azurite/runner)"
+	case pkg == module+"/internal/dbtest" || pkg == module+"/internal/promrun":
+		return "a test harness"
 	}
 	return ""
 }
 
-// TestDeps checks, with `go list -deps`, that the tablets binary and the library packages
-// link no test-only code.
+// lean is the rule of the library packages: no test code, and not Prometheus (the command
+// and the server carry it; a library user should not).
+func lean(pkg string) string {
+	if why := noTesting(pkg); why != "" {
+		return why
+	}
+	if strings.HasPrefix(pkg, "github.com/prometheus/") {
+		return "Prometheus is for the command and the server, not the library"
+	}
+	return ""
+}
+
+// TestDeps checks, with `go list -deps`, that the tablets binary, the server and the library
+// packages link no test-only code, and the library packages (root, stores, tsdb) no
+// Prometheus module.
 func TestDeps(t *testing.T) {
 	// go test runs with the go command on PATH: its absence is an error, not a reason to skip.
 	goBin, err := exec.LookPath("go")
@@ -48,9 +63,12 @@ func TestDeps(t *testing.T) {
 		forbid forbidden
 	}{
 		{module + "/cmd/tablets", noTestCode},
-		{module, noTesting},
-		{module + "/basic", noTesting},
-		{module + "/advanced", noTesting},
+		{module + "/server", noTestCode},
+		{module, lean},
+		{module + "/basic", lean},
+		{module + "/advanced", lean},
+		{module + "/chunked", lean},
+		{module + "/tsdb", lean},
 	} {
 		name := strings.TrimPrefix(strings.TrimPrefix(tc.pkg, module), "/")
 		if name == "" {
