@@ -185,9 +185,14 @@ Exit status: 0 on success, 1 on an error, 2 on a usage error, 130 when interrupt
 		a.deleteCommand(),
 		a.retainCommand(),
 		a.rollupCommand(),
+		a.seriesCommand(),
+		a.labelsCommand(),
+		a.serveCommand(),
 	)
 	for _, c := range root.Commands() {
-		c.Args = noArgs
+		if c.Args == nil { // commands that take arguments say so
+			c.Args = noArgs
+		}
 	}
 	return root
 }

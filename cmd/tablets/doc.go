@@ -20,6 +20,15 @@
 //	tablets latest --table T --series S -n 10
 //	tablets delete --table T --series S --from ... --to ...
 //
+// A --db database (tsdb: a raw table per period) also keeps series named by label sets, as
+// Prometheus does, and finds them by Prometheus selectors:
+//
+//	tablets write  --db D --labels 'up{job="api",instance="a"}' --file up.csv
+//	tablets series --db D 'up{job="api"}'                    the matching series and their keys
+//	tablets labels --db D [job] [--match 'up']               label names, or a label's values
+//	tablets query  --db D 'http_requests_total{code=~"5.."}' --from -1h
+//	tablets plot   --db D 'up{job=~"api|web"}' --out up.png
+//
 // Every subcommand has --help. On an error the command prints one line to stderr and exits
 // with status 1 (2 for a usage error, 130 when interrupted).
 package main

@@ -38,7 +38,7 @@ func (a *app) plotCommand() *cobra.Command {
 		title         string
 	)
 	cmd := &cobra.Command{
-		Use:   "plot --table T --series S[,S2...] --out chart.png|chart.svg [--from -24h --to now]",
+		Use:   "plot (--table T | --db NAME) --series S[,S2...] --out chart.png|chart.svg [--from -24h --to now]\n  tablets plot --db NAME SELECTOR... --out chart.png|chart.svg [--from -24h --to now]",
 		Short: "Draw a line chart of one or more series to PNG or SVG",
 		Long: `Draw a line chart of one or more series over [--from, --to) to a PNG or SVG file (by
 the extension of --out).
@@ -47,11 +47,20 @@ Each series is downsampled to the width of the image: buckets of (to - from) / w
 aligned to the Unix epoch. The line is the mean of each bucket; where buckets hold more
 than one point, a shaded band shows each bucket's minimum and maximum, so that spikes stay
 visible. The line breaks across gaps in the data (no bucket for more than three times the
-usual spacing). NaN and infinite values are left out.`,
+usual spacing). NaN and infinite values are left out.
+
+With --db, the series may be chosen by selectors instead of --series: positional arguments,
+such as 'http_requests_total{code=~"5.."}' (several: their union). They are the labelled
+series ('tablets write --labels') that match and have points in the raw periods the range
+overlaps; the legend names each by its labels.
+
+` + selectorHelp,
 		Example: `  tablets plot --table metrics --series cpu --from -24h --out cpu.png
-  tablets plot --table metrics --series cpu,mem --from 2024-05-01 --to 2024-05-08 --out week.svg --width 1600`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			names, err := seriesList(cmd, series)
+  tablets plot --table metrics --series cpu,mem --from 2024-05-01 --to 2024-05-08 --out week.svg --width 1600
+  tablets plot --db metrics 'http_requests_total{code=~"5.."}' --from -6h --out errors.png`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			choice, err := chooseSeries(cmd, &sf, series, args)
 			if err != nil {
 				return err
 			}
@@ -73,12 +82,19 @@ usual spacing). NaN and infinite values are left out.`,
 			if err != nil {
 				return err
 			}
-			return a.plot(cmd.Context(), store, names, from, to, out, ext, width, height, title)
+			names, shown, err := choice.resolve(cmd.Context(), cmd, store, from, to)
+			if err != nil {
+				return err
+			}
+			if len(names) == 0 {
+				return fmt.Errorf("no series matches %s in [%s, %s): nothing to plot", choice.what(), fmtTime(from), fmtTime(to))
+			}
+			return a.plot(cmd.Context(), store, names, shown, choice.what(), from, to, out, ext, width, height, title)
 		},
 	}
 	addStoreFlags(cmd, &sf)
 	f := cmd.Flags()
-	f.StringSliceVar(&series, "series", nil, "series names, comma-separated or repeated (required)")
+	f.StringSliceVar(&series, "series", nil, "series names, comma-separated or repeated (required unless selectors are given)")
 	addRangeFlags(cmd, &rf, "-24h", "now")
 	f.StringVar(&out, "out", "", "output file: .png or .svg (required)")
 	f.IntVar(&width, "width", 1000, "image width in pixels")
@@ -97,11 +113,13 @@ type bucketSeries struct {
 	dropped, total int
 }
 
-func (a *app) plot(ctx context.Context, store tablets.Store, names []string, from, to time.Time,
+// plot charts the series names (keys), each shown by its shown name; what names them all
+// (the default title, messages).
+func (a *app) plot(ctx context.Context, store tablets.Store, names, shown []string, what string, from, to time.Time,
 	out, ext string, width, height int, title string) error {
 	step := max(to.Sub(from)/time.Duration(width), 1)
 	if db, ok := store.(*tsdb.DB); ok {
-		return a.plotDB(ctx, db, names, from, to, step, out, ext, width, height, title)
+		return a.plotDB(ctx, db, names, shown, what, from, to, step, out, ext, width, height, title)
 	}
 	ds := newSeriesDownsamplers(names, step, tablets.Avg, tablets.Min, tablets.Max, tablets.Count)
 	defer ds.abort()
@@ -115,9 +133,9 @@ func (a *app) plot(ctx context.Context, store tablets.Store, names []string, fro
 	points := 0
 	for i, r := range ds.finish() {
 		if r.err != nil {
-			return fmt.Errorf("series %q: %w", names[i], r.err)
+			return fmt.Errorf("series %q: %w", shown[i], r.err)
 		}
-		bs := bucketSeries{name: names[i]}
+		bs := bucketSeries{name: shown[i]}
 		avg, mn, mx, cnt := r.all[0], r.all[1], r.all[2], r.all[3]
 		for k := range avg {
 			points += int(cnt[k].Value)
@@ -140,17 +158,17 @@ func (a *app) plot(ctx context.Context, store tablets.Store, names []string, fro
 		}
 		all = append(all, bs)
 	}
-	return a.drawChart(all, names, from, to, step, points, out, ext, width, height, title)
+	return a.drawChart(all, what, from, to, step, points, out, ext, width, height, title)
 }
 
-// drawChart draws the buckets of every series into out.
-func (a *app) drawChart(all []bucketSeries, names []string, from, to time.Time, step time.Duration, points int,
+// drawChart draws the buckets of every series into out; what names the series.
+func (a *app) drawChart(all []bucketSeries, what string, from, to time.Time, step time.Duration, points int,
 	out, ext string, width, height int, title string) error {
 	if points == 0 {
-		return fmt.Errorf("no points of %s in [%s, %s): nothing to plot", strings.Join(names, ", "), fmtTime(from), fmtTime(to))
+		return fmt.Errorf("no points of %s in [%s, %s): nothing to plot", what, fmtTime(from), fmtTime(to))
 	}
 	if title == "" {
-		title = fmt.Sprintf("%s, %s to %s", strings.Join(names, ", "), from.UTC().Format("2006-01-02 15:04"), to.UTC().Format("2006-01-02 15:04 MST"))
+		title = fmt.Sprintf("%s, %s to %s", what, from.UTC().Format("2006-01-02 15:04"), to.UTC().Format("2006-01-02 15:04 MST"))
 	}
 	p, err := chart(all, from, to, step, title)
 	if err != nil {
@@ -165,7 +183,7 @@ func (a *app) drawChart(all []bucketSeries, names []string, from, to time.Time, 
 
 // plotDB plots a database's series from its Aggregate: the mean line in a p50-p99 band, at a
 // step rounded up to a minute or an hour where the rollup tiers hold the windows.
-func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names []string, from, to time.Time, step time.Duration,
+func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names, shown []string, what string, from, to time.Time, step time.Duration,
 	out, ext string, width, height int, title string) error {
 	switch {
 	case step > time.Hour:
@@ -175,8 +193,8 @@ func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names []string, from, to 
 	}
 	var all []bucketSeries
 	points := 0
-	for _, name := range names {
-		bs := bucketSeries{name: name, band: "p50-p99"}
+	for i, name := range names {
+		bs := bucketSeries{name: shown[i], band: "p50-p99"}
 		for w, err := range db.Aggregate(ctx, []string{name}, from, to, step) {
 			if err != nil {
 				return err
@@ -197,7 +215,7 @@ func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names []string, from, to 
 		}
 		all = append(all, bs)
 	}
-	return a.drawChart(all, names, from, to, step, points, out, ext, width, height, title)
+	return a.drawChart(all, what, from, to, step, points, out, ext, width, height, title)
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -71,25 +71,35 @@ func (a *app) queryCommand() *cobra.Command {
 		format string
 	)
 	cmd := &cobra.Command{
-		Use:   "query --table T --series S[,S2...] [--from -24h --to now] [--step 1m --agg avg]",
+		Use:   "query (--table T | --db NAME) --series S[,S2...] [--from -24h --to now] [--step 1m --agg avg]\n  tablets query --db NAME SELECTOR... [--from -24h --to now] [--step 1m --agg avg]",
 		Short: "Print the points of one or more series in a time range",
 		Long: `Print the points of one or more series with --from <= time < --to, each series oldest
 first.
+
+With --db, the series may be chosen by selectors instead of --series: positional arguments,
+such as 'http_requests_total{code=~"5.."}' (several: their union). They are the labelled
+series ('tablets write --labels') that match and have points in the raw periods the range
+overlaps, sorted by labels; the output names each by its labels, always in a series column.
+
+` + selectorHelp + `
 
 With --step, each series is downsampled: one point per non-empty bucket of --step (buckets
 are aligned to the Unix epoch, so 1m buckets start on whole minutes), whose time is the
 bucket's start and whose value is the --agg of the bucket's values: avg (mean), min, max,
 sum, count, first, last, median, pN (p50, p99, p99.9) or qF (q0.25).
 
-Formats: table (aligned columns), csv (time,value; time,series,value for several series;
-a one-series CSV can be imported back with 'tablets write'), json (JSON lines
-{"series":..,"time":..,"value":..}; NaN and infinities as strings). Times are RFC 3339 in
+Formats: table (aligned columns), csv (time,value; time,series,value for several series
+or a selector; a one-series CSV can be imported back with 'tablets write'), json (JSON
+lines {"series":..,"time":..,"value":..}; NaN and infinities as strings). Times are RFC 3339 in
 UTC; values print exactly (the shortest decimal that reads back as the same float64).`,
 		Example: `  tablets query --table metrics --series cpu --from -2h
   tablets query --table metrics --series cpu,mem --from 2024-05-01 --to 2024-05-02 --format csv
-  tablets query --table metrics --series cpu --from -7d --step 1h --agg p99 --format json`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			names, err := seriesList(cmd, series)
+  tablets query --table metrics --series cpu --from -7d --step 1h --agg p99 --format json
+  tablets query --db metrics 'http_requests_total{code=~"5.."}' --from -1h
+  tablets query --db metrics 'up{job="api"}' 'up{job="web"}' --step 5m --agg min --format csv`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			choice, err := chooseSeries(cmd, &sf, series, args)
 			if err != nil {
 				return err
 			}
@@ -111,12 +121,24 @@ UTC; values print exactly (the shortest decimal that reads back as the same floa
 			if err != nil {
 				return err
 			}
-			return a.query(cmd.Context(), store, names, from, to, step, aggregation, format)
+			names, shown, err := choice.resolve(cmd.Context(), cmd, store, from, to)
+			if err != nil {
+				return err
+			}
+			if len(names) == 0 {
+				if format == outTable {
+					fmt.Fprintf(a.stderr, "no series matches %s in [%s, %s)\n", choice.what(), fmtTime(from), fmtTime(to))
+				}
+				pw := newPointWriter(a.stdout, format, nil)
+				pw.withSeries = true
+				return pw.flush(true) // a CSV header
+			}
+			return a.query(cmd.Context(), store, names, shown, choice.labelled(), from, to, step, aggregation, format)
 		},
 	}
 	addStoreFlags(cmd, &sf)
 	f := cmd.Flags()
-	f.StringSliceVar(&series, "series", nil, "series names, comma-separated or repeated (required)")
+	f.StringSliceVar(&series, "series", nil, "series names, comma-separated or repeated (required unless selectors are given)")
 	addRangeFlags(cmd, &rf, "-24h", "now")
 	f.DurationVar(&step, "step", 0, "downsample to buckets of this width (e.g. 1m, 1h; 0: every point)")
 	f.StringVar(&agg, "agg", "avg", "aggregation of a bucket with --step: avg, min, max, sum, count, first, last, median, pN, qF")
@@ -124,17 +146,24 @@ UTC; values print exactly (the shortest decimal that reads back as the same floa
 	return cmd
 }
 
-func (a *app) query(ctx context.Context, store tablets.Store, names []string, from, to time.Time,
+// query prints the points of the series names (keys), each shown by its shown name (its
+// labels for a selector's series; with labelled, the output always has a series column).
+func (a *app) query(ctx context.Context, store tablets.Store, names, shown []string, labelled bool, from, to time.Time,
 	step time.Duration, agg tablets.Aggregation, format string) error {
-	pw := newPointWriter(a.stdout, format, names)
+	pw := newPointWriter(a.stdout, format, shown)
+	pw.withSeries = pw.withSeries || labelled
+	show := make(map[string]string, len(names))
+	for i, n := range names {
+		show[n] = shown[i]
+	}
 	if db, ok := store.(*tsdb.DB); ok && step > 0 {
 		// A database aggregates itself: from its rollup tiers where they hold the windows.
-		for _, name := range names {
+		for i, name := range names {
 			for w, err := range db.Aggregate(ctx, []string{name}, from, to, step) {
 				if err != nil {
 					return err
 				}
-				if err := pw.write(name, tablets.Point{Time: w.Start, Value: windowValue(w, agg)}); err != nil {
+				if err := pw.write(shown[i], tablets.Point{Time: w.Start, Value: windowValue(w, agg)}); err != nil {
 					return err
 				}
 			}
@@ -145,7 +174,7 @@ func (a *app) query(ctx context.Context, store tablets.Store, names []string, fr
 				_ = pw.flush(false)
 				return err
 			}
-			if err := pw.write(sp.Series, sp.Point); err != nil {
+			if err := pw.write(show[sp.Series], sp.Point); err != nil {
 				return err
 			}
 		}
@@ -160,10 +189,10 @@ func (a *app) query(ctx context.Context, store tablets.Store, names []string, fr
 		}
 		for i, out := range ds.finish() {
 			if out.err != nil {
-				return fmt.Errorf("series %q: %w", names[i], out.err)
+				return fmt.Errorf("series %q: %w", shown[i], out.err)
 			}
 			for _, p := range out.points {
-				if err := pw.write(names[i], p); err != nil {
+				if err := pw.write(shown[i], p); err != nil {
 					return err
 				}
 			}

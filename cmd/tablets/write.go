@@ -6,26 +6,36 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 func (a *app) writeCommand() *cobra.Command {
 	var (
 		sf       storeFlags
 		series   string
+		labelSet string
 		file     string
 		format   string
 		timeUnit string
 		chunk    int
 	)
 	cmd := &cobra.Command{
-		Use:   "write --table T --series S [--file F]",
+		Use:   "write (--table T | --db NAME) --series S [--file F]\n  tablets write --db NAME --labels 'up{job=\"api\"}' [--file F]",
 		Short: "Import points of one series from CSV or JSON lines",
 		Long: `Import points of one series from a file (--file) or stdin, creating the table if missing.
+
+With --db, the series may be named by its labels instead of --series: --labels takes a
+label set written as a Prometheus selector of = matchers only, such as
+'http_requests_total{job="api", code="500"}' (the metric name is the label __name__; a
+label with an empty value is no label). The points go to the series key of that set,
+registered in the database, whose 'tablets series', 'tablets labels' and selectors in
+'tablets query' and 'tablets plot' find it.
 
 Formats (--format, else from the file's extension .csv / .jsonl .json .ndjson, else from
 the first byte of the input: '{' is JSON lines):
@@ -42,9 +52,23 @@ a time already stored replaces it). A bad line stops the import: the points befo
 written, and the error names the line and how many points were stored. Exit status 1.`,
 		Example: `  tablets write --table metrics --series cpu --file cpu.csv
   printf 'time,value\n2024-05-01T00:00:00Z,1.5\n' | tablets write --table metrics --series cpu
-  tablets write --table metrics --series cpu --file data.jsonl --time-unit ms`,
+  tablets write --table metrics --series cpu --file data.jsonl --time-unit ms
+  tablets write --db metrics --labels 'up{job="api", instance="a"}' --file up.csv`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if series == "" {
+			var ls tsdb.Labels
+			switch {
+			case labelSet != "" && series != "":
+				return usageErrorf(cmd, "--series and --labels are exclusive")
+			case labelSet != "" && sf.db == "":
+				return usageErrorf(cmd, "--labels needs --db (a --table store has no labels; name the series with --series)")
+			case labelSet != "":
+				var err error
+				if ls, err = parseLabelSet(labelSet); err != nil {
+					return usageErrorf(cmd, "--labels: %v", err)
+				}
+			case series == "" && sf.db != "":
+				return usageErrorf(cmd, "--series or --labels is required")
+			case series == "":
 				return usageErrorf(cmd, "--series is required")
 			}
 			if err := checkUnit(timeUnit); err != nil {
@@ -53,12 +77,13 @@ written, and the error names the line and how many points were stored. Exit stat
 			if chunk < 1 {
 				return usageErrorf(cmd, "--chunk must be at least 1")
 			}
-			return a.write(cmd, &sf, series, file, format, timeUnit, chunk)
+			return a.write(cmd, &sf, series, ls, file, format, timeUnit, chunk)
 		},
 	}
 	addStoreFlags(cmd, &sf)
 	f := cmd.Flags()
-	f.StringVar(&series, "series", "", "series name (required)")
+	f.StringVar(&series, "series", "", "series name (required unless --labels)")
+	f.StringVar(&labelSet, "labels", "", `--db: the series of this label set, such as 'up{job="api"}' (instead of --series)`)
 	f.StringVar(&file, "file", "", "input file (default stdin; - is stdin)")
 	f.StringVar(&format, "format", "auto", "input format: csv, jsonl or auto")
 	f.StringVar(&timeUnit, "time-unit", unitAuto, "unit of numeric times: auto, s, ms, us or ns")
@@ -66,7 +91,8 @@ written, and the error names the line and how many points were stored. Exit stat
 	return cmd
 }
 
-func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, unit string, chunk int) error {
+// write imports points into series, or with a label set ls into the series of ls.
+func (a *app) write(cmd *cobra.Command, sf *storeFlags, series string, ls tsdb.Labels, file, format, unit string, chunk int) error {
 	ctx := cmd.Context()
 	var (
 		in   io.Reader = a.stdin
@@ -87,6 +113,22 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, un
 	store, client, err := sf.open(cmd, a)
 	if err != nil {
 		return err
+	}
+	// shown names the series in messages: series "cpu", or up{job="api"} (series l0123...).
+	shown := "series " + strconv.Quote(series)
+	if ls != nil {
+		db, ok := store.(*tsdb.DB)
+		if !ok { // checked: --labels needs --db
+			return usageErrorf(cmd, "--labels needs --db")
+		}
+		series, err = db.SeriesOf(ctx, ls)
+		if errors.Is(err, tablets.ErrInvalidOptions) {
+			return usageErrorf(cmd, "--labels: %v", err)
+		}
+		if err != nil {
+			return err
+		}
+		shown = fmt.Sprintf("%s (series %s)", ls, series)
 	}
 	// Validate the series name before any request: a Write of no points only checks it.
 	if err := store.Write(ctx, series); err != nil {
@@ -145,7 +187,7 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, un
 			if ferr := flush(); ferr != nil {
 				return ferr
 			}
-			return fmt.Errorf("%s: %v; %s before it %s stored in series %q", name, err, plural(stored, "point"), wasWere(stored), series)
+			return fmt.Errorf("%s: %v; %s before it %s stored in %s", name, err, plural(stored, "point"), wasWere(stored), shown)
 		}
 		buf = append(buf, p)
 		if len(buf) == chunk {
@@ -159,8 +201,12 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series, file, format, un
 	}
 	bar.Done()
 	elapsed := time.Since(start)
-	fmt.Fprintf(a.stdout, "wrote %s to series %q of table %s (%s layout) in %s\n",
-		plural(stored, "point"), series, sf.table, sf.layout, elapsed.Round(time.Millisecond))
+	where := "table " + sf.table
+	if sf.db != "" {
+		where = "database " + sf.db
+	}
+	fmt.Fprintf(a.stdout, "wrote %s to %s of %s (%s layout) in %s\n",
+		plural(stored, "point"), shown, where, sf.layout, elapsed.Round(time.Millisecond))
 	return nil
 }
 

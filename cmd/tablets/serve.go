@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/cobra"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/azurite/runner"
+	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// serveFlags are the flags of `tablets serve`.
+type serveFlags struct {
+	conn                              connFlags
+	listen, db, layout                string
+	rawPeriod, rawRetention           time.Duration
+	maxInFlight                       int
+	rollupEvery, compactEvery, retain time.Duration
+	shutdownTimeout                   time.Duration
+}
+
+func (a *app) serveCommand() *cobra.Command {
+	var sf serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve --db NAME [--listen 127.0.0.1:9201]",
+		Short: "Serve a database to Prometheus (remote write and read) and Grafana (the query API)",
+		Long: `Serve a tsdb database as Prometheus long-term storage:
+
+  POST /api/v1/write    remote write 1.0 and 2.0 (204 once stored; 503 when a retry can succeed)
+  POST /api/v1/read     remote read (SAMPLES and STREAMED_XOR_CHUNKS)
+  /api/v1/query, /api/v1/query_range, /api/v1/series, /api/v1/labels,
+  /api/v1/label/NAME/values, /api/v1/status/buildinfo
+                        the query API Grafana uses (PromQL on Prometheus' engine)
+  /-/healthy, /-/ready, /metrics
+
+With no connection string or account URL it starts a local Azurite (in memory), as the demo
+does: one command gives a working store on a laptop. The server keeps no state another
+cannot see: run as many as you like on one database behind a load balancer. Each also rolls
+up the tiers, compacts the chunks remote writes make, and drops tables past --raw-retention,
+on timers (several servers may do so at once).
+
+prometheus.yml:
+  remote_write:
+    - url: http://127.0.0.1:9201/api/v1/write
+  remote_read:
+    - url: http://127.0.0.1:9201/api/v1/read
+      read_recent: true
+Grafana: a Prometheus data source with URL http://127.0.0.1:9201.`,
+		Example: `  tablets serve --db metrics
+  tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return a.serve(cmd, sf)
+		},
+	}
+	addConnFlags(cmd, &sf.conn)
+	f := cmd.Flags()
+	f.StringVar(&sf.listen, "listen", "127.0.0.1:9201", "address to listen on")
+	f.StringVar(&sf.db, "db", "", "database name (required): letters and digits, 3-40 characters, starting with a letter")
+	f.StringVar(&sf.layout, "layout", "chunked", "raw layout of a new database: chunked keeps Prometheus' millisecond times and NaN bits exactly")
+	f.DurationVar(&sf.rawPeriod, "raw-period", 0, "span of one raw table (0: 168h); as the database was written")
+	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
+	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
+	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tiers (0: 5m; negative: never)")
+	f.DurationVar(&sf.compactEvery, "compact-every", 0, "how often to compact recent chunks (0: 5m; negative: never)")
+	f.DurationVar(&sf.retain, "retain-every", 0, "how often to drop tables past their retention (0: 1h; negative: never)")
+	f.DurationVar(&sf.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to finish requests in flight")
+	return cmd
+}
+
+func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
+	ctx := cmd.Context()
+	if sf.db == "" {
+		return usageErrorf(cmd, "--db is required")
+	}
+	def, err := findLayout(sf.layout)
+	if err != nil {
+		return usageErrorf(cmd, "%v", err)
+	}
+	dbOpts := &tsdb.Options{
+		Layout:       func(c *aztables.Client) (tablets.Store, error) { return def.open(c, layoutOptions{}) },
+		RawPeriod:    sf.rawPeriod,
+		RawRetention: sf.rawRetention,
+	}
+	if err := tsdb.CheckOptions(sf.db, dbOpts); err != nil {
+		return usageErrorf(cmd, "%v", err)
+	}
+	if sf.maxInFlight < 0 {
+		return usageErrorf(cmd, "--max-samples-in-flight must not be negative")
+	}
+	listener, err := net.Listen("tcp", sf.listen)
+	if err != nil {
+		return usageErrorf(cmd, "--listen %s: %v", sf.listen, err)
+	}
+	defer listener.Close()
+	conn, haveAccount, err := sf.conn.resolve(cmd, a.env)
+	if err != nil {
+		return err
+	}
+	if !haveAccount {
+		fmt.Fprintln(a.stderr, "no connection string or account URL: starting a local Azurite (in memory; the first run installs it from npm)...")
+		srv, err := runner.Start(ctx)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if serr := srv.Stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
+		conn = connFlags{connectionString: srv.ConnectionString}
+	}
+	ctr := &counter{next: runner.DefaultTransport()}
+	sc, err := conn.serviceClient(ctr)
+	if err != nil {
+		return err
+	}
+	db, err := tsdb.Open(ctx, sc, sf.db, dbOpts)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(a.stderr, nil))
+	s, err := server.New(db, &server.Options{
+		MaxSamplesInFlight: sf.maxInFlight,
+		RollupEvery:        sf.rollupEvery,
+		CompactEvery:       sf.compactEvery,
+		RetainEvery:        sf.retain,
+		Logger:             logger,
+		Collectors:         []prometheus.Collector{accountCollector(ctr)},
+	})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(runCtx) }()
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(listener) }()
+	fmt.Fprintf(a.stderr, "serving database %s (%s layout) on http://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL http://%s\n",
+		sf.db, def.name, listener.Addr(), listener.Addr())
+	select {
+	case err := <-served:
+		stopRun()
+		<-done
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintln(a.stderr, "shutting down: finishing the requests in flight...")
+	stopRun()
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sf.shutdownTimeout)
+	defer cancel()
+	err = hs.Shutdown(shutCtx)
+	<-done
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shutdown: requests still in flight after %v", sf.shutdownTimeout)
+	}
+	return err
+}
+
+// accountCollector exports what the server asked of the storage account.
+func accountCollector(c *counter) prometheus.Collector {
+	return &accountMetrics{c: c,
+		requests: prometheus.NewDesc("tablets_account_requests_total", "HTTP requests to the storage account (every attempt).", nil, nil),
+		sent:     prometheus.NewDesc("tablets_account_sent_bytes_total", "Request body bytes sent to the storage account.", nil, nil),
+		received: prometheus.NewDesc("tablets_account_received_bytes_total", "Response body bytes received from the storage account.", nil, nil),
+	}
+}
+
+type accountMetrics struct {
+	c                        *counter
+	requests, sent, received *prometheus.Desc
+}
+
+func (m *accountMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.requests
+	ch <- m.sent
+	ch <- m.received
+}
+
+func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
+	s := m.c.snapshot()
+	ch <- prometheus.MustNewConstMetric(m.requests, prometheus.CounterValue, float64(s.Requests))
+	ch <- prometheus.MustNewConstMetric(m.sent, prometheus.CounterValue, float64(s.BytesSent))
+	ch <- prometheus.MustNewConstMetric(m.received, prometheus.CounterValue, float64(s.BytesReceived))
+}
