@@ -356,3 +356,41 @@ func TestTSDBLabelsSelectCost(t *testing.T) {
 }
 
 type azuriteStats struct{ requests, bytes int64 }
+
+// A period's index outlives its raw points while a tier keeps the period's windows: Select
+// still finds the series the tier holds, and the index goes once the tier's retention passes.
+func TestTSDBLabelsOutliveRaw(t *testing.T) {
+	ctx := context.Background()
+	opts := &tsdb.Options{RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: []tsdb.Tier{{Step: time.Minute, Retention: 10 * time.Hour}}}
+	db, _, _ := newDB(t, opts)
+	now := time.Now().UTC().Truncate(time.Hour)
+	key, err := db.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "up", "job", "api"))
+	require.NoError(t, err)
+	require.NoError(t, db.Write(ctx, key, tablets.Point{Time: now.Add(-90 * time.Minute), Value: 1}))
+	require.NoError(t, db.Rollup(ctx, now.Add(-2*time.Hour), now.Add(-time.Hour)))
+	period := fmt.Sprint(now.Add(-2 * time.Hour).Unix())
+	sel := func() int {
+		n := 0
+		for _, err := range db.Select(ctx, now.Add(-2*time.Hour), now, tsdb.Matcher{Type: tsdb.MatchEqual, Name: "job", Value: "api"}) {
+			require.NoError(t, err)
+			n++
+		}
+		return n
+	}
+	dropped, err := db.Retain(ctx, now.Add(3*time.Hour))
+	require.NoError(t, err)
+	require.Contains(t, dropped, db.Name()+"r"+period)
+	require.NotContains(t, dropped, db.Name()+"i"+period, "the minute tier still holds the period")
+	require.Equal(t, 1, sel())
+	var windows int
+	for _, err := range db.Aggregate(ctx, []string{key}, now.Add(-2*time.Hour), now, time.Minute) {
+		require.NoError(t, err)
+		windows++
+	}
+	require.Equal(t, 1, windows, "the tier answers where the raw points are gone")
+
+	dropped, err = db.Retain(ctx, now.Add(12*time.Hour))
+	require.NoError(t, err)
+	require.Contains(t, dropped, db.Name()+"i"+period)
+	require.Zero(t, sel())
+}

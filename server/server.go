@@ -49,7 +49,9 @@ type Options struct {
 	RetainEvery time.Duration
 	// Query configures the PromQL engine (nil: its defaults).
 	Query *api.Options
-	// Store configures the Queryable (nil: its defaults).
+	// Store configures the Queryable (nil: its defaults, with MinTierStep an hour: a minute
+	// window costs more to read than the chunked raw points it sums up, so the minute tier
+	// serves only ranges whose raw points are gone).
 	Store *promstore.Options
 	// Logger (default: discarded).
 	Logger *slog.Logger
@@ -99,6 +101,9 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	}
 	s := &Server{db: db, opts: o, log: o.Logger, registry: prometheus.NewRegistry()}
 	var err error
+	if o.Store == nil {
+		o.Store = &promstore.Options{MinTierStep: time.Hour}
+	}
 	if s.queryable, err = promstore.New(db, o.Store); err != nil {
 		return nil, err
 	}
@@ -150,6 +155,9 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 
 // ServeHTTP serves the endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// DB is the server's database.
+func (s *Server) DB() *tsdb.DB { return s.db }
 
 // Queryable is the server's storage.Queryable (for its Stats).
 func (s *Server) Queryable() *promstore.Queryable { return s.queryable }

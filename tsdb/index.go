@@ -18,6 +18,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/rounding"
 )
 
 // The series index of a period (table name + "i" + start) has an entity per series with
@@ -253,7 +254,12 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
-	spans, err := db.spans(ctx, from, to)
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	// The indexes, not the raw tables: a period's index outlives its raw points while a tier
+	// keeps its windows (see Retain).
+	periods, err := db.indexPeriods(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -267,8 +273,11 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 		filters = []string{filter.And(filter.Ge("PartitionKey", labelPartitionsFrom), filter.Lt("PartitionKey", labelPartitionsTo)).String()}
 	}
 	found := map[string]Labels{}
-	for _, sp := range spans {
-		client := db.service.NewClient(db.indexTable(sp.period))
+	for _, p := range periods {
+		if !db.periodEnd(p).After(from) || !db.periodStart(p).Before(to) {
+			continue
+		}
+		client := db.service.NewClient(db.indexTable(p))
 		for _, f := range filters {
 			if err := readIndex(ctx, client, f, compiled, found); err != nil {
 				return nil, err

@@ -336,3 +336,14 @@ func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) 
 	slices.Sort(out)
 	return out, nil
 }
+
+// RawFrom returns the start of the oldest raw table (one request to list the tables), and
+// false when there is none: before it, the raw points are gone (dropped by Retain) or were
+// never written, and only the tiers may hold windows.
+func (db *DB) RawFrom(ctx context.Context) (time.Time, bool, error) {
+	periods, err := db.rawPeriods(ctx)
+	if err != nil || len(periods) == 0 {
+		return time.Time{}, false, err
+	}
+	return db.periodStart(periods[0]), true, nil
+}

@@ -12,8 +12,8 @@ import (
 	"github.com/seed71701133/tablets/filter"
 )
 
-// Retain drops the raw tables whose whole span ends at or before now minus RawRetention, with
-// their series indexes, one request a table (Azure's high-volume delete pattern: delete the
+// Retain drops the raw tables whose whole span ends at or before now minus RawRetention (and
+// their series indexes, once no tier keeps their windows either), one request a table (Azure's high-volume delete pattern: delete the
 // table, not its entities), and returns their names. Each is first recorded as dropped in the catalog, so that no Write,
 // of this process or another, ever creates it again: Azure refuses a deleted table's name
 // for 40 seconds and more, and a period once dropped stays expired. With no RawRetention it
@@ -35,15 +35,50 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 		if err := db.recordDropped(ctx, p); err != nil {
 			return dropped, err
 		}
-		for _, name := range []string{db.rawTable(p), db.indexTable(p)} {
-			if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
-				return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
-			}
-			dropped = append(dropped, name)
+		name := db.rawTable(p)
+		if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
+		dropped = append(dropped, name)
+	}
+	indexes, err := db.retainIndexes(ctx, now)
+	dropped = append(dropped, indexes...)
+	if err != nil {
+		return dropped, err
 	}
 	tiers, err := db.retainTiers(ctx, now)
 	return append(dropped, tiers...), err
+}
+
+// retainIndexes drops the series indexes of the periods whose raw points are dropped and
+// that no tier keeps windows of any longer: the index is how Select finds a tier's series.
+func (db *DB) retainIndexes(ctx context.Context, now time.Time) ([]string, error) {
+	keep := db.opts.RawRetention
+	for _, t := range db.opts.Tiers {
+		if t.Retention == 0 {
+			return nil, nil // a tier keeps everything: so do the indexes
+		}
+		keep = max(keep, t.Retention)
+	}
+	periods, err := db.indexPeriods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var dropped []string
+	for _, p := range periods {
+		if db.periodEnd(p).After(now.Add(-keep)) {
+			continue
+		}
+		if err := db.recordDropped(ctx, p); err != nil { // the raw table's, if not yet
+			return dropped, err
+		}
+		name := db.indexTable(p)
+		if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
+		}
+		dropped = append(dropped, name)
+	}
+	return dropped, nil
 }
 
 // retainTiers drops the tier tables whose whole span ends at or before now minus their

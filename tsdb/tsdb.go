@@ -216,8 +216,18 @@ func (db *DB) store(p uint64) (tablets.Store, error) {
 // rawPeriods lists the periods whose raw tables exist, ascending: one request (a page per
 // 1,000 tables).
 func (db *DB) rawPeriods(ctx context.Context) ([]uint64, error) {
-	prefix := db.name + "r"
-	f := filter.And(filter.Ge("TableName", prefix), filter.Lt("TableName", db.name+"s")).String()
+	return db.periods(ctx, "r", db.rawTable)
+}
+
+// indexPeriods lists the periods whose series indexes exist, ascending: one request.
+func (db *DB) indexPeriods(ctx context.Context) ([]uint64, error) {
+	return db.periods(ctx, "i", db.indexTable)
+}
+
+// periods lists the periods of the tables named name + kind + start.
+func (db *DB) periods(ctx context.Context, kind string, table func(uint64) string) ([]uint64, error) {
+	prefix := db.name + kind
+	f := filter.And(filter.Ge("TableName", prefix), filter.Lt("TableName", db.name+string(kind[0]+1))).String()
 	var periods []uint64
 	for pager := db.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
 		page, err := pager.NextPage(ctx)
@@ -228,7 +238,7 @@ func (db *DB) rawPeriods(ctx context.Context) ([]uint64, error) {
 			if t.Name == nil || !strings.HasPrefix(*t.Name, prefix) {
 				continue
 			}
-			if p, err := strconv.ParseUint((*t.Name)[len(prefix):], 10, 64); err == nil && db.rawTable(p) == *t.Name {
+			if p, err := strconv.ParseUint((*t.Name)[len(prefix):], 10, 64); err == nil && table(p) == *t.Name {
 				periods = append(periods, p)
 			}
 		}

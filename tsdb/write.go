@@ -54,7 +54,7 @@ func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
 }
 
 // writeConcurrency is how many series WriteMany writes at once.
-const writeConcurrency = 8
+const writeConcurrency = 32
 
 // planned is a series' points split by raw period.
 type planned struct {

@@ -29,10 +29,11 @@ type Options struct {
 	// only if its Step is under it, so that every evaluation still finds a window's sample.
 	// Default 5 minutes, the engine's default.
 	LookbackDelta time.Duration
-	// MinTierStep: tiers of a finer Step are never read. A tier window costs about 250
-	// bytes of reply (its entity holds nine properties a window), raw points about 10 in
-	// chunked's Gorilla chunks: a tier saves bytes only where its windows hold 25 points or
-	// more (a minute of 1 s samples; at 15 s, only windows of 10 minutes and more). 0: any.
+	// MinTierStep: tiers of a finer Step are read only for ranges that start before the
+	// oldest raw table (where Retain dropped the raw points). A tier window costs about 250
+	// bytes of reply (its entity holds nine properties a window), raw points 1 to 10 in
+	// chunked's Gorilla chunks: a tier saves bytes only where its windows hold 25 to 250
+	// points (a minute of 1 s samples; at 15 s, only windows of an hour). 0: any.
 	MinTierStep time.Duration
 	// DisableTiers makes every Select read raw points.
 	DisableTiers bool

@@ -122,19 +122,19 @@ func TestTierPlan(t *testing.T) {
 		{h("timestamp", time.Hour, 0), 0, 0},
 		{h("", 4*time.Minute, 0), 0, 0},
 	} {
-		tier, p, ok := tierPlan(tiers, c.hints, o)
+		tier, p, ok := tierPlan(tiers, c.hints, o, false)
 		require.Equal(t, c.step != 0, ok, "%+v", c.hints)
 		if ok {
 			require.Equal(t, c.step, tier.Step, "%+v", c.hints)
 			require.Equal(t, c.pick, p, "%+v", c.hints)
 		}
 	}
-	_, _, ok := tierPlan(nil, h("rate", time.Hour, time.Hour), o)
+	_, _, ok := tierPlan(nil, h("rate", time.Hour, time.Hour), o, false)
 	require.False(t, ok, "no tier")
 	o.MinTierStep = time.Hour
-	_, _, ok = tierPlan(tiers, h("rate", time.Hour, time.Hour), o)
+	_, _, ok = tierPlan(tiers, h("rate", time.Hour, time.Hour), o, false)
 	require.False(t, ok, "the minute tier is under MinTierStep")
-	tier, _, ok := tierPlan(tiers, h("rate", 5*time.Hour, 5*time.Hour), o)
+	tier, _, ok := tierPlan(tiers, h("rate", 5*time.Hour, 5*time.Hour), o, false)
 	require.True(t, ok)
 	require.Equal(t, time.Hour, tier.Step)
 }

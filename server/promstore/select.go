@@ -78,7 +78,19 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		return newListSet(q, out, lim)
 	}
 
-	if tier, p, ok := tierPlan(q.db.Options().Tiers, hints, q.opts); ok && !q.opts.DisableTiers {
+	tier, p, ok := tierPlan(q.db.Options().Tiers, hints, q.opts, false)
+	if !ok && !q.opts.DisableTiers && q.opts.MinTierStep > 0 {
+		// A finer tier serves the part of the range whose raw points are gone.
+		if tier, p, ok = tierPlan(q.db.Options().Tiers, hints, q.opts, true); ok {
+			rawFrom, haveRaw, err := q.db.RawFrom(ctx)
+			if err != nil {
+				done()
+				return storage.ErrSeriesSet(err)
+			}
+			ok = !haveRaw || from.Before(rawFrom)
+		}
+	}
+	if ok && !q.opts.DisableTiers {
 		// Whole windows only: Aggregate reads a window cut by the range from raw points, a
 		// request or two per series and a whole raw chunk in the reply. from goes down to
 		// its window's start (the sample, at the window's end, is still in the range; a
@@ -208,11 +220,11 @@ var aggregations = map[string]bool{
 }
 
 // tierPlan picks the tier a Select reads, and what of its windows: the coarsest tier, of at
-// least MinTierStep, whose Step is at most a fifth of hints.Step and, for a range function, of hints.Range (else the
+// least MinTierStep (any, where the raw points are gone), whose Step is at most a fifth of hints.Step and, for a range function, of hints.Range (else the
 // range would hold too few windows); for an instant selector, under the lookback delta
 // (else some steps would find no sample). Functions a window cannot answer (count_over_time,
 // sum_over_time, avg_over_time, quantiles, absent_over_time...) read raw.
-func tierPlan(tiers []tsdb.Tier, hints *storage.SelectHints, o Options) (tsdb.Tier, pick, bool) {
+func tierPlan(tiers []tsdb.Tier, hints *storage.SelectHints, o Options, rawGone bool) (tsdb.Tier, pick, bool) {
 	if hints == nil || hints.Step <= 0 {
 		return tsdb.Tier{}, 0, false
 	}
@@ -227,7 +239,7 @@ func tierPlan(tiers []tsdb.Tier, hints *storage.SelectHints, o Options) (tsdb.Ti
 	rng := time.Duration(hints.Range) * time.Millisecond
 	for i := len(tiers) - 1; i >= 0; i-- {
 		t := tiers[i]
-		if t.Step < o.MinTierStep {
+		if t.Step < o.MinTierStep && !rawGone {
 			break // the finer ones too
 		}
 		if t.Step*tierFactor > step {

@@ -1,0 +1,80 @@
+package promstore
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// With MinTierStep, the minute tier answers only where Retain dropped the raw points: a
+// dashboard over raw points reads them (cheaper than minute windows), and the same query
+// after the raw tables are gone reads the tier, with about the same answer.
+func TestTierWhereRawIsGone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	tiers := []tsdb.Tier{{Step: time.Minute}}
+	writer, svc, _ := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, Tiers: tiers})
+	now := time.Now().UTC().Truncate(time.Hour)
+	from, to := now.Add(-6*time.Hour), now.Add(-3*time.Hour)
+	sets := []labels.Labels{labels.FromStrings("__name__", "requests_total", "job", "a"), labels.FromStrings("__name__", "requests_total", "job", "b")}
+	pts := make([][]tablets.Point, len(sets))
+	for i := range sets {
+		c := 0.0
+		for at := from; at.Before(to); at = at.Add(15 * time.Second) {
+			pts[i] = append(pts[i], tablets.Point{Time: at, Value: c})
+			c += float64(i+1) * 15
+		}
+	}
+	write(t, writer, sets, pts)
+	require.NoError(t, writer.Rollup(ctx, from, to))
+
+	db, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers})
+	require.NoError(t, err)
+	q, err := New(db, &Options{MinTierStep: time.Hour})
+	require.NoError(t, err)
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 5e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	run := func() promql.Matrix {
+		qry, err := engine.NewRangeQuery(ctx, q, nil, `sum by (job) (rate(requests_total[10m]))`, from.Add(time.Hour), to.Add(-time.Minute), time.Hour)
+		require.NoError(t, err)
+		defer qry.Close()
+		res := qry.Exec(ctx)
+		require.NoError(t, res.Err)
+		m, err := res.Matrix()
+		require.NoError(t, err)
+		out := make(promql.Matrix, len(m))
+		for i, s := range m {
+			out[i] = promql.Series{Metric: s.Metric, Floats: append([]promql.FPoint(nil), s.Floats...)}
+		}
+		return out
+	}
+	rawAnswer := run()
+	require.Equal(t, Stats{RawSelects: 1, Series: 2, Samples: q.Stats().Samples}, q.Stats(), "raw points present: read them")
+	require.Len(t, rawAnswer, 2)
+
+	dropped, err := db.Retain(ctx, now)
+	require.NoError(t, err)
+	require.NotEmpty(t, dropped)
+	tierAnswer := run()
+	require.EqualValues(t, 1, q.Stats().TierSelects, "raw points gone: the tier")
+	require.Len(t, tierAnswer, 2)
+	for i := range rawAnswer {
+		require.Equal(t, rawAnswer[i].Metric, tierAnswer[i].Metric)
+		require.Equal(t, len(rawAnswer[i].Floats), len(tierAnswer[i].Floats))
+		for j, p := range rawAnswer[i].Floats {
+			got := tierAnswer[i].Floats[j]
+			require.Equal(t, p.T, got.T)
+			require.InDelta(t, p.F, got.F, math.Abs(p.F)*0.02, "job %d step %d: rate %v from raw, %v from the tier", i, j, p.F, got.F)
+		}
+	}
+}
