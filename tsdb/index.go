@@ -288,7 +288,7 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 	for k, ls := range found {
 		out = append(out, SeriesInfo{k, ls})
 	}
-	slices.SortFunc(out, func(a, b SeriesInfo) int { return compareLabels(a.Labels, b.Labels) })
+	slices.SortFunc(out, func(a, b SeriesInfo) int { return CompareLabels(a.Labels, b.Labels) })
 	return out, nil
 }
 
@@ -326,9 +326,9 @@ func readIndex(ctx context.Context, client *aztables.Client, f string, ms []matc
 	return nil
 }
 
-// compareLabels orders label sets as Prometheus' labels.Compare: label by label, name then
-// value, a prefix first.
-func compareLabels(a, b Labels) int {
+// CompareLabels orders label sets as Prometheus' labels.Compare (and Select): label by label,
+// name then value, a prefix first.
+func CompareLabels(a, b Labels) int {
 	for i := range min(len(a), len(b)) {
 		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
 			return c

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/promstore"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -53,21 +53,9 @@ func parseSelector(s string) ([]tsdb.Matcher, error) {
 
 // toMatcher converts a Prometheus label matcher.
 func toMatcher(pm *labels.Matcher) (tsdb.Matcher, error) {
-	if pm == nil {
-		return tsdb.Matcher{}, errors.New("a nil matcher")
-	}
-	m := tsdb.Matcher{Name: pm.Name, Value: pm.Value}
-	switch pm.Type {
-	case labels.MatchEqual:
-		m.Type = tsdb.MatchEqual
-	case labels.MatchNotEqual:
-		m.Type = tsdb.MatchNotEqual
-	case labels.MatchRegexp:
-		m.Type = tsdb.MatchRegexp
-	case labels.MatchNotRegexp:
-		m.Type = tsdb.MatchNotRegexp
-	default:
-		return tsdb.Matcher{}, fmt.Errorf("matcher %s: unknown match type", pm)
+	m, err := promstore.MatcherToTSDB(pm)
+	if err != nil {
+		return tsdb.Matcher{}, err
 	}
 	switch {
 	case m.Name == "":
@@ -139,23 +127,9 @@ func selectSeries(ctx context.Context, cmd *cobra.Command, db *tsdb.DB, from, to
 		}
 	}
 	if len(sels) > 1 {
-		slices.SortFunc(out, func(a, b tsdb.SeriesInfo) int { return compareLabels(a.Labels, b.Labels) })
+		slices.SortFunc(out, func(a, b tsdb.SeriesInfo) int { return tsdb.CompareLabels(a.Labels, b.Labels) })
 	}
 	return out, nil
-}
-
-// compareLabels orders label sets as Prometheus' labels.Compare: label by label, name then
-// value, a prefix first.
-func compareLabels(a, b tsdb.Labels) int {
-	for i := range min(len(a), len(b)) {
-		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
-			return c
-		}
-	}
-	return cmp.Compare(len(a), len(b))
 }
 
 // requireDB checks that a command that works on labels has a --db database and no --table.

@@ -126,7 +126,7 @@ func TestCompareLabels(t *testing.T) {
 		x, y tsdb.Labels
 		want int
 	}{{a, a, 0}, {a, b, -1}, {b, a, 1}, {a, c, -1}, {c, b, -1}, {a, d, -1}} {
-		assert.Equal(t, tc.want, compareLabels(tc.x, tc.y), "%s vs %s", tc.x, tc.y)
+		assert.Equal(t, tc.want, tsdb.CompareLabels(tc.x, tc.y), "%s vs %s", tc.x, tc.y)
 		pa, pb := promLabels(tc.x), promLabels(tc.y)
 		assert.Equal(t, tc.want, sign(labels.Compare(pa, pb)), "as Prometheus orders %s and %s", tc.x, tc.y)
 	}
