@@ -5,16 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/internal/fault"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -393,4 +399,43 @@ func TestTSDBLabelsOutliveRaw(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, dropped, db.Name()+"i"+period)
 	require.Zero(t, sel())
+}
+
+// When the account is down, WriteMany stops at the first failure instead of taking every
+// series through every retry, and says which points of every series were not stored.
+func TestTSDBWriteManyFailsFast(t *testing.T) {
+	ctx := context.Background()
+	var down atomic.Bool
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	ft := fault.New(checker, fault.Options{FailBefore: 1, Match: func(*http.Request) bool { return down.Load() }})
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: ft, Retry: azurite.TestRetryOptions()}})
+	require.NoError(t, err)
+	name := fmt.Sprintf("ff%d", time.Now().UnixNano()%1e12)
+	dbtest.DropOnCleanup(t, name)
+	db, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Tiers: []tsdb.Tier{}})
+	require.NoError(t, err)
+	now := time.Now()
+	var batch []tsdb.SeriesPoints
+	for i := range 200 {
+		batch = append(batch, tsdb.SeriesPoints{Series: fmt.Sprintf("s%03d", i), Points: []tablets.Point{{Time: now, Value: float64(i)}}})
+	}
+	require.NoError(t, db.WriteMany(ctx, batch)) // tables and index entries exist: only points to write
+	for i := range batch {
+		batch[i].Points = []tablets.Point{{Time: now.Add(time.Second), Value: 1}}
+	}
+	down.Store(true)
+	before := ft.Requests()
+	err = db.WriteMany(ctx, batch)
+	require.Error(t, err)
+	attempts := ft.Requests() - before
+	retries := int64(azurite.TestRetryOptions().MaxRetries + 1)
+	t.Logf("200 series with the account down: %d attempts (%d a request)", attempts, retries)
+	require.Less(t, attempts, 100*retries, "the first failure stops the rest")
+	var failed int
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var we *tablets.WriteError
+		require.ErrorAs(t, e, &we)
+		failed += len(we.Failed)
+	}
+	require.Equal(t, 200, failed, "every point is reported not stored")
 }

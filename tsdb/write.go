@@ -42,9 +42,10 @@ type SeriesPoints struct {
 
 // WriteMany is Write of many series: every series and point is checked before any request,
 // the series new to a period are listed in its index in transactions (one per index
-// partition and 100 series), then the series are written, writeConcurrency at a time. Its
-// error joins the *tablets.WriteError of each series that failed (errors.As finds one; the
-// Unwrap() []error of errors.Join lists all).
+// partition and 100 series), then the series are written, writeConcurrency at a time; the
+// first series that fails stops the others. Its error joins the *tablets.WriteError of each
+// series not wholly written (errors.As finds one; the Unwrap() []error of errors.Join lists
+// all).
 func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
 	plans, err := db.plan(ctx, batch)
 	if err != nil {
@@ -132,9 +133,26 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 		}
 		periodErr[p] = err
 	}
-	return batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
-		return db.writeSeries(ctx, plans[i], periodErr)
+	// The first failure stops the rest: when the account is down or throttling, each series
+	// would go through every retry in turn, and the caller retries the call anyway (writes
+	// are idempotent).
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errs := batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
+		err := db.writeSeries(ctx, plans[i], periodErr)
+		if err != nil {
+			cancel(err)
+		}
+		return err
 	})
+	for i, err := range errs {
+		var we *tablets.WriteError
+		if errors.Is(err, context.Canceled) && !errors.As(err, &we) && ctx.Err() != nil {
+			errs[i] = &tablets.WriteError{Series: plans[i].series, Failed: plans[i].points, Index: -1,
+				Err: fmt.Errorf("not written after another series failed: %w", context.Cause(ctx))}
+		}
+	}
+	return errs
 }
 
 // writeSeries writes one series' points, period by period, then flags the rolled-up windows
