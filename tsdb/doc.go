@@ -36,7 +36,8 @@
 // on one process's memory. Select reads only the periods of its range, and only the
 // partitions of the metric names its matchers allow when they allow few (`__name__="up"`,
 // `__name__=~"a|b"`); it matches with Prometheus' semantics. Retain drops a period's index
-// with its points.
+// once no tier keeps windows of the period either: until then Select finds the series a tier
+// holds after their raw points are gone.
 //
 // # Compaction
 //
