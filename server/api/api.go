@@ -515,32 +515,9 @@ func (a *API) series(r *http.Request) ([]byte, annotations.Annotations, *apiErro
 
 // /api/v1/labels: start, end, match[], limit.
 func (a *API) labelNames(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
-	limit, err := parseLimit(r.FormValue("limit"))
-	if err != nil {
-		return nil, nil, invalidParam(err, "limit")
-	}
-	start, end, matcherSets, apiErr := rangeParams(r)
-	if apiErr != nil {
-		return nil, nil, apiErr
-	}
-	q, err := a.queryable.Querier(millis(start), millis(end))
-	if err != nil {
-		return nil, nil, classify(err)
-	}
-	defer q.Close()
-
-	hints := &storage.LabelHints{Limit: hintLimit(limit)}
-	names, ws, err := collectLabels(matcherSets, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
-		return q.LabelNames(r.Context(), hints, ms...)
+	return a.labelList(r, func(ctx context.Context, q storage.Querier, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(ctx, hints, ms...)
 	})
-	if err != nil {
-		return nil, ws, classify(err)
-	}
-	if limit > 0 && len(names) > limit {
-		names = names[:limit]
-		ws = ws.Add(errors.New("results truncated due to limit"))
-	}
-	return appendStringList(nil, names), ws, nil
 }
 
 // /api/v1/label/<name>/values: start, end, match[], limit. A name that is not a legacy
@@ -553,6 +530,14 @@ func (a *API) labelValues(r *http.Request) ([]byte, annotations.Annotations, *ap
 	if name == "" || !utf8.ValidString(name) {
 		return nil, nil, badData(fmt.Errorf("invalid label name: %q", name))
 	}
+	return a.labelList(r, func(ctx context.Context, q storage.Querier, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(ctx, name, hints, ms...)
+	})
+}
+
+// labelList answers the label endpoints: the sorted union of get over the match[] sets of
+// the range, cut at limit.
+func (a *API) labelList(r *http.Request, get func(context.Context, storage.Querier, *storage.LabelHints, ...*labels.Matcher) ([]string, annotations.Annotations, error)) ([]byte, annotations.Annotations, *apiError) {
 	limit, err := parseLimit(r.FormValue("limit"))
 	if err != nil {
 		return nil, nil, invalidParam(err, "limit")
@@ -569,7 +554,7 @@ func (a *API) labelValues(r *http.Request) ([]byte, annotations.Annotations, *ap
 
 	hints := &storage.LabelHints{Limit: hintLimit(limit)}
 	vals, ws, err := collectLabels(matcherSets, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
-		return q.LabelValues(r.Context(), name, hints, ms...)
+		return get(r.Context(), q, hints, ms...)
 	})
 	if err != nil {
 		return nil, ws, classify(err)
