@@ -59,6 +59,9 @@ import (
 // as strict with that counter: a request sent in error would still be delivered on some
 // attempt and counted.
 func TestReliabilityConformanceUnderFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs Azurite; skipped under -short")
+	}
 	for _, name := range []string{"basic", "advanced", "chunked"} {
 		h := relFaultHarness{
 			relStore: relStoreByName(t, name),
