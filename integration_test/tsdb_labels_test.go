@@ -367,13 +367,16 @@ type azuriteStats struct{ requests, bytes int64 }
 // still finds the series the tier holds, and the index goes once the tier's retention passes.
 func TestTSDBLabelsOutliveRaw(t *testing.T) {
 	ctx := context.Background()
-	opts := &tsdb.Options{RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: []tsdb.Tier{{Step: time.Minute, Retention: 10 * time.Hour}}}
-	db, _, _ := newDB(t, opts)
-	now := time.Now().UTC().Truncate(time.Hour)
-	key, err := db.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "up", "job", "api"))
+	tiers := []tsdb.Tier{{Step: time.Minute, Retention: 10 * time.Hour}}
+	// Written without a retention: the point is up to 2.5 hours old, whatever the minute.
+	writer, svc, _ := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Tiers: tiers})
+	db, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers})
 	require.NoError(t, err)
-	require.NoError(t, db.Write(ctx, key, tablets.Point{Time: now.Add(-90 * time.Minute), Value: 1}))
-	require.NoError(t, db.Rollup(ctx, now.Add(-2*time.Hour), now.Add(-time.Hour)))
+	now := time.Now().UTC().Truncate(time.Hour)
+	key, err := writer.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "up", "job", "api"))
+	require.NoError(t, err)
+	require.NoError(t, writer.Write(ctx, key, tablets.Point{Time: now.Add(-90 * time.Minute), Value: 1}))
+	require.NoError(t, writer.Rollup(ctx, now.Add(-2*time.Hour), now.Add(-time.Hour)))
 	period := fmt.Sprint(now.Add(-2 * time.Hour).Unix())
 	sel := func() int {
 		n := 0
