@@ -65,7 +65,33 @@ var (
 	// ErrInvalidToken: a page token that this query did not issue (tampered, truncated, or
 	// from another series, range or store layout).
 	ErrInvalidToken = errors.New("tablets: invalid page token")
+	// ErrInvalidLabels: a label set that cannot be stored (package tsdb): no labels, an
+	// empty or duplicate name, invalid UTF-8, or too large an encoding.
+	ErrInvalidLabels = errors.New("tablets: invalid label set")
+	// ErrInvalidMatcher: a label matcher or selector that cannot be used: a bad regular
+	// expression or match type, or matchers that would select every series.
+	ErrInvalidMatcher = errors.New("tablets: invalid matcher")
+	// ErrInvalidLimit: a limit or count out of its range, such as a page size or a number of
+	// newest points.
+	ErrInvalidLimit = errors.New("tablets: invalid limit")
 )
+
+// ErrThrottled is matched (errors.Is) by the error of a write the service refused for now:
+// it was busy (503 ServerBusy, 429) or timed out (500 OperationTimedOut, 408). The same write
+// may succeed later; it is not bad input, and nothing is known about the points it names
+// except that they may not be stored.
+var ErrThrottled = errors.New("tablets: throttled by the service")
+
+// Throttled reports whether a service answer (HTTP status and Table service error code)
+// means "busy, try again later".
+func Throttled(status int, code string) bool {
+	switch code {
+	case "ServerBusy", "OperationTimedOut":
+		return true
+	}
+	return status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests ||
+		status == http.StatusRequestTimeout
+}
 
 // MinTime and MaxTime bound the times a store accepts: [MinTime, MaxTime].
 var (
@@ -84,7 +110,10 @@ type WriteError struct {
 	// position in its transaction (-1 when unknown).
 	Code  string
 	Index int
-	Err   error
+	// Status is the HTTP status the service answered for the failed operation (for a failed
+	// transaction, the status inside its reply), 0 when it gave none.
+	Status int
+	Err    error
 }
 
 func (e *WriteError) Error() string {
@@ -102,6 +131,11 @@ func (e *WriteError) Error() string {
 }
 
 func (e *WriteError) Unwrap() error { return e.Err }
+
+// Is matches ErrThrottled when the service's answer says to try again later.
+func (e *WriteError) Is(target error) bool {
+	return target == ErrThrottled && Throttled(e.Status, e.Code)
+}
 
 // EnsureTable creates the client's table unless it exists.
 func EnsureTable(ctx context.Context, client *aztables.Client) error {

@@ -1,14 +1,11 @@
 package tsdb
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"iter"
 	"slices"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -242,9 +240,9 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 	return out, nil
 }
 
+// pageTokenVersion is tsdb's page token (pager's envelope, docs/format.md): two fields, the
+// Unix seconds and nanoseconds of the time the next page starts at.
 const pageTokenVersion = 1
-
-var pageEncoding = base64.RawURLEncoding.Strict()
 
 func pageBinding(db, series string, from, to time.Time) [8]byte {
 	h := sha256.New()
@@ -257,45 +255,22 @@ func pageBinding(db, series string, from, to time.Time) [8]byte {
 	return b
 }
 
-// encodePageToken: version, binding, uvarint Unix seconds and nanoseconds of the time the
-// next page starts at, CRC-32 (IEEE, big-endian) of what precedes.
 func encodePageToken(binding [8]byte, at time.Time) string {
-	b := append([]byte{pageTokenVersion}, binding[:]...)
-	b = binary.AppendUvarint(b, uint64(at.Unix()))
-	b = binary.AppendUvarint(b, uint64(at.Nanosecond()))
-	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
-	return pageEncoding.EncodeToString(b)
+	return pager.EncodeFields(pageTokenVersion, binding, uint64(at.Unix()), uint64(at.Nanosecond()))
 }
 
 func decodePageToken(s string, binding [8]byte, from, to time.Time) (time.Time, error) {
-	bad := func(why string) (time.Time, error) {
-		return time.Time{}, fmt.Errorf("%w: %s", tablets.ErrInvalidToken, why)
+	f, err := pager.DecodeFields(s, pageTokenVersion, binding, 2)
+	if err != nil {
+		return time.Time{}, err
 	}
-	b, err := pageEncoding.DecodeString(s)
-	if err != nil || len(b) < 1+8+2+4 {
-		return bad("not a token")
-	}
-	body, sum := b[:len(b)-4], b[len(b)-4:]
-	if crc32.ChecksumIEEE(body) != binary.BigEndian.Uint32(sum) {
-		return bad("checksum mismatch (truncated or altered)")
-	}
-	if body[0] != pageTokenVersion {
-		return bad(fmt.Sprintf("version %d", body[0]))
-	}
-	if !bytes.Equal(body[1:9], binding[:]) {
-		return bad("issued by another query (series, range or database)")
-	}
-	sec, n := binary.Uvarint(body[9:])
-	if n <= 0 {
-		return bad("malformed")
-	}
-	nsec, m := binary.Uvarint(body[9+n:])
-	if m <= 0 || 9+n+m != len(body) || nsec >= 1e9 || sec > uint64(tablets.MaxTime.Unix()) {
-		return bad("malformed")
+	sec, nsec := f[0], f[1]
+	if nsec >= 1e9 || sec > uint64(tablets.MaxTime.Unix()) {
+		return time.Time{}, fmt.Errorf("%w: malformed", tablets.ErrInvalidToken)
 	}
 	at := time.Unix(int64(sec), int64(nsec)).UTC()
 	if !at.After(from) || at.After(to) {
-		return bad("resume position outside the query's range")
+		return time.Time{}, fmt.Errorf("%w: resume position outside the query's range", tablets.ErrInvalidToken)
 	}
 	return at, nil
 }

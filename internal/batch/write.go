@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
 )
@@ -65,8 +67,12 @@ func WriteError(series string, points []tablets.Point, errs []error, lost func(i
 	}
 	we := &tablets.WriteError{Series: series, Index: -1, Err: first}
 	var be *Error
-	if errors.As(first, &be) {
-		we.Code, we.Index = be.Code, be.Index
+	var re *azcore.ResponseError
+	switch {
+	case errors.As(first, &be):
+		we.Code, we.Index, we.Status = be.Code, be.Index, be.Status
+	case errors.As(first, &re):
+		we.Code, we.Status = re.ErrorCode, re.StatusCode
 	}
 	for i, p := range points {
 		if lost(i) {

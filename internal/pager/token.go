@@ -7,9 +7,70 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"strings"
 
 	"github.com/seed71701133/tablets"
 )
+
+// The page tokens of every store share one envelope (docs/format.md, "Page tokens"):
+//
+//	version (1 byte) | binding (8 bytes) | fields (uvarints) | CRC-32 IEEE of what precedes (4 bytes, big-endian)
+//
+// in unpadded URL-safe base64. Each issuer owns a version byte and says what its fields mean:
+// the layouts' tokens (Token) are version 2 with one field; tsdb's are version 1 with two.
+
+var tokenEncoding = base64.RawURLEncoding.Strict()
+
+// EncodeFields returns the token of version with binding and fields.
+func EncodeFields(version byte, binding [8]byte, fields ...uint64) string {
+	b := append([]byte{version}, binding[:]...)
+	for _, f := range fields {
+		b = binary.AppendUvarint(b, f)
+	}
+	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
+	return tokenEncoding.EncodeToString(b)
+}
+
+// DecodeFields parses a token of version with binding and exactly n fields. A token has one
+// spelling: anything EncodeFields would not have written (line breaks, which base64 decoding
+// skips, padding, non-minimal uvarints, a bad checksum, another version or binding) gives an
+// error wrapping tablets.ErrInvalidToken.
+func DecodeFields(s string, version byte, binding [8]byte, n int) ([]uint64, error) {
+	bad := func(why string) ([]uint64, error) {
+		return nil, fmt.Errorf("%w: %s", tablets.ErrInvalidToken, why)
+	}
+	if strings.ContainsAny(s, "\r\n") {
+		return bad("not a token")
+	}
+	b, err := tokenEncoding.DecodeString(s)
+	if err != nil || len(b) < 1+8+n+4 {
+		return bad("not a token")
+	}
+	body, sum := b[:len(b)-4], b[len(b)-4:]
+	if crc32.ChecksumIEEE(body) != binary.BigEndian.Uint32(sum) {
+		return bad("checksum mismatch (truncated or altered)")
+	}
+	if body[0] != version {
+		return bad(fmt.Sprintf("version %d (issued by another version of this library)", body[0]))
+	}
+	if !bytes.Equal(body[1:9], binding[:]) {
+		return bad("issued by another query (series, range or store)")
+	}
+	fields := make([]uint64, 0, n)
+	rest := body[9:]
+	for range n {
+		f, k := binary.Uvarint(rest)
+		if k <= 0 || k != len(binary.AppendUvarint(nil, f)) {
+			return bad("malformed")
+		}
+		fields = append(fields, f)
+		rest = rest[k:]
+	}
+	if len(rest) != 0 {
+		return bad("malformed")
+	}
+	return fields, nil
+}
 
 // tokenVersion 2 holds only the resume time: a page resumes with a fresh query from there,
 // so it never downloads again the service page that held the previous page's last point
@@ -23,8 +84,6 @@ type Token struct {
 	Binding [8]byte
 	After   uint64
 }
-
-var tokenEncoding = base64.RawURLEncoding.Strict()
 
 // Bind returns the binding of a query: layout, series and range. A token only resumes the
 // query whose binding it carries.
@@ -42,46 +101,19 @@ func Bind(layoutID, series string, from, to uint64) [8]byte {
 	return b
 }
 
-// Encode returns the token as an opaque URL-safe string: version, binding, uvarint After,
-// CRC-32 (IEEE, big-endian) of what precedes it.
-func (t Token) Encode() string {
-	b := []byte{tokenVersion}
-	b = append(b, t.Binding[:]...)
-	b = binary.AppendUvarint(b, t.After)
-	b = binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(b))
-	return tokenEncoding.EncodeToString(b)
-}
+// Encode returns the token as an opaque URL-safe string (version 2, one field: After).
+func (t Token) Encode() string { return EncodeFields(tokenVersion, t.Binding, t.After) }
 
 // DecodeToken parses a token and checks that it was issued by the query with this binding
 // and that it resumes inside [from, to). Any malformed, tampered, old or foreign token gives
 // an error wrapping tablets.ErrInvalidToken.
 func DecodeToken(s string, binding [8]byte, from, to uint64) (Token, error) {
-	bad := func(why string) (Token, error) {
-		return Token{}, fmt.Errorf("%w: %s", tablets.ErrInvalidToken, why)
+	f, err := DecodeFields(s, tokenVersion, binding, 1)
+	if err != nil {
+		return Token{}, err
 	}
-	b, err := tokenEncoding.DecodeString(s)
-	if err != nil || len(b) < 1+8+1+4 {
-		return bad("not a token")
+	if f[0] <= from || f[0] > to {
+		return Token{}, fmt.Errorf("%w: resume position outside the query's range", tablets.ErrInvalidToken)
 	}
-	body, sum := b[:len(b)-4], b[len(b)-4:]
-	if crc32.ChecksumIEEE(body) != binary.BigEndian.Uint32(sum) {
-		return bad("checksum mismatch (truncated or altered)")
-	}
-	if body[0] != tokenVersion {
-		return bad(fmt.Sprintf("version %d (issued by another version of this library)", body[0]))
-	}
-	var t Token
-	copy(t.Binding[:], body[1:9])
-	if !bytes.Equal(t.Binding[:], binding[:]) {
-		return bad("issued by another query (series, range or store layout)")
-	}
-	after, n := binary.Uvarint(body[9:])
-	if n <= 0 || 9+n != len(body) {
-		return bad("malformed")
-	}
-	if after <= from || after > to {
-		return bad("resume position outside the query's range")
-	}
-	t.After = after
-	return t, nil
+	return Token{Binding: binding, After: f[0]}, nil
 }
