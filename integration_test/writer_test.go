@@ -14,6 +14,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/writer"
 )
 
 // The buffered Writer over each real store: a collector adding points one at a time across
@@ -32,7 +33,7 @@ func TestWriterOnStores(t *testing.T) {
 			store := h.make(t, client)
 			var givenUp []tablets.Point
 			var mu sync.Mutex
-			w := tablets.NewWriter(store, &tablets.WriterOptions{
+			w, err := writer.New(store, &writer.Options{
 				FlushInterval: 20 * time.Millisecond,
 				MaxBuffered:   2000,
 				OnError: func(series string, points []tablets.Point, err error) {
@@ -41,6 +42,7 @@ func TestWriterOnStores(t *testing.T) {
 					givenUp = append(givenUp, points...)
 				},
 			})
+			require.NoError(t, err)
 			const series, perSeries = 100, 60
 			start := time.Date(2024, 6, 1, 0, 0, 0, 0, time.UTC)
 			want := map[string][]tablets.Point{}

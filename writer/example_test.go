@@ -1,4 +1,4 @@
-package tablets_test
+package writer_test
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/writer"
 )
 
-// exampleWriterStore keeps points in memory. A Writer only calls Write; the embedded nil
-// Store stands in for the other methods. In real code the store is basic.New(client, nil).
+// exampleWriterStore keeps points in memory. A Writer only calls Write, so this is a
+// writer.Sink; in real code the sink is a store such as basic.New(client, nil).
 type exampleWriterStore struct {
-	tablets.Store
 	mu     sync.Mutex
 	points map[string]map[time.Time]float64
 }
@@ -32,14 +32,18 @@ func (s *exampleWriterStore) Write(_ context.Context, series string, points ...t
 	return nil
 }
 
-func ExampleWriter() {
+func Example() {
 	store := &exampleWriterStore{points: map[string]map[time.Time]float64{}}
-	w := tablets.NewWriter(store, &tablets.WriterOptions{
+	w, err := writer.New(store, &writer.Options{
 		FlushInterval: 5 * time.Second,
 		OnError: func(series string, points []tablets.Point, err error) {
 			log.Printf("lost %d points of %s: %v", len(points), series, err)
 		},
 	})
+	if err != nil {
+		fmt.Println("new:", err)
+		return
+	}
 
 	// A collector adds readings one at a time, across series, from any goroutine.
 	start := time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)

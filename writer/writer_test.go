@@ -1,9 +1,10 @@
-package tablets_test
+package writer_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -16,14 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/writer"
 )
 
 // fakeStore is an in-memory store for the Writer's tests: series -> exact time -> value.
-// Only Write is implemented (the embedded nil interface panics on the rest: a Writer only
-// writes).
+// It is only a writer.Sink: a Writer only writes.
 type fakeStore struct {
-	tablets.Store
-
 	// fail, if set, decides each call's outcome before anything is stored: nil stores every
 	// point; an error that unwraps to a *WriteError stores the points not in Failed; any other
 	// error stores none. It may be called concurrently.
@@ -176,16 +175,24 @@ func writeErrors(err error) []*tablets.WriteError {
 
 // requireStats checks the counters that are given and the invariant
 // Added = Written + GivenUp + Buffered.
-func requireStats(t *testing.T, w *tablets.Writer, want tablets.WriterStats) {
+func requireStats(t *testing.T, w *writer.Writer, want writer.Stats) {
 	t.Helper()
 	s := w.Stats()
 	require.Equal(t, s.Added, s.Written+s.GivenUp+s.Buffered, "invariant: %+v", s)
 	require.Equal(t, want, s)
 }
 
-func newWriter(t *testing.T, st tablets.Store, opts *tablets.WriterOptions) *tablets.Writer {
+// mustNew is writer.New for options that are valid.
+func mustNew(tb testing.TB, sink writer.Sink, opts *writer.Options) *writer.Writer {
+	tb.Helper()
+	w, err := writer.New(sink, opts)
+	require.NoError(tb, err)
+	return w
+}
+
+func newWriter(t *testing.T, st writer.Sink, opts *writer.Options) *writer.Writer {
 	t.Helper()
-	w := tablets.NewWriter(st, opts)
+	w := mustNew(t, st, opts)
 	t.Cleanup(func() { _ = w.Close(context.Background()) })
 	return w
 }
@@ -194,7 +201,7 @@ const waitFor, tick = 10 * time.Second, time.Millisecond
 
 func TestWriterFlushesOnInterval(t *testing.T) {
 	st := newFakeStore()
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: 2 * time.Millisecond})
+	w := newWriter(t, st, &writer.Options{FlushInterval: 2 * time.Millisecond})
 	for i := range 10 {
 		require.NoError(t, w.Add("cpu", wpt(i, float64(i))))
 	}
@@ -205,34 +212,34 @@ func TestWriterFlushesOnInterval(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, float64(i), v)
 	}
-	requireStats(t, w, tablets.WriterStats{Added: 10, Written: 10})
+	requireStats(t, w, writer.Stats{Added: 10, Written: 10})
 	require.NoError(t, w.Close(context.Background()))
 }
 
 func TestWriterFlushesAtMaxBuffered(t *testing.T) {
 	st := newFakeStore()
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour, MaxBuffered: 10})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour, MaxBuffered: 10})
 	for i := range 9 {
 		require.NoError(t, w.Add(fmt.Sprint("s", i%3), wpt(i, 1)))
 	}
 	// Nine points wait: nothing starts a flush before the hour is over.
 	require.Zero(t, st.total())
-	requireStats(t, w, tablets.WriterStats{Added: 9, Buffered: 9})
+	requireStats(t, w, writer.Stats{Added: 9, Buffered: 9})
 
 	require.NoError(t, w.Add("s0", wpt(9, 1))) // the tenth starts one
 	require.Eventually(t, func() bool { return w.Stats().Written == 10 }, waitFor, tick)
 	require.Equal(t, 10, st.total())
 
 	require.NoError(t, w.Add("s1", wpt(10, 1), wpt(11, 1), wpt(12, 1)))
-	requireStats(t, w, tablets.WriterStats{Added: 13, Written: 10, Buffered: 3})
+	requireStats(t, w, writer.Stats{Added: 13, Written: 10, Buffered: 3})
 	require.NoError(t, w.Close(context.Background()))
 	require.Equal(t, 13, st.total())
-	requireStats(t, w, tablets.WriterStats{Added: 13, Written: 13})
+	requireStats(t, w, writer.Stats{Added: 13, Written: 13})
 }
 
 func TestWriterCloseFlushesAll(t *testing.T) {
 	st := newFakeStore()
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour, Concurrency: 3})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour, Concurrency: 3})
 	for s := range 100 {
 		for i := range 5 {
 			require.NoError(t, w.Add(fmt.Sprint("host-", s), wpt(i, float64(s*10+i))))
@@ -247,25 +254,25 @@ func TestWriterCloseFlushesAll(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, float64(s*10+4), v)
 	}
-	requireStats(t, w, tablets.WriterStats{Added: 500, Written: 500})
+	requireStats(t, w, writer.Stats{Added: 500, Written: 500})
 }
 
 func TestWriterExplicitFlush(t *testing.T) {
 	st := newFakeStore()
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
 	require.NoError(t, w.Flush(context.Background())) // nothing to do
 	require.NoError(t, w.Add("a", wpt(0, 1), wpt(1, 2)))
 	require.NoError(t, w.Add("b", wpt(0, 3)))
 	require.NoError(t, w.Flush(context.Background()))
 	require.Equal(t, 3, st.total())
-	requireStats(t, w, tablets.WriterStats{Added: 3, Written: 3})
+	requireStats(t, w, writer.Stats{Added: 3, Written: 3})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.NoError(t, w.Add("a", wpt(2, 1)))
 	err := w.Flush(ctx) // a flush whose context ended: the point stays, its attempt not counted
 	require.ErrorIs(t, err, context.Canceled)
-	require.NotErrorIs(t, err, tablets.ErrGivenUp)
+	require.NotErrorIs(t, err, writer.ErrGivenUp)
 	require.Equal(t, 3, st.total())
 	require.NoError(t, w.Flush(context.Background()))
 	require.Equal(t, 4, st.total())
@@ -282,7 +289,7 @@ func TestWriterRetriesUntilStoreRecovers(t *testing.T) {
 		}
 		return nil
 	}
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
 	a := []tablets.Point{wpt(0, 1), wpt(1, 2), wpt(2, 3)}
 	b := []tablets.Point{wpt(0, 4), wpt(1, 5)}
 	require.NoError(t, w.Add("a", a...))
@@ -290,7 +297,7 @@ func TestWriterRetriesUntilStoreRecovers(t *testing.T) {
 
 	err := w.Flush(context.Background())
 	require.ErrorIs(t, err, unavailable)
-	require.NotErrorIs(t, err, tablets.ErrGivenUp)
+	require.NotErrorIs(t, err, writer.ErrGivenUp)
 	wes := writeErrors(err)
 	require.Len(t, wes, 2)
 	slices.SortFunc(wes, func(x, y *tablets.WriteError) int { return strings.Compare(x.Series, y.Series) })
@@ -298,15 +305,15 @@ func TestWriterRetriesUntilStoreRecovers(t *testing.T) {
 	require.Equal(t, a, wes[0].Failed)
 	require.Equal(t, b, wes[1].Failed)
 	require.Zero(t, st.total())
-	requireStats(t, w, tablets.WriterStats{Added: 5, Retried: 5, Buffered: 5})
+	requireStats(t, w, writer.Stats{Added: 5, Retried: 5, Buffered: 5})
 
 	require.Error(t, w.Flush(context.Background())) // still down: a second attempt
-	requireStats(t, w, tablets.WriterStats{Added: 5, Retried: 10, Buffered: 5})
+	requireStats(t, w, writer.Stats{Added: 5, Retried: 10, Buffered: 5})
 
 	down.Store(false)
 	require.NoError(t, w.Flush(context.Background()))
 	require.Equal(t, 5, st.total())
-	requireStats(t, w, tablets.WriterStats{Added: 5, Written: 5, Retried: 10})
+	requireStats(t, w, writer.Stats{Added: 5, Written: 5, Retried: 10})
 	require.Equal(t, [][]tablets.Point{a, a, a}, st.callsOf("a"))
 }
 
@@ -319,10 +326,10 @@ func TestWriterRetriesInBackground(t *testing.T) {
 		}
 		return nil
 	}
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Millisecond})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Millisecond})
 	require.NoError(t, w.Add("a", wpt(0, 1), wpt(1, 2)))
 	require.Eventually(t, func() bool { return w.Stats().Written == 2 }, waitFor, tick)
-	requireStats(t, w, tablets.WriterStats{Added: 2, Written: 2, Retried: 4})
+	requireStats(t, w, writer.Stats{Added: 2, Written: 2, Retried: 4})
 	require.Equal(t, 2, st.len("a"))
 }
 
@@ -337,7 +344,7 @@ func TestWriterPartialWriteErrorRetriesOnlyFailed(t *testing.T) {
 		}
 		return nil
 	}
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
 	var all, failed []tablets.Point
 	for i := range 10 {
 		p := wpt(i, float64(i))
@@ -353,12 +360,12 @@ func TestWriterPartialWriteErrorRetriesOnlyFailed(t *testing.T) {
 	require.Len(t, wes, 1)
 	require.Equal(t, failed, wes[0].Failed)
 	require.Equal(t, 5, st.len("a"))
-	requireStats(t, w, tablets.WriterStats{Added: 10, Written: 5, Retried: 5, Buffered: 5})
+	requireStats(t, w, writer.Stats{Added: 10, Written: 5, Retried: 5, Buffered: 5})
 
 	require.NoError(t, w.Flush(context.Background()))
 	require.Equal(t, [][]tablets.Point{all, failed}, st.callsOf("a"), "the retry carries the failed points only")
 	require.Equal(t, 10, st.len("a"))
-	requireStats(t, w, tablets.WriterStats{Added: 10, Written: 10, Retried: 5})
+	requireStats(t, w, writer.Stats{Added: 10, Written: 10, Retried: 5})
 }
 
 func TestWriterUnmatchedFailedRetriesAll(t *testing.T) {
@@ -373,7 +380,7 @@ func TestWriterUnmatchedFailedRetriesAll(t *testing.T) {
 		}
 		return &tablets.WriteError{Series: s, Index: -1, Failed: []tablets.Point{{Time: points[1].Time.Truncate(time.Minute), Value: points[1].Value}}}
 	}
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
 	all := []tablets.Point{wpt(0, 1), wpt(1, 2), wpt(2, 3)}
 	require.NoError(t, w.Add("a", all...))
 	wes := writeErrors(w.Flush(context.Background()))
@@ -381,7 +388,7 @@ func TestWriterUnmatchedFailedRetriesAll(t *testing.T) {
 	require.Equal(t, all, wes[0].Failed)
 	require.NoError(t, w.Flush(context.Background()))
 	require.Equal(t, [][]tablets.Point{all, all}, st.callsOf("a"))
-	requireStats(t, w, tablets.WriterStats{Added: 3, Written: 3, Retried: 3})
+	requireStats(t, w, writer.Stats{Added: 3, Written: 3, Retried: 3})
 }
 
 func TestWriterGivesUpAfterMaxAttempts(t *testing.T) {
@@ -399,7 +406,7 @@ func TestWriterGivesUpAfterMaxAttempts(t *testing.T) {
 		err    error
 	}
 	var reports []report // OnError calls are never concurrent
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour, MaxAttempts: 3,
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour, MaxAttempts: 3,
 		OnError: func(series string, points []tablets.Point, err error) {
 			reports = append(reports, report{series, points, err})
 		}})
@@ -410,23 +417,23 @@ func TestWriterGivesUpAfterMaxAttempts(t *testing.T) {
 	for attempt := 1; attempt <= 2; attempt++ {
 		err := w.Flush(context.Background())
 		require.ErrorIs(t, err, boom)
-		require.NotErrorIs(t, err, tablets.ErrGivenUp)
+		require.NotErrorIs(t, err, writer.ErrGivenUp)
 		require.Empty(t, reports)
 	}
-	requireStats(t, w, tablets.WriterStats{Added: 5, Written: 2, Retried: 6, Buffered: 3})
+	requireStats(t, w, writer.Stats{Added: 5, Written: 2, Retried: 6, Buffered: 3})
 
 	err := w.Flush(context.Background()) // the third attempt is the last
-	require.ErrorIs(t, err, tablets.ErrGivenUp)
+	require.ErrorIs(t, err, writer.ErrGivenUp)
 	require.ErrorIs(t, err, boom)
 	require.Len(t, reports, 1)
 	require.Equal(t, "bad", reports[0].series)
 	require.Equal(t, bad, reports[0].points)
-	require.ErrorIs(t, reports[0].err, tablets.ErrGivenUp)
+	require.ErrorIs(t, reports[0].err, writer.ErrGivenUp)
 	var we *tablets.WriteError
 	require.ErrorAs(t, reports[0].err, &we)
 	require.Equal(t, bad, we.Failed)
 	require.Len(t, st.callsOf("bad"), 3)
-	requireStats(t, w, tablets.WriterStats{Added: 5, Written: 2, Retried: 6, GivenUp: 3})
+	requireStats(t, w, writer.Stats{Added: 5, Written: 2, Retried: 6, GivenUp: 3})
 
 	require.NoError(t, w.Flush(context.Background()))
 	require.NoError(t, w.Close(context.Background()))
@@ -439,17 +446,17 @@ func TestWriterGivenUpPartial(t *testing.T) {
 	st := newFakeStore()
 	st.fail = failWhere(func(_ string, p tablets.Point) bool { return p.Value < 0 })
 	var got []tablets.Point
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour, MaxAttempts: 2,
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour, MaxAttempts: 2,
 		OnError: func(_ string, points []tablets.Point, _ error) { got = append(got, points...) }})
 	require.NoError(t, w.Add("a", wpt(0, 1), wpt(1, -1), wpt(2, 2), wpt(3, -2)))
 	require.Error(t, w.Flush(context.Background()))
-	require.ErrorIs(t, w.Flush(context.Background()), tablets.ErrGivenUp)
+	require.ErrorIs(t, w.Flush(context.Background()), writer.ErrGivenUp)
 	require.Equal(t, []tablets.Point{wpt(1, -1), wpt(3, -2)}, got)
 	require.Equal(t, [][]tablets.Point{
 		{wpt(0, 1), wpt(1, -1), wpt(2, 2), wpt(3, -2)},
 		{wpt(1, -1), wpt(3, -2)},
 	}, st.callsOf("a"))
-	requireStats(t, w, tablets.WriterStats{Added: 4, Written: 2, Retried: 2, GivenUp: 2})
+	requireStats(t, w, writer.Stats{Added: 4, Written: 2, Retried: 2, GivenUp: 2})
 }
 
 func TestWriterGivenUpWithoutOnError(t *testing.T) {
@@ -461,14 +468,14 @@ func TestWriterGivenUpWithoutOnError(t *testing.T) {
 		return nil
 	}
 	// Background flushes give the points up; the next Flush returns them.
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Millisecond, MaxAttempts: 2})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Millisecond, MaxAttempts: 2})
 	bad := []tablets.Point{wpt(0, 1), wpt(1, 2), wpt(2, 3), wpt(3, 4)}
 	require.NoError(t, w.Add("bad", bad...))
 	require.NoError(t, w.Add("good", wpt(0, 1)))
 	require.Eventually(t, func() bool { return w.Stats().GivenUp == 4 }, waitFor, tick)
 
 	err := w.Flush(context.Background())
-	require.ErrorIs(t, err, tablets.ErrGivenUp)
+	require.ErrorIs(t, err, writer.ErrGivenUp)
 	wes := writeErrors(err)
 	require.Len(t, wes, 1)
 	require.Equal(t, "bad", wes[0].Series)
@@ -478,11 +485,11 @@ func TestWriterGivenUpWithoutOnError(t *testing.T) {
 	// Given up in Close: Close returns them.
 	require.NoError(t, w.Add("bad", wpt(9, 9)))
 	err = w.Close(context.Background())
-	require.ErrorIs(t, err, tablets.ErrGivenUp)
+	require.ErrorIs(t, err, writer.ErrGivenUp)
 	wes = writeErrors(err)
 	require.Len(t, wes, 1)
 	require.Equal(t, []tablets.Point{wpt(9, 9)}, wes[0].Failed)
-	requireStats(t, w, tablets.WriterStats{Added: 6, Written: 1, Retried: 5, GivenUp: 5})
+	requireStats(t, w, writer.Stats{Added: 6, Written: 1, Retried: 5, GivenUp: 5})
 }
 
 func TestWriterPermanentErrorGivenUpAtOnce(t *testing.T) {
@@ -491,15 +498,15 @@ func TestWriterPermanentErrorGivenUpAtOnce(t *testing.T) {
 		return fmt.Errorf("fake: %w: %q", tablets.ErrInvalidSeries, s)
 	}
 	var got []tablets.Point
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour,
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour,
 		OnError: func(_ string, points []tablets.Point, _ error) { got = append(got, points...) }})
 	require.NoError(t, w.Add("a#b", wpt(0, 1)))
 	err := w.Flush(context.Background())
-	require.ErrorIs(t, err, tablets.ErrGivenUp)
+	require.ErrorIs(t, err, writer.ErrGivenUp)
 	require.ErrorIs(t, err, tablets.ErrInvalidSeries)
 	require.Equal(t, []tablets.Point{wpt(0, 1)}, got)
 	require.Len(t, st.callsOf("a#b"), 1)
-	requireStats(t, w, tablets.WriterStats{Added: 1, GivenUp: 1})
+	requireStats(t, w, writer.Stats{Added: 1, GivenUp: 1})
 }
 
 func TestWriterCloseRetriesWithBackoff(t *testing.T) {
@@ -511,24 +518,24 @@ func TestWriterCloseRetriesWithBackoff(t *testing.T) {
 		}
 		return nil
 	}
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
 	require.NoError(t, w.Add("a", wpt(0, 1), wpt(1, 2)))
 	require.NoError(t, w.Close(context.Background()))
 	require.Equal(t, 2, st.len("a"))
-	requireStats(t, w, tablets.WriterStats{Added: 2, Written: 2, Retried: 6})
+	requireStats(t, w, writer.Stats{Added: 2, Written: 2, Retried: 6})
 }
 
 func TestWriterCloseGivesUpWhenContextEnds(t *testing.T) {
 	st := newFakeStore()
 	st.fail = func(string, []tablets.Point) error { return errors.New("down") }
 	var got []tablets.Point
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour, MaxAttempts: 1 << 20,
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour, MaxAttempts: 1 << 20,
 		OnError: func(_ string, points []tablets.Point, _ error) { got = append(got, points...) }})
 	require.NoError(t, w.Add("a", wpt(0, 1), wpt(1, 2)))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	err := w.Close(ctx)
-	require.ErrorIs(t, err, tablets.ErrGivenUp)
+	require.ErrorIs(t, err, writer.ErrGivenUp)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Equal(t, []tablets.Point{wpt(0, 1), wpt(1, 2)}, got)
 	s := w.Stats()
@@ -542,7 +549,7 @@ func TestWriterLastWriteWinsAcrossRetries(t *testing.T) {
 		fail.Store(func(tablets.Point) bool { return true })
 		st := newFakeStore()
 		st.fail = failWhere(func(_ string, p tablets.Point) bool { return fail.Load().(func(tablets.Point) bool)(p) })
-		w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour})
+		w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
 
 		require.NoError(t, w.Add("a", wpt(0, 1)))
 		require.Error(t, w.Flush(context.Background())) // 1 fails
@@ -560,7 +567,7 @@ func TestWriterLastWriteWinsAcrossRetries(t *testing.T) {
 	t.Run("failed point superseded in its own call is not retried", func(t *testing.T) {
 		st := newFakeStore()
 		st.fail = failWhere(func(_ string, p tablets.Point) bool { return p.Value == 1 })
-		w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour})
+		w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
 		require.NoError(t, w.Add("a", wpt(0, 1), wpt(1, 1)))
 		require.NoError(t, w.Add("a", wpt(0, 2))) // supersedes the first; the second has no successor
 		err := w.Flush(context.Background())
@@ -572,7 +579,7 @@ func TestWriterLastWriteWinsAcrossRetries(t *testing.T) {
 		v, _ := st.value("a", wt0)
 		require.Equal(t, 2.0, v)
 		require.Equal(t, []tablets.Point{wpt(1, 1)}, st.callsOf("a")[1])
-		requireStats(t, w, tablets.WriterStats{Added: 3, Written: 3, Retried: 1})
+		requireStats(t, w, writer.Stats{Added: 3, Written: 3, Retried: 1})
 	})
 	t.Run("random failures", func(t *testing.T) {
 		for seed := range uint64(20) {
@@ -606,7 +613,7 @@ func testLastWriteWinsRandom(t *testing.T, seed uint64) {
 		}
 		return nil
 	}
-	w := tablets.NewWriter(st, &tablets.WriterOptions{FlushInterval: time.Hour, MaxAttempts: 1 << 20, Concurrency: 4})
+	w := mustNew(t, st, &writer.Options{FlushInterval: time.Hour, MaxAttempts: 1 << 20, Concurrency: 4})
 	want := map[string]map[int]float64{}
 	v := 0.0
 	for range 300 {
@@ -638,7 +645,7 @@ func testLastWriteWinsRandom(t *testing.T, seed uint64) {
 func TestWriterBackpressure(t *testing.T) {
 	st := newFakeStore()
 	st.gate = make(chan struct{})
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour, MaxBuffered: 10})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour, MaxBuffered: 10})
 	for i := range 10 {
 		require.NoError(t, w.Add("a", wpt(i, 1)))
 	}
@@ -646,7 +653,7 @@ func TestWriterBackpressure(t *testing.T) {
 	for i := 10; i < 20; i++ {
 		require.NoError(t, w.Add("a", wpt(i, 1))) // the other half
 	}
-	requireStats(t, w, tablets.WriterStats{Added: 20, Buffered: 20})
+	requireStats(t, w, writer.Stats{Added: 20, Buffered: 20})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
@@ -658,7 +665,7 @@ func TestWriterBackpressure(t *testing.T) {
 	go func() { errc <- w.AddContext(ctx, "b", wpt(0, 1)) }()
 	cancel()
 	require.ErrorIs(t, <-errc, context.Canceled)
-	requireStats(t, w, tablets.WriterStats{Added: 20, Buffered: 20})
+	requireStats(t, w, writer.Stats{Added: 20, Buffered: 20})
 
 	// Many blocked Adds: memory stays bounded while the store is stuck, and every one goes
 	// through once it recovers.
@@ -695,13 +702,13 @@ func TestWriterBackpressure(t *testing.T) {
 	sampler.Wait()
 	require.LessOrEqual(t, maxBuffered.Load(), int64(20))
 	require.Equal(t, 20+8*50, st.total())
-	requireStats(t, w, tablets.WriterStats{Added: 420, Written: 420})
+	requireStats(t, w, writer.Stats{Added: 420, Written: 420})
 }
 
 func TestWriterLargeAdd(t *testing.T) {
 	// An Add of more than 2*MaxBuffered points is accepted whole, once the writer is empty.
 	st := newFakeStore()
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Millisecond, MaxBuffered: 4})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Millisecond, MaxBuffered: 4})
 	require.NoError(t, w.Add("a", wpt(0, 1)))
 	var big []tablets.Point
 	for i := range 50 {
@@ -723,7 +730,7 @@ func TestWriterConcurrentAdds(t *testing.T) {
 		}
 		return nil
 	}
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Millisecond, MaxBuffered: 256, MaxAttempts: 1000})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Millisecond, MaxBuffered: 256, MaxAttempts: 1000})
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
@@ -756,23 +763,23 @@ func TestWriterConcurrentAdds(t *testing.T) {
 
 func TestWriterAfterClose(t *testing.T) {
 	st := newFakeStore()
-	w := tablets.NewWriter(st, nil)
+	w := mustNew(t, st, nil)
 	require.NoError(t, w.Add("a", wpt(0, 1)))
 	require.NoError(t, w.Close(context.Background()))
 	require.Equal(t, 1, st.total())
-	require.ErrorIs(t, w.Add("a", wpt(1, 1)), tablets.ErrWriterClosed)
-	require.ErrorIs(t, w.AddContext(context.Background(), "a", wpt(1, 1)), tablets.ErrWriterClosed)
-	require.ErrorIs(t, w.Add("a"), tablets.ErrWriterClosed)
-	require.ErrorIs(t, w.Flush(context.Background()), tablets.ErrWriterClosed)
-	require.ErrorIs(t, w.Close(context.Background()), tablets.ErrWriterClosed)
-	requireStats(t, w, tablets.WriterStats{Added: 1, Written: 1})
+	require.ErrorIs(t, w.Add("a", wpt(1, 1)), writer.ErrClosed)
+	require.ErrorIs(t, w.AddContext(context.Background(), "a", wpt(1, 1)), writer.ErrClosed)
+	require.ErrorIs(t, w.Add("a"), writer.ErrClosed)
+	require.ErrorIs(t, w.Flush(context.Background()), writer.ErrClosed)
+	require.ErrorIs(t, w.Close(context.Background()), writer.ErrClosed)
+	requireStats(t, w, writer.Stats{Added: 1, Written: 1})
 }
 
 func TestWriterCloseReleasesBlockedAdd(t *testing.T) {
 	st := newFakeStore()
 	st.gate = make(chan struct{}) // never opens
 	var got []tablets.Point
-	w := tablets.NewWriter(st, &tablets.WriterOptions{FlushInterval: time.Hour, MaxBuffered: 2,
+	w := mustNew(t, st, &writer.Options{FlushInterval: time.Hour, MaxBuffered: 2,
 		OnError: func(_ string, points []tablets.Point, _ error) { got = append(got, points...) }})
 	require.NoError(t, w.Add("a", wpt(0, 1), wpt(1, 1)))
 	require.Eventually(t, func() bool { return st.inflight.Load() == 1 }, waitFor, tick)
@@ -783,44 +790,43 @@ func TestWriterCloseReleasesBlockedAdd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	err := w.Close(ctx) // the stuck flush ends with ctx: everything held is given up
-	require.ErrorIs(t, <-errc, tablets.ErrWriterClosed)
-	require.ErrorIs(t, err, tablets.ErrGivenUp)
+	require.ErrorIs(t, <-errc, writer.ErrClosed)
+	require.ErrorIs(t, err, writer.ErrGivenUp)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	slices.SortFunc(got, func(a, b tablets.Point) int { return a.Time.Compare(b.Time) })
 	require.Equal(t, []tablets.Point{wpt(0, 1), wpt(1, 1), wpt(2, 1), wpt(3, 1)}, got)
-	requireStats(t, w, tablets.WriterStats{Added: 4, GivenUp: 4, Retried: 2}) // the stuck call's 2
+	requireStats(t, w, writer.Stats{Added: 4, GivenUp: 4, Retried: 2}) // the stuck call's 2
 }
 
 func TestWriterInvalidInput(t *testing.T) {
 	st := newFakeStore()
-	w := newWriter(t, st, &tablets.WriterOptions{FlushInterval: time.Hour})
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
 	require.ErrorIs(t, w.Add("", wpt(0, 1)), tablets.ErrInvalidSeries)
 	require.ErrorIs(t, w.Add("a", wpt(0, 1), tablets.Point{Time: tablets.MinTime.Add(-1)}), tablets.ErrInvalidTime)
 	require.ErrorIs(t, w.Add("a", tablets.Point{Time: tablets.MaxTime.Add(1)}), tablets.ErrInvalidTime)
 	require.NoError(t, w.Add("a")) // nothing to add
-	requireStats(t, w, tablets.WriterStats{})
+	requireStats(t, w, writer.Stats{})
 }
 
 func TestWriterInvalidOptions(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		store tablets.Store
-		opts  tablets.WriterOptions
+		name string
+		sink writer.Sink
+		opts writer.Options
 	}{
-		{"nil store", nil, tablets.WriterOptions{}},
-		{"FlushInterval", newFakeStore(), tablets.WriterOptions{FlushInterval: -time.Second}},
-		{"MaxBuffered", newFakeStore(), tablets.WriterOptions{MaxBuffered: -1}},
-		{"Concurrency", newFakeStore(), tablets.WriterOptions{Concurrency: -1}},
-		{"MaxAttempts", newFakeStore(), tablets.WriterOptions{MaxAttempts: -1}},
+		{"nil sink", nil, writer.Options{}},
+		{"FlushInterval", newFakeStore(), writer.Options{FlushInterval: -time.Second}},
+		{"MaxBuffered", newFakeStore(), writer.Options{MaxBuffered: -1}},
+		{"MaxBuffered too large", newFakeStore(), writer.Options{MaxBuffered: math.MaxInt/4 + 1}},
+		{"Concurrency", newFakeStore(), writer.Options{Concurrency: -1}},
+		{"MaxAttempts", newFakeStore(), writer.Options{MaxAttempts: -1}},
+		{"MaxAttempts too large", newFakeStore(), writer.Options{MaxAttempts: math.MaxInt32 + 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := runtime.NumGoroutine()
-			w := tablets.NewWriter(tc.store, &tc.opts)
-			require.ErrorIs(t, w.Add("a", wpt(0, 1)), tablets.ErrInvalidOptions)
-			require.ErrorIs(t, w.AddContext(context.Background(), "a", wpt(0, 1)), tablets.ErrInvalidOptions)
-			require.ErrorIs(t, w.Flush(context.Background()), tablets.ErrInvalidOptions)
-			require.ErrorIs(t, w.Close(context.Background()), tablets.ErrInvalidOptions)
-			require.Zero(t, w.Stats())
+			w, err := writer.New(tc.sink, &tc.opts)
+			require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+			require.Nil(t, w)
 			require.LessOrEqual(t, runtime.NumGoroutine(), before, "no goroutine started")
 		})
 	}
@@ -833,7 +839,7 @@ func TestWriterNoGoroutineLeak(t *testing.T) {
 		if i%2 == 1 {
 			st.fail = failWhere(func(_ string, p tablets.Point) bool { return p.Value > 5 })
 		}
-		w := tablets.NewWriter(st, &tablets.WriterOptions{FlushInterval: time.Millisecond, MaxBuffered: 8, Concurrency: 1 + i, MaxAttempts: 2})
+		w := mustNew(t, st, &writer.Options{FlushInterval: time.Millisecond, MaxBuffered: 8, Concurrency: 1 + i, MaxAttempts: 2})
 		for s := range 20 {
 			require.NoError(t, w.Add(fmt.Sprint("s", s), wpt(0, float64(s)), wpt(1, float64(s))))
 		}
@@ -865,7 +871,7 @@ func BenchmarkWriter(b *testing.B) {
 		return st
 	}
 	b.Run("adders=1", func(b *testing.B) {
-		w := tablets.NewWriter(newStore(), nil)
+		w := mustNew(b, newStore(), nil)
 		b.ReportAllocs()
 		for i := range b.N {
 			if err := w.Add(names[i%nSeries], point(i)); err != nil {
@@ -878,7 +884,7 @@ func BenchmarkWriter(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "points/s")
 	})
 	b.Run("adders=GOMAXPROCS", func(b *testing.B) {
-		w := tablets.NewWriter(newStore(), nil)
+		w := mustNew(b, newStore(), nil)
 		var next atomic.Int64
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {

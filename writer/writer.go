@@ -1,4 +1,7 @@
-package tablets
+// Package writer buffers points, one at a time or a few at a time across many series, and
+// writes them to a store in the background with retries and backpressure. It only calls
+// Write, so any [Sink] works: every tablets.Store (the layouts, *tsdb.DB) is one.
+package writer
 
 import (
 	"context"
@@ -9,25 +12,34 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed71701133/tablets"
 )
+
+// Sink is where a Writer writes: the one method of tablets.Store it calls. Write must not
+// retain the points slice after it returns (the Writer reuses it), as tablets.Store's
+// contract says.
+type Sink interface {
+	Write(ctx context.Context, series string, points ...tablets.Point) error
+}
 
 // Writer errors.
 var (
-	// ErrWriterClosed is returned by Add, AddContext and Flush once Close has been called,
+	// ErrClosed is returned by Add, AddContext and Flush once Close has been called,
 	// by an Add that was still waiting for room when Close was called, and by a second Close.
-	ErrWriterClosed = errors.New("tablets: writer closed")
+	ErrClosed = errors.New("writer: closed")
 	// ErrGivenUp is wrapped by the errors that report points a Writer gave up: out of
 	// attempts, refused by the store as invalid input, or still buffered when Close's context
-	// ended. Such an error also wraps a *WriteError whose Failed lists the points.
-	ErrGivenUp = errors.New("tablets: writer gave up")
+	// ended. Such an error also wraps a *tablets.WriteError whose Failed lists the points.
+	ErrGivenUp = errors.New("writer: gave up")
 )
 
 // Writer defaults.
 const (
-	defaultFlushInterval     = time.Second
-	defaultMaxBuffered       = 10_000
-	defaultWriterConcurrency = 8
-	defaultMaxAttempts       = 5
+	defaultFlushInterval = time.Second
+	defaultMaxBuffered   = 10_000
+	defaultConcurrency   = 8
+	defaultMaxAttempts   = 5
 
 	// Close retries failed points after a backoff that starts here, doubles, and is capped
 	// at the flush interval and at closeMaxBackoff.
@@ -35,9 +47,9 @@ const (
 	closeMaxBackoff = time.Second
 )
 
-// WriterOptions configure a Writer. The zero value of each field means its default;
+// Options configure a Writer. The zero value of each field means its default;
 // a negative value is invalid.
-type WriterOptions struct {
+type Options struct {
 	// FlushInterval is how often the writer flushes the points it holds. Default 1s.
 	FlushInterval time.Duration
 	// MaxBuffered is the number of new points waiting that starts a flush without waiting
@@ -51,7 +63,7 @@ type WriterOptions struct {
 	// it up; 1 means no retry. Default 5.
 	MaxAttempts int
 	// OnError, if set, receives every point the writer gives up, grouped by series, with
-	// an error wrapping ErrGivenUp and a *WriteError. It is called from the goroutine that
+	// an error wrapping ErrGivenUp and a *tablets.WriteError. It is called from the goroutine that
 	// flushed (the writer's own, or one in Flush or Close), never concurrently with
 	// itself, while no other flush can run: it must not call the writer's Add, Flush or
 	// Close. It may keep points.
@@ -59,27 +71,27 @@ type WriterOptions struct {
 	// If OnError is nil, the writer keeps the errors of given-up points (with the points,
 	// up to 2*MaxBuffered of them; beyond that only their number) and returns them from the
 	// next Flush or Close.
-	OnError func(series string, points []Point, err error)
+	OnError func(series string, points []tablets.Point, err error)
 }
 
-// WriterStats counts what a Writer did since it was created. Added = Written + GivenUp +
+// Stats counts what a Writer did since it was created. Added = Written + GivenUp +
 // Buffered holds in every snapshot.
-type WriterStats struct {
+type Stats struct {
 	Added   int64 // points Add accepted
 	Written int64 // points the store accepted, or that a later point of the same series and time replaced in the same store call
-	Retried int64 // points a Store.Write call failed that were put back for another attempt (once per retry)
-	GivenUp int64 // points given up (see WriterOptions.OnError)
+	Retried int64 // points a Sink.Write call failed that were put back for another attempt (once per retry)
+	GivenUp int64 // points given up (see Options.OnError)
 	// Buffered is the number of points held now: waiting, being written, or waiting to be
 	// retried.
 	Buffered int64
 }
 
 // Writer buffers points, one at a time or a few at a time across many series, and writes
-// them to a Store in the background: every FlushInterval, and as soon as MaxBuffered new
-// points are waiting. A flush groups the points by series and makes one Store.Write call
+// them to a Sink in the background: every FlushInterval, and as soon as MaxBuffered new
+// points are waiting. A flush groups the points by series and makes one Sink.Write call
 // per series, Concurrency series at once, and reuses the slice it passed once the call has
-// returned (the stores of this module keep no reference to it). Its methods are safe for
-// concurrent use.
+// returned (a Sink must not retain it, as tablets.Store.Write's contract says). Its methods
+// are safe for concurrent use.
 //
 // Backpressure: the writer holds at most 2*MaxBuffered points. While the store keeps up,
 // Add fills one half while a flush writes the other; when the store falls behind or fails,
@@ -87,28 +99,27 @@ type WriterStats struct {
 // Add of more than 2*MaxBuffered points waits until the writer holds nothing, then is
 // accepted whole. Blocked Adds are served in arrival order.
 //
-// Failures: when a Store.Write call fails with an error that unwraps to a *WriteError,
+// Failures: when a Sink.Write call fails with an error that unwraps to a *tablets.WriteError,
 // only its Failed points are retried (the others were stored); with any other error every
 // point of the call is (and so are they all if a Failed point matches no argument by time
 // and value). A point takes part in at most MaxAttempts flushes; then it is given
-// up and reported (see WriterOptions.OnError), never dropped silently. A point the store
-// refuses as invalid input (ErrInvalidSeries, ErrInvalidTime) is given up at once. An
+// up and reported (see Options.OnError), never dropped silently. A point the store
+// refuses as invalid input (tablets.ErrInvalidSeries, tablets.ErrInvalidTime) is given up at once. An
 // attempt that failed because the flush's context ended does not count.
 //
 // Ordering: the points of one series are written in the order they were added, and a point
-// being retried is written before, or in the same Store.Write call ahead of, every point of
-// its series added after it. As Store.Write keeps the later of two points with the same
+// being retried is written before, or in the same Sink.Write call ahead of, every point of
+// its series added after it. As Sink.Write keeps the later of two points with the same
 // time, a later Add of the same time wins over an earlier one even across retries. A
 // failed point is not retried when a later point of the same series and time (time.Equal)
 // was stored by the same call. For times that differ but fall into the same slot of the
 // store's resolution, the guarantee rests on the store failing such points together, as
-// package basic does (its WriteError lists every argument that fell into a failed
+// package basic does (its tablets.WriteError lists every argument that fell into a failed
 // transaction).
 type Writer struct {
-	store Store
-	opts  WriterOptions
-	err   error // invalid options: returned by every method
-	limit int   // 2*MaxBuffered
+	sink  Sink
+	opts  Options
+	limit int // 2*MaxBuffered
 
 	flushSem chan struct{} // held by the one flush in progress
 	kick     chan struct{} // asks the background goroutine to flush now
@@ -126,7 +137,7 @@ type Writer struct {
 	kickPending bool
 	waiters     []*waiter // blocked Adds, oldest first
 	closed      bool
-	stats       WriterStats
+	stats       Stats
 	kept        []error // given-up reports kept for the next Flush or Close (OnError nil)
 	keptPoints  int
 	keptLost    int64 // given-up points beyond the kept ones
@@ -137,7 +148,7 @@ type Writer struct {
 // seriesBuf is the buffer of one series: its first len(retries) points are being retried,
 // with the attempts they took part in; the others are new.
 type seriesBuf struct {
-	points  []Point
+	points  []tablets.Point
 	retries []int32
 }
 
@@ -145,37 +156,37 @@ type seriesBuf struct {
 // or sets err and closes ready when it closes.
 type waiter struct {
 	series string
-	points []Point
+	points []tablets.Point
 	ready  chan struct{}
 	err    error
 }
 
-// flushItem is one Store.Write call of a flush and its outcome.
+// flushItem is one Sink.Write call of a flush and its outcome.
 type flushItem struct {
 	series string
 	sb     *seriesBuf
 	err    error
-	failed []bool // per point, when err is or wraps a *WriteError; nil: all failed
-	we     *WriteError
+	failed []bool // per point, when err is or wraps a *tablets.WriteError; nil: all failed
+	we     *tablets.WriteError
 	// ctxEnded: the flush's context had ended when the call returned, so the attempt does
 	// not count; skipped: it had ended before, so no call was made.
 	ctxEnded, skipped bool
 }
 
-// NewWriter returns a writer to store and starts its background goroutine; Close stops it.
-// nil options mean the defaults. NewWriter does not fail: with invalid options (a negative
-// field, a MaxBuffered or MaxAttempts too large) or a nil store it returns a writer whose
-// every method returns an error wrapping ErrInvalidOptions, and starts no goroutine.
-func NewWriter(store Store, opts *WriterOptions) *Writer {
-	w := &Writer{store: store}
+// New returns a writer to sink and starts its background goroutine; Close stops it. nil
+// options mean the defaults. Invalid options (a negative field, a MaxBuffered or
+// MaxAttempts too large) or a nil sink give an error wrapping tablets.ErrInvalidOptions,
+// and start nothing.
+func New(sink Sink, opts *Options) (*Writer, error) {
+	if sink == nil {
+		return nil, fmt.Errorf("%w: writer: nil sink", tablets.ErrInvalidOptions)
+	}
+	w := &Writer{sink: sink}
 	if opts != nil {
 		w.opts = *opts
 	}
-	if w.err = w.opts.resolve(); w.err == nil && store == nil {
-		w.err = fmt.Errorf("%w: writer: nil store", ErrInvalidOptions)
-	}
-	if w.err != nil {
-		return w
+	if err := w.opts.resolve(); err != nil {
+		return nil, err
 	}
 	w.limit = 2 * w.opts.MaxBuffered
 	w.flushSem = make(chan struct{}, 1)
@@ -185,23 +196,23 @@ func NewWriter(store Store, opts *WriterOptions) *Writer {
 	w.abort, w.cancel = context.WithCancel(context.Background())
 	w.buf = make(map[string]*seriesBuf)
 	go w.run()
-	return w
+	return w, nil
 }
 
-func (o *WriterOptions) resolve() error {
+func (o *Options) resolve() error {
 	switch {
 	case o.FlushInterval < 0:
-		return fmt.Errorf("%w: writer: FlushInterval %v is negative", ErrInvalidOptions, o.FlushInterval)
+		return fmt.Errorf("%w: writer: FlushInterval %v is negative", tablets.ErrInvalidOptions, o.FlushInterval)
 	case o.MaxBuffered < 0:
-		return fmt.Errorf("%w: writer: MaxBuffered %d is negative", ErrInvalidOptions, o.MaxBuffered)
+		return fmt.Errorf("%w: writer: MaxBuffered %d is negative", tablets.ErrInvalidOptions, o.MaxBuffered)
 	case o.MaxBuffered > math.MaxInt/4:
-		return fmt.Errorf("%w: writer: MaxBuffered %d is too large", ErrInvalidOptions, o.MaxBuffered)
+		return fmt.Errorf("%w: writer: MaxBuffered %d is too large", tablets.ErrInvalidOptions, o.MaxBuffered)
 	case o.Concurrency < 0:
-		return fmt.Errorf("%w: writer: Concurrency %d is negative", ErrInvalidOptions, o.Concurrency)
+		return fmt.Errorf("%w: writer: Concurrency %d is negative", tablets.ErrInvalidOptions, o.Concurrency)
 	case o.MaxAttempts < 0:
-		return fmt.Errorf("%w: writer: MaxAttempts %d is negative", ErrInvalidOptions, o.MaxAttempts)
+		return fmt.Errorf("%w: writer: MaxAttempts %d is negative", tablets.ErrInvalidOptions, o.MaxAttempts)
 	case o.MaxAttempts > math.MaxInt32:
-		return fmt.Errorf("%w: writer: MaxAttempts %d is too large", ErrInvalidOptions, o.MaxAttempts)
+		return fmt.Errorf("%w: writer: MaxAttempts %d is too large", tablets.ErrInvalidOptions, o.MaxAttempts)
 	}
 	if o.FlushInterval == 0 {
 		o.FlushInterval = defaultFlushInterval
@@ -210,7 +221,7 @@ func (o *WriterOptions) resolve() error {
 		o.MaxBuffered = defaultMaxBuffered
 	}
 	if o.Concurrency == 0 {
-		o.Concurrency = defaultWriterConcurrency
+		o.Concurrency = defaultConcurrency
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = defaultMaxAttempts
@@ -220,7 +231,7 @@ func (o *WriterOptions) resolve() error {
 
 // Add is AddContext without a deadline: it blocks until the points fit or the writer
 // closes.
-func (w *Writer) Add(series string, points ...Point) error {
+func (w *Writer) Add(series string, points ...tablets.Point) error {
 	return w.AddContext(context.Background(), series, points...)
 }
 
@@ -228,25 +239,22 @@ func (w *Writer) Add(series string, points ...Point) error {
 // the slice. It blocks while the writer holds too many points (see Writer), until they fit
 // or ctx ends, which returns an error wrapping ctx.Err() with none of the points accepted.
 // The points of one call are accepted together or not at all. An empty series name (an
-// error wrapping ErrInvalidSeries) or a time outside [MinTime, MaxTime] (ErrInvalidTime)
-// rejects the call at once. After Close it returns ErrWriterClosed.
-func (w *Writer) AddContext(ctx context.Context, series string, points ...Point) error {
-	if w.err != nil {
-		return w.err
-	}
+// error wrapping tablets.ErrInvalidSeries) or a time outside [tablets.MinTime, tablets.MaxTime] (tablets.ErrInvalidTime)
+// rejects the call at once. After Close it returns ErrClosed.
+func (w *Writer) AddContext(ctx context.Context, series string, points ...tablets.Point) error {
 	if series == "" {
-		return fmt.Errorf("%w: writer: empty series name", ErrInvalidSeries)
+		return fmt.Errorf("%w: writer: empty series name", tablets.ErrInvalidSeries)
 	}
 	for i, p := range points {
-		if p.Time.Before(MinTime) || p.Time.After(MaxTime) {
-			return fmt.Errorf("%w: writer: add %q: point %d: %s is outside [%s, %s]", ErrInvalidTime, series, i,
-				p.Time.Format(time.RFC3339Nano), MinTime.Format(time.RFC3339), MaxTime.Format(time.RFC3339Nano))
+		if p.Time.Before(tablets.MinTime) || p.Time.After(tablets.MaxTime) {
+			return fmt.Errorf("%w: writer: add %q: point %d: %s is outside [%s, %s]", tablets.ErrInvalidTime, series, i,
+				p.Time.Format(time.RFC3339Nano), tablets.MinTime.Format(time.RFC3339), tablets.MaxTime.Format(time.RFC3339Nano))
 		}
 	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return ErrWriterClosed
+		return ErrClosed
 	}
 	if len(points) == 0 {
 		w.mu.Unlock()
@@ -259,7 +267,7 @@ func (w *Writer) AddContext(ctx context.Context, series string, points ...Point)
 	}
 	if err := ctx.Err(); err != nil {
 		w.mu.Unlock()
-		return fmt.Errorf("tablets: writer: add %q: %w", series, err)
+		return fmt.Errorf("writer: add %q: %w", series, err)
 	}
 	// A copy: points does not escape, so an Add that does not block does not allocate.
 	wt := &waiter{series: series, points: slices.Clone(points), ready: make(chan struct{})}
@@ -283,7 +291,7 @@ func (w *Writer) AddContext(ctx context.Context, series string, points ...Point)
 	}
 	w.waiters = slices.DeleteFunc(w.waiters, func(x *waiter) bool { return x == wt })
 	w.admitLocked() // the ones behind may fit now
-	return fmt.Errorf("tablets: writer: add %q: %w", series, ctx.Err())
+	return fmt.Errorf("writer: add %q: %w", series, ctx.Err())
 }
 
 // fitsLocked reports whether n more points may be accepted now.
@@ -291,7 +299,7 @@ func (w *Writer) fitsLocked(n int) bool {
 	return w.held == 0 || w.held+n <= w.limit
 }
 
-func (w *Writer) appendLocked(series string, points []Point) {
+func (w *Writer) appendLocked(series string, points []tablets.Point) {
 	sb := w.buf[series]
 	if sb == nil {
 		sb = w.newBufLocked()
@@ -355,10 +363,7 @@ func (w *Writer) recycleLocked(sb *seriesBuf) {
 }
 
 // Stats returns the writer's counters.
-func (w *Writer) Stats() WriterStats {
-	if w.err != nil {
-		return WriterStats{}
-	}
+func (w *Writer) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
@@ -397,31 +402,28 @@ func (w *Writer) run() {
 // waiting first for a flush in progress. It returns nil when every point accepted by an
 // Add that returned before Flush was called has been stored, or given up and passed to
 // OnError by an earlier flush. Otherwise it returns the errors.Join of one error per series
-// and outcome, each wrapping a *WriteError that lists the points: points to be retried by
+// and outcome, each wrapping a *tablets.WriteError that lists the points: points to be retried by
 // later flushes; points given up by this flush (these also wrap ErrGivenUp, and went to
 // OnError if set); and, if OnError is nil, points given up by background flushes since the
-// last Flush or Close. After Close it returns ErrWriterClosed.
+// last Flush or Close. After Close it returns ErrClosed.
 func (w *Writer) Flush(ctx context.Context) error {
-	if w.err != nil {
-		return w.err
-	}
 	w.mu.Lock()
 	closed := w.closed
 	w.mu.Unlock()
 	if closed {
-		return ErrWriterClosed
+		return ErrClosed
 	}
 	select {
 	case w.flushSem <- struct{}{}:
 	case <-ctx.Done():
-		return fmt.Errorf("tablets: writer: flush: %w", ctx.Err())
+		return fmt.Errorf("writer: flush: %w", ctx.Err())
 	}
 	w.mu.Lock()
 	closed = w.closed
 	w.mu.Unlock()
 	if closed { // Close flushes
 		<-w.flushSem
-		return ErrWriterClosed
+		return ErrClosed
 	}
 	// The flush also ends when Close's context does.
 	fctx, cancel := context.WithCancel(ctx)
@@ -436,23 +438,20 @@ func (w *Writer) Flush(ctx context.Context) error {
 // Close stops the background goroutine and flushes every point the writer holds, retrying
 // failed ones after a short backoff until each is stored or out of attempts. If ctx ends
 // first, the points still held are given up with ctx's error. Blocked Adds return
-// ErrWriterClosed. Close returns nil when every point was stored (or given up and reported
-// before); otherwise the errors.Join of errors wrapping ErrGivenUp and a *WriteError per
+// ErrClosed. Close returns nil when every point was stored (or given up and reported
+// before); otherwise the errors.Join of errors wrapping ErrGivenUp and a *tablets.WriteError per
 // series (the given-up points went to OnError too, if set), plus, if OnError is nil, the
 // reports kept from earlier flushes. When Close returns, no goroutine of the writer runs.
-// A second Close returns ErrWriterClosed.
+// A second Close returns ErrClosed.
 func (w *Writer) Close(ctx context.Context) error {
-	if w.err != nil {
-		return w.err
-	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return ErrWriterClosed
+		return ErrClosed
 	}
 	w.closed = true
 	for _, wt := range w.waiters {
-		wt.err = ErrWriterClosed
+		wt.err = ErrClosed
 		close(wt.ready)
 	}
 	w.waiters = nil
@@ -526,7 +525,7 @@ func (w *Writer) flushOnce(ctx context.Context) (retryErrs, givenErrs []error) {
 	return retryErrs, w.report(given)
 }
 
-// writeAll makes the Store.Write calls of items, Concurrency at once.
+// writeAll makes the Sink.Write calls of items, Concurrency at once.
 func (w *Writer) writeAll(ctx context.Context, items []flushItem) {
 	n := min(w.opts.Concurrency, len(items))
 	if n <= 1 {
@@ -556,7 +555,7 @@ func (w *Writer) write(ctx context.Context, it *flushItem) {
 		it.err, it.ctxEnded, it.skipped = err, true, true
 		return
 	}
-	err := w.store.Write(ctx, it.series, it.sb.points...)
+	err := w.sink.Write(ctx, it.series, it.sb.points...)
 	if err == nil {
 		return
 	}
@@ -581,7 +580,7 @@ type timeKey struct {
 // the same time and value. If a failed point matches no argument (a store that reports
 // times it truncated, say), it returns nil: the whole call is retried rather than a point
 // lost.
-func matchFailed(points, failed []Point) []bool {
+func matchFailed(points, failed []tablets.Point) []bool {
 	marks := make([]bool, len(points))
 	if len(failed) == 0 {
 		return marks
@@ -610,7 +609,7 @@ func matchFailed(points, failed []Point) []bool {
 
 // givenUp is a report of given-up points.
 type givenUp struct {
-	we  *WriteError
+	we  *tablets.WriteError
 	err error // wraps ErrGivenUp and we
 }
 
@@ -627,7 +626,7 @@ func (w *Writer) settleLocked(items []flushItem) (retryErrs []error, given []giv
 			w.recycleLocked(it.sb)
 			continue
 		}
-		permanent := errors.Is(it.err, ErrInvalidSeries) || errors.Is(it.err, ErrInvalidTime)
+		permanent := errors.Is(it.err, tablets.ErrInvalidSeries) || errors.Is(it.err, tablets.ErrInvalidTime)
 		cause, code, index := it.err, "", -1
 		if it.we != nil {
 			code, index = it.we.Code, it.we.Index
@@ -656,7 +655,7 @@ func (w *Writer) settleLocked(items []flushItem) (retryErrs []error, given []giv
 		}
 
 		var retry *seriesBuf
-		var gaveUp []Point
+		var gaveUp []tablets.Point
 		written := 0
 		for j, p := range points {
 			if (it.failed != nil && !it.failed[j]) || (superseded != nil && superseded[j]) {
@@ -685,7 +684,7 @@ func (w *Writer) settleLocked(items []flushItem) (retryErrs []error, given []giv
 		w.held -= written + len(gaveUp)
 		if retry != nil {
 			n := len(retry.points)
-			we := &WriteError{Series: it.series, Failed: slices.Clone(retry.points), Code: code, Index: index, Err: cause}
+			we := &tablets.WriteError{Series: it.series, Failed: slices.Clone(retry.points), Code: code, Index: index, Err: cause}
 			retryErrs = append(retryErrs, we)
 			if cur := w.buf[it.series]; cur != nil { // added meanwhile: after the retries
 				retry.points = append(retry.points, cur.points...)
@@ -698,7 +697,7 @@ func (w *Writer) settleLocked(items []flushItem) (retryErrs []error, given []giv
 			}
 		}
 		if len(gaveUp) > 0 {
-			we := &WriteError{Series: it.series, Failed: gaveUp, Code: code, Index: index, Err: cause}
+			we := &tablets.WriteError{Series: it.series, Failed: gaveUp, Code: code, Index: index, Err: cause}
 			given = append(given, givenUp{we: we, err: fmt.Errorf("%w: %w", ErrGivenUp, we)})
 		}
 		w.recycleLocked(it.sb)
@@ -740,7 +739,7 @@ func (w *Writer) drainKept() []error {
 	defer w.mu.Unlock()
 	errs := w.kept
 	if w.keptLost > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d more points, not kept (set WriterOptions.OnError to receive every one)", ErrGivenUp, w.keptLost))
+		errs = append(errs, fmt.Errorf("%w: %d more points, not kept (set Options.OnError to receive every one)", ErrGivenUp, w.keptLost))
 	}
 	w.kept, w.keptPoints, w.keptLost = nil, 0, 0
 	return errs
@@ -751,7 +750,7 @@ func (w *Writer) giveUpAll(cause error) []error {
 	w.mu.Lock()
 	var given []givenUp
 	for s, sb := range w.buf {
-		we := &WriteError{Series: s, Failed: slices.Clone(sb.points), Index: -1, Err: cause}
+		we := &tablets.WriteError{Series: s, Failed: slices.Clone(sb.points), Index: -1, Err: cause}
 		given = append(given, givenUp{we: we, err: fmt.Errorf("%w: %w", ErrGivenUp, we)})
 		w.stats.GivenUp += int64(len(sb.points))
 		w.held -= len(sb.points)
