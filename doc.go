@@ -10,6 +10,9 @@
 //   - chunked: compressed chunks of points with exact timestamps. PartitionKey = series +
 //     partition start, RowKey = first time, write priority and a hash of the chunk.
 //
+// Package writer buffers points added one at a time across many series and writes them to
+// any Store in the background.
+//
 // Package tsdb is a database over many tables: raw tables per period, retention by
 // dropping tables; *tsdb.DB implements Store too.
 //

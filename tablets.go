@@ -35,7 +35,8 @@ type Page struct {
 type Store interface {
 	// Write upserts points of one series, in any order. A point whose time, truncated to the
 	// store's resolution, is already stored replaces the stored value (last write wins; within
-	// one call the later argument wins).
+	// one call the later argument wins). An implementation must not modify the points slice
+	// or retain it after Write returns, as io.Writer must not: callers reuse it.
 	Write(ctx context.Context, series string, points ...Point) error
 	// Query yields the points with from <= Time < to, oldest first.
 	Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[Point, error]

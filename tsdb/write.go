@@ -148,7 +148,7 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 	for i, err := range errs {
 		var we *tablets.WriteError
 		if errors.Is(err, context.Canceled) && !errors.As(err, &we) && ctx.Err() != nil {
-			errs[i] = &tablets.WriteError{Series: plans[i].series, Failed: plans[i].points, Index: -1,
+			errs[i] = &tablets.WriteError{Series: plans[i].series, Failed: slices.Clone(plans[i].points), Index: -1,
 				Err: fmt.Errorf("not written after another series failed: %w", context.Cause(ctx))}
 		}
 	}
