@@ -1,7 +1,9 @@
 package advanced
 
 import (
+	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -36,13 +38,10 @@ const (
 	DefaultConcurrency     = 8
 )
 
-// Store is the advanced layout: a store on the shared engine with the advanced mapping. It
-// is safe for concurrent use. Its methods are those of tablets.Store: Write merges each
-// row's slots (one upsert-merge per row, a transaction per partition's rows); Delete deletes
-// the rows wholly inside the range and rewrites those cut by its edges, conditionally on
-// their ETags; QueryPage tokens resume inside a row.
+// Store is the advanced layout: many points per entity, a property per occupied slot of a
+// row. It implements tablets.Store and is safe for concurrent use.
 type Store struct {
-	*engine.Store
+	eng  *engine.Store
 	opts Options
 }
 
@@ -95,8 +94,54 @@ func New(client *aztables.Client, opts *Options) (*Store, error) {
 		partUnits: uint64(o.PartitionFactor / o.Resolution),
 		limits:    filter.Limits{MaxComparisons: entity.MaxFilterComparisons, MaxLength: filter.DefaultMaxLength},
 	}
-	return &Store{Store: engine.New(client, l, o.Concurrency, l.limits), opts: o}, nil
+	return &Store{eng: engine.New(client, l, o.Concurrency, l.limits), opts: o}, nil
 }
 
 // Options returns the store's options with defaults filled in.
 func (s *Store) Options() Options { return s.opts }
+
+// Write upserts points of series, in any order: each row's slots are merged into its entity
+// (one upsert-merge per row, a transaction per partition's rows), so other slots of the row
+// are kept. A time truncates to the store's Resolution; within one call the later of two
+// points with the same time wins. It does not keep points after it returns. A failure is a
+// *tablets.WriteError whose Failed lists every point whose transaction failed (the others
+// are stored); bad input is an error wrapping tablets.ErrInvalidSeries or
+// tablets.ErrInvalidTime, before any request.
+func (s *Store) Write(ctx context.Context, series string, points ...tablets.Point) error {
+	return s.eng.Write(ctx, series, points...)
+}
+
+// Query yields the points of series with from <= Time < to, oldest first. Bad input is
+// yielded as an error before any request (tablets.ErrInvalidSeries, tablets.ErrInvalidTime).
+func (s *Store) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+	return s.eng.Query(ctx, series, from, to)
+}
+
+// QueryPage returns at most limit points of series in [from, to), oldest first, and a token
+// that resumes exactly after the last point returned ("" when there is nothing more); token
+// "" starts at from. A limit below 1 is an error wrapping tablets.ErrInvalidLimit, a token
+// this query did not issue one wrapping tablets.ErrInvalidToken. A token can resume inside a row.
+func (s *Store) QueryPage(ctx context.Context, series string, from, to time.Time, limit int, token string) (tablets.Page, error) {
+	return s.eng.QueryPage(ctx, series, from, to, limit, token)
+}
+
+// QueryMany yields the points of every named series with from <= Time < to, each series'
+// points oldest first; a name given twice is read once. The series share requests: their
+// clauses are packed into filters of at most Azure's 15 comparisons.
+func (s *Store) QueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
+	return s.eng.QueryMany(ctx, series, from, to)
+}
+
+// Latest returns the n newest points of series, newest first (fewer if it holds fewer),
+// paying for about what it returns: it reads windows of time backwards from now until they
+// hold n points. An n below 1 is an error wrapping tablets.ErrInvalidLimit.
+func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
+	return s.eng.Latest(ctx, series, n)
+}
+
+// Delete removes the points of series with from <= Time < to: the rows wholly inside the
+// range are deleted, and those cut by its edges are rewritten without the range's slots,
+// conditionally on their ETags (a concurrent write makes it read the row again).
+func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) error {
+	return s.eng.Delete(ctx, series, from, to)
+}

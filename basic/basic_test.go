@@ -39,8 +39,8 @@ func TestNewOptions(t *testing.T) {
 func TestClauses(t *testing.T) {
 	s, err := New(offlineClient(t), &Options{Resolution: time.Second})
 	require.NoError(t, err)
-	from, _ := s.Layout().Format().Units(time.Date(2015, 4, 28, 12, 0, 0, 0, time.UTC))
-	clauses := s.Layout().Clauses("O'Brien", from, from+3600)
+	from, _ := s.eng.Layout().Format().Units(time.Date(2015, 4, 28, 12, 0, 0, 0, time.UTC))
+	clauses := s.eng.Layout().Clauses("O'Brien", from, from+3600)
 	require.Len(t, clauses, 1)
 	require.Equal(t, "PartitionKey eq 'O''Brien' and RowKey ge '001430222400' and RowKey lt '001430226000'", clauses[0].String())
 	parsed, err := filter.Parse(clauses[0].String())

@@ -1,7 +1,9 @@
 package chunked
 
 import (
+	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -43,12 +45,11 @@ const (
 	DefaultConcurrency     = 8
 )
 
-// Store is the chunked layout on the shared engine. It is safe for concurrent use. Write
-// appends chunks and never reads; Query, QueryPage, QueryMany and Latest merge the chunks
-// that hold a time, the latest write winning; Delete deletes the chunks inside the range and
-// rewrites those it cuts; Compact merges small chunks into large ones.
+// Store is the chunked layout: compressed chunks of points with exact times. It implements
+// tablets.Store and is safe for concurrent use. Its reads merge the chunks that hold a time,
+// the latest write winning; Compact merges small chunks into large ones.
 type Store struct {
-	*engine.Store
+	eng    *engine.Store
 	client *aztables.Client
 	layout layout
 	opts   Options
@@ -101,8 +102,52 @@ func New(client *aztables.Client, opts *Options) (*Store, error) {
 		maxChunk:  max(o.MaxChunkBytes, chunkenc.MinLimit),
 		limits:    filter.Limits{MaxComparisons: entity.MaxFilterComparisons, MaxLength: filter.DefaultMaxLength},
 	}
-	return &Store{Store: engine.New(client, l, o.Concurrency, l.limits), client: client, layout: l, opts: o}, nil
+	return &Store{eng: engine.New(client, l, o.Concurrency, l.limits), client: client, layout: l, opts: o}, nil
 }
 
 // Options returns the store's options with defaults filled in.
 func (s *Store) Options() Options { return s.opts }
+
+// Write appends points of series, in any order, as compressed chunks of exact times (up to
+// MaxChunkBytes each); it never reads. A time truncates to the store's Resolution; the
+// latest write of a time wins, within one call the later argument. It does not keep points
+// after it returns. A failure is a *tablets.WriteError whose Failed lists every point whose
+// transaction failed (the others are stored); bad input is an error wrapping
+// tablets.ErrInvalidSeries or tablets.ErrInvalidTime, before any request.
+func (s *Store) Write(ctx context.Context, series string, points ...tablets.Point) error {
+	return s.eng.Write(ctx, series, points...)
+}
+
+// Query yields the points of series with from <= Time < to, oldest first. Bad input is
+// yielded as an error before any request (tablets.ErrInvalidSeries, tablets.ErrInvalidTime).
+func (s *Store) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+	return s.eng.Query(ctx, series, from, to)
+}
+
+// QueryPage returns at most limit points of series in [from, to), oldest first, and a token
+// that resumes exactly after the last point returned ("" when there is nothing more); token
+// "" starts at from. A limit below 1 is an error wrapping tablets.ErrInvalidLimit, a token
+// this query did not issue one wrapping tablets.ErrInvalidToken.
+func (s *Store) QueryPage(ctx context.Context, series string, from, to time.Time, limit int, token string) (tablets.Page, error) {
+	return s.eng.QueryPage(ctx, series, from, to, limit, token)
+}
+
+// QueryMany yields the points of every named series with from <= Time < to, each series'
+// points oldest first; a name given twice is read once. The series share requests: their
+// clauses are packed into filters of at most Azure's 15 comparisons.
+func (s *Store) QueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
+	return s.eng.QueryMany(ctx, series, from, to)
+}
+
+// Latest returns the n newest points of series, newest first (fewer if it holds fewer),
+// paying for about what it returns: it reads windows of time backwards from now until they
+// hold n points. An n below 1 is an error wrapping tablets.ErrInvalidLimit.
+func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
+	return s.eng.Latest(ctx, series, n)
+}
+
+// Delete removes the points of series with from <= Time < to: chunks inside the range are
+// deleted, and those it cuts are rewritten without its points, conditionally on their ETags.
+func (s *Store) Delete(ctx context.Context, series string, from, to time.Time) error {
+	return s.eng.Delete(ctx, series, from, to)
+}

@@ -39,7 +39,7 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 		return nil, err
 	}
 	if n < 1 {
-		return nil, fmt.Errorf("%w: n %d must be at least 1", tablets.ErrInvalidOptions, n)
+		return nil, s.errorf("latest %q: %w: n %d must be at least 1", series, tablets.ErrInvalidLimit, n)
 	}
 	wrap := func(err error) error { return s.errorf("latest %q: %w", series, err) }
 	g, end := s.layout.Granule(), s.endUnit()

@@ -201,7 +201,7 @@ func (s *Store) QueryPage(ctx context.Context, series string, from, to time.Time
 		return tablets.Page{}, err
 	}
 	if limit < 1 {
-		return tablets.Page{}, fmt.Errorf("%w: limit %d must be at least 1", tablets.ErrInvalidOptions, limit)
+		return tablets.Page{}, s.errorf("query page %q: %w: limit %d must be at least 1", series, tablets.ErrInvalidLimit, limit)
 	}
 	binding := pager.Bind(s.layout.ID(), series, lo, hi)
 	start := lo
