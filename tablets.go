@@ -61,7 +61,8 @@ var (
 	// ErrInvalidTime: a time before 1970-01-01T00:00:00Z or after 9999-12-31T23:59:59Z,
 	// or a range whose from is after its to.
 	ErrInvalidTime = errors.New("tablets: invalid time")
-	// ErrInvalidOptions: options a constructor cannot work with, or a bad limit or count.
+	// ErrInvalidOptions: options a constructor or call cannot work with (a bad limit or count
+	// is ErrInvalidLimit, a bad label set ErrInvalidLabels, a bad matcher ErrInvalidMatcher).
 	ErrInvalidOptions = errors.New("tablets: invalid options")
 	// ErrInvalidToken: a page token that this query did not issue (tampered, truncated, or
 	// from another series, range or store layout).

@@ -196,7 +196,7 @@ func TestTSDBLabelsSelect(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, labelNames, tsdb.MetricName)
 
-	// Bad selectors and label sets: ErrInvalidOptions before any request.
+	// Bad selectors and label sets: ErrInvalidMatcher or ErrInvalidLabels before any request.
 	before := checker.Stats().Requests
 	for _, ms := range [][]tsdb.Matcher{
 		nil,
@@ -206,14 +206,14 @@ func TestTSDBLabelsSelect(t *testing.T) {
 		{{Type: tsdb.MatchEqual, Name: "", Value: "x"}},
 	} {
 		for _, err := range db.Select(ctx, base, base.Add(time.Hour), ms...) {
-			require.ErrorIs(t, err, tablets.ErrInvalidOptions, "%v", ms)
+			require.ErrorIs(t, err, tablets.ErrInvalidMatcher, "%v", ms)
 		}
 	}
 	_, err = db.LabelValues(ctx, "job", base, base.Add(time.Hour), tsdb.Matcher{Type: tsdb.MatchRegexp, Name: "a", Value: "*"})
-	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+	require.ErrorIs(t, err, tablets.ErrInvalidMatcher)
 	for _, bad := range []tsdb.Labels{{}, {{Name: "", Value: "x"}}, {{Name: "a", Value: "1"}, {Name: "a", Value: "2"}}, {{Name: "a", Value: "\xff"}}} {
 		_, err := db.SeriesOf(ctx, bad)
-		require.ErrorIs(t, err, tablets.ErrInvalidOptions, "%v", bad)
+		require.ErrorIs(t, err, tablets.ErrInvalidLabels, "%v", bad)
 	}
 	require.Equal(t, before, checker.Stats().Requests, "bad input sends nothing")
 }

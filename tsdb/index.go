@@ -60,7 +60,7 @@ type SeriesInfo struct {
 // value are dropped, as in Prometheus), registering it in the catalog: one request the first
 // time a process asks, none after (a cache). The key is the same in every process and
 // version. A bad set (no labels, an empty or duplicate name, invalid UTF-8, over
-// MaxLabelsSize) gives an error wrapping tablets.ErrInvalidOptions before any request.
+// MaxLabelsSize) gives an error wrapping tablets.ErrInvalidLabels before any request.
 func (db *DB) SeriesOf(ctx context.Context, ls Labels) (string, error) {
 	keys, err := db.SeriesOfMany(ctx, []Labels{ls})
 	if err != nil {
@@ -186,7 +186,7 @@ func (db *DB) register(ctx context.Context, p uint64, series ...string) error {
 // Prometheus sorts them. It reads the index of each period the range covers: with an
 // equality on MetricName (or a regexp on it that is an alternation of literals) only that
 // metric's partition, else the partitions of every label set. Bad matchers, or none that
-// does not match the empty string, give an error wrapping tablets.ErrInvalidOptions before
+// does not match the empty string, give an error wrapping tablets.ErrInvalidMatcher before
 // any request.
 func (db *DB) Select(ctx context.Context, from, to time.Time, ms ...Matcher) iter.Seq2[SeriesInfo, error] {
 	return func(yield func(SeriesInfo, error) bool) {
@@ -224,7 +224,7 @@ func (db *DB) LabelNames(ctx context.Context, from, to time.Time, ms ...Matcher)
 // consider. A series without the label contributes no value ("" is never a value).
 func (db *DB) LabelValues(ctx context.Context, name string, from, to time.Time, ms ...Matcher) ([]string, error) {
 	if name == "" {
-		return nil, fmt.Errorf("tsdb: %w: empty label name", tablets.ErrInvalidOptions)
+		return nil, fmt.Errorf("tsdb: %w: empty label name", tablets.ErrInvalidLabels)
 	}
 	found, err := db.selectSets(ctx, from, to, ms, len(ms) > 0)
 	if err != nil {

@@ -71,39 +71,39 @@ func (ls Labels) String() string {
 	return b.String()
 }
 
-// Validate reports, wrapping tablets.ErrInvalidOptions, a set that is not sorted, has an
+// Validate reports, wrapping tablets.ErrInvalidLabels, a set that is not sorted, has an
 // empty or duplicate name, an empty value, invalid UTF-8, or encodes to more than
 // MaxLabelsSize bytes.
 func (ls Labels) Validate() error {
 	if len(ls) == 0 {
-		return fmt.Errorf("%w: empty label set", tablets.ErrInvalidOptions)
+		return fmt.Errorf("%w: empty label set", tablets.ErrInvalidLabels)
 	}
 	size := 1 + binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(ls)))
 	for i, l := range ls {
 		switch {
 		case l.Name == "":
-			return fmt.Errorf("%w: label %d has an empty name", tablets.ErrInvalidOptions, i)
+			return fmt.Errorf("%w: label %d has an empty name", tablets.ErrInvalidLabels, i)
 		case !utf8.ValidString(l.Name):
-			return fmt.Errorf("%w: label name %q is not valid UTF-8", tablets.ErrInvalidOptions, l.Name)
+			return fmt.Errorf("%w: label name %q is not valid UTF-8", tablets.ErrInvalidLabels, l.Name)
 		case !utf8.ValidString(l.Value):
-			return fmt.Errorf("%w: the value of label %q is not valid UTF-8", tablets.ErrInvalidOptions, l.Name)
+			return fmt.Errorf("%w: the value of label %q is not valid UTF-8", tablets.ErrInvalidLabels, l.Name)
 		case l.Value == "":
-			return fmt.Errorf("%w: label %q has an empty value (an empty value is no label)", tablets.ErrInvalidOptions, l.Name)
+			return fmt.Errorf("%w: label %q has an empty value (an empty value is no label)", tablets.ErrInvalidLabels, l.Name)
 		case i > 0 && ls[i-1].Name == l.Name:
-			return fmt.Errorf("%w: duplicate label name %q", tablets.ErrInvalidOptions, l.Name)
+			return fmt.Errorf("%w: duplicate label name %q", tablets.ErrInvalidLabels, l.Name)
 		case i > 0 && ls[i-1].Name > l.Name:
-			return fmt.Errorf("%w: labels not sorted by name (%q before %q)", tablets.ErrInvalidOptions, ls[i-1].Name, l.Name)
+			return fmt.Errorf("%w: labels not sorted by name (%q before %q)", tablets.ErrInvalidLabels, ls[i-1].Name, l.Name)
 		}
 		size += uvarintLen(len(l.Name)) + len(l.Name) + uvarintLen(len(l.Value)) + len(l.Value)
 	}
 	if size > MaxLabelsSize {
-		return fmt.Errorf("%w: the label set takes %d bytes, over %d", tablets.ErrInvalidOptions, size, MaxLabelsSize)
+		return fmt.Errorf("%w: the label set takes %d bytes, over %d", tablets.ErrInvalidLabels, size, MaxLabelsSize)
 	}
 	return nil
 }
 
 // Canonical returns the set SeriesOf stores for ls: a sorted copy without the labels of
-// empty value, checked by Validate (an error wraps tablets.ErrInvalidOptions). Callers that
+// empty value, checked by Validate (an error wraps tablets.ErrInvalidLabels). Callers that
 // register many sets at once can check each first: SeriesOfMany fails whole for one bad set.
 func Canonical(ls Labels) (Labels, error) {
 	out := make(Labels, 0, len(ls))
@@ -115,7 +115,7 @@ func Canonical(ls Labels) (Labels, error) {
 	slices.SortStableFunc(out, func(a, b Label) int { return strings.Compare(a.Name, b.Name) })
 	for _, l := range ls {
 		if l.Name == "" {
-			return nil, fmt.Errorf("%w: a label has an empty name", tablets.ErrInvalidOptions)
+			return nil, fmt.Errorf("%w: a label has an empty name", tablets.ErrInvalidLabels)
 		}
 	}
 	if err := out.Validate(); err != nil {

@@ -47,7 +47,7 @@ func TestCanonicalLabels(t *testing.T) {
 		"too large":      {{"a", strings.Repeat("x", MaxLabelsSize)}},
 	} {
 		_, err := Canonical(ls)
-		require.ErrorIs(t, err, tablets.ErrInvalidOptions, name)
+		require.ErrorIs(t, err, tablets.ErrInvalidLabels, name)
 	}
 	_, err = Canonical(Labels{{"a", strings.Repeat("é", 20000)}}) // 40 KB: fits
 	require.NoError(t, err)
@@ -125,12 +125,12 @@ func TestMatchersAgreeWithPrometheus(t *testing.T) {
 	}
 	for _, bad := range []Matcher{{MatchRegexp, "l", "(a"}, {MatchNotRegexp, "l", "a**"}, {MatchEqual, "", "a"}, {MatchType(9), "l", "a"}, {MatchEqual, "l", "\xff"}} {
 		_, err := compileMatchers([]Matcher{bad, {MatchEqual, "x", "y"}}, true)
-		require.ErrorIs(t, err, tablets.ErrInvalidOptions, bad.String())
+		require.ErrorIs(t, err, tablets.ErrInvalidMatcher, bad.String())
 	}
 	// A selector needs one matcher that does not match "".
 	for _, ms := range [][]Matcher{{{MatchEqual, "a", ""}}, {{MatchNotEqual, "a", "x"}}, {{MatchRegexp, "a", ".*"}}, {{MatchNotRegexp, "a", "x"}, {MatchRegexp, "b", "x?"}}, nil} {
 		_, err := compileMatchers(ms, true)
-		require.ErrorIs(t, err, tablets.ErrInvalidOptions, "%v", ms)
+		require.ErrorIs(t, err, tablets.ErrInvalidMatcher, "%v", ms)
 	}
 	for _, ms := range [][]Matcher{{{MatchEqual, "a", "x"}}, {{MatchRegexp, "a", ".+"}}, {{MatchNotEqual, "a", ""}}, {{MatchNotRegexp, "a", ""}}} {
 		_, err := compileMatchers(ms, true)

@@ -75,7 +75,7 @@ func matchesSet(ms []matcher, ls Labels) bool {
 	return true
 }
 
-// compileMatchers checks and compiles matchers, wrapping tablets.ErrInvalidOptions. With
+// compileMatchers checks and compiles matchers, wrapping tablets.ErrInvalidMatcher. With
 // needSelective, at least one must not match the empty string (a selector that matches every
 // series, including those without any of the labels, is refused as Prometheus does).
 func compileMatchers(ms []Matcher, needSelective bool) ([]matcher, error) {
@@ -83,10 +83,10 @@ func compileMatchers(ms []Matcher, needSelective bool) ([]matcher, error) {
 	selective := false
 	for i, m := range ms {
 		if m.Name == "" {
-			return nil, fmt.Errorf("%w: matcher %d has an empty label name", tablets.ErrInvalidOptions, i)
+			return nil, fmt.Errorf("%w: matcher %d has an empty label name", tablets.ErrInvalidMatcher, i)
 		}
 		if !utf8.ValidString(m.Name) || !utf8.ValidString(m.Value) {
-			return nil, fmt.Errorf("%w: matcher %s is not valid UTF-8", tablets.ErrInvalidOptions, m)
+			return nil, fmt.Errorf("%w: matcher %s is not valid UTF-8", tablets.ErrInvalidMatcher, m)
 		}
 		out[i].Matcher = m
 		switch m.Type {
@@ -95,20 +95,20 @@ func compileMatchers(ms []Matcher, needSelective bool) ([]matcher, error) {
 			// As Prometheus' labels.NewFastRegexMatcher: Perl syntax, "." matches "\n".
 			parsed, err := syntax.Parse(m.Value, syntax.Perl|syntax.DotNL)
 			if err != nil {
-				return nil, fmt.Errorf("%w: matcher %s: %v", tablets.ErrInvalidOptions, m, err)
+				return nil, fmt.Errorf("%w: matcher %s: %v", tablets.ErrInvalidMatcher, m, err)
 			}
 			if out[i].re, err = regexp.Compile("^(?s:" + parsed.Simplify().String() + ")$"); err != nil {
-				return nil, fmt.Errorf("%w: matcher %s: %v", tablets.ErrInvalidOptions, m, err)
+				return nil, fmt.Errorf("%w: matcher %s: %v", tablets.ErrInvalidMatcher, m, err)
 			}
 		default:
-			return nil, fmt.Errorf("%w: matcher %d has unknown type %d", tablets.ErrInvalidOptions, i, m.Type)
+			return nil, fmt.Errorf("%w: matcher %d has unknown type %d", tablets.ErrInvalidMatcher, i, m.Type)
 		}
 		if !out[i].matches("") {
 			selective = true
 		}
 	}
 	if needSelective && !selective {
-		return nil, fmt.Errorf("%w: a selector needs at least one matcher that does not match the empty string", tablets.ErrInvalidOptions)
+		return nil, fmt.Errorf("%w: a selector needs at least one matcher that does not match the empty string", tablets.ErrInvalidMatcher)
 	}
 	return out, nil
 }

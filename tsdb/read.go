@@ -148,7 +148,7 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
 	if n < 1 {
-		return nil, fmt.Errorf("%w: n %d must be at least 1", tablets.ErrInvalidOptions, n)
+		return nil, fmt.Errorf("tsdb: latest %q: %w: n %d must be at least 1", series, tablets.ErrInvalidLimit, n)
 	}
 	periods, err := db.rawPeriods(ctx)
 	if err != nil {
@@ -202,7 +202,7 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 		return tablets.Page{}, err
 	}
 	if limit < 1 {
-		return tablets.Page{}, fmt.Errorf("%w: limit %d must be at least 1", tablets.ErrInvalidOptions, limit)
+		return tablets.Page{}, fmt.Errorf("tsdb: query page %q: %w: limit %d must be at least 1", series, tablets.ErrInvalidLimit, limit)
 	}
 	binding := pageBinding(db.name, series, from, to)
 	resume := from

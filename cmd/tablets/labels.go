@@ -95,7 +95,7 @@ lines {"name":"job"} or {"value":"api"}).`,
 				}
 				found = slices.Sorted(maps.Keys(union))
 			}
-			if errors.Is(err, tablets.ErrInvalidOptions) {
+			if errors.Is(err, tablets.ErrInvalidMatcher) || errors.Is(err, tablets.ErrInvalidLabels) {
 				return usageErrorf(cmd, "%v", err)
 			}
 			if err != nil {

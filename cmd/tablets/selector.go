@@ -102,7 +102,7 @@ func parseLabelSet(s string) (tsdb.Labels, error) {
 	}
 	ls := tsdb.LabelsFromStrings(pairs...)
 	if err := ls.Validate(); err != nil {
-		return nil, fmt.Errorf("label set %s: %v", s, strings.TrimPrefix(err.Error(), tablets.ErrInvalidOptions.Error()+": "))
+		return nil, fmt.Errorf("label set %s: %v", s, strings.TrimPrefix(err.Error(), tablets.ErrInvalidLabels.Error()+": "))
 	}
 	return ls, nil
 }
@@ -114,7 +114,7 @@ func selectSeries(ctx context.Context, cmd *cobra.Command, db *tsdb.DB, from, to
 	var out []tsdb.SeriesInfo
 	for _, ms := range sels {
 		for si, err := range db.Select(ctx, from, to, ms...) {
-			if errors.Is(err, tablets.ErrInvalidOptions) {
+			if errors.Is(err, tablets.ErrInvalidMatcher) {
 				return nil, usageErrorf(cmd, "%v", err)
 			}
 			if err != nil {

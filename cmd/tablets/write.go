@@ -122,7 +122,7 @@ func (a *app) write(cmd *cobra.Command, sf *storeFlags, series string, ls tsdb.L
 			return usageErrorf(cmd, "--labels needs --db")
 		}
 		series, err = db.SeriesOf(ctx, ls)
-		if errors.Is(err, tablets.ErrInvalidOptions) {
+		if errors.Is(err, tablets.ErrInvalidLabels) {
 			return usageErrorf(cmd, "--labels: %v", err)
 		}
 		if err != nil {

@@ -135,7 +135,7 @@ func testBadInput(t *testing.T, h Harness) {
 	t.Run("QueryPage limit", func(t *testing.T) {
 		g := f.sub(t)
 		for _, limit := range []int{0, -1, math.MinInt} {
-			g.requireRejected(t, tablets.ErrInvalidOptions, fmt.Sprintf("QueryPage limit %d", limit), func() error {
+			g.requireRejected(t, tablets.ErrInvalidLimit, fmt.Sprintf("QueryPage limit %d", limit), func() error {
 				_, err := g.s.QueryPage(g.ctx, "good", from, to, limit, "")
 				return err
 			})
@@ -144,7 +144,7 @@ func testBadInput(t *testing.T, h Harness) {
 	t.Run("Latest n", func(t *testing.T) {
 		g := f.sub(t)
 		for _, n := range []int{0, -1, math.MinInt} {
-			g.requireRejected(t, tablets.ErrInvalidOptions, fmt.Sprintf("Latest n %d", n), func() error {
+			g.requireRejected(t, tablets.ErrInvalidLimit, fmt.Sprintf("Latest n %d", n), func() error {
 				_, err := g.s.Latest(g.ctx, "good", n)
 				return err
 			})

@@ -171,7 +171,7 @@ func (s *memStore) QueryPage(ctx context.Context, series string, from, to time.T
 		return tablets.Page{}, err
 	}
 	if limit <= 0 {
-		return tablets.Page{}, fmt.Errorf("%w: limit %d", tablets.ErrInvalidOptions, limit)
+		return tablets.Page{}, fmt.Errorf("%w: limit %d", tablets.ErrInvalidLimit, limit)
 	}
 	var last time.Time
 	if token != "" {
@@ -235,7 +235,7 @@ func (s *memStore) Latest(ctx context.Context, series string, n int) ([]tablets.
 		return nil, err
 	}
 	if n <= 0 {
-		return nil, fmt.Errorf("%w: n %d", tablets.ErrInvalidOptions, n)
+		return nil, fmt.Errorf("%w: n %d", tablets.ErrInvalidLimit, n)
 	}
 	s.ops.Add(1)
 	if err := ctx.Err(); err != nil {

@@ -24,6 +24,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/prometheus/prometheus/util/stats"
+
+	"github.com/seed71701133/tablets"
 )
 
 // PrometheusCompatVersion is the Prometheus version /api/v1/status/buildinfo reports.
@@ -65,6 +67,25 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// BuildInfo, if set, replaces what /api/v1/status/buildinfo reports.
 	BuildInfo *BuildInfo
+}
+
+// check reports a negative option, wrapping tablets.ErrInvalidOptions.
+func (o *Options) check() error {
+	for _, f := range []struct {
+		name     string
+		negative bool
+	}{
+		{"LookbackDelta", o.LookbackDelta < 0},
+		{"MaxSamples", o.MaxSamples < 0},
+		{"Timeout", o.Timeout < 0},
+		{"MaxConcurrency", o.MaxConcurrency < 0},
+		{"NoStepSubqueryInterval", o.NoStepSubqueryInterval < 0},
+	} {
+		if f.negative {
+			return fmt.Errorf("api: %w: %s is negative", tablets.ErrInvalidOptions, f.name)
+		}
+	}
+	return nil
 }
 
 // BuildInfo is the data of /api/v1/status/buildinfo, in Prometheus' format.
@@ -111,17 +132,19 @@ type API struct {
 	buildInfo []byte // encoded once
 }
 
-// New returns an API evaluating queries against q with Prometheus' PromQL engine.
+// New returns an API evaluating queries against q with Prometheus' PromQL engine. nil
+// options mean the defaults; a nil q or a negative option gives an error wrapping
+// tablets.ErrInvalidOptions.
 func New(q storage.Queryable, opts *Options) (*API, error) {
 	if q == nil {
-		return nil, errors.New("api: nil Queryable")
+		return nil, fmt.Errorf("api: %w: nil Queryable", tablets.ErrInvalidOptions)
 	}
 	var o Options
 	if opts != nil {
 		o = *opts
 	}
-	if o.LookbackDelta < 0 || o.MaxSamples < 0 || o.Timeout < 0 || o.MaxConcurrency < 0 || o.NoStepSubqueryInterval < 0 {
-		return nil, errors.New("api: negative option")
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	if o.LookbackDelta == 0 {
 		o.LookbackDelta = DefaultLookbackDelta

@@ -648,6 +648,7 @@ func TestStorageErrors(t *testing.T) {
 	}{
 		{"invalid options via query", fmt.Errorf("%w: no tier for step", tablets.ErrInvalidOptions), 400, "bad_data", "/api/v1/query"},
 		{"invalid options via series", fmt.Errorf("%w: no tier for step", tablets.ErrInvalidOptions), 400, "bad_data", "/api/v1/series"},
+		{"invalid matcher via series", fmt.Errorf("tsdb: %w: bad regexp", tablets.ErrInvalidMatcher), 400, "bad_data", "/api/v1/series"},
 		{"other error via query", errors.New("table unreachable"), 422, "execution", "/api/v1/query"},
 		{"other error via series", errors.New("table unreachable"), 422, "execution", "/api/v1/series"},
 	}
@@ -847,9 +848,11 @@ func TestUnknownPathAndMethod(t *testing.T) {
 
 func TestNew(t *testing.T) {
 	_, err := New(nil, nil)
-	require.Error(t, err)
-	_, err = New(testStore(), &Options{Timeout: -1})
-	require.Error(t, err)
+	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+	for _, bad := range []Options{{LookbackDelta: -1}, {MaxSamples: -1}, {Timeout: -1}, {MaxConcurrency: -1}, {NoStepSubqueryInterval: -1}} {
+		_, err = New(testStore(), &bad)
+		require.ErrorIs(t, err, tablets.ErrInvalidOptions, "%+v", bad)
+	}
 	a, err := New(testStore(), nil)
 	require.NoError(t, err)
 	require.NoError(t, a.Close())

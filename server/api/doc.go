@@ -18,6 +18,7 @@
 //
 // Error types map to HTTP statuses as in Prometheus: bad_data 400, execution 422,
 // canceled 499, timeout 503, internal 500, not_found 404; unavailable is sent as 503.
-// Storage errors that wrap tablets.ErrInvalidOptions are reported as bad_data, because
-// they mean the request asked for something the store cannot do.
+// Storage errors that wrap tablets.ErrInvalidOptions, ErrInvalidLabels, ErrInvalidMatcher or
+// ErrInvalidLimit are reported as bad_data, because they mean the request asked for
+// something the store cannot do.
 package api

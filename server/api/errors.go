@@ -45,8 +45,8 @@ func invalidParam(err error, param string) *apiError {
 // classify picks the errorType of an error from query evaluation or the storage.
 //
 // It follows Prometheus' returnAPIError, with two additions: errors wrapping
-// tablets.ErrInvalidOptions are the caller's fault (bad_data), and a storage call that
-// fails with context.DeadlineExceeded is a timeout (Prometheus only recognises the
+// tablets.ErrInvalidOptions, ErrInvalidLabels, ErrInvalidMatcher or ErrInvalidLimit are the
+// caller's fault (bad_data), and a storage call that fails with context.DeadlineExceeded is a timeout (Prometheus only recognises the
 // engine's own ErrQueryTimeout, but with a remote store the deadline usually expires
 // inside a storage request).
 func classify(err error) *apiError {
@@ -61,7 +61,7 @@ func classify(err error) *apiError {
 	// promql.ErrStorage has no Unwrap method, so look inside it explicitly.
 	isStorage := errors.As(err, &es)
 	switch {
-	case errors.Is(err, tablets.ErrInvalidOptions), isStorage && errors.Is(es.Err, tablets.ErrInvalidOptions):
+	case badInput(err), isStorage && badInput(es.Err):
 		return &apiError{ErrorBadData, err}
 	case errors.As(err, &eqc):
 		return &apiError{ErrorCanceled, err}
@@ -94,4 +94,15 @@ func httpStatus(t ErrorType) int {
 	default:
 		return http.StatusInternalServerError
 	}
+}
+
+// badInput reports an error wrapping a sentinel for a request the store cannot do: bad
+// options, label sets, matchers or limits.
+func badInput(err error) bool {
+	for _, target := range []error{tablets.ErrInvalidOptions, tablets.ErrInvalidLabels, tablets.ErrInvalidMatcher, tablets.ErrInvalidLimit} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
 }

@@ -182,6 +182,9 @@ func TestClassifyAndStatus(t *testing.T) {
 	}{
 		{fmt.Errorf("expanding series: %w", fmt.Errorf("%w: bad step", tablets.ErrInvalidOptions)), ErrorBadData, 400},
 		{promql.ErrStorage{Err: fmt.Errorf("%w: x", tablets.ErrInvalidOptions)}, ErrorBadData, 400},
+		{promql.ErrStorage{Err: fmt.Errorf("tsdb: %w: bad regexp", tablets.ErrInvalidMatcher)}, ErrorBadData, 400},
+		{promql.ErrStorage{Err: fmt.Errorf("tsdb: %w: empty name", tablets.ErrInvalidLabels)}, ErrorBadData, 400},
+		{fmt.Errorf("expanding series: %w", fmt.Errorf("%w: n 0", tablets.ErrInvalidLimit)), ErrorBadData, 400},
 		{promql.ErrStorage{Err: errors.New("disk")}, ErrorInternal, 500},
 		{promql.ErrQueryCanceled("eval"), ErrorCanceled, 499},
 		{promql.ErrQueryTimeout("eval"), ErrorTimeout, 503},
@@ -214,4 +217,18 @@ func TestMalformedForm(t *testing.T) {
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &r))
 	require.Equal(t, "bad_data", r.ErrorType)
 	require.Contains(t, r.Error, "error parsing form values")
+}
+
+// A bad limit keeps Prometheus' message and matches tablets.ErrInvalidLimit.
+func TestParseLimit(t *testing.T) {
+	for in, want := range map[string]int{"": 0, "0": 0, "7": 7} {
+		got, err := parseLimit(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for in, msg := range map[string]string{"-1": "limit must be non-negative", "x": `strconv.Atoi: parsing "x": invalid syntax`} {
+		_, err := parseLimit(in)
+		require.ErrorIs(t, err, tablets.ErrInvalidLimit, in)
+		require.EqualError(t, err, msg, in)
+	}
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/seed71701133/tablets"
 )
 
 // The parsers below reproduce Prometheus' web/api/v1 ones, so that clients see the same
@@ -99,20 +101,28 @@ outer:
 	return sets, nil
 }
 
-// parseLimit parses the limit parameter; 0 means no limit.
+// parseLimit parses the limit parameter; 0 means no limit. Its errors have Prometheus'
+// messages and wrap tablets.ErrInvalidLimit.
 func parseLimit(s string) (int, error) {
 	if s == "" {
 		return 0, nil
 	}
 	limit, err := strconv.Atoi(s)
 	if err != nil {
-		return 0, err
+		return 0, invalidLimit{err}
 	}
 	if limit < 0 {
-		return 0, errors.New("limit must be non-negative")
+		return 0, invalidLimit{errors.New("limit must be non-negative")}
 	}
 	return limit, nil
 }
+
+// invalidLimit is a bad limit parameter: its message is its cause's, as in Prometheus, and
+// it matches tablets.ErrInvalidLimit.
+type invalidLimit struct{ cause error }
+
+func (e invalidLimit) Error() string   { return e.cause.Error() }
+func (e invalidLimit) Unwrap() []error { return []error{tablets.ErrInvalidLimit, e.cause} }
 
 // hintLimit asks the storage for one more than the API limit, so that truncation can be
 // detected and reported as a warning.

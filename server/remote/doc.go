@@ -28,8 +28,8 @@
 //	        labels (tsdb's rules, or no __name__, as Prometheus
 //	        rejects), a timestamp outside 1970..9999, a sample older
 //	        than the raw retention (tsdb.ErrExpired), native
-//	        histograms; from the sink: ErrInvalidOptions,
-//	        ErrInvalidSeries, ErrInvalidTime, ErrExpired, or Azure
+//	        histograms; from the sink: ErrInvalidOptions, Labels,
+//	        Matcher, Limit, Series, Time, Token, ErrExpired, or Azure
 //	        rejecting the content (4xx other than below)
 //	405     not POST                                                 drops it
 //	413     body over MaxBodyBytes (compressed or decoded), or more  drops it

@@ -256,7 +256,7 @@ func (h *ReadHandler) each(ctx context.Context, q query, fn func(storage.Series)
 }
 
 // readError maps an error of a read to its answer: an *httpError as it is, the storage's as
-// statusOf says (bad matchers wrapping tablets.ErrInvalidOptions are 400).
+// statusOf says (bad matchers wrapping tablets.ErrInvalidMatcher are 400).
 func readError(i int, err error) *httpError {
 	var he *httpError
 	if errors.As(err, &he) {

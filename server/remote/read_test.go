@@ -417,7 +417,7 @@ func TestReadErrors(t *testing.T) {
 		{"bad regexp", readRequest(t, &prompb.ReadRequest{Queries: []*prompb.Query{{Matchers: []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_RE, Name: "a", Value: "(("}}}}}), nil, nil, 400},
 		{"unknown matcher type", readRequest(t, &prompb.ReadRequest{Queries: []*prompb.Query{{Matchers: []*prompb.LabelMatcher{{Type: 9, Name: "a", Value: "b"}}}}}), nil, nil, 400},
 		{"storage says bad input", readRequest(t, &prompb.ReadRequest{Queries: okQuery}), func(q *memQueryable) {
-			q.err = fmt.Errorf("tsdb: %w: no matcher that does not match the empty string", tablets.ErrInvalidOptions)
+			q.err = fmt.Errorf("tsdb: %w: no matcher that does not match the empty string", tablets.ErrInvalidMatcher)
 		}, nil, 400},
 		{"storage throttled", readRequest(t, &prompb.ReadRequest{Queries: okQuery}), func(q *memQueryable) {
 			q.err = fmt.Errorf("tsdb: index: %w", azureError(503, "ServerBusy"))

@@ -436,7 +436,7 @@ func TestWriteSinkErrors(t *testing.T) {
 		status    int
 		written   string
 	}{
-		{"SeriesOfMany ErrInvalidOptions", fmt.Errorf("tsdb: label set 0: %w: too big", tablets.ErrInvalidOptions), nil, 400, "0"},
+		{"SeriesOfMany ErrInvalidLabels", fmt.Errorf("tsdb: label set 0: %w: too big", tablets.ErrInvalidLabels), nil, 400, "0"},
 		{"SeriesOfMany throttled", fmt.Errorf("tsdb: register label sets: %w", azureError(503, "ServerBusy")), nil, 503, "0"},
 		{"WriteMany ErrExpired", fmt.Errorf("tsdb: write %q: %w: dropped", "a", tsdb.ErrExpired), nil, 400, "0"},
 		{"WriteMany ErrInvalidTime", fmt.Errorf("tsdb: write: %w", tablets.ErrInvalidTime), nil, 400, "0"},
