@@ -257,6 +257,21 @@ func TestWriterCloseFlushesAll(t *testing.T) {
 	requireStats(t, w, writer.Stats{Added: 500, Written: 500})
 }
 
+// Add copies the points: the caller may reuse its slice as soon as Add returns.
+func TestWriterCopiesAddedPoints(t *testing.T) {
+	st := newFakeStore()
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
+	buf := []tablets.Point{wpt(0, 1), wpt(1, 2)}
+	require.NoError(t, w.Add("a", buf...))
+	buf[0].Value, buf[1].Value = -1, -2
+	require.NoError(t, w.Flush(context.Background()))
+	for i, want := range []float64{1, 2} {
+		got, ok := st.value("a", wpt(i, 0).Time)
+		require.True(t, ok)
+		require.Equal(t, want, got)
+	}
+}
+
 func TestWriterExplicitFlush(t *testing.T) {
 	st := newFakeStore()
 	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
