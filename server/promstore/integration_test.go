@@ -164,7 +164,7 @@ func TestSelectMatchers(t *testing.T) {
 	checker.Reset()
 	ss := querier.Select(ctx, false, nil, m(labels.MatchEqual, "env", ""), m(labels.MatchRegexp, "job", ".*"))
 	require.False(t, ss.Next())
-	require.ErrorIs(t, ss.Err(), tablets.ErrInvalidOptions)
+	require.ErrorIs(t, ss.Err(), tablets.ErrInvalidMatcher)
 	require.Zero(t, checker.Stats().Requests)
 
 	// Limit, shards and labels-only selects.

@@ -224,7 +224,7 @@ func millis(t time.Time) int64 { return t.UnixMilli() }
 // is "", regexps anchored and RE2 with "." matching a newline).
 func MatcherToTSDB(m *labels.Matcher) (tsdb.Matcher, error) {
 	if m == nil {
-		return tsdb.Matcher{}, fmt.Errorf("promstore: %w: nil matcher", tablets.ErrInvalidOptions)
+		return tsdb.Matcher{}, fmt.Errorf("promstore: %w: nil matcher", tablets.ErrInvalidMatcher)
 	}
 	var t tsdb.MatchType
 	switch m.Type {
@@ -237,7 +237,7 @@ func MatcherToTSDB(m *labels.Matcher) (tsdb.Matcher, error) {
 	case labels.MatchNotRegexp:
 		t = tsdb.MatchNotRegexp
 	default:
-		return tsdb.Matcher{}, fmt.Errorf("promstore: %w: matcher %s has unknown type %d", tablets.ErrInvalidOptions, m, m.Type)
+		return tsdb.Matcher{}, fmt.Errorf("promstore: %w: matcher %s has unknown type %d", tablets.ErrInvalidMatcher, m, m.Type)
 	}
 	return tsdb.Matcher{Type: t, Name: m.Name, Value: m.Value}, nil
 }
@@ -267,7 +267,7 @@ func MatcherFromTSDB(m tsdb.Matcher) (*labels.Matcher, error) {
 	case tsdb.MatchNotRegexp:
 		t = labels.MatchNotRegexp
 	default:
-		return nil, fmt.Errorf("promstore: %w: matcher %s has unknown type", tablets.ErrInvalidOptions, m)
+		return nil, fmt.Errorf("promstore: %w: matcher %s has unknown type", tablets.ErrInvalidMatcher, m)
 	}
 	return labels.NewMatcher(t, m.Name, m.Value)
 }

@@ -71,9 +71,9 @@ func TestMatcherConversion(t *testing.T) {
 		require.Equal(t, m.String(), back.String())
 	}
 	_, err := MatcherToTSDB(&labels.Matcher{Type: labels.MatchType(9), Name: "a"})
-	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+	require.ErrorIs(t, err, tablets.ErrInvalidMatcher)
 	_, err = MatcherFromTSDB(tsdb.Matcher{Type: tsdb.MatchType(9), Name: "a"})
-	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+	require.ErrorIs(t, err, tablets.ErrInvalidMatcher)
 }
 
 func TestLabelsConversion(t *testing.T) {

@@ -26,11 +26,11 @@ type entry struct {
 // bounds the series returned; hints.ShardCount and ShardIndex select a shard by
 // labels.StableHash; hints.Func "series" returns labels only, reading no point. Matchers
 // that all match "" (a selector of every series) give an error wrapping
-// tablets.ErrInvalidOptions, before any request. Reading goes on in the background ahead of
+// tablets.ErrInvalidMatcher, before any request. Reading goes on in the background ahead of
 // Next: read the set to its end, or cancel ctx or Close the Querier.
 func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
 	if !selective(matchers) {
-		return storage.ErrSeriesSet(fmt.Errorf("promstore: %w: %w", tablets.ErrInvalidOptions, errNotSelective))
+		return storage.ErrSeriesSet(fmt.Errorf("promstore: %w: %w", tablets.ErrInvalidMatcher, errNotSelective))
 	}
 	ms, err := MatchersToTSDB(matchers)
 	if err != nil {

@@ -109,14 +109,14 @@ func readSnappy(r *http.Request, w http.ResponseWriter, limit int64) ([]byte, *h
 
 // canonical makes a label set as tsdb stores it (labels with an empty value dropped, sorted
 // by name) and checks it: tsdb's rules (Labels.Validate) and, as Prometheus' own receiver
-// does, a metric name. The error wraps tablets.ErrInvalidOptions.
+// does, a metric name. The error wraps tablets.ErrInvalidLabels.
 func canonical(ls tsdb.Labels) (tsdb.Labels, error) {
 	out, err := tsdb.Canonical(ls)
 	if err != nil {
 		return nil, err
 	}
 	if out.Get(tsdb.MetricName) == "" {
-		return nil, fmt.Errorf("%w: no metric name (%s)", tablets.ErrInvalidOptions, tsdb.MetricName)
+		return nil, fmt.Errorf("%w: no metric name (%s)", tablets.ErrInvalidLabels, tsdb.MetricName)
 	}
 	return out, nil
 }
