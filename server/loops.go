@@ -112,6 +112,7 @@ func (s *Server) reportRun(name string, r maintain.Run) {
 	s.background.WithLabelValues(name, "ok").Inc()
 	if !r.To.IsZero() {
 		s.covered.WithLabelValues(name).Set(float64(r.To.UnixNano()) / 1e9)
+		s.log.Debug("background "+name+" done", "from", r.From, "to", r.To)
 	}
 }
 
