@@ -12,7 +12,8 @@
 // Progress is kept in memory only: a restarted process starts again from its horizon. That
 // is harmless, because the tasks run here (rollup, compaction) are idempotent and their
 // writes conditional on ETags, so covering a range twice, or in several processes at once,
-// only costs requests. (Keeping progress in the account is the tiers issue's.)
+// only costs requests. Keeping progress in the account (a rollup watermark in the catalog) is
+// issue 21's.
 package maintain
 
 import (
