@@ -369,6 +369,7 @@ func TestTSDBRollupReliability(t *testing.T) {
 	}
 	require.NoError(t, db2.Write(ctx, "k", pts...))
 	require.ErrorIs(t, db2.KeepRolledUp(ctx, time.Second, 10*time.Minute, nil), tablets.ErrInvalidOptions, "a lookback not over SealDelay")
+	require.ErrorIs(t, db2.KeepCompacted(ctx, time.Second, 0, nil), tablets.ErrInvalidOptions, "no lookback")
 	loopCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	runs := newLoopRuns(loopCtx)
