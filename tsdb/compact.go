@@ -45,8 +45,8 @@ func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
 	return nil
 }
 
-// KeepCompacted compacts, every interval, the chunks written since its last successful run
-// (Compact up to now), until ctx is done; it then returns ctx's error. The first run covers
+// KeepCompacted compacts, every interval, the chunks of the time since its last successful
+// run (Compact up to now), until ctx is done; it then returns ctx's error. The first run covers
 // the last lookback. A run that fails is retried by the next from the same start, so an
 // outage is caught up, up to lookback back: no run reaches further. A run is cut into days
 // (UTC), each compacted once it is done. report (nil: none) is told of each, its range and
@@ -57,18 +57,13 @@ func (db *DB) KeepCompacted(ctx context.Context, interval, lookback time.Duratio
 		return fmt.Errorf("tsdb: KeepCompacted: %w: interval %v and lookback %v must be positive", tablets.ErrInvalidOptions, interval, lookback)
 	}
 	err := maintain.Ranges(ctx, db.Compact, &maintain.Options{Every: interval, CatchUp: lookback, Limit: lookback,
-		Slice: 24 * time.Hour, Report: reportRanges(report)})
+		Slice: 24 * time.Hour, Report: func(r maintain.Run) {
+			if report != nil {
+				report(r.From, r.To, r.Err)
+			}
+		}})
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("tsdb: KeepCompacted: %w", err)
 	}
 	return err
-}
-
-// reportRanges adapts a Keep function's report (nil: none) to the loop's.
-func reportRanges(report func(from, to time.Time, err error)) func(maintain.Run) {
-	return func(r maintain.Run) {
-		if report != nil {
-			report(r.From, r.To, r.Err)
-		}
-	}
 }

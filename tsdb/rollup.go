@@ -301,7 +301,11 @@ func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration
 		slice = tiers[len(tiers)-1].block()
 	}
 	err := maintain.Ranges(ctx, db.Rollup, &maintain.Options{Every: interval, Lag: db.opts.SealDelay, CatchUp: lookback,
-		Limit: lookback, Slice: slice, Report: reportRanges(report)})
+		Limit: lookback, Slice: slice, Report: func(r maintain.Run) {
+			if report != nil {
+				report(r.From, r.To, r.Err)
+			}
+		}})
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("tsdb: KeepRolledUp: %w", err)
 	}
