@@ -3,17 +3,20 @@ package chunked
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/chunkenc"
 	"github.com/seed71701133/tablets/internal/engine"
+	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/rounding"
@@ -226,28 +229,37 @@ func (s *Store) mergeRun(ctx context.Context, pk string, run []stored) (bool, er
 	return true, batch.Submit(ctx, s.client, pk, actions)
 }
 
-// KeepCompacted compacts, every interval, the last lookback of each series that names
-// returns, until ctx is done; it then returns ctx's error. An error compacting a series goes
-// to report (nil: dropped) and the loop goes on. Run it in a goroutine beside a process that
-// writes often (a collector flushing every second makes a chunk a second): its chunks are
-// merged soon after they are written, and reads stay cheap.
-func (s *Store) KeepCompacted(ctx context.Context, interval, lookback time.Duration, names func() []string, report func(error)) error {
-	if interval <= 0 || lookback <= 0 {
-		return fmt.Errorf("chunked: KeepCompacted: interval %v and lookback %v must be positive", interval, lookback)
+// KeepCompacted compacts, every interval, the chunks of each series that names returns,
+// over the time since its last successful run up to now, until ctx is done; it then returns
+// ctx's error. The first run covers the last lookback. A run that fails is retried by the next
+// from the same start, so an outage is caught up, up to lookback back: no run reaches further.
+// A run is cut at partition boundaries, each part compacted once it is done. report (nil:
+// none) is told of each part, its range and its error (nil: compacted, else every series
+// that failed), and the loop goes on. Run it in a goroutine beside a process that writes
+// often (a collector flushing every second makes a chunk a second): its chunks are merged
+// soon after they are written, and reads stay cheap. Bad arguments give an error wrapping
+// tablets.ErrInvalidOptions.
+func (s *Store) KeepCompacted(ctx context.Context, interval, lookback time.Duration, names func() []string, report func(from, to time.Time, err error)) error {
+	if interval <= 0 || lookback <= 0 || names == nil {
+		return fmt.Errorf("chunked: KeepCompacted: %w: interval %v and lookback %v must be positive, names not nil", tablets.ErrInvalidOptions, interval, lookback)
 	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
-		}
-		now := time.Now()
+	compact := func(ctx context.Context, from, to time.Time) error {
+		var errs []error
 		for _, name := range names() {
-			if err := s.Compact(ctx, name, now.Add(-lookback), now); err != nil && report != nil && ctx.Err() == nil {
-				report(err)
+			if err := s.Compact(ctx, name, from, to); err != nil {
+				errs = append(errs, err) // the other series are still compacted
 			}
 		}
+		return errors.Join(errs...)
 	}
+	err := maintain.Ranges(ctx, compact, &maintain.Options{Every: interval, CatchUp: lookback, Limit: lookback,
+		Slice: s.opts.PartitionFactor, Report: func(r maintain.Run) {
+			if report != nil {
+				report(r.From, r.To, r.Err)
+			}
+		}})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("chunked: KeepCompacted: %w", err)
+	}
+	return err
 }

@@ -424,7 +424,8 @@ func TestChunkedLostReplies(t *testing.T) {
 	requireSamePoints(t, pts, collectPoints(t, lossy.Query(ctx, "s", chunkedDay, chunkedDay.Add(24*time.Hour))), "after lost replies")
 }
 
-// KeepCompacted merges what a frequent writer writes, until its context ends.
+// KeepCompacted merges what a frequent writer writes, until its context ends: its first run
+// covers the lookback before it, and reports its range.
 func TestChunkedKeepCompacted(t *testing.T) {
 	s, client, _, _ := newChunked(t, nil)
 	ctx := context.Background()
@@ -432,21 +433,62 @@ func TestChunkedKeepCompacted(t *testing.T) {
 	for i := range 30 {
 		require.NoError(t, s.Write(ctx, "k", tablets.Point{Time: now.Add(time.Duration(i) * time.Second), Value: float64(i)}))
 	}
+	require.Equal(t, 30, chunkCount(t, client))
+	require.ErrorIs(t, s.KeepCompacted(ctx, 0, time.Hour, func() []string { return []string{"k"} }, nil), tablets.ErrInvalidOptions)
 	loopCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	var reported atomic.Int64
+	runs := newLoopRuns(loopCtx)
 	go func() {
-		done <- s.KeepCompacted(loopCtx, 20*time.Millisecond, time.Hour, func() []string { return []string{"k"} }, func(error) { reported.Add(1) })
+		done <- s.KeepCompacted(loopCtx, 20*time.Millisecond, time.Hour, func() []string { return []string{"k"} }, runs.report)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for chunkCount(t, client) > 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	runs.waitCovered(t, now, now.Add(30*time.Second))
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Equal(t, 1, chunkCount(t, client))
-	require.Zero(t, reported.Load())
 	require.Len(t, collectPoints(t, s.Query(ctx, "k", now, now.Add(time.Minute))), 30)
+}
+
+// loopRuns receives the runs a Keep loop reports.
+type loopRuns struct {
+	ctx context.Context
+	c   chan loopRun
+}
+
+type loopRun struct {
+	from, to time.Time
+	err      error
+}
+
+// newLoopRuns receives runs until ctx (the loop's) ends.
+func newLoopRuns(ctx context.Context) *loopRuns { return &loopRuns{ctx: ctx, c: make(chan loopRun)} }
+
+func (l *loopRuns) report(from, to time.Time, err error) {
+	select {
+	case l.c <- loopRun{from, to, err}:
+	case <-l.ctx.Done():
+	}
+}
+
+// waitCovered waits (30 s at most) until successful runs have covered [from, to), failing
+// the test on a failed run or a run that does not start where the last one ended.
+func (l *loopRuns) waitCovered(t *testing.T, from, to time.Time) {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	var mark time.Time
+	for mark.IsZero() || mark.Before(to) {
+		select {
+		case r := <-l.c:
+			require.NoError(t, r.err)
+			if mark.IsZero() {
+				require.False(t, r.from.After(from), "the first run starts at %v, after %v", r.from, from)
+			} else {
+				require.Equal(t, mark, r.from, "a run starts where the last one ended")
+			}
+			mark = r.to
+		case <-deadline:
+			t.Fatalf("runs covered up to %v, not %v", mark, to)
+		}
+	}
 }
 
 // The worked example of the README and the package doc, read back raw from the table.

@@ -11,7 +11,12 @@
 //
 // Run keeps the database in shape beside the endpoints: rollups, compaction of the chunks
 // remote writes make, and retention, each on a timer; several servers may run them at once
-// (their writes are conditional on ETags).
+// (their writes are conditional on ETags). Rollup and compaction cover the time since their
+// last successful run, whatever the interval: a run that fails is retried from the same start,
+// so an outage of the account is caught up; a server starts from a catch-up horizon
+// (Options.RollupCatchUp, Options.CompactCatchUp), so the time it was down is covered too.
+// Progress is kept in memory: a restart starts from the horizon again, which only costs
+// requests (both are idempotent).
 package server
 
 import (
@@ -20,7 +25,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,14 +43,25 @@ type Options struct {
 	// MaxSamplesInFlight bounds the samples of the remote writes being stored (default
 	// 500,000): more wait, which slows Prometheus down instead of growing the heap.
 	MaxSamplesInFlight int
-	// RollupEvery is how often Run rolls up the tiers (default 5m; negative: never).
+	// RollupEvery is how often Run rolls up the tier windows sealed since its last
+	// successful rollup (default 5m; negative: never).
 	RollupEvery time.Duration
-	// CompactEvery is how often Run compacts the last two hours' chunks (default 5m;
-	// negative: never).
+	// RollupCatchUp is how far back Run's first rollup starts, and how far back a rollup
+	// after an outage reaches at most (default DefaultRollupCatchUp; never past the
+	// database's RawRetention, whose points may be gone).
+	RollupCatchUp time.Duration
+	// CompactEvery is how often Run compacts the chunks written since its last successful
+	// compaction (default 5m; negative: never).
 	CompactEvery time.Duration
+	// CompactCatchUp is how far back Run's first compaction starts (default
+	// DefaultCompactCatchUp). A compaction after an outage covers all of it.
+	CompactCatchUp time.Duration
 	// RetainEvery is how often Run drops tables past their retention (default 1h; negative:
 	// never).
 	RetainEvery time.Duration
+	// Now is the clock of the background loops and of the server's own timing (nil:
+	// time.Now).
+	Now func() time.Time
 	// Query configures the PromQL engine (nil: its defaults).
 	Query *api.Options
 	// Store configures the Queryable (nil: its defaults, with MinTierStep an hour: a minute
@@ -59,6 +74,12 @@ type Options struct {
 	// the account.
 	Collectors []prometheus.Collector
 }
+
+// Default catch-up horizons of Run (see Options).
+const (
+	DefaultRollupCatchUp  = 72 * time.Hour
+	DefaultCompactCatchUp = 24 * time.Hour
+)
 
 // Server serves one database.
 type Server struct {
@@ -74,6 +95,7 @@ type Server struct {
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	background *prometheus.CounterVec
+	covered    *prometheus.GaugeVec
 }
 
 // New makes the server of db. Bad options give an error wrapping tablets.ErrInvalidOptions.
@@ -95,6 +117,18 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	}
 	if o.RetainEvery == 0 {
 		o.RetainEvery = time.Hour
+	}
+	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 {
+		return nil, fmt.Errorf("server: %w: RollupCatchUp %v and CompactCatchUp %v must not be negative", tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp)
+	}
+	if o.RollupCatchUp == 0 {
+		o.RollupCatchUp = DefaultRollupCatchUp
+	}
+	if o.CompactCatchUp == 0 {
+		o.CompactCatchUp = DefaultCompactCatchUp
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -171,49 +205,7 @@ func (s *Server) Close() error { return s.api.Close() }
 // Run keeps the database rolled up, compacted and within its retention until ctx is done,
 // then returns nil. Errors are logged and counted; the loops go on.
 func (s *Server) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
-	loop := func(name string, every time.Duration, do func(context.Context) error) {
-		if every < 0 {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(every)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				if err := do(ctx); err != nil && ctx.Err() == nil {
-					s.background.WithLabelValues(name, "error").Inc()
-					s.log.Warn("background "+name+" failed", "err", err)
-					continue
-				}
-				s.background.WithLabelValues(name, "ok").Inc()
-			}
-		}()
-	}
-	seal := s.db.Options().SealDelay
-	loop("rollup", s.opts.RollupEvery, func(ctx context.Context) error {
-		now := time.Now()
-		// Windows sealed since the last runs (and a margin for a missed run or two).
-		return s.db.Rollup(ctx, now.Add(-seal-2*time.Hour), now.Add(-seal))
-	})
-	loop("compact", s.opts.CompactEvery, func(ctx context.Context) error {
-		now := time.Now()
-		return s.db.Compact(ctx, now.Add(-2*time.Hour), now.Add(time.Minute))
-	})
-	loop("retain", s.opts.RetainEvery, func(ctx context.Context) error {
-		dropped, err := s.db.Retain(ctx, time.Now())
-		if len(dropped) > 0 {
-			s.log.Info("retention dropped tables", "tables", dropped)
-		}
-		return err
-	})
-	wg.Wait()
+	s.runLoops(ctx, s.loops())
 	return nil
 }
 
@@ -248,7 +240,7 @@ func (r *statusRecorder) Flush() {
 
 func (s *Server) instrument(handler string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
+		start := s.opts.Now()
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() {
 			code := rec.code
@@ -256,7 +248,7 @@ func (s *Server) instrument(handler string, h http.Handler) http.Handler {
 				code = http.StatusOK
 			}
 			s.requests.WithLabelValues(handler, strconv.Itoa(code)).Inc()
-			s.duration.WithLabelValues(handler).Observe(time.Since(start).Seconds())
+			s.duration.WithLabelValues(handler).Observe(s.opts.Now().Sub(start).Seconds())
 		}() // runs too when a streamed read aborts with http.ErrAbortHandler, which goes on up
 
 		h.ServeHTTP(rec, r)
@@ -284,9 +276,8 @@ func (s *Server) registerMetrics() {
 		Help: "HTTP requests answered, by handler and status code."}, []string{"handler", "code"})
 	s.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tablets_http_request_duration_seconds",
 		Help: "Time to answer HTTP requests, by handler.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"handler"})
-	s.background = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_background_runs_total",
-		Help: "Runs of the rollup, compaction and retention loops, by result."}, []string{"task", "result"})
-	s.registry.MustRegister(s.requests, s.duration, s.background,
+	s.registerLoopMetrics()
+	s.registry.MustRegister(s.requests, s.duration, s.background, s.covered,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	counter := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +37,21 @@ func chunkedLayout(c *aztables.Client) (tablets.Store, error) { return chunked.N
 // newServer serves a fresh chunked database on the shared Azurite, every request through the
 // limit Checker and then wrap (nil: none), with no background loops.
 func newServer(t testing.TB, wrap func(policy.Transporter) policy.Transporter, opts *server.Options) (*server.Server, *httptest.Server, *azurite.Checker) {
+	db, _, checker := openDB(t, wrap)
+	o := server.Options{RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
+	if opts != nil {
+		o = *opts
+	}
+	s, err := server.New(db, &o)
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	t.Cleanup(func() { hs.Close(); _ = s.Close() })
+	return s, hs, checker
+}
+
+// openDB opens a fresh chunked database on the shared Azurite, every request through the
+// limit Checker and then wrap (nil: none), and returns it with its name.
+func openDB(t testing.TB, wrap func(policy.Transporter) policy.Transporter) (*tsdb.DB, string, *azurite.Checker) {
 	srv := azurite.Shared(t)
 	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
 	var transport policy.Transporter = checker
@@ -50,15 +67,7 @@ func newServer(t testing.TB, wrap func(policy.Transporter) policy.Transporter, o
 	db, err := tsdb.Open(context.Background(), svc, name, &tsdb.Options{Layout: chunkedLayout})
 	require.NoError(t, err)
 	dbtest.DropOnCleanup(t, name)
-	o := server.Options{RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
-	if opts != nil {
-		o = *opts
-	}
-	s, err := server.New(db, &o)
-	require.NoError(t, err)
-	hs := httptest.NewServer(s)
-	t.Cleanup(func() { hs.Close(); _ = s.Close() })
-	return s, hs, checker
+	return db, name, checker
 }
 
 func getJSON(t *testing.T, u string, params url.Values) map[string]any {
@@ -173,4 +182,104 @@ func TestServerBadQueries(t *testing.T) {
 		require.True(t, strings.Contains(string(body), `"errorType":"bad_data"`), string(body))
 	}
 	require.Equal(t, before, checker.Stats().Requests)
+}
+
+// Run rolls up and compacts on a real account: chunks written minutes apart three hours ago
+// are merged, and their hour is read from the tier in one request. The clock is fixed: each
+// loop's first run covers its catch-up horizon, and later runs have nothing new to cover.
+func TestServerRunRollsUpAndCompacts(t *testing.T) {
+	ctx := context.Background()
+	db, name, checker := openDB(t, nil)
+	_, err := server.New(db, &server.Options{RollupCatchUp: -time.Hour})
+	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+
+	now := time.Now()
+	hour := now.Truncate(time.Hour).Add(-3 * time.Hour)
+	for i := range 20 { // 20 writes: 20 chunks
+		require.NoError(t, db.Write(ctx, "k", tablets.Point{Time: hour.Add(time.Duration(3*i) * time.Minute), Value: float64(i)}))
+	}
+	raw := rawTable(t, name, db, hour)
+	require.Equal(t, 20, entityCount(t, raw))
+
+	done := make(chan loopDone, 16)
+	s, err := server.New(db, &server.Options{RollupEvery: 10 * time.Millisecond, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
+		Now: func() time.Time { return now }, Logger: slog.New(&doneHandler{done: done})})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(runCtx) }()
+	covered := map[string]time.Time{}
+	deadline := time.After(60 * time.Second)
+	for covered["rollup"].Before(now.Add(-tsdb.DefaultSealDelay)) || covered["compact"].Before(now) {
+		select {
+		case d := <-done:
+			covered[d.task] = d.to
+		case <-deadline:
+			t.Fatalf("the loops covered only %v", covered)
+		}
+	}
+	stop()
+	require.NoError(t, <-stopped)
+
+	require.Equal(t, 1, entityCount(t, raw), "20 chunks compacted into one")
+	before := checker.Stats().Requests
+	var w []tsdb.Window
+	for win, err := range db.Aggregate(ctx, []string{"k"}, hour, hour.Add(time.Hour), time.Hour) {
+		require.NoError(t, err)
+		w = append(w, win)
+	}
+	require.Len(t, w, 1)
+	require.Equal(t, uint64(20), w[0].Count)
+	require.Equal(t, int64(1), checker.Stats().Requests-before, "the hour is read from the tier the loop made")
+}
+
+// loopDone is a background loop's successful run, as its debug log says.
+type loopDone struct {
+	task string
+	to   time.Time
+}
+
+// doneHandler passes on the server's "background ... done" records.
+type doneHandler struct{ done chan<- loopDone }
+
+func (h *doneHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *doneHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *doneHandler) WithGroup(string) slog.Handler            { return h }
+func (h *doneHandler) Handle(_ context.Context, r slog.Record) error {
+	task, ok := strings.CutSuffix(strings.TrimPrefix(r.Message, "background "), " done")
+	if !ok {
+		return nil
+	}
+	d := loopDone{task: task}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "to" {
+			d.to = a.Value.Time()
+		}
+		return true
+	})
+	select {
+	case h.done <- d:
+	default: // the test has what it waits for: later runs cover nothing
+	}
+	return nil
+}
+
+// rawTable is the raw table of db (named name) holding t (docs/format.md: name, "r", the
+// period's start in Unix seconds).
+func rawTable(t *testing.T, name string, db *tsdb.DB, at time.Time) *aztables.Client {
+	admin, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	period := int64(db.Options().RawPeriod / time.Second)
+	return admin.NewClient(name + "r" + strconv.FormatInt(at.Unix()/period*period, 10))
+}
+
+func entityCount(t *testing.T, client *aztables.Client) int {
+	sel := "PartitionKey,RowKey"
+	n := 0
+	for p := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); p.More(); {
+		page, err := p.NextPage(context.Background())
+		require.NoError(t, err)
+		n += len(page.Entities)
+	}
+	return n
 }

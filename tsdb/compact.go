@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/maintain"
 )
 
 // compacter is a raw store that merges small chunks (chunked).
@@ -42,23 +45,25 @@ func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
 	return nil
 }
 
-// KeepCompacted compacts, every interval, the last lookback (up to now), until ctx is done;
-// it then returns ctx's error. An error goes to report (nil: dropped) and the loop goes on.
-func (db *DB) KeepCompacted(ctx context.Context, interval, lookback time.Duration, report func(error)) error {
+// KeepCompacted compacts, every interval, the chunks of the time since its last successful
+// run (Compact up to now), until ctx is done; it then returns ctx's error. The first run covers
+// the last lookback. A run that fails is retried by the next from the same start, so an
+// outage is caught up, up to lookback back: no run reaches further. A run is cut into days
+// (UTC), each compacted once it is done. report (nil: none) is told of each, its range and
+// its error (nil: compacted), and the loop goes on. Bad arguments give an error wrapping
+// tablets.ErrInvalidOptions.
+func (db *DB) KeepCompacted(ctx context.Context, interval, lookback time.Duration, report func(from, to time.Time, err error)) error {
 	if interval <= 0 || lookback <= 0 {
-		return fmt.Errorf("tsdb: KeepCompacted: interval %v and lookback %v must be positive", interval, lookback)
+		return fmt.Errorf("tsdb: KeepCompacted: %w: interval %v and lookback %v must be positive", tablets.ErrInvalidOptions, interval, lookback)
 	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
-		}
-		now := time.Now()
-		if err := db.Compact(ctx, now.Add(-lookback), now.Add(time.Minute)); err != nil && report != nil && ctx.Err() == nil {
-			report(err)
-		}
+	err := maintain.Ranges(ctx, db.Compact, &maintain.Options{Every: interval, CatchUp: lookback, Limit: lookback,
+		Slice: 24 * time.Hour, Report: func(r maintain.Run) {
+			if report != nil {
+				report(r.From, r.To, r.Err)
+			}
+		}})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("tsdb: KeepCompacted: %w", err)
 	}
+	return err
 }

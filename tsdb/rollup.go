@@ -15,6 +15,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
 )
@@ -277,26 +278,36 @@ func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Poi
 	return nil
 }
 
-// KeepRolledUp rolls up, every interval, the windows that ended between lookback and
-// SealDelay ago (windows are trusted only once sealed), until ctx is done; it then returns
-// ctx's error. An error goes to report (nil: dropped) and the loop goes on. Run it in a
-// goroutine of a long-running process instead of a cron job; several processes may run it
-// at once (their writes of a block are conditional on its ETag).
-func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration, report func(error)) error {
+// KeepRolledUp rolls up, every interval, the windows sealed since its last successful run
+// (Rollup up to SealDelay ago: windows are trusted only once sealed), until ctx is done; it
+// then returns ctx's error. The first run starts lookback ago. A run that fails is retried by
+// the next from the same start, so an outage is caught up, up to lookback back (and never
+// past RawRetention, whose points may be gone). A run is cut into blocks of the coarsest
+// tier, each rolled up once it is done. report (nil: none) is told of each, its range and
+// its error (nil: rolled up), and the loop goes on. Run it in a goroutine of a long-running
+// process instead of a cron job; several processes may run it at once (their writes of a
+// block are conditional on its ETag). lookback must exceed SealDelay, else the error wraps
+// tablets.ErrInvalidOptions.
+func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration, report func(from, to time.Time, err error)) error {
+	if retention := db.opts.RawRetention; retention > 0 && lookback > retention {
+		lookback = retention
+	}
 	if interval <= 0 || lookback <= db.opts.SealDelay {
-		return fmt.Errorf("tsdb: KeepRolledUp: interval %v must be positive and lookback %v over SealDelay %v", interval, lookback, db.opts.SealDelay)
+		return fmt.Errorf("tsdb: KeepRolledUp: %w: interval %v must be positive and lookback %v (at most RawRetention) over SealDelay %v",
+			tablets.ErrInvalidOptions, interval, lookback, db.opts.SealDelay)
 	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticker.C:
-		}
-		now := time.Now()
-		if err := db.Rollup(ctx, now.Add(-lookback), now.Add(-db.opts.SealDelay)); err != nil && report != nil && ctx.Err() == nil {
-			report(err)
-		}
+	var slice time.Duration
+	if tiers := db.opts.Tiers; len(tiers) > 0 {
+		slice = tiers[len(tiers)-1].block()
 	}
+	err := maintain.Ranges(ctx, db.Rollup, &maintain.Options{Every: interval, Lag: db.opts.SealDelay, CatchUp: lookback,
+		Limit: lookback, Slice: slice, Report: func(r maintain.Run) {
+			if report != nil {
+				report(r.From, r.To, r.Err)
+			}
+		}})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("tsdb: KeepRolledUp: %w", err)
+	}
+	return err
 }

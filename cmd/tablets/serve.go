@@ -26,6 +26,7 @@ type serveFlags struct {
 	rawPeriod, rawRetention           time.Duration
 	maxInFlight                       int
 	rollupEvery, compactEvery, retain time.Duration
+	rollupCatchUp, compactCatchUp     time.Duration
 	shutdownTimeout                   time.Duration
 }
 
@@ -47,7 +48,9 @@ With no connection string or account URL it starts a local Azurite (in memory), 
 does: one command gives a working store on a laptop. The server keeps no state another
 cannot see: run as many as you like on one database behind a load balancer. Each also rolls
 up the tiers, compacts the chunks remote writes make, and drops tables past --raw-retention,
-on timers (several servers may do so at once).
+on timers (several servers may do so at once). Rollup and compaction cover everything since
+their last successful run, whatever the interval, so an outage is caught up; a server started
+after downtime starts from --rollup-catch-up and --compact-catch-up ago.
 
 prometheus.yml:
   remote_write:
@@ -71,8 +74,10 @@ Grafana: a Prometheus data source with URL http://127.0.0.1:9201.`,
 	f.DurationVar(&sf.rawPeriod, "raw-period", 0, "span of one raw table (0: 168h); as the database was written")
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
-	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tiers (0: 5m; negative: never)")
-	f.DurationVar(&sf.compactEvery, "compact-every", 0, "how often to compact recent chunks (0: 5m; negative: never)")
+	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
+	f.DurationVar(&sf.rollupCatchUp, "rollup-catch-up", 0, "how far back the first rollup starts, and a rollup after an outage reaches at most (0: 72h; never past --raw-retention)")
+	f.DurationVar(&sf.compactEvery, "compact-every", 0, "how often to compact the chunks written since the last compaction (0: 5m; negative: never)")
+	f.DurationVar(&sf.compactCatchUp, "compact-catch-up", 0, "how far back the first compaction starts (0: 24h)")
 	f.DurationVar(&sf.retain, "retain-every", 0, "how often to drop tables past their retention (0: 1h; negative: never)")
 	f.DurationVar(&sf.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to finish requests in flight")
 	return cmd
@@ -97,6 +102,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	}
 	if sf.maxInFlight < 0 {
 		return usageErrorf(cmd, "--max-samples-in-flight must not be negative")
+	}
+	if sf.rollupCatchUp < 0 || sf.compactCatchUp < 0 {
+		return usageErrorf(cmd, "--rollup-catch-up and --compact-catch-up must not be negative")
 	}
 	listener, err := net.Listen("tcp", sf.listen)
 	if err != nil {
@@ -133,7 +141,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	s, err := server.New(db, &server.Options{
 		MaxSamplesInFlight: sf.maxInFlight,
 		RollupEvery:        sf.rollupEvery,
+		RollupCatchUp:      sf.rollupCatchUp,
 		CompactEvery:       sf.compactEvery,
+		CompactCatchUp:     sf.compactCatchUp,
 		RetainEvery:        sf.retain,
 		Logger:             logger,
 		Collectors:         []prometheus.Collector{accountCollector(ctr)},

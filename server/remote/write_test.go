@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -630,24 +631,69 @@ func TestNewWriteHandlerOptions(t *testing.T) {
 	assert.Equal(t, int64(DefaultMaxSamplesInFlight), h.Stats().MaxSamplesInFlight)
 }
 
+// The gate serves waiters in arrival order: a later, smaller request that would fit waits
+// behind a larger one, and units released go to the front first. In a bubble, each step is
+// observed once every goroutine is blocked, so the order is exact.
 func TestGateFIFO(t *testing.T) {
-	g := newGate(10)
-	require.NoError(t, g.acquire(context.Background(), 8))
-	order := make(chan int, 2)
-	go func() { _ = g.acquire(context.Background(), 5); order <- 1 }()
-	waitFor(t, func() bool { _, w := g.state(); return w == 1 })
-	go func() { _ = g.acquire(context.Background(), 1); order <- 2 }()
-	waitFor(t, func() bool { _, w := g.state(); return w == 2 })
-	// 1 unit would fit, but the larger request ahead of it goes first.
-	select {
-	case <-order:
-		t.Fatal("a later, smaller request overtook a waiting one")
-	default:
-	}
-	g.release(8)
-	got := []int{<-order, <-order}
-	assert.True(t, slices.Equal(got, []int{1, 2}) || slices.Equal(got, []int{2, 1}))
-	used, waiting := g.state()
-	assert.Equal(t, int64(6), used)
-	assert.Zero(t, waiting)
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate(10)
+		require.NoError(t, g.acquire(context.Background(), 8))
+		var mu sync.Mutex
+		var order []string
+		got := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(order) }
+		acquire := func(name string, n int64) {
+			go func() {
+				if g.acquire(context.Background(), n) == nil {
+					mu.Lock()
+					order = append(order, name)
+					mu.Unlock()
+				}
+			}()
+			synctest.Wait() // waiting (or served) before the next one arrives
+		}
+		acquire("big", 9)
+		acquire("small", 2) // 2 units would fit beside the 8 held, but the big request is ahead
+		acquire("third", 9)
+		used, waiting := g.state()
+		assert.Equal(t, int64(8), used)
+		assert.Equal(t, 3, waiting)
+		assert.Empty(t, got(), "a later, smaller request overtook a waiting one")
+
+		// Each release serves exactly one waiter, the first: the next does not fit beside it.
+		g.release(8)
+		synctest.Wait()
+		assert.Equal(t, []string{"big"}, got())
+		g.release(9)
+		synctest.Wait()
+		assert.Equal(t, []string{"big", "small"}, got())
+		g.release(2)
+		synctest.Wait()
+		assert.Equal(t, []string{"big", "small", "third"}, got())
+		used, waiting = g.state()
+		assert.Equal(t, int64(9), used)
+		assert.Zero(t, waiting)
+	})
+}
+
+// A waiter that gives up leaves the queue, and the one behind it is served.
+func TestGateCancelledWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGate(10)
+		require.NoError(t, g.acquire(context.Background(), 6))
+		ctx, cancel := context.WithCancel(context.Background())
+		bigErr := make(chan error, 1)
+		go func() { bigErr <- g.acquire(ctx, 9) }()
+		synctest.Wait()
+		small := make(chan error, 1)
+		go func() { small <- g.acquire(context.Background(), 4) }()
+		synctest.Wait()
+		_, waiting := g.state()
+		require.Equal(t, 2, waiting, "the small request waits behind the big one")
+		cancel()
+		require.ErrorIs(t, <-bigErr, context.Canceled)
+		require.NoError(t, <-small)
+		used, waiting := g.state()
+		assert.Equal(t, int64(10), used)
+		assert.Zero(t, waiting)
+	})
 }

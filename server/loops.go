@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seed71701133/tablets/internal/maintain"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// loop is one of Run's background tasks: ranged (rollup, compaction) or not (retention).
+type loop struct {
+	name   string
+	opts   maintain.Options
+	ranges maintain.RangeTask
+	tick   maintain.TickTask
+}
+
+// loops are Run's tasks on the server's database.
+func (s *Server) loops() []loop {
+	loops := schedule(s.opts, s.db.Options())
+	for i := range loops {
+		switch loops[i].name {
+		case "rollup":
+			loops[i].ranges = s.db.Rollup
+		case "compact":
+			loops[i].ranges = s.db.Compact
+		case "retain":
+			loops[i].tick = s.retain
+		}
+	}
+	return loops
+}
+
+// schedule is when and over what range Run's tasks run, for the server's options o (with
+// their defaults) and the database's db: the tasks not disabled, without their work.
+func schedule(o Options, db tsdb.Options) []loop {
+	var loops []loop
+	if o.RollupEvery > 0 {
+		// Windows are trusted once sealed; their raw points are kept RawRetention at least.
+		catchUp, limit := max(o.RollupCatchUp, db.SealDelay), time.Duration(0)
+		if db.RawRetention > 0 {
+			limit = max(db.RawRetention, db.SealDelay)
+			catchUp = min(catchUp, limit)
+		}
+		var slice time.Duration // a block of the coarsest tier: Rollup works whole ones
+		if len(db.Tiers) > 0 {
+			slice = db.Tiers[len(db.Tiers)-1].Step * tierBlockWindows
+		}
+		loops = append(loops, loop{name: "rollup", opts: maintain.Options{Every: o.RollupEvery, Lag: db.SealDelay,
+			CatchUp: catchUp, Limit: limit, Slice: slice}})
+	}
+	if o.CompactEvery > 0 {
+		// Cut at days: a chunked partition is a day by default, and compacted whole.
+		loops = append(loops, loop{name: "compact", opts: maintain.Options{Every: o.CompactEvery,
+			CatchUp: o.CompactCatchUp, Slice: 24 * time.Hour}})
+	}
+	if o.RetainEvery > 0 {
+		loops = append(loops, loop{name: "retain", opts: maintain.Options{Every: o.RetainEvery}})
+	}
+	for i := range loops {
+		loops[i].opts.Now = o.Now
+	}
+	return loops
+}
+
+// tierBlockWindows is the number of windows of a tier block (docs/format.md).
+const tierBlockWindows = 24
+
+// retain drops the tables past their retention.
+func (s *Server) retain(ctx context.Context, now time.Time) error {
+	dropped, err := s.db.Retain(ctx, now)
+	if len(dropped) > 0 {
+		s.log.Info("retention dropped tables", "tables", dropped)
+	}
+	return err
+}
+
+// runLoops runs loops until ctx is done, counting and logging their runs.
+func (s *Server) runLoops(ctx context.Context, loops []loop) {
+	var wg sync.WaitGroup
+	for _, l := range loops {
+		l.opts.Report = func(r maintain.Run) { s.reportRun(l.name, r) }
+		wg.Go(func() {
+			var err error
+			if l.ranges != nil {
+				err = maintain.Ranges(ctx, l.ranges, &l.opts)
+			} else {
+				err = maintain.Ticks(ctx, l.tick, &l.opts)
+			}
+			if ctx.Err() == nil {
+				s.log.Error("background "+l.name+" stopped", "err", err) // options New let through: a bug
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func (s *Server) reportRun(name string, r maintain.Run) {
+	if r.Err != nil {
+		s.background.WithLabelValues(name, "error").Inc()
+		if r.From.IsZero() {
+			s.log.Warn("background "+name+" failed", "err", r.Err)
+		} else {
+			s.log.Warn("background "+name+" failed; the next run retries from its start", "from", r.From, "to", r.To, "err", r.Err)
+		}
+		return
+	}
+	s.background.WithLabelValues(name, "ok").Inc()
+	if !r.To.IsZero() {
+		s.covered.WithLabelValues(name).Set(float64(r.To.UnixNano()) / 1e9)
+		s.log.Debug("background "+name+" done", "from", r.From, "to", r.To)
+	}
+}
+
+func (s *Server) registerLoopMetrics() {
+	s.background = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_background_runs_total",
+		Help: "Runs of the rollup, compaction and retention loops, by result (a run of a long range counts once per slice)."}, []string{"task", "result"})
+	s.covered = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablets_background_covered_until_seconds",
+		Help: "Unix time up to which the rollup and compaction loops have covered the database."}, []string{"task"})
+}
