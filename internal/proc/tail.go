@@ -19,7 +19,6 @@ func NewTail(limit int) *Tail {
 	return &Tail{max: max(limit, 1)}
 }
 
-
 // Write keeps p, dropping the oldest bytes beyond the bound. It never fails.
 func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
