@@ -9,17 +9,20 @@ import (
 	"sync/atomic"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/seed71701133/tablets/internal/meter"
 )
 
 // counter is a policy.Transporter that counts what goes through it: requests (every
-// attempt: it sits below the retry policy), HTTP body bytes each way, entities sent (one per
-// single-entity write, one per operation of a batch) and entities received (the entities
-// of query responses). It is safe for concurrent use.
+// attempt: it sits below the retry policy) and HTTP body bytes each way (measured as the
+// test harness measures them), entities sent (one per single-entity write, one per
+// operation of a batch) and entities received (the entities of query responses). It is
+// safe for concurrent use.
 type counter struct {
 	next policy.Transporter
 
-	requests, sent, received, entitiesSent, entitiesReceived atomic.Int64
-	entityBytes                                              atomic.Int64
+	wire                                        meter.Meter
+	entitiesSent, entitiesReceived, entityBytes atomic.Int64
 }
 
 // counts is a snapshot of a counter.
@@ -36,7 +39,8 @@ func (c counts) sub(o counts) counts {
 }
 
 func (c *counter) snapshot() counts {
-	return counts{c.requests.Load(), c.sent.Load(), c.received.Load(), c.entitiesSent.Load(), c.entitiesReceived.Load(), c.entityBytes.Load()}
+	w := c.wire.Counts()
+	return counts{w.Requests, w.BytesSent, w.BytesReceived, c.entitiesSent.Load(), c.entitiesReceived.Load(), c.entityBytes.Load()}
 }
 
 // batchEntityBytes is the size of the JSON bodies of a batch's operations: each is an HTTP
@@ -65,45 +69,40 @@ func batchEntityBytes(body []byte) int64 {
 
 // Do counts req and forwards it.
 func (c *counter) Do(req *http.Request) (*http.Response, error) {
-	c.requests.Add(1)
 	path := req.URL.Path
 	last := path[strings.LastIndexByte(path, '/')+1:]
 	isTables := strings.HasPrefix(last, "Tables")
 	if req.Body != nil && req.Body != http.NoBody {
 		switch {
 		case req.Method == http.MethodPost && last == "$batch":
-			body, err := replayableBody(req)
+			body, err := meter.ReadBody(req)
 			if err != nil {
 				return nil, err
 			}
-			c.sent.Add(int64(len(body)))
 			// Each operation of a changeset is one part of type application/http.
 			c.entitiesSent.Add(int64(bytes.Count(body, []byte("application/http"))))
 			c.entityBytes.Add(batchEntityBytes(body))
-		default:
+		case !isTables:
 			n := req.ContentLength
-			if n < 0 {
-				body, err := replayableBody(req)
+			if n <= 0 {
+				body, err := meter.ReadBody(req)
 				if err != nil {
 					return nil, err
 				}
 				n = int64(len(body))
 			}
-			c.sent.Add(n)
-			if !isTables {
-				c.entitiesSent.Add(1)
-				c.entityBytes.Add(n)
-			}
+			c.entitiesSent.Add(1)
+			c.entityBytes.Add(n)
 		}
 	}
-	resp, err := c.next.Do(req)
+	resp, err := c.wire.Send(c.next, req)
 	if err != nil || resp.Body == nil {
 		return resp, err
 	}
 	if req.Method == http.MethodGet && !isTables && resp.StatusCode == http.StatusOK {
+		// Read the page here (the meter counts its bytes) to count its entities.
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		c.received.Add(int64(len(body)))
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		if err != nil {
 			return nil, err
@@ -118,31 +117,6 @@ func (c *counter) Do(req *http.Request) (*http.Response, error) {
 				c.entitiesReceived.Add(1) // a point read
 			}
 		}
-		return resp, nil
 	}
-	resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.received}
 	return resp, nil
-}
-
-// replayableBody reads req.Body and puts back an equivalent one.
-func replayableBody(req *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(req.Body)
-	req.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	req.Body = io.NopCloser(bytes.NewReader(b))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	return b, nil
-}
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
 }

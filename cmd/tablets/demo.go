@@ -301,6 +301,9 @@ func (a *app) demoLayout(ctx context.Context, name string, store tablets.Store, 
 			return rows, fmt.Errorf("write: %w", err)
 		}
 		bar.Add(len(part))
+		if written, ok := ctx.Value(demoWrittenKey{}).(func(string, int)); ok {
+			written(name, off+len(part))
+		}
 	}
 	bar.Done()
 	rows = append(rows, demoRow{op: "write " + spanName(n), layout: name, points: n,
@@ -334,6 +337,16 @@ func (a *app) demoLayout(ctx context.Context, name string, store tablets.Store, 
 			c: ctr.snapshot().sub(before), elapsed: elapsed})
 	}
 	return rows, nil
+}
+
+// demoWrittenKey is the context key of a function that the demo calls after each write that
+// succeeded, with the layout and the number of points it has stored so far: tests use it to
+// interrupt the demo at a known point.
+type demoWrittenKey struct{}
+
+// withDemoWritten returns ctx carrying written (see demoWrittenKey).
+func withDemoWritten(ctx context.Context, written func(layout string, points int)) context.Context {
+	return context.WithValue(ctx, demoWrittenKey{}, written)
 }
 
 // spanName prints a span of seconds as hours: 24h, 1.5h, 20m.

@@ -546,14 +546,23 @@ func TestDemoAccount(t *testing.T) {
 	assert.Regexp(t, `1h windows from the hour tier +48 +1 `, r.stdout, "the tier answers in one request")
 	assert.Empty(t, demoTables(), "the database's tables too")
 
-	// Ctrl-C in the middle of the basic write: exit 130, tables deleted.
+	// Ctrl-C once the basic layout has stored its first hour of two: exit 130, no write
+	// after it, no table printed, the tables deleted.
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		cancel()
-	}()
-	r = tabletsCtx(t, ctx, env, "", "demo")
+	defer cancel()
+	var written []string
+	ctx = withDemoWritten(ctx, func(layout string, points int) {
+		written = append(written, fmt.Sprintf("%s %d", layout, points))
+		if layout == "basic" && points >= 3600 {
+			cancel()
+		}
+	})
+	r = tabletsCtx(t, ctx, env, "", "demo", "--hours", "2")
 	assert.Equal(t, exitInterrupted, r.code, r.stderr)
+	assert.Equal(t, []string{"basic 3600"}, written, "the write after the interrupt was not made")
+	assert.Contains(t, r.stderr, "basic: writing 7,200 points...")
+	assert.NotContains(t, r.stderr, "advanced:")
 	assert.Contains(t, r.stderr, "tablets: interrupted")
+	assert.Empty(t, r.stdout, "the table is printed only when every layout is done")
 	assert.Empty(t, demoTables())
 }

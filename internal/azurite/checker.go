@@ -21,6 +21,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+
+	"github.com/seed71701133/tablets/internal/meter"
 )
 
 // Azure Table Storage limits that Azurite does not (fully) enforce. The Checker reports a
@@ -92,9 +94,10 @@ type Checker struct {
 	callIDs    map[string]bool // request IDs seen, for Stats.Calls
 	calls      int64
 
-	requests, queries, batches, entityWrites, deletes, other atomic.Int64
-	batchOps, entityBytes                                    atomic.Int64
-	requestBytes, responseBytes                              atomic.Int64
+	wire meter.Meter // requests and body bytes, below the checks
+
+	queries, batches, entityWrites, deletes, other atomic.Int64
+	batchOps, entityBytes                          atomic.Int64
 }
 
 // NewChecker returns a Checker that forwards to next (nil: a shared default HTTP client
@@ -124,8 +127,9 @@ func (c *Checker) Violations() []string {
 
 // Stats returns the request counts since creation or the last [Checker.Reset].
 func (c *Checker) Stats() Stats {
+	wire := c.wire.Counts()
 	return Stats{
-		Requests:        c.requests.Load(),
+		Requests:        wire.Requests,
 		Queries:         c.queries.Load(),
 		Batches:         c.batches.Load(),
 		EntityWrites:    c.entityWrites.Load(),
@@ -133,8 +137,8 @@ func (c *Checker) Stats() Stats {
 		Other:           c.other.Load(),
 		BatchOperations: c.batchOps.Load(),
 		EntityBytes:     c.entityBytes.Load(),
-		RequestBytes:    c.requestBytes.Load(),
-		ResponseBytes:   c.responseBytes.Load(),
+		RequestBytes:    wire.BytesSent,
+		ResponseBytes:   wire.BytesReceived,
 		Calls:           c.callCount(),
 	}
 }
@@ -142,8 +146,9 @@ func (c *Checker) Stats() Stats {
 // Reset zeroes the counters and clears the recorded violations (violations already
 // reported to the test stay reported).
 func (c *Checker) Reset() {
-	for _, n := range []*atomic.Int64{&c.requests, &c.queries, &c.batches, &c.entityWrites,
-		&c.deletes, &c.other, &c.batchOps, &c.entityBytes, &c.requestBytes, &c.responseBytes} {
+	c.wire.Reset()
+	for _, n := range []*atomic.Int64{&c.queries, &c.batches, &c.entityWrites,
+		&c.deletes, &c.other, &c.batchOps, &c.entityBytes} {
 		n.Store(0)
 	}
 	c.mu.Lock()
@@ -173,15 +178,8 @@ func summary(req *http.Request) string {
 
 // Do checks req, counts it and forwards it to the next transport.
 func (c *Checker) Do(req *http.Request) (*http.Response, error) {
-	if req.ContentLength > 0 {
-		c.requestBytes.Add(req.ContentLength)
-	}
 	c.countCall(req.Header.Get("x-ms-client-request-id"))
-	resp, err := c.do(req)
-	if resp != nil && resp.Body != nil {
-		resp.Body = &countingBody{ReadCloser: resp.Body, n: &c.responseBytes}
-	}
-	return resp, err
+	return c.do(req)
 }
 
 func (c *Checker) callCount() int64 {
@@ -206,20 +204,7 @@ func (c *Checker) countCall(id string) {
 	c.calls++
 }
 
-// countingBody counts the bytes of a response body as the client reads them.
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (b *countingBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	b.n.Add(int64(n))
-	return n, err
-}
-
 func (c *Checker) do(req *http.Request) (*http.Response, error) {
-	c.requests.Add(1)
 	t := classify(req.Method, req.URL)
 	if c.countOnly {
 		return c.count(req, t)
@@ -229,7 +214,7 @@ func (c *Checker) do(req *http.Request) (*http.Response, error) {
 	var body []byte
 	if t.kind == kindBatch || t.kind == kindEntityWrite {
 		var err error
-		body, err = readBody(req)
+		body, err = meter.ReadBody(req)
 		if err != nil {
 			return nil, fmt.Errorf("azurite.Checker: read request body: %w", err)
 		}
@@ -250,7 +235,7 @@ func (c *Checker) do(req *http.Request) (*http.Response, error) {
 	default:
 		c.other.Add(1)
 	}
-	return c.next.Do(req)
+	return c.wire.Send(c.next, req)
 }
 
 // count is Do for a counter: the same Stats, no checks.
@@ -261,7 +246,7 @@ func (c *Checker) count(req *http.Request, t target) (*http.Response, error) {
 	case kindDelete:
 		c.deletes.Add(1)
 	case kindEntityWrite, kindBatch:
-		body, err := readBody(req)
+		body, err := meter.ReadBody(req)
 		if err != nil {
 			return nil, fmt.Errorf("azurite.Checker: read request body: %w", err)
 		}
@@ -283,24 +268,7 @@ func (c *Checker) count(req *http.Request, t target) (*http.Response, error) {
 	default:
 		c.other.Add(1)
 	}
-	return c.next.Do(req)
-}
-
-// readBody reads req.Body and puts back an equivalent one (Body and GetBody).
-func readBody(req *http.Request) ([]byte, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return nil, nil
-	}
-	b, err := io.ReadAll(req.Body)
-	req.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	req.Body = io.NopCloser(bytes.NewReader(b))
-	if req.GetBody != nil {
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-	}
-	return b, nil
+	return c.wire.Send(c.next, req)
 }
 
 func (c *Checker) checkQueryString(req *http.Request) {

@@ -329,8 +329,8 @@ func (p *Prometheus) WaitFor(ctx context.Context, query string) (Vector, error) 
 				return nil, fmt.Errorf("promrun: waiting for %s: %w (last error: %v)", query, ctx.Err(), last)
 			}
 			return nil, fmt.Errorf("promrun: waiting for %s: %w (empty answers)", query, ctx.Err())
-		case <-p.done:
-			return nil, fmt.Errorf("promrun: waiting for %s: prometheus exited (%v)", query, p.waitErr)
+		case <-p.proc.Done():
+			return nil, fmt.Errorf("promrun: waiting for %s: prometheus exited (%v)", query, p.proc.ExitErr())
 		case <-tick.C:
 		}
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seed71701133/tablets/internal/proc"
 )
 
 // DirEnv names the environment variable that overrides the install directory: a directory
@@ -156,55 +158,36 @@ func binaryVersion(ctx context.Context, bin string) (string, error) {
 }
 
 func install(ctx context.Context, dir string) (*Binaries, error) {
-	b, err := check(ctx, dir)
-	if err == nil {
-		return b, nil
-	}
-	if !errors.Is(err, errMissing) && !managed(dir) {
-		return nil, fmt.Errorf("promrun: %v (and %s was not installed by promrun, so it is left alone: fix or unset $%s)", err, dir, DirEnv)
-	}
-	if err := checkForeign(dir); err != nil {
-		return nil, err
-	}
-
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("promrun: create install directory: %w", err)
-	}
-	unlock, err := lockFile(ctx, filepath.Join(dir, ".lock"))
-	if err != nil {
-		return nil, fmt.Errorf("promrun: lock %s: %w", dir, err)
-	}
-	defer unlock()
-	if b, err := check(ctx, dir); err == nil { // another process installed it while we waited
-		return b, nil
-	}
-	if err := checkForeign(dir); err != nil {
-		return nil, err
-	}
-	// Leftovers of an interrupted install (safe to remove: we hold the lock).
-	if old, _ := filepath.Glob(filepath.Join(dir, "install-*")); len(old) > 0 {
-		for _, o := range old {
-			_ = os.RemoveAll(o)
+	var b *Binaries
+	done := func() (bool, error) {
+		var err error
+		if b, err = check(ctx, dir); err == nil {
+			return true, nil
 		}
+		if !errors.Is(err, errMissing) && !managed(dir) {
+			return false, fmt.Errorf("%v (and %s was not installed by promrun, so it is left alone: fix or unset $%s)", err, dir, DirEnv)
+		}
+		return false, checkForeign(dir)
 	}
+	if err := proc.Install(ctx, dir, done, func(tmp string) error { return unpack(ctx, dir, tmp) }); err != nil {
+		return nil, fmt.Errorf("promrun: %w", err)
+	}
+	return b, nil
+}
+
+// unpack downloads the package into tmp, unpacks it there and moves it into dir.
+func unpack(ctx context.Context, dir, tmp string) error {
 	for _, tool := range []string{"apt-cache", "apt-get", "dpkg"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return nil, fmt.Errorf("promrun: %s not found on PATH: installing Prometheus needs Debian's apt and dpkg; elsewhere, unpack Debian's prometheus_%s* package (`dpkg -x prometheus_*.deb DIR`) and set $%s=DIR",
+			return fmt.Errorf("%s not found on PATH: installing Prometheus needs Debian's apt and dpkg; elsewhere, unpack Debian's prometheus_%s* package (`dpkg -x prometheus_*.deb DIR`) and set $%s=DIR",
 				tool, VersionPrefix, DirEnv)
 		}
 	}
-
 	start := time.Now()
 	version, err := pickVersion(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	tmp, err := os.MkdirTemp(dir, "install-")
-	if err != nil {
-		return nil, fmt.Errorf("promrun: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-
 	args := []string{"download", Package + "=" + version}
 	if os.Geteuid() == 0 {
 		// As root, apt downloads as user _apt, who cannot write to our 0700 temporary
@@ -214,28 +197,32 @@ func install(ctx context.Context, dir string) (*Binaries, error) {
 	cmd := exec.CommandContext(ctx, "apt-get", args...)
 	cmd.Dir = tmp
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("promrun: `apt-get %s` failed after %s (it needs the Debian mirror; if it cannot locate the package, run `apt-get update` as root): %w\n%s",
+		return fmt.Errorf("`apt-get %s` failed after %s (it needs the Debian mirror; if it cannot locate the package, run `apt-get update` as root): %w\n%s",
 			strings.Join(args, " "), time.Since(start).Round(time.Millisecond), ctxErr(ctx, err), out)
 	}
 	debs, _ := filepath.Glob(filepath.Join(tmp, Package+"_*.deb"))
 	if len(debs) != 1 {
-		return nil, fmt.Errorf("promrun: `apt-get download` left %d %s_*.deb files in %s, want 1", len(debs), Package, tmp)
+		return fmt.Errorf("`apt-get download` left %d %s_*.deb files in %s, want 1", len(debs), Package, tmp)
 	}
 	root := filepath.Join(tmp, "root")
 	if out, err := exec.CommandContext(ctx, "dpkg", "-x", debs[0], root).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("promrun: `dpkg -x %s %s` failed: %w\n%s", debs[0], root, ctxErr(ctx, err), out)
+		return fmt.Errorf("`dpkg -x %s %s` failed: %w\n%s", debs[0], root, ctxErr(ctx, err), out)
 	}
 	if _, err := check(ctx, root); err != nil {
-		return nil, fmt.Errorf("promrun: unpacked %s but: %w", filepath.Base(debs[0]), err)
+		return fmt.Errorf("unpacked %s but: %w", filepath.Base(debs[0]), err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, stampFile), []byte(version+"\n"), 0o644); err != nil {
-		return nil, fmt.Errorf("promrun: %w", err)
+		return err
 	}
-	// Replace a stale install, then move the new one into place: usr/ (the binaries) last, so
-	// that an interrupted install never looks complete.
+	return moveInto(dir, root)
+}
+
+// moveInto replaces dir's install with root's entries: usr/ (the binaries) is removed first
+// and moved last, so that an interrupted install never looks complete.
+func moveInto(dir, root string) error {
 	entries, err := os.ReadDir(root)
 	if err != nil {
-		return nil, fmt.Errorf("promrun: %w", err)
+		return err
 	}
 	names := make([]string, 0, len(entries))
 	for _, e := range entries {
@@ -244,22 +231,18 @@ func install(ctx context.Context, dir string) (*Binaries, error) {
 		}
 	}
 	names = append(names, "usr")
-	if err := os.RemoveAll(filepath.Join(dir, "usr")); err != nil { // first: a stale install stops looking complete
-		return nil, fmt.Errorf("promrun: remove stale install: %w", err)
+	if err := os.RemoveAll(filepath.Join(dir, "usr")); err != nil {
+		return fmt.Errorf("remove stale install: %w", err)
 	}
 	for _, name := range names {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
-			return nil, fmt.Errorf("promrun: remove stale install: %w", err)
+			return fmt.Errorf("remove stale install: %w", err)
 		}
 		if err := os.Rename(filepath.Join(root, name), filepath.Join(dir, name)); err != nil {
-			return nil, fmt.Errorf("promrun: %w", err)
+			return err
 		}
 	}
-	b, err = check(ctx, dir)
-	if err != nil {
-		return nil, fmt.Errorf("promrun: install in %s incomplete: %w", dir, err)
-	}
-	return b, nil
+	return nil
 }
 
 // checkForeign returns an error if dir holds a usr/ or etc/ that promrun did not install: we
@@ -270,7 +253,7 @@ func checkForeign(dir string) error {
 	}
 	for _, name := range []string{"usr", "etc"} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {
-			return fmt.Errorf("promrun: %s has no working prometheus but already has %s/, not installed by promrun: refusing to install there (fix or unset $%s)",
+			return fmt.Errorf("%s has no working prometheus but already has %s/, not installed by promrun: refusing to install there (fix or unset $%s)",
 				dir, name, DirEnv)
 		}
 	}
@@ -288,7 +271,7 @@ func managed(dir string) bool {
 func pickVersion(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "apt-cache", "madison", Package).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("promrun: `apt-cache madison %s` failed: %w\n%s", Package, ctxErr(ctx, err), out)
+		return "", fmt.Errorf("`apt-cache madison %s` failed: %w\n%s", Package, ctxErr(ctx, err), out)
 	}
 	var all []string
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -304,10 +287,10 @@ func pickVersion(ctx context.Context) (string, error) {
 		all = append(all, v)
 	}
 	if len(all) == 0 {
-		return "", fmt.Errorf("promrun: apt knows no %s package (its package lists are missing or stale): run `apt-get update` as root (Debian 12 bookworm's main has %s 2.42.0+ds-5+b6), or set $%s to a directory where Debian's prometheus_%s* package was unpacked with `dpkg -x`",
+		return "", fmt.Errorf("apt knows no %s package (its package lists are missing or stale): run `apt-get update` as root (Debian 12 bookworm's main has %s 2.42.0+ds-5+b6), or set $%s to a directory where Debian's prometheus_%s* package was unpacked with `dpkg -x`",
 			Package, Package, DirEnv, VersionPrefix)
 	}
-	return "", fmt.Errorf("promrun: apt offers %s %s but not %s*: add a Debian 12 (bookworm) source, or set $%s to a directory where Debian's prometheus_%s* package was unpacked with `dpkg -x`",
+	return "", fmt.Errorf("apt offers %s %s but not %s*: add a Debian 12 (bookworm) source, or set $%s to a directory where Debian's prometheus_%s* package was unpacked with `dpkg -x`",
 		Package, strings.Join(all, ", "), VersionPrefix, DirEnv, VersionPrefix)
 }
 
@@ -316,28 +299,4 @@ func ctxErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	return err
-}
-
-// lockFile takes an exclusive lock on path, polling so that ctx can cancel the wait.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		ok, err := tryLock(f)
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		if ok {
-			return func() { unlockFile(f); f.Close() }, nil
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for another process's install: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -3,19 +3,18 @@ package promrun
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/seed71701133/tablets/internal/proc"
 )
 
 // StartTimeout bounds how long [StartServer] waits for a started Prometheus to become ready
@@ -43,20 +42,12 @@ type Prometheus struct {
 	// (prometheus.log, its stdout and stderr).
 	Dir, ConfigFile, LogFile string
 
-	client  *http.Client
-	cmd     *exec.Cmd
-	logFile *os.File
-	log     *tailBuffer
-	done    chan struct{} // closed when the process has exited; waitErr is then set
-	waitErr error
+	client *http.Client
+	proc   *proc.Process
 
-	mu       sync.Mutex
-	cfg      Config
-	stopOnce sync.Once
-	stopErr  error
+	mu  sync.Mutex
+	cfg Config
 }
-
-var errPortInUse = errors.New("port in use")
 
 // StartServer installs Prometheus if needed (see [Install]), writes cfg as dir/prometheus.yml
 // and starts Prometheus on a free port of 127.0.0.1 with its TSDB in dir/data (kept if it
@@ -85,34 +76,17 @@ func StartServer(ctx context.Context, dir string, cfg Config) (*Prometheus, erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("promrun: %w", err)
 	}
-	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, fmt.Errorf("promrun: find a free port: %w", err)
-		}
-		if attempt > 1 {
+	attempt := 0
+	p, err := proc.OnFreePort(startAttempts, func(port int) (*Prometheus, error) {
+		if attempt++; attempt > 1 {
 			// Drop what the failed attempt wrote (the port is part of the self-scrape series).
 			if err := os.RemoveAll(filepath.Join(dir, "data")); err != nil {
 				return nil, fmt.Errorf("promrun: %w", err)
 			}
 		}
-		p, err := startOn(ctx, bin, dir, cfg, port)
-		if err == nil {
-			return p, nil
-		}
-		if !errors.Is(err, errPortInUse) || attempt == startAttempts {
-			return nil, err
-		}
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+		return startOn(ctx, bin, dir, cfg, port)
+	})
+	return p, err
 }
 
 func startOn(ctx context.Context, bin *Binaries, dir string, cfg Config, port int) (*Prometheus, error) {
@@ -123,19 +97,11 @@ func startOn(ctx context.Context, bin *Binaries, dir string, cfg Config, port in
 		ConfigFile: filepath.Join(dir, "prometheus.yml"),
 		LogFile:    filepath.Join(dir, "prometheus.log"),
 		client:     &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16}},
-		log:        &tailBuffer{max: 64 << 10},
-		done:       make(chan struct{}),
 		cfg:        cfg,
 	}
 	if err := p.writeConfig(cfg); err != nil {
 		return nil, err
 	}
-	lf, err := os.Create(p.LogFile)
-	if err != nil {
-		return nil, fmt.Errorf("promrun: %w", err)
-	}
-	p.logFile = lf
-
 	args := mergeFlags([]string{
 		"--config.file=" + p.ConfigFile,
 		"--storage.tsdb.path=" + filepath.Join(dir, "data"),
@@ -146,26 +112,15 @@ func startOn(ctx context.Context, bin *Binaries, dir string, cfg Config, port in
 		"--web.console.libraries=" + bin.ConsoleLibraries(),
 		"--storage.remote.flush-deadline=2s",
 	}, cfg.Args)
-	// Not CommandContext: ctx bounds the startup only, the server outlives it.
-	cmd := exec.Command(bin.Prometheus, args...)
-	cmd.Dir = dir
-	out := io.MultiWriter(lf, p.log)
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = 2 * time.Second
-	setProcAttr(cmd)
-	p.cmd = cmd
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("promrun: start %s: %w", bin.Prometheus, err)
+	var err error
+	p.proc, err = proc.Start(bin.Prometheus, args, &proc.Options{
+		Dir: dir, LogFile: p.LogFile, TailBytes: 64 << 10, PortInUse: "address already in use"})
+	if err != nil {
+		return nil, fmt.Errorf("promrun: %w", err)
 	}
-	go func() {
-		p.waitErr = cmd.Wait()
-		p.logFile.Close()
-		close(p.done)
-	}()
-	if err := p.waitReady(ctx); err != nil {
-		_ = p.Stop()
-		return nil, err
+	if err := p.proc.WaitReady(ctx, StartTimeout, p.ready); err != nil {
+		_ = p.proc.Stop(0)
+		return nil, fmt.Errorf("promrun: %w", err)
 	}
 	return p, nil
 }
@@ -206,44 +161,26 @@ func (p *Prometheus) writeConfig(cfg Config) error {
 	return nil
 }
 
-func (p *Prometheus) cmdline() string {
-	return p.cmd.Path + " " + strings.Join(p.cmd.Args[1:], " ")
+// ready reports whether Prometheus has logged that it is ready (so that an answer is known
+// to come from our process) and answers 200 on /-/ready.
+func (p *Prometheus) ready(ctx context.Context) bool {
+	if !p.proc.OutputContains(readyLine) {
+		return false
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/-/ready", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := readyProbe.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
 }
 
-// waitReady waits until Prometheus answers 200 on /-/ready and has logged that it is ready
-// (so that the answer is known to come from our process).
-func (p *Prometheus) waitReady(ctx context.Context) error {
-	deadline := time.NewTimer(StartTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	for {
-		select {
-		case <-p.done:
-			if strings.Contains(p.log.String(), "address already in use") {
-				return fmt.Errorf("promrun: %w: %s", errPortInUse, p.Addr)
-			}
-			return fmt.Errorf("promrun: `%s` exited during startup (%v); output:\n%s", p.cmdline(), p.waitErr, p.log.String())
-		case <-ctx.Done():
-			return fmt.Errorf("promrun: waiting for `%s` to become ready: %w; output so far:\n%s", p.cmdline(), ctx.Err(), p.log.String())
-		case <-deadline.C:
-			return fmt.Errorf("promrun: `%s` was not ready on %s within %s; output:\n%s", p.cmdline(), p.Addr, StartTimeout, p.log.String())
-		case <-tick.C:
-		}
-		if !strings.Contains(p.log.String(), readyLine) {
-			continue
-		}
-		resp, err := probe.Get(p.URL() + "/-/ready")
-		if err != nil {
-			continue
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			return nil
-		}
-	}
-}
+// readyProbe asks /-/ready without keeping connections.
+var readyProbe = &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
 
 // URL returns the server's base URL, http://127.0.0.1:PORT.
 func (p *Prometheus) URL() string { return "http://" + p.Addr }
@@ -281,80 +218,20 @@ func (p *Prometheus) Reload(ctx context.Context, cfg Config) error {
 }
 
 // Log returns the last 64 KiB of Prometheus's output (all of it is in LogFile).
-func (p *Prometheus) Log() string { return p.log.String() }
+func (p *Prometheus) Log() string { return p.proc.Output() }
+
+// Args returns Prometheus's command line, the program first.
+func (p *Prometheus) Args() []string { return p.proc.Args() }
 
 // Exited reports whether the process has exited.
-func (p *Prometheus) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Prometheus) Exited() bool { return p.proc.Exited() }
 
 // Stop stops Prometheus: SIGTERM, then, after [StopTimeout], SIGKILL to its process group. It
 // returns an error if Prometheus had already exited on its own, or exited with an error. Stop
 // is idempotent.
 func (p *Prometheus) Stop() error {
-	p.stopOnce.Do(func() {
-		select {
-		case <-p.done:
-			p.stopErr = fmt.Errorf("promrun: prometheus exited before Stop (%v); output:\n%s", p.waitErr, p.log.String())
-			return
-		default:
-		}
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			p.kill()
-		}
-		select {
-		case <-p.done:
-			if p.waitErr != nil {
-				p.stopErr = fmt.Errorf("promrun: prometheus exited with %v after SIGTERM; output:\n%s", p.waitErr, p.log.String())
-			}
-			return
-		case <-time.After(StopTimeout):
-		}
-		p.kill()
-		select {
-		case <-p.done:
-			p.stopErr = fmt.Errorf("promrun: prometheus ignored SIGTERM for %s and was killed; output:\n%s", StopTimeout, p.log.String())
-		case <-time.After(10 * time.Second):
-			p.stopErr = fmt.Errorf("promrun: pid %d did not exit after SIGKILL", p.cmd.Process.Pid)
-		}
-	})
-	return p.stopErr
-}
-
-func (p *Prometheus) kill() { killProc(p.cmd) }
-
-// tailBuffer is an io.Writer that keeps the last max bytes written. It is safe for
-// concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if b.buf.Len() > 2*b.max {
-		keep := b.buf.Bytes()[b.buf.Len()-b.max:]
-		nb := make([]byte, len(keep), 2*b.max)
-		copy(nb, keep)
-		b.buf = *bytes.NewBuffer(nb)
+	if err := p.proc.Stop(StopTimeout); err != nil {
+		return fmt.Errorf("promrun: %w", err)
 	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.Bytes()
-	if len(s) > b.max {
-		return "..." + string(s[len(s)-b.max:])
-	}
-	return string(s)
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -49,8 +50,9 @@ func (s *remoteStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// TestSelfScrape runs a Prometheus that scrapes itself every second for about 5 s, remote-
-// writes to and remote-reads from a stub, and checks what the API and promtool answer.
+// TestSelfScrape runs a Prometheus that scrapes itself every second until it holds six
+// samples, remote-writes to and remote-reads from a stub, and checks what the API and
+// promtool answer.
 func TestSelfScrape(t *testing.T) {
 	stub := &remoteStub{}
 	srv := httptest.NewServer(stub)
@@ -69,10 +71,20 @@ func TestSelfScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("first scrape %s after start", time.Since(t0).Round(time.Millisecond))
-	time.Sleep(5 * time.Second)
+	// Wait for a few more scrapes (one a second), then read the samples themselves: the
+	// window and the expected answer follow from their timestamps, not from the clock.
+	if _, err := p.WaitFor(ctx, `count_over_time(up{job="prometheus"}[1m]) >= 6`); err != nil {
+		t.Fatal(err)
+	}
+	samples := rawSamples(t, p, `up{job="prometheus"}[10m]`) // all of them: it started less than a minute ago
+	if len(samples) < 6 {
+		t.Fatalf("%d samples after count_over_time said 6", len(samples))
+	}
+	first, last := samples[0].Time(), samples[len(samples)-1].Time()
 
-	// End in the past, so that the API and promtool see the same samples.
-	end := time.Now().Add(-time.Second).Truncate(time.Second)
+	// End at the last sample (a whole second at or before it), so that the API and promtool
+	// see the same samples whatever is scraped meanwhile.
+	end := last.Truncate(time.Second)
 	start := end.Add(-10 * time.Second)
 	up, err := p.QueryRange(ctx, "up", start, end, time.Second)
 	if err != nil {
@@ -82,13 +94,15 @@ func TestSelfScrape(t *testing.T) {
 	if len(up) != 1 || len(self) != 1 {
 		t.Fatalf("up: got %+v, want one series for job prometheus, instance %s", up, p.Addr)
 	}
-	if n := len(self[0].Values); n < 4 || n > 11 {
-		t.Errorf("up: %d points, want 4 to 11: %+v", n, self[0].Values)
-	}
-	for _, pt := range self[0].Values {
-		if pt.V != 1 || pt.T%1000 != 0 || pt.Time().Before(start) || pt.Time().After(end) {
-			t.Errorf("up: point %+v, want 1 at a whole second in [%v, %v]", pt, start, end)
+	// Every step from the first sample on has a value (the lookback is 5 minutes); none before.
+	var want []Point
+	for at := start; !at.After(end); at = at.Add(time.Second) {
+		if !at.Before(first) {
+			want = append(want, Point{T: at.UnixMilli(), V: 1})
 		}
+	}
+	if !reflect.DeepEqual(self[0].Values, want) {
+		t.Errorf("up: got %+v, want %+v (samples at %v)", self[0].Values, want, samples)
 	}
 
 	build, err := p.QueryRange(ctx, "prometheus_build_info", start, end, time.Second)
@@ -167,6 +181,23 @@ func TestSelfScrape(t *testing.T) {
 	}
 }
 
+// rawSamples returns the samples of the one series a range-vector selector selects now.
+func rawSamples(t *testing.T, p *Prometheus, selector string) []Point {
+	t.Helper()
+	data, err := p.API(t.Context(), "/api/v1/query", url.Values{"query": {selector}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m Matrix
+	if err := result(data, "matrix", &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != 1 {
+		t.Fatalf("%s: %d series, want 1", selector, len(m))
+	}
+	return m[0].Values
+}
+
 // TestStartStop checks that Stop is clean and idempotent, and that Start rejects a bad
 // configuration before starting anything.
 func TestStartStop(t *testing.T) {
@@ -177,8 +208,8 @@ func TestStartStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(p.cmd.Args, "--log.level=debug") {
-		t.Errorf("args %q", p.cmd.Args)
+	if !slices.Contains(p.Args(), "--log.level=debug") {
+		t.Errorf("args %q", p.Args())
 	}
 	if err := p.Stop(); err != nil {
 		t.Fatal(err)

@@ -453,27 +453,29 @@ func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, limit
 	return data, ws, nil
 }
 
-// rangeParams reads start and end (defaulting to MinTime and MaxTime) and match[], as the
-// metadata endpoints (series, labels, label values) do.
-func rangeParams(r *http.Request) (start, end time.Time, matchers [][]*labels.Matcher, apiErr *apiError) {
-	start, err := parseTimeParam(r, "start", MinTime)
+// rangeParams reads start and end (defaulting to Prometheus' bounds) and match[], as the
+// metadata endpoints (series, labels, label values) do, and clamps the range to the stores'
+// ([storeRange]); empty is true when none of it is left.
+func rangeParams(r *http.Request) (start, end time.Time, matchers [][]*labels.Matcher, empty bool, apiErr *apiError) {
+	start, err := parseTimeParam(r, "start", promMinTime)
 	if err != nil {
-		return start, end, nil, invalidParam(err, "start")
+		return start, end, nil, false, invalidParam(err, "start")
 	}
-	end, err = parseTimeParam(r, "end", MaxTime)
+	end, err = parseTimeParam(r, "end", promMaxTime)
 	if err != nil {
-		return start, end, nil, invalidParam(err, "end")
+		return start, end, nil, false, invalidParam(err, "end")
 	}
 	if end.Before(start) {
 		// Prometheus passes such a range on to the storage, which finds nothing; saying
 		// so is kinder and keeps the storage from seeing inverted ranges.
-		return start, end, nil, invalidParam(errors.New("end timestamp must not be before start time"), "end")
+		return start, end, nil, false, invalidParam(errors.New("end timestamp must not be before start time"), "end")
 	}
 	matchers, err = parseMatchers(r.Form["match[]"])
 	if err != nil {
-		return start, end, nil, invalidParam(err, "match[]")
+		return start, end, nil, false, invalidParam(err, "match[]")
 	}
-	return start, end, matchers, nil
+	start, end, ok := storeRange(start, end)
+	return start, end, matchers, !ok, nil
 }
 
 // /api/v1/series: match[] (required), start, end, limit.
@@ -485,9 +487,12 @@ func (a *API) series(r *http.Request) ([]byte, annotations.Annotations, *apiErro
 	if err != nil {
 		return nil, nil, invalidParam(err, "limit")
 	}
-	start, end, matcherSets, apiErr := rangeParams(r)
+	start, end, matcherSets, empty, apiErr := rangeParams(r)
 	if apiErr != nil {
 		return nil, nil, apiErr
+	}
+	if empty { // the range is outside the stores'
+		return []byte("[]"), nil, nil
 	}
 	ctx := r.Context()
 	q, err := a.queryable.Querier(millis(start), millis(end))
@@ -565,9 +570,12 @@ func (a *API) labelList(r *http.Request, get func(context.Context, storage.Queri
 	if err != nil {
 		return nil, nil, invalidParam(err, "limit")
 	}
-	start, end, matcherSets, apiErr := rangeParams(r)
+	start, end, matcherSets, empty, apiErr := rangeParams(r)
 	if apiErr != nil {
 		return nil, nil, apiErr
+	}
+	if empty { // the range is outside the stores'
+		return []byte("[]"), nil, nil
 	}
 	q, err := a.queryable.Querier(millis(start), millis(end))
 	if err != nil {
@@ -632,11 +640,11 @@ func collectLabels(matcherSets [][]*labels.Matcher, get func([]*labels.Matcher) 
 // /api/v1/query_exemplars: the store keeps no exemplars, so after validating the
 // parameters as Prometheus does the answer is always an empty list.
 func (a *API) queryExemplars(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
-	start, err := parseTimeParam(r, "start", MinTime)
+	start, err := parseTimeParam(r, "start", promMinTime)
 	if err != nil {
 		return nil, nil, invalidParam(err, "start")
 	}
-	end, err := parseTimeParam(r, "end", MaxTime)
+	end, err := parseTimeParam(r, "end", promMaxTime)
 	if err != nil {
 		return nil, nil, invalidParam(err, "end")
 	}

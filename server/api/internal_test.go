@@ -8,13 +8,16 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
@@ -119,14 +122,14 @@ func TestEnvelope(t *testing.T) {
 
 func TestParseTime(t *testing.T) {
 	for in, want := range map[string]time.Time{
-		"1700000000":                     time.Unix(1700000000, 0),
-		"1700000000.123":                 time.Unix(1700000000, 123e6),
-		"1700000000.1236":                time.Unix(1700000000, 124e6), // rounded to ms
-		"-1.5":                           time.Unix(-1, -5e8),
-		"2023-11-14T22:13:20Z":           time.Unix(1700000000, 0),
-		"2023-11-14T23:13:20.5+01:00":    time.Unix(1700000000, 5e8),
-		MinTime.Format(time.RFC3339Nano): MinTime,
-		MaxTime.Format(time.RFC3339Nano): MaxTime,
+		"1700000000":                  time.Unix(1700000000, 0),
+		"1700000000.123":              time.Unix(1700000000, 123e6),
+		"1700000000.1236":             time.Unix(1700000000, 124e6), // rounded to ms
+		"-1.5":                        time.Unix(-1, -5e8),
+		"2023-11-14T22:13:20Z":        time.Unix(1700000000, 0),
+		"2023-11-14T23:13:20.5+01:00": time.Unix(1700000000, 5e8),
+		promMinTimeFormatted:          promMinTime,
+		promMaxTimeFormatted:          promMaxTime,
 	} {
 		got, err := parseTime(in)
 		require.NoError(t, err, in)
@@ -135,6 +138,82 @@ func TestParseTime(t *testing.T) {
 	for _, in := range []string{"", "now", "2023-11-14", "1e400"} {
 		_, err := parseTime(in)
 		require.Error(t, err, in)
+	}
+}
+
+func TestStoreRange(t *testing.T) {
+	day := time.Date(2025, 5, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name             string
+		start, end       time.Time
+		wantFrom, wantTo time.Time
+		wantOK           bool
+	}{
+		{"inside", day, day.Add(time.Hour), day, day.Add(time.Hour), true},
+		{"Prometheus' bounds", promMinTime, promMaxTime, tablets.MinTime, tablets.MaxTime, true},
+		{"from before 1970", time.Unix(-10, 0), day, tablets.MinTime, day, true},
+		{"one instant, the first", tablets.MinTime, tablets.MinTime, tablets.MinTime, tablets.MinTime, true},
+		{"all before 1970", time.Unix(-10, 0), time.Unix(-1, 0), tablets.MinTime, time.Unix(-1, 0), false},
+		{"all after the last time", tablets.MaxTime.Add(1), promMaxTime, tablets.MaxTime.Add(1), tablets.MaxTime, false},
+	} {
+		from, to, ok := storeRange(c.start, c.end)
+		if !from.Equal(c.wantFrom) || !to.Equal(c.wantTo) || ok != c.wantOK {
+			t.Errorf("%s: got [%v, %v] %v, want [%v, %v] %v", c.name, from, to, ok, c.wantFrom, c.wantTo, c.wantOK)
+		}
+	}
+}
+
+// rangeRecorder is a storage.Queryable that records the range of each Querier.
+type rangeRecorder struct {
+	storage.Queryable
+	mu     sync.Mutex
+	ranges [][2]int64
+}
+
+func (r *rangeRecorder) Querier(mint, maxt int64) (storage.Querier, error) {
+	r.mu.Lock()
+	r.ranges = append(r.ranges, [2]int64{mint, maxt})
+	r.mu.Unlock()
+	return r.Queryable.Querier(mint, maxt)
+}
+
+func (r *rangeRecorder) take() [][2]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got := r.ranges
+	r.ranges = nil
+	return got
+}
+
+// TestMetadataRangeInStores checks that the metadata endpoints ask the storage for the
+// stores' range, whether start and end are absent or Prometheus' bounds as Grafana sends
+// them, and answer a range outside it without asking.
+func TestMetadataRangeInStores(t *testing.T) {
+	rec := &rangeRecorder{Queryable: testStore()}
+	a, err := New(rec, &Options{Now: func() time.Time { return time.Unix(t0+duration, 0) }})
+	require.NoError(t, err)
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		require.NoError(t, a.Close())
+	})
+	stores := [2]int64{tablets.MinTime.UnixMilli(), tablets.MaxTime.UnixMilli()}
+	paths := []string{"/api/v1/series", "/api/v1/labels", "/api/v1/label/job/values"}
+	for _, params := range []url.Values{
+		{"match[]": {"up"}},
+		{"match[]": {"up"}, "start": {promMinTimeFormatted}, "end": {promMaxTimeFormatted}},
+	} {
+		for _, path := range paths {
+			r := ok(t, srv, http.MethodGet, path, params)
+			require.NotEqual(t, "[]", string(r.Data), "%s %v", path, params)
+			require.Equal(t, [][2]int64{stores}, rec.take(), "%s %v", path, params)
+		}
+	}
+	before1970 := url.Values{"match[]": {"up"}, "start": {"-100"}, "end": {"-1"}}
+	for _, path := range paths {
+		r := ok(t, srv, http.MethodGet, path, before1970)
+		require.Equal(t, "[]", string(r.Data), path)
+		require.Empty(t, rec.take(), "%s: no Querier for a range before 1970", path)
 	}
 }
 

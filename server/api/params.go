@@ -18,17 +18,30 @@ import (
 // The parsers below reproduce Prometheus' web/api/v1 ones, so that clients see the same
 // accepted syntax and the same error messages.
 
+// Prometheus' bounds of an optional time range (series, labels, label values, exemplars):
+// its defaults when start or end is absent. Clients such as Grafana send them back formatted
+// as RFC 3339, so they parse. A read clamps them to the stores' range ([storeRange]).
 var (
-	// MinTime is the default start of an optional time range (series, labels, label
-	// values). It is Prometheus' value, kept for compatibility: clients such as Grafana
-	// send it back formatted as RFC 3339.
-	MinTime = time.Unix(math.MinInt64/1000+62135596801, 0).UTC()
-	// MaxTime is the default end of an optional time range.
-	MaxTime = time.Unix(math.MaxInt64/1000-62135596801, 999999999).UTC()
+	promMinTime = time.Unix(math.MinInt64/1000+62135596801, 0).UTC()
+	promMaxTime = time.Unix(math.MaxInt64/1000-62135596801, 999999999).UTC()
 
-	minTimeFormatted = MinTime.Format(time.RFC3339Nano)
-	maxTimeFormatted = MaxTime.Format(time.RFC3339Nano)
+	promMinTimeFormatted = promMinTime.Format(time.RFC3339Nano)
+	promMaxTimeFormatted = promMaxTime.Format(time.RFC3339Nano)
 )
+
+// storeRange clamps [start, end] to the times the stores hold, [tablets.MinTime,
+// tablets.MaxTime]; ok is false when none of it is left (the answer is then empty without
+// asking the storage).
+func storeRange(start, end time.Time) (from, to time.Time, ok bool) {
+	from, to = start, end
+	if from.Before(tablets.MinTime) {
+		from = tablets.MinTime
+	}
+	if to.After(tablets.MaxTime) {
+		to = tablets.MaxTime
+	}
+	return from, to, !to.Before(from)
+}
 
 // maxPointsPerSeries is Prometheus' limit on the resolution of a range query: 60s steps
 // for a week or 1h steps for a year.
@@ -44,12 +57,12 @@ func parseTime(s string) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 		return t, nil
 	}
-	// time.Parse only handles 4-digit years; accept our own boundary times anyway.
+	// time.Parse only handles 4-digit years; accept Prometheus' boundary times anyway.
 	switch s {
-	case minTimeFormatted:
-		return MinTime, nil
-	case maxTimeFormatted:
-		return MaxTime, nil
+	case promMinTimeFormatted:
+		return promMinTime, nil
+	case promMaxTimeFormatted:
+		return promMaxTime, nil
 	}
 	return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp", s)
 }

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,21 +9,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/seed71701133/tablets/internal/azurite/npm"
+	"github.com/seed71701133/tablets/internal/proc"
 )
 
 // CacheEnv names the environment variable that overrides the install directory.
 const CacheEnv = "TABLETS_AZURITE_CACHE"
-
-// MinNodeMajor is the oldest Node.js major version the runner accepts. Azurite 3.37.0
-// declares node >=22 in its package.json but runs on Node.js 20 (measured).
-const MinNodeMajor = 20
 
 // stampFile, inside node_modules, records the sha256 of the lockfile it was installed from,
 // so that a cache directory reused through $TABLETS_AZURITE_CACHE is reinstalled when the
@@ -81,48 +74,27 @@ func Install(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := binPath(dir)
-	if installed(dir, hash) {
-		return bin, nil
-	}
-
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("azurite: create cache directory: %w", err)
-	}
-	unlock, err := lockDir(ctx, filepath.Join(dir, ".lock"))
-	if err != nil {
-		return "", fmt.Errorf("azurite: lock %s: %w", dir, err)
-	}
-	defer unlock()
-	if installed(dir, hash) { // another process installed it while we waited
-		return bin, nil
-	}
-
-	if _, err := exec.LookPath("npm"); err != nil {
-		return "", errors.New("azurite: npm not found on PATH: install Node.js 20+ with npm")
-	}
-	if err := checkNodeVersion(ctx); err != nil {
-		return "", err
-	}
-	// Leftovers of an interrupted install (safe to remove: we hold the lock).
-	if old, _ := filepath.Glob(filepath.Join(dir, "install-*")); len(old) > 0 {
-		for _, o := range old {
-			_ = os.RemoveAll(o)
-		}
-	}
-	for name, data := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			return "", fmt.Errorf("azurite: write %s: %w", name, err)
-		}
-	}
-	tmp, err := os.MkdirTemp(dir, "install-")
+	done := func() (bool, error) { return installed(dir, hash), nil }
+	err = proc.Install(ctx, dir, done, func(tmp string) error { return npmInstall(ctx, dir, tmp, pkg, lock, hash) })
 	if err != nil {
 		return "", fmt.Errorf("azurite: %w", err)
 	}
-	defer os.RemoveAll(tmp)
-	for name, data := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
-		if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
-			return "", fmt.Errorf("azurite: write %s: %w", name, err)
+	return binPath(dir), nil
+}
+
+// npmInstall runs `npm ci` in tmp and moves the node_modules it made into dir.
+func npmInstall(ctx context.Context, dir, tmp string, pkg, lock []byte, hash string) error {
+	if _, err := exec.LookPath("npm"); err != nil {
+		return errors.New("npm not found on PATH: install Node.js 20+ with npm")
+	}
+	if err := checkNodeVersion(ctx); err != nil {
+		return err
+	}
+	for _, d := range []string{dir, tmp} {
+		for name, data := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
+			if err := os.WriteFile(filepath.Join(d, name), data, 0o644); err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
 		}
 	}
 
@@ -131,37 +103,33 @@ func Install(ctx context.Context) (string, error) {
 	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false", "npm_config_loglevel=error")
-	var out tailBuffer
-	out.max = 8 << 10
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := proc.NewTail(8 << 10)
+	cmd.Stdout, cmd.Stderr = out, out
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
-		return "", fmt.Errorf("azurite: `npm ci` of azurite in %s failed after %s (the first install needs the npm registry): %w\n%s",
-			tmp, time.Since(start).Round(time.Second), err, out.String())
+		return fmt.Errorf("`npm ci` of azurite in %s failed after %s (the first install needs the npm registry): %w\n%s",
+			tmp, time.Since(start).Round(time.Second), err, out)
 	}
 	if _, err := os.Stat(binPath(tmp)); err != nil {
-		return "", fmt.Errorf("azurite: `npm ci` succeeded but %s is missing:\n%s", binPath(tmp), out.String())
+		return fmt.Errorf("`npm ci` succeeded but %s is missing:\n%s", binPath(tmp), out)
 	}
 	if err := os.WriteFile(filepath.Join(tmp, "node_modules", stampFile), []byte(hash+"\n"), 0o644); err != nil {
-		return "", fmt.Errorf("azurite: %w", err)
+		return err
 	}
 	// Replace a stale or partial install, then move the complete one into place.
 	if err := os.RemoveAll(filepath.Join(dir, "node_modules")); err != nil {
-		return "", fmt.Errorf("azurite: remove stale install: %w", err)
+		return fmt.Errorf("remove stale install: %w", err)
 	}
 	if err := os.Rename(filepath.Join(tmp, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
 		if installed(dir, hash) { // only without flock: a concurrent install won
-			return bin, nil
+			return nil
 		}
-		return "", fmt.Errorf("azurite: %w", err)
+		return err
 	}
-	if !installed(dir, hash) {
-		return "", fmt.Errorf("azurite: install in %s incomplete", dir)
-	}
-	return bin, nil
+	return nil
 }
 
 func binPath(dir string) string {
@@ -174,77 +142,4 @@ func installed(dir, hash string) bool {
 	}
 	stamp, err := os.ReadFile(filepath.Join(dir, "node_modules", stampFile))
 	return err == nil && strings.TrimSpace(string(stamp)) == hash
-}
-
-var nodeVersionRE = regexp.MustCompile(`^v?(\d+)\.`)
-
-func checkNodeVersion(ctx context.Context) error {
-	out, err := exec.CommandContext(ctx, "node", "--version").Output()
-	if err != nil {
-		return fmt.Errorf("azurite: `node --version` failed: %w", err)
-	}
-	v := strings.TrimSpace(string(out))
-	m := nodeVersionRE.FindStringSubmatch(v)
-	if m == nil {
-		return fmt.Errorf("azurite: cannot parse `node --version` output %q", v)
-	}
-	if major, _ := strconv.Atoi(m[1]); major < MinNodeMajor {
-		return fmt.Errorf("azurite: Node.js %s found on PATH, need %d+", v, MinNodeMajor)
-	}
-	return nil
-}
-
-// lockDir takes an exclusive lock on path, polling so that ctx can cancel the wait.
-func lockDir(ctx context.Context, path string) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		ok, err := tryLock(f)
-		if err != nil {
-			f.Close()
-			return nil, err
-		}
-		if ok {
-			return func() { unlockFile(f); f.Close() }, nil
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("waiting for another process's install: %w", ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// tailBuffer is an io.Writer that keeps the last max bytes written (all of them if max is 0).
-// It is safe for concurrent use.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf bytes.Buffer
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf.Write(p)
-	if b.max > 0 && b.buf.Len() > 2*b.max {
-		keep := b.buf.Bytes()[b.buf.Len()-b.max:]
-		nb := make([]byte, len(keep), 2*b.max)
-		copy(nb, keep)
-		b.buf = *bytes.NewBuffer(nb)
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := b.buf.Bytes()
-	if b.max > 0 && len(s) > b.max {
-		return "..." + string(s[len(s)-b.max:])
-	}
-	return string(s)
 }

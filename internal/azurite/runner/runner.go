@@ -2,18 +2,15 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/internal/proc"
 )
 
 // The Azurite development account (a well-known, public key).
@@ -41,16 +38,8 @@ type Server struct {
 	// Port is the TCP port on 127.0.0.1.
 	Port int
 
-	cmd      *exec.Cmd
-	ready    time.Duration // how long waitReady waits
-	out      *tailBuffer
-	done     chan struct{} // closed when the process has exited; waitErr is then set
-	waitErr  error
-	stopOnce sync.Once
-	stopErr  error
+	proc *proc.Process
 }
-
-var errPortInUse = errors.New("port in use")
 
 // Start installs Azurite if needed (see [Install]) and starts an in-memory azurite-table on
 // a free port of 127.0.0.1. It returns once the service answers HTTP requests. ctx bounds
@@ -67,28 +56,11 @@ func StartWithin(ctx context.Context, ready time.Duration) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, fmt.Errorf("azurite: find a free port: %w", err)
-		}
-		s, err := startOn(ctx, bin, port, ready)
-		if err == nil {
-			return s, nil
-		}
-		if !errors.Is(err, errPortInUse) || attempt == startAttempts {
-			return nil, err
-		}
-	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := proc.OnFreePort(startAttempts, func(port int) (*Server, error) { return startOn(ctx, bin, port, ready) })
 	if err != nil {
-		return 0, err
+		return nil, fmt.Errorf("azurite: %w", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return s, nil
 }
 
 func startOn(ctx context.Context, bin string, port int, ready time.Duration) (*Server, error) {
@@ -99,106 +71,65 @@ func startOn(ctx context.Context, bin string, port int, ready time.Duration) (*S
 		"--disableTelemetry",
 		"--silent",
 	}
-	// Not CommandContext: ctx bounds the startup only, the server outlives it.
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = os.TempDir() // in-memory: nothing is written, but never litter the caller's cwd
-	out := &tailBuffer{max: 32 << 10}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.WaitDelay = 2 * time.Second
-	setProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("azurite: start %s: %w", bin, err)
+	// In memory, nothing is written: the working directory is proc's default, the temporary
+	// directory.
+	p, err := proc.Start(bin, args, &proc.Options{TailBytes: 32 << 10, PortInUse: "EADDRINUSE"})
+	if err != nil {
+		return nil, err
 	}
 	endpoint := fmt.Sprintf("http://127.0.0.1:%d/%s", port, AccountName)
 	s := &Server{
 		Endpoint: endpoint,
 		ConnectionString: fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s;",
 			AccountName, AccountKey, endpoint),
-		Port:  port,
-		cmd:   cmd,
-		ready: ready,
-		out:   out,
-		done:  make(chan struct{}),
+		Port: port,
+		proc: p,
 	}
-	go func() {
-		s.waitErr = cmd.Wait()
-		close(s.done)
-	}()
-	if err := s.waitReady(ctx); err != nil {
-		_ = s.Stop()
+	if err := p.WaitReady(ctx, ready, s.answering()); err != nil {
+		_ = p.Stop(0)
 		return nil, err
 	}
 	return s, nil
 }
 
-// waitReady waits until Azurite answers on its port. The answer must carry Azurite's Server
-// header and our process must still be running; since another process could in principle
-// have taken the port, the process must also have logged that it started, or have kept
-// answering for a while.
-func (s *Server) waitReady(ctx context.Context) error {
-	cmdline := s.cmd.Path + " " + strings.Join(s.cmd.Args[1:], " ")
-	deadline := time.NewTimer(s.ready)
-	defer deadline.Stop()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
+// answering is Azurite's readiness: it answers on its port with Azurite's Server header
+// while our process runs. Since another process could in principle have taken the port,
+// the process must also have logged that it started, or have kept answering for a while.
+func (s *Server) answering() func(context.Context) bool {
 	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
-	var answering time.Time
-	for {
-		select {
-		case <-s.done:
-			if strings.Contains(s.out.String(), "EADDRINUSE") {
-				return fmt.Errorf("azurite: %w: %d", errPortInUse, s.Port)
-			}
-			return fmt.Errorf("azurite: `%s` exited during startup (%v); output:\n%s", cmdline, s.waitErr, s.out.String())
-		case <-ctx.Done():
-			return fmt.Errorf("azurite: waiting for `%s` to answer: %w; output so far:\n%s", cmdline, ctx.Err(), s.out.String())
-		case <-deadline.C:
-			return fmt.Errorf("azurite: `%s` did not answer on 127.0.0.1:%d within %s; output:\n%s",
-				cmdline, s.Port, s.ready, s.out.String())
-		case <-tick.C:
-		}
-		resp, err := probe.Get(s.Endpoint + "/Tables")
+	var since time.Time
+	return func(ctx context.Context) bool {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Endpoint+"/Tables", nil)
 		if err != nil {
-			answering = time.Time{}
-			continue
+			return false
+		}
+		resp, err := probe.Do(req)
+		if err != nil {
+			since = time.Time{}
+			return false
 		}
 		resp.Body.Close()
 		if !strings.HasPrefix(resp.Header.Get("Server"), "Azurite-Table") {
-			continue // not Azurite: someone else has the port; wait for our process to fail
+			return false // not Azurite: someone else has the port; wait for our process to fail
 		}
-		if answering.IsZero() {
-			answering = time.Now()
+		if since.IsZero() {
+			since = time.Now()
 		}
-		if strings.Contains(s.out.String(), "successfully started") || time.Since(answering) > 2*time.Second {
-			return nil
-		}
+		return s.proc.OutputContains("successfully started") || time.Since(since) > 2*time.Second
 	}
 }
 
 // Stop kills Azurite (its whole process group on Unix) and waits for it to exit. It returns
 // an error if Azurite had already exited on its own. Stop is idempotent.
 func (s *Server) Stop() error {
-	s.stopOnce.Do(func() {
-		select {
-		case <-s.done:
-			s.stopErr = fmt.Errorf("azurite: exited before Stop (%v); output:\n%s", s.waitErr, s.out.String())
-			return
-		default:
-		}
-		if err := killProc(s.cmd); err != nil {
-			s.stopErr = fmt.Errorf("azurite: kill: %w", err)
-		}
-		select {
-		case <-s.done:
-		case <-time.After(10 * time.Second):
-			s.stopErr = fmt.Errorf("azurite: pid %d did not exit after SIGKILL", s.cmd.Process.Pid)
-		}
-	})
-	return s.stopErr
+	if err := s.proc.Stop(0); err != nil {
+		return fmt.Errorf("azurite: %w", err)
+	}
+	return nil
 }
 
 // Output returns the last 32 KiB that Azurite wrote to stdout and stderr.
-func (s *Server) Output() string { return s.out.String() }
+func (s *Server) Output() string { return s.proc.Output() }
 
 // Credential returns a shared key credential for the dev account.
 func (s *Server) Credential() *aztables.SharedKeyCredential {

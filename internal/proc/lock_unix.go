@@ -1,6 +1,6 @@
 //go:build unix
 
-package runner
+package proc
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 )
 
 // tryLock takes an exclusive flock on f without blocking; ok is false if another process
-// holds it.
+// (or another open of the file in this process) holds it.
 func tryLock(f *os.File) (ok bool, err error) {
 	for {
 		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
