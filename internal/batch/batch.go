@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/filter"
 )
 
@@ -40,6 +41,11 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches tablets.ErrThrottled when the failed operation's answer says "busy".
+func (e *Error) Is(target error) bool {
+	return target == tablets.ErrThrottled && tablets.Throttled(e.Status, e.Code)
+}
 
 // IsConflict reports a write that failed because an entity it was conditional on changed or
 // went (412, 404), or one it would insert appeared (409): in a transaction's reply or a

@@ -146,16 +146,15 @@ const maxReasons = 5
 // assembler groups the valid samples of a request by label set (a set may come in several
 // TimeSeries) and counts what it does not store.
 type assembler struct {
-	expiredBefore time.Time // zero: no retention
-	index         map[string]*series
-	out           []*series
+	index map[string]*series
+	out   []*series
 
 	accepted, rejected, histograms, exemplars int
 	reasons                                   []string
 }
 
-func newAssembler(expiredBefore time.Time) *assembler {
-	return &assembler{expiredBefore: expiredBefore, index: map[string]*series{}}
+func newAssembler() *assembler {
+	return &assembler{index: map[string]*series{}}
 }
 
 func (a *assembler) reject(n int, format string, args ...any) {
@@ -188,9 +187,6 @@ func (a *assembler) add(raw tsdb.Labels, n int, sample func(int) (int64, float64
 		switch {
 		case t.Before(tablets.MinTime) || t.After(tablets.MaxTime):
 			a.reject(1, "series %s: %v: timestamp %d ms is outside 1970..9999", ls, tablets.ErrInvalidTime, ms)
-			continue
-		case t.Before(a.expiredBefore):
-			a.reject(1, "series %s: %v: timestamp %d ms (%s) is older than the raw retention", ls, tsdb.ErrExpired, ms, t.Format(time.RFC3339Nano))
 			continue
 		}
 		s.points = append(s.points, tablets.Point{Time: t, Value: v})

@@ -56,8 +56,8 @@
 // error, as Prometheus' own receiver does with exemplars it cannot store: they annotate
 // samples, and failing the samples for them would lose data; 2.0 answers count them 0
 // written. 2.0 answers carry the three X-Prometheus-Remote-Write-*-Written headers
-// whatever the status (once the Content-Type said 2.0), Samples-Written counting the float samples stored (on a failed
-// WriteMany, those of the series its error does not name).
+// whatever the status (once the Content-Type said 2.0), Samples-Written counting the float
+// samples stored (on a failed WriteMany, all but the points its errors list).
 //
 // Memory is bounded: a body is at most MaxBodyBytes, compressed and decoded (snappy's
 // header gives the decoded size before anything is allocated), and the samples of the
@@ -65,9 +65,12 @@
 // arrival order, before its points are built, until its context ends: the wait slows the
 // sender (its shards block on the request), which is the back-pressure Prometheus expects.
 //
-// When the sink reports its options (*tsdb.DB has Options), samples older than the raw
-// retention (less a minute, so that the sink's later clock never fails the whole call) are
-// rejected one by one; otherwise WriteMany would fail the whole request for one old point.
+// The database decides what it rejects: WriteMany stores what it can and names, series by
+// series, the samples it refused (older than its raw retention, in a dropped period, a bad
+// time: errors wrapping tsdb.ErrExpired or a tablets sentinel) and those it failed to store
+// (with the service's status). Refused samples make a 400 that counts them, after the rest
+// is stored; samples not stored make the status of the service's answer (503 when it
+// throttles: errors.Is tablets.ErrThrottled), and the sender retries the whole request.
 //
 // # Remote read
 //

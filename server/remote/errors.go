@@ -10,7 +10,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -43,7 +42,7 @@ func statusOf(err error) int {
 		}
 	}
 	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), errors.Is(err, tablets.ErrThrottled):
 		return http.StatusServiceUnavailable
 	}
 	if status, code, ok := azureStatus(err); ok {
@@ -86,15 +85,16 @@ func permanent(err error) bool {
 	return false
 }
 
-// azureStatus finds the service's answer in err: a failed transaction's inner status and
-// code (the outer reply of a batch is 202), else the response's.
+// azureStatus finds the service's answer in err: a failed write's (tablets.WriteError
+// carries the status inside a failed transaction's reply, whose outer status is 202), else a
+// response's other than a transaction's 202.
 func azureStatus(err error) (status int, code string, ok bool) {
-	var be *batch.Error
-	if errors.As(err, &be) {
-		return be.Status, be.Code, true
+	var we *tablets.WriteError
+	if errors.As(err, &we) && we.Status != 0 {
+		return we.Status, we.Code, true
 	}
 	var re *azcore.ResponseError
-	if errors.As(err, &re) {
+	if errors.As(err, &re) && re.StatusCode != http.StatusAccepted {
 		return re.StatusCode, re.ErrorCode, true
 	}
 	return 0, "", false

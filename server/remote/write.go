@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
@@ -26,17 +25,6 @@ type Sink interface {
 	// WriteMany stores the points; nil only when every point is stored.
 	WriteMany(ctx context.Context, batch []tsdb.SeriesPoints) error
 }
-
-// retentionReporter is implemented by *tsdb.DB: with it, samples older than the raw
-// retention are rejected one by one instead of failing the whole WriteMany (which checks
-// every point before any request, and fails the call for one old point).
-type retentionReporter interface {
-	Options() tsdb.Options
-}
-
-// retentionMargin: a sample this close to leaving the retention is treated as expired, so
-// that the sink, which checks the clock a little later, never fails the whole call for it.
-const retentionMargin = time.Minute
 
 // Defaults of WriteOptions.
 const (
@@ -65,10 +53,9 @@ type WriteOptions struct {
 // WriteHandler serves remote write 1.0 and 2.0 (POST /api/v1/write). See the package
 // documentation for what it answers.
 type WriteHandler struct {
-	sink      Sink
-	opts      WriteOptions
-	gate      *gate
-	retention time.Duration
+	sink Sink
+	opts WriteOptions
+	gate *gate
 
 	samplesReceived    atomic.Uint64
 	samplesWritten     atomic.Uint64
@@ -103,9 +90,6 @@ func NewWriteHandler(sink Sink, opts *WriteOptions) (*WriteHandler, error) {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	h := &WriteHandler{sink: sink, opts: o, gate: newGate(int64(o.MaxSamplesInFlight)), requests: map[int]uint64{}}
-	if rr, ok := sink.(retentionReporter); ok {
-		h.retention = rr.Options().RawRetention
-	}
 	return h, nil
 }
 
@@ -220,89 +204,104 @@ func (h *WriteHandler) serve(w http.ResponseWriter, r *http.Request) (writeVersi
 	}
 	defer h.gate.release(int64(count))
 
-	var expiredBefore time.Time
-	if h.retention > retentionMargin {
-		expiredBefore = time.Now().Add(-h.retention + retentionMargin)
-	}
-	a := newAssembler(expiredBefore)
+	a := newAssembler()
 	fill(a)
 	all := a.finish()
-	h.samplesReceived.Add(uint64(a.accepted + a.rejected))
-	h.samplesRejected.Add(uint64(a.rejected))
 	h.histogramsReceived.Add(uint64(a.histograms))
 	h.exemplarsReceived.Add(uint64(a.exemplars))
 
+	var st stored
 	if len(all) > 0 {
-		if n, herr := h.store(ctx, all); herr != nil {
-			h.samplesWritten.Add(uint64(n))
-			return version, written{n}, herr
-		}
+		st = h.store(ctx, all)
 	}
-	h.samplesWritten.Add(uint64(a.accepted))
-	done := written{a.accepted}
+	rejected, reasons := a.rejected+st.rejected, append(a.reasons, st.reasons...)
+	h.samplesReceived.Add(uint64(a.accepted + a.rejected))
+	h.samplesRejected.Add(uint64(rejected))
+	h.samplesWritten.Add(uint64(st.samples))
+	done := written{st.samples}
+	if st.err != nil {
+		return version, done, st.err
+	}
 
 	// Stored what can be; now say what was not (spec: any sample not written is a 400,
 	// a partial write; the sender drops the request, whose good part is stored).
 	var problems []string
-	if a.rejected > 0 {
-		problems = append(problems, fmt.Sprintf("%d samples rejected: %s", a.rejected, strings.Join(a.reasons, "; ")))
+	if rejected > 0 {
+		problems = append(problems, fmt.Sprintf("%d samples rejected: %s", rejected, strings.Join(reasons[:min(len(reasons), maxReasons)], "; ")))
 	}
 	if a.histograms > 0 {
 		problems = append(problems, fmt.Sprintf("%d native histogram samples not stored: this server stores float samples only (turn off send_native_histograms)", a.histograms))
 	}
 	if len(problems) > 0 {
-		return version, done, errorf(http.StatusBadRequest, "stored %d of %d float samples; %s", a.accepted, a.accepted+a.rejected, strings.Join(problems, "; "))
+		return version, done, errorf(http.StatusBadRequest, "stored %d of %d float samples; %s", st.samples, a.accepted+a.rejected, strings.Join(problems, "; "))
 	}
 	return version, done, nil
 }
 
-// store registers the label sets and writes the points. On failure it returns the samples
-// known stored: those of the series that no *tablets.WriteError names.
-func (h *WriteHandler) store(ctx context.Context, all []*series) (int, *httpError) {
+// stored is what a request's WriteMany did: samples stored, samples the database rejected
+// (bad or expired: 4xx), and the error of the samples it failed to store (nil: none).
+type stored struct {
+	samples, rejected int
+	reasons           []string
+	err               *httpError
+}
+
+// store registers the label sets and writes the points. The database says, series by series,
+// what it rejected (an error wrapping a bad-input sentinel or tsdb.ErrExpired: the same
+// samples would fail again) and what it failed to store (the service's answer decides the
+// status). When an error names no series, nothing is known stored.
+func (h *WriteHandler) store(ctx context.Context, all []*series) stored {
 	sets := make([]tsdb.Labels, len(all))
+	total := 0
 	for i, s := range all {
 		sets[i] = s.labels
+		total += s.accepted
 	}
 	keys, err := h.sink.SeriesOfMany(ctx, sets)
 	if err == nil && len(keys) != len(sets) {
 		err = fmt.Errorf("the sink returned %d series keys for %d label sets", len(keys), len(sets))
 	}
 	if err != nil {
-		return 0, errorf(statusOf(err), "registering %d series: %v", len(sets), err)
+		return stored{err: errorf(statusOf(err), "registering %d series: %v", len(sets), err)}
 	}
 	batch := make([]tsdb.SeriesPoints, len(all))
+	labelsOf := make(map[string]tsdb.Labels, len(all))
 	for i, s := range all {
 		batch[i] = tsdb.SeriesPoints{Series: keys[i], Points: s.points}
+		labelsOf[keys[i]] = s.labels
 	}
 	err = h.sink.WriteMany(ctx, batch)
 	if err == nil {
-		return 0, nil
+		return stored{samples: total}
 	}
-	return storedDespite(err, keys, all), errorf(statusOf(err), "storing %d series: %v", len(all), err)
-}
-
-// storedDespite counts the accepted samples of the series a failed WriteMany did not name,
-// when every part of its error names one (else nothing is known stored).
-func storedDespite(err error, keys []string, all []*series) int {
 	parts := []error{err}
 	if multi, ok := err.(interface{ Unwrap() []error }); ok {
 		parts = multi.Unwrap()
 	}
-	failed := map[string]bool{}
+	var out stored
+	var failures []error
+	notStored := 0
 	for _, p := range parts {
 		var we *tablets.WriteError
 		if !errors.As(p, &we) {
-			return 0
+			return stored{err: errorf(statusOf(err), "storing %d series: %v", len(all), err)}
 		}
-		failed[we.Series] = true
-	}
-	n := 0
-	for i, s := range all {
-		if !failed[keys[i]] {
-			n += s.accepted
+		if permanent(we) {
+			out.rejected += len(we.Failed)
+			if len(out.reasons) < maxReasons {
+				out.reasons = append(out.reasons, fmt.Sprintf("series %s: %d samples: %v", labelsOf[we.Series], len(we.Failed), we.Err))
+			}
+			continue
 		}
+		failures = append(failures, p)
+		notStored += len(we.Failed)
 	}
-	return n
+	out.samples = max(0, total-out.rejected-notStored)
+	if len(failures) > 0 {
+		joined := errors.Join(failures...)
+		out.err = errorf(statusOf(joined), "storing %d series: %d samples not stored: %v", len(all), notStored, joined)
+	}
+	return out
 }
 
 // decodeV1 counts the float samples of a 1.0 request and returns the function that feeds

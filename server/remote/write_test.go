@@ -396,25 +396,27 @@ func TestWriteHistogramsNotStored(t *testing.T) {
 	}
 }
 
-// retentionSink is a fakeSink that reports a raw retention, as *tsdb.DB does.
-type retentionSink struct {
-	fakeSink
-	retention time.Duration
-}
-
-func (s *retentionSink) Options() tsdb.Options { return tsdb.Options{RawRetention: s.retention} }
-
-func TestWriteOlderThanRetention(t *testing.T) {
-	sink := &retentionSink{retention: 24 * time.Hour}
-	now := time.Now().UnixMilli()
-	old := now - 25*time.Hour.Milliseconds()
+// TestWriteRejectedByTheDatabase: samples the database rejects (older than its retention,
+// here) are named in a 400 and counted as rejected; the rest of the request is stored.
+func TestWriteRejectedByTheDatabase(t *testing.T) {
+	old := pt(1000, 1)
+	sink := &fakeSink{writeFn: func(_ context.Context, b []tsdb.SeriesPoints) error {
+		require.Len(t, b, 1)
+		require.Len(t, b[0].Points, 2, "the server leaves retention to the database")
+		return errors.Join(&tablets.WriteError{Series: b[0].Series, Failed: []tablets.Point{old}, Index: -1,
+			Err: fmt.Errorf("%w: older than the raw retention", tsdb.ErrExpired)})
+	}}
+	h := newWrite(t, sink, nil)
 	b := newV2()
-	b.series([]writev2.Sample{{Timestamp: old, Value: 1}, {Timestamp: now, Value: 2}}, "__name__", "m")
-	w := post(t, newWrite(t, sink, nil), ctV2, "snappy", b.encode(t))
+	b.series([]writev2.Sample{{Timestamp: 1000, Value: 1}, {Timestamp: 2000, Value: 2}}, "__name__", "m")
+	w := post(t, h, ctV2, "snappy", b.encode(t))
 	require.Equal(t, http.StatusBadRequest, w.Code)
-	assert.Contains(t, w.Body.String(), tsdb.ErrExpired.Error())
+	assert.Contains(t, w.Body.String(), "stored 1 of 2 float samples; 1 samples rejected: series m{}: 1 samples: "+tsdb.ErrExpired.Error())
 	assert.Equal(t, "1", w.Header().Get(HeaderSamplesWritten))
-	requireSamePoints(t, []tablets.Point{pt(now, 2)}, sink.written()["m{}"])
+	st := h.Stats()
+	assert.Equal(t, uint64(2), st.SamplesReceived)
+	assert.Equal(t, uint64(1), st.SamplesRejected)
+	assert.Equal(t, uint64(1), st.SamplesWritten)
 }
 
 // azureError is the error aztables returns for a reply with this status and code.
@@ -424,8 +426,11 @@ func azureError(status int, code string) error {
 		Header: http.Header{"X-Ms-Error-Code": {code}}, Body: io.NopCloser(strings.NewReader("")), Request: req})
 }
 
+// writeErr is the error WriteMany gives for a series of TestWriteSinkErrors' request not
+// stored: every point of it listed, as tsdb does.
 func writeErr(series string, err error) error {
-	return &tablets.WriteError{Series: series, Index: -1, Err: err}
+	points := map[string]int{`b{}`: 2, `c{}`: 1}[series]
+	return &tablets.WriteError{Series: series, Failed: make([]tablets.Point, points), Index: -1, Err: err}
 }
 
 func TestWriteSinkErrors(t *testing.T) {
@@ -446,8 +451,9 @@ func TestWriteSinkErrors(t *testing.T) {
 		{"500", nil, errors.Join(writeErr(`a{}`, azureError(500, "InternalError"))), 503, "3"},
 		{"403 auth", nil, errors.Join(writeErr(`a{}`, azureError(403, "AuthorizationFailure"))), 503, "3"},
 		{"409 table being deleted", nil, errors.Join(writeErr(`a{}`, azureError(409, "TableBeingDeleted"))), 503, "3"},
-		{"batch 202 holding ServerBusy", nil, errors.Join(writeErr(`a{}`, &batch.Error{Code: "ServerBusy", Status: 503, Index: 0, Err: azureError(202, "")})), 503, "3"},
-		{"batch 202 holding InvalidInput", nil, errors.Join(writeErr(`a{}`, &batch.Error{Code: "InvalidInput", Status: 400, Index: 3, Err: azureError(202, "")})), 400, "3"},
+		{"batch 202 holding ServerBusy", nil, errors.Join(&tablets.WriteError{Series: `a{}`, Code: "ServerBusy", Status: 503, Err: azureError(202, "")}), 503, "3"},
+		{"batch 202 holding InvalidInput", nil, errors.Join(&tablets.WriteError{Series: `a{}`, Code: "InvalidInput", Status: 400, Index: 3, Err: azureError(202, "")}), 400, "3"},
+		{"SeriesOfMany batch 202 holding ServerBusy", &batch.Error{Code: "ServerBusy", Status: 503, Err: azureError(202, "")}, nil, 503, "0"},
 		{"azure 400", nil, errors.Join(writeErr(`a{}`, azureError(400, "PropertyValueTooLarge"))), 400, "3"},
 		{"network", nil, errors.Join(writeErr(`a{}`, netErr)), 503, "3"},
 		{"canceled", nil, errors.Join(writeErr(`a{}`, context.Canceled)), 503, "3"},
