@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -59,35 +60,67 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 	firstWidth := width
 	lo := now - min(now, width)
 	var h *hint // read with the first window only
+	hintUnit := noHint
 	if hinter, ok := s.layout.(Hinter); ok {
 		h = &hint{layout: hinter}
 	}
-	for len(newest) < n && hi > 0 {
+	// Beyond the first window, a layout whose entities hold many points lists a window's keys
+	// before it reads any entity whole: a wide window of old history then costs its keys, not
+	// its rows (a day at 1 Hz is 360 advanced rows of up to 7 KB each).
+	_, overlapping := s.layout.(Overlapping)
+	keysFirst := g > 1 || overlapping
+	for first := true; len(newest) < n && hi > 0; first = false {
 		need := n - len(newest)
-		top := windowTop(lo, min(hi, now+g), g, need)
-		got, last, complete, err := s.window(ctx, series, lo, hi, top, h)
-		if err != nil {
-			return nil, wrap(err)
-		}
-		firstHint := h
-		h = nil
-		if !complete {
-			if firstHint != nil && firstHint.found && firstHint.unit >= lo && firstHint.unit < hi {
-				// Too many entities (points in the future): try first just under the hint.
-				lo = max(lo, firstHint.unit+1-min(firstHint.unit+1, firstWidth))
-				continue
-			}
-			if lo, hi, err = s.narrow(ctx, series, lo, last, hi, top); err != nil {
+		var got []unitPoint // the window's points, newest first
+		if first || !keysFirst {
+			top := windowTop(lo, min(hi, now+g), g, need)
+			points, last, complete, err := s.window(ctx, series, lo, hi, top, h)
+			if err != nil {
 				return nil, wrap(err)
 			}
-			continue
+			firstHint := h
+			h = nil
+			if !complete {
+				if firstHint != nil && firstHint.found && firstHint.unit >= lo && firstHint.unit < hi {
+					// Too many entities (points in the future): try first just under the hint.
+					lo = max(lo, firstHint.unit+1-min(firstHint.unit+1, firstWidth))
+					continue
+				}
+				if lo, hi, err = s.narrow(ctx, series, lo, last, hi, top); err != nil {
+					return nil, wrap(err)
+				}
+				continue
+			}
+			slices.Reverse(points)
+			got = points
+			if firstHint != nil && firstHint.found {
+				hintUnit = firstHint.unit
+			}
+		} else {
+			spans, last, complete, err := s.keysWindow(ctx, series, lo, hi, pager.MaxTop)
+			if err != nil {
+				return nil, wrap(err)
+			}
+			if !complete {
+				if lo, hi, err = s.narrow(ctx, series, lo, last, hi, pager.MaxTop); err != nil {
+					return nil, wrap(err)
+				}
+				continue
+			}
+			points, below, err := s.readNewest(ctx, series, spans, lo, hi, need)
+			if err != nil {
+				return nil, wrap(err)
+			}
+			if below > lo {
+				// Enough points, or the window changed since its keys were listed (a
+				// concurrent write): list what is left of it again.
+				newest = appendNewest(newest, points, n, &newestUnit)
+				hi = below
+				continue
+			}
+			got = points
 		}
-		if len(newest) == 0 && len(got) > 0 {
-			newestUnit = got[len(got)-1].unit
-		}
-		for i := len(got) - 1; i >= 0 && len(newest) < n; i-- {
-			newest = append(newest, got[i].Point)
-		}
+		newest = appendNewest(newest, got, n, &newestUnit)
 		if len(got) == 0 {
 			width = satMul(width, growth)
 		} else if len(newest) < n {
@@ -98,14 +131,33 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 		width = max(ceilDiv(width, g), 1) * g
 		hi = lo
 		lo = hi - min(hi, width)
-		if firstHint != nil && firstHint.found && firstHint.unit < hi {
+		if hintUnit != noHint && hintUnit < hi {
 			// The newest time the latest Write held is below: the next window reaches down to
 			// just under it, however far that is. It is read complete before it counts, so a
 			// stale hint costs requests, never points.
-			lo = min(lo, firstHint.unit+1-min(firstHint.unit+1, firstWidth))
+			lo = min(lo, hintUnit+1-min(hintUnit+1, firstWidth))
 		}
+		hintUnit = noHint
 	}
 	return newest, nil
+}
+
+// noHint is a hint unit that no hint holds.
+const noHint uint64 = math.MaxUint64
+
+// appendNewest appends to newest the points of got (newest first) until it holds n, and sets
+// *newestUnit to the unit of the first point it holds.
+func appendNewest(newest []tablets.Point, got []unitPoint, n int, newestUnit *uint64) []tablets.Point {
+	if len(newest) == 0 && len(got) > 0 {
+		*newestUnit = got[0].unit
+	}
+	for _, p := range got {
+		if len(newest) == n {
+			break
+		}
+		newest = append(newest, p.Point)
+	}
+	return newest
 }
 
 // windowTop is the $top of a window [lo, hi) that should hold need points: twice the
