@@ -88,9 +88,15 @@ func (s *Store) readNewest(ctx context.Context, series string, spans []span, lo,
 	read := 0 // entities read
 	for i := len(spans); len(pts) < need && i > 0; {
 		j := max(i-k, 0)
-		x := spans[j].first
-		if j == 0 {
-			x = lo
+		for j > 0 && spans[j].first >= below { // chunks of one first unit: read them together
+			j--
+		}
+		x := max(spans[j].first, lo) // a chunk may start below the window
+		if j == 0 || x == lo {
+			j, x = 0, lo
+		}
+		if x >= below {
+			break
 		}
 		// $top: the entities [x, below) selects, and one more, so that the reply is complete
 		// only if no entity was added since the listing.

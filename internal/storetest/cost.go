@@ -55,6 +55,16 @@ func RunCostTests(t *testing.T, h CostHarness) {
 	})
 }
 
+// RunLatestCostTests checks only what Latest costs (RunCostTests checks it too), for stores
+// whose other costs are not yet within the layouts' budgets.
+func RunLatestCostTests(t *testing.T, h CostHarness) {
+	require.LessOrEqual(t, h.Resolution(), time.Second, "RunLatestCostTests writes data at 1 Hz")
+	t.Run(h.Name(), func(t *testing.T) {
+		t.Run("LatestCostsWhatItReturns", func(t *testing.T) { testLatestCost(t, h) })
+		t.Run("LatestOfOldHistoryWithinBudget", func(t *testing.T) { testLatestHistoryCost(t, h) })
+	})
+}
+
 // oneHz returns n points at 1 Hz from start (aligned to the second), values i.
 func oneHz(start time.Time, n int) []tablets.Point {
 	start = start.Truncate(time.Second)

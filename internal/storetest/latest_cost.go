@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -23,6 +24,11 @@ type LatestHistory struct {
 //   - "daily-2024": a point a day for a year from 2024-11-01, then nothing.
 func LatestHistories() []LatestHistory {
 	day := oneHz(time.Date(2025, 11, 1, 0, 0, 0, 0, time.UTC), 86400)
+	// Values of full precision, as measurements are: a row of them is as large as rows get.
+	rng := rand.New(rand.NewPCG(2025, 11))
+	for i := range day {
+		day[i].Value = 20 + rng.NormFloat64()
+	}
 	daily := make([]tablets.Point, 365)
 	for i := range daily {
 		daily[i] = tablets.Point{Time: time.Date(2024, 11, 1+i, 12, 0, 0, 0, time.UTC), Value: float64(i) + 0.5}
