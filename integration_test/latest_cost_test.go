@@ -1,10 +1,17 @@
 package integration_test
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/internal/storetest"
 )
 
@@ -33,3 +40,59 @@ func TestTSDBLatestCost(t *testing.T) {
 
 // tsdbDefaultPeriod is tsdb's default raw period, named for the subtests.
 const tsdbDefaultPeriod = 7 * 24 * time.Hour
+
+// BenchmarkLatestHistory reads Latest(1) and Latest(100) of the cost tests' fixed histories
+// (storetest.LatestHistories: a day at 1 Hz in 2025 with fixed-seed values, a point a day
+// through 2024-25) on each layout and on a database, and reports the requests and response
+// bytes of one call. Compare a change with:
+//
+//	go test -run '^$' -bench LatestHistory -count 6 ./integration_test/ | tee new.txt
+//	benchstat old.txt new.txt
+func BenchmarkLatestHistory(b *testing.B) {
+	for _, layout := range []string{"basic", "advanced", "chunked", "tsdb"} {
+		b.Run(layout, func(b *testing.B) {
+			store, stats := latestFixture(b, layout)
+			for _, hist := range storetest.LatestHistories() {
+				for _, n := range []int{1, 100} {
+					b.Run(fmt.Sprintf("%s/%d", hist.Name, n), func(b *testing.B) {
+						before := stats()
+						for b.Loop() {
+							pts, err := store.Latest(context.Background(), hist.Name, n)
+							if err != nil || len(pts) != n || !pts[0].Time.Equal(hist.Points[len(hist.Points)-1].Time) {
+								b.Fatal(len(pts), err)
+							}
+						}
+						after := stats()
+						b.ReportMetric(float64(after.Calls-before.Calls)/float64(b.N), "requests/op")
+						b.ReportMetric(float64(after.ResponseBytes-before.ResponseBytes)/float64(b.N), "resp-bytes/op")
+					})
+				}
+			}
+		})
+	}
+}
+
+// latestWritten records the layouts' fixtures that hold the histories already (they are
+// kept for the whole run, as fixture's are).
+var latestWritten sync.Map
+
+// latestFixture is a store of layout ("tsdb": a database, dropped when b ends) holding every
+// one of storetest.LatestHistories, and its client's counts.
+func latestFixture(b *testing.B, layout string) (tablets.Store, func() azurite.Stats) {
+	if layout == "tsdb" {
+		db, _, checker := dbtest.NewDB(b, nil)
+		writeHistories(b, db)
+		return db, checker.Stats
+	}
+	f := fixture(b, layout+"/latest-history", layout, 0, nil)
+	if _, done := latestWritten.LoadOrStore(layout, true); !done {
+		writeHistories(b, f.store)
+	}
+	return f.store, f.checker.Stats
+}
+
+func writeHistories(b *testing.B, store tablets.Store) {
+	for _, hist := range storetest.LatestHistories() {
+		require.NoError(b, store.Write(context.Background(), hist.Name, hist.Points...))
+	}
+}
