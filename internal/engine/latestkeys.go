@@ -11,6 +11,9 @@ import (
 	"github.com/seed71701133/tablets/internal/pager"
 )
 
+// sparseFirstRead is the most entities readNewest reads at first where the series is sparse.
+const sparseFirstRead = 16
+
 // span is the first and last unit of an entity, as its keys tell (Layout.Span).
 type span struct{ first, last uint64 }
 
@@ -70,7 +73,8 @@ func (s *Store) keysWindow(ctx context.Context, series string, lo, hi uint64, to
 // readNewest reads whole the newest of the entities listed in [lo, hi) (spans, by keysWindow)
 // until it holds need points or has read them all, as few at a time as the points per entity
 // seen so far say: first those that hold need points at full density (a layout's newest
-// entity is often partly filled: one more), or two chunks of an overlapping layout. It returns
+// entity is often partly filled: one more), up to 16 where the newest are apart, or two
+// chunks of an overlapping layout. It returns
 // the points newest first, all those in [below, hi): below is lo when every listed entity was
 // read, and above it when need was met or an entity appeared since the listing (then the rest
 // must be listed again).
@@ -81,8 +85,13 @@ func (s *Store) readNewest(ctx context.Context, series string, spans []span, lo,
 	g := s.layout.Granule()
 	_, overlapping := s.layout.(Overlapping)
 	k := int(min(ceilDiv(uint64(need), g), uint64(len(spans)))) + 1
-	if overlapping {
+	switch n := len(spans); {
+	case overlapping:
 		k = 2
+	case n >= 2 && spans[n-1].first-spans[n-2].first > g:
+		// The newest rows are apart: the series is sparse here, likely a point or a few a
+		// row. Read more of them at first, but few enough that full rows would cost little.
+		k = max(k, min(need+1, sparseFirstRead))
 	}
 	below = hi
 	read := 0 // entities read
