@@ -160,13 +160,28 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 		if err != nil {
 			return nil, err
 		}
-		pts, err := s.Latest(ctx, series, n-len(out))
+		pts, err := latestOfPeriod(ctx, s, series, n-len(out), db.periodStart(periods[i]), db.periodEnd(periods[i]))
 		if err != nil && !isTableGone(err) {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 		out = append(out, pts...)
 	}
 	return out, nil
+}
+
+// rangeLatest is implemented by the layouts' stores: the n newest points of a range (a to
+// after tablets.MaxTime reaches through it).
+type rangeLatest interface {
+	LatestIn(ctx context.Context, series string, n int, from, to time.Time) ([]tablets.Point, error)
+}
+
+// latestOfPeriod returns the n newest points of a raw table, whose points are all in
+// [start, end): bounded by them, a table that does not hold the series costs one request.
+func latestOfPeriod(ctx context.Context, s tablets.Store, series string, n int, start, end time.Time) ([]tablets.Point, error) {
+	if r, ok := s.(rangeLatest); ok {
+		return r.LatestIn(ctx, series, n, start, end)
+	}
+	return s.Latest(ctx, series, n)
 }
 
 // Delete removes the points with from <= Time < to from every raw table of the range.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -31,6 +32,9 @@ const (
 //     holds any points in the future. For a series written up to now it is the only request.
 //   - A window that comes back complete is kept whole; the next one below it is sized from
 //     the density seen so far, or 16 times wider after an empty one.
+//   - Below the first window, a layout whose entities hold many points (advanced rows,
+//     chunks) lists each window's keys first, and then reads whole only the newest entities,
+//     as many as the points still wanted need: old history costs its keys, not its rows.
 //   - A window that holds more entities than its $top (a dense past, or points in the future)
 //     is narrowed by keys-only probes ($top=1, galloping then bisecting from the newest
 //     entity it returned) until it is small enough to be read complete.
@@ -41,71 +45,195 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 	if n < 1 {
 		return nil, s.errorf("latest %q: %w: n %d must be at least 1", series, tablets.ErrInvalidLimit, n)
 	}
+	return s.latest(ctx, series, n, 0, s.endUnit(), false)
+}
+
+// LatestIn returns the n newest points of series with from <= Time < to, newest first, as
+// Latest does; a to after tablets.MaxTime means every time from on. A range wholly in the past is listed by its keys at once rather than in
+// windows from its end: a database reads each of its tables this way, and a table that does
+// not hold the series costs one request.
+func (s *Store) LatestIn(ctx context.Context, series string, n int, from, to time.Time) ([]tablets.Point, error) {
+	through := to.After(tablets.MaxTime) // the range holds tablets.MaxTime itself
+	if through {
+		to = tablets.MaxTime
+	}
+	lo, hi, err := s.seriesRange(series, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if through {
+		hi = s.endUnit()
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("%w: n %d must be at least 1", tablets.ErrInvalidOptions, n)
+	}
+	if lo >= hi {
+		return []tablets.Point{}, nil
+	}
+	return s.latest(ctx, series, n, lo, hi, true)
+}
+
+// latestWalk is the state of one Latest: the points found, newest first, are every point in
+// [hi, ceiling); the next window is [lo, hi).
+type latestWalk struct {
+	n              int
+	floor, ceiling uint64 // the range read
+	now            uint64 // the clock, in units, a multiple of the granule
+	newest         []tablets.Point
+	newestUnit     uint64 // of newest[0]
+	lo, hi         uint64
+	width          uint64 // of the window just read
+	firstWidth     uint64
+	bounded        bool // a range: each window below the first reaches down to floor
+}
+
+// latest returns the n newest points of series in [floor, ceiling) units (see Latest).
+func (s *Store) latest(ctx context.Context, series string, n int, floor, ceiling uint64, bounded bool) ([]tablets.Point, error) {
 	wrap := func(err error) error { return s.errorf("latest %q: %w", series, err) }
-	g, end := s.layout.Granule(), s.endUnit()
+	g := s.layout.Granule()
 	clock := s.now()
 	if clock.Before(tablets.MinTime) {
 		clock = tablets.MinTime
 	} else if clock.After(tablets.MaxTime) {
 		clock = tablets.MaxTime
 	}
-	now := min(ceilUnits(s.layout.Format(), clock), end-1) / g * g
-
-	newest := make([]tablets.Point, 0, min(n, 1024)) // newest first: every point in [hi, end)
-	var newestUnit uint64                            // of newest[0]
-	hi := end
+	w := latestWalk{n: n, floor: floor, ceiling: ceiling, bounded: bounded, hi: ceiling}
+	w.now = min(ceilUnits(s.layout.Format(), clock), s.endUnit()-1) / g * g
+	w.newest = make([]tablets.Point, 0, min(n, 1024))
 	// n points at full density, or a minute.
-	width := max(ceilDiv(uint64(n), g), ceilDiv(uint64(firstWindow/s.layout.Format().Resolution), g)) * g
-	firstWidth := width
-	lo := now - min(now, width)
+	w.width = max(ceilDiv(uint64(n), g), ceilDiv(uint64(firstWindow/s.layout.Format().Resolution), g)) * g
+	w.firstWidth = w.width
+	top := min(w.now, (ceiling-1)/g*g)
+	w.lo = max(floor, top-min(top, w.width))
 	var h *hint // read with the first window only
 	if hinter, ok := s.layout.(Hinter); ok {
 		h = &hint{layout: hinter}
 	}
-	for len(newest) < n && hi > 0 {
-		need := n - len(newest)
-		top := windowTop(lo, min(hi, now+g), g, need)
-		got, last, complete, err := s.window(ctx, series, lo, hi, top, h)
+	// Beyond the first window, a layout whose entities hold many points lists a window's keys
+	// before it reads any entity whole: a wide window of old history then costs its keys, not
+	// its rows (a day at 1 Hz is 360 advanced rows of up to 7 KB each).
+	_, overlapping := s.layout.(Overlapping)
+	keysFirst := g > 1 || overlapping
+	first := true
+	if bounded && keysFirst && (ceiling <= w.now || floor > w.now) {
+		first, w.lo = false, floor // a range in the past or the future: its keys at once
+	}
+	for ; len(w.newest) < n && w.hi > floor; first = false {
+		var err error
+		if first || !keysFirst {
+			err = s.latestWhole(ctx, series, &w, h)
+			h = nil
+		} else {
+			err = s.latestKeysFirst(ctx, series, &w)
+		}
 		if err != nil {
 			return nil, wrap(err)
 		}
-		firstHint := h
-		h = nil
-		if !complete {
-			if firstHint != nil && firstHint.found && firstHint.unit >= lo && firstHint.unit < hi {
-				// Too many entities (points in the future): try first just under the hint.
-				lo = max(lo, firstHint.unit+1-min(firstHint.unit+1, firstWidth))
-				continue
-			}
-			if lo, hi, err = s.narrow(ctx, series, lo, last, hi, top); err != nil {
-				return nil, wrap(err)
-			}
-			continue
+	}
+	return w.newest, nil
+}
+
+// latestWhole reads the window [w.lo, w.hi) whole, with the hint entity if h is not nil, and
+// moves w to the next window.
+func (s *Store) latestWhole(ctx context.Context, series string, w *latestWalk, h *hint) error {
+	g := s.layout.Granule()
+	top := windowTop(w.lo, min(w.hi, w.now+g), g, w.n-len(w.newest))
+	points, last, complete, err := s.window(ctx, series, w.lo, w.hi, top, h)
+	if err != nil {
+		return err
+	}
+	if !complete {
+		if h != nil && h.found && h.unit >= w.lo && h.unit < w.hi {
+			// Too many entities (points in the future): try first just under the hint.
+			w.lo = max(w.lo, h.unit+1-min(h.unit+1, w.firstWidth))
+			return nil
 		}
-		if len(newest) == 0 && len(got) > 0 {
-			newestUnit = got[len(got)-1].unit
-		}
-		for i := len(got) - 1; i >= 0 && len(newest) < n; i-- {
-			newest = append(newest, got[i].Point)
-		}
-		if len(got) == 0 {
-			width = satMul(width, growth)
-		} else if len(newest) < n {
-			// Units per point so far, times the points still wanted, with a margin.
-			perPoint := float64(newestUnit+1-lo) / float64(len(newest))
-			width = uint64(min(math.Ceil(perPoint*float64(n-len(newest))*1.5), float64(end)))
-		}
-		width = max(ceilDiv(width, g), 1) * g
-		hi = lo
-		lo = hi - min(hi, width)
-		if firstHint != nil && firstHint.found && firstHint.unit < hi {
-			// The newest time the latest Write held is below: the next window reaches down to
-			// just under it, however far that is. It is read complete before it counts, so a
-			// stale hint costs requests, never points.
-			lo = min(lo, firstHint.unit+1-min(firstHint.unit+1, firstWidth))
+		w.lo, w.hi, err = s.narrow(ctx, series, w.lo, last, w.hi, top)
+		return err
+	}
+	slices.Reverse(points)
+	hintUnit := noHint
+	if h != nil && h.found {
+		hintUnit = h.unit
+	}
+	w.next(s, points, hintUnit)
+	return nil
+}
+
+// latestKeysFirst lists the keys of the window [w.lo, w.hi), reads whole the newest of its
+// entities that the points still wanted need, and moves w to what is left of it or to the
+// next window.
+func (s *Store) latestKeysFirst(ctx context.Context, series string, w *latestWalk) error {
+	spans, last, complete, err := s.keysWindow(ctx, series, w.lo, w.hi, pager.MaxTop)
+	if err != nil {
+		return err
+	}
+	if !complete {
+		w.lo, w.hi, err = s.narrow(ctx, series, w.lo, last, w.hi, pager.MaxTop)
+		return err
+	}
+	points, below, err := s.readNewest(ctx, series, spans, w.lo, w.hi, w.n-len(w.newest))
+	if err != nil {
+		return err
+	}
+	if below > w.lo {
+		// Enough points, or the window changed since its keys were listed (a concurrent
+		// write): list what is left of it again.
+		w.newest = appendNewest(w.newest, points, w.n, &w.newestUnit)
+		w.hi = below
+		return nil
+	}
+	w.next(s, points, noHint)
+	return nil
+}
+
+// next takes the points of the window [w.lo, w.hi), newest first, and sizes the window below
+// it: from the density seen so far, 16 times wider after an empty one, down to just under a
+// hint below it, and down to the floor of a range.
+func (w *latestWalk) next(s *Store, got []unitPoint, hintUnit uint64) {
+	g := s.layout.Granule()
+	w.newest = appendNewest(w.newest, got, w.n, &w.newestUnit)
+	if len(got) == 0 {
+		w.width = satMul(w.width, growth)
+	} else if len(w.newest) < w.n {
+		// Units per point so far, times the points still wanted, with a margin.
+		perPoint := float64(w.newestUnit+1-w.lo) / float64(len(w.newest))
+		w.width = uint64(min(math.Ceil(perPoint*float64(w.n-len(w.newest))*1.5), float64(s.endUnit())))
+	}
+	w.width = max(ceilDiv(w.width, g), 1) * g
+	w.hi = w.lo
+	w.lo = w.hi - min(w.hi, w.width)
+	if hintUnit != noHint && hintUnit < w.hi {
+		// The newest time the latest Write held is below: the next window reaches down to
+		// just under it, however far that is. It is read complete before it counts, so a
+		// stale hint costs requests, never points.
+		w.lo = min(w.lo, hintUnit+1-min(hintUnit+1, w.firstWidth))
+	}
+	if w.bounded {
+		_, overlapping := s.layout.(Overlapping)
+		if g > 1 || overlapping {
+			w.lo = 0 // keys first: the rest of the range at once
 		}
 	}
-	return newest, nil
+	w.lo = max(w.lo, w.floor)
+}
+
+// noHint is a hint unit that no hint holds.
+const noHint uint64 = math.MaxUint64
+
+// appendNewest appends to newest the points of got (newest first) until it holds n, and sets
+// *newestUnit to the unit of the first point it holds.
+func appendNewest(newest []tablets.Point, got []unitPoint, n int, newestUnit *uint64) []tablets.Point {
+	if len(newest) == 0 && len(got) > 0 {
+		*newestUnit = got[0].unit
+	}
+	for _, p := range got {
+		if len(newest) == n {
+			break
+		}
+		newest = append(newest, p.Point)
+	}
+	return newest
 }
 
 // windowTop is the $top of a window [lo, hi) that should hold need points: twice the
