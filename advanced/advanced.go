@@ -139,6 +139,14 @@ func (s *Store) Latest(ctx context.Context, series string, n int) ([]tablets.Poi
 	return s.eng.Latest(ctx, series, n)
 }
 
+// LatestIn returns the n newest points of series with from <= Time < to, newest first, as
+// Latest does; a to after tablets.MaxTime means every time from on. A range wholly in the
+// past is listed by its keys at once: a database (package tsdb) reads each of its tables
+// this way, and a table that does not hold the series costs one request.
+func (s *Store) LatestIn(ctx context.Context, series string, n int, from, to time.Time) ([]tablets.Point, error) {
+	return s.eng.LatestIn(ctx, series, n, from, to)
+}
+
 // Delete removes the points of series with from <= Time < to: the rows wholly inside the
 // range are deleted, and those cut by its edges are rewritten without the range's slots,
 // conditionally on their ETags (a concurrent write makes it read the row again).
