@@ -21,7 +21,7 @@ func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
 		return err
 	}
 	for _, sp := range spans {
-		s, err := db.store(sp.period)
+		s, err := db.stores.get(sp.period)
 		if err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -35,34 +34,6 @@ func (t Tier) block() time.Duration { return t.Step * blockWindows }
 
 // tierPeriod is the start of tier t's table period holding Unix second s.
 func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
-
-// errTierDropped is ensureTable's answer for a tier table that Retain dropped: its windows
-// are past the tier's retention, and the table is never created again.
-var errTierDropped = errors.New("tsdb: tier table dropped")
-
-// ensureTable creates a tier table unless this process knows it exists, or it was dropped.
-func (db *DB) ensureTable(ctx context.Context, name string) error {
-	db.mu.Lock()
-	known := db.tables[name]
-	db.mu.Unlock()
-	if known {
-		return nil
-	}
-	_, err := db.meta.GetEntity(ctx, catalogDropped, name, nil)
-	if err == nil {
-		return errTierDropped
-	}
-	if !isStatus(err, http.StatusNotFound) {
-		return fmt.Errorf("tsdb: catalog: %w", err)
-	}
-	if err := tablets.EnsureTable(ctx, db.service.NewClient(name)); err != nil {
-		return fmt.Errorf("tsdb: %w", err)
-	}
-	db.mu.Lock()
-	db.tables[name] = true
-	db.mu.Unlock()
-	return nil
-}
 
 // Rollup (re)computes every tier window overlapping [from, to) from the raw points, for every
 // series with points there (the series index of the periods). It works a whole block of the
@@ -109,7 +80,7 @@ func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) er
 			}
 			pts = append(pts, p)
 		}
-		rolled := float64(time.Now().Unix())
+		rolled := float64(db.now().Unix())
 		conflict := false
 		for i, t := range db.opts.Tiers {
 			blocks := db.computeBlocks(t, pts, rolled)
@@ -214,7 +185,7 @@ func (db *DB) writeBlocks(ctx context.Context, series string, t Tier, blocks map
 	}
 	for p, actions := range byTable {
 		name := db.tierTable(t, p)
-		if err := db.ensureTable(ctx, name); errors.Is(err, errTierDropped) {
+		if err := db.tiers.ensure(ctx, name); errors.Is(err, errTierDropped) {
 			continue // past the tier's retention: Aggregate reads raw points there, if any
 		} else if err != nil {
 			return err
@@ -243,7 +214,7 @@ func submitAll(ctx context.Context, client *aztables.Client, pk string, actions 
 // are stored: a Rollup that read the raw points before them read the block's ETag before
 // this flag changed it, and its write of the block fails.
 func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Point) error {
-	limit := time.Now().Add(-(db.opts.SealDelay - sealMargin))
+	limit := db.now().Add(-(db.opts.SealDelay - sealMargin))
 	for _, t := range db.opts.Tiers {
 		byTable := map[uint64]map[uint64]bool{}
 		for _, p := range points {
@@ -259,7 +230,7 @@ func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Poi
 		}
 		for tp, starts := range byTable {
 			name := db.tierTable(t, tp)
-			if err := db.ensureTable(ctx, name); errors.Is(err, errTierDropped) {
+			if err := db.tiers.ensure(ctx, name); errors.Is(err, errTierDropped) {
 				continue // no window of it is kept: nothing to flag
 			} else if err != nil {
 				return err
