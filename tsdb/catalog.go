@@ -99,10 +99,8 @@ func (c *catalog) register(ctx context.Context, sets []Labels) ([]string, error)
 		body := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, pk, keys[i]), labelsProperty, e.encoded))
 		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: body})
 	}
-	for pk, actions := range byPart {
-		if err := submitAll(ctx, c.client, pk, actions); err != nil {
-			return nil, fmt.Errorf("tsdb: register label sets: %w", err)
-		}
+	if err := submitPartitions(ctx, c.client, byPart); err != nil {
+		return nil, fmt.Errorf("tsdb: register label sets: %w", err)
 	}
 	for k, e := range fresh {
 		c.labels.add(k, e)

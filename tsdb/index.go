@@ -135,14 +135,11 @@ func (db *DB) register(ctx context.Context, p uint64, series ...string) error {
 		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: entity.AppendEnd(b)})
 		added = append(added, id)
 	}
-	client := db.service.NewClient(db.indexTable(p))
-	for pk, actions := range byPart {
-		if err := submitAll(ctx, client, pk, actions); err != nil {
-			if isTableGone(err) {
-				db.tables.gone(indexKind, p)
-			}
-			return fmt.Errorf("tsdb: index: %w", err)
+	if err := submitPartitions(ctx, db.service.NewClient(db.indexTable(p)), byPart); err != nil {
+		if isTableGone(err) {
+			db.tables.gone(indexKind, p)
 		}
+		return fmt.Errorf("tsdb: index: %w", err)
 	}
 	db.index.remember(p, added)
 	return nil

@@ -209,6 +209,34 @@ func submitAll(ctx context.Context, client *aztables.Client, pk string, actions 
 	return nil
 }
 
+// submitConcurrency is how many transactions submitPartitions sends at once.
+const submitConcurrency = 8
+
+// submitPartitions sends the operations of many partitions of one table, in transactions
+// under the batch limits, submitConcurrency at a time; it returns the first error.
+func submitPartitions(ctx context.Context, client *aztables.Client, byPart map[string][]aztables.TransactionAction) error {
+	type txn struct {
+		pk      string
+		actions []aztables.TransactionAction
+	}
+	var txns []txn
+	for pk, actions := range byPart {
+		start := 0
+		for _, end := range entity.Batches(len(actions), func(i int) int { return len(actions[i].Entity) + 2*len(pk) }) {
+			txns = append(txns, txn{pk, actions[start:end]})
+			start = end
+		}
+	}
+	for _, err := range batch.Run(ctx, submitConcurrency, len(txns), func(ctx context.Context, i int) error {
+		return batch.Submit(ctx, client, txns[i].pk, txns[i].actions)
+	}) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // flagStale flags the tier blocks holding points older than the seal delay (less the clock
 // margin) as stale: a blind merge, so a Write still reads nothing. It runs after the points
 // are stored: a Rollup that read the raw points before them read the block's ETag before
