@@ -64,8 +64,9 @@ type SeriesPoints struct {
 // it was not written after another failed. Index is -1 for rejects.
 //
 // Each WriteError names one series and one cause: a series may have several (rejected points
-// of two kinds, and a failed write of the rest). The error joins them all (errors.As finds
-// one; its Unwrap() []error lists all), rejects first; nil means every point is stored. A
+// of several kinds, and a failed write of the rest). The error joins them all (errors.As
+// finds one; its Unwrap() []error lists all): the rejects first, in the batch's order and for
+// a series in the order above, then the failed writes; nil means every point is stored. A
 // failure to read the catalog before writing is returned alone, nothing written.
 func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
 	plans, rejects, err := db.plan(ctx, batch)
@@ -84,6 +85,7 @@ const writeConcurrency = 32
 
 // planned is a series' points split by raw period.
 type planned struct {
+	at       int // in the batch
 	series   string
 	points   []tablets.Point
 	byPeriod map[uint64][]tablets.Point
@@ -98,21 +100,33 @@ func (db *DB) plan(ctx context.Context, batch []SeriesPoints) ([]planned, []*tab
 	if db.opts.RawRetention > 0 {
 		expiredBefore = db.now().Add(-db.opts.RawRetention)
 	}
-	var rejects []*tablets.WriteError
-	reject := func(series string, pts []tablets.Point, err error) {
-		rejects = append(rejects, &tablets.WriteError{Series: series, Failed: pts, Index: -1, Err: err})
+	type indexed struct {
+		at int // in the batch
+		we *tablets.WriteError
+	}
+	var rejects []indexed
+	reject := func(at int, series string, pts []tablets.Point, err error) {
+		rejects = append(rejects, indexed{at, &tablets.WriteError{Series: series, Failed: pts, Index: -1, Err: err}})
+	}
+	inOrder := func() []*tablets.WriteError {
+		slices.SortStableFunc(rejects, func(a, b indexed) int { return a.at - b.at })
+		out := make([]*tablets.WriteError, len(rejects))
+		for i, r := range rejects {
+			out[i] = r.we
+		}
+		return out
 	}
 	plans := make([]planned, 0, len(batch))
 	periods := map[uint64]bool{}
-	for _, sp := range batch {
+	for at, sp := range batch {
 		if len(sp.Points) == 0 {
 			continue
 		}
 		if err := db.validate(ctx, sp.Series); err != nil {
-			reject(sp.Series, sp.Points, fmt.Errorf("tsdb: %w", err))
+			reject(at, sp.Series, sp.Points, fmt.Errorf("tsdb: %w", err))
 			continue
 		}
-		pl := planned{series: sp.Series, byPeriod: map[uint64][]tablets.Point{}}
+		pl := planned{at: at, series: sp.Series, byPeriod: map[uint64][]tablets.Point{}}
 		var badTime, expired []tablets.Point
 		var badTimeErr, expiredErr error
 		for i, p := range sp.Points {
@@ -139,10 +153,10 @@ func (db *DB) plan(ctx context.Context, batch []SeriesPoints) ([]planned, []*tab
 			periods[pp] = true
 		}
 		if len(badTime) > 0 {
-			reject(sp.Series, badTime, badTimeErr)
+			reject(at, sp.Series, badTime, badTimeErr)
 		}
 		if len(expired) > 0 {
-			reject(sp.Series, expired, expiredErr)
+			reject(at, sp.Series, expired, expiredErr)
 		}
 		if len(pl.periods) > 0 {
 			plans = append(plans, pl)
@@ -161,7 +175,7 @@ func (db *DB) plan(ctx context.Context, batch []SeriesPoints) ([]planned, []*tab
 		for i := range plans {
 			plans[i].points = pointsOf(plans[i])
 		}
-		return plans, rejects, nil
+		return plans, inOrder(), nil
 	}
 	kept := plans[:0]
 	for _, pl := range plans {
@@ -178,14 +192,14 @@ func (db *DB) plan(ctx context.Context, batch []SeriesPoints) ([]planned, []*tab
 			}
 		}
 		if len(gone) > 0 {
-			reject(pl.series, gone, goneErr)
+			reject(pl.at, pl.series, gone, goneErr)
 		}
 		if len(pl.periods) > 0 {
 			pl.points = pointsOf(pl)
 			kept = append(kept, pl)
 		}
 	}
-	return kept, rejects, nil
+	return kept, inOrder(), nil
 }
 
 // pointsOf lists a plan's points, period by period.
