@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -107,5 +108,15 @@ func TestRawStoresBound(t *testing.T) {
 	_, _ = r.get(1)
 	if made != before+1 {
 		t.Fatal("the least recently used store was kept")
+	}
+}
+
+func TestCachedSeriesOption(t *testing.T) {
+	if err := CheckOptions("abc", &Options{CachedSeries: -1}); !errors.Is(err, tablets.ErrInvalidOptions) {
+		t.Fatalf("a negative CachedSeries: %v", err)
+	}
+	o, err := withDefaults("abc", nil)
+	if err != nil || o.CachedSeries != DefaultCachedSeries || o.Now == nil {
+		t.Fatalf("defaults: %+v, %v", o, err)
 	}
 }
