@@ -27,7 +27,7 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 	if len(points) == 0 {
 		return nil
 	}
-	plans, rejects, err := db.plan(ctx, []SeriesPoints{{series, points}})
+	plans, rejects, err := db.plan(ctx, []SeriesPoints{{series, points}}, true)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ type SeriesPoints struct {
 // a series in the order above, then the failed writes; nil means every point is stored. A
 // failure to read the catalog before writing is returned alone, nothing written.
 func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
-	plans, rejects, err := db.plan(ctx, batch)
+	plans, rejects, err := db.plan(ctx, batch, false)
 	if err != nil {
 		return err
 	}
@@ -94,8 +94,9 @@ type planned struct {
 
 // plan checks every series and point, and that no period is dropped, before any write. It
 // returns the points to write by series, and the rejected ones (a *tablets.WriteError per
-// series and cause).
-func (db *DB) plan(ctx context.Context, batch []SeriesPoints) ([]planned, []*tablets.WriteError, error) {
+// series and cause). strict stops at bad input found without a request: the catalog is not
+// read then.
+func (db *DB) plan(ctx context.Context, batch []SeriesPoints, strict bool) ([]planned, []*tablets.WriteError, error) {
 	var expiredBefore time.Time
 	if db.opts.RawRetention > 0 {
 		expiredBefore = db.now().Add(-db.opts.RawRetention)
@@ -161,6 +162,9 @@ func (db *DB) plan(ctx context.Context, batch []SeriesPoints) ([]planned, []*tab
 		if len(pl.periods) > 0 {
 			plans = append(plans, pl)
 		}
+	}
+	if strict && len(rejects) > 0 {
+		return nil, inOrder(), nil
 	}
 	droppedErr := map[uint64]error{}
 	for _, p := range slices.Sorted(maps.Keys(periods)) {

@@ -94,6 +94,10 @@ func TestWriteManyRejects(t *testing.T) {
 			t.Fatalf("Write: %v", err)
 		}
 	}
+	far := tablets.Point{Time: now.Add(-20 * time.Hour), Value: 5} // a period never seen: no catalog read either
+	if err := db.Write(ctx, "w", far, badTime); !errors.Is(err, tablets.ErrInvalidTime) {
+		t.Fatalf("Write: %v", err)
+	}
 	if err := db.Write(ctx, "w/x", good); !errors.Is(err, tablets.ErrInvalidSeries) {
 		t.Fatalf("Write: %v", err)
 	}
