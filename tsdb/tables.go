@@ -52,8 +52,11 @@ const maxDroppedCached = 4096
 type periodTables struct {
 	db *DB
 
-	mu       sync.Mutex
-	exists   [2]map[uint64]bool // by kind: periods whose table exists
+	mu sync.Mutex
+	// exists holds, by kind, the periods whose table exists: true when made by this process
+	// or listed, false when a read found it (a read that sent no request finds nothing for
+	// sure, so a Write still makes such a table).
+	exists   [2]map[uint64]bool
 	listedAt time.Time          // of the last listing; zero: never listed
 	dropped  *genCache[uint64, struct{}]
 }
@@ -65,8 +68,17 @@ func newPeriodTables(db *DB) *periodTables {
 // periodSeconds is the length of a raw period in seconds.
 func (t *periodTables) periodSeconds() uint64 { return uint64(t.db.opts.RawPeriod / time.Second) }
 
-// found records that period p's table of kind k exists.
+// found records that a read of period p's table of kind k did not find it gone.
 func (t *periodTables) found(k tableKind, p uint64) {
+	t.mu.Lock()
+	if _, ok := t.exists[k][p]; !ok {
+		t.exists[k][p] = false
+	}
+	t.mu.Unlock()
+}
+
+// made records that period p's table of kind k exists: this process made it.
+func (t *periodTables) made(k tableKind, p uint64) {
 	t.mu.Lock()
 	t.exists[k][p] = true
 	t.mu.Unlock()
@@ -80,6 +92,7 @@ func (t *periodTables) gone(k tableKind, p uint64) {
 	t.mu.Unlock()
 }
 
+// has reports whether period p's table of kind k is known to exist (made or listed).
 func (t *periodTables) has(k tableKind, p uint64) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -238,7 +251,7 @@ func (t *periodTables) ensure(ctx context.Context, p uint64) error {
 		}
 		err := tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.rawTable(q)))
 		if err == nil {
-			t.found(rawKind, q)
+			t.made(rawKind, q)
 			err = tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.indexTable(q)))
 		}
 		if err != nil {
@@ -247,7 +260,7 @@ func (t *periodTables) ensure(ctx context.Context, p uint64) error {
 			}
 			return fmt.Errorf("tsdb: %w", err)
 		}
-		t.found(indexKind, q)
+		t.made(indexKind, q)
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ func TestReadsUseTheTableCache(t *testing.T) {
 	}
 	old := base.Add(-5 * time.Hour)
 	cost("an unknown period: probed", tablefake.Stats{Requests: 1, Queries: 1}, func() { queryAll(t, db, "cpu", old, old.Add(time.Hour)) })
-	if !db.tables.has(rawKind, db.period(old)) {
+	if _, ok := db.tables.exists[rawKind][db.period(old)]; !ok {
 		t.Fatal("the table a probe found is not remembered")
 	}
 	// A period with no table: probed, TableNotFound is an empty period.
@@ -73,7 +73,7 @@ func TestReadsUseTheTableCache(t *testing.T) {
 	// A table dropped by another process: the read that finds it gone forgets it.
 	fake.DeleteTable(db.rawTable(db.period(base)))
 	cost("a dropped table", tablefake.Stats{Requests: 1, Queries: 1, NotFound: 1}, func() { queryAll(t, db, "cpu", base, base.Add(time.Hour)) })
-	if db.tables.has(rawKind, db.period(base)) {
+	if _, ok := db.tables.exists[rawKind][db.period(base)]; ok {
 		t.Fatal("a table found gone is still believed to exist")
 	}
 
