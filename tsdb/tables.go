@@ -57,7 +57,7 @@ type periodTables struct {
 	// or listed, false when a read found it (a read that sent no request finds nothing for
 	// sure, so a Write still makes such a table).
 	exists   [2]map[uint64]bool
-	listedAt time.Time          // of the last listing; zero: never listed
+	listedAt time.Time // of the last listing; zero: never listed
 	dropped  *genCache[uint64, struct{}]
 }
 
