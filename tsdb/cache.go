@@ -18,6 +18,7 @@ type genCache[K comparable, V any] struct {
 	curr     map[K]V
 	prev     map[K]V
 	currCost int
+	prevCost int
 }
 
 func newGenCache[K comparable, V any](maxCost int, cost func(K, V) int) *genCache[K, V] {
@@ -41,6 +42,7 @@ func (c *genCache[K, V]) get(k K) (V, bool) {
 	v, ok := c.prev[k]
 	if ok {
 		delete(c.prev, k)
+		c.prevCost -= c.costOf(k, v)
 		c.addLocked(k, v)
 	}
 	return v, ok
@@ -60,7 +62,7 @@ func (c *genCache[K, V]) add(k K, v V) {
 func (c *genCache[K, V]) addLocked(k K, v V) {
 	n := c.costOf(k, v)
 	if c.currCost+n > c.half && len(c.curr) > 0 {
-		c.prev, c.curr, c.currCost = c.curr, make(map[K]V, len(c.curr)), 0
+		c.prev, c.curr, c.prevCost, c.currCost = c.curr, make(map[K]V, len(c.curr)), c.currCost, 0
 	}
 	c.curr[k] = v
 	c.currCost += n
@@ -74,7 +76,10 @@ func (c *genCache[K, V]) remove(k K) {
 		c.currCost -= c.costOf(k, old)
 		delete(c.curr, k)
 	}
-	delete(c.prev, k)
+	if old, ok := c.prev[k]; ok {
+		c.prevCost -= c.costOf(k, old)
+		delete(c.prev, k)
+	}
 }
 
 // len is the number of entries cached.
@@ -82,4 +87,11 @@ func (c *genCache[K, V]) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.curr) + len(c.prev)
+}
+
+// size is the cost of the entries cached: at most the bound, plus one entry.
+func (c *genCache[K, V]) size() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.currCost + c.prevCost
 }

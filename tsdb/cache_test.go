@@ -14,8 +14,8 @@ func TestGenCacheBound(t *testing.T) {
 	for i := range 1000 {
 		c.add(i, "0123456789") // 10 each: a generation holds 5
 	}
-	if n := c.len(); n > 10 {
-		t.Fatalf("%d entries cached, want at most 10 (a cost of 100)", n)
+	if n, size := c.len(), c.size(); n > 10 || size != 10*n {
+		t.Fatalf("%d entries of cost %d cached, want at most 10 (a cost of 100)", n, size)
 	}
 	if _, ok := c.get(999); !ok {
 		t.Fatal("the newest entry is gone")

@@ -37,14 +37,16 @@ type labelEntry struct {
 // key, the slice and string headers, the map's share.
 const labelEntryOverhead = 160
 
-// averageLabelBytes is the label-set size CachedSeries is sized for.
-const averageLabelBytes = 512
+// labelEntryBytes is what CachedSeries allows an entry of the label cache: a generation
+// holds CachedSeries times this many bytes (CachedSeries sets of up to 300 bytes encoded).
+const labelEntryBytes = 512
+
+func labelEntryCost(k string, e labelEntry) int {
+	return len(k) + len(e.partition) + len(e.encoded) + labelEntryOverhead
+}
 
 func newCatalog(client *aztables.Client, cachedSeries int) *catalog {
-	cost := func(k string, e labelEntry) int {
-		return len(k) + len(e.partition) + len(e.encoded) + labelEntryOverhead
-	}
-	return &catalog{client: client, labels: newGenCache(cachedSeries*(averageLabelBytes+labelEntryOverhead), cost)}
+	return &catalog{client: client, labels: newGenCache(2*cachedSeries*labelEntryBytes, labelEntryCost)}
 }
 
 func newLabelEntry(ls Labels) labelEntry {

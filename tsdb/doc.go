@@ -37,11 +37,13 @@
 // The account is the only state: any number of processes may open one database. A DB's
 // caches only save requests; each is bounded, and a miss is answered from the account:
 //
-//   - label sets registered, by series key: about Options.CachedSeries of them (two
-//     generations, the least recently used going first). A miss costs SeriesOf a share of
-//     a registry transaction, and a Write in a new period a registry read.
-//   - series listed in a period's index: about Options.CachedSeries a period, for the
-//     newest three periods written. A miss costs a share of an index transaction.
+//   - label sets registered, by series key: at least the Options.CachedSeries used last,
+//     up to twice as many (two generations: what is not used for a generation goes). A
+//     miss costs SeriesOf a share of a registry transaction, and a Write in a new period a
+//     registry read.
+//   - series listed in a period's index: at least the Options.CachedSeries written last in
+//     each of the three newest periods written, up to twice as many. A miss costs a share
+//     of an index transaction (and a backfill into an older period always pays it).
 //   - tables that exist, and periods dropped: the tables of the last listing, plus those
 //     this process made or found, less those it dropped or found gone; at most 4,096
 //     periods known dropped and 4,096 tier tables known to exist.

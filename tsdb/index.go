@@ -99,7 +99,7 @@ func (x *seriesIndex) remember(p uint64, ids []seriesID) {
 			}
 			delete(x.registered, oldest)
 		}
-		c = newGenCache[seriesID, struct{}](x.perPeriod, nil)
+		c = newGenCache[seriesID, struct{}](2*x.perPeriod, nil) // the last perPeriod at least
 		x.registered[p] = c
 	}
 	x.mu.Unlock()

@@ -91,8 +91,13 @@ func TestMemoryFlatUnderSeriesChurn(t *testing.T) {
 	if at1M > at100k+8<<20 {
 		t.Errorf("the heap grew from %d to %d bytes between 100k and 1M series", at100k, at1M)
 	}
-	if n := db.catalog.labels.len(); n > cached*2 {
-		t.Errorf("%d label sets cached, over twice CachedSeries", n)
+	if n := db.catalog.labels.size(); n > 2*cached*labelEntryBytes+1000 {
+		t.Errorf("the label cache holds %d bytes, over its bound", n)
+	}
+	for p, c := range db.index.registered {
+		if c.len() > 2*cached {
+			t.Errorf("period %d: %d registrations cached, over twice CachedSeries", p, c.len())
+		}
 	}
 }
 

@@ -43,10 +43,12 @@ type Options struct {
 	// Rollup stamps on its blocks, and the age of the cached list of tables are measured by
 	// it. nil: time.Now. (KeepCompacted and KeepRolledUp tick by the wall clock.)
 	Now func() time.Time
-	// CachedSeries bounds the caches of the write path: about how many series a DB
-	// remembers as listed in each of the newest periods' indexes, and with their label sets
-	// (an encoded label set of up to 512 bytes a series on average). A series it forgot
-	// costs a request again, never a wrong answer. 0: DefaultCachedSeries.
+	// CachedSeries sizes the caches of the write path: a DB remembers at least the
+	// CachedSeries series written last as listed in each of the three newest periods'
+	// indexes, and the label sets of at least the CachedSeries used last (when they average
+	// under 300 bytes encoded), up to twice as many of each (about 700 bytes a series in
+	// all). A series it forgot costs a request again, never a wrong answer. 0:
+	// DefaultCachedSeries.
 	CachedSeries int
 }
 
