@@ -51,7 +51,8 @@
 //
 // Memory stays flat whatever the churn of series: with CachedSeries 20,000, a million
 // distinct series written over twenty periods leave the heap where it was after the first
-// 100,000 (measured: 12.5 MiB and 12.0 MiB after a collection).
+// 100,000 (measured after a collection: 24.2 MiB, then 22.1 MiB; the caches take at most
+// about 1.3 KB per unit of CachedSeries, 1.1 KB measured).
 //
 // A read does not list the tables: it reads the periods of its range that the cache holds.
 // Another process may create a table at any time (a new database's first write, a
