@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -435,11 +436,17 @@ func TestTSDBWriteManyFailsFast(t *testing.T) {
 	retries := int64(azurite.TestRetryOptions().MaxRetries + 1)
 	t.Logf("200 series with the account down: %d attempts (%d a request)", attempts, retries)
 	require.Less(t, attempts, 100*retries, "the first failure stops the rest")
-	var failed int
+	var failed, answered int
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var we *tablets.WriteError
 		require.ErrorAs(t, e, &we)
 		failed += len(we.Failed)
+		if we.Status != 0 { // the service's answer, not "not written after another failed"
+			answered++
+			require.Contains(t, []int{http.StatusServiceUnavailable, http.StatusInternalServerError}, we.Status)
+			require.Equal(t, we.Status == http.StatusServiceUnavailable, errors.Is(we, tablets.ErrThrottled), "%v", we)
+		}
 	}
 	require.Equal(t, 200, failed, "every point is reported not stored")
+	require.Positive(t, answered, "the failed series carry the service's status")
 }
