@@ -51,17 +51,19 @@ type SeriesPoints struct {
 //     Err wraps tablets.ErrInvalidSeries;
 //   - points whose time is outside [tablets.MinTime, tablets.MaxTime]: a *tablets.WriteError
 //     of the series listing those points, Err wrapping tablets.ErrInvalidTime;
-//   - points older than the raw retention (by Options.Now), or in a period whose table was
-//     dropped: a *tablets.WriteError of the series listing those points, Err wrapping
-//     ErrExpired. (Whether a period was dropped is read from the catalog the first time,
-//     one request a period.)
+//   - points older than the raw retention (Time before Options.Now() - RawRetention), or in
+//     a period whose table was dropped: a *tablets.WriteError of the series listing those
+//     points, Err wrapping ErrExpired. (Whether a period was dropped is read from the
+//     catalog the first time, one request a period.)
 //
 // The other points are written: the series new to a period are listed in its index in
 // transactions (one per index partition and 100 series), then the series are written,
-// writeConcurrency at a time. The first series that fails stops the others: each series not
+// 32 at a time. The first series that fails stops the others: each series not
 // wholly written gets a *tablets.WriteError listing exactly its points not stored, with the
 // service's Status and Code (a throttled write matches tablets.ErrThrottled), or Err saying
-// it was not written after another failed. Index is -1 for rejects.
+// it was not written after another failed. A series whose points are stored but whose late
+// points' tier windows could not be flagged stale lists all its points too: writing them
+// again is what flags the windows. Index is -1 for rejects.
 //
 // Each WriteError names one series and one cause: a series may have several (rejected points
 // of several kinds, and a failed write of the rest). The error joins them all (errors.As
@@ -295,7 +297,9 @@ func (db *DB) writeSeries(ctx context.Context, pl planned, periodErr map[uint64]
 	}
 	// Late points: flag the rolled-up windows they fall in (after storing them).
 	if err := db.flagStale(ctx, pl.series, pl.points); err != nil {
-		return fmt.Errorf("tsdb: write %q: the points are stored, but flagging the rollup tiers failed (write them again): %w", pl.series, err)
+		status, code := serviceAnswer(err)
+		return &tablets.WriteError{Series: pl.series, Failed: pl.points, Code: code, Index: -1, Status: status,
+			Err: fmt.Errorf("the points are stored, but flagging the rollup tiers failed (write them again): %w", err)}
 	}
 	return nil
 }
