@@ -122,8 +122,11 @@ func (t *periodTables) inRange(ctx context.Context, k tableKind, from, to time.T
 	}
 	if n-uint64(len(known)) <= maxProbes {
 		out := known
-		for p := first; p <= last; p += t.periodSeconds() {
-			if slices.Contains(known, p) {
+		for p, i := first, 0; p <= last; p += t.periodSeconds() {
+			for i < len(known) && known[i] < p {
+				i++
+			}
+			if i < len(known) && known[i] == p {
 				continue
 			}
 			if _, dropped := t.dropped.get(p); dropped && k == rawKind {
