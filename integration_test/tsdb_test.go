@@ -71,11 +71,12 @@ func TestTSDBOptions(t *testing.T) {
 
 // Retain drops whole raw tables, one request each, once their span is older than the
 // retention; writes there are ErrExpired and send nothing; reads return what remains; a
-// dropped period's table is never created again, even once the wall clock would allow it.
+// dropped period's table is never created again, even once the clock would allow it.
 func TestTSDBRetention(t *testing.T) {
 	ctx := context.Background()
-	now := time.Now().UTC().Truncate(time.Hour)
-	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 48 * time.Hour})
+	now := time.Date(2024, 5, 20, 12, 0, 0, 0, time.UTC)
+	clock := newTestClock(now)
+	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 48 * time.Hour, Now: clock.Now})
 	var pts []tablets.Point
 	for h := 1; h <= 72; h++ { // an hour a table, the oldest two days back... and then some
 		at := now.Add(-time.Duration(h)*time.Hour + 30*time.Minute)
@@ -129,9 +130,9 @@ func TestTSDBRetention(t *testing.T) {
 	require.NoError(t, err)
 	require.ErrorIs(t, other.Write(ctx, "cpu", old), tsdb.ErrExpired)
 
-	// Older than the retention by the wall clock: refused before any request.
+	// Older than the retention by the clock: refused before any request.
 	before = checker.Stats()
-	require.ErrorIs(t, db.Write(ctx, "cpu", tablets.Point{Time: time.Now().Add(-49 * time.Hour), Value: 1}), tsdb.ErrExpired)
+	require.ErrorIs(t, db.Write(ctx, "cpu", tablets.Point{Time: now.Add(-48*time.Hour - time.Nanosecond), Value: 1}), tsdb.ErrExpired)
 	require.Equal(t, before.Requests, checker.Stats().Requests)
 }
 

@@ -59,8 +59,8 @@ type Options struct {
 	// RetainEvery is how often Run drops tables past their retention (default 1h; negative:
 	// never).
 	RetainEvery time.Duration
-	// Now is the clock of the background loops and of the server's own timing (nil:
-	// time.Now).
+	// Now is the clock of the background loops and of the server's own timing (nil: the
+	// database's, tsdb.Options.Now).
 	Now func() time.Time
 	// Query configures the PromQL engine (nil: its defaults).
 	Query *api.Options
@@ -128,7 +128,7 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 		o.CompactCatchUp = DefaultCompactCatchUp
 	}
 	if o.Now == nil {
-		o.Now = time.Now
+		o.Now = db.Options().Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

@@ -24,7 +24,7 @@ func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
 		return err
 	}
 	for _, sp := range spans {
-		s, err := db.store(sp.period)
+		s, err := db.stores.get(sp.period)
 		if err != nil {
 			return err
 		}
@@ -56,7 +56,7 @@ func (db *DB) KeepCompacted(ctx context.Context, interval, lookback time.Duratio
 	if interval <= 0 || lookback <= 0 {
 		return fmt.Errorf("tsdb: KeepCompacted: %w: interval %v and lookback %v must be positive", tablets.ErrInvalidOptions, interval, lookback)
 	}
-	err := maintain.Ranges(ctx, db.Compact, &maintain.Options{Every: interval, CatchUp: lookback, Limit: lookback,
+	err := maintain.Ranges(ctx, db.Compact, &maintain.Options{Every: interval, Now: db.opts.Now, CatchUp: lookback, Limit: lookback,
 		Slice: 24 * time.Hour, Report: func(r maintain.Run) {
 			if report != nil {
 				report(r.From, r.To, r.Err)

@@ -15,8 +15,58 @@
 // Each raw table holds a store of the Options' layout (default advanced). A period's tables
 // are created on its first write, with the next period's, so that a new table (which Azure
 // may throttle at first) is not new when its time comes. A Write lists its series in the
-// period's index before it writes the points, once a period and process (a cache remembers
-// it); Series reads the indexes of a range.
+// period's index before it writes the points, once a period and process while remembered
+// (see State and caches); Series reads the indexes of a range.
+//
+// # Parts
+//
+// A DB is the public face of five parts, each with its own lock and its own file:
+//
+//   - the catalog (catalog.go): the dropped tables and the label-set registry, with the
+//     cache of label sets;
+//   - the period tables (tables.go): which raw and index tables exist and which periods
+//     were dropped, creating a period's tables ahead, listing them;
+//   - the series index (index.go): which series each of the newest periods' indexes lists,
+//     and listing the others; Select, LabelNames and LabelValues read it (select.go);
+//   - the tier tables (tiertables.go): which tier tables exist; Rollup and Aggregate
+//     (rollup.go, aggregate.go) read and write the blocks;
+//   - the raw stores (stores.go): the layout's store of each period in use.
+//
+// # State and caches
+//
+// The account is the only state: any number of processes may open one database. A DB's
+// caches only save requests; each is bounded, and a miss is answered from the account:
+//
+//   - label sets registered, by series key: at least the Options.CachedSeries used last,
+//     up to twice as many (two generations: what is not used for a generation goes). A
+//     miss costs SeriesOf a share of a registry transaction, and a Write in a new period a
+//     registry read.
+//   - series listed in a period's index: at least the Options.CachedSeries written last in
+//     each of the three newest periods written, up to twice as many. A miss costs a share
+//     of an index transaction (and a backfill into an older period always pays it).
+//   - tables that exist, and periods dropped: the tables of the last listing, plus those
+//     this process made or found, less those it dropped or found gone; at most 4,096
+//     periods known dropped and 4,096 tier tables known to exist.
+//   - raw stores: the 8 periods used last (a store costs no request to make).
+//
+// Memory stays flat whatever the churn of series: with CachedSeries 20,000, a million
+// distinct series written over twenty periods leave the heap where it was after the first
+// 100,000 (measured after a collection: 24.2 MiB, then 22.1 MiB; the caches take at most
+// about 1.3 KB per unit of CachedSeries, 1.1 KB measured).
+//
+// A read does not list the tables: it reads the periods of its range that the cache holds.
+// Another process may create a table at any time (a new database's first write, a
+// backfill), so for the periods of a range the cache does not hold, a read queries their
+// tables directly when there are one or two (a table that does not exist is an empty
+// period: a table made a moment ago is seen at once), and else trusts the last listing
+// while it is younger than a minute, listing again (one request) when it is older: such a
+// table is hidden for at most a minute from a read of a wide range. A request that finds a
+// table gone (dropped by another process) drops it from the cache. Latest and RawFrom use
+// the cached list while it is younger than a minute; Retain always lists.
+//
+// So a warm read of one series (Select by metric name, then its points in one period)
+// costs the index query and one data query; a cold process pays the same for a range of
+// one or two periods.
 //
 // # Labels
 //
@@ -49,15 +99,30 @@
 // Azure Table Storage has no TTL. Retain deletes whole raw tables, one request each, once
 // their whole span is older than RawRetention: the design guide's high-volume delete
 // pattern. A dropped period is recorded in the catalog first: a Write of a point in it, or of
-// any point older than the retention by the wall clock, fails with ErrExpired before any
+// any point older than the retention by Options.Now, is rejected with ErrExpired before any
 // request, and the table is never created again (Azure answers 409 to a deleted table's name
 // for 40 seconds and more). Reads over dropped periods return what remains.
 //
 // # Reads
 //
-// *DB implements tablets.Store over the raw tables: a read lists the database's tables (one
-// request) and reads those its range overlaps, oldest first (Latest: newest first). Page
-// tokens hold the time the next page starts at, bound to the series and range.
+// *DB implements tablets.Store over the raw tables: a read reads the tables its range
+// overlaps (see State and caches), oldest first (Latest: newest first). Page tokens hold the
+// time the next page starts at, bound to the series and range.
+//
+// # Writes
+//
+// Write fails whole, before any request, for a bad series name, a bad time or an expired
+// point. WriteMany, the ingest path, rejects per series instead, as Prometheus' appender
+// does: every series and point is checked before any request, the bad ones are reported
+// (a *tablets.WriteError per series and cause, wrapping tablets.ErrInvalidSeries,
+// tablets.ErrInvalidTime or ErrExpired), and the rest is written; see WriteMany.
+//
+// # Time
+//
+// Options.Now is the clock of everything time-dependent in a DB: the raw retention of a
+// write, the windows a write flags as stale, the time Rollup stamps on its blocks (which
+// decides when Aggregate trusts them), and the age of the cached list of tables. Tests set
+// it; KeepCompacted and KeepRolledUp tick by the wall clock.
 //
 // # Rollup tiers
 //

@@ -23,9 +23,9 @@ type span struct {
 	from, to time.Time
 }
 
-// spans lists, oldest first, the raw tables that exist with the part of [from, to) in each:
-// one request to list the tables. A period without a table (never written, or dropped) holds
-// nothing.
+// spans lists, oldest first, the raw tables that exist or may exist (see periodTables) with
+// the part of [from, to) in each. A period without a table (never written, or dropped) holds
+// nothing: a read of it reports it with readDone.
 func (db *DB) spans(ctx context.Context, from, to time.Time) ([]span, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
@@ -33,7 +33,7 @@ func (db *DB) spans(ctx context.Context, from, to time.Time) ([]span, error) {
 	if !from.Before(to) {
 		return nil, nil
 	}
-	periods, err := db.rawPeriods(ctx)
+	periods, err := db.tables.inRange(ctx, rawKind, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -63,11 +63,21 @@ func earlierOf(a, b time.Time) time.Time {
 
 // validate checks a series before any request, with the raw layout's rules.
 func (db *DB) validate(ctx context.Context, series string) error {
-	s, err := db.store(0)
-	if err != nil {
-		return err
+	return db.validator.Write(ctx, series) // no points: validates and sends nothing
+}
+
+// readDone records what a read of period p's raw table learned: the table exists (err nil),
+// or is gone (dropped meanwhile, or never made), which the read takes as an empty period
+// (it returns true).
+func (db *DB) readDone(p uint64, err error) (empty bool) {
+	switch {
+	case err == nil:
+		db.tables.found(rawKind, p)
+	case isTableGone(err):
+		db.tables.gone(rawKind, p)
+		return true
 	}
-	return s.Write(ctx, series) // no points: validates and sends nothing
+	return false
 }
 
 // Query yields the points with from <= Time < to, oldest first, from every raw table of the
@@ -84,22 +94,23 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 			return
 		}
 		for _, sp := range spans {
-			s, err := db.store(sp.period)
+			s, err := db.stores.get(sp.period)
 			if err != nil {
 				yield(tablets.Point{}, err)
 				return
 			}
+			var readErr error
 			for p, err := range s.Query(ctx, series, sp.from, sp.to) {
-				if err != nil {
-					if isTableGone(err) {
-						break // dropped meanwhile: what remains is the answer
-					}
-					yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
-					return
+				if readErr = err; err != nil {
+					break
 				}
 				if !yield(p, nil) {
 					return
 				}
+			}
+			if !db.readDone(sp.period, readErr) && readErr != nil {
+				yield(tablets.Point{}, fmt.Errorf("tsdb: %w", readErr))
+				return
 			}
 		}
 	}
@@ -120,29 +131,31 @@ func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time
 			return
 		}
 		for _, sp := range spans {
-			s, err := db.store(sp.period)
+			s, err := db.stores.get(sp.period)
 			if err != nil {
 				yield(tablets.SeriesPoint{}, err)
 				return
 			}
+			var readErr error
 			for p, err := range s.QueryMany(ctx, series, sp.from, sp.to) {
-				if err != nil {
-					if isTableGone(err) {
-						break
-					}
-					yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w", err))
-					return
+				if readErr = err; err != nil {
+					break
 				}
 				if !yield(p, nil) {
 					return
 				}
+			}
+			if !db.readDone(sp.period, readErr) && readErr != nil {
+				yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w", readErr))
+				return
 			}
 		}
 	}
 }
 
 // Latest returns the n newest points of the series, newest first: the raw tables newest
-// first, each asked for the points still wanted.
+// first, each asked for the points still wanted. The tables are the cached list's while it is
+// younger than a minute, else listed again (one request).
 func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
 	if err := db.validate(ctx, series); err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
@@ -150,18 +163,18 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 	if n < 1 {
 		return nil, fmt.Errorf("tsdb: latest %q: %w: n %d must be at least 1", series, tablets.ErrInvalidLimit, n)
 	}
-	periods, err := db.rawPeriods(ctx)
+	periods, err := db.tables.all(ctx, rawKind)
 	if err != nil {
 		return nil, err
 	}
 	out := []tablets.Point{}
 	for i := len(periods) - 1; i >= 0 && len(out) < n; i-- {
-		s, err := db.store(periods[i])
+		s, err := db.stores.get(periods[i])
 		if err != nil {
 			return nil, err
 		}
 		pts, err := latestOfPeriod(ctx, s, series, n-len(out), db.periodStart(periods[i]), db.periodEnd(periods[i]))
-		if err != nil && !isTableGone(err) {
+		if !db.readDone(periods[i], err) && err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 		out = append(out, pts...)
@@ -194,11 +207,11 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 		return err
 	}
 	for _, sp := range spans {
-		s, err := db.store(sp.period)
+		s, err := db.stores.get(sp.period)
 		if err != nil {
 			return err
 		}
-		if err := s.Delete(ctx, series, sp.from, sp.to); err != nil && !isTableGone(err) {
+		if err := s.Delete(ctx, series, sp.from, sp.to); !db.readDone(sp.period, err) && err != nil {
 			return fmt.Errorf("tsdb: %w", err)
 		}
 	}
@@ -234,12 +247,12 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 	var out tablets.Page
 	more := false
 	for _, sp := range spans {
-		s, err := db.store(sp.period)
+		s, err := db.stores.get(sp.period)
 		if err != nil {
 			return tablets.Page{}, err
 		}
 		page, err := s.QueryPage(ctx, series, sp.from, sp.to, limit-len(out.Points)+1, "")
-		if err != nil && !isTableGone(err) {
+		if !db.readDone(sp.period, err) && err != nil {
 			return tablets.Page{}, fmt.Errorf("tsdb: %w", err)
 		}
 		take := min(len(page.Points), limit-len(out.Points))
@@ -305,6 +318,7 @@ func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) 
 		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); pager.More(); {
 			page, err := pager.NextPage(ctx)
 			if isTableGone(err) {
+				db.tables.gone(indexKind, sp.period)
 				break
 			}
 			if err != nil {
@@ -327,11 +341,12 @@ func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) 
 	return out, nil
 }
 
-// RawFrom returns the start of the oldest raw table (one request to list the tables), and
-// false when there is none: before it, the raw points are gone (dropped by Retain) or were
-// never written, and only the tiers may hold windows.
+// RawFrom returns the start of the oldest raw table, and false when there is none: before
+// it, the raw points are gone (dropped by Retain) or were never written, and only the tiers
+// may hold windows. The tables are the cached list's while it is younger than a minute, else
+// listed again (one request).
 func (db *DB) RawFrom(ctx context.Context) (time.Time, bool, error) {
-	periods, err := db.rawPeriods(ctx)
+	periods, err := db.tables.all(ctx, rawKind)
 	if err != nil || len(periods) == 0 {
 		return time.Time{}, false, err
 	}

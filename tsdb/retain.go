@@ -22,7 +22,7 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 	if db.opts.RawRetention == 0 {
 		return db.retainTiers(ctx, now)
 	}
-	periods, err := db.rawPeriods(ctx)
+	periods, err := db.tables.listed(ctx, rawKind)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +32,7 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 		if db.periodEnd(p).After(cutoff) {
 			continue
 		}
-		if err := db.recordDropped(ctx, p); err != nil {
+		if err := db.tables.recordDropped(ctx, p); err != nil {
 			return dropped, err
 		}
 		name := db.rawTable(p)
@@ -60,7 +60,7 @@ func (db *DB) retainIndexes(ctx context.Context, now time.Time) ([]string, error
 		}
 		keep = max(keep, t.Retention)
 	}
-	periods, err := db.indexPeriods(ctx)
+	periods, err := db.tables.listed(ctx, indexKind)
 	if err != nil {
 		return nil, err
 	}
@@ -69,13 +69,14 @@ func (db *DB) retainIndexes(ctx context.Context, now time.Time) ([]string, error
 		if db.periodEnd(p).After(now.Add(-keep)) {
 			continue
 		}
-		if err := db.recordDropped(ctx, p); err != nil { // the raw table's, if not yet
+		if err := db.tables.recordDropped(ctx, p); err != nil { // the raw table's, if not yet
 			return dropped, err
 		}
 		name := db.indexTable(p)
 		if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
 			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
+		db.tables.gone(indexKind, p)
 		dropped = append(dropped, name)
 	}
 	return dropped, nil
@@ -103,7 +104,7 @@ func (db *DB) retainTiers(ctx context.Context, now time.Time) ([]string, error) 
 				if err != nil || db.tierTable(t, p) != *tb.Name || time.Unix(int64(p), 0).Add(t.Period).After(cutoff) {
 					continue
 				}
-				if err := db.recordDroppedTable(ctx, *tb.Name); err != nil {
+				if err := db.tiers.recordDropped(ctx, *tb.Name); err != nil {
 					return dropped, err
 				}
 				if _, err := db.service.DeleteTable(ctx, *tb.Name, nil); err != nil && !isTableGone(err) {

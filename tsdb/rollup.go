@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -36,34 +35,6 @@ func (t Tier) block() time.Duration { return t.Step * blockWindows }
 
 // tierPeriod is the start of tier t's table period holding Unix second s.
 func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
-
-// errTierDropped is ensureTable's answer for a tier table that Retain dropped: its windows
-// are past the tier's retention, and the table is never created again.
-var errTierDropped = errors.New("tsdb: tier table dropped")
-
-// ensureTable creates a tier table unless this process knows it exists, or it was dropped.
-func (db *DB) ensureTable(ctx context.Context, name string) error {
-	db.mu.Lock()
-	known := db.tables[name]
-	db.mu.Unlock()
-	if known {
-		return nil
-	}
-	_, err := db.meta.GetEntity(ctx, catalogDropped, name, nil)
-	if err == nil {
-		return errTierDropped
-	}
-	if !isStatus(err, http.StatusNotFound) {
-		return fmt.Errorf("tsdb: catalog: %w", err)
-	}
-	if err := tablets.EnsureTable(ctx, db.service.NewClient(name)); err != nil {
-		return fmt.Errorf("tsdb: %w", err)
-	}
-	db.mu.Lock()
-	db.tables[name] = true
-	db.mu.Unlock()
-	return nil
-}
 
 // Rollup (re)computes every tier window overlapping [from, to) from the raw points, for every
 // series with points there (the series index of the periods). It works a whole block of the
@@ -110,7 +81,7 @@ func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) er
 			}
 			pts = append(pts, p)
 		}
-		rolled := float64(time.Now().Unix())
+		rolled := float64(db.now().Unix())
 		conflict := false
 		for i, t := range db.opts.Tiers {
 			blocks := db.computeBlocks(t, pts, rolled)
@@ -215,7 +186,7 @@ func (db *DB) writeBlocks(ctx context.Context, series string, t Tier, blocks map
 	}
 	for p, actions := range byTable {
 		name := db.tierTable(t, p)
-		if err := db.ensureTable(ctx, name); errors.Is(err, errTierDropped) {
+		if err := db.tiers.ensure(ctx, name); errors.Is(err, errTierDropped) {
 			continue // past the tier's retention: Aggregate reads raw points there, if any
 		} else if err != nil {
 			return err
@@ -239,12 +210,40 @@ func submitAll(ctx context.Context, client *aztables.Client, pk string, actions 
 	return nil
 }
 
+// submitConcurrency is how many transactions submitPartitions sends at once.
+const submitConcurrency = 8
+
+// submitPartitions sends the operations of many partitions of one table, in transactions
+// under the batch limits, submitConcurrency at a time; it returns the first error.
+func submitPartitions(ctx context.Context, client *aztables.Client, byPart map[string][]aztables.TransactionAction) error {
+	type txn struct {
+		pk      string
+		actions []aztables.TransactionAction
+	}
+	var txns []txn
+	for pk, actions := range byPart {
+		start := 0
+		for _, end := range entity.Batches(len(actions), func(i int) int { return len(actions[i].Entity) + 2*len(pk) }) {
+			txns = append(txns, txn{pk, actions[start:end]})
+			start = end
+		}
+	}
+	for _, err := range batch.Run(ctx, submitConcurrency, len(txns), func(ctx context.Context, i int) error {
+		return batch.Submit(ctx, client, txns[i].pk, txns[i].actions)
+	}) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // flagStale flags the tier blocks holding points older than the seal delay (less the clock
 // margin) as stale: a blind merge, so a Write still reads nothing. It runs after the points
 // are stored: a Rollup that read the raw points before them read the block's ETag before
 // this flag changed it, and its write of the block fails.
 func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Point) error {
-	limit := time.Now().Add(-(db.opts.SealDelay - sealMargin))
+	limit := db.now().Add(-(db.opts.SealDelay - sealMargin))
 	for _, t := range db.opts.Tiers {
 		byTable := map[uint64]map[uint64]bool{}
 		for _, p := range points {
@@ -260,7 +259,7 @@ func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Poi
 		}
 		for tp, starts := range byTable {
 			name := db.tierTable(t, tp)
-			if err := db.ensureTable(ctx, name); errors.Is(err, errTierDropped) {
+			if err := db.tiers.ensure(ctx, name); errors.Is(err, errTierDropped) {
 				continue // no window of it is kept: nothing to flag
 			} else if err != nil {
 				return err
@@ -300,7 +299,7 @@ func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration
 	if tiers := db.opts.Tiers; len(tiers) > 0 {
 		slice = tiers[len(tiers)-1].block()
 	}
-	err := maintain.Ranges(ctx, db.Rollup, &maintain.Options{Every: interval, Lag: db.opts.SealDelay, CatchUp: lookback,
+	err := maintain.Ranges(ctx, db.Rollup, &maintain.Options{Every: interval, Now: db.opts.Now, Lag: db.opts.SealDelay, CatchUp: lookback,
 		Limit: lookback, Slice: slice, Report: func(r maintain.Run) {
 			if report != nil {
 				report(r.From, r.To, r.Err)

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -16,7 +13,6 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
-	"github.com/seed71701133/tablets/filter"
 )
 
 // ErrExpired is wrapped by the error of a Write holding a point older than the raw
@@ -43,7 +39,21 @@ type Options struct {
 	// only those: newer writes cost nothing more). 0: DefaultSealDelay (an hour); at least
 	// 10 minutes.
 	SealDelay time.Duration
+	// Now is the clock: the raw retention of a Write, the windows a Write flags, the time a
+	// Rollup stamps on its blocks, and the age of the cached list of tables are measured by
+	// it, and so are the ranges KeepCompacted and KeepRolledUp cover. nil: time.Now.
+	Now func() time.Time
+	// CachedSeries sizes the caches of the write path: a DB remembers at least the
+	// CachedSeries series written last as listed in each of the three newest periods'
+	// indexes, and the label sets of at least the CachedSeries used last (when they average
+	// under 300 bytes encoded), up to twice as many of each: at most about 1.3 KB of heap
+	// per unit (85 MB at the default). A series it forgot costs a request again, never a
+	// wrong answer. 0: DefaultCachedSeries.
+	CachedSeries int
 }
+
+// DefaultCachedSeries is the default of Options.CachedSeries.
+const DefaultCachedSeries = 1 << 16
 
 // DefaultRawPeriod is the default span of a raw table.
 const DefaultRawPeriod = 7 * 24 * time.Hour
@@ -52,26 +62,19 @@ const DefaultRawPeriod = 7 * 24 * time.Hour
 const maxNameLength = 40
 
 // DB is a time-series database over many tables named from one base name. It is safe for
-// concurrent use, and keeps no state another process cannot see (its caches only remember
-// what cannot change: tables that exist, periods dropped).
+// concurrent use, and keeps no state another process cannot see: its caches are bounded and
+// only save requests (see the package documentation, "State and caches").
 type DB struct {
 	service *aztables.ServiceClient
 	name    string
 	opts    Options
-	meta    *aztables.Client
 
-	mu         sync.Mutex
-	stores     map[uint64]tablets.Store // raw store by period start (seconds)
-	created    map[uint64]bool          // raw and index tables known to exist
-	dropped    map[uint64]bool          // raw periods known to be dropped
-	registered map[indexKey]bool        // series known to be in a period's index
-	labels     map[string]Labels        // label sets known to be registered, by key
-	tables     map[string]bool          // tier tables known to exist
-}
-
-type indexKey struct {
-	period uint64
-	series string
+	catalog   *catalog      // the catalog table: dropped tables, label-set registry
+	tables    *periodTables // which raw and index tables exist, which periods are dropped
+	index     *seriesIndex  // the series listed in each period's index
+	tiers     *tierTables   // which tier tables exist
+	stores    *rawStores    // the raw store of each period
+	validator tablets.Store // checks series names with the layout's rules
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -88,16 +91,34 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{service: service, name: name, opts: o, meta: service.NewClient(name + "m"),
-		stores: map[uint64]tablets.Store{}, created: map[uint64]bool{}, dropped: map[uint64]bool{}, registered: map[indexKey]bool{}, labels: map[string]Labels{}, tables: map[string]bool{}}
-	if _, err := o.Layout(service.NewClient(db.rawTable(0))); err != nil {
-		return nil, fmt.Errorf("tsdb: %w", err)
+	db, err := newDB(service, name, o)
+	if err != nil {
+		return nil, err
 	}
-	if err := tablets.EnsureTable(ctx, db.meta); err != nil {
+	if err := tablets.EnsureTable(ctx, db.catalog.client); err != nil {
 		return nil, fmt.Errorf("tsdb: catalog: %w", err)
 	}
 	return db, nil
 }
+
+// newDB makes the DB's parts; it sends no request.
+func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error) {
+	db := &DB{service: service, name: name, opts: o}
+	validator, err := o.Layout(service.NewClient(db.rawTable(0)))
+	if err != nil {
+		return nil, fmt.Errorf("tsdb: %w", err)
+	}
+	db.validator = validator
+	db.catalog = newCatalog(service.NewClient(name+"m"), o.CachedSeries)
+	db.tables = newPeriodTables(db)
+	db.index = newSeriesIndex(o.CachedSeries)
+	db.tiers = newTierTables(db)
+	db.stores = newRawStores(o.Layout, service, db.rawTable)
+	return db, nil
+}
+
+// now reads the clock (Options.Now).
+func (db *DB) now() time.Time { return db.opts.Now() }
 
 // CheckOptions reports, without any request, the error Open would give for a bad name or
 // options (wrapping tablets.ErrInvalidOptions), or nil.
@@ -160,6 +181,15 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	if o.SealDelay < 2*sealMargin {
 		return invalid("SealDelay %v is under %v", o.SealDelay, 2*sealMargin)
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	switch {
+	case o.CachedSeries < 0:
+		return invalid("CachedSeries %d is negative", o.CachedSeries)
+	case o.CachedSeries == 0:
+		o.CachedSeries = DefaultCachedSeries
+	}
 	return o, nil
 }
 
@@ -197,55 +227,6 @@ func (db *DB) rawTable(p uint64) string { return db.name + "r" + strconv.FormatU
 
 // indexTable is the name of the series index of the period starting at p: name + "i" + p.
 func (db *DB) indexTable(p uint64) string { return db.name + "i" + strconv.FormatUint(p, 10) }
-
-// store returns the raw store of period p.
-func (db *DB) store(p uint64) (tablets.Store, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if s, ok := db.stores[p]; ok {
-		return s, nil
-	}
-	s, err := db.opts.Layout(db.service.NewClient(db.rawTable(p)))
-	if err != nil {
-		return nil, fmt.Errorf("tsdb: %w", err)
-	}
-	db.stores[p] = s
-	return s, nil
-}
-
-// rawPeriods lists the periods whose raw tables exist, ascending: one request (a page per
-// 1,000 tables).
-func (db *DB) rawPeriods(ctx context.Context) ([]uint64, error) {
-	return db.periods(ctx, "r", db.rawTable)
-}
-
-// indexPeriods lists the periods whose series indexes exist, ascending: one request.
-func (db *DB) indexPeriods(ctx context.Context) ([]uint64, error) {
-	return db.periods(ctx, "i", db.indexTable)
-}
-
-// periods lists the periods of the tables named name + kind + start.
-func (db *DB) periods(ctx context.Context, kind string, table func(uint64) string) ([]uint64, error) {
-	prefix := db.name + kind
-	f := filter.And(filter.Ge("TableName", prefix), filter.Lt("TableName", db.name+string(kind[0]+1))).String()
-	var periods []uint64
-	for pager := db.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("tsdb: list tables: %w", err)
-		}
-		for _, t := range page.Tables {
-			if t.Name == nil || !strings.HasPrefix(*t.Name, prefix) {
-				continue
-			}
-			if p, err := strconv.ParseUint((*t.Name)[len(prefix):], 10, 64); err == nil && table(p) == *t.Name {
-				periods = append(periods, p)
-			}
-		}
-	}
-	slices.Sort(periods)
-	return periods, nil
-}
 
 func isStatus(err error, status int) bool {
 	var re *azcore.ResponseError

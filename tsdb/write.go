@@ -4,32 +4,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
+	"maps"
 	"slices"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/rounding"
 )
 
-// catalogDropped is the catalog partition of dropped tables: RowKey the table's name.
-const catalogDropped = "dropped"
-
 // Write stores points of one series in the raw tables of their periods. Before any request
-// it checks the times and the raw retention (by the wall clock); a point in a period whose
-// table was dropped fails the whole call with ErrExpired too, before anything is written,
-// and such a table is never created again. The table of a period is created on its first
-// write, with the next period's (so that it is not new, and throttled, when its time comes).
-// A series new to a period is listed in its index before its points are written there.
+// it checks the series, the times and the raw retention (by Options.Now); a point in a
+// period whose table was dropped fails the whole call with ErrExpired too, before anything is
+// written, and such a table is never created again. Any bad point fails the whole call, its
+// error wrapping tablets.ErrInvalidSeries, tablets.ErrInvalidTime or ErrExpired. The table of
+// a period is created on its first write, with the next period's (so that it is not new, and
+// throttled, when its time comes). A series new to a period is listed in its index before its
+// points are written there.
 func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point) error {
 	if len(points) == 0 {
 		return nil
 	}
-	plans, err := db.plan(ctx, []SeriesPoints{{series, points}})
+	plans, rejects, err := db.plan(ctx, []SeriesPoints{{series, points}}, true)
 	if err != nil {
 		return err
+	}
+	if len(rejects) > 0 {
+		return rejects[0].Err
 	}
 	return db.writePlanned(ctx, plans)[0]
 }
@@ -40,18 +43,43 @@ type SeriesPoints struct {
 	Points []tablets.Point
 }
 
-// WriteMany is Write of many series: every series and point is checked before any request,
-// the series new to a period are listed in its index in transactions (one per index
-// partition and 100 series), then the series are written, writeConcurrency at a time; the
-// first series that fails stops the others. Its error joins the *tablets.WriteError of each
-// series not wholly written (errors.As finds one; the Unwrap() []error of errors.Join lists
-// all).
+// WriteMany is Write of many series, which stores what it can and says exactly what it did
+// not store, as Prometheus' appender does.
+//
+// Before any request it checks every series and point, and rejects:
+//   - a series whose name the layout refuses: all its points, in a *tablets.WriteError whose
+//     Err wraps tablets.ErrInvalidSeries;
+//   - points whose time is outside [tablets.MinTime, tablets.MaxTime]: a *tablets.WriteError
+//     of the series listing those points, Err wrapping tablets.ErrInvalidTime;
+//   - points older than the raw retention (Time before Options.Now() - RawRetention), or in
+//     a period whose table was dropped: a *tablets.WriteError of the series listing those
+//     points, Err wrapping ErrExpired. (Whether a period was dropped is read from the
+//     catalog the first time, one request a period.)
+//
+// The other points are written: the series new to a period are listed in its index in
+// transactions (one per index partition and 100 series), then the series are written,
+// 32 at a time. The first series that fails stops the others: each series not
+// wholly written gets a *tablets.WriteError listing exactly its points not stored, with the
+// service's Status and Code (a throttled write matches tablets.ErrThrottled), or Err saying
+// it was not written after another failed. A series whose points are stored but whose late
+// points' tier windows could not be flagged stale lists all its points too: writing them
+// again is what flags the windows. Index is -1 for rejects.
+//
+// Each WriteError names one series and one cause: a series may have several (rejected points
+// of several kinds, and a failed write of the rest). The error joins them all (errors.As
+// finds one; its Unwrap() []error lists all): the rejects first, in the batch's order and for
+// a series in the order above, then the failed writes; nil means every point is stored. A
+// failure to read the catalog before writing is returned alone, nothing written.
 func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
-	plans, err := db.plan(ctx, batch)
+	plans, rejects, err := db.plan(ctx, batch, false)
 	if err != nil {
 		return err
 	}
-	return errors.Join(db.writePlanned(ctx, plans)...)
+	errs := make([]error, 0, len(rejects))
+	for _, r := range rejects {
+		errs = append(errs, r)
+	}
+	return errors.Join(append(errs, db.writePlanned(ctx, plans)...)...)
 }
 
 // writeConcurrency is how many series WriteMany writes at once.
@@ -59,60 +87,134 @@ const writeConcurrency = 32
 
 // planned is a series' points split by raw period.
 type planned struct {
+	at       int // in the batch
 	series   string
 	points   []tablets.Point
 	byPeriod map[uint64][]tablets.Point
 	periods  []uint64 // ascending
 }
 
-// plan checks every series and point, and that no period is dropped, before any write.
-func (db *DB) plan(ctx context.Context, batch []SeriesPoints) ([]planned, error) {
+// plan checks every series and point, and that no period is dropped, before any write. It
+// returns the points to write by series, and the rejected ones (a *tablets.WriteError per
+// series and cause). strict stops at bad input found without a request: the catalog is not
+// read then.
+func (db *DB) plan(ctx context.Context, batch []SeriesPoints, strict bool) ([]planned, []*tablets.WriteError, error) {
 	var expiredBefore time.Time
 	if db.opts.RawRetention > 0 {
-		expiredBefore = time.Now().Add(-db.opts.RawRetention)
+		expiredBefore = db.now().Add(-db.opts.RawRetention)
+	}
+	type indexed struct {
+		at int // in the batch
+		we *tablets.WriteError
+	}
+	var rejects []indexed
+	reject := func(at int, series string, pts []tablets.Point, err error) {
+		rejects = append(rejects, indexed{at, &tablets.WriteError{Series: series, Failed: pts, Index: -1, Err: err}})
+	}
+	inOrder := func() []*tablets.WriteError {
+		slices.SortStableFunc(rejects, func(a, b indexed) int { return a.at - b.at })
+		out := make([]*tablets.WriteError, len(rejects))
+		for i, r := range rejects {
+			out[i] = r.we
+		}
+		return out
 	}
 	plans := make([]planned, 0, len(batch))
-	all := map[uint64]bool{}
-	for _, sp := range batch {
+	periods := map[uint64]bool{}
+	for at, sp := range batch {
 		if len(sp.Points) == 0 {
 			continue
 		}
-		pl := planned{series: sp.Series, points: sp.Points, byPeriod: map[uint64][]tablets.Point{}}
+		if err := db.validate(ctx, sp.Series); err != nil {
+			reject(at, sp.Series, sp.Points, fmt.Errorf("tsdb: %w", err))
+			continue
+		}
+		pl := planned{at: at, series: sp.Series, byPeriod: map[uint64][]tablets.Point{}}
+		var badTime, expired []tablets.Point
+		var badTimeErr, expiredErr error
 		for i, p := range sp.Points {
 			if err := rounding.CheckTime(p.Time); err != nil {
-				return nil, fmt.Errorf("tsdb: write %q: point %d: %w", sp.Series, i, err)
+				badTime = append(badTime, p)
+				if badTimeErr == nil {
+					badTimeErr = fmt.Errorf("tsdb: write %q: point %d: %w", sp.Series, i, err)
+				}
+				continue
 			}
 			if p.Time.Before(expiredBefore) {
-				return nil, fmt.Errorf("tsdb: write %q: %w: point %d at %s is older than the raw retention (%v)", sp.Series, ErrExpired, i,
-					p.Time.UTC().Format(time.RFC3339Nano), db.opts.RawRetention)
+				expired = append(expired, p)
+				if expiredErr == nil {
+					expiredErr = fmt.Errorf("tsdb: write %q: %w: point %d at %s is older than the raw retention (%v)", sp.Series, ErrExpired, i,
+						p.Time.UTC().Format(time.RFC3339Nano), db.opts.RawRetention)
+				}
+				continue
 			}
 			pp := db.period(p.Time)
 			if pl.byPeriod[pp] == nil {
 				pl.periods = append(pl.periods, pp)
 			}
 			pl.byPeriod[pp] = append(pl.byPeriod[pp], p)
-			all[pp] = true
+			periods[pp] = true
 		}
-		slices.Sort(pl.periods)
-		// The layout validates the series before any request.
-		if err := db.validate(ctx, sp.Series); err != nil {
-			return nil, fmt.Errorf("tsdb: %w", err)
+		if len(badTime) > 0 {
+			reject(at, sp.Series, badTime, badTimeErr)
 		}
-		plans = append(plans, pl)
+		if len(expired) > 0 {
+			reject(at, sp.Series, expired, expiredErr)
+		}
+		if len(pl.periods) > 0 {
+			plans = append(plans, pl)
+		}
 	}
-	for p := range all {
-		if err := db.checkNotDropped(ctx, p); err != nil {
-			series := ""
-			for _, pl := range plans {
-				if pl.byPeriod[p] != nil {
-					series = pl.series
-					break
+	if strict && len(rejects) > 0 {
+		return nil, inOrder(), nil
+	}
+	droppedErr := map[uint64]error{}
+	for _, p := range slices.Sorted(maps.Keys(periods)) {
+		err := db.tables.checkNotDropped(ctx, p)
+		if errors.Is(err, ErrExpired) {
+			droppedErr[p] = err
+		} else if err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(droppedErr) == 0 {
+		for i := range plans {
+			plans[i].points = pointsOf(plans[i])
+		}
+		return plans, inOrder(), nil
+	}
+	kept := plans[:0]
+	for _, pl := range plans {
+		var gone []tablets.Point
+		var goneErr error
+		for _, p := range slices.Clone(pl.periods) {
+			if err := droppedErr[p]; err != nil {
+				gone = append(gone, pl.byPeriod[p]...)
+				if goneErr == nil {
+					goneErr = fmt.Errorf("tsdb: write %q: %w", pl.series, err)
 				}
+				delete(pl.byPeriod, p)
+				pl.periods = slices.DeleteFunc(pl.periods, func(q uint64) bool { return q == p })
 			}
-			return nil, fmt.Errorf("tsdb: write %q: %w", series, err)
+		}
+		if len(gone) > 0 {
+			reject(pl.at, pl.series, gone, goneErr)
+		}
+		if len(pl.periods) > 0 {
+			pl.points = pointsOf(pl)
+			kept = append(kept, pl)
 		}
 	}
-	return plans, nil
+	return kept, inOrder(), nil
+}
+
+// pointsOf lists a plan's points, period by period.
+func pointsOf(pl planned) []tablets.Point {
+	var out []tablets.Point
+	for _, p := range pl.periods {
+		out = append(out, pl.byPeriod[p]...)
+	}
+	return out
 }
 
 // writePlanned makes the tables and index entries of each period, then writes each series'
@@ -127,7 +229,7 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 	// Listed before its points are written: a series with points is always listed.
 	periodErr := map[uint64]error{}
 	for p, series := range bySeriesPeriod {
-		err := db.ensure(ctx, p)
+		err := db.tables.ensure(ctx, p)
 		if err == nil {
 			err = db.register(ctx, p, series...)
 		}
@@ -161,113 +263,59 @@ func (db *DB) writeSeries(ctx context.Context, pl planned, periodErr map[uint64]
 	var failed []tablets.Point
 	var firstErr error
 	var code string
-	index := -1
+	index, status := -1, 0
 	for _, p := range pl.periods {
 		err := periodErr[p]
 		if err == nil {
 			var s tablets.Store
-			if s, err = db.store(p); err == nil {
+			if s, err = db.stores.get(p); err == nil {
 				err = s.Write(ctx, pl.series, pl.byPeriod[p]...)
 			}
 		}
 		if err == nil {
 			continue
 		}
+		if isTableGone(err) {
+			db.tables.gone(rawKind, p) // dropped meanwhile: a retry checks the catalog
+		}
 		var we *tablets.WriteError
 		if errors.As(err, &we) {
 			failed = append(failed, we.Failed...)
 			if firstErr == nil {
-				firstErr, code, index = err, we.Code, we.Index
+				firstErr, code, index, status = err, we.Code, we.Index, we.Status
 			}
 			continue
 		}
 		failed = append(failed, pl.byPeriod[p]...)
 		if firstErr == nil {
 			firstErr = err
+			status, code = serviceAnswer(err)
 		}
 	}
 	if firstErr != nil {
-		return &tablets.WriteError{Series: pl.series, Failed: failed, Code: code, Index: index, Err: firstErr}
+		return &tablets.WriteError{Series: pl.series, Failed: failed, Code: code, Index: index, Status: status, Err: firstErr}
 	}
 	// Late points: flag the rolled-up windows they fall in (after storing them).
 	if err := db.flagStale(ctx, pl.series, pl.points); err != nil {
-		return fmt.Errorf("tsdb: write %q: the points are stored, but flagging the rollup tiers failed (write them again): %w", pl.series, err)
+		status, code := serviceAnswer(err)
+		return &tablets.WriteError{Series: pl.series, Failed: pl.points, Code: code, Index: -1, Status: status,
+			Err: fmt.Errorf("the points are stored, but flagging the rollup tiers failed (write them again): %w", err)}
 	}
 	return nil
 }
 
-// checkNotDropped returns an error wrapping ErrExpired if period p's table was dropped.
-func (db *DB) checkNotDropped(ctx context.Context, p uint64) error {
-	db.mu.Lock()
-	dropped, known := db.dropped[p], db.created[p]
-	db.mu.Unlock()
-	if !dropped && !known {
-		_, err := db.meta.GetEntity(ctx, catalogDropped, db.rawTable(p), nil)
-		switch {
-		case err == nil:
-			dropped = true
-			db.mu.Lock()
-			db.dropped[p] = true
-			db.mu.Unlock()
-		case !isStatus(err, http.StatusNotFound):
-			return fmt.Errorf("catalog: %w", err)
-		}
+// serviceAnswer finds the service's status and error code in err: a failed transaction's
+// (parsed from its reply), else a response's; 0 and "" when the service did not answer.
+func serviceAnswer(err error) (int, string) {
+	var be *batch.Error
+	if errors.As(err, &be) {
+		return be.Status, be.Code
 	}
-	if dropped {
-		return fmt.Errorf("%w: the table of the period from %s (%s) was dropped by Retain", ErrExpired,
-			db.periodStart(p).Format(time.RFC3339), db.rawTable(p))
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode, re.ErrorCode
 	}
-	return nil
-}
-
-// ensure creates the raw table of period p and of the next period, unless known to exist.
-func (db *DB) ensure(ctx context.Context, p uint64) error {
-	for _, q := range []uint64{p, p + uint64(db.opts.RawPeriod/time.Second)} {
-		db.mu.Lock()
-		known := db.created[q] || db.dropped[q]
-		db.mu.Unlock()
-		if known || db.periodStart(q).After(tablets.MaxTime) {
-			continue
-		}
-		err := tablets.EnsureTable(ctx, db.service.NewClient(db.rawTable(q)))
-		if err == nil {
-			err = tablets.EnsureTable(ctx, db.service.NewClient(db.indexTable(q)))
-		}
-		if err != nil {
-			if q != p {
-				continue // the next period's tables are a courtesy: its first write makes them
-			}
-			return fmt.Errorf("tsdb: %w", err)
-		}
-		db.mu.Lock()
-		db.created[q] = true
-		db.mu.Unlock()
-	}
-	return nil
-}
-
-// recordDropped marks period p's raw table dropped in the catalog, before the table goes.
-func (db *DB) recordDropped(ctx context.Context, p uint64) error {
-	if err := db.recordDroppedTable(ctx, db.rawTable(p)); err != nil {
-		return err
-	}
-	db.mu.Lock()
-	db.dropped[p] = true
-	delete(db.created, p)
-	db.mu.Unlock()
-	return nil
-}
-
-// recordDroppedTable marks a table dropped in the catalog (RowKey its name).
-func (db *DB) recordDroppedTable(ctx context.Context, name string) error {
-	body := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDropped, name), entity.ValueProperty, 1))
-	if _, err := db.meta.UpsertEntity(ctx, body, nil); err != nil {
-		return fmt.Errorf("tsdb: catalog: %w", err)
-	}
-	db.mu.Lock()
-	delete(db.tables, name)
-	db.mu.Unlock()
-	return nil
+	return 0, ""
 }
 
 // indexPartition is the index partition of plain series (not label sets): RowKey the series.

@@ -1,0 +1,136 @@
+package tsdb
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+// Select yields the label sets with points in the periods that [from, to) overlaps (the
+// index's granularity is the period) whose labels match every matcher, sorted by labels as
+// Prometheus sorts them. It reads the index of each period the range covers: with an
+// equality on MetricName (or a regexp on it that is an alternation of literals) only that
+// metric's partition, else the partitions of every label set. Bad matchers, or none that
+// does not match the empty string, give an error wrapping tablets.ErrInvalidMatcher before
+// any request.
+func (db *DB) Select(ctx context.Context, from, to time.Time, ms ...Matcher) iter.Seq2[SeriesInfo, error] {
+	return func(yield func(SeriesInfo, error) bool) {
+		found, err := db.selectSets(ctx, from, to, ms, true)
+		if err != nil {
+			yield(SeriesInfo{}, err)
+			return
+		}
+		for _, s := range found {
+			if !yield(s, nil) {
+				return
+			}
+		}
+	}
+}
+
+// LabelNames returns the sorted label names of the series with points in the periods [from,
+// to) overlaps that match the matchers (all series' with none), as Prometheus' API does:
+// MetricName is one of them.
+func (db *DB) LabelNames(ctx context.Context, from, to time.Time, ms ...Matcher) ([]string, error) {
+	found, err := db.selectSets(ctx, from, to, ms, len(ms) > 0)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, s := range found {
+		for _, l := range s.Labels {
+			seen[l.Name] = true
+		}
+	}
+	return sortedKeys(seen), nil
+}
+
+// LabelValues returns the sorted values of the label name among the series LabelNames would
+// consider. A series without the label contributes no value ("" is never a value).
+func (db *DB) LabelValues(ctx context.Context, name string, from, to time.Time, ms ...Matcher) ([]string, error) {
+	if name == "" {
+		return nil, fmt.Errorf("tsdb: %w: empty label name", tablets.ErrInvalidLabels)
+	}
+	found, err := db.selectSets(ctx, from, to, ms, len(ms) > 0)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, s := range found {
+		if v := s.Labels.Get(name); v != "" {
+			seen[v] = true
+		}
+	}
+	return sortedKeys(seen), nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// selectSets reads the label sets of the periods [from, to) overlaps that match ms.
+func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, needSelective bool) ([]SeriesInfo, error) {
+	compiled, err := compileMatchers(ms, needSelective)
+	if err != nil {
+		return nil, fmt.Errorf("tsdb: %w", err)
+	}
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	// The indexes, not the raw tables: a period's index outlives its raw points while a tier
+	// keeps its windows (see Retain).
+	periods, err := db.tables.inRange(ctx, indexKind, from, to)
+	if err != nil {
+		return nil, err
+	}
+	var filters []string
+	if names, ok := nameValues(compiled); ok {
+		slices.Sort(names)
+		for _, n := range slices.Compact(names) {
+			filters = append(filters, filter.Eq("PartitionKey", metricPartition(n)).String())
+		}
+	} else {
+		filters = []string{filter.And(filter.Ge("PartitionKey", labelPartitionsFrom), filter.Lt("PartitionKey", labelPartitionsTo)).String()}
+	}
+	found := map[string]Labels{}
+	for _, p := range periods {
+		for _, f := range filters {
+			if err := db.readIndex(ctx, p, f, compiled, found); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([]SeriesInfo, 0, len(found))
+	for k, ls := range found {
+		out = append(out, SeriesInfo{k, ls})
+	}
+	slices.SortFunc(out, func(a, b SeriesInfo) int { return CompareLabels(a.Labels, b.Labels) })
+	return out, nil
+}
+
+// CompareLabels orders label sets as Prometheus' labels.Compare (and Select): label by label,
+// name then value, a prefix first.
+func CompareLabels(a, b Labels) int {
+	for i := range min(len(a), len(b)) {
+		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
+			return c
+		}
+	}
+	return cmp.Compare(len(a), len(b))
+}

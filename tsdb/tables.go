@@ -1,0 +1,279 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/filter"
+)
+
+// tableKind is a kind of period table: the raw points or the series index of a period.
+type tableKind int
+
+const (
+	rawKind tableKind = iota
+	indexKind
+)
+
+// tableListTTL is how long a listing of the tables answers for the periods it did not find
+// (see periodTables).
+const tableListTTL = time.Minute
+
+// maxProbes is how many periods a read queries without knowing their tables exist, before it
+// lists the tables instead.
+const maxProbes = 2
+
+// maxDroppedCached bounds the cache of periods known dropped.
+const maxDroppedCached = 4096
+
+// periodTables knows which raw and index tables of a database exist and which periods were
+// dropped, so that a read does not list the account's tables first.
+//
+// What it holds: the tables of the last listing, the tables this process created, and those
+// a read found; a table is forgotten when this process drops it or a request finds it gone.
+// Another process may create a table at any time, so for a period it does not hold, a read
+// of a range
+//   - queries the table directly when at most maxProbes such periods are in the range (a
+//     TableNotFound is then an empty period): a table created a moment ago by another
+//     process is seen at once;
+//   - else trusts the last listing if it is younger than tableListTTL, and lists the
+//     tables again (one request) if not: such a table is hidden for at most tableListTTL.
+//
+// Whole-database questions (Latest, RawFrom) use the cache while the listing is younger than
+// tableListTTL; Retain always lists.
+type periodTables struct {
+	db *DB
+
+	mu sync.Mutex
+	// exists holds, by kind, the periods whose table exists: true when made by this process
+	// or listed, false when a read found it (a read that sent no request finds nothing for
+	// sure, so a Write still makes such a table).
+	exists   [2]map[uint64]bool
+	listedAt time.Time // of the last listing; zero: never listed
+	dropped  *genCache[uint64, struct{}]
+}
+
+func newPeriodTables(db *DB) *periodTables {
+	return &periodTables{db: db, exists: [2]map[uint64]bool{{}, {}}, dropped: newGenCache[uint64, struct{}](maxDroppedCached, nil)}
+}
+
+// periodSeconds is the length of a raw period in seconds.
+func (t *periodTables) periodSeconds() uint64 { return uint64(t.db.opts.RawPeriod / time.Second) }
+
+// found records that a read of period p's table of kind k did not find it gone.
+func (t *periodTables) found(k tableKind, p uint64) {
+	t.mu.Lock()
+	if _, ok := t.exists[k][p]; !ok {
+		t.exists[k][p] = false
+	}
+	t.mu.Unlock()
+}
+
+// made records that period p's table of kind k exists: this process made it.
+func (t *periodTables) made(k tableKind, p uint64) {
+	t.mu.Lock()
+	t.exists[k][p] = true
+	t.mu.Unlock()
+}
+
+// gone records that period p's table of kind k does not exist (dropped, by this process or
+// another).
+func (t *periodTables) gone(k tableKind, p uint64) {
+	t.mu.Lock()
+	delete(t.exists[k], p)
+	t.mu.Unlock()
+}
+
+// has reports whether period p's table of kind k is known to exist (made or listed).
+func (t *periodTables) has(k tableKind, p uint64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.exists[k][p]
+}
+
+// fresh reports whether the last listing is younger than tableListTTL.
+func (t *periodTables) freshLocked() bool {
+	return !t.listedAt.IsZero() && t.db.now().Sub(t.listedAt) < tableListTTL
+}
+
+// inRange returns, ascending, the periods of kind k that [from, to) overlaps whose tables
+// exist or may exist (see periodTables): a read queries those, and takes a TableNotFound as
+// an empty period (reporting it with gone).
+func (t *periodTables) inRange(ctx context.Context, k tableKind, from, to time.Time) ([]uint64, error) {
+	if !from.Before(to) {
+		return nil, nil
+	}
+	first, last := t.db.period(from), t.db.period(to.Add(-time.Nanosecond))
+	n := (last-first)/t.periodSeconds() + 1
+	t.mu.Lock()
+	known := t.inRangeLocked(k, first, last)
+	fresh := t.freshLocked()
+	t.mu.Unlock()
+	if uint64(len(known)) == n || fresh && n-uint64(len(known)) > maxProbes {
+		return known, nil
+	}
+	if n-uint64(len(known)) <= maxProbes {
+		out := known
+		for p, i := first, 0; p <= last; p += t.periodSeconds() {
+			for i < len(known) && known[i] < p {
+				i++
+			}
+			if i < len(known) && known[i] == p {
+				continue
+			}
+			if _, dropped := t.dropped.get(p); dropped && k == rawKind {
+				continue
+			}
+			out = append(out, p)
+		}
+		slices.Sort(out)
+		return out, nil
+	}
+	if err := t.list(ctx); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.inRangeLocked(k, first, last), nil
+}
+
+func (t *periodTables) inRangeLocked(k tableKind, first, last uint64) []uint64 {
+	var out []uint64
+	for p := range t.exists[k] {
+		if p >= first && p <= last {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// all returns, ascending, the periods whose tables of kind k exist: from the cache while the
+// last listing is younger than tableListTTL, else from a new listing (one request).
+func (t *periodTables) all(ctx context.Context, k tableKind) ([]uint64, error) {
+	t.mu.Lock()
+	fresh := t.freshLocked()
+	t.mu.Unlock()
+	if !fresh {
+		if err := t.list(ctx); err != nil {
+			return nil, err
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]uint64, 0, len(t.exists[k]))
+	for p := range t.exists[k] {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// listed returns, ascending, the periods whose tables of kind k exist, from a new listing.
+func (t *periodTables) listed(ctx context.Context, k tableKind) ([]uint64, error) {
+	if err := t.list(ctx); err != nil {
+		return nil, err
+	}
+	return t.all(ctx, k)
+}
+
+// list lists the raw and index tables (one request; a page per 1,000 tables) and replaces
+// the cache with what it found.
+func (t *periodTables) list(ctx context.Context) error {
+	started := t.db.now()
+	name := t.db.name
+	f := filter.And(filter.Ge("TableName", name+"i"), filter.Lt("TableName", name+"s")).String()
+	found := [2]map[uint64]bool{{}, {}}
+	for pager := t.db.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("tsdb: list tables: %w", err)
+		}
+		for _, tb := range page.Tables {
+			if tb.Name == nil || !strings.HasPrefix(*tb.Name, name) || len(*tb.Name) < len(name)+2 {
+				continue
+			}
+			rest := (*tb.Name)[len(name):]
+			p, err := strconv.ParseUint(rest[1:], 10, 64)
+			if err != nil {
+				continue
+			}
+			switch {
+			case rest[0] == 'r' && t.db.rawTable(p) == *tb.Name:
+				found[rawKind][p] = true
+			case rest[0] == 'i' && t.db.indexTable(p) == *tb.Name:
+				found[indexKind][p] = true
+			}
+		}
+	}
+	t.mu.Lock()
+	t.exists, t.listedAt = found, started
+	t.mu.Unlock()
+	return nil
+}
+
+// checkNotDropped returns an error wrapping ErrExpired if period p's raw table was dropped:
+// known from the cache, else from the catalog (one request) unless the table is known to
+// exist.
+func (t *periodTables) checkNotDropped(ctx context.Context, p uint64) error {
+	_, dropped := t.dropped.get(p)
+	if !dropped && !t.has(rawKind, p) {
+		var err error
+		if dropped, err = t.db.catalog.isDropped(ctx, t.db.rawTable(p)); err != nil {
+			return err
+		}
+		if dropped {
+			t.dropped.add(p, struct{}{})
+		}
+	}
+	if dropped {
+		return fmt.Errorf("%w: the table of the period from %s (%s) was dropped by Retain", ErrExpired,
+			t.db.periodStart(p).Format(time.RFC3339), t.db.rawTable(p))
+	}
+	return nil
+}
+
+// ensure creates the raw and index tables of period p and of the next period, unless known
+// to exist or dropped: the next period's tables are then not new (which Azure may throttle)
+// when their time comes.
+func (t *periodTables) ensure(ctx context.Context, p uint64) error {
+	for _, q := range []uint64{p, p + t.periodSeconds()} {
+		t.mu.Lock()
+		known := t.exists[rawKind][q] && t.exists[indexKind][q]
+		t.mu.Unlock()
+		if _, dropped := t.dropped.get(q); known || dropped || t.db.periodStart(q).After(tablets.MaxTime) {
+			continue
+		}
+		err := tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.rawTable(q)))
+		if err == nil {
+			t.made(rawKind, q)
+			err = tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.indexTable(q)))
+		}
+		if err != nil {
+			if q != p {
+				continue // the next period's tables are a courtesy: its first write makes them
+			}
+			return fmt.Errorf("tsdb: %w", err)
+		}
+		t.made(indexKind, q)
+	}
+	return nil
+}
+
+// recordDropped marks period p's raw table dropped in the catalog, before the table goes.
+func (t *periodTables) recordDropped(ctx context.Context, p uint64) error {
+	if err := t.db.catalog.recordDropped(ctx, t.db.rawTable(p)); err != nil {
+		return err
+	}
+	t.dropped.add(p, struct{}{})
+	t.gone(rawKind, p)
+	return nil
+}

@@ -1,0 +1,56 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/seed71701133/tablets"
+)
+
+// maxTierTablesCached bounds the cache of tier tables known to exist.
+const maxTierTablesCached = 4096
+
+// errTierDropped is ensure's answer for a tier table that Retain dropped: its windows are
+// past the tier's retention, and the table is never created again.
+var errTierDropped = errors.New("tsdb: tier table dropped")
+
+// tierTables knows which tier tables exist (those this process created or found), and
+// creates the others unless the catalog says they were dropped.
+type tierTables struct {
+	db    *DB
+	known *genCache[string, struct{}]
+}
+
+func newTierTables(db *DB) *tierTables {
+	return &tierTables{db: db, known: newGenCache[string, struct{}](maxTierTablesCached, nil)}
+}
+
+// ensure creates a tier table unless this process knows it exists, or it was dropped
+// (errTierDropped): a catalog read and a create, the first time.
+func (t *tierTables) ensure(ctx context.Context, name string) error {
+	if _, ok := t.known.get(name); ok {
+		return nil
+	}
+	dropped, err := t.db.catalog.isDropped(ctx, name)
+	if err != nil {
+		return err
+	}
+	if dropped {
+		return errTierDropped
+	}
+	if err := tablets.EnsureTable(ctx, t.db.service.NewClient(name)); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	t.known.add(name, struct{}{})
+	return nil
+}
+
+// recordDropped marks a tier table dropped in the catalog, before it goes.
+func (t *tierTables) recordDropped(ctx context.Context, name string) error {
+	if err := t.db.catalog.recordDropped(ctx, name); err != nil {
+		return err
+	}
+	t.known.remove(name)
+	return nil
+}
