@@ -83,3 +83,38 @@ func TestIntegrationWriteToDB(t *testing.T) {
 	w = post(t, h, "", "snappy", encodeV1(t, bad))
 	assert.Equal(t, http.StatusBadRequest, w.Code)
 }
+
+// A remote write holding samples older than the database's raw retention (by its clock)
+// stores the others and answers 400 naming what the database rejected: the handler keeps no
+// retention rule of its own.
+func TestIntegrationWriteExpired(t *testing.T) {
+	now := time.Date(2026, 3, 4, 12, 0, 0, 0, time.UTC)
+	db, _, _ := dbtest.NewDB(t, &tsdb.Options{RawRetention: 24 * time.Hour, Now: func() time.Time { return now }})
+	h := newWrite(t, db, nil)
+	fresh, old := now.Add(-time.Hour).UnixMilli(), now.Add(-25*time.Hour).UnixMilli()
+	b := newV2()
+	b.series([]writev2.Sample{{Timestamp: old, Value: 1}, {Timestamp: fresh, Value: 2}}, "__name__", "m", "job", "a")
+	b.series([]writev2.Sample{{Timestamp: fresh, Value: 3}}, "__name__", "m", "job", "b")
+	b.series([]writev2.Sample{{Timestamp: old, Value: 4}}, "__name__", "m", "job", "c")
+	w := post(t, h, ctV2, "snappy", b.encode(t))
+	require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
+	assert.Equal(t, "2", w.Header().Get(HeaderSamplesWritten))
+	assert.Contains(t, w.Body.String(), "stored 2 of 4 float samples; 2 samples rejected")
+	assert.Contains(t, w.Body.String(), tsdb.ErrExpired.Error())
+	st := h.Stats()
+	assert.Equal(t, uint64(2), st.SamplesRejected)
+	assert.Equal(t, uint64(2), st.SamplesWritten)
+
+	ctx := context.Background()
+	got := map[string][]tablets.Point{}
+	for s, err := range db.Select(ctx, now.Add(-48*time.Hour), now, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "m"}) {
+		require.NoError(t, err)
+		for p, err := range db.Query(ctx, s.Series, now.Add(-48*time.Hour), now) {
+			require.NoError(t, err)
+			got[s.Labels.Get("job")] = append(got[s.Labels.Get("job")], p)
+		}
+	}
+	require.Len(t, got, 2, "job c has no point stored")
+	requireSamePoints(t, []tablets.Point{pt(fresh, 2)}, got["a"])
+	requireSamePoints(t, []tablets.Point{pt(fresh, 3)}, got["b"])
+}
