@@ -20,7 +20,9 @@ import (
 //
 // NaN and infinities:
 //   - A NaN is not a sample: every NaN, Prometheus' staleness marker
-//     (0x7ff0000000000002) and any other, is ignored, counted nowhere.
+//     (0x7ff0000000000002) and any other, is ignored, counted nowhere. This is the rule of
+//     tablets.Downsample too (see tablets.Aggregation, "NaN"): a window and Downsample over
+//     the same points aggregate the same points.
 //   - ±Inf are samples: counted in Count, and in Min, Max, First, Last and Sum by IEEE 754
 //     arithmetic (Sum, hence Mean, is NaN when a window holds both +Inf and -Inf). The
 //     sketch counts them in a bin of their own past the largest finite one, so that the

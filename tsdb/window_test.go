@@ -3,12 +3,15 @@ package tsdb
 import (
 	"bytes"
 	"errors"
+	"iter"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/sketchenc"
 )
 
@@ -438,5 +441,88 @@ func TestNewWindowAccuracy(t *testing.T) {
 			}()
 			newWindow(t0, a)
 		}()
+	}
+}
+
+// The NaN rule is one (see tablets.Aggregation, "NaN"): a window and tablets.Downsample over
+// the same points, NaNs and staleness markers among them, skip the same points and agree on
+// Count, Sum, Min, Max, First and Last; a window of NaNs only is empty, and Downsample
+// yields no bucket for it.
+func TestWindowNaNRuleIsDownsamples(t *testing.T) {
+	step := time.Minute
+	for trial := range 50 {
+		r := rand.New(rand.NewPCG(123, uint64(trial)))
+		var pts []tablets.Point
+		at := t0
+		for range 1 + r.IntN(200) {
+			at = at.Add(time.Duration(1+r.IntN(250)) * time.Millisecond) // distinct, ascending, under a minute
+			v := r.NormFloat64()
+			switch r.IntN(8) {
+			case 0:
+				v = math.NaN()
+			case 1:
+				v = staleNaN
+			case 2:
+				if trial%5 == 0 {
+					v = math.Inf(2*r.IntN(2) - 1)
+				}
+			}
+			if trial%7 == 0 { // some windows of NaNs only
+				v = staleNaN
+			}
+			pts = append(pts, tablets.Point{Time: at, Value: v})
+		}
+		w := newWindow(t0, 0)
+		for _, p := range pts {
+			w.add(p.Time, p.Value)
+		}
+		for _, tc := range []struct {
+			agg  tablets.Aggregation
+			want float64
+		}{
+			{tablets.Count, float64(w.Count)}, {tablets.Sum, w.Sum}, {tablets.Min, w.Min}, {tablets.Max, w.Max},
+			{tablets.First, w.First}, {tablets.Last, w.Last},
+		} {
+			var got []tablets.Point
+			for p, err := range tablets.Downsample(pointsOf(pts), step, tc.agg) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, p)
+			}
+			if w.Count == 0 {
+				if len(got) != 0 {
+					t.Fatalf("trial %d: NaNs only: Downsample yields %v", trial, got)
+				}
+				continue
+			}
+			if len(got) != 1 || math.Float64bits(got[0].Value) != math.Float64bits(tc.want) && !(math.IsNaN(got[0].Value) && math.IsNaN(tc.want)) {
+				t.Fatalf("trial %d: Downsample %v gives %v, the window %g", trial, tc.agg, got, tc.want)
+			}
+		}
+		// A window of NaNs only is not stored: its block has no window.
+		b := &block{start: uint64(t0.Unix())}
+		b.windows[0] = w
+		e := entity.Entity{AllowStrings: true}
+		if err := e.Decode(appendBlock(nil, "s", step, b)); err != nil {
+			t.Fatal(err)
+		}
+		back, err := decodeBlock(&e, step, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (back.windows[0] == nil) != (w.Count == 0) {
+			t.Fatalf("trial %d: a window of %d points stored as %v", trial, w.Count, back.windows[0])
+		}
+	}
+}
+
+func pointsOf(pts []tablets.Point) iter.Seq2[tablets.Point, error] {
+	return func(yield func(tablets.Point, error) bool) {
+		for _, p := range pts {
+			if !yield(p, nil) {
+				return
+			}
+		}
 	}
 }
