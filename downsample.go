@@ -44,10 +44,13 @@ var aggNames = [...]string{
 //
 // # NaN
 //
-// A NaN value poisons every aggregation that combines values: if a bucket holds a NaN, its
-// Avg, Sum, Min, Max and every Percentile are NaN (as with numpy.percentile, not
-// numpy.nanpercentile). Count counts NaN values like any other. First and Last return the
-// value of the point they pick, NaN or not.
+// A NaN is not a sample: every aggregation skips the points whose value is NaN, Prometheus'
+// staleness marker (0x7ff0000000000002) and any other. Count does not count them, First and
+// Last pick among the other points, and a bucket whose points are all NaN is empty, so it
+// yields no point. The rollup tiers of package tsdb follow the same rule (their quantile
+// sketches cannot hold a NaN), so that a tier's window and Downsample over the raw points of
+// the same span agree on which points they aggregate. A NaN can still come out: the Sum or
+// Avg of +Inf and -Inf.
 //
 // # Infinities
 //
@@ -223,7 +226,6 @@ type bucket struct {
 	acc        float64   // sum, min or max
 	picked     time.Time // for First and Last: the time of the point picked so far
 	vals       []float64 // for percentiles; reused from bucket to bucket
-	nan        bool      // for percentiles: a NaN was seen
 }
 
 func (b *bucket) reset(start time.Time, step time.Duration) {
@@ -231,11 +233,14 @@ func (b *bucket) reset(start time.Time, step time.Duration) {
 	b.n = 0
 	b.acc = 0
 	b.vals = b.vals[:0]
-	b.nan = false
 }
 
+// add adds p to the bucket, unless its value is NaN (see Aggregation).
 func (b *bucket) add(p Point) {
 	v := p.Value
+	if math.IsNaN(v) {
+		return
+	}
 	b.n++
 	switch b.agg.kind {
 	case aggAvg, aggSum:
@@ -244,7 +249,7 @@ func (b *bucket) add(p Point) {
 		if b.n == 1 {
 			b.acc = v
 		} else {
-			b.acc = min(b.acc, v) // NaN if either is NaN
+			b.acc = min(b.acc, v)
 		}
 	case aggMax:
 		if b.n == 1 {
@@ -261,11 +266,7 @@ func (b *bucket) add(p Point) {
 			b.acc, b.picked = v, p.Time
 		}
 	case aggPercentile:
-		if math.IsNaN(v) {
-			b.nan = true
-		} else if !b.nan {
-			b.vals = append(b.vals, v)
-		}
+		b.vals = append(b.vals, v)
 	}
 }
 
@@ -276,9 +277,6 @@ func (b *bucket) value() float64 {
 	case aggCount:
 		return float64(b.n)
 	case aggPercentile:
-		if b.nan {
-			return math.NaN()
-		}
 		slices.Sort(b.vals)
 		return percentile(b.vals, b.agg.q)
 	}
@@ -297,13 +295,14 @@ func percentile(x []float64, q float64) float64 {
 }
 
 // Downsample groups points into buckets of width step and yields one point per non-empty
-// bucket: Time is the bucket's start and Value the aggregation of the bucket's values.
+// bucket: Time is the bucket's start and Value the aggregation of the bucket's values. A
+// point whose value is NaN is not counted in its bucket (see Aggregation).
 //
 // Buckets are aligned to the Unix epoch: a point at t falls in the bucket that starts at
 // floor((t - epoch) / step) * step, for times before 1970 too. So with step = time.Minute a
 // bucket starts on every whole minute, and with step = 24*time.Hour on every midnight UTC.
 // The bucket start is in t's location, as t.Add would give it, without a monotonic reading.
-// Buckets that hold no point are skipped.
+// Buckets that hold no point (or only NaN values) are skipped.
 //
 // The input must come oldest first, as Store.Query yields it. Points of one bucket may come
 // in any order among themselves (First and Last pick by time), but a point whose bucket
@@ -350,7 +349,7 @@ func Downsample(points iter.Seq2[Point, error], step time.Duration, agg Aggregat
 					return
 				}
 				if !start.Equal(b.start) { // equal only where b.end could not be represented
-					if !yield(Point{Time: b.start, Value: b.value()}, nil) {
+					if b.n > 0 && !yield(Point{Time: b.start, Value: b.value()}, nil) {
 						return
 					}
 					b.reset(start.Round(0), step)
@@ -361,7 +360,7 @@ func Downsample(points iter.Seq2[Point, error], step time.Duration, agg Aggregat
 			}
 			b.add(p)
 		}
-		if open {
+		if open && b.n > 0 {
 			yield(Point{Time: b.start, Value: b.value()}, nil)
 		}
 	}

@@ -78,12 +78,9 @@ func bruteBucketStart(t time.Time, step time.Duration) time.Time {
 	return time.Unix(sec.Int64(), nsec.Int64())
 }
 
-// bruteAggregate aggregates vals (and their times, for First and Last) the slow, obvious way.
+// bruteAggregate aggregates vals (and their times, for First and Last) the slow, obvious way;
+// vals holds no NaN and is not empty.
 func bruteAggregate(agg tablets.Aggregation, times []time.Time, vals []float64) float64 {
-	hasNaN := false
-	for _, v := range vals {
-		hasNaN = hasNaN || math.IsNaN(v)
-	}
 	sum := 0.0
 	for _, v := range vals {
 		sum += v
@@ -96,9 +93,6 @@ func bruteAggregate(agg tablets.Aggregation, times []time.Time, vals []float64) 
 	case tablets.Count:
 		return float64(len(vals))
 	case tablets.Min, tablets.Max:
-		if hasNaN {
-			return math.NaN()
-		}
 		sorted := append([]float64(nil), vals...)
 		sort.Float64s(sorted)
 		if agg == tablets.Min {
@@ -124,9 +118,6 @@ func bruteAggregate(agg tablets.Aggregation, times []time.Time, vals []float64) 
 	}
 	// A percentile: recover q from its name.
 	q := percentileQ(agg)
-	if hasNaN {
-		return math.NaN()
-	}
 	x := append([]float64(nil), vals...)
 	sort.Float64s(x)
 	h := float64(len(x)-1) * q
@@ -147,7 +138,8 @@ func percentileQ(agg tablets.Aggregation) float64 {
 	panic("unexpected aggregation " + agg.String())
 }
 
-// bruteDownsample groups sorted points by bucket and aggregates each group.
+// bruteDownsample groups sorted points by bucket and aggregates each group's points that are
+// not NaN: a group of NaNs only is no bucket.
 func bruteDownsample(points []tablets.Point, step time.Duration, agg tablets.Aggregation) []tablets.Point {
 	var out []tablets.Point
 	for i := 0; i < len(points); {
@@ -155,10 +147,14 @@ func bruteDownsample(points []tablets.Point, step time.Duration, agg tablets.Agg
 		var times []time.Time
 		var vals []float64
 		for ; i < len(points) && bruteBucketStart(points[i].Time, step).Equal(start); i++ {
-			times = append(times, points[i].Time)
-			vals = append(vals, points[i].Value)
+			if !math.IsNaN(points[i].Value) {
+				times = append(times, points[i].Time)
+				vals = append(vals, points[i].Value)
+			}
 		}
-		out = append(out, tablets.Point{Time: start, Value: bruteAggregate(agg, times, vals)})
+		if len(vals) > 0 {
+			out = append(out, tablets.Point{Time: start, Value: bruteAggregate(agg, times, vals)})
+		}
 	}
 	return out
 }
@@ -176,8 +172,11 @@ func randomSeries(seed uint64, n int, step time.Duration) []tablets.Point {
 			t = t.Add(time.Duration(rng.Int64N(max(2*int64(step)/5, 2))))
 		}
 		v := rng.NormFloat64() * 100
-		if rng.IntN(4) == 0 {
+		switch rng.IntN(20) {
+		case 0, 1, 2, 3, 4:
 			v = math.Round(v / 10) // repeated values
+		case 5:
+			v = []float64{math.NaN(), staleNaN}[rng.IntN(2)] // not samples
 		}
 		points[i] = tablets.Point{Time: t, Value: v}
 	}
@@ -291,6 +290,9 @@ func series(base time.Time, offsets []float64, values []float64) []tablets.Point
 
 var base = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// staleNaN is Prometheus' staleness marker.
+var staleNaN = math.Float64frombits(0x7ff0000000000002)
+
 func TestDownsampleSmallCases(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
 	tests := []struct {
@@ -312,7 +314,7 @@ func TestDownsampleSmallCases(t *testing.T) {
 		{"single-point buckets p50", []float64{0, 15, 47}, []float64{1, 2, 3}, tablets.P50, []float64{1, 2, 3}},
 		{"single-point buckets p99", []float64{0, 15, 47}, []float64{1, 2, 3}, tablets.P99, []float64{1, 2, 3}},
 		{"single-point buckets p100", []float64{0, 15, 47}, []float64{1, 2, 3}, tablets.Percentile(1), []float64{1, 2, 3}},
-		{"single NaN point", []float64{0}, []float64{nan}, tablets.Count, []float64{1}},
+		{"single NaN point", []float64{0}, []float64{nan}, tablets.Count, nil},
 		{"bucket edges", []float64{0, 9.999999999, 10, 19.999999999, 20}, []float64{1, 2, 3, 4, 5}, tablets.Sum, []float64{3, 7, 5}},
 		{"p50 interpolates", []float64{0, 1, 2, 3}, []float64{4, 1, 3, 2}, tablets.P50, []float64{2.5}},
 		{"p90 interpolates", []float64{0, 1, 2, 3, 4}, []float64{10, 20, 30, 40, 50}, tablets.P90, []float64{46}},
@@ -322,21 +324,24 @@ func TestDownsampleSmallCases(t *testing.T) {
 		{"last of equal times is last in input", []float64{1, 2, 2}, []float64{7, 8, 9}, tablets.Last, []float64{9}},
 		{"first by time within a bucket", []float64{5, 1, 3}, []float64{7, 8, 9}, tablets.First, []float64{8}},
 		{"last by time within a bucket", []float64{5, 9, 3}, []float64{7, 8, 9}, tablets.Last, []float64{8}},
-		// NaN rule: NaN propagates through every aggregation that combines values.
-		{"NaN avg", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Avg, []float64{nan}},
-		{"NaN sum", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Sum, []float64{nan}},
-		{"NaN min", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Min, []float64{nan}},
-		{"NaN min first", []float64{0, 1, 2}, []float64{nan, 1, 3}, tablets.Min, []float64{nan}},
-		{"NaN max", []float64{0, 1, 2}, []float64{1, 3, nan}, tablets.Max, []float64{nan}},
-		{"NaN p0", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Percentile(0), []float64{nan}},
-		{"NaN p50", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.P50, []float64{nan}},
-		{"NaN p100", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Percentile(1), []float64{nan}},
-		{"NaN counted", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Count, []float64{3}},
-		{"NaN first", []float64{0, 1, 2}, []float64{nan, 2, 3}, tablets.First, []float64{nan}},
-		{"NaN last", []float64{0, 1, 2}, []float64{1, 2, nan}, tablets.Last, []float64{nan}},
+		// NaN rule: a NaN is not a sample; every aggregation skips it.
+		{"NaN avg", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Avg, []float64{2}},
+		{"NaN sum", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Sum, []float64{4}},
+		{"NaN min", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Min, []float64{1}},
+		{"NaN min first", []float64{0, 1, 2}, []float64{nan, 1, 3}, tablets.Min, []float64{1}},
+		{"NaN max", []float64{0, 1, 2}, []float64{1, 3, nan}, tablets.Max, []float64{3}},
+		{"NaN max first", []float64{0, 1, 2}, []float64{nan, 3, 1}, tablets.Max, []float64{3}},
+		{"NaN p0", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Percentile(0), []float64{1}},
+		{"NaN p50", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.P50, []float64{2}},
+		{"NaN p100", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Percentile(1), []float64{3}},
+		{"NaN not counted", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.Count, []float64{2}},
+		{"stale marker not counted", []float64{0, 1, 2}, []float64{1, staleNaN, 3}, tablets.Count, []float64{2}},
+		{"NaN first", []float64{0, 1, 2}, []float64{nan, 2, 3}, tablets.First, []float64{2}},
+		{"NaN last", []float64{0, 1, 2}, []float64{1, 2, nan}, tablets.Last, []float64{2}},
 		{"NaN between", []float64{0, 1, 2}, []float64{1, nan, 3}, tablets.First, []float64{1}},
-		{"NaN stays in its bucket", []float64{0, 1, 12, 13}, []float64{nan, 1, 2, 4}, tablets.Avg, []float64{nan, 3}},
-		{"NaN stays in its percentile bucket", []float64{0, 1, 12, 13}, []float64{nan, 1, 2, 4}, tablets.P50, []float64{nan, 3}},
+		{"NaN only bucket skipped", []float64{0, 1, 12, 13, 25}, []float64{nan, staleNaN, 2, 4, 5}, tablets.Avg, []float64{3, 5}},
+		{"NaN only last bucket skipped", []float64{2, 13, 14}, []float64{1, nan, nan}, tablets.Count, []float64{1}},
+		{"NaN only middle bucket, percentile", []float64{0, 1, 12, 25}, []float64{1, 3, nan, 5}, tablets.P50, []float64{2, 5}},
 		// Infinities.
 		{"Inf p100", []float64{0, 1, 2}, []float64{1, inf, inf}, tablets.Percentile(1), []float64{inf}},
 		{"Inf between equal neighbours", []float64{0, 1, 2}, []float64{1, inf, inf}, tablets.Percentile(0.75), []float64{inf}},

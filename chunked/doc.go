@@ -10,18 +10,11 @@
 // # Entities
 //
 // A partition holds a series' chunks for one PartitionFactor of time (default a day). A
-// chunk is one entity:
-//
-//	PartitionKey  escaped series + "|" + partition start   cpu|001430179200000
-//	RowKey        first time "-" priority "-" hash          001430222675250-18ea95edac91e707-00da499f
-//	L             Edm.String, the last time                 001430222676750
-//	C             Edm.Binary, the chunk                     (base64 on the wire)
-//
-// Times are fixed-width counts of resolution units since the Unix epoch (package rounding):
-// above, cpu at 2015-04-28T12:04:35.250Z and 12:04:36.750Z, at 1 ms. In the series part of
-// the PartitionKey "~" is written "~~" and "|" "~p". The priority is the writing process's
-// clock in nanoseconds (16 hex digits), strictly increasing within a process; the hash is
-// FNV-1a (32 bits, 8 hex digits) of the chunk's bytes. A chunk never spans two partitions.
+// chunk is one entity, keyed by the series and partition, its first time, the priority of
+// its write and a hash of its bytes, with its last time (L) and the chunk (C): the keys and
+// properties are specified, with an example, in docs/format.md ("Layout chunked"). The
+// priority is the writing process's clock, strictly increasing within a process; the hash
+// keeps two chunks of one write apart. A chunk never spans two partitions.
 //
 // # Writes never read
 //
@@ -59,11 +52,9 @@
 //
 // # Chunk format
 //
-// C holds version 1 of the codec of package internal/chunkenc, whose package documentation
-// (internal/chunkenc/doc.go) specifies it byte for byte with a worked example: a header
-// (version, mode, count, first time, span) and a bit stream of delta-of-delta times under an
-// adaptive Rice code, and values either as decimals (scaled integers, delta or
-// delta-of-delta coded) or as Gorilla XOR. The first and last times in the header must equal
-// the RowKey's and L; a reader rejects a chunk that disagrees, or any malformed one, with an
+// C holds a chunk of the codec of package internal/chunkenc (docs/format.md, "Chunks"): a
+// header and a bit stream of delta-of-delta times under an adaptive Rice code, and values
+// either as decimals (scaled integers, delta or delta-of-delta coded) or as Gorilla XOR. A
+// reader rejects a chunk whose times disagree with its keys, or any malformed one, with an
 // error naming the entity.
 package chunked

@@ -4,13 +4,11 @@
 // # Tables
 //
 // A database has a base name (letters and digits, starting with a letter, 3 to 40
-// characters). Its tables are named from it, and it owns every table so named:
-//
-//	name + "m"                the catalog: the tables dropped, and the label sets registered
-//	name + "r" + start        the raw points of the period starting at start, in Unix seconds
-//	                          (RawPeriod, default 7 days, epoch-aligned): metricsr1716422400
-//	name + "i" + start        the series index of that period: an entity per series with
-//	                          points there (see Labels below)
+// characters). Its tables are named from it, and it owns every table so named: a catalog
+// (the tables dropped, and the label sets registered), and per period (RawPeriod, default 7
+// days, epoch-aligned) a table of raw points and a series index (an entity per series with
+// points there). The names, keys and properties of every table are specified, with
+// examples, in docs/format.md.
 //
 // Each raw table holds a store of the Options' layout (default advanced). A period's tables
 // are created on its first write, with the next period's, so that a new table (which Azure
@@ -71,17 +69,14 @@
 // # Labels
 //
 // A series is a string key; SeriesOf makes one from a label set (up{job="api"}): "l" and
-// the first 128 bits of the SHA-256 of the set's canonical encoding (Labels.MarshalBinary:
-// a version byte, the count, then each name and value length-prefixed, names sorted), in
-// hex. It fits every layout's keys whatever the labels hold, is the same in every process
+// the first 128 bits of the SHA-256 of the set's canonical encoding (Labels.MarshalBinary;
+// docs/format.md, "Label sets and series keys"), in hex. It fits every layout's keys whatever the labels hold, is the same in every process
 // and version, and does not collide in practice (a chance under 1e-14 among a trillion
-// sets). SeriesOf records the set in the catalog (PartitionKey "l" + the key's first hex
-// digit, RowKey the key, L the encoding), once a process.
+// sets). SeriesOf records the set in the catalog's registry, once a process.
 //
-// The index of a period has an entity per series with points there. A label set's entity
-// is in the partition of its metric name ("n" + the name, or "h" + a hash of a long or
-// unusual name) with RowKey the key and L the encoding; a plain series' (a key SeriesOf
-// never returned) is in partition "s". A Write that first gives a series points in a period
+// The index of a period has an entity per series with points there, a label set's in the
+// partition of its metric name, a plain series' (a key SeriesOf never returned) in a
+// partition of their own (docs/format.md, "The series index"). A Write that first gives a series points in a period
 // writes its entry, reading the catalog if this process never saw the key: nothing depends
 // on one process's memory. Select reads only the periods of its range, and only the
 // partitions of the metric names its matchers allow when they allow few (`__name__="up"`,
@@ -127,10 +122,9 @@
 // # Rollup tiers
 //
 // Each tier (default: a minute kept 400 days, an hour kept forever) keeps windows of its Step
-// in tables of its Period, name + "t" + step in seconds + "p" + period start:
-// metricst3600p1698278400. A window holds Count, Sum, Min, Max, First, Last and a DDSketch of
+// in tables of its Period. A window holds Count, Sum, Min, Max, First, Last and a DDSketch of
 // its points (quantiles within Accuracy, relative; sketches merge exactly), 24 windows an
-// entity (a block; its format is documented on the block type).
+// entity (a block; docs/format.md, "Tier blocks" and "Sketches").
 //
 // Rollup(from, to) computes the blocks from the raw points, conditionally on the ETags it read
 // before them. Aggregate(series, from, to, step) merges the windows of all the series: it

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/labelenc"
 )
 
 // MetricName is the label that holds a series' metric name, as in Prometheus.
@@ -127,35 +127,17 @@ func Canonical(ls Labels) (Labels, error) {
 func uvarintLen(n int) int { return len(binary.AppendUvarint(nil, uint64(n))) }
 
 // MaxLabelsSize is the largest encoded label set: Azure's limit on an Edm.Binary property.
-const MaxLabelsSize = 64 << 10
+const MaxLabelsSize = labelenc.MaxSize
 
-// labelsVersion is the first byte of an encoded label set.
-const labelsVersion = 1
+// appendLabels appends the encoding of a valid, sorted label set (docs/format.md, "Label
+// sets"). A set has exactly one encoding: it is what the series key hashes.
+func appendLabels(dst []byte, ls Labels) []byte { return labelenc.Append(dst, ls) }
 
-// appendLabels appends the encoding of a valid, sorted label set, version 1:
-//
-//	byte     1 (the version)
-//	uvarint  the number of labels, n >= 1
-//	n times  uvarint len(name), name (UTF-8), uvarint len(value), value (UTF-8)
-//
-// with names non-empty and strictly ascending (bytewise) and values non-empty. A set has
-// exactly one encoding: it is what the series key hashes.
-func appendLabels(dst []byte, ls Labels) []byte {
-	dst = append(dst, labelsVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(ls)))
-	for _, l := range ls {
-		dst = binary.AppendUvarint(dst, uint64(len(l.Name)))
-		dst = append(dst, l.Name...)
-		dst = binary.AppendUvarint(dst, uint64(len(l.Value)))
-		dst = append(dst, l.Value...)
-	}
-	return dst
-}
+// errBadLabels is wrapped by the errors of decoding bytes that are not a label set's.
+var errBadLabels = labelenc.ErrInvalid
 
-var errBadLabels = errors.New("malformed label set")
-
-// MarshalBinary returns the encoding of a valid set (appendLabels: the bytes of the index's
-// L property and what the series key hashes), or Validate's error.
+// MarshalBinary returns the encoding of a valid set (the bytes of the index's L property and
+// what the series key hashes; docs/format.md, "Label sets"), or Validate's error.
 func (ls Labels) MarshalBinary() ([]byte, error) {
 	if err := ls.Validate(); err != nil {
 		return nil, err
@@ -174,51 +156,8 @@ func (ls *Labels) UnmarshalBinary(b []byte) error {
 }
 
 // decodeLabels decodes appendLabels' encoding strictly: anything but the one encoding of a
-// valid set is an error.
-func decodeLabels(b []byte) (Labels, error) {
-	if len(b) > MaxLabelsSize {
-		return nil, fmt.Errorf("%w: %d bytes", errBadLabels, len(b))
-	}
-	if len(b) == 0 || b[0] != labelsVersion {
-		return nil, fmt.Errorf("%w: unknown version", errBadLabels)
-	}
-	whole := b
-	b = b[1:]
-	n, k := binary.Uvarint(b)
-	if k <= 0 || n == 0 || n > uint64(len(b)) {
-		return nil, fmt.Errorf("%w: bad count", errBadLabels)
-	}
-	b = b[k:]
-	str := func() (string, bool) {
-		l, k := binary.Uvarint(b)
-		if k <= 0 || l == 0 || l > uint64(len(b)-k) {
-			return "", false
-		}
-		s := string(b[k : k+int(l)])
-		b = b[k+int(l):]
-		return s, true
-	}
-	ls := make(Labels, 0, n)
-	for range n {
-		name, ok1 := str()
-		value, ok2 := str()
-		if !ok1 || !ok2 {
-			return nil, fmt.Errorf("%w: truncated", errBadLabels)
-		}
-		ls = append(ls, Label{name, value})
-	}
-	if len(b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the last label", errBadLabels, len(b))
-	}
-	if err := ls.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: %v", errBadLabels, err)
-	}
-	// A non-minimal uvarint would decode to the same set: one encoding only.
-	if string(appendLabels(nil, ls)) != string(whole) {
-		return nil, fmt.Errorf("%w: not the canonical encoding", errBadLabels)
-	}
-	return ls, nil
-}
+// valid set is an error wrapping errBadLabels.
+func decodeLabels(b []byte) (Labels, error) { return labelenc.Decode[Label](b) }
 
 // seriesKeyPrefix starts every series key of a label set.
 const seriesKeyPrefix = "l"

@@ -2,7 +2,6 @@ package tsdb
 
 import (
 	"encoding/hex"
-	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -66,45 +65,6 @@ func TestSeriesKeyShape(t *testing.T) {
 	require.False(t, isLabelsKey("l31b6fcee16e88a9a05158678b02cd54"))
 	require.False(t, isLabelsKey("L31b6fcee16e88a9a05158678b02cd548"))
 	require.False(t, isLabelsKey("l31b6fcee16e88a9a05158678b02cd54g"))
-}
-
-func TestDecodeLabelsRejects(t *testing.T) {
-	good := appendLabels(nil, LabelsFromStrings("a", "1", "b", "2"))
-	for name, b := range map[string][]byte{
-		"empty":        {},
-		"version 2":    append([]byte{2}, good[1:]...),
-		"no labels":    {1, 0},
-		"truncated":    good[:len(good)-1],
-		"trailing":     append(slices.Clone(good), 0),
-		"unsorted":     appendLabels(nil, Labels{{"b", "2"}, {"a", "1"}}),
-		"empty value":  appendLabels(nil, Labels{{"a", ""}}),
-		"non-minimal":  {1, 0x81, 0x00, 1, 'a', 1, '1'},
-		"huge count":   {1, 0xff, 0xff, 0xff, 0xff, 0x0f},
-		"bad UTF-8":    appendLabels(nil, Labels{{"a", "\xff"}}),
-		"length > all": {1, 1, 5, 'a'},
-	} {
-		_, err := decodeLabels(b)
-		require.ErrorIs(t, err, errBadLabels, name)
-	}
-}
-
-// FuzzDecodeLabels: decoding never panics, and what decodes encodes back to the same bytes.
-func FuzzDecodeLabels(f *testing.F) {
-	f.Add(appendLabels(nil, LabelsFromStrings("__name__", "up", "job", "api")))
-	f.Add(appendLabels(nil, LabelsFromStrings("a", "/\\#?'\x00\n")))
-	f.Add([]byte{1, 0x81, 0x00})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		ls, err := decodeLabels(b)
-		if err != nil {
-			if !errors.Is(err, errBadLabels) {
-				t.Fatalf("error %v does not wrap errBadLabels", err)
-			}
-			return
-		}
-		if got := appendLabels(nil, ls); string(got) != string(b) {
-			t.Fatalf("decoded %v re-encodes to %x, not %x", ls, got, b)
-		}
-	})
 }
 
 // The matchers agree with Prometheus' own labels.Matcher on every value, and so on label

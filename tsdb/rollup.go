@@ -266,7 +266,7 @@ func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Poi
 			}
 			var actions []aztables.TransactionAction
 			for bs := range starts {
-				body := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, series, blockKey(bs)), "S", 1))
+				body := appendStale(series, bs)
 				actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
 			}
 			if err := submitAll(ctx, db.service.NewClient(name), series, actions); err != nil {

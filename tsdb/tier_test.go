@@ -72,21 +72,3 @@ func TestBlockRoundTrip(t *testing.T) {
 		require.Error(t, err, name)
 	}
 }
-
-// Decoding any entity never panics.
-func FuzzDecodeBlock(f *testing.F) {
-	step := time.Minute
-	b := &block{start: 1714521600, rolled: 1}
-	w := newWindow(time.Unix(1714521600, 0).UTC(), 0.01)
-	w.add(time.Unix(1714521601, 0).UTC(), 2.5)
-	b.windows[0] = w
-	f.Add(appendBlock(nil, "cpu", step, b))
-	f.Add([]byte(`{"PartitionKey":"cpu","RowKey":"001714521600","S":1}`))
-	f.Fuzz(func(t *testing.T, data []byte) {
-		e := entity.Entity{AllowStrings: true}
-		if e.Decode(data) != nil {
-			return
-		}
-		_, _ = decodeBlock(&e, step, 0.01)
-	})
-}

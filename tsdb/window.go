@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/seed71701133/tablets/internal/sketchenc"
 )
 
 // Window is the aggregate of the points of one series in one window of time: the unit of
@@ -12,13 +14,15 @@ import (
 //
 // Count, Sum, Min, Max, First and Last are exact (Sum up to floating-point rounding, which
 // depends on the order of the points); Min, Max, First and Last are 0 when Count is 0.
-// Quantiles come from a DDSketch (see sketch.go) of a fixed relative accuracy: merging
+// Quantiles come from a DDSketch of a fixed relative accuracy: merging
 // windows of the same accuracy is exact, as if the window had been built from all their
 // points (Count, Min, Max, First, Last and the sketch's bins, Sum up to rounding).
 //
 // NaN and infinities:
 //   - A NaN is not a sample: every NaN, Prometheus' staleness marker
-//     (0x7ff0000000000002) and any other, is ignored, counted nowhere.
+//     (0x7ff0000000000002) and any other, is ignored, counted nowhere. This is the rule of
+//     tablets.Downsample too (see tablets.Aggregation, "NaN"): a window and Downsample over
+//     the same points aggregate the same points.
 //   - ±Inf are samples: counted in Count, and in Min, Max, First, Last and Sum by IEEE 754
 //     arithmetic (Sum, hence Mean, is NaN when a window holds both +Inf and -Inf). The
 //     sketch counts them in a bin of their own past the largest finite one, so that the
@@ -34,15 +38,15 @@ type Window struct {
 	Count                      uint64
 	Sum, Min, Max, First, Last float64 // First/Last: the values of the earliest/latest point
 
-	firstT, lastT time.Time // the times of First and Last
-	sk            *sketch   // nil: empty, of the default accuracy
+	firstT, lastT time.Time         // the times of First and Last
+	sk            *sketchenc.Sketch // nil: empty, of the default accuracy
 }
 
 // newWindow returns an empty window starting at start whose quantiles have relative
 // accuracy accuracy: 0 for the default (1%), else in [1e-6, 1) (see checkAccuracy); another
 // accuracy panics.
 func newWindow(start time.Time, accuracy float64) *Window {
-	return &Window{Start: start, sk: newSketch(newLogMapping(accuracy))}
+	return &Window{Start: start, sk: sketchenc.New(accuracy)}
 }
 
 // accuracy is the relative accuracy of w's quantiles.
@@ -50,7 +54,7 @@ func (w *Window) accuracy() float64 {
 	if w.sk == nil {
 		return defaultAccuracy
 	}
-	return w.sk.m.accuracy
+	return w.sk.Accuracy()
 }
 
 // add adds the point (t, v) to w: First and Last are the values of the earliest and latest
@@ -60,7 +64,7 @@ func (w *Window) add(t time.Time, v float64) {
 		return
 	}
 	if w.sk == nil {
-		w.sk = newSketch(newLogMapping(defaultAccuracy))
+		w.sk = sketchenc.New(defaultAccuracy)
 	}
 	if w.Count == 0 {
 		w.Min, w.Max, w.First, w.Last, w.firstT, w.lastT = v, v, v, v, t, t
@@ -75,7 +79,7 @@ func (w *Window) add(t time.Time, v float64) {
 	}
 	w.Count++
 	w.Sum += v
-	w.sk.add(v)
+	w.sk.Add(v)
 }
 
 // errAccuracy is wrapped by the error of merging windows of different accuracies.
@@ -85,7 +89,7 @@ var errAccuracy = errors.New("tsdb: windows of different accuracies")
 // win). Start is w's. Both must have the same accuracy, else merge returns an error wrapping
 // errAccuracy and w is unchanged.
 func (w *Window) merge(o Window) error {
-	if w.sk != nil && o.sk != nil && !w.sk.sameMapping(o.sk) {
+	if w.sk != nil && o.sk != nil && !w.sk.SameMapping(o.sk) {
 		return fmt.Errorf("%w: %g and %g", errAccuracy, w.accuracy(), o.accuracy())
 	}
 	if o.Count == 0 {
@@ -95,9 +99,9 @@ func (w *Window) merge(o Window) error {
 		return errors.New("tsdb: merging a window of points without a sketch")
 	}
 	if w.sk == nil {
-		w.sk = newSketch(o.sk.m)
+		w.sk = sketchenc.New(o.sk.Accuracy())
 	}
-	w.sk.merge(o.sk)
+	w.sk.Merge(o.sk)
 	if w.Count == 0 {
 		w.Min, w.Max, w.First, w.Last, w.firstT, w.lastT = o.Min, o.Max, o.First, o.Last, o.firstT, o.lastT
 	} else {
@@ -138,14 +142,25 @@ func (w Window) Quantile(q float64) float64 {
 		return w.Max
 	}
 	// The exact quantile is in [Min, Max]: clamping only brings v closer.
-	return min(max(w.sk.valueAtRank(r), w.Min), w.Max)
+	return min(max(w.sk.ValueAtRank(r), w.Min), w.Max)
 }
 
-// appendSketch appends the encoding of w's sketch to dst (see sketch.go): one version byte,
-// then DDSketch's binary encoding.
+// appendSketch appends the encoding of w's sketch to dst (docs/format.md, "Sketch").
 func (w Window) appendSketch(dst []byte) []byte {
 	if w.sk == nil {
-		return newSketch(newLogMapping(defaultAccuracy)).appendTo(dst)
+		return sketchenc.New(defaultAccuracy).Append(dst)
 	}
-	return w.sk.appendTo(dst)
+	return w.sk.Append(dst)
+}
+
+// The accuracies of windows: a sketch's.
+const defaultAccuracy = sketchenc.DefaultAccuracy
+
+// checkAccuracy returns an error unless a is a valid relative accuracy: 0 (the default, 1%)
+// or in [1e-6, 1).
+func checkAccuracy(a float64) error {
+	if err := sketchenc.CheckAccuracy(a); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	return nil
 }

@@ -1,0 +1,79 @@
+package tsdb
+
+import (
+	"encoding/base64"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/formatdoc"
+)
+
+// The worked examples of docs/format.md that tsdb writes: table names, label sets and
+// series keys, the catalog's entities, the index's, a tier block, a page token.
+func TestFormatDoc(t *testing.T) {
+	db := &DB{name: "metrics"}
+	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
+	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
+	tables := []string{db.name + "m", db.rawTable(period), db.indexTable(period), db.tierTable(hour, 1698278400)}
+	if want := formatdoc.Lines(t, "tables"); !slices.Equal(tables, want) {
+		t.Errorf("tables %q, the document %q", tables, want)
+	}
+
+	ls := LabelsFromStrings("job", "api", "__name__", "up")
+	enc, err := ls.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(enc) != string(formatdoc.Hex(t, "labels")) {
+		t.Errorf("label set %x", enc)
+	}
+	key := seriesKey(ls)
+	if want := formatdoc.Lines(t, "series-key"); len(want) != 1 || key != want[0] {
+		t.Errorf("series key %s, the document %q", key, want)
+	}
+
+	// The bodies SeriesOfMany, a Write and Retain send, built from the same parts.
+	registry := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, registryPartition(key), key), labelsProperty, appendLabels(nil, ls)))
+	index := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, metricPartition("up"), key), labelsProperty, appendLabels(nil, ls)))
+	plain := entity.AppendEnd(entity.AppendKeys(nil, indexPartition, "cpu"))
+	dropped := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDropped, db.rawTable(period)), entity.ValueProperty, 1))
+	for _, tc := range []struct {
+		body, doc []byte
+	}{
+		{registry, formatdoc.JSON(t, "registry")},
+		{index, formatdoc.JSON(t, "index-labels")},
+		{plain, formatdoc.JSON(t, "index-plain")},
+		{dropped, formatdoc.JSON(t, "dropped")},
+	} {
+		if string(tc.body) != string(tc.doc) {
+			t.Errorf("%s, the document %s", tc.body, tc.doc)
+		}
+	}
+
+	// A block of the minute tier: window 2 holds two points.
+	start := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
+	ws := time.Unix(int64(start), 0).UTC().Add(2 * time.Minute)
+	w := newWindow(ws, 0)
+	w.add(ws.Add(time.Second), 2.5)
+	w.add(ws.Add(30*time.Second), 4)
+	b := &block{start: start, rolled: float64(start + 3600)}
+	b.windows[2] = w
+	if body := appendBlock(nil, key, time.Minute, b); string(body) != string(formatdoc.JSON(t, "block")) {
+		t.Errorf("block %s", body)
+	}
+	if body := appendStale(key, start); string(body) != string(formatdoc.JSON(t, "block-stale")) {
+		t.Errorf("stale flag %s", body)
+	}
+	// A page token of a read of that series over the period's first day.
+	from, to := time.Unix(int64(period), 0).UTC(), time.Unix(int64(period), 0).UTC().Add(24*time.Hour)
+	token := encodePageToken(pageBinding(db.name, key, from, to), from.Add(90*time.Minute+500*time.Millisecond))
+	if want := formatdoc.Lines(t, "tsdb-token"); len(want) != 1 || token != want[0] {
+		t.Errorf("token %s", token)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil || string(raw) != string(formatdoc.Hex(t, "tsdb-token-bytes")) {
+		t.Errorf("token bytes %x, %v", raw, err)
+	}
+}
