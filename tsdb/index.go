@@ -14,17 +14,8 @@ import (
 	"github.com/seed71701133/tablets/entity"
 )
 
-// The series index of a period (table name + "i" + start) has an entity per series with
-// points in the period:
-//
-//	PartitionKey  "s" for a plain series (a key SeriesOf never returned); for a label set,
-//	              metricPartition of its metric name
-//	RowKey        the series key
-//	L             Edm.Binary, the label set (appendLabels), on label sets' entities only
-//
-// The registry of label sets is in the catalog (name + "m"): PartitionKey "l" and the first
-// hex digit of the key (16 partitions), RowKey the key, L the label set. SeriesOf writes it
-// once; a Write of a key it does not know in a period reads it there.
+// labelsProperty is the label set's property in the registry and the index: their entities
+// are specified in docs/format.md ("The catalog", "The series index").
 const labelsProperty = "L"
 
 // metricPartition is the index partition of the label sets with metric name name: "n" and

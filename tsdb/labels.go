@@ -2,13 +2,11 @@ package tsdb
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/labelenc"
@@ -75,29 +73,8 @@ func (ls Labels) String() string {
 // empty or duplicate name, an empty value, invalid UTF-8, or encodes to more than
 // MaxLabelsSize bytes.
 func (ls Labels) Validate() error {
-	if len(ls) == 0 {
-		return fmt.Errorf("%w: empty label set", tablets.ErrInvalidLabels)
-	}
-	size := 1 + binary.PutUvarint(make([]byte, binary.MaxVarintLen64), uint64(len(ls)))
-	for i, l := range ls {
-		switch {
-		case l.Name == "":
-			return fmt.Errorf("%w: label %d has an empty name", tablets.ErrInvalidLabels, i)
-		case !utf8.ValidString(l.Name):
-			return fmt.Errorf("%w: label name %q is not valid UTF-8", tablets.ErrInvalidLabels, l.Name)
-		case !utf8.ValidString(l.Value):
-			return fmt.Errorf("%w: the value of label %q is not valid UTF-8", tablets.ErrInvalidLabels, l.Name)
-		case l.Value == "":
-			return fmt.Errorf("%w: label %q has an empty value (an empty value is no label)", tablets.ErrInvalidLabels, l.Name)
-		case i > 0 && ls[i-1].Name == l.Name:
-			return fmt.Errorf("%w: duplicate label name %q", tablets.ErrInvalidLabels, l.Name)
-		case i > 0 && ls[i-1].Name > l.Name:
-			return fmt.Errorf("%w: labels not sorted by name (%q before %q)", tablets.ErrInvalidLabels, ls[i-1].Name, l.Name)
-		}
-		size += uvarintLen(len(l.Name)) + len(l.Name) + uvarintLen(len(l.Value)) + len(l.Value)
-	}
-	if size > MaxLabelsSize {
-		return fmt.Errorf("%w: the label set takes %d bytes, over %d", tablets.ErrInvalidLabels, size, MaxLabelsSize)
+	if err := labelenc.Check(ls); err != nil {
+		return fmt.Errorf("%w: %w", tablets.ErrInvalidLabels, err)
 	}
 	return nil
 }
@@ -123,8 +100,6 @@ func Canonical(ls Labels) (Labels, error) {
 	}
 	return out, nil
 }
-
-func uvarintLen(n int) int { return len(binary.AppendUvarint(nil, uint64(n))) }
 
 // MaxLabelsSize is the largest encoded label set: Azure's limit on an Edm.Binary property.
 const MaxLabelsSize = labelenc.MaxSize

@@ -484,7 +484,7 @@ func TestWindowNaNRuleIsDownsamples(t *testing.T) {
 			{tablets.First, w.First}, {tablets.Last, w.Last},
 		} {
 			var got []tablets.Point
-			for p, err := range tablets.Downsample(pointsOf(pts), step, tc.agg) {
+			for p, err := range tablets.Downsample(seqOf(pts), step, tc.agg) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -517,7 +517,7 @@ func TestWindowNaNRuleIsDownsamples(t *testing.T) {
 	}
 }
 
-func pointsOf(pts []tablets.Point) iter.Seq2[tablets.Point, error] {
+func seqOf(pts []tablets.Point) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
 		for _, p := range pts {
 			if !yield(p, nil) {
