@@ -26,7 +26,11 @@
 // auto-downsampling does, a Select whose hints say the step is at least five times a rollup
 // tier's Step, and whose function a per-window Min, Max or Last answers, reads that tier
 // (tsdb.DB.Aggregate, one call per series) and returns one synthetic sample per whole window,
-// at the window's last millisecond. See tierPlan for the functions and the rules. The answer
+// at the window's last millisecond. The tier is the coarsest of at least MinTierStep (any,
+// where the raw points are gone) whose Step is at most a fifth of the hints' Step and, for a
+// range function, of its Range; for an instant selector, under the lookback delta. Functions
+// a window cannot answer (count_over_time, sum_over_time, avg_over_time, quantiles,
+// absent_over_time...) read raw. The answer
 // is approximate (rate over window-end samples instead of every sample), and the staleness
 // markers are lost (a window ignores NaNs). Stats tells which path each Select took.
 //
