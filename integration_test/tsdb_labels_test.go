@@ -399,6 +399,16 @@ func TestTSDBLabelsOutliveRaw(t *testing.T) {
 		windows++
 	}
 	require.Equal(t, 1, windows, "the tier answers where the raw points are gone")
+	// A Rollup over the range whose raw table is gone leaves the tier as it is: its windows
+	// are the last word there (they were computed before the points went).
+	clock.Add(3 * time.Hour)
+	require.NoError(t, db.Rollup(ctx, now.Add(-2*time.Hour), now))
+	windows = 0
+	for _, err := range db.Aggregate(ctx, []string{key}, now.Add(-2*time.Hour), now, time.Minute) {
+		require.NoError(t, err)
+		windows++
+	}
+	require.Equal(t, 1, windows, "a Rollup after the raw table was dropped erased the tier's window")
 
 	dropped, err = db.Retain(ctx, now.Add(12*time.Hour))
 	require.NoError(t, err)

@@ -402,3 +402,37 @@ func dropTables(t *testing.T, prefix string) {
 		}
 	}
 }
+
+// A tier block that straddles a dropped raw period and a kept one is not recomputed from
+// the raw points that remain: its windows over the dropped period would be lost. A minute
+// tier's blocks are 24 minutes, [10:48, 11:12) here, across the raw periods of 10:00 and 11:00.
+func TestTSDBRollupAfterRawDropped(t *testing.T) {
+	ctx := context.Background()
+	day := time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)
+	clock := newTestClock(day.Add(11*time.Hour + 10*time.Minute))
+	tiers := []tsdb.Tier{{Step: time.Minute, Retention: 10 * time.Hour}}
+	db, _, _ := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers, Now: clock.Now})
+	require.NoError(t, db.Write(ctx, "x",
+		tablets.Point{Time: day.Add(10*time.Hour + 50*time.Minute), Value: 1},
+		tablets.Point{Time: day.Add(11*time.Hour + 5*time.Minute), Value: 2}))
+	from, to := day.Add(10*time.Hour), day.Add(12*time.Hour)
+	clock.Add(80 * time.Minute) // 12:30: the block is sealed when rolled up (SealDelay 1 h)
+	require.NoError(t, db.Rollup(ctx, from, to))
+	windows := func() []time.Time {
+		var out []time.Time
+		for w, err := range db.Aggregate(ctx, []string{"x"}, from, to, time.Minute) {
+			require.NoError(t, err)
+			out = append(out, w.Start)
+		}
+		return out
+	}
+	want := []time.Time{day.Add(10*time.Hour + 50*time.Minute), day.Add(11*time.Hour + 5*time.Minute)}
+	require.Equal(t, want, windows())
+
+	clock.Add(40 * time.Minute) // 13:10: the raw period of 10:00 is past the retention
+	dropped, err := db.Retain(ctx, clock.Now())
+	require.NoError(t, err)
+	require.Contains(t, dropped, db.Name()+"r"+fmt.Sprint(day.Add(10*time.Hour).Unix()))
+	require.NoError(t, db.Rollup(ctx, from, to))
+	require.Equal(t, want, windows(), "a Rollup after the raw period was dropped lost the tier's windows there")
+}

@@ -42,7 +42,9 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // each block conditionally on the ETag it read (or as new): a block written from a read
 // that a concurrent Write or Rollup has made stale fails, and that series starts again. It
 // is idempotent, and safe under lost replies (the retry finds the ETag changed and starts
-// again). Run it on a timer, or KeepRolledUp, to keep tiers current.
+// again). Run it on a timer, or KeepRolledUp, to keep tiers current. It leaves alone the
+// blocks that reach into raw periods past RawRetention (by Options.Now): their raw points may
+// be gone, and the windows computed before are the last word there.
 func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
@@ -54,6 +56,14 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	span := tiers[len(tiers)-1].block()
 	lo := floorSec(unix(from), span)
 	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
+	if kept, ok := db.oldestKeptPeriod(); ok {
+		// A block reaching into a period Retain may have dropped would be recomputed from
+		// the points that remain, and lose its windows there: they are the last word.
+		lo = max(lo, ceilSec(kept, span))
+	}
+	if lo >= hi {
+		return nil
+	}
 	names, err := db.Series(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return err
@@ -64,6 +74,16 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 		}
 	}
 	return nil
+}
+
+// oldestKeptPeriod is the start of the oldest raw period Retain keeps by the clock now (the
+// one holding now - RawRetention); false without a retention.
+func (db *DB) oldestKeptPeriod() (uint64, bool) {
+	cutoff := db.now().Add(-db.opts.RawRetention)
+	if db.opts.RawRetention <= 0 || !cutoff.After(tablets.MinTime) {
+		return 0, false
+	}
+	return db.period(cutoff), true
 }
 
 // rollupSeries recomputes the blocks of one series in [lo, hi) (Unix seconds, aligned to the
