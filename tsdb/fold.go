@@ -45,10 +45,12 @@ const maxFoldPoints = 2_000_000
 // so a Fold that runs late, or again, never hides a later write. Only then are the listed
 // entities deleted, a transaction per 100.
 //
-// Fold is idempotent and safe to run in any number of processes at once, and to kill at any
-// moment: points written twice are the same points (a read keeps one per time), and an
-// entity not deleted is folded again by the next Fold. Points of a period that Retain
-// dropped meanwhile are left out.
+// One process folds a database at a time: Fold takes a lease in the catalog (conditionally
+// on its ETag; it lasts 5 minutes, renewed between rounds, by the wall clock) and returns
+// ErrFoldBusy while another holds it. Fold is idempotent and safe to kill at any moment:
+// points written twice are the same points (a read keeps one per time), an entity not
+// deleted is folded again by the next Fold, and a lease not released ends by itself. Points
+// of a period that Retain dropped meanwhile are left out.
 func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
 	if !db.stagedReads {
 		return FoldReport{}, nil
@@ -59,10 +61,30 @@ func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
 	if err != nil || len(keys) == 0 {
 		return report, err
 	}
+	lease, err := db.takeFoldLease(ctx)
+	if err != nil {
+		return FoldReport{}, err
+	}
+	defer lease.release(context.WithoutCancel(ctx))
+	// Listed again under the lease: what a fold that held it before deleted is not listed.
+	if keys, points, err = db.listStaged(ctx, horizon); err != nil || len(keys) == 0 {
+		return report, err
+	}
+	listed := map[[2]string]bool{}
+	for pk, rks := range keys {
+		for _, rk := range rks {
+			listed[[2]string{pk, rk}] = true
+		}
+	}
 	rounds := max(1, min(stageColumns, (points+maxFoldPoints-1)/maxFoldPoints))
 	for r := range rounds {
+		if r > 0 {
+			if err := lease.renew(ctx); err != nil {
+				return report, err
+			}
+		}
 		lo, hi := r*stageColumns/rounds, (r+1)*stageColumns/rounds
-		series, n, err := db.foldRound(ctx, horizon, lo, hi)
+		series, n, err := db.foldRound(ctx, lease, listed, horizon, lo, hi)
 		report.Series += series
 		report.Points += n
 		report.Rounds++
@@ -129,7 +151,9 @@ func (db *DB) listStaged(ctx context.Context, horizon uint64) (map[string][]stri
 
 // foldRound folds the series of columns [lo, hi) of the staging entities before horizon,
 // and returns how many series and points it wrote.
-func (db *DB) foldRound(ctx context.Context, horizon uint64, lo, hi int) (int, int, error) {
+// Only the listed entities are folded: one written since (late, into an old bucket) is
+// neither written nor deleted, but folded by the next Fold.
+func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int) (int, int, error) {
 	sel := "PartitionKey,RowKey," + stageVersionProp
 	for c := lo; c < hi; c++ {
 		sel += "," + stageColumnChar + strconv.Itoa(c)
@@ -140,6 +164,9 @@ func (db *DB) foldRound(ctx context.Context, horizon uint64, lo, hi int) (int, i
 		if err != nil {
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
 		}
+		if !listed[[2]string{se.partitionKey, se.rowKey}] {
+			continue
+		}
 		for r, s := range se.series {
 			for i, ms := range s.Times {
 				found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, r})
@@ -149,6 +176,9 @@ func (db *DB) foldRound(ctx context.Context, horizon uint64, lo, hi int) (int, i
 	names := slices.Sorted(maps.Keys(found))
 	written := 0
 	errs := batch.Run(ctx, writeConcurrency, len(names), func(ctx context.Context, i int) error {
+		if err := lease.check(); err != nil {
+			return err
+		}
 		pts := found[names[i]]
 		priority := uint64(0)
 		for _, p := range pts {
