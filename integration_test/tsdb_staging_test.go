@@ -2,10 +2,12 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -237,7 +239,7 @@ func TestTSDBStagedFoldRace(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := f.Fold(ctx); err == nil {
+				if rep, err := f.Fold(ctx); err == nil && rep.Entities > 0 {
 					folds.Add(1)
 				}
 			}
@@ -245,7 +247,7 @@ func TestTSDBStagedFoldRace(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	for i := range 60 {
-		clock.Add(5 * time.Minute) // a new arrival bucket every other write: earlier ones fold
+		clock.Add(time.Minute) // a new arrival bucket every ten writes: earlier ones fold
 		var req []tsdb.SeriesPoints
 		for s := range 40 {
 			name := fmt.Sprintf("r%02d", s)
@@ -275,7 +277,7 @@ func TestTSDBStagedFoldRace(t *testing.T) {
 	clock.Add(time.Hour)
 	_, err = writer.Fold(ctx)
 	require.NoError(t, err)
-	t.Logf("%d folds ran beside the writer", folds.Load())
+	t.Logf("%d folds folded entities beside the writer", folds.Load())
 	require.Positive(t, folds.Load())
 	expect := map[string][]tablets.Point{}
 	for name, m := range want {
@@ -326,4 +328,74 @@ func TestTSDBStagingUpgrade(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len(want), rep.Points)
 	requireSeriesPoints(t, upgraded, want, start, start.Add(time.Hour), "folded over the old chunks")
+}
+
+// dying is a transport that fails every request after the first alive ones since armed, as
+// if the process had died there.
+type dying struct {
+	next  policy.Transporter
+	alive atomic.Int64 // requests left; negative: not armed
+	sent  atomic.Int64
+}
+
+func (d *dying) Do(req *http.Request) (*http.Response, error) {
+	if d.alive.Load() >= 0 && d.alive.Add(-1) < 0 {
+		return nil, errors.New("dying: the process is gone")
+	}
+	d.sent.Add(1)
+	return d.next.Do(req)
+}
+
+// A Fold killed after each of its requests in turn loses nothing and shows nothing twice:
+// after every death, a reader sees every point written, with its last value; a Fold after
+// the lease of the dead one ended finishes the work.
+func TestTSDBStagedFoldKilledAtEveryStep(t *testing.T) {
+	ctx := context.Background()
+	clock := &stagingClock{}
+	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	clock.Set(start)
+	db, _, _ := dbtest.NewDB(t, stagingOptions(clock))
+	d := &dying{next: azurite.DefaultTransport()}
+	d.alive.Store(-1)
+	srv := azurite.Shared(t)
+	svc, err := srv.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: d,
+		Retry: policy.RetryOptions{MaxRetries: -1}}})
+	require.NoError(t, err)
+	want := map[string][]tablets.Point{}
+	write := func(i int) {
+		var req []tsdb.SeriesPoints
+		for s := range 12 {
+			name := fmt.Sprintf("k%02d", s)
+			// Every write rewrites the time of the one before it, and adds one.
+			pts := []tablets.Point{{Time: start.Add(time.Duration(i) * time.Second), Value: float64(i*100 + s)}}
+			if i > 0 {
+				pts = append(pts, tablets.Point{Time: start.Add(time.Duration(i-1) * time.Second), Value: -float64(i*100 + s)})
+				want[name][len(want[name])-1] = pts[1]
+			}
+			want[name] = append(want[name], pts[0])
+			req = append(req, tsdb.SeriesPoints{Series: name, Points: pts})
+		}
+		require.NoError(t, db.WriteMany(ctx, req))
+	}
+	steps := 0
+	for k := 0; ; k++ {
+		write(k)
+		clock.Add(20 * time.Minute) // what was written is foldable, and the dead fold's lease ended
+		folder, err := tsdb.Open(ctx, svc, db.Name(), stagingOptions(clock))
+		require.NoError(t, err)
+		d.alive.Store(int64(k))
+		_, err = folder.Fold(ctx)
+		d.alive.Store(-1)
+		requireSeriesPoints(t, db, want, start, start.Add(time.Hour), fmt.Sprintf("after a fold killed after %d requests", k))
+		if err == nil {
+			steps = k
+			break
+		}
+	}
+	t.Logf("a fold of 12 series killed after each of its first %d requests", steps)
+	require.Greater(t, steps, 8)
+	rep, err := db.Fold(ctx)
+	require.NoError(t, err)
+	require.Zero(t, rep.Entities, "the fold that lived folded everything")
+	requireSeriesPoints(t, db, want, start, start.Add(time.Hour), "at the end")
 }

@@ -1,12 +1,14 @@
 package tsdb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -46,7 +48,7 @@ const maxFoldPoints = 2_000_000
 // entities deleted, a transaction per 100.
 //
 // One process folds a database at a time: Fold takes a lease in the catalog (conditionally
-// on its ETag; it lasts 5 minutes, renewed between rounds, by the wall clock) and returns
+// on its ETag; it lasts 5 minutes by Options.Now, renewed between rounds) and returns
 // ErrFoldBusy while another holds it. Fold is idempotent and safe to kill at any moment:
 // points written twice are the same points (a read keeps one per time), an entity not
 // deleted is folded again by the next Fold, and a lease not released ends by itself. Points
@@ -92,21 +94,8 @@ func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
 			return report, err
 		}
 	}
-	client := db.service.NewClient(db.stagingTable())
-	pks := slices.Sorted(maps.Keys(keys))
-	errs := batch.Run(ctx, writeConcurrency, len(pks), func(ctx context.Context, i int) error {
-		rks := keys[pks[i]]
-		for len(rks) > 0 {
-			n := min(len(rks), entity.MaxBatchOperations)
-			if err := batch.DeleteRows(ctx, client, pks[i], rks[:n]); err != nil && !isTableGone(err) {
-				return err
-			}
-			rks = rks[n:]
-		}
-		return nil
-	})
-	if err := errors.Join(errs...); err != nil {
-		return report, fmt.Errorf("tsdb: fold: delete staged: %w", err)
+	if err := db.deleteFolded(ctx, keys); err != nil {
+		return report, err
 	}
 	for _, rks := range keys {
 		report.Entities += len(rks)
@@ -224,6 +213,46 @@ func (db *DB) foldSeries(ctx context.Context, series string, priority uint64, po
 		if err != nil {
 			return fmt.Errorf("%q: %w", series, err)
 		}
+	}
+	return nil
+}
+
+// deleteFolded deletes the folded entities. A read prefers a staged point to a raw one, so
+// a Fold killed while deleting must not leave an entity whose point a newer deleted entity
+// overwrote: the entities of a partition's slots are deleted oldest first (by stamp), in
+// transactions of consecutive ones, one after the other; the slot ranges in parallel.
+func (db *DB) deleteFolded(ctx context.Context, keys map[string][]string) error {
+	type key struct{ pk, rk string }
+	bySlots := map[string][]key{} // by the partition's slots: the PartitionKey after "-"
+	for pk, rks := range keys {
+		slots := pk[strings.LastIndexByte(pk, '-')+1:]
+		for _, rk := range rks {
+			bySlots[slots] = append(bySlots[slots], key{pk, rk})
+		}
+	}
+	groups := slices.Sorted(maps.Keys(bySlots))
+	client := db.service.NewClient(db.stagingTable())
+	errs := batch.Run(ctx, writeConcurrency, len(groups), func(ctx context.Context, i int) error {
+		ks := bySlots[groups[i]]
+		slices.SortFunc(ks, func(a, b key) int { return cmp.Or(strings.Compare(a.rk, b.rk), strings.Compare(a.pk, b.pk)) })
+		for len(ks) > 0 {
+			n := 1
+			for n < len(ks) && n < entity.MaxBatchOperations && ks[n].pk == ks[0].pk {
+				n++
+			}
+			rks := make([]string, n)
+			for j := range rks {
+				rks[j] = ks[j].rk
+			}
+			if err := batch.DeleteRows(ctx, client, ks[0].pk, rks); err != nil && !isTableGone(err) {
+				return err
+			}
+			ks = ks[n:]
+		}
+		return nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tsdb: fold: delete staged: %w", err)
 	}
 	return nil
 }

@@ -27,7 +27,7 @@ const (
 	foldLeaseMargin = 90 * time.Second
 	foldLeasePK     = "fold"
 	foldLeaseRK     = "lease"
-	foldLeaseUntil  = "U" // Edm.Double: Unix milliseconds the lease ends at (the wall clock)
+	foldLeaseUntil  = "U" // Edm.Double: Unix milliseconds the lease ends at (the holder's clock)
 	foldLeaseHolder = "H" // Edm.String: the holder's id
 )
 
@@ -39,6 +39,7 @@ var errFoldLeaseLost = errors.New("tsdb: the fold lease ended before the fold wa
 
 // foldLease is a held lease.
 type foldLease struct {
+	now    func() time.Time // Options.Now
 	client *aztables.Client
 	holder string
 	etag   azcore.ETag
@@ -46,9 +47,9 @@ type foldLease struct {
 }
 
 // takeFoldLease takes the fold lease, or returns ErrFoldBusy while another holds it. Leases
-// are measured by the wall clock, not Options.Now: they bound real time between processes.
+// are measured by Options.Now, like everything time-dependent in a DB.
 func (db *DB) takeFoldLease(ctx context.Context) (*foldLease, error) {
-	l := &foldLease{client: db.catalog.client, holder: strconv.FormatUint(uint64(db.writer), 16) + "-" + strconv.FormatUint(nextStamp(), 16)}
+	l := &foldLease{now: db.now, client: db.catalog.client, holder: strconv.FormatUint(uint64(db.writer), 16) + "-" + strconv.FormatUint(nextStamp(), 16)}
 	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
 	switch {
 	case isStatus(err, http.StatusNotFound):
@@ -62,7 +63,7 @@ func (db *DB) takeFoldLease(ctx context.Context) (*foldLease, error) {
 		return nil, fmt.Errorf("tsdb: fold lease: %w", err)
 	}
 	for _, p := range e.Props {
-		if string(p.Name) == foldLeaseUntil && time.Now().Before(time.UnixMilli(int64(p.Value))) {
+		if string(p.Name) == foldLeaseUntil && l.now().Before(time.UnixMilli(int64(p.Value))) {
 			return nil, ErrFoldBusy
 		}
 	}
@@ -73,7 +74,7 @@ func (db *DB) takeFoldLease(ctx context.Context) (*foldLease, error) {
 // write takes (or renews) the lease for foldLeaseTerm from now, conditionally on the ETag
 // read (or as new): a lease another process took meanwhile makes it ErrFoldBusy.
 func (l *foldLease) write(ctx context.Context, insert bool) error {
-	until := time.Now().Add(foldLeaseTerm)
+	until := l.now().Add(foldLeaseTerm)
 	b := entity.AppendKeys(nil, foldLeasePK, foldLeaseRK)
 	b = entity.AppendDouble(b, foldLeaseUntil, float64(until.UnixMilli()))
 	b = entity.AppendStringProperty(b, foldLeaseHolder, l.holder)
@@ -126,7 +127,7 @@ func (l *foldLease) mine(ctx context.Context, until time.Time) error {
 
 // check reports errFoldLeaseLost unless the lease lasts long enough for another write.
 func (l *foldLease) check() error {
-	if time.Now().After(l.until.Add(-foldLeaseMargin)) {
+	if l.now().After(l.until.Add(-foldLeaseMargin)) {
 		return errFoldLeaseLost
 	}
 	return nil
