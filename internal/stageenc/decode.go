@@ -18,7 +18,7 @@ func Decode(b []byte) ([]Series, error) {
 	if b[0] != Version {
 		return nil, fmt.Errorf("%w: version %d, not %d", ErrInvalid, b[0], Version)
 	}
-	r := &reader{b: b, off: 1}
+	r := &reader{b: b, off: 1, record: -1}
 	z, err := r.uvarint("the base time")
 	if err != nil {
 		return nil, err
@@ -27,9 +27,10 @@ func Decode(b []byte) ([]Series, error) {
 	var out []Series
 	baseSeen := false // some series starts at the base time
 	for r.off < len(r.b) {
+		r.record = len(out)
 		s, err := r.series(base)
 		if err != nil {
-			return nil, fmt.Errorf("series %d: %w", len(out), err)
+			return nil, err
 		}
 		baseSeen = baseSeen || s.Times[0] == base
 		out = append(out, s)
@@ -45,12 +46,17 @@ func Decode(b []byte) ([]Series, error) {
 
 // reader walks a column, saying where it fails.
 type reader struct {
-	b   []byte
-	off int
+	b      []byte
+	off    int
+	record int // the series being read, -1 in the header
 }
 
 func (r *reader) errorf(format string, args ...any) error {
-	return fmt.Errorf("%w: at byte %d: %s", ErrInvalid, r.off, fmt.Sprintf(format, args...))
+	where := fmt.Sprintf("at byte %d", r.off)
+	if r.record >= 0 {
+		where = fmt.Sprintf("series %d, byte %d", r.record, r.off)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, where, fmt.Sprintf(format, args...))
 }
 
 func (r *reader) left() int { return len(r.b) - r.off }

@@ -356,7 +356,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"short 2^62", cat([]byte{1, 0, 0, 1, 'a', 1, 0}, uvarint(math.MaxUint64-1)), "beyond 2^53"},
 		{"reserved form 3", []byte{1, 0, 0, 1, 'a', 1, 0, 3}, "unknown form 3"},
 		{"reserved form 2^64-1", cat([]byte{1, 0, 0, 1, 'a', 1, 0}, uvarint(math.MaxUint64)), "unknown form"},
-		{"second series bad", cat(good, []byte{0, 1, 'b', 1, 0, 1}), "series 1: "},
+		{"second series bad", cat(good, []byte{0, 1, 'b', 1, 0, 1}), "series 1, byte 14: value 0: truncated"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := Decode(c.b)
@@ -370,7 +370,7 @@ func TestDecodeRejects(t *testing.T) {
 	}
 }
 
-// The cases above differ from good columns in the one flaw named: their good twins decode.
+// Columns at the edges of what is allowed, next to the rejected ones above, decode.
 func TestDecodeRejectsTwins(t *testing.T) {
 	for name, b := range map[string][]byte{
 		"good":         Append(nil, []Series{{Key: "a", Times: []int64{10}, Values: []float64{0}}}),
