@@ -195,8 +195,13 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 
 	now := time.Now()
 	hour := now.Truncate(time.Hour).Add(-3 * time.Hour)
+	// Written directly, a chunk a write (as before staging, or by a writer of many points).
+	svc, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	direct, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, DirectWrites: true})
+	require.NoError(t, err)
 	for i := range 20 { // 20 writes: 20 chunks
-		require.NoError(t, db.Write(ctx, "k", tablets.Point{Time: hour.Add(time.Duration(3*i) * time.Minute), Value: float64(i)}))
+		require.NoError(t, direct.Write(ctx, "k", tablets.Point{Time: hour.Add(time.Duration(3*i) * time.Minute), Value: float64(i)}))
 	}
 	raw := rawTable(t, name, db, hour)
 	require.Equal(t, 20, entityCount(t, raw))
