@@ -3,7 +3,6 @@ package integration_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/internal/storetest"
@@ -36,7 +34,7 @@ func (h tsdbHarness) NewStore(t *testing.T) (tablets.Store, func() int64) {
 
 // stagedHarness runs the conformance suite on a chunked database that stages its writes:
 // read from the staging table (folded false), or folded into the raw tables after every
-// write (a clock that moves 20 minutes a reading, so that every write is foldable at once).
+// write (the clock moved 20 minutes on first, so that the write is foldable at once).
 type stagedHarness struct{ folded bool }
 
 func (h stagedHarness) Name() string {
@@ -47,29 +45,25 @@ func (h stagedHarness) Name() string {
 }
 func (h stagedHarness) Resolution() time.Duration { return time.Millisecond }
 func (h stagedHarness) NewStore(t *testing.T) (tablets.Store, func() int64) {
-	var mu sync.Mutex
-	now := time.Now()
-	clock := func() time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		now = now.Add(20 * time.Minute)
-		return now
-	}
-	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, Now: clock,
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	clock := &stagingClock{now: time.Now()}
+	db, _, checker := newDB(t, stagingOptions(clock))
 	if !h.folded {
 		return db, func() int64 { return checker.Stats().Requests }
 	}
-	return foldingStore{db}, func() int64 { return checker.Stats().Requests }
+	return foldingStore{db, clock}, func() int64 { return checker.Stats().Requests }
 }
 
 // foldingStore folds after every write that succeeds.
-type foldingStore struct{ *tsdb.DB }
+type foldingStore struct {
+	*tsdb.DB
+	clock *stagingClock
+}
 
 func (s foldingStore) Write(ctx context.Context, series string, points ...tablets.Point) error {
 	if err := s.DB.Write(ctx, series, points...); err != nil || len(points) == 0 {
 		return err
 	}
+	s.clock.Add(20 * time.Minute)
 	_, err := s.DB.Fold(ctx)
 	return err
 }

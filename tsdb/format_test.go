@@ -75,8 +75,8 @@ func TestFormatDoc(t *testing.T) {
 	}
 	// A staging entity of a write of two points of that series, and the fold lease.
 	slot, column := stageHash(key)
-	if slot != 149 || column != 87 {
-		t.Errorf("slot %d column %d, the document 149 and 87", slot, column)
+	if slot != 149 || column != 183 {
+		t.Errorf("slot %d column %d, the document 149 and 183", slot, column)
 	}
 	pts := []tablets.Point{{Time: ws.Add(time.Second), Value: 2.5}, {Time: ws.Add(16 * time.Second), Value: 4}}
 	e := &stagingEntity{partitionKey: stagePartitionKey(start, 0), rowKey: stageRowKey(0x18ea95edac91e707, 0x9e3779b9, 0), hi: 255}

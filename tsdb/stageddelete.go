@@ -27,7 +27,9 @@ func (db *DB) deleteStaged(ctx context.Context, series string, from, to time.Tim
 	}
 	lo, hi := earliestMilli(from), earliestMilli(to)
 	var keys [][2]string
-	for se, err := range db.stagedEntities(ctx, stagedQuery([]string{series}, from, to)) {
+	q := stagedQuery([]string{series}, from, to)
+	q.Select = "PartitionKey," + q.Select // the keys of the entities to rewrite
+	for se, err := range db.stagedEntities(ctx, q) {
 		if err != nil {
 			return err
 		}

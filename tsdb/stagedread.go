@@ -41,7 +41,7 @@ func stagedQuery(series []string, from, to time.Time) pager.SubQuery {
 		filter.Lt(stageFirstProp, stageTimeKey(earliestMilli(to))),
 		filter.Ge(stageLastProp, stageTimeKey(from.UnixMilli())),
 	}
-	sel := "PartitionKey,RowKey," + stageVersionProp
+	sel := "RowKey," + stageVersionProp
 	if series == nil {
 		return pager.SubQuery{Filter: filter.And(clauses...).String()}
 	}

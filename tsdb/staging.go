@@ -29,7 +29,7 @@ const (
 	stageVersion = 1
 	// stageColumns is the number of columns of a staging entity: a series' points go in
 	// column hash % stageColumns, and a read of one series selects that column only.
-	stageColumns = 128
+	stageColumns = 240
 	// stageSlots is the number of slots (the hash's top byte) that partitions share.
 	stageSlots = 256
 	// stageBucket is the span of arrival time of a staging partition.
