@@ -399,3 +399,59 @@ func TestTSDBStagedFoldKilledAtEveryStep(t *testing.T) {
 	require.Zero(t, rep.Entities, "the fold that lived folded everything")
 	requireSeriesPoints(t, db, want, start, start.Add(time.Hour), "at the end")
 }
+
+// Backfill into a rolled-up day, staged: the late points flag their windows, Aggregate
+// answers the model before any fold, and after Fold and Rollup (what tablets maintain runs)
+// it still does, from the tiers.
+func TestTSDBStagedBackfillThenMaintain(t *testing.T) {
+	ctx := context.Background()
+	clock := &stagingClock{}
+	day := time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
+	opts := stagingOptions(clock)
+	opts.Tiers = nil // the default tiers: a minute and an hour
+	db, _, checker := dbtest.NewDB(t, opts)
+	names := []string{"b0", "b1", "b2"}
+	var all []tablets.Point
+	writeAt := func(now time.Time, from, to time.Time, step time.Duration, value func(i int) float64) {
+		clock.Set(now)
+		var req []tsdb.SeriesPoints
+		for s, n := range names {
+			var pts []tablets.Point
+			for i, at := 0, from; at.Before(to); i, at = i+1, at.Add(step) {
+				pts = append(pts, tablets.Point{Time: at.Add(time.Duration(s) * time.Second), Value: value(i)})
+			}
+			all = append(all, pts...)
+			req = append(req, tsdb.SeriesPoints{Series: n, Points: pts})
+		}
+		require.NoError(t, db.WriteMany(ctx, req))
+	}
+	// A day as it happens: 30 minutes a write, a point a minute (staged: under 100).
+	for h := range 48 {
+		from := day.Add(time.Duration(h) * 30 * time.Minute)
+		writeAt(from.Add(30*time.Minute), from, from.Add(30*time.Minute), time.Minute, func(i int) float64 { return float64(h*30 + i) })
+	}
+	clock.Set(day.Add(26 * time.Hour))
+	_, err := db.Fold(ctx)
+	require.NoError(t, err)
+	require.NoError(t, db.Rollup(ctx, day, day.Add(24*time.Hour)))
+
+	// A day later, a backfill of 20 s points into hours 5 and 6 of that day, 20 minutes a
+	// write (60 points a series: staged), flagged.
+	for w := range 6 {
+		from := day.Add(5*time.Hour + 10*time.Second + time.Duration(w)*20*time.Minute)
+		writeAt(day.Add(30*time.Hour), from, from.Add(20*time.Minute), 20*time.Second, func(i int) float64 { return -float64(w*60 + i) })
+	}
+	model := modelWindows(all, day, day.Add(24*time.Hour), time.Hour)
+	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour)), "backfilled, staged")
+
+	// maintain: fold, then roll up again; the tiers answer, cheaply.
+	clock.Set(day.Add(32 * time.Hour))
+	rep, err := db.Fold(ctx)
+	require.NoError(t, err)
+	require.Equal(t, len(names)*6*60, rep.Points)
+	require.NoError(t, db.Rollup(ctx, day, day.Add(24*time.Hour)))
+	checker.Reset()
+	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour)), "after fold and rollup")
+	t.Logf("Aggregate of a day of 3 series at an hour after maintain: %d requests", checker.Stats().Requests)
+	require.LessOrEqual(t, checker.Stats().Requests, int64(3), "the hour tier's blocks and the staging query, no raw read")
+}

@@ -109,6 +109,11 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 			}
 		}
 	}
+	// The staged points of every series in one query, before their raw points (see Query).
+	staged, err := db.readStaged(ctx, names, from, to)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range names {
 		mine := map[time.Time]*Window{}
 		for _, w := range tierWindows[s] {
@@ -119,7 +124,7 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 			ranges = [][2]time.Time{{from, to}}
 		}
 		for _, r := range mergeRanges(ranges) {
-			for p, err := range db.Query(ctx, s, r[0], r[1]) {
+			for p, err := range withStaged(db.rawQuery(ctx, s, r[0], r[1]), pointsIn(staged[s], r[0], r[1])) {
 				if err != nil {
 					return nil, err
 				}

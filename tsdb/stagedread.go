@@ -292,3 +292,10 @@ func newestWithStaged(raw, staged []tablets.Point, n int) []tablets.Point {
 	slices.Reverse(all)
 	return all
 }
+
+// pointsIn is the part of pts (sorted) in [from, to).
+func pointsIn(pts []tablets.Point, from, to time.Time) []tablets.Point {
+	lo, _ := slices.BinarySearchFunc(pts, from, func(p tablets.Point, t time.Time) int { return p.Time.Compare(t) })
+	hi, _ := slices.BinarySearchFunc(pts, to, func(p tablets.Point, t time.Time) int { return p.Time.Compare(t) })
+	return pts[lo:max(lo, hi)]
+}
