@@ -24,6 +24,12 @@ type SeriesPoint struct {
 	Point
 }
 
+// SeriesPoints are points of one series, in a write of many series (tsdb's WriteMany).
+type SeriesPoints struct {
+	Series string
+	Points []Point
+}
+
 // Page is one page of a paged query.
 type Page struct {
 	Points []Point

@@ -25,6 +25,7 @@ import (
 	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/internal/fault"
 	"github.com/seed71701133/tablets/tsdb"
+	"github.com/seed71701133/tablets/writer"
 )
 
 // stagingClock is a settable clock for a staging database's Options.Now.
@@ -455,3 +456,4 @@ func TestTSDBStagedBackfillThenMaintain(t *testing.T) {
 	t.Logf("Aggregate of a day of 3 series at an hour after maintain: %d requests", checker.Stats().Requests)
 	require.LessOrEqual(t, checker.Stats().Requests, int64(3), "the hour tier's blocks and the staging query, no raw read")
 }
+var _ writer.ManySink = (*tsdb.DB)(nil) // a Writer over a DB writes a flush in one WriteMany

@@ -27,7 +27,7 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 	if len(points) == 0 {
 		return nil
 	}
-	plans, rejects, err := db.plan(ctx, []SeriesPoints{{series, points}}, true)
+	plans, rejects, err := db.plan(ctx, []SeriesPoints{{Series: series, Points: points}}, true)
 	if err != nil {
 		return err
 	}
@@ -38,10 +38,7 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 }
 
 // SeriesPoints are points of one series, for WriteMany.
-type SeriesPoints struct {
-	Series string
-	Points []tablets.Point
-}
+type SeriesPoints = tablets.SeriesPoints
 
 // WriteMany is Write of many series, which stores what it can and says exactly what it did
 // not store, as Prometheus' appender does.

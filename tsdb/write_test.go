@@ -48,7 +48,7 @@ func TestWriteManyRejects(t *testing.T) {
 
 	// Only rejects: nothing sent.
 	before := fake.Stats().Requests
-	err := db.WriteMany(ctx, []SeriesPoints{{"a/b", []tablets.Point{good}}, {"x", []tablets.Point{badTime, expired}}})
+	err := db.WriteMany(ctx, []SeriesPoints{{Series: "a/b", Points: []tablets.Point{good}}, {Series: "x", Points: []tablets.Point{badTime, expired}}})
 	if fake.Stats().Requests != before {
 		t.Fatalf("%d requests for rejects only", fake.Stats().Requests-before)
 	}
@@ -63,9 +63,9 @@ func TestWriteManyRejects(t *testing.T) {
 
 	// Mixed: the good points are written, the others named.
 	err = db.WriteMany(ctx, []SeriesPoints{
-		{"good", []tablets.Point{good, justIn}},
-		{"mixed", []tablets.Point{expired, good, badTime}},
-		{"bad#name", []tablets.Point{good}},
+		{Series: "good", Points: []tablets.Point{good, justIn}},
+		{Series: "mixed", Points: []tablets.Point{expired, good, badTime}},
+		{Series: "bad#name", Points: []tablets.Point{good}},
 	})
 	got = rejected(t, err)
 	if len(got) != 2 || len(got["good"]) != 0 {

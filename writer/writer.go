@@ -23,6 +23,16 @@ type Sink interface {
 	Write(ctx context.Context, series string, points ...tablets.Point) error
 }
 
+// ManySink is a Sink that also writes many series in one call, as *tsdb.DB does: a flush
+// then makes one WriteMany call of all its series (where a database stages writes, a few
+// transactions instead of one per series). WriteMany returns nil when every point is stored;
+// else either errors joined (an Unwrap() []error) each a *tablets.WriteError naming its
+// series and the points it did not store, or another error, when it stored nothing.
+type ManySink interface {
+	Sink
+	WriteMany(ctx context.Context, batch []tablets.SeriesPoints) error
+}
+
 // Writer errors.
 var (
 	// ErrClosed is returned by Add, AddContext and Flush once Close has been called,
@@ -525,8 +535,13 @@ func (w *Writer) flushOnce(ctx context.Context) (retryErrs, givenErrs []error) {
 	return retryErrs, w.report(given)
 }
 
-// writeAll makes the Sink.Write calls of items, Concurrency at once.
+// writeAll makes the Sink.Write calls of items, Concurrency at once; or one WriteMany call
+// of them all, to a ManySink.
 func (w *Writer) writeAll(ctx context.Context, items []flushItem) {
+	if many, ok := w.sink.(ManySink); ok {
+		w.writeMany(ctx, many, items)
+		return
+	}
 	n := min(w.opts.Concurrency, len(items))
 	if n <= 1 {
 		for i := range items {
@@ -562,6 +577,60 @@ func (w *Writer) write(ctx context.Context, it *flushItem) {
 	it.err, it.ctxEnded = err, ctx.Err() != nil
 	if errors.As(err, &it.we) {
 		it.failed = matchFailed(it.sb.points, it.we.Failed)
+	}
+}
+
+// writeMany writes items in one WriteMany call and gives each item its series' outcome.
+func (w *Writer) writeMany(ctx context.Context, sink ManySink, items []flushItem) {
+	if err := ctx.Err(); err != nil {
+		for i := range items {
+			items[i].err, items[i].ctxEnded, items[i].skipped = err, true, true
+		}
+		return
+	}
+	batch := make([]tablets.SeriesPoints, len(items))
+	for i, it := range items {
+		batch[i] = tablets.SeriesPoints{Series: it.series, Points: it.sb.points}
+	}
+	err := sink.WriteMany(ctx, batch)
+	if err == nil {
+		return
+	}
+	ended := ctx.Err() != nil
+	var parts []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		parts = j.Unwrap()
+	}
+	bySeries := map[string][]*tablets.WriteError{}
+	if len(parts) == 0 {
+		bySeries = nil // one error: nothing stored
+	}
+	for _, e := range parts {
+		var we *tablets.WriteError
+		if !errors.As(e, &we) {
+			bySeries = nil // not a per-series report: every series failed
+			break
+		}
+		bySeries[we.Series] = append(bySeries[we.Series], we)
+	}
+	for i := range items {
+		it := &items[i]
+		if bySeries == nil {
+			it.err, it.ctxEnded = err, ended
+			continue
+		}
+		wes := bySeries[it.series]
+		if len(wes) == 0 {
+			continue // stored
+		}
+		// One series may have several causes (rejected points, a failed write): the first
+		// decides retry or give up, and the points failed are all of theirs.
+		we := &tablets.WriteError{Series: it.series, Code: wes[0].Code, Index: wes[0].Index, Status: wes[0].Status, Err: wes[0].Err}
+		for _, e := range wes {
+			we.Failed = append(we.Failed, e.Failed...)
+		}
+		it.err, it.ctxEnded, it.we = we, ended, we
+		it.failed = matchFailed(it.sb.points, we.Failed)
 	}
 }
 

@@ -917,3 +917,78 @@ func BenchmarkWriter(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "points/s")
 	})
 }
+
+// manyStore is a ManySink over a fakeStore: WriteMany writes each series as Write does and
+// joins their errors, as tsdb's WriteMany reports them.
+type manyStore struct {
+	*fakeStore
+	batches atomic.Int32
+	whole   error // if set, the next WriteMany fails whole with it, storing nothing
+}
+
+func (m *manyStore) WriteMany(ctx context.Context, batch []tablets.SeriesPoints) error {
+	m.batches.Add(1)
+	if err := m.whole; err != nil {
+		m.whole = nil
+		return err
+	}
+	var errs []error
+	for _, sp := range batch {
+		if err := m.Write(ctx, sp.Series, sp.Points...); err != nil {
+			var we *tablets.WriteError
+			if errors.As(err, &we) {
+				we.Series = sp.Series
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// A ManySink gets one call a flush, and the outcome of each series is its own.
+func TestWriterManySink(t *testing.T) {
+	st := &manyStore{fakeStore: newFakeStore()}
+	var first atomic.Bool
+	first.Store(true)
+	odd := failWhere(func(s string, p tablets.Point) bool { return s == "b" && int(p.Value)%2 == 1 })
+	st.fail = func(s string, points []tablets.Point) error {
+		if first.Load() {
+			return odd(s, points)
+		}
+		return nil
+	}
+	w := newWriter(t, st, &writer.Options{FlushInterval: time.Hour})
+	var bAll, bFailed []tablets.Point
+	for i := range 6 {
+		require.NoError(t, w.Add("a", wpt(i, float64(i))))
+		require.NoError(t, w.Add("c", wpt(i, float64(i))))
+		p := wpt(i, float64(i))
+		bAll = append(bAll, p)
+		if i%2 == 1 {
+			bFailed = append(bFailed, p)
+		}
+	}
+	require.NoError(t, w.Add("b", bAll...))
+	wes := writeErrors(w.Flush(context.Background()))
+	require.Len(t, wes, 1)
+	require.Equal(t, "b", wes[0].Series)
+	require.Equal(t, bFailed, wes[0].Failed)
+	require.EqualValues(t, 1, st.batches.Load(), "one call for the three series")
+	requireStats(t, w, writer.Stats{Added: 18, Written: 15, Retried: 3, Buffered: 3})
+
+	first.Store(false)
+	require.NoError(t, w.Flush(context.Background()))
+	require.EqualValues(t, 2, st.batches.Load())
+	require.Equal(t, [][]tablets.Point{bAll, bFailed}, st.callsOf("b"), "the retry carries b's failed points only")
+	require.Len(t, st.callsOf("a"), 1)
+
+	// A failure of the whole call (nothing stored) retries every series.
+	require.NoError(t, w.Add("a", wpt(10, 10)))
+	require.NoError(t, w.Add("c", wpt(10, 10)))
+	st.whole = errors.New("the catalog could not be read")
+	require.Error(t, w.Flush(context.Background()))
+	require.NoError(t, w.Flush(context.Background()))
+	require.Equal(t, 7, st.len("a"))
+	require.Equal(t, 7, st.len("c"))
+	require.EqualValues(t, 4, st.batches.Load())
+}
