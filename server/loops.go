@@ -11,7 +11,8 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// loop is one of Run's background tasks: ranged (rollup, compaction) or not (retention).
+// loop is one of Run's background tasks: ranged (rollup, compaction) or not (fold,
+// retention).
 type loop struct {
 	name   string
 	opts   maintain.Options
@@ -24,10 +25,14 @@ func (s *Server) loops() []loop {
 	loops := schedule(s.opts, s.db.Options())
 	for i := range loops {
 		switch loops[i].name {
-		case "rollup":
-			loops[i].ranges = s.db.Rollup
+		case "fold":
+			loops[i].tick = s.fold
 		case "compact":
 			loops[i].ranges = s.db.Compact
+			loops[i].opts.Progress = progress{db: s.db, task: tsdb.TaskCompact}
+		case "rollup":
+			loops[i].ranges = s.db.Rollup
+			loops[i].opts.Progress = progress{db: s.db, task: tsdb.TaskRollup}
 		case "retain":
 			loops[i].tick = s.retain
 		}
@@ -35,10 +40,29 @@ func (s *Server) loops() []loop {
 	return loops
 }
 
+// stagedFor is about how long a staged point may wait after its arrival before a Fold may
+// fold it: tsdb folds an arrival bucket (10 minutes) some minutes after its end.
+const stagedFor = 15 * time.Minute
+
 // schedule is when and over what range Run's tasks run, for the server's options o (with
-// their defaults) and the database's db: the tasks not disabled, without their work.
+// their defaults) and the database's db: the tasks not disabled, without their work, in the
+// order that a run of all of them takes (Maintain's): fold, compact, rollup, retain.
 func schedule(o Options, db tsdb.Options) []loop {
 	var loops []loop
+	if o.FoldEvery > 0 {
+		loops = append(loops, loop{name: "fold", opts: maintain.Options{Every: o.FoldEvery}})
+	}
+	if o.CompactEvery > 0 {
+		// Cut at days: a chunked partition is a day by default, and compacted whole. Behind
+		// the fold: a day compacted before the points staged for it are folded in would keep
+		// their chunks apart.
+		var lag time.Duration
+		if o.FoldEvery > 0 {
+			lag = o.FoldEvery + stagedFor
+		}
+		loops = append(loops, loop{name: "compact", opts: maintain.Options{Every: o.CompactEvery, Lag: lag,
+			CatchUp: max(o.CompactCatchUp, lag), Slice: 24 * time.Hour}})
+	}
 	if o.RollupEvery > 0 {
 		// Windows are trusted once sealed; their raw points are kept RawRetention at least.
 		catchUp, limit := max(o.RollupCatchUp, db.SealDelay), time.Duration(0)
@@ -53,11 +77,6 @@ func schedule(o Options, db tsdb.Options) []loop {
 		loops = append(loops, loop{name: "rollup", opts: maintain.Options{Every: o.RollupEvery, Lag: db.SealDelay,
 			CatchUp: catchUp, Limit: limit, Slice: slice}})
 	}
-	if o.CompactEvery > 0 {
-		// Cut at days: a chunked partition is a day by default, and compacted whole.
-		loops = append(loops, loop{name: "compact", opts: maintain.Options{Every: o.CompactEvery,
-			CatchUp: o.CompactCatchUp, Slice: 24 * time.Hour}})
-	}
 	if o.RetainEvery > 0 {
 		loops = append(loops, loop{name: "retain", opts: maintain.Options{Every: o.RetainEvery}})
 	}
@@ -67,8 +86,35 @@ func schedule(o Options, db tsdb.Options) []loop {
 	return loops
 }
 
+// progress is a task's progress in the database, as a loop keeps it.
+type progress struct {
+	db   *tsdb.DB
+	task string
+}
+
+func (p progress) Load(ctx context.Context) (time.Time, bool, error) {
+	return p.db.Covered(ctx, p.task)
+}
+
+func (p progress) Save(ctx context.Context, t time.Time) error {
+	return p.db.SetCovered(ctx, p.task, t)
+}
+
 // tierBlockWindows is the number of windows of a tier block (docs/format.md).
 const tierBlockWindows = 24
+
+// fold folds the staged points into the raw tables, and sets the fold's covered-until gauge
+// to the arrival time folded through.
+func (s *Server) fold(ctx context.Context, _ time.Time) error {
+	r, err := s.db.Fold(ctx)
+	if r.Entities > 0 {
+		s.log.Info("folded staged points", "entities", r.Entities, "points", r.Points, "series", r.Series, "through", r.Through)
+	}
+	if !r.Through.IsZero() {
+		s.covered.WithLabelValues("fold").Set(float64(r.Through.UnixNano()) / 1e9)
+	}
+	return err
+}
 
 // retain drops the tables past their retention.
 func (s *Server) retain(ctx context.Context, now time.Time) error {
@@ -110,6 +156,10 @@ func (s *Server) reportRun(name string, r maintain.Run) {
 		return
 	}
 	s.background.WithLabelValues(name, "ok").Inc()
+	if r.SaveErr != nil {
+		s.log.Warn("background "+name+" done, but its progress was not saved; a server started meanwhile covers the range again",
+			"from", r.From, "to", r.To, "err", r.SaveErr)
+	}
 	if !r.To.IsZero() {
 		s.covered.WithLabelValues(name).Set(float64(r.To.UnixNano()) / 1e9)
 		s.log.Debug("background "+name+" done", "from", r.From, "to", r.To)
@@ -118,7 +168,7 @@ func (s *Server) reportRun(name string, r maintain.Run) {
 
 func (s *Server) registerLoopMetrics() {
 	s.background = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_background_runs_total",
-		Help: "Runs of the rollup, compaction and retention loops, by result (a run of a long range counts once per slice)."}, []string{"task", "result"})
+		Help: "Runs of the fold, compaction, rollup and retention loops, by result (a run of a long range counts once per slice)."}, []string{"task", "result"})
 	s.covered = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablets_background_covered_until_seconds",
-		Help: "Unix time up to which the rollup and compaction loops have covered the database."}, []string{"task"})
+		Help: "Unix time up to which the compaction and rollup loops have covered the database; for the fold, the arrival time up to which staged points are folded."}, []string{"task"})
 }

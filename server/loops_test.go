@@ -121,7 +121,21 @@ func TestSchedule(t *testing.T) {
 		Tiers: []tsdb.Tier{{Step: time.Minute}, {Step: 10 * time.Minute}}}))
 	assert.Equal(t, maintain.Options{Every: time.Minute, Lag: 10 * time.Minute, CatchUp: 2 * day, Limit: 2 * day, Slice: 240 * time.Minute}, got["rollup"])
 
-	o.RollupEvery, o.RetainEvery = -1, -1
+	// Folding: compaction lags its interval and the time a point may wait to be foldable.
+	o.FoldEvery = 2 * time.Hour
+	loops := schedule(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers})
+	var names []string
+	for _, l := range loops {
+		names = append(names, l.name)
+	}
+	assert.Equal(t, []string{"fold", "compact", "rollup", "retain"}, names, "in the order of a run of them all")
+	got = byName(loops)
+	assert.Equal(t, maintain.Options{Every: 2 * time.Hour}, got["fold"])
+	assert.Equal(t, maintain.Options{Every: 2 * time.Minute, Lag: 2*time.Hour + 15*time.Minute, CatchUp: day, Slice: day}, got["compact"])
+	o.CompactCatchUp = time.Hour
+	assert.Equal(t, 2*time.Hour+15*time.Minute, byName(schedule(o, tsdb.Options{SealDelay: time.Hour}))["compact"].CatchUp, "at least the lag")
+
+	o.FoldEvery, o.RollupEvery, o.RetainEvery = -1, -1, -1
 	assert.Equal(t, []string{"compact"}, func() (names []string) {
 		for _, l := range schedule(o, tsdb.Options{SealDelay: time.Hour}) {
 			names = append(names, l.name)

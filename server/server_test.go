@@ -38,7 +38,7 @@ func chunkedLayout(c *aztables.Client) (tablets.Store, error) { return chunked.N
 // limit Checker and then wrap (nil: none), with no background loops.
 func newServer(t testing.TB, wrap func(policy.Transporter) policy.Transporter, opts *server.Options) (*server.Server, *httptest.Server, *azurite.Checker) {
 	db, _, checker := openDB(t, wrap)
-	o := server.Options{RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
+	o := server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
 	if opts != nil {
 		o = *opts
 	}
@@ -193,7 +193,7 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	_, err := server.New(db, &server.Options{RollupCatchUp: -time.Hour})
 	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
 
-	now := time.Now()
+	now := time.Now().UTC() // as the loops log it: no monotonic reading
 	hour := now.Truncate(time.Hour).Add(-3 * time.Hour)
 	for i := range 20 { // 20 writes: 20 chunks
 		require.NoError(t, db.Write(ctx, "k", tablets.Point{Time: hour.Add(time.Duration(3*i) * time.Minute), Value: float64(i)}))
@@ -201,26 +201,19 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	raw := rawTable(t, name, db, hour)
 	require.Equal(t, 20, entityCount(t, raw))
 
-	done := make(chan loopDone, 16)
-	s, err := server.New(db, &server.Options{RollupEvery: 10 * time.Millisecond, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
-		Now: func() time.Time { return now }, Logger: slog.New(&doneHandler{done: done})})
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- s.Run(runCtx) }()
-	covered := map[string]time.Time{}
-	deadline := time.After(60 * time.Second)
-	for covered["rollup"].Before(now.Add(-tsdb.DefaultSealDelay)) || covered["compact"].Before(now) {
-		select {
-		case d := <-done:
-			covered[d.task] = d.to
-		case <-deadline:
-			t.Fatalf("the loops covered only %v", covered)
-		}
+	// Compaction lags the fold interval (an hour by default) and a quarter of an hour: it
+	// covers the hour of the points.
+	compactTo := now.Add(-server.DefaultFoldEvery - 15*time.Minute)
+	covered := runLoopsUntil(t, db, now, map[string]time.Time{"rollup": now.Add(-tsdb.DefaultSealDelay), "compact": compactTo})
+	require.Equal(t, now.Add(-tsdb.DefaultSealDelay), covered["rollup"].to)
+	require.Equal(t, compactTo, covered["compact"].to)
+	// The progress is in the database, to the millisecond.
+	for task, c := range covered {
+		stored, ok, err := db.Covered(ctx, task)
+		require.NoError(t, err)
+		require.True(t, ok, task)
+		require.Equal(t, c.to.Truncate(time.Millisecond), stored, task)
 	}
-	stop()
-	require.NoError(t, <-stopped)
-
 	require.Equal(t, 1, entityCount(t, raw), "20 chunks compacted into one")
 	before := checker.Stats().Requests
 	var w []tsdb.Window
@@ -233,10 +226,62 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	require.Equal(t, int64(1), checker.Stats().Requests-before, "the hour is read from the tier the loop made")
 }
 
+// A server restarted two days later starts its rollup and compaction where the last one
+// stopped (their progress in the database), not at their catch-up horizons.
+func TestServerRunResumes(t *testing.T) {
+	ctx := context.Background()
+	db, _, _ := openDB(t, nil)
+	stopped := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Millisecond)
+	for _, task := range []string{tsdb.TaskRollup, tsdb.TaskCompact} {
+		require.NoError(t, db.SetCovered(ctx, task, stopped))
+	}
+	now := time.Now().UTC()
+	first := map[string]loopDone{}
+	runLoopsUntil(t, db, now, map[string]time.Time{"rollup": stopped, "compact": stopped}, first)
+	for _, task := range []string{"rollup", "compact"} {
+		require.Equal(t, stopped, first[task].from, "%s: from the stored progress, not %v ago", task, server.DefaultCompactCatchUp)
+	}
+}
+
+// runLoopsUntil runs a server's loops on db with the clock fixed at now (rollup and
+// compaction every 10 ms, no fold, no retention) until each task in until has covered
+// up to its time; it returns each task's last run before then. first (if given) gets each
+// task's first run.
+func runLoopsUntil(t *testing.T, db *tsdb.DB, now time.Time, until map[string]time.Time, first ...map[string]loopDone) map[string]loopDone {
+	t.Helper()
+	done := make(chan loopDone, 16)
+	s, err := server.New(db, &server.Options{RollupEvery: 10 * time.Millisecond, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
+		Now: func() time.Time { return now }, Logger: slog.New(&doneHandler{done: done})})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(runCtx) }()
+	covered := map[string]loopDone{}
+	deadline := time.After(60 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case d := <-done:
+			if _, seen := covered[d.task]; !seen && len(first) > 0 {
+				first[0][d.task] = d
+			}
+			covered[d.task] = d
+		case <-deadline:
+			t.Fatalf("the loops covered only %v", covered)
+		}
+		waiting = false
+		for task, to := range until {
+			waiting = waiting || covered[task].to.Before(to)
+		}
+	}
+	stop()
+	require.NoError(t, <-stopped)
+	return covered
+}
+
 // loopDone is a background loop's successful run, as its debug log says.
 type loopDone struct {
-	task string
-	to   time.Time
+	task     string
+	from, to time.Time
 }
 
 // doneHandler passes on the server's "background ... done" records.
@@ -252,7 +297,10 @@ func (h *doneHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	d := loopDone{task: task}
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "to" {
+		switch a.Key {
+		case "from":
+			d.from = a.Value.Time()
+		case "to":
 			d.to = a.Value.Time()
 		}
 		return true
