@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -28,7 +29,7 @@ func (s *Server) loops() []loop {
 		case "fold":
 			loops[i].tick = s.fold
 		case "compact":
-			loops[i].ranges = s.db.Compact
+			loops[i].ranges = s.compact
 			loops[i].opts.Progress = progress{db: s.db, task: tsdb.TaskCompact}
 		case "rollup":
 			loops[i].ranges = s.db.Rollup
@@ -44,6 +45,30 @@ func (s *Server) loops() []loop {
 // fold it: tsdb folds an arrival bucket (10 minutes) some minutes after its end.
 const stagedFor = 15 * time.Minute
 
+// compact compacts the chunks of [from, to), and, when the server folds, of the time before
+// from that a point may still have been staged in at the last run (the fold interval, and
+// stagedFor): a day compacted before a fold wrote its last points would otherwise keep
+// their chunks apart. Compaction works whole days, so that costs more only on the day after
+// a day boundary, while the days before it are still being folded.
+func (s *Server) compact(ctx context.Context, from, to time.Time) error {
+	return s.db.Compact(ctx, s.refoldedFrom(from), to)
+}
+
+// refoldedFrom is where compact starts for a range starting at from.
+func (s *Server) refoldedFrom(from time.Time) time.Time {
+	if s.opts.FoldEvery <= 0 {
+		return from
+	}
+	return later(tablets.MinTime, from.Add(-s.opts.FoldEvery-stagedFor))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // schedule is when and over what range Run's tasks run, for the server's options o (with
 // their defaults) and the database's db: the tasks not disabled, without their work, in the
 // order that a run of all of them takes (Maintain's): fold, compact, rollup, retain.
@@ -53,15 +78,9 @@ func schedule(o Options, db tsdb.Options) []loop {
 		loops = append(loops, loop{name: "fold", opts: maintain.Options{Every: o.FoldEvery}})
 	}
 	if o.CompactEvery > 0 {
-		// Cut at days: a chunked partition is a day by default, and compacted whole. Behind
-		// the fold: a day compacted before the points staged for it are folded in would keep
-		// their chunks apart.
-		var lag time.Duration
-		if o.FoldEvery > 0 {
-			lag = o.FoldEvery + stagedFor
-		}
-		loops = append(loops, loop{name: "compact", opts: maintain.Options{Every: o.CompactEvery, Lag: lag,
-			CatchUp: max(o.CompactCatchUp, lag), Slice: 24 * time.Hour}})
+		// Cut at days: a chunked partition is a day by default, and compacted whole.
+		loops = append(loops, loop{name: "compact", opts: maintain.Options{Every: o.CompactEvery,
+			CatchUp: o.CompactCatchUp, Slice: 24 * time.Hour}})
 	}
 	if o.RollupEvery > 0 {
 		// Windows are trusted once sealed; their raw points are kept RawRetention at least.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -121,7 +122,6 @@ func TestSchedule(t *testing.T) {
 		Tiers: []tsdb.Tier{{Step: time.Minute}, {Step: 10 * time.Minute}}}))
 	assert.Equal(t, maintain.Options{Every: time.Minute, Lag: 10 * time.Minute, CatchUp: 2 * day, Limit: 2 * day, Slice: 240 * time.Minute}, got["rollup"])
 
-	// Folding: compaction lags its interval and the time a point may wait to be foldable.
 	o.FoldEvery = 2 * time.Hour
 	loops := schedule(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers})
 	var names []string
@@ -131,9 +131,7 @@ func TestSchedule(t *testing.T) {
 	assert.Equal(t, []string{"fold", "compact", "rollup", "retain"}, names, "in the order of a run of them all")
 	got = byName(loops)
 	assert.Equal(t, maintain.Options{Every: 2 * time.Hour}, got["fold"])
-	assert.Equal(t, maintain.Options{Every: 2 * time.Minute, Lag: 2*time.Hour + 15*time.Minute, CatchUp: day, Slice: day}, got["compact"])
-	o.CompactCatchUp = time.Hour
-	assert.Equal(t, 2*time.Hour+15*time.Minute, byName(schedule(o, tsdb.Options{SealDelay: time.Hour}))["compact"].CatchUp, "at least the lag")
+	assert.Equal(t, maintain.Options{Every: 2 * time.Minute, CatchUp: day, Slice: day}, got["compact"])
 
 	o.FoldEvery, o.RollupEvery, o.RetainEvery = -1, -1, -1
 	assert.Equal(t, []string{"compact"}, func() (names []string) {
@@ -142,4 +140,16 @@ func TestSchedule(t *testing.T) {
 		}
 		return names
 	}())
+}
+
+// A compaction also covers the fold interval before its range, and the time a point may wait
+// to be foldable: the days a fold may still have written into since the last compaction.
+func TestCompactRefolds(t *testing.T) {
+	at := time.Date(2030, 1, 2, 0, 30, 0, 0, time.UTC)
+	s := &Server{opts: Options{FoldEvery: time.Hour}}
+	assert.Equal(t, time.Date(2030, 1, 1, 23, 15, 0, 0, time.UTC), s.refoldedFrom(at))
+	s.opts.FoldEvery = -1
+	assert.Equal(t, at, s.refoldedFrom(at), "no fold: the range only")
+	s.opts.FoldEvery = time.Hour
+	assert.Equal(t, tablets.MinTime, s.refoldedFrom(tablets.MinTime.Add(time.Hour)), "never before MinTime")
 }

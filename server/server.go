@@ -48,9 +48,9 @@ type Options struct {
 	// tables (default DefaultFoldEvery; negative: never, for a database another process
 	// folds). A fold writes a transaction per series it folds, so folding rarely is what
 	// makes staging cheap: an hour of a series' points cost one transaction instead of
-	// one each. Reads see staged points meanwhile. Compaction lags the fold interval, and a
-	// quarter of an hour more (a point may wait that long before a fold may fold it), so that
-	// it compacts a day once its points are folded in.
+	// one each. Reads see staged points meanwhile. Each compaction also compacts again the
+	// fold interval before its range, and a quarter of an hour more (a point may wait that
+	// long before a fold may fold it): a day is compacted once its points are folded in.
 	FoldEvery time.Duration
 	// RollupEvery is how often Run rolls up the tier windows sealed since its last
 	// successful rollup (default 5m; negative: never).

@@ -201,12 +201,9 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	raw := rawTable(t, name, db, hour)
 	require.Equal(t, 20, entityCount(t, raw))
 
-	// Compaction lags the fold interval (an hour by default) and a quarter of an hour: it
-	// covers the hour of the points.
-	compactTo := now.Add(-server.DefaultFoldEvery - 15*time.Minute)
-	covered := runLoopsUntil(t, db, now, map[string]time.Time{"rollup": now.Add(-tsdb.DefaultSealDelay), "compact": compactTo})
+	covered := runLoopsUntil(t, db, now, map[string]time.Time{"rollup": now.Add(-tsdb.DefaultSealDelay), "compact": now})
 	require.Equal(t, now.Add(-tsdb.DefaultSealDelay), covered["rollup"].to)
-	require.Equal(t, compactTo, covered["compact"].to)
+	require.Equal(t, now, covered["compact"].to)
 	// The progress is in the database, to the millisecond.
 	for task, c := range covered {
 		stored, ok, err := db.Covered(ctx, task)
@@ -224,6 +221,27 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	require.Len(t, w, 1)
 	require.Equal(t, uint64(20), w[0].Count)
 	require.Equal(t, int64(1), checker.Stats().Requests-before, "the hour is read from the tier the loop made")
+}
+
+// A compaction just after midnight compacts the day before again: a fold may have written
+// its last points after the compaction that crossed midnight.
+func TestServerCompactsDayBeforeAfterMidnight(t *testing.T) {
+	ctx := context.Background()
+	db, name, _ := openDB(t, nil)
+	midnight := time.Now().UTC().Truncate(24 * time.Hour)
+	now := midnight.Add(30 * time.Minute)
+	for i := range 20 { // 20 writes into the day before: 20 chunks
+		require.NoError(t, db.Write(ctx, "k", tablets.Point{Time: midnight.Add(-10*time.Minute + time.Duration(i)*10*time.Second), Value: float64(i)}))
+	}
+	raw := rawTable(t, name, db, midnight.Add(-time.Minute))
+	require.Equal(t, 20, entityCount(t, raw))
+	// The last compaction ended at 00:25: the next covers [00:25, 00:30), and the fold
+	// interval and a quarter of an hour before it.
+	require.NoError(t, db.SetCovered(ctx, tsdb.TaskCompact, now.Add(-5*time.Minute)))
+	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, now))
+	covered := runLoopsUntil(t, db, now, map[string]time.Time{"compact": now})
+	require.Equal(t, loopDone{task: "compact", from: now.Add(-5 * time.Minute), to: now}, covered["compact"])
+	require.Equal(t, 1, entityCount(t, raw), "the day before compacted")
 }
 
 // A server restarted two days later starts its rollup and compaction where the last one
