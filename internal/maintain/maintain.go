@@ -82,7 +82,7 @@ type Options struct {
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Report is told of every call, successful or not, except one cut short because ctx
-	// ended (nil: none).
+	// ended, and of every failed Load of Progress (nil: none).
 	Report func(Run)
 }
 
