@@ -118,6 +118,20 @@ func (s *Store) Write(ctx context.Context, series string, points ...tablets.Poin
 	return s.eng.Write(ctx, series, points...)
 }
 
+// WriteAt is Write with a priority of the caller's instead of the process's clock: where
+// chunks hold the same time, the higher priority's value is read. A writer that moves points
+// stored elsewhere first (tsdb's staging) writes them with the priority of their first
+// write, so that moving them again, late, never hides a later write. priority must be
+// positive (an error wrapping tablets.ErrInvalidOptions, before any request).
+func (s *Store) WriteAt(ctx context.Context, series string, priority uint64, points ...tablets.Point) error {
+	if priority == 0 {
+		return fmt.Errorf("chunked: %w: priority 0", tablets.ErrInvalidOptions)
+	}
+	l := s.layout
+	l.priority = priority
+	return engine.New(s.client, l, s.opts.Concurrency, l.limits).Write(ctx, series, points...)
+}
+
 // Query yields the points of series with from <= Time < to, oldest first. Bad input is
 // yielded as an error before any request (tablets.ErrInvalidSeries, tablets.ErrInvalidTime).
 func (s *Store) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {

@@ -30,6 +30,7 @@ type layout struct {
 	partUnits uint64
 	maxChunk  int // bytes of a chunk, before base64
 	limits    filter.Limits
+	priority  uint64 // of every chunk written; 0: the process's clock (nextPriority)
 }
 
 var (
@@ -128,7 +129,10 @@ func nextPriority() uint64 {
 // Rows cuts the points of each partition into chunks of at most maxChunk bytes, all with the
 // priority of this write.
 func (l layout) Rows(series string, units []uint64, values []float64, emit func(engine.Row)) {
-	prio := nextPriority()
+	prio := l.priority
+	if prio == 0 {
+		prio = nextPriority()
+	}
 	escaped := partkey.Escape(series)
 	for i := 0; i < len(units); {
 		end := i

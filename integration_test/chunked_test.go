@@ -536,3 +536,23 @@ func TestChunkedOptions(t *testing.T) {
 	require.ErrorIs(t, s.Compact(context.Background(), "a", chunkedDay, chunkedDay.Add(-time.Hour)), tablets.ErrInvalidTime)
 	require.Zero(t, checker.Stats().Requests)
 }
+
+// WriteAt's priority, not the order of the calls, decides which value of a time is read: a
+// point moved late from elsewhere with the priority of its first write does not hide a later
+// write, and compaction keeps the order.
+func TestChunkedWriteAtPriority(t *testing.T) {
+	s, _, _, _ := newChunked(t, nil)
+	ctx := context.Background()
+	at := func(i int) time.Time { return chunkedDay.Add(time.Duration(i) * time.Second) }
+	now := uint64(time.Now().UnixNano())
+	require.ErrorIs(t, s.WriteAt(ctx, "p", 0, tablets.Point{Time: at(0), Value: 1}), tablets.ErrInvalidOptions)
+	require.NoError(t, s.WriteAt(ctx, "p", now-2e9, tablets.Point{Time: at(0), Value: 2}, tablets.Point{Time: at(1), Value: 2}))
+	require.NoError(t, s.WriteAt(ctx, "p", now-3e9, tablets.Point{Time: at(1), Value: 3}, tablets.Point{Time: at(2), Value: 3}))
+	require.NoError(t, s.WriteAt(ctx, "p", now-1e9, tablets.Point{Time: at(2), Value: 4}))
+	want := []tablets.Point{{Time: at(0), Value: 2}, {Time: at(1), Value: 2}, {Time: at(2), Value: 4}, {Time: at(3), Value: 5}}
+	require.NoError(t, s.Write(ctx, "p", tablets.Point{Time: at(3), Value: 5})) // the clock: above them all
+	require.NoError(t, s.WriteAt(ctx, "p", now-4e9, tablets.Point{Time: at(3), Value: 6}))
+	requireSamePoints(t, want, collectPoints(t, s.Query(ctx, "p", at(0), at(10))), "before compaction")
+	require.NoError(t, s.Compact(ctx, "p", at(0), at(10)))
+	requireSamePoints(t, want, collectPoints(t, s.Query(ctx, "p", at(0), at(10))), "after compaction")
+}

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/internal/storetest"
@@ -32,13 +34,61 @@ func (h tsdbHarness) NewStore(t *testing.T) (tablets.Store, func() int64) {
 	return db, func() int64 { return checker.Stats().Requests }
 }
 
+// stagedHarness runs the conformance suite on a chunked database that stages its writes:
+// read from the staging table (folded false), or folded into the raw tables after every
+// write (a clock that moves 20 minutes a reading, so that every write is foldable at once).
+type stagedHarness struct{ folded bool }
+
+func (h stagedHarness) Name() string {
+	if h.folded {
+		return "tsdb-staged-folded"
+	}
+	return "tsdb-staged"
+}
+func (h stagedHarness) Resolution() time.Duration { return time.Millisecond }
+func (h stagedHarness) NewStore(t *testing.T) (tablets.Store, func() int64) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		now = now.Add(20 * time.Minute)
+		return now
+	}
+	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, Now: clock,
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	if !h.folded {
+		return db, func() int64 { return checker.Stats().Requests }
+	}
+	return foldingStore{db}, func() int64 { return checker.Stats().Requests }
+}
+
+// foldingStore folds after every write that succeeds.
+type foldingStore struct{ *tsdb.DB }
+
+func (s foldingStore) Write(ctx context.Context, series string, points ...tablets.Point) error {
+	if err := s.DB.Write(ctx, series, points...); err != nil || len(points) == 0 {
+		return err
+	}
+	_, err := s.DB.Fold(ctx)
+	return err
+}
+
 // The raw tables of a database behave as one store: the whole conformance suite, with
-// periods of a day and of an hour (data across many tables).
+// periods of a day and of an hour (data across many tables), and over the staging table,
+// folded and not.
 func TestTSDBConformance(t *testing.T) {
 	for _, period := range []time.Duration{24 * time.Hour, time.Hour} {
 		t.Run(period.String(), func(t *testing.T) {
 			t.Parallel()
 			storetest.RunConformanceTests(t, tsdbHarness{period})
+		})
+	}
+	for _, folded := range []bool{false, true} {
+		h := stagedHarness{folded}
+		t.Run(h.Name(), func(t *testing.T) {
+			t.Parallel()
+			storetest.RunConformanceTests(t, h)
 		})
 	}
 }

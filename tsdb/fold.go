@@ -1,25 +1,258 @@
 package tsdb
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/pager"
 )
 
 // FoldReport says what a Fold did.
 type FoldReport struct {
-	// Entities is the number of staged entities folded (and then deleted).
+	// Entities is the number of staging entities folded (and then deleted).
 	Entities int
 	// Points is the number of staged points written to the raw tables.
 	Points int
 	// Series is the number of series written.
 	Series int
-	// Through is the end of the arrival time folded: every point staged before it is in
-	// the raw tables (zero when there was nothing to fold).
+	// Rounds is the number of passes over the staging entities: each writes the series of
+	// a share of the columns, so that a round holds at most about two million points.
+	Rounds int
+	// Through is the end of the arrival time folded: every point staged before it (by the
+	// writers' clocks) is in the raw tables. Zero when the database does not stage.
 	Through time.Time
 }
 
-// Fold moves the staged points into the raw tables (see the package documentation,
-// "Staging"). STUB: the real implementation lands with the staging write path.
+// maxFoldPoints bounds the points a round of Fold holds (about 32 bytes each).
+const maxFoldPoints = 2_000_000
+
+// Fold moves the staged points into the raw tables, and deletes them from the staging
+// table: every staging entity of an arrival bucket that ended at least 5 minutes ago (by
+// Options.Now). It lists the entities first, then reads their columns in rounds of at most
+// about two million points, a share of the columns a round, so that each series is written
+// once: a transaction per series and raw partition (chunked: a day), whatever the number of
+// writes staged. Each series' points are written with the priority of their latest write,
+// so a Fold that runs late, or again, never hides a later write. Only then are the listed
+// entities deleted, a transaction per 100.
+//
+// One process folds a database at a time: Fold takes a lease in the catalog (conditionally
+// on its ETag; it lasts 5 minutes by Options.Now, renewed between rounds) and returns
+// ErrFoldBusy while another holds it. Fold is idempotent and safe to kill at any moment:
+// points written twice are the same points (a read keeps one per time), an entity not
+// deleted is folded again by the next Fold, and a lease not released ends by itself. Points
+// of a period that Retain dropped meanwhile are left out.
 func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
-	return FoldReport{}, nil
+	if !db.stagedReads {
+		return FoldReport{}, nil
+	}
+	horizon := floorSec(unix(db.now().Add(-foldMargin)), stageBucket)
+	report := FoldReport{Through: at(horizon)}
+	keys, points, err := db.listStaged(ctx, horizon)
+	if err != nil || len(keys) == 0 {
+		return report, err
+	}
+	lease, err := db.takeFoldLease(ctx)
+	if err != nil {
+		return FoldReport{}, err
+	}
+	defer lease.release(context.WithoutCancel(ctx))
+	// Listed again under the lease: what a fold that held it before deleted is not listed.
+	if keys, points, err = db.listStaged(ctx, horizon); err != nil || len(keys) == 0 {
+		return report, err
+	}
+	listed := map[[2]string]bool{}
+	for pk, rks := range keys {
+		for _, rk := range rks {
+			listed[[2]string{pk, rk}] = true
+		}
+	}
+	rounds := max(1, min(stageColumns, (points+maxFoldPoints-1)/maxFoldPoints))
+	for r := range rounds {
+		if r > 0 {
+			if err := lease.renew(ctx); err != nil {
+				return report, err
+			}
+		}
+		lo, hi := r*stageColumns/rounds, (r+1)*stageColumns/rounds
+		series, n, err := db.foldRound(ctx, lease, listed, horizon, lo, hi)
+		report.Series += series
+		report.Points += n
+		report.Rounds++
+		if err != nil {
+			return report, err
+		}
+	}
+	if err := db.deleteFolded(ctx, keys); err != nil {
+		return report, err
+	}
+	for _, rks := range keys {
+		report.Entities += len(rks)
+	}
+	return report, nil
+}
+
+// foldFilter selects the staging entities of the arrival buckets before horizon.
+func foldFilter(horizon uint64) string {
+	return filter.Lt("PartitionKey", fmt.Sprintf("%012d", horizon)).String()
+}
+
+// listStaged lists the keys of the staging entities before horizon, by PartitionKey, and
+// counts their points.
+func (db *DB) listStaged(ctx context.Context, horizon uint64) (map[string][]string, int, error) {
+	q := pager.SubQuery{Filter: foldFilter(horizon), Select: "PartitionKey,RowKey," + stageCountProp}
+	keys := map[string][]string{}
+	points := 0
+	var e entity.Entity
+	for page, err := range pager.Each(ctx, db.service.NewClient(db.stagingTable()), q, 0) {
+		if isTableGone(err) {
+			return nil, 0, nil
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("tsdb: fold: list staged: %w", err)
+		}
+		for _, raw := range page.Entities {
+			if err := e.Decode(raw); err != nil {
+				return nil, 0, fmt.Errorf("tsdb: fold: list staged: %w", err)
+			}
+			pk := string(e.PartitionKey)
+			keys[pk] = append(keys[pk], string(e.RowKey))
+			for _, p := range e.Props {
+				if string(p.Name) == stageCountProp {
+					points += int(p.Value)
+				}
+			}
+		}
+	}
+	return keys, points, nil
+}
+
+// foldRound folds the series of columns [lo, hi) of the staging entities before horizon,
+// and returns how many series and points it wrote.
+// Only the listed entities are folded: one written since (late, into an old bucket) is
+// neither written nor deleted, but folded by the next Fold.
+func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int) (int, int, error) {
+	sel := "PartitionKey,RowKey," + stageVersionProp
+	for c := lo; c < hi; c++ {
+		sel += "," + stageColumnChar + strconv.Itoa(c)
+	}
+	found := map[string][]stagedPoint{}
+	q := pager.SubQuery{Filter: foldFilter(horizon), Select: sel}
+	for se, err := range db.stagedEntities(ctx, q) {
+		if err != nil {
+			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
+		}
+		if !listed[[2]string{se.partitionKey, se.rowKey}] {
+			continue
+		}
+		for r, s := range se.series {
+			for i, ms := range s.Times {
+				found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, r})
+			}
+		}
+	}
+	names := slices.Sorted(maps.Keys(found))
+	written := 0
+	errs := batch.Run(ctx, writeConcurrency, len(names), func(ctx context.Context, i int) error {
+		if err := lease.check(); err != nil {
+			return err
+		}
+		pts := found[names[i]]
+		priority := uint64(0)
+		for _, p := range pts {
+			priority = max(priority, p.stamp)
+		}
+		return db.foldSeries(ctx, names[i], priority, lastWrites(pts))
+	})
+	for _, pts := range found {
+		written += len(pts)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return len(names), written, fmt.Errorf("tsdb: fold: %w", err)
+	}
+	return len(names), written, nil
+}
+
+// foldSeries writes one series' staged points into the raw tables of their periods, with
+// the priority of their latest write. Points of a dropped period are left out.
+func (db *DB) foldSeries(ctx context.Context, series string, priority uint64, points []tablets.Point) error {
+	byPeriod := map[uint64][]tablets.Point{}
+	for _, p := range points {
+		byPeriod[db.period(p.Time)] = append(byPeriod[db.period(p.Time)], p)
+	}
+	for _, p := range slices.Sorted(maps.Keys(byPeriod)) {
+		if err := db.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		s, err := db.stores.get(p)
+		if err != nil {
+			return err
+		}
+		c, ok := s.(*chunked.Store)
+		if !ok {
+			return fmt.Errorf("raw store of period %d is %T, not chunked", p, s)
+		}
+		err = c.WriteAt(ctx, series, priority, byPeriod[p]...)
+		if isTableGone(err) {
+			db.tables.gone(rawKind, p) // dropped meanwhile
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%q: %w", series, err)
+		}
+	}
+	return nil
+}
+
+// deleteFolded deletes the folded entities. A read prefers a staged point to a raw one, so
+// a Fold killed while deleting must not leave an entity whose point a newer deleted entity
+// overwrote: the entities of a partition's slots are deleted oldest first (by stamp), in
+// transactions of consecutive ones, one after the other; the slot ranges in parallel.
+func (db *DB) deleteFolded(ctx context.Context, keys map[string][]string) error {
+	type key struct{ pk, rk string }
+	bySlots := map[string][]key{} // by the partition's slots: the PartitionKey after "-"
+	for pk, rks := range keys {
+		slots := pk[strings.LastIndexByte(pk, '-')+1:]
+		for _, rk := range rks {
+			bySlots[slots] = append(bySlots[slots], key{pk, rk})
+		}
+	}
+	groups := slices.Sorted(maps.Keys(bySlots))
+	client := db.service.NewClient(db.stagingTable())
+	errs := batch.Run(ctx, writeConcurrency, len(groups), func(ctx context.Context, i int) error {
+		ks := bySlots[groups[i]]
+		slices.SortFunc(ks, func(a, b key) int { return cmp.Or(strings.Compare(a.rk, b.rk), strings.Compare(a.pk, b.pk)) })
+		for len(ks) > 0 {
+			n := 1
+			for n < len(ks) && n < entity.MaxBatchOperations && ks[n].pk == ks[0].pk {
+				n++
+			}
+			rks := make([]string, n)
+			for j := range rks {
+				rks[j] = ks[j].rk
+			}
+			if err := batch.DeleteRows(ctx, client, ks[0].pk, rks); err != nil && !isTableGone(err) {
+				return err
+			}
+			ks = ks[n:]
+		}
+		return nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tsdb: fold: delete staged: %w", err)
+	}
+	return nil
 }

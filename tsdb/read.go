@@ -81,13 +81,35 @@ func (db *DB) readDone(p uint64, err error) (empty bool) {
 }
 
 // Query yields the points with from <= Time < to, oldest first, from every raw table of the
-// range.
+// range and the staging table.
 func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
 		if err := db.validate(ctx, series); err != nil {
 			yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
 			return
 		}
+		if err := rounding.CheckRange(from, to); err != nil {
+			yield(tablets.Point{}, err)
+			return
+		}
+		// Staged points first: a Fold that moves them meanwhile writes them into the raw
+		// tables before it deletes them, so the raw read that follows finds them.
+		staged, err := db.readStaged(ctx, []string{series}, from, to)
+		if err != nil {
+			yield(tablets.Point{}, err)
+			return
+		}
+		for p, err := range withStaged(db.rawQuery(ctx, series, from, to), staged[series]) {
+			if !yield(p, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// rawQuery yields the points of the raw tables with from <= Time < to, oldest first.
+func (db *DB) rawQuery(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+	return func(yield func(tablets.Point, error) bool) {
 		spans, err := db.spans(ctx, from, to)
 		if err != nil {
 			yield(tablets.Point{}, err)
@@ -116,7 +138,8 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 	}
 }
 
-// QueryMany yields the points of every named series in [from, to), table by table.
+// QueryMany yields the points of every named series in [from, to), table by table, each
+// series' oldest first; the staged points of a series come in among its raw points.
 func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
 	return func(yield func(tablets.SeriesPoint, error) bool) {
 		for _, name := range series {
@@ -125,6 +148,30 @@ func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time
 				return
 			}
 		}
+		if err := rounding.CheckRange(from, to); err != nil {
+			yield(tablets.SeriesPoint{}, err)
+			return
+		}
+		if len(series) == 0 {
+			return
+		}
+		staged, err := db.readStaged(ctx, series, from, to) // first: see Query
+		if err != nil {
+			yield(tablets.SeriesPoint{}, err)
+			return
+		}
+		for p, err := range withStagedMany(db.rawQueryMany(ctx, series, from, to), staged) {
+			if !yield(p, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// rawQueryMany yields the points of the raw tables of every named series in [from, to),
+// table by table.
+func (db *DB) rawQueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
+	return func(yield func(tablets.SeriesPoint, error) bool) {
 		spans, err := db.spans(ctx, from, to)
 		if err != nil {
 			yield(tablets.SeriesPoint{}, err)
@@ -163,6 +210,11 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 	if n < 1 {
 		return nil, fmt.Errorf("tsdb: latest %q: %w: n %d must be at least 1", series, tablets.ErrInvalidLimit, n)
 	}
+	// Staged points first: see Query.
+	staged, err := db.readStaged(ctx, []string{series}, tablets.MinTime, tablets.MaxTime.Add(time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
 	periods, err := db.tables.all(ctx, rawKind)
 	if err != nil {
 		return nil, err
@@ -179,7 +231,7 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 		}
 		out = append(out, pts...)
 	}
-	return out, nil
+	return newestWithStaged(out, staged[series], n), nil
 }
 
 // rangeLatest is implemented by the layouts' stores: the n newest points of a range (a to
@@ -197,10 +249,18 @@ func latestOfPeriod(ctx context.Context, s tablets.Store, series string, n int, 
 	return s.Latest(ctx, series, n)
 }
 
-// Delete removes the points with from <= Time < to from every raw table of the range.
+// Delete removes the points with from <= Time < to from the staging table, then from every
+// raw table of the range. A Fold moving the same points meanwhile may write them into a raw
+// table after the Delete: delete again after a Fold to be sure (tablets maintain folds).
 func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) error {
 	if err := db.validate(ctx, series); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
+	}
+	if err := rounding.CheckRange(from, to); err != nil {
+		return err
+	}
+	if err := db.deleteStaged(ctx, series, from, to); err != nil {
+		return err
 	}
 	spans, err := db.spans(ctx, from, to)
 	if err != nil {
@@ -240,32 +300,63 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 			return tablets.Page{}, err
 		}
 	}
-	spans, err := db.spans(ctx, resume, to)
+	staged, err := db.readStaged(ctx, []string{series}, resume, to) // first: see Query
 	if err != nil {
 		return tablets.Page{}, err
 	}
-	var out tablets.Page
-	more := false
-	for _, sp := range spans {
-		s, err := db.stores.get(sp.period)
+	raw, rawMore, err := db.rawPage(ctx, series, resume, to, limit)
+	if err != nil {
+		return tablets.Page{}, err
+	}
+	rest := staged[series]
+	if rawMore {
+		// Past the last raw point read, the next page's raw points may come first.
+		last := raw[len(raw)-1].Time
+		rest = rest[:len(slices.DeleteFunc(slices.Clone(rest), func(p tablets.Point) bool { return p.Time.After(last) }))]
+	}
+	var merged []tablets.Point
+	for p, err := range withStaged(pointsOfSlice(raw), rest) {
 		if err != nil {
 			return tablets.Page{}, err
 		}
-		page, err := s.QueryPage(ctx, series, sp.from, sp.to, limit-len(out.Points)+1, "")
-		if !db.readDone(sp.period, err) && err != nil {
-			return tablets.Page{}, fmt.Errorf("tsdb: %w", err)
-		}
-		take := min(len(page.Points), limit-len(out.Points))
-		out.Points = append(out.Points, page.Points[:take]...)
-		if len(page.Points) > take || page.Next != "" {
-			more = true
-			break
-		}
+		merged = append(merged, p)
 	}
+	var out tablets.Page
+	more := rawMore || len(rest) < len(staged[series])
+	if len(merged) > limit {
+		merged, more = merged[:limit], true
+	}
+	out.Points = merged
 	if more {
 		out.Next = encodePageToken(binding, out.Points[len(out.Points)-1].Time.Add(time.Nanosecond))
 	}
 	return out, nil
+}
+
+// rawPage returns at most limit points of the raw tables in [from, to), and whether there
+// are more.
+func (db *DB) rawPage(ctx context.Context, series string, from, to time.Time, limit int) ([]tablets.Point, bool, error) {
+	spans, err := db.spans(ctx, from, to)
+	if err != nil {
+		return nil, false, err
+	}
+	var out []tablets.Point
+	for _, sp := range spans {
+		s, err := db.stores.get(sp.period)
+		if err != nil {
+			return nil, false, err
+		}
+		page, err := s.QueryPage(ctx, series, sp.from, sp.to, limit-len(out)+1, "")
+		if !db.readDone(sp.period, err) && err != nil {
+			return nil, false, fmt.Errorf("tsdb: %w", err)
+		}
+		take := min(len(page.Points), limit-len(out))
+		out = append(out, page.Points[:take]...)
+		if len(page.Points) > take || page.Next != "" && len(out) > 0 {
+			return out, true, nil
+		}
+	}
+	return out, false, nil
 }
 
 // pageTokenVersion is tsdb's page token (pager's envelope, docs/format.md): two fields, the

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
+	"github.com/seed71701133/tablets/chunked"
 )
 
 // ErrExpired is wrapped by the error of a Write holding a point older than the raw
@@ -43,6 +46,15 @@ type Options struct {
 	// Rollup stamps on its blocks, and the age of the cached list of tables are measured by
 	// it, and so are the ranges KeepCompacted and KeepRolledUp cover. nil: time.Now.
 	Now func() time.Time
+	// StagingPartitions is the number of partitions of the staging table that a write's
+	// staged points spread over, in each arrival bucket: a power of two from 1 to 256.
+	// Each costs a transaction a write, and divides what a read of one series' staged
+	// points reads (see the package documentation, "Staging", for how to choose it). 0: 1.
+	StagingPartitions int
+	// DirectWrites writes every point into the raw tables at once, a transaction per
+	// series, as versions before staging did. Staging is used only with the chunked layout
+	// at a millisecond (its exact times); other layouts always write directly.
+	DirectWrites bool
 	// CachedSeries sizes the caches of the write path: a DB remembers at least the
 	// CachedSeries series written last as listed in each of the three newest periods'
 	// indexes, and the label sets of at least the CachedSeries used last (when they average
@@ -75,6 +87,11 @@ type DB struct {
 	tiers     *tierTables   // which tier tables exist
 	stores    *rawStores    // the raw store of each period
 	validator tablets.Store // checks series names with the layout's rules
+
+	staging     bool        // small writes go to the staging table (see stagingOn)
+	stagedReads bool        // reads read the staging table (the layout allows staging)
+	writer      uint32      // random: tells this handle's staging entities apart
+	stagingMade atomic.Bool // the staging table is known to exist
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -109,6 +126,9 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
 	db.validator = validator
+	db.stagedReads = stagingOn(validator, Options{})
+	db.staging = db.stagedReads && !o.DirectWrites
+	db.writer = rand.Uint32()
 	db.catalog = newCatalog(service.NewClient(name+"m"), o.CachedSeries)
 	db.tables = newPeriodTables(db)
 	db.index = newSeriesIndex(o.CachedSeries)
@@ -184,6 +204,12 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.StagingPartitions == 0 {
+		o.StagingPartitions = 1
+	}
+	if p := o.StagingPartitions; p < 1 || p > stageSlots || p&(p-1) != 0 {
+		return invalid("StagingPartitions %d is not a power of two from 1 to %d", p, stageSlots)
+	}
 	switch {
 	case o.CachedSeries < 0:
 		return invalid("CachedSeries %d is negative", o.CachedSeries)
@@ -237,4 +263,11 @@ func isStatus(err error, status int) bool {
 func isTableGone(err error) bool {
 	var re *azcore.ResponseError
 	return errors.As(err, &re) && (re.ErrorCode == string(aztables.TableNotFound) || re.StatusCode == http.StatusNotFound)
+}
+
+// stagingOn reports whether a DB of these options stages small writes: the raw layout must
+// keep exact millisecond times (chunked at a millisecond), which the staging table keeps.
+func stagingOn(layout tablets.Store, o Options) bool {
+	c, ok := layout.(*chunked.Store)
+	return ok && !o.DirectWrites && c.Options().Resolution == time.Millisecond
 }

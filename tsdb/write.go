@@ -235,13 +235,26 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 		}
 		periodErr[p] = err
 	}
+	// Few points of a series go to the staging table, many straight into the raw table.
+	staged := make([][]tablets.Point, len(plans))
+	direct := make([][]uint64, len(plans))
+	for i, pl := range plans {
+		for _, p := range pl.periods {
+			if db.staging && periodErr[p] == nil && len(pl.byPeriod[p]) < directPoints {
+				staged[i] = append(staged[i], pl.byPeriod[p]...)
+			} else {
+				direct[i] = append(direct[i], p)
+			}
+		}
+	}
+	stageFailed, stageErrs := db.stage(ctx, plans, staged)
 	// The first failure stops the rest: when the account is down or throttling, each series
 	// would go through every retry in turn, and the caller retries the call anyway (writes
 	// are idempotent).
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errs := batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
-		err := db.writeSeries(ctx, plans[i], periodErr)
+		err := db.writeSeries(ctx, plans[i], direct[i], periodErr, stageFailed[i], stageErrs[i])
 		if err != nil {
 			cancel(err)
 		}
@@ -257,14 +270,17 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 	return errs
 }
 
-// writeSeries writes one series' points, period by period, then flags the rolled-up windows
-// its late points fall in.
-func (db *DB) writeSeries(ctx context.Context, pl planned, periodErr map[uint64]error) error {
-	var failed []tablets.Point
-	var firstErr error
+// writeSeries writes the periods direct of one series' points, adds the points that failed
+// to stage (stageErr their error), then flags the rolled-up windows its late points fall in.
+func (db *DB) writeSeries(ctx context.Context, pl planned, direct []uint64, periodErr map[uint64]error, stageFailed []tablets.Point, stageErr error) error {
+	failed := slices.Clone(stageFailed)
+	firstErr := stageErr
 	var code string
 	index, status := -1, 0
-	for _, p := range pl.periods {
+	if stageErr != nil {
+		status, code = serviceAnswer(stageErr)
+	}
+	for _, p := range direct {
 		err := periodErr[p]
 		if err == nil {
 			var s tablets.Store

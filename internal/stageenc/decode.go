@@ -1,0 +1,188 @@
+package stageenc
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+)
+
+// Decode reads a column. It returns an error wrapping ErrInvalid (never panics) for any byte
+// string Append cannot produce: wrong version, truncated, trailing bytes, non-minimal varints,
+// times not strictly increasing, overflow, a value in the 8-byte form that the short form
+// holds, etc. So that Append(nil, Decode(b)) == b for every b Decode accepts.
+func Decode(b []byte) ([]Series, error) {
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: empty", ErrInvalid)
+	}
+	if b[0] != Version {
+		return nil, fmt.Errorf("%w: version %d, not %d", ErrInvalid, b[0], Version)
+	}
+	r := &reader{b: b, off: 1, record: -1}
+	z, err := r.uvarint("the base time")
+	if err != nil {
+		return nil, err
+	}
+	base := unzigzag(z)
+	var out []Series
+	baseSeen := false // some series starts at the base time
+	for r.off < len(r.b) {
+		r.record = len(out)
+		s, err := r.series(base)
+		if err != nil {
+			return nil, err
+		}
+		baseSeen = baseSeen || s.Times[0] == base
+		out = append(out, s)
+	}
+	switch {
+	case len(out) == 0 && base != 0:
+		return nil, fmt.Errorf("%w: base time %d in a column without series (not 0)", ErrInvalid, base)
+	case len(out) > 0 && !baseSeen:
+		return nil, fmt.Errorf("%w: base time %d is not the column's smallest time", ErrInvalid, base)
+	}
+	return out, nil
+}
+
+// reader walks a column, saying where it fails.
+type reader struct {
+	b      []byte
+	off    int
+	record int // the series being read, -1 in the header
+}
+
+func (r *reader) errorf(format string, args ...any) error {
+	where := fmt.Sprintf("at byte %d", r.off)
+	if r.record >= 0 {
+		where = fmt.Sprintf("series %d, byte %d", r.record, r.off)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, where, fmt.Sprintf(format, args...))
+}
+
+func (r *reader) left() int { return len(r.b) - r.off }
+
+// uvarint reads a minimal uvarint: a last byte of 0 after others would be a redundant one.
+func (r *reader) uvarint(what string) (uint64, error) {
+	x, k := binary.Uvarint(r.b[r.off:])
+	switch {
+	case k == 0:
+		return 0, r.errorf("%s: truncated", what)
+	case k < 0:
+		return 0, r.errorf("%s: uvarint overflows 64 bits", what)
+	case k > 1 && r.b[r.off+k-1] == 0:
+		return 0, r.errorf("%s: uvarint not minimal", what)
+	}
+	r.off += k
+	return x, nil
+}
+
+func (r *reader) series(base int64) (Series, error) {
+	key, err := r.key()
+	if err != nil {
+		return Series{}, err
+	}
+	s := Series{Key: key}
+	n, err := r.uvarint("the point count")
+	if err != nil {
+		return Series{}, err
+	}
+	// Each point takes at least a byte of time and a byte of value: a bound on n checked
+	// before any allocation.
+	if n == 0 || n > uint64(r.left()/2) {
+		return Series{}, r.errorf("%d points in %d bytes", n, r.left())
+	}
+	if s.Times, err = r.times(base, int(n)); err != nil {
+		return Series{}, err
+	}
+	if s.Values, err = r.values(int(n)); err != nil {
+		return Series{}, err
+	}
+	return s, nil
+}
+
+func (r *reader) key() (string, error) {
+	if r.left() < 1 {
+		return "", r.errorf("key tag: truncated")
+	}
+	tag := r.b[r.off]
+	r.off++
+	switch tag {
+	case tagSeriesKey:
+		if r.left() < seriesKeyBytes {
+			return "", r.errorf("series key: truncated")
+		}
+		key := "l" + hex.EncodeToString(r.b[r.off:r.off+seriesKeyBytes])
+		r.off += seriesKeyBytes
+		return key, nil
+	case tagRaw:
+		n, err := r.uvarint("the key length")
+		if err != nil {
+			return "", err
+		}
+		if n == 0 || n > uint64(r.left()) {
+			return "", r.errorf("a key of %d bytes in %d", n, r.left())
+		}
+		key := string(r.b[r.off : r.off+int(n)])
+		if isSeriesKey(key) {
+			return "", r.errorf("series key %s under tag %d, not %d", key, tagRaw, tagSeriesKey)
+		}
+		r.off += int(n)
+		return key, nil
+	default:
+		return "", r.errorf("unknown key tag %d", tag)
+	}
+}
+
+// times reads the first time's distance to base, then n-1 deltas of at least 1, none past
+// math.MaxInt64.
+func (r *reader) times(base int64, n int) ([]int64, error) {
+	times := make([]int64, n)
+	prev := base
+	for j := range times {
+		d, err := r.uvarint("a time")
+		if err != nil {
+			return nil, err
+		}
+		if j > 0 && d == 0 {
+			return nil, r.errorf("time %d repeats the one before", j)
+		}
+		// Exact modulo 2^64: math.MaxInt64 - prev is in [0, 2^64-1].
+		if room := uint64(math.MaxInt64) - uint64(prev); d > room {
+			return nil, r.errorf("time %d: %d + %d overflows int64", j, prev, d)
+		}
+		prev = int64(uint64(prev) + d)
+		times[j] = prev
+	}
+	return times, nil
+}
+
+func (r *reader) values(n int) ([]float64, error) {
+	values := make([]float64, n)
+	for j := range values {
+		u, err := r.uvarint("a value")
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case u&1 == 0:
+			i := unzigzag(u >> 1)
+			if i < -maxShort || i > maxShort {
+				return nil, r.errorf("value %d: short integer %d beyond 2^53", j, i)
+			}
+			values[j] = float64(i)
+		case u == longValue:
+			if r.left() < 8 {
+				return nil, r.errorf("value %d: truncated", j)
+			}
+			v := math.Float64frombits(binary.LittleEndian.Uint64(r.b[r.off:]))
+			if _, ok := shortValue(v); ok {
+				return nil, r.errorf("value %d: %v in the 8-byte form, which the short form holds", j, v)
+			}
+			r.off += 8
+			values[j] = v
+		default:
+			return nil, r.errorf("value %d: unknown form %d", j, u)
+		}
+	}
+	return values, nil
+}

@@ -1,0 +1,148 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/entity"
+)
+
+// One Fold at a time folds a database: the one holding the fold lease, an entity of the
+// catalog taken and renewed conditionally on its ETag. Two folds at once would each be
+// right on their own, but a fold that read some staging entities while another deleted
+// others could write an old value of a time with the priority of a newer entity it also
+// read, over the newer value the other wrote.
+const (
+	// foldLeaseTerm is how long a lease lasts unless renewed (between rounds).
+	foldLeaseTerm = 5 * time.Minute
+	// foldLeaseMargin: a holder stops writing this long before its lease ends, so that a
+	// write it starts ends before another process may take the lease.
+	foldLeaseMargin = 90 * time.Second
+	foldLeasePK     = "fold"
+	foldLeaseRK     = "lease"
+	foldLeaseUntil  = "U" // Edm.Double: Unix milliseconds the lease ends at (the holder's clock)
+	foldLeaseHolder = "H" // Edm.String: the holder's id
+)
+
+// ErrFoldBusy is returned by Fold when another process is folding the database.
+var ErrFoldBusy = errors.New("tsdb: another process is folding")
+
+// errFoldLeaseLost: the lease ended or was taken before the fold was done.
+var errFoldLeaseLost = errors.New("tsdb: the fold lease ended before the fold was done")
+
+// foldLease is a held lease.
+type foldLease struct {
+	now    func() time.Time // Options.Now
+	client *aztables.Client
+	holder string
+	etag   azcore.ETag
+	until  time.Time
+}
+
+// takeFoldLease takes the fold lease, or returns ErrFoldBusy while another holds it. Leases
+// are measured by Options.Now, like everything time-dependent in a DB.
+func (db *DB) takeFoldLease(ctx context.Context) (*foldLease, error) {
+	l := &foldLease{now: db.now, client: db.catalog.client, holder: strconv.FormatUint(uint64(db.writer), 16) + "-" + strconv.FormatUint(nextStamp(), 16)}
+	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
+	switch {
+	case isStatus(err, http.StatusNotFound):
+		return l, l.write(ctx, true)
+	case err != nil:
+		return nil, fmt.Errorf("tsdb: fold lease: %w", err)
+	}
+	var e entity.Entity
+	e.AllowStrings = true
+	if err := e.Decode(resp.Value); err != nil {
+		return nil, fmt.Errorf("tsdb: fold lease: %w", err)
+	}
+	for _, p := range e.Props {
+		if string(p.Name) == foldLeaseUntil && l.now().Before(time.UnixMilli(int64(p.Value))) {
+			return nil, ErrFoldBusy
+		}
+	}
+	l.etag = resp.ETag
+	return l, l.write(ctx, false)
+}
+
+// write takes (or renews) the lease for foldLeaseTerm from now, conditionally on the ETag
+// read (or as new): a lease another process took meanwhile makes it ErrFoldBusy.
+func (l *foldLease) write(ctx context.Context, insert bool) error {
+	until := l.now().Add(foldLeaseTerm)
+	b := entity.AppendKeys(nil, foldLeasePK, foldLeaseRK)
+	b = entity.AppendDouble(b, foldLeaseUntil, float64(until.UnixMilli()))
+	b = entity.AppendStringProperty(b, foldLeaseHolder, l.holder)
+	b = entity.AppendEnd(b)
+	var etag azcore.ETag
+	var err error
+	if insert {
+		var resp aztables.AddEntityResponse
+		resp, err = l.client.AddEntity(ctx, b, nil)
+		etag = resp.ETag
+	} else {
+		var resp aztables.UpdateEntityResponse
+		resp, err = l.client.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: &l.etag, UpdateMode: aztables.UpdateModeReplace})
+		etag = resp.ETag
+	}
+	if isStatus(err, http.StatusConflict) || isStatus(err, http.StatusPreconditionFailed) {
+		// Our own write, retried after its reply was lost, conflicts with itself.
+		return l.mine(ctx, until)
+	}
+	if err != nil {
+		return fmt.Errorf("tsdb: fold lease: %w", err)
+	}
+	l.etag, l.until = etag, until
+	return nil
+}
+
+// mine reads the lease after a conflict: held by this holder (the write that conflicted was
+// applied, its reply lost), it is taken; else ErrFoldBusy.
+func (l *foldLease) mine(ctx context.Context, until time.Time) error {
+	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
+	if isStatus(err, http.StatusNotFound) {
+		return ErrFoldBusy
+	}
+	if err != nil {
+		return fmt.Errorf("tsdb: fold lease: %w", err)
+	}
+	var e entity.Entity
+	e.AllowStrings = true
+	if err := e.Decode(resp.Value); err != nil {
+		return fmt.Errorf("tsdb: fold lease: %w", err)
+	}
+	for _, sp := range e.Strings {
+		if string(sp.Name) == foldLeaseHolder && string(sp.Value) == l.holder {
+			l.etag, l.until = resp.ETag, until
+			return nil
+		}
+	}
+	return ErrFoldBusy
+}
+
+// check reports errFoldLeaseLost unless the lease lasts long enough for another write.
+func (l *foldLease) check() error {
+	if l.now().After(l.until.Add(-foldLeaseMargin)) {
+		return errFoldLeaseLost
+	}
+	return nil
+}
+
+// renew extends the lease.
+func (l *foldLease) renew(ctx context.Context) error {
+	if err := l.write(ctx, false); errors.Is(err, ErrFoldBusy) {
+		return errFoldLeaseLost
+	} else {
+		return err
+	}
+}
+
+// release ends the lease (best effort: it ends by itself anyway).
+func (l *foldLease) release(ctx context.Context) {
+	_, _ = l.client.DeleteEntity(ctx, foldLeasePK, foldLeaseRK, &aztables.DeleteEntityOptions{IfMatch: &l.etag})
+}

@@ -1,0 +1,294 @@
+package tsdb
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/stageenc"
+)
+
+// stagedPoint is a staged point and where it was staged, to order the writes of one time.
+type stagedPoint struct {
+	ms     int64
+	value  float64
+	stamp  uint64 // of its entity: the later write has the higher
+	record int    // in its entity: the later argument of a write has the higher
+}
+
+// stagedEntity is one staging entity as read: its keys, stamp and columns' series.
+type stagedEntity struct {
+	partitionKey, rowKey string
+	stamp                uint64
+	series               []stageenc.Series
+}
+
+// stagedQuery is the query of the staging entities that may hold points of series (nil: of
+// every series) in [from, to).
+func stagedQuery(series []string, from, to time.Time) pager.SubQuery {
+	clauses := []filter.Expr{
+		filter.Lt(stageFirstProp, stageTimeKey(earliestMilli(to))),
+		filter.Ge(stageLastProp, stageTimeKey(from.UnixMilli())),
+	}
+	sel := "PartitionKey,RowKey," + stageVersionProp
+	if series == nil {
+		return pager.SubQuery{Filter: filter.And(clauses...).String()}
+	}
+	if len(series) == 1 {
+		slot, _ := stageHash(series[0])
+		hex := fmt.Sprintf("%02x", slot)
+		clauses = append(clauses, filter.Le(stageLoProp, hex), filter.Ge(stageHiProp, hex))
+	}
+	columns := map[int]bool{}
+	for _, s := range series {
+		_, c := stageHash(s)
+		columns[c] = true
+	}
+	if len(columns) < stageColumns {
+		for _, c := range slices.Sorted(maps.Keys(columns)) {
+			sel += "," + stageColumnChar + strconv.Itoa(c)
+		}
+	} else {
+		sel = ""
+	}
+	return pager.SubQuery{Filter: filter.And(clauses...).String(), Select: sel}
+}
+
+// earliestMilli is the first millisecond at or after t: a point at millisecond m is before
+// t exactly when m < earliestMilli(t).
+func earliestMilli(t time.Time) int64 {
+	ms := t.UnixMilli()
+	if time.UnixMilli(ms).Before(t) {
+		ms++
+	}
+	return ms
+}
+
+// stagedEntities yields the staging entities of q, decoded. A staging table that does not
+// exist holds nothing.
+func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery) iter.Seq2[stagedEntity, error] {
+	return func(yield func(stagedEntity, error) bool) {
+		client := db.service.NewClient(db.stagingTable())
+		var e entity.Entity
+		e.AllowStrings = true
+		for page, err := range pager.Each(ctx, client, q, 0) {
+			if err != nil {
+				if isTableGone(err) {
+					return
+				}
+				yield(stagedEntity{}, fmt.Errorf("tsdb: read staging: %w", err))
+				return
+			}
+			for _, raw := range page.Entities {
+				se, err := decodeStaged(&e, raw)
+				if err != nil {
+					yield(stagedEntity{}, fmt.Errorf("tsdb: read staging: %w", err))
+					return
+				}
+				if !yield(se, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// decodeStaged decodes one staging entity's JSON (as much of it as was selected).
+func decodeStaged(e *entity.Entity, raw []byte) (stagedEntity, error) {
+	if err := e.Decode(raw); err != nil {
+		return stagedEntity{}, err
+	}
+	se := stagedEntity{partitionKey: string(e.PartitionKey), rowKey: string(e.RowKey)}
+	stamp, ok := stampOf(e.RowKey)
+	if !ok {
+		return stagedEntity{}, fmt.Errorf("staging entity %q: bad RowKey", e.RowKey)
+	}
+	se.stamp = stamp
+	version := -1.0
+	for _, p := range e.Props {
+		if string(p.Name) == stageVersionProp {
+			version = p.Value
+		}
+	}
+	if version != stageVersion {
+		return stagedEntity{}, fmt.Errorf("staging entity %q: %w %v", e.RowKey, errStagingVersion, version)
+	}
+	for _, sp := range e.Strings {
+		name := string(sp.Name)
+		if !strings.HasPrefix(name, stageColumnChar) {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(string(sp.Value))
+		if err != nil {
+			return stagedEntity{}, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
+		}
+		series, err := stageenc.Decode(b)
+		if err != nil {
+			return stagedEntity{}, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
+		}
+		se.series = append(se.series, series...)
+	}
+	return se, nil
+}
+
+// readStaged returns the staged points of series (nil: of every series) in [from, to),
+// by series, each sorted by time with the last write of a time kept. A DB that does not
+// stage reads nothing (no request).
+func (db *DB) readStaged(ctx context.Context, series []string, from, to time.Time) (map[string][]tablets.Point, error) {
+	if !db.stagedReads || !from.Before(to) {
+		return nil, nil
+	}
+	var want map[string]bool
+	if series != nil {
+		want = make(map[string]bool, len(series))
+		for _, s := range series {
+			want[s] = true
+		}
+	}
+	lo, hi := earliestMilli(from), earliestMilli(to)
+	found := map[string][]stagedPoint{}
+	for se, err := range db.stagedEntities(ctx, stagedQuery(series, from, to)) {
+		if err != nil {
+			return nil, err
+		}
+		for r, s := range se.series {
+			if want != nil && !want[s.Key] {
+				continue
+			}
+			for i, ms := range s.Times {
+				if ms >= lo && ms < hi {
+					found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, r})
+				}
+			}
+		}
+	}
+	out := make(map[string][]tablets.Point, len(found))
+	for key, pts := range found {
+		out[key] = lastWrites(pts)
+	}
+	return out, nil
+}
+
+// lastWrites sorts staged points by time and keeps, of each time, the last write.
+func lastWrites(pts []stagedPoint) []tablets.Point {
+	slices.SortFunc(pts, func(a, b stagedPoint) int {
+		return cmp.Or(cmp.Compare(a.ms, b.ms), cmp.Compare(a.stamp, b.stamp), cmp.Compare(a.record, b.record))
+	})
+	out := make([]tablets.Point, 0, len(pts))
+	for i, p := range pts {
+		if i+1 < len(pts) && pts[i+1].ms == p.ms {
+			continue
+		}
+		out = append(out, tablets.Point{Time: time.UnixMilli(p.ms).UTC(), Value: p.value})
+	}
+	return out
+}
+
+// withStaged merges staged points (sorted, one per time) into a series' raw points (oldest
+// first): where both hold a time, the staged point is the later write.
+func withStaged(raw iter.Seq2[tablets.Point, error], staged []tablets.Point) iter.Seq2[tablets.Point, error] {
+	if len(staged) == 0 {
+		return raw
+	}
+	return func(yield func(tablets.Point, error) bool) {
+		for p, err := range raw {
+			if err != nil {
+				yield(p, err)
+				return
+			}
+			replaced := false
+			for len(staged) > 0 && !staged[0].Time.After(p.Time) {
+				replaced = staged[0].Time.Equal(p.Time)
+				if !yield(staged[0], nil) {
+					return
+				}
+				staged = staged[1:]
+			}
+			if !replaced && !yield(p, nil) {
+				return
+			}
+		}
+		for _, p := range staged {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}
+}
+
+// withStagedMany merges staged points (by series, each sorted, one per time) into the raw
+// points of many series (each series' oldest first): a series' staged points come just
+// before its first raw point after them, and those left at the end, series by series in
+// the order of their names.
+func withStagedMany(raw iter.Seq2[tablets.SeriesPoint, error], staged map[string][]tablets.Point) iter.Seq2[tablets.SeriesPoint, error] {
+	if len(staged) == 0 {
+		return raw
+	}
+	return func(yield func(tablets.SeriesPoint, error) bool) {
+		for p, err := range raw {
+			if err != nil {
+				yield(p, err)
+				return
+			}
+			rest := staged[p.Series]
+			replaced := false
+			for len(rest) > 0 && !rest[0].Time.After(p.Time) {
+				replaced = rest[0].Time.Equal(p.Time)
+				if !yield(tablets.SeriesPoint{Series: p.Series, Point: rest[0]}, nil) {
+					return
+				}
+				rest = rest[1:]
+			}
+			staged[p.Series] = rest
+			if !replaced && !yield(p, nil) {
+				return
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(staged)) {
+			for _, p := range staged[name] {
+				if !yield(tablets.SeriesPoint{Series: name, Point: p}, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// pointsOfSlice yields pts.
+func pointsOfSlice(pts []tablets.Point) iter.Seq2[tablets.Point, error] {
+	return func(yield func(tablets.Point, error) bool) {
+		for _, p := range pts {
+			if !yield(p, nil) {
+				return
+			}
+		}
+	}
+}
+
+// newestWithStaged merges raw points (newest first) with staged ones (oldest first, one per
+// time), the staged winning a time both hold, and returns the n newest, newest first.
+func newestWithStaged(raw, staged []tablets.Point, n int) []tablets.Point {
+	if len(staged) == 0 {
+		return raw
+	}
+	oldestFirst := slices.Clone(raw)
+	slices.Reverse(oldestFirst)
+	var all []tablets.Point
+	for p, _ := range withStaged(pointsOfSlice(oldestFirst), staged) {
+		all = append(all, p)
+	}
+	all = all[max(0, len(all)-n):]
+	slices.Reverse(all)
+	return all
+}

@@ -1,0 +1,320 @@
+package tsdb
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/stageenc"
+)
+
+// The staging table (name + "w") holds the points of the series a write gives few points:
+// an entity holds many series, in columns, so a remote write costs a few transactions. Fold
+// moves them into the raw tables later. docs/format.md, "Staging", has every byte.
+const (
+	// stageVersion is the V of a staging entity.
+	stageVersion = 1
+	// stageColumns is the number of columns of a staging entity: a series' points go in
+	// column hash % stageColumns, and a read of one series selects that column only.
+	stageColumns = 128
+	// stageSlots is the number of slots (the hash's top byte) that partitions share.
+	stageSlots = 256
+	// stageBucket is the span of arrival time of a staging partition.
+	stageBucket = 10 * time.Minute
+	// stageMaxColumn is Azure's limit of a binary property.
+	stageMaxColumn = 64 << 10
+	// stageMaxEntity bounds the columns' bytes of an entity: under Azure's 1 MiB of an
+	// entity, and three of them (as base64) under the 4 MiB of a transaction.
+	stageMaxEntity = 768 << 10
+	// stageEntitiesPerTx: three entities of stageMaxEntity bytes are 3 MiB as base64.
+	stageEntitiesPerTx = 3
+	// directPoints: a series with at least this many points in a period of one write is
+	// written into the raw table directly, a transaction of its own being cheaper than
+	// staging its points and folding them later.
+	directPoints = 100
+	// foldMargin is how long after its end an arrival bucket is folded: a writer whose
+	// clock is behind, or whose transaction is slow, may still add to it meanwhile (what it
+	// adds later is folded by the next Fold).
+	foldMargin = 5 * time.Minute
+)
+
+// Staging entity properties (docs/format.md, "Staging").
+const (
+	stageVersionProp = "V" // Edm.Double: stageVersion
+	stageLoProp      = "A" // Edm.String: the lowest slot of the partition, 2 hex digits
+	stageHiProp      = "B" // Edm.String: the highest slot of the partition, 2 hex digits
+	stageFirstProp   = "T" // Edm.String: the time key of the earliest point
+	stageLastProp    = "U" // Edm.String: the time key of the latest point
+	stageCountProp   = "N" // Edm.Double: the number of points
+	stageColumnChar  = "c" // + column number in decimal: Edm.Binary, a stageenc column
+)
+
+// stagingTable is the name of the staging table: name + "w".
+func (db *DB) stagingTable() string { return db.name + "w" }
+
+// stageHash places a series: its slot (which partition) and its column (which property).
+func stageHash(series string) (slot, column int) {
+	h := fnv.New64a()
+	h.Write([]byte(series))
+	s := h.Sum64()
+	return int(s >> 56), int(s % stageColumns)
+}
+
+// stageTimeKey is the fixed-width key of a time in milliseconds whose order as a string is
+// the order of the times: 16 lowercase hex digits of the bits with the sign flipped.
+func stageTimeKey(ms int64) string {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(ms)^1<<63)
+	return fmt.Sprintf("%x", b[:])
+}
+
+// stagePartitionKey is the PartitionKey of arrival bucket start (Unix seconds) and the
+// partition whose slots start at lo: 12 decimal digits, "-", 2 hex digits.
+func stagePartitionKey(bucket uint64, lo int) string {
+	return fmt.Sprintf("%012d-%02x", bucket, lo)
+}
+
+// stageSlotRange is the range of slots of the partition holding slot, with partitions
+// partitions.
+func stageSlotRange(slot, partitions int) (lo, hi int) {
+	width := stageSlots / partitions
+	lo = slot / width * width
+	return lo, lo + width - 1
+}
+
+// lastStamp is the stamp of this process's latest staging entity: the wall clock in
+// nanoseconds, strictly increasing within the process, as chunked's priorities are.
+var lastStamp atomic.Uint64
+
+func nextStamp() uint64 {
+	for {
+		last := lastStamp.Load()
+		s := max(last+1, uint64(time.Now().UnixNano()))
+		if lastStamp.CompareAndSwap(last, s) {
+			return s
+		}
+	}
+}
+
+// stageRowKey is the RowKey of an entity of one write: its stamp (16 hex digits), the
+// writing DB's random id (8 hex digits) and the entity's number in the write (4 hex).
+func stageRowKey(stamp uint64, writer uint32, n int) string {
+	return fmt.Sprintf("%016x-%08x-%04x", stamp, writer, n)
+}
+
+// stampOf is the stamp of a staging RowKey.
+func stampOf(rowKey []byte) (uint64, bool) {
+	if len(rowKey) < 16 {
+		return 0, false
+	}
+	s, err := strconv.ParseUint(string(rowKey[:16]), 16, 64)
+	return s, err == nil
+}
+
+// stagedPiece is the part of one plan's points in one staging entity.
+type stagedPiece struct {
+	plan   int
+	points []tablets.Point
+}
+
+// stagingEntity is one entity of a write being built.
+type stagingEntity struct {
+	partitionKey, rowKey string
+	lo, hi               int
+	columns              [stageColumns][]stageenc.Series
+	sizes                [stageColumns]int
+	size                 int
+	points               int
+	first, last          int64
+	pieces               []stagedPiece
+}
+
+func (e *stagingEntity) fits(column, n int) bool {
+	size := e.sizes[column]
+	if size == 0 {
+		size = stageenc.HeaderSize
+	}
+	return size+n <= stageMaxColumn && e.size+n+stageenc.HeaderSize <= stageMaxEntity
+}
+
+func (e *stagingEntity) add(column int, s stageenc.Series, piece stagedPiece) {
+	n := stageenc.Size(s)
+	if e.sizes[column] == 0 {
+		e.sizes[column] = stageenc.HeaderSize
+		e.size += stageenc.HeaderSize
+	}
+	e.sizes[column] += n
+	e.size += n
+	e.columns[column] = append(e.columns[column], s)
+	e.points += len(s.Times)
+	if len(e.pieces) == 0 || s.Times[0] < e.first {
+		e.first = s.Times[0]
+	}
+	if len(e.pieces) == 0 || s.Times[len(s.Times)-1] > e.last {
+		e.last = s.Times[len(s.Times)-1]
+	}
+	e.pieces = append(e.pieces, piece)
+}
+
+// body is the entity's JSON.
+func (e *stagingEntity) body() []byte {
+	b := entity.AppendKeys(nil, e.partitionKey, e.rowKey)
+	b = entity.AppendDouble(b, stageVersionProp, stageVersion)
+	b = entity.AppendStringProperty(b, stageLoProp, fmt.Sprintf("%02x", e.lo))
+	b = entity.AppendStringProperty(b, stageHiProp, fmt.Sprintf("%02x", e.hi))
+	b = entity.AppendStringProperty(b, stageFirstProp, stageTimeKey(e.first))
+	b = entity.AppendStringProperty(b, stageLastProp, stageTimeKey(e.last))
+	b = entity.AppendDouble(b, stageCountProp, float64(e.points))
+	for c, series := range e.columns {
+		if len(series) > 0 {
+			b = entity.AppendBinary(b, stageColumnChar+strconv.Itoa(c), stageenc.Append(nil, series))
+		}
+	}
+	return entity.AppendEnd(b)
+}
+
+// stageSeries is the points of one plan to stage, sorted by time with the last of a time
+// kept (as a write keeps the later argument).
+func stageSeries(series string, points []tablets.Point) stageenc.Series {
+	sorted := slices.Clone(points)
+	// By millisecond, stably: of the points of one millisecond, the later argument wins.
+	slices.SortStableFunc(sorted, func(a, b tablets.Point) int { return cmp.Compare(a.Time.UnixMilli(), b.Time.UnixMilli()) })
+	s := stageenc.Series{Key: series}
+	for i, p := range sorted {
+		ms := p.Time.UnixMilli()
+		if i > 0 && ms == s.Times[len(s.Times)-1] {
+			s.Values[len(s.Values)-1] = p.Value
+			continue
+		}
+		s.Times = append(s.Times, ms)
+		s.Values = append(s.Values, p.Value)
+	}
+	return s
+}
+
+// stagingEntities packs the staged points of plans into entities, by partition.
+func (db *DB) stagingEntities(plans []planned, staged [][]tablets.Point) map[string][]*stagingEntity {
+	bucket := floorSec(unix(db.now()), stageBucket)
+	stamp := nextStamp()
+	byPartition := map[string][]*stagingEntity{}
+	n := 0
+	for i, pl := range plans {
+		if len(staged[i]) == 0 {
+			continue
+		}
+		slot, column := stageHash(pl.series)
+		lo, hi := stageSlotRange(slot, db.opts.StagingPartitions)
+		pk := stagePartitionKey(bucket, lo)
+		s := stageSeries(pl.series, staged[i])
+		// Cut a series too long for a column into pieces that fit.
+		for len(s.Times) > 0 {
+			piece := s
+			for stageenc.Size(piece)+stageenc.HeaderSize > stageMaxColumn/2 && len(piece.Times) > 1 {
+				half := len(piece.Times) / 2
+				piece = stageenc.Series{Key: s.Key, Times: piece.Times[:half], Values: piece.Values[:half]}
+			}
+			s = stageenc.Series{Key: s.Key, Times: s.Times[len(piece.Times):], Values: s.Values[len(piece.Times):]}
+			pts := make([]tablets.Point, len(piece.Times))
+			for j, ms := range piece.Times {
+				pts[j] = tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: piece.Values[j]}
+			}
+			es := byPartition[pk]
+			var e *stagingEntity
+			if len(es) > 0 && es[len(es)-1].fits(column, stageenc.Size(piece)) {
+				e = es[len(es)-1]
+			} else {
+				e = &stagingEntity{partitionKey: pk, rowKey: stageRowKey(stamp, db.writer, n), lo: lo, hi: hi}
+				n++
+				byPartition[pk] = append(es, e)
+			}
+			e.add(column, piece, stagedPiece{plan: i, points: pts})
+		}
+	}
+	return byPartition
+}
+
+// stage writes the staged points of plans (staged[i] of plans[i]) into the staging table,
+// the entities of a partition in transactions of stageEntitiesPerTx, and returns the
+// points of each plan whose transaction failed, with the first error of each.
+func (db *DB) stage(ctx context.Context, plans []planned, staged [][]tablets.Point) (failed [][]tablets.Point, errs []error) {
+	failed = make([][]tablets.Point, len(plans))
+	errs = make([]error, len(plans))
+	byPartition := db.stagingEntities(plans, staged)
+	if len(byPartition) == 0 {
+		return failed, errs
+	}
+	type tx struct {
+		pk       string
+		entities []*stagingEntity
+	}
+	var txs []tx
+	for _, pk := range slices.Sorted(maps.Keys(byPartition)) {
+		es := byPartition[pk]
+		for len(es) > 0 {
+			n := min(len(es), stageEntitiesPerTx)
+			txs = append(txs, tx{pk, es[:n]})
+			es = es[n:]
+		}
+	}
+	if err := db.ensureStaging(ctx); err != nil {
+		for i := range plans {
+			if len(staged[i]) > 0 {
+				failed[i], errs[i] = staged[i], err
+			}
+		}
+		return failed, errs
+	}
+	client := db.service.NewClient(db.stagingTable())
+	txErrs := batch.Run(ctx, writeConcurrency, len(txs), func(ctx context.Context, i int) error {
+		actions := make([]aztables.TransactionAction, len(txs[i].entities))
+		for j, e := range txs[i].entities {
+			actions[j] = aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: e.body()}
+		}
+		return batch.Submit(ctx, client, txs[i].pk, actions)
+	})
+	for i, err := range txErrs {
+		if err == nil {
+			continue
+		}
+		if isTableGone(err) {
+			db.stagingMade.Store(false)
+		}
+		for _, e := range txs[i].entities {
+			for _, p := range e.pieces {
+				failed[p.plan] = append(failed[p.plan], p.points...)
+				if errs[p.plan] == nil {
+					errs[p.plan] = fmt.Errorf("tsdb: stage: %w", err)
+				}
+			}
+		}
+	}
+	return failed, errs
+}
+
+// ensureStaging creates the staging table, once a process while it is known to exist.
+func (db *DB) ensureStaging(ctx context.Context) error {
+	if db.stagingMade.Load() {
+		return nil
+	}
+	if err := tablets.EnsureTable(ctx, db.service.NewClient(db.stagingTable())); err != nil {
+		return fmt.Errorf("tsdb: staging table: %w", err)
+	}
+	db.stagingMade.Store(true)
+	return nil
+}
+
+// errStagingVersion is a staging entity of a version this reader does not know.
+var errStagingVersion = errors.New("unknown staging entity version")
