@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -42,24 +43,22 @@ func (s *Server) loops() []loop {
 }
 
 // stagedFor is about how long a staged point may wait after its arrival before a Fold may
-// fold it: tsdb folds an arrival bucket (10 minutes) some minutes after its end.
+// fold it: tsdb folds an arrival bucket (10 minutes) 5 minutes after its end.
 const stagedFor = 15 * time.Minute
 
-// compact compacts the chunks of [from, to), and, when the server folds, of the time before
-// from that a point may still have been staged in at the last run (the fold interval, and
-// stagedFor): a day compacted before a fold wrote its last points would otherwise keep
-// their chunks apart. Compaction works whole days, so that costs more only on the day after
-// a day boundary, while the days before it are still being folded.
+// compact compacts the chunks of [from, to), and of the time before it that a fold may
+// have written into since the last compaction (see refolded).
 func (s *Server) compact(ctx context.Context, from, to time.Time) error {
-	return s.db.Compact(ctx, s.refoldedFrom(from), to)
+	return s.db.Compact(ctx, refolded(from, s.opts.FoldEvery), to)
 }
 
-// refoldedFrom is where compact starts for a range starting at from.
-func (s *Server) refoldedFrom(from time.Time) time.Time {
-	if s.opts.FoldEvery <= 0 {
-		return from
-	}
-	return later(tablets.MinTime, from.Add(-s.opts.FoldEvery-stagedFor))
+// refolded is where a compaction of a range starting at from starts, when folds run every
+// foldEvery (0: only before it, as Maintain's): the points staged when the last compaction
+// ran may have arrived up to stagedFor before its end, and be folded up to foldEvery later,
+// into days it compacted; compacted again, their chunks are merged. Compaction works whole
+// days, so that costs more only on the day after a day boundary.
+func refolded(from time.Time, foldEvery time.Duration) time.Time {
+	return later(tablets.MinTime, from.Add(-max(foldEvery, 0)-stagedFor))
 }
 
 func later(a, b time.Time) time.Time {
@@ -126,6 +125,10 @@ const tierBlockWindows = 24
 // to the arrival time folded through.
 func (s *Server) fold(ctx context.Context, _ time.Time) error {
 	r, err := s.db.Fold(ctx)
+	if errors.Is(err, tsdb.ErrFoldBusy) {
+		s.log.Debug("another process is folding the database")
+		return nil // it folds what this one would
+	}
 	if r.Entities > 0 {
 		s.log.Info("folded staged points", "entities", r.Entities, "points", r.Points, "series", r.Series, "through", r.Through)
 	}

@@ -144,12 +144,10 @@ func TestSchedule(t *testing.T) {
 
 // A compaction also covers the fold interval before its range, and the time a point may wait
 // to be foldable: the days a fold may still have written into since the last compaction.
-func TestCompactRefolds(t *testing.T) {
+func TestRefolded(t *testing.T) {
 	at := time.Date(2030, 1, 2, 0, 30, 0, 0, time.UTC)
-	s := &Server{opts: Options{FoldEvery: time.Hour}}
-	assert.Equal(t, time.Date(2030, 1, 1, 23, 15, 0, 0, time.UTC), s.refoldedFrom(at))
-	s.opts.FoldEvery = -1
-	assert.Equal(t, at, s.refoldedFrom(at), "no fold: the range only")
-	s.opts.FoldEvery = time.Hour
-	assert.Equal(t, tablets.MinTime, s.refoldedFrom(tablets.MinTime.Add(time.Hour)), "never before MinTime")
+	assert.Equal(t, time.Date(2030, 1, 1, 23, 15, 0, 0, time.UTC), refolded(at, time.Hour))
+	assert.Equal(t, time.Date(2030, 1, 2, 0, 15, 0, 0, time.UTC), refolded(at, 0), "a fold just before (Maintain's)")
+	assert.Equal(t, time.Date(2030, 1, 2, 0, 15, 0, 0, time.UTC), refolded(at, -1), "no fold loop: another process's may have run")
+	assert.Equal(t, tablets.MinTime, refolded(tablets.MinTime.Add(time.Minute), time.Hour), "never before MinTime")
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
@@ -33,6 +34,9 @@ type Step struct {
 	Took time.Duration
 	// Fold is what the fold did (Task "fold").
 	Fold tsdb.FoldReport
+	// FoldBusy is set when another process was folding the database: this fold left the
+	// staged points to it (Task "fold").
+	FoldBusy bool
 	// From and To are the range compaction or rollup covered: from its start to where it
 	// got (From == To: nothing to cover).
 	From, To time.Time
@@ -48,12 +52,16 @@ type Step struct {
 // tables past their retention. Compaction and rollup cover from their progress in the
 // database (where the last run of any server or Maintain ended; opts.CatchUp ago when
 // there is none) to now (a rollup: to the database's SealDelay ago, windows are trusted once
-// sealed), cut as Run cuts them, and record their progress as they go. Compaction lags
-// nothing here: the fold has just run. It yields each step once done, with its error, and
-// stops after the first error (a later step may rely on an earlier one: compacting before
-// a failed fold would compact days before their staged points are in). Bad options give a
-// single yield, before any request, of an error wrapping tablets.ErrInvalidOptions (a From
-// in the future or before tablets.MinTime: tablets.ErrInvalidTime).
+// sealed), cut as Run cuts them, and record their progress as they go. Compaction also
+// compacts again the quarter of an hour before its range, whose points the last fold may
+// have left staged (Run's compaction, the fold interval too). A fold that finds another
+// process folding leaves the staged points to it (Step.FoldBusy), and the run goes on.
+//
+// It yields each step once done, with its error, and stops after the first error (a later
+// step may rely on an earlier one: compacting before a failed fold would compact days
+// before their staged points are in). Bad options give a single yield, before any request,
+// of an error wrapping tablets.ErrInvalidOptions (a From in the future or before
+// tablets.MinTime: tablets.ErrInvalidTime).
 func Maintain(ctx context.Context, db *tsdb.DB, opts *MaintainOptions) iter.Seq2[Step, error] {
 	return func(yield func(Step, error) bool) {
 		o, err := maintainDefaults(db, opts)
@@ -66,11 +74,17 @@ func Maintain(ctx context.Context, db *tsdb.DB, opts *MaintainOptions) iter.Seq2
 		steps := []func(context.Context) (Step, error){
 			func(ctx context.Context) (Step, error) {
 				r, err := db.Fold(ctx)
+				if errors.Is(err, tsdb.ErrFoldBusy) {
+					return Step{Task: "fold", FoldBusy: true}, nil
+				}
 				return Step{Task: "fold", Fold: r}, err
 			},
 		}
+		compact := func(ctx context.Context, from, to time.Time) error {
+			return db.Compact(ctx, refolded(from, 0), to)
+		}
 		for _, l := range loops {
-			task, rangeTask := tsdb.TaskCompact, maintain.RangeTask(db.Compact)
+			task, rangeTask := tsdb.TaskCompact, maintain.RangeTask(compact)
 			if l.name == "rollup" {
 				task, rangeTask = tsdb.TaskRollup, db.Rollup
 			}

@@ -51,6 +51,7 @@ type Options struct {
 	// one each. Reads see staged points meanwhile. Each compaction also compacts again the
 	// fold interval before its range, and a quarter of an hour more (a point may wait that
 	// long before a fold may fold it): a day is compacted once its points are folded in.
+	// A fold that finds another process folding leaves it to that one.
 	FoldEvery time.Duration
 	// RollupEvery is how often Run rolls up the tier windows sealed since its last
 	// successful rollup (default 5m; negative: never).

@@ -100,12 +100,16 @@ func stepLine(s server.Step, err error) string {
 	took := humanDuration(s.Took)
 	switch s.Task {
 	case "fold":
-		if err != nil {
+		switch {
+		case err != nil:
 			return ""
+		case s.FoldBusy:
+			return "fold: another process is folding: left to it, in " + took
 		}
-		line := fmt.Sprintf("fold: %d entities, %d points, %d series", s.Fold.Entities, s.Fold.Points, s.Fold.Series)
+		line := fmt.Sprintf("fold: %s, %s, %s", count(s.Fold.Entities, "entity", "entities"), count(s.Fold.Points, "point", "points"),
+			count(s.Fold.Series, "series", "series"))
 		if !s.Fold.Through.IsZero() {
-			line += ", arrived before " + fmtTime(s.Fold.Through)
+			line += " (all staged before " + fmtTime(s.Fold.Through) + ")"
 		}
 		return line + " in " + took
 	case "compact", "rollup":
@@ -127,16 +131,20 @@ func stepLine(s server.Step, err error) string {
 		case len(s.Dropped) == 0:
 			return "retain: dropped 0 tables in " + took
 		}
-		return fmt.Sprintf("retain: dropped %d tables (%s) in %s", len(s.Dropped), strings.Join(s.Dropped, ", "), took)
+		return fmt.Sprintf("retain: dropped %s (%s) in %s", count(len(s.Dropped), "table", "tables"), strings.Join(s.Dropped, ", "), took)
 	}
 	return ""
 }
 
 // costLine is what a step asked of the account.
 func costLine(c counts) string {
-	noun := "requests"
-	if c.Requests == 1 {
-		noun = "request"
+	return fmt.Sprintf("%s, %s sent, %s received", count(int(c.Requests), "request", "requests"), humanBytes(c.BytesSent), humanBytes(c.BytesReceived))
+}
+
+// count is "1 point", "2 points".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
 	}
-	return fmt.Sprintf("%d %s, %s sent, %s received", c.Requests, noun, humanBytes(c.BytesSent), humanBytes(c.BytesReceived))
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/dbtest"
@@ -57,7 +60,7 @@ func TestMaintain(t *testing.T) {
 	out := ok(t, env, "", "maintain", "--db", name, "--catch-up", "48h")
 	after := time.Now().UTC()
 	first := parseMaintain(t, out)
-	assert.Regexp(t, `^fold: 0 entities, 0 points, 0 series in \S+ \(\d+ requests?, .+\)$`, first.fold)
+	assert.Regexp(t, `^fold: 0 entities, 0 points, 0 series \(all staged before \S+\) in \S+ \(\d+ requests?, .+\)$`, first.fold)
 	assert.Regexp(t, `^retain: dropped 0 tables in \S+ \(\d+ requests?, .+\)$`, first.retain, "the minute tier has a retention: retain runs")
 	t.Logf("maintain of an empty database:\n%s", out)
 	end := first.to["compact"]
@@ -88,6 +91,40 @@ func TestMaintain(t *testing.T) {
 	assert.Equal(t, third.to["compact"], covered(tsdb.TaskCompact))
 }
 
+// maintain folds what writes staged (a writer whose clock is half an hour behind: its
+// arrival bucket is foldable now), then nothing; the points read back from the raw tables.
+func TestMaintainFolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env, _ := account(t)
+	name := "cli" + strings.ToLower(azurite.NewTableName()[1:9])
+	dbtest.DropOnCleanup(t, name)
+	writer, err := tsdb.Open(ctx, newService(t), name, &tsdb.Options{
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) },
+		Now:    func() time.Time { return time.Now().Add(-30 * time.Minute) }})
+	require.NoError(t, err)
+	at := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
+	var batch []tsdb.SeriesPoints
+	for s := range 20 {
+		sp := tsdb.SeriesPoints{Series: fmt.Sprintf("s%02d", s)}
+		for i := range 3 {
+			sp.Points = append(sp.Points, tablets.Point{Time: at.Add(time.Duration(i) * time.Minute), Value: float64(s*10 + i)})
+		}
+		batch = append(batch, sp)
+	}
+	require.NoError(t, writer.WriteMany(ctx, batch))
+
+	out := ok(t, env, "", "maintain", "--db", name)
+	t.Logf("maintain after a staged write:\n%s", out)
+	r := parseMaintain(t, out)
+	assert.Regexp(t, `^fold: [1-9]\d* entit(y|ies), 60 points, 20 series \(all staged before \S+\) in \S+ \(\d+ requests?, .+\)$`, r.fold)
+	r = parseMaintain(t, ok(t, env, "", "maintain", "--db", name))
+	assert.Regexp(t, `^fold: 0 entities, 0 points, 0 series \(all staged before \S+\) in `, r.fold, "nothing left")
+
+	got := ok(t, env, "", "query", "--db", name, "--layout", "chunked", "--series", "s07", "--from", at.Format(time.RFC3339), "--to", "now", "--format", "csv")
+	assert.Equal(t, fmt.Sprintf("time,value\n%s,70\n%s,71\n%s,72\n", at.Format(time.RFC3339), at.Add(time.Minute).Format(time.RFC3339), at.Add(2*time.Minute).Format(time.RFC3339)), got)
+}
+
 // A step that fails ends the run with status 1, after the steps before it: here the
 // compaction's record is of a newer format version, which this version must not overwrite.
 func TestMaintainFails(t *testing.T) {
@@ -104,7 +141,7 @@ func TestMaintainFails(t *testing.T) {
 
 	r := cli(t, env, "", "maintain", "--db", name)
 	assert.Equal(t, exitError, r.code)
-	assert.Regexp(t, `^fold: 0 entities, 0 points, 0 series in \S+ \(.+\)\n$`, r.stdout, "the fold, then nothing")
+	assert.Regexp(t, `^fold: 0 entities, 0 points, 0 series \(all staged before \S+\) in \S+ \(.+\)\n$`, r.stdout, "the fold, then nothing")
 	assert.Contains(t, r.line(t), "compact: ")
 	assert.Contains(t, r.line(t), "format version 2")
 
