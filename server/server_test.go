@@ -195,8 +195,13 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 
 	now := time.Now().UTC() // as the loops log it: no monotonic reading
 	hour := now.Truncate(time.Hour).Add(-3 * time.Hour)
+	// Written directly, a chunk a write (as before staging, or by a writer of many points).
+	svc, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	direct, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, DirectWrites: true})
+	require.NoError(t, err)
 	for i := range 20 { // 20 writes: 20 chunks
-		require.NoError(t, db.Write(ctx, "k", tablets.Point{Time: hour.Add(time.Duration(3*i) * time.Minute), Value: float64(i)}))
+		require.NoError(t, direct.Write(ctx, "k", tablets.Point{Time: hour.Add(time.Duration(3*i) * time.Minute), Value: float64(i)}))
 	}
 	raw := rawTable(t, name, db, hour)
 	require.Equal(t, 20, entityCount(t, raw))
@@ -230,8 +235,13 @@ func TestServerCompactsDayBeforeAfterMidnight(t *testing.T) {
 	db, name, _ := openDB(t, nil)
 	midnight := time.Now().UTC().Truncate(24 * time.Hour)
 	now := midnight.Add(30 * time.Minute)
+	// Written directly, a chunk a write, as a fold writes a series' points of a day.
+	svc, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	direct, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, DirectWrites: true})
+	require.NoError(t, err)
 	for i := range 20 { // 20 writes into the day before: 20 chunks
-		require.NoError(t, db.Write(ctx, "k", tablets.Point{Time: midnight.Add(-10*time.Minute + time.Duration(i)*10*time.Second), Value: float64(i)}))
+		require.NoError(t, direct.Write(ctx, "k", tablets.Point{Time: midnight.Add(-10*time.Minute + time.Duration(i)*10*time.Second), Value: float64(i)}))
 	}
 	raw := rawTable(t, name, db, midnight.Add(-time.Minute))
 	require.Equal(t, 20, entityCount(t, raw))

@@ -75,10 +75,7 @@ func (db *DB) takeFoldLease(ctx context.Context) (*foldLease, error) {
 // read (or as new): a lease another process took meanwhile makes it ErrFoldBusy.
 func (l *foldLease) write(ctx context.Context, insert bool) error {
 	until := l.now().Add(foldLeaseTerm)
-	b := entity.AppendKeys(nil, foldLeasePK, foldLeaseRK)
-	b = entity.AppendDouble(b, foldLeaseUntil, float64(until.UnixMilli()))
-	b = entity.AppendStringProperty(b, foldLeaseHolder, l.holder)
-	b = entity.AppendEnd(b)
+	b := l.body(until)
 	var etag azcore.ETag
 	var err error
 	if insert {
@@ -123,6 +120,14 @@ func (l *foldLease) mine(ctx context.Context, until time.Time) error {
 		}
 	}
 	return ErrFoldBusy
+}
+
+// body is the lease entity, ending at until.
+func (l *foldLease) body(until time.Time) []byte {
+	b := entity.AppendKeys(nil, foldLeasePK, foldLeaseRK)
+	b = entity.AppendDouble(b, foldLeaseUntil, float64(until.UnixMilli()))
+	b = entity.AppendStringProperty(b, foldLeaseHolder, l.holder)
+	return entity.AppendEnd(b)
 }
 
 // check reports errFoldLeaseLost unless the lease lasts long enough for another write.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/formatdoc"
 )
@@ -16,7 +17,7 @@ func TestFormatDoc(t *testing.T) {
 	db := &DB{name: "metrics"}
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
-	tables := []string{db.name + "m", db.rawTable(period), db.indexTable(period), db.tierTable(hour, 1698278400)}
+	tables := []string{db.name + "m", db.rawTable(period), db.indexTable(period), db.tierTable(hour, 1698278400), db.stagingTable()}
 	if want := formatdoc.Lines(t, "tables"); !slices.Equal(tables, want) {
 		t.Errorf("tables %q, the document %q", tables, want)
 	}
@@ -71,6 +72,21 @@ func TestFormatDoc(t *testing.T) {
 	token := encodePageToken(pageBinding(db.name, key, from, to), from.Add(90*time.Minute+500*time.Millisecond))
 	if want := formatdoc.Lines(t, "tsdb-token"); len(want) != 1 || token != want[0] {
 		t.Errorf("token %s", token)
+	}
+	// A staging entity of a write of two points of that series, and the fold lease.
+	slot, column := stageHash(key)
+	if slot != 149 || column != 87 {
+		t.Errorf("slot %d column %d, the document 149 and 87", slot, column)
+	}
+	pts := []tablets.Point{{Time: ws.Add(time.Second), Value: 2.5}, {Time: ws.Add(16 * time.Second), Value: 4}}
+	e := &stagingEntity{partitionKey: stagePartitionKey(start, 0), rowKey: stageRowKey(0x18ea95edac91e707, 0x9e3779b9, 0), hi: 255}
+	e.add(column, stageSeries(key, pts), stagedPiece{})
+	if body := e.body(); string(body) != string(formatdoc.JSON(t, "staging-entity")) {
+		t.Errorf("staging entity %s", body)
+	}
+	lease := &foldLease{holder: "9e3779b9-18ea95edac91e707"}
+	if body := lease.body(time.UnixMilli(1716422700000)); string(body) != string(formatdoc.JSON(t, "fold-lease")) {
+		t.Errorf("fold lease %s", body)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil || string(raw) != string(formatdoc.Hex(t, "tsdb-token-bytes")) {
