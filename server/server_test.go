@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -252,6 +253,89 @@ func TestServerCompactsDayBeforeAfterMidnight(t *testing.T) {
 	covered := runLoopsUntil(t, db, now, map[string]time.Time{"compact": now})
 	require.Equal(t, loopDone{task: "compact", from: now.Add(-5 * time.Minute), to: now}, covered["compact"])
 	require.Equal(t, 1, entityCount(t, raw), "the day before compacted")
+}
+
+// Run folds what writes staged, on its own timer: the staging table empties into the raw
+// tables, the log says what was folded, and the fold's covered-until gauge is the arrival
+// time folded through.
+func TestServerFolds(t *testing.T) {
+	ctx := context.Background()
+	db, name, _ := openDB(t, nil)
+	svc, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	// A writer whose clock is half an hour behind: its arrival bucket is foldable now.
+	writer, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, Now: func() time.Time { return time.Now().Add(-30 * time.Minute) }})
+	require.NoError(t, err)
+	at := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	var batch []tsdb.SeriesPoints
+	for i := range 10 {
+		batch = append(batch, tsdb.SeriesPoints{Series: "s" + strconv.Itoa(i),
+			Points: []tablets.Point{{Time: at, Value: float64(i)}, {Time: at.Add(time.Second), Value: float64(-i)}}})
+	}
+	require.NoError(t, writer.WriteMany(ctx, batch))
+	staging := svc.NewClient(name + "w")
+	require.NotZero(t, entityCount(t, staging), "staged")
+
+	folded := make(chan slog.Record, 4)
+	s, err := server.New(db, &server.Options{FoldEvery: 10 * time.Millisecond, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
+		Logger: slog.New(&messageHandler{message: "folded staged points", records: folded})})
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(runCtx) }()
+	var r slog.Record
+	select {
+	case r = <-folded:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no fold in a minute")
+	}
+	stop()
+	require.NoError(t, <-stopped)
+	attrs := map[string]slog.Value{}
+	r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value; return true })
+	require.Equal(t, int64(20), attrs["points"].Int64())
+	require.Equal(t, int64(10), attrs["series"].Int64())
+	through := attrs["through"].Time()
+	require.Zero(t, entityCount(t, staging), "folded, then deleted")
+
+	resp, err := http.Get(hs.URL + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	gauge := regexp.MustCompile(`(?m)^tablets_background_covered_until_seconds\{task="fold"\} (\S+)$`).FindSubmatch(body)
+	require.NotNil(t, gauge, "%s", body)
+	secs, err := strconv.ParseFloat(string(gauge[1]), 64)
+	require.NoError(t, err)
+	require.Equal(t, float64(through.Unix()), secs)
+	require.Contains(t, string(body), `tablets_background_runs_total{result="ok",task="fold"}`)
+
+	var got []tablets.Point
+	for p, err := range db.Query(ctx, "s3", at, at.Add(time.Minute)) {
+		require.NoError(t, err)
+		got = append(got, p)
+	}
+	require.Equal(t, batch[3].Points, got)
+}
+
+// messageHandler passes on the records with a message.
+type messageHandler struct {
+	message string
+	records chan<- slog.Record
+}
+
+func (h *messageHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *messageHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *messageHandler) WithGroup(string) slog.Handler            { return h }
+func (h *messageHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.message {
+		select {
+		case h.records <- r.Clone():
+		default:
+		}
+	}
+	return nil
 }
 
 // A server restarted two days later starts its rollup and compaction where the last one

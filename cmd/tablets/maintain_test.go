@@ -93,6 +93,7 @@ func TestMaintain(t *testing.T) {
 
 // maintain folds what writes staged (a writer whose clock is half an hour behind: its
 // arrival bucket is foldable now), then nothing; the points read back from the raw tables.
+// While another process folds, it leaves the fold to it and goes on.
 func TestMaintainFolds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -113,6 +114,19 @@ func TestMaintainFolds(t *testing.T) {
 		batch = append(batch, sp)
 	}
 	require.NoError(t, writer.WriteMany(ctx, batch))
+
+	// Another process holds the fold lease (docs/format.md, "The catalog"): this fold leaves
+	// the staged points to it, and the run goes on.
+	catalog := newService(t).NewClient(name + "m")
+	lease := entity.AppendEnd(entity.AppendStringProperty(entity.AppendDouble(entity.AppendKeys(nil, "fold", "lease"),
+		"U", float64(time.Now().Add(5*time.Minute).UnixMilli())), "H", "another"))
+	_, err = catalog.AddEntity(ctx, lease, nil)
+	require.NoError(t, err)
+	busy := ok(t, env, "", "maintain", "--db", name)
+	assert.Regexp(t, `^fold: another process is folding: left to it, in \S+ \(.+\)\n`, busy)
+	assert.Len(t, parseMaintain(t, busy).to, 2, "then compaction and rollup")
+	_, err = catalog.DeleteEntity(ctx, "fold", "lease", nil)
+	require.NoError(t, err)
 
 	out := ok(t, env, "", "maintain", "--db", name)
 	t.Logf("maintain after a staged write:\n%s", out)
