@@ -18,9 +18,9 @@ type MaintainOptions struct {
 	// progress of theirs (default DefaultRollupCatchUp; a rollup never reaches past the
 	// database's RawRetention).
 	CatchUp time.Duration
-	// From, if not zero, is where compaction and rollup start instead of their progress:
-	// after a backfill of older points. (A rollup still never reaches past RawRetention,
-	// and the progress saved never moves backward.)
+	// From, if not zero, is where compaction and rollup start at the latest, before their
+	// progress: after a backfill of older points. (A rollup still never reaches past
+	// RawRetention, and the progress saved never moves backward.)
 	From time.Time
 	// Now is the clock (nil: the database's, tsdb.Options.Now).
 	Now func() time.Time
@@ -152,10 +152,17 @@ func hasRetention(o tsdb.Options) bool {
 	return false
 }
 
-// startAt is a progress whose Load says from: a run starts there, whatever is stored.
+// startAt is a progress whose Load says from, or the progress stored if earlier: a run
+// starts there.
 type startAt struct {
 	maintain.Progress
 	from time.Time
 }
 
-func (s startAt) Load(context.Context) (time.Time, bool, error) { return s.from, true, nil }
+func (s startAt) Load(ctx context.Context) (time.Time, bool, error) {
+	stored, ok, err := s.Progress.Load(ctx)
+	if err != nil || ok && stored.Before(s.from) {
+		return stored, ok, err
+	}
+	return s.from, true, nil
+}

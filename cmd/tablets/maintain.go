@@ -31,7 +31,7 @@ print a line per step with what it did, how long it took and what it asked of th
 Compaction and rollup cover from where their last run ended, 'tablets serve''s or
 maintain's (the database records it), up to now: a database that was not maintained for
 days is caught up. One that never was starts --catch-up ago; --from starts earlier, after a
-backfill of older points. Safe beside running servers and other maintains. For cron, for
+backfill of older points (not later: no time is skipped). Safe beside running servers and other maintains. For cron, for
 tests, after a backfill. A failed step ends the run (exit status 1); the steps before it
 are done, and their progress recorded.`,
 		Example: `  tablets maintain --db metrics
@@ -89,7 +89,7 @@ are done, and their progress recorded.`,
 	sf.layout = "chunked"
 	cmd.Flags().Lookup("layout").DefValue = "chunked"
 	cmd.Flags().DurationVar(&catchUp, "catch-up", server.DefaultRollupCatchUp, "how far back compaction and rollup start in a database that records no run of theirs")
-	cmd.Flags().StringVar(&from, "from", "", "start compaction and rollup here instead of where their last run ended (after a backfill)")
+	cmd.Flags().StringVar(&from, "from", "", "start compaction and rollup here (after a backfill), or where their last run ended if earlier")
 	return cmd
 }
 

@@ -89,6 +89,10 @@ func TestMaintain(t *testing.T) {
 	assert.Equal(t, third.to["compact"].Add(-100*time.Hour), third.from["compact"], "--from, whatever was recorded")
 	assert.Equal(t, third.to["compact"].Add(-100*time.Hour), third.from["rollup"])
 	assert.Equal(t, third.to["compact"], covered(tsdb.TaskCompact))
+
+	// A --from after the recorded progress skips nothing: the run starts at the progress.
+	fourth := parseMaintain(t, ok(t, env, "", "maintain", "--db", name, "--from", "-1ms"))
+	assert.Equal(t, third.to["compact"], fourth.from["compact"])
 }
 
 // maintain folds what writes staged (a writer whose clock is half an hour behind: its

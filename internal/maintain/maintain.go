@@ -6,18 +6,17 @@
 // advance that mark, so the next tick retries from the same start and an outage is caught up
 // once the task succeeds again. The first tick starts at the stored progress (below), else at
 // the catch-up horizon, so a process started after downtime covers what was missed
-// meanwhile. A long range is cut into slices
-// aligned to the Unix epoch, and the mark advances slice by slice: one call's memory and
-// time stay bounded.
+// meanwhile. A long range is cut into slices aligned to the Unix epoch, and the mark advances
+// slice by slice: one call's memory and time stay bounded.
 //
 // With Options.Progress the mark is also kept outside the process (tsdb keeps it in its
-// catalog): each tick starts from the later of its own mark and the stored one, so a
-// process restarted after hours of downtime covers them (from where it stopped, not from a
-// fixed lookback), and several processes on one database follow each other instead of each
-// covering everything. Without it the mark is in
-// memory only, and a restarted process starts again from its horizon. Either way covering a
-// range twice, or in several processes at once, only costs requests: the tasks run here
-// (rollup, compaction) are idempotent and their writes conditional on ETags.
+// catalog): each tick starts from the later of its own mark and the stored one, so a process
+// restarted after hours of downtime covers them (from where it stopped, not from a fixed
+// lookback), and several processes on one database follow each other instead of each
+// covering everything. Without it the mark is in memory only, and a restarted process starts
+// again from its horizon. Either way covering a range twice, or in several processes at
+// once, only costs requests: the tasks run here (rollup, compaction) are idempotent and their
+// writes conditional on ETags.
 //
 // Once is one tick, now, for a command run by hand or by cron.
 package maintain
