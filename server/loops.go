@@ -2,16 +2,19 @@ package server
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// loop is one of Run's background tasks: ranged (rollup, compaction) or not (retention).
+// loop is one of Run's background tasks: ranged (rollup, compaction) or not (fold,
+// retention).
 type loop struct {
 	name   string
 	opts   maintain.Options
@@ -24,10 +27,14 @@ func (s *Server) loops() []loop {
 	loops := schedule(s.opts, s.db.Options())
 	for i := range loops {
 		switch loops[i].name {
+		case "fold":
+			loops[i].tick = s.fold
+		case "compact":
+			loops[i].ranges = s.compact
+			loops[i].opts.Progress = progress{db: s.db, task: tsdb.TaskCompact}
 		case "rollup":
 			loops[i].ranges = s.db.Rollup
-		case "compact":
-			loops[i].ranges = s.db.Compact
+			loops[i].opts.Progress = progress{db: s.db, task: tsdb.TaskRollup}
 		case "retain":
 			loops[i].tick = s.retain
 		}
@@ -35,10 +42,45 @@ func (s *Server) loops() []loop {
 	return loops
 }
 
+// stagedFor is about how long a staged point may wait after its arrival before a Fold may
+// fold it: tsdb folds an arrival bucket (10 minutes) 5 minutes after its end.
+const stagedFor = 15 * time.Minute
+
+// compact compacts the chunks of [from, to), and of the time before it that a fold may
+// have written into since the last compaction (see refolded).
+func (s *Server) compact(ctx context.Context, from, to time.Time) error {
+	return s.db.Compact(ctx, refolded(from, s.opts.FoldEvery), to)
+}
+
+// refolded is where a compaction of a range starting at from starts, when folds run every
+// foldEvery (0: only before it, as Maintain's): the points staged when the last compaction
+// ran may have arrived up to stagedFor before its end, and be folded up to foldEvery later,
+// into days it compacted; compacted again, their chunks are merged. Compaction works whole
+// days, so that costs more only on the day after a day boundary.
+func refolded(from time.Time, foldEvery time.Duration) time.Time {
+	return later(tablets.MinTime, from.Add(-max(foldEvery, 0)-stagedFor))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // schedule is when and over what range Run's tasks run, for the server's options o (with
-// their defaults) and the database's db: the tasks not disabled, without their work.
+// their defaults) and the database's db: the tasks not disabled, without their work, in the
+// order that a run of all of them takes (Maintain's): fold, compact, rollup, retain.
 func schedule(o Options, db tsdb.Options) []loop {
 	var loops []loop
+	if o.FoldEvery > 0 {
+		loops = append(loops, loop{name: "fold", opts: maintain.Options{Every: o.FoldEvery}})
+	}
+	if o.CompactEvery > 0 {
+		// Cut at days: a chunked partition is a day by default, and compacted whole.
+		loops = append(loops, loop{name: "compact", opts: maintain.Options{Every: o.CompactEvery,
+			CatchUp: o.CompactCatchUp, Slice: 24 * time.Hour}})
+	}
 	if o.RollupEvery > 0 {
 		// Windows are trusted once sealed; their raw points are kept RawRetention at least.
 		catchUp, limit := max(o.RollupCatchUp, db.SealDelay), time.Duration(0)
@@ -53,11 +95,6 @@ func schedule(o Options, db tsdb.Options) []loop {
 		loops = append(loops, loop{name: "rollup", opts: maintain.Options{Every: o.RollupEvery, Lag: db.SealDelay,
 			CatchUp: catchUp, Limit: limit, Slice: slice}})
 	}
-	if o.CompactEvery > 0 {
-		// Cut at days: a chunked partition is a day by default, and compacted whole.
-		loops = append(loops, loop{name: "compact", opts: maintain.Options{Every: o.CompactEvery,
-			CatchUp: o.CompactCatchUp, Slice: 24 * time.Hour}})
-	}
 	if o.RetainEvery > 0 {
 		loops = append(loops, loop{name: "retain", opts: maintain.Options{Every: o.RetainEvery}})
 	}
@@ -67,8 +104,39 @@ func schedule(o Options, db tsdb.Options) []loop {
 	return loops
 }
 
+// progress is a task's progress in the database, as a loop keeps it.
+type progress struct {
+	db   *tsdb.DB
+	task string
+}
+
+func (p progress) Load(ctx context.Context) (time.Time, bool, error) {
+	return p.db.Covered(ctx, p.task)
+}
+
+func (p progress) Save(ctx context.Context, t time.Time) error {
+	return p.db.SetCovered(ctx, p.task, t)
+}
+
 // tierBlockWindows is the number of windows of a tier block (docs/format.md).
 const tierBlockWindows = 24
+
+// fold folds the staged points into the raw tables, and sets the fold's covered-until gauge
+// to the arrival time folded through.
+func (s *Server) fold(ctx context.Context, _ time.Time) error {
+	r, err := s.db.Fold(ctx)
+	if errors.Is(err, tsdb.ErrFoldBusy) {
+		s.log.Debug("another process is folding the database")
+		return nil // it folds what this one would
+	}
+	if r.Entities > 0 {
+		s.log.Info("folded staged points", "entities", r.Entities, "points", r.Points, "series", r.Series, "through", r.Through)
+	}
+	if !r.Through.IsZero() {
+		s.covered.WithLabelValues("fold").Set(float64(r.Through.UnixNano()) / 1e9)
+	}
+	return err
+}
 
 // retain drops the tables past their retention.
 func (s *Server) retain(ctx context.Context, now time.Time) error {
@@ -110,6 +178,10 @@ func (s *Server) reportRun(name string, r maintain.Run) {
 		return
 	}
 	s.background.WithLabelValues(name, "ok").Inc()
+	if r.SaveErr != nil {
+		s.log.Warn("background "+name+" done, but its progress was not saved; a server started meanwhile covers the range again",
+			"from", r.From, "to", r.To, "err", r.SaveErr)
+	}
 	if !r.To.IsZero() {
 		s.covered.WithLabelValues(name).Set(float64(r.To.UnixNano()) / 1e9)
 		s.log.Debug("background "+name+" done", "from", r.From, "to", r.To)
@@ -118,7 +190,7 @@ func (s *Server) reportRun(name string, r maintain.Run) {
 
 func (s *Server) registerLoopMetrics() {
 	s.background = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_background_runs_total",
-		Help: "Runs of the rollup, compaction and retention loops, by result (a run of a long range counts once per slice)."}, []string{"task", "result"})
+		Help: "Runs of the fold, compaction, rollup and retention loops, by result (a run of a long range counts once per slice)."}, []string{"task", "result"})
 	s.covered = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablets_background_covered_until_seconds",
-		Help: "Unix time up to which the rollup and compaction loops have covered the database."}, []string{"task"})
+		Help: "Unix time up to which the compaction and rollup loops have covered the database; for the fold, the arrival time up to which staged points are folded."}, []string{"task"})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -121,11 +122,32 @@ func TestSchedule(t *testing.T) {
 		Tiers: []tsdb.Tier{{Step: time.Minute}, {Step: 10 * time.Minute}}}))
 	assert.Equal(t, maintain.Options{Every: time.Minute, Lag: 10 * time.Minute, CatchUp: 2 * day, Limit: 2 * day, Slice: 240 * time.Minute}, got["rollup"])
 
-	o.RollupEvery, o.RetainEvery = -1, -1
+	o.FoldEvery = 2 * time.Hour
+	loops := schedule(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers})
+	var names []string
+	for _, l := range loops {
+		names = append(names, l.name)
+	}
+	assert.Equal(t, []string{"fold", "compact", "rollup", "retain"}, names, "in the order of a run of them all")
+	got = byName(loops)
+	assert.Equal(t, maintain.Options{Every: 2 * time.Hour}, got["fold"])
+	assert.Equal(t, maintain.Options{Every: 2 * time.Minute, CatchUp: day, Slice: day}, got["compact"])
+
+	o.FoldEvery, o.RollupEvery, o.RetainEvery = -1, -1, -1
 	assert.Equal(t, []string{"compact"}, func() (names []string) {
 		for _, l := range schedule(o, tsdb.Options{SealDelay: time.Hour}) {
 			names = append(names, l.name)
 		}
 		return names
 	}())
+}
+
+// A compaction also covers the fold interval before its range, and the time a point may wait
+// to be foldable: the days a fold may still have written into since the last compaction.
+func TestRefolded(t *testing.T) {
+	at := time.Date(2030, 1, 2, 0, 30, 0, 0, time.UTC)
+	assert.Equal(t, time.Date(2030, 1, 1, 23, 15, 0, 0, time.UTC), refolded(at, time.Hour))
+	assert.Equal(t, time.Date(2030, 1, 2, 0, 15, 0, 0, time.UTC), refolded(at, 0), "a fold just before (Maintain's)")
+	assert.Equal(t, time.Date(2030, 1, 2, 0, 15, 0, 0, time.UTC), refolded(at, -1), "no fold loop: another process's may have run")
+	assert.Equal(t, tablets.MinTime, refolded(tablets.MinTime.Add(time.Minute), time.Hour), "never before MinTime")
 }

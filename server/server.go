@@ -9,14 +9,15 @@
 //	GET /-/healthy, /-/ready        liveness; readiness (the catalog answers)
 //	GET /metrics                    the server's own metrics
 //
-// Run keeps the database in shape beside the endpoints: rollups, compaction of the chunks
-// remote writes make, and retention, each on a timer; several servers may run them at once
-// (their writes are conditional on ETags). Rollup and compaction cover the time since their
-// last successful run, whatever the interval: a run that fails is retried from the same start,
-// so an outage of the account is caught up; a server starts from a catch-up horizon
-// (Options.RollupCatchUp, Options.CompactCatchUp), so the time it was down is covered too.
-// Progress is kept in memory: a restart starts from the horizon again, which only costs
-// requests (both are idempotent).
+// Run keeps the database in shape beside the endpoints: folding the staged points of remote
+// writes into the raw tables, compaction of the chunks, rollups and retention, each on a
+// timer; several servers may run them at once (their writes are conditional on ETags).
+// Rollup and compaction cover the time since their last successful run, whatever the
+// interval: a run that fails is retried from the same start, so an outage of the account is
+// caught up. Their progress is kept in the database (tsdb's DB.Covered), shared by every
+// server: a server restarted after hours down starts where the last run of any server ended,
+// and only a database that never ran them starts from a catch-up horizon
+// (Options.RollupCatchUp, Options.CompactCatchUp). Maintain does all of it once, now.
 package server
 
 import (
@@ -43,18 +44,27 @@ type Options struct {
 	// MaxSamplesInFlight bounds the samples of the remote writes being stored (default
 	// 500,000): more wait, which slows Prometheus down instead of growing the heap.
 	MaxSamplesInFlight int
+	// FoldEvery is how often Run folds the staged points of remote writes into the raw
+	// tables (default DefaultFoldEvery; negative: never, for a database another process
+	// folds). A fold writes a transaction per series it folds, so folding rarely is what
+	// makes staging cheap: an hour of a series' points cost one transaction instead of
+	// one each. Reads see staged points meanwhile. Each compaction also compacts again the
+	// fold interval before its range, and a quarter of an hour more (a point may wait that
+	// long before a fold may fold it): a day is compacted once its points are folded in.
+	// A fold that finds another process folding leaves it to that one.
+	FoldEvery time.Duration
 	// RollupEvery is how often Run rolls up the tier windows sealed since its last
 	// successful rollup (default 5m; negative: never).
 	RollupEvery time.Duration
-	// RollupCatchUp is how far back Run's first rollup starts, and how far back a rollup
-	// after an outage reaches at most (default DefaultRollupCatchUp; never past the
-	// database's RawRetention, whose points may be gone).
+	// RollupCatchUp is how far back the first rollup of a database starts, when it holds no
+	// progress of a rollup (default DefaultRollupCatchUp; never past the database's
+	// RawRetention, whose points may be gone).
 	RollupCatchUp time.Duration
 	// CompactEvery is how often Run compacts the chunks written since its last successful
 	// compaction (default 5m; negative: never).
 	CompactEvery time.Duration
-	// CompactCatchUp is how far back Run's first compaction starts (default
-	// DefaultCompactCatchUp). A compaction after an outage covers all of it.
+	// CompactCatchUp is how far back the first compaction of a database starts, when it
+	// holds no progress of a compaction (default DefaultCompactCatchUp).
 	CompactCatchUp time.Duration
 	// RetainEvery is how often Run drops tables past their retention (default 1h; negative:
 	// never).
@@ -75,8 +85,9 @@ type Options struct {
 	Collectors []prometheus.Collector
 }
 
-// Default catch-up horizons of Run (see Options).
+// Defaults of Run (see Options).
 const (
+	DefaultFoldEvery      = time.Hour
 	DefaultRollupCatchUp  = 72 * time.Hour
 	DefaultCompactCatchUp = 24 * time.Hour
 )
@@ -117,6 +128,9 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	}
 	if o.RetainEvery == 0 {
 		o.RetainEvery = time.Hour
+	}
+	if o.FoldEvery == 0 {
+		o.FoldEvery = DefaultFoldEvery
 	}
 	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 {
 		return nil, fmt.Errorf("server: %w: RollupCatchUp %v and CompactCatchUp %v must not be negative", tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp)
@@ -202,8 +216,8 @@ func (s *Server) WriteStats() remote.WriteStats { return s.write.Stats() }
 // Close releases the query engine.
 func (s *Server) Close() error { return s.api.Close() }
 
-// Run keeps the database rolled up, compacted and within its retention until ctx is done,
-// then returns nil. Errors are logged and counted; the loops go on.
+// Run keeps the database folded, compacted, rolled up and within its retention until ctx is
+// done, then returns nil. Errors are logged and counted; the loops go on.
 func (s *Server) Run(ctx context.Context) error {
 	s.runLoops(ctx, s.loops())
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,7 +39,7 @@ func chunkedLayout(c *aztables.Client) (tablets.Store, error) { return chunked.N
 // limit Checker and then wrap (nil: none), with no background loops.
 func newServer(t testing.TB, wrap func(policy.Transporter) policy.Transporter, opts *server.Options) (*server.Server, *httptest.Server, *azurite.Checker) {
 	db, _, checker := openDB(t, wrap)
-	o := server.Options{RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
+	o := server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
 	if opts != nil {
 		o = *opts
 	}
@@ -193,7 +194,7 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	_, err := server.New(db, &server.Options{RollupCatchUp: -time.Hour})
 	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
 
-	now := time.Now()
+	now := time.Now().UTC() // as the loops log it: no monotonic reading
 	hour := now.Truncate(time.Hour).Add(-3 * time.Hour)
 	// Written directly, a chunk a write (as before staging, or by a writer of many points).
 	svc, err := azurite.Shared(t).NewServiceClient(nil)
@@ -206,26 +207,16 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	raw := rawTable(t, name, db, hour)
 	require.Equal(t, 20, entityCount(t, raw))
 
-	done := make(chan loopDone, 16)
-	s, err := server.New(db, &server.Options{RollupEvery: 10 * time.Millisecond, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
-		Now: func() time.Time { return now }, Logger: slog.New(&doneHandler{done: done})})
-	require.NoError(t, err)
-	runCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- s.Run(runCtx) }()
-	covered := map[string]time.Time{}
-	deadline := time.After(60 * time.Second)
-	for covered["rollup"].Before(now.Add(-tsdb.DefaultSealDelay)) || covered["compact"].Before(now) {
-		select {
-		case d := <-done:
-			covered[d.task] = d.to
-		case <-deadline:
-			t.Fatalf("the loops covered only %v", covered)
-		}
+	covered := runLoopsUntil(t, db, now, map[string]time.Time{"rollup": now.Add(-tsdb.DefaultSealDelay), "compact": now})
+	require.Equal(t, now.Add(-tsdb.DefaultSealDelay), covered["rollup"].to)
+	require.Equal(t, now, covered["compact"].to)
+	// The progress is in the database, to the millisecond.
+	for task, c := range covered {
+		stored, ok, err := db.Covered(ctx, task)
+		require.NoError(t, err)
+		require.True(t, ok, task)
+		require.Equal(t, c.to.Truncate(time.Millisecond), stored, task)
 	}
-	stop()
-	require.NoError(t, <-stopped)
-
 	require.Equal(t, 1, entityCount(t, raw), "20 chunks compacted into one")
 	before := checker.Stats().Requests
 	var w []tsdb.Window
@@ -238,10 +229,171 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	require.Equal(t, int64(1), checker.Stats().Requests-before, "the hour is read from the tier the loop made")
 }
 
+// A compaction just after midnight compacts the day before again: a fold may have written
+// its last points after the compaction that crossed midnight.
+func TestServerCompactsDayBeforeAfterMidnight(t *testing.T) {
+	ctx := context.Background()
+	db, name, _ := openDB(t, nil)
+	midnight := time.Now().UTC().Truncate(24 * time.Hour)
+	now := midnight.Add(30 * time.Minute)
+	// Written directly, a chunk a write, as a fold writes a series' points of a day.
+	svc, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	direct, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, DirectWrites: true})
+	require.NoError(t, err)
+	for i := range 20 { // 20 writes into the day before: 20 chunks
+		require.NoError(t, direct.Write(ctx, "k", tablets.Point{Time: midnight.Add(-10*time.Minute + time.Duration(i)*10*time.Second), Value: float64(i)}))
+	}
+	raw := rawTable(t, name, db, midnight.Add(-time.Minute))
+	require.Equal(t, 20, entityCount(t, raw))
+	// The last compaction ended at 00:25: the next covers [00:25, 00:30), and the fold
+	// interval and a quarter of an hour before it.
+	require.NoError(t, db.SetCovered(ctx, tsdb.TaskCompact, now.Add(-5*time.Minute)))
+	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, now))
+	covered := runLoopsUntil(t, db, now, map[string]time.Time{"compact": now})
+	require.Equal(t, loopDone{task: "compact", from: now.Add(-5 * time.Minute), to: now}, covered["compact"])
+	require.Equal(t, 1, entityCount(t, raw), "the day before compacted")
+}
+
+// Run folds what writes staged, on its own timer: the staging table empties into the raw
+// tables, the log says what was folded, and the fold's covered-until gauge is the arrival
+// time folded through.
+func TestServerFolds(t *testing.T) {
+	ctx := context.Background()
+	db, name, _ := openDB(t, nil)
+	svc, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	// A writer whose clock is half an hour behind: its arrival bucket is foldable now.
+	writer, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, Now: func() time.Time { return time.Now().Add(-30 * time.Minute) }})
+	require.NoError(t, err)
+	at := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Millisecond)
+	var batch []tsdb.SeriesPoints
+	for i := range 10 {
+		batch = append(batch, tsdb.SeriesPoints{Series: "s" + strconv.Itoa(i),
+			Points: []tablets.Point{{Time: at, Value: float64(i)}, {Time: at.Add(time.Second), Value: float64(-i)}}})
+	}
+	require.NoError(t, writer.WriteMany(ctx, batch))
+	staging := svc.NewClient(name + "w")
+	require.NotZero(t, entityCount(t, staging), "staged")
+
+	folded := make(chan slog.Record, 4)
+	s, err := server.New(db, &server.Options{FoldEvery: 10 * time.Millisecond, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
+		Logger: slog.New(&messageHandler{message: "folded staged points", records: folded})})
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(runCtx) }()
+	var r slog.Record
+	select {
+	case r = <-folded:
+	case <-time.After(60 * time.Second):
+		t.Fatal("no fold in a minute")
+	}
+	stop()
+	require.NoError(t, <-stopped)
+	attrs := map[string]slog.Value{}
+	r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value; return true })
+	require.Equal(t, int64(20), attrs["points"].Int64())
+	require.Equal(t, int64(10), attrs["series"].Int64())
+	through := attrs["through"].Time()
+	require.Zero(t, entityCount(t, staging), "folded, then deleted")
+
+	resp, err := http.Get(hs.URL + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	gauge := regexp.MustCompile(`(?m)^tablets_background_covered_until_seconds\{task="fold"\} (\S+)$`).FindSubmatch(body)
+	require.NotNil(t, gauge, "%s", body)
+	secs, err := strconv.ParseFloat(string(gauge[1]), 64)
+	require.NoError(t, err)
+	require.Equal(t, float64(through.Unix()), secs)
+	require.Contains(t, string(body), `tablets_background_runs_total{result="ok",task="fold"}`)
+
+	var got []tablets.Point
+	for p, err := range db.Query(ctx, "s3", at, at.Add(time.Minute)) {
+		require.NoError(t, err)
+		got = append(got, p)
+	}
+	require.Equal(t, batch[3].Points, got)
+}
+
+// messageHandler passes on the records with a message.
+type messageHandler struct {
+	message string
+	records chan<- slog.Record
+}
+
+func (h *messageHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *messageHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *messageHandler) WithGroup(string) slog.Handler            { return h }
+func (h *messageHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.message {
+		select {
+		case h.records <- r.Clone():
+		default:
+		}
+	}
+	return nil
+}
+
+// A server restarted two days later starts its rollup and compaction where the last one
+// stopped (their progress in the database), not at their catch-up horizons.
+func TestServerRunResumes(t *testing.T) {
+	ctx := context.Background()
+	db, _, _ := openDB(t, nil)
+	stopped := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Millisecond)
+	for _, task := range []string{tsdb.TaskRollup, tsdb.TaskCompact} {
+		require.NoError(t, db.SetCovered(ctx, task, stopped))
+	}
+	now := time.Now().UTC()
+	first := map[string]loopDone{}
+	runLoopsUntil(t, db, now, map[string]time.Time{"rollup": stopped, "compact": stopped}, first)
+	for _, task := range []string{"rollup", "compact"} {
+		require.Equal(t, stopped, first[task].from, "%s: from the stored progress, not %v ago", task, server.DefaultCompactCatchUp)
+	}
+}
+
+// runLoopsUntil runs a server's loops on db with the clock fixed at now (rollup and
+// compaction every 10 ms, no fold, no retention) until each task in until has covered
+// up to its time; it returns each task's last run before then. first (if given) gets each
+// task's first run.
+func runLoopsUntil(t *testing.T, db *tsdb.DB, now time.Time, until map[string]time.Time, first ...map[string]loopDone) map[string]loopDone {
+	t.Helper()
+	done := make(chan loopDone, 16)
+	s, err := server.New(db, &server.Options{RollupEvery: 10 * time.Millisecond, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
+		Now: func() time.Time { return now }, Logger: slog.New(&doneHandler{done: done})})
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(runCtx) }()
+	covered := map[string]loopDone{}
+	deadline := time.After(60 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case d := <-done:
+			if _, seen := covered[d.task]; !seen && len(first) > 0 {
+				first[0][d.task] = d
+			}
+			covered[d.task] = d
+		case <-deadline:
+			t.Fatalf("the loops covered only %v", covered)
+		}
+		waiting = false
+		for task, to := range until {
+			waiting = waiting || covered[task].to.Before(to)
+		}
+	}
+	stop()
+	require.NoError(t, <-stopped)
+	return covered
+}
+
 // loopDone is a background loop's successful run, as its debug log says.
 type loopDone struct {
-	task string
-	to   time.Time
+	task     string
+	from, to time.Time
 }
 
 // doneHandler passes on the server's "background ... done" records.
@@ -257,7 +409,10 @@ func (h *doneHandler) Handle(_ context.Context, r slog.Record) error {
 	}
 	d := loopDone{task: task}
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "to" {
+		switch a.Key {
+		case "from":
+			d.from = a.Value.Time()
+		case "to":
 			d.to = a.Value.Time()
 		}
 		return true

@@ -15,6 +15,8 @@ import (
 //
 //	partition "dropped"         a table Retain dropped (RowKey its name): never created again
 //	partitions "l0" .. "lf"     the label-set registry: RowKey a series key, L its label set
+//	partition "fold"            the fold lease (RowKey "lease"): one Fold at a time
+//	partition "progress"        how far a background task got (RowKey the task): SetCovered
 //
 // catalog reads and writes it, and caches the registry's label sets (bounded).
 type catalog struct {

@@ -185,6 +185,7 @@ Exit status: 0 on success, 1 on an error, 2 on a usage error, 130 when interrupt
 		a.deleteCommand(),
 		a.retainCommand(),
 		a.rollupCommand(),
+		a.maintainCommand(),
 		a.seriesCommand(),
 		a.labelsCommand(),
 		a.serveCommand(),

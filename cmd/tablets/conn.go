@@ -119,6 +119,7 @@ type storeFlags struct {
 	concurrency     int
 	partitionFactor time.Duration
 	rowFactor       time.Duration
+	transport       policy.Transporter // under a --db database's requests (nil: the SDK's)
 }
 
 func addStoreFlags(cmd *cobra.Command, s *storeFlags) {
@@ -216,7 +217,7 @@ func (s *storeFlags) openDB(cmd *cobra.Command, a *app) (*tsdb.DB, error) {
 	if !ok {
 		return nil, errNoConnection
 	}
-	sc, err := conn.serviceClient(nil)
+	sc, err := conn.serviceClient(s.transport)
 	if err != nil {
 		return nil, err
 	}

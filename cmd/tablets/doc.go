@@ -28,6 +28,7 @@
 //	tablets labels --db D [job] [--match 'up']               label names, or a label's values
 //	tablets query  --db D 'http_requests_total{code=~"5.."}' --from -1h
 //	tablets plot   --db D 'up{job=~"api|web"}' --out up.png
+//	tablets maintain --db D                                  fold, compact, roll up, retain: once, now
 //
 // Every subcommand has --help. On an error the command prints one line to stderr and exits
 // with status 1 (2 for a usage error, 130 when interrupted).

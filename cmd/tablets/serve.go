@@ -26,6 +26,7 @@ type serveFlags struct {
 	rawPeriod, rawRetention           time.Duration
 	maxInFlight                       int
 	rollupEvery, compactEvery, retain time.Duration
+	foldEvery                         time.Duration
 	rollupCatchUp, compactCatchUp     time.Duration
 	shutdownTimeout                   time.Duration
 }
@@ -46,11 +47,13 @@ func (a *app) serveCommand() *cobra.Command {
 
 With no connection string or account URL it starts a local Azurite (in memory), as the demo
 does: one command gives a working store on a laptop. The server keeps no state another
-cannot see: run as many as you like on one database behind a load balancer. Each also rolls
-up the tiers, compacts the chunks remote writes make, and drops tables past --raw-retention,
-on timers (several servers may do so at once). Rollup and compaction cover everything since
-their last successful run, whatever the interval, so an outage is caught up; a server started
-after downtime starts from --rollup-catch-up and --compact-catch-up ago.
+cannot see: run as many as you like on one database behind a load balancer. Each also folds
+the points remote writes stage into the raw tables, compacts the chunks, rolls up the tiers,
+and drops tables past --raw-retention, on timers (several servers may do so at once; 'tablets
+maintain' does it all once). Rollup and compaction cover everything since their last
+successful run, whatever the interval, so an outage is caught up; the database records how
+far they got, so a server restarted after downtime starts there (a database that never ran
+them starts --rollup-catch-up and --compact-catch-up ago).
 
 prometheus.yml:
   remote_write:
@@ -74,10 +77,11 @@ Grafana: a Prometheus data source with URL http://127.0.0.1:9201.`,
 	f.DurationVar(&sf.rawPeriod, "raw-period", 0, "span of one raw table (0: 168h); as the database was written")
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
+	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
-	f.DurationVar(&sf.rollupCatchUp, "rollup-catch-up", 0, "how far back the first rollup starts, and a rollup after an outage reaches at most (0: 72h; never past --raw-retention)")
+	f.DurationVar(&sf.rollupCatchUp, "rollup-catch-up", 0, "how far back the first rollup of a database starts (0: 72h; never past --raw-retention)")
 	f.DurationVar(&sf.compactEvery, "compact-every", 0, "how often to compact the chunks written since the last compaction (0: 5m; negative: never)")
-	f.DurationVar(&sf.compactCatchUp, "compact-catch-up", 0, "how far back the first compaction starts (0: 24h)")
+	f.DurationVar(&sf.compactCatchUp, "compact-catch-up", 0, "how far back the first compaction of a database starts (0: 24h)")
 	f.DurationVar(&sf.retain, "retain-every", 0, "how often to drop tables past their retention (0: 1h; negative: never)")
 	f.DurationVar(&sf.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to finish requests in flight")
 	return cmd
@@ -140,6 +144,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	logger := slog.New(slog.NewTextHandler(a.stderr, nil))
 	s, err := server.New(db, &server.Options{
 		MaxSamplesInFlight: sf.maxInFlight,
+		FoldEvery:          sf.foldEvery,
 		RollupEvery:        sf.rollupEvery,
 		RollupCatchUp:      sf.rollupCatchUp,
 		CompactEvery:       sf.compactEvery,

@@ -4,19 +4,25 @@
 // A ranged task (Ranges) is given, each interval, the time it has not yet covered: from
 // where its last successful call ended up to now less its lag. A failed call does not
 // advance that mark, so the next tick retries from the same start and an outage is caught up
-// once the task succeeds again. The first tick starts at the catch-up horizon, so a process
-// started after downtime covers what was missed meanwhile. A long range is cut into slices
-// aligned to the Unix epoch, and the mark advances slice by slice: one call's memory and
-// time stay bounded.
+// once the task succeeds again. The first tick starts at the stored progress (below), else at
+// the catch-up horizon, so a process started after downtime covers what was missed
+// meanwhile. A long range is cut into slices aligned to the Unix epoch, and the mark advances
+// slice by slice: one call's memory and time stay bounded.
 //
-// Progress is kept in memory only: a restarted process starts again from its horizon. That
-// is harmless, because the tasks run here (rollup, compaction) are idempotent and their
-// writes conditional on ETags, so covering a range twice, or in several processes at once,
-// only costs requests. Keeping progress in the account (a rollup watermark in the catalog) is
-// issue 21's.
+// With Options.Progress the mark is also kept outside the process (tsdb keeps it in its
+// catalog): each tick starts from the later of its own mark and the stored one, so a process
+// restarted after hours of downtime covers them (from where it stopped, not from a fixed
+// lookback), and several processes on one database follow each other instead of each
+// covering everything. Without it the mark is in memory only, and a restarted process starts
+// again from its horizon. Either way covering a range twice, or in several processes at
+// once, only costs requests: the tasks run here (rollup, compaction) are idempotent and their
+// writes conditional on ETags.
+//
+// Once is one tick, now, for a command run by hand or by cron.
 package maintain
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -31,10 +37,23 @@ type RangeTask func(ctx context.Context, from, to time.Time) error
 type TickTask func(ctx context.Context, now time.Time) error
 
 // Run is one call of a task, as Options.Report sees it: the range it covered (zero times
-// for a TickTask) and its error (nil: done).
+// for a TickTask, and for a failure to load the progress) and its error (nil: done).
 type Run struct {
 	From, To time.Time
 	Err      error
+	// SaveErr is the failure to save the progress after a successful call (Err nil): the
+	// range is covered, and the loop goes on from its end, but a process started before a
+	// later save succeeds covers it again.
+	SaveErr error
+}
+
+// Progress is where a ranged task's mark is kept outside the process.
+type Progress interface {
+	// Load returns where the last successful run ended (ok false: never ran).
+	Load(ctx context.Context) (covered time.Time, ok bool, err error)
+	// Save records that everything before covered is done. It never moves backward:
+	// concurrent savers (several servers) keep the latest.
+	Save(ctx context.Context, covered time.Time) error
 }
 
 // Options configure a loop. Every is required; the others may be zero.
@@ -53,18 +72,30 @@ type Options struct {
 	// Slice bounds the range of one call: ranges are cut at multiples of Slice since the Unix
 	// epoch (0: no cut).
 	Slice time.Duration
+	// Progress keeps the mark outside the process (nil: in memory only). Each tick loads it
+	// first: a tick whose Load fails is reported (a Run with only Err) and covers nothing,
+	// and the next tries again. Falling back to the horizon instead would skip, for good,
+	// the time between the stored mark and the horizon. After each successful call the
+	// tick saves the call's end.
+	Progress Progress
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Report is told of every call, successful or not, except one cut short because ctx
-	// ended (nil: none).
+	// ended, and of every failed Load of Progress (nil: none).
 	Report func(Run)
 }
 
 // Check reports bad options with an error wrapping tablets.ErrInvalidOptions, or nil.
 func (o *Options) Check() error {
-	switch {
-	case o.Every <= 0:
+	if o.Every <= 0 {
 		return fmt.Errorf("%w: interval %v must be positive", tablets.ErrInvalidOptions, o.Every)
+	}
+	return o.checkRange()
+}
+
+// checkRange checks the options of the range a tick covers (all but Every).
+func (o *Options) checkRange() error {
+	switch {
 	case o.Lag < 0 || o.CatchUp < 0 || o.Limit < 0 || o.Slice < 0:
 		return fmt.Errorf("%w: lag %v, catch-up %v, limit %v and slice %v must not be negative", tablets.ErrInvalidOptions, o.Lag, o.CatchUp, o.Limit, o.Slice)
 	case o.CatchUp != 0 && o.CatchUp < o.Lag:
@@ -85,6 +116,42 @@ func Ranges(ctx context.Context, task RangeTask, opts *Options) error {
 	}
 	p := progress{opts: o}
 	return every(ctx, o, func(now time.Time) { p.run(ctx, task, now) })
+}
+
+// Once does one tick of Ranges now (by opts.Now): it covers the time not yet covered by
+// opts.Progress (from the catch-up horizon when it holds none), up to now less the lag,
+// slice by slice, saving the progress after each slice. Every of opts does not apply. It
+// returns the range it covered, from its start to where it got (From == To: nothing to
+// cover), and the first error: loading the progress (then nothing is covered), a call of
+// task, or saving the progress. Bad options give an error wrapping
+// tablets.ErrInvalidOptions before any call.
+func Once(ctx context.Context, task RangeTask, opts *Options) (Run, error) {
+	if opts == nil {
+		return Run{}, fmt.Errorf("%w: no options", tablets.ErrInvalidOptions)
+	}
+	o := *opts
+	if err := o.checkRange(); err != nil {
+		return Run{}, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	report := o.Report
+	var failed error
+	o.Report = func(r Run) {
+		if failed == nil {
+			failed = cmp.Or(r.Err, r.SaveErr)
+		}
+		if report != nil {
+			report(r)
+		}
+	}
+	p := progress{opts: o}
+	covered := p.run(ctx, task, o.Now())
+	if err := ctx.Err(); err != nil && failed == nil {
+		failed = err
+	}
+	return covered, failed
 }
 
 // Ticks calls task every opts.Every with the clock's time, until ctx is done; it then
@@ -134,21 +201,27 @@ func every(ctx context.Context, o Options, tick func(now time.Time)) error {
 
 // progress is how far a ranged task got.
 type progress struct {
-	opts Options
-	mark time.Time // end of the last successful call (the catch-up horizon before); zero before the first tick
+	opts    Options
+	mark    time.Time // end of the last successful call (the catch-up horizon before); zero before the first tick
+	unsaved bool      // mark is later than what Progress last saved
 }
 
-// run covers [mark, now-Lag) slice by slice, and stops at the first failure.
-func (p *progress) run(ctx context.Context, task RangeTask, now time.Time) {
+// run covers [mark, now-Lag) slice by slice, and stops at the first failure. It returns the
+// range it covered: its start, and where it got.
+func (p *progress) run(ctx context.Context, task RangeTask, now time.Time) Run {
 	o := p.opts
-	end := now.Add(-o.Lag)
-	if p.mark.IsZero() {
-		p.mark = now.Add(-max(o.CatchUp, o.Lag))
+	if !p.load(ctx, now) {
+		return Run{}
 	}
+	if p.unsaved {
+		_ = p.save(ctx) // the last tick's save failed (reported then): its range is done
+	}
+	end := now.Add(-o.Lag)
 	from := p.mark
 	if o.Limit > 0 {
 		from = later(from, now.Add(-o.Limit))
 	}
+	covered := Run{From: from, To: from}
 	for from.Before(end) && ctx.Err() == nil {
 		to := end
 		if o.Slice > 0 {
@@ -156,16 +229,59 @@ func (p *progress) run(ctx context.Context, task RangeTask, now time.Time) {
 		}
 		err := task(ctx, from, to)
 		if ctx.Err() != nil {
-			return // cut short: neither a failure nor progress
+			return covered // cut short: neither a failure nor progress
 		}
-		if o.Report != nil {
-			o.Report(Run{From: from, To: to, Err: err})
+		r := Run{From: from, To: to, Err: err}
+		if err == nil {
+			p.mark, from, covered.To = to, to, to
+			p.unsaved = o.Progress != nil
+			r.SaveErr = p.save(ctx)
+		}
+		if o.Report != nil && ctx.Err() == nil {
+			o.Report(r)
 		}
 		if err != nil {
-			return
+			return covered
 		}
-		p.mark, from = to, to
 	}
+	return covered
+}
+
+// load sets the mark from the stored progress (when later than its own), or the horizon on
+// the first tick; false: loading failed (reported), and the tick covers nothing.
+func (p *progress) load(ctx context.Context, now time.Time) bool {
+	o := p.opts
+	if o.Progress != nil {
+		stored, ok, err := o.Progress.Load(ctx)
+		if ctx.Err() != nil {
+			return false
+		}
+		if err != nil {
+			if o.Report != nil {
+				o.Report(Run{Err: fmt.Errorf("maintain: load progress: %w", err)})
+			}
+			return false
+		}
+		if ok && !stored.Before(p.mark) {
+			p.mark, p.unsaved = stored, false // another process got as far
+		}
+	}
+	if p.mark.IsZero() {
+		p.mark = now.Add(-max(o.CatchUp, o.Lag))
+	}
+	return true
+}
+
+// save stores the mark in Progress (if any).
+func (p *progress) save(ctx context.Context) error {
+	if p.opts.Progress == nil {
+		return nil
+	}
+	if err := p.opts.Progress.Save(ctx, p.mark); err != nil {
+		return fmt.Errorf("maintain: save progress: %w", err)
+	}
+	p.unsaved = false
+	return nil
 }
 
 // nextBoundary is the first multiple of d since the Unix epoch after t.
