@@ -456,4 +456,5 @@ func TestTSDBStagedBackfillThenMaintain(t *testing.T) {
 	t.Logf("Aggregate of a day of 3 series at an hour after maintain: %d requests", checker.Stats().Requests)
 	require.LessOrEqual(t, checker.Stats().Requests, int64(3), "the hour tier's blocks and the staging query, no raw read")
 }
+
 var _ writer.ManySink = (*tsdb.DB)(nil) // a Writer over a DB writes a flush in one WriteMany
