@@ -27,6 +27,7 @@ type serveFlags struct {
 	maxInFlight                       int
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
+	stagingPartitions                 int
 	rollupCatchUp, compactCatchUp     time.Duration
 	shutdownTimeout                   time.Duration
 }
@@ -77,6 +78,7 @@ Grafana: a Prometheus data source with URL http://127.0.0.1:9201.`,
 	f.DurationVar(&sf.rawPeriod, "raw-period", 0, "span of one raw table (0: 168h); as the database was written")
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
+	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
 	f.DurationVar(&sf.rollupCatchUp, "rollup-catch-up", 0, "how far back the first rollup of a database starts (0: 72h; never past --raw-retention)")
@@ -100,6 +102,8 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		Layout:       func(c *aztables.Client) (tablets.Store, error) { return def.open(c, layoutOptions{}) },
 		RawPeriod:    sf.rawPeriod,
 		RawRetention: sf.rawRetention,
+
+		StagingPartitions: sf.stagingPartitions,
 	}
 	if err := tsdb.CheckOptions(sf.db, dbOpts); err != nil {
 		return usageErrorf(cmd, "%v", err)

@@ -192,3 +192,12 @@ func TestCounter(t *testing.T) {
 	assert.Equal(t, int64(1234), c.EntitiesReceived)
 	assert.Equal(t, int64(0), c.BytesSent)
 }
+
+// A staging partition count that is not a power of two is a usage error, before any request.
+func TestServeStagingPartitionsChecked(t *testing.T) {
+	for _, n := range []string{"3", "-1", "512"} {
+		r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--staging-partitions", n)
+		assert.Equal(t, exitUsage, r.code, "--staging-partitions %s", n)
+		assert.Contains(t, r.stderr, "StagingPartitions", "--staging-partitions %s", n)
+	}
+}
