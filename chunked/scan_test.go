@@ -122,7 +122,7 @@ func TestScanPoints(t *testing.T) {
 	ctx := context.Background()
 	st := newScanTable(t, "-")
 	s := st.store
-	names := []string{"cpu", "cpu_total", "cpu|x", "a~b", "mem", "zz"}
+	names := []string{"cpu", "cpu_total", "cpu|x", "a~b", "mem", "zz", "x\U0001F600", "x\uE000"}
 	for i, name := range names {
 		for w := range 3 { // three writes a series: overlapping chunks, the later wins
 			var pts []tablets.Point

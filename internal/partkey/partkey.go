@@ -87,11 +87,12 @@ func Split(f rounding.KeyFormat, partitionKey []byte) (series string, start uint
 	return series, start, nil
 }
 
-// Compare orders series as their PartitionKeys sort: by escaped name and separator. (A
-// PartitionKey's escaped part holds no separator, so no series' key is a prefix of
-// another's, and the fixed-width start that follows never decides between two series.)
+// Compare orders series as the service sorts their PartitionKeys: by escaped name and
+// separator, in UTF-16 code units (filter.CompareUTF16). A PartitionKey's escaped part holds
+// no separator, so no series' key is a prefix of another's, and the fixed-width start that
+// follows never decides between two series.
 func Compare(a, b string) int {
-	return strings.Compare(Escape(a)+string(rune(separator)), Escape(b)+string(rune(separator)))
+	return filter.CompareUTF16(Escape(a)+string(rune(separator)), Escape(b)+string(rune(separator)))
 }
 
 // Key is the PartitionKey of the partition starting at unit start of the escaped series.

@@ -2,10 +2,10 @@ package partkey
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -73,7 +73,7 @@ func TestCompareIsKeyOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"cpu", "cpu_total", "cpu!", "cpu|x", "cpu~", "cpu}", "cpu{", "c", "d", "~", "|", "a~pb", "a|b", "zz"}
+	names := []string{"cpu", "cpu_total", "cpu!", "cpu|x", "cpu~", "cpu}", "cpu{", "c", "d", "~", "|", "a~pb", "a|b", "zz", "x\U0001F600", "x\uE000", "x\uFFFD"}
 	for _, a := range names {
 		for _, b := range names {
 			want := Compare(a, b)
@@ -82,7 +82,7 @@ func TestCompareIsKeyOrder(t *testing.T) {
 			}
 			for _, starts := range [][2]uint64{{0, f.Last}, {f.Last, 0}, {7, 7}} {
 				ka, kb := Key(f, Escape(a), starts[0]), Key(f, Escape(b), starts[1])
-				if got := strings.Compare(ka, kb); a != b && got != want {
+				if got := filter.CompareUTF16(ka, kb); a != b && got != want {
 					t.Errorf("Compare(%q, %q) = %d, keys %q %q compare %d", a, b, want, ka, kb, got)
 				}
 			}
@@ -92,5 +92,8 @@ func TestCompareIsKeyOrder(t *testing.T) {
 	slices.SortFunc(sorted, Compare)
 	if slices.Index(sorted, "cpu_total") > slices.Index(sorted, "cpu") {
 		t.Errorf("sorted %q: the keys of cpu_total sort before those of cpu", sorted)
+	}
+	if slices.Index(sorted, "x\U0001F600") > slices.Index(sorted, "x\uE000") {
+		t.Errorf("sorted %q: a surrogate pair sorts before U+E000 in UTF-16", sorted)
 	}
 }
