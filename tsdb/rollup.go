@@ -65,7 +65,10 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 		return nil
 	}
 	names, err := db.Series(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
-	if err != nil {
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	if scanned, err := db.scanRollup(ctx, names, lo, hi); scanned || err != nil {
 		return err
 	}
 	for _, series := range names {
