@@ -69,28 +69,15 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 		blocks += int(span / uint64(t.block()/time.Second))
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
-	var starts []uint64 // of the slices that overlap a raw table
-	for _, sp := range spans {
-		for s := max(lo, floorSec(unix(sp.from), block)); s < hi && at(s).Before(sp.to); s += span {
-			if len(starts) == 0 || s > starts[len(starts)-1] {
-				starts = append(starts, s)
-			}
-		}
-	}
-	for _, s := range starts {
+	for _, s := range sliceStarts(spans, lo, hi, block) {
 		var raw []rawSpan
 		for i, sp := range spans {
 			if sp.from.Before(at(s+span)) && sp.to.After(at(s)) {
 				raw = append(raw, rawSpan{stores[i], laterOf(sp.from, at(s)), earlierOf(sp.to, at(s+span))})
 			}
 		}
-		// Made once here, not by each series' writer at once.
-		for _, t := range tiers {
-			for p := tierPeriod(t, s); p < s+span; p += uint64(t.Period / time.Second) {
-				if err := db.tiers.ensure(ctx, db.tierTable(t, p)); err != nil && !errors.Is(err, errTierDropped) {
-					return true, err
-				}
-			}
+		if err := db.ensureTierTables(ctx, s, s+span); err != nil {
+			return true, err
 		}
 		for g := 0; g < len(names); g += group {
 			if err := db.rollupGroup(ctx, names[g:min(g+group, len(names))], len(names) <= group, raw, s, s+span); err != nil {
@@ -99,6 +86,33 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 		}
 	}
 	return true, nil
+}
+
+// sliceStarts lists the starts of the slices of [lo, hi) (Unix seconds, multiples of
+// block) that overlap a raw table.
+func sliceStarts(spans []span, lo, hi uint64, block time.Duration) []uint64 {
+	var starts []uint64
+	for _, sp := range spans {
+		for s := max(lo, floorSec(unix(sp.from), block)); s < hi && at(s).Before(sp.to); s += uint64(block / time.Second) {
+			if len(starts) == 0 || s > starts[len(starts)-1] {
+				starts = append(starts, s)
+			}
+		}
+	}
+	return starts
+}
+
+// ensureTierTables makes the tier tables of [lo, hi) once, before the series' writers would
+// each try at once. A dropped one is left dropped.
+func (db *DB) ensureTierTables(ctx context.Context, lo, hi uint64) error {
+	for _, t := range db.opts.Tiers {
+		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
+			if err := db.tiers.ensure(ctx, db.tierTable(t, p)); err != nil && !errors.Is(err, errTierDropped) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // rawSpan is the part of a slice in one raw table.
@@ -151,10 +165,10 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	})
 	close(jobs)
 	wg.Wait()
-	if err != nil {
-		return err
+	if cause := context.Cause(ctx); cause != nil {
+		return cause // a writer's error, or the caller's
 	}
-	return context.Cause(ctx)
+	return err
 }
 
 // rollupJob is one series' points of a slice, and the ETags of its blocks there, by tier.
