@@ -53,6 +53,8 @@ type Store struct {
 	client *aztables.Client
 	layout layout
 	opts   Options
+
+	scanTop int32 // the page size a scan asks for; 0: the service's (tests set it)
 }
 
 var _ tablets.Store = (*Store)(nil)

@@ -70,6 +70,48 @@ func (s *Store) Compact(ctx context.Context, series string, from, to time.Time) 
 	return nil
 }
 
+// CompactAll is Compact of every series of the table: a key scan of the partitions that
+// [from, to) overlaps (ScanChunks: one query, a page per 1,000 chunks) finds those that hold
+// runs worth merging, and only those are read and compacted, as Compact does them (each run
+// conditional on its chunks' ETags), Concurrency partitions at a time. A table whose
+// partitions hold a chunk each costs the scan only. A partition that fails does not stop
+// the others; the error names each series that failed.
+func (s *Store) CompactAll(ctx context.Context, from, to time.Time) error {
+	lo, hi, err := s.scanUnits(from, to)
+	if err != nil || lo >= hi {
+		return err
+	}
+	type partition struct{ pk, series string }
+	var todo []partition
+	var cur partition
+	var chunks []stored
+	done := func() {
+		if len(chunks) >= 2 && len(s.runs(chunks)) > 0 {
+			todo = append(todo, cur)
+		}
+		chunks = chunks[:0]
+	}
+	for k, err := range s.scanKeys(ctx, lo, hi) {
+		if err != nil {
+			return fmt.Errorf("chunked: compact: scan: %w", err)
+		}
+		if k.partitionKey != cur.pk {
+			done()
+			cur = partition{k.partitionKey, k.series}
+		}
+		// The sizes are unknown: a run of full chunks is read, and found compact.
+		chunks = append(chunks, stored{first: k.first, last: k.last})
+	}
+	done()
+	errs := batch.Run(ctx, s.opts.Concurrency, len(todo), func(ctx context.Context, i int) error {
+		if err := s.compactPartition(ctx, todo[i].pk); err != nil {
+			return fmt.Errorf("chunked: compact %q: %w", todo[i].series, err)
+		}
+		return nil
+	})
+	return errors.Join(errs...)
+}
+
 // units returns [from, to) as units: the floor of from, the ceiling of to.
 func (s *Store) units(from, to time.Time) (uint64, uint64, error) {
 	if err := rounding.CheckRange(from, to); err != nil {

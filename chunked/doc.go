@@ -50,6 +50,16 @@
 // makes the transaction fail and the run start again. KeepCompacted runs it on a timer
 // beside a long-running writer.
 //
+// # Scans of a whole table
+//
+// Maintenance that visits every series (a database's rollups and compaction) reads a table
+// at once instead of a series at a time: ScanChunks lists the keys of every chunk of a range
+// with one query across partitions, ScanPoints reads their points, and CompactAll compacts
+// the partitions a key scan finds holding several chunks. A query across partitions costs
+// a request a page (at most 1,000 chunks, or 5 seconds of the service's time); on Azure it
+// scans the table server-side. ScanPoints reads each partition within one request, as the
+// reads above do.
+//
 // # Chunk format
 //
 // C holds a chunk of the codec of package internal/chunkenc (docs/format.md, "Chunks"): a

@@ -15,10 +15,10 @@ import (
 )
 
 // A database of chunked tables compacts the chunk-a-write of a frequent writer, in every
-// period, and reads the same points after.
+// period, and reads the same points after; compacting again costs a scan a table.
 func TestTSDBCompact(t *testing.T) {
 	ctx := context.Background()
-	db, svc, _ := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{},
+	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
 		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
 	start := time.Date(2024, 5, 20, 10, 30, 0, 0, time.UTC) // two periods
 	want := map[string][]tablets.Point{}
@@ -45,6 +45,10 @@ func TestTSDBCompact(t *testing.T) {
 	require.Equal(t, 120, chunks(), "a chunk a write")
 	require.NoError(t, db.Compact(ctx, start, start.Add(2*time.Hour)))
 	require.LessOrEqual(t, chunks(), 6, "a chunk per series and period")
+	before := checker.Stats().Requests
+	require.NoError(t, db.Compact(ctx, start, start.Add(2*time.Hour)))
+	// The range's third period, 12:00, has no table: a scan finds that.
+	require.Equal(t, int64(3), checker.Stats().Requests-before, "nothing left to merge: a scan a table")
 	for series, pts := range want {
 		var got []tablets.Point
 		for p, err := range db.Query(ctx, series, start, start.Add(2*time.Hour)) {

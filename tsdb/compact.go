@@ -9,15 +9,19 @@ import (
 	"github.com/seed71701133/tablets/internal/maintain"
 )
 
-// compacter is a raw store that merges small chunks (chunked).
-type compacter interface {
-	Compact(ctx context.Context, series string, from, to time.Time) error
+// tableCompacter is a raw store that merges small chunks, finding for the whole table the
+// partitions worth compacting (chunked).
+type tableCompacter interface {
+	CompactAll(ctx context.Context, from, to time.Time) error
 }
 
 // Compact merges the small chunks of every series with points in [from, to), in each raw
 // table of the range whose layout compacts (chunked; others are skipped): a process that
-// writes every few seconds, such as a remote-write endpoint, makes a chunk each time. Several
-// processes may compact at once: the layout's merges are conditional on the chunks' ETags.
+// writes every few seconds, such as a remote-write endpoint, makes a chunk each time. A
+// chunked table is scanned once for the partitions (series and day) that hold several
+// chunks, and only those are compacted: a table with nothing to merge costs a request per
+// 1,000 chunks of the range. Several processes may compact at once: the layout's merges are
+// conditional on the chunks' ETags.
 func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
 	spans, err := db.spans(ctx, from, to)
 	if err != nil {
@@ -28,18 +32,12 @@ func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
 		if err != nil {
 			return err
 		}
-		c, ok := s.(compacter)
+		c, ok := s.(tableCompacter)
 		if !ok {
 			return nil
 		}
-		names, err := db.Series(ctx, sp.from, sp.to)
-		if err != nil {
-			return err
-		}
-		for _, series := range names {
-			if err := c.Compact(ctx, series, sp.from, sp.to); err != nil && !isTableGone(err) {
-				return fmt.Errorf("tsdb: compact %q: %w", series, err)
-			}
+		if err := c.CompactAll(ctx, sp.from, sp.to); err != nil && !isTableGone(err) {
+			return fmt.Errorf("tsdb: %w", err)
 		}
 	}
 	return nil

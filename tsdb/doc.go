@@ -142,7 +142,10 @@
 // # Compaction
 //
 // With the chunked layout a writer of few points (directly, or a fold run often) makes a
-// chunk a write; Compact and KeepCompacted merge them in every raw table of a range.
+// chunk a write; Compact and KeepCompacted merge them in every raw table of a range. Compact
+// scans each table once for the partitions (series and day) that hold several chunks, and
+// compacts only those: a table with nothing to merge costs a request per 1,000 chunks of
+// the range.
 //
 // # Retention
 //
@@ -182,7 +185,12 @@
 // entity (a block; docs/format.md, "Tier blocks" and "Sketches").
 //
 // Rollup(from, to) computes the blocks from the raw points, conditionally on the ETags it read
-// before them. Aggregate(series, from, to, step) merges the windows of all the series: it
+// before them. Over chunked raw tables it reads many series at once, a block of the coarsest
+// tier (a day by default) and a few thousand series at a time: the blocks' ETags a query per
+// tier table, the staged points one, the raw points a query per raw table (a request per
+// 1,000 chunks), then a transaction per series and tier table. Measured on Azurite (2,000
+// series, an hour at 15 s, the default tiers): 4,012 requests, where reads per series cost
+// 12,006. Aggregate(series, from, to, step) merges the windows of all the series: it
 // reads the coarsest tier whose Step divides step where its blocks are sealed (rolled up at
 // least SealDelay after their end) and not flagged, and the raw points elsewhere. A Write of
 // points older than SealDelay flags their blocks, after storing them: a late point is never

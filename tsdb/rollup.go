@@ -45,6 +45,12 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // again). Run it on a timer, or KeepRolledUp, to keep tiers current. It leaves alone the
 // blocks that reach into raw periods past RawRetention (by Options.Now): their raw points may
 // be gone, and the windows computed before are the last word there.
+//
+// Over chunked raw tables it reads many series at once instead of each by itself: for each
+// block of the coarsest tier with a raw table, and a few thousand series at a time, the
+// blocks' ETags (a query per tier table), the staged points (one query) and the raw points
+// (a query per raw table, a request per 1,000 chunks), then it writes a transaction per
+// series and tier table; a series whose write meets a change is rolled up again by itself.
 func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
@@ -65,7 +71,10 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 		return nil
 	}
 	names, err := db.Series(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
-	if err != nil {
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	if scanned, err := db.scanRollup(ctx, names, lo, hi); scanned || err != nil {
 		return err
 	}
 	for _, series := range names {

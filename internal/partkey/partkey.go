@@ -42,6 +42,59 @@ func Escape(series string) string {
 	return b.String()
 }
 
+// Unescape is the inverse of Escape; ok is false for a string Escape never returns (a "~"
+// not followed by "~" or "p", or a "|").
+func Unescape(escaped string) (series string, ok bool) {
+	if !strings.ContainsAny(escaped, "~|") {
+		return escaped, true
+	}
+	var b strings.Builder
+	for i := 0; i < len(escaped); i++ {
+		switch c := escaped[i]; c {
+		case separator:
+			return "", false
+		case escape:
+			if i+1 >= len(escaped) {
+				return "", false
+			}
+			switch escaped[i+1] {
+			case escape:
+				b.WriteByte(escape)
+			case 'p':
+				b.WriteByte(separator)
+			default:
+				return "", false
+			}
+			i++
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String(), true
+}
+
+// Split returns the series and the partition start of a PartitionKey: the inverse of Key
+// of an escaped series. A key Key never returns is an error.
+func Split(f rounding.KeyFormat, partitionKey []byte) (series string, start uint64, err error) {
+	start, err = Start(f, partitionKey)
+	if err != nil {
+		return "", 0, err
+	}
+	series, ok := Unescape(string(partitionKey[:len(partitionKey)-f.Width-1]))
+	if !ok || series == "" {
+		return "", 0, fmt.Errorf("PartitionKey %q does not begin with an escaped series", partitionKey)
+	}
+	return series, start, nil
+}
+
+// Compare orders series as the service sorts their PartitionKeys: by escaped name and
+// separator, in UTF-16 code units (filter.CompareUTF16). A PartitionKey's escaped part holds
+// no separator, so no series' key is a prefix of another's, and the fixed-width start that
+// follows never decides between two series.
+func Compare(a, b string) int {
+	return filter.CompareUTF16(Escape(a)+string(rune(separator)), Escape(b)+string(rune(separator)))
+}
+
 // Key is the PartitionKey of the partition starting at unit start of the escaped series.
 func Key(f rounding.KeyFormat, escaped string, start uint64) string {
 	b := make([]byte, 0, len(escaped)+1+f.Width)

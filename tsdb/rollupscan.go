@@ -1,0 +1,300 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/pager"
+)
+
+const (
+	// maxRollupGroup bounds the series a batched Rollup reads at once.
+	maxRollupGroup = 2000
+	// maxGroupBlocks bounds the ETags of blocks it holds at once: a group has fewer series
+	// when the tiers have many blocks in a slice.
+	maxGroupBlocks = 200_000
+)
+
+// scanRollup is Rollup over chunked raw tables: instead of reads per series, each slice of
+// the range (a block of the coarsest tier) is rolled up a group of series at a time (up to
+// maxRollupGroup, consecutive in the order of their raw keys) in this order, which keeps it
+// correct beside writers (see flagStale) and folds (see Query):
+//  1. the ETags of the group's blocks, a query across partitions per tier table;
+//  2. the group's staged points, one query;
+//  3. the group's raw points, a query across partitions per raw table (chunked's
+//     ScanPoints), streamed series by series, merged with the staged ones;
+//  4. each series' blocks, a transaction per tier table, conditional on the ETags read, or
+//     as new where none was: a block that changed or appeared meanwhile fails the write,
+//     and that series is rolled up again by itself (rollupSeries).
+//
+// It reports false when a raw table of the range is not chunked: the caller then rolls up
+// series by series. Slices without a raw table are left alone.
+func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bool, error) {
+	tiers := db.opts.Tiers
+	block := tiers[len(tiers)-1].block()
+	span := uint64(block / time.Second)
+	spans, err := db.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	if err != nil {
+		return true, err
+	}
+	stores := make([]*chunked.Store, len(spans))
+	for i, sp := range spans {
+		s, err := db.stores.get(sp.period)
+		if err != nil {
+			return true, err
+		}
+		c, ok := s.(*chunked.Store)
+		if !ok {
+			return false, nil
+		}
+		stores[i] = c
+	}
+	names = slices.Clone(names)
+	slices.SortFunc(names, chunked.CompareSeries)
+	blocks := 0 // a series' blocks in a slice, all tiers
+	for _, t := range tiers {
+		blocks += int(span / uint64(t.block()/time.Second))
+	}
+	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
+	for _, s := range sliceStarts(spans, lo, hi, block) {
+		var raw []rawSpan
+		for i, sp := range spans {
+			if sp.from.Before(at(s+span)) && sp.to.After(at(s)) {
+				raw = append(raw, rawSpan{stores[i], laterOf(sp.from, at(s)), earlierOf(sp.to, at(s+span))})
+			}
+		}
+		if err := db.ensureTierTables(ctx, s, s+span); err != nil {
+			return true, err
+		}
+		for g := 0; g < len(names); g += group {
+			if err := db.rollupGroup(ctx, names[g:min(g+group, len(names))], len(names) <= group, raw, s, s+span); err != nil {
+				return true, err
+			}
+		}
+	}
+	return true, nil
+}
+
+// sliceStarts lists the starts of the slices of [lo, hi) (Unix seconds, multiples of
+// block) that overlap a raw table.
+func sliceStarts(spans []span, lo, hi uint64, block time.Duration) []uint64 {
+	var starts []uint64
+	for _, sp := range spans {
+		for s := max(lo, floorSec(unix(sp.from), block)); s < hi && at(s).Before(sp.to); s += uint64(block / time.Second) {
+			if len(starts) == 0 || s > starts[len(starts)-1] {
+				starts = append(starts, s)
+			}
+		}
+	}
+	return starts
+}
+
+// ensureTierTables makes the tier tables of [lo, hi) once, before the series' writers would
+// each try at once. A dropped one is left dropped.
+func (db *DB) ensureTierTables(ctx context.Context, lo, hi uint64) error {
+	for _, t := range db.opts.Tiers {
+		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
+			if err := db.tiers.ensure(ctx, db.tierTable(t, p)); err != nil && !errors.Is(err, errTierDropped) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// rawSpan is the part of a slice in one raw table.
+type rawSpan struct {
+	store    *chunked.Store
+	from, to time.Time
+}
+
+// rollupGroup rolls up the blocks of a group of series (sorted by chunked.CompareSeries) in
+// [lo, hi), a slice of the coarsest tier's blocks. all says the group is every series.
+func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) error {
+	etags, err := db.groupETags(ctx, group, lo, hi)
+	if err != nil {
+		return err
+	}
+	stagedOf := group
+	if all {
+		stagedOf = nil // every series: the filter need not name columns
+	}
+	staged, err := db.readStaged(ctx, stagedOf, at(lo), at(hi))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jobs := make(chan rollupJob)
+	var wg sync.WaitGroup
+	for range writeConcurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				if err := db.rollupScanned(ctx, j, lo, hi); err != nil {
+					cancel(fmt.Errorf("tsdb: rollup %q: %w", j.series, err))
+				}
+			}
+		}()
+	}
+	err = db.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
+		j := rollupJob{series: series, points: pts, etags: etags[series]}
+		if len(pts) == 0 && j.etags == nil {
+			return true // nothing there, nothing rolled up before
+		}
+		select {
+		case jobs <- j:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	})
+	close(jobs)
+	wg.Wait()
+	if cause := context.Cause(ctx); cause != nil {
+		return cause // a writer's error, or the caller's
+	}
+	return err
+}
+
+// rollupJob is one series' points of a slice, and the ETags of its blocks there, by tier.
+type rollupJob struct {
+	series string
+	points []tablets.Point
+	etags  []map[uint64]azcore.ETag // nil: no block
+}
+
+// rollupScanned writes one series' blocks from the points scanned; where a block changed
+// since its ETag was read (or appeared), it rolls the series up again by itself.
+func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
+	rolled := float64(db.now().Unix())
+	for i, t := range db.opts.Tiers {
+		var etags map[uint64]azcore.ETag
+		if j.etags != nil {
+			etags = j.etags[i]
+		}
+		err := db.writeBlocks(ctx, j.series, t, db.computeBlocks(t, j.points, rolled), etags)
+		if batch.IsConflict(err) {
+			return db.rollupSeries(ctx, j.series, lo, hi)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupPoints calls each with every series of group (in order), its points in the raw
+// spans (scanned) merged with its staged ones, until each returns false.
+func (db *DB) groupPoints(ctx context.Context, group []string, raw []rawSpan, staged map[string][]tablets.Point,
+	each func(series string, pts []tablets.Point) bool) error {
+	type puller struct {
+		next func() (chunked.SeriesPoints, error, bool)
+		head chunked.SeriesPoints
+		ok   bool
+	}
+	pullers := make([]*puller, len(raw))
+	for i, r := range raw {
+		next, stop := iter.Pull2(r.store.ScanPoints(ctx, r.from, r.to, &chunked.ScanOptions{Series: group}))
+		defer stop()
+		pullers[i] = &puller{next: next}
+	}
+	advance := func(p *puller) error {
+		sp, err, ok := p.next()
+		if err != nil && !isTableGone(err) {
+			return fmt.Errorf("tsdb: rollup: %w", err)
+		}
+		p.head, p.ok = sp, ok && err == nil
+		return nil
+	}
+	for _, p := range pullers {
+		if err := advance(p); err != nil {
+			return err
+		}
+	}
+	for _, series := range group {
+		var pts []tablets.Point
+		for _, p := range pullers { // the raw spans in time order
+			if p.ok && p.head.Series == series {
+				pts = append(pts, p.head.Points...)
+				if err := advance(p); err != nil {
+					return err
+				}
+			}
+		}
+		if s := staged[series]; len(s) > 0 {
+			var merged []tablets.Point
+			for p := range withStaged(pointsOfSlice(pts), s) {
+				merged = append(merged, p)
+			}
+			pts = merged
+		}
+		if !each(series, pts) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// groupETags reads the ETags of the blocks of a group of series in [lo, hi): per tier
+// table, one query across the partitions from the group's first name to its last.
+func (db *DB) groupETags(ctx context.Context, group []string, lo, hi uint64) (map[string][]map[uint64]azcore.ETag, error) {
+	in := make(map[string]bool, len(group))
+	for _, s := range group {
+		in[s] = true
+	}
+	first := slices.MinFunc(group, filter.CompareUTF16) // the service's order of raw names
+	last := slices.MaxFunc(group, filter.CompareUTF16)
+	q := pager.SubQuery{Filter: filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
+		filter.Ge("RowKey", blockKey(lo)), filter.Lt("RowKey", blockKey(hi))).String(), Select: "PartitionKey,RowKey"}
+	out := map[string][]map[uint64]azcore.ETag{}
+	tiers := db.opts.Tiers
+	for i, t := range tiers {
+		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
+			var e entity.Entity
+			for page, err := range pager.Each(ctx, db.service.NewClient(db.tierTable(t, p)), q, 0) {
+				if isTableGone(err) {
+					break
+				}
+				if err != nil {
+					return nil, fmt.Errorf("tsdb: rollup: read blocks: %w", err)
+				}
+				for _, raw := range page.Entities {
+					if err := e.Decode(raw); err != nil {
+						return nil, fmt.Errorf("tsdb: rollup: read blocks: %w", err)
+					}
+					series := string(e.PartitionKey)
+					if !in[series] {
+						continue
+					}
+					s, err := strconv.ParseUint(string(e.RowKey), 10, 64)
+					if err != nil {
+						return nil, fmt.Errorf("tsdb: rollup: block RowKey %q: %w", e.RowKey, err)
+					}
+					if out[series] == nil {
+						out[series] = make([]map[uint64]azcore.ETag, len(tiers))
+					}
+					if out[series][i] == nil {
+						out[series][i] = map[uint64]azcore.ETag{}
+					}
+					out[series][i][s] = azcore.ETag(e.ETag)
+				}
+			}
+		}
+	}
+	return out, nil
+}
