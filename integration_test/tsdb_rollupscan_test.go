@@ -13,13 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-func chunkedLayout(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }
 
 // A Write that lands between a batched Rollup's read of the blocks' ETags and its write of a
 // series' blocks (chunked raw tables, several series, staged points) makes that series'
