@@ -18,7 +18,6 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-
 // A Write that lands between a batched Rollup's read of the blocks' ETags and its write of a
 // series' blocks (chunked raw tables, several series, staged points) makes that series'
 // write fail, over a block that existed (its ETag changed: 412) or not (the Write's flag
