@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -25,7 +26,12 @@ import (
 	"github.com/seed71701133/tablets/internal/promrun"
 )
 
-func TestMain(m *testing.M) { azurite.Main(m) }
+func TestMain(m *testing.M) {
+	if code, ok := foldChild(); ok { // the test binary run as TestCrashRemoteWrite's fold process
+		os.Exit(code)
+	}
+	azurite.Main(m)
+}
 
 // The queries compared: plain selectors exactly (same series, same timestamps, same value
 // bits), functions within 1e-6 relative. Tablets' API runs Prometheus 3's engine, P1 and P2
