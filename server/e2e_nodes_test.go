@@ -25,6 +25,7 @@ import (
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/meter"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -41,6 +42,7 @@ type e2eNode struct {
 	http    *httptest.Server
 	checker *azurite.Checker
 	fault   *fault.Transport
+	origins *byOrigin
 	logs    *syncBuffer
 }
 
@@ -63,7 +65,8 @@ func startNode(t *testing.T, name, dbName string, down *atomic.Bool, compactEver
 	})
 	// Below the retry policy: each attempt is failed (503 ServerBusy or 500 InternalError,
 	// before it is sent) while the account is "down".
-	n.fault = fault.New(n.checker, fault.Options{Seed: int64(len(name)), FailBefore: 1,
+	n.origins = &byOrigin{next: n.checker}
+	n.fault = fault.New(n.origins, fault.Options{Seed: int64(len(name)), FailBefore: 1,
 		Match: func(*http.Request) bool { return down.Load() }})
 	svc, err := az.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
 		Transport: n.fault, Retry: azurite.TestRetryOptions(), PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy()}}})
@@ -84,7 +87,7 @@ func startNode(t *testing.T, name, dbName string, down *atomic.Bool, compactEver
 	if err != nil {
 		t.Fatalf("node %s: server.New: %v", name, err)
 	}
-	n.http = httptest.NewServer(n.srv)
+	n.http = httptest.NewServer(withOrigin(n.srv))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -103,6 +106,49 @@ func startNode(t *testing.T, name, dbName string, down *atomic.Bool, compactEver
 	})
 	return n
 }
+
+// origin is what a node was doing when it sent a request to Azure: serving a remote write,
+// serving a read (remote read, the query API: the test's own questions), or neither (its
+// background loops, whose context is no HTTP request's).
+type origin int
+
+const (
+	fromLoops origin = iota
+	fromWrite
+	fromRead
+	numOrigins
+)
+
+func (o origin) String() string { return [...]string{"background", "remote write", "read"}[o] }
+
+type originKey struct{}
+
+// withOrigin marks the context of each request h serves with its origin, which the SDK
+// passes down to the transport with every request to Azure made for it.
+func withOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		o := fromRead
+		if r.URL.Path == "/api/v1/write" {
+			o = fromWrite
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), originKey{}, o)))
+	})
+}
+
+// byOrigin is a transport that meters the requests to Azure (every attempt that reaches the
+// account: it sits below the fault transport) and their body bytes, by origin.
+type byOrigin struct {
+	next policy.Transporter
+	m    [numOrigins]meter.Meter
+}
+
+func (b *byOrigin) Do(req *http.Request) (*http.Response, error) {
+	o, _ := req.Context().Value(originKey{}).(origin)
+	return b.m[o].Send(b.next, req)
+}
+
+// counts returns what was metered for origin o.
+func (b *byOrigin) counts(o origin) meter.Counts { return b.m[o].Counts() }
 
 // roundRobin is a reverse proxy that sends each request to the next backend in turn, as a
 // load balancer in front of several servers would.
@@ -257,4 +303,45 @@ func (s *syncBuffer) Tail(n int) string {
 		return "..." + string(b[len(b)-n:])
 	}
 	return string(b)
+}
+
+// foldCost is what a fold did and what it cost at the transport.
+type foldCost struct {
+	report tsdb.FoldReport
+	wire   meter.Counts
+}
+
+// foldAhead is how far ahead of the wall clock foldNow's clock runs: past the end of the
+// current staging bucket (10 minutes) and Fold's margin after it (5 minutes), so that it
+// folds everything staged until then.
+const foldAhead = 20 * time.Minute
+
+// foldNow folds database dbName's staged points, as `tablets maintain` would, from a handle
+// of its own (its own service client and limit Checker) whose clock is foldAhead ahead.
+func foldNow(ctx context.Context, t *testing.T, dbName string) foldCost {
+	t.Helper()
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("fold: Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: checker, Retry: azurite.TestRetryOptions(), PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy()}}})
+	if err != nil {
+		t.Fatalf("fold: service client: %v", err)
+	}
+	db, err := tsdb.Open(ctx, svc, dbName, &tsdb.Options{
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) },
+		Now:    func() time.Time { return time.Now().Add(foldAhead) }})
+	if err != nil {
+		t.Fatalf("fold: open %s: %v", dbName, err)
+	}
+	checker.Reset() // the fold's requests only
+	began := time.Now()
+	report, err := db.Fold(ctx)
+	if err != nil {
+		t.Fatalf("fold: %v (%+v)", err, report)
+	}
+	if !report.Through.After(began) {
+		t.Fatalf("fold: folded through %s only, before the fold began (%s)", report.Through, began)
+	}
+	st := checker.Stats()
+	t.Logf("fold: %+v in %s", report, time.Since(began).Round(time.Millisecond))
+	return foldCost{report: report, wire: meter.Counts{Requests: st.Requests, BytesSent: st.RequestBytes, BytesReceived: st.ResponseBytes}}
 }
