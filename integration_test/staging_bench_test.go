@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/server"
 )
 
 // BenchmarkTSDBStagedIngest loads a chunked database as Prometheus' remote write does:
@@ -68,4 +69,45 @@ func BenchmarkTSDBStagedIngest(b *testing.B) {
 	}
 	b.ReportMetric(float64(fold.Requests)/samples, "fold-requests/sample")
 	b.ReportMetric(float64(ingest.Requests+fold.Requests)/samples, "total-requests/sample")
+}
+
+// BenchmarkTSDBIngestAndMaintain is the issue's whole load: 10,000 series at a 15 s scrape,
+// 2,000 samples a request, with the default tiers (a minute and an hour); then one
+// server.Maintain (what `tablets maintain` runs: fold, compact, roll up, retain). It reports
+// the requests a sample of everything, counted at the transport. Two hours are 480 ops:
+//
+//	go test -run '^$' -bench TSDBIngestAndMaintain -benchtime 480x -count 6 ./integration_test/ | tee new.txt
+//	benchstat old.txt new.txt
+func BenchmarkTSDBIngestAndMaintain(b *testing.B) {
+	clock := &stagingClock{}
+	opts := stagingOptions(clock)
+	opts.Tiers = nil // the defaults
+	db, _, checker := dbtest.NewDB(b, opts)
+	names := seriesNames(b, db, 10_000)
+	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	checker.Reset()
+	b.ResetTimer()
+	promLoad(b, db, clock, names, start, b.N, 15*time.Second, 2000, 4)
+	b.StopTimer()
+	ingest := checker.Stats()
+	samples := float64(b.N * len(names))
+	b.ReportMetric(samples/b.Elapsed().Seconds(), "samples/s")
+	b.ReportMetric(float64(ingest.Requests)/samples, "ingest-requests/sample")
+
+	end := start.Add(time.Duration(b.N) * 15 * time.Second)
+	clock.Set(end.Add(20 * time.Minute))
+	checker.Reset()
+	maintained := time.Now()
+	for step, err := range server.Maintain(context.Background(), db, nil) {
+		if err != nil {
+			b.Fatal(err)
+		}
+		if step.Task == "fold" && step.Fold.Points != int(samples) {
+			b.Fatalf("folded %d points of %.0f", step.Fold.Points, samples)
+		}
+	}
+	maintain := checker.Stats()
+	b.ReportMetric(time.Since(maintained).Seconds(), "maintain-s")
+	b.ReportMetric(float64(maintain.Requests)/samples, "maintain-requests/sample")
+	b.ReportMetric(float64(ingest.Requests+maintain.Requests)/samples, "total-requests/sample")
 }

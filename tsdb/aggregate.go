@@ -68,6 +68,13 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 			mergeErr = err
 		}
 	}
+	// The staged points of every series in one query, before the blocks and the raw points:
+	// a window that holds a staged point may have been rolled up without it (a late point is
+	// flagged only by the Fold that moves it), so it is read raw.
+	staged, err := db.readStaged(ctx, names, from, to)
+	if err != nil {
+		return nil, err
+	}
 	raw := map[string][][2]time.Time{} // per series, the ranges to read raw
 	tierWindows := map[string][]*Window{}
 	if tier, ok := db.tierFor(step); ok && from.Before(to) {
@@ -98,7 +105,7 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 						if ws.Before(lo) || !ws.Before(hi) {
 							continue
 						}
-						if b.rolled < float64(we.Add(db.opts.SealDelay).Unix()) {
+						if b.rolled < float64(we.Add(db.opts.SealDelay).Unix()) || len(pointsIn(staged[s], ws, we)) > 0 {
 							raw[s] = append(raw[s], [2]time.Time{ws, we})
 						} else if w := b.windows[i]; w != nil {
 							tierWindows[s] = append(tierWindows[s], w)
@@ -108,11 +115,6 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 				raw[s] = append(raw[s], [2]time.Time{ch, to})
 			}
 		}
-	}
-	// The staged points of every series in one query, before their raw points (see Query).
-	staged, err := db.readStaged(ctx, names, from, to)
-	if err != nil {
-		return nil, err
 	}
 	for _, s := range names {
 		mine := map[time.Time]*Window{}

@@ -103,6 +103,16 @@ func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
 	return report, nil
 }
 
+// bucketEnd is the end of the arrival bucket of a staging PartitionKey: the latest its
+// points may have arrived (a malformed key: the end of time, so that they count as late).
+func bucketEnd(partitionKey string) time.Time {
+	b, err := strconv.ParseUint(partitionKey[:min(12, len(partitionKey))], 10, 64)
+	if err != nil {
+		return tablets.MaxTime
+	}
+	return at(b).Add(stageBucket)
+}
+
 // foldFilter selects the staging entities of the arrival buckets before horizon.
 func foldFilter(horizon uint64) string {
 	return filter.Lt("PartitionKey", fmt.Sprintf("%012d", horizon)).String()
@@ -148,6 +158,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		sel += "," + stageColumnChar + strconv.Itoa(c)
 	}
 	found := map[string][]stagedPoint{}
+	lateOf := map[string][]tablets.Point{} // points staged after their windows may have sealed
 	q := pager.SubQuery{Filter: foldFilter(horizon), Select: sel}
 	for se, err := range db.stagedEntities(ctx, q) {
 		if err != nil {
@@ -156,9 +167,13 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		if !listed[[2]string{se.partitionKey, se.rowKey}] {
 			continue
 		}
+		arrived := bucketEnd(se.partitionKey)
 		for r, s := range se.series {
 			for i, ms := range s.Times {
 				found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, r})
+				if late := arrived.Add(-(db.opts.SealDelay - sealMargin)); ms < late.UnixMilli() {
+					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: s.Values[i]})
+				}
 			}
 		}
 	}
@@ -173,7 +188,15 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		for _, p := range pts {
 			priority = max(priority, p.stamp)
 		}
-		return db.foldSeries(ctx, names[i], priority, lastWrites(pts))
+		if err := db.foldSeries(ctx, names[i], priority, lastWrites(pts)); err != nil {
+			return err
+		}
+		// Late points: flag their windows, now that they are in the raw tables and before
+		// they leave the staging table (Aggregate distrusts a window a staged point is in).
+		if late := lateOf[names[i]]; len(late) > 0 {
+			return db.flagStaleAt(ctx, names[i], late, tablets.MaxTime)
+		}
+		return nil
 	})
 	for _, pts := range found {
 		written += len(pts)

@@ -272,7 +272,12 @@ func submitPartitions(ctx context.Context, client *aztables.Client, byPart map[s
 // are stored: a Rollup that read the raw points before them read the block's ETag before
 // this flag changed it, and its write of the block fails.
 func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Point) error {
-	limit := db.now().Add(-(db.opts.SealDelay - sealMargin))
+	return db.flagStaleAt(ctx, series, points, db.now())
+}
+
+// flagStaleAt is flagStale of points that arrived at or before now.
+func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.Point, now time.Time) error {
+	limit := now.Add(-(db.opts.SealDelay - sealMargin))
 	for _, t := range db.opts.Tiers {
 		byTable := map[uint64]map[uint64]bool{}
 		for _, p := range points {

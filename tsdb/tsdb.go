@@ -37,10 +37,12 @@ type Options struct {
 	// Accuracy is the relative accuracy of quantiles: 0 for 0.01, else in [1e-6, 1).
 	Accuracy float64
 	// SealDelay is how long after its end a tier window is sealed: Aggregate trusts a window
-	// rolled up at least that long after its end, unless a Write flagged it since (a Write
-	// flags the windows of points older than SealDelay, less 5 minutes of clock skew, and
-	// only those: newer writes cost nothing more). 0: DefaultSealDelay (an hour); at least
-	// 10 minutes.
+	// rolled up at least that long after its end, unless it was flagged since, or a staged
+	// point lies in it. Points older than SealDelay, less 5 minutes of clock skew, flag their
+	// windows once stored in the raw tables: by the Write that stores them, or for staged
+	// points by the Fold that moves them (a transaction a series and tier table a Fold, not a
+	// write); newer points cost nothing more. 0: DefaultSealDelay (an hour); at least 10
+	// minutes.
 	SealDelay time.Duration
 	// Now is the clock: the raw retention of a Write, the windows a Write flags, the time a
 	// Rollup stamps on its blocks, and the age of the cached list of tables are measured by
