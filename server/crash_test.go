@@ -535,11 +535,13 @@ func openReader(ctx context.Context, t *testing.T, az *azurite.Server, dbName st
 	return db
 }
 
-// foldFrom folds everything staged so far from a handle of its own (see foldAhead).
+// foldFrom folds everything staged so far from a handle of its own, whose clock is ahead
+// by foldAhead and the fold lease's 5 minutes and more: the lease of the fold process killed
+// midway (its clock foldAhead ahead) has ended by it, as it does after 5 minutes.
 func foldFrom(ctx context.Context, t *testing.T, az *azurite.Server, dbName string) tsdb.FoldReport {
 	t.Helper()
 	began := time.Now()
-	rep, err := openReader(ctx, t, az, dbName, foldAhead).Fold(ctx)
+	rep, err := openReader(ctx, t, az, dbName, foldAhead+6*time.Minute).Fold(ctx)
 	if err != nil {
 		t.Fatalf("fold: %v (%+v)", err, rep)
 	}
