@@ -36,7 +36,7 @@ type FoldReport struct {
 }
 
 // maxFoldPoints bounds the points a round of Fold holds (about 32 bytes each).
-const maxFoldPoints = 2_000_000
+var maxFoldPoints = 2_000_000 // a variable for the tests of rounds
 
 // Fold moves the staged points into the raw tables, and deletes them from the staging
 // table: every staging entity of an arrival bucket that ended at least 5 minutes ago (by

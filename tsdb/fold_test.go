@@ -1,0 +1,95 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/internal/azurite"
+)
+
+// A backlog larger than a round folds in rounds, each series written once: a server down
+// for a day folds what piled up. (maxFoldPoints made small: 60 series of 40 points in
+// rounds of at most 500 points.)
+func TestFoldRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	saved := maxFoldPoints
+	maxFoldPoints = 500
+	t.Cleanup(func() { maxFoldPoints = saved })
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	name := fmt.Sprintf("fold%d", rand.Uint32())
+	db, err := Open(context.Background(), svc, name, &Options{Tiers: []Tier{}, Now: func() time.Time { return now },
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, table := range []string{name + "m", name + "w", db.rawTable(db.period(now)), db.indexTable(db.period(now)),
+			db.rawTable(db.period(now) + uint64(DefaultRawPeriod/time.Second)), db.indexTable(db.period(now) + uint64(DefaultRawPeriod/time.Second))} {
+			_, _ = svc.DeleteTable(context.Background(), table, nil)
+		}
+	})
+	ctx := context.Background()
+	start := now
+	want := map[string][]tablets.Point{}
+	for i := range 40 { // a day of writes: 40 of 60 series, a point each
+		now = start.Add(time.Duration(i) * 36 * time.Minute)
+		var batch []SeriesPoints
+		for s := range 60 {
+			p := tablets.Point{Time: now, Value: float64(i*100 + s)}
+			name := fmt.Sprintf("s%02d", s)
+			batch = append(batch, SeriesPoints{Series: name, Points: []tablets.Point{p}})
+			want[name] = append(want[name], p)
+		}
+		if err := db.WriteMany(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(time.Hour)
+	checker.Reset()
+	rep, err := db.Fold(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := checker.Stats()
+	t.Logf("%+v in %d requests (%d batches)", rep, st.Requests, st.Batches)
+	if rep.Rounds < 5 || rep.Points != 2400 || rep.Series != 60 || rep.Entities != 40 {
+		t.Errorf("folded %+v, want 2,400 points of 60 series from 40 entities in at least 5 rounds", rep)
+	}
+	// A transaction a series and raw day (each series in one round; its points span two
+	// days), and one to delete each entity (their buckets differ).
+	if st.Batches > 60*2+40 {
+		t.Errorf("%d transactions: a series written more than once?", st.Batches)
+	}
+	for name, pts := range want {
+		var got []tablets.Point
+		for p, err := range db.Query(ctx, name, start, now) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, p)
+		}
+		if len(got) != len(pts) {
+			t.Fatalf("%s: %d points, want %d", name, len(got), len(pts))
+		}
+		for i := range pts {
+			if !got[i].Time.Equal(pts[i].Time) || got[i].Value != pts[i].Value {
+				t.Fatalf("%s: point %d is %v, want %v", name, i, got[i], pts[i])
+			}
+		}
+	}
+}
