@@ -177,6 +177,20 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			}
 		}
 	}
+	// Which periods were dropped: asked once a period, not once a series.
+	dropped := map[uint64]bool{}
+	for _, pts := range found {
+		for _, p := range pts {
+			dropped[db.period(time.UnixMilli(p.ms))] = false
+		}
+	}
+	for p := range dropped {
+		if err := db.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
+			dropped[p] = true
+		} else if err != nil {
+			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
+		}
+	}
 	names := slices.Sorted(maps.Keys(found))
 	written := 0
 	errs := batch.Run(ctx, writeConcurrency, len(names), func(ctx context.Context, i int) error {
@@ -188,7 +202,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		for _, p := range pts {
 			priority = max(priority, p.stamp)
 		}
-		if err := db.foldSeries(ctx, names[i], priority, lastWrites(pts)); err != nil {
+		if err := db.foldSeries(ctx, names[i], priority, lastWrites(pts), dropped); err != nil {
 			return err
 		}
 		// Late points: flag their windows, now that they are in the raw tables and before
@@ -209,16 +223,14 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 
 // foldSeries writes one series' staged points into the raw tables of their periods, with
 // the priority of their latest write. Points of a dropped period are left out.
-func (db *DB) foldSeries(ctx context.Context, series string, priority uint64, points []tablets.Point) error {
+func (db *DB) foldSeries(ctx context.Context, series string, priority uint64, points []tablets.Point, dropped map[uint64]bool) error {
 	byPeriod := map[uint64][]tablets.Point{}
 	for _, p := range points {
 		byPeriod[db.period(p.Time)] = append(byPeriod[db.period(p.Time)], p)
 	}
 	for _, p := range slices.Sorted(maps.Keys(byPeriod)) {
-		if err := db.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
+		if dropped[p] {
 			continue
-		} else if err != nil {
-			return err
 		}
 		s, err := db.stores.get(p)
 		if err != nil {
