@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -479,3 +480,45 @@ func TestTSDBStagedBackfillThenMaintain(t *testing.T) {
 }
 
 var _ writer.ManySink = (*tsdb.DB)(nil) // a Writer over a DB writes a flush in one WriteMany
+
+// A staging transaction that fails reports exactly the caller's points it held: times
+// finer than a millisecond and points overwritten in the same call included, so that
+// writing the failed points again stores what the call meant.
+func TestTSDBStagedWriteErrorExact(t *testing.T) {
+	ctx := context.Background()
+	var failing atomic.Bool
+	srv := azurite.Shared(t)
+	lossy, err := srv.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: fault.New(azurite.DefaultTransport(), fault.Options{Seed: 1, FailBefore: 1,
+			Match: func(req *http.Request) bool { return failing.Load() && strings.HasSuffix(req.URL.Path, "$batch") }}),
+		Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond}}})
+	require.NoError(t, err)
+	clock := &stagingClock{now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)}
+	db, _, _ := dbtest.NewDB(t, stagingOptions(clock))
+	w, err := tsdb.Open(ctx, lossy, db.Name(), stagingOptions(clock))
+	require.NoError(t, err)
+	at := clock.Now()
+	pts := []tablets.Point{
+		{Time: at.Add(100 * time.Microsecond), Value: 1},
+		{Time: at.Add(300 * time.Microsecond), Value: 2}, // the same millisecond: overwrites 1
+		{Time: at.Add(time.Second), Value: 3},
+	}
+	require.NoError(t, w.WriteMany(ctx, []tsdb.SeriesPoints{{Series: "warm", Points: []tablets.Point{{Time: at, Value: 0}}}}))
+	failing.Store(true)
+	err = w.WriteMany(ctx, []tsdb.SeriesPoints{{Series: "x", Points: pts}, {Series: "y", Points: pts[2:]}})
+	failing.Store(false)
+	var wes []*tablets.WriteError
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var we *tablets.WriteError
+		require.ErrorAs(t, e, &we)
+		wes = append(wes, we)
+	}
+	require.Len(t, wes, 2)
+	got := map[string][]tablets.Point{wes[0].Series: wes[0].Failed, wes[1].Series: wes[1].Failed}
+	require.Equal(t, pts, got["x"])
+	require.Equal(t, pts[2:], got["y"])
+	require.NotZero(t, wes[0].Status, "the service's answer")
+	require.NoError(t, w.WriteMany(ctx, []tsdb.SeriesPoints{{Series: "x", Points: got["x"]}, {Series: "y", Points: got["y"]}}))
+	requireSeriesPoints(t, db, map[string][]tablets.Point{
+		"x": {{Time: at, Value: 2}, {Time: at.Add(time.Second), Value: 3}}, "y": pts[2:]}, at, at.Add(time.Minute), "written again")
+}

@@ -170,7 +170,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		arrived := bucketEnd(se.partitionKey)
 		for r, s := range se.series {
 			for i, ms := range s.Times {
-				found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, r})
+				found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, se.record(r)})
 				if late := arrived.Add(-(db.opts.SealDelay - sealMargin)); ms < late.UnixMilli() {
 					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: s.Values[i]})
 				}

@@ -24,15 +24,19 @@ type stagedPoint struct {
 	ms     int64
 	value  float64
 	stamp  uint64 // of its entity: the later write has the higher
-	record int    // in its entity: the later argument of a write has the higher
+	record int    // in its write (entity number, then record): the later argument is higher
 }
 
 // stagedEntity is one staging entity as read: its keys, stamp and columns' series.
 type stagedEntity struct {
 	partitionKey, rowKey string
 	stamp                uint64
+	seq                  int // the entity's number in its write
 	series               []stageenc.Series
 }
+
+// record orders the records of one write: entity by entity, each in order.
+func (se stagedEntity) record(r int) int { return se.seq<<20 | r }
 
 // stagedQuery is the query of the staging entities that may hold points of series (nil: of
 // every series) in [from, to).
@@ -110,11 +114,11 @@ func decodeStaged(e *entity.Entity, raw []byte) (stagedEntity, error) {
 		return stagedEntity{}, err
 	}
 	se := stagedEntity{partitionKey: string(e.PartitionKey), rowKey: string(e.RowKey)}
-	stamp, ok := stampOf(e.RowKey)
+	stamp, seq, ok := stampOf(e.RowKey)
 	if !ok {
 		return stagedEntity{}, fmt.Errorf("staging entity %q: bad RowKey", e.RowKey)
 	}
-	se.stamp = stamp
+	se.stamp, se.seq = stamp, seq
 	version := -1.0
 	for _, p := range e.Props {
 		if string(p.Name) == stageVersionProp {
@@ -168,7 +172,7 @@ func (db *DB) readStaged(ctx context.Context, series []string, from, to time.Tim
 			}
 			for i, ms := range s.Times {
 				if ms >= lo && ms < hi {
-					found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, r})
+					found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, se.record(r)})
 				}
 			}
 		}

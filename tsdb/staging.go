@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -115,13 +116,18 @@ func stageRowKey(stamp uint64, writer uint32, n int) string {
 	return fmt.Sprintf("%016x-%08x-%04x", stamp, writer, n)
 }
 
-// stampOf is the stamp of a staging RowKey.
-func stampOf(rowKey []byte) (uint64, bool) {
-	if len(rowKey) < 16 {
-		return 0, false
+// stampOf is the stamp of a staging RowKey, and the entity's number in its write.
+func stampOf(rowKey []byte) (stamp uint64, n int, ok bool) {
+	parts := strings.Split(string(rowKey), "-")
+	if len(parts) != 3 || len(parts[0]) != 16 {
+		return 0, 0, false
 	}
-	s, err := strconv.ParseUint(string(rowKey[:16]), 16, 64)
-	return s, err == nil
+	stamp, err := strconv.ParseUint(parts[0], 16, 64)
+	if err != nil {
+		return 0, 0, false
+	}
+	m, err := strconv.ParseUint(parts[2], 16, 31)
+	return stamp, int(m), err == nil
 }
 
 // stagedPiece is the part of one plan's points in one staging entity.
@@ -227,9 +233,14 @@ func (db *DB) stagingEntities(plans []planned, staged [][]tablets.Point) map[str
 				piece = stageenc.Series{Key: s.Key, Times: piece.Times[:half], Values: piece.Values[:half]}
 			}
 			s = stageenc.Series{Key: s.Key, Times: s.Times[len(piece.Times):], Values: s.Values[len(piece.Times):]}
-			pts := make([]tablets.Point, len(piece.Times))
-			for j, ms := range piece.Times {
-				pts[j] = tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: piece.Values[j]}
+			// The caller's points the piece holds (a piece is a run of milliseconds): a
+			// failure reports exactly them.
+			first, last := piece.Times[0], piece.Times[len(piece.Times)-1]
+			var pts []tablets.Point
+			for _, p := range staged[i] {
+				if ms := p.Time.UnixMilli(); ms >= first && ms <= last {
+					pts = append(pts, p)
+				}
 			}
 			es := byPartition[pk]
 			var e *stagingEntity
