@@ -18,7 +18,7 @@
 //
 // # Parts
 //
-// A DB is the public face of five parts, each with its own lock and its own file:
+// A DB is the public face of six parts, each with its own lock and its own file:
 //
 //   - the catalog (catalog.go): the dropped tables and the label-set registry, with the
 //     cache of label sets;
@@ -28,7 +28,13 @@
 //     and listing the others; Select, LabelNames and LabelValues read it (select.go);
 //   - the tier tables (tiertables.go): which tier tables exist; Rollup and Aggregate
 //     (rollup.go, aggregate.go) read and write the blocks;
-//   - the raw stores (stores.go): the layout's store of each period in use.
+//   - the raw stores (stores.go): the layout's store of each period in use;
+//   - the staging table (staging.go, stagedread.go, stageddelete.go) and its Fold (fold.go,
+//     foldlease.go): see Staging.
+//
+// The catalog also keeps the progress of the background tasks (progress.go: Covered and
+// SetCovered; KeepRolledUp, KeepCompacted, tablets serve and tablets maintain start where
+// the last run of any process ended) and the fold lease.
 //
 // # State and caches
 //
@@ -179,8 +185,10 @@
 //
 // Options.Now is the clock of everything time-dependent in a DB: the raw retention of a
 // write, the windows a write flags as stale, the time Rollup stamps on its blocks (which
-// decides when Aggregate trusts them), and the age of the cached list of tables. Tests set
-// it; KeepCompacted and KeepRolledUp tick by the wall clock.
+// decides when Aggregate trusts them), the age of the cached list of tables, a staged
+// write's arrival bucket, what Fold folds and its lease. Tests set it; KeepCompacted and
+// KeepRolledUp tick by the wall clock. Staging RowKeys and chunked priorities, which order
+// the writes of one time, are the wall clock's (made strictly increasing in a process).
 //
 // # Rollup tiers
 //
