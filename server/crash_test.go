@@ -112,7 +112,7 @@ func TestCrashRemoteWrite(t *testing.T) {
 			}
 		case 2: // a fold killed in the middle
 			acks.waitAcked(ctx, t, acks.acked()+2*crashPerRequest)
-			killFoldMidway(ctx, t, az, dbName, 1+rng.IntN(2*crashSeries))
+			killFoldMidway(ctx, t, az, dbName, 1+rng.IntN(crashSeries)) // a fold: a request a series, and a few
 		}
 	}
 	acks.waitAcked(ctx, t, acks.acked()+4*crashPerRequest)
