@@ -84,12 +84,12 @@ type DB struct {
 	name    string
 	opts    Options
 
-	catalog   *catalog      // the catalog table: dropped tables, label-set registry
-	tables    *periodTables // which raw and index tables exist, which periods are dropped
-	index     *seriesIndex  // the series listed in each period's index
-	tiers     *tierTables   // which tier tables exist
-	stores    *rawStores    // the raw store of each period
-	validator tablets.Store // checks series names with the layout's rules
+	catalog   *catalog                    // the catalog table: dropped tables, label-set registry
+	tables    *periodTables               // which raw and index tables exist, which periods are dropped
+	index     *seriesIndex                // the series listed in each period's index
+	tiers     *tierTables                 // which tier tables exist
+	stores    *rawStores                  // the raw store of each period
+	validator tablets.Store               // checks series names with the layout's rules
 	valid     *genCache[string, struct{}] // series the validator passed lately
 
 	staging     bool        // small writes go to the staging table (see stagingOn)
