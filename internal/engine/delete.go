@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -110,11 +111,32 @@ type deleteJob struct {
 // maxConflicts bounds the retries of a rewrite that keeps losing to concurrent writers.
 const maxConflicts = 20
 
+// conflictBackoff waits before attempt (0: not at all) a random time up to 1 ms doubled each
+// attempt, at most 100 ms: a rewrite that lost to busy writers retried at once tends to lose
+// again to the same burst.
+func conflictBackoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	limit := min(time.Millisecond<<min(attempt-1, 20), 100*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + 1)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // trim removes the points in [lo, hi) from one entity: a read, then a replace (or a delete,
 // if nothing is left) conditional on the ETag read; on a conflict it starts again. It
 // reports whether it removed any point.
 func (s *Store) trim(ctx context.Context, pk, rk string, lo, hi uint64) (bool, error) {
-	for range maxConflicts {
+	for attempt := range maxConflicts {
+		if err := conflictBackoff(ctx, attempt); err != nil {
+			return false, err
+		}
 		resp, err := s.client.GetEntity(ctx, pk, rk, nil)
 		if isStatus(err, http.StatusNotFound) {
 			return false, nil
