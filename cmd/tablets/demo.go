@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb"
 	"github.com/seed71701133/tablets/internal/azurite/runner"
 )
 
@@ -148,7 +149,10 @@ func (a *app) demo(ctx context.Context, conn connFlags, haveAccount bool, defs [
 		}
 	}()
 
-	day := time.Now().UTC().Truncate(24 * time.Hour).Add(-24 * time.Hour) // yesterday, 00:00 UTC
+	// Yesterday, 00:00 UTC; in the first hour of a day, the day before: the database part
+	// reads the hour tier's windows up to the day's end, trusted only once sealed, an hour
+	// after their end (tsdb.DefaultSealDelay).
+	day := time.Now().UTC().Add(-tsdb.DefaultSealDelay).Truncate(24 * time.Hour).Add(-24 * time.Hour)
 	var rows []demoRow
 	var descriptions []string
 	for _, def := range defs {
