@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/tsdb"
 	"github.com/seed71701133/tablets/internal/azurite/runner"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 const demoSeries = "sensor-1"
