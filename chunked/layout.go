@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"sync/atomic"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/seed71701133/tablets/internal/chunkenc"
 	"github.com/seed71701133/tablets/internal/engine"
 	"github.com/seed71701133/tablets/internal/partkey"
+	"github.com/seed71701133/tablets/internal/priority"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -30,7 +29,7 @@ type layout struct {
 	partUnits uint64
 	maxChunk  int // bytes of a chunk, before base64
 	limits    filter.Limits
-	priority  uint64 // of every chunk written; 0: the process's clock (nextPriority)
+	priority  uint64 // of every chunk written; 0: the process's clock (priority.Next)
 }
 
 var (
@@ -112,26 +111,12 @@ func (l layout) parseRowKey(rk []byte) (first, prio uint64, ok bool) {
 	return first, prio, true
 }
 
-// lastWrite is the priority of this process's latest Write: priorities are the wall clock in
-// nanoseconds, made strictly increasing within the process.
-var lastWrite atomic.Uint64
-
-func nextPriority() uint64 {
-	for {
-		last := lastWrite.Load()
-		p := max(last+1, uint64(time.Now().UnixNano()))
-		if lastWrite.CompareAndSwap(last, p) {
-			return p
-		}
-	}
-}
-
 // Rows cuts the points of each partition into chunks of at most maxChunk bytes, all with the
 // priority of this write.
 func (l layout) Rows(series string, units []uint64, values []float64, emit func(engine.Row)) {
 	prio := l.priority
 	if prio == 0 {
-		prio = nextPriority()
+		prio = priority.Next()
 	}
 	escaped := partkey.Escape(series)
 	for i := 0; i < len(units); {

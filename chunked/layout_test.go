@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/engine"
 	"github.com/seed71701133/tablets/internal/partkey"
+	"github.com/seed71701133/tablets/internal/priority"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -114,7 +115,7 @@ func TestRowsRoundTrip(t *testing.T) {
 		require.Equal(t, r.To, i)
 	})
 	require.Equal(t, len(units), next)
-	require.Greater(t, nextPriority(), prio, "priorities increase")
+	require.Greater(t, priority.Next(), prio, "priorities increase")
 }
 
 // Entities that are not chunks of this layout are errors naming the entity.

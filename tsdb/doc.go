@@ -190,7 +190,8 @@
 // decides when Aggregate trusts them), the age of the cached list of tables, a staged
 // write's arrival bucket, what Fold folds and its lease. Tests set it; KeepCompacted and
 // KeepRolledUp tick by the wall clock. Staging RowKeys and chunked priorities, which order
-// the writes of one time, are the wall clock's (made strictly increasing in a process).
+// the writes of one time, are the wall clock's, from one counter strictly increasing in a
+// process (a staged write and a direct one of a process keep their order).
 //
 // # Rollup tiers
 //

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/priority"
 )
 
 // One Fold at a time folds a database: the one holding the fold lease, an entity of the
@@ -49,7 +50,7 @@ type foldLease struct {
 // takeFoldLease takes the fold lease, or returns ErrFoldBusy while another holds it. Leases
 // are measured by Options.Now, like everything time-dependent in a DB.
 func (db *DB) takeFoldLease(ctx context.Context) (*foldLease, error) {
-	l := &foldLease{now: db.now, client: db.catalog.client, holder: strconv.FormatUint(uint64(db.writer), 16) + "-" + strconv.FormatUint(nextStamp(), 16)}
+	l := &foldLease{now: db.now, client: db.catalog.client, holder: strconv.FormatUint(uint64(db.writer), 16) + "-" + strconv.FormatUint(priority.Next(), 16)}
 	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
 	switch {
 	case isStatus(err, http.StatusNotFound):

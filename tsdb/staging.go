@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -19,6 +18,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/priority"
 	"github.com/seed71701133/tablets/internal/stageenc"
 )
 
@@ -94,20 +94,6 @@ func stageSlotRange(slot, partitions int) (lo, hi int) {
 	width := stageSlots / partitions
 	lo = slot / width * width
 	return lo, lo + width - 1
-}
-
-// lastStamp is the stamp of this process's latest staging entity: the wall clock in
-// nanoseconds, strictly increasing within the process, as chunked's priorities are.
-var lastStamp atomic.Uint64
-
-func nextStamp() uint64 {
-	for {
-		last := lastStamp.Load()
-		s := max(last+1, uint64(time.Now().UnixNano()))
-		if lastStamp.CompareAndSwap(last, s) {
-			return s
-		}
-	}
 }
 
 // stageRowKey is the RowKey of an entity of one write: its stamp (16 hex digits), the
@@ -214,7 +200,7 @@ func stageSeries(series string, points []tablets.Point) stageenc.Series {
 // stagingEntities packs the staged points of plans into entities, by partition.
 func (db *DB) stagingEntities(plans []planned, staged [][]tablets.Point) map[string][]*stagingEntity {
 	bucket := floorSec(unix(db.now()), stageBucket)
-	stamp := nextStamp()
+	stamp := priority.Next()
 	byPartition := map[string][]*stagingEntity{}
 	n := 0
 	for i, pl := range plans {
