@@ -22,7 +22,8 @@ import (
 // error wrapping tablets.ErrInvalidSeries, tablets.ErrInvalidTime or ErrExpired. The table of
 // a period is created on its first write, with the next period's (so that it is not new, and
 // throttled, when its time comes). A series new to a period is listed in its index before its
-// points are written there.
+// points are written there. With the chunked layout, fewer than 100 points of a period go to
+// the staging table instead, as WriteMany's do (see the package documentation, "Staging").
 func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point) error {
 	if len(points) == 0 {
 		return nil
@@ -54,8 +55,11 @@ type SeriesPoints = tablets.SeriesPoints
 //     catalog the first time, one request a period.)
 //
 // The other points are written: the series new to a period are listed in its index in
-// transactions (one per index partition and 100 series), then the series are written,
-// 32 at a time. The first series that fails stops the others: each series not
+// transactions (one per index partition and 100 series), then the series are written: with
+// the chunked layout, those with fewer than 100 points in a period together into the staging
+// table, a transaction or a few for the whole call (see the package documentation,
+// "Staging"); the others into their raw tables, 32 series at a time. The first series that
+// fails stops the others: each series not
 // wholly written gets a *tablets.WriteError listing exactly its points not stored, with the
 // service's Status and Code (a throttled write matches tablets.ErrThrottled), or Err saying
 // it was not written after another failed. A series whose points are stored but whose late
