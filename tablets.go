@@ -113,6 +113,9 @@ var (
 type WriteError struct {
 	Series string
 	Failed []Point
+	// FailedHistograms lists the histogram samples that may not be stored, in a write of
+	// histograms (tsdb's WriteHistograms).
+	FailedHistograms []HistogramPoint
 	// Code is the service's error code for the failed operation, where it gave one
 	// (for a failed batch, parsed from the batch reply), and Index that operation's
 	// position in its transaction (-1 when unknown).
@@ -126,6 +129,12 @@ type WriteError struct {
 
 func (e *WriteError) Error() string {
 	msg := fmt.Sprintf("tablets: write %q: %d points not stored", e.Series, len(e.Failed))
+	if len(e.FailedHistograms) > 0 {
+		msg = fmt.Sprintf("tablets: write %q: %d histograms not stored", e.Series, len(e.FailedHistograms))
+		if len(e.Failed) > 0 {
+			msg = fmt.Sprintf("tablets: write %q: %d points and %d histograms not stored", e.Series, len(e.Failed), len(e.FailedHistograms))
+		}
+	}
 	switch {
 	case e.Code != "" && e.Index >= 0:
 		msg += fmt.Sprintf(" (%s at operation %d)", e.Code, e.Index)

@@ -140,6 +140,9 @@ func (db *DB) register(ctx context.Context, p uint64, series ...string) error {
 type SeriesInfo struct {
 	Series string
 	Labels Labels
+	// Histograms: the series has histogram samples in a period of the range (its index
+	// entry there says so); read them with QueryManyHistograms.
+	Histograms bool
 }
 
 // readIndex adds to found the label sets of one query of period p's index that match ms.

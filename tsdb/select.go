@@ -115,7 +115,7 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 	}
 	out := make([]SeriesInfo, 0, len(found))
 	for k, ls := range found {
-		out = append(out, SeriesInfo{k, ls})
+		out = append(out, SeriesInfo{Series: k, Labels: ls})
 	}
 	slices.SortFunc(out, func(a, b SeriesInfo) int { return CompareLabels(a.Labels, b.Labels) })
 	return out, nil
