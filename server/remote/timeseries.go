@@ -1,0 +1,31 @@
+package remote
+
+import (
+	"context"
+	"errors"
+
+	"github.com/prometheus/prometheus/prompb"
+)
+
+// Written counts what a write stored.
+type Written struct {
+	Samples, Histograms int
+}
+
+// StatusError is the failure of a write that did not store everything: the HTTP status a
+// remote-write answer gives it (400 for samples that can never be stored, 503 for those to
+// retry, ...) and a message naming the series.
+type StatusError struct {
+	Status int
+	Msg    string
+}
+
+func (e *StatusError) Error() string { return e.Msg }
+
+// WriteTimeSeries stores remote-write 1.0 time series (float samples and native histograms;
+// exemplars and metadata are dropped) as a 1.0 request holding them is stored, memory limits
+// included: what other receivers (the OTLP endpoint) write through. It returns what it stored,
+// and a *StatusError unless everything was.
+func (h *WriteHandler) WriteTimeSeries(ctx context.Context, ts []prompb.TimeSeries) (Written, error) {
+	return Written{}, errors.New("remote: WriteTimeSeries: not implemented yet")
+}
