@@ -25,8 +25,9 @@ var (
 	ErrCorrupt = errors.New("histenc: corrupt chunk")
 )
 
-// MinLimit is the smallest limit AppendLimit honours: a chunk of one sample of up to about
-// a hundred buckets (any layout) fits it.
+// MinLimit is the smallest limit AppendLimit is meant for: a sample of up to 40 buckets and
+// 40 custom bounds, whatever its layout and values, makes a chunk of at most MinLimit bytes.
+// (A chunk always holds its first sample, even over the limit.)
 const MinLimit = 1 << 10
 
 // Codings of the sums, the low two bits of the mode byte, as in internal/chunkenc.
@@ -51,8 +52,8 @@ func Append(dst []byte, samples []Sample) []byte {
 // AppendLimit appends a chunk of the first n samples whose encoding fits limit bytes, and
 // returns it and n: n is the largest such count in all but contrived cases (the chunk of n
 // fits and that of n+1 does not). The first sample always goes in, even alone over limit,
-// which takes a histogram of a hundred buckets or more with a limit under MinLimit, or
-// thousands of buckets for a limit of 64 KiB. It panics where Append does.
+// which takes more than 40 buckets with a limit of MinLimit, or some 4000 buckets for a
+// limit of 64 KiB. It panics where Append does.
 func AppendLimit(dst []byte, samples []Sample, limit int) ([]byte, int) {
 	mustValid(samples)
 	all := appendBest(nil, samples)

@@ -14,7 +14,7 @@ type span = tablets.HistogramSpan
 func intH(scale int64) *tablets.Histogram {
 	return &tablets.Histogram{
 		Schema: 3, ZeroThreshold: 0x1p-128, ZeroCount: uint64(scale), Count: uint64(12 * scale), Sum: 3.75 * float64(scale),
-		PositiveSpans: []span{{Offset: -2, Length: 2}, {Offset: 3, Length: 1}},
+		PositiveSpans:   []span{{Offset: -2, Length: 2}, {Offset: 3, Length: 1}},
 		PositiveBuckets: []int64{scale, 2 * scale, -scale},
 		NegativeSpans:   []span{{Offset: 0, Length: 2}},
 		NegativeBuckets: []int64{4 * scale, -2 * scale},
