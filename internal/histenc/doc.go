@@ -17,10 +17,10 @@
 //   - The layout (schema, zero threshold, spans, custom bounds) and the counter reset hint
 //     are written with the first sample and then only when they change; otherwise a sample
 //     spends one bit on them.
-//   - Integer bucket counts are made absolute and each predicted as its last count plus its
-//     last delta; the residuals are written with an adaptive Golomb-Rice code whose
-//     parameter each bucket keeps for itself, so quiet tail buckets cost about a bit and busy
-//     ones about the entropy of their noise. A bucket keeps its state across a layout change
+//   - Integer bucket counts are made absolute and each predicted as its last count plus the
+//     mean of its recent deltas; the residuals are written with an adaptive Golomb-Rice code
+//     whose parameter each bucket keeps for itself, so quiet tail buckets cost about a bit
+//     and busy ones about the entropy of their noise. A bucket keeps its state across a layout change
 //     when it keeps its index. Count is written as its difference to the buckets' total:
 //     mostly one bit.
 //   - Float counts are coded the same way when they are all decimals (scaled integers), and

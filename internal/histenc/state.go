@@ -3,15 +3,42 @@ package histenc
 import "github.com/seed71701133/tablets"
 
 // bucketState is the prediction state of one count stream (a bucket, the zero bucket, a
-// float count) from one sample to the next. Integer and decimal counts are predicted as
-// the last count plus the last delta (delta of delta), the residual Rice-coded with this
-// stream's own adaptive parameter, so a tail bucket that rarely moves costs a bit while a
-// busy middle bucket gets a longer code. XOR counts keep Gorilla's window.
+// float count) from one sample to the next. An integer or decimal count is predicted as the
+// last count plus the stream's mean delta, a moving average over about 8 samples: counters
+// grow by their rate plus noise, and the mean of recent deltas predicts the next one better
+// than the last delta does (for Poisson noise, half the variance of delta-of-delta). The
+// residual is Rice-coded with the stream's own adaptive parameter, so a tail bucket that
+// rarely moves costs a bit and a busy middle one about the entropy of its noise. XOR counts
+// keep Gorilla's window.
 type bucketState struct {
-	seen bool  // the previous sample had this stream; else the value is coded unpredicted
-	c, d int64 // integer and decimal: the last count and the last delta
-	s    adaptive
-	x    xorState // XOR: the last bits and window
+	seen    bool // the previous sample had this stream; else the value is coded unpredicted
+	hasMean bool // the stream has had a delta
+	c       int64
+	mean    int64 // in sixteenths
+	s       adaptive
+	x       xorState // XOR: the last bits and window
+}
+
+// meanShift sets the weight of a new delta in the mean: 1/8. Deltas in sixteenths keep the
+// mean's fractions; arithmetic wraps the same way for the writer and the reader.
+const meanShift = 3
+
+func (b *bucketState) prediction() int64 {
+	if !b.hasMean {
+		return b.c
+	}
+	return b.c + (b.mean+8)>>4
+}
+
+// learn moves to the value v.
+func (b *bucketState) learn(v int64) {
+	d := v - b.c
+	if b.hasMean {
+		b.mean += (d<<4 - b.mean) >> meanShift
+	} else {
+		b.mean, b.hasMean = d<<4, true
+	}
+	b.c = v
 }
 
 func (b *bucketState) writeInt(w *bitWriter, v int64) {
@@ -20,9 +47,8 @@ func (b *bucketState) writeInt(w *bitWriter, v int64) {
 		*b = bucketState{seen: true, c: v, s: newAdaptive()}
 		return
 	}
-	d := v - b.c
-	b.s.write(w, zigzag(d-b.d))
-	b.c, b.d = v, d
+	b.s.write(w, zigzag(v-b.prediction()))
+	b.learn(v)
 }
 
 func (b *bucketState) readInt(r *bitReader) int64 {
@@ -35,10 +61,9 @@ func (b *bucketState) readInt(r *bitReader) int64 {
 		*b = bucketState{seen: true, c: v, s: newAdaptive()}
 		return v
 	}
-	d := b.d + unzigzag(b.s.read(r))
-	b.c += d
-	b.d = d
-	return b.c
+	v := b.prediction() + unzigzag(b.s.read(r))
+	b.learn(v)
+	return v
 }
 
 func (b *bucketState) writeXOR(w *bitWriter, v uint64) {
