@@ -27,7 +27,7 @@ import (
 const promSamplesPerChunk = 120
 
 // latencyCase is a latency histogram of 20 buckets: its observations are log-normal around
-// median seconds, arriving as a Poisson process of rate a second.
+// median seconds, arriving as a Poisson process of rate a second (or of a rate that varies).
 type latencyCase struct {
 	name     string
 	schema   int32     // 3, or tablets.CustomBucketsSchema with bounds
@@ -35,7 +35,8 @@ type latencyCase struct {
 	median   float64
 	sigma    float64 // of the log of the latency
 	rate     float64
-	jitterMS int // scrape times off the 15 s grid by up to this (Prometheus aligns them: 0)
+	burst    float64 // the rate varies from scrape to scrape by about exp(burst·N(0,1))
+	jitterMS int     // scrape times off the 15 s grid by up to this (Prometheus aligns them: 0)
 }
 
 var classicBounds = []float64{0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 25, 50}
@@ -44,6 +45,7 @@ var latencyCases = []latencyCase{
 	{name: "schema3_50rps", schema: 3, median: 0.1, sigma: 0.4, rate: 50},
 	{name: "schema3_2rps", schema: 3, median: 0.1, sigma: 0.4, rate: 2},
 	{name: "schema3_1000rps_jitter", schema: 3, median: 0.1, sigma: 0.4, rate: 1000, jitterMS: 5},
+	{name: "schema3_1000rps_bursty", schema: 3, median: 0.1, sigma: 0.4, rate: 1000, burst: 0.3},
 	{name: "custom_50rps", schema: tablets.CustomBucketsSchema, bounds: classicBounds, median: 0.1, sigma: 1.2, rate: 50},
 	{name: "custom_1000rps", schema: tablets.CustomBucketsSchema, bounds: classicBounds, median: 0.1, sigma: 1.2, rate: 1000},
 }
@@ -60,7 +62,8 @@ func (c latencyCase) samples(n int) []histenc.Sample {
 	out := make([]histenc.Sample, n)
 	unit := uint64(1_700_000_000_000)
 	for i := range out {
-		arrivals := int(math.Max(0, math.Round(c.rate*15+math.Sqrt(c.rate*15)*rng.NormFloat64())))
+		rate := c.rate * math.Exp(c.burst*rng.NormFloat64())
+		arrivals := int(math.Max(0, math.Round(rate*15+math.Sqrt(rate*15)*rng.NormFloat64())))
 		for range arrivals {
 			v := c.median * math.Exp(c.sigma*rng.NormFloat64())
 			sum += v
