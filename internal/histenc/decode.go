@@ -133,30 +133,11 @@ func Decode(chunk []byte, yield func(Sample)) error {
 			}
 			t += delta
 		}
-		s := Sample{Unit: t}
-		if err := st.readHead(&r); err != nil {
+		s, err := st.readSample(&r, &sc, p, i == 0)
+		if err != nil {
 			return fmt.Errorf("sample %d: %w", i, err)
 		}
-		var sum float64
-		var ok bool
-		switch {
-		case !st.float:
-			s.H = st.readInts(&r)
-			sum, ok = sc.read(&r, i == 0)
-			s.H.Sum = sum
-		case p.floatDecimal:
-			s.FH, ok = st.readDecimals(&r, p.floatExp)
-			s.FH.Sum, ok = floatSum(&r, &sc, i == 0, ok)
-		default:
-			s.FH, ok = st.readXORs(&r)
-			s.FH.Sum, ok = floatSum(&r, &sc, i == 0, ok)
-		}
-		switch {
-		case r.err:
-			return corrupt("truncated sample %d", i)
-		case !ok:
-			return corrupt("bad count or sum code in sample %d", i)
-		}
+		s.Unit = t
 		yield(s)
 	}
 	if t != h.last {
@@ -168,9 +149,36 @@ func Decode(chunk []byte, yield func(Sample)) error {
 	return nil
 }
 
-func floatSum(r *bitReader, sc *sumCoder, first, countsOK bool) (float64, bool) {
-	sum, ok := sc.read(r, first)
-	return sum, ok && countsOK
+// readSample reads a sample's head, layout, counts and sum.
+func (st *state) readSample(r *bitReader, sc *sumCoder, p plan, first bool) (Sample, error) {
+	var s Sample
+	if err := st.readHead(r); err != nil {
+		return s, err
+	}
+	countsOK := true
+	switch {
+	case !st.float:
+		s.H = st.readInts(r)
+	case p.floatDecimal:
+		s.FH, countsOK = st.readDecimals(r, p.floatExp)
+	default:
+		s.FH, countsOK = st.readXORs(r)
+	}
+	sum, sumOK := sc.read(r, first)
+	if s.H != nil {
+		s.H.Sum = sum
+	} else {
+		s.FH.Sum = sum
+	}
+	switch {
+	case r.err:
+		return s, corrupt("truncated")
+	case !countsOK:
+		return s, corrupt("a float count out of range or a bad XOR code")
+	case !sumOK:
+		return s, corrupt("a bad sum code")
+	}
+	return s, nil
 }
 
 // readHead reads a sample's kind, hint and layout and moves the state to it.
