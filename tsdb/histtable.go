@@ -42,8 +42,8 @@ const histPartUnits = uint64(histPartition / histResolution)
 
 var histLimits = filter.Limits{MaxComparisons: entity.MaxFilterComparisons, MaxLength: filter.DefaultMaxLength}
 
-func histKey(u uint64) string              { return string(histFormat.AppendUnits(nil, u)) }
-func histPartitionOf(u uint64) uint64      { return u / histPartUnits * histPartUnits }
+func histKey(u uint64) string         { return string(histFormat.AppendUnits(nil, u)) }
+func histPartitionOf(u uint64) uint64 { return u / histPartUnits * histPartUnits }
 func histPartitionKey(escaped string, u uint64) string {
 	return partkey.Key(histFormat, escaped, histPartitionOf(u))
 }
