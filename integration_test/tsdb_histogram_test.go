@@ -1,19 +1,27 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/internal/meter"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -323,4 +331,227 @@ func TestTSDBHistogramQueryManyPacks(t *testing.T) {
 		}
 		requireSamples(t, w, got[name])
 	}
+}
+
+// histFault answers the batch requests whose body holds match: with a 503 ServerBusy
+// without sending them (every time), or, with loseOnce, by sending the first one and losing
+// its reply (a 500 OperationTimedOut: the SDK sends it again).
+type histFault struct {
+	next     policy.Transporter
+	match    string
+	loseOnce bool
+
+	mu    sync.Mutex
+	fired int
+}
+
+func (f *histFault) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "$batch") {
+		body, err := meter.ReadBody(req)
+		if err != nil {
+			return nil, err
+		}
+		if bytes.Contains(body, []byte(f.match)) {
+			f.mu.Lock()
+			f.fired++
+			n := f.fired
+			f.mu.Unlock()
+			switch {
+			case !f.loseOnce:
+				return serviceReply(req, http.StatusServiceUnavailable, "ServerBusy"), nil
+			case n == 1:
+				resp, err := f.next.Do(req)
+				if err != nil {
+					return nil, err
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return serviceReply(req, http.StatusInternalServerError, "OperationTimedOut"), nil
+			}
+		}
+	}
+	return f.next.Do(req)
+}
+
+// serviceReply is an error reply shaped like the Table service's.
+func serviceReply(req *http.Request, status int, code string) *http.Response {
+	body := fmt.Sprintf(`{"odata.error":{"code":%q,"message":{"lang":"en-US","value":"injected"}}}`, code)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json;odata=minimalmetadata;streaming=true;charset=utf-8")
+	h.Set("X-Ms-Error-Code", code)
+	return &http.Response{Status: fmt.Sprintf("%d %s", status, http.StatusText(status)), StatusCode: status, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body)), Request: req}
+}
+
+// reopenWith opens database name again, its requests through wrap(the limit Checker).
+func reopenWith(t *testing.T, name string, opts *tsdb.Options, wrap func(policy.Transporter) policy.Transporter) *tsdb.DB {
+	srv := azurite.Shared(t)
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := srv.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: wrap(checker), Retry: azurite.TestRetryOptions()}})
+	require.NoError(t, err)
+	db, err := tsdb.Open(context.Background(), svc, name, opts)
+	require.NoError(t, err)
+	return db
+}
+
+// A transaction whose reply is lost is sent again and lands on the same entity: one chunk,
+// no error.
+func TestTSDBHistogramRetriedWriteIdempotent(t *testing.T) {
+	ctx := context.Background()
+	opts := &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}}
+	db, svc, _ := newDB(t, opts)
+	fault := &histFault{match: `"PartitionKey":"r|`, loseOnce: true}
+	faulty := reopenWith(t, db.Name(), opts, func(next policy.Transporter) policy.Transporter { fault.next = next; return fault })
+	want := []tsdb.HistogramPoint{hp(histBase, intHist(3)), fhp(histBase.Add(time.Second), floatHist(2))}
+	require.NoError(t, faulty.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "r", Histograms: want}}))
+	require.Equal(t, 2, fault.fired, "the transaction was sent twice")
+	require.Equal(t, 1, countEntities(t, svc, db.Name()+"h"+itoa(histBase.Truncate(time.Hour).Unix())))
+	requireSamples(t, want, queryHist(t, db, "r", histBase, histBase.Add(time.Hour)))
+}
+
+// A failed transaction's samples, and only those, are listed, with the service's answer; the
+// other transaction's samples are stored.
+func TestTSDBHistogramFailureListsUnstored(t *testing.T) {
+	ctx := context.Background()
+	opts := &tsdb.Options{RawPeriod: 7 * 24 * time.Hour, Tiers: []tsdb.Tier{}}
+	db, _, _ := newDB(t, opts)
+	day1 := []tsdb.HistogramPoint{hp(histBase, intHist(1)), hp(histBase.Add(time.Hour), intHist(2))}
+	day2 := []tsdb.HistogramPoint{hp(histBase.Add(24*time.Hour), intHist(3)), hp(histBase.Add(25*time.Hour), intHist(4))}
+	require.Equal(t, periodOf(db, day1[0].Time), periodOf(db, day2[1].Time), "one table, two partitions")
+	day2Key := fmt.Sprintf(`"PartitionKey":"f|%015d"`, histBase.Add(24*time.Hour).Truncate(24*time.Hour).UnixMilli())
+	fault := &histFault{match: day2Key}
+	faulty := reopenWith(t, db.Name(), opts, func(next policy.Transporter) policy.Transporter { fault.next = next; return fault })
+
+	err := faulty.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "f", Histograms: []tsdb.HistogramPoint{day2[0], day1[0], day2[1], day1[1]}}})
+	var we *tablets.WriteError
+	require.ErrorAs(t, err, &we)
+	require.Equal(t, "f", we.Series)
+	require.Equal(t, []tsdb.HistogramPoint{day2[0], day2[1]}, we.FailedHistograms)
+	require.Empty(t, we.Failed)
+	require.Equal(t, http.StatusServiceUnavailable, we.Status)
+	require.Equal(t, "ServerBusy", we.Code)
+	require.ErrorIs(t, err, tablets.ErrThrottled)
+	require.Greater(t, fault.fired, 1, "retried by the SDK")
+	requireSamples(t, day1, queryHist(t, db, "f", histBase, histBase.Add(48*time.Hour)))
+}
+
+// Delete removes the samples of its range: chunks inside deleted, chunks it cuts rewritten
+// without them; samples outside, and other series, are kept.
+func TestTSDBHistogramDelete(t *testing.T) {
+	ctx := context.Background()
+	db, svc, _ := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}})
+	at := func(m int) time.Time { return histBase.Add(time.Duration(m) * time.Minute) }
+	var a, b []tsdb.HistogramPoint
+	for m := range 30 {
+		a = append(a, hp(at(m), intHist(uint64(m))))
+		b = append(b, hp(at(30+m), intHist(uint64(100+m))))
+	}
+	inside := []tsdb.HistogramPoint{hp(at(25).Add(time.Second), intHist(7)), hp(at(35).Add(time.Second), intHist(8))}
+	for _, w := range [][]tsdb.HistogramPoint{a, b, inside} {
+		require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "d", Histograms: w}, {Series: "keep", Histograms: w}}))
+	}
+	require.NoError(t, db.Write(ctx, "d", tablets.Point{Time: at(30), Value: 1}))
+	table := db.Name() + "h" + itoa(histBase.Truncate(time.Hour).Unix())
+	require.Equal(t, 6, countEntities(t, svc, table))
+
+	require.NoError(t, db.Delete(ctx, "d", at(20), at(40)))
+	want := append(slices.Clone(a[:20]), b[10:]...)
+	requireSamples(t, want, queryHist(t, db, "d", histBase, histBase.Add(time.Hour)))
+	all := append(append(slices.Clone(a), b...), inside...)
+	slices.SortFunc(all, func(x, y tsdb.HistogramPoint) int { return x.Time.Compare(y.Time) })
+	requireSamples(t, all, queryHist(t, db, "keep", histBase, histBase.Add(time.Hour)))
+	require.Equal(t, 5, countEntities(t, svc, table), "d: two chunks rewritten, one deleted")
+	for _, err := range db.Query(ctx, "d", histBase, histBase.Add(time.Hour)) {
+		require.NoError(t, err)
+		t.Fatal("the float point in the range was not deleted")
+	}
+	// Everything: nothing left of d.
+	require.NoError(t, db.Delete(ctx, "d", histBase, histBase.Add(time.Hour)))
+	require.Empty(t, queryHist(t, db, "d", histBase, histBase.Add(time.Hour)))
+	require.Equal(t, 3, countEntities(t, svc, table))
+}
+
+// Compact merges a partition's small chunks into one, keeping the latest write of each
+// millisecond; a second Compact finds nothing to do and writes nothing.
+func TestTSDBHistogramCompact(t *testing.T) {
+	ctx := context.Background()
+	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: 7 * 24 * time.Hour, Tiers: []tsdb.Tier{}})
+	var want []tsdb.HistogramPoint
+	for i := range 30 { // a remote write every 5 s: a chunk each
+		p := hp(histBase.Add(time.Duration(i)*5*time.Second), intHist(uint64(i*i)))
+		want = append(want, p)
+		require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "c", Histograms: []tsdb.HistogramPoint{p}}}))
+	}
+	// A rewrite of the 10th sample (a later chunk of the same millisecond) and a chunk in the
+	// next day's partition.
+	want[10] = fhp(want[10].Time, floatHist(3))
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "c", Histograms: want[10:11]}}))
+	nextDay := hp(histBase.Add(24*time.Hour), intHist(5))
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "c", Histograms: []tsdb.HistogramPoint{nextDay}}}))
+	table := db.Name() + "h" + itoa(periodOf(db, histBase))
+	require.Equal(t, 32, countEntities(t, svc, table))
+	before := storedBytes(t, svc, table)
+
+	checker.Reset()
+	require.NoError(t, db.Compact(ctx, histBase, histBase.Add(time.Hour)))
+	require.Equal(t, int64(1), checker.Stats().Batches, "one transaction merges the partition")
+	require.Equal(t, 2, countEntities(t, svc, table), "one chunk a partition")
+	after := storedBytes(t, svc, table)
+	t.Logf("32 chunks of 32 samples (one rewritten): %d bytes listed; compacted into 2: %d bytes (%d and %d a sample)", before, after, before/32, after/31)
+	requireSamples(t, append(want, nextDay), queryHist(t, db, "c", histBase, histBase.Add(48*time.Hour)))
+
+	checker.Reset()
+	require.NoError(t, db.Compact(ctx, histBase, histBase.Add(48*time.Hour)))
+	require.Equal(t, int64(0), checker.Stats().Batches, "nothing to merge")
+	require.Equal(t, int64(1), checker.Stats().Queries, "the scan only")
+}
+
+// storedBytes sums a table's entities as listed (JSON bytes).
+func storedBytes(t *testing.T, svc *aztables.ServiceClient, table string) int {
+	t.Helper()
+	n := 0
+	for p := svc.NewClient(table).NewListEntitiesPager(nil); p.More(); {
+		page, err := p.NextPage(context.Background())
+		require.NoError(t, err)
+		for _, e := range page.Entities {
+			n += len(e)
+		}
+	}
+	return n
+}
+
+// Retain drops a period's histogram table with its raw table (a period of histograms only
+// too), and a write into a dropped period is ErrExpired, sending nothing.
+func TestTSDBHistogramRetain(t *testing.T) {
+	ctx := context.Background()
+	now := histBase.Add(5 * time.Hour)
+	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 4 * time.Hour, Tiers: []tsdb.Tier{}, Now: func() time.Time { return now }})
+	old, histOnly, recent := histBase.Add(time.Hour+time.Minute), histBase.Add(2*time.Hour+time.Minute), histBase.Add(4*time.Hour)
+	require.NoError(t, db.Write(ctx, "s", tablets.Point{Time: old, Value: 1}, tablets.Point{Time: recent, Value: 2}))
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{
+		hp(old, intHist(1)), hp(histOnly, intHist(2)), hp(recent, intHist(3))}}}))
+
+	dropped, err := db.Retain(ctx, now.Add(2*time.Hour)) // cutoff: histBase + 3h
+	require.NoError(t, err)
+	name := func(kind string, at time.Time) string { return db.Name() + kind + itoa(at.Truncate(time.Hour).Unix()) }
+	require.Subset(t, dropped, []string{name("r", old), name("h", old), name("h", histOnly)})
+	require.NotContains(t, dropped, name("h", recent))
+	requireSamples(t, []tsdb.HistogramPoint{hp(recent, intHist(3))}, queryHist(t, db, "s", histBase, histBase.Add(6*time.Hour)))
+
+	// A fresh handle: the catalog says the histograms-only period is dropped.
+	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: time.Hour, RawRetention: 24 * time.Hour, Tiers: []tsdb.Tier{}, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	err = other.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{hp(histOnly.Add(time.Second), intHist(4))}}})
+	require.ErrorIs(t, err, tsdb.ErrExpired)
+	checker.Reset()
+	err = db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{hp(histOnly.Add(time.Second), intHist(4))}}})
+	require.ErrorIs(t, err, tsdb.ErrExpired)
+	require.Equal(t, int64(0), checker.Stats().Requests, "known dropped: no request")
+}
+
+// periodOf is the start (Unix seconds) of the raw period of db holding t.
+func periodOf(db *tsdb.DB, t time.Time) int64 {
+	p := int64(db.Options().RawPeriod / time.Second)
+	return t.Unix() / p * p
 }
