@@ -137,18 +137,10 @@ func (db *DB) registerIn(ctx context.Context, p uint64, histograms bool, series 
 		if err != nil {
 			return err
 		}
-		pk := indexPartition
-		b := entity.AppendKeys(nil, pk, s)
-		if isSet {
-			pk = e.partition
-			b = entity.AppendBinary(entity.AppendKeys(nil, pk, s), labelsProperty, e.encoded)
-		}
-		if histograms {
-			b = entity.AppendDouble(b, histogramsProperty, 1)
-		}
+		pk, body := indexEntity(s, e, isSet, histograms)
 		// Insert or merge: the float and histogram registrations of a series keep each
 		// other's properties.
-		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: entity.AppendEnd(b)})
+		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
 		added = append(added, id)
 	}
 	if err := submitPartitions(ctx, db.service.NewClient(db.indexTable(p)), byPart); err != nil {
@@ -162,6 +154,23 @@ func (db *DB) registerIn(ctx context.Context, p uint64, histograms bool, series 
 		db.histIndex.remember(p, added)
 	}
 	return nil
+}
+
+// indexEntity is the index entry of series: its partition and body (docs/format.md, "The
+// series index"). e is its label set's entry when isSet.
+func indexEntity(series string, e labelEntry, isSet, histograms bool) (string, []byte) {
+	pk := indexPartition
+	if isSet {
+		pk = e.partition
+	}
+	b := entity.AppendKeys(nil, pk, series)
+	if isSet {
+		b = entity.AppendBinary(b, labelsProperty, e.encoded)
+	}
+	if histograms {
+		b = entity.AppendDouble(b, histogramsProperty, 1)
+	}
+	return pk, entity.AppendEnd(b)
 }
 
 // SeriesInfo is a series Select found: its key and its label set.
