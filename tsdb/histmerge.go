@@ -12,6 +12,7 @@ import (
 // (the latest write). The zero value is ready to use.
 type histMerger struct {
 	held []heldSample
+	seq  int
 }
 
 type heldSample struct {
@@ -21,7 +22,8 @@ type heldSample struct {
 }
 
 func (m *histMerger) add(s histenc.Sample, prio uint64) {
-	m.held = append(m.held, heldSample{s, prio, len(m.held)})
+	m.held = append(m.held, heldSample{s, prio, m.seq})
+	m.seq++
 }
 
 // release passes emit the samples below bound in time order, one per millisecond, and
@@ -40,9 +42,6 @@ func (m *histMerger) release(bound uint64, emit func(histenc.Sample) bool) bool 
 		}
 	}
 	m.held = append(m.held[:0], m.held[i:]...)
-	for j := range m.held {
-		m.held[j].seq = j
-	}
 	return true
 }
 
