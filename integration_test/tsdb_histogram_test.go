@@ -3,6 +3,8 @@ package integration_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -211,12 +213,14 @@ func TestTSDBHistogramLastWriteWinsAndRetry(t *testing.T) {
 	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: first}}))
 	require.Equal(t, 1, countEntities(t, svc, db.Name()+"h"+itoa(histBase.Truncate(time.Hour).Unix())))
 
-	// Rewrite 10 s (a float histogram now), twice within a call: the later argument wins.
+	// Rewrite 10 s (a float histogram now), twice within a call: the later argument wins;
+	// and 20 s in two entries of the series: the later entry wins.
 	second := []tsdb.HistogramPoint{fhp(at(10), floatHist(7)), fhp(at(10), floatHist(8)), hp(at(30), intHist(4))}
 	checker.Reset()
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: second}}))
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: second},
+		{Series: "s", Histograms: []tsdb.HistogramPoint{fhp(at(20), floatHist(5))}}, {Series: "s", Histograms: []tsdb.HistogramPoint{fhp(at(20), floatHist(6))}}}))
 	require.Equal(t, int64(1), checker.Stats().Batches, "one transaction, the index entry cached")
-	want := []tsdb.HistogramPoint{first[0], second[1], first[2], second[2]}
+	want := []tsdb.HistogramPoint{first[0], second[1], fhp(at(20), floatHist(6)), second[2]}
 	requireSamples(t, want, queryHist(t, db, "s", histBase, histBase.Add(time.Hour)))
 }
 
@@ -491,14 +495,16 @@ func TestTSDBHistogramCompact(t *testing.T) {
 	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "c", Histograms: []tsdb.HistogramPoint{nextDay}}}))
 	table := db.Name() + "h" + itoa(periodOf(db, histBase))
 	require.Equal(t, 32, countEntities(t, svc, table))
-	before := storedBytes(t, svc, table)
+	before, billedBefore := storedBytes(t, svc, table)
 
 	checker.Reset()
 	require.NoError(t, db.Compact(ctx, histBase, histBase.Add(time.Hour)))
 	require.Equal(t, int64(1), checker.Stats().Batches, "one transaction merges the partition")
 	require.Equal(t, 2, countEntities(t, svc, table), "one chunk a partition")
-	after := storedBytes(t, svc, table)
-	t.Logf("32 chunks of 32 samples (one rewritten): %d bytes listed; compacted into 2: %d bytes (%d and %d a sample)", before, after, before/32, after/31)
+	after, billedAfter := storedBytes(t, svc, table)
+	t.Logf("32 chunks of 32 samples (one rewritten): %d bytes listed, %d billed; compacted into 2 chunks of 31: %d listed, %d billed (billed a sample: %d, then %d)",
+		before, billedBefore, after, billedAfter, billedBefore/32, billedAfter/31)
+	require.Less(t, billedAfter, billedBefore)
 	requireSamples(t, append(want, nextDay), queryHist(t, db, "c", histBase, histBase.Add(48*time.Hour)))
 
 	checker.Reset()
@@ -507,18 +513,39 @@ func TestTSDBHistogramCompact(t *testing.T) {
 	require.Equal(t, int64(1), checker.Stats().Queries, "the scan only")
 }
 
-// storedBytes sums a table's entities as listed (JSON bytes).
-func storedBytes(t *testing.T, svc *aztables.ServiceClient, table string) int {
+// storedBytes sums a table's entities as listed (JSON bytes) and as Azure bills them: 4 +
+// 2 x len(PartitionKey + RowKey) + for each property 8 + 2 x len(name) + its value (a string
+// 4 + 2 x its length, bytes 4 + their length, a Double 8).
+func storedBytes(t *testing.T, svc *aztables.ServiceClient, table string) (listed, billed int) {
 	t.Helper()
-	n := 0
 	for p := svc.NewClient(table).NewListEntitiesPager(nil); p.More(); {
 		page, err := p.NextPage(context.Background())
 		require.NoError(t, err)
-		for _, e := range page.Entities {
-			n += len(e)
+		for _, raw := range page.Entities {
+			listed += len(raw)
+			var e map[string]any
+			require.NoError(t, json.Unmarshal(raw, &e))
+			billed += 4
+			for name, v := range e {
+				switch {
+				case name == "PartitionKey" || name == "RowKey":
+					billed += 2 * len(v.(string))
+				case strings.HasPrefix(name, "odata.") || strings.Contains(name, "@odata.") || name == "Timestamp":
+				case e[name+"@odata.type"] == "Edm.Binary":
+					b, err := base64.StdEncoding.DecodeString(v.(string))
+					require.NoError(t, err)
+					billed += 8 + 2*len(name) + 4 + len(b)
+				default:
+					if str, ok := v.(string); ok {
+						billed += 8 + 2*len(name) + 4 + 2*len(str)
+					} else {
+						billed += 8 + 2*len(name) + 8
+					}
+				}
+			}
 		}
 	}
-	return n
+	return listed, billed
 }
 
 // Retain drops a period's histogram table with its raw table (a period of histograms only

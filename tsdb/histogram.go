@@ -171,7 +171,8 @@ func (db *DB) planHistograms(ctx context.Context, batch []SeriesHistograms) ([]h
 			rejects = append(rejects, indexed{at, &tablets.WriteError{Series: series, FailedHistograms: samples, Index: -1, Err: err}})
 		}
 	}
-	var plans []histPlanned
+	var plans []*histPlanned
+	planOf := map[string]*histPlanned{} // a series given twice is one plan: the later argument wins
 	periods := map[uint64]bool{}
 	for at, sh := range batch {
 		if len(sh.Histograms) == 0 {
@@ -181,7 +182,12 @@ func (db *DB) planHistograms(ctx context.Context, batch []SeriesHistograms) ([]h
 			reject(at, sh.Series, sh.Histograms, err)
 			continue
 		}
-		pl := histPlanned{at: at, series: sh.Series, byPeriod: map[uint64][]int{}}
+		pl := planOf[sh.Series]
+		if pl == nil {
+			pl = &histPlanned{at: at, series: sh.Series, byPeriod: map[uint64][]int{}}
+			planOf[sh.Series] = pl
+			plans = append(plans, pl)
+		}
 		var invalid, badTime, expired []HistogramPoint
 		var invalidErr, badTimeErr, expiredErr error
 		for i, h := range sh.Histograms {
@@ -220,10 +226,6 @@ func (db *DB) planHistograms(ctx context.Context, batch []SeriesHistograms) ([]h
 		reject(at, sh.Series, invalid, invalidErr)
 		reject(at, sh.Series, badTime, badTimeErr)
 		reject(at, sh.Series, expired, expiredErr)
-		if len(pl.periods) > 0 {
-			slices.Sort(pl.periods)
-			plans = append(plans, pl)
-		}
 	}
 	droppedErr := map[uint64]error{}
 	for _, p := range slices.Sorted(maps.Keys(periods)) {
@@ -234,8 +236,9 @@ func (db *DB) planHistograms(ctx context.Context, batch []SeriesHistograms) ([]h
 			return nil, nil, err
 		}
 	}
-	kept := plans[:0]
+	var kept []histPlanned
 	for _, pl := range plans {
+		slices.Sort(pl.periods)
 		var gone []HistogramPoint
 		var goneErr error
 		for _, p := range slices.Clone(pl.periods) {
@@ -252,7 +255,7 @@ func (db *DB) planHistograms(ctx context.Context, batch []SeriesHistograms) ([]h
 		}
 		reject(pl.at, pl.series, gone, goneErr)
 		if len(pl.periods) > 0 {
-			kept = append(kept, pl)
+			kept = append(kept, *pl)
 		}
 	}
 	slices.SortStableFunc(rejects, func(a, b indexed) int { return a.at - b.at })
@@ -282,6 +285,7 @@ func (db *DB) writeHistPlanned(ctx context.Context, plans []histPlanned) []error
 		periodErr[p] = err
 	}
 	// The first failure stops the rest, as in WriteMany.
+	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errs := batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
@@ -293,10 +297,14 @@ func (db *DB) writeHistPlanned(ctx context.Context, plans []histPlanned) []error
 	})
 	for i, err := range errs {
 		var we *tablets.WriteError
-		if err != nil && !errors.As(err, &we) {
-			errs[i] = &tablets.WriteError{Series: plans[i].series, FailedHistograms: slices.Clone(plans[i].samples), Index: -1,
-				Err: fmt.Errorf("not written after another series failed: %w", context.Cause(ctx))}
+		if err == nil || errors.As(err, &we) {
+			continue
 		}
+		cause := fmt.Errorf("not written after another series failed: %w", context.Cause(ctx))
+		if parent.Err() != nil {
+			cause = fmt.Errorf("not written: %w", context.Cause(parent))
+		}
+		errs[i] = &tablets.WriteError{Series: plans[i].series, FailedHistograms: slices.Clone(plans[i].samples), Index: -1, Err: cause}
 	}
 	return errs
 }
