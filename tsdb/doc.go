@@ -47,7 +47,8 @@
 //     registry read.
 //   - series listed in a period's index: at least the Options.CachedSeries written last in
 //     each of the three newest periods written, up to twice as many. A miss costs a share
-//     of an index transaction (and a backfill into an older period always pays it).
+//     of an index transaction (and a backfill into an older period always pays it). The
+//     series flagged there as having histograms are cached the same way, apart.
 //   - tables that exist, and periods dropped: the tables of the last listing, plus those
 //     this process made or found, less those it dropped or found gone; at most 4,096
 //     periods known dropped and 4,096 tier tables known to exist.
