@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	azruntime "github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -19,6 +20,7 @@ import (
 // pageSize entities in key order, with continuations, as the service does; afterPage runs
 // after each page is served (a concurrent compaction, say).
 type memHistTable struct {
+	mu        sync.Mutex
 	rows      []memRow // sorted by PartitionKey, RowKey
 	pageSize  int
 	afterPage func(page int)
@@ -62,6 +64,8 @@ func (m *memHistTable) NewListEntitiesPager(opts *aztables.ListEntitiesOptions) 
 	return azruntime.NewPager(azruntime.PagingHandler[aztables.ListEntitiesResponse]{
 		More: func(r aztables.ListEntitiesResponse) bool { return r.NextPartitionKey != nil },
 		Fetcher: func(ctx context.Context, _ *aztables.ListEntitiesResponse) (aztables.ListEntitiesResponse, error) {
+			m.mu.Lock()
+			defer m.mu.Unlock()
 			var resp aztables.ListEntitiesResponse
 			for _, r := range m.rows {
 				if npk != "" && (filter.CompareUTF16(r.pk, npk) < 0 || r.pk == npk && filter.CompareUTF16(r.rk, nrk) < 0) {

@@ -188,9 +188,13 @@ func addHistChunk(e *entity.Entity, raw []byte, owner *histOwner, names []string
 	return c.first, err
 }
 
+// histReadConcurrency is how many sub-queries of a packed read are in flight at once.
+const histReadConcurrency = 8
+
 // readHistMany passes emit the samples in [from, to) of every series of one table, each
-// series oldest first, reading the packed plan of all of them: one request per sub-query
-// when no reply is cut short. Where one is (a continuation), the series of its last chunk is
+// series oldest first, reading the packed plan of all of them (histReadConcurrency
+// sub-queries at once, each a page ahead): one request per sub-query when no reply is cut
+// short. Where one is (a page followed by a continuation), the series of its last chunk is
 // read again from its first millisecond not final in fresh snapshots (readHistOne), and its
 // chunks elsewhere are skipped.
 func readHistMany(ctx context.Context, client pager.Lister, series []string, from, to uint64, emit func(i int, s histenc.Sample) bool) error {
@@ -206,55 +210,54 @@ func readHistMany(ctx context.Context, client pager.Lister, series []string, fro
 		newest[i] = from
 	}
 	done := make([]bool, len(series))
-	for _, q := range plan {
-		for cont := (pager.Continuation{}); ; {
-			entities, next, err := pager.Fetch(ctx, client, q, 0, cont)
+	// redo reads series o again from its first millisecond not final: the page that held its
+	// last chunk read was cut.
+	redo := func(o int) (bool, error) {
+		mergers[o].reset()
+		done[o] = true
+		stopped := false
+		err := readHistOne(ctx, client, series[o], newest[o], to, func(s histenc.Sample) bool {
+			stopped = !emit(o, s)
+			return !stopped
+		})
+		return !stopped, err
+	}
+	prevQuery, last := -1, -1
+	for page, err := range pager.Pages(ctx, client, plan, 0, pager.Continuation{}, histReadConcurrency) {
+		if err != nil {
+			return err
+		}
+		if page.Query == prevQuery && last >= 0 && !done[last] { // the page before was cut
+			if more, err := redo(last); err != nil || !more {
+				return err
+			}
+		}
+		prevQuery, last = page.Query, -1
+		for _, raw := range page.Entities {
+			if err := e.Decode(raw); err != nil {
+				return err
+			}
+			o, err := owner.of(&e, series)
 			if err != nil {
 				return err
 			}
-			last := -1
-			for _, raw := range entities {
-				if err := e.Decode(raw); err != nil {
-					return err
-				}
-				o, err := owner.of(&e, series)
-				if err != nil {
-					return err
-				}
-				if done[o] {
-					continue
-				}
-				c, err := decodeHistChunk(&e, true)
-				if err != nil {
-					return err
-				}
-				if err := c.samples(newest[o], to, func(s histenc.Sample) { mergers[o].add(s, c.prio) }); err != nil {
-					return err
-				}
-				if c.first > newest[o] {
-					if !mergers[o].release(c.first, func(s histenc.Sample) bool { return emit(o, s) }) {
-						return nil
-					}
-					newest[o] = c.first
-				}
-				last = o
+			if done[o] {
+				continue
 			}
-			if next.IsZero() {
-				break
+			c, err := decodeHistChunk(&e, true)
+			if err != nil {
+				return err
 			}
-			if last >= 0 {
-				mergers[last].reset()
-				done[last] = true
-				stopped := false
-				err := readHistOne(ctx, client, series[last], newest[last], to, func(s histenc.Sample) bool {
-					stopped = !emit(last, s)
-					return !stopped
-				})
-				if err != nil || stopped {
-					return err
+			if err := c.samples(newest[o], to, func(s histenc.Sample) { mergers[o].add(s, c.prio) }); err != nil {
+				return err
+			}
+			if c.first > newest[o] {
+				if !mergers[o].release(c.first, func(s histenc.Sample) bool { return emit(o, s) }) {
+					return nil
 				}
+				newest[o] = c.first
 			}
-			cont = next
+			last = o
 		}
 	}
 	for o := range mergers {
