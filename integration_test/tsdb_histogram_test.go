@@ -582,3 +582,35 @@ func periodOf(db *tsdb.DB, t time.Time) int64 {
 	p := int64(db.Options().RawPeriod / time.Second)
 	return t.Unix() / p * p
 }
+
+// A late sample (older than the seal delay) flags its rollup tier blocks once stored, as a
+// late point does; a recent one flags nothing.
+func TestTSDBHistogramLateFlagsTiers(t *testing.T) {
+	ctx := context.Background()
+	now := histBase.Add(3 * time.Hour)
+	db, svc, _ := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Now: func() time.Time { return now }})
+	tierEntities := func() (n int) {
+		f := "TableName ge '" + db.Name() + "t' and TableName lt '" + db.Name() + "u'"
+		for p := svc.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); p.More(); {
+			page, err := p.NextPage(ctx)
+			require.NoError(t, err)
+			for _, tb := range page.Tables {
+				for q := svc.NewClient(*tb.Name).NewListEntitiesPager(nil); q.More(); {
+					entities, err := q.NextPage(ctx)
+					require.NoError(t, err)
+					for _, raw := range entities.Entities {
+						var e struct{ S float64 }
+						require.NoError(t, json.Unmarshal(raw, &e))
+						require.Equal(t, 1.0, e.S, "a stale flag")
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "late", Histograms: []tsdb.HistogramPoint{hp(now.Add(-time.Minute), intHist(1))}}}))
+	require.Equal(t, 0, tierEntities(), "a recent sample flags nothing")
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "late", Histograms: []tsdb.HistogramPoint{hp(histBase, intHist(1))}}}))
+	require.Equal(t, len(tsdb.DefaultTiers), tierEntities(), "a block a tier flagged")
+}

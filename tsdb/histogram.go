@@ -42,7 +42,10 @@ type (
 //     time, one request a period).
 //
 // The other samples are written: a series new to a period is listed in its index, flagged as
-// having histograms there (see Select), before its samples are written. A series not wholly
+// having histograms there (see Select), before its samples are written. Samples older than
+// Options.SealDelay (less 5 minutes) then flag their rollup tier windows, as a Write's late
+// points do; a series whose samples are stored but whose windows could not be flagged lists
+// them all (writing them again flags them). A series not wholly
 // written gets a *tablets.WriteError whose FailedHistograms lists exactly its samples that
 // may not be stored (those of failed transactions; a failure stops the series not yet
 // started), with the service's Status and Code. The error joins them all, rejects first (in
@@ -309,7 +312,8 @@ func (db *DB) writeHistPlanned(ctx context.Context, plans []histPlanned) []error
 	return errs
 }
 
-// writeHistSeries writes one series' samples, period by period.
+// writeHistSeries writes one series' samples, period by period, then flags the rolled-up
+// tier windows its late samples fall in (as a Write of late points does).
 func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, periodErr map[uint64]error) error {
 	lost := make([]bool, len(pl.samples))
 	var firstErr error
@@ -332,6 +336,15 @@ func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, periodErr map
 		}
 	}
 	if firstErr == nil {
+		times := make([]tablets.Point, len(pl.samples))
+		for i, h := range pl.samples {
+			times[i] = tablets.Point{Time: h.Time}
+		}
+		if err := db.flagStale(ctx, pl.series, times); err != nil {
+			status, code := serviceAnswer(err)
+			return &tablets.WriteError{Series: pl.series, FailedHistograms: slices.Clone(pl.samples), Code: code, Index: -1, Status: status,
+				Err: fmt.Errorf("the samples are stored, but flagging the rollup tiers failed (write them again): %w", err)}
+		}
 		return nil
 	}
 	we := &tablets.WriteError{Series: pl.series, Index: -1, Err: firstErr}
