@@ -102,12 +102,19 @@
 // hints from the query's ReadHints (else its start and end). The answer is the first
 // accepted response type the handler has (SAMPLES when none is listed; 400 if none is
 // known): SAMPLES is one snappy prometheus.ReadResponse (Content-Type
-// application/x-protobuf), at most SampleLimit samples; STREAMED_XOR_CHUNKS is
-// ContentTypeStreamed, frames of a uvarint length, the CRC-32 (Castagnoli, big-endian) of
-// the data and the data, each a prometheus.ChunkedReadResponse holding one series' XOR
-// chunks (at most SamplesPerChunk samples each; a series spans several frames beyond
-// MaxBytesInFrame), series sorted by labels. Series with no sample in the range are left
-// out. An error after the first frame aborts the connection (http.ErrAbortHandler), so
+// application/x-protobuf), at most SampleLimit samples (a histogram counting one), native
+// histograms in TimeSeries.Histograms with their custom bounds (custom_values, which
+// prompb.FromIntHistogram alone leaves out); STREAMED_XOR_CHUNKS is ContentTypeStreamed,
+// frames of a uvarint length, the CRC-32 (Castagnoli, big-endian) of the data and the
+// data, each a prometheus.ChunkedReadResponse holding one series' chunks (a series spans
+// several frames beyond MaxBytesInFrame), series sorted by labels. The chunks are those
+// Prometheus' own storage.NewSeriesToChunkEncoder cuts, byte for byte: XOR chunks of float
+// samples, HISTOGRAM and FLOAT_HISTOGRAM chunks of integer and float histograms (encoded by
+// Prometheus' chunkenc appenders, custom bounds in the chunk), a chunk a run of one kind,
+// at most SamplesPerChunk samples, and a new histogram chunk wherever the appender starts
+// one (a counter reset, a schema or custom bounds change). A histogram chunk keeps the
+// counter reset hint of its first sample only, as in Prometheus. Series with no sample in
+// the range are left out. An error after the first frame aborts the connection (http.ErrAbortHandler), so
 // that a client never takes a cut stream for a complete answer.
 //
 // # Counters
