@@ -64,9 +64,9 @@
 //	        for room
 //
 // Retryable answers are 503 and never 429: Prometheus retries 429 only when
-// retry_on_http_429 is set, and drops the data otherwise. When a WriteMany fails for
-// several series at once, one permanent failure makes the answer 400: a 5xx would make the
-// sender retry a request that can never succeed, forever, blocking its queue.
+// retry_on_http_429 is set, and drops the data otherwise. When WriteMany or WriteHistograms
+// fails for several series at once, one permanent failure makes the answer 400: a 5xx would
+// make the sender retry a request that can never succeed, forever, blocking its queue.
 //
 // Exemplars and metadata are dropped without an error, as Prometheus' own receiver does
 // with exemplars it cannot store: they annotate samples, and failing the samples for them
