@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -328,4 +329,93 @@ func promJSON(t *testing.T, r promResponse) []byte {
 	b, err := jsoniter.ConfigCompatibleWithStandardLibrary.Marshal(r)
 	require.NoError(t, err)
 	return b
+}
+
+// randomHistogram is a float histogram of any schema, spans with gaps, counts of any size
+// (zero ones too, which are left out), and any sum.
+func randomHistogram(rng *rand.Rand) *histogram.FloatHistogram {
+	h := &histogram.FloatHistogram{Schema: int32(rng.IntN(13)) - 4}
+	custom := rng.IntN(4) == 0
+	if custom {
+		h.Schema = histogram.CustomBucketsSchema
+		b := -10 + rng.Float64()
+		for range 1 + rng.IntN(8) {
+			b += rng.ExpFloat64() * math.Pow(10, float64(rng.IntN(9)-4))
+			h.CustomValues = append(h.CustomValues, b)
+		}
+	} else {
+		h.ZeroThreshold = []float64{0, 1e-128, 0.001, 0.5}[rng.IntN(4)]
+		h.ZeroCount = float64(rng.IntN(3))
+	}
+	count := func() float64 {
+		switch rng.IntN(4) {
+		case 0:
+			return 0
+		case 1:
+			return float64(rng.IntN(1000))
+		case 2:
+			return rng.Float64() * 1e-8
+		}
+		return rng.ExpFloat64() * 1e22
+	}
+	spans := func(first int32, maxIndex int) ([]histogram.Span, []float64) {
+		var sp []histogram.Span
+		var counts []float64
+		for i := range 1 + rng.IntN(3) {
+			off := first
+			if i > 0 {
+				off = int32(rng.IntN(4))
+			}
+			n := 1 + rng.IntN(4)
+			sp = append(sp, histogram.Span{Offset: off, Length: uint32(n)})
+			for range n {
+				counts = append(counts, count())
+			}
+		}
+		return sp, counts
+	}
+	if custom {
+		h.PositiveSpans, h.PositiveBuckets = []histogram.Span{{Offset: 0, Length: uint32(len(h.CustomValues) + 1)}}, nil
+		for range len(h.CustomValues) + 1 {
+			h.PositiveBuckets = append(h.PositiveBuckets, count())
+		}
+	} else {
+		h.PositiveSpans, h.PositiveBuckets = spans(int32(rng.IntN(4000))-2000, 0)
+		if rng.IntN(2) == 0 {
+			h.NegativeSpans, h.NegativeBuckets = spans(int32(rng.IntN(4000))-2000, 0)
+		}
+	}
+	h.Count = h.ZeroCount
+	for _, c := range append(slices.Clone(h.PositiveBuckets), h.NegativeBuckets...) {
+		h.Count += c
+	}
+	h.Sum = []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, -1.5e-9, rng.NormFloat64() * 1e6}[rng.IntN(6)]
+	return h
+}
+
+// The JSON of histograms, samples and series is byte for byte Prometheus' for histograms
+// of every kind, labels needing escapes included.
+func TestHistogramJSONAsPrometheus(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	lsets := []labels.Labels{
+		labels.FromStrings("__name__", "h"),
+		labels.FromStrings("a", `<&>"\`, "b", "é\u2028\x01"),
+		labels.FromStrings("c\n", "\xff\x7f\t\r\x1f", "d", "\u2029ok"),
+		labels.EmptyLabels(),
+	}
+	for i := range 2000 {
+		h := randomHistogram(rng)
+		require.NoError(t, h.Validate(), "%d: %v", i, h)
+		ls := lsets[i%len(lsets)]
+		tm := rng.Int64N(4e12) - 1e12
+		v := promql.Vector{{Metric: ls, T: tm, H: h}, {Metric: ls, T: tm, F: rng.NormFloat64()}}
+		got, err := appendResult(nil, v)
+		require.NoError(t, err)
+		require.Equal(t, string(promJSON(t, promResponse{Status: "success", Data: v}))[len(`{"status":"success","data":`):], string(got)+"}", "%d: %v", i, h)
+
+		m := promql.Matrix{{Metric: ls, Floats: []promql.FPoint{{T: tm, F: 1}}, Histograms: []promql.HPoint{{T: tm, H: h}, {T: tm + 1, H: randomHistogram(rng)}}}}
+		got, err = appendResult(nil, m)
+		require.NoError(t, err)
+		require.Equal(t, string(promJSON(t, promResponse{Status: "success", Data: m}))[len(`{"status":"success","data":`):], string(got)+"}", "%d: %v", i, h)
+	}
 }
