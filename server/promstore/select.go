@@ -80,36 +80,10 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		return newListSet(q, out, lim)
 	}
 
-	tier, p, ok := tierPlan(q.db.Options().Tiers, hints, q.opts, false)
-	if !ok && !q.opts.DisableTiers && q.opts.MinTierStep > 0 {
-		// A finer tier serves the part of the range whose raw points are gone.
-		if tier, p, ok = tierPlan(q.db.Options().Tiers, hints, q.opts, true); ok {
-			rawFrom, haveRaw, err := q.db.RawFrom(ctx)
-			if err != nil {
-				done()
-				return storage.ErrSeriesSet(err)
-			}
-			ok = !haveRaw || from.Before(rawFrom)
-		}
-	}
-	var units []unit
-	tiered := ok && !q.opts.DisableTiers
-	if tiered {
-		units = q.tierUnits(entries, from, to, tier.Step, p)
-		hists := 0
-		for _, e := range entries {
-			if e.hist {
-				hists++
-			}
-		}
-		tiered = len(entries) == 0 || hists < len(entries) // else every series reads raw
-	} else {
-		units = rawUnits(entries, q.opts.BatchSize)
-	}
-	if tiered {
-		q.tierSelects.Add(1)
-	} else {
-		q.rawSelects.Add(1)
+	units, err := q.plan(ctx, entries, hints, from, to)
+	if err != nil {
+		done()
+		return storage.ErrSeriesSet(err)
 	}
 	fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
 		u := units[i]
@@ -119,6 +93,54 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		return q.readRaw(ctx, u.entries, from, to)
 	}
 	return newPipeline(ctx, done, q, len(units), q.opts.Concurrency, fetch, lim)
+}
+
+// plan cuts the series of a Select into the units its pipeline reads, and counts the path
+// it takes: a tier for the float series where one serves the hints, raw points else.
+func (q *Queryable) plan(ctx context.Context, entries []entry, hints *storage.SelectHints, from, to time.Time) ([]unit, error) {
+	tier, p, ok, err := q.pickTier(ctx, hints, from)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		q.rawSelects.Add(1)
+		return rawUnits(entries, q.opts.BatchSize), nil
+	}
+	units := q.tierUnits(entries, from, to, tier.Step, p)
+	floats := len(entries) == 0
+	for _, e := range entries {
+		floats = floats || !e.hist
+	}
+	if floats {
+		q.tierSelects.Add(1)
+	} else {
+		q.rawSelects.Add(1) // every series has histograms: all read raw
+	}
+	return units, nil
+}
+
+// pickTier picks the tier a Select of [from, ...) with hints reads, if any (see tierPlan).
+func (q *Queryable) pickTier(ctx context.Context, hints *storage.SelectHints, from time.Time) (tsdb.Tier, pick, bool, error) {
+	if q.opts.DisableTiers {
+		return tsdb.Tier{}, 0, false, nil
+	}
+	tiers := q.db.Options().Tiers
+	if tier, p, ok := tierPlan(tiers, hints, q.opts, false); ok {
+		return tier, p, true, nil
+	}
+	if q.opts.MinTierStep == 0 {
+		return tsdb.Tier{}, 0, false, nil
+	}
+	// A finer tier serves the part of the range whose raw points are gone.
+	tier, p, ok := tierPlan(tiers, hints, q.opts, true)
+	if !ok {
+		return tsdb.Tier{}, 0, false, nil
+	}
+	rawFrom, haveRaw, err := q.db.RawFrom(ctx)
+	if err != nil {
+		return tsdb.Tier{}, 0, false, err
+	}
+	return tier, p, !haveRaw || from.Before(rawFrom), nil
 }
 
 // unit is what one fetch of a Select's pipeline reads: a batch of series' raw samples, or
