@@ -48,7 +48,10 @@
 // a window cannot answer (count_over_time, sum_over_time, avg_over_time, quantiles,
 // absent_over_time...) read raw. The answer
 // is approximate (rate over window-end samples instead of every sample), and the staleness
-// markers are lost (a window ignores NaNs). Stats tells which path each Select took.
+// markers are lost (a window ignores NaNs). Series with histogram samples read raw even
+// then, in their place among the others: a window of floats cannot stand for their
+// histograms (rate or histogram_quantile over it would be wrong). Stats tells which path
+// each Select took, and how many series a tier Select read raw for their histograms.
 //
 // A tier is not always cheaper: a window costs about 250 bytes of reply, a raw point about
 // 10 in chunked's Gorilla chunks, and a tier read is a request per series where a raw read
