@@ -181,7 +181,7 @@ func TestRandomRoundTrip(t *testing.T) {
 func TestAppendLimit(t *testing.T) {
 	for seed := range uint64(30) {
 		samples := newRandomSeries(seed).take(400)
-		for _, limit := range []int{MinLimit, 1500, 4000, 64 << 10} {
+		for _, limit := range []int{MinLimit, 1500, 4000, 64 << 10, math.MaxInt} {
 			var got []Sample
 			for rest := samples; len(rest) > 0; {
 				prefix := []byte{7}
