@@ -43,7 +43,8 @@ const (
 // Append appends the chunk of samples to dst. Units must strictly increase and each sample
 // must have exactly one of H and FH, whose spans hold as many buckets as given and have no
 // negative offset but the first's (what Validate checks): Append panics otherwise, as
-// callers validate samples first. Zero samples make the 4-byte empty chunk.
+// callers validate samples first. Zero samples make the 4-byte empty chunk. The same samples
+// always make the same bytes (tsdb names chunks by a hash of them).
 func Append(dst []byte, samples []Sample) []byte {
 	mustValid(samples)
 	return appendBest(dst, samples)
