@@ -53,7 +53,7 @@ func Append(dst []byte, samples []Sample) []byte {
 // AppendLimit appends a chunk of the first n samples whose encoding fits limit bytes, and
 // returns it and n: n is the largest such count in all but contrived cases (the chunk of n
 // fits and that of n+1 does not). The first sample always goes in, even alone over limit,
-// which takes more than 40 buckets with a limit of MinLimit, or some 4000 buckets for a
+// which takes more than 40 buckets with a limit of MinLimit, or thousands of buckets for a
 // limit of 64 KiB. It panics where Append does.
 func AppendLimit(dst []byte, samples []Sample, limit int) ([]byte, int) {
 	mustValid(samples)
