@@ -146,6 +146,31 @@ func (db *DB) validateHist(ctx context.Context, series string) error {
 	return nil
 }
 
+// histMaxSampleBytes bounds one sample's encoding: a chunk of it alone must fit Azure's
+// 64 KiB binary property.
+const histMaxSampleBytes = 63 << 10
+
+// validHistSample is HistogramPoint.Validate, and a sample small enough to store (a
+// histogram of thousands of buckets may not be): errors wrap tablets.ErrInvalidHistogram.
+func validHistSample(p HistogramPoint) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	var parts int // an upper bound of the encoding's size, cheap to compute
+	if p.H != nil {
+		parts = 2*(len(p.H.PositiveBuckets)+len(p.H.NegativeBuckets)) + len(p.H.CustomValues) + len(p.H.PositiveSpans) + len(p.H.NegativeSpans)
+	} else {
+		parts = 2*(len(p.FH.PositiveBuckets)+len(p.FH.NegativeBuckets)) + len(p.FH.CustomValues) + len(p.FH.PositiveSpans) + len(p.FH.NegativeSpans)
+	}
+	if 10*parts+128 <= histMaxSampleBytes {
+		return nil
+	}
+	if n := len(histenc.Append(nil, []histenc.Sample{{H: p.H, FH: p.FH}})); n > histMaxSampleBytes {
+		return fmt.Errorf("%w: %d bytes encoded, over the %d a sample may take", tablets.ErrInvalidHistogram, n, histMaxSampleBytes)
+	}
+	return nil
+}
+
 // histPlanned is a series' samples to write, by period.
 type histPlanned struct {
 	at       int // in the batch
@@ -194,7 +219,7 @@ func (db *DB) planHistograms(ctx context.Context, batch []SeriesHistograms) ([]h
 		var invalid, badTime, expired []HistogramPoint
 		var invalidErr, badTimeErr, expiredErr error
 		for i, h := range sh.Histograms {
-			if err := h.Validate(); err != nil {
+			if err := validHistSample(h); err != nil {
 				invalid = append(invalid, h)
 				if invalidErr == nil {
 					invalidErr = fmt.Errorf("tsdb: write %q: histogram %d: %w", sh.Series, i, err)
