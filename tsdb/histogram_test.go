@@ -2,8 +2,8 @@ package tsdb
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
