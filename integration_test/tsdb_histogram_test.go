@@ -650,3 +650,37 @@ func TestTSDBHistogramCompactHour(t *testing.T) {
 	require.Less(t, billedAfter*10, billedBefore)
 	requireSamples(t, want, queryHist(t, db, "latency", histBase, histBase.Add(time.Hour)))
 }
+
+// A packed read whose reply is cut by the service's 1,000-entity page re-reads the series it
+// cut in a fresh query and still yields every sample once, oldest first.
+func TestTSDBHistogramQueryManyPaged(t *testing.T) {
+	ctx := context.Background()
+	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}})
+	const chunks = 600 // a write each, of each series: 1,200 chunks in one partition
+	for i := range chunks {
+		at := histBase.Add(time.Duration(i) * 5 * time.Second)
+		require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{
+			{Series: "pa", Histograms: []tsdb.HistogramPoint{hp(at, intHist(uint64(i)))}},
+			{Series: "pb", Histograms: []tsdb.HistogramPoint{hp(at.Add(time.Millisecond), intHist(uint64(2*i)))}},
+		}))
+	}
+	checker.Reset()
+	got := map[string][]tsdb.HistogramPoint{}
+	for s, err := range db.QueryManyHistograms(ctx, []string{"pb", "pa"}, histBase, histBase.Add(time.Hour)) {
+		require.NoError(t, err)
+		got[s.Series] = append(got[s.Series], s.HistogramPoint)
+	}
+	// The packed query's two pages (600 of pa and 400 of pb, then 200 of pb) and pb again.
+	require.Equal(t, int64(3), checker.Stats().Queries)
+	for name, shift := range map[string]time.Duration{"pa": 0, "pb": time.Millisecond} {
+		require.Len(t, got[name], chunks, name)
+		for i, p := range got[name] {
+			n := uint64(i)
+			if name == "pb" {
+				n *= 2
+			}
+			require.True(t, histBase.Add(time.Duration(i)*5*time.Second+shift).Equal(p.Time), "%s sample %d at %v", name, i, p.Time)
+			require.Equal(t, n, p.H.Count, "%s sample %d", name, i)
+		}
+	}
+}
