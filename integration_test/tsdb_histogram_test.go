@@ -635,7 +635,9 @@ func TestTSDBHistogramCompactHour(t *testing.T) {
 		want = append(want, p)
 		require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "latency", Histograms: []tsdb.HistogramPoint{p}}}))
 	}
-	require.Equal(t, int64(721), checker.Stats().Batches, "a transaction a write, and the index entry")
+	writes := checker.Stats()
+	require.Equal(t, int64(721), writes.Batches, "a transaction a write, and the index entry")
+	t.Logf("720 writes: %d requests, %d bytes sent (%d a write), %d received", writes.Requests, writes.RequestBytes, writes.RequestBytes/720, writes.ResponseBytes)
 	table := db.Name() + "h" + itoa(periodOf(db, histBase))
 	require.Equal(t, 720, countEntities(t, svc, table))
 	_, billedBefore := storedBytes(t, svc, table)
