@@ -124,12 +124,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, enc, herr)
 		return
 	}
-	rejected, herr := h.store(r.Context(), ts)
+	part, herr := h.store(r.Context(), ts)
 	if herr != nil {
 		writeStatus(w, enc, herr)
 		return
 	}
-	writeExportResponse(w, enc, rejected, warnings)
+	writeExportResponse(w, enc, part, warnings)
 }
 
 // store writes the series. It returns the partial success to answer when some samples were
