@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,8 +133,20 @@ func TestServerOTLP(t *testing.T) {
 			require.InDelta(t, v, got[labels], 1e-9*math.Max(1, math.Abs(v)), "%s %s", query, labels)
 		}
 	}
+	requireHistogramJSON(t, hs.URL, "http_server_duration_seconds", exported, observations)
 	require.EqualValues(t, 1, s.OTLPStats().HistogramsWritten)
 	require.EqualValues(t, 10, s.OTLPStats().SamplesWritten)
+
+	// A second export of the same series, the counter grown: the new value at the new time.
+	counter.Add(ctx, 1, metric.WithAttributes(attribute.String("http.method", "GET")))
+	before = checker.Stats()
+	require.NoError(t, sdk.export(t))
+	after = checker.Stats()
+	t.Logf("the next export of the same series: %d requests, %d bytes sent to the account",
+		after.Requests-before.Requests, after.RequestBytes-before.RequestBytes)
+	got := instantValues(t, hs.URL, `http_requests_total{http_method="GET"}`, time.Now())
+	require.Equal(t, map[string]float64{"__name__=http_requests_total,http_method=GET," + target: 6}, got)
+	require.EqualValues(t, 20, s.OTLPStats().SamplesWritten)
 
 	// Delta temporality: 400, naming the metric, and the gauge of the same request is not
 	// stored either.
@@ -157,12 +170,61 @@ func TestServerOTLP(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	for _, want := range []string{
-		`tablets_http_requests_total{code="200",handler="otlp"} 1`,
+		`tablets_http_requests_total{code="200",handler="otlp"} 2`,
 		`tablets_http_requests_total{code="400",handler="otlp"} 1`,
-		"tablets_otlp_samples_written_total 10",
-		"tablets_otlp_histograms_written_total 1",
+		"tablets_otlp_datapoints_received_total 12",
 		"tablets_otlp_datapoints_refused_total 2",
+		"tablets_otlp_samples_written_total 20",
+		"tablets_otlp_histograms_written_total 2",
+		"tablets_otlp_samples_not_stored_total 0",
 	} {
-		require.Contains(t, string(body), want)
+		require.True(t, strings.Contains(string(body), want+"\n"), "/metrics lacks %q", want)
 	}
+}
+
+// requireHistogramJSON checks that the query API renders the histogram of metric at time at
+// with the values observed: their count and sum, and each counted in the bucket holding it
+// (Prometheus' JSON: buckets as [boundary rule, lower, upper, count]).
+func requireHistogramJSON(t *testing.T, base, metric string, at time.Time, values []float64) {
+	t.Helper()
+	out := getJSON(t, base+"/api/v1/query", url.Values{"query": {metric}, "time": {strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64)}})
+	result := out["data"].(map[string]any)["result"].([]any)
+	require.Len(t, result, 1)
+	h := result[0].(map[string]any)["histogram"].([]any)[1].(map[string]any)
+	require.Equal(t, strconv.Itoa(len(values)), h["count"])
+	sum, err := strconv.ParseFloat(h["sum"].(string), 64)
+	require.NoError(t, err)
+	want := 0.0
+	for _, v := range values {
+		want += v
+	}
+	require.InDelta(t, want, sum, 1e-9)
+	got := map[string]float64{} // "lower upper" -> count
+	type bucket struct{ lower, upper float64 }
+	var buckets []bucket
+	for _, b := range h["buckets"].([]any) {
+		fields := b.([]any)
+		require.Equal(t, 0.0, fields[0], "boundary rule: open left, closed right")
+		lower, err := strconv.ParseFloat(fields[1].(string), 64)
+		require.NoError(t, err)
+		upper, err := strconv.ParseFloat(fields[2].(string), 64)
+		require.NoError(t, err)
+		count, err := strconv.ParseFloat(fields[3].(string), 64)
+		require.NoError(t, err)
+		got[fields[1].(string)+" "+fields[2].(string)] = count
+		buckets = append(buckets, bucket{lower, upper})
+	}
+	expected := map[string]float64{}
+	for _, v := range values {
+		held := 0
+		for i, b := range buckets {
+			if b.lower < v && v <= b.upper {
+				fields := h["buckets"].([]any)[i].([]any)
+				expected[fields[1].(string)+" "+fields[2].(string)]++
+				held++
+			}
+		}
+		require.Equal(t, 1, held, "buckets holding %v", v)
+	}
+	require.Equal(t, expected, got)
 }
