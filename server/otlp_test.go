@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"math"
@@ -12,6 +13,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
 	"go.opentelemetry.io/otel/metric"
@@ -227,4 +231,46 @@ func requireHistogramJSON(t *testing.T, base, metric string, at time.Time, value
 		require.Equal(t, 1, held, "buckets holding %v", v)
 	}
 	require.Equal(t, expected, got)
+}
+
+// A histogram the database refuses (more in its buckets than its count) is counted in an
+// OTLP partial success naming its series, and the gauge of the same request is stored.
+func TestServerOTLPPartialSuccess(t *testing.T) {
+	_, hs, _ := newServer(t, nil, nil)
+	at := time.Now().Truncate(time.Millisecond)
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("service.name", "svc")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	g := ms.AppendEmpty()
+	g.SetName("up")
+	gp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+	gp.SetTimestamp(pcommon.NewTimestampFromTime(at))
+	gp.SetDoubleValue(1)
+	h := ms.AppendEmpty()
+	h.SetName("latency")
+	eh := h.SetEmptyExponentialHistogram()
+	eh.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	hp := eh.DataPoints().AppendEmpty()
+	hp.SetTimestamp(pcommon.NewTimestampFromTime(at))
+	hp.SetScale(2)
+	hp.SetCount(1)
+	hp.Positive().BucketCounts().FromRaw([]uint64{3})
+	body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+	require.NoError(t, err)
+
+	resp, err := http.Post(hs.URL+"/api/v1/otlp/v1/metrics", "application/x-protobuf", bytes.NewReader(body))
+	require.NoError(t, err)
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(answer))
+	out := pmetricotlp.NewExportResponse()
+	require.NoError(t, out.UnmarshalProto(answer))
+	require.EqualValues(t, 1, out.PartialSuccess().RejectedDataPoints())
+	require.Contains(t, out.PartialSuccess().ErrorMessage(), "1 of 2 samples not stored")
+	require.Contains(t, out.PartialSuccess().ErrorMessage(), `latency`)
+	t.Logf("partial success: %s", out.PartialSuccess().ErrorMessage())
+
+	require.Equal(t, map[string]float64{"__name__=up,job=svc,": 1}, instantValues(t, hs.URL, "up", at))
+	require.Empty(t, instantValues(t, hs.URL, "histogram_count(latency)", at))
 }
