@@ -107,7 +107,9 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 						}
 						if b.rolled < float64(we.Add(db.opts.SealDelay).Unix()) || len(pointsIn(staged[s], ws, we)) > 0 {
 							raw[s] = append(raw[s], [2]time.Time{ws, we})
-						} else if w := b.windows[i]; w != nil {
+						} else if w := b.windows[i]; w != nil && w.hist != nil && w.hist.kind == histTooLarge {
+							raw[s] = append(raw[s], [2]time.Time{ws, we}) // stored without its histograms
+						} else if w != nil {
 							tierWindows[s] = append(tierWindows[s], w)
 						}
 					}
@@ -116,16 +118,45 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 			}
 		}
 	}
+	rawRanges := map[string][][2]time.Time{}
 	for _, s := range names {
-		mine := map[time.Time]*Window{}
-		for _, w := range tierWindows[s] {
-			mergeInto(mine, w)
-		}
 		ranges, ok := raw[s]
 		if !ok {
 			ranges = [][2]time.Time{{from, to}}
 		}
-		for _, r := range mergeRanges(ranges) {
+		rawRanges[s] = mergeRanges(ranges)
+	}
+	rawHists, err := db.readRawHistograms(ctx, rawRanges)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range names {
+		mine := map[time.Time]*Window{}
+		pieces := map[time.Time][]*histWindow{} // a series' histogram windows chain, in time order
+		for _, w := range tierWindows[s] {
+			floats := *w
+			floats.hist = nil
+			mergeInto(mine, &floats)
+			if w.hist != nil {
+				ws := rounding.Floor(w.Start, step)
+				pieces[ws] = append(pieces[ws], w.hist)
+			}
+		}
+		for _, p := range rawHists[s] {
+			if !isStaleHistogram(p) {
+				ws := rounding.Floor(p.Time, step)
+				pieces[ws] = append(pieces[ws], newHistWindow(p))
+			}
+		}
+		for ws, ps := range pieces {
+			w := mine[ws]
+			if w == nil {
+				w = newWindow(ws, db.opts.Accuracy)
+				mine[ws] = w
+			}
+			w.hist = histPieces(ps)
+		}
+		for _, r := range rawRanges[s] {
 			for p, err := range withStaged(db.rawQuery(ctx, s, r[0], r[1]), pointsIn(staged[s], r[0], r[1])) {
 				if err != nil {
 					return nil, err
@@ -149,7 +180,8 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 	}
 	windows := make([]*Window, 0, len(out))
 	for _, w := range out {
-		if w.Count > 0 {
+		if w.Count > 0 || w.hist != nil {
+			w.setHistograms(w.hist)
 			windows = append(windows, w)
 		}
 	}
@@ -221,6 +253,34 @@ func (db *DB) readBlocks(ctx context.Context, names []string, t Tier, lo, hi uin
 					out[blockRef{string(e.PartitionKey), b.start}] = b
 				}
 			}
+		}
+	}
+	return out, nil
+}
+
+// readRawHistograms reads the histogram samples of each series in its ranges (disjoint, in
+// order): a read of many series for each range that several share.
+func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time) (map[string][]HistogramPoint, error) {
+	byRange := map[[2]time.Time][]string{}
+	for s, rs := range ranges {
+		for _, r := range rs {
+			byRange[r] = append(byRange[r], s)
+		}
+	}
+	order := slices.SortedFunc(maps.Keys(byRange), func(a, b [2]time.Time) int {
+		if c := a[0].Compare(b[0]); c != 0 {
+			return c
+		}
+		return a[1].Compare(b[1])
+	})
+	out := map[string][]HistogramPoint{}
+	for _, r := range order {
+		names := slices.Sorted(slices.Values(byRange[r]))
+		for sh, err := range db.QueryManyHistograms(ctx, names, r[0], r[1]) {
+			if err != nil {
+				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
+			}
+			out[sh.Series] = append(out[sh.Series], sh.HistogramPoint)
 		}
 	}
 	return out, nil

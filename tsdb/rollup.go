@@ -110,10 +110,14 @@ func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) er
 			}
 			pts = append(pts, p)
 		}
+		hists, err := db.readHistograms(ctx, series, lo, hi)
+		if err != nil {
+			return err
+		}
 		rolled := float64(db.now().Unix())
 		conflict := false
 		for i, t := range db.opts.Tiers {
-			blocks := db.computeBlocks(t, pts, rolled)
+			blocks := db.computeBlocks(t, pts, hists, rolled)
 			err := db.writeBlocks(ctx, series, t, blocks, etags[i])
 			if batch.IsConflict(err) {
 				conflict = true
@@ -162,11 +166,12 @@ func (db *DB) blockETags(ctx context.Context, series string, lo, hi uint64) ([]m
 	return out, nil
 }
 
-// computeBlocks aggregates points (oldest first) into tier t's blocks.
-func (db *DB) computeBlocks(t Tier, pts []tablets.Point, rolled float64) map[uint64]*block {
+// computeBlocks aggregates points and histogram samples (each oldest first) into tier t's
+// blocks.
+func (db *DB) computeBlocks(t Tier, pts []tablets.Point, hists []tablets.HistogramPoint, rolled float64) map[uint64]*block {
 	blocks := map[uint64]*block{}
-	for _, p := range pts {
-		s := unix(p.Time)
+	windowOf := func(tm time.Time) *Window {
+		s := unix(tm)
 		bs := floorSec(s, t.block())
 		b := blocks[bs]
 		if b == nil {
@@ -177,9 +182,36 @@ func (db *DB) computeBlocks(t Tier, pts []tablets.Point, rolled float64) map[uin
 		if b.windows[i] == nil {
 			b.windows[i] = newWindow(at(bs).Add(time.Duration(i)*t.Step), db.opts.Accuracy)
 		}
-		b.windows[i].add(p.Time, p.Value)
+		return b.windows[i]
+	}
+	for _, p := range pts {
+		windowOf(p.Time).add(p.Time, p.Value)
+	}
+	for len(hists) > 0 {
+		// The samples of one window, then their window (none if all are staleness markers).
+		w := windowOf(hists[0].Time)
+		n := 1
+		for n < len(hists) && hists[n].Time.Before(w.Start.Add(t.Step)) {
+			n++
+		}
+		if h := histWindowOf(hists[:n]); h != nil {
+			w.hist = h
+		}
+		hists = hists[n:]
 	}
 	return blocks
+}
+
+// readHistograms reads the histogram samples of series in [lo, hi) (Unix seconds).
+func (db *DB) readHistograms(ctx context.Context, series string, lo, hi uint64) ([]tablets.HistogramPoint, error) {
+	var out []tablets.HistogramPoint
+	for p, err := range db.QueryHistograms(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // writeBlocks writes a tier's blocks of series: each conditionally on the ETag read (a
@@ -190,7 +222,7 @@ func (db *DB) writeBlocks(ctx context.Context, series string, t Tier, blocks map
 	for s, b := range blocks {
 		empty := true
 		for _, w := range b.windows {
-			empty = empty && (w == nil || w.Count == 0)
+			empty = empty && (w == nil || (w.Count == 0 && w.hist == nil))
 		}
 		p := tierPeriod(t, s)
 		body := appendBlock(nil, series, t.Step, b)
@@ -309,6 +341,16 @@ func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.P
 		}
 	}
 	return nil
+}
+
+// flagStaleHistograms is flagStale for histogram samples just stored: WriteHistograms calls
+// it after storing them, as Write does for points.
+func (db *DB) flagStaleHistograms(ctx context.Context, series string, samples []tablets.HistogramPoint) error {
+	pts := make([]tablets.Point, len(samples))
+	for i, h := range samples {
+		pts[i].Time = h.Time
+	}
+	return db.flagStale(ctx, series, pts)
 }
 
 // KeepRolledUp rolls up, every interval, the windows sealed since its last successful run

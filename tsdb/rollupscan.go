@@ -151,9 +151,15 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 			}
 		}()
 	}
+	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi}
 	err = db.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
-		j := rollupJob{series: series, points: pts, etags: etags[series]}
-		if len(pts) == 0 && j.etags == nil {
+		hs, err := hists.next(ctx, series)
+		if err != nil {
+			cancel(err)
+			return false
+		}
+		j := rollupJob{series: series, points: pts, hists: hs, etags: etags[series]}
+		if len(pts) == 0 && len(hs) == 0 && j.etags == nil {
 			return true // nothing there, nothing rolled up before
 		}
 		select {
@@ -175,7 +181,51 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 type rollupJob struct {
 	series string
 	points []tablets.Point
+	hists  []tablets.HistogramPoint
 	etags  []map[uint64]azcore.ETag // nil: no block
+}
+
+// histPrefetchSeries is how many series' histogram samples a batched Rollup reads at once
+// (a slice's samples of each are in memory together).
+const histPrefetchSeries = 64
+
+// histPrefetch reads the histogram samples of a group's series in [lo, hi), a few series'
+// at a time, as the rollup of the group comes to them (in the group's order).
+type histPrefetch struct {
+	db     *DB
+	group  []string
+	lo, hi uint64
+	upto  int // the index in group of the first series not read yet
+	read   map[string][]tablets.HistogramPoint
+}
+
+// next returns the samples of series, the next of the group not asked for yet.
+func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.HistogramPoint, error) {
+	if samples, ok := h.read[series]; ok {
+		delete(h.read, series)
+		return samples, nil
+	}
+	i := slices.Index(h.group[h.upto:], series)
+	if i < 0 {
+		return nil, fmt.Errorf("tsdb: rollup: series %q out of order", series)
+	}
+	batch := h.group[h.upto+i : min(h.upto+i+histPrefetchSeries, len(h.group))]
+	h.upto += i + len(batch)
+	h.read = make(map[string][]tablets.HistogramPoint, len(batch))
+	for _, s := range batch {
+		h.read[s] = nil
+	}
+	for sh, err := range h.db.QueryManyHistograms(ctx, batch, at(h.lo), earlierOf(at(h.hi), tablets.MaxTime)) {
+		if err != nil {
+			return nil, fmt.Errorf("tsdb: rollup: read histograms: %w", err)
+		}
+		if _, ok := h.read[sh.Series]; ok {
+			h.read[sh.Series] = append(h.read[sh.Series], sh.HistogramPoint)
+		}
+	}
+	samples := h.read[series]
+	delete(h.read, series)
+	return samples, nil
 }
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
@@ -187,7 +237,7 @@ func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) err
 		if j.etags != nil {
 			etags = j.etags[i]
 		}
-		err := db.writeBlocks(ctx, j.series, t, db.computeBlocks(t, j.points, rolled), etags)
+		err := db.writeBlocks(ctx, j.series, t, db.computeBlocks(t, j.points, j.hists, rolled), etags)
 		if batch.IsConflict(err) {
 			return db.rollupSeries(ctx, j.series, lo, hi)
 		}
