@@ -363,10 +363,13 @@ func (w *histWindow) follow(o *histWindow) {
 	if o.kind != kind || kind == histTooLarge { // callers read windows too large raw instead
 		kind = histConflict
 	}
+	if kind == histConflict {
+		w.obs = nil
+	}
+	w.kind = kind
 	if kind == histCounter {
 		w.addObs(increase(w.last, o.first))
 	}
-	w.kind = kind
 	w.addObs(o.obs)
 	w.last = o.last
 }

@@ -195,7 +195,7 @@ type histPrefetch struct {
 	db     *DB
 	group  []string
 	lo, hi uint64
-	upto  int // the index in group of the first series not read yet
+	upto   int // the index in group of the first series not read yet
 	read   map[string][]tablets.HistogramPoint
 }
 

@@ -126,18 +126,21 @@ func Decode(e *entity.Entity, step time.Duration, accuracy float64) (*Block, err
 	for _, s := range e.Strings {
 		sketches[string(s.Name)] = s.Value
 	}
-	if v == VersionHistograms {
-		for i := range Windows {
-			enc, ok := sketches["h"+strconv.Itoa(i)]
-			if !ok {
-				continue
-			}
-			raw, err := base64.StdEncoding.DecodeString(string(enc))
-			if err != nil || len(raw) == 0 {
-				return bad("window %d: histograms are not base64", i)
-			}
-			b.Histograms[i] = raw
+	histograms := 0
+	for i := range Windows {
+		enc, ok := sketches["h"+strconv.Itoa(i)]
+		if !ok {
+			continue
 		}
+		raw, err := base64.StdEncoding.DecodeString(string(enc))
+		if err != nil || len(raw) == 0 {
+			return bad("window %d: histograms are not base64", i)
+		}
+		b.Histograms[i] = raw
+		histograms++
+	}
+	if (v == VersionHistograms) != (histograms > 0) {
+		return bad("format version %v with %d histogram windows", v, histograms)
 	}
 	for i := range Windows {
 		n := strconv.Itoa(i)
