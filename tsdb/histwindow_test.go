@@ -231,6 +231,10 @@ func TestHistogramQuantile(t *testing.T) {
 	// threshold 0.5, and no negative bucket, so the zero bucket is [0, 0.5].
 	exp := &tablets.FloatHistogram{Schema: 0, Count: 10, Sum: 25, ZeroThreshold: 0.5, ZeroCount: 2,
 		PositiveSpans: []tablets.HistogramSpan{{Offset: 1, Length: 2}}, PositiveBuckets: []float64{4, 4}}
+	// Two NaN observations (Sum NaN, Count past the buckets'): the rank counts from the
+	// bottom whatever q, and a rank past the buckets is NaN.
+	nan := &tablets.FloatHistogram{Schema: 0, Count: 12, Sum: math.NaN(), ZeroThreshold: 0.5, ZeroCount: 2,
+		PositiveSpans: []tablets.HistogramSpan{{Offset: 1, Length: 2}}, PositiveBuckets: []float64{4, 4}}
 	neg := &tablets.FloatHistogram{Schema: 0, Count: 4, Sum: -6,
 		NegativeSpans: []tablets.HistogramSpan{{Offset: 1, Length: 2}}, NegativeBuckets: []float64{2, 2}}
 	for _, tc := range []struct {
@@ -245,6 +249,8 @@ func TestHistogramQuantile(t *testing.T) {
 		{0.4, exp, math.Sqrt2},                       // rank 2 of 4 in (1, 2]: halfway on a log scale
 		{0.8, exp, 2 * math.Sqrt2},                   // from the top: rank 2 of 4 in (2, 4]
 		{1, exp, 4},                                  // the top bucket's upper bound
+		{0.8, nan, math.Exp2(1.9)},                   // rank 9.6: 3.6 of 4 into (2, 4]
+		{0.95, nan, math.NaN()},                      // rank 11.4 of 10 in buckets
 		{0.25, neg, -2 * math.Sqrt2},                 // rank 1 of 2 in [-4, -2): mirrored
 		{-0.1, exp, math.Inf(-1)},                    // out of range, as Prometheus
 		{1.1, exp, math.Inf(1)},                      //
