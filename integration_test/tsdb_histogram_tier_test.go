@@ -1,12 +1,20 @@
 package integration_test
 
 import (
+	"context"
+	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/promconv"
@@ -98,4 +106,369 @@ func TestHistogramQuantileMatchesPrometheus(t *testing.T) {
 			}
 		}
 	}
+}
+
+// histSeries are the histogram samples written per series, as written.
+type histSeries map[string][]tablets.HistogramPoint
+
+var staleSum = math.Float64frombits(0x7ff0000000000002)
+
+// counterGen makes the samples of a counter histogram: counts by bucket index that grow,
+// reset, and change schema.
+type counterGen struct {
+	schema int32
+	counts map[int32]int64
+	zero   int64
+	sum    float64
+}
+
+func (g *counterGen) next(r *rand.Rand) *tablets.Histogram {
+	for range 1 + r.IntN(4) {
+		g.counts[int32(r.IntN(16)-3)] += int64(1 + r.IntN(5))
+	}
+	g.zero += int64(r.IntN(2))
+	g.sum += float64(r.IntN(50))
+	return intHistogram(g.schema, g.zero, g.counts, g.sum)
+}
+
+// intHistogram is an integer histogram of the counts by index: one span from the lowest
+// index to the highest, deltas.
+func intHistogram(schema int32, zero int64, counts map[int32]int64, sum float64) *tablets.Histogram {
+	h := &tablets.Histogram{Schema: schema, ZeroThreshold: 2.938735877055719e-39, ZeroCount: uint64(zero), Count: uint64(zero), Sum: sum}
+	if len(counts) == 0 {
+		return h
+	}
+	lo, hi := int32(math.MaxInt32), int32(math.MinInt32)
+	for i := range counts {
+		lo, hi = min(lo, i), max(hi, i)
+	}
+	h.PositiveSpans = []tablets.HistogramSpan{{Offset: lo, Length: uint32(hi - lo + 1)}}
+	var prev int64
+	for i := lo; i <= hi; i++ {
+		h.PositiveBuckets = append(h.PositiveBuckets, counts[i]-prev)
+		prev = counts[i]
+		h.Count += uint64(counts[i])
+	}
+	return h
+}
+
+// customHistogram is a float histogram of custom bounds and counts, one a bucket.
+func customHistogram(hint tablets.CounterResetHint, bounds, counts []float64, sum float64) *tablets.FloatHistogram {
+	h := &tablets.FloatHistogram{CounterResetHint: hint, Schema: tablets.CustomBucketsSchema, CustomValues: bounds, Sum: sum,
+		PositiveSpans: []tablets.HistogramSpan{{Length: uint32(len(counts))}}, PositiveBuckets: counts}
+	for _, c := range counts {
+		h.Count += c
+	}
+	return h
+}
+
+// makeHistSeries writes two days of samples every 30 s: h_exp (integer counters with a
+// reset, a schema change and staleness markers), h_custom (float counters of custom
+// bounds), h_bounds (custom bounds that change), h_gauge (gauge histograms), and mixed
+// (float points the first day, histograms the second, both in one hour).
+func makeHistSeries(r *rand.Rand, base time.Time) (histSeries, []tablets.Point) {
+	out := histSeries{}
+	n := 2 * 86400 / 30
+	tm := func(i int) time.Time { return base.Add(time.Duration(i) * 30 * time.Second) }
+	exp := &counterGen{schema: 3, counts: map[int32]int64{}}
+	var custom, bounds []float64
+	customBounds := []float64{0.1, 0.5, 1, 5}
+	var gsum float64
+	var mixed []tablets.Point
+	mixedGen := &counterGen{schema: 0, counts: map[int32]int64{}}
+	for i := range n {
+		switch {
+		case i == 1500: // a reset
+			exp.counts, exp.zero, exp.sum = map[int32]int64{}, 0, 0
+		case i == 3000: // a smaller schema: buckets merge pairwise
+			merged := map[int32]int64{}
+			for idx, c := range exp.counts {
+				merged[((idx-1)>>1)+1] += c
+			}
+			exp.schema, exp.counts = 2, merged
+		}
+		h := exp.next(r)
+		if i%97 == 50 {
+			stale := *h
+			stale.Sum = staleSum
+			h = &stale
+		}
+		out["h_exp"] = append(out["h_exp"], tablets.HistogramPoint{Time: tm(i), H: h})
+
+		if len(custom) == 0 {
+			custom = make([]float64, len(customBounds)+1)
+		}
+		custom[r.IntN(len(custom))] += float64(1 + r.IntN(3))
+		out["h_custom"] = append(out["h_custom"], tablets.HistogramPoint{Time: tm(i), FH: customHistogram(0, customBounds, slices.Clone(custom), float64(i))})
+
+		bs := []float64{1, 2}
+		if i >= 3000 {
+			bs = []float64{1, 3}
+		}
+		if i == 0 || i == 3000 {
+			bounds = make([]float64, 3)
+		}
+		bounds[r.IntN(3)]++
+		out["h_bounds"] = append(out["h_bounds"], tablets.HistogramPoint{Time: tm(i), FH: customHistogram(0, bs, slices.Clone(bounds), float64(2*i))})
+
+		g := []float64{float64(r.IntN(4)), float64(r.IntN(4)), float64(r.IntN(4))}
+		gsum = float64(r.IntN(100))
+		out["h_gauge"] = append(out["h_gauge"], tablets.HistogramPoint{Time: tm(i), FH: customHistogram(tablets.GaugeType, []float64{1, 2}, g, gsum)})
+
+		if i < n/2+120 {
+			mixed = append(mixed, tablets.Point{Time: tm(i), Value: float64(r.IntN(1000))})
+		}
+		if i >= n/2 {
+			out["mixed"] = append(out["mixed"], tablets.HistogramPoint{Time: tm(i).Add(15 * time.Second), H: mixedGen.next(r)})
+		}
+	}
+	return out, mixed
+}
+
+// modelHistWindow is a window computed from the raw samples with Prometheus' own histogram
+// arithmetic.
+type modelHistWindow struct {
+	count       uint64
+	obs         *histogram.FloatHistogram // nil: nothing observed
+	conflict    bool
+	first, last time.Time
+	kind        int // 1 counter, 2 gauge
+}
+
+func promFloat(p tablets.HistogramPoint) *histogram.FloatHistogram {
+	if p.H != nil {
+		return promconv.ToProm(p.H).ToFloat(nil)
+	}
+	return promconv.FloatToProm(p.FH)
+}
+
+func isStale(p tablets.HistogramPoint) bool {
+	if p.H != nil {
+		return math.Float64bits(p.H.Sum) == math.Float64bits(staleSum)
+	}
+	return math.Float64bits(p.FH.Sum) == math.Float64bits(staleSum)
+}
+
+// modelHistWindows computes the windows of the named series in [from, to) at step: per
+// series the increase of counters (Prometheus' DetectReset and Sub between consecutive
+// samples) or the sum of gauges, then the series added up (Prometheus' Add).
+func modelHistWindows(t *testing.T, all histSeries, names []string, from, to time.Time, step time.Duration) map[time.Time]*modelHistWindow {
+	out := map[time.Time]*modelHistWindow{}
+	for _, s := range names {
+		mine := map[time.Time]*modelHistWindow{}
+		prev := map[time.Time]*histogram.FloatHistogram{}
+		for _, p := range all[s] {
+			if p.Time.Before(from) || !p.Time.Before(to) || isStale(p) {
+				continue
+			}
+			ws := time.Unix(0, 0).UTC().Add(p.Time.Sub(time.Unix(0, 0)) / step * step)
+			w := mine[ws]
+			kind := 1
+			if (p.H != nil && p.H.CounterResetHint == tablets.GaugeType) || (p.FH != nil && p.FH.CounterResetHint == tablets.GaugeType) {
+				kind = 2
+			}
+			if w == nil {
+				w = &modelHistWindow{first: p.Time, kind: kind}
+				mine[ws] = w
+			}
+			w.count++
+			w.last = p.Time
+			cur := promFloat(p)
+			var add *histogram.FloatHistogram
+			switch {
+			case w.kind != kind:
+				w.conflict = true
+			case kind == 2:
+				add = cur
+			case prev[ws] != nil:
+				if cur.DetectReset(prev[ws]) {
+					add = cur
+				} else {
+					d, err := cur.Copy().Sub(prev[ws])
+					require.NoError(t, err)
+					add = d
+				}
+			}
+			prev[ws] = cur
+			modelAdd(w, add)
+		}
+		for ws, w := range mine {
+			o := out[ws]
+			if o == nil {
+				out[ws] = w
+				continue
+			}
+			o.count += w.count
+			if w.first.Before(o.first) {
+				o.first = w.first
+			}
+			if w.last.After(o.last) {
+				o.last = w.last
+			}
+			if o.kind != w.kind || w.conflict {
+				o.conflict = true
+			}
+			modelAdd(o, w.obs)
+		}
+	}
+	return out
+}
+
+func modelAdd(w *modelHistWindow, h *histogram.FloatHistogram) {
+	switch {
+	case h == nil || w.conflict:
+	case w.obs == nil:
+		w.obs = h.Copy()
+	default:
+		sum, err := w.obs.Add(h)
+		if err != nil {
+			w.conflict, w.obs = true, nil
+		} else {
+			w.obs = sum
+		}
+	}
+}
+
+// nonZeroBuckets lists a histogram's buckets that hold a count, by side and index.
+func nonZeroBuckets(h *histogram.FloatHistogram) map[[2]int32]float64 {
+	out := map[[2]int32]float64{}
+	for side, it := range []histogram.BucketIterator[float64]{h.PositiveBucketIterator(), h.NegativeBucketIterator()} {
+		for it.Next() {
+			if b := it.At(); b.Count != 0 {
+				out[[2]int32{int32(side), b.Index}] = b.Count
+			}
+		}
+	}
+	return out
+}
+
+// requireHistWindows compares Aggregate's windows with the model's, exactly (the counts and
+// sums are integers): the samples, the conflicts, the observations bucket for bucket, and
+// quantiles as Prometheus' histogram_quantile gives them.
+func requireHistWindows(t *testing.T, want map[time.Time]*modelHistWindow, floats []*modelWindow, got []tsdb.Window, what string) {
+	t.Helper()
+	floatCount := map[time.Time]uint64{}
+	for _, w := range floats {
+		floatCount[w.start] = w.count
+	}
+	require.Equal(t, len(want)+countMissing(floatCount, want), len(got), "%s: windows", what)
+	for _, g := range got {
+		m := want[g.Start]
+		require.Equal(t, floatCount[g.Start], g.Count, "%s %v: points", what, g.Start)
+		if m == nil {
+			require.Zero(t, g.HistogramCount, "%s %v", what, g.Start)
+			continue
+		}
+		require.Equal(t, m.count, g.HistogramCount, "%s %v: samples", what, g.Start)
+		require.True(t, m.first.Equal(g.FirstHistogram.Time) && m.last.Equal(g.LastHistogram.Time), "%s %v: first and last", what, g.Start)
+		require.Equal(t, m.conflict, g.HistogramConflict, "%s %v: conflict", what, g.Start)
+		if m.conflict {
+			require.Nil(t, g.Histogram)
+			continue
+		}
+		require.NotNil(t, g.Histogram, "%s %v", what, g.Start)
+		if m.obs == nil {
+			require.Zero(t, g.Histogram.Count, "%s %v: nothing observed", what, g.Start)
+			continue
+		}
+		ph := promconv.FloatToProm(g.Histogram)
+		require.Equal(t, m.obs.Schema, ph.Schema, "%s %v: schema", what, g.Start)
+		require.Equal(t, m.obs.Count, ph.Count, "%s %v: count", what, g.Start)
+		require.Equal(t, m.obs.Sum, ph.Sum, "%s %v: sum", what, g.Start)
+		require.Equal(t, m.obs.ZeroCount, ph.ZeroCount, "%s %v: zero count", what, g.Start)
+		require.Equal(t, nonZeroBuckets(m.obs), nonZeroBuckets(ph), "%s %v: buckets", what, g.Start)
+		for _, q := range []float64{0.1, 0.5, 0.9, 0.99} {
+			wq, _ := promql.HistogramQuantile(q, m.obs, "h", posrange.PositionRange{})
+			gq := tsdb.HistogramQuantile(q, g.Histogram)
+			// tsdb computes bucket bounds where Prometheus reads them from a table: they may
+			// differ in the last bit.
+			require.True(t, math.Abs(wq-gq) <= 1e-12*math.Abs(wq) || math.IsNaN(wq) && math.IsNaN(gq), "%s %v: q%v %v, Prometheus %v", what, g.Start, q, gq, wq)
+			if g.Count == 0 {
+				require.True(t, g.Quantile(q) == gq || math.IsNaN(gq), "%s %v: Quantile", what, g.Start)
+			} else {
+				require.True(t, math.IsNaN(g.Quantile(q)), "%s %v: a mixed window has no quantile", what, g.Start)
+			}
+		}
+	}
+}
+
+func countMissing(floats map[time.Time]uint64, hists map[time.Time]*modelHistWindow) int {
+	n := 0
+	for ws := range floats {
+		if hists[ws] == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// Aggregate over histogram series answers as Prometheus' arithmetic over the raw samples,
+// exactly, before a Rollup (raw samples) and after (tier windows), for steps a tier divides
+// and steps none does, aligned ranges and cut ones; a sample written late into rolled-up
+// windows shows at once; reading a histogram series from the tier costs what a float
+// series' does.
+func TestTSDBHistogramTiers(t *testing.T) {
+	ctx := context.Background()
+	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour})
+	all, mixed := makeHistSeries(rand.New(rand.NewPCG(5, 6)), rollupBase)
+	var batch []tablets.SeriesHistograms
+	for _, s := range slices.Sorted(maps.Keys(all)) {
+		batch = append(batch, tablets.SeriesHistograms{Series: s, Histograms: all[s]})
+	}
+	require.NoError(t, db.WriteHistograms(ctx, batch))
+	require.NoError(t, db.Write(ctx, "mixed", mixed...))
+	end := rollupBase.Add(48 * time.Hour)
+	sets := [][]string{{"h_exp"}, {"h_custom"}, {"h_custom", "h_bounds"}, {"h_gauge"}, {"mixed"}, {"h_exp", "h_gauge"}, {"h_exp", "h_custom"}}
+	cases := []struct {
+		from, to time.Time
+		step     time.Duration
+	}{
+		{rollupBase, end, time.Hour},
+		{rollupBase, end, 24 * time.Hour},
+		{rollupBase, end, time.Minute},
+		{rollupBase, end, 7 * time.Minute},
+		{rollupBase, end, 90 * time.Second}, // no tier divides it: raw
+		{rollupBase.Add(17*time.Minute + 3*time.Second), end.Add(-5*time.Hour - 11*time.Second), time.Hour}, // cut edges
+	}
+	check := func(what string) {
+		for _, names := range sets {
+			for _, c := range cases {
+				var floats []*modelWindow
+				if slices.Contains(names, "mixed") {
+					floats = modelWindows(mixed, c.from, c.to, c.step)
+				}
+				got := collectWindows(t, db.Aggregate(ctx, names, c.from, c.to, c.step))
+				requireHistWindows(t, modelHistWindows(t, all, names, c.from, c.to, c.step), floats, got,
+					fmt.Sprintf("%s %v %v", what, names, c.step))
+			}
+		}
+	}
+	check("before Rollup")
+	before := checker.Stats()
+	require.NoError(t, db.Rollup(ctx, rollupBase, end))
+	t.Logf("Rollup of 2 days of 5 histogram series: %d requests", checker.Stats().Requests-before.Requests)
+	check("after Rollup")
+
+	before = checker.Stats()
+	got := collectWindows(t, db.Aggregate(ctx, []string{"h_exp"}, rollupBase, end, time.Hour))
+	require.Len(t, got, 48)
+	tierRequests := checker.Stats().Requests - before.Requests
+	t.Logf("Aggregate of 2 days of a histogram series at 1 h from the tier: %d requests", tierRequests)
+	require.LessOrEqual(t, tierRequests, int64(2), "read from the tier, not the raw samples")
+
+	// A late sample into a rolled-up window (a reset of h_custom): the tier window is
+	// flagged, the answer has it; and again after a Rollup.
+	late := tablets.HistogramPoint{Time: rollupBase.Add(90*time.Minute + 10*time.Second),
+		FH: customHistogram(0, []float64{0.1, 0.5, 1, 5}, []float64{1, 0, 0, 0, 0}, 0.05)}
+	require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: "h_custom", Histograms: []tablets.HistogramPoint{late}}}))
+	all["h_custom"] = insertSample(all["h_custom"], late)
+	check("after a late sample")
+	require.NoError(t, db.Rollup(ctx, rollupBase, end))
+	check("after Rollup again")
+}
+
+// insertSample inserts p into samples (by time).
+func insertSample(samples []tablets.HistogramPoint, p tablets.HistogramPoint) []tablets.HistogramPoint {
+	i, _ := slices.BinarySearchFunc(samples, p.Time, func(s tablets.HistogramPoint, t time.Time) int { return s.Time.Compare(t) })
+	return slices.Insert(samples, i, p)
 }

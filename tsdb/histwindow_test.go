@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/formatdoc"
 )
 
 var h0 = time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a window start
@@ -349,4 +350,23 @@ func FuzzDecodeHistWindow(f *testing.F) {
 			out.Quantile(0.5)
 		}
 	})
+}
+
+// The worked example of docs/format.md, "Histogram windows".
+func TestHistWindowFormatDoc(t *testing.T) {
+	ws := time.Date(2024, 5, 23, 0, 2, 0, 0, time.UTC)
+	h1 := &tablets.Histogram{Count: 2, Sum: 3, PositiveSpans: []tablets.HistogramSpan{{Offset: 1, Length: 1}}, PositiveBuckets: []int64{2}}
+	h2 := &tablets.Histogram{Count: 4, Sum: 7.5, PositiveSpans: []tablets.HistogramSpan{{Offset: 1, Length: 2}}, PositiveBuckets: []int64{3, -2}}
+	w := histWindowOf([]tablets.HistogramPoint{{Time: ws.Add(time.Second), H: h1}, {Time: ws.Add(31 * time.Second), H: h2}})
+	enc := appendHistWindow(nil, w, ws)
+	if want := formatdoc.Hex(t, "hist-window"); string(enc) != string(want) {
+		t.Errorf("histogram window %x, the document %x", enc, want)
+	}
+	got, err := decodeHistWindow(enc, ws, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out Window
+	out.setHistograms(got)
+	wantHist(t, out.Histogram, fh(tablets.GaugeType, 0, 2, 4.5, map[int32]float64{1: 1, 2: 1}))
 }
