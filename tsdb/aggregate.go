@@ -24,6 +24,11 @@ const maxSeriesPerFilter = 13
 // from or to aggregates only the points inside. It reads the coarsest tier whose Step
 // divides step wherever that tier's windows are sealed and not flagged stale (see
 // Options.SealDelay), and the raw points elsewhere: the answer does not depend on which.
+//
+// Histogram samples are aggregated too, apart from the points (see Window): the windows of
+// a histogram series hold its observations, merged exactly from the tier's windows, so that
+// Quantile over histogram series comes from their own buckets. A tier window stored without
+// its histograms (too large) is read raw. Staleness markers are not samples.
 func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration) iter.Seq2[Window, error] {
 	return func(yield func(Window, error) bool) {
 		windows, err := db.aggregate(ctx, series, from, to, step)
