@@ -343,16 +343,6 @@ func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.P
 	return nil
 }
 
-// flagStaleHistograms is flagStale for histogram samples just stored: WriteHistograms calls
-// it after storing them, as Write does for points.
-func (db *DB) flagStaleHistograms(ctx context.Context, series string, samples []tablets.HistogramPoint) error {
-	pts := make([]tablets.Point, len(samples))
-	for i, h := range samples {
-		pts[i].Time = h.Time
-	}
-	return db.flagStale(ctx, series, pts)
-}
-
 // KeepRolledUp rolls up, every interval, the windows sealed since its last successful run
 // (Rollup up to SealDelay ago: windows are trusted only once sealed), until ctx is done; it
 // then returns ctx's error. Its progress is kept in the catalog (Covered, TaskRollup), shared
