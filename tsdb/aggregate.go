@@ -280,7 +280,10 @@ func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time
 	})
 	out := map[string][]HistogramPoint{}
 	for _, r := range order {
-		names := slices.Sorted(slices.Values(byRange[r]))
+		names := histogramNames(slices.Sorted(slices.Values(byRange[r])))
+		if len(names) == 0 {
+			continue
+		}
 		for sh, err := range db.QueryManyHistograms(ctx, names, r[0], r[1]) {
 			if err != nil {
 				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
@@ -289,4 +292,10 @@ func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time
 		}
 	}
 	return out, nil
+}
+
+// histogramNames are the names that may hold histogram samples: those valid for the keys of
+// histogram tables (a float series' name may be too long for them, and then has none).
+func histogramNames(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(s string) bool { return validateHistSeries(s) != nil })
 }

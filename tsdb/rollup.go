@@ -36,8 +36,9 @@ func (t Tier) block() time.Duration { return t.Step * blockWindows }
 // tierPeriod is the start of tier t's table period holding Unix second s.
 func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 
-// Rollup (re)computes every tier window overlapping [from, to) from the raw points, for every
-// series with points there (the series index of the periods). It works a whole block of the
+// Rollup (re)computes every tier window overlapping [from, to) from the raw points and
+// histogram samples (see Window), for every series with either there (the series index of
+// the periods). It works a whole block of the
 // coarsest tier at a time, so it reads the blocks' ETags, then the raw points, then writes
 // each block conditionally on the ETag it read (or as new): a block written from a read
 // that a concurrent Write or Rollup has made stale fails, and that series starts again. It
@@ -49,8 +50,10 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // Over chunked raw tables it reads many series at once instead of each by itself: for each
 // block of the coarsest tier with a raw table, and a few thousand series at a time, the
 // blocks' ETags (a query per tier table), the staged points (one query) and the raw points
-// (a query per raw table, a request per 1,000 chunks), then it writes a transaction per
-// series and tier table; a series whose write meets a change is rolled up again by itself.
+// (a query per raw table, a request per 1,000 chunks), the histogram samples (a read of
+// many series a request, a few dozen series at a time, after the ETags), then it writes a
+// transaction per series and tier table; a series whose write meets a change is rolled up
+// again by itself.
 func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
@@ -204,6 +207,9 @@ func (db *DB) computeBlocks(t Tier, pts []tablets.Point, hists []tablets.Histogr
 
 // readHistograms reads the histogram samples of series in [lo, hi) (Unix seconds).
 func (db *DB) readHistograms(ctx context.Context, series string, lo, hi uint64) ([]tablets.HistogramPoint, error) {
+	if len(histogramNames([]string{series})) == 0 {
+		return nil, nil // a name no histogram table can hold
+	}
 	var out []tablets.HistogramPoint
 	for p, err := range db.QueryHistograms(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
 		if err != nil {

@@ -215,7 +215,7 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 	for _, s := range batch {
 		h.read[s] = nil
 	}
-	for sh, err := range h.db.QueryManyHistograms(ctx, batch, at(h.lo), earlierOf(at(h.hi), tablets.MaxTime)) {
+	for sh, err := range h.db.QueryManyHistograms(ctx, histogramNames(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime)) {
 		if err != nil {
 			return nil, fmt.Errorf("tsdb: rollup: read histograms: %w", err)
 		}
