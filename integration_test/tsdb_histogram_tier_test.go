@@ -1,7 +1,9 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -471,4 +473,60 @@ func TestTSDBHistogramTiers(t *testing.T) {
 func insertSample(samples []tablets.HistogramPoint, p tablets.HistogramPoint) []tablets.HistogramPoint {
 	i, _ := slices.BinarySearchFunc(samples, p.Time, func(s tablets.HistogramPoint, t time.Time) int { return s.Time.Compare(t) })
 	return slices.Insert(samples, i, p)
+}
+
+// A series of histogram samples only (no raw table in its period) is rolled up; a window
+// whose histograms are too large to store is kept as such and read raw: Aggregate answers
+// the same before and after Rollup.
+func TestTSDBHistogramTierTooLarge(t *testing.T) {
+	ctx := context.Background()
+	db, svc, _ := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour})
+	base := rollupBase.Add(48 * time.Minute) // a block of the minute tier
+	wide := func(n int32, c float64) *tablets.FloatHistogram {
+		h := &tablets.FloatHistogram{CounterResetHint: tablets.GaugeType, Sum: c}
+		for i := range n { // spans of one bucket: a large encoding
+			h.PositiveSpans = append(h.PositiveSpans, tablets.HistogramSpan{Offset: min(i, 1), Length: 1})
+			v := c + float64(i*7919%13)
+			h.PositiveBuckets = append(h.PositiveBuckets, v)
+			h.Count += v
+		}
+		return h
+	}
+	var samples []tablets.HistogramPoint
+	for i := range 6 {
+		n := int32(8) // small in the first minute, far more buckets in the second
+		if i >= 3 {
+			n = 7000
+		}
+		samples = append(samples, tablets.HistogramPoint{Time: base.Add(time.Duration(20*i) * time.Second), FH: wide(n, float64(i+1))})
+	}
+	require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: "wide", Histograms: samples}}))
+	aggregate := func() []tsdb.Window {
+		return collectWindows(t, db.Aggregate(ctx, []string{"wide"}, base, base.Add(time.Hour), time.Minute))
+	}
+	before := aggregate()
+	require.NoError(t, db.Rollup(ctx, base, base.Add(time.Hour)))
+
+	week := int64(7 * 86400)
+	client := svc.NewClient(db.Name() + "t60p" + itoa(base.Unix()/week*week))
+	resp, err := client.GetEntity(ctx, "wide", blockKeyTest(base.Unix()), nil)
+	require.NoError(t, err, "the block of a series of histogram samples only")
+	var e struct {
+		V      float64
+		H0, H1 []byte
+	}
+	require.NoError(t, json.Unmarshal(bytes.ReplaceAll(bytes.ReplaceAll(resp.Value, []byte(`"h0"`), []byte(`"H0"`)), []byte(`"h1"`), []byte(`"H1"`)), &e))
+	require.Equal(t, 2.0, e.V)
+	require.Equal(t, []byte{1, 1, 3}, e.H0[:3], "window 0: gauge histograms, 3 samples, stored")
+	require.Equal(t, []byte{1, 3, 3}, e.H1, "window 1: too large, only its count")
+
+	after := aggregate()
+	require.Len(t, before, 2)
+	require.Len(t, after, 2)
+	for i := range before {
+		require.Equal(t, uint64(3), after[i].HistogramCount)
+		require.Equal(t, before[i].Histogram, after[i].Histogram, "window %d", i)
+	}
+	require.Equal(t, 4.0+5+6, after[1].Histogram.Sum)
+	require.Len(t, after[1].Histogram.PositiveBuckets, 7000)
 }

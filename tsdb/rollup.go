@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -73,7 +74,7 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if lo >= hi {
 		return nil
 	}
-	names, err := db.Series(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	names, err := db.rollupNames(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil || len(names) == 0 {
 		return err
 	}
@@ -86,6 +87,54 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 		}
 	}
 	return nil
+}
+
+// rollupNames lists the series with points or histogram samples in the periods [from, to)
+// overlaps: Series', and those listed in the index of a period that has a histogram table
+// but no raw table (histogram samples only).
+func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, error) {
+	names, err := db.Series(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := db.spans(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := db.histSpans(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, s := range names {
+		seen[s] = true
+	}
+	for _, h := range hist {
+		if slices.ContainsFunc(raw, func(r span) bool { return r.period == h.period }) {
+			continue // Series read this period's index
+		}
+		q := pager.SubQuery{Select: "RowKey"}
+		var e entity.Entity
+		for page, err := range pager.Each(ctx, db.service.NewClient(db.indexTable(h.period)), q, 0) {
+			if isTableGone(err) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("tsdb: index: %w", err)
+			}
+			for _, raw := range page.Entities {
+				if err := e.Decode(raw); err != nil {
+					return nil, fmt.Errorf("tsdb: index: %w", err)
+				}
+				if s := string(e.RowKey); !seen[s] {
+					seen[s] = true
+					names = append(names, s)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // oldestKeptPeriod is the start of the oldest raw period Retain keeps by the clock now (the

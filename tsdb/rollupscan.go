@@ -69,7 +69,13 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 		blocks += int(span / uint64(t.block()/time.Second))
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
-	for _, s := range sliceStarts(spans, lo, hi, block) {
+	// Periods of histogram samples only have no raw table, but slices all the same.
+	hist, err := db.histSpans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	if err != nil {
+		return true, err
+	}
+	starts := slices.Compact(slices.Sorted(slices.Values(append(sliceStarts(spans, lo, hi, block), sliceStarts(hist, lo, hi, block)...))))
+	for _, s := range starts {
 		var raw []rawSpan
 		for i, sp := range spans {
 			if sp.from.Before(at(s+span)) && sp.to.After(at(s)) {
