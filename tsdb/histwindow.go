@@ -258,7 +258,7 @@ func (d *dense) add(o *dense, sign float64) bool {
 		for {
 			_, t1 := d.zeroFor(t)
 			_, t2 := o.zeroFor(t1)
-			if t2 == t {
+			if t2 == t || math.IsNaN(t2) { // NaN: a threshold no write accepts; never loop on it
 				break
 			}
 			t = t2

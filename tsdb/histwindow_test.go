@@ -370,3 +370,17 @@ func TestHistWindowFormatDoc(t *testing.T) {
 	out.setHistograms(got)
 	wantHist(t, out.Histogram, fh(tablets.GaugeType, 0, 2, 4.5, map[int32]float64{1: 1, 2: 1}))
 }
+
+// Histograms no write accepts (a NaN zero threshold, a schema out of range) still add up
+// without a hang or a panic.
+func TestHistWindowInvalidInputs(t *testing.T) {
+	a := &tablets.FloatHistogram{CounterResetHint: tablets.GaugeType, ZeroThreshold: math.NaN(), Count: 1, ZeroCount: 1}
+	b := fh(tablets.GaugeType, 0, 2, 2, map[int32]float64{1: 2})
+	c := fh(tablets.GaugeType, 40, 2, 2, map[int32]float64{1 << 20: 2})
+	var w Window
+	w.setHistograms(histWindowOf([]tablets.HistogramPoint{at0(0, a), at0(1, b), at0(2, c)}))
+	if w.HistogramCount != 3 {
+		t.Errorf("count %d", w.HistogramCount)
+	}
+	_ = w.Quantile(0.5)
+}
