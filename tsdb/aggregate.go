@@ -137,29 +137,18 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 	}
 	for _, s := range names {
 		mine := map[time.Time]*Window{}
-		pieces := map[time.Time][]*histWindow{} // a series' histogram windows chain, in time order
 		for _, w := range tierWindows[s] {
 			floats := *w
-			floats.hist = nil
+			floats.hist = nil // a series' histograms merge in time order, below
 			mergeInto(mine, &floats)
-			if w.hist != nil {
-				ws := rounding.Floor(w.Start, step)
-				pieces[ws] = append(pieces[ws], w.hist)
-			}
 		}
-		for _, p := range rawHists[s] {
-			if !isStaleHistogram(p) {
-				ws := rounding.Floor(p.Time, step)
-				pieces[ws] = append(pieces[ws], newHistWindow(p))
-			}
-		}
-		for ws, ps := range pieces {
+		for ws, h := range seriesHistWindows(tierWindows[s], rawHists[s], step) {
 			w := mine[ws]
 			if w == nil {
 				w = newWindow(ws, db.opts.Accuracy)
 				mine[ws] = w
 			}
-			w.hist = histPieces(ps)
+			w.hist = h
 		}
 		for _, r := range rawRanges[s] {
 			for p, err := range withStaged(db.rawQuery(ctx, s, r[0], r[1]), pointsIn(staged[s], r[0], r[1])) {
@@ -292,6 +281,30 @@ func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time
 		}
 	}
 	return out, nil
+}
+
+// seriesHistWindows merges the histogram samples of one series into windows of step, by
+// start: those its tier windows hold and its raw samples (disjoint in time), chained in time
+// order.
+func seriesHistWindows(tier []*Window, raw []HistogramPoint, step time.Duration) map[time.Time]*histWindow {
+	pieces := map[time.Time][]*histWindow{}
+	for _, w := range tier {
+		if w.hist != nil {
+			ws := rounding.Floor(w.Start, step)
+			pieces[ws] = append(pieces[ws], w.hist)
+		}
+	}
+	for _, p := range raw {
+		if !isStaleHistogram(p) {
+			ws := rounding.Floor(p.Time, step)
+			pieces[ws] = append(pieces[ws], newHistWindow(p))
+		}
+	}
+	out := make(map[time.Time]*histWindow, len(pieces))
+	for ws, ps := range pieces {
+		out[ws] = histPieces(ps)
+	}
+	return out
 }
 
 // histogramNames are the names that may hold histogram samples: those valid for the keys of
