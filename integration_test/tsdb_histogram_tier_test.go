@@ -433,6 +433,7 @@ func TestTSDBHistogramTiers(t *testing.T) {
 		{rollupBase, end, 7 * time.Minute},
 		{rollupBase, end, 90 * time.Second}, // no tier divides it: raw
 		{rollupBase.Add(17*time.Minute + 3*time.Second), end.Add(-5*time.Hour - 11*time.Second), time.Hour}, // cut edges
+		{rollupBase.Add(17*time.Minute + 3*time.Second), end.Add(-5*time.Hour - 11*time.Second), 24 * time.Hour},
 	}
 	check := func(what string) {
 		for _, names := range sets {
