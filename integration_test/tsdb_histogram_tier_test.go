@@ -451,15 +451,24 @@ func TestTSDBHistogramTiers(t *testing.T) {
 	check("before Rollup")
 	before := checker.Stats()
 	require.NoError(t, db.Rollup(ctx, rollupBase, end))
-	t.Logf("Rollup of 2 days of 5 histogram series: %d requests", checker.Stats().Requests-before.Requests)
+	after := checker.Stats()
+	t.Logf("Rollup of 2 days of 5 histogram series (%d samples): %d requests, %d bytes of blocks written", 5*5760-2880,
+		after.Requests-before.Requests, after.EntityBytes-before.EntityBytes)
 	check("after Rollup")
 
 	before = checker.Stats()
 	got := collectWindows(t, db.Aggregate(ctx, []string{"h_exp"}, rollupBase, end, time.Hour))
 	require.Len(t, got, 48)
-	tierRequests := checker.Stats().Requests - before.Requests
-	t.Logf("Aggregate of 2 days of a histogram series at 1 h from the tier: %d requests", tierRequests)
+	after = checker.Stats()
+	tierRequests, tierBytes := after.Requests-before.Requests, after.ResponseBytes-before.ResponseBytes
+	before = checker.Stats()
+	collectWindows(t, db.Aggregate(ctx, []string{"h_exp"}, rollupBase, end, 90*time.Second))
+	after = checker.Stats()
+	rawRequests, rawBytes := after.Requests-before.Requests, after.ResponseBytes-before.ResponseBytes
+	t.Logf("Aggregate of 2 days of a histogram series: at 1 h from the tier %d requests, %d bytes read; at 90 s raw %d requests, %d bytes",
+		tierRequests, tierBytes, rawRequests, rawBytes)
 	require.LessOrEqual(t, tierRequests, int64(2), "read from the tier, not the raw samples")
+	require.Less(t, 3*tierBytes, rawBytes, "the hour windows are a fraction of the raw samples (compressed 10 bytes a sample)")
 
 	// A late sample into a rolled-up window (a reset of h_custom): the tier window is
 	// flagged, the answer has it; and again after a Rollup.
