@@ -245,7 +245,7 @@
 // the first and the last, and the observations made in the window as one float histogram
 // (the increase of counter histograms between the window's samples, the sum of gauge
 // histograms; see Window), in a tenth property a window (docs/format.md, "Histogram
-// windows"): about 150 bytes for a 20-bucket histogram. Coarser windows and several series
+// windows"): 150 to 200 bytes for a 20-bucket histogram. Coarser windows and several series
 // merge exactly: bucket for bucket, at the smaller schema. Rollup reads the histogram
 // samples after the ETags, as it reads the points, 64 series at a time (a few a request); a
 // late histogram sample flags its blocks as a late point does. Aggregate's quantiles over
