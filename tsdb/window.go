@@ -41,7 +41,10 @@ import (
 //     sample that follows a counter reset (as Prometheus' DetectReset sees one: its hint, a
 //     count going down, a change of bounds...) counts for itself; as Prometheus' increase()
 //     over the window's samples, without extrapolation. A window of one sample observed
-//     nothing: an empty histogram in the sample's layout.
+//     nothing: an empty histogram in the sample's layout. The increase from a window's last
+//     sample to the next window's first is in neither (it depends on both): windows of a
+//     step only a few sample intervals long miss that share of the observations, which
+//     LastHistogram and the next window's FirstHistogram give.
 //   - of a gauge histogram (hint GaugeType), the sum of its samples.
 //
 // The windows of several series add up. Histograms of different exponential schemas add at
