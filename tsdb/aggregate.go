@@ -268,6 +268,16 @@ func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time
 		return a[1].Compare(b[1])
 	})
 	out := map[string][]HistogramPoint{}
+	if len(order) == 0 {
+		return out, nil
+	}
+	end := order[0][1]
+	for _, r := range order {
+		end = laterOf(end, r[1])
+	}
+	if exists, err := db.histTablesIn(ctx, order[0][0], end); err != nil || !exists {
+		return out, err // a database without histograms there pays one request a period
+	}
 	for _, r := range order {
 		names := histogramNames(slices.Sorted(slices.Values(byRange[r])))
 		if len(names) == 0 {

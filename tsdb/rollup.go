@@ -259,6 +259,9 @@ func (db *DB) readHistograms(ctx context.Context, series string, lo, hi uint64) 
 	if len(histogramNames([]string{series})) == 0 {
 		return nil, nil // a name no histogram table can hold
 	}
+	if exists, err := db.histTablesIn(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime)); err != nil || !exists {
+		return nil, err
+	}
 	var out []tablets.HistogramPoint
 	for p, err := range db.QueryHistograms(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
 		if err != nil {

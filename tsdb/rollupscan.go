@@ -157,7 +157,12 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 			}
 		}()
 	}
-	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi}
+	// After the ETags: a histogram table made since holds late samples that flagged blocks.
+	exists, err := db.histTablesIn(ctx, at(lo), at(hi))
+	if err != nil {
+		return err
+	}
+	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi, none: !exists}
 	err = db.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {
@@ -201,12 +206,16 @@ type histPrefetch struct {
 	db     *DB
 	group  []string
 	lo, hi uint64
-	upto   int // the index in group of the first series not read yet
+	none   bool // no histogram table: nothing to read
+	upto   int  // the index in group of the first series not read yet
 	read   map[string][]tablets.HistogramPoint
 }
 
 // next returns the samples of series, the next of the group not asked for yet.
 func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.HistogramPoint, error) {
+	if h.none {
+		return nil, nil
+	}
 	if samples, ok := h.read[series]; ok {
 		delete(h.read, series)
 		return samples, nil
