@@ -241,4 +241,15 @@
 // then Aggregate reads such a point from the staging table and the raw points of its window
 // instead of the window: a late point is never hidden by a stale window, and recent writes
 // cost nothing more.
+//
+// A window keeps the histogram samples of its series apart from its points: their count,
+// the first and the last, and the observations made in the window as one float histogram
+// (the increase of counter histograms between the window's samples, the sum of gauge
+// histograms; see Window), in a tenth property a window (docs/format.md, "Histogram
+// windows"): 150 to 200 bytes for a 20-bucket histogram. Coarser windows and several series
+// merge exactly: bucket for bucket, at the smaller schema. Rollup reads the histogram
+// samples after the ETags, as it reads the points, 64 series at a time (a few a request); a
+// late histogram sample flags its blocks as a late point does. Aggregate's quantiles over
+// histogram series come from their buckets, as Prometheus' histogram_quantile computes them
+// (HistogramQuantile).
 package tsdb
