@@ -73,10 +73,10 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 			mergeErr = err
 		}
 	}
-	// The staged points of every series in one query, before the blocks and the raw points:
-	// a window that holds a staged point may have been rolled up without it (a late point is
-	// flagged only by the Fold that moves it), so it is read raw.
-	staged, err := db.readStaged(ctx, names, from, to)
+	// The staged points and histogram samples of every series in one query, before the
+	// blocks and the raw points: a window that holds a staged one may have been rolled up
+	// without it (a late point is flagged only by the Fold that moves it), so it is read raw.
+	staged, stagedHists, err := db.readStagedKinds(ctx, names, from, to, stagedBoth)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 						if ws.Before(lo) || !ws.Before(hi) {
 							continue
 						}
-						if b.rolled < float64(we.Add(db.opts.SealDelay).Unix()) || len(pointsIn(staged[s], ws, we)) > 0 {
+						if b.rolled < float64(we.Add(db.opts.SealDelay).Unix()) || len(pointsIn(staged[s], ws, we)) > 0 || len(histsIn(stagedHists[s], ws, we)) > 0 {
 							raw[s] = append(raw[s], [2]time.Time{ws, we})
 						} else if w := b.windows[i]; w != nil && w.hist != nil && w.hist.kind == histTooLarge {
 							raw[s] = append(raw[s], [2]time.Time{ws, we}) // stored without its histograms
@@ -131,7 +131,7 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 		}
 		rawRanges[s] = mergeRanges(ranges)
 	}
-	rawHists, err := db.readRawHistograms(ctx, rawRanges)
+	rawHists, err := db.readRawHistograms(ctx, rawRanges, stagedHists)
 	if err != nil {
 		return nil, err
 	}
@@ -253,8 +253,9 @@ func (db *DB) readBlocks(ctx context.Context, names []string, t Tier, lo, hi uin
 }
 
 // readRawHistograms reads the histogram samples of each series in its ranges (disjoint, in
-// order): a read of many series for each range that several share.
-func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time) (map[string][]HistogramPoint, error) {
+// order), merged with its staged ones (read before): a read of many series for each range
+// that several share.
+func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]HistogramPoint) (map[string][]HistogramPoint, error) {
 	byRange := map[[2]time.Time][]string{}
 	for s, rs := range ranges {
 		for _, r := range rs {
@@ -283,7 +284,7 @@ func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time
 		if len(names) == 0 {
 			continue
 		}
-		for sh, err := range db.QueryManyHistograms(ctx, names, r[0], r[1]) {
+		for sh, err := range db.histogramsWithStaged(ctx, names, r[0], r[1], staged) {
 			if err != nil {
 				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
 			}

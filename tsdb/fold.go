@@ -16,6 +16,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
 )
 
@@ -158,7 +159,8 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		sel += "," + stageColumnChar + strconv.Itoa(c)
 	}
 	found := map[string][]stagedPoint{}
-	lateOf := map[string][]tablets.Point{} // points staged after their windows may have sealed
+	foundHists := map[string][]stagedHist{}
+	lateOf := map[string][]tablets.Point{} // points and samples staged after their windows may have sealed
 	q := pager.SubQuery{Filter: foldFilter(horizon), Select: sel}
 	for se, err := range db.stagedEntities(ctx, q) {
 		if err != nil {
@@ -168,10 +170,19 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			continue
 		}
 		arrived := bucketEnd(se.partitionKey)
+		late := arrived.Add(-(db.opts.SealDelay - sealMargin)).UnixMilli()
+		for r, s := range se.hists {
+			for _, h := range s.Samples {
+				foundHists[s.Key] = append(foundHists[s.Key], stagedHist{h, se.stamp, se.record(r)})
+				if ms := int64(h.Unit); ms < late {
+					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC()})
+				}
+			}
+		}
 		for r, s := range se.series {
 			for i, ms := range s.Times {
 				found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, se.record(r)})
-				if late := arrived.Add(-(db.opts.SealDelay - sealMargin)); ms < late.UnixMilli() {
+				if ms < late {
 					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: s.Values[i]})
 				}
 			}
@@ -184,6 +195,11 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			dropped[db.period(time.UnixMilli(p.ms))] = false
 		}
 	}
+	for _, hs := range foundHists {
+		for _, h := range hs {
+			dropped[db.period(time.UnixMilli(int64(h.sample.Unit)))] = false
+		}
+	}
 	for p := range dropped {
 		if err := db.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
 			dropped[p] = true
@@ -192,18 +208,34 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		}
 	}
 	names := slices.Sorted(maps.Keys(found))
+	for name := range foundHists {
+		if _, ok := found[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
 	written := 0
 	errs := batch.Run(ctx, writeConcurrency, len(names), func(ctx context.Context, i int) error {
 		if err := lease.check(); err != nil {
 			return err
 		}
-		pts := found[names[i]]
-		priority := uint64(0)
-		for _, p := range pts {
-			priority = max(priority, p.stamp)
+		if pts := found[names[i]]; len(pts) > 0 {
+			priority := uint64(0)
+			for _, p := range pts {
+				priority = max(priority, p.stamp)
+			}
+			if err := db.foldSeries(ctx, names[i], priority, lastWrites(pts), dropped); err != nil {
+				return err
+			}
 		}
-		if err := db.foldSeries(ctx, names[i], priority, lastWrites(pts), dropped); err != nil {
-			return err
+		if hs := foundHists[names[i]]; len(hs) > 0 {
+			priority := uint64(0)
+			for _, h := range hs {
+				priority = max(priority, h.stamp)
+			}
+			if err := db.foldHistSeries(ctx, names[i], priority, lastHistWrites(hs), dropped); err != nil {
+				return err
+			}
 		}
 		// Late points: flag their windows, now that they are in the raw tables and before
 		// they leave the staging table (Aggregate distrusts a window a staged point is in).
@@ -214,6 +246,9 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 	})
 	for _, pts := range found {
 		written += len(pts)
+	}
+	for _, hs := range foundHists {
+		written += len(hs)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return len(names), written, fmt.Errorf("tsdb: fold: %w", err)
@@ -243,6 +278,31 @@ func (db *DB) foldSeries(ctx context.Context, series string, priority uint64, po
 		err = c.WriteAt(ctx, series, priority, byPeriod[p]...)
 		if isTableGone(err) {
 			db.tables.gone(rawKind, p) // dropped meanwhile
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%q: %w", series, err)
+		}
+	}
+	return nil
+}
+
+// foldHistSeries writes one series' staged histogram samples (sorted, one a millisecond)
+// into the histogram tables of their periods, with the priority of their latest write.
+// Samples of a dropped period are left out.
+func (db *DB) foldHistSeries(ctx context.Context, series string, priority uint64, samples []histenc.Sample, dropped map[uint64]bool) error {
+	byPeriod := map[uint64][]histenc.Sample{}
+	for _, s := range samples {
+		p := db.period(time.UnixMilli(int64(s.Unit)))
+		byPeriod[p] = append(byPeriod[p], s)
+	}
+	for _, p := range slices.Sorted(maps.Keys(byPeriod)) {
+		if dropped[p] {
+			continue
+		}
+		_, err := db.writeHistSamples(ctx, p, series, byPeriod[p], priority)
+		if isTableGone(err) {
+			db.tables.gone(histKind, p) // dropped meanwhile
 			continue
 		}
 		if err != nil {

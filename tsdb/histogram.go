@@ -27,9 +27,12 @@ type (
 // WriteHistograms stores native histogram samples of many series in the histogram tables of
 // their periods, at the millisecond (a time truncates to it, whatever the raw layout): a
 // sample whose series and millisecond are stored replaces it (within a call the later
-// argument wins, across entries of one series too). Histograms are never staged: a series' samples of a period are one
-// transaction per day (partition) and 100 chunks of up to 16 KiB, the series written 32 at
-// a time (see the package documentation, "Histograms").
+// argument wins, across entries of one series too). As WriteMany's points, the samples of a
+// series with fewer than 100 in a period go to the staging table, those of every such series
+// together, a transaction or a few for the whole call (see the package documentation,
+// "Staging"); the others are written into the histogram table directly, a transaction per
+// day (partition) and 100 chunks of up to 16 KiB, the series written 32 at a time (see
+// "Histograms").
 //
 // Before any request it checks every series and sample, and rejects, each in a
 // *tablets.WriteError of the series (Index -1) whose FailedHistograms lists those samples:
@@ -106,6 +109,24 @@ func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to
 		if len(names) == 0 {
 			return
 		}
+		// The staged samples first: a Fold that moves them meanwhile writes them into the
+		// tables before deleting them, so none is missed.
+		staged, err := db.readStagedHists(ctx, names, from, to)
+		if err != nil {
+			yield(SeriesHistogram{}, err)
+			return
+		}
+		db.histogramsWithStaged(ctx, names, from, to, staged)(yield)
+	}
+}
+
+// histogramsWithStaged yields the histogram samples of names (valid, distinct) in
+// [from, to) from the tables, table by table, merged with staged (read before, by series,
+// each sorted, one a millisecond): where both hold a millisecond, the staged sample is the
+// later write. Staged samples of a period without a histogram table are left out (Retain
+// dropped it).
+func (db *DB) histogramsWithStaged(ctx context.Context, names []string, from, to time.Time, staged map[string][]HistogramPoint) iter.Seq2[SeriesHistogram, error] {
+	return func(yield func(SeriesHistogram, error) bool) {
 		spans, err := db.histSpans(ctx, from, to)
 		if err != nil {
 			yield(SeriesHistogram{}, err)
@@ -116,10 +137,26 @@ func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to
 			if lo >= hi {
 				continue
 			}
+			rest := make([][]HistogramPoint, len(names)) // each series' staged samples of the span
+			for i, name := range names {
+				rest[i] = histsIn(staged[name], sp.from, sp.to)
+			}
 			stopped := false
-			err := readHistMany(ctx, db.service.NewClient(db.histTable(sp.period)), names, lo, hi, func(i int, s histenc.Sample) bool {
-				stopped = !yield(SeriesHistogram{Series: names[i], HistogramPoint: pointOf(s)}, nil)
+			emit := func(i int, p HistogramPoint) bool {
+				stopped = !yield(SeriesHistogram{Series: names[i], HistogramPoint: p}, nil)
 				return !stopped
+			}
+			err := readHistMany(ctx, db.service.NewClient(db.histTable(sp.period)), names, lo, hi, func(i int, s histenc.Sample) bool {
+				p := pointOf(s)
+				replaced := false
+				for len(rest[i]) > 0 && !rest[i][0].Time.After(p.Time) {
+					replaced = rest[i][0].Time.Equal(p.Time)
+					if !emit(i, rest[i][0]) {
+						return false
+					}
+					rest[i] = rest[i][1:]
+				}
+				return replaced || emit(i, p)
 			})
 			if stopped {
 				return
@@ -127,9 +164,25 @@ func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to
 			if !db.histReadDone(sp.period, err) && err != nil {
 				yield(SeriesHistogram{}, fmt.Errorf("tsdb: histograms: %w", err))
 				return
+			} else if err != nil {
+				continue // the table is gone, and its period with it
+			}
+			for i := range names {
+				for _, p := range rest[i] {
+					if !emit(i, p) {
+						return
+					}
+				}
 			}
 		}
 	}
+}
+
+// histsIn is the part of hs (sorted) in [from, to).
+func histsIn(hs []HistogramPoint, from, to time.Time) []HistogramPoint {
+	lo, _ := slices.BinarySearchFunc(hs, from, func(p HistogramPoint, t time.Time) int { return p.Time.Compare(t) })
+	hi, _ := slices.BinarySearchFunc(hs, to, func(p HistogramPoint, t time.Time) int { return p.Time.Compare(t) })
+	return hs[lo:max(lo, hi)]
 }
 
 // validateHist checks a series for the raw layout (as Write does) and for the keys of the
@@ -315,12 +368,30 @@ func (db *DB) writeHistPlanned(ctx context.Context, plans []histPlanned) []error
 		}
 		periodErr[p] = err
 	}
+	// Few samples of a series in a period go to the staging table (as WriteMany's points),
+	// many straight into the histogram table.
+	staged := make([]histToStage, len(plans))
+	direct := make([][]uint64, len(plans))
+	for i, pl := range plans {
+		var idx []int
+		for _, p := range pl.periods {
+			if db.staging && periodErr[p] == nil && len(pl.byPeriod[p]) < directPoints {
+				idx = append(idx, pl.byPeriod[p]...)
+			} else {
+				direct[i] = append(direct[i], p)
+			}
+		}
+		if len(idx) > 0 {
+			staged[i] = sortedHists(pl, idx)
+		}
+	}
+	stageFailed, stageErrs := db.stageHistograms(ctx, plans, staged)
 	// The first failure stops the rest, as in WriteMany.
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errs := batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
-		err := db.writeHistSeries(ctx, plans[i], periodErr)
+		err := db.writeHistSeries(ctx, plans[i], direct[i], periodErr, stageFailed[i], stageErrs[i])
 		if err != nil {
 			cancel(err)
 		}
@@ -340,12 +411,14 @@ func (db *DB) writeHistPlanned(ctx context.Context, plans []histPlanned) []error
 	return errs
 }
 
-// writeHistSeries writes one series' samples, period by period, then flags the rolled-up
-// tier windows its late samples fall in (as a Write of late points does).
-func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, periodErr map[uint64]error) error {
+// writeHistSeries writes one series' samples of the periods direct, period by period, adds
+// the samples that failed to stage (stageErr their error), then flags the rolled-up tier
+// windows its late samples written directly fall in (as a Write of late points does; a
+// Fold flags those of staged samples).
+func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, direct []uint64, periodErr map[uint64]error, stageFailed []HistogramPoint, stageErr error) error {
 	lost := make([]bool, len(pl.samples))
-	var firstErr error
-	for _, p := range pl.periods {
+	firstErr := stageErr
+	for _, p := range direct {
 		err := periodErr[p]
 		var failed []int
 		if err == nil {
@@ -364,9 +437,11 @@ func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, periodErr map
 		}
 	}
 	if firstErr == nil {
-		times := make([]tablets.Point, len(pl.samples))
-		for i, h := range pl.samples {
-			times[i] = tablets.Point{Time: h.Time}
+		var times []tablets.Point
+		for _, p := range direct {
+			for _, i := range pl.byPeriod[p] {
+				times = append(times, tablets.Point{Time: pl.samples[i].Time})
+			}
 		}
 		if err := db.flagStale(ctx, pl.series, times); err != nil {
 			status, code := serviceAnswer(err)
@@ -381,6 +456,7 @@ func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, periodErr map
 		we.Index = be.Index
 	}
 	we.Status, we.Code = serviceAnswer(firstErr)
+	we.FailedHistograms = slices.Clone(stageFailed)
 	for i, l := range lost {
 		if l {
 			we.FailedHistograms = append(we.FailedHistograms, pl.samples[i])
@@ -411,7 +487,27 @@ func (db *DB) writeHistPeriod(ctx context.Context, p uint64, series string, samp
 		h := samples[idx[k]]
 		sorted[j] = histenc.Sample{Unit: periodUnits[k], H: h.H, FH: h.FH}
 	}
-	rows := histRows(series, sorted, priorityNext())
+	lostUnits, first := db.writeHistSamples(ctx, p, series, sorted, priorityNext())
+	if first == nil {
+		return nil, nil
+	}
+	// Every argument whose millisecond went in a failed transaction may not be stored
+	// (superseded duplicates included).
+	var failed []int
+	for j, i := range idx {
+		if lostUnits[periodUnits[j]] {
+			failed = append(failed, i)
+		}
+	}
+	return failed, first
+}
+
+// writeHistSamples writes sorted samples (strictly increasing milliseconds) of one series
+// into the histogram table of period p with priority prio: chunks cut by partition and
+// size, a transaction per partition and 100 chunks. It returns the milliseconds of failed
+// transactions, and the first failure.
+func (db *DB) writeHistSamples(ctx context.Context, p uint64, series string, sorted []histenc.Sample, prio uint64) (map[uint64]bool, error) {
+	rows := histRows(series, sorted, prio)
 	txns := histTransactions(rows)
 	client := db.service.NewClient(db.histTable(p))
 	errs := batch.Run(ctx, histSeriesConcurrency, len(txns), func(ctx context.Context, t int) error {
@@ -435,15 +531,7 @@ func (db *DB) writeHistPeriod(ctx context.Context, p uint64, series string, samp
 	if first == nil {
 		return nil, nil
 	}
-	// Every argument whose millisecond went in a failed transaction may not be stored
-	// (superseded duplicates included).
-	var failed []int
-	for j, i := range idx {
-		if lostUnits[periodUnits[j]] {
-			failed = append(failed, i)
-		}
-	}
-	return failed, fmt.Errorf("tsdb: histograms: %w", first)
+	return lostUnits, fmt.Errorf("tsdb: histograms: %w", first)
 }
 
 // histSeriesConcurrency is how many transactions of one series a write has in flight.

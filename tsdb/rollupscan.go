@@ -138,7 +138,7 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	if all {
 		stagedOf = nil // every series: the filter need not name columns
 	}
-	staged, err := db.readStaged(ctx, stagedOf, at(lo), at(hi))
+	staged, stagedHists, err := db.readStagedKinds(ctx, stagedOf, at(lo), at(hi), stagedBoth)
 	if err != nil {
 		return err
 	}
@@ -162,7 +162,7 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	if err != nil {
 		return err
 	}
-	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi, none: !exists}
+	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
 	err = db.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {
@@ -207,6 +207,7 @@ type histPrefetch struct {
 	group  []string
 	lo, hi uint64
 	none   bool // no histogram table: nothing to read
+	staged map[string][]tablets.HistogramPoint // the group's staged samples, read once
 	upto   int  // the index in group of the first series not read yet
 	read   map[string][]tablets.HistogramPoint
 }
@@ -230,7 +231,7 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 	for _, s := range batch {
 		h.read[s] = nil
 	}
-	for sh, err := range h.db.QueryManyHistograms(ctx, histogramNames(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime)) {
+	for sh, err := range h.db.histogramsWithStaged(ctx, histogramNames(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime), h.staged) {
 		if err != nil {
 			return nil, fmt.Errorf("tsdb: rollup: read histograms: %w", err)
 		}

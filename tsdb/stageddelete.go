@@ -12,28 +12,30 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/stageenc"
 )
 
 // maxDeleteAttempts bounds the rewrites of a staging entity that keeps changing.
 const maxDeleteAttempts = 20
 
-// deleteStaged removes the staged points of series in [from, to): each staging entity whose
-// column holds some is read whole and written again without them (or deleted when nothing
-// is left), conditionally on its ETag; one that changed meanwhile is read again.
+// deleteStaged removes the staged points and histogram samples of series in [from, to):
+// each staging entity whose column holds some is read whole and written again without them
+// (or deleted when nothing is left), conditionally on its ETag; one that changed meanwhile
+// is read again. One query finds the entities of both kinds.
 func (db *DB) deleteStaged(ctx context.Context, series string, from, to time.Time) error {
 	if !db.stagedReads || !from.Before(to) {
 		return nil
 	}
 	lo, hi := earliestMilli(from), earliestMilli(to)
 	var keys [][2]string
-	q := stagedQuery([]string{series}, from, to)
+	q := stagedQuery([]string{series}, from, to, stagedBoth)
 	q.Select = "PartitionKey," + q.Select // the keys of the entities to rewrite
 	for se, err := range db.stagedEntities(ctx, q) {
 		if err != nil {
 			return err
 		}
-		if holds(se.series, series, lo, hi) {
+		if holds(se.series, series, lo, hi) || holdsHist(se.hists, series, lo, hi) {
 			keys = append(keys, [2]string{se.partitionKey, se.rowKey})
 		}
 	}
@@ -54,6 +56,21 @@ func holds(list []stageenc.Series, series string, lo, hi int64) bool {
 		}
 		for _, ms := range s.Times {
 			if ms >= lo && ms < hi {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// holdsHist is holds of histogram samples.
+func holdsHist(list []stageenc.HistSeries, series string, lo, hi int64) bool {
+	for _, s := range list {
+		if s.Key != series {
+			continue
+		}
+		for _, h := range s.Samples {
+			if ms := int64(h.Unit); ms >= lo && ms < hi {
 				return true
 			}
 		}
@@ -100,7 +117,7 @@ func deleteFromEntity(ctx context.Context, client *aztables.Client, pk, rk, seri
 // stagedWithout is the body of a staging entity (decoded as e and se) without the points of
 // series in [lo, hi), and whether no point is left.
 func stagedWithout(e *entity.Entity, se stagedEntity, series string, lo, hi int64) ([]byte, bool) {
-	out := &stagingEntity{partitionKey: se.partitionKey, rowKey: se.rowKey}
+	out := &stagingEntity{partitionKey: se.partitionKey, rowKey: se.rowKey, version: se.version}
 	for _, sp := range e.Strings {
 		switch string(sp.Name) {
 		case stageLoProp:
@@ -125,6 +142,22 @@ func stagedWithout(e *entity.Entity, se stagedEntity, series string, lo, hi int6
 		if len(kept.Times) > 0 {
 			_, column := stageHash(kept.Key)
 			out.add(column, kept, stagedPiece{})
+		}
+	}
+	for _, s := range se.hists {
+		kept := s
+		if s.Key == series {
+			kept = stageenc.HistSeries{Key: s.Key}
+			for _, h := range s.Samples {
+				if ms := int64(h.Unit); ms < lo || ms >= hi {
+					kept.Samples = append(kept.Samples, h)
+				}
+			}
+		}
+		if len(kept.Samples) > 0 {
+			_, column := stageHash(kept.Key)
+			first, last := int64(kept.Samples[0].Unit), int64(kept.Samples[len(kept.Samples)-1].Unit)
+			out.addHist(column, kept.Key, histenc.Append(nil, kept.Samples), first, last, len(kept.Samples), stagedPiece{})
 		}
 	}
 	return out.body(), len(out.pieces) == 0

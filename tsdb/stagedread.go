@@ -27,23 +27,47 @@ type stagedPoint struct {
 	record int    // in its write (entity number, then record): the later argument is higher
 }
 
-// stagedEntity is one staging entity as read: its keys, stamp and columns' series.
+// stagedEntity is one staging entity as read: its keys, stamp and columns' series (of
+// float points, or of histogram samples).
 type stagedEntity struct {
 	partitionKey, rowKey string
 	stamp                uint64
 	seq                  int // the entity's number in its write
+	version              int // stageVersion or stageHistVersion
 	series               []stageenc.Series
+	hists                []stageenc.HistSeries
 }
+
+// stagedKinds says which staging entities a read selects.
+type stagedKinds int
+
+const (
+	stagedFloats stagedKinds = 1 << iota // V = stageVersion
+	stagedHists                          // V = stageHistVersion
+	stagedBoth   = stagedFloats | stagedHists
+)
 
 // record orders the records of one write: entity by entity, each in order.
 func (se stagedEntity) record(r int) int { return se.seq<<20 | r }
 
-// stagedQuery is the query of the staging entities that may hold points of series (nil: of
-// every series) in [from, to).
-func stagedQuery(series []string, from, to time.Time) pager.SubQuery {
-	clauses := []filter.Expr{
+// stagedQuery is the query of the staging entities of kinds that may hold points of series
+// (nil: of every series) in [from, to). A kind costs two comparisons (T and U: the time keys
+// of the two kinds do not overlap), both kinds four, the slot range two more: at most six.
+func stagedQuery(series []string, from, to time.Time, kinds stagedKinds) pager.SubQuery {
+	floats := filter.And(
 		filter.Lt(stageFirstProp, stageTimeKey(earliestMilli(to))),
-		filter.Ge(stageLastProp, stageTimeKey(from.UnixMilli())),
+		filter.Ge(stageLastProp, stageTimeKey(from.UnixMilli())))
+	hists := filter.And(
+		filter.Lt(stageFirstProp, stageHistTimeKey(earliestMilli(to))),
+		filter.Ge(stageLastProp, stageHistTimeKey(from.UnixMilli())))
+	var clauses []filter.Expr
+	switch kinds {
+	case stagedFloats:
+		clauses = []filter.Expr{floats}
+	case stagedHists:
+		clauses = []filter.Expr{hists}
+	default:
+		clauses = []filter.Expr{filter.Or(floats, hists)}
 	}
 	sel := "RowKey," + stageVersionProp
 	if series == nil {
@@ -125,9 +149,10 @@ func decodeStaged(e *entity.Entity, raw []byte) (stagedEntity, error) {
 			version = p.Value
 		}
 	}
-	if version != stageVersion {
+	if version != stageVersion && version != stageHistVersion {
 		return stagedEntity{}, fmt.Errorf("staging entity %q: %w %v", e.RowKey, errStagingVersion, version)
 	}
+	se.version = int(version)
 	for _, sp := range e.Strings {
 		name := string(sp.Name)
 		if !strings.HasPrefix(name, stageColumnChar) {
@@ -136,6 +161,14 @@ func decodeStaged(e *entity.Entity, raw []byte) (stagedEntity, error) {
 		b, err := base64.StdEncoding.DecodeString(string(sp.Value))
 		if err != nil {
 			return stagedEntity{}, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
+		}
+		if se.version == stageHistVersion {
+			hists, err := stageenc.DecodeHist(b)
+			if err != nil {
+				return stagedEntity{}, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
+			}
+			se.hists = append(se.hists, hists...)
+			continue
 		}
 		series, err := stageenc.Decode(b)
 		if err != nil {
@@ -150,8 +183,21 @@ func decodeStaged(e *entity.Entity, raw []byte) (stagedEntity, error) {
 // by series, each sorted by time with the last write of a time kept. A DB that does not
 // stage reads nothing (no request).
 func (db *DB) readStaged(ctx context.Context, series []string, from, to time.Time) (map[string][]tablets.Point, error) {
+	floats, _, err := db.readStagedKinds(ctx, series, from, to, stagedFloats)
+	return floats, err
+}
+
+// readStagedHists is readStaged of histogram samples.
+func (db *DB) readStagedHists(ctx context.Context, series []string, from, to time.Time) (map[string][]HistogramPoint, error) {
+	_, hists, err := db.readStagedKinds(ctx, series, from, to, stagedHists)
+	return hists, err
+}
+
+// readStagedKinds is readStaged of the kinds asked for, in one query: the staged points and
+// the staged histogram samples, by series.
+func (db *DB) readStagedKinds(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (map[string][]tablets.Point, map[string][]HistogramPoint, error) {
 	if !db.stagedReads || !from.Before(to) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var want map[string]bool
 	if series != nil {
@@ -162,9 +208,20 @@ func (db *DB) readStaged(ctx context.Context, series []string, from, to time.Tim
 	}
 	lo, hi := earliestMilli(from), earliestMilli(to)
 	found := map[string][]stagedPoint{}
-	for se, err := range db.stagedEntities(ctx, stagedQuery(series, from, to)) {
+	foundHists := map[string][]stagedHist{}
+	for se, err := range db.stagedEntities(ctx, stagedQuery(series, from, to, kinds)) {
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		for r, s := range se.hists {
+			if want != nil && !want[s.Key] {
+				continue
+			}
+			for _, h := range s.Samples {
+				if ms := int64(h.Unit); ms >= lo && ms < hi {
+					foundHists[s.Key] = append(foundHists[s.Key], stagedHist{h, se.stamp, se.record(r)})
+				}
+			}
 		}
 		for r, s := range se.series {
 			if want != nil && !want[s.Key] {
@@ -181,7 +238,13 @@ func (db *DB) readStaged(ctx context.Context, series []string, from, to time.Tim
 	for key, pts := range found {
 		out[key] = lastWrites(pts)
 	}
-	return out, nil
+	hists := make(map[string][]HistogramPoint, len(foundHists))
+	for key, hs := range foundHists {
+		for _, s := range lastHistWrites(hs) {
+			hists[key] = append(hists[key], pointOf(s))
+		}
+	}
+	return out, hists, nil
 }
 
 // lastWrites sorts staged points by time and keeps, of each time, the last write.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -26,8 +27,10 @@ import (
 // an entity holds many series, in columns, so a remote write costs a few transactions. Fold
 // moves them into the raw tables later. docs/format.md, "Staging", has every byte.
 const (
-	// stageVersion is the V of a staging entity.
+	// stageVersion is the V of a staging entity of float points.
 	stageVersion = 1
+	// stageHistVersion is the V of a staging entity of histogram samples (staginghist.go).
+	stageHistVersion = 2
 	// stageColumns is the number of columns of a staging entity: a series' points go in
 	// column hash % stageColumns, and a read of one series selects that column only.
 	stageColumns = 240
@@ -116,17 +119,21 @@ func stampOf(rowKey []byte) (stamp uint64, n int, ok bool) {
 	return stamp, int(m), err == nil
 }
 
-// stagedPiece is the part of one plan's points in one staging entity.
+// stagedPiece is the part of one plan's points (or histogram samples) in one staging
+// entity.
 type stagedPiece struct {
 	plan   int
 	points []tablets.Point
+	hists  []HistogramPoint
 }
 
 // stagingEntity is one entity of a write being built.
 type stagingEntity struct {
 	partitionKey, rowKey string
 	lo, hi               int
+	version              int // stageVersion (0 means it too) or stageHistVersion
 	columns              [stageColumns][]stageenc.Series
+	histRecords          [stageColumns][]byte // of a histogram entity: each column's records
 	sizes                [stageColumns]int
 	size                 int
 	points               int
@@ -163,16 +170,25 @@ func (e *stagingEntity) add(column int, s stageenc.Series, piece stagedPiece) {
 
 // body is the entity's JSON.
 func (e *stagingEntity) body() []byte {
+	hist := e.version == stageHistVersion
+	version, timeKey := stageVersion, stageTimeKey
+	if hist {
+		version, timeKey = stageHistVersion, stageHistTimeKey
+	}
 	b := entity.AppendKeys(nil, e.partitionKey, e.rowKey)
-	b = entity.AppendDouble(b, stageVersionProp, stageVersion)
+	b = entity.AppendDouble(b, stageVersionProp, float64(version))
 	b = entity.AppendStringProperty(b, stageLoProp, fmt.Sprintf("%02x", e.lo))
 	b = entity.AppendStringProperty(b, stageHiProp, fmt.Sprintf("%02x", e.hi))
-	b = entity.AppendStringProperty(b, stageFirstProp, stageTimeKey(e.first))
-	b = entity.AppendStringProperty(b, stageLastProp, stageTimeKey(e.last))
+	b = entity.AppendStringProperty(b, stageFirstProp, timeKey(e.first))
+	b = entity.AppendStringProperty(b, stageLastProp, timeKey(e.last))
 	b = entity.AppendDouble(b, stageCountProp, float64(e.points))
-	for c, series := range e.columns {
-		if len(series) > 0 {
-			b = entity.AppendBinary(b, stageColumnChar+strconv.Itoa(c), stageenc.Append(nil, series))
+	for c := range stageColumns {
+		switch {
+		case hist && len(e.histRecords[c]) > 0:
+			col := append([]byte{stageenc.HistVersion}, e.histRecords[c]...)
+			b = entity.AppendBinary(b, stageColumnChar+strconv.Itoa(c), col)
+		case !hist && len(e.columns[c]) > 0:
+			b = entity.AppendBinary(b, stageColumnChar+strconv.Itoa(c), stageenc.Append(nil, e.columns[c]))
 		}
 	}
 	return entity.AppendEnd(b)
@@ -250,9 +266,45 @@ func (db *DB) stage(ctx context.Context, plans []planned, staged [][]tablets.Poi
 	failed = make([][]tablets.Point, len(plans))
 	errs = make([]error, len(plans))
 	byPartition := db.stagingEntities(plans, staged)
-	if len(byPartition) == 0 {
-		return failed, errs
+	for e, err := range db.submitStaging(ctx, byPartition) {
+		for _, p := range e.pieces {
+			failed[p.plan] = append(failed[p.plan], p.points...)
+			if errs[p.plan] == nil {
+				errs[p.plan] = fmt.Errorf("tsdb: stage: %w", err)
+			}
+		}
 	}
+	return failed, errs
+}
+
+// submitStaging writes the entities of byPartition, those of a partition in transactions
+// of stageEntitiesPerTx, and yields each entity not written with its error.
+func (db *DB) submitStaging(ctx context.Context, byPartition map[string][]*stagingEntity) iter.Seq2[*stagingEntity, error] {
+	return func(yield func(*stagingEntity, error) bool) {
+		if len(byPartition) == 0 {
+			return
+		}
+		if err := db.ensureStaging(ctx); err != nil {
+			for _, pk := range slices.Sorted(maps.Keys(byPartition)) {
+				for _, e := range byPartition[pk] {
+					if !yield(e, err) {
+						return
+					}
+				}
+			}
+			return
+		}
+		for e, err := range db.submitStagingTxs(ctx, byPartition) {
+			if !yield(e, err) {
+				return
+			}
+		}
+	}
+}
+
+// submitStagingTxs runs the transactions of byPartition (the table exists) and yields the
+// entities of each failed one with its error.
+func (db *DB) submitStagingTxs(ctx context.Context, byPartition map[string][]*stagingEntity) iter.Seq2[*stagingEntity, error] {
 	type tx struct {
 		pk       string
 		entities []*stagingEntity
@@ -266,14 +318,6 @@ func (db *DB) stage(ctx context.Context, plans []planned, staged [][]tablets.Poi
 			es = es[n:]
 		}
 	}
-	if err := db.ensureStaging(ctx); err != nil {
-		for i := range plans {
-			if len(staged[i]) > 0 {
-				failed[i], errs[i] = staged[i], err
-			}
-		}
-		return failed, errs
-	}
 	client := db.service.NewClient(db.stagingTable())
 	txErrs := batch.Run(ctx, writeConcurrency, len(txs), func(ctx context.Context, i int) error {
 		actions := make([]aztables.TransactionAction, len(txs[i].entities))
@@ -282,23 +326,21 @@ func (db *DB) stage(ctx context.Context, plans []planned, staged [][]tablets.Poi
 		}
 		return batch.Submit(ctx, client, txs[i].pk, actions)
 	})
-	for i, err := range txErrs {
-		if err == nil {
-			continue
-		}
-		if isTableGone(err) {
-			db.stagingMade.Store(false)
-		}
-		for _, e := range txs[i].entities {
-			for _, p := range e.pieces {
-				failed[p.plan] = append(failed[p.plan], p.points...)
-				if errs[p.plan] == nil {
-					errs[p.plan] = fmt.Errorf("tsdb: stage: %w", err)
+	return func(yield func(*stagingEntity, error) bool) {
+		for i, err := range txErrs {
+			if err == nil {
+				continue
+			}
+			if isTableGone(err) {
+				db.stagingMade.Store(false)
+			}
+			for _, e := range txs[i].entities {
+				if !yield(e, err) {
+					return
 				}
 			}
 		}
 	}
-	return failed, errs
 }
 
 // ensureStaging creates the staging table, once a process while it is known to exist.
