@@ -206,9 +206,9 @@ type histPrefetch struct {
 	db     *DB
 	group  []string
 	lo, hi uint64
-	none   bool // no histogram table: nothing to read
+	none   bool                                // no histogram table: nothing to read
 	staged map[string][]tablets.HistogramPoint // the group's staged samples, read once
-	upto   int  // the index in group of the first series not read yet
+	upto   int                                 // the index in group of the first series not read yet
 	read   map[string][]tablets.HistogramPoint
 }
 
