@@ -1,0 +1,250 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// stagedHistSample is sample i of series s in a staging test: integer, float, custom-bucket
+// histograms and staleness markers (Prometheus' stale NaN as the sum), by turns.
+func stagedHistSample(at time.Time, s, i int) tsdb.HistogramPoint {
+	switch (s + i) % 5 {
+	case 0:
+		return hp(at, intHist(uint64(10*i+s+1)))
+	case 1:
+		return fhp(at, floatHist(float64(i)+0.25+float64(s)))
+	case 2:
+		return hp(at, customHist(uint64(i+s)))
+	case 3:
+		stale := intHist(0)
+		stale.Sum = math.Float64frombits(0x7ff0000000000002)
+		return hp(at, stale)
+	default:
+		fstale := floatHist(0)
+		fstale.Sum = math.Float64frombits(0x7ff0000000000002)
+		return fhp(at, fstale)
+	}
+}
+
+// requireSeriesHists checks that every series reads back exactly, by QueryManyHistograms.
+func requireSeriesHists(t *testing.T, db *tsdb.DB, want map[string][]tsdb.HistogramPoint, from, to time.Time, what string) {
+	t.Helper()
+	names := slices.Sorted(maps.Keys(want))
+	got := map[string][]tsdb.HistogramPoint{}
+	for sh, err := range db.QueryManyHistograms(context.Background(), names, from, to) {
+		require.NoError(t, err, what)
+		got[sh.Series] = append(got[sh.Series], sh.HistogramPoint)
+	}
+	for _, n := range names {
+		w := slices.Clone(want[n])
+		slices.SortStableFunc(w, func(a, b tsdb.HistogramPoint) int { return a.Time.Compare(b.Time) })
+		require.Len(t, got[n], len(w), "%s: %s", what, n)
+		requireSamples(t, w, got[n])
+	}
+}
+
+// stagedHistTables counts the entities of the staging table and of the histogram table of
+// start's period.
+func stagedHistTables(t *testing.T, svc *aztables.ServiceClient, db *tsdb.DB, start time.Time) (staged, chunks int) {
+	return countEntities(t, svc, db.Name()+"w"), countEntities(t, svc, db.Name()+"h"+itoa(periodOf(db, start)))
+}
+
+// A remote write of 2,000 series of one histogram sample each costs a transaction or two
+// once the series are listed, not one a series; the samples read back exactly, staged and
+// after Fold, which writes a transaction per series and leaves the staging table empty.
+func TestTSDBStagedHistogramsCost(t *testing.T) {
+	ctx := context.Background()
+	clock := &stagingClock{}
+	db, svc, checker := dbtest.NewDB(t, stagingOptions(clock))
+	names := seriesNames(t, db, 2000)
+	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	want := map[string][]tsdb.HistogramPoint{}
+	write := func(scrape int) {
+		at := start.Add(time.Duration(scrape) * 15 * time.Second)
+		clock.Set(at.Add(time.Second))
+		req := make([]tsdb.SeriesHistograms, len(names))
+		for s, n := range names {
+			p := stagedHistSample(at.Add(time.Duration(s%1000)*time.Millisecond), s, scrape)
+			req[s] = tsdb.SeriesHistograms{Series: n, Histograms: []tsdb.HistogramPoint{p}}
+			want[n] = append(want[n], p)
+		}
+		require.NoError(t, db.WriteHistograms(ctx, req))
+	}
+	checker.Reset()
+	write(0)
+	first := checker.Stats()
+	t.Logf("first write of 2,000 series: %d requests (%d transactions), %d bytes sent", first.Requests, first.Batches, first.RequestBytes)
+	checker.Reset()
+	write(1)
+	second := checker.Stats()
+	t.Logf("second write: %d requests (%d transactions), %d bytes sent (%.1f a sample)", second.Requests, second.Batches, second.RequestBytes, float64(second.RequestBytes)/2000)
+	require.Equal(t, int64(1), second.Requests, "the series listed: one transaction of staging entities")
+	require.Equal(t, int64(1), second.Batches)
+	// The first write lists the series (a transaction per index partition and 100 series)
+	// and makes the tables: the staging itself is still one transaction.
+	require.Less(t, first.Batches, int64(2000/100+10))
+	staged, chunks := stagedHistTables(t, svc, db, start)
+	require.Equal(t, 0, chunks, "nothing in the histogram table before Fold")
+	t.Logf("staging entities: %d", staged)
+
+	// One series' read: the staging query selects its column, then the histogram table.
+	checker.Reset()
+	requireSamples(t, want[names[7]], queryHist(t, db, names[7], start, start.Add(time.Hour)))
+	read := checker.Stats()
+	t.Logf("one series, unfolded: %d requests, %d bytes read", read.Requests, read.ResponseBytes)
+	require.LessOrEqual(t, read.Requests, int64(2))
+	requireSeriesHists(t, db, want, start, start.Add(time.Hour), "staged")
+	// A float read sees no histogram sample, nor reads a histogram entity.
+	checker.Reset()
+	for _, err := range db.Query(ctx, names[7], start, start.Add(time.Hour)) {
+		require.NoError(t, err)
+		t.Fatal("a staged histogram sample read as a float point")
+	}
+	require.Less(t, checker.Stats().ResponseBytes, int64(2000), "the staging query matched no histogram entity")
+
+	checker.Reset()
+	clock.Add(time.Hour)
+	rep, err := db.Fold(ctx)
+	require.NoError(t, err)
+	fold := checker.Stats()
+	t.Logf("fold: %+v in %d requests (%d transactions)", rep, fold.Requests, fold.Batches)
+	require.Equal(t, 4000, rep.Points)
+	require.Equal(t, 2000, rep.Series)
+	require.Less(t, fold.Requests, int64(2000+20))
+	staged, chunks = stagedHistTables(t, svc, db, start)
+	require.Equal(t, 0, staged)
+	require.Equal(t, 2000, chunks, "a chunk a series")
+	requireSeriesHists(t, db, want, start, start.Add(time.Hour), "folded")
+}
+
+// A staged sample wins its millisecond over the histogram table's, before Fold and after
+// (Fold writes it with its write's priority), and Delete removes staged samples too.
+func TestTSDBStagedHistogramsWinAndDelete(t *testing.T) {
+	ctx := context.Background()
+	clock := &stagingClock{}
+	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	clock.Set(start.Add(time.Hour))
+	db, svc, _ := dbtest.NewDB(t, stagingOptions(clock))
+	// 150 samples: written directly into the histogram table.
+	var direct []tsdb.HistogramPoint
+	for i := range 150 {
+		direct = append(direct, hp(start.Add(time.Duration(i)*time.Second), intHist(uint64(i+1))))
+	}
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "w", Histograms: direct}, {Series: "keep", Histograms: direct[:3]}}))
+	staged, chunks := stagedHistTables(t, svc, db, start)
+	require.Equal(t, 1, staged, "keep's three samples")
+	require.Equal(t, 1, chunks, "w's chunk")
+	// Times 10 and 20 s again, and a new one: staged.
+	again := []tsdb.HistogramPoint{hp(direct[10].Time, customHist(1000)), fhp(direct[20].Time, floatHist(0.5)), hp(start.Add(200*time.Second), intHist(7))}
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "w", Histograms: again}}))
+	want := slices.Clone(direct)
+	want[10], want[20] = again[0], again[1]
+	want = append(want, again[2])
+	requireSamples(t, want, queryHist(t, db, "w", start, start.Add(time.Hour)))
+
+	clock.Add(time.Hour)
+	rep, err := db.Fold(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 6, rep.Points)
+	requireSamples(t, want, queryHist(t, db, "w", start, start.Add(time.Hour)))
+
+	// Staged again, then deleted with the table's samples of the range: keep's stay.
+	late := []tsdb.HistogramPoint{hp(start.Add(100*time.Millisecond), intHist(3)), hp(start.Add(30*time.Second), intHist(4)), hp(start.Add(300*time.Second), intHist(5))}
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "w", Histograms: late}, {Series: "keep", Histograms: late[:1]}}))
+	require.NoError(t, db.Delete(ctx, "w", start.Add(50*time.Millisecond), start.Add(250*time.Second)))
+	var left []tsdb.HistogramPoint
+	for _, p := range append(want, late...) {
+		if p.Time.Before(start.Add(50*time.Millisecond)) || !p.Time.Before(start.Add(250*time.Second)) {
+			left = append(left, p)
+		}
+	}
+	slices.SortStableFunc(left, func(a, b tsdb.HistogramPoint) int { return a.Time.Compare(b.Time) })
+	requireSamples(t, left, queryHist(t, db, "w", start, start.Add(time.Hour)))
+	keep := []tsdb.HistogramPoint{direct[0], late[0], direct[1], direct[2]}
+	requireSamples(t, keep, queryHist(t, db, "keep", start, start.Add(time.Hour)))
+	clock.Add(time.Hour)
+	_, err = db.Fold(ctx)
+	require.NoError(t, err)
+	requireSamples(t, left, queryHist(t, db, "w", start, start.Add(time.Hour)))
+	requireSamples(t, keep, queryHist(t, db, "keep", start, start.Add(time.Hour)))
+}
+
+// A Fold of float and histogram staging entities of one bucket, killed after each of its
+// requests in turn, loses nothing and shows nothing twice: after every death both kinds read
+// back with the last write of each time; a Fold after the dead one's lease finishes.
+func TestTSDBStagedHistogramsFoldKilledAtEveryStep(t *testing.T) {
+	ctx := context.Background()
+	clock := &stagingClock{}
+	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	clock.Set(start)
+	db, _, _ := dbtest.NewDB(t, stagingOptions(clock))
+	d := &dying{next: azurite.DefaultTransport()}
+	d.alive.Store(-1)
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: d,
+		Retry: policy.RetryOptions{MaxRetries: -1}}})
+	require.NoError(t, err)
+	wantPoints := map[string][]tablets.Point{}
+	wantHists := map[string][]tsdb.HistogramPoint{}
+	write := func(i int) {
+		var points []tsdb.SeriesPoints
+		var hists []tsdb.SeriesHistograms
+		for s := range 6 {
+			name := fmt.Sprintf("k%02d", s)
+			// Every write rewrites the time of the one before it, and adds one.
+			at := start.Add(time.Duration(i) * time.Second)
+			pts := []tablets.Point{{Time: at, Value: float64(i*100 + s)}}
+			hs := []tsdb.HistogramPoint{stagedHistSample(at, s, i)}
+			if i > 0 {
+				prev := start.Add(time.Duration(i-1) * time.Second)
+				pts = append(pts, tablets.Point{Time: prev, Value: -float64(i*100 + s)})
+				hs = append(hs, hp(prev, customHist(uint64(i*100+s))))
+				wantPoints[name][len(wantPoints[name])-1] = pts[1]
+				wantHists[name][len(wantHists[name])-1] = hs[1]
+			}
+			wantPoints[name] = append(wantPoints[name], pts[0])
+			wantHists[name] = append(wantHists[name], hs[0])
+			points = append(points, tsdb.SeriesPoints{Series: name, Points: pts})
+			hists = append(hists, tsdb.SeriesHistograms{Series: name, Histograms: hs})
+		}
+		require.NoError(t, db.WriteMany(ctx, points))
+		require.NoError(t, db.WriteHistograms(ctx, hists))
+	}
+	steps := 0
+	for k := 0; ; k++ {
+		write(k)
+		clock.Add(20 * time.Minute) // what was written is foldable, and the dead fold's lease ended
+		folder, err := tsdb.Open(ctx, svc, db.Name(), stagingOptions(clock))
+		require.NoError(t, err)
+		d.alive.Store(int64(k))
+		_, err = folder.Fold(ctx)
+		d.alive.Store(-1)
+		what := fmt.Sprintf("after a fold killed after %d requests", k)
+		requireSeriesPoints(t, db, wantPoints, start, start.Add(time.Hour), what)
+		requireSeriesHists(t, db, wantHists, start, start.Add(time.Hour), what)
+		if err == nil {
+			steps = k
+			break
+		}
+	}
+	t.Logf("a fold of 6 series' points and histograms killed after each of its first %d requests", steps)
+	require.Greater(t, steps, 8)
+	rep, err := db.Fold(ctx)
+	require.NoError(t, err)
+	require.Zero(t, rep.Entities, "the fold that lived folded everything")
+	requireSeriesPoints(t, db, wantPoints, start, start.Add(time.Hour), "at the end")
+	requireSeriesHists(t, db, wantHists, start, start.Add(time.Hour), "at the end")
+}
