@@ -9,6 +9,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/histenc"
 )
 
 // The worked examples of docs/format.md that tsdb writes: table names, label sets and
@@ -83,6 +84,14 @@ func TestFormatDoc(t *testing.T) {
 	e.add(column, stageSeries(key, pts), stagedPiece{})
 	if body := e.body(); string(body) != string(formatdoc.JSON(t, "staging-entity")) {
 		t.Errorf("staging entity %s", body)
+	}
+	// The histogram staging entity of a write of one sample of that series at 00:02:01.
+	h := &stagingEntity{partitionKey: stagePartitionKey(start, 0), rowKey: stageRowKey(0x18ea95edac91e708, 0x9e3779b9, 0), hi: 255, version: stageHistVersion}
+	sample := histenc.Sample{Unit: uint64(ws.Add(time.Second).UnixMilli()), H: &tablets.Histogram{Count: 3, Sum: 2.5,
+		PositiveSpans: []tablets.HistogramSpan{{Offset: 0, Length: 2}}, PositiveBuckets: []int64{1, 1}}}
+	h.addHist(column, key, histenc.Append(nil, []histenc.Sample{sample}), int64(sample.Unit), int64(sample.Unit), 1, stagedPiece{})
+	if body := h.body(); string(body) != string(formatdoc.JSON(t, "staging-entity-hist")) {
+		t.Errorf("histogram staging entity %s", body)
 	}
 	lease := &foldLease{holder: "9e3779b9-18ea95edac91e707"}
 	if body := lease.body(time.UnixMilli(1716422700000)); string(body) != string(formatdoc.JSON(t, "fold-lease")) {
