@@ -248,3 +248,88 @@ func TestTSDBStagedHistogramsFoldKilledAtEveryStep(t *testing.T) {
 	requireSeriesPoints(t, db, wantPoints, start, start.Add(time.Hour), "at the end")
 	requireSeriesHists(t, db, wantHists, start, start.Add(time.Hour), "at the end")
 }
+
+// histWindowsOf aggregates series by step and returns the histogram part of each window.
+func histWindowsOf(t *testing.T, db *tsdb.DB, series []string, from, to time.Time, step time.Duration) []tsdb.Window {
+	t.Helper()
+	var out []tsdb.Window
+	for w, err := range db.Aggregate(context.Background(), series, from, to, step) {
+		require.NoError(t, err)
+		out = append(out, tsdb.Window{Start: w.Start, HistogramCount: w.HistogramCount, Histogram: w.Histogram,
+			HistogramConflict: w.HistogramConflict, FirstHistogram: w.FirstHistogram, LastHistogram: w.LastHistogram})
+	}
+	return out
+}
+
+// The tiers see staged histogram samples as they see staged points: Rollup reads them (with
+// the staged points, one query), Aggregate reads raw a window holding a staged sample (a late
+// one, staged after the window was rolled up, is in no tier window until Fold flags it), and
+// after Fold the windows come from the tier (Fold flags only the late sample's). Each answer is that of a database
+// that writes every sample directly.
+func TestTSDBStagedHistogramsTiers(t *testing.T) {
+	ctx := context.Background()
+	clock := &stagingClock{}
+	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	opts := func(direct bool) *tsdb.Options {
+		return &tsdb.Options{RawPeriod: 24 * time.Hour, Layout: chunkedLayout, Now: clock.Now, DirectWrites: direct}
+	}
+	staged, _, checker := dbtest.NewDB(t, opts(false))
+	direct, _, _ := dbtest.NewDB(t, opts(true))
+	series := []string{"lat_a", "lat_b", "lat_c"}
+	write := func(at time.Time, n int) {
+		var req []tsdb.SeriesHistograms
+		for s, name := range series {
+			req = append(req, tsdb.SeriesHistograms{Series: name, Histograms: []tsdb.HistogramPoint{hp(at, latencyHist(n+s))}})
+		}
+		for _, db := range []*tsdb.DB{staged, direct} {
+			require.NoError(t, db.WriteHistograms(ctx, req))
+		}
+	}
+	for i := range 60 { // an hour, a sample a minute
+		at := start.Add(time.Duration(i) * time.Minute)
+		clock.Set(at.Add(time.Second))
+		write(at, 2*i)
+		if i != 1 {
+			continue
+		}
+		// A float point of each series too, on time: the blocks of a series exist whatever
+		// Rollup finds of its histograms, so that a Rollup that missed the staged samples
+		// would show once they are folded.
+		for _, db := range []*tsdb.DB{staged, direct} {
+			var req []tsdb.SeriesPoints
+			for _, name := range series {
+				req = append(req, tsdb.SeriesPoints{Series: name, Points: []tablets.Point{{Time: at.Add(500 * time.Millisecond), Value: 1}}})
+			}
+			require.NoError(t, db.WriteMany(ctx, req))
+		}
+	}
+	end := start.Add(time.Hour)
+	same := func(what string) {
+		t.Helper()
+		for _, step := range []time.Duration{time.Minute, time.Hour} {
+			want := histWindowsOf(t, direct, series, start, end, step)
+			require.NotEmpty(t, want)
+			require.Equal(t, want, histWindowsOf(t, staged, series, start, end, step), "%s, step %v", what, step)
+		}
+	}
+	same("staged, nothing rolled up")
+	clock.Set(end.Add(2 * time.Hour)) // the hour sealed
+	checker.Reset()
+	require.NoError(t, staged.Rollup(ctx, start, end))
+	t.Logf("rollup of 3 staged series: %d requests (%d queries)", checker.Stats().Requests, checker.Stats().Queries)
+	require.NoError(t, direct.Rollup(ctx, start, end))
+	same("staged, rolled up")
+
+	// A late sample into the rolled-up hour, rewriting a minute's: staged, then folded.
+	late := start.Add(30*time.Minute + 500*time.Millisecond)
+	write(late, 1000)
+	same("a late sample staged")
+	clock.Add(time.Hour)
+	rep, err := staged.Fold(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3*60+3+3, rep.Points, "the hour's samples, the late ones and the float points")
+	same("folded")
+	require.NoError(t, staged.Rollup(ctx, start, end))
+	require.NoError(t, direct.Rollup(ctx, start, end))
+	same("folded and rolled up again")
+}
