@@ -24,7 +24,8 @@ import (
 type FoldReport struct {
 	// Entities is the number of staging entities folded (and then deleted).
 	Entities int
-	// Points is the number of staged points written to the raw tables.
+	// Points is the number of staged points written to the raw tables, and of staged
+	// histogram samples written to the histogram tables.
 	Points int
 	// Series is the number of series written.
 	Series int
@@ -39,12 +40,17 @@ type FoldReport struct {
 // maxFoldPoints bounds the points a round of Fold holds (about 32 bytes each).
 var maxFoldPoints = 2_000_000 // a variable for the tests of rounds
 
-// Fold moves the staged points into the raw tables, and deletes them from the staging
-// table: every staging entity of an arrival bucket that ended at least 5 minutes ago (by
-// Options.Now). It lists the entities first, then reads their columns in rounds of at most
-// about two million points, a share of the columns a round, so that each series is written
-// once: a transaction per series and raw partition (chunked: a day), whatever the number of
-// writes staged. Each series' points are written with the priority of their latest write,
+// foldHistWeight is how many points a staged histogram sample counts as in a round: decoded,
+// a 20-bucket histogram takes about 500 bytes.
+const foldHistWeight = 16
+
+// Fold moves the staged points into the raw tables (and the staged histogram samples into
+// the histogram tables), and deletes them from the staging table: every staging entity of
+// an arrival bucket that ended at least 5 minutes ago (by Options.Now). It lists the
+// entities first, then reads their columns in rounds of at most about two million points (a
+// histogram sample counting as 16), a share of the columns a round, so that each series is
+// written once: a transaction per series and raw partition (chunked: a day), whatever the
+// number of writes staged. Each series' points are written with the priority of their latest write,
 // so a Fold that runs late, or again, never hides a later write. Only then are the listed
 // entities deleted, a transaction per 100.
 //
@@ -122,7 +128,7 @@ func foldFilter(horizon uint64) string {
 // listStaged lists the keys of the staging entities before horizon, by PartitionKey, and
 // counts their points.
 func (db *DB) listStaged(ctx context.Context, horizon uint64) (map[string][]string, int, error) {
-	q := pager.SubQuery{Filter: foldFilter(horizon), Select: "PartitionKey,RowKey," + stageCountProp}
+	q := pager.SubQuery{Filter: foldFilter(horizon), Select: "PartitionKey,RowKey," + stageCountProp + "," + stageVersionProp}
 	keys := map[string][]string{}
 	points := 0
 	var e entity.Entity
@@ -139,11 +145,18 @@ func (db *DB) listStaged(ctx context.Context, horizon uint64) (map[string][]stri
 			}
 			pk := string(e.PartitionKey)
 			keys[pk] = append(keys[pk], string(e.RowKey))
+			n, weight := 0, 1
 			for _, p := range e.Props {
-				if string(p.Name) == stageCountProp {
-					points += int(p.Value)
+				switch string(p.Name) {
+				case stageCountProp:
+					n = int(p.Value)
+				case stageVersionProp:
+					if p.Value == stageHistVersion {
+						weight = foldHistWeight
+					}
 				}
 			}
+			points += n * weight
 		}
 	}
 	return keys, points, nil

@@ -103,3 +103,76 @@ func TestFoldRounds(t *testing.T) {
 		}
 	}
 }
+
+// Histogram samples weigh 16 points in a round's budget (decoded, they are that much
+// larger): 300 samples of 30 series with rounds of 500 points fold in 10 rounds, each series
+// still written once.
+func TestFoldRoundsHistograms(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	saved := maxFoldPoints
+	maxFoldPoints = 500
+	t.Cleanup(func() { maxFoldPoints = saved })
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	name := fmt.Sprintf("foldh%d", rand.Uint32())
+	db, err := Open(context.Background(), svc, name, &Options{Tiers: []Tier{}, Now: func() time.Time { return now },
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := db.period(now)
+	t.Cleanup(func() {
+		for _, table := range []string{name + "m", name + "w", db.rawTable(p), db.indexTable(p), db.histTable(p),
+			db.rawTable(p + uint64(DefaultRawPeriod/time.Second)), db.indexTable(p + uint64(DefaultRawPeriod/time.Second)), db.histTable(p + uint64(DefaultRawPeriod/time.Second))} {
+			_, _ = svc.DeleteTable(context.Background(), table, nil)
+		}
+	})
+	ctx := context.Background()
+	start := now
+	for i := range 10 {
+		now = start.Add(time.Duration(i) * time.Minute)
+		var batch []SeriesHistograms
+		for s := range 30 {
+			h := &tablets.Histogram{Count: uint64(i + s), Sum: float64(i), PositiveSpans: []tablets.HistogramSpan{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{int64(i + s)}}
+			batch = append(batch, SeriesHistograms{Series: fmt.Sprintf("h%02d", s), Histograms: []HistogramPoint{{Time: now, H: h}}})
+		}
+		if err := db.WriteHistograms(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Add(time.Hour)
+	checker.Reset()
+	rep, err := db.Fold(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := checker.Stats()
+	t.Logf("%+v in %d requests (%d batches)", rep, st.Requests, st.Batches)
+	if rep.Rounds != 10 || rep.Points != 300 || rep.Series != 30 || rep.Entities != 10 {
+		t.Errorf("folded %+v, want 300 samples of 30 series from 10 entities in 10 rounds", rep)
+	}
+	if st.Batches > 30+1 { // a transaction a series, and one to delete the entities (one bucket)
+		t.Errorf("%d transactions: a series written more than once?", st.Batches)
+	}
+	for s := range 30 {
+		n := 0
+		for h, err := range db.QueryHistograms(ctx, fmt.Sprintf("h%02d", s), start, now) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.H == nil || h.H.Count != uint64(n+s) {
+				t.Fatalf("h%02d: sample %d is %+v", s, n, h.H)
+			}
+			n++
+		}
+		if n != 10 {
+			t.Fatalf("h%02d: %d samples, want 10", s, n)
+		}
+	}
+}

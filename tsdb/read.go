@@ -264,9 +264,10 @@ func latestOfPeriod(ctx context.Context, s tablets.Store, series string, n int, 
 	return s.Latest(ctx, series, n)
 }
 
-// Delete removes the points with from <= Time < to from the staging table, then from every
-// raw table of the range, then the histogram samples of the range from the histogram tables
-// (chunks inside deleted, chunks cut rewritten without them, conditionally on their ETags).
+// Delete removes the points and histogram samples with from <= Time < to from the staging
+// table, then the points from every raw table of the range, then the histogram samples of
+// the range from the histogram tables (chunks inside deleted, chunks cut rewritten without
+// them, conditionally on their ETags).
 // A Fold moving the same points meanwhile may write them into a raw table after the Delete:
 // delete again after a Fold to be sure (tablets maintain folds).
 func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) error {
