@@ -45,10 +45,11 @@ type (
 //     time, one request a period).
 //
 // The other samples are written: a series new to a period is listed in its index, flagged as
-// having histograms there (see Select), before its samples are written. Samples older than
-// Options.SealDelay (less 5 minutes) then flag their rollup tier windows, as a Write's late
-// points do; a series whose samples are stored but whose windows could not be flagged lists
-// them all (writing them again flags them).
+// having histograms there (see Select), before its samples are staged or written. Samples
+// written directly that are older than Options.SealDelay (less 5 minutes) then flag their
+// rollup tier windows, as a Write's late points do (staged ones are flagged by the Fold that
+// moves them); a series whose samples are stored but whose windows could not be flagged
+// lists them all (writing them again flags them).
 //
 // A series not wholly written gets a *tablets.WriteError whose FailedHistograms lists
 // exactly its samples that may not be stored (those of failed transactions; a failure stops
