@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"net/http"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/internal/fault"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -332,4 +336,47 @@ func TestTSDBStagedHistogramsTiers(t *testing.T) {
 	require.NoError(t, staged.Rollup(ctx, start, end))
 	require.NoError(t, direct.Rollup(ctx, start, end))
 	same("folded and rolled up again")
+}
+
+// A failed staging transaction lists exactly the histogram samples it held, all the
+// arguments of each millisecond, for every series; written again, they read back with the
+// later argument of a millisecond.
+func TestTSDBStagedHistogramsWriteErrorExact(t *testing.T) {
+	ctx := context.Background()
+	var failing atomic.Bool
+	lossy, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: fault.New(azurite.DefaultTransport(), fault.Options{Seed: 1, FailBefore: 1,
+			Match: func(req *http.Request) bool { return failing.Load() && strings.HasSuffix(req.URL.Path, "$batch") }}),
+		Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond}}})
+	require.NoError(t, err)
+	clock := &stagingClock{now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)}
+	db, _, _ := dbtest.NewDB(t, stagingOptions(clock))
+	w, err := tsdb.Open(ctx, lossy, db.Name(), stagingOptions(clock))
+	require.NoError(t, err)
+	at := clock.Now()
+	hs := []tsdb.HistogramPoint{
+		hp(at.Add(100*time.Microsecond), intHist(1)),
+		fhp(at.Add(300*time.Microsecond), floatHist(2)), // the same millisecond: overwrites the first
+		hp(at.Add(time.Second), customHist(3)),
+	}
+	// The series listed, and the tables made, first: only the staging transaction fails.
+	warm := []tsdb.SeriesHistograms{{Series: "x", Histograms: hs[2:]}, {Series: "y", Histograms: hs[2:]}}
+	require.NoError(t, w.WriteHistograms(ctx, warm))
+	failing.Store(true)
+	err = w.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "x", Histograms: hs}, {Series: "y", Histograms: hs[2:]}})
+	failing.Store(false)
+	var wes []*tablets.WriteError
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var we *tablets.WriteError
+		require.ErrorAs(t, e, &we)
+		wes = append(wes, we)
+	}
+	require.Len(t, wes, 2)
+	got := map[string][]tsdb.HistogramPoint{wes[0].Series: wes[0].FailedHistograms, wes[1].Series: wes[1].FailedHistograms}
+	require.Equal(t, hs, got["x"])
+	require.Equal(t, hs[2:], got["y"])
+	require.NotZero(t, wes[0].Status, "the service's answer")
+	require.NoError(t, w.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "x", Histograms: got["x"]}, {Series: "y", Histograms: got["y"]}}))
+	requireSeriesHists(t, db, map[string][]tsdb.HistogramPoint{
+		"x": {fhp(at, floatHist(2)), hs[2]}, "y": hs[2:]}, at, at.Add(time.Minute), "written again")
 }
