@@ -1,0 +1,187 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/seed71701133/tablets/internal/promrun"
+	"github.com/seed71701133/tablets/server/remote"
+)
+
+// jsonRaw is the undecoded data of an API answer.
+type jsonRaw = json.RawMessage
+
+// decodeHistMatrix decodes the data of an instant query of a range selector: a matrix whose
+// series hold histogram samples only.
+func decodeHistMatrix(data []byte) (rawHistograms, error) {
+	var r struct {
+		ResultType string `json:"resultType"`
+		Result     []struct {
+			Metric     promrun.Labels    `json:"metric"`
+			Values     []json.RawMessage `json:"values"`
+			Histograms []histSample      `json:"histograms"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, err
+	}
+	if r.ResultType != "matrix" {
+		return nil, fmt.Errorf("result type %q, want matrix", r.ResultType)
+	}
+	out := rawHistograms{}
+	for _, s := range r.Result {
+		k := s.Metric.String()
+		if len(s.Values) > 0 {
+			return nil, fmt.Errorf("series %s: %d float samples", k, len(s.Values))
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("series %s twice", k)
+		}
+		out[k] = s.Histograms
+	}
+	return out, nil
+}
+
+// UnmarshalJSON decodes [<unix seconds>, {"count": "..", "sum": "..", "buckets": [[rule,
+// "lower", "upper", "count"], ...]}].
+func (h *histSample) UnmarshalJSON(b []byte) error {
+	var raw [2]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("histogram sample %.200s: %w", b, err)
+	}
+	var ts json.Number
+	if err := json.Unmarshal(raw[0], &ts); err != nil {
+		return fmt.Errorf("histogram sample %.200s: timestamp: %w", b, err)
+	}
+	sec, err := ts.Float64()
+	if err != nil {
+		return fmt.Errorf("histogram sample %.200s: timestamp: %w", b, err)
+	}
+	h.T = int64(math.Round(sec * 1000))
+	var body struct {
+		Count   string              `json:"count"`
+		Sum     string              `json:"sum"`
+		Buckets [][]json.RawMessage `json:"buckets"`
+	}
+	if err := json.Unmarshal(raw[1], &body); err != nil {
+		return fmt.Errorf("histogram sample %.200s: %w", b, err)
+	}
+	if h.Count, err = strconv.ParseFloat(body.Count, 64); err != nil {
+		return fmt.Errorf("histogram sample %.200s: count: %w", b, err)
+	}
+	if h.Sum, err = strconv.ParseFloat(body.Sum, 64); err != nil {
+		return fmt.Errorf("histogram sample %.200s: sum: %w", b, err)
+	}
+	h.Buckets = nil
+	for _, rb := range body.Buckets {
+		if len(rb) != 4 {
+			return fmt.Errorf("histogram sample %.200s: bucket of %d elements", b, len(rb))
+		}
+		var bk histBucket
+		if err := json.Unmarshal(rb[0], &bk.Rule); err != nil {
+			return fmt.Errorf("histogram sample %.200s: bucket rule: %w", b, err)
+		}
+		for i, dst := range []*float64{&bk.Lower, &bk.Upper, &bk.Count} {
+			var s string
+			if err := json.Unmarshal(rb[i+1], &s); err != nil {
+				return fmt.Errorf("histogram sample %.200s: bucket: %w", b, err)
+			}
+			if *dst, err = strconv.ParseFloat(s, 64); err != nil {
+				return fmt.Errorf("histogram sample %.200s: bucket: %w", b, err)
+			}
+		}
+		h.Buckets = append(h.Buckets, bk)
+	}
+	return nil
+}
+
+func (h histSample) String() string {
+	return fmt.Sprintf("%d: count %v sum %v %v", h.T, h.Count, h.Sum, h.Buckets)
+}
+
+// sameHist says whether two rendered samples are the same, bit for bit.
+func sameHist(a, b histSample) bool {
+	bits := math.Float64bits
+	if a.T != b.T || bits(a.Count) != bits(b.Count) || bits(a.Sum) != bits(b.Sum) || len(a.Buckets) != len(b.Buckets) {
+		return false
+	}
+	for i, x := range a.Buckets {
+		y := b.Buckets[i]
+		if x.Rule != y.Rule || bits(x.Lower) != bits(y.Lower) || bits(x.Upper) != bits(y.Upper) || bits(x.Count) != bits(y.Count) {
+			return false
+		}
+	}
+	return true
+}
+
+// diffHistograms lists the differences between two reads of raw histogram samples (at most
+// limit lines).
+func diffHistograms(want, got rawHistograms, limit int) []string {
+	var d []string
+	add := func(format string, args ...any) {
+		if len(d) < limit {
+			d = append(d, fmt.Sprintf(format, args...))
+		} else if len(d) == limit {
+			d = append(d, "...")
+		}
+	}
+	for _, k := range sortedKeys(want) {
+		g, ok := got[k]
+		if !ok {
+			add("missing series %s (%d histogram samples)", k, len(want[k]))
+			continue
+		}
+		w := want[k]
+		for i := 0; i < max(len(w), len(g)); i++ {
+			switch {
+			case i >= len(g):
+				add("%s: missing %d histogram samples from %v", k, len(w)-i, w[i])
+			case i >= len(w):
+				add("%s: %d extra histogram samples from %v", k, len(g)-i, g[i])
+			case !sameHist(w[i], g[i]):
+				add("%s: histogram sample %d is %v, want %v", k, i, g[i], w[i])
+			default:
+				continue
+			}
+			break
+		}
+	}
+	for _, k := range sortedKeys(got) {
+		if _, ok := want[k]; !ok {
+			add("extra series %s (%d histogram samples)", k, len(got[k]))
+		}
+	}
+	return d
+}
+
+// maxRelDiff is the largest relative difference between the values two answers have at the
+// same series and time (NaN and infinite values left out).
+func maxRelDiff(a, b promrun.Matrix) float64 {
+	at := map[string]map[int64]float64{}
+	for _, s := range a {
+		m := map[int64]float64{}
+		for _, p := range s.Values {
+			m[p.T] = p.V
+		}
+		at[s.Metric.String()] = m
+	}
+	worst := 0.0
+	for _, s := range b {
+		for _, p := range s.Values {
+			v, ok := at[s.Metric.String()][p.T]
+			if !ok || !finiteValue(v) || !finiteValue(p.V) || v == p.V {
+				continue
+			}
+			worst = max(worst, math.Abs(v-p.V)/math.Max(math.Abs(v), math.Abs(p.V)))
+		}
+	}
+	return worst
+}
+
+func finiteValue(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// writtenSamples counts the samples a server stored by remote write, histogram samples
+// included.
+func writtenSamples(ws remote.WriteStats) uint64 { return ws.SamplesWritten }
