@@ -4,7 +4,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	mrand "math/rand/v2"
+	"slices"
 	"strconv"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser/posrange"
 
 	"github.com/seed71701133/tablets/internal/promrun"
 	"github.com/seed71701133/tablets/server/remote"
@@ -185,3 +192,85 @@ func finiteValue(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // writtenSamples counts the samples a server stored by remote write, histogram samples
 // included.
 func writtenSamples(ws remote.WriteStats) uint64 { return ws.SamplesWritten }
+
+// TestHistLogInterpolated checks the conversion of Prometheus 2.42's histogram_quantile
+// answers (linear within the bucket: its code, copied in quantile242) into Prometheus 3's
+// (promql.HistogramQuantile), on random histograms with negative, zero and positive buckets.
+func TestHistLogInterpolated(t *testing.T) {
+	rnd := mrand.New(mrand.NewPCG(7, 8))
+	converted := 0
+	for range 200 {
+		schema := int32(rnd.IntN(9) - 1)
+		zt := 1e-12 // below every bucket, as a real histogram's zero threshold is
+		h := &histogram.FloatHistogram{Schema: schema, ZeroThreshold: zt, ZeroCount: float64(rnd.IntN(3)),
+			PositiveSpans: []histogram.Span{{Offset: int32(rnd.IntN(20) - 10), Length: 6}, {Offset: 3, Length: 4}},
+			NegativeSpans: []histogram.Span{{Offset: int32(rnd.IntN(20) - 10), Length: 3}}}
+		for range 10 {
+			h.PositiveBuckets = append(h.PositiveBuckets, float64(rnd.IntN(50)))
+		}
+		for range 3 {
+			h.NegativeBuckets = append(h.NegativeBuckets, float64(rnd.IntN(5)))
+		}
+		h.Count = h.ZeroCount
+		for _, c := range append(slices.Clone(h.PositiveBuckets), h.NegativeBuckets...) {
+			h.Count += c
+		}
+		h.Sum = 1 // not NaN: no NaN observations
+		for _, q := range []float64{0.01, 0.1, 0.25, 0.5, 0.9, 0.99} {
+			old := quantile242(q, h)
+			want, _ := promql.HistogramQuantile(q, h, "", posrange.PositionRange{})
+			got := histLogInterpolated(old, schema, zt)
+			if !sameValue(want, got, 1e-9) {
+				t.Fatalf("schema %d q %g: 2.42 answered %v, converted %v, Prometheus 3 answers %v (%v)", schema, q, old, got, want, h)
+			}
+			if old != got {
+				converted++
+			}
+		}
+	}
+	if converted == 0 {
+		t.Error("no answer needed converting: the test shows nothing")
+	}
+}
+
+// quantile242 is histogram_quantile of a native histogram in Prometheus 2.42
+// (promql/quantile.go at v2.42.0, for histograms without NaN observations).
+func quantile242(q float64, h *histogram.FloatHistogram) float64 {
+	if q < 0 {
+		return math.Inf(-1)
+	}
+	if q > 1 {
+		return math.Inf(+1)
+	}
+	if h.Count == 0 || math.IsNaN(q) {
+		return math.NaN()
+	}
+	var (
+		bucket histogram.Bucket[float64]
+		count  float64
+		it     = h.AllBucketIterator()
+		rank   = q * h.Count
+	)
+	for it.Next() {
+		bucket = it.At()
+		count += bucket.Count
+		if count >= rank {
+			break
+		}
+	}
+	if bucket.Lower < 0 && bucket.Upper > 0 {
+		if len(h.NegativeBuckets) == 0 && len(h.PositiveBuckets) > 0 {
+			bucket.Lower = 0
+		} else if len(h.PositiveBuckets) == 0 && len(h.NegativeBuckets) > 0 {
+			bucket.Upper = 0
+		}
+	}
+	if count > h.Count {
+		count = h.Count
+	}
+	if count < rank {
+		return bucket.Upper
+	}
+	rank -= count - bucket.Count
+	return bucket.Lower + (bucket.Upper-bucket.Lower)*(rank/bucket.Count)
+}
