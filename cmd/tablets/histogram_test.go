@@ -19,8 +19,8 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/stretchr/testify/assert"
-	"gonum.org/v1/plot/plotutil"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot/plotutil"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite"
