@@ -96,24 +96,22 @@ func TestE2ENativeHistograms(t *testing.T) {
 	// 2.42's closed, and the comparison is about storage, not that change.
 	start, end := histEvalTimes(raw, end.Add(-30*time.Second), end, e2eStep, time.Minute)
 	apis := map[string]apiClient{"A": newAPIClient(a.http.URL), "B": newAPIClient(b.http.URL)}
-	compared := 0
+	hc := &histComparison{p1: p1, ref: newHistRefEngine(t, raw, schema), apis: apis, start: start, end: end, schema: schema}
 	for _, metric := range e2eHistMetrics {
 		for _, format := range e2eHistQueries {
-			q := fmt.Sprintf(format, metric)
-			compared += compareHistQuery(ctx, t, p1, apis, q, start, end, nil)
+			hc.compare(ctx, t, fmt.Sprintf(format, metric), false)
 		}
 		for _, by := range []string{"", "sum by (job) "} {
 			for _, qu := range e2eHistQuantiles {
-				q := fmt.Sprintf(`histogram_quantile(%g, %s(rate(%s[1m])))`, qu, by, metric)
-				compared += compareHistQuery(ctx, t, p1, apis, q, start, end, func(v float64) float64 {
-					return histLogInterpolated(v, schema, prometheus.DefNativeHistogramZeroThreshold)
-				})
+				hc.compare(ctx, t, fmt.Sprintf(`histogram_quantile(%g, %s(rate(%s[1m])))`, qu, by, metric), true)
 			}
 		}
 	}
-	t.Logf("compared %d values of %d queries at %d evaluation times [%s, %s] step %s",
+	compared := hc.values
+	t.Logf("compared %d values of %d queries at %d evaluation times [%s, %s] step %s; %d quantiles on a bucket boundary that "+
+		"Prometheus 3 resolves differently from 2.42 (its answer on P1's samples is tablets')",
 		compared, len(e2eHistMetrics)*(len(e2eHistQueries)+2*len(e2eHistQuantiles)),
-		int(end.Sub(start)/e2eStep)+1, start.Format("15:04:05.000"), end.Format("15:04:05.000"), e2eStep)
+		int(end.Sub(start)/e2eStep)+1, start.Format("15:04:05.000"), end.Format("15:04:05.000"), e2eStep, hc.ties)
 
 	histSamples := 0
 	for _, ss := range raw {
@@ -290,55 +288,113 @@ func waitHistDelivered(ctx context.Context, t *testing.T, p1 *promrun.Prometheus
 	}
 }
 
-// compareHistQuery runs a range query on P1 and on each tablets API: every tablets server
-// must answer the same (exactly), and within e2eRel of P1's answer, each of whose values is
-// first mapped by conv if not nil. It returns the number of values compared.
-func compareHistQuery(ctx context.Context, t *testing.T, p1 *promrun.Prometheus, apis map[string]apiClient,
-	q string, start, end time.Time, conv func(float64) float64) int {
+// histComparison compares the answers of tablets' query API (apis) to range queries over
+// [start, end] at e2eStep with P1's and with Prometheus 3's engine over P1's raw histogram
+// samples (ref).
+type histComparison struct {
+	p1         *promrun.Prometheus
+	ref        *refEngine
+	apis       map[string]apiClient
+	start, end time.Time
+	schema     int32
+	values     int // compared
+	ties       int // quantiles at a bucket boundary resolved differently by 2.42 and 3
+}
+
+// compare runs query q: every tablets server must answer the same (exactly), the answer of
+// Prometheus 3's engine on P1's samples within e2eRel, and P1's within e2eRel. P1's
+// histogram_quantile answers (quantile set) are first converted to 3's interpolation
+// (histLogInterpolated); where the rank falls exactly on the boundary between two
+// non-empty buckets with empty ones between them, 2.42 answers the upper bound of the lower
+// one and 3 (iterating from the top for q >= 0.5) the lower bound of the upper one: there
+// P1's answer must be on a bucket boundary and tablets' be 3's on P1's samples.
+func (c *histComparison) compare(ctx context.Context, t *testing.T, q string, quantile bool) {
 	t.Helper()
-	span := fmt.Sprintf("%s [%s, %s] step %s", q, start.Format(time.TimeOnly), end.Format(time.TimeOnly), e2eStep)
-	want, err := p1.QueryRange(ctx, q, start, end, e2eStep)
+	span := fmt.Sprintf("%s [%s, %s] step %s", q, c.start.Format(time.TimeOnly), c.end.Format(time.TimeOnly), e2eStep)
+	p1Answer, err := c.p1.QueryRange(ctx, q, c.start, c.end, e2eStep)
 	if err != nil {
 		t.Fatalf("P1 %s: %v", span, err)
 	}
-	values := 0
-	for _, s := range want {
-		values += len(s.Values)
+	ref, err := c.ref.queryRange(ctx, q, c.start, c.end, e2eStep)
+	if err != nil {
+		t.Fatalf("reference engine %s: %v", span, err)
 	}
-	if values == 0 {
+	n := 0
+	for _, s := range p1Answer {
+		n += len(s.Values)
+	}
+	if n == 0 {
 		t.Errorf("P1 %s: no values (the comparison would be vacuous)", span)
 	}
-	p1Answer := want
-	if conv != nil {
-		want = make(promrun.Matrix, len(p1Answer))
-		for i, s := range p1Answer {
-			want[i] = promrun.Stream{Metric: s.Metric, Values: make([]promrun.Point, len(s.Values))}
-			for k, p := range s.Values {
-				want[i].Values[k] = promrun.Point{T: p.T, V: conv(p.V)}
-			}
-		}
-	}
+	c.values += n
 	var first promrun.Matrix
-	for _, name := range sortedKeys(apis) {
-		got, err := apis[name].queryRange(ctx, q, start, end, e2eStep)
+	for _, name := range sortedKeys(c.apis) {
+		got, err := c.apis[name].queryRange(ctx, q, c.start, c.end, e2eStep)
 		if err != nil {
 			t.Errorf("tablets %s: %v", name, err)
 			continue
+		}
+		if d := diffMatrix(ref, got, e2eRel, 10); len(d) > 0 {
+			t.Errorf("tablets %s: %s differs from Prometheus 3's engine on P1's samples (rel %g):\n\t%s", name, span, e2eRel, strings.Join(d, "\n\t"))
+		}
+		want := p1Answer
+		if quantile {
+			var ties int
+			want, ties = c.convert(p1Answer, ref)
+			if first == nil {
+				c.ties += ties
+				t.Logf("%s: P1 (2.42, linear within buckets) differs from tablets (3, log-linear) by up to %.3g relative",
+					q, maxRelDiff(p1Answer, got))
+			}
 		}
 		if d := diffMatrix(want, got, e2eRel, 10); len(d) > 0 {
 			t.Errorf("tablets %s: %s differs from P1 (rel %g):\n\t%s", name, span, e2eRel, strings.Join(d, "\n\t"))
 		}
 		if first == nil {
 			first = got
-			if conv != nil {
-				t.Logf("%s: P1 (2.42, linear within buckets) differs from tablets (3, log-linear) by up to %.3g relative",
-					q, maxRelDiff(p1Answer, got))
-			}
 		} else if d := diffMatrix(first, got, 0, 10); len(d) > 0 {
 			t.Errorf("tablets A and %s answer %s differently:\n\t%s", name, span, strings.Join(d, "\n\t"))
 		}
 	}
-	return values
+}
+
+// convert returns P1's quantiles in Prometheus 3's interpolation, and where that differs
+// from 3's answer on P1's samples (ref) because of a tie on a bucket boundary (see compare),
+// ref's value; and the number of such ties.
+func (c *histComparison) convert(p1Answer, ref promrun.Matrix) (promrun.Matrix, int) {
+	refAt := map[string]map[int64]float64{}
+	for _, s := range ref {
+		m := map[int64]float64{}
+		for _, p := range s.Values {
+			m[p.T] = p.V
+		}
+		refAt[s.Metric.String()] = m
+	}
+	ties := 0
+	out := make(promrun.Matrix, len(p1Answer))
+	for i, s := range p1Answer {
+		out[i] = promrun.Stream{Metric: s.Metric, Values: make([]promrun.Point, len(s.Values))}
+		for k, p := range s.Values {
+			v := histLogInterpolated(p.V, c.schema, prometheus.DefNativeHistogramZeroThreshold)
+			if r, ok := refAt[s.Metric.String()][p.T]; ok && !sameValue(v, r, e2eRel) && histOnBoundary(p.V, c.schema) {
+				v = r
+				ties++
+			}
+			out[i].Values[k] = promrun.Point{T: p.T, V: v}
+		}
+	}
+	return out, ties
+}
+
+// histOnBoundary says whether v is (within rounding) a bound of an exponential bucket of
+// schema, or the zero bucket's.
+func histOnBoundary(v float64, schema int32) bool {
+	a := math.Abs(v)
+	if a <= prometheus.DefNativeHistogramZeroThreshold {
+		return true
+	}
+	x := math.Log2(a) * math.Exp2(float64(schema))
+	return math.Abs(x-math.Round(x)) < 1e-9
 }
 
 // histLogInterpolated turns a quantile Prometheus 2.42 interpolated linearly within an

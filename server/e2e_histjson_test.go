@@ -9,9 +9,15 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 
 	"github.com/seed71701133/tablets/internal/promrun"
 	"github.com/seed71701133/tablets/server/remote"
@@ -273,4 +279,127 @@ func quantile242(q float64, h *histogram.FloatHistogram) float64 {
 	}
 	rank -= count - bucket.Count
 	return bucket.Lower + (bucket.Upper-bucket.Lower)*(rank/bucket.Count)
+}
+
+// floatHistogram rebuilds the sample as a float histogram of schema from its rendered
+// buckets (which give their bounds, hence their indexes); the zero threshold is the zero
+// bucket's, or zt if it is empty (not rendered).
+func (h histSample) floatHistogram(schema int32, zt float64) (*histogram.FloatHistogram, error) {
+	fh := &histogram.FloatHistogram{Schema: schema, ZeroThreshold: zt, Count: h.Count, Sum: h.Sum}
+	per := math.Exp2(float64(schema))
+	type idxCount struct {
+		idx   int32
+		count float64
+	}
+	var pos, neg []idxCount
+	for _, b := range h.Buckets {
+		switch {
+		case b.Rule == 3 && b.Lower < 0 && b.Upper > 0:
+			fh.ZeroThreshold, fh.ZeroCount = b.Upper, b.Count
+		case b.Rule == 0 && b.Lower >= 0:
+			pos = append(pos, idxCount{int32(math.Round(math.Log2(b.Upper) * per)), b.Count})
+		case b.Rule == 1 && b.Upper <= 0:
+			neg = append(neg, idxCount{int32(math.Round(math.Log2(-b.Lower) * per)), b.Count})
+		default:
+			return nil, fmt.Errorf("bucket %+v of an exponential histogram", b)
+		}
+	}
+	build := func(bs []idxCount) ([]histogram.Span, []float64) {
+		slices.SortFunc(bs, func(a, b idxCount) int { return int(a.idx - b.idx) })
+		var spans []histogram.Span
+		var counts []float64
+		next := int32(0)
+		for i, b := range bs {
+			if i == 0 || b.idx != next {
+				off := b.idx
+				if i > 0 {
+					off = b.idx - next
+				}
+				spans = append(spans, histogram.Span{Offset: off, Length: 0})
+			}
+			spans[len(spans)-1].Length++
+			counts = append(counts, b.count)
+			next = b.idx + 1
+		}
+		return spans, counts
+	}
+	fh.PositiveSpans, fh.PositiveBuckets = build(pos)
+	fh.NegativeSpans, fh.NegativeBuckets = build(neg)
+	if err := fh.Validate(); err != nil {
+		return nil, fmt.Errorf("rebuilt %v: %w", fh, err)
+	}
+	return fh, nil
+}
+
+// newHistRefEngine is Prometheus 3's engine (see refEngine) over P1's raw histogram samples.
+func newHistRefEngine(t *testing.T, raw rawHistograms, schema int32) *refEngine {
+	t.Helper()
+	var q refQueryable
+	for k, ss := range raw {
+		ls, err := parser.ParseMetric(k)
+		if err != nil {
+			t.Fatalf("series %s: %v", k, err)
+		}
+		samples := make([]chunks.Sample, len(ss))
+		for i, s := range ss {
+			fh, err := s.floatHistogram(schema, prometheus.DefNativeHistogramZeroThreshold)
+			if err != nil {
+				t.Fatalf("series %s: sample %v: %v", k, s, err)
+			}
+			samples[i] = histRefSample{t: s.T, fh: fh}
+		}
+		q = append(q, storage.NewListSeries(ls, samples))
+	}
+	slices.SortFunc(q, func(a, b storage.Series) int { return labels.Compare(a.Labels(), b.Labels()) })
+	ref := newRefEngine(&rawSeries{})
+	ref.q = q
+	return ref
+}
+
+type histRefSample struct {
+	t  int64
+	fh *histogram.FloatHistogram
+}
+
+func (s histRefSample) T() int64                      { return s.t }
+func (s histRefSample) F() float64                    { return 0 }
+func (s histRefSample) H() *histogram.Histogram       { return nil }
+func (s histRefSample) FH() *histogram.FloatHistogram { return s.fh }
+func (s histRefSample) Type() chunkenc.ValueType      { return chunkenc.ValFloatHistogram }
+func (s histRefSample) Copy() chunks.Sample           { return histRefSample{t: s.t, fh: s.fh.Copy()} }
+
+// TestHistRebuild renders random histograms as the query API does (non-empty buckets with
+// their boundary rules) and checks that floatHistogram rebuilds them.
+func TestHistRebuild(t *testing.T) {
+	rnd := mrand.New(mrand.NewPCG(9, 10))
+	for range 100 {
+		schema := int32(rnd.IntN(9) - 1)
+		h := &histogram.FloatHistogram{Schema: schema, ZeroThreshold: 1e-12, ZeroCount: float64(rnd.IntN(2)), Sum: 3,
+			PositiveSpans: []histogram.Span{{Offset: int32(rnd.IntN(20) - 10), Length: 4}, {Offset: int32(rnd.IntN(3)), Length: 3}},
+			NegativeSpans: []histogram.Span{{Offset: int32(rnd.IntN(20) - 10), Length: 2}}}
+		for range 7 {
+			h.PositiveBuckets = append(h.PositiveBuckets, float64(rnd.IntN(3)))
+		}
+		h.NegativeBuckets = []float64{float64(rnd.IntN(3)), 1}
+		h.Count = h.ZeroCount + 1
+		for _, c := range append(slices.Clone(h.PositiveBuckets), h.NegativeBuckets[0]) {
+			h.Count += c
+		}
+		s := histSample{T: 1, Count: h.Count, Sum: h.Sum}
+		for it := h.AllBucketIterator(); it.Next(); {
+			b := it.At()
+			if b.Count == 0 {
+				continue
+			}
+			rule := map[[2]bool]int{{false, true}: 0, {true, false}: 1, {false, false}: 2, {true, true}: 3}[[2]bool{b.LowerInclusive, b.UpperInclusive}]
+			s.Buckets = append(s.Buckets, histBucket{Rule: rule, Lower: b.Lower, Upper: b.Upper, Count: b.Count})
+		}
+		got, err := s.floatHistogram(schema, 1e-12)
+		if err != nil {
+			t.Fatalf("%v: %v", h, err)
+		}
+		if want := h.Copy().Compact(0); !got.Equals(want) {
+			t.Fatalf("rebuilt %v, want %v", got, want)
+		}
+	}
 }
