@@ -199,6 +199,10 @@ func finiteValue(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // included.
 func writtenSamples(ws remote.WriteStats) uint64 { return ws.SamplesWritten }
 
+// rejectedSamples counts the samples a server refused as invalid, histogram samples
+// included.
+func rejectedSamples(ws remote.WriteStats) uint64 { return ws.SamplesRejected }
+
 // TestHistLogInterpolated checks the conversion of Prometheus 2.42's histogram_quantile
 // answers (linear within the bucket: its code, copied in quantile242) into Prometheus 3's
 // (promql.HistogramQuantile), on random histograms with negative, zero and positive buckets.
