@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/dbtest"
@@ -90,10 +92,17 @@ func TestE2ENativeHistograms(t *testing.T) {
 	// sample is bounded from here on.
 	sleepUntil(ctx, firstScrape.Add(10*time.Second))
 	warm := snapshotWrites(nodes)
+	// handler="static" leaves the target's answer: P1 ends that histogram series with a
+	// staleness marker (a float sample in 2.42), which the queries at the later evaluation
+	// times see.
+	sleepUntil(ctx, firstScrape.Add(20*time.Second))
+	target.dropStatic()
+	dropAt := time.Now()
 	sleepUntil(ctx, firstScrape.Add(35*time.Second))
 	end := time.Now().Add(-5 * time.Second).Truncate(e2eStep)
 	raw := waitHistDelivered(ctx, t, p1, nodes, end)
 	schema := histSchema(t, raw)
+	checkHistStale(ctx, t, p1, nodes, dropAt, end)
 
 	// Evaluation times every 5 s over the last 30 s, moved by a few milliseconds if needed so
 	// that no sample sits on the start of a rate window: Prometheus 3's ranges are left-open,
@@ -141,6 +150,7 @@ type histTarget struct {
 	handler  http.Handler
 	scrapes  atomic.Int64
 	protobuf atomic.Bool // Prometheus asked for the protobuf exposition
+	dropped  bool        // handler="static" is gone
 }
 
 // histHandlers are the label values of e2e_latency_seconds: the median latency, the spread
@@ -179,6 +189,9 @@ func (h *histTarget) observe() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, hd := range histHandlers {
+		if h.dropped && hd.name == "static" {
+			continue
+		}
 		o := h.latency.WithLabelValues(hd.name)
 		for range hd.perScrape {
 			o.Observe(hd.median * math.Exp(hd.sigma*h.rnd.NormFloat64()))
@@ -191,6 +204,14 @@ func (h *histTarget) observe() {
 			h.offset.Observe(0.01 * h.rnd.NormFloat64())
 		}
 	}
+}
+
+// dropStatic removes handler="static" from the target.
+func (h *histTarget) dropStatic() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.dropped = true
+	h.latency.DeleteLabelValues("static")
 }
 
 func (h *histTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -289,6 +310,42 @@ func waitHistDelivered(ctx context.Context, t *testing.T, p1 *promrun.Prometheus
 			t.Fatalf("raw histogram samples to %s still differ from P1's after %d reads:\n\t%s", end.Format(time.TimeOnly), attempt, strings.Join(diffs, "\n\t"))
 		}
 		sleepUntil(ctx, time.Now().Add(2*time.Second))
+	}
+}
+
+// checkHistStale checks that the histogram series of handler="static", dropped from the
+// target at dropAt, ends with a staleness marker in P1 (its queries after dropAt stop
+// answering for it before end, so that the comparisons cover the marker) and in tablets,
+// where it is a float sample after the histograms, bit for bit (tablets' remote read: 2.42's
+// cannot read a series holding histograms).
+func checkHistStale(ctx context.Context, t *testing.T, p1 *promrun.Prometheus, nodes []*e2eNode, dropAt, end time.Time) {
+	t.Helper()
+	q := `histogram_count(e2e_latency_seconds{handler="static"})`
+	m, err := p1.QueryRange(ctx, q, dropAt.Add(-10*time.Second), end, time.Second)
+	if err != nil {
+		t.Fatalf("P1 %s: %v", q, err)
+	}
+	if len(m) != 1 || len(m[0].Values) == 0 || !m[0].Values[len(m[0].Values)-1].Time().Before(dropAt.Add(2*time.Second)) {
+		t.Errorf("P1 %s from %s to %s does not end within 2 s of the drop (%s): %v", q,
+			dropAt.Add(-10*time.Second).Format(time.TimeOnly), end.Format(time.TimeOnly), dropAt.Format(time.TimeOnly), m)
+	}
+	matchers := []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "e2e_latency_seconds"},
+		{Type: prompb.LabelMatcher_EQ, Name: "handler", Value: "static"}}
+	for _, n := range nodes {
+		got, err := remoteRead(ctx, n.http.URL+"/api/v1/read", dropAt.Add(-time.Minute), end, matchers...)
+		if err != nil {
+			t.Errorf("node %s: remote read: %v", n.name, err)
+			continue
+		}
+		if len(got.samples) != 1 {
+			t.Errorf("node %s: remote read of handler=\"static\": %d series with float samples, want 1 (the staleness marker)", n.name, len(got.samples))
+			continue
+		}
+		for k, ss := range got.samples {
+			if len(ss) != 1 || !value.IsStaleNaN(ss[0].Value) || ss[0].Timestamp < dropAt.UnixMilli() {
+				t.Errorf("node %s: %s: float samples %v, want one staleness marker after %s", n.name, k, ss, dropAt.Format(time.TimeOnly))
+			}
+		}
 	}
 }
 
