@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/promql/parser/posrange"
@@ -335,8 +336,9 @@ func (h histSample) floatHistogram(schema int32, zt float64) (*histogram.FloatHi
 	return fh, nil
 }
 
-// newHistRefEngine is Prometheus 3's engine (see refEngine) over P1's raw histogram samples.
-func newHistRefEngine(t *testing.T, raw rawHistograms, schema int32) *refEngine {
+// newHistRefEngine is Prometheus 3's engine (see refEngine) over P1's raw histogram samples,
+// and a staleness marker at stale[series] for those series.
+func newHistRefEngine(t *testing.T, raw rawHistograms, schema int32, stale map[string]int64) *refEngine {
 	t.Helper()
 	var q refQueryable
 	for k, ss := range raw {
@@ -351,6 +353,12 @@ func newHistRefEngine(t *testing.T, raw rawHistograms, schema int32) *refEngine 
 				t.Fatalf("series %s: sample %v: %v", k, s, err)
 			}
 			samples[i] = histRefSample{t: s.T, fh: fh}
+		}
+		if at, ok := stale[k]; ok {
+			if len(ss) > 0 && ss[len(ss)-1].T >= at {
+				t.Fatalf("series %s: staleness marker at %d, not after the last sample %v", k, at, ss[len(ss)-1])
+			}
+			samples = append(samples, histRefSample{t: at, fh: &histogram.FloatHistogram{Schema: schema, Sum: math.Float64frombits(value.StaleNaN)}})
 		}
 		q = append(q, storage.NewListSeries(ls, samples))
 	}
