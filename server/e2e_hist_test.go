@@ -45,9 +45,11 @@ var (
 // negotiated in the protobuf exposition) from a target the test feeds with a fixed-seed
 // latency distribution, besides itself, every second, and remote-writes them
 // (send_native_histograms) through a round-robin proxy to two tablets servers on one
-// database. Then the raw histogram samples in tablets must be P1's, and histogram_quantile,
-// histogram_count and histogram_sum over them, from tablets' query API, Prometheus' answers at
-// the same evaluation times within 1e-6.
+// database. Then the raw histogram samples in tablets must be P1's (and the staleness marker
+// that ends a histogram series), and histogram_quantile, histogram_count and histogram_sum
+// over them, from tablets' query API, P1's answers at the same evaluation times within 1e-6
+// (histogram_quantile converted to Prometheus 3's interpolation: see histComparison), and
+// those of Prometheus 3's engine over P1's raw samples (the engine tablets runs) too.
 func TestE2ENativeHistograms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end test: needs Azurite and Prometheus; skipped under -short")
@@ -93,8 +95,7 @@ func TestE2ENativeHistograms(t *testing.T) {
 	sleepUntil(ctx, firstScrape.Add(10*time.Second))
 	warm := snapshotWrites(nodes)
 	// handler="static" leaves the target's answer: P1 ends that histogram series with a
-	// staleness marker (a float sample in 2.42), which the queries at the later evaluation
-	// times see.
+	// staleness marker, which the queries at the later evaluation times see.
 	sleepUntil(ctx, firstScrape.Add(20*time.Second))
 	target.dropStatic()
 	dropAt := time.Now()
@@ -109,7 +110,8 @@ func TestE2ENativeHistograms(t *testing.T) {
 	// 2.42's closed, and the comparison is about storage, not that change.
 	start, end := histEvalTimes(raw, end.Add(-30*time.Second), end, e2eStep, time.Minute)
 	apis := map[string]apiClient{"A": newAPIClient(a.http.URL), "B": newAPIClient(b.http.URL)}
-	hc := &histComparison{p1: p1, ref: newHistRefEngine(t, raw, schema, map[string]int64{staleKey: staleAt}), apis: apis, start: start, end: end, schema: schema}
+	ref := newHistRefEngine(t, raw, schema, map[string]int64{staleKey: staleAt})
+	hc := &histComparison{p1: p1, ref: ref, apis: apis, start: start, end: end, schema: schema}
 	for _, metric := range e2eHistMetrics {
 		for _, format := range e2eHistQueries {
 			hc.compare(ctx, t, fmt.Sprintf(format, metric), false)
