@@ -198,11 +198,11 @@ func finiteValue(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // writtenSamples counts the samples a server stored by remote write, histogram samples
 // included.
-func writtenSamples(ws remote.WriteStats) uint64 { return ws.SamplesWritten }
+func writtenSamples(ws remote.WriteStats) uint64 { return ws.SamplesWritten + ws.HistogramsWritten }
 
 // rejectedSamples counts the samples a server refused as invalid, histogram samples
 // included.
-func rejectedSamples(ws remote.WriteStats) uint64 { return ws.SamplesRejected }
+func rejectedSamples(ws remote.WriteStats) uint64 { return ws.SamplesRejected + ws.HistogramsRejected }
 
 // TestHistLogInterpolated checks the conversion of Prometheus 2.42's histogram_quantile
 // answers (linear within the bucket: its code, copied in quantile242) into Prometheus 3's
