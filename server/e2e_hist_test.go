@@ -321,43 +321,23 @@ func waitHistDelivered(ctx context.Context, t *testing.T, p1 *promrun.Prometheus
 // Prometheus 2.42 writes the marker of a histogram series), after the last histogram; and
 // that P1's answers end at it (a range query at a 1 s step stops within the second before
 // it). It returns the series and the marker's time (the query API does not render markers,
-// so the reference engine gets it from here).
+// so the reference engine gets it from here). Remote write is eventually delivered: it
+// waits a minute at most for the marker.
 func checkHistStale(ctx context.Context, t *testing.T, p1 *promrun.Prometheus, nodes []*e2eNode, dropAt, end time.Time) (string, int64) {
 	t.Helper()
-	matchers := []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "e2e_latency_seconds"},
-		{Type: prompb.LabelMatcher_EQ, Name: "handler", Value: "static"}}
 	var key string
 	var marker int64
-	for _, n := range nodes {
-		res, err := remoteReadResult(ctx, n.http.URL+"/api/v1/read", dropAt.Add(-time.Minute), end, matchers...)
-		if err != nil {
-			t.Fatalf("node %s: remote read: %v", n.name, err)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var problems []string
+		key, marker, problems = histStaleMarker(ctx, nodes, dropAt, end)
+		if len(problems) == 0 {
+			break
 		}
-		if len(res.Timeseries) != 1 {
-			t.Fatalf("node %s: remote read of handler=\"static\": %d series, want 1", n.name, len(res.Timeseries))
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			t.Fatalf("the staleness marker of handler=\"static\":\n\t%s", strings.Join(problems, "\n\t"))
 		}
-		ts := res.Timeseries[0]
-		key = promrunLabels(ts.Labels).String()
-		hs := ts.Histograms
-		stale := 0
-		for _, h := range hs {
-			if value.IsStaleNaN(h.Sum) {
-				stale++
-			}
-		}
-		switch last := len(hs) - 1; {
-		case len(ts.Samples) > 0:
-			t.Errorf("node %s: %s: float samples %v, want none", n.name, key, ts.Samples)
-		case last < 1 || stale != 1 || !value.IsStaleNaN(hs[last].Sum) || hs[last].Timestamp < dropAt.UnixMilli():
-			t.Errorf("node %s: %s: %d histograms, %d staleness markers, want many ending with one after %s", n.name, key, len(hs), stale, dropAt.Format(time.TimeOnly))
-		case marker != 0 && hs[last].Timestamp != marker:
-			t.Errorf("node %s: %s: staleness marker at %d, another node's at %d", n.name, key, hs[last].Timestamp, marker)
-		default:
-			marker = hs[last].Timestamp
-		}
-	}
-	if marker == 0 {
-		t.FailNow()
+		sleepUntil(ctx, time.Now().Add(2*time.Second))
 	}
 	q := `histogram_count(e2e_latency_seconds{handler="static"})`
 	m, err := p1.QueryRange(ctx, q, dropAt.Add(-10*time.Second), end, time.Second)
@@ -371,6 +351,45 @@ func checkHistStale(ctx context.Context, t *testing.T, p1 *promrun.Prometheus, n
 		t.Errorf("P1 %s answers until %d; tablets' staleness marker is at %d", q, last, marker)
 	}
 	return key, marker
+}
+
+// histStaleMarker reads the series of handler="static" in (dropAt-1m, end] from each node
+// and returns its key and the time of its staleness marker, or what is wrong.
+func histStaleMarker(ctx context.Context, nodes []*e2eNode, dropAt, end time.Time) (key string, marker int64, problems []string) {
+	matchers := []*prompb.LabelMatcher{{Type: prompb.LabelMatcher_EQ, Name: "__name__", Value: "e2e_latency_seconds"},
+		{Type: prompb.LabelMatcher_EQ, Name: "handler", Value: "static"}}
+	for _, n := range nodes {
+		res, err := remoteReadResult(ctx, n.http.URL+"/api/v1/read", dropAt.Add(-time.Minute), end, matchers...)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("node %s: remote read: %v", n.name, err))
+			continue
+		}
+		if len(res.Timeseries) != 1 {
+			problems = append(problems, fmt.Sprintf("node %s: %d series, want 1", n.name, len(res.Timeseries)))
+			continue
+		}
+		ts := res.Timeseries[0]
+		key = promrunLabels(ts.Labels).String()
+		hs := ts.Histograms
+		stale := 0
+		for _, h := range hs {
+			if value.IsStaleNaN(h.Sum) {
+				stale++
+			}
+		}
+		switch last := len(hs) - 1; {
+		case len(ts.Samples) > 0:
+			problems = append(problems, fmt.Sprintf("node %s: %s: float samples %v, want none", n.name, key, ts.Samples))
+		case last < 1 || stale != 1 || !value.IsStaleNaN(hs[last].Sum) || hs[last].Timestamp < dropAt.UnixMilli():
+			problems = append(problems, fmt.Sprintf("node %s: %s: %d histograms, %d staleness markers, want many ending with one after %s",
+				n.name, key, len(hs), stale, dropAt.Format(time.TimeOnly)))
+		case marker != 0 && hs[last].Timestamp != marker:
+			problems = append(problems, fmt.Sprintf("node %s: %s: staleness marker at %d, another node's at %d", n.name, key, hs[last].Timestamp, marker))
+		default:
+			marker = hs[last].Timestamp
+		}
+	}
+	return key, marker, problems
 }
 
 // histComparison compares the answers of tablets' query API (apis) to range queries over
