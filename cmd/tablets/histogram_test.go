@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,9 +225,31 @@ func TestQueryPlotHistograms(t *testing.T) {
 	// Floats of the same database print as before, and --step says it leaves histograms out.
 	got = ok(t, env, "", args("query", "up", "--format", "csv")...)
 	assert.Equal(t, 11, strings.Count(got, "\n"), got)
-	r := cli(t, env, "", args("query", "lat", "--step", "1h")...)
-	require.Equal(t, 0, r.code, r.stderr)
-	assert.Contains(t, r.stderr, `series lat{job="api"} has histogram samples, which --step leaves out`)
+	// With --step, a histogram series' windows: the observations between its samples in each
+	// hour (its increase), their count, sum and quantiles; min has none.
+	for _, agg := range []string{"count", "sum", "avg", "p50", "p99", "min"} {
+		r := cli(t, env, "", args("query", "lat", "--step", "1h", "--agg", agg, "--format", "csv")...)
+		require.Equal(t, 0, r.code, r.stderr)
+		assert.Contains(t, r.stderr, `series lat{job="api"} has histogram samples: with --step, avg, sum, count and the quantiles are those of their observations`)
+		recs, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()
+		require.NoError(t, err)
+		require.Len(t, recs, 3, r.stdout)
+		for hour, rec := range recs[1:] {
+			first, last := promFloat(lat[240*hour]), promFloat(lat[240*hour+239])
+			inc, err := last.Copy().Sub(first)
+			require.NoError(t, err)
+			want := map[string]float64{"count": inc.Count, "sum": inc.Sum, "avg": inc.Sum / inc.Count,
+				"p50": histogramQuantile(0.5, inc), "p99": histogramQuantile(0.99, inc), "min": math.NaN()}[agg]
+			assert.Equal(t, start.Add(time.Duration(hour)*time.Hour).Format(time.RFC3339), rec[0], agg)
+			got, err := strconv.ParseFloat(rec[2], 64)
+			require.NoError(t, err)
+			if math.IsNaN(want) {
+				assert.True(t, math.IsNaN(got), "%s hour %d: %v", agg, hour, got)
+			} else {
+				assert.InDelta(t, want, got, 1e-9*math.Abs(want), "%s hour %d", agg, hour)
+			}
+		}
+	}
 
 	// The plot: three quantile lines a histogram series, the float series as before.
 	png := filepath.Join(t.TempDir(), "hist.png")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 	"strings"
 	"time"
 
@@ -100,7 +101,10 @@ bounds ('[' or ']' includes the bound) and its count, lowest first; "gauge" mark
 histogram, "stale" a staleness marker. In JSON lines a histogram sample has
 "histogram":{"count":..,"sum":..,"schema":..,"zero_threshold":..,"reset_hint":..,"buckets":
 [[rule,lower,upper,count],...]} instead of "value" (buckets as in Prometheus' HTTP API).
---step downsamples float points only.`,
+With --step, the windows of a histogram series aggregate its observations in the window
+(for a counter histogram, its increase between its samples there): avg, sum, count and
+the quantiles (from its buckets, as histogram_quantile) are theirs; min, max, first and
+last are NaN.`,
 		Example: `  tablets query --table metrics --series cpu --from -2h
   tablets query --table metrics --series cpu,mem --from 2024-05-01 --to 2024-05-02 --format csv
   tablets query --table metrics --series cpu --from -7d --step 1h --agg p99 --format json
@@ -217,7 +221,7 @@ func (a *app) query(ctx context.Context, store tablets.Store, names, shown []str
 	if step > 0 {
 		for i, n := range names {
 			if hist[n] {
-				fmt.Fprintf(a.stderr, "series %s has histogram samples, which --step leaves out: query them without --step, or plot them\n", shown[i])
+				fmt.Fprintf(a.stderr, "series %s has histogram samples: with --step, avg, sum, count and the quantiles are those of their observations in each window (min, max, first and last have none)\n", shown[i])
 			}
 		}
 	}
@@ -361,6 +365,9 @@ func windowValue(w tsdb.Window, agg tablets.Aggregation) float64 {
 	if q, ok := agg.Quantile(); ok {
 		return w.Quantile(q)
 	}
+	if w.Count == 0 && w.HistogramCount > 0 {
+		return histogramWindowValue(w, agg)
+	}
 	switch agg {
 	case tablets.Min:
 		return w.Min
@@ -377,4 +384,26 @@ func windowValue(w tsdb.Window, agg tablets.Aggregation) float64 {
 	default:
 		return w.Mean()
 	}
+}
+
+// histogramWindowValue is the aggregation of the observations of a window of histogram
+// samples only (its Histogram): their count, sum and mean; NaN for the others (a histogram
+// keeps no single observation) and where the window's histograms do not add up.
+func histogramWindowValue(w tsdb.Window, agg tablets.Aggregation) float64 {
+	h := w.Histogram
+	if h == nil {
+		return math.NaN()
+	}
+	switch agg {
+	case tablets.Count:
+		return h.Count
+	case tablets.Sum:
+		return h.Sum
+	case tablets.Avg:
+		if h.Count == 0 {
+			return math.NaN()
+		}
+		return h.Sum / h.Count
+	}
+	return math.NaN()
 }
