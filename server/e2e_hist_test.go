@@ -123,8 +123,8 @@ func TestE2ENativeHistograms(t *testing.T) {
 		}
 	}
 	compared := hc.values
-	t.Logf("compared %d values of %d queries at %d evaluation times [%s, %s] step %s; %d quantiles on a bucket boundary that "+
-		"Prometheus 3 resolves differently from 2.42 (its answer on P1's samples is tablets')",
+	t.Logf("compared %d values of %d queries at %d evaluation times [%s, %s] step %s; %d quantiles where 2.42 and 3 differ "+
+		"by design (a rank exactly on a bucket boundary, or rounding inside the zero bucket): tablets' is 3's on P1's samples",
 		compared, len(e2eHistMetrics)*(len(e2eHistQueries)+2*len(e2eHistQuantiles)),
 		int(end.Sub(start)/e2eStep)+1, start.Format("15:04:05.000"), end.Format("15:04:05.000"), e2eStep, hc.ties)
 
@@ -410,8 +410,10 @@ type histComparison struct {
 // histogram_quantile answers (quantile set) are first converted to 3's interpolation
 // (histLogInterpolated); where the rank falls exactly on the boundary between two
 // non-empty buckets with empty ones between them, 2.42 answers the upper bound of the lower
-// one and 3 (iterating from the top for q >= 0.5) the lower bound of the upper one: there
-// P1's answer must be on a bucket boundary and tablets' be 3's on P1's samples.
+// one and 3 (iterating from the top for q >= 0.5) the lower bound of the upper one; and
+// inside the zero bucket (linear in both) the two round differently around 0 (answers like
+// 5e-54 and -4e-54). There P1's answer must be on a bucket boundary or in the zero bucket,
+// and tablets' be 3's on P1's samples.
 func (c *histComparison) compare(ctx context.Context, t *testing.T, q string, quantile bool) {
 	t.Helper()
 	span := fmt.Sprintf("%s [%s, %s] step %s", q, c.start.Format(time.TimeOnly), c.end.Format(time.TimeOnly), e2eStep)
@@ -443,10 +445,13 @@ func (c *histComparison) compare(ctx context.Context, t *testing.T, q string, qu
 		}
 		want := p1Answer
 		if quantile {
-			var ties int
+			var ties []string
 			want, ties = c.convert(p1Answer, ref)
 			if first == nil {
-				c.ties += ties
+				c.ties += len(ties)
+				if len(ties) > 0 {
+					t.Logf("%s: ties (P1 -> Prometheus 3 on P1's samples): %s", q, strings.Join(ties, "; "))
+				}
 				t.Logf("%s: P1 (2.42, linear within buckets) differs from tablets (3, log-linear) by up to %.3g relative",
 					q, maxRelDiff(p1Answer, got))
 			}
@@ -464,8 +469,8 @@ func (c *histComparison) compare(ctx context.Context, t *testing.T, q string, qu
 
 // convert returns P1's quantiles in Prometheus 3's interpolation, and where that differs
 // from 3's answer on P1's samples (ref) because of a tie on a bucket boundary (see compare),
-// ref's value; and the number of such ties.
-func (c *histComparison) convert(p1Answer, ref promrun.Matrix) (promrun.Matrix, int) {
+// ref's value; and those ties.
+func (c *histComparison) convert(p1Answer, ref promrun.Matrix) (promrun.Matrix, []string) {
 	refAt := map[string]map[int64]float64{}
 	for _, s := range ref {
 		m := map[int64]float64{}
@@ -474,15 +479,15 @@ func (c *histComparison) convert(p1Answer, ref promrun.Matrix) (promrun.Matrix, 
 		}
 		refAt[s.Metric.String()] = m
 	}
-	ties := 0
+	var ties []string
 	out := make(promrun.Matrix, len(p1Answer))
 	for i, s := range p1Answer {
 		out[i] = promrun.Stream{Metric: s.Metric, Values: make([]promrun.Point, len(s.Values))}
 		for k, p := range s.Values {
 			v := histLogInterpolated(p.V, c.schema, prometheus.DefNativeHistogramZeroThreshold)
 			if r, ok := refAt[s.Metric.String()][p.T]; ok && !sameValue(v, r, e2eRel) && histOnBoundary(p.V, c.schema) {
+				ties = append(ties, fmt.Sprintf("%s at %d: %v -> %v", s.Metric, p.T, p.V, r))
 				v = r
-				ties++
 			}
 			out[i].Values[k] = promrun.Point{T: p.T, V: v}
 		}
