@@ -1,0 +1,180 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// promqlNow is the fixed clock of the suite's databases: the suite loads its samples from
+// 1970-01-01 on, for at most about six weeks (1h x 1000), so the clock stands after every
+// load, and every write of a database falls in one staging arrival bucket.
+var promqlNow = time.Date(1970, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// promqlStorage is a storage.Storage over a fresh tsdb database on the shared Azurite,
+// opened as `tablets serve` opens its database (chunked at a millisecond, staging on, the
+// server's own options), but with no raw retention (the samples are from 1970) and a fixed
+// clock. Reads go through the server's Queryable; appends through its remote-write handler.
+type promqlStorage struct {
+	t       testing.TB
+	name    string
+	admin   *aztables.ServiceClient // drops the tables on Close, outside the Checker
+	checker *azurite.Checker
+	srv     *server.Server
+	stats   *fileStats
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ storage.Storage = (*promqlStorage)(nil)
+
+// newPromQLStorage opens a fresh database; Close drops its tables.
+func newPromQLStorage(t testing.TB, stats *fileStats) *promqlStorage {
+	t.Helper()
+	svc, checker := dbtest.NewService(t)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "pq" + hex.EncodeToString(b)
+	db, err := tsdb.Open(context.Background(), svc, name, &tsdb.Options{
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, &chunked.Options{}) },
+		Now:    func() time.Time { return promqlNow },
+	})
+	require.NoError(t, err)
+	// No background loops: the suite sees what remote writes stored, unfolded and
+	// uncompacted, as a server sees it between two runs of its loops.
+	srv, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1})
+	require.NoError(t, err)
+	admin, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	stats.mu.Lock()
+	stats.databases++
+	stats.mu.Unlock()
+	return &promqlStorage{t: t, name: name, admin: admin, checker: checker, srv: srv, stats: stats}
+}
+
+// Querier is the server's Queryable's, counting Selects.
+func (s *promqlStorage) Querier(mint, maxt int64) (storage.Querier, error) {
+	q, err := s.srv.Queryable().Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return &countingQuerier{Querier: q, stats: s.stats}, nil
+}
+
+// ChunkQuerier is not served: the engine reads samples, and the suite never asks for chunks.
+func (s *promqlStorage) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error) {
+	return nil, errors.New("promqltest storage: chunk queriers are not supported")
+}
+
+// StartTime is the oldest time tablets stores.
+func (s *promqlStorage) StartTime() (int64, error) { return tablets.MinTime.UnixMilli(), nil }
+
+// Appender buffers samples; Commit sends them as one remote write 2.0 request.
+func (s *promqlStorage) Appender(context.Context) storage.Appender {
+	return newRW2Appender(s)
+}
+
+// Close counts what the database cost and drops its tables.
+func (s *promqlStorage) Close() error {
+	s.closeOnce.Do(func() {
+		st := s.checker.Stats()
+		s.stats.mu.Lock()
+		s.stats.requests += st.Requests
+		s.stats.queries += st.Queries
+		s.stats.responseBytes += st.ResponseBytes
+		s.stats.mu.Unlock()
+		s.closeErr = errors.Join(s.srv.Close(), s.drop())
+	})
+	return s.closeErr
+}
+
+// drop deletes the database's tables (their names start with its name).
+func (s *promqlStorage) drop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	for p := s.admin.NewListTablesPager(nil); p.More(); {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("list tables of %s: %w", s.name, err)
+		}
+		for _, tb := range page.Tables {
+			if tb.Name != nil && strings.HasPrefix(*tb.Name, s.name) {
+				if _, err := s.admin.DeleteTable(ctx, *tb.Name, nil); err != nil {
+					errs = append(errs, fmt.Errorf("drop table %s: %w", *tb.Name, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// countingQuerier counts the Selects of the engine.
+type countingQuerier struct {
+	storage.Querier
+	stats *fileStats
+}
+
+func (q *countingQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
+	q.stats.mu.Lock()
+	q.stats.selects++
+	q.stats.mu.Unlock()
+	return q.Querier.Select(ctx, sortSeries, hints, matchers...)
+}
+
+// fileStats is what one file of the suite cost: its databases, its loads (remote writes),
+// its Selects, and the requests to the account (every attempt, at the transport).
+type fileStats struct {
+	mu                  sync.Mutex
+	databases           int
+	writes              int   // remote write requests (loads)
+	samples, histograms int   // samples and histogram samples written
+	writeRequests       int64 // requests to the account the remote writes made
+	selects             int
+	requests, queries   int64 // every request to the account, and the entity queries
+	responseBytes       int64
+	writeTime           time.Duration
+}
+
+func (f *fileStats) add(o *fileStats) {
+	f.databases += o.databases
+	f.writes += o.writes
+	f.samples += o.samples
+	f.histograms += o.histograms
+	f.writeRequests += o.writeRequests
+	f.selects += o.selects
+	f.requests += o.requests
+	f.queries += o.queries
+	f.responseBytes += o.responseBytes
+	f.writeTime += o.writeTime
+}
+
+func (f *fileStats) String() string {
+	reads := f.requests - f.writeRequests
+	perSelect := 0.0
+	if f.selects > 0 {
+		perSelect = float64(reads) / float64(f.selects)
+	}
+	return fmt.Sprintf("%3d DBs, %3d writes (%6d samples, %5d histograms, %5d requests, %v), %4d Selects, %6d requests besides writes (%.1f a Select), %d KB read",
+		f.databases, f.writes, f.samples, f.histograms, f.writeRequests, f.writeTime.Round(time.Millisecond),
+		f.selects, reads, perSelect, f.responseBytes>>10)
+}

@@ -1,0 +1,67 @@
+package server_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/promql/promqltest"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/testutil"
+
+	"github.com/seed71701133/tablets/internal/azurite"
+)
+
+// TestPromQLSuite runs Prometheus' own PromQL test suite (promql/promqltest's 17 files at
+// the pinned module) with tablets as the storage: each load goes through the server's
+// remote-write handler as one remote write 2.0 request, each evaluation reads through the
+// server's Queryable, on a fresh database for every file and every clear. The engine is the
+// one Prometheus' TestEvaluations runs the suite with.
+func TestPromQLSuite(t *testing.T) {
+	azurite.Shared(t) // skips under -short, as every Azurite test
+	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+	stats := &suiteStats{files: map[string]*fileStats{}}
+	start := time.Now()
+	promqltest.RunBuiltinTestsWithStorage(t, engine, func(tt testutil.T) storage.Storage {
+		tb, ok := tt.(testing.TB)
+		if !ok {
+			tb = t
+		}
+		return newPromQLStorage(tb, stats.of(tb.Name()))
+	})
+	stats.log(t, time.Since(start))
+}
+
+// suiteStats gathers what each file of the suite cost, by file (subtest name).
+type suiteStats struct {
+	mu    sync.Mutex
+	files map[string]*fileStats
+	order []string
+}
+
+func (s *suiteStats) of(name string) *fileStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.files[name]
+	if f == nil {
+		f = &fileStats{}
+		s.files[name] = f
+		s.order = append(s.order, name)
+	}
+	return f
+}
+
+func (s *suiteStats) log(t *testing.T, elapsed time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var total fileStats
+	for _, name := range s.order {
+		f := s.files[name]
+		f.mu.Lock()
+		t.Logf("%-40s %s", name, f)
+		total.add(f)
+		f.mu.Unlock()
+	}
+	t.Logf("%-40s %s", "all files", &total)
+	t.Logf("suite ran in %v", elapsed.Round(time.Millisecond))
+}
