@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"testing"
 	"time"
 
 	"github.com/golang/snappy"
@@ -16,16 +18,20 @@ import (
 	"github.com/prometheus/prometheus/model/metadata"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets/server/remote"
 )
 
 // rw2Appender buffers what the suite appends, series by series in the order first seen,
-// and Commit sends it all as one remote write 2.0 request to the server's handler, as a
+// and Commit sends it all as one remote write 2.0 request to a remote-write handler, as a
 // Prometheus configured for 2.0 would (symbols, integer and float histograms as given,
 // custom bucket bounds kept). Rollback drops the buffer.
 type rw2Appender struct {
-	s      *promqlStorage
+	handler http.Handler
+	// sent, if set, is told of each request Commit sent: its counts, and how long the
+	// handler took.
+	sent   func(samples, histograms int, took time.Duration)
 	byKey  map[string]*bufferedSeries
 	series []*bufferedSeries
 	done   bool
@@ -40,8 +46,8 @@ type bufferedSeries struct {
 
 var _ storage.Appender = (*rw2Appender)(nil)
 
-func newRW2Appender(s *promqlStorage) *rw2Appender {
-	return &rw2Appender{s: s, byKey: map[string]*bufferedSeries{}}
+func newRW2Appender(handler http.Handler, sent func(samples, histograms int, took time.Duration)) *rw2Appender {
+	return &rw2Appender{handler: handler, sent: sent, byKey: map[string]*bufferedSeries{}}
 }
 
 var (
@@ -156,17 +162,11 @@ func (a *rw2Appender) Commit() error {
 	r.Header.Set("Content-Encoding", "snappy")
 	r.Header.Set("X-Prometheus-Remote-Write-Version", "2.0.0")
 	w := httptest.NewRecorder()
-	before := a.s.checker.Stats().Requests
 	start := time.Now()
-	a.s.srv.ServeHTTP(w, r)
-	st := a.s.stats
-	st.mu.Lock()
-	st.writes++
-	st.samples += samples
-	st.histograms += histograms
-	st.writeRequests += a.s.checker.Stats().Requests - before
-	st.writeTime += time.Since(start)
-	st.mu.Unlock()
+	a.handler.ServeHTTP(w, r)
+	if a.sent != nil {
+		a.sent(samples, histograms, time.Since(start))
+	}
 	if w.Code != http.StatusNoContent {
 		return fmt.Errorf("promqltest storage: remote write of %d series: %d %s", len(series), w.Code, w.Body.String())
 	}
@@ -194,4 +194,110 @@ func rw2Request(series []*bufferedSeries) (req *writev2.Request, samples, histog
 	}
 	req.Symbols = symbols.Symbols()
 	return req, samples, histograms
+}
+
+// The suite's appender sends each Commit as one remote write 2.0 request holding every
+// series appended (floats, integer and float histograms, custom bounds), nothing on
+// Rollback, and fails unless the handler answers 204 having written everything.
+func TestRW2Appender(t *testing.T) {
+	var got []*http.Request
+	var bodies []writev2.Request
+	status, written := http.StatusNoContent, -1
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r)
+		compressed, err := io.ReadAll(r.Body)
+		require.NoError(t, err)
+		raw, err := snappy.Decode(nil, compressed)
+		require.NoError(t, err)
+		var req writev2.Request
+		require.NoError(t, req.Unmarshal(raw))
+		bodies = append(bodies, req)
+		samples, histograms := 0, 0
+		for _, ts := range req.Timeseries {
+			samples += len(ts.Samples)
+			histograms += len(ts.Histograms)
+		}
+		if written >= 0 {
+			samples = written
+		}
+		w.Header().Set(remote.HeaderSamplesWritten, strconv.Itoa(samples))
+		w.Header().Set(remote.HeaderHistogramsWritten, strconv.Itoa(histograms))
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte("the handler's answer"))
+	})
+	var sentSamples, sentHistograms int
+	newApp := func() *rw2Appender {
+		return newRW2Appender(handler, func(samples, histograms int, _ time.Duration) {
+			sentSamples, sentHistograms = sentSamples+samples, sentHistograms+histograms
+		})
+	}
+
+	floats := labels.FromStrings("__name__", "up", "job", "a")
+	ints := labels.FromStrings("__name__", "latency", "job", "a")
+	nhcb := labels.FromStrings("__name__", "latency_nhcb", "job", "a")
+	h := &histogram.Histogram{CounterResetHint: histogram.GaugeType, Schema: 1, ZeroThreshold: 0.001, ZeroCount: 1, Count: 4, Sum: 2.5,
+		PositiveSpans: []histogram.Span{{Offset: -1, Length: 2}}, PositiveBuckets: []int64{1, 1}, NegativeSpans: []histogram.Span{{Offset: 0, Length: 1}}, NegativeBuckets: []int64{0}}
+	fh := &histogram.FloatHistogram{Schema: histogram.CustomBucketsSchema, Count: 3, Sum: 7,
+		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []float64{1, 2}, CustomValues: []float64{1, 10}}
+
+	app := newApp()
+	_, err := app.Append(0, floats, 1000, 1)
+	require.NoError(t, err)
+	_, err = app.AppendHistogram(0, ints, 1000, h, nil)
+	require.NoError(t, err)
+	_, err = app.Append(0, floats, 2000, 2)
+	require.NoError(t, err)
+	_, err = app.AppendHistogram(0, nhcb, 2000, nil, fh)
+	require.NoError(t, err)
+	_, err = app.AppendHistogram(0, floats, 3000, h, nil) // a series turning into a histogram
+	require.NoError(t, err)
+	require.Empty(t, got, "nothing is sent before Commit")
+	require.NoError(t, app.Commit())
+	require.Len(t, got, 1, "one request a Commit")
+	require.Equal(t, "application/x-protobuf;proto=io.prometheus.write.v2.Request", got[0].Header.Get("Content-Type"))
+	require.Equal(t, "snappy", got[0].Header.Get("Content-Encoding"))
+	require.Equal(t, "/api/v1/write", got[0].URL.Path)
+	req := bodies[0]
+	require.Equal(t, "", req.Symbols[0], "a 2.0 symbol table starts with the empty string")
+	var b labels.ScratchBuilder
+	require.Len(t, req.Timeseries, 3)
+	require.Equal(t, floats, req.Timeseries[0].ToLabels(&b, req.Symbols))
+	require.Equal(t, []writev2.Sample{{Value: 1, Timestamp: 1000}, {Value: 2, Timestamp: 2000}}, req.Timeseries[0].Samples)
+	require.Equal(t, []writev2.Histogram{writev2.FromIntHistogram(3000, h)}, req.Timeseries[0].Histograms)
+	require.Equal(t, ints, req.Timeseries[1].ToLabels(&b, req.Symbols))
+	require.Equal(t, h, req.Timeseries[1].Histograms[0].ToIntHistogram(), "an integer histogram, hint included")
+	require.Equal(t, nhcb, req.Timeseries[2].ToLabels(&b, req.Symbols))
+	require.Equal(t, []writev2.Histogram{writev2.FromFloatHistogram(2000, fh)}, req.Timeseries[2].Histograms)
+	require.True(t, req.Timeseries[2].Histograms[0].IsFloatHistogram())
+	require.Equal(t, []float64{1, 10}, req.Timeseries[2].Histograms[0].CustomValues, "custom bounds kept")
+	require.Equal(t, []int{2, 3}, []int{sentSamples, sentHistograms})
+	require.ErrorIs(t, app.Commit(), errAppenderDone)
+	_, err = app.Append(0, floats, 4000, 4)
+	require.ErrorIs(t, err, errAppenderDone)
+
+	app = newApp()
+	_, err = app.Append(0, floats, 4000, 4)
+	require.NoError(t, err)
+	require.NoError(t, app.Rollback())
+	require.ErrorIs(t, app.Commit(), errAppenderDone)
+	require.NoError(t, newApp().Commit(), "an empty Commit")
+	require.Len(t, got, 1, "nothing sent on Rollback or for an empty Commit")
+
+	status = http.StatusBadRequest
+	app = newApp()
+	_, err = app.Append(0, floats, 4000, 4)
+	require.NoError(t, err)
+	err = app.Commit()
+	require.ErrorContains(t, err, "400 the handler's answer")
+
+	status, written = http.StatusNoContent, 0
+	app = newApp()
+	_, err = app.Append(0, floats, 4000, 4)
+	require.NoError(t, err)
+	require.ErrorContains(t, app.Commit(), remote.HeaderSamplesWritten, "a 204 that wrote less is a failure")
+
+	_, err = newApp().Append(0, labels.EmptyLabels(), 1, 1)
+	require.ErrorIs(t, err, errInvalidAppend)
+	_, err = newApp().AppendHistogram(0, floats, 1, nil, nil)
+	require.ErrorIs(t, err, errInvalidAppend)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -88,19 +89,37 @@ func (s *promqlStorage) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error)
 // StartTime is the oldest time tablets stores.
 func (s *promqlStorage) StartTime() (int64, error) { return tablets.MinTime.UnixMilli(), nil }
 
-// Appender buffers samples; Commit sends them as one remote write 2.0 request.
+// Appender buffers samples; Commit sends them as one remote write 2.0 request to the
+// server (its /api/v1/write route), counting what the write cost.
 func (s *promqlStorage) Appender(context.Context) storage.Appender {
-	return newRW2Appender(s)
+	var before int64
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		before = s.checker.Stats().Requests
+		s.srv.ServeHTTP(w, r)
+	})
+	return newRW2Appender(handler, func(samples, histograms int, took time.Duration) {
+		requests := s.checker.Stats().Requests - before
+		st := s.stats
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		st.writes++
+		st.samples += samples
+		st.histograms += histograms
+		st.writeRequests += requests
+		st.writeTime += took
+	})
 }
 
 // Close counts what the database cost and drops its tables.
 func (s *promqlStorage) Close() error {
 	s.closeOnce.Do(func() {
-		st := s.checker.Stats()
+		st, qs := s.checker.Stats(), s.srv.Queryable().Stats()
 		s.stats.mu.Lock()
 		s.stats.requests += st.Requests
 		s.stats.queries += st.Queries
 		s.stats.responseBytes += st.ResponseBytes
+		s.stats.rawSelects += qs.RawSelects
+		s.stats.tierSelects += qs.TierSelects
 		s.stats.mu.Unlock()
 		s.closeErr = errors.Join(s.srv.Close(), s.drop())
 	})
@@ -150,7 +169,9 @@ type fileStats struct {
 	samples, histograms int   // samples and histogram samples written
 	writeRequests       int64 // requests to the account the remote writes made
 	selects             int
-	requests, queries   int64 // every request to the account, and the entity queries
+	rawSelects          uint64 // Selects the Queryable read raw points for
+	tierSelects         uint64 // Selects the Queryable read a rollup tier for
+	requests, queries   int64  // every request to the account, and the entity queries
 	responseBytes       int64
 	writeTime           time.Duration
 }
@@ -162,6 +183,8 @@ func (f *fileStats) add(o *fileStats) {
 	f.histograms += o.histograms
 	f.writeRequests += o.writeRequests
 	f.selects += o.selects
+	f.rawSelects += o.rawSelects
+	f.tierSelects += o.tierSelects
 	f.requests += o.requests
 	f.queries += o.queries
 	f.responseBytes += o.responseBytes
@@ -174,7 +197,7 @@ func (f *fileStats) String() string {
 	if f.selects > 0 {
 		perSelect = float64(reads) / float64(f.selects)
 	}
-	return fmt.Sprintf("%3d DBs, %3d writes (%6d samples, %5d histograms, %5d requests, %v), %4d Selects, %6d requests besides writes (%.1f a Select), %d KB read",
+	return fmt.Sprintf("%3d DBs, %3d writes (%6d samples, %5d histograms, %5d requests, %v), %4d Selects (%d raw, %d tier), %6d requests besides writes (%.1f a Select), %d KB read",
 		f.databases, f.writes, f.samples, f.histograms, f.writeRequests, f.writeTime.Round(time.Millisecond),
-		f.selects, reads, perSelect, f.responseBytes>>10)
+		f.selects, f.rawSelects, f.tierSelects, reads, perSelect, f.responseBytes>>10)
 }
