@@ -22,8 +22,8 @@
 //
 //   - the catalog (catalog.go): the dropped tables and the label-set registry, with the
 //     cache of label sets;
-//   - the period tables (tables.go): which raw and index tables exist and which periods
-//     were dropped, creating a period's tables ahead, listing them;
+//   - the period tables (tables.go): which raw, index and histogram tables exist and which
+//     periods were dropped, creating a period's tables ahead, listing them;
 //   - the series index (index.go): which series each of the newest periods' indexes lists,
 //     and listing the others; Select, LabelNames and LabelValues read it (select.go);
 //   - the tier tables (tiertables.go): which tier tables exist; Rollup and Aggregate
@@ -47,7 +47,8 @@
 //     registry read.
 //   - series listed in a period's index: at least the Options.CachedSeries written last in
 //     each of the three newest periods written, up to twice as many. A miss costs a share
-//     of an index transaction (and a backfill into an older period always pays it).
+//     of an index transaction (and a backfill into an older period always pays it). The
+//     series flagged there as having histograms are cached the same way, apart.
 //   - tables that exist, and periods dropped: the tables of the last listing, plus those
 //     this process made or found, less those it dropped or found gone; at most 4,096
 //     periods known dropped and 4,096 tier tables known to exist.
@@ -182,6 +183,29 @@
 // does: every series and point is checked before any request, the bad ones are reported
 // (a *tablets.WriteError per series and cause, wrapping tablets.ErrInvalidSeries,
 // tablets.ErrInvalidTime or ErrExpired), and the rest is written; see WriteMany.
+//
+// # Histograms
+//
+// Native histogram samples (WriteHistograms, QueryHistograms, QueryManyHistograms) live in
+// a histogram table per raw period (name + "h" + start), always at the millisecond, beside
+// the raw table: a series may switch between float points and histogram samples, each read
+// by its own calls. The table holds chunks of a series' samples (an internal/histenc chunk,
+// up to 16 KiB), in a partition per series and day, keyed as the chunked layout keys its
+// chunks (docs/format.md, "Histogram tables"): where chunks hold the same millisecond the
+// later write wins, and a retried write lands on the same entity.
+//
+// Histograms are not staged. The cost of a write is, for each series, a transaction per
+// day it touches (per 100 chunks): a remote write of N series of one sample each costs N
+// transactions, where WriteMany's staging of N float samples costs a few. The first write of
+// a series in a period also costs its share of an index transaction (an index partition and
+// 100 series), which flags its entry as having histograms there; Select reports it in
+// SeriesInfo.Histograms. Each write makes a chunk, and a chunk of one sample is mostly keys
+// (about 400 bytes billed): Compact and KeepCompacted merge a partition's chunks into
+// chunks of up to 16 KiB, in one transaction a run, so that an hour at 5 s, 720 entities
+// before, is one after. A read packs many series into each request (filters of at most 15
+// comparisons: about five series a request over a range inside a day, two or three across
+// days) and reads a request per 1,000 chunks; Delete removes samples as it removes points,
+// and Retain drops a period's histogram table with its raw table.
 //
 // # Time
 //

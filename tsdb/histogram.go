@@ -3,10 +3,16 @@ package tsdb
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/rounding"
 )
 
 // Histogram types of the library (package tablets), here for convenience.
@@ -18,26 +24,399 @@ type (
 	SeriesHistogram  = tablets.SeriesHistogram
 )
 
-var errHistogramsTODO = errors.New("tsdb: histograms: not implemented yet")
-
-// WriteHistograms stores native histogram samples of many series, at millisecond times, as
-// WriteMany stores points: a sample whose series and millisecond are stored replaces it (the
-// later argument wins within a call). Every sample is validated first (an error wrapping
-// tablets.ErrInvalidHistogram for the series' bad samples, the others are written). The
-// error joins a *tablets.WriteError per series and cause, FailedHistograms listing exactly
-// the samples that may not be stored; nil means every sample is stored.
+// WriteHistograms stores native histogram samples of many series in the histogram tables of
+// their periods, at the millisecond (a time truncates to it, whatever the raw layout): a
+// sample whose series and millisecond are stored replaces it (within a call the later
+// argument wins). Histograms are never staged: a series' samples of a period are one
+// transaction per day (partition) and 100 chunks of up to 16 KiB, the series written 32 at
+// a time (see the package documentation, "Histograms").
+//
+// Before any request it checks every series and sample, and rejects, each in a
+// *tablets.WriteError of the series (Index -1) whose FailedHistograms lists those samples:
+//   - a series whose name the raw layout or the histogram tables refuse: all its samples,
+//     Err wrapping tablets.ErrInvalidSeries;
+//   - invalid samples (HistogramPoint.Validate): Err wrapping tablets.ErrInvalidHistogram;
+//   - times outside [tablets.MinTime, tablets.MaxTime]: Err wrapping tablets.ErrInvalidTime;
+//   - samples older than the raw retention, or in a period whose tables Retain dropped: Err
+//     wrapping ErrExpired (whether a period was dropped is read from the catalog the first
+//     time, one request a period).
+//
+// The other samples are written: a series new to a period is listed in its index, flagged as
+// having histograms there (see Select), before its samples are written. Samples older than
+// Options.SealDelay (less 5 minutes) then flag their rollup tier windows, as a Write's late
+// points do; a series whose samples are stored but whose windows could not be flagged lists
+// them all (writing them again flags them). A series not wholly
+// written gets a *tablets.WriteError whose FailedHistograms lists exactly its samples that
+// may not be stored (those of failed transactions; a failure stops the series not yet
+// started), with the service's Status and Code. The error joins them all, rejects first (in
+// the batch's order); nil means every sample is stored. Writes are idempotent: writing the
+// same samples again stores the same entities. A failure to read the catalog before writing
+// is returned alone, nothing written.
 func (db *DB) WriteHistograms(ctx context.Context, batch []SeriesHistograms) error {
-	return errHistogramsTODO
+	plans, rejects, err := db.planHistograms(ctx, batch)
+	if err != nil {
+		return err
+	}
+	errs := make([]error, 0, len(rejects))
+	for _, r := range rejects {
+		errs = append(errs, r)
+	}
+	return errors.Join(append(errs, db.writeHistPlanned(ctx, plans)...)...)
 }
 
 // QueryHistograms yields the histogram samples of series with from <= Time < to, oldest
-// first.
+// first, each the latest write of its millisecond. Bad input is yielded as an error before
+// any request (tablets.ErrInvalidSeries, tablets.ErrInvalidTime).
 func (db *DB) QueryHistograms(ctx context.Context, series string, from, to time.Time) iter.Seq2[HistogramPoint, error] {
-	return func(yield func(HistogramPoint, error) bool) { yield(HistogramPoint{}, errHistogramsTODO) }
+	return func(yield func(HistogramPoint, error) bool) {
+		for s, err := range db.QueryManyHistograms(ctx, []string{series}, from, to) {
+			if !yield(s.HistogramPoint, err) || err != nil {
+				return
+			}
+		}
+	}
 }
 
 // QueryManyHistograms yields the histogram samples of every named series with
-// from <= Time < to, each series' samples oldest first, packing many series a request.
+// from <= Time < to, table (period) by table, each series' samples oldest first; a name
+// given twice is read once. The series share requests: their clauses are packed into
+// filters of at most Azure's 15 comparisons (about five series a request for a range inside
+// one day, two or three across days). Bad input is yielded as an error before any request.
 func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to time.Time) iter.Seq2[SeriesHistogram, error] {
-	return func(yield func(SeriesHistogram, error) bool) { yield(SeriesHistogram{}, errHistogramsTODO) }
+	return func(yield func(SeriesHistogram, error) bool) {
+		var names []string
+		seen := make(map[string]bool, len(series))
+		for _, name := range series {
+			if err := db.validateHist(ctx, name); err != nil {
+				yield(SeriesHistogram{}, err)
+				return
+			}
+			if !seen[name] {
+				seen[name] = true
+				names = append(names, name)
+			}
+		}
+		if err := rounding.CheckRange(from, to); err != nil {
+			yield(SeriesHistogram{}, err)
+			return
+		}
+		if len(names) == 0 {
+			return
+		}
+		spans, err := db.histSpans(ctx, from, to)
+		if err != nil {
+			yield(SeriesHistogram{}, err)
+			return
+		}
+		for _, sp := range spans {
+			lo, hi := histUnits(sp.from, sp.to)
+			if lo >= hi {
+				continue
+			}
+			stopped := false
+			err := readHistMany(ctx, db.service.NewClient(db.histTable(sp.period)), names, lo, hi, func(i int, s histenc.Sample) bool {
+				stopped = !yield(SeriesHistogram{Series: names[i], HistogramPoint: pointOf(s)}, nil)
+				return !stopped
+			})
+			if stopped {
+				return
+			}
+			if !db.histReadDone(sp.period, err) && err != nil {
+				yield(SeriesHistogram{}, fmt.Errorf("tsdb: histograms: %w", err))
+				return
+			}
+		}
+	}
 }
+
+// validateHist checks a series for the raw layout (as Write does) and for the keys of the
+// histogram tables, remembering the series it passed lately.
+func (db *DB) validateHist(ctx context.Context, series string) error {
+	if err := db.validate(ctx, series); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	key := "\x00h" + series // no series holds a control character: apart from validate's
+	if _, ok := db.valid.get(key); ok {
+		return nil
+	}
+	if err := validateHistSeries(series); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
+	}
+	db.valid.add(key, struct{}{})
+	return nil
+}
+
+// histPlanned is a series' samples to write, by period.
+type histPlanned struct {
+	at       int // in the batch
+	series   string
+	samples  []HistogramPoint // in the batch's order
+	units    []uint64         // their milliseconds
+	byPeriod map[uint64][]int // indexes into samples
+	periods  []uint64         // ascending
+}
+
+// planHistograms checks every series and sample, and that no period is dropped, before any
+// write. It returns the samples to write by series, and the rejected ones (a
+// *tablets.WriteError per series and cause, in the batch's order).
+func (db *DB) planHistograms(ctx context.Context, batch []SeriesHistograms) ([]histPlanned, []*tablets.WriteError, error) {
+	var expiredBefore time.Time
+	if db.opts.RawRetention > 0 {
+		expiredBefore = db.now().Add(-db.opts.RawRetention)
+	}
+	type indexed struct {
+		at int
+		we *tablets.WriteError
+	}
+	var rejects []indexed
+	reject := func(at int, series string, samples []HistogramPoint, err error) {
+		if len(samples) > 0 {
+			rejects = append(rejects, indexed{at, &tablets.WriteError{Series: series, FailedHistograms: samples, Index: -1, Err: err}})
+		}
+	}
+	var plans []*histPlanned
+	planOf := map[string]*histPlanned{} // a series given twice is one plan: the later argument wins
+	periods := map[uint64]bool{}
+	for at, sh := range batch {
+		if len(sh.Histograms) == 0 {
+			continue
+		}
+		if err := db.validateHist(ctx, sh.Series); err != nil {
+			reject(at, sh.Series, sh.Histograms, err)
+			continue
+		}
+		pl := planOf[sh.Series]
+		if pl == nil {
+			pl = &histPlanned{at: at, series: sh.Series, byPeriod: map[uint64][]int{}}
+			planOf[sh.Series] = pl
+			plans = append(plans, pl)
+		}
+		var invalid, badTime, expired []HistogramPoint
+		var invalidErr, badTimeErr, expiredErr error
+		for i, h := range sh.Histograms {
+			if err := h.Validate(); err != nil {
+				invalid = append(invalid, h)
+				if invalidErr == nil {
+					invalidErr = fmt.Errorf("tsdb: write %q: histogram %d: %w", sh.Series, i, err)
+				}
+				continue
+			}
+			u, err := histFormat.Units(h.Time)
+			if err != nil {
+				badTime = append(badTime, h)
+				if badTimeErr == nil {
+					badTimeErr = fmt.Errorf("tsdb: write %q: histogram %d: %w", sh.Series, i, err)
+				}
+				continue
+			}
+			if h.Time.Before(expiredBefore) {
+				expired = append(expired, h)
+				if expiredErr == nil {
+					expiredErr = fmt.Errorf("tsdb: write %q: %w: histogram %d at %s is older than the raw retention (%v)", sh.Series, ErrExpired, i,
+						h.Time.UTC().Format(time.RFC3339Nano), db.opts.RawRetention)
+				}
+				continue
+			}
+			p := db.period(h.Time)
+			if pl.byPeriod[p] == nil {
+				pl.periods = append(pl.periods, p)
+			}
+			pl.byPeriod[p] = append(pl.byPeriod[p], len(pl.samples))
+			pl.samples = append(pl.samples, h)
+			pl.units = append(pl.units, u)
+			periods[p] = true
+		}
+		reject(at, sh.Series, invalid, invalidErr)
+		reject(at, sh.Series, badTime, badTimeErr)
+		reject(at, sh.Series, expired, expiredErr)
+	}
+	droppedErr := map[uint64]error{}
+	for _, p := range slices.Sorted(maps.Keys(periods)) {
+		err := db.tables.checkNotDropped(ctx, p)
+		if errors.Is(err, ErrExpired) {
+			droppedErr[p] = err
+		} else if err != nil {
+			return nil, nil, err
+		}
+	}
+	var kept []histPlanned
+	for _, pl := range plans {
+		slices.Sort(pl.periods)
+		var gone []HistogramPoint
+		var goneErr error
+		for _, p := range slices.Clone(pl.periods) {
+			if err := droppedErr[p]; err != nil {
+				for _, i := range pl.byPeriod[p] {
+					gone = append(gone, pl.samples[i])
+				}
+				if goneErr == nil {
+					goneErr = fmt.Errorf("tsdb: write %q: %w", pl.series, err)
+				}
+				delete(pl.byPeriod, p)
+				pl.periods = slices.DeleteFunc(pl.periods, func(q uint64) bool { return q == p })
+			}
+		}
+		reject(pl.at, pl.series, gone, goneErr)
+		if len(pl.periods) > 0 {
+			kept = append(kept, *pl)
+		}
+	}
+	slices.SortStableFunc(rejects, func(a, b indexed) int { return a.at - b.at })
+	out := make([]*tablets.WriteError, len(rejects))
+	for i, r := range rejects {
+		out[i] = r.we
+	}
+	return kept, out, nil
+}
+
+// writeHistPlanned makes the tables and index entries of each period, then writes each
+// series' samples, and returns each series' error (a *tablets.WriteError) or nil.
+func (db *DB) writeHistPlanned(ctx context.Context, plans []histPlanned) []error {
+	bySeriesPeriod := map[uint64][]string{}
+	for _, pl := range plans {
+		for _, p := range pl.periods {
+			bySeriesPeriod[p] = append(bySeriesPeriod[p], pl.series)
+		}
+	}
+	// Flagged before its samples are written: a series with histograms is always flagged.
+	periodErr := map[uint64]error{}
+	for p, series := range bySeriesPeriod {
+		err := db.tables.ensureKinds(ctx, p, histKind, indexKind)
+		if err == nil {
+			err = db.registerHistograms(ctx, p, series...)
+		}
+		periodErr[p] = err
+	}
+	// The first failure stops the rest, as in WriteMany.
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errs := batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
+		err := db.writeHistSeries(ctx, plans[i], periodErr)
+		if err != nil {
+			cancel(err)
+		}
+		return err
+	})
+	for i, err := range errs {
+		var we *tablets.WriteError
+		if err == nil || errors.As(err, &we) {
+			continue
+		}
+		cause := fmt.Errorf("not written after another series failed: %w", context.Cause(ctx))
+		if parent.Err() != nil {
+			cause = fmt.Errorf("not written: %w", context.Cause(parent))
+		}
+		errs[i] = &tablets.WriteError{Series: plans[i].series, FailedHistograms: slices.Clone(plans[i].samples), Index: -1, Err: cause}
+	}
+	return errs
+}
+
+// writeHistSeries writes one series' samples, period by period, then flags the rolled-up
+// tier windows its late samples fall in (as a Write of late points does).
+func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, periodErr map[uint64]error) error {
+	lost := make([]bool, len(pl.samples))
+	var firstErr error
+	for _, p := range pl.periods {
+		err := periodErr[p]
+		var failed []int
+		if err == nil {
+			failed, err = db.writeHistPeriod(ctx, p, pl.series, pl.samples, pl.units, pl.byPeriod[p])
+		} else {
+			failed = pl.byPeriod[p]
+		}
+		if isTableGone(err) {
+			db.tables.gone(histKind, p) // dropped meanwhile: a retry checks the catalog
+		}
+		for _, i := range failed {
+			lost[i] = true
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr == nil {
+		times := make([]tablets.Point, len(pl.samples))
+		for i, h := range pl.samples {
+			times[i] = tablets.Point{Time: h.Time}
+		}
+		if err := db.flagStale(ctx, pl.series, times); err != nil {
+			status, code := serviceAnswer(err)
+			return &tablets.WriteError{Series: pl.series, FailedHistograms: slices.Clone(pl.samples), Code: code, Index: -1, Status: status,
+				Err: fmt.Errorf("the samples are stored, but flagging the rollup tiers failed (write them again): %w", err)}
+		}
+		return nil
+	}
+	we := &tablets.WriteError{Series: pl.series, Index: -1, Err: firstErr}
+	var be *batch.Error
+	if errors.As(firstErr, &be) {
+		we.Index = be.Index
+	}
+	we.Status, we.Code = serviceAnswer(firstErr)
+	for i, l := range lost {
+		if l {
+			we.FailedHistograms = append(we.FailedHistograms, pl.samples[i])
+		}
+	}
+	return we
+}
+
+// histRow is a chunk entity to write: it holds the samples [from, to) of a write's sorted
+// samples.
+type histRow struct {
+	pk, rk   string
+	body     []byte
+	from, to int
+}
+
+// writeHistPeriod writes the samples idx (indexes into samples) of one period: chunks cut
+// by partition and size, a transaction per partition and 100 chunks. It returns the
+// indexes of the samples of failed transactions, and the first failure.
+func (db *DB) writeHistPeriod(ctx context.Context, p uint64, series string, samples []HistogramPoint, units []uint64, idx []int) ([]int, error) {
+	periodUnits := make([]uint64, len(idx))
+	for j, i := range idx {
+		periodUnits[j] = units[i]
+	}
+	kept := batch.LastWins(periodUnits) // positions in idx, by time
+	sorted := make([]histenc.Sample, len(kept))
+	for j, k := range kept {
+		h := samples[idx[k]]
+		sorted[j] = histenc.Sample{Unit: periodUnits[k], H: h.H, FH: h.FH}
+	}
+	rows := histRows(series, sorted, priorityNext())
+	txns := histTransactions(rows)
+	client := db.service.NewClient(db.histTable(p))
+	errs := batch.Run(ctx, histSeriesConcurrency, len(txns), func(ctx context.Context, t int) error {
+		return submitHistRows(ctx, client, rows[txns[t].from:txns[t].to])
+	})
+	lostUnits := map[uint64]bool{}
+	var first error
+	for t, err := range errs {
+		if err == nil {
+			continue
+		}
+		if first == nil {
+			first = err
+		}
+		for _, r := range rows[txns[t].from:txns[t].to] {
+			for _, s := range sorted[r.from:r.to] {
+				lostUnits[s.Unit] = true
+			}
+		}
+	}
+	if first == nil {
+		return nil, nil
+	}
+	// Every argument whose millisecond went in a failed transaction may not be stored
+	// (superseded duplicates included).
+	var failed []int
+	for j, i := range idx {
+		if lostUnits[periodUnits[j]] {
+			failed = append(failed, i)
+		}
+	}
+	return failed, fmt.Errorf("tsdb: histograms: %w", first)
+}
+
+// histSeriesConcurrency is how many transactions of one series a write has in flight.
+const histSeriesConcurrency = 4

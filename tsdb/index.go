@@ -18,6 +18,11 @@ import (
 // are specified in docs/format.md ("The catalog", "The series index").
 const labelsProperty = "L"
 
+// histogramsProperty, in a series' index entry of a period, says the series has histogram
+// samples there (Edm.Double 1). Entries are written with insert-or-merge, so that listing a
+// series for its points never erases it.
+const histogramsProperty = "H"
+
 // metricPartition is the index partition of the label sets with metric name name: "n" and
 // the name when it is short and valid in a key, else "h" and the first 16 bytes of its
 // SHA-256 in hex. Every label set's partition is in ["h", "o").
@@ -104,12 +109,27 @@ func (x *seriesIndex) remember(p uint64, ids []seriesID) {
 // registry read (if the catalog's cache does not hold its labels) and its share of a
 // transaction, the first time a process writes it in a period; nothing after while cached.
 func (db *DB) register(ctx context.Context, p uint64, series ...string) error {
+	return db.registerIn(ctx, p, false, series)
+}
+
+// registerHistograms is register of series with histogram samples in period p: their
+// entries also say so (histogramsProperty). It is cached apart from register's, and once
+// done stands for it too (the entry lists the series).
+func (db *DB) registerHistograms(ctx context.Context, p uint64, series ...string) error {
+	return db.registerIn(ctx, p, true, series)
+}
+
+func (db *DB) registerIn(ctx context.Context, p uint64, histograms bool, series []string) error {
+	cache := db.index
+	if histograms {
+		cache = db.histIndex
+	}
 	byPart := map[string][]aztables.TransactionAction{}
 	var added []seriesID
 	seen := map[seriesID]bool{}
 	for _, s := range series {
 		id := idOf(s)
-		if seen[id] || db.index.known(p, id) {
+		if seen[id] || cache.known(p, id) {
 			continue
 		}
 		seen[id] = true
@@ -117,13 +137,10 @@ func (db *DB) register(ctx context.Context, p uint64, series ...string) error {
 		if err != nil {
 			return err
 		}
-		pk := indexPartition
-		b := entity.AppendKeys(nil, pk, s)
-		if isSet {
-			pk = e.partition
-			b = entity.AppendBinary(entity.AppendKeys(nil, pk, s), labelsProperty, e.encoded)
-		}
-		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: entity.AppendEnd(b)})
+		pk, body := indexEntity(s, e, isSet, histograms)
+		// Insert or merge: the float and histogram registrations of a series keep each
+		// other's properties.
+		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
 		added = append(added, id)
 	}
 	if err := submitPartitions(ctx, db.service.NewClient(db.indexTable(p)), byPart); err != nil {
@@ -133,7 +150,27 @@ func (db *DB) register(ctx context.Context, p uint64, series ...string) error {
 		return fmt.Errorf("tsdb: index: %w", err)
 	}
 	db.index.remember(p, added)
+	if histograms {
+		db.histIndex.remember(p, added)
+	}
 	return nil
+}
+
+// indexEntity is the index entry of series: its partition and body (docs/format.md, "The
+// series index"). e is its label set's entry when isSet.
+func indexEntity(series string, e labelEntry, isSet, histograms bool) (string, []byte) {
+	pk := indexPartition
+	if isSet {
+		pk = e.partition
+	}
+	b := entity.AppendKeys(nil, pk, series)
+	if isSet {
+		b = entity.AppendBinary(b, labelsProperty, e.encoded)
+	}
+	if histograms {
+		b = entity.AppendDouble(b, histogramsProperty, 1)
+	}
+	return pk, entity.AppendEnd(b)
 }
 
 // SeriesInfo is a series Select found: its key and its label set.
@@ -145,11 +182,12 @@ type SeriesInfo struct {
 	Histograms bool
 }
 
-// readIndex adds to found the label sets of one query of period p's index that match ms.
+// readIndex adds to found the label sets of one query of period p's index that match ms,
+// and flags those whose entry says they have histogram samples there.
 // A period whose index does not exist (never made, or dropped meanwhile) holds none.
-func (db *DB) readIndex(ctx context.Context, p uint64, f string, ms []matcher, found map[string]Labels) error {
+func (db *DB) readIndex(ctx context.Context, p uint64, f string, ms []matcher, found map[string]*SeriesInfo) error {
 	client := db.service.NewClient(db.indexTable(p))
-	sel := "RowKey," + labelsProperty
+	sel := "RowKey," + labelsProperty + "," + histogramsProperty
 	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
 		page, err := pager.NextPage(ctx)
 		if isTableGone(err) {
@@ -163,11 +201,13 @@ func (db *DB) readIndex(ctx context.Context, p uint64, f string, ms []matcher, f
 			var e struct {
 				RowKey string
 				L      []byte
+				H      float64 // histogramsProperty
 			}
 			if err := json.Unmarshal(raw, &e); err != nil {
 				return fmt.Errorf("tsdb: index: %w", err)
 			}
-			if _, ok := found[e.RowKey]; ok {
+			if known, ok := found[e.RowKey]; ok {
+				known.Histograms = known.Histograms || e.H == 1
 				continue
 			}
 			ls, err := decodeLabels(e.L)
@@ -175,7 +215,7 @@ func (db *DB) readIndex(ctx context.Context, p uint64, f string, ms []matcher, f
 				return fmt.Errorf("tsdb: index entry %s: %w", e.RowKey, err)
 			}
 			if matchesSet(ms, ls) {
-				found[e.RowKey] = ls
+				found[e.RowKey] = &SeriesInfo{Series: e.RowKey, Labels: ls, Histograms: e.H == 1}
 			}
 		}
 	}

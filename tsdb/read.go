@@ -265,8 +265,10 @@ func latestOfPeriod(ctx context.Context, s tablets.Store, series string, n int, 
 }
 
 // Delete removes the points with from <= Time < to from the staging table, then from every
-// raw table of the range. A Fold moving the same points meanwhile may write them into a raw
-// table after the Delete: delete again after a Fold to be sure (tablets maintain folds).
+// raw table of the range, then the histogram samples of the range from the histogram tables
+// (chunks inside deleted, chunks cut rewritten without them, conditionally on their ETags).
+// A Fold moving the same points meanwhile may write them into a raw table after the Delete:
+// delete again after a Fold to be sure (tablets maintain folds).
 func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) error {
 	if err := db.validate(ctx, series); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
@@ -290,7 +292,7 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 			return fmt.Errorf("tsdb: %w", err)
 		}
 	}
-	return nil
+	return db.deleteHistograms(ctx, series, from, to)
 }
 
 // QueryPage returns at most limit points of [from, to) from token ("" to start). A token is

@@ -12,8 +12,9 @@ import (
 	"github.com/seed71701133/tablets/filter"
 )
 
-// Retain drops the raw tables whose whole span ends at or before now minus RawRetention (and
-// their series indexes, once no tier keeps their windows either), one request a table (Azure's high-volume delete pattern: delete the
+// Retain drops the raw and histogram tables whose whole span ends at or before now minus
+// RawRetention (and their series indexes, once no tier keeps their windows either), one
+// request a table (Azure's high-volume delete pattern: delete the
 // table, not its entities), and returns their names. Each is first recorded as dropped in the catalog, so that no Write,
 // of this process or another, ever creates it again: Azure refuses a deleted table's name
 // for 40 seconds and more, and a period once dropped stays expired. With no RawRetention it
@@ -23,6 +24,10 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 		return db.retainTiers(ctx, now)
 	}
 	periods, err := db.tables.listed(ctx, rawKind)
+	if err != nil {
+		return nil, err
+	}
+	histPeriods, err := db.tables.all(ctx, histKind) // of the listing just made
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +46,11 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 		}
 		dropped = append(dropped, name)
 	}
+	hist, err := db.retainHistograms(ctx, histPeriods, cutoff)
+	dropped = append(dropped, hist...)
+	if err != nil {
+		return dropped, err
+	}
 	indexes, err := db.retainIndexes(ctx, now)
 	dropped = append(dropped, indexes...)
 	if err != nil {
@@ -48,6 +58,29 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 	}
 	tiers, err := db.retainTiers(ctx, now)
 	return append(dropped, tiers...), err
+}
+
+// retainHistograms drops the histogram tables of the periods ending at or before cutoff,
+// each period first recorded as dropped (as its raw table is): no write creates it again.
+func (db *DB) retainHistograms(ctx context.Context, periods []uint64, cutoff time.Time) ([]string, error) {
+	var dropped []string
+	for _, p := range periods {
+		if db.periodEnd(p).After(cutoff) {
+			continue
+		}
+		if _, known := db.tables.dropped.get(p); !known {
+			if err := db.tables.recordDropped(ctx, p); err != nil {
+				return dropped, err
+			}
+		}
+		name := db.histTable(p)
+		if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
+		}
+		db.tables.gone(histKind, p)
+		dropped = append(dropped, name)
+	}
+	return dropped, nil
 }
 
 // retainIndexes drops the series indexes of the periods whose raw points are dropped and

@@ -14,9 +14,10 @@ import (
 	"github.com/seed71701133/tablets/rounding"
 )
 
-// Select yields the label sets with points in the periods that [from, to) overlaps (the
-// index's granularity is the period) whose labels match every matcher, sorted by labels as
-// Prometheus sorts them. It reads the index of each period the range covers: with an
+// Select yields the label sets with points or histogram samples in the periods that [from,
+// to) overlaps (the index's granularity is the period) whose labels match every matcher,
+// sorted by labels as Prometheus sorts them; SeriesInfo.Histograms is set for those with
+// histogram samples in one of those periods (read them with QueryManyHistograms). It reads the index of each period the range covers: with an
 // equality on MetricName (or a regexp on it that is an alternation of literals) only that
 // metric's partition, else the partitions of every label set. Bad matchers, or none that
 // does not match the empty string, give an error wrapping tablets.ErrInvalidMatcher before
@@ -105,7 +106,7 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 	} else {
 		filters = []string{filter.And(filter.Ge("PartitionKey", labelPartitionsFrom), filter.Lt("PartitionKey", labelPartitionsTo)).String()}
 	}
-	found := map[string]Labels{}
+	found := map[string]*SeriesInfo{}
 	for _, p := range periods {
 		for _, f := range filters {
 			if err := db.readIndex(ctx, p, f, compiled, found); err != nil {
@@ -114,8 +115,8 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 		}
 	}
 	out := make([]SeriesInfo, 0, len(found))
-	for k, ls := range found {
-		out = append(out, SeriesInfo{Series: k, Labels: ls})
+	for _, s := range found {
+		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b SeriesInfo) int { return CompareLabels(a.Labels, b.Labels) })
 	return out, nil

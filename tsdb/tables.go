@@ -15,12 +15,15 @@ import (
 	"github.com/seed71701133/tablets/filter"
 )
 
-// tableKind is a kind of period table: the raw points or the series index of a period.
+// tableKind is a kind of period table: the raw points, the series index or the histogram
+// samples of a period.
 type tableKind int
 
 const (
 	rawKind tableKind = iota
 	indexKind
+	histKind
+	numKinds
 )
 
 // tableListTTL is how long a listing of the tables answers for the periods it did not find
@@ -34,7 +37,7 @@ const maxProbes = 2
 // maxDroppedCached bounds the cache of periods known dropped.
 const maxDroppedCached = 4096
 
-// periodTables knows which raw and index tables of a database exist and which periods were
+// periodTables knows which raw, index and histogram tables of a database exist and which periods were
 // dropped, so that a read does not list the account's tables first.
 //
 // What it holds: the tables of the last listing, the tables this process created, and those
@@ -56,13 +59,21 @@ type periodTables struct {
 	// exists holds, by kind, the periods whose table exists: true when made by this process
 	// or listed, false when a read found it (a read that sent no request finds nothing for
 	// sure, so a Write still makes such a table).
-	exists   [2]map[uint64]bool
+	exists   [numKinds]map[uint64]bool
 	listedAt time.Time // of the last listing; zero: never listed
 	dropped  *genCache[uint64, struct{}]
 }
 
 func newPeriodTables(db *DB) *periodTables {
-	return &periodTables{db: db, exists: [2]map[uint64]bool{{}, {}}, dropped: newGenCache[uint64, struct{}](maxDroppedCached, nil)}
+	return &periodTables{db: db, exists: newKindMaps(), dropped: newGenCache[uint64, struct{}](maxDroppedCached, nil)}
+}
+
+func newKindMaps() [numKinds]map[uint64]bool {
+	var m [numKinds]map[uint64]bool
+	for k := range m {
+		m[k] = map[uint64]bool{}
+	}
+	return m
 }
 
 // periodSeconds is the length of a raw period in seconds.
@@ -129,7 +140,7 @@ func (t *periodTables) inRange(ctx context.Context, k tableKind, from, to time.T
 			if i < len(known) && known[i] == p {
 				continue
 			}
-			if _, dropped := t.dropped.get(p); dropped && k == rawKind {
+			if _, dropped := t.dropped.get(p); dropped && k != indexKind {
 				continue
 			}
 			out = append(out, p)
@@ -185,13 +196,13 @@ func (t *periodTables) listed(ctx context.Context, k tableKind) ([]uint64, error
 	return t.all(ctx, k)
 }
 
-// list lists the raw and index tables (one request; a page per 1,000 tables) and replaces
-// the cache with what it found.
+// list lists the raw, index and histogram tables (one request; a page per 1,000 tables) and
+// replaces the cache with what it found.
 func (t *periodTables) list(ctx context.Context) error {
 	started := t.db.now()
 	name := t.db.name
-	f := filter.And(filter.Ge("TableName", name+"i"), filter.Lt("TableName", name+"s")).String()
-	found := [2]map[uint64]bool{{}, {}}
+	f := filter.And(filter.Ge("TableName", name+"h"), filter.Lt("TableName", name+"s")).String()
+	found := newKindMaps()
 	for pager := t.db.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -211,6 +222,8 @@ func (t *periodTables) list(ctx context.Context) error {
 				found[rawKind][p] = true
 			case rest[0] == 'i' && t.db.indexTable(p) == *tb.Name:
 				found[indexKind][p] = true
+			case rest[0] == 'h' && t.db.histTable(p) == *tb.Name:
+				found[histKind][p] = true
 			}
 		}
 	}
@@ -220,12 +233,12 @@ func (t *periodTables) list(ctx context.Context) error {
 	return nil
 }
 
-// checkNotDropped returns an error wrapping ErrExpired if period p's raw table was dropped:
-// known from the cache, else from the catalog (one request) unless the table is known to
-// exist.
+// checkNotDropped returns an error wrapping ErrExpired if period p's raw table was dropped
+// (Retain drops a period's raw and histogram tables together): known from the cache, else
+// from the catalog (one request) unless the raw or histogram table is known to exist.
 func (t *periodTables) checkNotDropped(ctx context.Context, p uint64) error {
 	_, dropped := t.dropped.get(p)
-	if !dropped && !t.has(rawKind, p) {
+	if !dropped && !t.has(rawKind, p) && !t.has(histKind, p) {
 		var err error
 		if dropped, err = t.db.catalog.isDropped(ctx, t.db.rawTable(p)); err != nil {
 			return err
@@ -245,17 +258,27 @@ func (t *periodTables) checkNotDropped(ctx context.Context, p uint64) error {
 // to exist or dropped: the next period's tables are then not new (which Azure may throttle)
 // when their time comes.
 func (t *periodTables) ensure(ctx context.Context, p uint64) error {
+	return t.ensureKinds(ctx, p, rawKind, indexKind)
+}
+
+// ensureKinds is ensure of the tables of the kinds given, in that order.
+func (t *periodTables) ensureKinds(ctx context.Context, p uint64, kinds ...tableKind) error {
 	for _, q := range []uint64{p, p + t.periodSeconds()} {
 		t.mu.Lock()
-		known := t.exists[rawKind][q] && t.exists[indexKind][q]
+		known := true
+		for _, k := range kinds {
+			known = known && t.exists[k][q]
+		}
 		t.mu.Unlock()
 		if _, dropped := t.dropped.get(q); known || dropped || t.db.periodStart(q).After(tablets.MaxTime) {
 			continue
 		}
-		err := tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.rawTable(q)))
-		if err == nil {
-			t.made(rawKind, q)
-			err = tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.indexTable(q)))
+		var err error
+		for _, k := range kinds {
+			if err = tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.tableOf(k, q))); err != nil {
+				break
+			}
+			t.made(k, q)
 		}
 		if err != nil {
 			if q != p {
@@ -263,9 +286,19 @@ func (t *periodTables) ensure(ctx context.Context, p uint64) error {
 			}
 			return fmt.Errorf("tsdb: %w", err)
 		}
-		t.made(indexKind, q)
 	}
 	return nil
+}
+
+// tableOf is the name of period p's table of kind k.
+func (db *DB) tableOf(k tableKind, p uint64) string {
+	switch k {
+	case indexKind:
+		return db.indexTable(p)
+	case histKind:
+		return db.histTable(p)
+	}
+	return db.rawTable(p)
 }
 
 // recordDropped marks period p's raw table dropped in the catalog, before the table goes.

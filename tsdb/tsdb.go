@@ -87,6 +87,7 @@ type DB struct {
 	catalog   *catalog                    // the catalog table: dropped tables, label-set registry
 	tables    *periodTables               // which raw and index tables exist, which periods are dropped
 	index     *seriesIndex                // the series listed in each period's index
+	histIndex *seriesIndex                // the series flagged with histograms there
 	tiers     *tierTables                 // which tier tables exist
 	stores    *rawStores                  // the raw store of each period
 	validator tablets.Store               // checks series names with the layout's rules
@@ -137,6 +138,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.catalog = newCatalog(service.NewClient(name+"m"), o.CachedSeries)
 	db.tables = newPeriodTables(db)
 	db.index = newSeriesIndex(o.CachedSeries)
+	db.histIndex = newSeriesIndex(o.CachedSeries)
 	db.tiers = newTierTables(db)
 	db.stores = newRawStores(o.Layout, service, db.rawTable)
 	return db, nil
@@ -258,6 +260,9 @@ func (db *DB) rawTable(p uint64) string { return db.name + "r" + strconv.FormatU
 
 // indexTable is the name of the series index of the period starting at p: name + "i" + p.
 func (db *DB) indexTable(p uint64) string { return db.name + "i" + strconv.FormatUint(p, 10) }
+
+// histTable is the name of the histogram table of the period starting at p: name + "h" + p.
+func (db *DB) histTable(p uint64) string { return db.name + "h" + strconv.FormatUint(p, 10) }
 
 func isStatus(err error, status int) bool {
 	var re *azcore.ResponseError

@@ -16,6 +16,12 @@
 //	 "warnings":["..."],"infos":["..."]}
 //	{"status":"error","errorType":"bad_data","error":"..."}
 //
+// Native histograms are rendered as Prometheus renders them: "histogram" (a vector's
+// sample) and "histograms" (a matrix's series, beside its "values"), each an object of
+// "count", "sum" and the non-empty "buckets" as [boundaries, lower, upper, count] with
+// boundaries 0 (upper inclusive), 1 (lower inclusive), 2 (neither) or 3 (both), every
+// number a string as a float sample's value.
+//
 // Error types map to HTTP statuses as in Prometheus: bad_data 400, execution 422,
 // canceled 499, timeout 503, internal 500, not_found 404; unavailable is sent as 503.
 // Storage errors that wrap tablets.ErrInvalidOptions, ErrInvalidLabels, ErrInvalidMatcher or

@@ -77,6 +77,9 @@ func TestAppendLabels(t *testing.T) {
 	got := appendLabels(nil, labels.FromStrings("b", "2", "a", `x"y`, "__name__", "m"))
 	require.Equal(t, `{"__name__":"m","a":"x\"y","b":"2"}`, string(got))
 	require.Equal(t, `{}`, string(appendLabels(nil, labels.EmptyLabels())))
+	// As Prometheus' codec writes labels: no HTML escaping, bytes from 0x80 as they are.
+	got = appendLabels(nil, labels.FromStrings("a", "<&>\\\n\x01\u2028\xff"))
+	require.Equal(t, `{"a":"<&>\\\n\u0001`+"\u2028\xff"+`"}`, string(got))
 }
 
 func TestAppendHistogram(t *testing.T) {

@@ -116,11 +116,42 @@ func appendLabels(b []byte, ls labels.Labels) []byte {
 			b = append(b, ',')
 		}
 		first = false
-		b = appendString(b, l.Name)
+		b = appendLabelString(b, l.Name)
 		b = append(b, ':')
-		b = appendString(b, l.Value)
+		b = appendLabelString(b, l.Value)
 	})
 	return append(b, '}')
+}
+
+// appendLabelString writes a label name or value as Prometheus' codec does (jsoniter's
+// Stream.WriteString): unlike other strings, with no HTML escaping, and bytes from 0x80 on
+// as they are; only '"', '\' and control characters are escaped.
+func appendLabelString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\r':
+			b = append(b, '\\', 'r')
+		case '\t':
+			b = append(b, '\\', 't')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // appendLabelsList writes the data of /api/v1/series: an array of label objects.

@@ -14,8 +14,9 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 )
 
-// memStore is a tiny in-memory storage.Queryable for the tests: float samples only,
-// series sorted by labels, and hooks to record hints, fail, or block.
+// memStore is a tiny in-memory storage.Queryable for the tests: float samples, or float and
+// histogram samples (addMixed), series sorted by labels, and hooks to record hints, fail,
+// or block.
 type memStore struct {
 	series []memSeries
 
@@ -31,6 +32,19 @@ type memSeries struct {
 	lset labels.Labels
 	ts   []int64 // milliseconds, ascending
 	vs   []float64
+	// mixed: float and histogram samples, times ascending (ts holds their times too).
+	mixed []tSample
+}
+
+// addMixed adds a series of float and histogram samples, times ascending.
+func (m *memStore) addMixed(lset labels.Labels, samples []tSample) {
+	s := memSeries{lset: lset, mixed: samples}
+	for _, x := range samples {
+		s.ts = append(s.ts, x.t)
+		s.vs = append(s.vs, x.f)
+	}
+	m.series = append(m.series, s)
+	slices.SortFunc(m.series, func(a, b memSeries) int { return labels.Compare(a.lset, b.lset) })
 }
 
 func (m *memStore) add(lset labels.Labels, ts []int64, vs []float64) {
@@ -101,7 +115,12 @@ func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 		if len(ts) == 0 {
 			continue
 		}
-		out = append(out, &memSeriesView{lset: s.lset, ts: ts, vs: vs})
+		v := &memSeriesView{lset: s.lset, ts: ts, vs: vs}
+		if s.mixed != nil {
+			lo, _ := slices.BinarySearch(s.ts, ts[0])
+			v.mixed = s.mixed[lo : lo+len(ts)]
+		}
+		out = append(out, v)
 	}
 	return &sliceSet{series: out, i: -1}
 }
@@ -154,15 +173,71 @@ func (s *sliceSet) Err() error                        { return nil }
 func (s *sliceSet) Warnings() annotations.Annotations { return nil }
 
 type memSeriesView struct {
-	lset labels.Labels
-	ts   []int64
-	vs   []float64
+	lset  labels.Labels
+	ts    []int64
+	vs    []float64
+	mixed []tSample
 }
 
 func (s *memSeriesView) Labels() labels.Labels { return s.lset }
 func (s *memSeriesView) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	if s.mixed != nil {
+		return storage.NewListSeriesIteratorWithCopy(tSamples(s.mixed))
+	}
 	return storage.NewListSeriesIterator(floatSamples{s.ts, s.vs})
 }
+
+// tSample is a float or a histogram sample (h or fh set).
+type tSample struct {
+	t  int64
+	f  float64
+	h  *histogram.Histogram
+	fh *histogram.FloatHistogram
+}
+
+func (s tSample) T() int64   { return s.t }
+func (s tSample) F() float64 { return s.f }
+
+// H and FH are copies: the engine may change what an iterator gives it.
+func (s tSample) H() *histogram.Histogram {
+	if s.h == nil {
+		return nil
+	}
+	return s.h.Copy()
+}
+
+func (s tSample) FH() *histogram.FloatHistogram {
+	switch {
+	case s.h != nil:
+		return s.h.ToFloat(nil)
+	case s.fh != nil:
+		return s.fh.Copy()
+	}
+	return nil
+}
+
+func (s tSample) Type() chunkenc.ValueType {
+	switch {
+	case s.h != nil:
+		return chunkenc.ValHistogram
+	case s.fh != nil:
+		return chunkenc.ValFloatHistogram
+	}
+	return chunkenc.ValFloat
+}
+
+func (s tSample) Copy() chunks.Sample {
+	c := tSample{t: s.t, f: s.f, h: s.H()}
+	if s.fh != nil {
+		c.fh = s.fh.Copy()
+	}
+	return c
+}
+
+type tSamples []tSample
+
+func (s tSamples) Get(i int) chunks.Sample { return s[i] }
+func (s tSamples) Len() int                { return len(s) }
 
 // floatSamples adapts parallel slices to storage.Samples.
 type floatSamples struct {

@@ -20,6 +20,22 @@
 // Series without a point in the range (the index lists a series for its whole period) are
 // left out.
 //
+// # Native histograms
+//
+// The series the index marks as having histogram samples in the range
+// (tsdb.SeriesInfo.Histograms) also have those read, with tsdb.DB.QueryManyHistograms (the
+// histogram series of a batch in one call), and merged with their float samples by time
+// into one series, as Prometheus allows a series to switch between floats and histograms.
+// Its iterator returns chunkenc.ValFloat, ValHistogram (integer counts) or
+// ValFloatHistogram per sample, exactly as stored: counter reset hints, custom bounds,
+// staleness markers (a histogram whose Sum is the stale NaN); AtFloatHistogram converts an
+// integer histogram, as Prometheus' iterators do. Where a float and a histogram sample
+// share a millisecond, the histogram is returned and the float left out: the series is a
+// histogram series at that time (Prometheus' TSDB, given a float staleness marker for a
+// histogram series, stores a histogram one). A decoded histogram weighs more than a float
+// in an XOR chunk: a series with histograms counts as 16 series in a batch of BatchSize,
+// about as the engine's sample limit counts a histogram of 20 buckets.
+//
 // # Tier reads
 //
 // A PromQL range query at a coarse step does not need every raw point: as Thanos'
@@ -32,7 +48,10 @@
 // a window cannot answer (count_over_time, sum_over_time, avg_over_time, quantiles,
 // absent_over_time...) read raw. The answer
 // is approximate (rate over window-end samples instead of every sample), and the staleness
-// markers are lost (a window ignores NaNs). Stats tells which path each Select took.
+// markers are lost (a window ignores NaNs). Series with histogram samples read raw even
+// then, in their place among the others: a window of floats cannot stand for their
+// histograms (rate or histogram_quantile over it would be wrong). Stats tells which path
+// each Select took, and how many series a tier Select read raw for their histograms.
 //
 // A tier is not always cheaper: a window costs about 250 bytes of reply, a raw point about
 // 10 in chunked's Gorilla chunks, and a tier read is a request per series where a raw read

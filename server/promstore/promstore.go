@@ -52,7 +52,8 @@ type Queryable struct {
 	opts Options
 
 	rawSelects, tierSelects, labelSelects atomic.Uint64
-	series, samples                       atomic.Uint64
+	series, samples, histograms           atomic.Uint64
+	histogramRawSeries                    atomic.Uint64
 }
 
 var _ storage.Queryable = (*Queryable)(nil)
@@ -108,6 +109,10 @@ type Stats struct {
 	LabelSelects uint64 // Selects of hints.Func "series": labels only, no points read
 	Series       uint64 // series returned, with samples
 	Samples      uint64 // samples returned (synthetic ones of tier reads included)
+	Histograms   uint64 // of Samples, the histogram ones
+	// HistogramRawSeries: series with histogram samples that a tier Select read raw (a
+	// window of floats cannot stand for raw histograms).
+	HistogramRawSeries uint64
 }
 
 // Stats returns the counters.
@@ -118,6 +123,9 @@ func (q *Queryable) Stats() Stats {
 		LabelSelects: q.labelSelects.Load(),
 		Series:       q.series.Load(),
 		Samples:      q.samples.Load(),
+		Histograms:   q.histograms.Load(),
+
+		HistogramRawSeries: q.histogramRawSeries.Load(),
 	}
 }
 

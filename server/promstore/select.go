@@ -15,10 +15,12 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// entry is a series Select found: its key and its labels.
+// entry is a series Select found: its key, its labels, and whether it has histogram
+// samples in the range.
 type entry struct {
 	series string
 	lset   labels.Labels
+	hist   bool
 }
 
 // Select returns the series matching every matcher with their samples in the range (see
@@ -58,7 +60,7 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		if hints != nil && hints.ShardCount > 0 && labels.StableHash(lset)%hints.ShardCount != hints.ShardIndex {
 			continue
 		}
-		entries = append(entries, entry{s.Series, lset})
+		entries = append(entries, entry{s.Series, lset, s.Histograms})
 	}
 	lim := 0
 	if hints != nil && hints.Limit > 0 {
@@ -78,56 +80,168 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		return newListSet(q, out, lim)
 	}
 
-	tier, p, ok := tierPlan(q.db.Options().Tiers, hints, q.opts, false)
-	if !ok && !q.opts.DisableTiers && q.opts.MinTierStep > 0 {
-		// A finer tier serves the part of the range whose raw points are gone.
-		if tier, p, ok = tierPlan(q.db.Options().Tiers, hints, q.opts, true); ok {
-			rawFrom, haveRaw, err := q.db.RawFrom(ctx)
-			if err != nil {
-				done()
-				return storage.ErrSeriesSet(err)
-			}
-			ok = !haveRaw || from.Before(rawFrom)
-		}
+	units, err := q.plan(ctx, entries, hints, from, to)
+	if err != nil {
+		done()
+		return storage.ErrSeriesSet(err)
 	}
-	if ok && !q.opts.DisableTiers {
-		// Whole windows only: Aggregate reads a window cut by the range from raw points, a
-		// request or two per series and a whole raw chunk in the reply. from goes down to
-		// its window's start (the sample, at the window's end, is still in the range; a
-		// Min or Max may take a point up to a window before it); to goes down to its
-		// window's start, leaving out the points after the last whole window: those of
-		// every evaluation time but the last are left out just the same.
-		q.tierSelects.Add(1)
-		tfrom, tto := rounding.Floor(from, tier.Step), rounding.Floor(to, tier.Step)
-		if !tfrom.Before(tto) {
-			done() // less than a window: nothing
-			return storage.EmptySeriesSet()
-		}
-		fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
-			return q.readTier(ctx, entries[i], tfrom, tto, tier.Step, p)
-		}
-		return newPipeline(ctx, done, q, len(entries), q.opts.Concurrency, fetch, lim)
-	}
-
-	q.rawSelects.Add(1)
-	n := q.opts.BatchSize
-	units := (len(entries) + n - 1) / n
 	fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
-		return q.readRaw(ctx, entries[i*n:min((i+1)*n, len(entries))], from, to)
+		u := units[i]
+		if u.tier {
+			return q.readTier(ctx, u.entries[0], u.from, u.to, u.step, u.pick)
+		}
+		return q.readRaw(ctx, u.entries, from, to)
 	}
-	return newPipeline(ctx, done, q, units, q.opts.Concurrency, fetch, lim)
+	return newPipeline(ctx, done, q, len(units), q.opts.Concurrency, fetch, lim)
 }
 
-// readRaw reads the points of a batch of series in one QueryMany (many series a request),
-// and returns those with points, in the batch's order.
+// plan cuts the series of a Select into the units its pipeline reads, and counts the path
+// it takes: a tier for the float series where one serves the hints, raw points else.
+func (q *Queryable) plan(ctx context.Context, entries []entry, hints *storage.SelectHints, from, to time.Time) ([]unit, error) {
+	tier, p, ok, err := q.pickTier(ctx, hints, from)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		q.rawSelects.Add(1)
+		return rawUnits(entries, q.opts.BatchSize), nil
+	}
+	units := q.tierUnits(entries, from, to, tier.Step, p)
+	floats := len(entries) == 0
+	for _, e := range entries {
+		floats = floats || !e.hist
+	}
+	if floats {
+		q.tierSelects.Add(1)
+	} else {
+		q.rawSelects.Add(1) // every series has histograms: all read raw
+	}
+	return units, nil
+}
+
+// pickTier picks the tier a Select of [from, ...) with hints reads, if any (see tierPlan).
+func (q *Queryable) pickTier(ctx context.Context, hints *storage.SelectHints, from time.Time) (tsdb.Tier, pick, bool, error) {
+	if q.opts.DisableTiers {
+		return tsdb.Tier{}, 0, false, nil
+	}
+	tiers := q.db.Options().Tiers
+	if tier, p, ok := tierPlan(tiers, hints, q.opts, false); ok {
+		return tier, p, true, nil
+	}
+	if q.opts.MinTierStep == 0 {
+		return tsdb.Tier{}, 0, false, nil
+	}
+	// A finer tier serves the part of the range whose raw points are gone.
+	tier, p, ok := tierPlan(tiers, hints, q.opts, true)
+	if !ok {
+		return tsdb.Tier{}, 0, false, nil
+	}
+	rawFrom, haveRaw, err := q.db.RawFrom(ctx)
+	if err != nil {
+		return tsdb.Tier{}, 0, false, err
+	}
+	return tier, p, !haveRaw || from.Before(rawFrom), nil
+}
+
+// unit is what one fetch of a Select's pipeline reads: a batch of series' raw samples, or
+// one series' windows of a tier.
+type unit struct {
+	entries []entry
+	tier    bool
+	// Of a tier unit: the whole windows of step in [from, to), and what of them.
+	from, to time.Time
+	step     time.Duration
+	pick     pick
+}
+
+// histogramWeight is what a series with histogram samples counts for in a raw batch of
+// BatchSize series: a decoded histogram sample holds a few hundred bytes where a float
+// takes one or two in an XOR chunk, and the PromQL engine's sample limit counts a
+// histogram as its size over 16 bytes (about 16 samples for 20 buckets).
+const histogramWeight = 16
+
+// rawUnits cuts entries, in their order, into raw batches of at most size series, a
+// series with histograms counting as histogramWeight (a batch holds one series at least).
+func rawUnits(entries []entry, size int) []unit {
+	var units []unit
+	start, weight := 0, 0
+	for i, e := range entries {
+		w := 1
+		if e.hist {
+			w = histogramWeight
+		}
+		if i > start && weight+w > size {
+			units = append(units, unit{entries: entries[start:i]})
+			start, weight = i, 0
+		}
+		weight += w
+	}
+	if start < len(entries) {
+		units = append(units, unit{entries: entries[start:]})
+	}
+	return units
+}
+
+// tierUnits plans a tier Select: a unit per series of float samples reads its whole
+// windows of step; the series with histogram samples, which a window of floats cannot
+// stand for (rate, histogram_quantile... of raw histograms), read raw, in batches of the
+// consecutive ones so that the order stays the labels'.
+//
+// Whole windows only: Aggregate reads a window cut by the range from raw points, a request
+// or two per series and a whole raw chunk in the reply. from goes down to its window's
+// start (the sample, at the window's end, is still in the range; a Min or Max may take a
+// point up to a window before it); to goes down to its window's start, leaving out the
+// points after the last whole window: those of every evaluation time but the last are left
+// out just the same. Less than a window: no sample.
+func (q *Queryable) tierUnits(entries []entry, from, to time.Time, step time.Duration, p pick) []unit {
+	tfrom, tto := rounding.Floor(from, step), rounding.Floor(to, step)
+	var units []unit
+	for i := 0; i < len(entries); {
+		if entries[i].hist {
+			j := i
+			for j < len(entries) && entries[j].hist {
+				j++
+			}
+			q.histogramRawSeries.Add(uint64(j - i))
+			units = append(units, rawUnits(entries[i:j], q.opts.BatchSize)...)
+			i = j
+			continue
+		}
+		if tfrom.Before(tto) {
+			units = append(units, unit{entries: entries[i : i+1], tier: true, from: tfrom, to: tto, step: step, pick: p})
+		}
+		i++
+	}
+	return units
+}
+
+// readRaw reads the samples of a batch of series: the histograms of those that have some
+// in one QueryManyHistograms, then the floats of all in one QueryMany (many series a
+// request), and returns the series with samples, in the batch's order.
 func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Time) ([]*memSeries, error) {
 	names := make([]string, len(batch))
 	byName := make(map[string]*memSeries, len(batch))
 	all := make([]*memSeries, len(batch))
+	var withHist []string
 	for i, e := range batch {
 		names[i] = e.series
 		all[i] = &memSeries{lset: e.lset}
 		byName[e.series] = all[i]
+		if e.hist {
+			withHist = append(withHist, e.series)
+		}
+	}
+	if len(withHist) > 0 {
+		for p, err := range q.db.QueryManyHistograms(ctx, withHist, from, to) {
+			if err != nil {
+				return nil, err
+			}
+			if s := byName[p.Series]; s != nil {
+				if err := s.appendHistogram(millis(p.Time), p.HistogramPoint); err != nil {
+					return nil, fmt.Errorf("promstore: series %s: %w", p.Series, err)
+				}
+			}
+		}
 	}
 	for p, err := range q.db.QueryMany(ctx, names, from, to) {
 		if err != nil {
@@ -138,7 +252,7 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 		}
 	}
 	for _, s := range all {
-		s.flush()
+		s.finish()
 	}
 	return nonEmpty(all), nil
 }
@@ -161,7 +275,7 @@ func (q *Queryable) readTier(ctx context.Context, e entry, from, to time.Time, s
 func nonEmpty(all []*memSeries) []*memSeries {
 	out := all[:0]
 	for _, s := range all {
-		if s.n > 0 {
+		if s.samples() > 0 {
 			out = append(out, s)
 		}
 	}
@@ -256,26 +370,32 @@ func tierPlan(tiers []tsdb.Tier, hints *storage.SelectHints, o Options, rawGone 
 	return tsdb.Tier{}, 0, false
 }
 
-// memSeries is a series and its samples, read whole, in Prometheus' XOR (Gorilla) chunks:
-// lossless (float bits unchanged), a few bytes a sample, and their iterator is Prometheus'
-// own.
+// memSeries is a series and its samples, read whole. Floats are in Prometheus' XOR
+// (Gorilla) chunks: lossless (float bits unchanged), a few bytes a sample, and their
+// iterator is Prometheus' own. A series with histogram samples has them, and its floats,
+// in one list by time instead (see histograms.go).
 type memSeries struct {
 	lset   labels.Labels
 	chunks []*chunkenc.XORChunk
 	app    chunkenc.Appender
-	n      int // samples, the pending one included
+	n      int // float samples, the pending one included
 
 	pending bool // a sample waits for the next: a later one in its millisecond replaces it
 	pendT   int64
 	pendV   float64
+
+	hists []mixedSample // histogram samples as read, times strictly ascending
+	mixed []mixedSample // after finish, for a series with histograms: all its samples
+	nh    int           // histogram samples, of mixed
 }
 
 // maxChunkSamples keeps a chunk's count (16 bits) from overflowing.
 const maxChunkSamples = 1 << 15
 
-// append adds a sample, times ascending. Two points in one millisecond (a layout finer than
-// Prometheus' milliseconds) give one sample, the later's value: Prometheus needs times
-// strictly ascending. Call flush after the last.
+// append adds a float sample, times ascending. Two points in one millisecond (a layout
+// finer than Prometheus' milliseconds) give one sample, the later's value: Prometheus needs
+// times strictly ascending. Call flush after the last (finish, if the series may have
+// histograms).
 func (s *memSeries) append(t int64, v float64) {
 	if s.pending {
 		if t <= s.pendT {
@@ -310,6 +430,14 @@ func (s *memSeries) flush() {
 func (s *memSeries) Labels() labels.Labels { return s.lset }
 
 func (s *memSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	if s.mixed != nil {
+		return newMixedIterator(s.mixed)
+	}
+	return s.floatIterator(it)
+}
+
+// floatIterator iterates over the float samples.
+func (s *memSeries) floatIterator(it chunkenc.Iterator) chunkenc.Iterator {
 	switch len(s.chunks) {
 	case 0:
 		return chunkenc.NewNopIterator()
@@ -396,7 +524,8 @@ func (s *seriesSet) Next() bool {
 			s.i++
 			s.emitted++
 			s.q.series.Add(1)
-			s.q.samples.Add(uint64(s.at.n))
+			s.q.samples.Add(uint64(s.at.samples()))
+			s.q.histograms.Add(uint64(s.at.nh))
 			return true
 		}
 		if s.next == len(s.results) {

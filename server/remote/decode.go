@@ -135,9 +135,11 @@ func labelsKey(ls tsdb.Labels) string {
 
 // series is one label set of a request and its samples, in request order.
 type series struct {
-	labels   tsdb.Labels
-	points   []tablets.Point
-	accepted int // samples accepted, duplicates included
+	labels     tsdb.Labels
+	points     []tablets.Point
+	hists      []tablets.HistogramPoint
+	accepted   int // float samples accepted, duplicates included
+	histsTaken int // histogram samples accepted, duplicates included
 }
 
 // maxReasons bounds the reasons an error response lists.
@@ -149,29 +151,33 @@ type assembler struct {
 	index map[string]*series
 	out   []*series
 
-	accepted, rejected, histograms, exemplars int
-	reasons                                   []string
+	accepted, rejected, exemplars int
+	// Histogram samples accepted and rejected.
+	histAccepted, histRejected int
+	reasons                    []string
 }
 
 func newAssembler() *assembler {
 	return &assembler{index: map[string]*series{}}
 }
 
-func (a *assembler) reject(n int, format string, args ...any) {
-	a.rejected += n
+func (a *assembler) reason(format string, args ...any) {
 	if len(a.reasons) < maxReasons {
 		a.reasons = append(a.reasons, fmt.Sprintf(format, args...))
 	}
 }
 
-// add takes the n float samples of one TimeSeries; sample(i) is the i-th.
-func (a *assembler) add(raw tsdb.Labels, n int, sample func(int) (int64, float64)) {
-	if n == 0 {
+// add takes the n float samples and the m histogram samples of one TimeSeries; sample(i)
+// is the i-th float sample, hist(i) the i-th histogram sample.
+func (a *assembler) add(raw tsdb.Labels, n int, sample func(int) (int64, float64), m int, hist func(int) (int64, tablets.HistogramPoint)) {
+	if n+m == 0 {
 		return
 	}
 	ls, err := canonical(raw)
 	if err != nil {
-		a.reject(n, "series %s: %v", raw, err)
+		a.rejected += n
+		a.histRejected += m
+		a.reason("series %s: %v", raw, err)
 		return
 	}
 	key := labelsKey(ls)
@@ -183,39 +189,98 @@ func (a *assembler) add(raw tsdb.Labels, n int, sample func(int) (int64, float64
 	}
 	for i := range n {
 		ms, v := sample(i)
-		t := time.UnixMilli(ms).UTC()
-		switch {
-		case t.Before(tablets.MinTime) || t.After(tablets.MaxTime):
-			a.reject(1, "series %s: %v: timestamp %d ms is outside 1970..9999", ls, tablets.ErrInvalidTime, ms)
+		t, ok := a.time(ls, ms)
+		if !ok {
+			a.rejected++
 			continue
 		}
 		s.points = append(s.points, tablets.Point{Time: t, Value: v})
 		s.accepted++
 		a.accepted++
 	}
+	for i := range m {
+		ms, p := hist(i)
+		t, ok := a.time(ls, ms)
+		if !ok {
+			a.histRejected++
+			continue
+		}
+		if err := p.Validate(); err != nil {
+			a.histRejected++
+			a.reason("series %s: histogram at %d ms: %v", ls, ms, err)
+			continue
+		}
+		p.Time = t
+		s.hists = append(s.hists, p)
+		s.histsTaken++
+		a.histAccepted++
+	}
 }
 
-// finish orders each series' points by time, keeping the last in request order of each
+// time converts a sample's timestamp, saying why it cannot be stored when it cannot.
+func (a *assembler) time(ls tsdb.Labels, ms int64) (time.Time, bool) {
+	t := time.UnixMilli(ms).UTC()
+	if t.Before(tablets.MinTime) || t.After(tablets.MaxTime) {
+		a.reason("series %s: %v: timestamp %d ms is outside 1970..9999", ls, tablets.ErrInvalidTime, ms)
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// finish orders each series' samples by time, keeping the last in request order of each
 // timestamp: Prometheus' last write wins, without relying on the layout to resolve
-// duplicates within one call.
+// duplicates within one call. A histogram at the time of a float sample of its series is
+// rejected, as Prometheus' receiver rejects it (it appends the floats first, then the
+// histogram is a duplicate sample for the timestamp).
 func (a *assembler) finish() []*series {
 	out := a.out[:0]
 	for _, s := range a.out {
-		if len(s.points) == 0 {
+		s.points = lastOfEach(s.points, func(p tablets.Point) time.Time { return p.Time })
+		if len(s.points) > 0 && len(s.hists) > 0 {
+			s.hists = a.dropClashes(s)
+		}
+		s.hists = lastOfEach(s.hists, func(p tablets.HistogramPoint) time.Time { return p.Time })
+		if len(s.points)+len(s.hists) == 0 {
 			delete(a.index, labelsKey(s.labels))
 			continue
 		}
-		slices.SortStableFunc(s.points, func(p, q tablets.Point) int { return p.Time.Compare(q.Time) })
-		kept := s.points[:0]
-		for i, p := range s.points {
-			if i+1 < len(s.points) && s.points[i+1].Time.Equal(p.Time) {
-				continue // a later sample of the same time follows
-			}
-			kept = append(kept, p)
-		}
-		s.points = kept
 		out = append(out, s)
 	}
 	a.out = out
 	return out
+}
+
+// lastOfEach sorts samples by time, stably, and keeps the last of each time.
+func lastOfEach[P any](samples []P, timeOf func(P) time.Time) []P {
+	slices.SortStableFunc(samples, func(p, q P) int { return timeOf(p).Compare(timeOf(q)) })
+	kept := samples[:0]
+	for i, p := range samples {
+		if i+1 < len(samples) && timeOf(samples[i+1]).Equal(timeOf(p)) {
+			continue // a later sample of the same time follows
+		}
+		kept = append(kept, p)
+	}
+	return kept
+}
+
+// dropClashes returns the histograms of s whose time holds no float sample of s (sorted by
+// time, one per time), rejecting the others.
+func (a *assembler) dropClashes(s *series) []tablets.HistogramPoint {
+	slices.SortStableFunc(s.hists, func(p, q tablets.HistogramPoint) int { return p.Time.Compare(q.Time) })
+	kept := s.hists[:0]
+	i := 0
+	for _, h := range s.hists {
+		for i < len(s.points) && s.points[i].Time.Before(h.Time) {
+			i++
+		}
+		if i < len(s.points) && s.points[i].Time.Equal(h.Time) {
+			a.histRejected++
+			s.histsTaken--
+			a.histAccepted--
+			a.reason("series %s: a histogram and a float sample at %d ms (duplicate sample for the timestamp): the float sample is kept", s.labels, h.Time.UnixMilli())
+			continue
+		}
+		kept = append(kept, h)
+	}
+	return kept
 }

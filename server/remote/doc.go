@@ -18,22 +18,42 @@
 // as a later write of a timestamp wins in Prometheus. Writes are idempotent (upserts), so a
 // sender that retries a whole request after a 5xx stores nothing twice.
 //
-// The answer is 204 only after WriteMany returned nil: every float sample is stored.
-// Otherwise (spec 2.0, "Invalid Samples" and "Retries & Backoff"):
+// Native histogram samples (1.0's TimeSeries.Histograms, 2.0's) go to the sink's
+// WriteHistograms the same way, one tsdb.SeriesHistograms a label set, at the same time as
+// the float samples go to WriteMany: integer and float histograms, exponential schemas -4..8
+// and custom buckets (-53, with their custom_values, in 1.0 too), stored exactly as sent
+// (schema, zero threshold and count, count, sum, spans, bucket deltas or absolute counts,
+// custom bounds, counter reset hint; a staleness marker is a histogram whose sum is the stale
+// NaN). A series may hold float samples at some times and histograms at others, as in
+// Prometheus; a histogram at the time of a float sample of its series in the same request
+// is rejected (Prometheus appends the floats first and rejects such a histogram as a
+// duplicate sample for the timestamp). Across requests, the handler does not look for one:
+// both are stored, and reads decide. Each histogram is validated first
+// (tablets.HistogramPoint.Validate: Prometheus' rules and the schema range): an invalid one
+// is rejected, naming its series, and the rest of the request is stored.
+//
+// The answer is 204 only after WriteMany and WriteHistograms returned nil: every float and
+// histogram sample is stored. Otherwise (spec 2.0, "Invalid Samples" and "Retries &
+// Backoff"):
 //
 //	status  when                                                     the sender
-//	204     every float sample stored                                done
+//	204     every float and histogram sample stored                  done
 //	400     undecodable body (snappy, protobuf, 2.0 symbol refs);    drops the request
 //	        after storing the valid samples: a series with invalid
 //	        labels (tsdb's rules, or no __name__, as Prometheus
 //	        rejects), a timestamp outside 1970..9999, a sample older
-//	        than the raw retention (tsdb.ErrExpired), native
-//	        histograms; from the sink: ErrInvalidOptions, Labels,
-//	        Matcher, Limit, Series, Time, Token, ErrExpired, or Azure
-//	        rejecting the content (4xx other than below)
+//	        than the raw retention (tsdb.ErrExpired), an invalid
+//	        histogram (spans not matching the buckets, a schema out
+//	        of range, custom bounds not increasing, a negative count,
+//	        a NaN count, ...: tablets.ErrInvalidHistogram), a
+//	        histogram at a float sample's time; from the sink:
+//	        ErrInvalidOptions, Labels, Matcher, Limit, Series, Time,
+//	        Token, Histogram, ErrExpired, or Azure rejecting the
+//	        content (4xx other than below)
 //	405     not POST                                                 drops it
 //	413     body over MaxBodyBytes (compressed or decoded), or more  drops it
-//	        samples than MaxSamplesInFlight (it could never fit)
+//	        samples than MaxSamplesInFlight (histograms weighted:
+//	        it could never fit)
 //	415     Content-Type, proto or Content-Encoding not supported    drops it (or tries 1.0)
 //	500     a sink error of unknown kind                             retries
 //	503     retryable: Azure throttling (429, 503 ServerBusy), 5xx,  retries with backoff
@@ -44,26 +64,29 @@
 //	        for room
 //
 // Retryable answers are 503 and never 429: Prometheus retries 429 only when
-// retry_on_http_429 is set, and drops the data otherwise. When a WriteMany fails for
-// several series at once, one permanent failure makes the answer 400: a 5xx would make the
-// sender retry a request that can never succeed, forever, blocking its queue.
+// retry_on_http_429 is set, and drops the data otherwise. When WriteMany or WriteHistograms
+// fails for several series at once, one permanent failure makes the answer 400: a 5xx would
+// make the sender retry a request that can never succeed, forever, blocking its queue.
 //
-// Native histograms are not stored (tsdb holds float samples). A request holding any is
-// answered 400 after its float samples are stored, with X-Prometheus-Remote-Write-
-// Histograms-Written: 0 in 2.0: the spec forbids a 2xx when any sample was not written, and
-// a 400 makes Prometheus drop the request rather than retry it forever (its default,
-// send_native_histograms: false, sends none). Exemplars and metadata are dropped without an
-// error, as Prometheus' own receiver does with exemplars it cannot store: they annotate
-// samples, and failing the samples for them would lose data; 2.0 answers count them 0
-// written. 2.0 answers carry the three X-Prometheus-Remote-Write-*-Written headers
-// whatever the status (once the Content-Type said 2.0), Samples-Written counting the float
-// samples stored (on a failed WriteMany, all but the points its errors list).
+// Exemplars and metadata are dropped without an error, as Prometheus' own receiver does
+// with exemplars it cannot store: they annotate samples, and failing the samples for them
+// would lose data; 2.0 answers count them 0 written. 2.0 answers carry the three
+// X-Prometheus-Remote-Write-*-Written headers whatever the status (once the Content-Type
+// said 2.0): Samples-Written counts the float samples stored, Histograms-Written the
+// histogram samples (on a failed write, all but those its errors list; none when an error
+// names no series).
 //
 // Memory is bounded: a body is at most MaxBodyBytes, compressed and decoded (snappy's
 // header gives the decoded size before anything is allocated), and the samples of the
-// requests being stored are at most MaxSamplesInFlight. A request over the limit waits, in
-// arrival order, before its points are built, until its context ends: the wait slows the
-// sender (its shards block on the request), which is the back-pressure Prometheus expects.
+// requests being stored are at most MaxSamplesInFlight, a histogram sample weighing 8 float
+// samples plus a quarter of its buckets, spans and custom bounds (about the memory it takes
+// once built). A request over the limit waits, in arrival order, before its points are
+// built, until its context ends: the wait slows the sender (its shards block on the
+// request), which is the back-pressure Prometheus expects.
+//
+// WriteHandler.WriteTimeSeries stores remote-write 1.0 time series given in memory exactly
+// as a 1.0 request holding them is stored (limits, validation, statuses), for other
+// receivers (the OTLP endpoint): its *StatusError carries the status of the table above.
 //
 // The database decides what it rejects: WriteMany stores what it can and names, series by
 // series, the samples it refused (older than its raw retention, in a dropped period, a bad
@@ -79,12 +102,19 @@
 // hints from the query's ReadHints (else its start and end). The answer is the first
 // accepted response type the handler has (SAMPLES when none is listed; 400 if none is
 // known): SAMPLES is one snappy prometheus.ReadResponse (Content-Type
-// application/x-protobuf), at most SampleLimit samples; STREAMED_XOR_CHUNKS is
-// ContentTypeStreamed, frames of a uvarint length, the CRC-32 (Castagnoli, big-endian) of
-// the data and the data, each a prometheus.ChunkedReadResponse holding one series' XOR
-// chunks (at most SamplesPerChunk samples each; a series spans several frames beyond
-// MaxBytesInFrame), series sorted by labels. Series with no sample in the range are left
-// out. An error after the first frame aborts the connection (http.ErrAbortHandler), so
+// application/x-protobuf), at most SampleLimit samples (a histogram counting one), native
+// histograms in TimeSeries.Histograms with their custom bounds (custom_values, which
+// prompb.FromIntHistogram alone leaves out); STREAMED_XOR_CHUNKS is ContentTypeStreamed,
+// frames of a uvarint length, the CRC-32 (Castagnoli, big-endian) of the data and the
+// data, each a prometheus.ChunkedReadResponse holding one series' chunks (a series spans
+// several frames beyond MaxBytesInFrame), series sorted by labels. The chunks are those
+// Prometheus' own storage.NewSeriesToChunkEncoder cuts, byte for byte: XOR chunks of float
+// samples, HISTOGRAM and FLOAT_HISTOGRAM chunks of integer and float histograms (encoded by
+// Prometheus' chunkenc appenders, custom bounds in the chunk), a chunk a run of one kind,
+// at most SamplesPerChunk samples, and a new histogram chunk wherever the appender starts
+// one (a counter reset, a schema or custom bounds change). A histogram chunk keeps the
+// counter reset hint of its first sample only, as in Prometheus. Series with no sample in
+// the range are left out. An error after the first frame aborts the connection (http.ErrAbortHandler), so
 // that a client never takes a cut stream for a complete answer.
 //
 // # Counters

@@ -77,7 +77,7 @@ func worse(a, b int) int {
 // permanent reports the library's errors for bad input: they are returned before any
 // request, and the same input fails the same way every time.
 func permanent(err error) bool {
-	for _, target := range []error{tablets.ErrInvalidOptions, tablets.ErrInvalidSeries, tablets.ErrInvalidTime, tablets.ErrInvalidToken, tablets.ErrInvalidLabels, tablets.ErrInvalidMatcher, tablets.ErrInvalidLimit, tsdb.ErrExpired} {
+	for _, target := range []error{tablets.ErrInvalidOptions, tablets.ErrInvalidSeries, tablets.ErrInvalidTime, tablets.ErrInvalidToken, tablets.ErrInvalidLabels, tablets.ErrInvalidMatcher, tablets.ErrInvalidLimit, tablets.ErrInvalidHistogram, tsdb.ErrExpired} {
 		if errors.Is(err, target) {
 			return true
 		}

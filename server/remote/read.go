@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/golang/snappy"
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/storage"
@@ -33,7 +34,8 @@ const (
 	ContentTypeStreamed = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse"
 )
 
-// SamplesPerChunk is the most samples a streamed XOR chunk holds, as in Prometheus' head.
+// SamplesPerChunk is the most samples a streamed chunk holds, as Prometheus' encoder
+// (storage.NewSeriesToChunkEncoder) cuts them.
 const SamplesPerChunk = 120
 
 // ReadOptions configure a ReadHandler. The zero value of each field means its default.
@@ -285,10 +287,10 @@ func (h *ReadHandler) samples(ctx context.Context, w http.ResponseWriter, querie
 					ts.Samples = append(ts.Samples, prompb.Sample{Timestamp: t, Value: v})
 				case chunkenc.ValHistogram:
 					t, hist := it.AtHistogram(nil)
-					ts.Histograms = append(ts.Histograms, prompb.FromIntHistogram(t, hist))
+					ts.Histograms = append(ts.Histograms, intToPrompb(t, hist))
 				case chunkenc.ValFloatHistogram:
 					t, hist := it.AtFloatHistogram(nil)
-					ts.Histograms = append(ts.Histograms, prompb.FromFloatHistogram(t, hist))
+					ts.Histograms = append(ts.Histograms, floatToPrompb(t, hist))
 				}
 			}
 			if err := it.Err(); err != nil {
@@ -319,7 +321,7 @@ func (h *ReadHandler) samples(ctx context.Context, w http.ResponseWriter, querie
 	_, _ = w.Write(snappy.Encode(nil, data))
 }
 
-// streamed answers frames of prompb.ChunkedReadResponse, each one series' XOR chunks (a
+// streamed answers frames of prompb.ChunkedReadResponse, each one series' chunks (a
 // series spans several frames when its chunks exceed MaxBytesInFrame). An error before the
 // first frame is answered with its status; after it, the connection is aborted, so that
 // the client sees a broken stream rather than a complete, short answer.
@@ -351,7 +353,7 @@ func (h *ReadHandler) streamed(ctx context.Context, w http.ResponseWriter, queri
 				return fw.write(data)
 			}
 			it = s.Iterator(it)
-			err := encodeXOR(it, func(c prompb.Chunk, n int) error {
+			err := encodeChunks(it, func(c prompb.Chunk, n int) error {
 				sent += n
 				chunks = append(chunks, c)
 				if size += c.Size(); size >= room {
@@ -381,40 +383,109 @@ func (h *ReadHandler) streamed(ctx context.Context, w http.ResponseWriter, queri
 	}
 }
 
-// encodeXOR cuts the float samples of it into XOR chunks of at most SamplesPerChunk and
-// calls emit with each and its sample count.
-func encodeXOR(it chunkenc.Iterator, emit func(prompb.Chunk, int) error) error {
+// intToPrompb is prompb.FromIntHistogram with the custom bounds it leaves out.
+func intToPrompb(t int64, h *histogram.Histogram) prompb.Histogram {
+	out := prompb.FromIntHistogram(t, h)
+	out.CustomValues = h.CustomValues
+	return out
+}
+
+// floatToPrompb is prompb.FromFloatHistogram with the custom bounds it leaves out.
+func floatToPrompb(t int64, h *histogram.FloatHistogram) prompb.Histogram {
+	out := prompb.FromFloatHistogram(t, h)
+	out.CustomValues = h.CustomValues
+	return out
+}
+
+// chunkTypes are the remote-read types of Prometheus' chunk encodings.
+var chunkTypes = map[chunkenc.Encoding]prompb.Chunk_Encoding{
+	chunkenc.EncXOR:            prompb.Chunk_XOR,
+	chunkenc.EncHistogram:      prompb.Chunk_HISTOGRAM,
+	chunkenc.EncFloatHistogram: prompb.Chunk_FLOAT_HISTOGRAM,
+}
+
+// encodeChunks cuts the samples of it into chunks of Prometheus' encodings, as its own
+// storage does (storage.NewSeriesToChunkEncoder): XOR for float samples, HISTOGRAM and
+// FLOAT_HISTOGRAM for integer and float histograms. A chunk holds one kind and at most
+// SamplesPerChunk samples, and a histogram chunk ends where its appender starts another (a
+// counter reset, a schema or custom bounds change); a series switching kinds gets a chunk a
+// run. emit gets each chunk and its sample count.
+func encodeChunks(it chunkenc.Iterator, emit func(prompb.Chunk, int) error) error {
 	var (
-		c          *chunkenc.XORChunk
+		c          chunkenc.Chunk
 		app        chunkenc.Appender
+		kind       chunkenc.ValueType
 		mint, maxt int64
 	)
 	done := func() error {
+		chunk := prompb.Chunk{MinTimeMs: mint, MaxTimeMs: maxt, Type: chunkTypes[c.Encoding()], Data: c.Bytes()}
 		n := c.NumSamples()
-		chunk := prompb.Chunk{MinTimeMs: mint, MaxTimeMs: maxt, Type: prompb.Chunk_XOR, Data: c.Bytes()}
 		c = nil
 		return emit(chunk, n)
 	}
 	for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
-		if vt != chunkenc.ValFloat {
-			return fmt.Errorf("a %v sample: streamed responses carry float samples only", vt)
-		}
-		t, v := it.At()
-		if c == nil {
-			c = chunkenc.NewXORChunk()
-			var err error
-			if app, err = c.Appender(); err != nil {
-				return err
-			}
-			mint = t
-		}
-		app.Append(t, v)
-		maxt = t
-		if c.NumSamples() == SamplesPerChunk {
+		if c != nil && (vt != kind || c.NumSamples() >= SamplesPerChunk) {
 			if err := done(); err != nil {
 				return err
 			}
 		}
+		fresh := c == nil
+		if fresh {
+			var err error
+			switch vt {
+			case chunkenc.ValFloat, chunkenc.ValHistogram, chunkenc.ValFloatHistogram:
+				c, err = chunkenc.NewEmptyChunk(vt.ChunkEncoding())
+			default:
+				err = fmt.Errorf("a sample of unknown type %v", vt)
+			}
+			if err != nil {
+				return err
+			}
+			if app, err = c.Appender(); err != nil {
+				return err
+			}
+			kind = vt
+		}
+		var (
+			t      int64
+			next   chunkenc.Chunk
+			recode bool
+			err    error
+		)
+		switch vt {
+		case chunkenc.ValFloat:
+			var v float64
+			t, v = it.At()
+			app.Append(t, v)
+		case chunkenc.ValHistogram:
+			var h *histogram.Histogram
+			t, h = it.AtHistogram(nil)
+			// The appender may rewrite the spans and buckets it is given: a copy
+			// keeps the storage's sample as it is.
+			next, recode, app, err = app.AppendHistogram(nil, t, h.Copy(), false)
+		case chunkenc.ValFloatHistogram:
+			var h *histogram.FloatHistogram
+			t, h = it.AtFloatHistogram(nil)
+			next, recode, app, err = app.AppendFloatHistogram(nil, t, h.Copy(), false)
+		}
+		if err != nil {
+			return fmt.Errorf("encoding the sample at %d ms: %w", t, err)
+		}
+		if next != nil {
+			if !recode {
+				// The appender started a new chunk with this sample: the current one
+				// is complete.
+				if err := done(); err != nil {
+					return err
+				}
+				fresh = true
+			}
+			c = next
+		}
+		if fresh {
+			mint = t
+		}
+		maxt = t
 	}
 	if err := it.Err(); err != nil {
 		return err

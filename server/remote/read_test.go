@@ -515,14 +515,14 @@ func (b *blockingQueryable) Querier(mint, maxt int64) (storage.Querier, error) {
 	return b.memQueryable.Querier(mint, maxt)
 }
 
-func TestEncodeXORRoundTrip(t *testing.T) {
+func TestEncodeChunksXORRoundTrip(t *testing.T) {
 	var in []sample
 	for i := range 241 {
 		in = append(in, sample{int64(i)*15_000 + int64(i%7), math.Float64frombits(uint64(0x7ff0000000000001 + i%3))})
 	}
 	var chunks []prompb.Chunk
 	var counts []int
-	require.NoError(t, encodeXOR(iterOf(in), func(c prompb.Chunk, n int) error {
+	require.NoError(t, encodeChunks(iterOf(in), func(c prompb.Chunk, n int) error {
 		chunks = append(chunks, c)
 		counts = append(counts, n)
 		return nil

@@ -2,7 +2,6 @@ package remote
 
 import (
 	"context"
-	"errors"
 
 	"github.com/prometheus/prometheus/prompb"
 )
@@ -25,7 +24,13 @@ func (e *StatusError) Error() string { return e.Msg }
 // WriteTimeSeries stores remote-write 1.0 time series (float samples and native histograms;
 // exemplars and metadata are dropped) as a 1.0 request holding them is stored, memory limits
 // included: what other receivers (the OTLP endpoint) write through. It returns what it stored,
-// and a *StatusError unless everything was.
+// and a *StatusError unless everything was. The time series are read, never changed, and
+// may be reused once it returns.
 func (h *WriteHandler) WriteTimeSeries(ctx context.Context, ts []prompb.TimeSeries) (Written, error) {
-	return Written{}, errors.New("remote: WriteTimeSeries: not implemented yet")
+	weight, fill := decodeV1(ts)
+	n, herr := h.write(ctx, weight, fill)
+	if herr != nil {
+		return n, &StatusError{Status: herr.status, Msg: herr.msg}
+	}
+	return n, nil
 }

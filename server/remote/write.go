@@ -24,6 +24,9 @@ type Sink interface {
 	SeriesOfMany(ctx context.Context, sets []tsdb.Labels) ([]string, error)
 	// WriteMany stores the points; nil only when every point is stored.
 	WriteMany(ctx context.Context, batch []tsdb.SeriesPoints) error
+	// WriteHistograms stores native histogram samples; nil only when every sample is
+	// stored. Its errors are WriteMany's, FailedHistograms listing the samples not stored.
+	WriteHistograms(ctx context.Context, batch []tsdb.SeriesHistograms) error
 }
 
 // Defaults of WriteOptions.
@@ -41,9 +44,11 @@ const (
 
 // WriteOptions configure a WriteHandler. The zero value of each field means its default.
 type WriteOptions struct {
-	// MaxSamplesInFlight bounds the float samples of the requests being stored at once: a
+	// MaxSamplesInFlight bounds the samples of the requests being stored at once: a
 	// request waits (holding only its decoded body) until its samples fit, or its context
-	// ends (503). A request with more samples can never fit: 413. Default 500,000.
+	// ends (503). A request with more samples can never fit: 413. A float sample counts 1,
+	// a native histogram sample 8 plus a quarter of its buckets, spans and custom bounds
+	// (about its memory: a 20-bucket histogram counts 14). Default 500,000.
 	MaxSamplesInFlight int
 	// MaxBodyBytes bounds a request body, compressed and decompressed: 413 above. Default
 	// 32 MiB (Prometheus sends about 2,000 samples, some 100 KiB, a request).
@@ -61,6 +66,8 @@ type WriteHandler struct {
 	samplesWritten     atomic.Uint64
 	samplesRejected    atomic.Uint64
 	histogramsReceived atomic.Uint64
+	histogramsWritten  atomic.Uint64
+	histogramsRejected atomic.Uint64
 	exemplarsReceived  atomic.Uint64
 
 	mu       sync.Mutex
@@ -101,10 +108,13 @@ type WriteStats struct {
 	// (not those answered 4xx before, or that gave up waiting); SamplesWritten those
 	// stored; SamplesRejected those refused as invalid (labels, timestamps, retention).
 	SamplesReceived, SamplesWritten, SamplesRejected uint64
-	// HistogramsReceived and ExemplarsReceived count what was received and not stored.
-	HistogramsReceived, ExemplarsReceived uint64
-	// SamplesInFlight are the samples of the requests being stored now (at most
-	// MaxSamplesInFlight); RequestsWaiting the requests waiting for room.
+	// HistogramsReceived, HistogramsWritten and HistogramsRejected are the same counts of
+	// native histogram samples.
+	HistogramsReceived, HistogramsWritten, HistogramsRejected uint64
+	// ExemplarsReceived counts the exemplars received (none is stored).
+	ExemplarsReceived uint64
+	// SamplesInFlight are the samples of the requests being stored now, histograms by
+	// weight (at most MaxSamplesInFlight); RequestsWaiting the requests waiting for room.
 	SamplesInFlight, MaxSamplesInFlight int64
 	RequestsWaiting                     int
 }
@@ -118,6 +128,8 @@ func (h *WriteHandler) Stats() WriteStats {
 		SamplesWritten:     h.samplesWritten.Load(),
 		SamplesRejected:    h.samplesRejected.Load(),
 		HistogramsReceived: h.histogramsReceived.Load(),
+		HistogramsWritten:  h.histogramsWritten.Load(),
+		HistogramsRejected: h.histogramsRejected.Load(),
 		ExemplarsReceived:  h.exemplarsReceived.Load(),
 		SamplesInFlight:    used,
 		MaxSamplesInFlight: int64(h.opts.MaxSamplesInFlight),
@@ -131,17 +143,12 @@ func (h *WriteHandler) Stats() WriteStats {
 	return s
 }
 
-// written counts what a request stored, for the 2.0 response headers.
-type written struct {
-	samples int
-}
-
 func (h *WriteHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	version, n, herr := h.serve(w, r)
 	if version == writeV2 {
 		// Required on every 2.0 answer after negotiation, failures included (spec 2.0).
-		w.Header().Set(HeaderSamplesWritten, strconv.Itoa(n.samples))
-		w.Header().Set(HeaderHistogramsWritten, "0")
+		w.Header().Set(HeaderSamplesWritten, strconv.Itoa(n.Samples))
+		w.Header().Set(HeaderHistogramsWritten, strconv.Itoa(n.Histograms))
 		w.Header().Set(HeaderExemplarsWritten, "0")
 	}
 	status := http.StatusNoContent
@@ -160,102 +167,117 @@ func (h *WriteHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // serve handles a request up to its answer: the message version (0 before negotiation),
 // what was written, and the error to answer (nil: 204).
-func (h *WriteHandler) serve(w http.ResponseWriter, r *http.Request) (writeVersion, written, *httpError) {
+func (h *WriteHandler) serve(w http.ResponseWriter, r *http.Request) (writeVersion, Written, *httpError) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return 0, written{}, errorf(http.StatusMethodNotAllowed, "remote write takes POST")
+		return 0, Written{}, errorf(http.StatusMethodNotAllowed, "remote write takes POST")
 	}
 	version, err := writeMessage(r.Header)
 	if err != nil {
-		return 0, written{}, errorf(http.StatusUnsupportedMediaType, "%v", err)
+		return 0, Written{}, errorf(http.StatusUnsupportedMediaType, "%v", err)
 	}
 	body, herr := readSnappy(r, w, h.opts.MaxBodyBytes)
 	if herr != nil {
-		return version, written{}, herr
+		return version, Written{}, herr
 	}
 
-	// Decode and count, then wait for room for the samples before building the points.
 	var (
-		count int
-		fill  func(a *assembler)
+		weight int
+		fill   func(a *assembler)
 	)
 	switch version {
 	case writeV1:
 		var req prompb.WriteRequest
 		if err := req.Unmarshal(body); err != nil {
-			return version, written{}, errorf(http.StatusBadRequest, "decoding prometheus.WriteRequest: %v", err)
+			return version, Written{}, errorf(http.StatusBadRequest, "decoding prometheus.WriteRequest: %v", err)
 		}
-		count, fill = decodeV1(&req)
+		weight, fill = decodeV1(req.Timeseries)
 	case writeV2:
 		var req writev2.Request
 		if err := req.Unmarshal(body); err != nil {
-			return version, written{}, errorf(http.StatusBadRequest, "decoding io.prometheus.write.v2.Request: %v", err)
+			return version, Written{}, errorf(http.StatusBadRequest, "decoding io.prometheus.write.v2.Request: %v", err)
 		}
-		if count, fill, err = decodeV2(&req); err != nil {
-			return version, written{}, errorf(http.StatusBadRequest, "io.prometheus.write.v2.Request: %v", err)
+		if weight, fill, err = decodeV2(&req); err != nil {
+			return version, Written{}, errorf(http.StatusBadRequest, "io.prometheus.write.v2.Request: %v", err)
 		}
 	}
-	if count > h.opts.MaxSamplesInFlight {
-		return version, written{}, errorf(http.StatusRequestEntityTooLarge, "the request holds %d samples, over the limit of %d in flight", count, h.opts.MaxSamplesInFlight)
+	n, herr := h.write(r.Context(), weight, fill)
+	return version, n, herr
+}
+
+// write waits for room for a decoded request's samples (weight, histograms weighted), then
+// builds its points (fill) and stores them. It returns what was stored and the error to
+// answer (nil: everything was stored).
+func (h *WriteHandler) write(ctx context.Context, weight int, fill func(a *assembler)) (Written, *httpError) {
+	if weight > h.opts.MaxSamplesInFlight {
+		return Written{}, errorf(http.StatusRequestEntityTooLarge, "the request holds %d samples (histograms weighted), over the limit of %d in flight", weight, h.opts.MaxSamplesInFlight)
 	}
-	ctx := r.Context()
-	if err := h.gate.acquire(ctx, int64(count)); err != nil {
-		return version, written{}, errorf(http.StatusServiceUnavailable, "gave up waiting for room for %d samples: %v", count, err)
+	if err := h.gate.acquire(ctx, int64(weight)); err != nil {
+		return Written{}, errorf(http.StatusServiceUnavailable, "gave up waiting for room for %d samples: %v", weight, err)
 	}
-	defer h.gate.release(int64(count))
+	defer h.gate.release(int64(weight))
 
 	a := newAssembler()
 	fill(a)
 	all := a.finish()
-	h.histogramsReceived.Add(uint64(a.histograms))
 	h.exemplarsReceived.Add(uint64(a.exemplars))
 
 	var st stored
 	if len(all) > 0 {
 		st = h.store(ctx, all)
 	}
-	rejected, reasons := a.rejected+st.rejected, append(a.reasons, st.reasons...)
+	rejected, histRejected := a.rejected+st.rejected, a.histRejected+st.histRejected
+	reasons := append(a.reasons, st.reasons...)
 	h.samplesReceived.Add(uint64(a.accepted + a.rejected))
 	h.samplesRejected.Add(uint64(rejected))
 	h.samplesWritten.Add(uint64(st.samples))
-	done := written{st.samples}
+	h.histogramsReceived.Add(uint64(a.histAccepted + a.histRejected))
+	h.histogramsRejected.Add(uint64(histRejected))
+	h.histogramsWritten.Add(uint64(st.histograms))
+	done := Written{Samples: st.samples, Histograms: st.histograms}
 	if st.err != nil {
-		return version, done, st.err
+		return done, st.err
 	}
-
+	if rejected+histRejected == 0 {
+		return done, nil
+	}
 	// Stored what can be; now say what was not (spec: any sample not written is a 400,
 	// a partial write; the sender drops the request, whose good part is stored).
-	var problems []string
-	if rejected > 0 {
-		problems = append(problems, fmt.Sprintf("%d samples rejected: %s", rejected, strings.Join(reasons[:min(len(reasons), maxReasons)], "; ")))
+	msg := fmt.Sprintf("stored %d of %d float samples", st.samples, a.accepted+a.rejected)
+	if histograms := a.histAccepted + a.histRejected; histograms > 0 {
+		msg += fmt.Sprintf(" and %d of %d histogram samples", st.histograms, histograms)
 	}
-	if a.histograms > 0 {
-		problems = append(problems, fmt.Sprintf("%d native histogram samples not stored: this server stores float samples only (turn off send_native_histograms)", a.histograms))
+	var what string
+	switch {
+	case histRejected == 0:
+		what = fmt.Sprintf("%d samples", rejected)
+	case rejected == 0:
+		what = fmt.Sprintf("%d histogram samples", histRejected)
+	default:
+		what = fmt.Sprintf("%d float and %d histogram samples", rejected, histRejected)
 	}
-	if len(problems) > 0 {
-		return version, done, errorf(http.StatusBadRequest, "stored %d of %d float samples; %s", st.samples, a.accepted+a.rejected, strings.Join(problems, "; "))
-	}
-	return version, done, nil
+	return done, errorf(http.StatusBadRequest, "%s; %s rejected: %s", msg, what, strings.Join(reasons[:min(len(reasons), maxReasons)], "; "))
 }
 
-// stored is what a request's WriteMany did: samples stored, samples the database rejected
-// (bad or expired: 4xx), and the error of the samples it failed to store (nil: none).
+// stored is what a request's writes did: samples stored, samples the database rejected
+// (bad or expired: 4xx), and the error of the samples it failed to store (nil: none); for
+// float and histogram samples.
 type stored struct {
-	samples, rejected int
-	reasons           []string
-	err               *httpError
+	samples, rejected        int
+	histograms, histRejected int
+	reasons                  []string
+	err                      *httpError
 }
 
-// store registers the label sets and writes the points. The database says, series by series,
-// what it rejected (an error wrapping a bad-input sentinel or tsdb.ErrExpired: the same
-// samples would fail again) and what it failed to store (the service's answer decides the
-// status). When an error names no series, nothing is known stored.
+// store registers the label sets and writes the float points (WriteMany) and the histogram
+// samples (WriteHistograms), both at once. The database says, series by series, what it
+// rejected (an error wrapping a bad-input sentinel or tsdb.ErrExpired: the same samples
+// would fail again) and what it failed to store (the service's answer decides the status).
+// When an error names no series, nothing of its kind is known stored.
 func (h *WriteHandler) store(ctx context.Context, all []*series) stored {
 	sets := make([]tsdb.Labels, len(all))
-	total := 0
 	for i, s := range all {
 		sets[i] = s.labels
-		total += s.accepted
 	}
 	keys, err := h.sink.SeriesOfMany(ctx, sets)
 	if err == nil && len(keys) != len(sets) {
@@ -264,63 +286,117 @@ func (h *WriteHandler) store(ctx context.Context, all []*series) stored {
 	if err != nil {
 		return stored{err: errorf(statusOf(err), "registering %d series: %v", len(sets), err)}
 	}
-	batch := make([]tsdb.SeriesPoints, len(all))
-	labelsOf := make(map[string]tsdb.Labels, len(all))
+	var (
+		points    []tsdb.SeriesPoints
+		hists     []tsdb.SeriesHistograms
+		nPoints   int
+		nHists    int
+		labelsOf  = make(map[string]tsdb.Labels, len(all))
+		pointsErr error
+		histsErr  error
+	)
 	for i, s := range all {
-		batch[i] = tsdb.SeriesPoints{Series: keys[i], Points: s.points}
 		labelsOf[keys[i]] = s.labels
+		if len(s.points) > 0 {
+			points = append(points, tsdb.SeriesPoints{Series: keys[i], Points: s.points})
+			nPoints += s.accepted
+		}
+		if len(s.hists) > 0 {
+			hists = append(hists, tsdb.SeriesHistograms{Series: keys[i], Histograms: s.hists})
+			nHists += s.histsTaken
+		}
 	}
-	err = h.sink.WriteMany(ctx, batch)
+	switch {
+	case len(points) > 0 && len(hists) > 0:
+		var wg sync.WaitGroup
+		wg.Go(func() { histsErr = h.sink.WriteHistograms(ctx, hists) })
+		pointsErr = h.sink.WriteMany(ctx, points)
+		wg.Wait()
+	case len(points) > 0:
+		pointsErr = h.sink.WriteMany(ctx, points)
+	case len(hists) > 0:
+		histsErr = h.sink.WriteHistograms(ctx, hists)
+	}
+	fl := outcomeOf(pointsErr, nPoints, labelsOf, "", func(we *tablets.WriteError) int { return len(we.Failed) })
+	hi := outcomeOf(histsErr, nHists, labelsOf, "histogram ", func(we *tablets.WriteError) int { return len(we.FailedHistograms) })
+	out := stored{samples: fl.stored, rejected: fl.rejected, histograms: hi.stored, histRejected: hi.rejected,
+		reasons: append(fl.reasons, hi.reasons...)}
+	switch {
+	case fl.err != nil && hi.err != nil:
+		out.err = errorf(worse(fl.err.status, hi.err.status), "%s; %s", fl.err.msg, hi.err.msg)
+	case fl.err != nil:
+		out.err = fl.err
+	case hi.err != nil:
+		out.err = hi.err
+	}
+	return out
+}
+
+// outcome is what one write call (WriteMany or WriteHistograms) of total samples did.
+type outcome struct {
+	stored, rejected int
+	reasons          []string
+	err              *httpError
+}
+
+// outcomeOf reads the error of a write of total samples (kind names them in messages):
+// each part a *tablets.WriteError naming its series and samples (failed counts them).
+func outcomeOf(err error, total int, labelsOf map[string]tsdb.Labels, kind string, failed func(*tablets.WriteError) int) outcome {
 	if err == nil {
-		return stored{samples: total}
+		return outcome{stored: total}
 	}
 	parts := []error{err}
 	if multi, ok := err.(interface{ Unwrap() []error }); ok {
 		parts = multi.Unwrap()
 	}
-	var out stored
+	var out outcome
 	var failures []error
 	notStored := 0
 	for _, p := range parts {
 		var we *tablets.WriteError
 		if !errors.As(p, &we) {
-			return stored{err: errorf(statusOf(err), "storing %d series: %v", len(all), err)}
+			return outcome{err: errorf(statusOf(err), "storing %d %ssamples: %v", total, kind, err)}
 		}
 		if permanent(we) {
-			out.rejected += len(we.Failed)
+			out.rejected += failed(we)
 			if len(out.reasons) < maxReasons {
-				out.reasons = append(out.reasons, fmt.Sprintf("series %s: %d samples: %v", labelsOf[we.Series], len(we.Failed), we.Err))
+				out.reasons = append(out.reasons, fmt.Sprintf("series %s: %d %ssamples: %v", labelsOf[we.Series], failed(we), kind, we.Err))
 			}
 			continue
 		}
 		failures = append(failures, p)
-		notStored += len(we.Failed)
+		notStored += failed(we)
 	}
-	out.samples = max(0, total-out.rejected-notStored)
+	out.stored = max(0, total-out.rejected-notStored)
 	if len(failures) > 0 {
 		joined := errors.Join(failures...)
-		out.err = errorf(statusOf(joined), "storing %d series: %d samples not stored: %v", len(all), notStored, joined)
+		out.err = errorf(statusOf(joined), "storing %d %ssamples: %d not stored: %v", total, kind, notStored, joined)
 	}
 	return out
 }
 
-// decodeV1 counts the float samples of a 1.0 request and returns the function that feeds
-// them to an assembler.
-func decodeV1(req *prompb.WriteRequest) (int, func(*assembler)) {
-	count := 0
-	for i := range req.Timeseries {
-		count += len(req.Timeseries[i].Samples)
+// decodeV1 weighs the samples of 1.0 time series and returns the function that feeds them
+// to an assembler.
+func decodeV1(tss []prompb.TimeSeries) (int, func(*assembler)) {
+	weight := 0
+	for i := range tss {
+		weight += len(tss[i].Samples)
+		for j := range tss[i].Histograms {
+			weight += weightV1(&tss[i].Histograms[j])
+		}
 	}
-	return count, func(a *assembler) {
-		for i := range req.Timeseries {
-			ts := &req.Timeseries[i]
-			a.histograms += len(ts.Histograms)
+	return weight, func(a *assembler) {
+		for i := range tss {
+			ts := &tss[i]
 			a.exemplars += len(ts.Exemplars)
 			ls := make(tsdb.Labels, len(ts.Labels))
 			for j, l := range ts.Labels {
 				ls[j] = tsdb.Label{Name: l.Name, Value: l.Value}
 			}
-			a.add(ls, len(ts.Samples), func(j int) (int64, float64) { return ts.Samples[j].Timestamp, ts.Samples[j].Value })
+			a.add(ls, len(ts.Samples), func(j int) (int64, float64) { return ts.Samples[j].Timestamp, ts.Samples[j].Value },
+				len(ts.Histograms), func(j int) (int64, tablets.HistogramPoint) {
+					return ts.Histograms[j].Timestamp, fromV1(&ts.Histograms[j])
+				})
 		}
 	}
 }
@@ -328,7 +404,7 @@ func decodeV1(req *prompb.WriteRequest) (int, func(*assembler)) {
 // decodeV2 is decodeV1 of a 2.0 request. References outside the symbols table make the
 // request malformed (an error).
 func decodeV2(req *writev2.Request) (int, func(*assembler), error) {
-	count := 0
+	weight := 0
 	for i := range req.Timeseries {
 		refs := req.Timeseries[i].LabelsRefs
 		if len(refs)%2 != 0 {
@@ -339,18 +415,23 @@ func decodeV2(req *writev2.Request) (int, func(*assembler), error) {
 				return 0, nil, fmt.Errorf("timeseries %d references symbol %d of %d", i, ref, len(req.Symbols))
 			}
 		}
-		count += len(req.Timeseries[i].Samples)
+		weight += len(req.Timeseries[i].Samples)
+		for j := range req.Timeseries[i].Histograms {
+			weight += weightV2(&req.Timeseries[i].Histograms[j])
+		}
 	}
-	return count, func(a *assembler) {
+	return weight, func(a *assembler) {
 		for i := range req.Timeseries {
 			ts := &req.Timeseries[i]
-			a.histograms += len(ts.Histograms)
 			a.exemplars += len(ts.Exemplars)
 			ls := make(tsdb.Labels, len(ts.LabelsRefs)/2)
 			for j := range ls {
 				ls[j] = tsdb.Label{Name: req.Symbols[ts.LabelsRefs[2*j]], Value: req.Symbols[ts.LabelsRefs[2*j+1]]}
 			}
-			a.add(ls, len(ts.Samples), func(j int) (int64, float64) { return ts.Samples[j].Timestamp, ts.Samples[j].Value })
+			a.add(ls, len(ts.Samples), func(j int) (int64, float64) { return ts.Samples[j].Timestamp, ts.Samples[j].Value },
+				len(ts.Histograms), func(j int) (int64, tablets.HistogramPoint) {
+					return ts.Histograms[j].Timestamp, fromV2(&ts.Histograms[j])
+				})
 		}
 	}, nil
 }

@@ -39,8 +39,10 @@ type fakeSink struct {
 	mu       sync.Mutex
 	sets     [][]tsdb.Labels
 	batches  [][]tsdb.SeriesPoints
+	hbatches [][]tsdb.SeriesHistograms
 	seriesFn func([]tsdb.Labels) error
 	writeFn  func(context.Context, []tsdb.SeriesPoints) error
+	histFn   func(context.Context, []tsdb.SeriesHistograms) error
 }
 
 func (f *fakeSink) SeriesOfMany(_ context.Context, sets []tsdb.Labels) ([]string, error) {
@@ -71,6 +73,30 @@ func (f *fakeSink) WriteMany(ctx context.Context, b []tsdb.SeriesPoints) error {
 	return nil
 }
 
+func (f *fakeSink) WriteHistograms(ctx context.Context, b []tsdb.SeriesHistograms) error {
+	f.mu.Lock()
+	f.hbatches = append(f.hbatches, b)
+	fn := f.histFn
+	f.mu.Unlock()
+	if fn != nil {
+		return fn(ctx, b)
+	}
+	return nil
+}
+
+// writtenHistograms returns every histogram sample written, by series key.
+func (f *fakeSink) writtenHistograms() map[string][]tablets.HistogramPoint {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string][]tablets.HistogramPoint{}
+	for _, b := range f.hbatches {
+		for _, sh := range b {
+			out[sh.Series] = append(out[sh.Series], sh.Histograms...)
+		}
+	}
+	return out
+}
+
 // written returns every point written, by series key.
 func (f *fakeSink) written() map[string][]tablets.Point {
 	f.mu.Lock()
@@ -87,7 +113,7 @@ func (f *fakeSink) written() map[string][]tablets.Point {
 func (f *fakeSink) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.sets) + len(f.batches)
+	return len(f.sets) + len(f.batches) + len(f.hbatches)
 }
 
 func v1Labels(pairs ...string) []prompb.Label {
@@ -364,36 +390,6 @@ func TestWriteInvalidSamplesPartial(t *testing.T) {
 	assert.Equal(t, uint64(7), st.SamplesReceived)
 	assert.Equal(t, uint64(6), st.SamplesRejected)
 	assert.Equal(t, uint64(1), st.SamplesWritten)
-}
-
-func TestWriteHistogramsNotStored(t *testing.T) {
-	for _, version := range []string{"v1", "v2"} {
-		t.Run(version, func(t *testing.T) {
-			sink := &fakeSink{}
-			var body []byte
-			ct := ""
-			if version == "v1" {
-				body = encodeV1(t, &prompb.WriteRequest{Timeseries: []prompb.TimeSeries{
-					{Labels: v1Labels("__name__", "f"), Samples: []prompb.Sample{{Timestamp: 5, Value: 1.5}}},
-					{Labels: v1Labels("__name__", "h"), Histograms: []prompb.Histogram{{Timestamp: 5, Count: &prompb.Histogram_CountInt{CountInt: 3}}}},
-				}})
-			} else {
-				ct = ctV2
-				b := newV2()
-				b.series([]writev2.Sample{{Timestamp: 5, Value: 1.5}}, "__name__", "f")
-				b.series(nil, "__name__", "h").Histograms = []writev2.Histogram{{Timestamp: 5, Count: &writev2.Histogram_CountInt{CountInt: 3}}}
-				body = b.encode(t)
-			}
-			w := post(t, newWrite(t, sink, nil), ct, "snappy", body)
-			require.Equal(t, http.StatusBadRequest, w.Code)
-			assert.Contains(t, w.Body.String(), "1 native histogram samples not stored")
-			requireSamePoints(t, []tablets.Point{pt(5, 1.5)}, sink.written()["f{}"]) // stored anyway
-			if version == "v2" {
-				assert.Equal(t, "1", w.Header().Get(HeaderSamplesWritten))
-				assert.Equal(t, "0", w.Header().Get(HeaderHistogramsWritten))
-			}
-		})
-	}
 }
 
 // TestWriteRejectedByTheDatabase: samples the database rejects (older than its retention,
