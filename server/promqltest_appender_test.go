@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -31,7 +32,11 @@ type rw2Appender struct {
 	handler http.Handler
 	// sent, if set, is told of each request Commit sent: its counts, and how long the
 	// handler took.
-	sent   func(samples, histograms int, took time.Duration)
+	sent func(samples, histograms int, took time.Duration)
+	// committed, if set, runs after a successful Commit; its error is Commit's.
+	committed func() error
+	// parts, above 1, makes Commit send the buffer as that many requests, cut by time.
+	parts  int
 	byKey  map[string]*bufferedSeries
 	series []*bufferedSeries
 	done   bool
@@ -141,14 +146,27 @@ func (a *rw2Appender) Rollback() error {
 	return nil
 }
 
-// Commit sends the buffer as one remote write 2.0 request and fails unless the handler
-// answers 204 having written every sample and histogram.
+// Commit sends the buffer as one remote write 2.0 request (Parts of them, by time) and
+// fails unless the handler answers each with 204 having written every sample and histogram.
 func (a *rw2Appender) Commit() error {
 	if a.done {
 		return errAppenderDone
 	}
 	series := a.series
 	_ = a.Rollback()
+	for _, part := range splitByTime(series, a.parts) {
+		if err := a.send(part); err != nil {
+			return err
+		}
+	}
+	if a.committed != nil {
+		return a.committed()
+	}
+	return nil
+}
+
+// send sends series as one request.
+func (a *rw2Appender) send(series []*bufferedSeries) error {
 	req, samples, histograms := rw2Request(series)
 	if samples+histograms == 0 {
 		return nil
@@ -178,6 +196,51 @@ func (a *rw2Appender) Commit() error {
 	return nil
 }
 
+// splitByTime cuts the samples of series into at most parts runs of their distinct times,
+// about as many times each, oldest first: what a sender streaming them would send (1 or
+// less: one part, all of it).
+func splitByTime(series []*bufferedSeries, parts int) [][]*bufferedSeries {
+	if parts <= 1 {
+		return [][]*bufferedSeries{series}
+	}
+	var times []int64
+	for _, bs := range series {
+		for _, s := range bs.samples {
+			times = append(times, s.Timestamp)
+		}
+		for _, h := range bs.histograms {
+			times = append(times, h.Timestamp)
+		}
+	}
+	slices.Sort(times)
+	times = slices.Compact(times)
+	parts = min(parts, len(times))
+	out := make([][]*bufferedSeries, 0, parts)
+	for i := range parts {
+		lo, hi := times[i*len(times)/parts], times[(i+1)*len(times)/parts-1]
+		in := func(t int64) bool { return t >= lo && t <= hi }
+		var part []*bufferedSeries
+		for _, bs := range series {
+			p := &bufferedSeries{lset: bs.lset, ref: bs.ref}
+			for _, s := range bs.samples {
+				if in(s.Timestamp) {
+					p.samples = append(p.samples, s)
+				}
+			}
+			for _, h := range bs.histograms {
+				if in(h.Timestamp) {
+					p.histograms = append(p.histograms, h)
+				}
+			}
+			if len(p.samples)+len(p.histograms) > 0 {
+				part = append(part, p)
+			}
+		}
+		out = append(out, part)
+	}
+	return out
+}
+
 // rw2Request is the remote write 2.0 request of series, with its counts of samples and
 // histogram samples.
 func rw2Request(series []*bufferedSeries) (req *writev2.Request, samples, histograms int) {
@@ -197,8 +260,9 @@ func rw2Request(series []*bufferedSeries) (req *writev2.Request, samples, histog
 }
 
 // The suite's appender sends each Commit as one remote write 2.0 request holding every
-// series appended (floats, integer and float histograms, custom bounds), nothing on
-// Rollback, and fails unless the handler answers 204 having written everything.
+// series appended (floats, integer and float histograms, custom bounds), or as parts cut by
+// time, nothing on Rollback, and fails unless the handler answers 204 having written
+// everything.
 func TestRW2Appender(t *testing.T) {
 	var got []*http.Request
 	var bodies []writev2.Request
@@ -295,6 +359,30 @@ func TestRW2Appender(t *testing.T) {
 	_, err = app.Append(0, floats, 4000, 4)
 	require.NoError(t, err)
 	require.ErrorContains(t, app.Commit(), remote.HeaderSamplesWritten, "a 204 that wrote less is a failure")
+
+	// Cut by time into parts, each a request, as a streaming sender would send them.
+	status, written = http.StatusNoContent, -1
+	app = newApp()
+	app.parts = 2
+	_, err = app.Append(0, floats, 1000, 1)
+	require.NoError(t, err)
+	_, err = app.AppendHistogram(0, ints, 2000, h, nil)
+	require.NoError(t, err)
+	_, err = app.Append(0, floats, 3000, 3)
+	require.NoError(t, err)
+	_, err = app.AppendHistogram(0, ints, 3000, h, nil)
+	require.NoError(t, err)
+	require.NoError(t, app.Commit())
+	require.Len(t, got, 5, "two requests")
+	first, second := bodies[3], bodies[4]
+	require.Len(t, first.Timeseries, 1)
+	require.Equal(t, floats, first.Timeseries[0].ToLabels(&b, first.Symbols))
+	require.Equal(t, []writev2.Sample{{Value: 1, Timestamp: 1000}}, first.Timeseries[0].Samples)
+	require.Len(t, second.Timeseries, 2)
+	require.Equal(t, floats, second.Timeseries[0].ToLabels(&b, second.Symbols))
+	require.Equal(t, []writev2.Sample{{Value: 3, Timestamp: 3000}}, second.Timeseries[0].Samples)
+	require.Equal(t, ints, second.Timeseries[1].ToLabels(&b, second.Symbols))
+	require.Equal(t, []writev2.Histogram{writev2.FromIntHistogram(2000, h), writev2.FromIntHistogram(3000, h)}, second.Timeseries[1].Histograms)
 
 	_, err = newApp().Append(0, labels.EmptyLabels(), 1, 1)
 	require.ErrorIs(t, err, errInvalidAppend)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,10 +26,19 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// promqlNow is the fixed clock of the suite's databases: the suite loads its samples from
+// promqlNow is the clock of the suite's databases: the suite loads its samples from
 // 1970-01-01 on, for at most about six weeks (1h x 1000), so the clock stands after every
-// load, and every write of a database falls in one staging arrival bucket.
+// load. It stands still (every write of a database falls in one staging arrival bucket)
+// unless the database is maintained after each load.
 var promqlNow = time.Date(1970, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// promqlMaintainStep is how far a maintained database's clock moves before the maintenance
+// after a load: past the end of the load's staging arrival bucket and the fold's margin, so
+// that the fold folds it.
+const promqlMaintainStep = time.Hour
+
+// promqlMaintainParts is how many requests a maintained database's loads are cut into.
+const promqlMaintainParts = 4
 
 // promqlStorage is a storage.Storage over a fresh tsdb database on the shared Azurite,
 // opened as `tablets serve` opens its database (chunked at a millisecond, staging on, the
@@ -42,22 +52,33 @@ type promqlStorage struct {
 	srv     *server.Server
 	stats   *fileStats
 
+	// maintained: each load is written in promqlMaintainParts requests cut by time (a
+	// chunk each, as a streaming Prometheus leaves them); after it the clock moves on, and
+	// the staged points are folded into the raw tables and the raw and histogram chunks
+	// compacted, as the server's loops do: reads then see what a long-running server's
+	// database holds.
+	maintained bool
+	clock      atomic.Int64 // Options.Now, Unix nanoseconds
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
 var _ storage.Storage = (*promqlStorage)(nil)
 
-// newPromQLStorage opens a fresh database; Close drops its tables.
-func newPromQLStorage(t testing.TB, stats *fileStats) *promqlStorage {
+// newPromQLStorage opens a fresh database; Close drops its tables. maintained: see
+// promqlStorage.
+func newPromQLStorage(t testing.TB, stats *fileStats, maintained bool) *promqlStorage {
 	t.Helper()
+	s := &promqlStorage{t: t, stats: stats, maintained: maintained}
+	s.clock.Store(promqlNow.UnixNano())
 	svc, checker := dbtest.NewService(t)
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	name := "pq" + hex.EncodeToString(b)
 	db, err := tsdb.Open(context.Background(), svc, name, &tsdb.Options{
 		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, &chunked.Options{}) },
-		Now:    func() time.Time { return promqlNow },
+		Now:    func() time.Time { return time.Unix(0, s.clock.Load()).UTC() },
 	})
 	require.NoError(t, err)
 	// No background loops: the suite sees what remote writes stored, unfolded and
@@ -69,7 +90,8 @@ func newPromQLStorage(t testing.TB, stats *fileStats) *promqlStorage {
 	stats.mu.Lock()
 	stats.databases++
 	stats.mu.Unlock()
-	return &promqlStorage{t: t, name: name, admin: admin, checker: checker, srv: srv, stats: stats}
+	s.name, s.admin, s.checker, s.srv = name, admin, checker, srv
+	return s
 }
 
 // Querier is the server's Queryable's, counting Selects.
@@ -97,7 +119,7 @@ func (s *promqlStorage) Appender(context.Context) storage.Appender {
 		before = s.checker.Stats().Requests
 		s.srv.ServeHTTP(w, r)
 	})
-	return newRW2Appender(handler, func(samples, histograms int, took time.Duration) {
+	app := newRW2Appender(handler, func(samples, histograms int, took time.Duration) {
 		requests := s.checker.Stats().Requests - before
 		st := s.stats
 		st.mu.Lock()
@@ -108,6 +130,34 @@ func (s *promqlStorage) Appender(context.Context) storage.Appender {
 		st.writeRequests += requests
 		st.writeTime += took
 	})
+	if s.maintained {
+		app.parts, app.committed = promqlMaintainParts, s.maintain
+	}
+	return app
+}
+
+// maintain moves the clock on, folds the staged points and compacts every raw and
+// histogram table of the suite's times.
+func (s *promqlStorage) maintain() error {
+	ctx := context.Background()
+	now := time.Unix(0, s.clock.Add(int64(promqlMaintainStep))).UTC()
+	before := s.checker.Stats()
+	db := s.srv.DB()
+	report, err := db.Fold(ctx)
+	if err != nil {
+		return fmt.Errorf("promqltest storage: fold: %w", err)
+	}
+	folded := s.checker.Stats()
+	if err := db.Compact(ctx, tablets.MinTime, now); err != nil {
+		return fmt.Errorf("promqltest storage: compact: %w", err)
+	}
+	after := s.checker.Stats()
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	s.stats.maintainRequests += after.Requests - before.Requests
+	s.stats.foldedPoints += report.Points
+	s.stats.compactBatches += after.Batches - folded.Batches
+	return nil
 }
 
 // Close counts what the database cost and drops its tables.
@@ -168,6 +218,9 @@ type fileStats struct {
 	writes              int   // remote write requests (loads)
 	samples, histograms int   // samples and histogram samples written
 	writeRequests       int64 // requests to the account the remote writes made
+	maintainRequests    int64 // requests of the maintenance after the loads (fold, compact)
+	foldedPoints        int   // staged points the maintenance folded
+	compactBatches      int64 // transactions of its compactions (each merges chunks)
 	selects             int
 	rawSelects          uint64 // Selects the Queryable read raw points for
 	tierSelects         uint64 // Selects the Queryable read a rollup tier for
@@ -182,6 +235,9 @@ func (f *fileStats) add(o *fileStats) {
 	f.samples += o.samples
 	f.histograms += o.histograms
 	f.writeRequests += o.writeRequests
+	f.maintainRequests += o.maintainRequests
+	f.foldedPoints += o.foldedPoints
+	f.compactBatches += o.compactBatches
 	f.selects += o.selects
 	f.rawSelects += o.rawSelects
 	f.tierSelects += o.tierSelects
@@ -192,12 +248,12 @@ func (f *fileStats) add(o *fileStats) {
 }
 
 func (f *fileStats) String() string {
-	reads := f.requests - f.writeRequests
+	reads := f.requests - f.writeRequests - f.maintainRequests
 	perSelect := 0.0
 	if f.selects > 0 {
 		perSelect = float64(reads) / float64(f.selects)
 	}
-	return fmt.Sprintf("%3d DBs, %3d writes (%6d samples, %5d histograms, %5d requests, %v), %4d Selects (%d raw, %d tier), %6d requests besides writes (%.1f a Select), %d KB read",
-		f.databases, f.writes, f.samples, f.histograms, f.writeRequests, f.writeTime.Round(time.Millisecond),
+	return fmt.Sprintf("%3d DBs, %3d writes (%6d samples, %5d histograms, %5d requests, %v), %5d maintenance requests (%d points folded, %d compactions), %4d Selects (%d raw, %d tier), %6d other requests (%.1f a Select), %d KB read",
+		f.databases, f.writes, f.samples, f.histograms, f.writeRequests, f.writeTime.Round(time.Millisecond), f.maintainRequests, f.foldedPoints, f.compactBatches,
 		f.selects, f.rawSelects, f.tierSelects, reads, perSelect, f.responseBytes>>10)
 }

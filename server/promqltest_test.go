@@ -17,8 +17,23 @@ import (
 // remote-write handler as one remote write 2.0 request, each evaluation reads through the
 // server's Queryable, on a fresh database for every file and every clear. The engine is the
 // one Prometheus' TestEvaluations runs the suite with.
+//
+// The suite runs twice: on the database as one remote write a load leaves it (small loads
+// staged, the others a chunk a series), and maintained: each load written in parts by time
+// (a chunk each), then staged points folded into the raw tables and the chunks compacted, as
+// a long-running server's database is.
 func TestPromQLSuite(t *testing.T) {
 	azurite.Shared(t) // skips under -short, as every Azurite test
+	for _, maintained := range []bool{false, true} {
+		name := "written"
+		if maintained {
+			name = "maintained"
+		}
+		t.Run(name, func(t *testing.T) { runPromQLSuite(t, maintained) })
+	}
+}
+
+func runPromQLSuite(t *testing.T, maintained bool) {
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
 	stats := &suiteStats{files: map[string]*fileStats{}}
 	start := time.Now()
@@ -27,7 +42,7 @@ func TestPromQLSuite(t *testing.T) {
 		if !ok {
 			tb = t
 		}
-		return newPromQLStorage(tb, stats.of(tb.Name()))
+		return newPromQLStorage(tb, stats.of(tb.Name()), maintained)
 	})
 	stats.log(t, time.Since(start))
 }
