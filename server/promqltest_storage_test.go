@@ -89,6 +89,7 @@ func newPromQLStorage(t testing.TB, stats *fileStats, maintained bool) *promqlSt
 	require.NoError(t, err)
 	stats.mu.Lock()
 	stats.databases++
+	stats.names = append(stats.names, name)
 	stats.mu.Unlock()
 	s.name, s.admin, s.checker, s.srv = name, admin, checker, srv
 	return s
@@ -215,12 +216,13 @@ func (q *countingQuerier) Select(ctx context.Context, sortSeries bool, hints *st
 type fileStats struct {
 	mu                  sync.Mutex
 	databases           int
-	writes              int   // remote write requests (loads)
-	samples, histograms int   // samples and histogram samples written
-	writeRequests       int64 // requests to the account the remote writes made
-	maintainRequests    int64 // requests of the maintenance after the loads (fold, compact)
-	foldedPoints        int   // staged points the maintenance folded
-	compactBatches      int64 // transactions of its compactions (each merges chunks)
+	names               []string // of the databases
+	writes              int      // remote write requests (loads)
+	samples, histograms int      // samples and histogram samples written
+	writeRequests       int64    // requests to the account the remote writes made
+	maintainRequests    int64    // requests of the maintenance after the loads (fold, compact)
+	foldedPoints        int      // staged points the maintenance folded
+	compactBatches      int64    // transactions of its compactions (each merges chunks)
 	selects             int
 	rawSelects          uint64 // Selects the Queryable read raw points for
 	tierSelects         uint64 // Selects the Queryable read a rollup tier for

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -8,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/testutil"
+	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets/internal/azurite"
 )
@@ -45,6 +48,25 @@ func runPromQLSuite(t *testing.T, maintained bool) {
 		return newPromQLStorage(tb, stats.of(tb.Name()), maintained)
 	})
 	stats.log(t, time.Since(start))
+	if !t.Failed() {
+		requireDropped(t, stats.databases())
+	}
+}
+
+// requireDropped checks that none of the databases' tables is left: the suite closed every
+// storage it opened, and Close dropped them.
+func requireDropped(t *testing.T, names []string) {
+	admin, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	for p := admin.NewListTablesPager(nil); p.More(); {
+		page, err := p.NextPage(context.Background())
+		require.NoError(t, err)
+		for _, tb := range page.Tables {
+			for _, name := range names {
+				require.False(t, strings.HasPrefix(*tb.Name, name), "table %s of database %s is left", *tb.Name, name)
+			}
+		}
+	}
 }
 
 // suiteStats gathers what each file of the suite cost, by file (subtest name).
@@ -64,6 +86,19 @@ func (s *suiteStats) of(name string) *fileStats {
 		s.order = append(s.order, name)
 	}
 	return f
+}
+
+// databases are the names of the databases the suite opened.
+func (s *suiteStats) databases() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var names []string
+	for _, f := range s.files {
+		f.mu.Lock()
+		names = append(names, f.names...)
+		f.mu.Unlock()
+	}
+	return names
 }
 
 func (s *suiteStats) log(t *testing.T, elapsed time.Duration) {
