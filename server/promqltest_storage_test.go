@@ -42,10 +42,10 @@ const promqlMaintainParts = 4
 
 // promqlStorage is a storage.Storage over a fresh tsdb database on the shared Azurite,
 // opened as `tablets serve` opens its database (chunked at a millisecond, staging on, the
-// server's own options), but with no raw retention (the samples are from 1970) and a fixed
-// clock. Reads go through the server's Queryable; appends through its remote-write handler.
+// server's own options), but with no raw retention (the samples are from 1970) and a clock
+// of its own. Reads go through the server's Queryable; appends through its remote-write
+// handler.
 type promqlStorage struct {
-	t       testing.TB
 	name    string
 	admin   *aztables.ServiceClient // drops the tables on Close, outside the Checker
 	checker *azurite.Checker
@@ -70,7 +70,7 @@ var _ storage.Storage = (*promqlStorage)(nil)
 // promqlStorage.
 func newPromQLStorage(t testing.TB, stats *fileStats, maintained bool) *promqlStorage {
 	t.Helper()
-	s := &promqlStorage{t: t, stats: stats, maintained: maintained}
+	s := &promqlStorage{stats: stats, maintained: maintained}
 	s.clock.Store(promqlNow.UnixNano())
 	svc, checker := dbtest.NewService(t)
 	b := make([]byte, 6)
@@ -81,14 +81,13 @@ func newPromQLStorage(t testing.TB, stats *fileStats, maintained bool) *promqlSt
 		Now:    func() time.Time { return time.Unix(0, s.clock.Load()).UTC() },
 	})
 	require.NoError(t, err)
-	// No background loops: the suite sees what remote writes stored, unfolded and
-	// uncompacted, as a server sees it between two runs of its loops.
+	// No background loops: a database is folded and compacted only when maintained, after
+	// each load, at a known time.
 	srv, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1})
 	require.NoError(t, err)
 	admin, err := azurite.Shared(t).NewServiceClient(nil)
 	require.NoError(t, err)
 	stats.mu.Lock()
-	stats.databases++
 	stats.names = append(stats.names, name)
 	stats.mu.Unlock()
 	s.name, s.admin, s.checker, s.srv = name, admin, checker, srv
@@ -167,7 +166,6 @@ func (s *promqlStorage) Close() error {
 		st, qs := s.checker.Stats(), s.srv.Queryable().Stats()
 		s.stats.mu.Lock()
 		s.stats.requests += st.Requests
-		s.stats.queries += st.Queries
 		s.stats.responseBytes += st.ResponseBytes
 		s.stats.rawSelects += qs.RawSelects
 		s.stats.tierSelects += qs.TierSelects
@@ -215,7 +213,6 @@ func (q *countingQuerier) Select(ctx context.Context, sortSeries bool, hints *st
 // its Selects, and the requests to the account (every attempt, at the transport).
 type fileStats struct {
 	mu                  sync.Mutex
-	databases           int
 	names               []string // of the databases
 	writes              int      // remote write requests (loads)
 	samples, histograms int      // samples and histogram samples written
@@ -226,13 +223,13 @@ type fileStats struct {
 	selects             int
 	rawSelects          uint64 // Selects the Queryable read raw points for
 	tierSelects         uint64 // Selects the Queryable read a rollup tier for
-	requests, queries   int64  // every request to the account, and the entity queries
-	responseBytes       int64
+	requests            int64  // every request to the account
+	responseBytes       int64  // response body bytes from the account
 	writeTime           time.Duration
 }
 
 func (f *fileStats) add(o *fileStats) {
-	f.databases += o.databases
+	f.names = append(f.names, o.names...)
 	f.writes += o.writes
 	f.samples += o.samples
 	f.histograms += o.histograms
@@ -244,7 +241,6 @@ func (f *fileStats) add(o *fileStats) {
 	f.rawSelects += o.rawSelects
 	f.tierSelects += o.tierSelects
 	f.requests += o.requests
-	f.queries += o.queries
 	f.responseBytes += o.responseBytes
 	f.writeTime += o.writeTime
 }
@@ -256,6 +252,6 @@ func (f *fileStats) String() string {
 		perSelect = float64(reads) / float64(f.selects)
 	}
 	return fmt.Sprintf("%3d DBs, %3d writes (%6d samples, %5d histograms, %5d requests, %v), %5d maintenance requests (%d points folded, %d compactions), %4d Selects (%d raw, %d tier), %6d other requests (%.1f a Select), %d KB read",
-		f.databases, f.writes, f.samples, f.histograms, f.writeRequests, f.writeTime.Round(time.Millisecond), f.maintainRequests, f.foldedPoints, f.compactBatches,
+		len(f.names), f.writes, f.samples, f.histograms, f.writeRequests, f.writeTime.Round(time.Millisecond), f.maintainRequests, f.foldedPoints, f.compactBatches,
 		f.selects, f.rawSelects, f.tierSelects, reads, perSelect, f.responseBytes>>10)
 }
