@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/metadata"
+	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/stretchr/testify/require"
@@ -24,11 +25,11 @@ import (
 	"github.com/seed71701133/tablets/server/remote"
 )
 
-// rw2Appender buffers what the suite appends, series by series in the order first seen,
-// and Commit sends it all as one remote write 2.0 request to a remote-write handler, as a
-// Prometheus configured for 2.0 would (symbols, integer and float histograms as given,
-// custom bucket bounds kept). Rollback drops the buffer.
-type rw2Appender struct {
+// remoteWriteAppender buffers what the suite appends, series by series in the order first
+// seen, and Commit sends it all as one remote write 2.0 request to a remote-write handler,
+// as a Prometheus configured for 2.0 would (symbols, integer and float histograms as given,
+// custom bucket bounds kept), or as 1.0 requests. Rollback drops the buffer.
+type remoteWriteAppender struct {
 	handler http.Handler
 	// sent, if set, is told of each request Commit sent: its counts, and how long the
 	// handler took.
@@ -36,7 +37,11 @@ type rw2Appender struct {
 	// committed, if set, runs after a successful Commit; its error is Commit's.
 	committed func() error
 	// parts, above 1, makes Commit send the buffer as that many requests, cut by time.
-	parts  int
+	parts int
+	// v1 sends remote write 1.0 requests, as Prometheus 3 does unless told otherwise
+	// (custom bucket bounds kept, which prompb's conversions leave out at the pinned
+	// module).
+	v1     bool
 	byKey  map[string]*bufferedSeries
 	series []*bufferedSeries
 	done   bool
@@ -49,10 +54,10 @@ type bufferedSeries struct {
 	histograms []writev2.Histogram
 }
 
-var _ storage.Appender = (*rw2Appender)(nil)
+var _ storage.Appender = (*remoteWriteAppender)(nil)
 
-func newRW2Appender(handler http.Handler, sent func(samples, histograms int, took time.Duration)) *rw2Appender {
-	return &rw2Appender{handler: handler, sent: sent, byKey: map[string]*bufferedSeries{}}
+func newRemoteWriteAppender(handler http.Handler, sent func(samples, histograms int, took time.Duration)) *remoteWriteAppender {
+	return &remoteWriteAppender{handler: handler, sent: sent, byKey: map[string]*bufferedSeries{}}
 }
 
 var (
@@ -61,7 +66,7 @@ var (
 )
 
 // seriesOf is the buffer of l, made on first use.
-func (a *rw2Appender) seriesOf(l labels.Labels) (*bufferedSeries, error) {
+func (a *remoteWriteAppender) seriesOf(l labels.Labels) (*bufferedSeries, error) {
 	if a.done {
 		return nil, errAppenderDone
 	}
@@ -78,7 +83,7 @@ func (a *rw2Appender) seriesOf(l labels.Labels) (*bufferedSeries, error) {
 	return bs, nil
 }
 
-func (a *rw2Appender) Append(_ storage.SeriesRef, l labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
+func (a *remoteWriteAppender) Append(_ storage.SeriesRef, l labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
 	bs, err := a.seriesOf(l)
 	if err != nil {
 		return 0, err
@@ -87,7 +92,7 @@ func (a *rw2Appender) Append(_ storage.SeriesRef, l labels.Labels, t int64, v fl
 	return bs.ref, nil
 }
 
-func (a *rw2Appender) AppendHistogram(_ storage.SeriesRef, l labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
+func (a *remoteWriteAppender) AppendHistogram(_ storage.SeriesRef, l labels.Labels, t int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
 	bs, err := a.seriesOf(l)
 	if err != nil {
 		return 0, err
@@ -104,7 +109,7 @@ func (a *rw2Appender) AppendHistogram(_ storage.SeriesRef, l labels.Labels, t in
 }
 
 // AppendCTZeroSample appends a zero at the created timestamp, as Prometheus' head does.
-func (a *rw2Appender) AppendCTZeroSample(ref storage.SeriesRef, l labels.Labels, t, ct int64) (storage.SeriesRef, error) {
+func (a *remoteWriteAppender) AppendCTZeroSample(ref storage.SeriesRef, l labels.Labels, t, ct int64) (storage.SeriesRef, error) {
 	if ct >= t {
 		return 0, storage.ErrCTNewerThanSample
 	}
@@ -114,7 +119,7 @@ func (a *rw2Appender) AppendCTZeroSample(ref storage.SeriesRef, l labels.Labels,
 // AppendHistogramCTZeroSample appends an empty histogram at the created timestamp, a
 // counter reset, with the sample's schema, zero threshold and bounds, as Prometheus' head
 // does.
-func (a *rw2Appender) AppendHistogramCTZeroSample(ref storage.SeriesRef, l labels.Labels, t, ct int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
+func (a *remoteWriteAppender) AppendHistogramCTZeroSample(ref storage.SeriesRef, l labels.Labels, t, ct int64, h *histogram.Histogram, fh *histogram.FloatHistogram) (storage.SeriesRef, error) {
 	if ct >= t {
 		return 0, storage.ErrCTNewerThanSample
 	}
@@ -130,25 +135,25 @@ func (a *rw2Appender) AppendHistogramCTZeroSample(ref storage.SeriesRef, l label
 }
 
 // AppendExemplar drops exemplars: the suite evaluates no exemplar query.
-func (a *rw2Appender) AppendExemplar(ref storage.SeriesRef, _ labels.Labels, _ exemplar.Exemplar) (storage.SeriesRef, error) {
+func (a *remoteWriteAppender) AppendExemplar(ref storage.SeriesRef, _ labels.Labels, _ exemplar.Exemplar) (storage.SeriesRef, error) {
 	return ref, nil
 }
 
 // UpdateMetadata drops metadata: tablets keeps none.
-func (a *rw2Appender) UpdateMetadata(ref storage.SeriesRef, _ labels.Labels, _ metadata.Metadata) (storage.SeriesRef, error) {
+func (a *remoteWriteAppender) UpdateMetadata(ref storage.SeriesRef, _ labels.Labels, _ metadata.Metadata) (storage.SeriesRef, error) {
 	return ref, nil
 }
 
-func (a *rw2Appender) SetOptions(*storage.AppendOptions) {}
+func (a *remoteWriteAppender) SetOptions(*storage.AppendOptions) {}
 
-func (a *rw2Appender) Rollback() error {
+func (a *remoteWriteAppender) Rollback() error {
 	a.done, a.byKey, a.series = true, nil, nil
 	return nil
 }
 
 // Commit sends the buffer as one remote write 2.0 request (Parts of them, by time) and
 // fails unless the handler answers each with 204 having written every sample and histogram.
-func (a *rw2Appender) Commit() error {
+func (a *remoteWriteAppender) Commit() error {
 	if a.done {
 		return errAppenderDone
 	}
@@ -166,19 +171,36 @@ func (a *rw2Appender) Commit() error {
 }
 
 // send sends series as one request.
-func (a *rw2Appender) send(series []*bufferedSeries) error {
-	req, samples, histograms := rw2Request(series)
-	if samples+histograms == 0 {
-		return nil
+func (a *remoteWriteAppender) send(series []*bufferedSeries) error {
+	var (
+		body                []byte
+		samples, histograms int
+		err                 error
+	)
+	if a.v1 {
+		var req *prompb.WriteRequest
+		req, samples, histograms = rw1Request(series)
+		body, err = req.Marshal()
+	} else {
+		var req *writev2.Request
+		req, samples, histograms = rw2Request(series)
+		body, err = req.Marshal()
 	}
-	body, err := req.Marshal()
 	if err != nil {
 		return fmt.Errorf("promqltest storage: marshal the write request: %w", err)
 	}
+	if samples+histograms == 0 {
+		return nil
+	}
 	r := httptest.NewRequest(http.MethodPost, "/api/v1/write", bytes.NewReader(snappy.Encode(nil, body)))
-	r.Header.Set("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request")
 	r.Header.Set("Content-Encoding", "snappy")
-	r.Header.Set("X-Prometheus-Remote-Write-Version", "2.0.0")
+	if a.v1 {
+		r.Header.Set("Content-Type", "application/x-protobuf")
+		r.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	} else {
+		r.Header.Set("Content-Type", "application/x-protobuf;proto=io.prometheus.write.v2.Request")
+		r.Header.Set("X-Prometheus-Remote-Write-Version", "2.0.0")
+	}
 	w := httptest.NewRecorder()
 	start := time.Now()
 	a.handler.ServeHTTP(w, r)
@@ -187,6 +209,9 @@ func (a *rw2Appender) send(series []*bufferedSeries) error {
 	}
 	if w.Code != http.StatusNoContent {
 		return fmt.Errorf("promqltest storage: remote write of %d series: %d %s", len(series), w.Code, w.Body.String())
+	}
+	if a.v1 {
+		return nil // 1.0 answers say no more than 204
 	}
 	for header, want := range map[string]int{remote.HeaderSamplesWritten: samples, remote.HeaderHistogramsWritten: histograms} {
 		if got := w.Header().Get(header); got != strconv.Itoa(want) {
@@ -259,13 +284,39 @@ func rw2Request(series []*bufferedSeries) (req *writev2.Request, samples, histog
 	return req, samples, histograms
 }
 
+// rw1Request is rw2Request as a remote write 1.0 request.
+func rw1Request(series []*bufferedSeries) (req *prompb.WriteRequest, samples, histograms int) {
+	req = &prompb.WriteRequest{Timeseries: make([]prompb.TimeSeries, 0, len(series))}
+	for _, bs := range series {
+		ts := prompb.TimeSeries{Labels: prompb.FromLabels(bs.lset, nil)}
+		for _, s := range bs.samples {
+			ts.Samples = append(ts.Samples, prompb.Sample{Value: s.Value, Timestamp: s.Timestamp})
+		}
+		for _, h := range bs.histograms {
+			var ph prompb.Histogram
+			if h.IsFloatHistogram() {
+				ph = prompb.FromFloatHistogram(h.Timestamp, h.ToFloatHistogram())
+			} else {
+				ph = prompb.FromIntHistogram(h.Timestamp, h.ToIntHistogram())
+			}
+			ph.CustomValues = h.CustomValues
+			ts.Histograms = append(ts.Histograms, ph)
+		}
+		req.Timeseries = append(req.Timeseries, ts)
+		samples += len(bs.samples)
+		histograms += len(bs.histograms)
+	}
+	return req, samples, histograms
+}
+
 // The suite's appender sends each Commit as one remote write 2.0 request holding every
 // series appended (floats, integer and float histograms, custom bounds), or as parts cut by
-// time, nothing on Rollback, and fails unless the handler answers 204 having written
+// time, or as 1.0, nothing on Rollback, and fails unless the handler answers 204 having written
 // everything.
-func TestRW2Appender(t *testing.T) {
+func TestRemoteWriteAppender(t *testing.T) {
 	var got []*http.Request
 	var bodies []writev2.Request
+	var v1Bodies []prompb.WriteRequest
 	status, written := http.StatusNoContent, -1
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got = append(got, r)
@@ -273,6 +324,13 @@ func TestRW2Appender(t *testing.T) {
 		require.NoError(t, err)
 		raw, err := snappy.Decode(nil, compressed)
 		require.NoError(t, err)
+		if r.Header.Get("Content-Type") == "application/x-protobuf" {
+			var req prompb.WriteRequest
+			require.NoError(t, req.Unmarshal(raw))
+			v1Bodies = append(v1Bodies, req)
+			w.WriteHeader(status)
+			return
+		}
 		var req writev2.Request
 		require.NoError(t, req.Unmarshal(raw))
 		bodies = append(bodies, req)
@@ -290,8 +348,8 @@ func TestRW2Appender(t *testing.T) {
 		_, _ = w.Write([]byte("the handler's answer"))
 	})
 	var sentSamples, sentHistograms int
-	newApp := func() *rw2Appender {
-		return newRW2Appender(handler, func(samples, histograms int, _ time.Duration) {
+	newApp := func() *remoteWriteAppender {
+		return newRemoteWriteAppender(handler, func(samples, histograms int, _ time.Duration) {
 			sentSamples, sentHistograms = sentSamples+samples, sentHistograms+histograms
 		})
 	}
@@ -383,6 +441,30 @@ func TestRW2Appender(t *testing.T) {
 	require.Equal(t, []writev2.Sample{{Value: 3, Timestamp: 3000}}, second.Timeseries[0].Samples)
 	require.Equal(t, ints, second.Timeseries[1].ToLabels(&b, second.Symbols))
 	require.Equal(t, []writev2.Histogram{writev2.FromIntHistogram(2000, h), writev2.FromIntHistogram(3000, h)}, second.Timeseries[1].Histograms)
+
+	// Remote write 1.0, custom bounds kept.
+	app = newApp()
+	app.v1 = true
+	_, err = app.Append(0, floats, 1000, 1)
+	require.NoError(t, err)
+	_, err = app.AppendHistogram(0, nhcb, 2000, nil, fh)
+	require.NoError(t, err)
+	_, err = app.AppendHistogram(0, ints, 2000, h, nil)
+	require.NoError(t, err)
+	require.NoError(t, app.Commit())
+	require.Len(t, got, 6)
+	require.Equal(t, "application/x-protobuf", got[5].Header.Get("Content-Type"))
+	require.Equal(t, "0.1.0", got[5].Header.Get("X-Prometheus-Remote-Write-Version"))
+	require.Equal(t, "snappy", got[5].Header.Get("Content-Encoding"))
+	require.Len(t, v1Bodies, 1)
+	v1req := v1Bodies[0]
+	require.Len(t, v1req.Timeseries, 3)
+	require.Equal(t, floats, v1req.Timeseries[0].ToLabels(&b, nil))
+	require.Equal(t, []prompb.Sample{{Value: 1, Timestamp: 1000}}, v1req.Timeseries[0].Samples)
+	require.Equal(t, nhcb, v1req.Timeseries[1].ToLabels(&b, nil))
+	require.Equal(t, []float64{1, 10}, v1req.Timeseries[1].Histograms[0].CustomValues, "custom bounds kept")
+	require.True(t, fh.Equals(v1req.Timeseries[1].Histograms[0].ToFloatHistogram()), "the float histogram as appended")
+	require.Equal(t, h, v1req.Timeseries[2].Histograms[0].ToIntHistogram())
 
 	_, err = newApp().Append(0, labels.EmptyLabels(), 1, 1)
 	require.ErrorIs(t, err, errInvalidAppend)

@@ -52,8 +52,9 @@ type promqlStorage struct {
 	srv     *server.Server
 	stats   *fileStats
 
-	// maintained: each load is written in promqlMaintainParts requests cut by time (a
-	// chunk each, as a streaming Prometheus leaves them); after it the clock moves on, and
+	// maintained: each load is written as a Prometheus 3 streams it by default, in
+	// promqlMaintainParts remote write 1.0 requests cut by time (a chunk each); after it
+	// the clock moves on, and
 	// the staged points are folded into the raw tables and the raw and histogram chunks
 	// compacted, as the server's loops do: reads then see what a long-running server's
 	// database holds.
@@ -112,14 +113,15 @@ func (s *promqlStorage) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error)
 func (s *promqlStorage) StartTime() (int64, error) { return tablets.MinTime.UnixMilli(), nil }
 
 // Appender buffers samples; Commit sends them as one remote write 2.0 request to the
-// server (its /api/v1/write route), counting what the write cost.
+// server (its /api/v1/write route), or maintained as 1.0 requests, counting what the write
+// cost.
 func (s *promqlStorage) Appender(context.Context) storage.Appender {
 	var before int64
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		before = s.checker.Stats().Requests
 		s.srv.ServeHTTP(w, r)
 	})
-	app := newRW2Appender(handler, func(samples, histograms int, took time.Duration) {
+	app := newRemoteWriteAppender(handler, func(samples, histograms int, took time.Duration) {
 		requests := s.checker.Stats().Requests - before
 		st := s.stats
 		st.mu.Lock()
@@ -131,7 +133,7 @@ func (s *promqlStorage) Appender(context.Context) storage.Appender {
 		st.writeTime += took
 	})
 	if s.maintained {
-		app.parts, app.committed = promqlMaintainParts, s.maintain
+		app.parts, app.v1, app.committed = promqlMaintainParts, true, s.maintain
 	}
 	return app
 }

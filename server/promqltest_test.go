@@ -21,10 +21,11 @@ import (
 // server's Queryable, on a fresh database for every file and every clear. The engine is the
 // one Prometheus' TestEvaluations runs the suite with.
 //
-// The suite runs twice: on the database as one remote write a load leaves it (small loads
-// staged, the others a chunk a series), and maintained: each load written in parts by time
-// (a chunk each), then staged points folded into the raw tables and the chunks compacted, as
-// a long-running server's database is.
+// The suite runs twice: on the database as one remote write 2.0 request a load leaves it
+// (small loads staged, the others a chunk a series), and maintained: each load sent as a
+// Prometheus 3 streams it by default, remote write 1.0 requests cut by time (a chunk each),
+// then staged points folded into the raw tables and the chunks compacted, as a
+// long-running server's database is.
 func TestPromQLSuite(t *testing.T) {
 	azurite.Shared(t) // skips under -short, as every Azurite test
 	for _, maintained := range []bool{false, true} {
