@@ -26,6 +26,14 @@ import (
 // Prometheus 3 streams it by default, remote write 1.0 requests cut by time (a chunk each),
 // then staged points folded into the raw tables and the chunks compacted, as a
 // long-running server's database is.
+//
+// Tablets returns histogram samples as written, counter reset hints included. Prometheus'
+// own TSDB re-codes them into chunks: it cuts a chunk at a counter reset it detects (or an
+// explicit reset hint), a schema or zero threshold change, a staleness marker, and reads back
+// UnknownCounterReset for a chunk's first sample, NotCounterReset for the others (GaugeType
+// in a gauge chunk), widening an integer histogram's spans to its chunk's. The suite's
+// expectations do not depend on that: it passes over a plain in-memory storage that returns
+// the samples exactly as appended, and again with every non-gauge hint made unknown.
 func TestPromQLSuite(t *testing.T) {
 	azurite.Shared(t) // skips under -short, as every Azurite test
 	for _, maintained := range []bool{false, true} {
