@@ -104,9 +104,12 @@ func (s *promqlStorage) Querier(mint, maxt int64) (storage.Querier, error) {
 	return &countingQuerier{Querier: q, stats: s.stats}, nil
 }
 
-// ChunkQuerier is not served: the engine reads samples, and the suite never asks for chunks.
+// errChunkQuerier: the engine reads samples, and the suite never asks for chunks.
+var errChunkQuerier = errors.New("promqltest storage: chunk queriers are not supported")
+
+// ChunkQuerier is not served (errChunkQuerier).
 func (s *promqlStorage) ChunkQuerier(int64, int64) (storage.ChunkQuerier, error) {
-	return nil, errors.New("promqltest storage: chunk queriers are not supported")
+	return nil, errChunkQuerier
 }
 
 // StartTime is the oldest time tablets stores.
