@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/golang/snappy"
@@ -20,7 +18,6 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 	"github.com/prometheus/prometheus/storage"
-	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets/server/remote"
 )
@@ -307,167 +304,4 @@ func rw1Request(series []*bufferedSeries) (req *prompb.WriteRequest, samples, hi
 		histograms += len(bs.histograms)
 	}
 	return req, samples, histograms
-}
-
-// The suite's appender sends each Commit as one remote write 2.0 request holding every
-// series appended (floats, integer and float histograms, custom bounds), or as parts cut by
-// time, or as 1.0, nothing on Rollback, and fails unless the handler answers 204 having written
-// everything.
-func TestRemoteWriteAppender(t *testing.T) {
-	var got []*http.Request
-	var bodies []writev2.Request
-	var v1Bodies []prompb.WriteRequest
-	status, written := http.StatusNoContent, -1
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = append(got, r)
-		compressed, err := io.ReadAll(r.Body)
-		require.NoError(t, err)
-		raw, err := snappy.Decode(nil, compressed)
-		require.NoError(t, err)
-		if r.Header.Get("Content-Type") == "application/x-protobuf" {
-			var req prompb.WriteRequest
-			require.NoError(t, req.Unmarshal(raw))
-			v1Bodies = append(v1Bodies, req)
-			w.WriteHeader(status)
-			return
-		}
-		var req writev2.Request
-		require.NoError(t, req.Unmarshal(raw))
-		bodies = append(bodies, req)
-		samples, histograms := 0, 0
-		for _, ts := range req.Timeseries {
-			samples += len(ts.Samples)
-			histograms += len(ts.Histograms)
-		}
-		if written >= 0 {
-			samples = written
-		}
-		w.Header().Set(remote.HeaderSamplesWritten, strconv.Itoa(samples))
-		w.Header().Set(remote.HeaderHistogramsWritten, strconv.Itoa(histograms))
-		w.WriteHeader(status)
-		_, _ = w.Write([]byte("the handler's answer"))
-	})
-	var sentSamples, sentHistograms int
-	newApp := func() *remoteWriteAppender {
-		return newRemoteWriteAppender(handler, func(samples, histograms int, _ time.Duration) {
-			sentSamples, sentHistograms = sentSamples+samples, sentHistograms+histograms
-		})
-	}
-
-	floats := labels.FromStrings("__name__", "up", "job", "a")
-	ints := labels.FromStrings("__name__", "latency", "job", "a")
-	nhcb := labels.FromStrings("__name__", "latency_nhcb", "job", "a")
-	h := &histogram.Histogram{CounterResetHint: histogram.GaugeType, Schema: 1, ZeroThreshold: 0.001, ZeroCount: 1, Count: 4, Sum: 2.5,
-		PositiveSpans: []histogram.Span{{Offset: -1, Length: 2}}, PositiveBuckets: []int64{1, 1}, NegativeSpans: []histogram.Span{{Offset: 0, Length: 1}}, NegativeBuckets: []int64{0}}
-	fh := &histogram.FloatHistogram{Schema: histogram.CustomBucketsSchema, Count: 3, Sum: 7,
-		PositiveSpans: []histogram.Span{{Offset: 0, Length: 2}}, PositiveBuckets: []float64{1, 2}, CustomValues: []float64{1, 10}}
-
-	app := newApp()
-	_, err := app.Append(0, floats, 1000, 1)
-	require.NoError(t, err)
-	_, err = app.AppendHistogram(0, ints, 1000, h, nil)
-	require.NoError(t, err)
-	_, err = app.Append(0, floats, 2000, 2)
-	require.NoError(t, err)
-	_, err = app.AppendHistogram(0, nhcb, 2000, nil, fh)
-	require.NoError(t, err)
-	_, err = app.AppendHistogram(0, floats, 3000, h, nil) // a series turning into a histogram
-	require.NoError(t, err)
-	require.Empty(t, got, "nothing is sent before Commit")
-	require.NoError(t, app.Commit())
-	require.Len(t, got, 1, "one request a Commit")
-	require.Equal(t, "application/x-protobuf;proto=io.prometheus.write.v2.Request", got[0].Header.Get("Content-Type"))
-	require.Equal(t, "snappy", got[0].Header.Get("Content-Encoding"))
-	require.Equal(t, "/api/v1/write", got[0].URL.Path)
-	req := bodies[0]
-	require.Equal(t, "", req.Symbols[0], "a 2.0 symbol table starts with the empty string")
-	var b labels.ScratchBuilder
-	require.Len(t, req.Timeseries, 3)
-	require.Equal(t, floats, req.Timeseries[0].ToLabels(&b, req.Symbols))
-	require.Equal(t, []writev2.Sample{{Value: 1, Timestamp: 1000}, {Value: 2, Timestamp: 2000}}, req.Timeseries[0].Samples)
-	require.Equal(t, []writev2.Histogram{writev2.FromIntHistogram(3000, h)}, req.Timeseries[0].Histograms)
-	require.Equal(t, ints, req.Timeseries[1].ToLabels(&b, req.Symbols))
-	require.Equal(t, h, req.Timeseries[1].Histograms[0].ToIntHistogram(), "an integer histogram, hint included")
-	require.Equal(t, nhcb, req.Timeseries[2].ToLabels(&b, req.Symbols))
-	require.Equal(t, []writev2.Histogram{writev2.FromFloatHistogram(2000, fh)}, req.Timeseries[2].Histograms)
-	require.True(t, req.Timeseries[2].Histograms[0].IsFloatHistogram())
-	require.Equal(t, []float64{1, 10}, req.Timeseries[2].Histograms[0].CustomValues, "custom bounds kept")
-	require.Equal(t, []int{2, 3}, []int{sentSamples, sentHistograms})
-	require.ErrorIs(t, app.Commit(), errAppenderDone)
-	_, err = app.Append(0, floats, 4000, 4)
-	require.ErrorIs(t, err, errAppenderDone)
-
-	app = newApp()
-	_, err = app.Append(0, floats, 4000, 4)
-	require.NoError(t, err)
-	require.NoError(t, app.Rollback())
-	require.ErrorIs(t, app.Commit(), errAppenderDone)
-	require.NoError(t, newApp().Commit(), "an empty Commit")
-	require.Len(t, got, 1, "nothing sent on Rollback or for an empty Commit")
-
-	status = http.StatusBadRequest
-	app = newApp()
-	_, err = app.Append(0, floats, 4000, 4)
-	require.NoError(t, err)
-	err = app.Commit()
-	require.ErrorContains(t, err, "400 the handler's answer")
-
-	status, written = http.StatusNoContent, 0
-	app = newApp()
-	_, err = app.Append(0, floats, 4000, 4)
-	require.NoError(t, err)
-	require.ErrorContains(t, app.Commit(), remote.HeaderSamplesWritten, "a 204 that wrote less is a failure")
-
-	// Cut by time into parts, each a request, as a streaming sender would send them.
-	status, written = http.StatusNoContent, -1
-	app = newApp()
-	app.parts = 2
-	_, err = app.Append(0, floats, 1000, 1)
-	require.NoError(t, err)
-	_, err = app.AppendHistogram(0, ints, 2000, h, nil)
-	require.NoError(t, err)
-	_, err = app.Append(0, floats, 3000, 3)
-	require.NoError(t, err)
-	_, err = app.AppendHistogram(0, ints, 3000, h, nil)
-	require.NoError(t, err)
-	require.NoError(t, app.Commit())
-	require.Len(t, got, 5, "two requests")
-	first, second := bodies[3], bodies[4]
-	require.Len(t, first.Timeseries, 1)
-	require.Equal(t, floats, first.Timeseries[0].ToLabels(&b, first.Symbols))
-	require.Equal(t, []writev2.Sample{{Value: 1, Timestamp: 1000}}, first.Timeseries[0].Samples)
-	require.Len(t, second.Timeseries, 2)
-	require.Equal(t, floats, second.Timeseries[0].ToLabels(&b, second.Symbols))
-	require.Equal(t, []writev2.Sample{{Value: 3, Timestamp: 3000}}, second.Timeseries[0].Samples)
-	require.Equal(t, ints, second.Timeseries[1].ToLabels(&b, second.Symbols))
-	require.Equal(t, []writev2.Histogram{writev2.FromIntHistogram(2000, h), writev2.FromIntHistogram(3000, h)}, second.Timeseries[1].Histograms)
-
-	// Remote write 1.0, custom bounds kept.
-	app = newApp()
-	app.v1 = true
-	_, err = app.Append(0, floats, 1000, 1)
-	require.NoError(t, err)
-	_, err = app.AppendHistogram(0, nhcb, 2000, nil, fh)
-	require.NoError(t, err)
-	_, err = app.AppendHistogram(0, ints, 2000, h, nil)
-	require.NoError(t, err)
-	require.NoError(t, app.Commit())
-	require.Len(t, got, 6)
-	require.Equal(t, "application/x-protobuf", got[5].Header.Get("Content-Type"))
-	require.Equal(t, "0.1.0", got[5].Header.Get("X-Prometheus-Remote-Write-Version"))
-	require.Equal(t, "snappy", got[5].Header.Get("Content-Encoding"))
-	require.Len(t, v1Bodies, 1)
-	v1req := v1Bodies[0]
-	require.Len(t, v1req.Timeseries, 3)
-	require.Equal(t, floats, v1req.Timeseries[0].ToLabels(&b, nil))
-	require.Equal(t, []prompb.Sample{{Value: 1, Timestamp: 1000}}, v1req.Timeseries[0].Samples)
-	require.Equal(t, nhcb, v1req.Timeseries[1].ToLabels(&b, nil))
-	require.Equal(t, []float64{1, 10}, v1req.Timeseries[1].Histograms[0].CustomValues, "custom bounds kept")
-	require.True(t, fh.Equals(v1req.Timeseries[1].Histograms[0].ToFloatHistogram()), "the float histogram as appended")
-	require.Equal(t, h, v1req.Timeseries[2].Histograms[0].ToIntHistogram())
-
-	_, err = newApp().Append(0, labels.EmptyLabels(), 1, 1)
-	require.ErrorIs(t, err, errInvalidAppend)
-	_, err = newApp().AppendHistogram(0, floats, 1, nil, nil)
-	require.ErrorIs(t, err, errInvalidAppend)
 }
