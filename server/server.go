@@ -4,6 +4,7 @@
 //
 //	POST /api/v1/write              remote write 1.0 and 2.0 (package remote)
 //	POST /api/v1/read               remote read: SAMPLES, STREAMED_XOR_CHUNKS (package remote)
+//	POST /api/v1/otlp/v1/metrics    OTLP/HTTP metrics, stored as remote writes (package otlp)
 //	GET|POST /api/v1/query...       the query API, PromQL on Prometheus' engine (package api)
 //	                                over a storage.Queryable of the database (package promstore)
 //	GET /-/healthy, /-/ready        liveness; readiness (the catalog answers)
@@ -34,6 +35,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/api"
+	"github.com/seed71701133/tablets/server/otlp"
 	"github.com/seed71701133/tablets/server/promstore"
 	"github.com/seed71701133/tablets/server/remote"
 	"github.com/seed71701133/tablets/tsdb"
@@ -78,6 +80,8 @@ type Options struct {
 	// window costs more to read than the chunked raw points it sums up, so the minute tier
 	// serves only ranges whose raw points are gone).
 	Store *promstore.Options
+	// OTLP configures the OTLP endpoint (nil: its defaults, Prometheus' default translation).
+	OTLP *otlp.Options
 	// Logger (default: discarded).
 	Logger *slog.Logger
 	// Collectors are more metrics for /metrics, such as the command's count of requests to
@@ -100,6 +104,7 @@ type Server struct {
 	queryable  *promstore.Queryable
 	write      *remote.WriteHandler
 	read       *remote.ReadHandler
+	otlp       *otlp.Handler
 	api        *api.API
 	registry   *prometheus.Registry
 	handler    http.Handler
@@ -161,6 +166,9 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	if s.read, err = remote.NewReadHandler(s.queryable, nil); err != nil {
 		return nil, err
 	}
+	if s.otlp, err = otlp.NewHandler(s.write, o.OTLP); err != nil {
+		return nil, err
+	}
 	q := api.Options{}
 	if o.Query != nil {
 		q = *o.Query
@@ -177,11 +185,15 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	return s, nil
 }
 
+// otlpPath is the OTLP endpoint's, Prometheus' own.
+const otlpPath = "/api/v1/otlp/v1/metrics"
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	s.api.Register(mux)
 	mux.Handle("/api/v1/write", s.instrument("write", s.write))
 	mux.Handle("/api/v1/read", s.instrument("read", s.read))
+	mux.Handle(otlpPath, s.instrument("otlp", s.otlp))
 	mux.HandleFunc("GET /-/healthy", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "tablets is Healthy.")
 	})
@@ -212,6 +224,9 @@ func (s *Server) Queryable() *promstore.Queryable { return s.queryable }
 
 // WriteStats are the remote-write handler's counters.
 func (s *Server) WriteStats() remote.WriteStats { return s.write.Stats() }
+
+// OTLPStats are the OTLP handler's counters.
+func (s *Server) OTLPStats() otlp.Stats { return s.otlp.Stats() }
 
 // Close releases the query engine.
 func (s *Server) Close() error { return s.api.Close() }
@@ -269,11 +284,11 @@ func (s *Server) instrument(handler string, h http.Handler) http.Handler {
 	})
 }
 
-// instrumentQueries counts the query API's requests by path (the write and read handlers
-// count themselves).
+// instrumentQueries counts the query API's requests by path (the write, read and OTLP
+// handlers count themselves).
 func (s *Server) instrumentQueries(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/api/v1/write" || r.URL.Path == "/api/v1/read" {
+		if r.URL.Path == "/api/v1/write" || r.URL.Path == "/api/v1/read" || r.URL.Path == otlpPath {
 			mux.ServeHTTP(w, r)
 			return
 		}
@@ -316,6 +331,16 @@ func (s *Server) registerMetrics() {
 			func() float64 { return float64(s.write.Stats().SamplesInFlight) }),
 		gauge("tablets_remote_write_requests_waiting", "Remote writes waiting for room in flight.",
 			func() float64 { return float64(s.write.Stats().RequestsWaiting) }),
+		counter("tablets_otlp_datapoints_received_total", "OTLP data points received.",
+			func() float64 { return float64(s.otlp.Stats().DataPointsReceived) }),
+		counter("tablets_otlp_datapoints_refused_total", "OTLP data points of requests refused whole (delta temporality, ...).",
+			func() float64 { return float64(s.otlp.Stats().DataPointsRefused) }),
+		counter("tablets_otlp_samples_written_total", "Float samples stored from OTLP.",
+			func() float64 { return float64(s.otlp.Stats().SamplesWritten) }),
+		counter("tablets_otlp_histograms_written_total", "Native histogram samples stored from OTLP.",
+			func() float64 { return float64(s.otlp.Stats().HistogramsWritten) }),
+		counter("tablets_otlp_samples_not_stored_total", "Samples translated from OTLP and not stored (refused or failed).",
+			func() float64 { return float64(s.otlp.Stats().SamplesNotStored) }),
 		counter("tablets_remote_read_samples_sent_total", "Samples sent by remote read.",
 			func() float64 { return float64(s.read.Stats().SamplesSent) }),
 		counter("tablets_select_raw_total", "Selects that read raw points.",

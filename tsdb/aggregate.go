@@ -24,6 +24,11 @@ const maxSeriesPerFilter = 13
 // from or to aggregates only the points inside. It reads the coarsest tier whose Step
 // divides step wherever that tier's windows are sealed and not flagged stale (see
 // Options.SealDelay), and the raw points elsewhere: the answer does not depend on which.
+//
+// Histogram samples are aggregated too, apart from the points (see Window): the windows of
+// a histogram series hold its observations, merged exactly from the tier's windows, so that
+// Quantile over histogram series comes from their own buckets. A tier window stored without
+// its histograms (too large) is read raw. Staleness markers are not samples.
 func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration) iter.Seq2[Window, error] {
 	return func(yield func(Window, error) bool) {
 		windows, err := db.aggregate(ctx, series, from, to, step)
@@ -107,7 +112,9 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 						}
 						if b.rolled < float64(we.Add(db.opts.SealDelay).Unix()) || len(pointsIn(staged[s], ws, we)) > 0 {
 							raw[s] = append(raw[s], [2]time.Time{ws, we})
-						} else if w := b.windows[i]; w != nil {
+						} else if w := b.windows[i]; w != nil && w.hist != nil && w.hist.kind == histTooLarge {
+							raw[s] = append(raw[s], [2]time.Time{ws, we}) // stored without its histograms
+						} else if w != nil {
 							tierWindows[s] = append(tierWindows[s], w)
 						}
 					}
@@ -116,16 +123,34 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 			}
 		}
 	}
+	rawRanges := map[string][][2]time.Time{}
 	for _, s := range names {
-		mine := map[time.Time]*Window{}
-		for _, w := range tierWindows[s] {
-			mergeInto(mine, w)
-		}
 		ranges, ok := raw[s]
 		if !ok {
 			ranges = [][2]time.Time{{from, to}}
 		}
-		for _, r := range mergeRanges(ranges) {
+		rawRanges[s] = mergeRanges(ranges)
+	}
+	rawHists, err := db.readRawHistograms(ctx, rawRanges)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range names {
+		mine := map[time.Time]*Window{}
+		for _, w := range tierWindows[s] {
+			floats := *w
+			floats.hist = nil // a series' histograms merge in time order, below
+			mergeInto(mine, &floats)
+		}
+		for ws, h := range seriesHistWindows(tierWindows[s], rawHists[s], step) {
+			w := mine[ws]
+			if w == nil {
+				w = newWindow(ws, db.opts.Accuracy)
+				mine[ws] = w
+			}
+			w.hist = h
+		}
+		for _, r := range rawRanges[s] {
 			for p, err := range withStaged(db.rawQuery(ctx, s, r[0], r[1]), pointsIn(staged[s], r[0], r[1])) {
 				if err != nil {
 					return nil, err
@@ -149,7 +174,8 @@ func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time
 	}
 	windows := make([]*Window, 0, len(out))
 	for _, w := range out {
-		if w.Count > 0 {
+		if w.Count > 0 || w.hist != nil {
+			w.setHistograms(w.hist)
 			windows = append(windows, w)
 		}
 	}
@@ -224,4 +250,75 @@ func (db *DB) readBlocks(ctx context.Context, names []string, t Tier, lo, hi uin
 		}
 	}
 	return out, nil
+}
+
+// readRawHistograms reads the histogram samples of each series in its ranges (disjoint, in
+// order): a read of many series for each range that several share.
+func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time) (map[string][]HistogramPoint, error) {
+	byRange := map[[2]time.Time][]string{}
+	for s, rs := range ranges {
+		for _, r := range rs {
+			byRange[r] = append(byRange[r], s)
+		}
+	}
+	order := slices.SortedFunc(maps.Keys(byRange), func(a, b [2]time.Time) int {
+		if c := a[0].Compare(b[0]); c != 0 {
+			return c
+		}
+		return a[1].Compare(b[1])
+	})
+	out := map[string][]HistogramPoint{}
+	if len(order) == 0 {
+		return out, nil
+	}
+	end := order[0][1]
+	for _, r := range order {
+		end = laterOf(end, r[1])
+	}
+	if exists, err := db.histTablesIn(ctx, order[0][0], end); err != nil || !exists {
+		return out, err // a database without histograms there pays one request a period
+	}
+	for _, r := range order {
+		names := histogramNames(slices.Sorted(slices.Values(byRange[r])))
+		if len(names) == 0 {
+			continue
+		}
+		for sh, err := range db.QueryManyHistograms(ctx, names, r[0], r[1]) {
+			if err != nil {
+				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
+			}
+			out[sh.Series] = append(out[sh.Series], sh.HistogramPoint)
+		}
+	}
+	return out, nil
+}
+
+// seriesHistWindows merges the histogram samples of one series into windows of step, by
+// start: those its tier windows hold and its raw samples (disjoint in time), chained in time
+// order.
+func seriesHistWindows(tier []*Window, raw []HistogramPoint, step time.Duration) map[time.Time]*histWindow {
+	pieces := map[time.Time][]*histWindow{}
+	for _, w := range tier {
+		if w.hist != nil {
+			ws := rounding.Floor(w.Start, step)
+			pieces[ws] = append(pieces[ws], w.hist)
+		}
+	}
+	for _, p := range raw {
+		if !isStaleHistogram(p) {
+			ws := rounding.Floor(p.Time, step)
+			pieces[ws] = append(pieces[ws], newHistWindow(p))
+		}
+	}
+	out := make(map[time.Time]*histWindow, len(pieces))
+	for ws, ps := range pieces {
+		out[ws] = histPieces(ps)
+	}
+	return out
+}
+
+// histogramNames are the names that may hold histogram samples: those valid for the keys of
+// histogram tables (a float series' name may be too long for them, and then has none).
+func histogramNames(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(s string) bool { return validateHistSeries(s) != nil })
 }

@@ -199,10 +199,11 @@
 // transactions, where WriteMany's staging of N float samples costs a few. The first write of
 // a series in a period also costs its share of an index transaction (an index partition and
 // 100 series), which flags its entry as having histograms there; Select reports it in
-// SeriesInfo.Histograms. Each write makes a chunk, and a chunk of one sample is mostly keys
-// (about 400 bytes billed): Compact and KeepCompacted merge a partition's chunks into
-// chunks of up to 16 KiB, in one transaction a run, so that an hour at 5 s, 720 entities
-// before, is one after. A read packs many series into each request (filters of at most 15
+// SeriesInfo.Histograms. Each write makes a chunk, and a chunk of one sample is mostly keys:
+// Compact and KeepCompacted merge a partition's chunks into chunks of up to 16 KiB, in one
+// transaction a run of up to 90, so that an hour at 5 s, 720 entities before, is one after.
+// Measured on Azurite with a 20-bucket latency histogram: 267 bytes billed a sample in
+// chunks of one, 16 once compacted (4 queries and 9 transactions for the hour). A read packs many series into each request (filters of at most 15
 // comparisons: about five series a request over a range inside a day, two or three across
 // days) and reads a request per 1,000 chunks; Delete removes samples as it removes points,
 // and Retain drops a period's histogram table with its raw table.
@@ -240,4 +241,15 @@
 // then Aggregate reads such a point from the staging table and the raw points of its window
 // instead of the window: a late point is never hidden by a stale window, and recent writes
 // cost nothing more.
+//
+// A window keeps the histogram samples of its series apart from its points: their count,
+// the first and the last, and the observations made in the window as one float histogram
+// (the increase of counter histograms between the window's samples, the sum of gauge
+// histograms; see Window), in a tenth property a window (docs/format.md, "Histogram
+// windows"): 150 to 200 bytes for a 20-bucket histogram. Coarser windows and several series
+// merge exactly: bucket for bucket, at the smaller schema. Rollup reads the histogram
+// samples after the ETags, as it reads the points, 64 series at a time (a few a request); a
+// late histogram sample flags its blocks as a late point does. Aggregate's quantiles over
+// histogram series come from their buckets, as Prometheus' histogram_quantile computes them
+// (HistogramQuantile).
 package tsdb

@@ -27,7 +27,7 @@ type (
 // WriteHistograms stores native histogram samples of many series in the histogram tables of
 // their periods, at the millisecond (a time truncates to it, whatever the raw layout): a
 // sample whose series and millisecond are stored replaces it (within a call the later
-// argument wins). Histograms are never staged: a series' samples of a period are one
+// argument wins, across entries of one series too). Histograms are never staged: a series' samples of a period are one
 // transaction per day (partition) and 100 chunks of up to 16 KiB, the series written 32 at
 // a time (see the package documentation, "Histograms").
 //
@@ -45,13 +45,16 @@ type (
 // having histograms there (see Select), before its samples are written. Samples older than
 // Options.SealDelay (less 5 minutes) then flag their rollup tier windows, as a Write's late
 // points do; a series whose samples are stored but whose windows could not be flagged lists
-// them all (writing them again flags them). A series not wholly
-// written gets a *tablets.WriteError whose FailedHistograms lists exactly its samples that
-// may not be stored (those of failed transactions; a failure stops the series not yet
-// started), with the service's Status and Code. The error joins them all, rejects first (in
-// the batch's order); nil means every sample is stored. Writes are idempotent: writing the
-// same samples again stores the same entities. A failure to read the catalog before writing
-// is returned alone, nothing written.
+// them all (writing them again flags them).
+//
+// A series not wholly written gets a *tablets.WriteError whose FailedHistograms lists
+// exactly its samples that may not be stored (those of failed transactions; a failure stops
+// the series not yet started), with the service's Status and Code (a throttled write
+// matches tablets.ErrThrottled). The error joins them all, rejects first (in the batch's
+// order); nil means every sample is stored. A transaction sent again (a retry after a lost
+// reply) stores the same entities, and writing samples again stores the same samples: a
+// caller retries a failed call, or its FailedHistograms, safely. A failure to read the
+// catalog before writing is returned alone, nothing written.
 func (db *DB) WriteHistograms(ctx context.Context, batch []SeriesHistograms) error {
 	plans, rejects, err := db.planHistograms(ctx, batch)
 	if err != nil {
@@ -146,6 +149,31 @@ func (db *DB) validateHist(ctx context.Context, series string) error {
 	return nil
 }
 
+// histMaxSampleBytes bounds one sample's encoding: a chunk of it alone must fit Azure's
+// 64 KiB binary property.
+const histMaxSampleBytes = 63 << 10
+
+// validHistSample is HistogramPoint.Validate, and a sample small enough to store (a
+// histogram of thousands of buckets may not be): errors wrap tablets.ErrInvalidHistogram.
+func validHistSample(p HistogramPoint) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	var parts int // an upper bound of the encoding's size, cheap to compute
+	if p.H != nil {
+		parts = 2*(len(p.H.PositiveBuckets)+len(p.H.NegativeBuckets)) + len(p.H.CustomValues) + len(p.H.PositiveSpans) + len(p.H.NegativeSpans)
+	} else {
+		parts = 2*(len(p.FH.PositiveBuckets)+len(p.FH.NegativeBuckets)) + len(p.FH.CustomValues) + len(p.FH.PositiveSpans) + len(p.FH.NegativeSpans)
+	}
+	if 10*parts+128 <= histMaxSampleBytes {
+		return nil
+	}
+	if n := len(histenc.Append(nil, []histenc.Sample{{H: p.H, FH: p.FH}})); n > histMaxSampleBytes {
+		return fmt.Errorf("%w: %d bytes encoded, over the %d a sample may take", tablets.ErrInvalidHistogram, n, histMaxSampleBytes)
+	}
+	return nil
+}
+
 // histPlanned is a series' samples to write, by period.
 type histPlanned struct {
 	at       int // in the batch
@@ -194,7 +222,7 @@ func (db *DB) planHistograms(ctx context.Context, batch []SeriesHistograms) ([]h
 		var invalid, badTime, expired []HistogramPoint
 		var invalidErr, badTimeErr, expiredErr error
 		for i, h := range sh.Histograms {
-			if err := h.Validate(); err != nil {
+			if err := validHistSample(h); err != nil {
 				invalid = append(invalid, h)
 				if invalidErr == nil {
 					invalidErr = fmt.Errorf("tsdb: write %q: histogram %d: %w", sh.Series, i, err)

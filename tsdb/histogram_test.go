@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/histenc"
 )
@@ -260,4 +262,66 @@ func TestHistRuns(t *testing.T) {
 			t.Fatal("a segment cut between runs")
 		}
 	}
+}
+
+// A sample too large for a chunk of its own (Azure's 64 KiB binary property) is invalid
+// input, found before any request; ordinary ones pass without being encoded twice.
+func TestValidHistSampleSize(t *testing.T) {
+	big := func(n int) HistogramPoint {
+		h := &tablets.FloatHistogram{Schema: 0, PositiveSpans: []tablets.HistogramSpan{{Length: uint32(n)}}}
+		for i := range n {
+			v := float64(i*7919%1000) + 1.0/float64(i+3)
+			h.PositiveBuckets = append(h.PositiveBuckets, v)
+			h.Count += v
+		}
+		return HistogramPoint{FH: h}
+	}
+	if err := validHistSample(big(160)); err != nil {
+		t.Fatalf("160 buckets: %v", err)
+	}
+	err := validHistSample(big(20000))
+	if !errors.Is(err, tablets.ErrInvalidHistogram) {
+		t.Fatalf("20,000 buckets: %v", err)
+	}
+}
+
+// Whatever a histogram table's entity holds, decoding it never panics: it is a chunk whose
+// keys and header agree, or an error.
+func FuzzDecodeHistChunk(f *testing.F) {
+	const day = 19_000 * histPartUnits
+	for _, rows := range [][]histRow{
+		histRows("a", []histenc.Sample{intSample(day+1, 2), intSample(day+9, 3)}, 7),
+		histRows(`up{job="x|y"}`, formatHistSamples(), 1),
+	} {
+		for _, r := range rows {
+			f.Add(r.body)
+		}
+	}
+	f.Add([]byte(`{"PartitionKey":"a|001641600000000","RowKey":"001641600000001-0000000000000007-00000000","L":"001641600000000","H@odata.type":"Edm.Binary","H":""}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		e := entity.Entity{AllowStrings: true}
+		if e.Decode(raw) != nil {
+			return
+		}
+		c, err := decodeHistChunk(&e, true)
+		if err != nil {
+			return
+		}
+		if c.first > c.last {
+			t.Fatalf("accepted a chunk from %d to %d", c.first, c.last)
+		}
+		prev, n := uint64(0), 0
+		err = c.samples(0, ^uint64(0), func(s histenc.Sample) {
+			if s.Unit < c.first || s.Unit > c.last || n > 0 && s.Unit <= prev {
+				t.Fatalf("sample at %d after %d in a chunk from %d to %d", s.Unit, prev, c.first, c.last)
+			}
+			if (s.H == nil) == (s.FH == nil) {
+				t.Fatalf("sample at %d holds H %v and FH %v", s.Unit, s.H != nil, s.FH != nil)
+			}
+			prev, n = s.Unit, n+1
+		})
+		if err == nil && n == 0 {
+			t.Fatal("a chunk of no sample accepted")
+		}
+	})
 }

@@ -196,7 +196,8 @@ const histReadConcurrency = 8
 // sub-queries at once, each a page ahead): one request per sub-query when no reply is cut
 // short. Where one is (a page followed by a continuation), the series of its last chunk is
 // read again from its first millisecond not final in fresh snapshots (readHistOne), and its
-// chunks elsewhere are skipped.
+// chunks elsewhere are skipped. (Whether the cut fell between partitions cannot be told:
+// continuations are opaque, Azurite's and Azure's encoded.)
 func readHistMany(ctx context.Context, client pager.Lister, series []string, from, to uint64, emit func(i int, s histenc.Sample) bool) error {
 	plan, err := histPlan(series, from, to, histSelect)
 	if err != nil {

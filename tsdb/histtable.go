@@ -176,13 +176,22 @@ func decodeHistChunk(e *entity.Entity, withChunk bool) (histChunk, error) {
 	return c, nil
 }
 
-// samples decodes the chunk, calling yield with each sample in [lo, hi).
+// samples decodes the chunk, calling yield with each sample in [lo, hi). A sample outside
+// the chunk's keys, or out of order, makes the chunk corrupt.
 func (c histChunk) samples(lo, hi uint64, yield func(histenc.Sample)) error {
+	prev, bad := c.first, false
 	err := histenc.Decode(c.chunk, func(s histenc.Sample) {
+		if bad = bad || s.Unit < prev || s.Unit > c.last; bad {
+			return
+		}
+		prev = s.Unit + 1
 		if s.Unit >= lo && s.Unit < hi {
 			yield(s)
 		}
 	})
+	if err == nil && bad {
+		err = fmt.Errorf("%w: samples out of order or outside the chunk's keys", histenc.ErrCorrupt)
+	}
 	if err != nil {
 		return &entity.DecodeError{PartitionKey: c.pk, RowKey: c.rk, Reason: err.Error()}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,8 +37,9 @@ func (t Tier) block() time.Duration { return t.Step * blockWindows }
 // tierPeriod is the start of tier t's table period holding Unix second s.
 func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 
-// Rollup (re)computes every tier window overlapping [from, to) from the raw points, for every
-// series with points there (the series index of the periods). It works a whole block of the
+// Rollup (re)computes every tier window overlapping [from, to) from the raw points and
+// histogram samples (see Window), for every series with either there (the series index of
+// the periods). It works a whole block of the
 // coarsest tier at a time, so it reads the blocks' ETags, then the raw points, then writes
 // each block conditionally on the ETag it read (or as new): a block written from a read
 // that a concurrent Write or Rollup has made stale fails, and that series starts again. It
@@ -49,8 +51,10 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // Over chunked raw tables it reads many series at once instead of each by itself: for each
 // block of the coarsest tier with a raw table, and a few thousand series at a time, the
 // blocks' ETags (a query per tier table), the staged points (one query) and the raw points
-// (a query per raw table, a request per 1,000 chunks), then it writes a transaction per
-// series and tier table; a series whose write meets a change is rolled up again by itself.
+// (a query per raw table, a request per 1,000 chunks), the histogram samples (a read of
+// many series a request, a few dozen series at a time, after the ETags), then it writes a
+// transaction per series and tier table; a series whose write meets a change is rolled up
+// again by itself.
 func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
@@ -70,7 +74,7 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if lo >= hi {
 		return nil
 	}
-	names, err := db.Series(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	names, err := db.rollupNames(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil || len(names) == 0 {
 		return err
 	}
@@ -83,6 +87,54 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 		}
 	}
 	return nil
+}
+
+// rollupNames lists the series with points or histogram samples in the periods [from, to)
+// overlaps: Series', and those listed in the index of a period that has a histogram table
+// but no raw table (histogram samples only).
+func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, error) {
+	names, err := db.Series(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := db.spans(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := db.histSpans(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, s := range names {
+		seen[s] = true
+	}
+	for _, h := range hist {
+		if slices.ContainsFunc(raw, func(r span) bool { return r.period == h.period }) {
+			continue // Series read this period's index
+		}
+		q := pager.SubQuery{Select: "RowKey"}
+		var e entity.Entity
+		for page, err := range pager.Each(ctx, db.service.NewClient(db.indexTable(h.period)), q, 0) {
+			if isTableGone(err) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("tsdb: index: %w", err)
+			}
+			for _, raw := range page.Entities {
+				if err := e.Decode(raw); err != nil {
+					return nil, fmt.Errorf("tsdb: index: %w", err)
+				}
+				if s := string(e.RowKey); !seen[s] {
+					seen[s] = true
+					names = append(names, s)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // oldestKeptPeriod is the start of the oldest raw period Retain keeps by the clock now (the
@@ -110,10 +162,14 @@ func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) er
 			}
 			pts = append(pts, p)
 		}
+		hists, err := db.readHistograms(ctx, series, lo, hi)
+		if err != nil {
+			return err
+		}
 		rolled := float64(db.now().Unix())
 		conflict := false
 		for i, t := range db.opts.Tiers {
-			blocks := db.computeBlocks(t, pts, rolled)
+			blocks := db.computeBlocks(t, pts, hists, rolled)
 			err := db.writeBlocks(ctx, series, t, blocks, etags[i])
 			if batch.IsConflict(err) {
 				conflict = true
@@ -162,11 +218,12 @@ func (db *DB) blockETags(ctx context.Context, series string, lo, hi uint64) ([]m
 	return out, nil
 }
 
-// computeBlocks aggregates points (oldest first) into tier t's blocks.
-func (db *DB) computeBlocks(t Tier, pts []tablets.Point, rolled float64) map[uint64]*block {
+// computeBlocks aggregates points and histogram samples (each oldest first) into tier t's
+// blocks.
+func (db *DB) computeBlocks(t Tier, pts []tablets.Point, hists []tablets.HistogramPoint, rolled float64) map[uint64]*block {
 	blocks := map[uint64]*block{}
-	for _, p := range pts {
-		s := unix(p.Time)
+	windowOf := func(tm time.Time) *Window {
+		s := unix(tm)
 		bs := floorSec(s, t.block())
 		b := blocks[bs]
 		if b == nil {
@@ -177,9 +234,42 @@ func (db *DB) computeBlocks(t Tier, pts []tablets.Point, rolled float64) map[uin
 		if b.windows[i] == nil {
 			b.windows[i] = newWindow(at(bs).Add(time.Duration(i)*t.Step), db.opts.Accuracy)
 		}
-		b.windows[i].add(p.Time, p.Value)
+		return b.windows[i]
+	}
+	for _, p := range pts {
+		windowOf(p.Time).add(p.Time, p.Value)
+	}
+	for len(hists) > 0 {
+		// The samples of one window, then their window (none if all are staleness markers).
+		w := windowOf(hists[0].Time)
+		n := 1
+		for n < len(hists) && hists[n].Time.Before(w.Start.Add(t.Step)) {
+			n++
+		}
+		if h := histWindowOf(hists[:n]); h != nil {
+			w.hist = h
+		}
+		hists = hists[n:]
 	}
 	return blocks
+}
+
+// readHistograms reads the histogram samples of series in [lo, hi) (Unix seconds).
+func (db *DB) readHistograms(ctx context.Context, series string, lo, hi uint64) ([]tablets.HistogramPoint, error) {
+	if len(histogramNames([]string{series})) == 0 {
+		return nil, nil // a name no histogram table can hold
+	}
+	if exists, err := db.histTablesIn(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime)); err != nil || !exists {
+		return nil, err
+	}
+	var out []tablets.HistogramPoint
+	for p, err := range db.QueryHistograms(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // writeBlocks writes a tier's blocks of series: each conditionally on the ETag read (a
@@ -190,7 +280,7 @@ func (db *DB) writeBlocks(ctx context.Context, series string, t Tier, blocks map
 	for s, b := range blocks {
 		empty := true
 		for _, w := range b.windows {
-			empty = empty && (w == nil || w.Count == 0)
+			empty = empty && (w == nil || (w.Count == 0 && w.hist == nil))
 		}
 		p := tierPeriod(t, s)
 		body := appendBlock(nil, series, t.Step, b)

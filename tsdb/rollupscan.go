@@ -69,7 +69,13 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 		blocks += int(span / uint64(t.block()/time.Second))
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
-	for _, s := range sliceStarts(spans, lo, hi, block) {
+	// Periods of histogram samples only have no raw table, but slices all the same.
+	hist, err := db.histSpans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	if err != nil {
+		return true, err
+	}
+	starts := slices.Compact(slices.Sorted(slices.Values(append(sliceStarts(spans, lo, hi, block), sliceStarts(hist, lo, hi, block)...))))
+	for _, s := range starts {
 		var raw []rawSpan
 		for i, sp := range spans {
 			if sp.from.Before(at(s+span)) && sp.to.After(at(s)) {
@@ -151,9 +157,20 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 			}
 		}()
 	}
+	// After the ETags: a histogram table made since holds late samples that flagged blocks.
+	exists, err := db.histTablesIn(ctx, at(lo), at(hi))
+	if err != nil {
+		return err
+	}
+	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi, none: !exists}
 	err = db.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
-		j := rollupJob{series: series, points: pts, etags: etags[series]}
-		if len(pts) == 0 && j.etags == nil {
+		hs, err := hists.next(ctx, series)
+		if err != nil {
+			cancel(err)
+			return false
+		}
+		j := rollupJob{series: series, points: pts, hists: hs, etags: etags[series]}
+		if len(pts) == 0 && len(hs) == 0 && j.etags == nil {
 			return true // nothing there, nothing rolled up before
 		}
 		select {
@@ -175,7 +192,55 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 type rollupJob struct {
 	series string
 	points []tablets.Point
+	hists  []tablets.HistogramPoint
 	etags  []map[uint64]azcore.ETag // nil: no block
+}
+
+// histPrefetchSeries is how many series' histogram samples a batched Rollup reads at once
+// (a slice's samples of each are in memory together).
+const histPrefetchSeries = 64
+
+// histPrefetch reads the histogram samples of a group's series in [lo, hi), a few series'
+// at a time, as the rollup of the group comes to them (in the group's order).
+type histPrefetch struct {
+	db     *DB
+	group  []string
+	lo, hi uint64
+	none   bool // no histogram table: nothing to read
+	upto   int  // the index in group of the first series not read yet
+	read   map[string][]tablets.HistogramPoint
+}
+
+// next returns the samples of series, the next of the group not asked for yet.
+func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.HistogramPoint, error) {
+	if h.none {
+		return nil, nil
+	}
+	if samples, ok := h.read[series]; ok {
+		delete(h.read, series)
+		return samples, nil
+	}
+	i := slices.Index(h.group[h.upto:], series)
+	if i < 0 {
+		return nil, fmt.Errorf("tsdb: rollup: series %q out of order", series)
+	}
+	batch := h.group[h.upto+i : min(h.upto+i+histPrefetchSeries, len(h.group))]
+	h.upto += i + len(batch)
+	h.read = make(map[string][]tablets.HistogramPoint, len(batch))
+	for _, s := range batch {
+		h.read[s] = nil
+	}
+	for sh, err := range h.db.QueryManyHistograms(ctx, histogramNames(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime)) {
+		if err != nil {
+			return nil, fmt.Errorf("tsdb: rollup: read histograms: %w", err)
+		}
+		if _, ok := h.read[sh.Series]; ok {
+			h.read[sh.Series] = append(h.read[sh.Series], sh.HistogramPoint)
+		}
+	}
+	samples := h.read[series]
+	delete(h.read, series)
+	return samples, nil
 }
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
@@ -187,7 +252,7 @@ func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) err
 		if j.etags != nil {
 			etags = j.etags[i]
 		}
-		err := db.writeBlocks(ctx, j.series, t, db.computeBlocks(t, j.points, rolled), etags)
+		err := db.writeBlocks(ctx, j.series, t, db.computeBlocks(t, j.points, j.hists, rolled), etags)
 		if batch.IsConflict(err) {
 			return db.rollupSeries(ctx, j.series, lo, hi)
 		}

@@ -37,8 +37,8 @@ const maxProbes = 2
 // maxDroppedCached bounds the cache of periods known dropped.
 const maxDroppedCached = 4096
 
-// periodTables knows which raw, index and histogram tables of a database exist and which periods were
-// dropped, so that a read does not list the account's tables first.
+// periodTables knows which raw, index and histogram tables of a database exist and which
+// periods were dropped, so that a read does not list the account's tables first.
 //
 // What it holds: the tables of the last listing, the tables this process created, and those
 // a read found; a table is forgotten when this process drops it or a request finds it gone.

@@ -74,13 +74,16 @@ type block struct {
 	start   uint64 // Unix seconds
 	rolled  float64
 	stale   bool
-	windows [blockWindows]*Window // nil: no points
+	windows [blockWindows]*Window // nil: no points, no histogram samples
 }
 
 // appendBlock appends the entity of b (series, tier step).
 func appendBlock(dst []byte, series string, step time.Duration, b *block) []byte {
 	eb := blockenc.Block{Start: b.start, Rolled: b.rolled}
 	for i, w := range b.windows {
+		if w != nil && w.hist != nil {
+			eb.Histograms[i] = appendHistWindow(nil, w.hist, w.Start)
+		}
 		if w == nil || w.Count == 0 {
 			continue
 		}
@@ -110,6 +113,20 @@ func decodeBlock(e *entity.Entity, step time.Duration, accuracy float64) (*block
 		ws := blockStart.Add(time.Duration(i) * step)
 		b.windows[i] = &Window{Start: ws, Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
 			firstT: ws.Add(w.FirstAt), lastT: ws.Add(w.LastAt), sk: w.Sketch}
+	}
+	for i, enc := range eb.Histograms {
+		if enc == nil {
+			continue
+		}
+		ws := blockStart.Add(time.Duration(i) * step)
+		h, err := decodeHistWindow(enc, ws, step)
+		if err != nil {
+			return nil, &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: fmt.Sprintf("window %d: %v", i, err)}
+		}
+		if b.windows[i] == nil {
+			b.windows[i] = &Window{Start: ws, sk: sketchenc.New(accuracy)}
+		}
+		b.windows[i].hist = h
 	}
 	return b, nil
 }

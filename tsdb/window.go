@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/sketchenc"
 )
 
@@ -31,6 +32,27 @@ import (
 //     value (about 2.3e-308: the subnormal numbers), so a quantile whose rank falls on them
 //     is 0, or Min if Min > 0, or Max if Max < 0.
 //
+// Native histogram samples are counted apart from the points: Count, Sum, Min, Max, First,
+// Last and the sketch are those of the float points only, and the Histogram fields those of
+// the histogram samples (staleness markers are not samples). Histogram holds the
+// observations made in the window, exactly, as one float histogram (hint GaugeType):
+//   - of a counter histogram (hint other than GaugeType), its increase over the window:
+//     the sum of the differences between its consecutive samples in the window, where a
+//     sample that follows a counter reset (as Prometheus' DetectReset sees one: its hint, a
+//     count going down, a change of bounds...) counts for itself; as Prometheus' increase()
+//     over the window's samples, without extrapolation. A window of one sample observed
+//     nothing: an empty histogram in the sample's layout. The increase from a window's last
+//     sample to the next window's first is in neither (it depends on both): windows of a
+//     step only a few sample intervals long miss that share of the observations, which
+//     LastHistogram and the next window's FirstHistogram give.
+//   - of a gauge histogram (hint GaugeType), the sum of its samples.
+//
+// The windows of several series add up. Histograms of different exponential schemas add at
+// the smaller schema, of different zero thresholds at the larger one (exact: buckets are
+// merged, never split). Histograms that no histogram adds up exactly (custom bounds that
+// differ, or counter histograms with gauge histograms) leave Histogram nil and set
+// HistogramConflict instead: the window never mixes them.
+//
 // A Window's sketch is shared by its copies: add and merge on one copy change the
 // quantiles of all. The zero Window is empty, of the default accuracy (1%).
 type Window struct {
@@ -38,8 +60,14 @@ type Window struct {
 	Count                      uint64
 	Sum, Min, Max, First, Last float64 // First/Last: the values of the earliest/latest point
 
+	HistogramCount                uint64                  // histogram samples
+	Histogram                     *tablets.FloatHistogram // observations made in the window; nil without histogram samples, or on a conflict
+	HistogramConflict             bool                    // the histograms do not add up exactly: Histogram is nil
+	FirstHistogram, LastHistogram tablets.HistogramPoint  // the earliest and latest histogram samples, as written
+
 	firstT, lastT time.Time         // the times of First and Last
 	sk            *sketchenc.Sketch // nil: empty, of the default accuracy
+	hist          *histWindow       // nil: no histogram sample
 }
 
 // newWindow returns an empty window starting at start whose quantiles have relative
@@ -86,11 +114,22 @@ func (w *Window) add(t time.Time, v float64) {
 var errAccuracy = errors.New("tsdb: windows of different accuracies")
 
 // merge adds o's points to w, as if added after w's (on equal times, o's First and Last
-// win). Start is w's. Both must have the same accuracy, else merge returns an error wrapping
+// win), and o's histogram samples, as those of another series (see histWindow.join). Start is w's. Both must have the same accuracy, else merge returns an error wrapping
 // errAccuracy and w is unchanged.
 func (w *Window) merge(o Window) error {
 	if w.sk != nil && o.sk != nil && !w.sk.SameMapping(o.sk) {
 		return fmt.Errorf("%w: %g and %g", errAccuracy, w.accuracy(), o.accuracy())
+	}
+	if o.hist != nil {
+		if w.hist == nil {
+			h := *o.hist
+			if h.obs != nil {
+				h.obs = h.obs.clone()
+			}
+			w.hist = &h
+		} else {
+			w.hist.join(o.hist)
+		}
 	}
 	if o.Count == 0 {
 		return nil
@@ -126,11 +165,25 @@ func (w Window) Mean() float64 {
 	return w.Sum / float64(w.Count)
 }
 
-// Quantile returns the q-quantile of the window's points, q in [0, 1], within its relative
+// Quantile returns the q-quantile of the window: of its histogram samples' observations if
+// it holds only histogram samples (HistogramQuantile of Histogram, NaN on a conflict), of
+// its points if it holds only points, NaN if it holds both (ask FloatQuantile or
+// HistogramQuantile). It is NaN for an empty window or q not in [0, 1].
+func (w Window) Quantile(q float64) float64 {
+	switch {
+	case w.HistogramCount == 0:
+		return w.FloatQuantile(q)
+	case w.Count > 0 || w.Histogram == nil || !(q >= 0 && q <= 1):
+		return math.NaN()
+	}
+	return HistogramQuantile(q, w.Histogram)
+}
+
+// FloatQuantile returns the q-quantile of the window's points, q in [0, 1], within its relative
 // accuracy: the value v of 0-based rank floor(q × (Count-1)) in ascending order, as a value
 // v' in [Min, Max] with |v'-v| <= accuracy × |v| (the ranks 0 and Count-1 give Min and Max). It is NaN if Count
 // is 0 or q is not in [0, 1]; ±Inf where the rank falls on an infinity.
-func (w Window) Quantile(q float64) float64 {
+func (w Window) FloatQuantile(q float64) float64 {
 	if w.Count == 0 || w.sk == nil || !(q >= 0 && q <= 1) {
 		return math.NaN()
 	}

@@ -12,12 +12,16 @@ import (
 )
 
 // Windows is the number of windows of a block: one entity per series and block, 24 windows
-// of 9 properties (216, under Azure's 252). At an hour a block is a day; at a minute, 24
+// of 9 properties and a tenth for histogram windows (240, and V, R, S: under Azure's 252). At an hour a block is a day; at a minute, 24
 // minutes.
 const Windows = 24
 
-// Version is the format version, the block's property V.
+// Version is the format version of a block of float windows only, the block's property V.
 const Version = 1
+
+// VersionHistograms is the format version of a block that also holds histogram windows
+// (properties h0..h23): a reader of version 1 only would miss them, so it must reject them.
+const VersionHistograms = 2
 
 // Window is the aggregate of the points of one window.
 type Window struct {
@@ -33,6 +37,9 @@ type Block struct {
 	Rolled  float64          // when it was rolled up, Unix seconds
 	Stale   bool             // a Write has since written points in it
 	Windows [Windows]*Window // nil: no points
+	// Histograms are the encoded histogram windows (opaque here), nil where a window holds
+	// no histogram sample.
+	Histograms [Windows][]byte
 }
 
 // Key is the RowKey of the block starting at Unix second start: 12 digits.
@@ -48,7 +55,13 @@ func Key(start uint64) string {
 // left out. Stale is not written: a block is written when rolled up, so current.
 func Append(dst []byte, series string, b *Block) []byte {
 	dst = entity.AppendKeys(dst, series, Key(b.Start))
-	dst = entity.AppendDouble(dst, "V", Version)
+	version := Version
+	for _, h := range b.Histograms {
+		if h != nil {
+			version = VersionHistograms
+		}
+	}
+	dst = entity.AppendDouble(dst, "V", float64(version))
 	dst = entity.AppendDouble(dst, "R", b.Rolled)
 	for i, w := range b.Windows {
 		if w == nil || w.Count == 0 {
@@ -64,6 +77,11 @@ func Append(dst []byte, series string, b *Block) []byte {
 		dst = entity.AppendDouble(dst, "a"+n, float64(w.FirstAt))
 		dst = entity.AppendDouble(dst, "b"+n, float64(w.LastAt))
 		dst = entity.AppendBinary(dst, "q"+n, w.Sketch.Append(nil))
+	}
+	for i, h := range b.Histograms {
+		if h != nil {
+			dst = entity.AppendBinary(dst, "h"+strconv.Itoa(i), h)
+		}
 	}
 	return entity.AppendEnd(dst)
 }
@@ -100,13 +118,29 @@ func Decode(e *entity.Entity, step time.Duration, accuracy float64) (*Block, err
 		}
 		return b, nil
 	}
-	if v != Version {
-		return bad("format version %v, this version reads %d", v, Version)
+	if v != Version && v != VersionHistograms {
+		return bad("format version %v, this version reads %d and %d", v, Version, VersionHistograms)
 	}
 	b.Rolled = nums["R"]
 	sketches := map[string][]byte{}
 	for _, s := range e.Strings {
 		sketches[string(s.Name)] = s.Value
+	}
+	histograms := 0
+	for i := range Windows {
+		enc, ok := sketches["h"+strconv.Itoa(i)]
+		if !ok {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(string(enc))
+		if err != nil || len(raw) == 0 {
+			return bad("window %d: histograms are not base64", i)
+		}
+		b.Histograms[i] = raw
+		histograms++
+	}
+	if (v == VersionHistograms) != (histograms > 0) {
+		return bad("format version %v with %d histogram windows", v, histograms)
 	}
 	for i := range Windows {
 		n := strconv.Itoa(i)

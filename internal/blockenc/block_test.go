@@ -67,6 +67,11 @@ func blockDiff(a, b *Block) string {
 			return "sketch"
 		}
 	}
+	for i := range Windows {
+		if !bytes.Equal(a.Histograms[i], b.Histograms[i]) {
+			return "histograms"
+		}
+	}
 	return ""
 }
 
@@ -102,7 +107,10 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for name, bad := range map[string]string{
 		"no version":        `{"PartitionKey":"cpu","RowKey":"001714521600","R":1}`,
-		"version 2":         `{"PartitionKey":"cpu","RowKey":"001714521600","V":2}`,
+		"version 2, no h":   `{"PartitionKey":"cpu","RowKey":"001714521600","V":2}`,
+		"version 3":         `{"PartitionKey":"cpu","RowKey":"001714521600","V":3,"h0":"AQ==","h0@odata.type":"Edm.Binary"}`,
+		"version 1 with h":  `{"PartitionKey":"cpu","RowKey":"001714521600","V":1,"h0":"AQ==","h0@odata.type":"Edm.Binary"}`,
+		"h not base64":      `{"PartitionKey":"cpu","RowKey":"001714521600","V":2,"h0":"!!","h0@odata.type":"Edm.Binary"}`,
 		"bad RowKey":        `{"PartitionKey":"cpu","RowKey":"x","V":1}`,
 		"short RowKey":      `{"PartitionKey":"cpu","RowKey":"1714521600","V":1}`,
 		"no sketch":         `{"PartitionKey":"cpu","RowKey":"001714521600","V":1,"c0":1}`,
@@ -128,6 +136,7 @@ func FuzzDecodeBlock(f *testing.F) {
 	step := time.Minute
 	f.Add(Append(nil, "cpu", testBlock(rand.New(rand.NewPCG(1, 1)), step)))
 	f.Add(AppendStale(nil, "cpu", 1714521600))
+	f.Add([]byte(`{"PartitionKey":"cpu","RowKey":"001714521600","V":2,"h5":"AQID","h5@odata.type":"Edm.Binary"}`))
 	f.Add([]byte(`{"PartitionKey":"cpu","RowKey":"001714521600","V":1,"c0":1,"a0":0,"b0":0,"q0":"AQUBWgIC/UqBWr9S8D8AAAAAAAAAAA==","q0@odata.type":"Edm.Binary"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e := entity.Entity{AllowStrings: true}
@@ -151,4 +160,31 @@ func FuzzDecodeBlock(f *testing.F) {
 			t.Fatalf("re-encodes to other bytes")
 		}
 	})
+}
+
+// A block with histogram windows is version 2 and keeps their bytes as they are; one without
+// stays version 1, byte for byte as before.
+func TestBlockHistograms(t *testing.T) {
+	step := time.Minute
+	b := testBlock(rand.New(rand.NewPCG(7, 7)), step)
+	v1 := Append(nil, "cpu", b)
+	if !bytes.Contains(v1, []byte(`"V":1,`)) || bytes.Contains(v1, []byte(`"h`)) {
+		t.Fatalf("a block without histograms: %s", v1)
+	}
+	b.Histograms[1] = []byte{1, 2, 3} // window 1 holds no points, only histogram samples
+	b.Histograms[3] = []byte{4}
+	body := Append(nil, "cpu", b)
+	if !bytes.Contains(body, []byte(`"V":2,`)) || !bytes.Contains(body, []byte(`"h1@odata.type":"Edm.Binary","h1":"AQID"`)) {
+		t.Fatalf("a block with histograms: %s", body)
+	}
+	got, err := decodeBody(t, body, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := blockDiff(b, got); d != "" {
+		t.Fatalf("decodes to another block: %s", d)
+	}
+	if n := bytes.Count(body, []byte(`@odata.type`)); n > 252 {
+		t.Fatalf("%d typed properties", n)
+	}
 }

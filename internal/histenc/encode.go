@@ -43,7 +43,8 @@ const (
 // Append appends the chunk of samples to dst. Units must strictly increase and each sample
 // must have exactly one of H and FH, whose spans hold as many buckets as given and have no
 // negative offset but the first's (what Validate checks): Append panics otherwise, as
-// callers validate samples first. Zero samples make the 4-byte empty chunk.
+// callers validate samples first. Zero samples make the 4-byte empty chunk. The same samples
+// always make the same bytes (tsdb names chunks by a hash of them).
 func Append(dst []byte, samples []Sample) []byte {
 	mustValid(samples)
 	return appendBest(dst, samples)
@@ -52,25 +53,38 @@ func Append(dst []byte, samples []Sample) []byte {
 // AppendLimit appends a chunk of the first n samples whose encoding fits limit bytes, and
 // returns it and n: n is the largest such count in all but contrived cases (the chunk of n
 // fits and that of n+1 does not). The first sample always goes in, even alone over limit,
-// which takes more than 40 buckets with a limit of MinLimit, or some 4000 buckets for a
+// which takes more than 40 buckets with a limit of MinLimit, or thousands of buckets for a
 // limit of 64 KiB. It panics where Append does.
 func AppendLimit(dst []byte, samples []Sample, limit int) ([]byte, int) {
 	mustValid(samples)
-	all := appendBest(nil, samples)
-	if len(all) <= limit || len(samples) <= 1 {
-		return append(dst, all...), len(samples)
+	if len(samples) <= 1 {
+		return appendBest(dst, samples), len(samples)
 	}
 	var best []byte
+	size := 0 // of the last chunk tried
 	fits := func(n int) bool {
 		chunk := appendBest(nil, samples[:n])
-		if len(chunk) > limit {
+		size = len(chunk)
+		if size > limit {
 			return false
 		}
 		best = chunk
 		return true
 	}
-	guess := int(float64(len(samples)) * float64(limit) / float64(len(all)))
-	n := lastFit(0, len(samples), guess, fits)
+	// A probe of a few samples guesses the count from their mean size; lastFit brackets the
+	// count from the guess and bisects, encoding prefixes not much longer than the answer
+	// however many samples there are.
+	probe := min(len(samples), 64)
+	guess := func() int { return probe * min(limit, 1<<40) / size }
+	var n int
+	if fits(probe) {
+		if probe == len(samples) {
+			return append(dst, best...), probe
+		}
+		n = lastFit(probe, len(samples)+1, guess(), fits)
+	} else {
+		n = lastFit(0, probe, guess(), fits)
+	}
 	if n == 0 {
 		best, n = appendBest(nil, samples[:1]), 1
 	}
@@ -78,8 +92,9 @@ func AppendLimit(dst []byte, samples []Sample, limit int) ([]byte, int) {
 }
 
 // lastFit returns n in [lo, hi) with fits(n) (or n == lo) and !fits(n+1), given that
-// fits(lo) holds (or lo is 0) and fits(hi) does not. It gallops from guess to bracket the
-// boundary and bisects the bracket; the last call of fits that returned true is for n.
+// fits(lo) holds (or lo is 0) and fits(hi) does not (or hi is one past the last count). It
+// gallops from guess to bracket the boundary and bisects the bracket, calling fits with
+// counts in (lo, hi) only; the last call of fits that returned true is for n.
 func lastFit(lo, hi, guess int, fits func(int) bool) int {
 	if hi-lo <= 1 {
 		return lo

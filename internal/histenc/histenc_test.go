@@ -275,3 +275,18 @@ func TestNewBucketKeepsTheOthersPredictions(t *testing.T) {
 	}
 	t.Logf("%d bytes, %d with a new bucket", before, after)
 }
+
+// Empty spans, buckets and bounds come back nil, as documented: the chunk does not tell
+// them from nil.
+func TestEmptyDecodesAsNil(t *testing.T) {
+	h := &tablets.Histogram{Schema: tablets.CustomBucketsSchema, PositiveSpans: []span{}, NegativeSpans: []span{},
+		PositiveBuckets: []int64{}, NegativeBuckets: []int64{}, CustomValues: []float64{}}
+	got, err := decodeAll(Append(nil, []Sample{{Unit: 1, H: h}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := got[0].H
+	if g.PositiveSpans != nil || g.NegativeSpans != nil || g.PositiveBuckets != nil || g.NegativeBuckets != nil || g.CustomValues != nil {
+		t.Errorf("empty slices decode as %+v", g)
+	}
+}

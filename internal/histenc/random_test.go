@@ -179,9 +179,12 @@ func TestRandomRoundTrip(t *testing.T) {
 // AppendLimit cuts a series into chunks of at most limit bytes (a chunk of one sample may
 // be more), each as long as fits, which together decode to the series.
 func TestAppendLimit(t *testing.T) {
-	for seed := range uint64(30) {
+	for seed := range uint64(31) {
 		samples := newRandomSeries(seed).take(400)
-		for _, limit := range []int{MinLimit, 1500, 4000, 64 << 10} {
+		if seed == 30 { // long, as tsdb cuts a day of scrapes into chunks of 16 KiB
+			samples = latencySamples(5760, 50, 0.1, seed)
+		}
+		for _, limit := range []int{MinLimit, 1500, 4000, 64 << 10, math.MaxInt} {
 			var got []Sample
 			for rest := samples; len(rest) > 0; {
 				prefix := []byte{7}

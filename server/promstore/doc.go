@@ -33,8 +33,8 @@
 // share a millisecond, the histogram is returned and the float left out: the series is a
 // histogram series at that time (Prometheus' TSDB, given a float staleness marker for a
 // histogram series, stores a histogram one). A decoded histogram weighs more than a float
-// in an XOR chunk: a series with histograms counts as 16 series in a batch of BatchSize,
-// about as the engine's sample limit counts a histogram of 20 buckets.
+// in an XOR chunk: a series with histograms counts as 4 series in a batch of BatchSize (a
+// compromise: more would cost more requests, each batch costing about three).
 //
 // # Tier reads
 //

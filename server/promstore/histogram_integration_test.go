@@ -540,3 +540,48 @@ func TestTierSelectReadsHistogramsRaw(t *testing.T) {
 		require.Equal(t, math.Float64bits(float64(end.Sub(base)/(15*time.Second)-1)*10), s.f)
 	}
 }
+
+// What reading histogram series costs, by BatchSize (a histogram series weighs
+// histogramWeight series in a batch): every sample read exactly, fewer requests with larger
+// batches. The figures are in the log.
+func TestSelectHistogramsCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout})
+	const n, perSeries = 40, 240
+	var sets []labels.Labels
+	var samples [][]hsample
+	for i := range n {
+		sets = append(sets, labels.FromStrings("__name__", "latency", "i", fmt.Sprintf("%02d", i)))
+		var ss []hsample
+		counts := make([]uint64, 20)
+		for at := base; len(ss) < perSeries; at = at.Add(15 * time.Second) {
+			for j := range counts {
+				counts[j] += uint64((j*7 + i + len(ss)) % 5)
+			}
+			ss = append(ss, hsample{t: at, h: absHist(tablets.UnknownCounterReset, 3, 0.001, 0, 0, counts, 0, nil, float64(len(ss))*1.5)})
+		}
+		samples = append(samples, ss)
+	}
+	writeMixed(t, db, sets, samples)
+	prev := int64(math.MaxInt64)
+	for _, size := range []int{16, DefaultBatchSize, 640} {
+		q, err := New(db, &Options{BatchSize: size})
+		require.NoError(t, err)
+		checker.Reset()
+		querier, err := q.Querier(ms(base), ms(base.Add(time.Hour)))
+		require.NoError(t, err)
+		got := collectMixed(t, querier.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchEqual, "__name__", "latency")))
+		require.NoError(t, querier.Close())
+		require.Len(t, got, n)
+		for i, ls := range sets {
+			sameSamples(t, want(samples[i]), got[ls.String()], "%s", ls)
+		}
+		st := checker.Stats()
+		t.Logf("BatchSize %d: %d series of %d 20-bucket histograms: %d requests, %d response bytes (%.1f a sample)",
+			size, n, perSeries, st.Requests, st.ResponseBytes, float64(st.ResponseBytes)/(n*perSeries))
+		require.LessOrEqual(t, st.Requests, prev, "larger batches, fewer requests")
+		prev = st.Requests
+	}
+}

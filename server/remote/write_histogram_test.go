@@ -321,14 +321,16 @@ func TestWriteHistogramWeight(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, w.Code, w.Body.String())
 	assert.Contains(t, w.Body.String(), "holds 15 samples (histograms weighted), over the limit of 14")
 
-	sink := &fakeSink{histFn: func(context.Context, []tsdb.SeriesHistograms) error { return nil }}
-	h := newWrite(t, sink, &WriteOptions{MaxSamplesInFlight: 15})
-	sink.histFn = func(context.Context, []tsdb.SeriesHistograms) error {
-		assert.Equal(t, int64(15), h.Stats().SamplesInFlight, "held while stored")
+	var h *WriteHandler
+	var inFlight int64
+	sink := &fakeSink{histFn: func(context.Context, []tsdb.SeriesHistograms) error {
+		inFlight = h.Stats().SamplesInFlight
 		return nil
-	}
+	}}
+	h = newWrite(t, sink, &WriteOptions{MaxSamplesInFlight: 15})
 	w = post(t, h, "", "snappy", body)
 	require.Equal(t, http.StatusNoContent, w.Code, w.Body.String())
+	assert.Equal(t, int64(15), inFlight, "held while stored")
 	assert.Equal(t, int64(0), h.Stats().SamplesInFlight)
 	assert.Equal(t, 14, histogramWeight(20, 1, 0))
 	assert.Equal(t, 8, histogramWeight(0, 0, 0), "a staleness marker")
