@@ -113,6 +113,36 @@ type rawSeries struct {
 // without a sample in the range are left out (tablets' documented behaviour; Prometheus may
 // send them empty).
 func remoteRead(ctx context.Context, endpoint string, start, end time.Time, matchers ...*prompb.LabelMatcher) (*rawSeries, error) {
+	res, err := remoteReadResult(ctx, endpoint, start, end, matchers...)
+	if err != nil {
+		return nil, err
+	}
+	out := &rawSeries{samples: map[string][]prompb.Sample{}, labels: map[string]labels.Labels{}}
+	for _, ts := range res.Timeseries {
+		if len(ts.Samples) == 0 {
+			continue
+		}
+		k := promrunLabels(ts.Labels).String()
+		if _, dup := out.samples[k]; dup {
+			return nil, fmt.Errorf("remote read %s: series %s twice", endpoint, k)
+		}
+		out.samples[k] = ts.Samples
+		out.labels[k] = promLabels(ts.Labels)
+	}
+	return out, nil
+}
+
+// promrunLabels converts remote-read labels.
+func promrunLabels(ls []prompb.Label) promrun.Labels {
+	l := promrun.Labels{}
+	for _, p := range ls {
+		l[p.Name] = p.Value
+	}
+	return l
+}
+
+// remoteReadResult sends one remote-read query (SAMPLES) and returns its result.
+func remoteReadResult(ctx context.Context, endpoint string, start, end time.Time, matchers ...*prompb.LabelMatcher) (*prompb.QueryResult, error) {
 	rr := &prompb.ReadRequest{Queries: []*prompb.Query{{StartTimestampMs: start.UnixMilli(), EndTimestampMs: end.UnixMilli(), Matchers: matchers}}}
 	data, err := rr.Marshal()
 	if err != nil {
@@ -148,23 +178,7 @@ func remoteRead(ctx context.Context, endpoint string, start, end time.Time, matc
 	if len(ans.Results) != 1 {
 		return nil, fmt.Errorf("remote read %s: %d results for 1 query", endpoint, len(ans.Results))
 	}
-	out := &rawSeries{samples: map[string][]prompb.Sample{}, labels: map[string]labels.Labels{}}
-	for _, ts := range ans.Results[0].Timeseries {
-		if len(ts.Samples) == 0 {
-			continue
-		}
-		l := promrun.Labels{}
-		for _, p := range ts.Labels {
-			l[p.Name] = p.Value
-		}
-		k := l.String()
-		if _, dup := out.samples[k]; dup {
-			return nil, fmt.Errorf("remote read %s: series %s twice", endpoint, k)
-		}
-		out.samples[k] = ts.Samples
-		out.labels[k] = promLabels(ts.Labels)
-	}
-	return out, nil
+	return ans.Results[0], nil
 }
 
 // diffRaw lists the differences between two remote reads: series, timestamps and the bits

@@ -260,8 +260,8 @@ func TestE2E(t *testing.T) {
 				t.Errorf("node %s answered %d remote writes %d", n.name, ws.Requests[c], c)
 			}
 		}
-		if ws.SamplesRejected != 0 {
-			t.Errorf("node %s rejected %d samples", n.name, ws.SamplesRejected)
+		if rejected := rejectedSamples(ws); rejected != 0 {
+			t.Errorf("node %s rejected %d samples", n.name, rejected)
 		}
 		t.Logf("node %s: %d requests via the proxy; remote writes by code {%s}; samples received %d, written %d, rejected %d",
 			n.name, lb.counts[i].Load(), strings.Join(byCode, ", "), ws.SamplesReceived, ws.SamplesWritten, ws.SamplesRejected)
@@ -289,7 +289,7 @@ func checkTransactionsPerSample(t *testing.T, nodes []*e2eNode, fold foldCost) {
 	var samples uint64
 	var by [numOrigins]meter.Counts
 	for _, n := range nodes {
-		samples += n.srv.WriteStats().SamplesWritten
+		samples += writtenSamples(n.srv.WriteStats())
 		for o := range numOrigins {
 			by[o] = sumCounts(by[o], n.origins.counts(o))
 		}

@@ -26,8 +26,9 @@
 //	tablets write  --db D --labels 'up{job="api",instance="a"}' --file up.csv
 //	tablets series --db D 'up{job="api"}'                    the matching series and their keys
 //	tablets labels --db D [job] [--match 'up']               label names, or a label's values
-//	tablets query  --db D 'http_requests_total{code=~"5.."}' --from -1h
+//	tablets query  --db D 'http_requests_total{code=~"5.."}' --from -1h  (native histograms too)
 //	tablets plot   --db D 'up{job=~"api|web"}' --out up.png
+//	tablets plot   --db D 'rpc_duration_seconds' --out q.png  native histograms: p50, p90, p99
 //	tablets maintain --db D                                  fold, compact, roll up, retain: once, now
 //
 // Every subcommand has --help. On an error the command prints one line to stderr and exits

@@ -54,6 +54,12 @@ such as 'http_requests_total{code=~"5.."}' (several: their union). They are the 
 series ('tablets write --labels') that match and have points in the raw periods the range
 overlaps; the legend names each by its labels.
 
+With --db, a series with native histogram samples in the range is drawn as three lines,
+its p50, p90 and p99 in each bucket: for a counter histogram, the quantiles of the
+observations made in the bucket (its increase, counter resets accounted for as PromQL's
+rate does); for a gauge histogram, those of its last sample in the bucket (interpolated
+as histogram_quantile does). Its float samples, if it has any, are not drawn.
+
 ` + selectorHelp,
 		Example: `  tablets plot --table metrics --series cpu --from -24h --out cpu.png
   tablets plot --table metrics --series cpu,mem --from 2024-05-01 --to 2024-05-08 --out week.svg --width 1600
@@ -82,14 +88,14 @@ overlaps; the legend names each by its labels.
 			if err != nil {
 				return err
 			}
-			names, shown, err := choice.resolve(cmd.Context(), cmd, store, from, to)
+			names, shown, hist, err := choice.resolve(cmd.Context(), cmd, store, from, to)
 			if err != nil {
 				return err
 			}
 			if len(names) == 0 {
 				return fmt.Errorf("no series matches %s in [%s, %s): nothing to plot", choice.what(), fmtTime(from), fmtTime(to))
 			}
-			return a.plot(cmd.Context(), store, names, shown, choice.what(), from, to, out, ext, width, height, title)
+			return a.plot(cmd.Context(), store, names, shown, hist, choice.what(), from, to, out, ext, width, height, title)
 		},
 	}
 	addStoreFlags(cmd, &sf)
@@ -114,12 +120,13 @@ type bucketSeries struct {
 }
 
 // plot charts the series names (keys), each shown by its shown name; what names them all
-// (the default title, messages).
-func (a *app) plot(ctx context.Context, store tablets.Store, names, shown []string, what string, from, to time.Time,
+// (the default title, messages). From a database, the series in hist (all if hist is nil:
+// not known) that have histogram samples are drawn as their quantiles.
+func (a *app) plot(ctx context.Context, store tablets.Store, names, shown []string, hist map[string]bool, what string, from, to time.Time,
 	out, ext string, width, height int, title string) error {
 	step := max(to.Sub(from)/time.Duration(width), 1)
 	if db, ok := store.(*tsdb.DB); ok {
-		return a.plotDB(ctx, db, names, shown, what, from, to, step, out, ext, width, height, title)
+		return a.plotDB(ctx, db, names, shown, hist, what, from, to, step, out, ext, width, height, title)
 	}
 	ds := newSeriesDownsamplers(names, step, tablets.Avg, tablets.Min, tablets.Max, tablets.Count)
 	defer ds.abort()
@@ -182,8 +189,9 @@ func (a *app) drawChart(all []bucketSeries, what string, from, to time.Time, ste
 }
 
 // plotDB plots a database's series from its Aggregate: the mean line in a p50-p99 band, at a
-// step rounded up to a minute or an hour where the rollup tiers hold the windows.
-func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names, shown []string, what string, from, to time.Time, step time.Duration,
+// step rounded up to a minute or an hour where the rollup tiers hold the windows; and its
+// histogram series (see plot) as quantile lines.
+func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names, shown []string, hist map[string]bool, what string, from, to time.Time, step time.Duration,
 	out, ext string, width, height int, title string) error {
 	switch {
 	case step > time.Hour:
@@ -191,9 +199,19 @@ func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names, shown []string, wh
 	case step > time.Minute:
 		step = (step + time.Minute - 1) / time.Minute * time.Minute
 	}
+	lines, points, err := histogramQuantileLines(ctx, db, histogramNames(names, hist), from, to, step)
+	if err != nil {
+		return err
+	}
 	var all []bucketSeries
-	points := 0
 	for i, name := range names {
+		if l := lines[name]; l != nil {
+			all = append(all, l.finish(shown[i])...)
+			if l.skipped > 0 {
+				fmt.Fprintf(a.stderr, "series %q: %d increases left out (their buckets do not add up: custom bounds changed)\n", shown[i], l.skipped)
+			}
+			continue
+		}
 		bs := bucketSeries{name: shown[i], band: "p50-p99"}
 		for w, err := range db.Aggregate(ctx, []string{name}, from, to, step) {
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 	"strings"
 	"time"
 
@@ -91,7 +92,19 @@ sum, count, first, last, median, pN (p50, p99, p99.9) or qF (q0.25).
 Formats: table (aligned columns), csv (time,value; time,series,value for several series
 or a selector; a one-series CSV can be imported back with 'tablets write'), json (JSON
 lines {"series":..,"time":..,"value":..}; NaN and infinities as strings). Times are RFC 3339 in
-UTC; values print exactly (the shortest decimal that reads back as the same float64).`,
+UTC; values print exactly (the shortest decimal that reads back as the same float64).
+
+From a database, the native histogram samples of the series (as Prometheus' remote write
+stores them) print after its float points, one line each, in the value column of a table
+or CSV: {count:12, sum:3.5, schema:3, (0.5,0.5453]:4, ...}, each non-empty bucket as its
+bounds ('[' or ']' includes the bound) and its count, lowest first; "gauge" marks a gauge
+histogram, "stale" a staleness marker. In JSON lines a histogram sample has
+"histogram":{"count":..,"sum":..,"schema":..,"zero_threshold":..,"reset_hint":..,"buckets":
+[[rule,lower,upper,count],...]} instead of "value" (buckets as in Prometheus' HTTP API).
+With --step, the windows of a histogram series aggregate its observations in the window
+(for a counter histogram, its increase between its samples there): avg, sum, count and
+the quantiles (from its buckets, as histogram_quantile) are theirs; min, max, first and
+last are NaN.`,
 		Example: `  tablets query --table metrics --series cpu --from -2h
   tablets query --table metrics --series cpu,mem --from 2024-05-01 --to 2024-05-02 --format csv
   tablets query --table metrics --series cpu --from -7d --step 1h --agg p99 --format json
@@ -121,7 +134,7 @@ UTC; values print exactly (the shortest decimal that reads back as the same floa
 			if err != nil {
 				return err
 			}
-			names, shown, err := choice.resolve(cmd.Context(), cmd, store, from, to)
+			names, shown, hist, err := choice.resolve(cmd.Context(), cmd, store, from, to)
 			if err != nil {
 				return err
 			}
@@ -133,7 +146,7 @@ UTC; values print exactly (the shortest decimal that reads back as the same floa
 				pw.withSeries = true
 				return pw.flush(true) // a CSV header
 			}
-			return a.query(cmd.Context(), store, names, shown, choice.labelled(), from, to, step, aggregation, format)
+			return a.query(cmd.Context(), store, names, shown, hist, choice.labelled(), from, to, step, aggregation, format)
 		},
 	}
 	addStoreFlags(cmd, &sf)
@@ -147,8 +160,10 @@ UTC; values print exactly (the shortest decimal that reads back as the same floa
 }
 
 // query prints the points of the series names (keys), each shown by its shown name (its
-// labels for a selector's series; with labelled, the output always has a series column).
-func (a *app) query(ctx context.Context, store tablets.Store, names, shown []string, labelled bool, from, to time.Time,
+// labels for a selector's series; with labelled, the output always has a series column),
+// then, from a database, the histogram samples of those in hist (all if hist is nil: not
+// known).
+func (a *app) query(ctx context.Context, store tablets.Store, names, shown []string, hist map[string]bool, labelled bool, from, to time.Time,
 	step time.Duration, agg tablets.Aggregation, format string) error {
 	pw := newPointWriter(a.stdout, format, shown)
 	pw.withSeries = pw.withSeries || labelled
@@ -178,6 +193,11 @@ func (a *app) query(ctx context.Context, store tablets.Store, names, shown []str
 				return err
 			}
 		}
+		if db, ok := store.(*tsdb.DB); ok {
+			if err := queryHistograms(ctx, db, histogramNames(names, hist), show, from, to, pw); err != nil {
+				return err
+			}
+		}
 	} else {
 		ds := newSeriesDownsamplers(names, step, agg)
 		defer ds.abort()
@@ -195,6 +215,13 @@ func (a *app) query(ctx context.Context, store tablets.Store, names, shown []str
 				if err := pw.write(shown[i], p); err != nil {
 					return err
 				}
+			}
+		}
+	}
+	if step > 0 {
+		for i, n := range names {
+			if hist[n] {
+				fmt.Fprintf(a.stderr, "series %s has histogram samples: with --step, avg, sum, count and the quantiles are those of their observations in each window (min, max, first and last have none)\n", shown[i])
 			}
 		}
 	}
@@ -338,6 +365,9 @@ func windowValue(w tsdb.Window, agg tablets.Aggregation) float64 {
 	if q, ok := agg.Quantile(); ok {
 		return w.Quantile(q)
 	}
+	if w.Count == 0 && w.HistogramCount > 0 {
+		return histogramWindowValue(w, agg)
+	}
 	switch agg {
 	case tablets.Min:
 		return w.Min
@@ -354,4 +384,26 @@ func windowValue(w tsdb.Window, agg tablets.Aggregation) float64 {
 	default:
 		return w.Mean()
 	}
+}
+
+// histogramWindowValue is the aggregation of the observations of a window of histogram
+// samples only (its Histogram): their count, sum and mean; NaN for the others (a histogram
+// keeps no single observation) and where the window's histograms do not add up.
+func histogramWindowValue(w tsdb.Window, agg tablets.Aggregation) float64 {
+	h := w.Histogram
+	if h == nil {
+		return math.NaN()
+	}
+	switch agg {
+	case tablets.Count:
+		return h.Count
+	case tablets.Sum:
+		return h.Sum
+	case tablets.Avg:
+		if h.Count == 0 {
+			return math.NaN()
+		}
+		return h.Sum / h.Count
+	}
+	return math.NaN()
 }

@@ -193,22 +193,28 @@ func (c seriesChoice) what() string {
 }
 
 // resolve returns the series keys to read and the names to show them by: the --series
-// names, or the keys of the series the selectors select in [from, to) and their labels.
-func (c seriesChoice) resolve(ctx context.Context, cmd *cobra.Command, store tablets.Store, from, to time.Time) (keys, shown []string, err error) {
+// names, or the keys of the series the selectors select in [from, to) and their labels. For
+// selectors, hist holds the keys of the series with histogram samples there; for --series
+// names it is nil: unknown.
+func (c seriesChoice) resolve(ctx context.Context, cmd *cobra.Command, store tablets.Store, from, to time.Time) (keys, shown []string, hist map[string]bool, err error) {
 	if !c.labelled() {
-		return c.names, c.names, nil
+		return c.names, c.names, nil, nil
 	}
 	db, ok := store.(*tsdb.DB)
 	if !ok { // chooseSeries allows selectors with --db only
-		return nil, nil, usageErrorf(cmd, "a selector needs --db")
+		return nil, nil, nil, usageErrorf(cmd, "a selector needs --db")
 	}
 	found, err := selectSeries(ctx, cmd, db, from, to, c.sels)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	hist = map[string]bool{}
 	for _, s := range found {
 		keys = append(keys, s.Series)
 		shown = append(shown, s.Labels.String())
+		if s.Histograms {
+			hist[s.Series] = true
+		}
 	}
-	return keys, shown, nil
+	return keys, shown, hist, nil
 }

@@ -58,6 +58,10 @@ type RemoteWrite struct {
 	// SendExemplars sets send_exemplars (Prometheus stores exemplars only with
 	// Args "--enable-feature=exemplar-storage").
 	SendExemplars bool
+	// SendNativeHistograms sets send_native_histograms (Prometheus 2.42 scrapes native
+	// histograms only with Args "--enable-feature=native-histograms"; without this option it
+	// does not remote-write them).
+	SendNativeHistograms bool
 }
 
 // QueueConfig is a remote_write queue_config. Zero fields of the durations take the test
@@ -163,6 +167,9 @@ func (c Config) YAML(self string) ([]byte, error) {
 		w.strMap(2, "headers", rw.Headers)
 		if rw.SendExemplars {
 			w.kv(2, "send_exemplars", "true")
+		}
+		if rw.SendNativeHistograms {
+			w.kv(2, "send_native_histograms", "true")
 		}
 		q := rw.Queue
 		w.line(2, "queue_config:")

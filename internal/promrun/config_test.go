@@ -28,7 +28,7 @@ var fullConfig = Config{
 			Queue: QueueConfig{Capacity: 100, MinShards: 1, MaxShards: 2, MaxSamplesPerSend: 50,
 				BatchSendDeadline: 250 * time.Millisecond, MinBackoff: 10 * time.Millisecond, MaxBackoff: time.Minute,
 				RetryOnHTTP429: true},
-			NoMetadata: true, SendExemplars: true,
+			NoMetadata: true, SendExemplars: true, SendNativeHistograms: true,
 		},
 		{URL: "http://127.0.0.1:8082/write", MetadataInterval: 5 * time.Second},
 	},
@@ -70,6 +70,7 @@ remote_write:
     headers:
       "X-Scope": "t1"
     send_exemplars: true
+    send_native_histograms: true
     queue_config:
       capacity: 100
       min_shards: 1
