@@ -88,7 +88,9 @@ func (db *DB) QueryHistograms(ctx context.Context, series string, from, to time.
 // from <= Time < to, table (period) by table, each series' samples oldest first; a name
 // given twice is read once. The series share requests: their clauses are packed into
 // filters of at most Azure's 15 comparisons (about five series a request for a range inside
-// one day, two or three across days). Bad input is yielded as an error before any request.
+// one day, two or three across days). A database that stages reads the staged samples of
+// all the series first, one query (see the package documentation, "Histograms"). Bad input
+// is yielded as an error before any request.
 func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to time.Time) iter.Seq2[SeriesHistogram, error] {
 	return func(yield func(SeriesHistogram, error) bool) {
 		var names []string
