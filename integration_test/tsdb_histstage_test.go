@@ -380,3 +380,24 @@ func TestTSDBStagedHistogramsWriteErrorExact(t *testing.T) {
 	requireSeriesHists(t, db, map[string][]tsdb.HistogramPoint{
 		"x": {fhp(at, floatHist(2)), hs[2]}, "y": hs[2:]}, at, at.Add(time.Minute), "written again")
 }
+
+// What one handle stages the other reads at once, even in a period whose table it does not
+// know of (its listing of the tables, fresh, is older than the table): as staged points.
+func TestTSDBStagedHistogramsOtherHandleNewPeriod(t *testing.T) {
+	ctx := context.Background()
+	clock := &stagingClock{now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)}
+	opts := func() *tsdb.Options {
+		o := stagingOptions(clock)
+		o.RawPeriod = time.Hour
+		return o
+	}
+	a, svc, _ := dbtest.NewDB(t, opts())
+	b, err := tsdb.Open(ctx, svc, a.Name(), opts())
+	require.NoError(t, err)
+	from, to := clock.Now().Add(-24*time.Hour), clock.Now().Add(24*time.Hour)
+	require.Empty(t, queryHist(t, b, "s", from, to), "nothing yet: b lists the tables")
+	at := clock.Now().Add(5 * time.Hour) // a period of its own, unknown to b
+	want := []tsdb.HistogramPoint{hp(at, intHist(5)), fhp(at.Add(time.Second), floatHist(1.5))}
+	require.NoError(t, a.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: want}}))
+	requireSamples(t, want, queryHist(t, b, "s", from, to))
+}

@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -126,8 +127,9 @@ func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to
 // histogramsWithStaged yields the histogram samples of names (valid, distinct) in
 // [from, to) from the tables, table by table, merged with staged (read before, by series,
 // each sorted, one a millisecond): where both hold a millisecond, the staged sample is the
-// later write. Staged samples of a period without a histogram table are left out (Retain
-// dropped it).
+// later write. Staged samples are read whatever the tables this process knows of (another
+// may have made the table since its last listing), but those of a period known to be
+// dropped or found gone (Retain dropped it) are left out.
 func (db *DB) histogramsWithStaged(ctx context.Context, names []string, from, to time.Time, staged map[string][]HistogramPoint) iter.Seq2[SeriesHistogram, error] {
 	return func(yield func(SeriesHistogram, error) bool) {
 		spans, err := db.histSpans(ctx, from, to)
@@ -135,7 +137,7 @@ func (db *DB) histogramsWithStaged(ctx context.Context, names []string, from, to
 			yield(SeriesHistogram{}, err)
 			return
 		}
-		for _, sp := range spans {
+		for _, sp := range db.withStagedSpans(spans, names, from, to, staged) {
 			lo, hi := histUnits(sp.from, sp.to)
 			if lo >= hi {
 				continue
@@ -149,26 +151,28 @@ func (db *DB) histogramsWithStaged(ctx context.Context, names []string, from, to
 				stopped = !yield(SeriesHistogram{Series: names[i], HistogramPoint: p}, nil)
 				return !stopped
 			}
-			err := readHistMany(ctx, db.service.NewClient(db.histTable(sp.period)), names, lo, hi, func(i int, s histenc.Sample) bool {
-				p := pointOf(s)
-				replaced := false
-				for len(rest[i]) > 0 && !rest[i][0].Time.After(p.Time) {
-					replaced = rest[i][0].Time.Equal(p.Time)
-					if !emit(i, rest[i][0]) {
-						return false
+			if !sp.stagedOnly {
+				err := readHistMany(ctx, db.service.NewClient(db.histTable(sp.period)), names, lo, hi, func(i int, s histenc.Sample) bool {
+					p := pointOf(s)
+					replaced := false
+					for len(rest[i]) > 0 && !rest[i][0].Time.After(p.Time) {
+						replaced = rest[i][0].Time.Equal(p.Time)
+						if !emit(i, rest[i][0]) {
+							return false
+						}
+						rest[i] = rest[i][1:]
 					}
-					rest[i] = rest[i][1:]
+					return replaced || emit(i, p)
+				})
+				if stopped {
+					return
 				}
-				return replaced || emit(i, p)
-			})
-			if stopped {
-				return
-			}
-			if !db.histReadDone(sp.period, err) && err != nil {
-				yield(SeriesHistogram{}, fmt.Errorf("tsdb: histograms: %w", err))
-				return
-			} else if err != nil {
-				continue // the table is gone, and its period with it
+				if !db.histReadDone(sp.period, err) && err != nil {
+					yield(SeriesHistogram{}, fmt.Errorf("tsdb: histograms: %w", err))
+					return
+				} else if err != nil {
+					continue // the table is gone, and its period with it
+				}
 			}
 			for i := range names {
 				for _, p := range rest[i] {
@@ -179,6 +183,39 @@ func (db *DB) histogramsWithStaged(ctx context.Context, names []string, from, to
 			}
 		}
 	}
+}
+
+// histSpan is a span of a histogram read: a table's, or (stagedOnly) a period of staged
+// samples whose table this process does not know of.
+type histSpan struct {
+	span
+	stagedOnly bool
+}
+
+// withStagedSpans adds to spans (oldest first) the periods of [from, to) holding staged
+// samples of names that spans lack, unless known dropped, in order.
+func (db *DB) withStagedSpans(spans []span, names []string, from, to time.Time, staged map[string][]HistogramPoint) []histSpan {
+	out := make([]histSpan, 0, len(spans))
+	listed := map[uint64]bool{}
+	for _, sp := range spans {
+		out = append(out, histSpan{span: sp})
+		listed[sp.period] = true
+	}
+	added := false
+	for _, name := range names {
+		for _, h := range staged[name] {
+			p := db.period(h.Time)
+			if listed[p] || db.tables.knownDropped(p) {
+				continue
+			}
+			listed[p], added = true, true
+			out = append(out, histSpan{span{p, laterOf(from, db.periodStart(p)), earlierOf(to, db.periodEnd(p))}, true})
+		}
+	}
+	if added {
+		slices.SortFunc(out, func(a, b histSpan) int { return cmp.Compare(a.period, b.period) })
+	}
+	return out
 }
 
 // histsIn is the part of hs (sorted) in [from, to).

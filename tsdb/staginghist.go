@@ -150,3 +150,9 @@ func lastHistWrites(hs []stagedHist) []histenc.Sample {
 	}
 	return out
 }
+
+// knownDropped reports whether period p is known to have been dropped by Retain.
+func (t *periodTables) knownDropped(p uint64) bool {
+	_, dropped := t.dropped.get(p)
+	return dropped
+}
