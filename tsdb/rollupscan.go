@@ -33,7 +33,7 @@ const (
 // maxRollupGroup, consecutive in the order of their raw keys) in this order, which keeps it
 // correct beside writers (see flagStale) and folds (see Query):
 //  1. the ETags of the group's blocks, a query across partitions per tier table;
-//  2. the group's staged points, one query;
+//  2. the group's staged points and histogram samples, one query;
 //  3. the group's raw points, a query across partitions per raw table (chunked's
 //     ScanPoints), streamed series by series, merged with the staged ones;
 //  4. each series' blocks, a transaction per tier table, conditional on the ETags read, or
