@@ -254,8 +254,8 @@
 // series, an hour at 15 s, the default tiers): 4,012 requests, where reads per series cost
 // 12,006. Aggregate(series, from, to, step) merges the windows of all the series: it
 // reads the coarsest tier whose Step divides step where its blocks are sealed (rolled up at
-// least SealDelay after their end), not flagged and holding no staged point, and the raw
-// points elsewhere. Points older than SealDelay flag their blocks once in the raw tables:
+// least SealDelay after their end), not flagged and holding no staged point or histogram
+// sample, and the raw points and samples elsewhere. Points older than SealDelay flag their blocks once in the raw tables:
 // written directly, by the Write, after storing them; staged, by the Fold that moves them
 // (a Prometheus catching up after an outage sends thousands of series' late samples a
 // request: flagging them at once would cost a transaction per series and request). Until
