@@ -686,3 +686,31 @@ func TestTSDBHistogramQueryManyPaged(t *testing.T) {
 		}
 	}
 }
+
+// Series lists the series of a period that holds only histogram samples, in this handle and
+// in a fresh one (which lists the tables: the range spans more periods than it probes).
+func TestTSDBHistogramSeriesOfHistogramOnlyPeriods(t *testing.T) {
+	ctx := context.Background()
+	now := histBase.Add(6 * time.Hour)
+	opts := &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}, Now: func() time.Time { return now }}
+	db, svc, _ := newDB(t, opts)
+	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "h", Histograms: []tsdb.HistogramPoint{
+		hp(histBase.Add(time.Minute), intHist(1))}}}))
+	require.NoError(t, db.Write(ctx, "f", tablets.Point{Time: histBase.Add(5 * time.Hour), Value: 1}))
+
+	for name, handle := range map[string]func() *tsdb.DB{
+		"writer": func() *tsdb.DB { return db },
+		"fresh": func() *tsdb.DB {
+			other, err := tsdb.Open(ctx, svc, db.Name(), opts)
+			require.NoError(t, err)
+			return other
+		},
+	} {
+		got, err := handle().Series(ctx, histBase, histBase.Add(6*time.Hour))
+		require.NoError(t, err, name)
+		require.Equal(t, []string{"f", "h"}, got, name)
+		got, err = handle().Series(ctx, histBase, histBase.Add(time.Hour))
+		require.NoError(t, err, name)
+		require.Equal(t, []string{"h"}, got, name)
+	}
+}

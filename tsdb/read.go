@@ -412,22 +412,33 @@ func decodePageToken(s string, binding [8]byte, from, to time.Time) (time.Time, 
 	return at, nil
 }
 
-// Series returns the series with points in the raw periods that [from, to) overlaps, sorted:
+// Series returns the series with points or histogram samples in the raw periods that
+// [from, to) overlaps, sorted:
 // the index of each period lists every series a Write gave points there (the index's
 // granularity is the period: a series is listed for the whole period).
 func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) {
-	spans, err := db.spans(ctx, from, to)
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	// The periods with a raw or a histogram table (a period may hold only histograms); not
+	// the index tables, which outlive their period's dropped tables while tiers need them.
+	periods, err := db.tables.inRange(ctx, rawKind, from, to)
 	if err != nil {
 		return nil, err
 	}
+	hist, err := db.tables.inRange(ctx, histKind, from, to)
+	if err != nil {
+		return nil, err
+	}
+	periods = slices.Compact(slices.Sorted(slices.Values(append(periods, hist...))))
 	seen := map[string]bool{}
 	sel := "RowKey"
-	for _, sp := range spans {
-		client := db.service.NewClient(db.indexTable(sp.period))
+	for _, p := range periods {
+		client := db.service.NewClient(db.indexTable(p))
 		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); pager.More(); {
 			page, err := pager.NextPage(ctx)
 			if isTableGone(err) {
-				db.tables.gone(indexKind, sp.period)
+				db.tables.gone(indexKind, p)
 				break
 			}
 			if err != nil {
