@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/seed71701133/tablets/internal/bitcode"
 )
 
 // Version is the format version byte written first in every chunk.
@@ -73,49 +75,11 @@ func AppendLimit(dst []byte, times []uint64, values []float64, maxBytes int) ([]
 		best = p
 		return true
 	}
-	n := lastFit(0, hi, estimateFit(times[:hi], values[:hi], p, maxBytes), fits)
+	n := bitcode.LastFit(0, hi, estimateFit(times[:hi], values[:hi], p, maxBytes), fits)
 	if n == 0 {
 		return dst, 0
 	}
 	return encode(dst, times[:n], values[:n], best), n
-}
-
-// lastFit returns n in [lo, hi) with fits(n) (or n == lo) and !fits(n+1), given that
-// fits(lo) holds (or lo is 0) and fits(hi) does not. It gallops from guess to bracket the
-// boundary and bisects the bracket: a few probes when the guess is close.
-func lastFit(lo, hi, guess int, fits func(int) bool) int {
-	if hi-lo <= 1 {
-		return lo
-	}
-	guess = min(max(guess, lo+1), hi-1)
-	if fits(guess) {
-		lo = guess
-		for step := 1; lo+step < hi; step *= 2 {
-			if !fits(lo + step) {
-				hi = lo + step
-				break
-			}
-			lo += step
-		}
-	} else {
-		hi = guess
-		for step := 1; hi-step > lo; step *= 2 {
-			if fits(hi - step) {
-				lo = hi - step
-				break
-			}
-			hi -= step
-		}
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if fits(mid) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo
 }
 
 // estimateFit guesses how many leading points fit in maxBytes by adding up their codes as p,
@@ -124,21 +88,21 @@ func lastFit(lo, hi, guess int, fits func(int) bool) int {
 func estimateFit(times []uint64, values []float64, p plan, maxBytes int) int {
 	header := p.size(times) - (p.bits+7)/8
 	budget := 8 * (maxBytes - header)
-	tc := newTimeCoder(p.timeOrder2, len(times), times[0], times[len(times)-1])
-	xs := xorState{prev: math.Float64bits(values[0])}
-	dc := newDecimalCoder(p.exp, p.values == valuesDelta2)
+	tc := bitcode.NewTimeCoder(p.timeOrder2, len(times), times[0], times[len(times)-1])
+	xs := bitcode.XORState{Prev: math.Float64bits(values[0])}
+	dc := bitcode.NewDecimalCoder(p.exp, p.values == valuesDelta2)
 	used := 64
 	if p.values != valuesXOR {
-		n, _ := scaled(values[0], p.exp)
-		used = dc.first(n)
+		n, _ := bitcode.Scaled(values[0], p.exp)
+		used = dc.First(n)
 	}
 	for i := 1; i < len(times); i++ {
-		used += tc.s.cost(tc.residual(times[i] - times[i-1]))
+		used += tc.S.Cost(tc.Residual(times[i] - times[i-1]))
 		if p.values == valuesXOR {
-			used += xs.step(nil, math.Float64bits(values[i]))
+			used += xs.Step(nil, math.Float64bits(values[i]))
 		} else {
-			n, _ := scaled(values[i], p.exp)
-			used += dc.s.cost(dc.residual(n))
+			n, _ := bitcode.Scaled(values[i], p.exp)
+			used += dc.S.Cost(dc.Residual(n))
 		}
 		if used > budget {
 			return i
@@ -190,26 +154,26 @@ func makePlan(times []uint64, values []float64) plan {
 		return plan{}
 	}
 	first, last := times[0], times[len(times)-1]
-	t1 := newTimeCoder(false, len(times), first, last)
-	t2 := newTimeCoder(true, len(times), first, last)
-	xs := xorState{prev: math.Float64bits(values[0])}
-	e, decimal := findExp(values)
-	d1, d2 := newDecimalCoder(e, false), newDecimalCoder(e, true)
+	t1 := bitcode.NewTimeCoder(false, len(times), first, last)
+	t2 := bitcode.NewTimeCoder(true, len(times), first, last)
+	xs := bitcode.XORState{Prev: math.Float64bits(values[0])}
+	e, decimal := bitcode.FindExp(values)
+	d1, d2 := bitcode.NewDecimalCoder(e, false), bitcode.NewDecimalCoder(e, true)
 	ct1, ct2, cd1, cd2 := 0, 0, 0, 0
 	cx := 64 // value 0's bits
 	if decimal {
-		n, _ := scaled(values[0], e)
-		cd1, cd2 = d1.first(n), d2.first(n)
+		n, _ := bitcode.Scaled(values[0], e)
+		cd1, cd2 = d1.First(n), d2.First(n)
 	}
 	for i := 1; i < len(times); i++ {
 		delta := times[i] - times[i-1]
-		ct1 += t1.s.cost(t1.residual(delta))
-		ct2 += t2.s.cost(t2.residual(delta))
-		cx += xs.step(nil, math.Float64bits(values[i]))
+		ct1 += t1.S.Cost(t1.Residual(delta))
+		ct2 += t2.S.Cost(t2.Residual(delta))
+		cx += xs.Step(nil, math.Float64bits(values[i]))
 		if decimal {
-			n, _ := scaled(values[i], e)
-			cd1 += d1.s.cost(d1.residual(n))
-			cd2 += d2.s.cost(d2.residual(n))
+			n, _ := bitcode.Scaled(values[i], e)
+			cd1 += d1.S.Cost(d1.Residual(n))
+			cd2 += d2.S.Cost(d2.Residual(n))
 		}
 	}
 	p := plan{bits: ct1}
@@ -227,48 +191,6 @@ func makePlan(times []uint64, values []float64) plan {
 	return p
 }
 
-// meanDelta is D, the reference delta of order-1 times: (last-first)/(count-1), rounded
-// down. A reader computes it from the header alone.
-func meanDelta(count int, first, last uint64) uint64 {
-	if count < 2 {
-		return 0
-	}
-	return (last - first) / uint64(count-1)
-}
-
-// timeCoder predicts each time delta as D (order 1) or as the previous delta (order 2, the
-// first prediction being D); the residual, wrapping mod 2^64, is zigzagged and Rice-coded.
-type timeCoder struct {
-	order2 bool
-	ref    uint64
-	s      adaptive
-}
-
-func newTimeCoder(order2 bool, count int, first, last uint64) timeCoder {
-	return timeCoder{order2: order2, ref: meanDelta(count, first, last), s: newAdaptive()}
-}
-
-func (c *timeCoder) residual(delta uint64) uint64 {
-	z := zigzag(int64(delta - c.ref))
-	if c.order2 {
-		c.ref = delta
-	}
-	return z
-}
-
-func (c *timeCoder) write(w *bitWriter, delta uint64) {
-	c.s.write(w, c.residual(delta))
-}
-
-func (c *timeCoder) read(r *bitReader) uint64 {
-	z := c.s.read(r)
-	delta := c.ref + uint64(unzigzag(z))
-	if c.order2 {
-		c.ref = delta
-	}
-	return delta
-}
-
 func encode(dst []byte, times []uint64, values []float64, p plan) []byte {
 	dst = append(dst, Version, p.mode())
 	dst = binary.AppendUvarint(dst, uint64(len(times)))
@@ -279,24 +201,24 @@ func encode(dst []byte, times []uint64, values []float64, p plan) []byte {
 	dst = binary.AppendUvarint(dst, first)
 	dst = binary.AppendUvarint(dst, last-first)
 
-	w := bitWriter{buf: dst}
-	tc := newTimeCoder(p.timeOrder2, len(times), first, last)
+	w := bitcode.NewWriter(dst)
+	tc := bitcode.NewTimeCoder(p.timeOrder2, len(times), first, last)
 	if p.values == valuesXOR {
-		xs := xorState{prev: math.Float64bits(values[0])}
-		w.writeBits(xs.prev, 64)
+		xs := bitcode.XORState{Prev: math.Float64bits(values[0])}
+		w.WriteBits(xs.Prev, 64)
 		for i := 1; i < len(times); i++ {
-			tc.write(&w, times[i]-times[i-1])
-			xs.step(&w, math.Float64bits(values[i]))
+			tc.Write(&w, times[i]-times[i-1])
+			xs.Step(&w, math.Float64bits(values[i]))
 		}
-		return w.finish()
+		return w.Finish()
 	}
-	dc := newDecimalCoder(p.exp, p.values == valuesDelta2)
-	dc.writeFirst(&w, values[0])
+	dc := bitcode.NewDecimalCoder(p.exp, p.values == valuesDelta2)
+	dc.WriteFirst(&w, values[0])
 	for i := 1; i < len(times); i++ {
-		tc.write(&w, times[i]-times[i-1])
-		dc.writeNext(&w, values[i])
+		tc.Write(&w, times[i]-times[i-1])
+		dc.WriteNext(&w, values[i])
 	}
-	return w.finish()
+	return w.Finish()
 }
 
 func uvarintLen(x uint64) int {

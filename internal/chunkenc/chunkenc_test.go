@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/seed71701133/tablets/internal/bitcode"
 )
 
 // series is one test case: points and a name. Every test below runs over the same table,
@@ -134,7 +136,7 @@ func testSeries() []series {
 		{"many exponents", regular(23, epochMs, second), func() []float64 {
 			vs := make([]float64, 23)
 			for i := range vs {
-				vs[i] = 1 / pow10[i]
+				vs[i] = bitcode.DecimalValue(1, uint(i))
 			}
 			return vs
 		}()},
@@ -376,78 +378,4 @@ func TestGolden(t *testing.T) {
 	}
 	chunk, _ := hex.DecodeString(want)
 	checkDecodes(t, chunk, times, values)
-}
-
-func TestFindExp(t *testing.T) {
-	for _, tc := range []struct {
-		values []float64
-		exp    uint
-		ok     bool
-	}{
-		{[]float64{1, 2, -3}, 0, true},
-		{[]float64{20.37, 20.4, 20}, 2, true},
-		{[]float64{notDecimal}, 0, false},
-		{[]float64{math.Copysign(0, -1)}, 0, false},
-		{[]float64{math.NaN()}, 0, false},
-		{[]float64{1e-22}, 22, true},
-		{[]float64{1 << 53}, 0, true},
-		{[]float64{1<<53 + 2}, 0, false},
-	} {
-		exp, ok := findExp(tc.values)
-		if exp != tc.exp || ok != tc.ok {
-			t.Errorf("findExp(%v) = %d, %v; want %d, %v", tc.values, exp, ok, tc.exp, tc.ok)
-		}
-	}
-}
-
-func TestBits(t *testing.T) {
-	rng := rand.New(rand.NewPCG(5, 6))
-	type item struct {
-		v  uint64
-		nb uint
-	}
-	var items []item
-	w := bitWriter{}
-	for range 10000 {
-		nb := uint(rng.IntN(65))
-		v := rng.Uint64() & lowMask(nb)
-		items = append(items, item{v, nb})
-		w.writeBits(v, nb)
-	}
-	r := bitReader{src: w.finish()}
-	for i, it := range items {
-		if got := r.readLong(it.nb); got != it.v || r.err {
-			t.Fatalf("item %d: read %#x (err %v), want %#x in %d bits", i, got, r.err, it.v, it.nb)
-		}
-	}
-	if !r.atCleanEnd() {
-		t.Fatal("not at a clean end")
-	}
-}
-
-func TestRice(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	var zs []uint64
-	w := bitWriter{}
-	bitsWritten := 0
-	costs, writes := newAdaptive(), newAdaptive()
-	for range 20000 {
-		// Runs of small and of large residuals, so k climbs and falls.
-		z := rng.Uint64() >> (rng.IntN(8) + 8*(len(zs)/500%8))
-		zs = append(zs, z)
-		bitsWritten += costs.cost(z)
-		writes.write(&w, z)
-	}
-	buf := w.finish()
-	if len(buf) != (bitsWritten+7)/8 {
-		t.Fatalf("%d bytes written, riceBits says %d bits", len(buf), bitsWritten)
-	}
-	r := bitReader{src: buf}
-	reads := newAdaptive()
-	for i, z := range zs {
-		got := reads.read(&r)
-		if got != z || r.err {
-			t.Fatalf("value %d: read %d (err %v), want %d", i, got, r.err, z)
-		}
-	}
 }

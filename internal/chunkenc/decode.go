@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"github.com/seed71701133/tablets/internal/bitcode"
 )
 
 // header is a parsed and checked chunk header.
@@ -83,8 +85,8 @@ func (h header) checkMode() error {
 	switch {
 	case h.values() >= valueCodings:
 		return corrupt("reserved value coding in mode %#x", h.mode)
-	case h.exp() > maxExp:
-		return corrupt("decimal exponent %d > %d", h.exp(), maxExp)
+	case h.exp() > bitcode.MaxExp:
+		return corrupt("decimal exponent %d > %d", h.exp(), bitcode.MaxExp)
 	case h.values() == valuesXOR && h.exp() != 0:
 		return corrupt("exponent %d with XOR values", h.exp())
 	}
@@ -111,28 +113,28 @@ func Decode(src []byte, yield func(t uint64, v float64)) error {
 	if err != nil || h.count == 0 {
 		return err
 	}
-	r := bitReader{src: h.body}
-	tc := newTimeCoder(h.timeOrder2(), h.count, h.first, h.last)
+	r := bitcode.NewReader(h.body)
+	tc := bitcode.NewTimeCoder(h.timeOrder2(), h.count, h.first, h.last)
 	t := h.first
 	if h.values() == valuesXOR {
-		xs := xorState{prev: r.readLong(64)}
-		if r.err {
+		xs := bitcode.XORState{Prev: r.ReadLong(64)}
+		if r.Err() {
 			return corrupt("truncated first value")
 		}
-		yield(t, math.Float64frombits(xs.prev))
+		yield(t, math.Float64frombits(xs.Prev))
 		for i := 1; i < h.count; i++ {
 			if t, err = nextTime(&r, &tc, t, h.last); err != nil {
 				return err
 			}
-			v, ok := xs.read(&r)
+			v, ok := xs.Read(&r)
 			if err := pointErr(&r, ok, i); err != nil {
 				return err
 			}
 			yield(t, v)
 		}
 	} else {
-		dc := newDecimalCoder(h.exp(), h.values() == valuesDelta2)
-		v, ok := dc.readFirst(&r)
+		dc := bitcode.NewDecimalCoder(h.exp(), h.values() == valuesDelta2)
+		v, ok := dc.ReadFirst(&r)
 		if err := pointErr(&r, ok, 0); err != nil {
 			return err
 		}
@@ -141,7 +143,7 @@ func Decode(src []byte, yield func(t uint64, v float64)) error {
 			if t, err = nextTime(&r, &tc, t, h.last); err != nil {
 				return err
 			}
-			v, ok := dc.readNext(&r)
+			v, ok := dc.ReadNext(&r)
 			if err := pointErr(&r, ok, i); err != nil {
 				return err
 			}
@@ -151,17 +153,17 @@ func Decode(src []byte, yield func(t uint64, v float64)) error {
 	if t != h.last {
 		return corrupt("last time %d, header says %d", t, h.last)
 	}
-	if !r.atCleanEnd() {
+	if !r.AtCleanEnd() {
 		return corrupt("trailing bits or bytes after %d points", h.count)
 	}
 	return nil
 }
 
 // nextTime reads the next delta and checks the time it gives.
-func nextTime(r *bitReader, tc *timeCoder, prev, last uint64) (uint64, error) {
-	delta := tc.read(r)
+func nextTime(r *bitcode.Reader, tc *bitcode.TimeCoder, prev, last uint64) (uint64, error) {
+	delta := tc.Read(r)
 	switch {
-	case r.err:
+	case r.Err():
 		return 0, corrupt("truncated time")
 	case delta == 0 || delta > last-prev:
 		return 0, corrupt("time delta %d after %d: not increasing or past the last time %d", delta, prev, last)
@@ -169,9 +171,9 @@ func nextTime(r *bitReader, tc *timeCoder, prev, last uint64) (uint64, error) {
 	return prev + delta, nil
 }
 
-func pointErr(r *bitReader, ok bool, i int) error {
+func pointErr(r *bitcode.Reader, ok bool, i int) error {
 	switch {
-	case r.err:
+	case r.Err():
 		return corrupt("truncated value %d", i)
 	case !ok:
 		return corrupt("bad value code %d", i)

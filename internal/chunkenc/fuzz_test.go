@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"testing"
+
+	"github.com/seed71701133/tablets/internal/bitcode"
 )
 
 // Run the fuzzers with, for example:
@@ -84,9 +86,9 @@ func fuzzPoints(data []byte) ([]uint64, []float64) {
 			v = math.Float64frombits(take(8))
 		case 3, 4: // a decimal random walk
 			scaledPrev += int64(int8(take(1)))
-			v = float64(scaledPrev) / pow10[c>>6]
+			v = bitcode.DecimalValue(scaledPrev, uint(c>>6))
 		case 5: // a decimal at any exponent
-			v = float64(int64(take(4))-1<<31) / pow10[take(1)%(maxExp+1)]
+			v = bitcode.DecimalValue(int64(take(4))-1<<31, uint(take(1)%(bitcode.MaxExp+1)))
 		case 6: // a counter
 			v = values[len(values)-1] + 1
 		default: // specials

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/bitcode"
 )
 
 // header is a parsed and checked chunk header.
@@ -60,12 +61,12 @@ func parseHeader(src []byte) (header, error) {
 	switch {
 	case h.sums() >= valueCodings:
 		return h, corrupt("reserved sum coding in mode %#x", h.mode)
-	case h.sumExp() > maxExp:
-		return h, corrupt("sum exponent %d > %d", h.sumExp(), maxExp)
+	case h.sumExp() > bitcode.MaxExp:
+		return h, corrupt("sum exponent %d > %d", h.sumExp(), bitcode.MaxExp)
 	case h.sums() == valuesXOR && h.sumExp() != 0:
 		return h, corrupt("exponent %d with XOR sums", h.sumExp())
-	case h.fmode > maxExp+1:
-		return h, corrupt("float count mode %d > %d", h.fmode, maxExp+1)
+	case h.fmode > bitcode.MaxExp+1:
+		return h, corrupt("float count mode %d > %d", h.fmode, bitcode.MaxExp+1)
 	}
 	count, rest, err := uvarint(src[3:], "count")
 	if err != nil {
@@ -117,16 +118,16 @@ func Decode(chunk []byte, yield func(Sample)) error {
 		return err
 	}
 	p := h.plan()
-	r := bitReader{src: h.body}
-	tc := newTimeCoder(p.timeOrder2, h.count, h.first, h.last)
+	r := bitcode.NewReader(h.body)
+	tc := bitcode.NewTimeCoder(p.timeOrder2, h.count, h.first, h.last)
 	sc := newSumCoder(p.sums, p.sumExp)
 	st := newState()
 	t := h.first
 	for i := range h.count {
 		if i > 0 {
-			delta := tc.read(&r)
+			delta := tc.Read(&r)
 			switch {
-			case r.err:
+			case r.Err():
 				return corrupt("truncated time %d", i)
 			case delta == 0 || delta > h.last-t:
 				return corrupt("time delta %d after %d: not increasing or past the last unit %d", delta, t, h.last)
@@ -143,14 +144,14 @@ func Decode(chunk []byte, yield func(Sample)) error {
 	if t != h.last {
 		return corrupt("last unit %d, header says %d", t, h.last)
 	}
-	if !r.atCleanEnd() {
+	if !r.AtCleanEnd() {
 		return corrupt("trailing bits or bytes after %d samples", h.count)
 	}
 	return nil
 }
 
 // readSample reads a sample's head, layout, counts and sum.
-func (st *state) readSample(r *bitReader, sc *sumCoder, p plan, first bool) (Sample, error) {
+func (st *state) readSample(r *bitcode.Reader, sc *sumCoder, p plan, first bool) (Sample, error) {
 	var s Sample
 	if err := st.readHead(r); err != nil {
 		return s, err
@@ -171,7 +172,7 @@ func (st *state) readSample(r *bitReader, sc *sumCoder, p plan, first bool) (Sam
 		s.FH.Sum = sum
 	}
 	switch {
-	case r.err:
+	case r.Err():
 		return s, corrupt("truncated")
 	case !countsOK:
 		return s, corrupt("a float count out of range or a bad XOR code")
@@ -182,14 +183,14 @@ func (st *state) readSample(r *bitReader, sc *sumCoder, p plan, first bool) (Sam
 }
 
 // readHead reads a sample's kind, hint and layout and moves the state to it.
-func (st *state) readHead(r *bitReader) error {
-	if st.have && r.readBits(1) == 0 {
+func (st *state) readHead(r *bitcode.Reader) error {
+	if st.have && r.ReadBits(1) == 0 {
 		st.next(st.float, st.hint, st.lay, true)
 		return nil
 	}
-	float := r.readBits(1) == 1
-	hint := tablets.CounterResetHint(r.readBits(8))
-	if st.have && r.readBits(1) == 0 {
+	float := r.ReadBits(1) == 1
+	hint := tablets.CounterResetHint(r.ReadBits(8))
+	if st.have && r.ReadBits(1) == 0 {
 		st.next(float, hint, st.lay, true)
 		return nil
 	}
@@ -198,7 +199,7 @@ func (st *state) readHead(r *bitReader) error {
 		return err
 	}
 	// Each bucket takes at least a bit in every sample: this bounds what next allocates.
-	if uint64(bucketCount(lay.pos))+uint64(bucketCount(lay.neg)) > r.remaining() {
+	if uint64(bucketCount(lay.pos))+uint64(bucketCount(lay.neg)) > r.Remaining() {
 		return corrupt("spans of more buckets than bits left")
 	}
 	st.next(float, hint, lay, false)
@@ -233,7 +234,7 @@ func makeOrNil[T any](n int) []T {
 	return make([]T, n)
 }
 
-func (st *state) readInts(r *bitReader) *tablets.Histogram {
+func (st *state) readInts(r *bitcode.Reader) *tablets.Histogram {
 	h := st.newInt()
 	h.ZeroCount = uint64(st.zero.readInt(r))
 	total := h.ZeroCount
@@ -248,16 +249,16 @@ func (st *state) readInts(r *bitReader) *tablets.Histogram {
 			total += uint64(abs)
 		}
 	}
-	h.Count = total + uint64(unzigzag(st.intCount.read(r)))
+	h.Count = total + uint64(bitcode.Unzigzag(st.intCount.Read(r)))
 	return h
 }
 
-func (st *state) readDecimals(r *bitReader, e uint) (*tablets.FloatHistogram, bool) {
+func (st *state) readDecimals(r *bitcode.Reader, e uint) (*tablets.FloatHistogram, bool) {
 	h := st.newFloat()
 	ok := true
 	value := func(n int64) float64 {
-		ok = ok && inDecimalRange(n)
-		return decimalValue(n, e)
+		ok = ok && bitcode.InDecimalRange(n)
+		return bitcode.DecimalValue(n, e)
 	}
 	total := st.zero.readInt(r)
 	h.ZeroCount = value(total)
@@ -270,11 +271,11 @@ func (st *state) readDecimals(r *bitReader, e uint) (*tablets.FloatHistogram, bo
 			total += n
 		}
 	}
-	h.Count = value(total + unzigzag(st.decCount.read(r)))
+	h.Count = value(total + bitcode.Unzigzag(st.decCount.Read(r)))
 	return h, ok
 }
 
-func (st *state) readXORs(r *bitReader) (*tablets.FloatHistogram, bool) {
+func (st *state) readXORs(r *bitcode.Reader) (*tablets.FloatHistogram, bool) {
 	h := st.newFloat()
 	v, ok := st.zero.readXOR(r)
 	h.ZeroCount = math.Float64frombits(v)

@@ -12,7 +12,7 @@
 // and bounds decode as nil. A chunk may mix integer and float samples.
 //
 // It compresses as Prometheus' histogram chunks do and further, reusing internal/chunkenc's
-// codes:
+// codes (shared with it in internal/bitcode):
 //
 //   - The layout (schema, zero threshold, spans, custom bounds) and the counter reset hint
 //     are written with the first sample and then only when they change; otherwise a sample

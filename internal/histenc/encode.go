@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/bitcode"
 )
 
 // Sample is one histogram sample: its time in resolution units and exactly one of H, FH.
@@ -81,53 +82,14 @@ func AppendLimit(dst []byte, samples []Sample, limit int) ([]byte, int) {
 		if probe == len(samples) {
 			return append(dst, best...), probe
 		}
-		n = lastFit(probe, len(samples)+1, guess(), fits)
+		n = bitcode.LastFit(probe, len(samples)+1, guess(), fits)
 	} else {
-		n = lastFit(0, probe, guess(), fits)
+		n = bitcode.LastFit(0, probe, guess(), fits)
 	}
 	if n == 0 {
 		best, n = appendBest(nil, samples[:1]), 1
 	}
 	return append(dst, best...), n
-}
-
-// lastFit returns n in [lo, hi) with fits(n) (or n == lo) and !fits(n+1), given that
-// fits(lo) holds (or lo is 0) and fits(hi) does not (or hi is one past the last count). It
-// gallops from guess to bracket the boundary and bisects the bracket, calling fits with
-// counts in (lo, hi) only; the last call of fits that returned true is for n.
-func lastFit(lo, hi, guess int, fits func(int) bool) int {
-	if hi-lo <= 1 {
-		return lo
-	}
-	guess = min(max(guess, lo+1), hi-1)
-	if fits(guess) {
-		lo = guess
-		for step := 1; lo+step < hi; step *= 2 {
-			if !fits(lo + step) {
-				hi = lo + step
-				break
-			}
-			lo += step
-		}
-	} else {
-		hi = guess
-		for step := 1; hi-step > lo; step *= 2 {
-			if fits(hi - step) {
-				lo = hi - step
-				break
-			}
-			hi -= step
-		}
-	}
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		if fits(mid) {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	return lo
 }
 
 func mustValid(samples []Sample) {
@@ -196,8 +158,8 @@ func makePlan(samples []Sample) (plan, bool) {
 		return p, false
 	}
 	first, last := samples[0].Unit, samples[len(samples)-1].Unit
-	t1 := newTimeCoder(false, len(samples), first, last)
-	t2 := newTimeCoder(true, len(samples), first, last)
+	t1 := bitcode.NewTimeCoder(false, len(samples), first, last)
+	t2 := bitcode.NewTimeCoder(true, len(samples), first, last)
 	sums := make([]float64, len(samples))
 	var floats []float64
 	for i, s := range samples {
@@ -210,23 +172,23 @@ func makePlan(samples []Sample) (plan, bool) {
 		floats = append(floats, s.FH.PositiveBuckets...)
 		floats = append(floats, s.FH.NegativeBuckets...)
 	}
-	xs := xorState{prev: math.Float64bits(sums[0])}
-	e, decimal := findExp(sums)
-	d1, d2 := newDecimalCoder(e, false), newDecimalCoder(e, true)
+	xs := bitcode.XORState{Prev: math.Float64bits(sums[0])}
+	e, decimal := bitcode.FindExp(sums)
+	d1, d2 := bitcode.NewDecimalCoder(e, false), bitcode.NewDecimalCoder(e, true)
 	ct1, ct2, cd1, cd2, cx := 0, 0, 0, 0, 64
 	if decimal {
-		n, _ := scaled(sums[0], e)
-		cd1, cd2 = d1.first(n), d2.first(n)
+		n, _ := bitcode.Scaled(sums[0], e)
+		cd1, cd2 = d1.First(n), d2.First(n)
 	}
 	for i := 1; i < len(samples); i++ {
 		delta := samples[i].Unit - samples[i-1].Unit
-		ct1 += t1.s.cost(t1.residual(delta))
-		ct2 += t2.s.cost(t2.residual(delta))
-		cx += xs.step(nil, math.Float64bits(sums[i]))
+		ct1 += t1.S.Cost(t1.Residual(delta))
+		ct2 += t2.S.Cost(t2.Residual(delta))
+		cx += xs.Step(nil, math.Float64bits(sums[i]))
 		if decimal {
-			n, _ := scaled(sums[i], e)
-			cd1 += d1.s.cost(d1.residual(n))
-			cd2 += d2.s.cost(d2.residual(n))
+			n, _ := bitcode.Scaled(sums[i], e)
+			cd1 += d1.S.Cost(d1.Residual(n))
+			cd2 += d2.S.Cost(d2.Residual(n))
 		}
 	}
 	p.timeOrder2 = ct2 < ct1
@@ -240,46 +202,46 @@ func makePlan(samples []Sample) (plan, bool) {
 	if len(floats) == 0 {
 		return p, false
 	}
-	p.floatExp, decimal = findExp(floats)
+	p.floatExp, decimal = bitcode.FindExp(floats)
 	return p, decimal
 }
 
 // sumCoder codes the sums of a chunk, one stream across both kinds.
 type sumCoder struct {
 	coding uint
-	xs     xorState
-	dc     decimalCoder
+	xs     bitcode.XORState
+	dc     bitcode.DecimalCoder
 }
 
 func newSumCoder(coding, exp uint) sumCoder {
-	return sumCoder{coding: coding, dc: newDecimalCoder(exp, coding == valuesDelta2)}
+	return sumCoder{coding: coding, dc: bitcode.NewDecimalCoder(exp, coding == valuesDelta2)}
 }
 
-func (c *sumCoder) write(w *bitWriter, v float64, first bool) {
+func (c *sumCoder) write(w *bitcode.Writer, v float64, first bool) {
 	switch {
 	case c.coding != valuesXOR && first:
-		c.dc.writeFirst(w, v)
+		c.dc.WriteFirst(w, v)
 	case c.coding != valuesXOR:
-		c.dc.writeNext(w, v)
+		c.dc.WriteNext(w, v)
 	case first:
-		c.xs.prev = math.Float64bits(v)
-		w.writeBits(c.xs.prev, 64)
+		c.xs.Prev = math.Float64bits(v)
+		w.WriteBits(c.xs.Prev, 64)
 	default:
-		c.xs.step(w, math.Float64bits(v))
+		c.xs.Step(w, math.Float64bits(v))
 	}
 }
 
-func (c *sumCoder) read(r *bitReader, first bool) (float64, bool) {
+func (c *sumCoder) read(r *bitcode.Reader, first bool) (float64, bool) {
 	switch {
 	case c.coding != valuesXOR && first:
-		return c.dc.readFirst(r)
+		return c.dc.ReadFirst(r)
 	case c.coding != valuesXOR:
-		return c.dc.readNext(r)
+		return c.dc.ReadNext(r)
 	case first:
-		c.xs.prev = r.readLong(64)
-		return math.Float64frombits(c.xs.prev), true
+		c.xs.Prev = r.ReadLong(64)
+		return math.Float64frombits(c.xs.Prev), true
 	}
-	return c.xs.read(r)
+	return c.xs.Read(r)
 }
 
 func encode(dst []byte, samples []Sample, p plan) []byte {
@@ -291,13 +253,13 @@ func encode(dst []byte, samples []Sample, p plan) []byte {
 	first, last := samples[0].Unit, samples[len(samples)-1].Unit
 	dst = binary.AppendUvarint(dst, first)
 	dst = binary.AppendUvarint(dst, last-first)
-	w := bitWriter{buf: dst}
-	tc := newTimeCoder(p.timeOrder2, len(samples), first, last)
+	w := bitcode.NewWriter(dst)
+	tc := bitcode.NewTimeCoder(p.timeOrder2, len(samples), first, last)
 	sc := newSumCoder(p.sums, p.sumExp)
 	st := newState()
 	for i, s := range samples {
 		if i > 0 {
-			tc.write(&w, s.Unit-samples[i-1].Unit)
+			tc.Write(&w, s.Unit-samples[i-1].Unit)
 		}
 		st.writeHead(&w, s)
 		if s.H != nil {
@@ -312,28 +274,28 @@ func encode(dst []byte, samples []Sample, p plan) []byte {
 		}
 		sc.write(&w, s.FH.Sum, i == 0)
 	}
-	return w.finish()
+	return w.Finish()
 }
 
 // writeHead writes a sample's kind, hint and layout (only what changed), and moves the
 // state to it.
-func (st *state) writeHead(w *bitWriter, s Sample) {
+func (st *state) writeHead(w *bitcode.Writer, s Sample) {
 	float := s.FH != nil
 	hint := hintOf(s)
 	lay := layoutOf(s)
 	same := st.have && lay.equal(st.lay)
 	if st.have {
 		if same && float == st.float && hint == st.hint {
-			w.writeBits(0, 1)
+			w.WriteBits(0, 1)
 			st.next(float, hint, lay, true)
 			return
 		}
-		w.writeBits(1, 1)
+		w.WriteBits(1, 1)
 	}
-	w.writeBits(b2u(float), 1)
-	w.writeBits(uint64(hint), 8)
+	w.WriteBits(b2u(float), 1)
+	w.WriteBits(uint64(hint), 8)
 	if st.have {
-		w.writeBits(b2u(!same), 1)
+		w.WriteBits(b2u(!same), 1)
 	}
 	if !same {
 		lay.write(w)
@@ -350,7 +312,7 @@ func b2u(b bool) uint64 {
 
 // writeInts writes an integer histogram's counts: the zero bucket's, each bucket's
 // absolute count, and Count's difference to their total.
-func (st *state) writeInts(w *bitWriter, h *tablets.Histogram) {
+func (st *state) writeInts(w *bitcode.Writer, h *tablets.Histogram) {
 	st.zero.writeInt(w, int64(h.ZeroCount))
 	total := h.ZeroCount
 	for side, buckets := range [2][]int64{h.PositiveBuckets, h.NegativeBuckets} {
@@ -362,11 +324,11 @@ func (st *state) writeInts(w *bitWriter, h *tablets.Histogram) {
 			total += uint64(abs)
 		}
 	}
-	st.intCount.write(w, zigzag(int64(h.Count-total)))
+	st.intCount.Write(w, bitcode.Zigzag(int64(h.Count-total)))
 }
 
 // writeDecimals writes a float histogram's counts as writeInts does, scaled by 10^e.
-func (st *state) writeDecimals(w *bitWriter, h *tablets.FloatHistogram, e uint) {
+func (st *state) writeDecimals(w *bitcode.Writer, h *tablets.FloatHistogram, e uint) {
 	total := mustScaled(h.ZeroCount, e)
 	st.zero.writeInt(w, total)
 	for side, buckets := range [2][]float64{h.PositiveBuckets, h.NegativeBuckets} {
@@ -377,16 +339,16 @@ func (st *state) writeDecimals(w *bitWriter, h *tablets.FloatHistogram, e uint) 
 			total += n
 		}
 	}
-	st.decCount.write(w, zigzag(mustScaled(h.Count, e)-total))
+	st.decCount.Write(w, bitcode.Zigzag(mustScaled(h.Count, e)-total))
 }
 
 func mustScaled(v float64, e uint) int64 {
-	n, _ := scaled(v, e) // makePlan checked every float count
+	n, _ := bitcode.Scaled(v, e) // makePlan checked every float count
 	return n
 }
 
 // writeXORs writes a float histogram's counts, each XORed with the same count before.
-func (st *state) writeXORs(w *bitWriter, h *tablets.FloatHistogram) {
+func (st *state) writeXORs(w *bitcode.Writer, h *tablets.FloatHistogram) {
 	st.zero.writeXOR(w, math.Float64bits(h.ZeroCount))
 	for side, buckets := range [2][]float64{h.PositiveBuckets, h.NegativeBuckets} {
 		states := st.sideStates(side)

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/bitcode"
 )
 
 // layout is what a chunk writes once and then only repeats with a "same layout" bit: the
@@ -74,63 +75,63 @@ func checkSpans(spans []tablets.HistogramSpan, buckets int, side string) {
 }
 
 // write codes the layout: schema, zero threshold, positive and negative spans, custom bounds.
-func (l layout) write(w *bitWriter) {
-	w.writeN(zigzag(int64(l.schema)))
+func (l layout) write(w *bitcode.Writer) {
+	w.WriteN(bitcode.Zigzag(int64(l.schema)))
 	if math.Float64bits(l.zeroThreshold) == 0 {
-		w.writeBits(0, 1)
+		w.WriteBits(0, 1)
 	} else {
-		w.writeBits(1, 1)
-		w.writeBits(math.Float64bits(l.zeroThreshold), 64)
+		w.WriteBits(1, 1)
+		w.WriteBits(math.Float64bits(l.zeroThreshold), 64)
 	}
 	writeSpans(w, l.pos)
 	writeSpans(w, l.neg)
 	writeBounds(w, l.custom)
 }
 
-func writeSpans(w *bitWriter, spans []tablets.HistogramSpan) {
-	w.writeN(uint64(len(spans)))
+func writeSpans(w *bitcode.Writer, spans []tablets.HistogramSpan) {
+	w.WriteN(uint64(len(spans)))
 	for _, s := range spans {
-		w.writeN(zigzag(int64(s.Offset)))
-		w.writeN(uint64(s.Length))
+		w.WriteN(bitcode.Zigzag(int64(s.Offset)))
+		w.WriteN(uint64(s.Length))
 	}
 }
 
 // writeBounds codes custom bounds as scaled integers, each the difference to the one before,
 // when they are all decimals (bucket bounds mostly are), else as their 64 bits each.
-func writeBounds(w *bitWriter, bounds []float64) {
-	w.writeN(uint64(len(bounds)))
+func writeBounds(w *bitcode.Writer, bounds []float64) {
+	w.WriteN(uint64(len(bounds)))
 	if len(bounds) == 0 {
 		return
 	}
-	e, decimal := findExp(bounds)
+	e, decimal := bitcode.FindExp(bounds)
 	if !decimal {
-		w.writeBits(0, 1)
+		w.WriteBits(0, 1)
 		for _, b := range bounds {
-			w.writeBits(math.Float64bits(b), 64)
+			w.WriteBits(math.Float64bits(b), 64)
 		}
 		return
 	}
-	w.writeBits(1, 1)
-	w.writeBits(uint64(e), 5)
+	w.WriteBits(1, 1)
+	w.WriteBits(uint64(e), 5)
 	prev := int64(0)
 	for _, b := range bounds {
-		n, _ := scaled(b, e)
-		w.writeN(zigzag(n - prev))
+		n, _ := bitcode.Scaled(b, e)
+		w.WriteN(bitcode.Zigzag(n - prev))
 		prev = n
 	}
 }
 
 // readLayout reads a layout. Counts of spans and bounds are checked against the bits left
 // before anything is allocated: each span takes at least 14 bits, each bound 7.
-func readLayout(r *bitReader) (layout, error) {
+func readLayout(r *bitcode.Reader) (layout, error) {
 	var l layout
-	schema, ok := r.readN()
-	if !ok || !fitsInt32(unzigzag(schema)) {
+	schema, ok := r.ReadN()
+	if !ok || !fitsInt32(bitcode.Unzigzag(schema)) {
 		return l, corrupt("bad schema")
 	}
-	l.schema = int32(unzigzag(schema))
-	if r.readBits(1) == 1 {
-		l.zeroThreshold = math.Float64frombits(r.readLong(64))
+	l.schema = int32(bitcode.Unzigzag(schema))
+	if r.ReadBits(1) == 1 {
+		l.zeroThreshold = math.Float64frombits(r.ReadLong(64))
 	}
 	var err error
 	if l.pos, err = readSpans(r, "positive"); err != nil {
@@ -142,7 +143,7 @@ func readLayout(r *bitReader) (layout, error) {
 	if l.custom, err = readBounds(r); err != nil {
 		return l, err
 	}
-	if r.err {
+	if r.Err() {
 		return l, corrupt("truncated layout")
 	}
 	return l, nil
@@ -150,9 +151,9 @@ func readLayout(r *bitReader) (layout, error) {
 
 func fitsInt32(x int64) bool { return x >= math.MinInt32 && x <= math.MaxInt32 }
 
-func readSpans(r *bitReader, side string) ([]tablets.HistogramSpan, error) {
-	n, ok := r.readN()
-	if !ok || n > r.remaining()/14 {
+func readSpans(r *bitcode.Reader, side string) ([]tablets.HistogramSpan, error) {
+	n, ok := r.ReadN()
+	if !ok || n > r.Remaining()/14 {
 		return nil, corrupt("bad %s span count", side)
 	}
 	if n == 0 {
@@ -160,9 +161,9 @@ func readSpans(r *bitReader, side string) ([]tablets.HistogramSpan, error) {
 	}
 	spans := make([]tablets.HistogramSpan, n)
 	for i := range spans {
-		off, ok1 := r.readN()
-		length, ok2 := r.readN()
-		o := unzigzag(off)
+		off, ok1 := r.ReadN()
+		length, ok2 := r.ReadN()
+		o := bitcode.Unzigzag(off)
 		if !ok1 || !ok2 || !fitsInt32(o) || length > math.MaxUint32 || (i > 0 && o < 0) {
 			return nil, corrupt("bad %s span %d", side, i+1)
 		}
@@ -171,33 +172,33 @@ func readSpans(r *bitReader, side string) ([]tablets.HistogramSpan, error) {
 	return spans, nil
 }
 
-func readBounds(r *bitReader) ([]float64, error) {
-	n, ok := r.readN()
-	if !ok || n > r.remaining()/7 {
+func readBounds(r *bitcode.Reader) ([]float64, error) {
+	n, ok := r.ReadN()
+	if !ok || n > r.Remaining()/7 {
 		return nil, corrupt("bad custom bound count")
 	}
 	if n == 0 {
 		return nil, nil
 	}
 	bounds := make([]float64, n)
-	if r.readBits(1) == 0 {
+	if r.ReadBits(1) == 0 {
 		for i := range bounds {
-			bounds[i] = math.Float64frombits(r.readLong(64))
+			bounds[i] = math.Float64frombits(r.ReadLong(64))
 		}
 		return bounds, nil
 	}
-	e := uint(r.readBits(5))
-	if e > maxExp {
-		return nil, corrupt("custom bounds with exponent %d > %d", e, maxExp)
+	e := uint(r.ReadBits(5))
+	if e > bitcode.MaxExp {
+		return nil, corrupt("custom bounds with exponent %d > %d", e, bitcode.MaxExp)
 	}
 	prev := int64(0)
 	for i := range bounds {
-		d, ok := r.readN()
-		prev += unzigzag(d)
-		if !ok || !inDecimalRange(prev) {
+		d, ok := r.ReadN()
+		prev += bitcode.Unzigzag(d)
+		if !ok || !bitcode.InDecimalRange(prev) {
 			return nil, corrupt("bad custom bound %d", i+1)
 		}
-		bounds[i] = decimalValue(prev, e)
+		bounds[i] = bitcode.DecimalValue(prev, e)
 	}
 	return bounds, nil
 }

@@ -1,6 +1,10 @@
 package histenc
 
-import "github.com/seed71701133/tablets"
+import (
+	"github.com/seed71701133/tablets"
+
+	"github.com/seed71701133/tablets/internal/bitcode"
+)
 
 // bucketState is the prediction state of one count stream (a bucket, the zero bucket, a
 // float count) from one sample to the next. An integer or decimal count is predicted as the
@@ -15,8 +19,8 @@ type bucketState struct {
 	hasMean bool // the stream has had a delta
 	c       int64
 	mean    int64 // in sixteenths
-	s       adaptive
-	x       xorState // XOR: the last bits and window
+	s       bitcode.Adaptive
+	x       bitcode.XORState // XOR: the last bits and window
 }
 
 // meanShift sets the weight of a new delta in the mean: 1/8. Deltas in sixteenths keep the
@@ -41,49 +45,49 @@ func (b *bucketState) learn(v int64) {
 	b.c = v
 }
 
-func (b *bucketState) writeInt(w *bitWriter, v int64) {
+func (b *bucketState) writeInt(w *bitcode.Writer, v int64) {
 	if !b.seen {
-		w.writeN(zigzag(v))
-		*b = bucketState{seen: true, c: v, s: newAdaptive()}
+		w.WriteN(bitcode.Zigzag(v))
+		*b = bucketState{seen: true, c: v, s: bitcode.NewAdaptive()}
 		return
 	}
-	b.s.write(w, zigzag(v-b.prediction()))
+	b.s.Write(w, bitcode.Zigzag(v-b.prediction()))
 	b.learn(v)
 }
 
-func (b *bucketState) readInt(r *bitReader) int64 {
+func (b *bucketState) readInt(r *bitcode.Reader) int64 {
 	if !b.seen {
-		z, ok := r.readN()
+		z, ok := r.ReadN()
 		if !ok {
-			r.fail()
+			r.Fail()
 		}
-		v := unzigzag(z)
-		*b = bucketState{seen: true, c: v, s: newAdaptive()}
+		v := bitcode.Unzigzag(z)
+		*b = bucketState{seen: true, c: v, s: bitcode.NewAdaptive()}
 		return v
 	}
-	v := b.prediction() + unzigzag(b.s.read(r))
+	v := b.prediction() + bitcode.Unzigzag(b.s.Read(r))
 	b.learn(v)
 	return v
 }
 
-func (b *bucketState) writeXOR(w *bitWriter, v uint64) {
+func (b *bucketState) writeXOR(w *bitcode.Writer, v uint64) {
 	if !b.seen {
-		w.writeBits(v, 64)
-		*b = bucketState{seen: true, x: xorState{prev: v}}
+		w.WriteBits(v, 64)
+		*b = bucketState{seen: true, x: bitcode.XORState{Prev: v}}
 		return
 	}
-	b.x.step(w, v)
+	b.x.Step(w, v)
 }
 
-// readXOR returns false for an XOR code the writer cannot make (see xorState.read).
-func (b *bucketState) readXOR(r *bitReader) (uint64, bool) {
+// readXOR returns false for an XOR code the writer cannot make (see bitcode.XORState.Read).
+func (b *bucketState) readXOR(r *bitcode.Reader) (uint64, bool) {
 	if !b.seen {
-		v := r.readLong(64)
-		*b = bucketState{seen: true, x: xorState{prev: v}}
+		v := r.ReadLong(64)
+		*b = bucketState{seen: true, x: bitcode.XORState{Prev: v}}
 		return v, true
 	}
-	_, ok := b.x.read(r)
-	return b.x.prev, ok
+	_, ok := b.x.Read(r)
+	return b.x.Prev, ok
 }
 
 // state is what the writer and the reader know after a sample: its kind, hint and layout,
@@ -103,11 +107,11 @@ type state struct {
 
 	// Residuals of integer counts from the buckets' total, and of scaled float counts: each
 	// one adaptive state for the chunk.
-	intCount, decCount adaptive
+	intCount, decCount bitcode.Adaptive
 }
 
 func newState() state {
-	return state{intCount: newAdaptive(), decCount: newAdaptive()}
+	return state{intCount: bitcode.NewAdaptive(), decCount: bitcode.NewAdaptive()}
 }
 
 // next moves to a sample of kind float with layout lay (same: the previous sample's).
