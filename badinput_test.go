@@ -209,7 +209,7 @@ func TestBadInputCalls(t *testing.T) {
 		}},
 		{"LabelNames bad regexp", tablets.ErrInvalidMatcher, func() error { _, err := db.LabelNames(ctx, from, to, bad); return err }},
 		{"LabelValues bad regexp", tablets.ErrInvalidMatcher, func() error { _, err := db.LabelValues(ctx, "job", from, to, bad); return err }},
-		{"Aggregate step", tablets.ErrInvalidOptions, func() error { return firstErr(db.Aggregate(ctx, []string{"cpu"}, from, to, 0)) }},
+		{"Aggregate step", tablets.ErrInvalidOptions, func() error { return firstErr(db.Aggregate(ctx, []string{"cpu"}, from, to, 0, nil)) }},
 	})
 }
 

@@ -442,7 +442,7 @@ func TestTSDBHistogramTiers(t *testing.T) {
 				if slices.Contains(names, "mixed") {
 					floats = modelWindows(mixed, c.from, c.to, c.step)
 				}
-				got := collectWindows(t, db.Aggregate(ctx, names, c.from, c.to, c.step))
+				got := collectWindows(t, db.Aggregate(ctx, names, c.from, c.to, c.step, nil))
 				requireHistWindows(t, modelHistWindows(t, all, names, c.from, c.to, c.step), floats, got,
 					fmt.Sprintf("%s %v %v", what, names, c.step))
 			}
@@ -457,12 +457,12 @@ func TestTSDBHistogramTiers(t *testing.T) {
 	check("after Rollup")
 
 	before = checker.Stats()
-	got := collectWindows(t, db.Aggregate(ctx, []string{"h_exp"}, rollupBase, end, time.Hour))
+	got := collectWindows(t, db.Aggregate(ctx, []string{"h_exp"}, rollupBase, end, time.Hour, nil))
 	require.Len(t, got, 48)
 	after = checker.Stats()
 	tierRequests, tierBytes := after.Requests-before.Requests, after.ResponseBytes-before.ResponseBytes
 	before = checker.Stats()
-	collectWindows(t, db.Aggregate(ctx, []string{"h_exp"}, rollupBase, end, 90*time.Second))
+	collectWindows(t, db.Aggregate(ctx, []string{"h_exp"}, rollupBase, end, 90*time.Second, nil))
 	after = checker.Stats()
 	rawRequests, rawBytes := after.Requests-before.Requests, after.ResponseBytes-before.ResponseBytes
 	t.Logf("Aggregate of 2 days of a histogram series: at 1 h from the tier %d requests, %d bytes read; at 90 s raw %d requests, %d bytes",
@@ -514,7 +514,7 @@ func TestTSDBHistogramTierTooLarge(t *testing.T) {
 	}
 	require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: "wide", Histograms: samples}}))
 	aggregate := func() []tsdb.Window {
-		return collectWindows(t, db.Aggregate(ctx, []string{"wide"}, base, base.Add(time.Hour), time.Minute))
+		return collectWindows(t, db.Aggregate(ctx, []string{"wide"}, base, base.Add(time.Hour), time.Minute, nil))
 	}
 	before := aggregate()
 	require.NoError(t, db.Rollup(ctx, base, base.Add(time.Hour)))
@@ -579,7 +579,7 @@ func TestTSDBHistogramRollupRace(t *testing.T) {
 	require.NoError(t, json.Unmarshal(resp.Value, &e))
 	require.NotContains(t, e, "S", "the last word is a block computed after the write")
 	require.Contains(t, e, "h6")
-	w := collectWindows(t, hdb.Aggregate(ctx, []string{"r"}, rollupBase.Add(30*time.Minute), rollupBase.Add(31*time.Minute), time.Minute))
+	w := collectWindows(t, hdb.Aggregate(ctx, []string{"r"}, rollupBase.Add(30*time.Minute), rollupBase.Add(31*time.Minute), time.Minute, nil))
 	require.Len(t, w, 1)
 	require.Equal(t, uint64(2), w[0].HistogramCount, "window 30m holds the sample written and the late one")
 	require.Equal(t, 30.0+1000, w[0].Histogram.Sum)

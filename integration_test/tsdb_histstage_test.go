@@ -257,7 +257,7 @@ func TestTSDBStagedHistogramsFoldKilledAtEveryStep(t *testing.T) {
 func histWindowsOf(t *testing.T, db *tsdb.DB, series []string, from, to time.Time, step time.Duration) []tsdb.Window {
 	t.Helper()
 	var out []tsdb.Window
-	for w, err := range db.Aggregate(context.Background(), series, from, to, step) {
+	for w, err := range db.Aggregate(context.Background(), series, from, to, step, nil) {
 		require.NoError(t, err)
 		out = append(out, tsdb.Window{Start: w.Start, HistogramCount: w.HistogramCount, Histogram: w.Histogram,
 			HistogramConflict: w.HistogramConflict, FirstHistogram: w.FirstHistogram, LastHistogram: w.LastHistogram})

@@ -395,7 +395,7 @@ func TestTSDBLabelsOutliveRaw(t *testing.T) {
 	require.NotContains(t, dropped, db.Name()+"i"+period, "the minute tier still holds the period")
 	require.Equal(t, 1, sel())
 	var windows int
-	for _, err := range db.Aggregate(ctx, []string{key}, now.Add(-2*time.Hour), now, time.Minute) {
+	for _, err := range db.Aggregate(ctx, []string{key}, now.Add(-2*time.Hour), now, time.Minute, nil) {
 		require.NoError(t, err)
 		windows++
 	}
@@ -405,7 +405,7 @@ func TestTSDBLabelsOutliveRaw(t *testing.T) {
 	clock.Add(3 * time.Hour)
 	require.NoError(t, db.Rollup(ctx, now.Add(-2*time.Hour), now))
 	windows = 0
-	for _, err := range db.Aggregate(ctx, []string{key}, now.Add(-2*time.Hour), now, time.Minute) {
+	for _, err := range db.Aggregate(ctx, []string{key}, now.Add(-2*time.Hour), now, time.Minute, nil) {
 		require.NoError(t, err)
 		windows++
 	}

@@ -88,7 +88,7 @@ func TestTSDBMaintenanceCost(t *testing.T) {
 		}
 		for _, step := range []time.Duration{time.Minute, time.Hour} {
 			before := checker.Stats().Requests
-			got := collectWindows(t, db.Aggregate(ctx, names[s:s+1], from, to, step))
+			got := collectWindows(t, db.Aggregate(ctx, names[s:s+1], from, to, step, nil))
 			requireWindows(t, modelWindows(pts, from, to, step), got, fmt.Sprintf("%s at %v", names[s], step))
 			require.LessOrEqual(t, checker.Stats().Requests-before, int64(3), "read from the tier")
 		}

@@ -133,7 +133,7 @@ func TestTSDBAggregate(t *testing.T) {
 	}
 	check := func(what string) {
 		for _, c := range cases {
-			got := collectWindows(t, db.Aggregate(ctx, names, c.from, c.to, c.step))
+			got := collectWindows(t, db.Aggregate(ctx, names, c.from, c.to, c.step, nil))
 			requireWindows(t, modelWindows(all, c.from, c.to, c.step), got, what+" "+c.step.String())
 		}
 	}
@@ -144,7 +144,7 @@ func TestTSDBAggregate(t *testing.T) {
 	check("after Rollup")
 
 	before = checker.Stats()
-	got := collectWindows(t, db.Aggregate(ctx, names, rollupBase, end, time.Hour))
+	got := collectWindows(t, db.Aggregate(ctx, names, rollupBase, end, time.Hour, nil))
 	require.Len(t, got, 48)
 	tierRequests := checker.Stats().Requests - before.Requests
 	t.Logf("Aggregate of 2 days at 1 h from the tier: %d requests", tierRequests)
@@ -199,7 +199,7 @@ func TestTSDBRollupRace(t *testing.T) {
 	_, stale := props["S"]
 	require.False(t, stale, "the last word is a block computed after the write")
 	require.Equal(t, 2.0, props["c6"], "window 30m holds the point written and the late one")
-	w := collectWindows(t, hdb.Aggregate(ctx, []string{"r"}, rollupBase.Add(30*time.Minute), rollupBase.Add(31*time.Minute), time.Minute))
+	w := collectWindows(t, hdb.Aggregate(ctx, []string{"r"}, rollupBase.Add(30*time.Minute), rollupBase.Add(31*time.Minute), time.Minute, nil))
 	require.Len(t, w, 1)
 	require.Equal(t, uint64(2), w[0].Count)
 	require.Equal(t, -7.5, w[0].Min)
@@ -221,7 +221,7 @@ func TestTSDBAggregateRequests(t *testing.T) {
 	require.NoError(t, db.Rollup(ctx, day, day.Add(24*time.Hour)))
 	t.Logf("Rollup of a day at 1 Hz: %.0f points/s, %d requests", 86400/time.Since(start).Seconds(), checker.Stats().Requests-before.Requests)
 	before = checker.Stats()
-	w := collectWindows(t, db.Aggregate(ctx, []string{"day"}, day, day.Add(24*time.Hour), time.Minute))
+	w := collectWindows(t, db.Aggregate(ctx, []string{"day"}, day, day.Add(24*time.Hour), time.Minute, nil))
 	require.Len(t, w, 1440)
 	t.Logf("a day at a 1-minute step: %d requests", checker.Stats().Requests-before.Requests)
 	require.LessOrEqual(t, checker.Stats().Requests-before.Requests, int64(2), "a day at a 1-minute step")
@@ -240,7 +240,7 @@ func TestTSDBAggregateRequests(t *testing.T) {
 	}
 	require.NoError(t, db.Rollup(ctx, week, week.Add(7*24*time.Hour)))
 	before = checker.Stats()
-	w = collectWindows(t, db.Aggregate(ctx, names, week, week.Add(7*24*time.Hour), time.Hour))
+	w = collectWindows(t, db.Aggregate(ctx, names, week, week.Add(7*24*time.Hour), time.Hour, nil))
 	require.Len(t, w, 168)
 	require.Equal(t, uint64(40*6), w[0].Count)
 	t.Logf("40 series, 7 days at 1 h: %d requests", checker.Stats().Requests-before.Requests)
@@ -258,7 +258,7 @@ func TestTSDBAggregateRequests(t *testing.T) {
 	require.NoError(t, db.Write(ctx, "year", pts...))
 	require.NoError(t, db.Rollup(ctx, year, year.AddDate(1, 0, 0)))
 	before = checker.Stats()
-	w = collectWindows(t, db.Aggregate(ctx, []string{"year"}, year, year.AddDate(1, 0, 0), 24*time.Hour))
+	w = collectWindows(t, db.Aggregate(ctx, []string{"year"}, year, year.AddDate(1, 0, 0), 24*time.Hour, nil))
 	require.Len(t, w, 365)
 	t.Logf("a year at a 1-day step: %d requests", checker.Stats().Requests-before.Requests)
 	require.LessOrEqual(t, checker.Stats().Requests-before.Requests, int64(3), "a year at a 1-day step")
@@ -313,9 +313,9 @@ func TestTSDBTierRetention(t *testing.T) {
 		}
 	}
 	// The minute step over the dropped days is answered from the raw points.
-	w := collectWindows(t, db.Aggregate(ctx, []string{"x"}, day0, day0.Add(96*time.Hour), time.Hour))
+	w := collectWindows(t, db.Aggregate(ctx, []string{"x"}, day0, day0.Add(96*time.Hour), time.Hour, nil))
 	require.Len(t, w, 96)
-	w = collectWindows(t, db.Aggregate(ctx, []string{"x"}, day0, day0.Add(48*time.Hour), time.Minute))
+	w = collectWindows(t, db.Aggregate(ctx, []string{"x"}, day0, day0.Add(48*time.Hour), time.Minute, nil))
 	require.Len(t, w, 288)
 }
 
@@ -357,7 +357,7 @@ func TestTSDBRollupReliability(t *testing.T) {
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs)
 	t.Logf("two concurrent Rollups of a day of 40 series at 1 Hz through 20%% lost replies: %.0f points/s", float64(len(all))/time.Since(start).Seconds())
-	got := collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour))
+	got := collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour, nil))
 	requireWindows(t, modelWindows(all, day, day.Add(24*time.Hour), time.Hour), got, "after Rollups through lost replies")
 
 	// KeepRolledUp picks up a series written later, once sealed.
@@ -378,7 +378,7 @@ func TestTSDBRollupReliability(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	before := checker.Stats().Requests
-	w := collectWindows(t, db2.Aggregate(ctx, []string{"k"}, old, old.Add(time.Hour), time.Hour))
+	w := collectWindows(t, db2.Aggregate(ctx, []string{"k"}, old, old.Add(time.Hour), time.Hour, nil))
 	require.Len(t, w, 1)
 	require.Equal(t, uint64(60), w[0].Count)
 	require.Equal(t, int64(1), checker.Stats().Requests-before, "the hour is read from the tier KeepRolledUp made")
@@ -420,7 +420,7 @@ func TestTSDBRollupAfterRawDropped(t *testing.T) {
 	require.NoError(t, db.Rollup(ctx, from, to))
 	windows := func() []time.Time {
 		var out []time.Time
-		for w, err := range db.Aggregate(ctx, []string{"x"}, from, to, time.Minute) {
+		for w, err := range db.Aggregate(ctx, []string{"x"}, from, to, time.Minute, nil) {
 			require.NoError(t, err)
 			out = append(out, w.Start)
 		}

@@ -92,7 +92,7 @@ func TestTSDBRollupScanRace(t *testing.T) {
 			// Both series, from the tiers, as their points say (q's still staged).
 			for series, pts := range map[string][]tablets.Point{"r": append(r, late), "q": q} {
 				for _, step := range []time.Duration{time.Minute, time.Hour} {
-					got := collectWindows(t, hdb.Aggregate(ctx, []string{series}, rollupBase, rollupBase.Add(2*time.Hour), step))
+					got := collectWindows(t, hdb.Aggregate(ctx, []string{series}, rollupBase, rollupBase.Add(2*time.Hour), step, nil))
 					requireWindows(t, modelWindows(pts, rollupBase, rollupBase.Add(2*time.Hour), step), got, series+" at "+step.String())
 				}
 			}
@@ -160,7 +160,7 @@ func TestTSDBRollupScanGroups(t *testing.T) {
 	from, to := base.Truncate(24*time.Hour), base.Truncate(24*time.Hour).Add(48*time.Hour)
 	check := func(what string) {
 		for _, step := range []time.Duration{time.Second, time.Hour} {
-			got := collectWindows(t, db.Aggregate(ctx, names, from, to, step))
+			got := collectWindows(t, db.Aggregate(ctx, names, from, to, step, nil))
 			requireWindows(t, modelWindows(all, from, to, step), got, what+" at "+step.String())
 		}
 	}

@@ -458,10 +458,10 @@ func TestTSDBStagedBackfillThenMaintain(t *testing.T) {
 	}
 	require.Equal(t, int64(6), checker.Stats().Batches, "a transaction a write: the late points flag nothing yet")
 	model := modelWindows(all, day, day.Add(24*time.Hour), time.Hour)
-	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour)), "backfilled, staged")
+	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour, nil)), "backfilled, staged")
 	// A rollup meanwhile sees the staged points too.
 	require.NoError(t, db.Rollup(ctx, day, day.Add(24*time.Hour)))
-	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour)), "rolled up while staged")
+	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour, nil)), "rolled up while staged")
 
 	// maintain: fold (which flags the windows of the late points), then roll up again; the
 	// tiers answer, cheaply.
@@ -471,10 +471,10 @@ func TestTSDBStagedBackfillThenMaintain(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, len(names)*6*60, rep.Points)
 	t.Logf("fold of %d series' late points: %d requests", len(names), checker.Stats().Requests)
-	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour)), "folded, flagged")
+	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour, nil)), "folded, flagged")
 	require.NoError(t, db.Rollup(ctx, day, day.Add(24*time.Hour)))
 	checker.Reset()
-	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour)), "after fold and rollup")
+	requireWindows(t, model, collectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour, nil)), "after fold and rollup")
 	t.Logf("Aggregate of a day of 3 series at an hour after maintain: %d requests", checker.Stats().Requests)
 	require.LessOrEqual(t, checker.Stats().Requests, int64(3), "the hour tier's blocks and the staging query, no raw read")
 }

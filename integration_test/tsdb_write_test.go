@@ -131,7 +131,7 @@ func TestTSDBSealDelay(t *testing.T) {
 	aggregate := func(from, to time.Time) int64 {
 		t.Helper()
 		before := checker.Stats().Requests
-		got := collectWindows(t, db.Aggregate(ctx, []string{"s"}, from, to, time.Hour))
+		got := collectWindows(t, db.Aggregate(ctx, []string{"s"}, from, to, time.Hour, nil))
 		requireWindows(t, modelWindows(pts, from, to, time.Hour), got, "Aggregate")
 		return checker.Stats().Requests - before
 	}

@@ -220,7 +220,7 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	require.Equal(t, 1, entityCount(t, raw), "20 chunks compacted into one")
 	before := checker.Stats().Requests
 	var w []tsdb.Window
-	for win, err := range db.Aggregate(ctx, []string{"k"}, hour, hour.Add(time.Hour), time.Hour) {
+	for win, err := range db.Aggregate(ctx, []string{"k"}, hour, hour.Add(time.Hour), time.Hour, nil) {
 		require.NoError(t, err)
 		w = append(w, win)
 	}

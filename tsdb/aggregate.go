@@ -15,6 +15,55 @@ import (
 	"github.com/seed71701133/tablets/rounding"
 )
 
+// Fields are the parts of a Window that an Aggregate computes (Start and Count always): what
+// it reads of the tiers' columns.
+type Fields uint16
+
+const (
+	FieldSum        Fields = 1 << iota // Sum (and Mean)
+	FieldMin                           // Min
+	FieldMax                           // Max
+	FieldFirst                         // First
+	FieldLast                          // Last
+	FieldQuantiles                     // Quantile and FloatQuantile: the windows' sketches
+	FieldHistograms                    // the Histogram fields
+
+	// AllFields is every field.
+	AllFields = FieldSum | FieldMin | FieldMax | FieldFirst | FieldLast | FieldQuantiles | FieldHistograms
+)
+
+// AggregateOptions configure Aggregate and AggregateSeries.
+type AggregateOptions struct {
+	// Fields are the fields wanted (0: AllFields).
+	Fields Fields
+}
+
+// SeriesWindow is a window of one series, as AggregateSeries yields it.
+type SeriesWindow struct {
+	Series string
+	Window
+}
+
+// AggregateSeries is Aggregate of each series apart: it yields the windows of each series
+// (in the order of series, each oldest first), not merged, reading the blocks and points
+// of many series together.
+func (db *DB) AggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[SeriesWindow, error] {
+	return func(yield func(SeriesWindow, error) bool) {
+		for _, s := range series {
+			windows, err := db.aggregate(ctx, []string{s}, from, to, step)
+			if err != nil {
+				yield(SeriesWindow{}, err)
+				return
+			}
+			for _, w := range windows {
+				if !yield(SeriesWindow{Series: s, Window: *w}, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // maxSeriesPerFilter keeps a block read's filter under 15 comparisons: the RowKey range (2)
 // and one PartitionKey equality a series.
 const maxSeriesPerFilter = 13
@@ -29,7 +78,11 @@ const maxSeriesPerFilter = 13
 // a histogram series hold its observations, merged exactly from the tier's windows, so that
 // Quantile over histogram series comes from their own buckets. A tier window stored without
 // its histograms (too large) is read raw. Staleness markers are not samples.
-func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration) iter.Seq2[Window, error] {
+//
+// opts (nil: every field) says which fields of the windows the caller wants: a tier read
+// selects only their columns, and leaves the other fields zero (quantiles NaN, Histogram
+// nil) in windows that come from a tier.
+func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[Window, error] {
 	return func(yield func(Window, error) bool) {
 		windows, err := db.aggregate(ctx, series, from, to, step)
 		if err != nil {

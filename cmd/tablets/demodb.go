@@ -62,7 +62,7 @@ func (a *app) demoDatabase(ctx context.Context, sc *aztables.ServiceClient, ctr 
 	}{{"raw points", raw}, {"hour tier", db}} {
 		before, t0 := ctr.snapshot(), time.Now()
 		rd := read{name: r.name}
-		for w, err := range r.db.Aggregate(ctx, []string{demoSeries}, from, to, time.Hour) {
+		for w, err := range r.db.Aggregate(ctx, []string{demoSeries}, from, to, time.Hour, nil) {
 			if err != nil {
 				return fmt.Errorf("database: aggregate: %w", err)
 			}

@@ -213,7 +213,7 @@ func (a *app) plotDB(ctx context.Context, db *tsdb.DB, names, shown []string, hi
 			continue
 		}
 		bs := bucketSeries{name: shown[i], band: "p50-p99"}
-		for w, err := range db.Aggregate(ctx, []string{name}, from, to, step) {
+		for w, err := range db.Aggregate(ctx, []string{name}, from, to, step, nil) {
 			if err != nil {
 				return err
 			}

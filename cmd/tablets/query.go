@@ -174,7 +174,7 @@ func (a *app) query(ctx context.Context, store tablets.Store, names, shown []str
 	if db, ok := store.(*tsdb.DB); ok && step > 0 {
 		// A database aggregates itself: from its rollup tiers where they hold the windows.
 		for i, name := range names {
-			for w, err := range db.Aggregate(ctx, []string{name}, from, to, step) {
+			for w, err := range db.Aggregate(ctx, []string{name}, from, to, step, nil) {
 				if err != nil {
 					return err
 				}

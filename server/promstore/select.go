@@ -265,7 +265,7 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 // the windows of all the series it is given: one call per series.
 func (q *Queryable) readTier(ctx context.Context, e entry, from, to time.Time, step time.Duration, p pick) ([]*memSeries, error) {
 	s := &memSeries{lset: e.lset}
-	for w, err := range q.db.Aggregate(ctx, []string{e.series}, from, to, step) {
+	for w, err := range q.db.Aggregate(ctx, []string{e.series}, from, to, step, nil) {
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,117 @@
+package tsdb
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/blockenc"
+	"github.com/seed71701133/tablets/internal/sketchenc"
+)
+
+// tierBlock is a tier entity as read, of either format: a row block (versions 1 and 2: 24
+// windows, docs/format.md "Tier blocks"), a stale flag without windows (version 1's S
+// only), or a columnar block (version 3, "Columnar tier blocks").
+type tierBlock struct {
+	series  string
+	start   uint64 // Unix seconds: the first window's start
+	step    time.Duration
+	version int // 1 or 2 (rows), 3 (columnar); 0: a flag without windows
+	rolled  float64
+	etag    azcore.ETag
+	// windows are the block's windows by index from start (len: its window count); nil: no
+	// points nor histogram samples.
+	windows []*Window
+	// sealed says, per window, that a reader may trust it (where no dirty marker and no
+	// staged point says otherwise): of a columnar block, as stored; of a row block, rolled
+	// at least the reader's SealDelay after the window's end and not flagged stale.
+	sealed []bool
+	cols   blockenc.Columns // the columns read (a row block: all)
+}
+
+// end is the Unix second after the block's last window.
+func (b *tierBlock) end() uint64 {
+	return b.start + uint64(len(b.windows))*uint64(b.step/time.Second)
+}
+
+// decodeTierBlock reads a tier entity of either format (decoded with AllowStrings) of tier
+// t, whose columnar blocks were read with cols selected (row blocks are read whole).
+func (db *DB) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (*tierBlock, error) {
+	if blockenc.IsColumnar(e) {
+		c, err := blockenc.DecodeColumnar(e, t.Step, db.opts.Accuracy, cols)
+		if err != nil {
+			return nil, err
+		}
+		return db.fromColumnar(string(e.PartitionKey), azcore.ETag(e.ETag), t, c)
+	}
+	b, err := decodeBlock(e, t.Step, db.opts.Accuracy)
+	if err != nil {
+		return nil, err
+	}
+	tb := &tierBlock{series: string(e.PartitionKey), start: b.start, step: t.Step, rolled: b.rolled, etag: azcore.ETag(e.ETag),
+		windows: b.windows[:], sealed: make([]bool, blockWindows), cols: blockenc.AllColumns}
+	tb.version = 1
+	if b.stale && b.rolled == 0 {
+		tb.version = 0
+	}
+	for i := range tb.windows {
+		end := at(b.start).Add(time.Duration(i+1) * t.Step)
+		tb.sealed[i] = !b.stale && b.rolled >= float64(end.Add(db.opts.SealDelay).Unix())
+	}
+	return tb, nil
+}
+
+// fromColumnar is the tierBlock of a decoded columnar block.
+func (db *DB) fromColumnar(series string, etag azcore.ETag, t Tier, c *blockenc.Columnar) (*tierBlock, error) {
+	tb := &tierBlock{series: series, start: c.Start, step: t.Step, version: blockenc.VersionColumnar, rolled: c.Rolled, etag: etag,
+		windows: make([]*Window, len(c.Windows)), sealed: c.Sealed, cols: c.Columns}
+	blockStart := at(c.Start)
+	for i, w := range c.Windows {
+		if w == nil {
+			continue
+		}
+		ws := blockStart.Add(time.Duration(i) * t.Step)
+		tb.windows[i] = &Window{Start: ws, Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
+			firstT: ws.Add(w.FirstAt), lastT: ws.Add(w.LastAt), sk: w.Sketch}
+	}
+	for i, enc := range c.Histograms {
+		if enc == nil {
+			continue
+		}
+		ws := blockStart.Add(time.Duration(i) * t.Step)
+		h, err := decodeHistWindow(enc, ws, t.Step)
+		if err != nil {
+			return nil, &entity.DecodeError{PartitionKey: series, RowKey: blockKey(c.Start), Reason: fmt.Sprintf("window %d: %v", i, err)}
+		}
+		if tb.windows[i] == nil {
+			tb.windows[i] = &Window{Start: ws, sk: sketchenc.New(db.opts.Accuracy)}
+		}
+		tb.windows[i].hist = h
+	}
+	return tb, nil
+}
+
+// toColumnar is the columnar content of windows (by index from start, all of one block of
+// tier t), sealed as given, rolled at rolled.
+func toColumnar(start uint64, windows []*Window, sealed []bool, rolled float64) *blockenc.Columnar {
+	c := &blockenc.Columnar{Start: start, Rolled: rolled, Windows: make([]*blockenc.Window, len(windows)), Sealed: sealed}
+	for i, w := range windows {
+		if w == nil {
+			continue
+		}
+		if w.hist != nil {
+			if c.Histograms == nil {
+				c.Histograms = make([][]byte, len(windows))
+			}
+			c.Histograms[i] = appendHistWindow(nil, w.hist, w.Start)
+		}
+		if w.Count == 0 {
+			continue
+		}
+		c.Windows[i] = &blockenc.Window{Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
+			FirstAt: w.firstT.Sub(w.Start), LastAt: w.lastT.Sub(w.Start), Sketch: w.sk}
+	}
+	return c
+}
