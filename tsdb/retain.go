@@ -9,6 +9,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/filter"
 )
 
@@ -148,4 +149,14 @@ func (db *DB) retainTiers(ctx context.Context, now time.Time) ([]string, error) 
 		}
 	}
 	return dropped, nil
+}
+
+// oldestKeptPeriod is the start of the oldest raw period Retain keeps by the clock now (the
+// one holding now - RawRetention); false without a retention.
+func (db *DB) oldestKeptPeriod() (uint64, bool) {
+	cutoff := db.now().Add(-db.opts.RawRetention)
+	if db.opts.RawRetention <= 0 || !cutoff.After(tablets.MinTime) {
+		return 0, false
+	}
+	return db.period(cutoff), true
 }

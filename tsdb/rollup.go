@@ -15,7 +15,6 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
-	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
 )
@@ -135,16 +134,6 @@ func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, er
 	}
 	slices.Sort(names)
 	return names, nil
-}
-
-// oldestKeptPeriod is the start of the oldest raw period Retain keeps by the clock now (the
-// one holding now - RawRetention); false without a retention.
-func (db *DB) oldestKeptPeriod() (uint64, bool) {
-	cutoff := db.now().Add(-db.opts.RawRetention)
-	if db.opts.RawRetention <= 0 || !cutoff.After(tablets.MinTime) {
-		return 0, false
-	}
-	return db.period(cutoff), true
 }
 
 // rollupSeries recomputes the blocks of one series in [lo, hi) (Unix seconds, aligned to the
@@ -355,85 +344,4 @@ func submitPartitions(ctx context.Context, client *aztables.Client, byPart map[s
 		}
 	}
 	return nil
-}
-
-// flagStale flags the tier blocks holding points older than the seal delay (less the clock
-// margin) as stale: a blind merge, so a Write still reads nothing. It runs after the points
-// are stored: a Rollup that read the raw points before them read the block's ETag before
-// this flag changed it, and its write of the block fails.
-func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Point) error {
-	return db.flagStaleAt(ctx, series, points, db.now())
-}
-
-// flagStaleAt is flagStale of points that arrived at or before now.
-func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.Point, now time.Time) error {
-	limit := now.Add(-(db.opts.SealDelay - sealMargin))
-	for _, t := range db.opts.Tiers {
-		byTable := map[uint64]map[uint64]bool{}
-		for _, p := range points {
-			if !p.Time.Before(limit) {
-				continue
-			}
-			bs := floorSec(unix(p.Time), t.block())
-			tp := tierPeriod(t, bs)
-			if byTable[tp] == nil {
-				byTable[tp] = map[uint64]bool{}
-			}
-			byTable[tp][bs] = true
-		}
-		for tp, starts := range byTable {
-			name := db.tierTable(t, tp)
-			if err := db.tiers.ensure(ctx, name); errors.Is(err, errTierDropped) {
-				continue // no window of it is kept: nothing to flag
-			} else if err != nil {
-				return err
-			}
-			var actions []aztables.TransactionAction
-			for bs := range starts {
-				body := appendStale(series, bs)
-				actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
-			}
-			if err := submitAll(ctx, db.service.NewClient(name), series, actions); err != nil {
-				return fmt.Errorf("tsdb: flag tier blocks: %w", err)
-			}
-		}
-	}
-	return nil
-}
-
-// KeepRolledUp rolls up, every interval, the windows sealed since its last successful run
-// (Rollup up to SealDelay ago: windows are trusted only once sealed), until ctx is done; it
-// then returns ctx's error. Its progress is kept in the catalog (Covered, TaskRollup), shared
-// by every process: a run starts where the last successful one of any process ended, and
-// the first run of a database lookback ago. A run that fails is retried by the next from the
-// same start, so an outage or a restart is caught up, up to lookback back (and never past
-// RawRetention, whose points may be gone). A run is cut into blocks of the coarsest
-// tier, each rolled up once it is done. report (nil: none) is told of each, its range and
-// its error (nil: rolled up; zero times: the progress could not be read, and nothing was
-// done), and the loop goes on. Run it in a goroutine of a long-running process instead of a
-// cron job; several processes may run it at once (their writes of a block are conditional
-// on its ETag). lookback must exceed SealDelay, else the error wraps
-// tablets.ErrInvalidOptions.
-func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration, report func(from, to time.Time, err error)) error {
-	if retention := db.opts.RawRetention; retention > 0 && lookback > retention {
-		lookback = retention
-	}
-	if interval <= 0 || lookback <= db.opts.SealDelay {
-		return fmt.Errorf("tsdb: KeepRolledUp: %w: interval %v must be positive and lookback %v (at most RawRetention) over SealDelay %v",
-			tablets.ErrInvalidOptions, interval, lookback, db.opts.SealDelay)
-	}
-	var slice time.Duration
-	if tiers := db.opts.Tiers; len(tiers) > 0 {
-		slice = tiers[len(tiers)-1].block()
-	}
-	err := maintain.Ranges(ctx, db.Rollup, &maintain.Options{Every: interval, Now: db.opts.Now, Lag: db.opts.SealDelay, CatchUp: lookback,
-		Limit: lookback, Slice: slice, Progress: db.progressOf(TaskRollup), Report: func(r maintain.Run) {
-			if report != nil {
-				report(r.From, r.To, r.Err)
-			}
-		}})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("tsdb: KeepRolledUp: %w", err)
-	}
-	return err
 }
