@@ -76,6 +76,7 @@ type blockReader struct {
 	// range of their keys: read again whole.
 	rows         map[string]bool
 	rowLo, rowHi string
+	selectsAll   bool
 }
 
 // readTable reads the blocks of names with keys in [rkLo, rkHi) of one tier table.
@@ -83,6 +84,7 @@ func (r *blockReader) readTable(ctx context.Context, table string, names []strin
 	client := r.db.service.NewClient(table)
 	sel := blockenc.SelectColumnar(r.cols)
 	r.rows, r.rowLo, r.rowHi = map[string]bool{}, "", ""
+	r.selectsAll = sel == "" // every column: the row blocks are read whole already
 	rest := names
 	if len(names) > scanFilters*maxSeriesPerFilter {
 		// One scan of the partitions from the first name to the last, as long as its pages
@@ -166,7 +168,7 @@ func (r *blockReader) add(raw []byte, whole bool) (string, bool, error) {
 		return pk, false, nil
 	}
 	columnar := blockenc.IsColumnar(&r.e)
-	if whole == columnar {
+	if whole == columnar && !r.selectsAll {
 		if !whole {
 			rk := string(r.e.RowKey)
 			r.rows[pk] = true

@@ -142,31 +142,38 @@ func (c *cover) add(b *tierBlock, first time.Time) {
 	}
 }
 
-// goneRaw knows where the raw points are gone: before RawFrom (asked at most once an
-// Aggregate, and only when a window the tier holds cannot be trusted), or in a period
-// recorded dropped.
+// goneRaw knows where the raw points and histogram samples are gone: before the oldest
+// raw or histogram table (dropped by Retain, or never written: as RawFrom, of the tables
+// listed at most a minute ago; asked at most once an Aggregate, and only when a window the
+// tier holds cannot be trusted), or in a period known to be dropped.
 type goneRaw struct {
-	db      *DB
-	asked   bool
-	from    time.Time
-	anyRaw  bool
-	checked error
+	db     *DB
+	asked  bool
+	oldest uint64 // the oldest period of a raw or histogram table
+	any    bool   // there is such a table
+	err    error
 }
 
 // at reports whether the raw points of [from, to) are gone.
 func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
 	if !g.asked {
 		g.asked = true
-		g.from, g.anyRaw, g.checked = g.db.RawFrom(ctx)
+		for _, k := range []tableKind{rawKind, histKind} {
+			periods, err := g.db.tables.all(ctx, k) // one listing at most
+			if err != nil {
+				g.err = err
+				break
+			}
+			if len(periods) > 0 && (!g.any || periods[0] < g.oldest) {
+				g.oldest, g.any = periods[0], true
+			}
+		}
 	}
-	if g.checked != nil {
-		return false, g.checked
+	if g.err != nil {
+		return false, g.err
 	}
 	for _, p := range []uint64{g.db.period(from), g.db.period(to.Add(-time.Nanosecond))} {
-		if _, dropped := g.db.tables.dropped.get(p); dropped {
-			continue
-		}
-		if g.anyRaw && p >= g.db.period(g.from) {
+		if _, dropped := g.db.tables.dropped.get(p); !dropped && g.any && p >= g.oldest {
 			return false, nil
 		}
 	}
