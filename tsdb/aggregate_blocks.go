@@ -32,17 +32,28 @@ type blockRef struct {
 // row blocks and stale flags whole (a second query for them, as they turn out to be row
 // blocks only once read).
 func (db *DB) readTierBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64, cols blockenc.Columns) (map[string][]*tierBlock, error) {
+	r := newBlockReader(db, t, cols, names)
+	blo := floorSec(lo, db.blockSpan(t))
+	period := uint64(t.Period / time.Second)
+	for p := tierPeriod(t, blo); p < hi; p += period {
+		if err := r.readTable(ctx, db.service.NewClient(db.tierTable(t, p)), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
+			return nil, fmt.Errorf("tsdb: read tier: %w", err)
+		}
+	}
+	return r.bySeries(), nil
+}
+
+func newBlockReader(db *DB, t Tier, cols blockenc.Columns, names []string) *blockReader {
 	r := &blockReader{db: db, tier: t, cols: cols, want: make(map[string]bool, len(names)), found: map[blockRef]*tierBlock{}}
 	for _, s := range names {
 		r.want[s] = true
 	}
-	blo := floorSec(lo, db.blockSpan(t))
-	period := uint64(t.Period / time.Second)
-	for p := tierPeriod(t, blo); p < hi; p += period {
-		if err := r.readTable(ctx, db.tierTable(t, p), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
-			return nil, fmt.Errorf("tsdb: read tier: %w", err)
-		}
-	}
+	return r
+}
+
+// bySeries are the blocks found, by series: of each, the row blocks and flags first, then
+// the columnar ones, by start.
+func (r *blockReader) bySeries() map[string][]*tierBlock {
 	out := map[string][]*tierBlock{}
 	for ref, b := range r.found {
 		out[ref.series] = append(out[ref.series], b)
@@ -61,7 +72,7 @@ func (db *DB) readTierBlocks(ctx context.Context, names []string, t Tier, lo, hi
 			return cmp.Compare(a.start, b.start)
 		})
 	}
-	return out, nil
+	return out
 }
 
 // blockReader reads the blocks of a tier's tables.
@@ -80,8 +91,7 @@ type blockReader struct {
 }
 
 // readTable reads the blocks of names with keys in [rkLo, rkHi) of one tier table.
-func (r *blockReader) readTable(ctx context.Context, table string, names []string, rkLo, rkHi string) error {
-	client := r.db.service.NewClient(table)
+func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names []string, rkLo, rkHi string) error {
 	sel := blockenc.SelectColumnar(r.cols)
 	r.rows, r.rowLo, r.rowHi = map[string]bool{}, "", ""
 	r.selectsAll = sel == "" // every column: the row blocks are read whole already
