@@ -302,13 +302,18 @@ func (a *seriesWindows) mergeTier(tw *Window) error {
 		return nil
 	}
 	ws := rounding.Floor(tw.Start, a.step)
-	c := *tw
-	c.hist = nil
+	c := tw
+	if tw.hist != nil {
+		c = new(Window)
+		*c = *tw
+		c.hist = nil
+	}
 	if _, ok := a.wins[ws]; !ok && ws.Equal(tw.Start) {
-		a.wins[ws] = &c // decoded at the database's accuracy, as a.own makes them
+		// Decoded for this read alone, at the database's accuracy (as a.own makes them).
+		a.wins[ws] = c
 		return nil
 	}
-	return a.own(ws).merge(c)
+	return a.own(ws).merge(*c)
 }
 
 // add adds a raw point.
