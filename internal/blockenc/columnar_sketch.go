@@ -1,8 +1,6 @@
 package blockenc
 
 import (
-	"math"
-
 	"github.com/seed71701133/tablets/internal/bitcode"
 	"github.com/seed71701133/tablets/internal/sketchenc"
 )
@@ -87,7 +85,11 @@ func (s *sketchState) read(r *bitcode.Reader, accuracy float64, lo, hi int32) (*
 		for i := range bins {
 			switch {
 			case i > 0:
-				key += int64(s.gapS.Read(r)&math.MaxUint32) + 1
+				gap := s.gapS.Read(r)
+				if gap > uint64(hi-lo) {
+					return nil, errBadColumn
+				}
+				key += int64(gap) + 1
 			case len(st.bins) > 0:
 				key = int64(st.bins[0].Key) + bitcode.Unzigzag(s.keyS.Read(r))
 			default:
