@@ -6,39 +6,37 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
-	"github.com/seed71701133/tablets/internal/pager"
 )
 
 const (
 	// maxRollupGroup bounds the series a batched Rollup reads at once.
 	maxRollupGroup = 2000
-	// maxGroupBlocks bounds the ETags of blocks it holds at once: a group has fewer series
-	// when the tiers have many blocks in a slice.
-	maxGroupBlocks = 200_000
+	// maxGroupWindows bounds the windows of the blocks it holds at once (read whole, a few
+	// hundred bytes each): a group has fewer series when the blocks over a slice hold many
+	// windows (by default 1,440 minutes and 336 hours: 281 series).
+	maxGroupWindows = 500_000
 )
 
 // scanRollup is Rollup over chunked raw tables: instead of reads per series, each slice of
-// the range (a block of the coarsest tier) is rolled up a group of series at a time (up to
-// maxRollupGroup, consecutive in the order of their raw keys) in this order, which keeps it
-// correct beside writers (see flagStale) and folds (see Query):
-//  1. the ETags of the group's blocks, a query across partitions per tier table;
+// the range is rolled up a group of series at a time (up to maxRollupGroup, consecutive in
+// the order of their raw keys) in this order, which keeps it correct beside writers and
+// other rollers:
+//  1. the group's blocks over the slice, read whole with their ETags, a query across
+//     partitions per tier table;
 //  2. the group's staged points and histogram samples, one query;
 //  3. the group's raw points, a query across partitions per raw table (chunked's
 //     ScanPoints), streamed series by series, merged with the staged ones;
-//  4. each series' blocks, a transaction per tier table, conditional on the ETags read, or
-//     as new where none was: a block that changed or appeared meanwhile fails the write,
-//     and that series is rolled up again by itself (rollupSeries).
+//  4. each series' blocks that changed, the slice spliced in, a transaction per tier table,
+//     conditional on the ETags read, or as new where none was: a block that changed or
+//     appeared meanwhile fails the write, and that series' slice is rolled up again by
+//     itself.
 //
 // It reports false when a raw table of the range is not chunked: the caller then rolls up
 // series by series. Slices without a raw table are left alone.
@@ -64,11 +62,12 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 	}
 	names = slices.Clone(names)
 	slices.SortFunc(names, chunked.CompareSeries)
-	blocks := 0 // a series' blocks in a slice, all tiers
+	windows := 0 // the windows of a series' blocks read for a slice, all tiers
 	for _, t := range tiers {
-		blocks += int(span / uint64(t.block()/time.Second))
+		blo, bhi := db.storedSpan(t, lo, lo+span)
+		windows += int((bhi - blo) / uint64(t.Step/time.Second))
 	}
-	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
+	group := max(1, min(maxRollupGroup, maxGroupWindows/windows))
 	// Periods of histogram samples only have no raw table, but slices all the same.
 	hist, err := db.histSpans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
@@ -130,7 +129,7 @@ type rawSpan struct {
 // rollupGroup rolls up the blocks of a group of series (sorted by chunked.CompareSeries) in
 // [lo, hi), a slice of the coarsest tier's blocks. all says the group is every series.
 func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) error {
-	etags, err := db.groupETags(ctx, group, lo, hi)
+	stored, err := db.groupBlocks(ctx, group, lo, hi)
 	if err != nil {
 		return err
 	}
@@ -169,8 +168,8 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 			cancel(err)
 			return false
 		}
-		j := rollupJob{series: series, points: pts, hists: hs, etags: etags[series]}
-		if len(pts) == 0 && len(hs) == 0 && j.etags == nil {
+		j := rollupJob{series: series, points: pts, hists: hs, stored: stored[series]}
+		if len(pts) == 0 && len(hs) == 0 && j.stored == nil {
 			return true // nothing there, nothing rolled up before
 		}
 		select {
@@ -188,12 +187,12 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	return err
 }
 
-// rollupJob is one series' points of a slice, and the ETags of its blocks there, by tier.
+// rollupJob is one series' points of a slice, and its blocks stored there, by tier.
 type rollupJob struct {
 	series string
 	points []tablets.Point
 	hists  []tablets.HistogramPoint
-	etags  []map[uint64]azcore.ETag // nil: no block
+	stored [][]*tierBlock // nil: no block
 }
 
 // histPrefetchSeries is how many series' histogram samples a batched Rollup reads at once
@@ -245,23 +244,13 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 }
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
-// since its ETag was read (or appeared), it rolls the series up again by itself.
+// since it was read (or appeared), it rolls the series' slice up again by itself.
 func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
-	rolled := float64(db.now().Unix())
-	for i, t := range db.opts.Tiers {
-		var etags map[uint64]azcore.ETag
-		if j.etags != nil {
-			etags = j.etags[i]
-		}
-		err := db.writeBlocks(ctx, j.series, t, db.computeBlocks(t, j.points, j.hists, rolled), etags)
-		if batch.IsConflict(err) {
-			return db.rollupSeries(ctx, j.series, lo, hi)
-		}
-		if err != nil {
-			return err
-		}
+	err := db.writeSlice(ctx, j.series, j.stored, j.points, j.hists, lo, hi, db.now())
+	if batch.IsConflict(err) {
+		return db.rollupSeriesSlice(ctx, j.series, lo, hi)
 	}
-	return nil
+	return err
 }
 
 // groupPoints calls each with every series of group (in order), its points in the raw
@@ -316,50 +305,33 @@ func (db *DB) groupPoints(ctx context.Context, group []string, raw []rawSpan, st
 	return nil
 }
 
-// groupETags reads the ETags of the blocks of a group of series in [lo, hi): per tier
-// table, one query across the partitions from the group's first name to its last.
-func (db *DB) groupETags(ctx context.Context, group []string, lo, hi uint64) (map[string][]map[uint64]azcore.ETag, error) {
+// groupBlocks reads the blocks of a group of series overlapping the slice [lo, hi) (see
+// readSeriesBlocks), by series then tier: per tier table, one query across the partitions
+// from the group's first name to its last.
+func (db *DB) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string][][]*tierBlock, error) {
 	in := make(map[string]bool, len(group))
 	for _, s := range group {
 		in[s] = true
 	}
 	first := slices.MinFunc(group, filter.CompareUTF16) // the service's order of raw names
 	last := slices.MaxFunc(group, filter.CompareUTF16)
-	q := pager.SubQuery{Filter: filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
-		filter.Ge("RowKey", blockKey(lo)), filter.Lt("RowKey", blockKey(hi))).String(), Select: "PartitionKey,RowKey"}
-	out := map[string][]map[uint64]azcore.ETag{}
+	out := map[string][][]*tierBlock{}
 	tiers := db.opts.Tiers
 	for i, t := range tiers {
-		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
-			var e entity.Entity
-			for page, err := range pager.Each(ctx, db.service.NewClient(db.tierTable(t, p)), q, 0) {
-				if isTableGone(err) {
-					break
-				}
-				if err != nil {
-					return nil, fmt.Errorf("tsdb: rollup: read blocks: %w", err)
-				}
-				for _, raw := range page.Entities {
-					if err := e.Decode(raw); err != nil {
-						return nil, fmt.Errorf("tsdb: rollup: read blocks: %w", err)
-					}
-					series := string(e.PartitionKey)
-					if !in[series] {
-						continue
-					}
-					s, err := strconv.ParseUint(string(e.RowKey), 10, 64)
-					if err != nil {
-						return nil, fmt.Errorf("tsdb: rollup: block RowKey %q: %w", e.RowKey, err)
-					}
-					if out[series] == nil {
-						out[series] = make([]map[uint64]azcore.ETag, len(tiers))
-					}
-					if out[series][i] == nil {
-						out[series][i] = map[uint64]azcore.ETag{}
-					}
-					out[series][i][s] = azcore.ETag(e.ETag)
-				}
+		blo, bhi := db.storedSpan(t, lo, hi)
+		f := filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
+			filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
+		err := db.readTierEntities(ctx, t, blo, bhi, f, func(tb *tierBlock) {
+			if !in[tb.series] {
+				return
 			}
+			if out[tb.series] == nil {
+				out[tb.series] = make([][]*tierBlock, len(tiers))
+			}
+			out[tb.series][i] = append(out[tb.series][i], tb)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tsdb: rollup: %w", err)
 		}
 	}
 	return out, nil
