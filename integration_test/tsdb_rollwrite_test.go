@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,11 +40,25 @@ type tierEntity struct {
 	columnar *blockenc.Columnar
 }
 
-// tierEntities reads every entity of series in the default tier of step's table holding
-// Unix second s, decoding the columnar blocks.
-func tierEntities(t *testing.T, svc *aztables.ServiceClient, db *tsdb.DB, step time.Duration, s int64, series string) []tierEntity {
+// tierEntities reads every entity of series in the tables of the default tier of step
+// holding [from, to), decoding the columnar blocks.
+func tierEntities(t *testing.T, svc *aztables.ServiceClient, db *tsdb.DB, step time.Duration, from, to time.Time, series string) []tierEntity {
 	t.Helper()
-	client := svc.NewClient(tierTableOf(db, step, s))
+	var out []tierEntity
+	seen := map[string]bool{}
+	for s := from; s.Before(to); s = s.Add(24 * time.Hour) {
+		name := tierTableOf(db, step, s.Unix())
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, tableEntities(t, svc.NewClient(name), step, series)...)
+		}
+	}
+	return out
+}
+
+// tableEntities reads every entity of series in a tier table of step.
+func tableEntities(t *testing.T, client *aztables.Client, step time.Duration, series string) []tierEntity {
+	t.Helper()
 	pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: ptr(filter.Eq("PartitionKey", series).String())})
 	var out []tierEntity
 	for pager.More() {
@@ -127,8 +142,8 @@ func requireColumnar(t *testing.T, windows map[time.Time]*blockenc.Window, pts [
 }
 
 // rowBlocks is what a version of tablets before columnar blocks stored of pts (one series)
-// in the tier of step: a row block (version 1) per 24 windows, rolled up at rolled.
-func rowBlocks(series string, pts []tablets.Point, step time.Duration, rolled time.Time) [][]byte {
+// in the tier of step: a row block (version 1) per 24 windows, rolled up at rolled, by start.
+func rowBlocks(series string, pts []tablets.Point, step time.Duration, rolled time.Time) map[int64][]byte {
 	blocks := map[int64]*blockenc.Block{}
 	var order []int64
 	for _, m := range modelWindows(pts, tablets.MinTime, tablets.MaxTime, step) {
@@ -146,9 +161,9 @@ func rowBlocks(series string, pts []tablets.Point, step time.Duration, rolled ti
 		b.Windows[(m.start.Unix()-bs)/int64(step/time.Second)] = &blockenc.Window{Count: m.count, Sum: m.sum, Min: m.min, Max: m.max,
 			First: m.first, Last: m.last, FirstAt: m.firstT.Sub(m.start), LastAt: m.lastT.Sub(m.start), Sketch: sk}
 	}
-	var out [][]byte
+	out := map[int64][]byte{}
 	for _, bs := range order {
-		out = append(out, blockenc.Append(nil, series, blocks[bs]))
+		out[bs] = blockenc.Append(nil, series, blocks[bs])
 	}
 	return out
 }
@@ -174,11 +189,19 @@ func TestTSDBRollupConvertsRowBlocks(t *testing.T) {
 	require.NoError(t, db.Write(ctx, "a", pts...))
 	// The old version's row blocks of both days, minutes and hours.
 	for _, step := range []time.Duration{time.Minute, time.Hour} {
-		client := svc.NewClient(tierTableOf(db, step, rollupBase.Unix()))
-		_, err := client.CreateTable(ctx, nil)
-		require.NoError(t, err)
-		for _, body := range rowBlocks("a", pts, step, rollupBase.Add(3*day)) {
-			_, err := client.AddEntity(ctx, body, nil)
+		made := map[string]bool{}
+		for bs, body := range rowBlocks("a", pts, step, rollupBase.Add(3*day)) {
+			client := svc.NewClient(tierTableOf(db, step, bs))
+			if name := tierTableOf(db, step, bs); !made[name] {
+				made[name] = true
+				_, err := client.CreateTable(ctx, nil)
+				var re *azcore.ResponseError
+				if !errors.As(err, &re) || re.ErrorCode != string(aztables.TableAlreadyExists) {
+					require.NoError(t, err) // the Write's flags may have made it
+				}
+			}
+			// Over the flags of the Write, as a Rollup of the old version replaced them.
+			_, err := client.UpsertEntity(ctx, body, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
 			require.NoError(t, err)
 		}
 	}
@@ -191,7 +214,7 @@ func TestTSDBRollupConvertsRowBlocks(t *testing.T) {
 	// Roll up the second day only: its minutes' block (a day) and the hours' block (14
 	// days, the first day converted from its row block).
 	require.NoError(t, db.Rollup(ctx, rollupBase.Add(day), rollupBase.Add(2*day)))
-	minutes := tierEntities(t, svc, db, time.Minute, rollupBase.Unix(), "a")
+	minutes := tierEntities(t, svc, db, time.Minute, rollupBase, rollupBase.Add(3*day), "a")
 	for _, e := range minutes {
 		if e.start >= rollupBase.Add(day).Unix() {
 			require.Equal(t, float64(blockenc.VersionColumnar), e.version, "minute entity %d of the second day", e.start)
@@ -205,7 +228,7 @@ func TestTSDBRollupConvertsRowBlocks(t *testing.T) {
 	for ws, s := range sealed {
 		require.True(t, s, "minute %v sealed", ws)
 	}
-	hours := tierEntities(t, svc, db, time.Hour, rollupBase.Unix(), "a")
+	hours := tierEntities(t, svc, db, time.Hour, rollupBase, rollupBase.Add(3*day), "a")
 	require.Len(t, hours, 1, "the hours' row blocks replaced by one columnar block")
 	require.Equal(t, float64(blockenc.VersionColumnar), hours[0].version)
 	require.Equal(t, rollupBase.Unix()/(14*86400)*(14*86400), hours[0].start, "a block of 14 days")
@@ -243,11 +266,11 @@ func TestTSDBRollupSplicesDay(t *testing.T) {
 	require.NoError(t, db.Write(ctx, "a", extra))
 	pts = append(pts, extra)
 	require.NoError(t, db.Rollup(ctx, rollupBase.Add(2*day), rollupBase.Add(3*day)))
-	hours := tierEntities(t, svc, db, time.Hour, rollupBase.Unix(), "a")
+	hours := tierEntities(t, svc, db, time.Hour, rollupBase, rollupBase.Add(3*day), "a")
 	require.Len(t, hours, 1)
 	windows, _ := columnarWindows(t, hours, time.Hour)
 	requireColumnar(t, windows, pts, rollupBase, rollupBase.Add(3*day), time.Hour, "hours of the three days")
-	minutes := tierEntities(t, svc, db, time.Minute, rollupBase.Unix(), "a")
+	minutes := tierEntities(t, svc, db, time.Minute, rollupBase, rollupBase.Add(3*day), "a")
 	require.Len(t, minutes, 3, "a block of minutes a day")
 	windows, _ = columnarWindows(t, minutes, time.Minute)
 	requireColumnar(t, windows, pts, rollupBase, rollupBase.Add(3*day), time.Minute, "minutes of the three days")
@@ -280,16 +303,16 @@ func TestTSDBRollupSkipsUnchanged(t *testing.T) {
 				return after.Batches - before.Batches
 			}
 			require.Equal(t, int64(3*2*2), rollup("first Rollup"), "per series, day and tier a transaction")
-			_, sealed := columnarWindows(t, tierEntities(t, svc, db, time.Minute, rollupBase.Unix(), "s1"), time.Minute)
+			_, sealed := columnarWindows(t, tierEntities(t, svc, db, time.Minute, rollupBase, end, "s1"), time.Minute)
 			require.False(t, sealed[end.Add(-time.Minute)], "the last minute is not sealed yet")
 			require.True(t, sealed[end.Add(-31*time.Minute)], "a minute that ended SealDelay ago is")
 			require.Zero(t, rollup("again, at once"), "nothing changed")
 			clock.Add(time.Hour)
 			require.Equal(t, int64(3*2), rollup("an hour later"), "the second day's blocks, sealed")
-			_, sealed = columnarWindows(t, tierEntities(t, svc, db, time.Minute, rollupBase.Unix(), "s1"), time.Minute)
+			_, sealed = columnarWindows(t, tierEntities(t, svc, db, time.Minute, rollupBase, end, "s1"), time.Minute)
 			require.True(t, sealed[end.Add(-time.Minute)], "the last minute is sealed")
 			require.Zero(t, rollup("again"), "nothing changed")
-			windows, _ := columnarWindows(t, tierEntities(t, svc, db, time.Minute, rollupBase.Unix(), "s2"), time.Minute)
+			windows, _ := columnarWindows(t, tierEntities(t, svc, db, time.Minute, rollupBase, end, "s2"), time.Minute)
 			requireColumnar(t, windows, every15s(rollupBase.Add(2*time.Second), 2*5760, 2), rollupBase, end, time.Minute, "s2")
 		})
 	}
@@ -318,10 +341,16 @@ func TestTSDBRollupLoopsBesideLateWriter(t *testing.T) {
 			}
 			require.NoError(t, db.Rollup(ctx, rollupBase, end))
 
-			done := make(chan struct{})
+			// Each roller is a process of its own; the writer writes a late point, then
+			// waits for each roller to finish a Rollup begun after it.
+			done, failed := make(chan struct{}), make(chan struct{})
+			var failOnce sync.Once
+			tick := make(chan struct{}, 1)
+			var counts [2]atomic.Int64
 			var wg sync.WaitGroup
-			rollups := [2]int{}
 			for r := range 2 {
+				rdb, err := tsdb.Open(ctx, svc, db.Name(), opts)
+				require.NoError(t, err)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -331,28 +360,42 @@ func TestTSDBRollupLoopsBesideLateWriter(t *testing.T) {
 							return
 						default:
 						}
-						if err := db.Rollup(ctx, rollupBase, end); err != nil {
-							t.Errorf("roller %d, Rollup %d: %v", r, rollups[r], err)
+						if err := rdb.Rollup(ctx, rollupBase, end); err != nil {
+							t.Errorf("roller %d, Rollup %d: %v", r, counts[r].Load()+1, err)
+							failOnce.Do(func() { close(failed) })
 							return
 						}
-						rollups[r]++
+						counts[r].Add(1)
+						select {
+						case tick <- struct{}{}:
+						default:
+						}
 					}
 				}()
 			}
-			const lateWrites = 30
+			const lateWrites = 40
+		writes:
 			for i := range lateWrites {
 				s := names[i%len(names)]
-				p := tablets.Point{Time: rollupBase.Add(time.Duration(i)*47*time.Minute + 3*time.Second), Value: float64(1000 + i)}
+				p := tablets.Point{Time: rollupBase.Add(time.Duration(i)*35*time.Minute + 3*time.Second), Value: float64(1000 + i)}
 				require.NoError(t, db.Write(ctx, s, p))
 				all[s] = append(all[s], p)
+				want := [2]int64{counts[0].Load() + 2, counts[1].Load() + 2}
+				for counts[0].Load() < want[0] || counts[1].Load() < want[1] {
+					select {
+					case <-tick:
+					case <-failed:
+						break writes
+					}
+				}
 			}
 			close(done)
 			wg.Wait()
-			t.Logf("rollups while %d late points were written: %v", lateWrites, rollups)
+			t.Logf("Rollups of each roller while %d late points were written: %d, %d", lateWrites, counts[0].Load(), counts[1].Load())
 			require.NoError(t, db.Rollup(ctx, rollupBase, end))
 			for _, s := range names {
 				for _, step := range []time.Duration{time.Minute, time.Hour} {
-					windows, _ := columnarWindows(t, tierEntities(t, svc, db, step, rollupBase.Unix(), s), step)
+					windows, _ := columnarWindows(t, tierEntities(t, svc, db, step, rollupBase, end, s), step)
 					requireColumnar(t, windows, all[s], rollupBase, end, step, s+" at "+step.String())
 				}
 			}
