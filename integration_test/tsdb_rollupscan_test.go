@@ -89,8 +89,8 @@ func TestTSDBRollupScanRace(t *testing.T) {
 	}
 }
 
-// A batched Rollup of series in several groups (a 1 s tier makes 3,601 blocks a series in a
-// day: 55 series a group), names whose keys sort apart from their names, raw tables of an
+// A batched Rollup of series in several groups (a 1 s tier makes 61 columnar blocks a series
+// over a day's slice, 60 of 24 minutes and one of 14 days of hours: 57 series a group), names whose keys sort apart from their names, raw tables of an
 // hour (a day's slice spans several), points written directly, folded and still staged: the
 // tiers hold what the points say. A late point then rolled up again shows too.
 func TestTSDBRollupScanGroups(t *testing.T) {

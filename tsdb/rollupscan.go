@@ -18,10 +18,12 @@ import (
 const (
 	// maxRollupGroup bounds the series a batched Rollup reads at once.
 	maxRollupGroup = 2000
-	// maxGroupWindows bounds the windows of the blocks it holds at once (read whole, a few
-	// hundred bytes each): a group has fewer series when the blocks over a slice hold many
-	// windows (by default 1,440 minutes and 336 hours: 281 series).
-	maxGroupWindows = 500_000
+	// maxGroupBlocks bounds the blocks it reads at once (whole, for their windows outside the
+	// slice): a group has fewer series when a slice spans many blocks (by default, 2).
+	maxGroupBlocks = 3_500
+	// maxGroupBytes bounds the size of the blocks it holds at once, as read: a group after
+	// the first has fewer series when the first's blocks took more than this a series.
+	maxGroupBytes = 64 << 20
 )
 
 // scanRollup is Rollup over chunked raw tables: instead of reads per series, each slice of
@@ -62,12 +64,12 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 	}
 	names = slices.Clone(names)
 	slices.SortFunc(names, chunked.CompareSeries)
-	windows := 0 // the windows of a series' blocks read for a slice, all tiers
+	blocks := 0 // a series' blocks over a slice, all tiers
 	for _, t := range tiers {
 		blo, bhi := db.storedSpan(t, lo, lo+span)
-		windows += int((bhi - blo) / uint64(t.Step/time.Second))
+		blocks += int((bhi - blo) / uint64(db.blockSpan(t)/time.Second))
 	}
-	group := max(1, min(maxRollupGroup, maxGroupWindows/windows))
+	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
 	hist, err := db.histSpans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
@@ -84,10 +86,16 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 		if err := db.ensureTierTables(ctx, s, s+span); err != nil {
 			return true, err
 		}
-		for g := 0; g < len(names); g += group {
-			if err := db.rollupGroup(ctx, names[g:min(g+group, len(names))], len(names) <= group, raw, s, s+span); err != nil {
+		for g := 0; g < len(names); {
+			n := min(group, len(names)-g)
+			size, err := db.rollupGroup(ctx, names[g:g+n], n == len(names), raw, s, s+span)
+			if err != nil {
 				return true, err
 			}
+			if size > 0 { // the next group holds what the budget does at this group's size a series
+				group = max(1, min(maxRollupGroup, maxGroupBlocks/blocks, int(int64(maxGroupBytes)*int64(n)/int64(size))))
+			}
+			g += n
 		}
 	}
 	return true, nil
@@ -127,11 +135,12 @@ type rawSpan struct {
 }
 
 // rollupGroup rolls up the blocks of a group of series (sorted by chunked.CompareSeries) in
-// [lo, hi), a slice of the coarsest tier's blocks. all says the group is every series.
-func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) error {
-	stored, err := db.groupBlocks(ctx, group, lo, hi)
+// the slice [lo, hi), and returns the size of the blocks it read. all says the group is
+// every series.
+func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) (int, error) {
+	stored, size, err := db.groupBlocks(ctx, group, lo, hi)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	stagedOf := group
 	if all {
@@ -139,7 +148,7 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	}
 	staged, stagedHists, err := db.readStagedKinds(ctx, stagedOf, at(lo), at(hi), stagedBoth)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -159,7 +168,7 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	// After the ETags: a histogram table made since holds late samples that flagged blocks.
 	exists, err := db.histTablesIn(ctx, at(lo), at(hi))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
 	err = db.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
@@ -182,9 +191,9 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	close(jobs)
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil {
-		return cause // a writer's error, or the caller's
+		return 0, cause // a writer's error, or the caller's
 	}
-	return err
+	return size, err
 }
 
 // rollupJob is one series' points of a slice, and its blocks stored there, by tier.
@@ -192,7 +201,7 @@ type rollupJob struct {
 	series string
 	points []tablets.Point
 	hists  []tablets.HistogramPoint
-	stored [][]*tierBlock // nil: no block
+	stored storedBlocks // nil: no block
 }
 
 // histPrefetchSeries is how many series' histogram samples a batched Rollup reads at once
@@ -246,7 +255,11 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
 // since it was read (or appeared), it rolls the series' slice up again by itself.
 func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
-	err := db.writeSlice(ctx, j.series, j.stored, j.points, j.hists, lo, hi, db.now())
+	stored, err := db.decodeStored(j.stored)
+	if err != nil {
+		return err
+	}
+	err = db.writeSlice(ctx, j.series, stored, j.points, j.hists, lo, hi, db.now())
 	if batch.IsConflict(err) {
 		return db.rollupSeriesSlice(ctx, j.series, lo, hi)
 	}
@@ -306,33 +319,35 @@ func (db *DB) groupPoints(ctx context.Context, group []string, raw []rawSpan, st
 }
 
 // groupBlocks reads the blocks of a group of series overlapping the slice [lo, hi) (see
-// readSeriesBlocks), by series then tier: per tier table, one query across the partitions
-// from the group's first name to its last.
-func (db *DB) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string][][]*tierBlock, error) {
+// readSeriesBlocks), by series, as read, and their size in all: per tier table, one query
+// across the partitions from the group's first name to its last.
+func (db *DB) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string]storedBlocks, int, error) {
 	in := make(map[string]bool, len(group))
 	for _, s := range group {
 		in[s] = true
 	}
 	first := slices.MinFunc(group, filter.CompareUTF16) // the service's order of raw names
 	last := slices.MaxFunc(group, filter.CompareUTF16)
-	out := map[string][][]*tierBlock{}
+	out := map[string]storedBlocks{}
+	size := 0
 	tiers := db.opts.Tiers
 	for i, t := range tiers {
 		blo, bhi := db.storedSpan(t, lo, hi)
 		f := filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
 			filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
-		err := db.readTierEntities(ctx, t, blo, bhi, f, func(tb *tierBlock) {
-			if !in[tb.series] {
+		err := db.readTierEntities(ctx, t, blo, bhi, f, func(series string, raw []byte) {
+			if !in[series] {
 				return
 			}
-			if out[tb.series] == nil {
-				out[tb.series] = make([][]*tierBlock, len(tiers))
+			if out[series] == nil {
+				out[series] = make(storedBlocks, len(tiers))
 			}
-			out[tb.series][i] = append(out[tb.series][i], tb)
+			out[series][i] = append(out[series][i], raw)
+			size += len(raw)
 		})
 		if err != nil {
-			return nil, fmt.Errorf("tsdb: rollup: %w", err)
+			return nil, 0, fmt.Errorf("tsdb: rollup: %w", err)
 		}
 	}
-	return out, nil
+	return out, size, nil
 }

@@ -39,26 +39,32 @@ func (db *DB) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
 // readSeriesBlocks reads, per tier, the entities of series stored in the blocks that
 // overlap the slice [lo, hi): a query per tier table.
 func (db *DB) readSeriesBlocks(ctx context.Context, series string, lo, hi uint64) ([][]*tierBlock, error) {
-	out := make([][]*tierBlock, len(db.opts.Tiers))
+	stored := make(storedBlocks, len(db.opts.Tiers))
 	for i, t := range db.opts.Tiers {
 		blo, bhi := db.storedSpan(t, lo, hi)
 		f := filter.And(filter.Eq("PartitionKey", series), filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
-		err := db.readTierEntities(ctx, t, blo, bhi, f, func(tb *tierBlock) {
-			out[i] = append(out[i], tb)
+		err := db.readTierEntities(ctx, t, blo, bhi, f, func(_ string, raw []byte) {
+			stored[i] = append(stored[i], raw)
 		})
 		if err != nil {
 			return nil, err
 		}
 	}
-	return out, nil
+	return db.decodeStored(stored)
 }
 
-// readTierEntities calls each with every entity of tier t matching f in the tier tables of
-// [blo, hi), decoded whole.
-func (db *DB) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, f filter.Expr, each func(*tierBlock)) error {
+// storedBlocks are the entities of one series read in the span of a slice's blocks, per
+// tier, as read (JSON): a batched Rollup holds many series' at once, decoded one series at
+// a time.
+type storedBlocks [][][]byte
+
+// readTierEntities calls each with the series and JSON of every entity of tier t matching f
+// in the tier tables of [blo, bhi).
+func (db *DB) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, f filter.Expr, each func(series string, raw []byte)) error {
 	q := pager.SubQuery{Filter: f.String()}
 	for p := tierPeriod(t, blo); p < bhi; p += uint64(t.Period / time.Second) {
-		e := entity.Entity{AllowStrings: true}
+		var e entity.Entity
+		e.AllowStrings = true
 		for page, err := range pager.Each(ctx, db.service.NewClient(db.tierTable(t, p)), q, 0) {
 			if isTableGone(err) {
 				break
@@ -70,18 +76,33 @@ func (db *DB) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, f f
 				if err := e.Decode(raw); err != nil {
 					return fmt.Errorf("read blocks: %w", err)
 				}
-				if _, err := strconv.ParseUint(string(e.RowKey), 10, 64); err != nil || len(e.RowKey) != len(blockKey(0)) {
-					return fmt.Errorf("read blocks: block RowKey %q is not a block start", e.RowKey)
-				}
-				tb, err := db.decodeTierBlock(&e, t, blockenc.AllColumns)
-				if err != nil {
-					return fmt.Errorf("read blocks: %w", err)
-				}
-				each(tb)
+				each(string(e.PartitionKey), slices.Clone(raw))
 			}
 		}
 	}
 	return nil
+}
+
+// decodeStored decodes the entities of one series read for a slice, per tier.
+func (db *DB) decodeStored(stored storedBlocks) ([][]*tierBlock, error) {
+	out := make([][]*tierBlock, len(db.opts.Tiers))
+	e := entity.Entity{AllowStrings: true}
+	for i, raws := range stored {
+		for _, raw := range raws {
+			if err := e.Decode(raw); err != nil {
+				return nil, fmt.Errorf("read blocks: %w", err)
+			}
+			if _, err := strconv.ParseUint(string(e.RowKey), 10, 64); err != nil || len(e.RowKey) != len(blockKey(0)) {
+				return nil, fmt.Errorf("read blocks: block RowKey %q is not a block start", e.RowKey)
+			}
+			tb, err := db.decodeTierBlock(&e, db.opts.Tiers[i], blockenc.AllColumns)
+			if err != nil {
+				return nil, fmt.Errorf("read blocks: %w", err)
+			}
+			out[i] = append(out[i], tb)
+		}
+	}
+	return out, nil
 }
 
 // computeWindows aggregates points and histogram samples (each oldest first) into tier t's
