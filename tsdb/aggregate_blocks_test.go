@@ -131,68 +131,87 @@ func rowBlockEntity(series string, start uint64, v float64) []byte {
 	return appendBlock(nil, series, time.Minute, b)
 }
 
+// columnarEntity is a columnar block of a day of minutes of series at start whose first
+// window holds one point of value v, sealed.
+func columnarEntity(t *testing.T, series string, start uint64, v float64) []byte {
+	windows, sealed := make([]*Window, 1440), make([]bool, 1440)
+	for i := range sealed {
+		sealed[i] = true
+	}
+	windows[0] = newWindow(at(start), 0)
+	windows[0].add(at(start), v)
+	body, err := blockenc.AppendColumnar(nil, series, time.Minute, toColumnar(start, windows, sealed, float64(start+1e6)))
+	require.NoError(t, err)
+	return body
+}
+
 // A read of more series than two filters hold scans the partitions from the first name to
 // the last, and falls back to filters for the names not reached when a page holds mostly
-// other series; a read of fewer sends a filter per 13 series. Row blocks are read whole.
+// other series; a read of fewer sends a filter per 13 series. Columnar blocks are read with
+// the columns asked for, row blocks again whole: one more query for them all.
 func TestReadTierBlocksMany(t *testing.T) {
 	db := &DB{opts: Options{Tiers: DefaultTiers, SealDelay: DefaultSealDelay}}
 	minute := Tier{Step: time.Minute, Period: 7 * 24 * time.Hour}
-	span := uint64(24 * 60)
+	const day = 86400
 	table := &fakeTable{t: t, pageSize: 20}
 	var asked []string
 	for i := range 15 {
 		asked = append(asked, fmt.Sprintf("a%02d", i), fmt.Sprintf("z%02d", i))
 	}
 	slices.Sort(asked)
+	rows := map[string]bool{"a01": true, "z05": true} // not converted yet: two row blocks
 	for _, s := range asked {
-		for b := range 2 {
-			table.add(rowBlockEntity(s, uint64(b)*span, 1))
+		if rows[s] {
+			table.add(rowBlockEntity(s, 0, 1))
+			table.add(rowBlockEntity(s, 1440, 1))
+			continue
 		}
+		table.add(columnarEntity(t, s, 0, 1))
 	}
 	for i := range 200 {
-		table.add(rowBlockEntity(fmt.Sprintf("m%03d", i), 0, 2))
+		table.add(columnarEntity(t, fmt.Sprintf("m%03d", i), 0, 2))
 	}
-	type read struct {
+	for _, c := range []struct {
 		names   []string
+		fields  Fields
 		queries int
-	}
-	for _, c := range []read{
-		// The scan: a00-a14 (2 pages, the second half m000-m004), then m005-m014, mostly
-		// others: z00-z14 by 2 filters (13 series, 2 pages; 2 series, 1 page).
-		{asked, 3 + 3},
-		// 26 series: 2 filters, of 2 pages (26 blocks) each.
-		{asked[:26], 4},
-		{[]string{"m003", "z01"}, 1},
+	}{
+		// The scan: a00-a14 (16 entities) and m000-m003, then m004-m023, mostly others:
+		// z00-z14 by 2 filters (13 series, 14 entities; 2 series); the row blocks again.
+		{asked, FieldLast, 2 + 2 + 1},
+		// 26 series: 2 filters of 14 entities each; the row blocks again.
+		{asked[:26], FieldSum | FieldQuantiles, 3},
+		{[]string{"m003", "z01"}, FieldLast, 1},
 	} {
 		table.queries = nil
-		r := newBlockReader(db, minute, AllFields.columns(), c.names)
-		require.NoError(t, r.readTable(context.Background(), table, c.names, blockKey(0), blockKey(2*span)))
+		r := newBlockReader(db, minute, c.fields.columns(), c.names)
+		require.NoError(t, r.readTable(context.Background(), table, c.names, blockKey(0), blockKey(day)))
 		got := r.bySeries()
-		if len(got) != len(c.names) {
-			t.Fatalf("%d series: blocks of %d", len(c.names), len(got))
-		}
+		require.Len(t, got, len(c.names))
 		for _, s := range c.names {
-			bs := got[s]
-			want := 2
-			if s[0] == 'm' {
-				want = 1
+			want, version := 1, blockenc.VersionColumnar
+			if rows[s] {
+				want, version = 2, 1
 			}
-			if len(bs) != want {
-				t.Fatalf("%s: %d blocks", s, len(bs))
-			}
-			for _, b := range bs {
-				if b.version != 1 || b.windows[0] == nil || b.windows[0].Count != 1 || !b.sealed[0] {
-					t.Fatalf("%s: block %+v", s, b)
+			require.Len(t, got[s], want, s)
+			for _, b := range got[s] {
+				require.Equal(t, version, b.version, s)
+				require.True(t, b.sealed[0], s)
+				w := b.windows[0]
+				require.Equal(t, uint64(1), w.Count, s)
+				v := 1.0
+				if s[0] == 'm' {
+					v = 2
 				}
+				if version == 1 || c.fields&FieldLast != 0 {
+					require.Equal(t, v, w.Last, s)
+				} else {
+					require.Zero(t, w.Last, "%s: a column not read", s)
+				}
+				require.Equal(t, version == 1 || c.fields&FieldQuantiles != 0, w.sk != nil, "%s: the sketch read only for quantiles", s)
 			}
-		}
-		extra := 0
-		if blockenc.SelectColumnar(AllFields.columns()) != "" {
-			extra = 1 // the row blocks, whole
 		}
 		t.Logf("%d series: %d queries", len(c.names), len(table.queries))
-		if len(table.queries) < c.queries || len(table.queries) > c.queries+extra*(len(c.names)+12)/13 {
-			t.Errorf("%d series: %d queries, want %d: %q", len(c.names), len(table.queries), c.queries, table.queries)
-		}
+		require.Len(t, table.queries, c.queries, "%d series: %q", len(c.names), table.queries)
 	}
 }
