@@ -1,0 +1,87 @@
+package tsdb
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/blockenc"
+)
+
+// The fields asked for select the columns read; unknown fields are refused; the fields not
+// asked for are zero in every window.
+func TestAggregateFields(t *testing.T) {
+	for _, c := range []struct {
+		opts *AggregateOptions
+		want Fields
+		cols blockenc.Columns
+	}{
+		{nil, AllFields, blockenc.AllColumns},
+		{&AggregateOptions{}, AllFields, blockenc.AllColumns},
+		{&AggregateOptions{Fields: FieldLast}, FieldLast, blockenc.ColCount | blockenc.ColLast},
+		{&AggregateOptions{Fields: FieldSum | FieldFirst}, FieldSum | FieldFirst, blockenc.ColCount | blockenc.ColSum | blockenc.ColFirst},
+		{&AggregateOptions{Fields: FieldQuantiles}, FieldQuantiles | FieldMin | FieldMax,
+			blockenc.ColCount | blockenc.ColMin | blockenc.ColMax | blockenc.ColSketch},
+		{&AggregateOptions{Fields: FieldHistograms}, FieldHistograms, blockenc.ColCount | blockenc.ColHistogram},
+	} {
+		f, err := c.opts.fields()
+		require.NoError(t, err)
+		require.Equal(t, c.want, f)
+		require.Equal(t, c.cols, f.columns(), "fields %#x", uint16(f))
+	}
+	_, err := (&AggregateOptions{Fields: 1 << 9}).fields()
+	require.True(t, errors.Is(err, tablets.ErrInvalidOptions), "%v", err)
+
+	start := time.Unix(600, 0).UTC()
+	w := newWindow(start, 0)
+	w.add(start.Add(time.Second), 3)
+	w.add(start.Add(2*time.Second), 5)
+	kept := *w
+	(FieldLast).keep(&kept)
+	require.Equal(t, Window{Start: start, Count: 2, Last: 5, lastT: start.Add(2 * time.Second)}, kept)
+	require.True(t, math.IsNaN(kept.Quantile(0.5)), "no quantiles without FieldQuantiles")
+	kept = *w
+	(FieldQuantiles | FieldMin | FieldMax).keep(&kept)
+	require.Equal(t, 3.0, kept.Min)
+	require.InDelta(t, 3.0, kept.Quantile(0), 0.03)
+	require.Zero(t, kept.Sum)
+}
+
+// A window is trusted where every block that covers it is sealed there and no flag covers
+// it; a columnar block's windows replace a row block's of the same time.
+func TestCover(t *testing.T) {
+	first := time.Unix(86400, 0).UTC()
+	row := &tierBlock{start: 86400 - 1440, step: time.Minute, version: 1, windows: make([]*Window, 24), sealed: make([]bool, 24)}
+	for i := range row.sealed {
+		row.sealed[i] = true
+	}
+	row.sealed[0] = false // before the read: ignored
+	row.windows[23] = &Window{Count: 1}
+	flag := &tierBlock{start: 86400 + 1440*2, step: time.Minute, version: 0, windows: make([]*Window, 24), sealed: make([]bool, 24)}
+	col := &tierBlock{start: 86400, step: time.Minute, version: blockenc.VersionColumnar, windows: make([]*Window, 1440), sealed: make([]bool, 1440)}
+	for i := range col.sealed {
+		col.sealed[i] = i != 5
+	}
+	col.windows[0] = &Window{Count: 7}
+	c := newCover(100)
+	for _, b := range []*tierBlock{row, flag, col} {
+		c.add(b, first)
+	}
+	require.True(t, c.held[0] && !c.distrust[0])
+	require.Equal(t, uint64(7), c.windows[0].Count)
+	require.True(t, c.held[5] && c.distrust[5], "not sealed")
+	for i := 48; i < 72; i++ {
+		require.True(t, c.held[i] && c.distrust[i], "flagged: window %d", i)
+	}
+	require.True(t, c.held[99] && !c.distrust[99])
+}
+
+func TestMergeRanges(t *testing.T) {
+	at := func(s int64) time.Time { return time.Unix(s, 0) }
+	got := mergeRanges([][2]time.Time{{at(0), at(0)}, {at(0), at(10)}, {at(10), at(20)}, {at(30), at(40)}, {at(40), at(40)}, {at(45), at(50)}})
+	require.Equal(t, [][2]time.Time{{at(0), at(20)}, {at(30), at(40)}, {at(45), at(50)}}, got)
+}
