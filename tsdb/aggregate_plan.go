@@ -26,8 +26,8 @@ func (db *DB) tierFor(step time.Duration) (Tier, bool) {
 	return Tier{}, false
 }
 
-// planTier reads the tier blocks of names (sorted, distinct) for an Aggregate of step over
-// [from, to) with fields f, and the dirty markers, and decides, window by window, which tier
+// planTier reads the dirty markers and the tier blocks of names (sorted, distinct) for an
+// Aggregate of step over [from, to) with fields f, and decides, window by window, which tier
 // windows to use and what to read raw (staged: the staged points and histogram samples).
 func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, step time.Duration, f Fields,
 	staged map[string][]tablets.Point, stagedHists map[string][]HistogramPoint) (*tierPlan, error) {
@@ -43,12 +43,14 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 		}
 		return plan, nil
 	}
-	blocks, err := db.readTierBlocks(ctx, names, tier, unix(cl), unix(ch), f.columns())
+	// The dirty markers before the blocks: a Rollup that recomputes a dirty slice writes
+	// its block before it deletes the marker, so either the marker or the new block is read.
+	slice := db.slice()
+	dirty, err := db.readDirty(ctx, floorSec(unix(cl), slice), unix(ch))
 	if err != nil {
 		return nil, err
 	}
-	slice := db.slice()
-	dirty, err := db.readDirty(ctx, floorSec(unix(cl), slice), unix(ch))
+	blocks, err := db.readTierBlocks(ctx, names, tier, unix(cl), unix(ch), f.columns())
 	if err != nil {
 		return nil, err
 	}
