@@ -65,7 +65,9 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	span := tiers[len(tiers)-1].block()
 	lo := floorSec(unix(from), span)
 	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
-	if kept, ok := db.oldestKeptPeriod(); ok {
+	if kept, ok, err := db.oldestKeptPeriod(ctx, lo); err != nil {
+		return err
+	} else if ok {
 		// A block reaching into a period Retain may have dropped would be recomputed from
 		// the points that remain, and lose its windows there: they are the last word.
 		lo = max(lo, ceilSec(kept, span))
