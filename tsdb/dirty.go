@@ -135,37 +135,38 @@ func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.P
 
 // deleteDirty deletes markers, each conditionally on its ETag given: a marker rewritten
 // since (a later write into its slice) or gone stays as it is. In transactions of up to 100;
-// a transaction that meets a changed marker is sent again one marker a request.
-func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag) error {
+// a transaction that meets a changed marker is sent again one marker a request. It returns
+// how many it deleted.
+func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag) (int, error) {
 	keys := slices.SortedFunc(maps.Keys(markers), func(a, b dirtyKey) int { return strings.Compare(a.rowKey(), b.rowKey()) })
-	action := func(k dirtyKey) aztables.TransactionAction {
-		etag := markers[k]
-		return aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(catalogDirty, k.rowKey()), IfMatch: &etag}
-	}
+	deleted := 0
 	for len(keys) > 0 {
 		n := min(len(keys), entity.MaxBatchOperations)
 		actions := make([]aztables.TransactionAction, n)
 		for i, k := range keys[:n] {
-			actions[i] = action(k)
-		}
-		err := batch.Submit(ctx, db.catalog.client, catalogDirty, actions)
-		if batch.IsConflict(err) && n > 1 {
-			err = nil
-			for _, a := range actions {
-				if e := batch.Submit(ctx, db.catalog.client, catalogDirty, []aztables.TransactionAction{a}); e != nil && !batch.IsConflict(e) {
-					err = e
-					break
-				}
-			}
-		} else if batch.IsConflict(err) {
-			err = nil
-		}
-		if err != nil {
-			return fmt.Errorf("tsdb: delete dirty markers: %w", err)
+			etag := markers[k]
+			actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(catalogDirty, k.rowKey()), IfMatch: &etag}
 		}
 		keys = keys[n:]
+		err := batch.Submit(ctx, db.catalog.client, catalogDirty, actions)
+		if err == nil {
+			deleted += n
+			continue
+		}
+		if !batch.IsConflict(err) {
+			return deleted, fmt.Errorf("tsdb: delete dirty markers: %w", err)
+		}
+		for _, a := range actions {
+			err := batch.Submit(ctx, db.catalog.client, catalogDirty, []aztables.TransactionAction{a})
+			switch {
+			case err == nil:
+				deleted++
+			case !batch.IsConflict(err):
+				return deleted, fmt.Errorf("tsdb: delete dirty markers: %w", err)
+			}
+		}
 	}
-	return nil
+	return deleted, nil
 }
 
 // RollupFlagged recomputes the tier windows of every slice (24 windows of the coarsest tier)
@@ -175,7 +176,7 @@ func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag)
 // conditionally on the ETag it read before the rollup read the raw points: a marker written
 // again meanwhile (a later late point) stays for the next run. Markers of slices whose raw
 // points Retain dropped are deleted unrolled: the windows stored there are the last word.
-// It returns how many markers it cleared. A run killed anywhere leaves the markers it did not
+// It returns how many markers it deleted. A run killed anywhere leaves the markers it did not
 // delete, and the next run does their work; several processes may run it at once.
 // KeepRolledUp runs it every interval.
 func (db *DB) RollupFlagged(ctx context.Context) (int, error) {
@@ -230,10 +231,11 @@ func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETa
 				}
 			}
 		}
-		if err := db.deleteDirty(ctx, done); err != nil {
+		n, err := db.deleteDirty(ctx, done)
+		cleared += n
+		if err != nil {
 			return cleared, err
 		}
-		cleared += len(done)
 	}
 	return cleared, nil
 }

@@ -233,7 +233,8 @@ func (db *DB) clearDirty(ctx context.Context, p uint64) error {
 	if err != nil || len(markers) == 0 {
 		return err
 	}
-	return db.deleteDirty(ctx, markers)
+	_, err = db.deleteDirty(ctx, markers)
+	return err
 }
 
 // oldestKeptPeriod is the start of the raw period after the latest one recorded dropped,
