@@ -213,9 +213,12 @@ func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETa
 			k := dirtyKey{series: series, slice: s}
 			done[k] = markers[k]
 		}
-		dropped, err := db.sliceDropped(ctx, s)
-		if err != nil {
-			return cleared, err
+		dropped := false
+		if !dropping { // (dropping: the period is recorded dropped, and must be read all the same)
+			var err error
+			if dropped, err = db.sliceDropped(ctx, s); err != nil {
+				return cleared, err
+			}
 		}
 		switch {
 		case dropped && !dropping:
