@@ -36,7 +36,7 @@ func dirtyMarkers(t *testing.T, svc *aztables.ServiceClient, db *tsdb.DB) []stri
 	t.Helper()
 	f := "PartitionKey eq 'dirty'"
 	var out []string
-	for p := svc.NewClient(db.Name()+"m").NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f}); p.More(); {
+	for p := svc.NewClient(db.Name() + "m").NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f}); p.More(); {
 		page, err := p.NextPage(context.Background())
 		require.NoError(t, err)
 		for _, e := range page.Entities {
@@ -114,7 +114,9 @@ func TestTSDBRetainKilled(t *testing.T) {
 	clock.Add(48 * time.Hour) // both days are past the raw retention
 
 	killed, cancel := context.WithCancel(ctx)
-	h.arm(func(r *http.Request) bool { return r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "Tables(") }, cancel, nil)
+	h.arm(func(r *http.Request) bool {
+		return r.Method == http.MethodDelete && strings.Contains(r.URL.Path, "Tables(")
+	}, cancel, nil)
 	_, err := hdb.Retain(killed, clock.Now())
 	require.ErrorIs(t, err, context.Canceled, "killed as it drops the first table")
 

@@ -26,7 +26,7 @@ var coveredLine = regexp.MustCompile(`^(compact|rollup): covered \[(\S+), (\S+)\
 // rollup of dirty slices' line, the retention's line.
 type maintainRun struct {
 	fold, flagged, retain string
-	from, to     map[string]time.Time
+	from, to              map[string]time.Time
 }
 
 func parseMaintain(t *testing.T, out string) maintainRun {
