@@ -45,8 +45,8 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // stored sealed when it is computed SealDelay or more after its end (by Options.Now). It is
 // idempotent, and safe under lost replies (the retry finds the ETag changed and starts
 // again). Run it on a timer, or KeepRolledUp, to keep tiers current. It leaves alone the
-// slices in raw periods past RawRetention (by Options.Now): their raw points may be gone,
-// and the windows computed before are the last word there.
+// slices of raw periods Retain recorded dropped: their raw points are gone, and the windows
+// computed before (Retain rolls a period up before it drops it) are the last word there.
 //
 // Over chunked raw tables it reads many series at once instead of each by itself: for each
 // slice with a raw table, and a few hundred series at a time, the blocks (a query per tier
