@@ -29,7 +29,7 @@ func (c *clock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 // point in a rolled-up window shows at once; the fields not asked for are zero.
 func TestAggregateSeriesApart(t *testing.T) {
 	ctx := context.Background()
-	db, _, checker := dbtest.NewDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour})
+	db, writer, checker := newLiveDB(t, tsdb.Options{RawPeriod: 24 * time.Hour})
 	day := pastDay()
 	end := day.Add(36 * time.Hour)
 	rng := rand.New(rand.NewPCG(21, 4))
@@ -42,10 +42,10 @@ func TestAggregateSeriesApart(t *testing.T) {
 			series[s] = gaugePoints(rng, day, end, 15*time.Second)
 		}
 	}
-	writeAll(t, db, series)
+	writeAll(t, writer, series)
 	require.NoError(t, db.Rollup(ctx, day, day.Add(24*time.Hour))) // the last 12 hours stay raw
 
-	check := func(what string, f tsdb.Fields) {
+	check := func(what string, f tsdb.Fields) cost {
 		t.Helper()
 		opts := &tsdb.AggregateOptions{Fields: f}
 		got := map[string][]tsdb.Window{}
@@ -71,15 +71,22 @@ func TestAggregateSeriesApart(t *testing.T) {
 			}
 		}
 		t.Logf("%s: 3 series apart, 24 of 36 hours rolled up: %d requests, %d bytes", what, c.requests, c.bytes)
+		return c
 	}
-	check("all fields", tsdb.AllFields)
+	all := check("all fields", tsdb.AllFields)
 	check("last", tsdb.FieldLast)
 	check("sum and quantiles", tsdb.FieldSum|tsdb.FieldQuantiles)
 
+	// A late point marks its slice of s1 dirty: read raw, until RollupFlagged.
 	late := tablets.Point{Time: day.Add(3*time.Hour + 7*time.Second), Value: -1000}
 	require.NoError(t, db.Write(ctx, "s1", late))
 	series["s1"] = append(series["s1"], late)
-	check("after a late point", tsdb.AllFields)
+	dirty := check("after a late point", tsdb.AllFields)
+	require.Greater(t, dirty.requests, all.requests, "the dirty slice of s1 is read raw")
+	n, err := db.RollupFlagged(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "one marker")
+	require.Equal(t, all.requests, check("after RollupFlagged", tsdb.AllFields).requests, "the slice is clean again")
 
 	errs := 0
 	c := measure(checker, func() {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -156,6 +157,19 @@ func collect(t testing.TB, seq func(func(tsdb.Window, error) bool)) []tsdb.Windo
 		out = append(out, w)
 	}
 	return out
+}
+
+// newLiveDB opens a fresh database, and a second handle on it to write with, as if the
+// points arrived live: its SealDelay exceeds their age, so its writes mark no slice dirty.
+// (A write of points older than the seal delay marks their slices dirty, and a reader reads
+// a dirty slice raw until RollupFlagged recomputes it: the cost tests measure the tiers.)
+func newLiveDB(t testing.TB, opts tsdb.Options) (db, writer *tsdb.DB, checker *azurite.Checker) {
+	t.Helper()
+	db, svc, checker := dbtest.NewDB(t, &opts)
+	opts.SealDelay = 3 * 365 * 24 * time.Hour
+	writer, err := tsdb.Open(context.Background(), svc, db.Name(), &opts)
+	require.NoError(t, err)
+	return db, writer, checker
 }
 
 // writeAll writes the points of each series (WriteMany, a few series a call).

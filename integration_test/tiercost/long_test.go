@@ -14,7 +14,6 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -26,7 +25,7 @@ func chunkedLayout(c *aztables.Client) (tablets.Store, error) { return chunked.N
 // point every 15 minutes, rolled up. (A Rollup of a year of 100 series takes minutes on
 // Azurite: a day's slice at a time, each rewriting its 14-day block.)
 func yearData(t testing.TB) (*tsdb.DB, *azurite.Checker, time.Time, time.Time, map[string][]tablets.Point) {
-	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, DirectWrites: true, RawPeriod: 364 * 24 * time.Hour,
+	db, writer, checker := newLiveDB(t, tsdb.Options{Layout: chunkedLayout, DirectWrites: true, RawPeriod: 364 * 24 * time.Hour,
 		Tiers: []tsdb.Tier{{Step: time.Hour}}})
 	to := pastDay()
 	from := to.AddDate(-1, 0, 0)
@@ -39,7 +38,7 @@ func yearData(t testing.TB) (*tsdb.DB, *azurite.Checker, time.Time, time.Time, m
 		}
 	}
 	start := time.Now()
-	writeAll(t, db, series)
+	writeAll(t, writer, series)
 	t.Logf("wrote %d series of a year at 15 min in %v", len(series), time.Since(start).Round(time.Second))
 	start = time.Now()
 	require.NoError(t, db.Rollup(context.Background(), from, to))
@@ -91,7 +90,7 @@ func TestYearOfHours(t *testing.T) {
 // dashboardData writes 20 counters scraped every 15 s over [start, end) (server's
 // BenchmarkDashboard's) into a chunked database and rolls them up.
 func dashboardData(t testing.TB, start, end time.Time) (*tsdb.DB, *azurite.Checker, []string) {
-	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, DirectWrites: true})
+	db, writer, checker := newLiveDB(t, tsdb.Options{Layout: chunkedLayout, DirectWrites: true})
 	rng := rand.New(rand.NewPCG(1, 1))
 	series := map[string][]tablets.Point{}
 	var names []string
@@ -100,7 +99,7 @@ func dashboardData(t testing.TB, start, end time.Time) (*tsdb.DB, *azurite.Check
 		names = append(names, name)
 		series[name] = counterPoints(rng, start, end, 15*time.Second)
 	}
-	writeAll(t, db, series)
+	writeAll(t, writer, series)
 	require.NoError(t, db.Rollup(context.Background(), start, end))
 	slices.Sort(names)
 	return db, checker, names

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -21,7 +20,7 @@ const nonSketch = tsdb.FieldSum | tsdb.FieldMin | tsdb.FieldMax | tsdb.FieldFirs
 // FieldQuantiles, and a field not asked for is not read.
 func TestWindowBytes(t *testing.T) {
 	ctx := context.Background()
-	db, _, checker := dbtest.NewDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour})
+	db, writer, checker := newLiveDB(t, tsdb.Options{RawPeriod: 24 * time.Hour})
 	day := pastDay()
 	end := day.Add(24 * time.Hour)
 	rng := rand.New(rand.NewPCG(21, 1))
@@ -29,7 +28,7 @@ func TestWindowBytes(t *testing.T) {
 		"counter": counterPoints(rng, day, end, 15*time.Second),
 		"gauge":   gaugePoints(rng, day, end, 15*time.Second),
 	}
-	writeAll(t, db, series)
+	writeAll(t, writer, series)
 	require.NoError(t, db.Rollup(ctx, day, end))
 
 	for _, s := range []string{"counter", "gauge"} {
@@ -58,7 +57,7 @@ func TestWindowBytes(t *testing.T) {
 // same requests and bytes as at a minute over the same range, and the model's windows.
 func TestSubHourSteps(t *testing.T) {
 	ctx := context.Background()
-	db, _, checker := dbtest.NewDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour})
+	db, writer, checker := newLiveDB(t, tsdb.Options{RawPeriod: 24 * time.Hour})
 	day := pastDay()
 	end := day.Add(24 * time.Hour)
 	rng := rand.New(rand.NewPCG(21, 2))
@@ -72,7 +71,7 @@ func TestSubHourSteps(t *testing.T) {
 		}
 		all = append(all, series[s]...)
 	}
-	writeAll(t, db, series)
+	writeAll(t, writer, series)
 	require.NoError(t, db.Rollup(ctx, day, end))
 	names := []string{"c1", "c2", "g1"}
 	// From 00:10 to 23:20: cut by neither a 5, 15 nor 30-minute window, not a whole block.
