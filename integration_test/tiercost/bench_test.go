@@ -9,9 +9,9 @@ import (
 )
 
 // BenchmarkAggregate: Aggregate and AggregateSeries of 20 counters scraped every 15 s over
-// 7 days (BenchmarkDashboard's), rolled up: requests, response bytes and bytes a window
-// (of a series) of one read, by case; and QueryMany of the raw points for reference (its
-// bytes/window: a series' minute).
+// 7 days (BenchmarkDashboard's), rolled up: requests, response bytes and bytes a window of
+// one read, by case (a window of a series in the tier read: at a 5-minute step, a minute;
+// of QueryMany of the raw points, for reference, a minute).
 func BenchmarkAggregate(b *testing.B) {
 	ctx := context.Background()
 	end := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Hour)
@@ -25,7 +25,7 @@ func BenchmarkAggregate(b *testing.B) {
 		fields   tsdb.Fields
 		apart    bool
 		raw      bool
-		sWindows int // windows of a series the read yields, by series
+		sWindows int // windows of a series in the tier read
 	}{
 		{name: "1-series-1d-1m-nonsketch", series: names[:1], from: 24 * time.Hour, step: time.Minute, fields: nonSketch, sWindows: 1440},
 		{name: "1-series-1d-1m-quantiles", series: names[:1], from: 24 * time.Hour, step: time.Minute, fields: nonSketch | tsdb.FieldQuantiles, sWindows: 1440},
