@@ -144,10 +144,11 @@ func (c *cover) add(b *tierBlock, first time.Time) {
 	}
 }
 
-// goneRaw knows where the raw points and histogram samples are gone: before the oldest
-// raw or histogram table (dropped by Retain, or never written: as RawFrom, of the tables
-// listed at most a minute ago; asked at most once an Aggregate, and only when a window the
-// tier holds cannot be trusted), or in a period known to be dropped.
+// goneRaw knows where the raw points and histogram samples are gone: in a period known to
+// be dropped, or, unless its table is known to this process, before the oldest raw or
+// histogram table (dropped by Retain, or never written: as RawFrom, of the tables listed at
+// most a minute ago; asked at most once an Aggregate, and only when a window the tier holds
+// cannot be trusted).
 type goneRaw struct {
 	db     *DB
 	asked  bool
@@ -158,6 +159,12 @@ type goneRaw struct {
 
 // at reports whether the raw points of [from, to) are gone.
 func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
+	periods := []uint64{g.db.period(from), g.db.period(to.Add(-time.Nanosecond))}
+	for _, p := range periods {
+		if _, dropped := g.db.tables.dropped.get(p); !dropped && (g.db.tables.known(rawKind, p) || g.db.tables.known(histKind, p)) {
+			return false, nil // a table this process made or read: no request
+		}
+	}
 	if !g.asked {
 		g.asked = true
 		for _, k := range []tableKind{rawKind, histKind} {
@@ -174,7 +181,7 @@ func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
 	if g.err != nil {
 		return false, g.err
 	}
-	for _, p := range []uint64{g.db.period(from), g.db.period(to.Add(-time.Nanosecond))} {
+	for _, p := range periods {
 		if _, dropped := g.db.tables.dropped.get(p); !dropped && g.any && p >= g.oldest {
 			return false, nil
 		}
