@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/sketchenc"
 	"github.com/seed71701133/tablets/rounding"
@@ -54,8 +56,8 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 	if err != nil {
 		return nil, err
 	}
-	gone := &goneRaw{db: db}
-	noSketch := sketchenc.New(db.opts.Accuracy) // of tier windows read without theirs: never added to
+	pl := &planner{db: db, tier: tier, first: cl, f: f, slice: slice, dirty: dirty, staged: staged, stagedHists: stagedHists,
+		gone: &goneRaw{db: db}, noSketch: sketchenc.New(db.opts.Accuracy)}
 	n := int(ch.Sub(cl) / tier.Step)
 	for _, s := range names {
 		c := newCover(n)
@@ -64,34 +66,14 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 		}
 		raws := [][2]time.Time{{from, cl}}
 		for i := range n {
-			ws := cl.Add(time.Duration(i) * tier.Step)
-			we := ws.Add(tier.Step)
-			w := c.windows[i]
-			if w != nil && w.Count > 0 && w.sk == nil && f&FieldQuantiles == 0 {
-				w.sk = noSketch
-			}
-			trusted := c.held[i] && !c.distrust[i]
-			if trusted {
-				_, marked := dirty[dirtyKey{s, floorSec(unix(ws), slice)}]
-				trusted = !marked && len(pointsIn(staged[s], ws, we)) == 0 && len(histsIn(stagedHists[s], ws, we)) == 0 &&
-					(w == nil || usable(w, f))
-			}
-			if !trusted && c.held[i] {
-				// Where the raw points are gone, the tier's window is the last word.
-				g, err := gone.at(ctx, ws, we)
-				if err != nil {
-					return nil, err
-				}
-				trusted = g
-				if g && w != nil && w.hist != nil && w.hist.kind == histTooLarge {
-					tw := *w
-					tw.hist = nil
-					w = &tw
-				}
+			w, trusted, err := pl.window(ctx, s, c, i)
+			if err != nil {
+				return nil, err
 			}
 			switch {
 			case !trusted:
-				raws = append(raws, [2]time.Time{ws, we})
+				ws := cl.Add(time.Duration(i) * tier.Step)
+				raws = append(raws, [2]time.Time{ws, ws.Add(tier.Step)})
 			case w != nil:
 				plan.tier[s] = append(plan.tier[s], w)
 			}
@@ -99,6 +81,52 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 		plan.raw[s] = mergeRanges(append(raws, [2]time.Time{ch, to}))
 	}
 	return plan, nil
+}
+
+// planner decides of each tier window of a read whether to use it.
+type planner struct {
+	db          *DB
+	tier        Tier
+	first       time.Time // the first window's start
+	f           Fields
+	slice       time.Duration
+	dirty       map[dirtyKey]azcore.ETag
+	staged      map[string][]tablets.Point
+	stagedHists map[string][]HistogramPoint
+	gone        *goneRaw
+	noSketch    *sketchenc.Sketch // of the tier windows read without theirs: never added to
+}
+
+// window returns tier window i of series s as c holds it (nil: no points), and whether it is
+// used (else its points are read raw).
+func (pl *planner) window(ctx context.Context, s string, c *cover, i int) (*Window, bool, error) {
+	ws := pl.first.Add(time.Duration(i) * pl.tier.Step)
+	we := ws.Add(pl.tier.Step)
+	w := c.windows[i]
+	if w != nil && w.Count > 0 && w.sk == nil && pl.f&FieldQuantiles == 0 {
+		w.sk = pl.noSketch
+	}
+	if !c.held[i] {
+		return nil, false, nil
+	}
+	if !c.distrust[i] {
+		_, marked := pl.dirty[dirtyKey{s, floorSec(unix(ws), pl.slice)}]
+		if !marked && len(pointsIn(pl.staged[s], ws, we)) == 0 && len(histsIn(pl.stagedHists[s], ws, we)) == 0 &&
+			(w == nil || usable(w, pl.f)) {
+			return w, true, nil
+		}
+	}
+	// Where the raw points are gone, the tier's window is the last word.
+	gone, err := pl.gone.at(ctx, ws, we)
+	if err != nil || !gone {
+		return nil, false, err
+	}
+	if w != nil && w.hist != nil && w.hist.kind == histTooLarge {
+		tw := *w
+		tw.hist = nil // stored without its histograms
+		w = &tw
+	}
+	return w, true, nil
 }
 
 // usable reports whether a tier window holds what fields f need: its histograms unless
