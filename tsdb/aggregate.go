@@ -127,15 +127,18 @@ func (db *DB) AggregateSeries(ctx context.Context, series []string, from, to tim
 // in [from, to), aggregating the points of all the named series together; a window cut by
 // from or to aggregates only the points inside. It reads the coarsest tier whose Step
 // divides step (a 5-minute step reads the minute tier's windows, merged) wherever that
-// tier's windows are sealed (see Options.SealDelay), not in a slice marked dirty by a late
-// write, and hold no staged point; and the raw points elsewhere: the answer does not depend
-// on which. Where the raw points are gone (before RawFrom: dropped by Retain), every window
-// the tier holds is used, sealed or not: it is the last word.
+// tier's windows are sealed (see Options.SealDelay), not in a slice a late write marked
+// dirty (until RollupFlagged recomputes it), and holding no staged point; and the raw
+// points elsewhere: the answer does not depend on which. Where the raw points are gone
+// (before RawFrom: dropped by Retain), every window the tier holds is used, sealed or not:
+// it is the last word.
 //
-// The tier blocks of many series are read together: up to 13 series a request, or a scan
-// of the tier's partitions from the first name to the last when more are asked (cut short
-// where the partitions met are mostly of other series). The raw points are read with
-// QueryMany, the series that need the same range together.
+// What it reads: the staged points (a query, for a database that stages), the dirty
+// markers of the range (a query of the catalog), the tier blocks of many series together
+// (up to 13 series a request, or a scan of the tier's partitions from the first name to
+// the last when more are asked, cut short where the partitions met are mostly of other
+// series; a page per 1,000 blocks), then the raw points where needed, with QueryMany, the
+// series that need the same range together.
 //
 // Histogram samples are aggregated too, apart from the points (see Window): the windows of
 // a histogram series hold its observations, merged exactly from the tier's windows, so that
