@@ -2,7 +2,9 @@ package tiercost
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -123,4 +125,51 @@ func TestAggregateWhereRawIsGone(t *testing.T) {
 	other, err := tsdb.Open(ctx, svc, db.Name(), opts)
 	require.NoError(t, err)
 	requireWindows(t, want, collect(t, other.Aggregate(ctx, []string{"g"}, day, end, time.Hour, nil)), tsdb.AllFields, "after the drop")
+}
+
+// More series than two filters hold are read by a scan of the tier's partitions from the
+// first name to the last; when a page holds mostly other series (1,200 between the asked
+// ones here), the names not reached yet are read by filters: the answer is the model's,
+// and the requests are the dirty markers', the scan's first page and 2 filters (a scan to
+// the end would read a page per 1,000 other series; see the unit test of the block read
+// for the pages).
+func TestAggregateManySeriesScan(t *testing.T) {
+	ctx := context.Background()
+	// One tier, an hour: a block a series (Rollup's cost is its block writes).
+	db, writer, checker := newLiveDB(t, tsdb.Options{RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{{Step: time.Hour}}})
+	day := pastDay()
+	end := day.Add(24 * time.Hour)
+	rng := rand.New(rand.NewPCG(21, 6))
+	series := map[string][]tablets.Point{}
+	var asked []string
+	for i := range 15 {
+		for _, prefix := range []string{"a", "z"} {
+			name := fmt.Sprintf("%s%02d", prefix, i)
+			series[name] = gaugePoints(rng, day, end, time.Minute)
+			asked = append(asked, name)
+		}
+	}
+	for i := range 1200 {
+		series[fmt.Sprintf("m%04d", i)] = gaugePoints(rng, day, end, time.Hour)
+	}
+	writeAll(t, writer, series)
+	require.NoError(t, db.Rollup(ctx, day, end))
+	for _, step := range []time.Duration{time.Hour, 3 * time.Hour} {
+		var got []tsdb.Window
+		c := measure(checker, func() { got = collect(t, db.Aggregate(ctx, asked, day, end, step, nil)) })
+		requireWindows(t, modelWindowsByName(series, asked, day, end, step), got, tsdb.AllFields, step.String())
+		t.Logf("30 of 1,230 series, a day at %v: %d requests, %d bytes", step, c.requests, c.bytes)
+		require.Equal(t, int64(1+1+2), c.requests, "at %v: the dirty markers, the scan's first page, 2 filters", step)
+	}
+}
+
+// modelWindowsByName are the windows of the named series merged in name order (between
+// equal times, the later name's value is First and Last).
+func modelWindowsByName(series map[string][]tablets.Point, names []string, from, to time.Time, step time.Duration) []*model {
+	sorted := slices.Sorted(slices.Values(names))
+	var pts []tablets.Point
+	for _, s := range sorted {
+		pts = append(pts, series[s]...)
+	}
+	return modelWindows(pts, from, to, step)
 }
