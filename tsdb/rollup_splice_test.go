@@ -1,6 +1,9 @@
 package tsdb
 
 import (
+	"errors"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -180,4 +183,52 @@ func TestSpliceBlockOps(t *testing.T) {
 	check("a row block elsewhere", []*tierBlock{row2}, windows, "add "+k, "delete "+blockKey(bs+24*60)+" if r1")
 	check("no window left", []*tierBlock{row, flag}, make([]*Window, 1440), "delete "+k+" if r0", "delete "+blockKey(bs+48*60)+" if f2")
 	check("no window, nothing stored", nil, make([]*Window, 1440))
+}
+
+// A block too large for an entity with its sketches is stored without them (never an
+// error), and a Rollup that computes it again finds it unchanged.
+func TestSpliceTooLarge(t *testing.T) {
+	db := spliceDB(t, spliceDay.Add(30*24*time.Hour))
+	minutes := db.opts.Tiers[0]
+	bs := unix(spliceDay)
+	rng := rand.New(rand.NewPCG(1, 2))
+	windows := make([]*Window, 1440)
+	for i := range 1440 {
+		w := newWindow(at(bs+uint64(i)*60), db.opts.Accuracy)
+		for j := range 2600 { // about 2,000 bins: values spread over 30 decades
+			w.add(w.Start.Add(time.Duration(j)*time.Millisecond), math.Pow(10, rng.Float64()*30))
+		}
+		windows[i] = w
+	}
+	sealed := allSealed(1440)
+	if _, err := blockenc.AppendColumnar(nil, "a", time.Minute, toColumnar(bs, windows, sealed, 1)); !errors.Is(err, blockenc.ErrTooLarge) {
+		t.Fatalf("a block of 1440 windows of about 2000 bins each: %v, want ErrTooLarge", err)
+	}
+	body, kept, err := db.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range kept {
+		if w.sk != nil || w.Count != 2600 || windows[i].sk == nil {
+			t.Fatalf("window %d kept: count %d, sketch %v", i, w.Count, w.sk != nil)
+		}
+	}
+	e := entity.Entity{AllowStrings: true}
+	if err := e.Decode(append([]byte(nil), body...)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := db.decodeTierBlock(&e, minutes, blockenc.AllColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.etag = "e1"
+	for i, w := range stored.windows {
+		if w == nil || w.Count != 2600 || w.sk != nil || w.Max != windows[i].Max {
+			t.Fatalf("window %d stored: %+v", i, w)
+		}
+	}
+	ops, err := db.blockOps("a", minutes, bs, []*tierBlock{stored}, windows, sealed, 2)
+	if err != nil || len(ops) != 0 {
+		t.Fatalf("computed again: %d operations, %v", len(ops), err)
+	}
 }
