@@ -232,13 +232,13 @@ func cmpFloat(a, b float64) int {
 // and sealed, rolled at rolled) in place of the entities in its span (in): none when the
 // columnar block stored there already holds exactly that.
 func (db *DB) blockOps(series string, t Tier, bs uint64, in []*tierBlock, windows []*Window, sealed []bool, rolled float64) ([]aztables.TransactionAction, error) {
-	var at *tierBlock // the entity at the block's key, of any format
+	var atKey *tierBlock // the entity at the block's key, of any format
 	for _, tb := range in {
 		if tb.start == bs {
-			at = tb
+			atKey = tb
 		}
 	}
-	if at != nil && len(in) == 1 && at.version == blockenc.VersionColumnar && sameWindows(at, windows, sealed) {
+	if atKey != nil && len(in) == 1 && atKey.version == blockenc.VersionColumnar && sameWindows(atKey, windows, sealed) {
 		return nil, nil
 	}
 	empty := !slices.ContainsFunc(windows, func(w *Window) bool { return w != nil })
@@ -248,18 +248,18 @@ func (db *DB) blockOps(series string, t Tier, bs uint64, in []*tierBlock, window
 		if err != nil {
 			return nil, err
 		}
-		if at != nil && len(in) == 1 && at.version == blockenc.VersionColumnar && sameWindows(at, kept, sealed) {
+		if atKey != nil && len(in) == 1 && atKey.version == blockenc.VersionColumnar && sameWindows(atKey, kept, sealed) {
 			return nil, nil // as stored, once left out what does not fit
 		}
-		if at != nil {
-			etag := at.etag
+		if atKey != nil {
+			etag := atKey.etag
 			ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateReplace, Entity: body, IfMatch: &etag})
 		} else {
 			ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: body})
 		}
 	}
 	for _, tb := range in {
-		if tb == at && !empty {
+		if tb == atKey && !empty {
 			continue
 		}
 		etag := tb.etag
