@@ -398,9 +398,11 @@ func dropTables(t *testing.T, prefix string) {
 	}
 }
 
-// A tier block that straddles a dropped raw period and a kept one is not recomputed from
-// the raw points that remain: its windows over the dropped period would be lost. A minute
-// tier's blocks are 24 minutes, [10:48, 11:12) here, across the raw periods of 10:00 and 11:00.
+// A slice that straddles a dropped raw period and a kept one is not recomputed from the raw
+// points that remain: its windows over the dropped period would be lost; the slices after
+// it are spliced into their block keeping its windows over the dropped period. With a
+// minute tier alone, a slice is 24 minutes, [10:48, 11:12) here, across the raw periods of
+// 10:00 and 11:00, and a block 336 minutes.
 func TestTSDBRollupAfterRawDropped(t *testing.T) {
 	ctx := context.Background()
 	day := time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)
