@@ -182,12 +182,14 @@ func (db *DB) spliceSlice(series string, t Tier, stored []*tierBlock, fresh map[
 	return out, nil
 }
 
-// overlay lays out the windows stored in a block's span [bs, be) (in: of any format, the
-// most recently rolled up last wins) as n windows of step seconds from bs; the windows of
-// a stale flag are unsealed.
+// overlay lays out the windows stored in a block's span [bs, be) (in: of any format) as n
+// windows of step seconds from bs: where two entities hold a window (a row block written
+// by an older version beside a columnar block), the most recently rolled up one's, sealed
+// only if sealed in both, as a reader trusts it; the windows of a stale flag are unsealed.
 func overlay(in []*tierBlock, bs, be, step uint64, n int) ([]*Window, []bool) {
 	windows := make([]*Window, n)
 	sealed := make([]bool, n)
+	held := make([]bool, n)
 	order := slices.Clone(in)
 	slices.SortStableFunc(order, func(a, b *tierBlock) int {
 		return cmpFloat(a.rolled, b.rolled)
@@ -201,8 +203,9 @@ func overlay(in []*tierBlock, bs, be, step uint64, n int) ([]*Window, []bool) {
 			if ws < bs || ws >= be {
 				continue
 			}
-			windows[(ws-bs)/step] = w
-			sealed[(ws-bs)/step] = j < len(tb.sealed) && tb.sealed[j]
+			i := (ws - bs) / step
+			s := j < len(tb.sealed) && tb.sealed[j]
+			windows[i], sealed[i], held[i] = w, s && (sealed[i] || !held[i]), true
 		}
 	}
 	for _, tb := range in {
