@@ -261,7 +261,7 @@ func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) err
 	}
 	err = db.writeSlice(ctx, j.series, stored, j.points, j.hists, lo, hi, db.now())
 	if batch.IsConflict(err) {
-		return db.rollupSeriesSlice(ctx, j.series, lo, hi)
+		return db.rollupSeries(ctx, j.series, lo, hi)
 	}
 	return err
 }

@@ -29,15 +29,15 @@ import (
 // equal to the one stored is not written: its ETag does not change, so concurrent rollers
 // of a range already rolled up do not fail each other's writes.
 
-// storedSpan is the range of Unix seconds of tier t's blocks that a rollup of the slice
-// [lo, hi) reads and rewrites: whole columnar blocks.
+// storedSpan is the range of Unix seconds of tier t's blocks that a rollup of [lo, hi)
+// (slices) reads and rewrites: whole columnar blocks.
 func (db *DB) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
 	span := db.blockSpan(t)
 	return floorSec(lo, span), ceilSec(hi, span)
 }
 
 // readSeriesBlocks reads, per tier, the entities of series stored in the blocks that
-// overlap the slice [lo, hi): a query per tier table.
+// overlap [lo, hi) (slices): a query per tier table.
 func (db *DB) readSeriesBlocks(ctx context.Context, series string, lo, hi uint64) ([][]*tierBlock, error) {
 	stored := make(storedBlocks, len(db.opts.Tiers))
 	for i, t := range db.opts.Tiers {
@@ -142,9 +142,9 @@ func (db *DB) computeWindows(t Tier, pts []tablets.Point, hists []tablets.Histog
 // (by period start), the operations of each block, one block's together.
 type sliceWrite map[uint64][][]aztables.TransactionAction
 
-// spliceSlice computes tier t's columnar blocks of series overlapping the slice [lo, hi)
-// from stored (the entities read in their span) and fresh (the slice's windows computed,
-// by start), sealing the slice's windows that ended SealDelay before now, and returns the
+// spliceSlice computes tier t's columnar blocks of series overlapping [lo, hi) (a slice, or
+// several) from stored (the entities read in their span) and fresh (the windows of [lo, hi)
+// computed, by start), sealing those that ended SealDelay before now, and returns the
 // operations that write those that changed.
 func (db *DB) spliceSlice(series string, t Tier, stored []*tierBlock, fresh map[uint64]*Window, lo, hi uint64, now time.Time) (sliceWrite, error) {
 	span := db.blockSpan(t)
@@ -340,7 +340,7 @@ func sameWindow(a, b *Window) bool {
 	return a.hist == nil || bytes.Equal(appendHistWindow(nil, a.hist, a.Start), appendHistWindow(nil, b.hist, b.Start))
 }
 
-// writeSlice writes what a rollup of the slice [lo, hi) computed of series (each tier's
+// writeSlice writes what a rollup of [lo, hi) (a slice, or several) computed of series (each tier's
 // operations, spliceSlice's): each tier table's in as few transactions as the batch limits
 // allow, a block's operations always in one. An error that batch.IsConflict matches means
 // a block changed since it was read.
