@@ -234,3 +234,53 @@ func TestSpliceTooLarge(t *testing.T) {
 		t.Fatalf("computed again: %d operations, %v", len(ops), err)
 	}
 }
+
+// A block too large for an entity even without its sketches is stored without the
+// histograms of its windows too (each kept as too large: its samples are read raw), and a
+// Rollup that computes it again finds it unchanged.
+func TestSpliceHistogramsTooLarge(t *testing.T) {
+	db := spliceDB(t, spliceDay.Add(30*24*time.Hour))
+	minutes := db.opts.Tiers[0]
+	bs := unix(spliceDay)
+	var samples []tablets.HistogramPoint
+	for i := range 1440 { // a gauge histogram a minute, of 400 buckets: about 3 KB a window
+		h := &tablets.FloatHistogram{CounterResetHint: tablets.GaugeType, Sum: float64(i)}
+		for j := range 400 {
+			h.PositiveSpans = append(h.PositiveSpans, tablets.HistogramSpan{Offset: min(int32(j), 1), Length: 1})
+			v := float64((i*7919+j*104729)%1000) + 0.5
+			h.PositiveBuckets = append(h.PositiveBuckets, v)
+			h.Count += v
+		}
+		samples = append(samples, tablets.HistogramPoint{Time: at(bs + uint64(i)*60 + 7), FH: h})
+	}
+	fresh := db.computeWindows(minutes, nil, samples)
+	windows := windowsOf(fresh, bs, time.Minute, 1440)
+	sealed := allSealed(1440)
+	body, kept, err := db.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range kept {
+		if w.hist == nil || w.hist.kind != histTooLarge || w.hist.count != 1 || windows[i].hist.kind != histGauge {
+			t.Fatalf("window %d kept: %+v", i, w.hist)
+		}
+	}
+	e := entity.Entity{AllowStrings: true}
+	if err := e.Decode(append([]byte(nil), body...)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := db.decodeTierBlock(&e, minutes, blockenc.AllColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.etag = "e1"
+	for i, w := range stored.windows {
+		if w == nil || w.hist == nil || w.hist.kind != histTooLarge {
+			t.Fatalf("window %d stored: %+v", i, w)
+		}
+	}
+	ops, err := db.blockOps("a", minutes, bs, []*tierBlock{stored}, windowsOf(db.computeWindows(minutes, nil, samples), bs, time.Minute, 1440), sealed, 2)
+	if err != nil || len(ops) != 0 {
+		t.Fatalf("computed again: %d operations, %v", len(ops), err)
+	}
+}
