@@ -284,3 +284,21 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 		t.Fatalf("computed again: %d operations, %v", len(ops), err)
 	}
 }
+
+// A batched Rollup's groups hold at most maxGroupBlocks blocks, and after the first, what
+// maxGroupBytes holds at the size a series the last group's blocks took.
+func TestRollupNextGroup(t *testing.T) {
+	for _, c := range []struct{ group, blocks, n, size, want int }{
+		{1750, 2, 1750, 0, 1750},               // no block read: as before
+		{1750, 2, 1750, 1750 * 8 << 10, 1750},  // 8 KiB a series: the block bound
+		{1750, 2, 1750, 1750 * 64 << 10, 1024}, // 64 KiB a series: the byte bound
+		{1024, 2, 1024, 1024 * 8 << 10, 1750},  // smaller blocks again: back to the block bound
+		{57, 61, 57, 57 * 4 << 20, 16},         // 4 MiB a series
+		{16, 61, 16, 16 * 128 << 20, 1},        // more than the budget a series: one at a time
+		{2000, 1, 2000, 2000 * 1 << 10, 2000},  // 1 KiB a series: maxRollupGroup
+	} {
+		if got := nextGroup(c.group, c.blocks, c.n, c.size); got != c.want {
+			t.Errorf("nextGroup(%d, %d, %d, %d) = %d, want %d", c.group, c.blocks, c.n, c.size, got, c.want)
+		}
+	}
+}
