@@ -1,6 +1,7 @@
 package blockenc
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -142,6 +143,11 @@ func FuzzColumnarRoundTrip(f *testing.F) {
 			}
 			if d := columnarDiff(&want, got, got.Columns); d != "" {
 				t.Fatalf("cols %b: %s", cols, d)
+			}
+			if got.Columns == AllColumns {
+				if again, err := AppendColumnar(nil, "cpu", step, got); err != nil || !bytes.Equal(again, body) {
+					t.Fatalf("re-encodes to other bytes (%v)", err)
+				}
 			}
 		}
 	})
