@@ -49,7 +49,8 @@ type Columnar struct {
 	// without ColSketch.
 	Windows []*Window
 	// Sealed says, per window, that it was computed at least the seal delay after its end
-	// (the roller's), so no point it lacks can arrive unflagged: len(Windows) (nil to write: none is; a decoded block always has them).
+	// (the roller's), so no point it lacks can arrive unflagged: len(Windows). Nil to write
+	// says none is; a decoded block always has them.
 	Sealed []bool
 	// Histograms are the encoded histogram windows (opaque here): nil, or one per window,
 	// nil where a window holds no histogram sample. Decoded only with ColHistogram.
