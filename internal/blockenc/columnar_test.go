@@ -241,6 +241,13 @@ func TestColumnarRoundTrip(t *testing.T) {
 		{"odd short", oddBlock(rng, 3, time.Hour), time.Hour},
 		{"one window", counterBlock(rng, 1, time.Hour), time.Hour},
 		{"empty", &Columnar{Start: testStart, Windows: make([]*Window, 24)}, time.Hour},
+		// -56.55 is exact at exponent 2, -8.549999999999997 at 15, where -56.55 is out of
+		// range (found by the fuzzer: the column was taken for exact at 15).
+		{"exponents", func() *Columnar {
+			b := exampleBlock()
+			b.Windows[0].Last, b.Windows[2].Last = -56.55, -8.549999999999997
+			return b
+		}(), time.Minute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			body, err := AppendColumnar(nil, "cpu|host=a", tc.step, tc.b)
