@@ -224,9 +224,13 @@ func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETa
 		case dropped && !dropping:
 			// Its raw points are gone (or going): the windows stored are the last word.
 		case len(names) > manySeriesDirty && !dropping:
+			// Rollup clears the markers it read before reading the raw points: these, and
+			// any written since then.
 			if err := db.Rollup(ctx, at(s), at(s+span)); err != nil {
 				return cleared, err
 			}
+			cleared += len(names)
+			continue
 		default:
 			for _, series := range names {
 				if err := db.rollupSeries(ctx, series, s, s+span); err != nil {
