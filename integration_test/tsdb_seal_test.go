@@ -94,6 +94,17 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 	require.Len(t, want, 96)
 	require.Equal(t, uint64(240), want[30].count, "the model: 180 written, 60 backfilled")
 	requireWindows(t, want, got, "after Retain")
+
+	// Another process (which knows of no drop) rolling the dropped days up again, by a
+	// clock before their retention's end too, leaves their windows: the catalog says they
+	// are dropped.
+	for _, now := range []time.Time{clock.Now(), sealDay.Add(50 * time.Hour)} {
+		c := newTestClock(now)
+		other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, Now: c.Now})
+		require.NoError(t, err)
+		require.NoError(t, other.Rollup(ctx, sealDay, end))
+		requireWindows(t, want, collectWindows(t, db.Aggregate(ctx, names, sealDay, end, time.Hour, nil)), "after another Rollup at "+now.String())
+	}
 }
 
 // A Retain killed between recording a period dropped and dropping its table, run again,
