@@ -105,6 +105,19 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 		require.NoError(t, other.Rollup(ctx, sealDay, end))
 		requireWindows(t, want, collectWindows(t, db.Aggregate(ctx, names, sealDay, end, time.Hour, nil)), "after another Rollup at "+now.String())
 	}
+
+	// A marker left in a dropped day (as by a write that got in after Retain's last look):
+	// RollupFlagged of another process deletes it, and leaves the windows.
+	marker := fmt.Sprintf(`{"PartitionKey":"dirty","RowKey":"%012d|b","V":1,"V@odata.type":"Edm.Double"}`, sealDay.Add(24*time.Hour).Unix())
+	_, err = svc.NewClient(db.Name()+"m").UpsertEntity(ctx, []byte(marker), nil)
+	require.NoError(t, err)
+	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, Now: clock.Now})
+	require.NoError(t, err)
+	n, err := other.RollupFlagged(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Empty(t, dirtyMarkers(t, svc, db))
+	requireWindows(t, want, collectWindows(t, db.Aggregate(ctx, names, sealDay, end, time.Hour, nil)), "after RollupFlagged of a dropped day")
 }
 
 // A Retain killed between recording a period dropped and dropping its table, run again,
