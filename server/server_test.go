@@ -219,7 +219,7 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	}
 	require.Equal(t, 1, entityCount(t, raw), "20 chunks compacted into one")
 	dirty := "PartitionKey eq 'dirty'"
-	page, err := svc.NewClient(name+"m").NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &dirty}).NextPage(ctx)
+	page, err := svc.NewClient(name + "m").NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &dirty}).NextPage(ctx)
 	require.NoError(t, err)
 	require.Empty(t, page.Entities, "the rollup cleared the dirty markers of the late writes")
 	before := checker.Stats().Requests
