@@ -141,17 +141,6 @@ func TestTSDBAggregate(t *testing.T) {
 	require.NoError(t, db.Rollup(ctx, rollupBase, end))
 	t.Logf("Rollup of 2 days of 3 series: %d requests", checker.Stats().Requests-before.Requests)
 	check("after Rollup")
-	// The points were written late (years after their time): their slices are marked dirty,
-	// and read raw, until RollupFlagged clears the markers (the blocks are up to date: it
-	// writes none).
-	before = checker.Stats()
-	n, err := db.RollupFlagged(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 3*2, n, "a marker a series and day")
-	st := checker.Stats()
-	require.Zero(t, st.EntityBytes-before.EntityBytes, "no block written")
-	require.Equal(t, int64(2), st.Batches-before.Batches, "the markers deleted, a transaction a slice")
-	check("after RollupFlagged")
 
 	before = checker.Stats()
 	got := collectWindows(t, db.Aggregate(ctx, names, rollupBase, end, time.Hour, nil))
@@ -215,13 +204,6 @@ func TestTSDBRollupRace(t *testing.T) {
 func TestTSDBAggregateRequests(t *testing.T) {
 	ctx := context.Background()
 	db, _, checker := newDB(t, nil)
-	// The points are written late (years after their time), which marks their slices dirty:
-	// RollupFlagged clears the markers, the blocks being up to date.
-	rollUp := func(from, to time.Time) {
-		require.NoError(t, db.Rollup(ctx, from, to))
-		_, err := db.RollupFlagged(ctx)
-		require.NoError(t, err)
-	}
 	// A day of one series at 1 Hz, summarized at a 1-minute step: at most 2 requests.
 	day := time.Date(2024, 6, 3, 0, 0, 0, 0, time.UTC)
 	var pts []tablets.Point
@@ -231,7 +213,7 @@ func TestTSDBAggregateRequests(t *testing.T) {
 	require.NoError(t, db.Write(ctx, "day", pts...))
 	before := checker.Stats()
 	start := time.Now()
-	rollUp(day, day.Add(24*time.Hour))
+	require.NoError(t, db.Rollup(ctx, day, day.Add(24*time.Hour)))
 	t.Logf("Rollup of a day at 1 Hz: %.0f points/s, %d requests", 86400/time.Since(start).Seconds(), checker.Stats().Requests-before.Requests)
 	before = checker.Stats()
 	w := collectWindows(t, db.Aggregate(ctx, []string{"day"}, day, day.Add(24*time.Hour), time.Minute, nil))
@@ -251,7 +233,7 @@ func TestTSDBAggregateRequests(t *testing.T) {
 		}
 		require.NoError(t, db.Write(ctx, name, pts...))
 	}
-	rollUp(week, week.Add(7*24*time.Hour))
+	require.NoError(t, db.Rollup(ctx, week, week.Add(7*24*time.Hour)))
 	before = checker.Stats()
 	w = collectWindows(t, db.Aggregate(ctx, names, week, week.Add(7*24*time.Hour), time.Hour, nil))
 	require.Len(t, w, 168)
@@ -269,7 +251,7 @@ func TestTSDBAggregateRequests(t *testing.T) {
 		pts = append(pts, tablets.Point{Time: year.Add(time.Duration(i) * time.Hour), Value: float64(i)})
 	}
 	require.NoError(t, db.Write(ctx, "year", pts...))
-	rollUp(year, year.AddDate(1, 0, 0))
+	require.NoError(t, db.Rollup(ctx, year, year.AddDate(1, 0, 0)))
 	before = checker.Stats()
 	w = collectWindows(t, db.Aggregate(ctx, []string{"year"}, year, year.AddDate(1, 0, 0), 24*time.Hour, nil))
 	require.Len(t, w, 365)
@@ -390,17 +372,11 @@ func TestTSDBRollupReliability(t *testing.T) {
 	runs.waitCovered(t, old, old.Add(time.Hour))
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	// The points were late (3 hours): their slice is marked dirty until a RollupFlagged,
-	// which KeepRolledUp runs too but maybe not yet; the blocks are up to date, it writes none.
-	beforeFlagged := checker.Stats()
-	_, err = db2.RollupFlagged(ctx)
-	require.NoError(t, err)
-	require.Zero(t, checker.Stats().EntityBytes-beforeFlagged.EntityBytes, "no block written again")
 	before := checker.Stats().Requests
 	w := collectWindows(t, db2.Aggregate(ctx, []string{"k"}, old, old.Add(time.Hour), time.Hour, nil))
 	require.Len(t, w, 1)
 	require.Equal(t, uint64(60), w[0].Count)
-	require.Equal(t, int64(2), checker.Stats().Requests-before, "the dirty markers, then the hour from the tier KeepRolledUp made")
+	require.Equal(t, int64(2), checker.Stats().Requests-before, "the hour is read from the tier KeepRolledUp made, and the dirty markers (none)")
 }
 
 // dropTables deletes the tables whose names start with prefix.
