@@ -39,6 +39,9 @@ type Options struct {
 	// 15 s counter; the default for a layout of another package), 12 for advanced's
 	// slots, 150 for basic's entity a point.
 	RawBytesPerSample float64
+	// PreferTiers makes a Select read a tier wherever one can serve it (see the package
+	// documentation), whatever the estimates of the bytes each path reads.
+	PreferTiers bool
 	// DisableTiers makes every Select read raw points.
 	DisableTiers bool
 }
@@ -143,7 +146,7 @@ type Stats struct {
 
 // Stats returns the counters.
 func (q *Queryable) Stats() Stats {
-	return Stats{
+	st := Stats{
 		RawSelects:   q.rawSelects.Load(),
 		TierSelects:  q.tierSelects.Load(),
 		LabelSelects: q.labelSelects.Load(),
@@ -157,8 +160,11 @@ func (q *Queryable) Stats() Stats {
 		RawGoneSelects:     q.rawGone.Load(),
 		EstimatedRawBytes:  q.estRaw.Load(),
 		EstimatedTierBytes: q.estTier.Load(),
-		SamplesPerSecond:   q.cost.rate.perSecond(),
 	}
+	if q.cost != nil {
+		st.SamplesPerSecond = q.cost.rate.perSecond()
+	}
+	return st
 }
 
 // Querier returns a Querier of [mint, maxt] (milliseconds, inclusive).

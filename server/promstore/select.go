@@ -154,7 +154,8 @@ func (q *Queryable) choose(ctx context.Context, hints *storage.SelectHints, from
 	var c choice
 	if t, p, ok := tierPlan(tiers, hints, q.opts, false); ok {
 		c = choice{t: t, pick: p, estimated: true, est: q.estimate(floats, t, p, from, to)}
-		if c.est.tier < c.est.raw {
+		// No float series: what reads a tier reads raw (their histograms) anyway.
+		if c.est.tier < c.est.raw || floats == 0 || q.opts.PreferTiers {
 			c.tier = true
 			return c, nil
 		}
