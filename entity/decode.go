@@ -142,6 +142,11 @@ func (e *Entity) decode(d []byte) (reason string) {
 			if i, err = skipValue(d, i); err != nil {
 				return "malformed JSON: " + err.Error()
 			}
+		case bytes.HasPrefix(d[i:], []byte("null")):
+			// A property named in a $select that the entity lacks: the service answers null.
+			if i, err = skipValue(d, i); err != nil {
+				return "malformed JSON: " + err.Error()
+			}
 		case e.AllowStrings && d[i] == '"' && !isDoubleString(d[i:]):
 			var v []byte
 			if v, i, err = e.str(d, i); err != nil {

@@ -133,6 +133,22 @@ func TestDecodeErrors(t *testing.T) {
 	require.ErrorContains(t, err, `PartitionKey "cpu" RowKey "0042"`)
 }
 
+// A property named in a $select that the entity lacks comes back null: it is no property.
+func TestDecodeNull(t *testing.T) {
+	e := Entity{AllowStrings: true}
+	require.NoError(t, e.Decode([]byte(`{"PartitionKey":"a","RowKey":"b","v1":null,"v2":2,"s":null,"q":"AQ==","q@odata.type":"Edm.Binary"}`)))
+	require.Equal(t, []Prop{{Name: []byte("v2"), Value: 2}}, e.Props)
+	require.Len(t, e.Strings, 1)
+	_, ok := e.String("s")
+	require.False(t, ok)
+	var strict Entity
+	require.NoError(t, strict.Decode([]byte(`{"PartitionKey":"a","RowKey":"b","v1":null}`)))
+	require.Empty(t, strict.Props)
+	for _, bad := range []string{`{"PartitionKey":"a","v1":nul}`, `{"PartitionKey":"a","v1":nullx}`, `{"v1":null`} {
+		require.Error(t, strict.Decode([]byte(bad)), bad)
+	}
+}
+
 func TestValidateSeries(t *testing.T) {
 	good := []string{"cpu", "O'Brien", "températion", "温度", "a b", "🙂", strings.Repeat("x", 512)}
 	for _, s := range good {

@@ -2,18 +2,14 @@ package tsdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
@@ -38,22 +34,27 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 
 // Rollup (re)computes every tier window overlapping [from, to) from the raw points and
 // histogram samples (see Window), for every series with either there (the series index of
-// the periods). It works a whole block of the
-// coarsest tier at a time, so it reads the blocks' ETags, then the raw points, then writes
-// each block conditionally on the ETag it read (or as new): a block written from a read
-// that a concurrent Write or Rollup has made stale fails, and that series starts again. It
-// is idempotent, and safe under lost replies (the retry finds the ETag changed and starts
+// the periods). It works a slice at a time (24 windows of the coarsest tier: a day by
+// default): for each series it reads the tier blocks over the slice (whole, with their
+// ETags), then the raw points, then writes each block with the slice's windows recomputed
+// and its others as they were, conditionally on the ETag it read (or as new): a block
+// written from a read that a concurrent Rollup has made stale fails, and that series' slice
+// starts again. A block it finds already up to date it leaves alone, so a Rollup of a range
+// rolled up and sealed writes nothing, and rollers running at once do not fail each other.
+// Blocks of an older format over the slice are rewritten in the current one. A window is
+// stored sealed when it is computed SealDelay or more after its end (by Options.Now). It is
+// idempotent, and safe under lost replies (the retry finds the ETag changed and starts
 // again). Run it on a timer, or KeepRolledUp, to keep tiers current. It leaves alone the
-// blocks that reach into raw periods past RawRetention (by Options.Now): their raw points may
-// be gone, and the windows computed before are the last word there.
+// slices in raw periods past RawRetention (by Options.Now): their raw points may be gone,
+// and the windows computed before are the last word there.
 //
 // Over chunked raw tables it reads many series at once instead of each by itself: for each
-// block of the coarsest tier with a raw table, and a few thousand series at a time, the
-// blocks' ETags (a query per tier table), the staged points (one query) and the raw points
-// (a query per raw table, a request per 1,000 chunks), the histogram samples (a read of
-// many series a request, a few dozen series at a time, after the ETags), then it writes a
-// transaction per series and tier table; a series whose write meets a change is rolled up
-// again by itself.
+// slice with a raw table, and a few hundred series at a time, the blocks (a query per tier
+// table), the staged points (one query) and the raw points (a query per raw table, a
+// request per 1,000 chunks), the histogram samples (a read of many series a request, a few
+// dozen series at a time, after the blocks), then it writes a transaction per series and
+// tier table whose blocks changed; a series whose write meets a change is rolled up again
+// by itself.
 func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
@@ -136,11 +137,25 @@ func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, er
 	return names, nil
 }
 
-// rollupSeries recomputes the blocks of one series in [lo, hi) (Unix seconds, aligned to the
-// coarsest block).
+// rollupSeries recomputes the blocks of one series in [lo, hi) (Unix seconds, aligned to
+// slices), a slice at a time.
 func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) error {
+	slice := uint64(db.slice() / time.Second)
+	for s := lo; s < hi; s += slice {
+		if err := db.rollupSeriesSlice(ctx, series, s, s+slice); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rollupSeriesSlice recomputes the blocks of one series over the slice [lo, hi): it reads
+// the blocks stored there, then the raw points and histogram samples, then writes the
+// blocks that changed conditionally on what it read; a block changed meanwhile starts it
+// again.
+func (db *DB) rollupSeriesSlice(ctx context.Context, series string, lo, hi uint64) error {
 	for range maxRollupAttempts {
-		etags, err := db.blockETags(ctx, series, lo, hi)
+		stored, err := db.readSeriesBlocks(ctx, series, lo, hi)
 		if err != nil {
 			return err
 		}
@@ -155,92 +170,12 @@ func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) er
 		if err != nil {
 			return err
 		}
-		rolled := float64(db.now().Unix())
-		conflict := false
-		for i, t := range db.opts.Tiers {
-			blocks := db.computeBlocks(t, pts, hists, rolled)
-			err := db.writeBlocks(ctx, series, t, blocks, etags[i])
-			if batch.IsConflict(err) {
-				conflict = true
-				break
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if !conflict {
-			return nil
+		err = db.writeSlice(ctx, series, stored, pts, hists, lo, hi, db.now())
+		if !batch.IsConflict(err) {
+			return err
 		}
 	}
 	return fmt.Errorf("its blocks still changed after %d attempts", maxRollupAttempts)
-}
-
-// blockETags returns, per tier, the ETag of each existing block of series in [lo, hi).
-func (db *DB) blockETags(ctx context.Context, series string, lo, hi uint64) ([]map[uint64]azcore.ETag, error) {
-	out := make([]map[uint64]azcore.ETag, len(db.opts.Tiers))
-	for i, t := range db.opts.Tiers {
-		out[i] = map[uint64]azcore.ETag{}
-		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
-			q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", series), filter.Ge("RowKey", blockKey(lo)),
-				filter.Lt("RowKey", blockKey(hi))).String(), Select: "PartitionKey,RowKey"}
-			var e entity.Entity
-			for page, err := range pager.Each(ctx, db.service.NewClient(db.tierTable(t, p)), q, 0) {
-				if isTableGone(err) {
-					break
-				}
-				if err != nil {
-					return nil, err
-				}
-				for _, raw := range page.Entities {
-					if err := e.Decode(raw); err != nil {
-						return nil, err
-					}
-					s, err := strconv.ParseUint(string(e.RowKey), 10, 64)
-					if err != nil {
-						return nil, fmt.Errorf("block RowKey %q: %w", e.RowKey, err)
-					}
-					out[i][s] = azcore.ETag(e.ETag)
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-// computeBlocks aggregates points and histogram samples (each oldest first) into tier t's
-// blocks.
-func (db *DB) computeBlocks(t Tier, pts []tablets.Point, hists []tablets.HistogramPoint, rolled float64) map[uint64]*block {
-	blocks := map[uint64]*block{}
-	windowOf := func(tm time.Time) *Window {
-		s := unix(tm)
-		bs := floorSec(s, t.block())
-		b := blocks[bs]
-		if b == nil {
-			b = &block{start: bs, rolled: rolled}
-			blocks[bs] = b
-		}
-		i := (s - bs) / uint64(t.Step/time.Second)
-		if b.windows[i] == nil {
-			b.windows[i] = newWindow(at(bs).Add(time.Duration(i)*t.Step), db.opts.Accuracy)
-		}
-		return b.windows[i]
-	}
-	for _, p := range pts {
-		windowOf(p.Time).add(p.Time, p.Value)
-	}
-	for len(hists) > 0 {
-		// The samples of one window, then their window (none if all are staleness markers).
-		w := windowOf(hists[0].Time)
-		n := 1
-		for n < len(hists) && hists[n].Time.Before(w.Start.Add(t.Step)) {
-			n++
-		}
-		if h := histWindowOf(hists[:n]); h != nil {
-			w.hist = h
-		}
-		hists = hists[n:]
-	}
-	return blocks
 }
 
 // readHistograms reads the histogram samples of series in [lo, hi) (Unix seconds).
@@ -259,51 +194,6 @@ func (db *DB) readHistograms(ctx context.Context, series string, lo, hi uint64) 
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-// writeBlocks writes a tier's blocks of series: each conditionally on the ETag read (a
-// replace, or a delete of a block that now holds no point), or as new; in transactions of one
-// table and partition.
-func (db *DB) writeBlocks(ctx context.Context, series string, t Tier, blocks map[uint64]*block, etags map[uint64]azcore.ETag) error {
-	byTable := map[uint64][]aztables.TransactionAction{}
-	for s, b := range blocks {
-		empty := true
-		for _, w := range b.windows {
-			empty = empty && (w == nil || (w.Count == 0 && w.hist == nil))
-		}
-		p := tierPeriod(t, s)
-		body := appendBlock(nil, series, t.Step, b)
-		if etag, ok := etags[s]; ok {
-			etag := etag
-			if empty {
-				byTable[p] = append(byTable[p], aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(series, blockKey(s)), IfMatch: &etag})
-			} else {
-				byTable[p] = append(byTable[p], aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateReplace, Entity: body, IfMatch: &etag})
-			}
-		} else if !empty {
-			byTable[p] = append(byTable[p], aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: body})
-		}
-	}
-	// A block read but without points now (deleted raw points): delete it.
-	for s, etag := range etags {
-		if _, ok := blocks[s]; !ok {
-			etag := etag
-			p := tierPeriod(t, s)
-			byTable[p] = append(byTable[p], aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(series, blockKey(s)), IfMatch: &etag})
-		}
-	}
-	for p, actions := range byTable {
-		name := db.tierTable(t, p)
-		if err := db.tiers.ensure(ctx, name); errors.Is(err, errTierDropped) {
-			continue // past the tier's retention: Aggregate reads raw points there, if any
-		} else if err != nil {
-			return err
-		}
-		if err := submitAll(ctx, db.service.NewClient(name), series, actions); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // submitAll sends the operations of one partition in transactions under the batch limits.

@@ -6,39 +6,39 @@ import (
 	"fmt"
 	"iter"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
-	"github.com/seed71701133/tablets/internal/pager"
 )
 
 const (
 	// maxRollupGroup bounds the series a batched Rollup reads at once.
 	maxRollupGroup = 2000
-	// maxGroupBlocks bounds the ETags of blocks it holds at once: a group has fewer series
-	// when the tiers have many blocks in a slice.
-	maxGroupBlocks = 200_000
+	// maxGroupBlocks bounds the blocks it reads at once (whole, for their windows outside the
+	// slice): a group has fewer series when a slice spans many blocks (by default, 2).
+	maxGroupBlocks = 3_500
+	// maxGroupBytes bounds the size of the blocks it holds at once, as read: a group after
+	// the first has fewer series when the first's blocks took more than this a series.
+	maxGroupBytes = 64 << 20
 )
 
 // scanRollup is Rollup over chunked raw tables: instead of reads per series, each slice of
-// the range (a block of the coarsest tier) is rolled up a group of series at a time (up to
-// maxRollupGroup, consecutive in the order of their raw keys) in this order, which keeps it
-// correct beside writers (see flagStale) and folds (see Query):
-//  1. the ETags of the group's blocks, a query across partitions per tier table;
+// the range is rolled up a group of series at a time (up to maxRollupGroup, consecutive in
+// the order of their raw keys) in this order, which keeps it correct beside writers and
+// other rollers:
+//  1. the group's blocks over the slice, read whole with their ETags, a query across
+//     partitions per tier table;
 //  2. the group's staged points and histogram samples, one query;
 //  3. the group's raw points, a query across partitions per raw table (chunked's
 //     ScanPoints), streamed series by series, merged with the staged ones;
-//  4. each series' blocks, a transaction per tier table, conditional on the ETags read, or
-//     as new where none was: a block that changed or appeared meanwhile fails the write,
-//     and that series is rolled up again by itself (rollupSeries).
+//  4. each series' blocks that changed, the slice spliced in, a transaction per tier table,
+//     conditional on the ETags read, or as new where none was: a block that changed or
+//     appeared meanwhile fails the write, and that series' slice is rolled up again by
+//     itself.
 //
 // It reports false when a raw table of the range is not chunked: the caller then rolls up
 // series by series. Slices without a raw table are left alone.
@@ -64,9 +64,10 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 	}
 	names = slices.Clone(names)
 	slices.SortFunc(names, chunked.CompareSeries)
-	blocks := 0 // a series' blocks in a slice, all tiers
+	blocks := 0 // a series' blocks over a slice, all tiers
 	for _, t := range tiers {
-		blocks += int(span / uint64(t.block()/time.Second))
+		blo, bhi := db.storedSpan(t, lo, lo+span)
+		blocks += int((bhi - blo) / uint64(db.blockSpan(t)/time.Second))
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
@@ -85,10 +86,16 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 		if err := db.ensureTierTables(ctx, s, s+span); err != nil {
 			return true, err
 		}
-		for g := 0; g < len(names); g += group {
-			if err := db.rollupGroup(ctx, names[g:min(g+group, len(names))], len(names) <= group, raw, s, s+span); err != nil {
+		for g := 0; g < len(names); {
+			n := min(group, len(names)-g)
+			size, err := db.rollupGroup(ctx, names[g:g+n], n == len(names), raw, s, s+span)
+			if err != nil {
 				return true, err
 			}
+			if size > 0 { // the next group holds what the budget does at this group's size a series
+				group = max(1, min(maxRollupGroup, maxGroupBlocks/blocks, int(int64(maxGroupBytes)*int64(n)/int64(size))))
+			}
+			g += n
 		}
 	}
 	return true, nil
@@ -128,11 +135,12 @@ type rawSpan struct {
 }
 
 // rollupGroup rolls up the blocks of a group of series (sorted by chunked.CompareSeries) in
-// [lo, hi), a slice of the coarsest tier's blocks. all says the group is every series.
-func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) error {
-	etags, err := db.groupETags(ctx, group, lo, hi)
+// the slice [lo, hi), and returns the size of the blocks it read. all says the group is
+// every series.
+func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) (int, error) {
+	stored, size, err := db.groupBlocks(ctx, group, lo, hi)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	stagedOf := group
 	if all {
@@ -140,7 +148,7 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	}
 	staged, stagedHists, err := db.readStagedKinds(ctx, stagedOf, at(lo), at(hi), stagedBoth)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -160,7 +168,7 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	// After the ETags: a histogram table made since holds late samples that flagged blocks.
 	exists, err := db.histTablesIn(ctx, at(lo), at(hi))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
 	err = db.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
@@ -169,8 +177,8 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 			cancel(err)
 			return false
 		}
-		j := rollupJob{series: series, points: pts, hists: hs, etags: etags[series]}
-		if len(pts) == 0 && len(hs) == 0 && j.etags == nil {
+		j := rollupJob{series: series, points: pts, hists: hs, stored: stored[series]}
+		if len(pts) == 0 && len(hs) == 0 && j.stored == nil {
 			return true // nothing there, nothing rolled up before
 		}
 		select {
@@ -183,17 +191,17 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	close(jobs)
 	wg.Wait()
 	if cause := context.Cause(ctx); cause != nil {
-		return cause // a writer's error, or the caller's
+		return 0, cause // a writer's error, or the caller's
 	}
-	return err
+	return size, err
 }
 
-// rollupJob is one series' points of a slice, and the ETags of its blocks there, by tier.
+// rollupJob is one series' points of a slice, and its blocks stored there, by tier.
 type rollupJob struct {
 	series string
 	points []tablets.Point
 	hists  []tablets.HistogramPoint
-	etags  []map[uint64]azcore.ETag // nil: no block
+	stored storedBlocks // nil: no block
 }
 
 // histPrefetchSeries is how many series' histogram samples a batched Rollup reads at once
@@ -245,23 +253,17 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 }
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
-// since its ETag was read (or appeared), it rolls the series up again by itself.
+// since it was read (or appeared), it rolls the series' slice up again by itself.
 func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
-	rolled := float64(db.now().Unix())
-	for i, t := range db.opts.Tiers {
-		var etags map[uint64]azcore.ETag
-		if j.etags != nil {
-			etags = j.etags[i]
-		}
-		err := db.writeBlocks(ctx, j.series, t, db.computeBlocks(t, j.points, j.hists, rolled), etags)
-		if batch.IsConflict(err) {
-			return db.rollupSeries(ctx, j.series, lo, hi)
-		}
-		if err != nil {
-			return err
-		}
+	stored, err := db.decodeStored(j.stored)
+	if err != nil {
+		return err
 	}
-	return nil
+	err = db.writeSlice(ctx, j.series, stored, j.points, j.hists, lo, hi, db.now())
+	if batch.IsConflict(err) {
+		return db.rollupSeriesSlice(ctx, j.series, lo, hi)
+	}
+	return err
 }
 
 // groupPoints calls each with every series of group (in order), its points in the raw
@@ -316,51 +318,36 @@ func (db *DB) groupPoints(ctx context.Context, group []string, raw []rawSpan, st
 	return nil
 }
 
-// groupETags reads the ETags of the blocks of a group of series in [lo, hi): per tier
-// table, one query across the partitions from the group's first name to its last.
-func (db *DB) groupETags(ctx context.Context, group []string, lo, hi uint64) (map[string][]map[uint64]azcore.ETag, error) {
+// groupBlocks reads the blocks of a group of series overlapping the slice [lo, hi) (see
+// readSeriesBlocks), by series, as read, and their size in all: per tier table, one query
+// across the partitions from the group's first name to its last.
+func (db *DB) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string]storedBlocks, int, error) {
 	in := make(map[string]bool, len(group))
 	for _, s := range group {
 		in[s] = true
 	}
 	first := slices.MinFunc(group, filter.CompareUTF16) // the service's order of raw names
 	last := slices.MaxFunc(group, filter.CompareUTF16)
-	q := pager.SubQuery{Filter: filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
-		filter.Ge("RowKey", blockKey(lo)), filter.Lt("RowKey", blockKey(hi))).String(), Select: "PartitionKey,RowKey"}
-	out := map[string][]map[uint64]azcore.ETag{}
+	out := map[string]storedBlocks{}
+	size := 0
 	tiers := db.opts.Tiers
 	for i, t := range tiers {
-		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
-			var e entity.Entity
-			for page, err := range pager.Each(ctx, db.service.NewClient(db.tierTable(t, p)), q, 0) {
-				if isTableGone(err) {
-					break
-				}
-				if err != nil {
-					return nil, fmt.Errorf("tsdb: rollup: read blocks: %w", err)
-				}
-				for _, raw := range page.Entities {
-					if err := e.Decode(raw); err != nil {
-						return nil, fmt.Errorf("tsdb: rollup: read blocks: %w", err)
-					}
-					series := string(e.PartitionKey)
-					if !in[series] {
-						continue
-					}
-					s, err := strconv.ParseUint(string(e.RowKey), 10, 64)
-					if err != nil {
-						return nil, fmt.Errorf("tsdb: rollup: block RowKey %q: %w", e.RowKey, err)
-					}
-					if out[series] == nil {
-						out[series] = make([]map[uint64]azcore.ETag, len(tiers))
-					}
-					if out[series][i] == nil {
-						out[series][i] = map[uint64]azcore.ETag{}
-					}
-					out[series][i][s] = azcore.ETag(e.ETag)
-				}
+		blo, bhi := db.storedSpan(t, lo, hi)
+		f := filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
+			filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
+		err := db.readTierEntities(ctx, t, blo, bhi, f, func(series string, raw []byte) {
+			if !in[series] {
+				return
 			}
+			if out[series] == nil {
+				out[series] = make(storedBlocks, len(tiers))
+			}
+			out[series][i] = append(out[series][i], raw)
+			size += len(raw)
+		})
+		if err != nil {
+			return nil, 0, fmt.Errorf("tsdb: rollup: %w", err)
 		}
 	}
-	return out, nil
+	return out, size, nil
 }

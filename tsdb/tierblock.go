@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -40,11 +41,23 @@ func (b *tierBlock) end() uint64 {
 // t, whose columnar blocks were read with cols selected (row blocks are read whole).
 func (db *DB) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (*tierBlock, error) {
 	if blockenc.IsColumnar(e) {
+		flagged := dropStaleFlag(e)
 		c, err := blockenc.DecodeColumnar(e, t.Step, db.opts.Accuracy, cols)
 		if err != nil {
 			return nil, err
 		}
-		return db.fromColumnar(string(e.PartitionKey), azcore.ETag(e.ETag), t, c)
+		tb, err := db.fromColumnar(string(e.PartitionKey), azcore.ETag(e.ETag), t, c)
+		if err != nil {
+			return nil, err
+		}
+		if flagged {
+			// A Write of an older version flagged the row block at this key: its windows
+			// are not to be trusted until rolled up again.
+			for i := range min(blockWindows, len(tb.sealed)) {
+				tb.sealed[i] = false
+			}
+		}
+		return tb, nil
 	}
 	b, err := decodeBlock(e, t.Step, db.opts.Accuracy)
 	if err != nil {
@@ -61,6 +74,20 @@ func (db *DB) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (
 		tb.sealed[i] = !b.stale && b.rolled >= float64(end.Add(db.opts.SealDelay).Unix())
 	}
 	return tb, nil
+}
+
+// dropStaleFlag removes from e the stale flag S (version 1's, merged blind into the row
+// block key that a columnar block shares) and reports whether it was set.
+func dropStaleFlag(e *entity.Entity) bool {
+	flagged := false
+	e.Props = slices.DeleteFunc(e.Props, func(p entity.Prop) bool {
+		if string(p.Name) != "S" {
+			return false
+		}
+		flagged = flagged || p.Value == 1
+		return true
+	})
+	return flagged
 }
 
 // fromColumnar is the tierBlock of a decoded columnar block.

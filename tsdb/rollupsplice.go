@@ -1,0 +1,395 @@
+package tsdb
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/blockenc"
+	"github.com/seed71701133/tablets/internal/pager"
+)
+
+// A Rollup of a slice splices it into the columnar blocks that overlap it: for each tier,
+// it reads every entity stored in the span of those blocks (the columnar blocks, and the
+// row blocks and stale flags of older versions, with their ETags), computes the slice's
+// windows from the raw points, and writes each block with the slice's windows new and its
+// others as stored (a row block's too: this converts it), conditionally on the ETags read,
+// deleting the row blocks and flags it replaces in the same transaction. A block computed
+// equal to the one stored is not written: its ETag does not change, so concurrent rollers
+// of a range already rolled up do not fail each other's writes.
+
+// storedSpan is the range of Unix seconds of tier t's blocks that a rollup of the slice
+// [lo, hi) reads and rewrites: whole columnar blocks.
+func (db *DB) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
+	span := db.blockSpan(t)
+	return floorSec(lo, span), ceilSec(hi, span)
+}
+
+// readSeriesBlocks reads, per tier, the entities of series stored in the blocks that
+// overlap the slice [lo, hi): a query per tier table.
+func (db *DB) readSeriesBlocks(ctx context.Context, series string, lo, hi uint64) ([][]*tierBlock, error) {
+	stored := make(storedBlocks, len(db.opts.Tiers))
+	for i, t := range db.opts.Tiers {
+		blo, bhi := db.storedSpan(t, lo, hi)
+		f := filter.And(filter.Eq("PartitionKey", series), filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
+		err := db.readTierEntities(ctx, t, blo, bhi, f, func(_ string, raw []byte) {
+			stored[i] = append(stored[i], raw)
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return db.decodeStored(stored)
+}
+
+// storedBlocks are the entities of one series read in the span of a slice's blocks, per
+// tier, as read (JSON): a batched Rollup holds many series' at once, decoded one series at
+// a time.
+type storedBlocks [][][]byte
+
+// readTierEntities calls each with the series and JSON of every entity of tier t matching f
+// in the tier tables of [blo, bhi).
+func (db *DB) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, f filter.Expr, each func(series string, raw []byte)) error {
+	q := pager.SubQuery{Filter: f.String()}
+	for p := tierPeriod(t, blo); p < bhi; p += uint64(t.Period / time.Second) {
+		var e entity.Entity
+		e.AllowStrings = true
+		for page, err := range pager.Each(ctx, db.service.NewClient(db.tierTable(t, p)), q, 0) {
+			if isTableGone(err) {
+				break
+			}
+			if err != nil {
+				return fmt.Errorf("read blocks: %w", err)
+			}
+			for _, raw := range page.Entities {
+				if err := e.Decode(raw); err != nil {
+					return fmt.Errorf("read blocks: %w", err)
+				}
+				each(string(e.PartitionKey), slices.Clone(raw))
+			}
+		}
+	}
+	return nil
+}
+
+// decodeStored decodes the entities of one series read for a slice, per tier.
+func (db *DB) decodeStored(stored storedBlocks) ([][]*tierBlock, error) {
+	out := make([][]*tierBlock, len(db.opts.Tiers))
+	e := entity.Entity{AllowStrings: true}
+	for i, raws := range stored {
+		for _, raw := range raws {
+			if err := e.Decode(raw); err != nil {
+				return nil, fmt.Errorf("read blocks: %w", err)
+			}
+			if _, err := strconv.ParseUint(string(e.RowKey), 10, 64); err != nil || len(e.RowKey) != len(blockKey(0)) {
+				return nil, fmt.Errorf("read blocks: block RowKey %q is not a block start", e.RowKey)
+			}
+			tb, err := db.decodeTierBlock(&e, db.opts.Tiers[i], blockenc.AllColumns)
+			if err != nil {
+				return nil, fmt.Errorf("read blocks: %w", err)
+			}
+			out[i] = append(out[i], tb)
+		}
+	}
+	return out, nil
+}
+
+// computeWindows aggregates points and histogram samples (each oldest first) into tier t's
+// windows, by the Unix second of their start.
+func (db *DB) computeWindows(t Tier, pts []tablets.Point, hists []tablets.HistogramPoint) map[uint64]*Window {
+	windows := map[uint64]*Window{}
+	step := uint64(t.Step / time.Second)
+	windowOf := func(tm time.Time) *Window {
+		ws := floorSec(unix(tm), t.Step)
+		w := windows[ws]
+		if w == nil {
+			w = newWindow(at(ws), db.opts.Accuracy)
+			windows[ws] = w
+		}
+		return w
+	}
+	for _, p := range pts {
+		windowOf(p.Time).add(p.Time, p.Value)
+	}
+	for len(hists) > 0 {
+		// The samples of one window, then their window (none if all are staleness markers).
+		w := windowOf(hists[0].Time)
+		end := at(unix(w.Start) + step)
+		n := 1
+		for n < len(hists) && hists[n].Time.Before(end) {
+			n++
+		}
+		if h := histWindowOf(hists[:n]); h != nil {
+			w.hist = h
+		}
+		hists = hists[n:]
+	}
+	return windows
+}
+
+// sliceWrite is what a rollup of a slice writes of one series and tier: per tier table
+// (by period start), the operations of each block, one block's together.
+type sliceWrite map[uint64][][]aztables.TransactionAction
+
+// spliceSlice computes tier t's columnar blocks of series overlapping the slice [lo, hi)
+// from stored (the entities read in their span) and fresh (the slice's windows computed,
+// by start), sealing the slice's windows that ended SealDelay before now, and returns the
+// operations that write those that changed.
+func (db *DB) spliceSlice(series string, t Tier, stored []*tierBlock, fresh map[uint64]*Window, lo, hi uint64, now time.Time) (sliceWrite, error) {
+	span := db.blockSpan(t)
+	blo, bhi := db.storedSpan(t, lo, hi)
+	step := uint64(t.Step / time.Second)
+	out := sliceWrite{}
+	for bs := blo; bs < bhi; bs += uint64(span / time.Second) {
+		be := bs + uint64(span/time.Second)
+		var in []*tierBlock // what is stored in the block's span
+		for _, tb := range stored {
+			if tb.start >= bs && tb.start < be {
+				in = append(in, tb)
+			}
+		}
+		n := int(span / t.Step)
+		windows, sealed := overlay(in, bs, be, step, n)
+		sealBefore := unix(now.Add(-db.opts.SealDelay))
+		for ws := max(lo, bs); ws < min(hi, be); ws += step {
+			i := (ws - bs) / step
+			windows[i] = fresh[ws]
+			if w := windows[i]; w != nil && w.Count == 0 && w.hist == nil {
+				windows[i] = nil // staleness markers only
+			}
+			sealed[i] = ws+step <= sealBefore
+		}
+		ops, err := db.blockOps(series, t, bs, in, windows, sealed, float64(now.Unix()))
+		if err != nil {
+			return nil, err
+		}
+		if len(ops) > 0 {
+			p := tierPeriod(t, bs)
+			out[p] = append(out[p], ops)
+		}
+	}
+	return out, nil
+}
+
+// overlay lays out the windows stored in a block's span [bs, be) (in: of any format, the
+// most recently rolled up last wins) as n windows of step seconds from bs; the windows of
+// a stale flag are unsealed.
+func overlay(in []*tierBlock, bs, be, step uint64, n int) ([]*Window, []bool) {
+	windows := make([]*Window, n)
+	sealed := make([]bool, n)
+	order := slices.Clone(in)
+	slices.SortStableFunc(order, func(a, b *tierBlock) int {
+		return cmpFloat(a.rolled, b.rolled)
+	})
+	for _, tb := range order {
+		if tb.version == 0 {
+			continue
+		}
+		for j, w := range tb.windows {
+			ws := tb.start + uint64(j)*step
+			if ws < bs || ws >= be {
+				continue
+			}
+			windows[(ws-bs)/step] = w
+			sealed[(ws-bs)/step] = j < len(tb.sealed) && tb.sealed[j]
+		}
+	}
+	for _, tb := range in {
+		if tb.version != 0 {
+			continue
+		}
+		for j := range blockWindows {
+			if ws := tb.start + uint64(j)*step; ws >= bs && ws < be {
+				sealed[(ws-bs)/step] = false
+			}
+		}
+	}
+	return windows, sealed
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// blockOps returns the operations that store the block of series starting at bs (windows
+// and sealed, rolled at rolled) in place of the entities in its span (in): none when the
+// columnar block stored there already holds exactly that.
+func (db *DB) blockOps(series string, t Tier, bs uint64, in []*tierBlock, windows []*Window, sealed []bool, rolled float64) ([]aztables.TransactionAction, error) {
+	var at *tierBlock // the entity at the block's key, of any format
+	for _, tb := range in {
+		if tb.start == bs {
+			at = tb
+		}
+	}
+	if at != nil && len(in) == 1 && at.version == blockenc.VersionColumnar && sameWindows(at, windows, sealed) {
+		return nil, nil
+	}
+	empty := !slices.ContainsFunc(windows, func(w *Window) bool { return w != nil })
+	var ops []aztables.TransactionAction
+	if !empty {
+		body, kept, err := db.appendColumnarFitting(series, t, bs, windows, sealed, rolled)
+		if err != nil {
+			return nil, err
+		}
+		if at != nil && len(in) == 1 && at.version == blockenc.VersionColumnar && sameWindows(at, kept, sealed) {
+			return nil, nil // as stored, once left out what does not fit
+		}
+		if at != nil {
+			etag := at.etag
+			ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateReplace, Entity: body, IfMatch: &etag})
+		} else {
+			ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: body})
+		}
+	}
+	for _, tb := range in {
+		if tb == at && !empty {
+			continue
+		}
+		etag := tb.etag
+		ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(series, blockKey(tb.start)), IfMatch: &etag})
+	}
+	return ops, nil
+}
+
+// appendColumnarFitting returns the entity of the columnar block, and its windows as
+// stored: when it would not fit an entity, without the windows' sketches (their quantiles
+// are then read raw, or unknown), then without their histograms (stored as too large,
+// read raw).
+func (db *DB) appendColumnarFitting(series string, t Tier, bs uint64, windows []*Window, sealed []bool, rolled float64) ([]byte, []*Window, error) {
+	body, err := blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, windows, sealed, rolled))
+	if !errors.Is(err, blockenc.ErrTooLarge) {
+		return body, windows, err
+	}
+	lean := make([]*Window, len(windows))
+	for i, w := range windows {
+		if w != nil {
+			c := *w
+			c.sk = nil
+			lean[i] = &c
+		}
+	}
+	body, err = blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, lean, sealed, rolled))
+	if !errors.Is(err, blockenc.ErrTooLarge) {
+		return body, lean, err
+	}
+	for _, w := range lean {
+		if w != nil && w.hist != nil {
+			w.hist = &histWindow{kind: histTooLarge, count: w.hist.count}
+		}
+	}
+	body, err = blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, lean, sealed, rolled))
+	if err != nil {
+		return nil, nil, fmt.Errorf("block %s: %w", blockKey(bs), err)
+	}
+	return body, lean, nil
+}
+
+// sameWindows reports whether the stored block tb holds exactly windows and sealed (its
+// Rolled aside).
+func sameWindows(tb *tierBlock, windows []*Window, sealed []bool) bool {
+	if len(tb.windows) != len(windows) || !slices.Equal(tb.sealed, sealed) {
+		return false
+	}
+	for i, w := range windows {
+		if !sameWindow(tb.windows[i], w) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameWindow reports whether two windows (nil: none) store the same aggregates, sketches
+// and histogram windows.
+func sameWindow(a, b *Window) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	same := func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) }
+	if a.Count != b.Count || (a.hist == nil) != (b.hist == nil) {
+		return false
+	}
+	if a.Count > 0 {
+		if !same(a.Sum, b.Sum) || !same(a.Min, b.Min) || !same(a.Max, b.Max) || !same(a.First, b.First) || !same(a.Last, b.Last) ||
+			!a.firstT.Equal(b.firstT) || !a.lastT.Equal(b.lastT) || (a.sk == nil) != (b.sk == nil) {
+			return false
+		}
+		if a.sk != nil && !bytes.Equal(a.sk.Append(nil), b.sk.Append(nil)) {
+			return false
+		}
+	}
+	return a.hist == nil || bytes.Equal(appendHistWindow(nil, a.hist, a.Start), appendHistWindow(nil, b.hist, b.Start))
+}
+
+// writeSlice writes what a rollup of the slice [lo, hi) computed of series (each tier's
+// operations, spliceSlice's): each tier table's in as few transactions as the batch limits
+// allow, a block's operations always in one. An error that batch.IsConflict matches means
+// a block changed since it was read.
+func (db *DB) writeSlice(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, lo, hi uint64, now time.Time) error {
+	for i, t := range db.opts.Tiers {
+		var in []*tierBlock
+		if stored != nil {
+			in = stored[i]
+		}
+		w, err := db.spliceSlice(series, t, in, db.computeWindows(t, pts, hists), lo, hi, now)
+		if err != nil {
+			return err
+		}
+		for p, blocks := range w {
+			name := db.tierTable(t, p)
+			if err := db.tiers.ensure(ctx, name); errors.Is(err, errTierDropped) {
+				continue // past the tier's retention: Aggregate reads raw points there, if any
+			} else if err != nil {
+				return err
+			}
+			if err := submitBlocks(ctx, db.service.NewClient(name), series, blocks); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// submitBlocks sends the operations of blocks of one partition, in transactions under the
+// batch limits, each block's in one.
+func submitBlocks(ctx context.Context, client *aztables.Client, pk string, blocks [][]aztables.TransactionAction) error {
+	var txn []aztables.TransactionAction
+	size := 0
+	bodySize := func(ops []aztables.TransactionAction) int {
+		n := 0
+		for _, op := range ops {
+			n += len(op.Entity) + 2*len(pk) + 512 // the operation's multipart headers
+		}
+		return n
+	}
+	for _, ops := range blocks {
+		if len(txn) > 0 && (len(txn)+len(ops) > entity.MaxBatchOperations || size+bodySize(ops) > entity.MaxBatchBytes-64<<10) {
+			if err := batch.Submit(ctx, client, pk, txn); err != nil {
+				return err
+			}
+			txn, size = nil, 0
+		}
+		txn = append(txn, ops...)
+		size += bodySize(ops)
+	}
+	if len(txn) > 0 {
+		return batch.Submit(ctx, client, pk, txn)
+	}
+	return nil
+}
