@@ -28,9 +28,9 @@ const (
 	// tierSeriesPerRequest is how many series' blocks a read of a tier packs in a request:
 	// a filter has at most 15 comparisons, two of them the RowKey range.
 	tierSeriesPerRequest = 13
-	// rawSeriesBytes is what a series costs a raw read beyond its samples, per raw period
-	// (keys of its chunk entities).
-	rawSeriesBytes = 300
+	// rawEntityBytes is what a raw entity costs beyond its samples: keys, ETag, Timestamp,
+	// property names (a chunk of the chunked layout, or a series' rows of a raw period).
+	rawEntityBytes = 300
 	// DefaultSamplesPerSecond is the sample rate a Queryable assumes of a series until its
 	// reads tell it better: a scrape every 15 s.
 	DefaultSamplesPerSecond = 1.0 / 15
@@ -77,26 +77,37 @@ func windowBytes(f tsdb.Fields) float64 {
 	return b
 }
 
-// layoutBytesPerSample is the bytes per sample of the raw layout db's tables use, known
-// by the type of the store its Layout makes (the default's, chunked's, for another).
-func layoutBytesPerSample(layout func(*aztables.Client) (tablets.Store, error)) float64 {
+// rawLayout is what the estimate knows of the raw layout of a database's tables.
+type rawLayout struct {
+	bytesPerSample float64 // on the wire, in a reply
+	// Of the chunked layout: a chunk is read whole, and holds at most chunkBytes (on the
+	// wire) of a partition's points. 0: no such granularity (a raw period's rows instead).
+	chunkBytes float64
+	partition  time.Duration
+}
+
+// layoutOf is the raw layout the Layout of a database's options makes, known by the type
+// of its store (chunked's, with its options, for a layout of another package).
+func layoutOf(layout func(*aztables.Client) (tablets.Store, error)) rawLayout {
+	def := rawLayout{bytesPerSample: chunkedBytesPerSample, chunkBytes: float64(chunked.DefaultMaxChunkBytes) * 4 / 3, partition: chunked.DefaultPartitionFactor}
 	offline, err := aztables.NewClientWithNoCredential("https://account.invalid/promstorecost", nil)
 	if err != nil || layout == nil {
-		return chunkedBytesPerSample
+		return def
 	}
 	s, err := layout(offline)
 	if err != nil {
-		return chunkedBytesPerSample
+		return def
 	}
-	switch s.(type) {
+	switch s := s.(type) {
 	case *advanced.Store:
-		return advancedBytesPerSample
+		return rawLayout{bytesPerSample: advancedBytesPerSample}
 	case *basic.Store:
-		return basicBytesPerSample
+		return rawLayout{bytesPerSample: basicBytesPerSample}
 	case *chunked.Store:
-		return chunkedBytesPerSample
+		o := s.Options()
+		return rawLayout{bytesPerSample: chunkedBytesPerSample, chunkBytes: float64(o.MaxChunkBytes) * 4 / 3, partition: o.PartitionFactor}
 	}
-	return chunkedBytesPerSample
+	return def
 }
 
 // estimate is the cost of a Select's two paths, in bytes.
@@ -106,33 +117,44 @@ type estimate struct {
 
 // costModel estimates the bytes of a Select's paths.
 type costModel struct {
-	bytesPerSample float64       // raw, of the layout
-	batch          int           // raw series per request (Options.BatchSize)
-	rawPeriod      time.Duration // span of a raw table
-	sealDelay      time.Duration // windows newer than this are read raw
-	slice          time.Duration // span of Rollup's slice: 24 windows of the coarsest tier
-	rate           *rateEstimate
+	raw       rawLayout
+	batch     int           // raw series per request (Options.BatchSize)
+	rawPeriod time.Duration // span of a raw table
+	sealDelay time.Duration // windows newer than this are read raw
+	slice     time.Duration // span of Rollup's slice: 24 windows of the coarsest tier
+	rate      *rateEstimate
 }
 
-func newCostModel(o tsdb.Options, bytesPerSample float64, batch int) *costModel {
-	m := &costModel{bytesPerSample: bytesPerSample, batch: batch, rawPeriod: o.RawPeriod, sealDelay: o.SealDelay, rate: newRateEstimate()}
+func newCostModel(o tsdb.Options, raw rawLayout, batch int) *costModel {
+	m := &costModel{raw: raw, batch: batch, rawPeriod: o.RawPeriod, sealDelay: o.SealDelay, rate: newRateEstimate()}
 	if n := len(o.Tiers); n > 0 {
 		m.slice = o.Tiers[n-1].Step * blockenc.Windows
 	}
 	return m
 }
 
-// rawBytes estimates a raw read of series over [from, to): their samples, a few entities'
-// keys per series and raw period, a request per batch of series and raw period.
+// rawBytes estimates a raw read of series over [from, to): their samples, an entity's keys
+// per series and raw period, a request per batch of series and raw period. Chunked's chunks
+// are read whole: a compacted chunk holds a partition's points (a day), or as many as fill
+// it, and the estimate counts every chunk the range touches whole, as if cut at even times
+// from the partition's start.
 func (m *costModel) rawBytes(series int, from, to time.Time, perSecond float64) float64 {
 	if series == 0 || !from.Before(to) {
 		return 0
 	}
-	d := to.Sub(from)
 	periods := spans(from, to, m.rawPeriod)
 	requests := math.Ceil(float64(series)/float64(m.batch)) * float64(periods)
-	return float64(series)*d.Seconds()*perSecond*m.bytesPerSample +
-		float64(series*periods)*rawSeriesBytes + requests*requestBytes
+	perSeriesSecond := perSecond * m.raw.bytesPerSample
+	samples, entities := to.Sub(from).Seconds()*perSeriesSecond, float64(periods)
+	if m.raw.chunkBytes > 0 && perSeriesSecond > 0 {
+		span := m.raw.partition
+		if full := time.Duration(m.raw.chunkBytes / perSeriesSecond * float64(time.Second)); full < span {
+			span = max(full, time.Second)
+		}
+		n := float64(spans(from, to, span))
+		samples, entities = n*span.Seconds()*perSeriesSecond, n
+	}
+	return float64(series)*(samples+entities*rawEntityBytes) + requests*requestBytes
 }
 
 // tierBytes estimates a read of fields of tier t's whole windows in [from, to) for series:

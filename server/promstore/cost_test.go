@@ -20,10 +20,12 @@ var (
 	hourTier   = tsdb.Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
 )
 
-// testModel is the cost model of a chunked database with the default tiers.
-func testModel() *costModel {
-	return newCostModel(tsdb.Options{RawPeriod: 24 * time.Hour, SealDelay: time.Hour, Tiers: []tsdb.Tier{minuteTier, hourTier}},
-		chunkedBytesPerSample, DefaultBatchSize)
+// chunkedDefault is the raw layout of chunked with its default options.
+var chunkedDefault = rawLayout{bytesPerSample: chunkedBytesPerSample, chunkBytes: float64(16<<10) * 4 / 3, partition: 24 * time.Hour}
+
+// testModel is the cost model of a database of raw layout raw and the default tiers.
+func testModel(raw rawLayout) *costModel {
+	return newCostModel(tsdb.Options{RawPeriod: 24 * time.Hour, SealDelay: time.Hour, Tiers: []tsdb.Tier{minuteTier, hourTier}}, raw, DefaultBatchSize)
 }
 
 // The geometry the estimate assumes is the columnar blocks': a day of minutes, 14 days of
@@ -33,7 +35,7 @@ func TestColumnarSpan(t *testing.T) {
 	require.Equal(t, day, columnarSpan(minuteTier, day))
 	require.Equal(t, 14*day, columnarSpan(hourTier, day))
 	require.Equal(t, 24*time.Minute, columnarSpan(minuteTier, 0), "no slice: a row block's span")
-	require.Equal(t, day, testModel().slice)
+	require.Equal(t, day, testModel(chunkedDefault).slice)
 }
 
 func TestSpans(t *testing.T) {
@@ -60,12 +62,14 @@ func TestWindowBytes(t *testing.T) {
 
 // The estimates against the figures they stand for, and the choice they make.
 func TestCostEstimates(t *testing.T) {
-	m := testModel()
 	day := 24 * time.Hour
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	end := now.Add(-2 * time.Hour).Truncate(time.Hour)
+	smallChunks := rawLayout{bytesPerSample: chunkedBytesPerSample, chunkBytes: float64(1<<10) * 4 / 3, partition: day}
+	advancedRows := rawLayout{bytesPerSample: advancedBytesPerSample}
 	for _, c := range []struct {
 		name      string
+		raw       rawLayout
 		series    int
 		rng       time.Duration
 		perSecond float64
@@ -76,18 +80,23 @@ func TestCostEstimates(t *testing.T) {
 	}{
 		// BenchmarkDashboard: 20 counters at 15 s over 7 days, the minute tier's last
 		// values. Raw: 806,400 samples, about 1.2 MB.
-		{"dashboard", 20, 7 * day, 1.0 / 15, minuteTier, tsdb.FieldLast, end, true},
-		{"an hour at 15 s", 20, time.Hour, 1.0 / 15, minuteTier, tsdb.FieldLast, end, false},
-		{"six hours at 15 s", 20, 6 * time.Hour, 1.0 / 15, minuteTier, tsdb.FieldLast, end, false},
-		{"a day at 15 s", 20, day, 1.0 / 15, minuteTier, tsdb.FieldLast, end, true},
-		{"sparse: a sample every 10 min", 20, 7 * day, 1.0 / 600, minuteTier, tsdb.FieldLast, end, false},
-		{"three hours at 1 s", 2, 3 * time.Hour, 1, minuteTier, tsdb.FieldLast, end, true},
-		{"a year of hours", 100, 364 * day, 1.0 / 15, hourTier, tsdb.FieldMax, end, true},
-		// Even a sample an hour: raw costs a series an entity or two a day.
-		{"a year of hours, a sample an hour", 100, 364 * day, 1.0 / 3600, hourTier, tsdb.FieldMax, end, true},
-		{"the last hour: not sealed yet", 20, time.Hour, 1, minuteTier, tsdb.FieldLast, now, false},
+		{"dashboard", chunkedDefault, 20, 7 * day, 1.0 / 15, minuteTier, tsdb.FieldLast, end, true},
+		// A chunk holds a day of a 15 s series, and is read whole, as a block is.
+		{"an hour at 15 s", chunkedDefault, 20, time.Hour, 1.0 / 15, minuteTier, tsdb.FieldLast, end, true},
+		{"an hour at 15 s, chunks of 1 KiB", smallChunks, 20, time.Hour, 1.0 / 15, minuteTier, tsdb.FieldLast, end, false},
+		{"an hour at 15 s, advanced's rows", advancedRows, 20, 30 * time.Minute, 1.0 / 15, minuteTier, tsdb.FieldLast, end, false},
+		{"a day at 15 s, advanced's rows", advancedRows, 20, day, 1.0 / 15, minuteTier, tsdb.FieldLast, end, true},
+		{"sparse: a sample every 10 min", chunkedDefault, 20, 7 * day, 1.0 / 600, minuteTier, tsdb.FieldLast, end, false},
+		{"a sample a minute", chunkedDefault, 20, 7 * day, 1.0 / 60, minuteTier, tsdb.FieldLast, end, false},
+		{"a sample every 20 s", chunkedDefault, 20, 7 * day, 1.0 / 20, minuteTier, tsdb.FieldLast, end, true},
+		{"three hours at 1 s", chunkedDefault, 2, 3 * time.Hour, 1, minuteTier, tsdb.FieldLast, end, true},
+		{"a year of hours", chunkedDefault, 100, 364 * day, 1.0 / 15, hourTier, tsdb.FieldMax, end, true},
+		// Even a sample an hour: raw costs a series a chunk a day.
+		{"a year of hours, a sample an hour", chunkedDefault, 100, 364 * day, 1.0 / 3600, hourTier, tsdb.FieldMax, end, true},
+		{"the last hour: not sealed yet", chunkedDefault, 20, time.Hour, 1, minuteTier, tsdb.FieldLast, now, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			m := testModel(c.raw)
 			from := c.end.Add(-c.rng)
 			raw := m.rawBytes(c.series, from, c.end, c.perSecond)
 			tier := m.tierBytes(c.series, c.tier, c.fields, from, c.end, now, c.perSecond)
@@ -96,11 +105,18 @@ func TestCostEstimates(t *testing.T) {
 		})
 	}
 
-	// The dashboard's figures: raw about 1.2 MB (as measured), the tier half or less.
+	// The dashboard's figures: raw about 1.2 MB (as measured; the estimate counts the
+	// chunks the range touches whole: 8 days), the tier about 400 KB.
+	m := testModel(chunkedDefault)
 	from := end.Add(-7 * day)
 	raw := m.rawBytes(20, from, end, 1.0/15)
-	require.InEpsilon(t, 1.2e6, raw, 0.1)
-	require.Less(t, m.tierBytes(20, minuteTier, tsdb.FieldLast, from, end, now, 1.0/15), raw/2)
+	require.InEpsilon(t, 1.2e6, raw, 0.25)
+	require.InEpsilon(t, 4e5, m.tierBytes(20, minuteTier, tsdb.FieldLast, from, end, now, 1.0/15), 0.25)
+	// Aligned on days, 7 days of chunks.
+	require.InEpsilon(t, 1.2e6, m.rawBytes(20, from.Truncate(day), end.Truncate(day), 1.0/15), 0.1)
+	// Without chunks, the samples of the range.
+	a := testModel(advancedRows)
+	require.InDelta(t, 20*(3600/15*advancedBytesPerSample+rawEntityBytes)+requestBytes, a.rawBytes(20, end.Add(-time.Hour), end, 1.0/15), 1)
 
 	// Windows newer than the seal delay are read raw: a range all in it costs what raw does.
 	require.Equal(t, m.rawBytes(3, now.Add(-30*time.Minute), now, 1), m.tierBytes(3, minuteTier, tsdb.FieldLast, now.Add(-30*time.Minute), now, now, 1))
@@ -130,19 +146,23 @@ func TestRateEstimate(t *testing.T) {
 	require.Equal(t, before, r.perSecond())
 }
 
-// The raw bytes of a sample follow the layout of the database.
-func TestLayoutBytesPerSample(t *testing.T) {
+// The estimate knows the raw layout of the database: chunked's chunks, read whole, and
+// the bytes of a sample.
+func TestLayoutOf(t *testing.T) {
 	for _, c := range []struct {
 		layout func(*aztables.Client) (tablets.Store, error)
-		want   float64
+		want   rawLayout
 	}{
-		{nil, chunkedBytesPerSample},
-		{func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }, chunkedBytesPerSample},
-		{func(c *aztables.Client) (tablets.Store, error) { return advanced.New(c, nil) }, advancedBytesPerSample},
-		{func(c *aztables.Client) (tablets.Store, error) { return basic.New(c, nil) }, basicBytesPerSample},
-		{func(c *aztables.Client) (tablets.Store, error) { return nil, tablets.ErrInvalidOptions }, chunkedBytesPerSample},
+		{nil, chunkedDefault},
+		{func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }, chunkedDefault},
+		{func(c *aztables.Client) (tablets.Store, error) {
+			return chunked.New(c, &chunked.Options{MaxChunkBytes: 3 << 10, PartitionFactor: time.Hour})
+		}, rawLayout{bytesPerSample: chunkedBytesPerSample, chunkBytes: 4 << 10, partition: time.Hour}},
+		{func(c *aztables.Client) (tablets.Store, error) { return advanced.New(c, nil) }, rawLayout{bytesPerSample: advancedBytesPerSample}},
+		{func(c *aztables.Client) (tablets.Store, error) { return basic.New(c, nil) }, rawLayout{bytesPerSample: basicBytesPerSample}},
+		{func(c *aztables.Client) (tablets.Store, error) { return nil, tablets.ErrInvalidOptions }, chunkedDefault},
 	} {
-		require.Equal(t, c.want, layoutBytesPerSample(c.layout))
+		require.Equal(t, c.want, layoutOf(c.layout))
 	}
 }
 

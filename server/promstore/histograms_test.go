@@ -233,7 +233,7 @@ func TestRawUnits(t *testing.T) {
 // A tier Select reads a tier for float series and raw for histogram series, keeping the
 // labels' order, and counts the latter.
 func TestTierUnits(t *testing.T) {
-	q := &Queryable{opts: Options{BatchSize: 2 * histogramWeight}, cost: newCostModel(tsdb.Options{}, chunkedBytesPerSample, 2*histogramWeight)}
+	q := &Queryable{opts: Options{BatchSize: 2 * histogramWeight}, cost: newCostModel(tsdb.Options{}, rawLayout{bytesPerSample: chunkedBytesPerSample}, 2*histogramWeight)}
 	from := time.Date(2024, 1, 1, 0, 0, 30, 0, time.UTC)
 	to := from.Add(10 * time.Minute)
 	units := q.tierUnits(entriesOf(false, true, true, true, false), from, to, time.Minute, pickMax)

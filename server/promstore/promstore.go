@@ -78,11 +78,11 @@ func New(db *tsdb.DB, opts *Options) (*Queryable, error) {
 	if err != nil {
 		return nil, err
 	}
-	perSample := o.RawBytesPerSample
-	if perSample == 0 {
-		perSample = layoutBytesPerSample(db.Options().Layout)
+	raw := layoutOf(db.Options().Layout)
+	if o.RawBytesPerSample > 0 {
+		raw.bytesPerSample = o.RawBytesPerSample
 	}
-	return &Queryable{db: db, opts: o, cost: newCostModel(db.Options(), perSample, o.BatchSize)}, nil
+	return &Queryable{db: db, opts: o, cost: newCostModel(db.Options(), raw, o.BatchSize)}, nil
 }
 
 // withDefaults checks the options and fills in the defaults.
