@@ -18,10 +18,11 @@ import (
 
 // The estimate against the bytes measured at the transport, over ranges from an hour to
 // three days of 20 counters scraped every 15 s (integral increments, as
-// BenchmarkDashboard's): raw wins the short ranges (the tier's day blocks are read whole),
-// the minute tier the long ones, and a Queryable of the default options reads the path that
-// costs fewer bytes, or one within a quarter of it where the two are close. The table it
-// logs is docs/tiers.md's.
+// BenchmarkDashboard's) and of 20 gauges sampled every 2 minutes: a Queryable of the default
+// options reads the path that costs fewer bytes, or one within a quarter of it where the
+// two are close. Chunks and blocks are read whole (a day each): the minute tier wins for the
+// counters whatever the range, raw for the sparse gauges. The table it logs is
+// docs/tiers.md's.
 func TestCostChoiceMeasured(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -29,62 +30,77 @@ func TestCostChoiceMeasured(t *testing.T) {
 	ctx := context.Background()
 	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout})
 	const days = 3
-	sets := make([]labels.Labels, 20)
-	pts := make([][]tablets.Point, len(sets))
+	end := base.Add(days * 24 * time.Hour)
 	rng := rand.New(rand.NewPCG(1, 1))
-	for i := range sets {
-		sets[i] = labels.FromStrings("__name__", "cost_requests_total", "job", fmt.Sprintf("job%d", i%4), "instance", fmt.Sprintf("i%d", i))
-		v := 0.0
-		for at := base; at.Before(base.Add(days * 24 * time.Hour)); at = at.Add(15 * time.Second) {
-			v += float64(rng.IntN(100))
-			pts[i] = append(pts[i], tablets.Point{Time: at, Value: v})
+	var sets []labels.Labels
+	var pts [][]tablets.Point
+	for i := range 40 {
+		name, every := "cost_requests_total", 15*time.Second
+		if i >= 20 {
+			name, every = "cost_temperature", 2*time.Minute
 		}
+		sets = append(sets, labels.FromStrings("__name__", name, "job", fmt.Sprintf("job%d", i%4), "instance", fmt.Sprintf("i%d", i)))
+		var ps []tablets.Point
+		v := 0.0
+		for at := base; at.Before(end); at = at.Add(every) {
+			if i < 20 {
+				v += float64(rng.IntN(100))
+			} else {
+				v = 20 + float64(rng.IntN(100))/10
+			}
+			ps = append(ps, tablets.Point{Time: at, Value: v})
+		}
+		pts = append(pts, ps)
 	}
 	write(t, db, sets, pts)
-	end := base.Add(days * 24 * time.Hour)
 	require.NoError(t, db.Rollup(ctx, base, end))
 
-	sel := labels.MustNewMatcher(labels.MatchEqual, "__name__", "cost_requests_total")
-	read := func(q *Queryable, from time.Time) (int64, int64) {
+	read := func(q *Queryable, metric string, from time.Time) (int64, int64) {
 		t.Helper()
 		querier, err := q.Querier(ms(from), ms(end)-1)
 		require.NoError(t, err)
 		defer querier.Close()
 		checker.Reset()
-		hints := &storage.SelectHints{Start: ms(from), End: ms(end) - 1, Step: time.Hour.Milliseconds(), Range: (5 * time.Minute).Milliseconds(), Func: "rate"}
-		got := collect(t, querier.Select(ctx, false, hints, sel))
-		require.Len(t, got, len(sets))
+		hints := &storage.SelectHints{Start: ms(from), End: ms(end) - 1, Step: time.Hour.Milliseconds(), Range: (10 * time.Minute).Milliseconds(), Func: "max_over_time"}
+		got := collect(t, querier.Select(ctx, false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", metric)))
+		require.Len(t, got, 20)
 		st := checker.Stats()
 		return st.Requests, st.ResponseBytes
 	}
-	t.Logf("%-6s %22s %22s %24s %s", "range", "raw (requests, bytes)", "tier (requests, bytes)", "estimates (raw, tier)", "default reads")
+	t.Logf("%-19s %-6s %22s %22s %24s %s", "series", "range", "raw (requests, bytes)", "tier (requests, bytes)", "estimates (raw, tier)", "default reads")
 	rawWon, tierWon := 0, 0
-	for _, rng := range []time.Duration{time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 12 * time.Hour, 24 * time.Hour, 48 * time.Hour, 72 * time.Hour} {
-		from := end.Add(-rng)
-		raw, err := New(db, &Options{DisableTiers: true})
-		require.NoError(t, err)
-		tier, err := New(db, &Options{PreferTiers: true})
-		require.NoError(t, err)
-		byCost, err := New(db, nil)
-		require.NoError(t, err)
-		rawReq, rawBytes := read(raw, from)
-		tierReq, tierBytes := read(tier, from)
-		_, costBytes := read(byCost, from)
-		require.EqualValues(t, 1, tier.Stats().TierSelects)
-		st := byCost.Stats()
-		path, chosen, other := "raw", rawBytes, tierBytes
-		if st.TierSelects == 1 {
-			path, chosen, other = "tier", tierBytes, rawBytes
-		}
-		t.Logf("%-6v %10d %11d %10d %11d %12d %11d   %s", rng, rawReq, rawBytes, tierReq, tierBytes, st.EstimatedRawBytes, st.EstimatedTierBytes, path)
-		require.Equal(t, chosen, costBytes, "%v: the chosen path's bytes", rng)
-		require.LessOrEqual(t, float64(chosen), 1.25*float64(other), "%v: read %s", rng, path)
-		if rawBytes < tierBytes {
-			rawWon++
-		} else {
-			tierWon++
+	for _, metric := range []string{"cost_requests_total", "cost_temperature"} {
+		for _, rng := range []time.Duration{time.Hour, 6 * time.Hour, 24 * time.Hour, 48 * time.Hour, 72 * time.Hour} {
+			from := end.Add(-rng)
+			raw, err := New(db, &Options{DisableTiers: true})
+			require.NoError(t, err)
+			tier, err := New(db, &Options{PreferTiers: true})
+			require.NoError(t, err)
+			byCost, err := New(db, nil)
+			require.NoError(t, err)
+			// The sample rate as the Queryable learns it from what it read.
+			read(byCost, metric, end.Add(-time.Hour))
+			rawReq, rawBytes := read(raw, metric, from)
+			tierReq, tierBytes := read(tier, metric, from)
+			before := byCost.Stats()
+			_, costBytes := read(byCost, metric, from)
+			require.EqualValues(t, 1, tier.Stats().TierSelects)
+			st := byCost.Stats()
+			path, chosen, other := "raw", rawBytes, tierBytes
+			if st.TierSelects > before.TierSelects {
+				path, chosen, other = "tier", tierBytes, rawBytes
+			}
+			t.Logf("%-19s %-6v %10d %11d %10d %11d %12d %11d   %s", metric, rng, rawReq, rawBytes, tierReq, tierBytes,
+				st.EstimatedRawBytes-before.EstimatedRawBytes, st.EstimatedTierBytes-before.EstimatedTierBytes, path)
+			require.Equal(t, chosen, costBytes, "%s %v: the chosen path's bytes", metric, rng)
+			require.LessOrEqual(t, float64(chosen), 1.25*float64(other), "%s %v: read %s", metric, rng, path)
+			if rawBytes < tierBytes {
+				rawWon++
+			} else {
+				tierWon++
+			}
 		}
 	}
-	require.Positive(t, rawWon, "raw is cheaper for some ranges")
+	require.Positive(t, rawWon, "raw is cheaper for some")
 	require.Positive(t, tierWon, "the tier for others")
 }
