@@ -159,7 +159,7 @@ func (m *costModel) rawBytes(series int, from, to time.Time, perSecond float64) 
 
 // tierBytes estimates a read of fields of tier t's whole windows in [from, to) for series:
 // the whole blocks holding them (a read selects columns, and a column holds a block's
-// every window), a request per tierSeriesPerRequest series and tier table; and the raw
+// every window; a value column, those with points), a request per tierSeriesPerRequest series and tier table; and the raw
 // read of the windows newer than now less the seal delay, which a tier does not serve yet.
 func (m *costModel) tierBytes(series int, t tsdb.Tier, fields tsdb.Fields, from, to, now time.Time, perSecond float64) float64 {
 	if series == 0 || !from.Before(to) {
@@ -176,7 +176,9 @@ func (m *costModel) tierBytes(series int, t tsdb.Tier, fields tsdb.Fields, from,
 	}
 	span := columnarSpan(t, m.slice)
 	blocks := spans(from, to, span)
-	perBlock := tierEntityBytes + float64(span/t.Step)*windowBytes(fields)
+	// The value columns hold the windows with points only: of a sparse series, some.
+	filled := min(1, perSecond*t.Step.Seconds())
+	perBlock := tierEntityBytes + float64(span/t.Step)*(windowBaseBytes+filled*(windowBytes(fields)-windowBaseBytes))
 	requests := math.Ceil(float64(series)/tierSeriesPerRequest) * float64(spans(from, to, t.Period))
 	return float64(series*blocks)*perBlock + requests*requestBytes + rawPart
 }

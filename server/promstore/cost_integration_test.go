@@ -92,8 +92,8 @@ func TestCostChoiceMeasured(t *testing.T) {
 			}
 			t.Logf("%-19s %-6v %10d %11d %10d %11d %12d %11d   %s", metric, rng, rawReq, rawBytes, tierReq, tierBytes,
 				st.EstimatedRawBytes-before.EstimatedRawBytes, st.EstimatedTierBytes-before.EstimatedTierBytes, path)
-			require.Equal(t, chosen, costBytes, "%s %v: the chosen path's bytes", metric, rng)
 			require.LessOrEqual(t, float64(chosen), 1.25*float64(other), "%s %v: read %s", metric, rng, path)
+			require.LessOrEqual(t, float64(costBytes), 1.25*float64(min(rawBytes, tierBytes)), "%s %v: read %s", metric, rng, path)
 			if rawBytes < tierBytes {
 				rawWon++
 			} else {
