@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/filter"
-	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -25,7 +23,7 @@ const (
 	FieldMax                           // Max
 	FieldFirst                         // First
 	FieldLast                          // Last
-	FieldQuantiles                     // Quantile and FloatQuantile: the windows' sketches
+	FieldQuantiles                     // Quantile and FloatQuantile: the windows' sketches (and Min and Max, which bound them)
 	FieldHistograms                    // the Histogram fields
 
 	// AllFields is every field.
@@ -34,8 +32,64 @@ const (
 
 // AggregateOptions configure Aggregate and AggregateSeries.
 type AggregateOptions struct {
-	// Fields are the fields wanted (0: AllFields).
+	// Fields are the fields wanted (0: AllFields). The others are zero in every window
+	// yielded (Quantile and FloatQuantile NaN without FieldQuantiles, Histogram nil and
+	// HistogramCount 0 without FieldHistograms), and a window that holds only histogram
+	// samples is yielded only with FieldHistograms. FieldQuantiles brings Min and Max too.
 	Fields Fields
+}
+
+// fields are the fields opts asks for, or an error wrapping tablets.ErrInvalidOptions.
+func (opts *AggregateOptions) fields() (Fields, error) {
+	if opts == nil || opts.Fields == 0 {
+		return AllFields, nil
+	}
+	if opts.Fields&^AllFields != 0 {
+		return 0, fmt.Errorf("%w: unknown Fields %#x", tablets.ErrInvalidOptions, uint16(opts.Fields&^AllFields))
+	}
+	f := opts.Fields
+	if f&FieldQuantiles != 0 {
+		f |= FieldMin | FieldMax // the quantiles are clamped to [Min, Max]
+	}
+	return f, nil
+}
+
+// columns are the columns of a columnar block that hold fields f.
+func (f Fields) columns() blockenc.Columns {
+	cols := blockenc.ColCount
+	for _, m := range []struct {
+		f Fields
+		c blockenc.Columns
+	}{{FieldSum, blockenc.ColSum}, {FieldMin, blockenc.ColMin}, {FieldMax, blockenc.ColMax}, {FieldFirst, blockenc.ColFirst},
+		{FieldLast, blockenc.ColLast}, {FieldQuantiles, blockenc.ColSketch}, {FieldHistograms, blockenc.ColHistogram}} {
+		if f&m.f != 0 {
+			cols |= m.c
+		}
+	}
+	return cols
+}
+
+// keep zeroes the fields of w that f does not ask for, so that a window reads the same
+// whichever of a tier and the raw points it came from.
+func (f Fields) keep(w *Window) {
+	if f&FieldSum == 0 {
+		w.Sum = 0
+	}
+	if f&FieldMin == 0 {
+		w.Min = 0
+	}
+	if f&FieldMax == 0 {
+		w.Max = 0
+	}
+	if f&FieldFirst == 0 {
+		w.First, w.firstT = 0, time.Time{}
+	}
+	if f&FieldLast == 0 {
+		w.Last, w.lastT = 0, time.Time{}
+	}
+	if f&FieldQuantiles == 0 {
+		w.sk = nil
+	}
 }
 
 // SeriesWindow is a window of one series, as AggregateSeries yields it.
@@ -45,17 +99,22 @@ type SeriesWindow struct {
 }
 
 // AggregateSeries is Aggregate of each series apart: it yields the windows of each series
-// (in the order of series, each oldest first), not merged, reading the blocks and points
-// of many series together.
+// (in the order of series, a name given twice once, each oldest first), not merged,
+// reading the tier blocks and raw points of all the series together (see Aggregate).
 func (db *DB) AggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[SeriesWindow, error] {
 	return func(yield func(SeriesWindow, error) bool) {
+		per, f, err := db.aggregateSeries(ctx, series, from, to, step, opts)
+		if err != nil {
+			yield(SeriesWindow{}, err)
+			return
+		}
+		seen := make(map[string]bool, len(series))
 		for _, s := range series {
-			windows, err := db.aggregate(ctx, []string{s}, from, to, step)
-			if err != nil {
-				yield(SeriesWindow{}, err)
-				return
+			if seen[s] {
+				continue
 			}
-			for _, w := range windows {
+			seen[s] = true
+			for _, w := range finish(per[s], f) {
 				if !yield(SeriesWindow{Series: s, Window: *w}, nil) {
 					return
 				}
@@ -64,15 +123,19 @@ func (db *DB) AggregateSeries(ctx context.Context, series []string, from, to tim
 	}
 }
 
-// maxSeriesPerFilter keeps a block read's filter under 15 comparisons: the RowKey range (2)
-// and one PartitionKey equality a series.
-const maxSeriesPerFilter = 13
-
 // Aggregate yields, oldest first, one Window per epoch-aligned step window that holds points
 // in [from, to), aggregating the points of all the named series together; a window cut by
 // from or to aggregates only the points inside. It reads the coarsest tier whose Step
-// divides step wherever that tier's windows are sealed and not flagged stale (see
-// Options.SealDelay), and the raw points elsewhere: the answer does not depend on which.
+// divides step (a 5-minute step reads the minute tier's windows, merged) wherever that
+// tier's windows are sealed (see Options.SealDelay), not in a slice marked dirty by a late
+// write, and hold no staged point; and the raw points elsewhere: the answer does not depend
+// on which. Where the raw points are gone (before RawFrom: dropped by Retain), every window
+// the tier holds is used, sealed or not: it is the last word.
+//
+// The tier blocks of many series are read together: up to 13 series a request, or a scan
+// of the tier's partitions from the first name to the last when more are asked (cut short
+// where the partitions met are mostly of other series). The raw points are read with
+// QueryMany, the series that need the same range together.
 //
 // Histogram samples are aggregated too, apart from the points (see Window): the windows of
 // a histogram series hold its observations, merged exactly from the tier's windows, so that
@@ -80,16 +143,20 @@ const maxSeriesPerFilter = 13
 // its histograms (too large) is read raw. Staleness markers are not samples.
 //
 // opts (nil: every field) says which fields of the windows the caller wants: a tier read
-// selects only their columns, and leaves the other fields zero (quantiles NaN, Histogram
-// nil) in windows that come from a tier.
+// selects only their columns, and the other fields are zero (see AggregateOptions).
 func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[Window, error] {
 	return func(yield func(Window, error) bool) {
-		windows, err := db.aggregate(ctx, series, from, to, step)
+		per, f, err := db.aggregateSeries(ctx, series, from, to, step, opts)
 		if err != nil {
 			yield(Window{}, err)
 			return
 		}
-		for _, w := range windows {
+		merged, err := mergeSeries(per, db.opts.Accuracy)
+		if err != nil {
+			yield(Window{}, err)
+			return
+		}
+		for _, w := range finish(merged, f) {
 			if !yield(*w, nil) {
 				return
 			}
@@ -97,278 +164,161 @@ func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time
 	}
 }
 
-func (db *DB) aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration) ([]*Window, error) {
+// mergeSeries merges the windows of every series (by start) in name order, so that between
+// points of equal times in two series, First and Last take the later name's, whichever of
+// tier and raw each came from.
+func mergeSeries(per map[string]map[time.Time]*Window, accuracy float64) (map[time.Time]*Window, error) {
+	if len(per) == 1 {
+		for _, m := range per {
+			return m, nil
+		}
+	}
+	out := map[time.Time]*Window{}
+	for _, s := range slices.Sorted(maps.Keys(per)) {
+		for ws, sw := range per[s] {
+			w := out[ws]
+			if w == nil {
+				w = newWindow(ws, accuracy)
+				out[ws] = w
+			}
+			if err := w.merge(*sw); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// finish is the windows of ws that hold points or (with FieldHistograms) histogram
+// samples, oldest first, with only the fields f.
+func finish(ws map[time.Time]*Window, f Fields) []*Window {
+	out := make([]*Window, 0, len(ws))
+	for _, w := range ws {
+		if w.Count > 0 || w.hist != nil {
+			w.setHistograms(w.hist)
+			f.keep(w)
+			out = append(out, w)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Window) int { return a.Start.Compare(b.Start) })
+	return out
+}
+
+// aggregateSeries computes the windows of step of each series (by name, by start) in
+// [from, to) with fields f (from opts): its tier windows that may be trusted, its raw points
+// and histogram samples elsewhere.
+func (db *DB) aggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
 	if step <= 0 {
-		return nil, fmt.Errorf("%w: step %v must be positive", tablets.ErrInvalidOptions, step)
+		return nil, 0, fmt.Errorf("%w: step %v must be positive", tablets.ErrInvalidOptions, step)
+	}
+	f, err := opts.fields()
+	if err != nil {
+		return nil, 0, err
 	}
 	if err := rounding.CheckRange(from, to); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(series)))
 	for _, s := range names {
 		if err := db.validate(ctx, s); err != nil {
-			return nil, fmt.Errorf("tsdb: %w", err)
+			return nil, 0, fmt.Errorf("tsdb: %w", err)
 		}
 	}
-	// Each series' windows first, from its tier windows and raw points (one point a time);
-	// then the series merged in name order, so that between points of equal times in two
-	// series, First and Last take the later name's, whichever of tier and raw each came from.
-	out := map[time.Time]*Window{}
-	var mergeErr error
-	mergeInto := func(dst map[time.Time]*Window, tw *Window) {
-		ws := rounding.Floor(tw.Start, step)
-		w := dst[ws]
-		if w == nil {
-			w = newWindow(ws, db.opts.Accuracy)
-			dst[ws] = w
-		}
-		if err := w.merge(*tw); err != nil && mergeErr == nil {
-			mergeErr = err
-		}
+	per := make(map[string]map[time.Time]*Window, len(names))
+	for _, s := range names {
+		per[s] = map[time.Time]*Window{}
 	}
-	// The staged points and histogram samples of every series in one query, before the
+	if len(names) == 0 || !from.Before(to) {
+		return per, f, nil
+	}
+	// The staged points (and histogram samples) of every series in one query, before the
 	// blocks and the raw points: a window that holds a staged one may have been rolled up
-	// without it (a late point is flagged only by the Fold that moves it), so it is read raw.
-	staged, stagedHists, err := db.readStagedKinds(ctx, names, from, to, stagedBoth)
+	// without it, so it is read raw.
+	kinds := stagedFloats
+	if f&FieldHistograms != 0 {
+		kinds = stagedBoth
+	}
+	staged, stagedHists, err := db.readStagedKinds(ctx, names, from, to, kinds)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	raw := map[string][][2]time.Time{} // per series, the ranges to read raw
-	tierWindows := map[string][]*Window{}
-	if tier, ok := db.tierFor(step); ok && from.Before(to) {
-		cl := rounding.Floor(from, tier.Step)
-		if cl.Before(from) {
-			cl = cl.Add(tier.Step)
-		}
-		ch := rounding.Floor(to, tier.Step)
-		if cl.Before(ch) {
-			blocks, err := db.readBlocks(ctx, names, tier, unix(cl), unix(ch))
-			if err != nil {
-				return nil, err
-			}
-			for _, s := range names {
-				raw[s] = append(raw[s], [2]time.Time{from, cl})
-				for bs := floorSec(unix(cl), tier.block()); bs < unix(ch); bs += uint64(tier.block() / time.Second) {
-					lo, hi := laterOf(at(bs), cl), earlierOf(at(bs).Add(tier.block()), ch)
-					// A window is trusted when its block is not flagged and was rolled up at
-					// least SealDelay after the window's end; raw points elsewhere.
-					b := blocks[blockRef{s, bs}]
-					if b == nil || b.stale {
-						raw[s] = append(raw[s], [2]time.Time{lo, hi})
-						continue
-					}
-					for i := range blockWindows {
-						ws := at(bs).Add(time.Duration(i) * tier.Step)
-						we := ws.Add(tier.Step)
-						if ws.Before(lo) || !ws.Before(hi) {
-							continue
-						}
-						if b.rolled < float64(we.Add(db.opts.SealDelay).Unix()) || len(pointsIn(staged[s], ws, we)) > 0 || len(histsIn(stagedHists[s], ws, we)) > 0 {
-							raw[s] = append(raw[s], [2]time.Time{ws, we})
-						} else if w := b.windows[i]; w != nil && w.hist != nil && w.hist.kind == histTooLarge {
-							raw[s] = append(raw[s], [2]time.Time{ws, we}) // stored without its histograms
-						} else if w != nil {
-							tierWindows[s] = append(tierWindows[s], w)
-						}
-					}
-				}
-				raw[s] = append(raw[s], [2]time.Time{ch, to})
-			}
-		}
-	}
-	rawRanges := map[string][][2]time.Time{}
-	for _, s := range names {
-		ranges, ok := raw[s]
-		if !ok {
-			ranges = [][2]time.Time{{from, to}}
-		}
-		rawRanges[s] = mergeRanges(ranges)
-	}
-	rawHists, err := db.readRawHistograms(ctx, rawRanges, stagedHists)
+	plan, err := db.planTier(ctx, names, from, to, step, f, staged, stagedHists)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
+	accs := make(map[string]*seriesWindows, len(names))
 	for _, s := range names {
-		mine := map[time.Time]*Window{}
-		for _, w := range tierWindows[s] {
-			floats := *w
-			floats.hist = nil // a series' histograms merge in time order, below
-			mergeInto(mine, &floats)
-		}
-		for ws, h := range seriesHistWindows(tierWindows[s], rawHists[s], step) {
-			w := mine[ws]
-			if w == nil {
-				w = newWindow(ws, db.opts.Accuracy)
-				mine[ws] = w
-			}
-			w.hist = h
-		}
-		for _, r := range rawRanges[s] {
-			for p, err := range withStaged(db.rawQuery(ctx, s, r[0], r[1]), pointsIn(staged[s], r[0], r[1])) {
-				if err != nil {
-					return nil, err
-				}
-				ws := rounding.Floor(p.Time, step)
-				w := mine[ws]
-				if w == nil {
-					w = newWindow(ws, db.opts.Accuracy)
-					mine[ws] = w
-				}
-				w.add(p.Time, p.Value)
-			}
-		}
-		starts := slices.SortedFunc(maps.Keys(mine), func(a, b time.Time) int { return a.Compare(b) })
-		for _, ws := range starts {
-			mergeInto(out, mine[ws])
-		}
-	}
-	if mergeErr != nil {
-		return nil, mergeErr
-	}
-	windows := make([]*Window, 0, len(out))
-	for _, w := range out {
-		if w.Count > 0 || w.hist != nil {
-			w.setHistograms(w.hist)
-			windows = append(windows, w)
-		}
-	}
-	slices.SortFunc(windows, func(a, b *Window) int { return a.Start.Compare(b.Start) })
-	return windows, nil
-}
-
-// tierFor is the coarsest tier whose Step divides step.
-func (db *DB) tierFor(step time.Duration) (Tier, bool) {
-	for i := len(db.opts.Tiers) - 1; i >= 0; i-- {
-		if t := db.opts.Tiers[i]; step%t.Step == 0 {
-			return t, true
-		}
-	}
-	return Tier{}, false
-}
-
-// mergeRanges drops empty ranges and joins adjacent ones, in order.
-func mergeRanges(rs [][2]time.Time) [][2]time.Time {
-	var out [][2]time.Time
-	for _, r := range rs {
-		if !r[0].Before(r[1]) {
-			continue
-		}
-		if n := len(out); n > 0 && !out[n-1][1].Before(r[0]) {
-			out[n-1][1] = laterOf(out[n-1][1], r[1])
-			continue
-		}
-		out = append(out, r)
-	}
-	return out
-}
-
-type blockRef struct {
-	series string
-	start  uint64
-}
-
-// readBlocks reads tier t's blocks of the series that hold [lo, hi) (Unix seconds): per table,
-// one filter per 13 series.
-func (db *DB) readBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64) (map[blockRef]*block, error) {
-	out := map[blockRef]*block{}
-	blo, bhi := floorSec(lo, t.block()), ceilSec(hi, t.block())
-	for p := tierPeriod(t, blo); p < bhi; p += uint64(t.Period / time.Second) {
-		client := db.service.NewClient(db.tierTable(t, p))
-		for i := 0; i < len(names); i += maxSeriesPerFilter {
-			group := names[i:min(i+maxSeriesPerFilter, len(names))]
-			var eqs []filter.Expr
-			for _, s := range group {
-				eqs = append(eqs, filter.Eq("PartitionKey", s))
-			}
-			f := filter.And(filter.Ge("RowKey", blockKey(max(blo, p))), filter.Lt("RowKey", blockKey(min(bhi, p+uint64(t.Period/time.Second)))), filter.Or(eqs...))
-			e := entity.Entity{AllowStrings: true}
-			for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String()}, 0) {
-				if isTableGone(err) {
-					break
-				}
-				if err != nil {
-					return nil, fmt.Errorf("tsdb: read tier: %w", err)
-				}
-				for _, raw := range page.Entities {
-					if err := e.Decode(raw); err != nil {
-						return nil, fmt.Errorf("tsdb: read tier: %w", err)
-					}
-					b, err := decodeBlock(&e, t.Step, db.opts.Accuracy)
-					if err != nil {
-						return nil, fmt.Errorf("tsdb: read tier: %w", err)
-					}
-					out[blockRef{string(e.PartitionKey), b.start}] = b
-				}
+		accs[s] = &seriesWindows{step: step, accuracy: db.opts.Accuracy, wins: per[s], owned: map[time.Time]bool{}}
+		for _, w := range plan.tier[s] {
+			if err := accs[s].mergeTier(w); err != nil {
+				return nil, 0, err
 			}
 		}
 	}
-	return out, nil
-}
-
-// readRawHistograms reads the histogram samples of each series in its ranges (disjoint, in
-// order), merged with its staged ones (read before): a read of many series for each range
-// that several share.
-func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]HistogramPoint) (map[string][]HistogramPoint, error) {
-	byRange := map[[2]time.Time][]string{}
-	for s, rs := range ranges {
-		for _, r := range rs {
-			byRange[r] = append(byRange[r], s)
+	if err := db.readRawPoints(ctx, plan.raw, staged, accs); err != nil {
+		return nil, 0, err
+	}
+	if f&FieldHistograms != 0 {
+		rawHists, err := db.readRawHistograms(ctx, plan.raw, stagedHists)
+		if err != nil {
+			return nil, 0, err
 		}
-	}
-	order := slices.SortedFunc(maps.Keys(byRange), func(a, b [2]time.Time) int {
-		if c := a[0].Compare(b[0]); c != 0 {
-			return c
-		}
-		return a[1].Compare(b[1])
-	})
-	out := map[string][]HistogramPoint{}
-	if len(order) == 0 {
-		return out, nil
-	}
-	end := order[0][1]
-	for _, r := range order {
-		end = laterOf(end, r[1])
-	}
-	if exists, err := db.histTablesIn(ctx, order[0][0], end); err != nil || !exists {
-		return out, err // a database without histograms there pays one request a period
-	}
-	for _, r := range order {
-		names := histogramNames(slices.Sorted(slices.Values(byRange[r])))
-		if len(names) == 0 {
-			continue
-		}
-		for sh, err := range db.histogramsWithStaged(ctx, names, r[0], r[1], staged) {
-			if err != nil {
-				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
+		for _, s := range names {
+			for ws, h := range seriesHistWindows(plan.tier[s], rawHists[s], step) {
+				accs[s].own(ws).hist = h
 			}
-			out[sh.Series] = append(out[sh.Series], sh.HistogramPoint)
 		}
 	}
-	return out, nil
+	return per, f, nil
 }
 
-// seriesHistWindows merges the histogram samples of one series into windows of step, by
-// start: those its tier windows hold and its raw samples (disjoint in time), chained in time
-// order.
-func seriesHistWindows(tier []*Window, raw []HistogramPoint, step time.Duration) map[time.Time]*histWindow {
-	pieces := map[time.Time][]*histWindow{}
-	for _, w := range tier {
-		if w.hist != nil {
-			ws := rounding.Floor(w.Start, step)
-			pieces[ws] = append(pieces[ws], w.hist)
-		}
+// seriesWindows gathers the windows of step of one series: its tier windows (of a step that
+// divides step) and raw points. A tier window whose start is a window's is kept as it is
+// (borrowed) until something else is merged into that window.
+type seriesWindows struct {
+	step     time.Duration
+	accuracy float64
+	wins     map[time.Time]*Window
+	owned    map[time.Time]bool // the windows of wins made here (the others are borrowed)
+}
+
+// own returns the window starting at ws, made here (a borrowed one is copied first).
+func (a *seriesWindows) own(ws time.Time) *Window {
+	w := a.wins[ws]
+	if w != nil && a.owned[ws] {
+		return w
 	}
-	for _, p := range raw {
-		if !isStaleHistogram(p) {
-			ws := rounding.Floor(p.Time, step)
-			pieces[ws] = append(pieces[ws], newHistWindow(p))
-		}
+	nw := newWindow(ws, a.accuracy)
+	if w != nil {
+		_ = nw.merge(*w) // of the same accuracy: the borrowed window was merged once already
 	}
-	out := make(map[time.Time]*histWindow, len(pieces))
-	for ws, ps := range pieces {
-		out[ws] = histPieces(ps)
+	a.wins[ws], a.owned[ws] = nw, true
+	return nw
+}
+
+// mergeTier merges a tier window (without its histograms: they merge in time order, apart).
+func (a *seriesWindows) mergeTier(tw *Window) error {
+	if tw.Count == 0 {
+		return nil
 	}
-	return out
+	ws := rounding.Floor(tw.Start, a.step)
+	c := tw
+	if tw.hist != nil {
+		c = new(Window)
+		*c = *tw
+		c.hist = nil
+	}
+	if _, ok := a.wins[ws]; !ok && ws.Equal(tw.Start) {
+		// Decoded for this read alone, at the database's accuracy (as a.own makes them).
+		a.wins[ws] = c
+		return nil
+	}
+	return a.own(ws).merge(*c)
+}
+
+// add adds a raw point.
+func (a *seriesWindows) add(t time.Time, v float64) {
+	a.own(rounding.Floor(t, a.step)).add(t, v)
 }
 
 // histogramNames are the names that may hold histogram samples: those valid for the keys of

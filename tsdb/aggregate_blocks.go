@@ -1,0 +1,198 @@
+package tsdb
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/blockenc"
+	"github.com/seed71701133/tablets/internal/pager"
+)
+
+// maxSeriesPerFilter keeps a block read's filter under 15 comparisons: the RowKey range (2)
+// and one PartitionKey equality a series.
+const maxSeriesPerFilter = 13
+
+// scanFilters is how many filters of maxSeriesPerFilter series a block read sends before it
+// scans the partitions from the first name to the last instead.
+const scanFilters = 2
+
+type blockRef struct {
+	series string
+	start  uint64
+}
+
+// readTierBlocks reads the blocks of tier t of the series names (sorted, distinct) that hold
+// windows in [lo, hi) (Unix seconds), by series: the columnar ones with cols selected, the
+// row blocks and stale flags whole (a second query for them, as they turn out to be row
+// blocks only once read).
+func (db *DB) readTierBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64, cols blockenc.Columns) (map[string][]*tierBlock, error) {
+	r := newBlockReader(db, t, cols, names)
+	blo := floorSec(lo, db.blockSpan(t))
+	period := uint64(t.Period / time.Second)
+	for p := tierPeriod(t, blo); p < hi; p += period {
+		if err := r.readTable(ctx, db.service.NewClient(db.tierTable(t, p)), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
+			return nil, fmt.Errorf("tsdb: read tier: %w", err)
+		}
+	}
+	return r.bySeries(), nil
+}
+
+func newBlockReader(db *DB, t Tier, cols blockenc.Columns, names []string) *blockReader {
+	r := &blockReader{db: db, tier: t, cols: cols, want: make(map[string]bool, len(names)), found: map[blockRef]*tierBlock{}}
+	for _, s := range names {
+		r.want[s] = true
+	}
+	return r
+}
+
+// bySeries are the blocks found, by series: of each, the row blocks and flags first, then
+// the columnar ones, by start.
+func (r *blockReader) bySeries() map[string][]*tierBlock {
+	out := map[string][]*tierBlock{}
+	for ref, b := range r.found {
+		out[ref.series] = append(out[ref.series], b)
+	}
+	for _, bs := range out {
+		// Row blocks and flags first: where a columnar block covers the same windows, its
+		// windows are the ones used.
+		slices.SortFunc(bs, func(a, b *tierBlock) int {
+			ac, bc := a.version == blockenc.VersionColumnar, b.version == blockenc.VersionColumnar
+			if ac != bc {
+				if ac {
+					return 1
+				}
+				return -1
+			}
+			return cmp.Compare(a.start, b.start)
+		})
+	}
+	return out
+}
+
+// blockReader reads the blocks of a tier's tables.
+type blockReader struct {
+	db    *DB
+	tier  Tier
+	cols  blockenc.Columns
+	want  map[string]bool
+	found map[blockRef]*tierBlock
+	e     entity.Entity
+	// rows are the series of the table being read that hold row blocks or flags, and the
+	// range of their keys: read again whole.
+	rows         map[string]bool
+	rowLo, rowHi string
+	selectsAll   bool
+}
+
+// readTable reads the blocks of names with keys in [rkLo, rkHi) of one tier table.
+func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names []string, rkLo, rkHi string) error {
+	sel := blockenc.SelectColumnar(r.cols)
+	r.rows, r.rowLo, r.rowHi = map[string]bool{}, "", ""
+	r.selectsAll = sel == "" // every column: the row blocks are read whole already
+	rest := names
+	if len(names) > scanFilters*maxSeriesPerFilter {
+		// One scan of the partitions from the first name to the last, as long as its pages
+		// hold mostly asked series; the names not reached then are read by filters.
+		rest = nil
+		f := filter.And(filter.Ge("PartitionKey", names[0]), filter.Le("PartitionKey", names[len(names)-1]),
+			filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi))
+		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: sel}, 0) {
+			if isTableGone(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			asked, last := 0, ""
+			for _, raw := range page.Entities {
+				pk, ok, err := r.add(raw, false)
+				if err != nil {
+					return err
+				}
+				if ok {
+					asked++
+				}
+				last = pk
+			}
+			if n := len(page.Entities); n > 0 && 2*asked < n {
+				i, _ := slices.BinarySearch(names, last)
+				rest = names[i:]
+				break
+			}
+		}
+	}
+	keys := []filter.Expr{filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi)}
+	gone, err := r.readFiltered(ctx, client, rest, keys, sel, false)
+	if gone || err != nil || len(r.rows) == 0 {
+		return err
+	}
+	keys = []filter.Expr{filter.Ge("RowKey", r.rowLo), filter.Le("RowKey", r.rowHi)}
+	_, err = r.readFiltered(ctx, client, slices.Sorted(maps.Keys(r.rows)), keys, "", true)
+	return err
+}
+
+// readFiltered reads the blocks of names whose keys match keys (two comparisons),
+// maxSeriesPerFilter series a query, selecting sel (whole: "" selects all, and only the row
+// blocks and flags are kept). It reports whether the table is gone.
+func (r *blockReader) readFiltered(ctx context.Context, client pager.Lister, names []string, keys []filter.Expr, sel string, whole bool) (bool, error) {
+	for i := 0; i < len(names); i += maxSeriesPerFilter {
+		group := names[i:min(i+maxSeriesPerFilter, len(names))]
+		eqs := make([]filter.Expr, len(group))
+		for j, s := range group {
+			eqs[j] = filter.Eq("PartitionKey", s)
+		}
+		f := filter.And(append(slices.Clone(keys), filter.Or(eqs...))...)
+		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: sel}, 0) {
+			if isTableGone(err) {
+				return true, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			for _, raw := range page.Entities {
+				if _, _, err := r.add(raw, whole); err != nil {
+					return false, err
+				}
+			}
+		}
+	}
+	return false, nil
+}
+
+// add decodes an entity read and keeps it if its series is asked for: a columnar block
+// read with r.cols; a row block or flag when read whole, else noted to be read whole. It
+// returns the entity's PartitionKey and whether its series is asked for.
+func (r *blockReader) add(raw []byte, whole bool) (string, bool, error) {
+	r.e = entity.Entity{AllowStrings: true}
+	if err := r.e.Decode(raw); err != nil {
+		return "", false, err
+	}
+	pk := string(r.e.PartitionKey)
+	if !r.want[pk] {
+		return pk, false, nil
+	}
+	columnar := blockenc.IsColumnar(&r.e)
+	if whole == columnar && !r.selectsAll {
+		if !whole {
+			rk := string(r.e.RowKey)
+			r.rows[pk] = true
+			if r.rowLo == "" || rk < r.rowLo {
+				r.rowLo = rk
+			}
+			r.rowHi = max(r.rowHi, rk)
+		}
+		return pk, true, nil // a columnar block read whole again is already kept
+	}
+	b, err := r.db.decodeTierBlock(&r.e, r.tier, r.cols)
+	if err != nil {
+		return "", false, err
+	}
+	r.found[blockRef{pk, b.start}] = b
+	return pk, true, nil
+}

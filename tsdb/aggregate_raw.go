@@ -1,0 +1,127 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+// readRawPoints adds to each series' windows its raw points in its ranges (disjoint, in
+// order), merged with its staged ones (read before): the series that need the same range
+// are read together, with one QueryMany.
+func (db *DB) readRawPoints(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]tablets.Point, accs map[string]*seriesWindows) error {
+	byRange := map[[2]time.Time][]string{}
+	for s, rs := range ranges {
+		for _, r := range rs {
+			byRange[r] = append(byRange[r], s)
+		}
+	}
+	for _, r := range slices.SortedFunc(maps.Keys(byRange), compareRanges) {
+		names := slices.Sorted(slices.Values(byRange[r]))
+		mine := map[string][]tablets.Point{}
+		for _, s := range names {
+			if pts := pointsIn(staged[s], r[0], r[1]); len(pts) > 0 {
+				mine[s] = pts
+			}
+		}
+		for p, err := range withStagedMany(db.rawQueryMany(ctx, names, r[0], r[1]), mine) {
+			if err != nil {
+				return err
+			}
+			if a := accs[p.Series]; a != nil {
+				a.add(p.Time, p.Value)
+			}
+		}
+	}
+	return nil
+}
+
+// compareRanges orders ranges by start, then end.
+func compareRanges(a, b [2]time.Time) int {
+	if c := a[0].Compare(b[0]); c != 0 {
+		return c
+	}
+	return a[1].Compare(b[1])
+}
+
+// mergeRanges drops empty ranges and joins adjacent ones, in order.
+func mergeRanges(rs [][2]time.Time) [][2]time.Time {
+	var out [][2]time.Time
+	for _, r := range rs {
+		if !r[0].Before(r[1]) {
+			continue
+		}
+		if n := len(out); n > 0 && !out[n-1][1].Before(r[0]) {
+			out[n-1][1] = laterOf(out[n-1][1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// readRawHistograms reads the histogram samples of each series in its ranges (disjoint, in
+// order), merged with its staged ones (read before): a read of many series for each range
+// that several share.
+func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]HistogramPoint) (map[string][]HistogramPoint, error) {
+	byRange := map[[2]time.Time][]string{}
+	for s, rs := range ranges {
+		for _, r := range rs {
+			byRange[r] = append(byRange[r], s)
+		}
+	}
+	order := slices.SortedFunc(maps.Keys(byRange), compareRanges)
+	out := map[string][]HistogramPoint{}
+	if len(order) == 0 {
+		return out, nil
+	}
+	end := order[0][1]
+	for _, r := range order {
+		end = laterOf(end, r[1])
+	}
+	if exists, err := db.histTablesIn(ctx, order[0][0], end); err != nil || !exists {
+		return out, err // a database without histograms there pays one request a period
+	}
+	for _, r := range order {
+		names := histogramNames(slices.Sorted(slices.Values(byRange[r])))
+		if len(names) == 0 {
+			continue
+		}
+		for sh, err := range db.histogramsWithStaged(ctx, names, r[0], r[1], staged) {
+			if err != nil {
+				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
+			}
+			out[sh.Series] = append(out[sh.Series], sh.HistogramPoint)
+		}
+	}
+	return out, nil
+}
+
+// seriesHistWindows merges the histogram samples of one series into windows of step, by
+// start: those its tier windows hold and its raw samples (disjoint in time), chained in time
+// order.
+func seriesHistWindows(tier []*Window, raw []HistogramPoint, step time.Duration) map[time.Time]*histWindow {
+	pieces := map[time.Time][]*histWindow{}
+	for _, w := range tier {
+		if w.hist != nil {
+			ws := rounding.Floor(w.Start, step)
+			pieces[ws] = append(pieces[ws], w.hist)
+		}
+	}
+	for _, p := range raw {
+		if !isStaleHistogram(p) {
+			ws := rounding.Floor(p.Time, step)
+			pieces[ws] = append(pieces[ws], newHistWindow(p))
+		}
+	}
+	out := make(map[time.Time]*histWindow, len(pieces))
+	for ws, ps := range pieces {
+		out[ws] = histPieces(ps)
+	}
+	return out
+}
