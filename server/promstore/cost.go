@@ -159,17 +159,18 @@ func (m *costModel) rawBytes(series int, from, to time.Time, perSecond float64) 
 
 // tierBytes estimates a read of fields of tier t's whole windows in [from, to) for series:
 // the whole blocks holding them (a read selects columns, and a column holds a block's
-// every window; a value column, those with points), a request per tierSeriesPerRequest series and tier table; and the raw
-// read of the windows newer than now less the seal delay, which a tier does not serve yet.
-func (m *costModel) tierBytes(series int, t tsdb.Tier, fields tsdb.Fields, from, to, now time.Time, perSecond float64) float64 {
+// every window; a value column, those with points), a request per tierSeriesPerRequest
+// series and tier table; and the raw read of the windows from served on (see
+// servedBefore), which Aggregate reads raw.
+func (m *costModel) tierBytes(series int, t tsdb.Tier, fields tsdb.Fields, from, to, served time.Time, perSecond float64) float64 {
 	if series == 0 || !from.Before(to) {
 		return 0
 	}
-	sealed := now.Add(-m.sealDelay).Truncate(t.Step)
+	served = served.Truncate(t.Step)
 	rawPart := 0.0
-	if to.After(sealed) {
-		rawPart = m.rawBytes(series, maxTime(from, sealed), to, perSecond)
-		to = maxTime(from, sealed)
+	if to.After(served) {
+		rawPart = m.rawBytes(series, maxTime(from, served), to, perSecond)
+		to = maxTime(from, served)
 	}
 	if !from.Before(to) {
 		return rawPart
@@ -181,6 +182,17 @@ func (m *costModel) tierBytes(series int, t tsdb.Tier, fields tsdb.Fields, from,
 	perBlock := tierEntityBytes + float64(span/t.Step)*(windowBaseBytes+filled*(windowBytes(fields)-windowBaseBytes))
 	requests := math.Ceil(float64(series)/tierSeriesPerRequest) * float64(spans(from, to, t.Period))
 	return float64(series*blocks)*perBlock + requests*requestBytes + rawPart
+}
+
+// servedBefore is the time before which the tiers' windows are read from their blocks:
+// those rolled up (before rolledUp, the catalog's rollup progress; the zero time if none)
+// and sealed (SealDelay before now). Aggregate reads the later ones raw.
+func (m *costModel) servedBefore(now, rolledUp time.Time) time.Time {
+	sealed := now.Add(-m.sealDelay)
+	if rolledUp.Before(sealed) {
+		return rolledUp
+	}
+	return sealed
 }
 
 func maxTime(a, b time.Time) time.Time {

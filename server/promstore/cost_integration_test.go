@@ -67,6 +67,14 @@ func TestCostChoiceMeasured(t *testing.T) {
 		st := checker.Stats()
 		return st.Requests, st.ResponseBytes
 	}
+	// Without the rollup loops' progress in the catalog, the estimate counts on no tier
+	// window (Aggregate would read every window raw): raw.
+	noProgress, err := New(db, nil)
+	require.NoError(t, err)
+	read(noProgress, "cost_requests_total", base)
+	require.Equal(t, Stats{RawSelects: 1, RawCheaperSelects: 1, Series: 20, Samples: noProgress.Stats().Samples}, paths(noProgress.Stats()))
+	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, end))
+
 	t.Logf("%-19s %-6s %22s %22s %24s %s", "series", "range", "raw (requests, bytes)", "tier (requests, bytes)", "estimates (raw, tier)", "default reads")
 	rawWon, tierWon := 0, 0
 	for _, metric := range []string{"cost_requests_total", "cost_temperature"} {

@@ -99,7 +99,7 @@ func TestCostEstimates(t *testing.T) {
 			m := testModel(c.raw)
 			from := c.end.Add(-c.rng)
 			raw := m.rawBytes(c.series, from, c.end, c.perSecond)
-			tier := m.tierBytes(c.series, c.tier, c.fields, from, c.end, now, c.perSecond)
+			tier := m.tierBytes(c.series, c.tier, c.fields, from, c.end, m.servedBefore(now, now), c.perSecond)
 			t.Logf("raw %.0f bytes, tier %.0f bytes", raw, tier)
 			require.Equal(t, c.tierWins, tier < raw, "raw %.0f, tier %.0f", raw, tier)
 		})
@@ -111,19 +111,29 @@ func TestCostEstimates(t *testing.T) {
 	from := end.Add(-7 * day)
 	raw := m.rawBytes(20, from, end, 1.0/15)
 	require.InEpsilon(t, 1.2e6, raw, 0.25)
-	require.InEpsilon(t, 4e5, m.tierBytes(20, minuteTier, tsdb.FieldLast, from, end, now, 1.0/15), 0.25)
+	require.InEpsilon(t, 4e5, m.tierBytes(20, minuteTier, tsdb.FieldLast, from, end, now.Add(-time.Hour), 1.0/15), 0.25)
 	// Aligned on days, 7 days of chunks.
 	require.InEpsilon(t, 1.2e6, m.rawBytes(20, from.Truncate(day), end.Truncate(day), 1.0/15), 0.1)
 	// Without chunks, the samples of the range.
 	a := testModel(advancedRows)
 	require.InDelta(t, 20*(3600/15*advancedBytesPerSample+rawEntityBytes)+requestBytes, a.rawBytes(20, end.Add(-time.Hour), end, 1.0/15), 1)
 
+	// The tier serves the windows rolled up and sealed; Aggregate reads the others raw.
+	require.Equal(t, now.Add(-time.Hour), m.servedBefore(now, now))
+	require.Equal(t, now.Add(-3*time.Hour), m.servedBefore(now, now.Add(-3*time.Hour)))
+	require.Equal(t, time.Time{}, m.servedBefore(now, time.Time{}), "never rolled up")
+	require.Equal(t, m.rawBytes(20, from, end, 1.0/15), m.tierBytes(20, minuteTier, tsdb.FieldLast, from, end, time.Time{}, 1.0/15),
+		"never rolled up: the tier costs what raw does")
+	half := m.tierBytes(20, minuteTier, tsdb.FieldLast, from, end, from.Add(84*time.Hour), 1.0/15)
+	require.Greater(t, half, m.tierBytes(20, minuteTier, tsdb.FieldLast, from, end, end, 1.0/15))
+	require.Less(t, half, raw)
+
 	// Windows newer than the seal delay are read raw: a range all in it costs what raw does.
-	require.Equal(t, m.rawBytes(3, now.Add(-30*time.Minute), now, 1), m.tierBytes(3, minuteTier, tsdb.FieldLast, now.Add(-30*time.Minute), now, now, 1))
+	require.Equal(t, m.rawBytes(3, now.Add(-30*time.Minute), now, 1), m.tierBytes(3, minuteTier, tsdb.FieldLast, now.Add(-30*time.Minute), now, now.Add(-time.Hour), 1))
 	// Nothing to read costs nothing.
 	require.Zero(t, m.rawBytes(0, from, end, 1))
-	require.Zero(t, m.tierBytes(0, minuteTier, tsdb.FieldLast, from, end, now, 1))
-	require.Zero(t, m.tierBytes(5, minuteTier, tsdb.FieldLast, end, end, now, 1))
+	require.Zero(t, m.tierBytes(0, minuteTier, tsdb.FieldLast, from, end, now.Add(-time.Hour), 1))
+	require.Zero(t, m.tierBytes(5, minuteTier, tsdb.FieldLast, end, end, now.Add(-time.Hour), 1))
 }
 
 // The estimate of the sample rate starts at a sample every 15 s and follows what reads

@@ -59,6 +59,11 @@ type Queryable struct {
 	opts Options
 	cost *costModel
 
+	rollup struct { // the rollup progress last read (see rolledUp)
+		mu            sync.Mutex
+		covered, read time.Time
+	}
+
 	rawSelects, tierSelects, labelSelects atomic.Uint64
 	rawCheaper, rawGone                   atomic.Uint64
 	estRaw, estTier                       atomic.Uint64

@@ -153,7 +153,11 @@ func (q *Queryable) choose(ctx context.Context, hints *storage.SelectHints, from
 	tiers := q.db.Options().Tiers
 	var c choice
 	if t, p, ok := tierPlan(tiers, hints, q.opts, false); ok {
-		c = choice{t: t, pick: p, estimated: true, est: q.estimate(floats, t, p, from, to)}
+		rolledUp, err := q.rolledUp(ctx)
+		if err != nil {
+			return choice{}, err
+		}
+		c = choice{t: t, pick: p, estimated: true, est: q.estimate(floats, t, p, from, to, rolledUp)}
 		// No float series: what reads a tier reads raw (their histograms) anyway.
 		if c.est.tier < c.est.raw || floats == 0 || q.opts.PreferTiers {
 			c.tier = true
@@ -176,15 +180,38 @@ func (q *Queryable) choose(ctx context.Context, hints *storage.SelectHints, from
 }
 
 // estimate is the cost of reading floats series' samples in [from, to) raw, and of their
-// windows of tier t (the whole windows of the range, as tierUnits reads them).
-func (q *Queryable) estimate(floats int, t tsdb.Tier, p pick, from, to time.Time) estimate {
+// windows of tier t (the whole windows of the range, as tierUnits reads them) when the
+// tiers are rolled up before rolledUp.
+func (q *Queryable) estimate(floats int, t tsdb.Tier, p pick, from, to, rolledUp time.Time) estimate {
 	rate := q.cost.rate.perSecond()
-	now := q.db.Options().Now()
+	served := q.cost.servedBefore(q.db.Options().Now(), rolledUp)
 	tfrom, tto := rounding.Floor(from, t.Step), rounding.Floor(to, t.Step)
 	return estimate{
 		raw:  q.cost.rawBytes(floats, from, to, rate),
-		tier: q.cost.tierBytes(floats, t, p.fields(), tfrom, tto, now, rate),
+		tier: q.cost.tierBytes(floats, t, p.fields(), tfrom, tto, served, rate),
 	}
+}
+
+// rolledUpRefresh is how long a Queryable keeps the rollup progress it read: it only moves
+// forward, so an older one makes the estimate of a tier read higher, never lower.
+const rolledUpRefresh = time.Minute
+
+// rolledUp is the time before which the tiers are rolled up, as the catalog's progress of
+// the rollup loops says (tsdb.TaskRollup; the zero time if none ran), read again after
+// rolledUpRefresh.
+func (q *Queryable) rolledUp(ctx context.Context) (time.Time, error) {
+	now := q.db.Options().Now()
+	q.rollup.mu.Lock()
+	defer q.rollup.mu.Unlock()
+	if !q.rollup.read.IsZero() && now.Sub(q.rollup.read) < rolledUpRefresh && !now.Before(q.rollup.read) {
+		return q.rollup.covered, nil
+	}
+	covered, _, err := q.db.Covered(ctx, tsdb.TaskRollup)
+	if err != nil {
+		return time.Time{}, err
+	}
+	q.rollup.covered, q.rollup.read = covered, now
+	return covered, nil
 }
 
 // unit is what one fetch of a Select's pipeline reads: a batch of series' raw samples, or
