@@ -60,8 +60,10 @@
 // request per BatchSize series and raw table; a tier costs its columnar blocks whole (a read
 // selects columns, and a column holds a block's every window: a day of minutes, 14 days of
 // hours), a few bytes a window for the column of the field read plus about 200 an entity,
-// a request per 13 series and tier table, and the raw read of the windows still within
-// tsdb.Options.SealDelay of the present, which Aggregate reads raw. The sample rate is a
+// a request per 13 series and tier table, and the raw read of the windows Aggregate reads
+// raw: those within tsdb.Options.SealDelay of the present, and those after the rollup
+// loops' progress in the catalog (tsdb.TaskRollup, read at most once a minute; none: every
+// window). The sample rate is a
 // moving estimate of the Queryable: the float samples its reads returned (raw samples, and
 // the windows' counts of tier reads) over the series-seconds they covered, starting at a
 // sample every 15 s. A short range (its blocks are read whole), or a sparse series, reads
