@@ -440,10 +440,11 @@ var aggregations = map[string]bool{
 	"quantile": true, "limitk": true, "limit_ratio": true,
 }
 
-// tierPlan picks the tier a Select reads, and what of its windows: the coarsest tier, of at
-// least MinTierStep (any, where the raw points are gone), whose Step is at most a fifth of hints.Step and, for a range function, of hints.Range (else the
-// range would hold too few windows); for an instant selector, under the lookback delta
-// (else some steps would find no sample). Functions a window cannot answer (count_over_time,
+// tierPlan picks the tier a Select may read, and what of its windows: the coarsest tier, of
+// at least MinTierStep (any, where the raw points are gone), whose Step is at most a fifth
+// of hints.Step and, for a range function, of hints.Range (else the range would hold too
+// few windows); for an instant selector, under the lookback delta (else some steps would
+// find no sample). Functions a window cannot answer (count_over_time,
 // sum_over_time, avg_over_time, quantiles, absent_over_time...) read raw.
 func tierPlan(tiers []tsdb.Tier, hints *storage.SelectHints, o Options, rawGone bool) (tsdb.Tier, pick, bool) {
 	if hints == nil || hints.Step <= 0 {
