@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,4 +112,34 @@ func TestCostChoiceMeasured(t *testing.T) {
 	}
 	require.Positive(t, rawWon, "raw is cheaper for some")
 	require.Positive(t, tierWon, "the tier for others")
+}
+
+// A Queryable reads the rollup progress at most once a minute of the database's clock: it
+// only moves forward, and an older one only makes the tier look dearer.
+func TestRolledUpRefresh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	var clock atomic.Int64
+	clock.Store(base.Add(30 * 24 * time.Hour).UnixNano())
+	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }})
+	q, err := New(db, nil)
+	require.NoError(t, err)
+	got, err := q.rolledUp(ctx)
+	require.NoError(t, err)
+	require.True(t, got.IsZero(), "no progress: nothing rolled up")
+
+	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, base.Add(time.Hour)))
+	checker.Reset()
+	got, err = q.rolledUp(ctx)
+	require.NoError(t, err)
+	require.True(t, got.IsZero(), "read less than a minute ago")
+	require.Zero(t, checker.Stats().Requests)
+
+	clock.Add(int64(time.Minute))
+	got, err = q.rolledUp(ctx)
+	require.NoError(t, err)
+	require.Equal(t, base.Add(time.Hour), got, "a minute later: read again")
+	require.EqualValues(t, 1, checker.Stats().Requests)
 }

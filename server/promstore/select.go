@@ -153,13 +153,16 @@ func (q *Queryable) choose(ctx context.Context, hints *storage.SelectHints, from
 	tiers := q.db.Options().Tiers
 	var c choice
 	if t, p, ok := tierPlan(tiers, hints, q.opts, false); ok {
+		// No float series: what reads a tier reads raw (their histograms) anyway.
+		if floats == 0 || q.opts.PreferTiers {
+			return choice{tier: true, t: t, pick: p}, nil
+		}
 		rolledUp, err := q.rolledUp(ctx)
 		if err != nil {
 			return choice{}, err
 		}
 		c = choice{t: t, pick: p, estimated: true, est: q.estimate(floats, t, p, from, to, rolledUp)}
-		// No float series: what reads a tier reads raw (their histograms) anyway.
-		if c.est.tier < c.est.raw || floats == 0 || q.opts.PreferTiers {
+		if c.est.tier < c.est.raw {
 			c.tier = true
 			return c, nil
 		}
