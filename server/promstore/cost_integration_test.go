@@ -101,6 +101,12 @@ func TestCostChoiceMeasured(t *testing.T) {
 			}
 			t.Logf("%-19s %-6v %10d %11d %10d %11d %12d %11d   %s", metric, rng, rawReq, rawBytes, tierReq, tierBytes,
 				st.EstimatedRawBytes-before.EstimatedRawBytes, st.EstimatedTierBytes-before.EstimatedTierBytes, path)
+			// The rate it learned from what it read, raw samples or the windows' counts.
+			perSecond := 1.0 / 15
+			if metric == "cost_temperature" {
+				perSecond = 1.0 / 120
+			}
+			require.InEpsilon(t, perSecond, st.SamplesPerSecond, 0.1, "%s %v: read %s", metric, rng, path)
 			require.LessOrEqual(t, float64(chosen), 1.25*float64(other), "%s %v: read %s", metric, rng, path)
 			require.LessOrEqual(t, float64(costBytes), 1.25*float64(min(rawBytes, tierBytes)), "%s %v: read %s", metric, rng, path)
 			if rawBytes < tierBytes {
