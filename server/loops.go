@@ -13,8 +13,8 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// loop is one of Run's background tasks: ranged (rollup, compaction) or not (fold,
-// retention).
+// loop is one of Run's background tasks: ranged (rollup, compaction) or not (fold, the
+// rollup of dirty slices, retention).
 type loop struct {
 	name   string
 	opts   maintain.Options
@@ -35,6 +35,8 @@ func (s *Server) loops() []loop {
 		case "rollup":
 			loops[i].ranges = s.db.Rollup
 			loops[i].opts.Progress = progress{db: s.db, task: tsdb.TaskRollup}
+		case "flagged":
+			loops[i].tick = s.rollupFlagged
 		case "retain":
 			loops[i].tick = s.retain
 		}
@@ -70,7 +72,8 @@ func later(a, b time.Time) time.Time {
 
 // schedule is when and over what range Run's tasks run, for the server's options o (with
 // their defaults) and the database's db: the tasks not disabled, without their work, in the
-// order that a run of all of them takes (Maintain's): fold, compact, rollup, retain.
+// order that a run of all of them takes (Maintain's): fold, compact, rollup, flagged (the
+// rollup of the slices late writes marked dirty, at the rollup's interval), retain.
 func schedule(o Options, db tsdb.Options) []loop {
 	var loops []loop
 	if o.FoldEvery > 0 {
@@ -94,6 +97,9 @@ func schedule(o Options, db tsdb.Options) []loop {
 		}
 		loops = append(loops, loop{name: "rollup", opts: maintain.Options{Every: o.RollupEvery, Lag: db.SealDelay,
 			CatchUp: catchUp, Limit: limit, Slice: slice}})
+		if len(db.Tiers) > 0 {
+			loops = append(loops, loop{name: "flagged", opts: maintain.Options{Every: o.RollupEvery}})
+		}
 	}
 	if o.RetainEvery > 0 {
 		loops = append(loops, loop{name: "retain", opts: maintain.Options{Every: o.RetainEvery}})
@@ -134,6 +140,15 @@ func (s *Server) fold(ctx context.Context, _ time.Time) error {
 	}
 	if !r.Through.IsZero() {
 		s.covered.WithLabelValues("fold").Set(float64(r.Through.UnixNano()) / 1e9)
+	}
+	return err
+}
+
+// rollupFlagged rolls up the slices that writes of late points marked dirty.
+func (s *Server) rollupFlagged(ctx context.Context, _ time.Time) error {
+	n, err := s.db.RollupFlagged(ctx)
+	if n > 0 {
+		s.log.Info("rolled up the slices late writes marked dirty", "markers", n)
 	}
 	return err
 }
@@ -190,7 +205,7 @@ func (s *Server) reportRun(name string, r maintain.Run) {
 
 func (s *Server) registerLoopMetrics() {
 	s.background = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_background_runs_total",
-		Help: "Runs of the fold, compaction, rollup and retention loops, by result (a run of a long range counts once per slice)."}, []string{"task", "result"})
+		Help: "Runs of the fold, compaction, rollup, dirty-slice rollup (flagged) and retention loops, by result (a run of a long range counts once per slice)."}, []string{"task", "result"})
 	s.covered = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablets_background_covered_until_seconds",
 		Help: "Unix time up to which the compaction and rollup loops have covered the database; for the fold, the arrival time up to which staged points are folded."}, []string{"task"})
 }

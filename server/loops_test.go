@@ -55,14 +55,16 @@ func TestRunLoopsCoverEverything(t *testing.T) {
 		o := defaults(Options{RollupEvery: 3 * time.Hour, CompactEvery: 3 * time.Hour, RetainEvery: 4 * time.Hour})
 		loops := schedule(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers})
 		rec := &ranges{calls: map[string][]maintain.Run{}}
-		var retained []time.Time
-		require.Len(t, loops, 3)
+		var retained, flagged []time.Time
+		require.Len(t, loops, 4)
 		for i := range loops {
 			switch loops[i].name {
 			case "rollup":
 				loops[i].ranges = rec.task("rollup", nil)
 			case "compact":
 				loops[i].ranges = rec.task("compact", func(call int) bool { return call < 2 })
+			case "flagged":
+				loops[i].tick = func(_ context.Context, now time.Time) error { flagged = append(flagged, now); return nil }
 			case "retain":
 				loops[i].tick = func(_ context.Context, now time.Time) error { retained = append(retained, now); return nil }
 			}
@@ -89,6 +91,7 @@ func TestRunLoopsCoverEverything(t *testing.T) {
 			run(-21, 0), run(0, 9),
 		}, rec.calls["compact"])
 		assert.Equal(t, []time.Time{h(4), h(8)}, retained)
+		assert.Equal(t, []time.Time{h(3), h(6), h(9)}, flagged, "the dirty slices at the rollup's interval")
 
 		assert.Equal(t, 6.0, testutil.ToFloat64(s.background.WithLabelValues("rollup", "ok")))
 		assert.Equal(t, 2.0, testutil.ToFloat64(s.background.WithLabelValues("compact", "ok")))
@@ -114,6 +117,7 @@ func TestSchedule(t *testing.T) {
 	got := byName(schedule(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers}))
 	assert.Equal(t, map[string]maintain.Options{
 		"rollup":  {Every: time.Minute, Lag: time.Hour, CatchUp: 3 * day, Slice: day},
+		"flagged": {Every: time.Minute},
 		"compact": {Every: 2 * time.Minute, CatchUp: day, Slice: day},
 		"retain":  {Every: time.Hour},
 	}, got)
@@ -128,7 +132,7 @@ func TestSchedule(t *testing.T) {
 	for _, l := range loops {
 		names = append(names, l.name)
 	}
-	assert.Equal(t, []string{"fold", "compact", "rollup", "retain"}, names, "in the order of a run of them all")
+	assert.Equal(t, []string{"fold", "compact", "rollup", "flagged", "retain"}, names, "in the order of a run of them all")
 	got = byName(loops)
 	assert.Equal(t, maintain.Options{Every: 2 * time.Hour}, got["fold"])
 	assert.Equal(t, maintain.Options{Every: 2 * time.Minute, CatchUp: day, Slice: day}, got["compact"])
@@ -150,4 +154,71 @@ func TestRefolded(t *testing.T) {
 	assert.Equal(t, time.Date(2030, 1, 2, 0, 15, 0, 0, time.UTC), refolded(at, 0), "a fold just before (Maintain's)")
 	assert.Equal(t, time.Date(2030, 1, 2, 0, 15, 0, 0, time.UTC), refolded(at, -1), "no fold loop: another process's may have run")
 	assert.Equal(t, tablets.MinTime, refolded(tablets.MinTime.Add(time.Minute), time.Hour), "never before MinTime")
+}
+
+// memProgress is a task's progress kept in memory, as the catalog keeps it: never backward.
+type memProgress struct {
+	mu      sync.Mutex
+	covered time.Time
+}
+
+func (p *memProgress) Load(context.Context) (time.Time, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.covered, !p.covered.IsZero(), nil
+}
+
+func (p *memProgress) Save(_ context.Context, t time.Time) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if t.After(p.covered) {
+		p.covered = t
+	}
+	return nil
+}
+
+// A server down 6 hours catches up from the rollup's progress, whatever its interval and
+// catch-up: its first tick covers every instant since the last rollup of any server, in
+// slices, up to the seal delay ago; none is covered twice, none skipped.
+func TestRollupCatchesUpAfterOutage(t *testing.T) {
+	for _, c := range []struct {
+		every, catchUp time.Duration
+	}{{time.Minute, time.Hour}, {5 * time.Minute, DefaultRollupCatchUp}, {3 * time.Hour, 2 * time.Hour}} {
+		synctest.Test(t, func(t *testing.T) {
+			t0 := time.Now() // 2000-01-01 00:00 UTC
+			o := defaults(Options{RollupEvery: c.every, CompactEvery: -1, RetainEvery: -1, FoldEvery: -1})
+			o.RollupCatchUp = c.catchUp
+			loops := schedule(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers, RawRetention: 7 * 24 * time.Hour})
+			rec := &ranges{calls: map[string][]maintain.Run{}}
+			// The last server rolled up to 10:00 on day 2, then every server was down.
+			stored := &memProgress{covered: t0.Add(34 * time.Hour)}
+			var rollup loop
+			for _, l := range loops {
+				if l.name == "rollup" {
+					rollup = l
+				}
+			}
+			rollup.ranges, rollup.opts.Progress = rec.task("rollup", nil), stored
+			time.Sleep(41 * time.Hour) // the server starts 6 hours after the seal of 10:00
+			s := &Server{opts: o, log: slog.New(slog.DiscardHandler)}
+			s.registerLoopMetrics()
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { s.runLoops(ctx, []loop{rollup}); close(done) }()
+			time.Sleep(c.every + time.Second)
+			synctest.Wait()
+			cancel()
+			<-done
+
+			calls := rec.calls["rollup"]
+			require.NotEmpty(t, calls, "every %v", c.every)
+			assert.Equal(t, t0.Add(34*time.Hour), calls[0].From, "every %v: from the stored progress", c.every)
+			for i := 1; i < len(calls); i++ {
+				assert.Equal(t, calls[i-1].To, calls[i].From, "every %v: contiguous", c.every)
+			}
+			end := t0.Add(41*time.Hour + c.every - time.Hour)
+			assert.Equal(t, end, calls[len(calls)-1].To, "every %v: up to the seal", c.every)
+			assert.Equal(t, end, stored.covered)
+		})
+	}
 }

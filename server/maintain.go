@@ -28,7 +28,8 @@ type MaintainOptions struct {
 
 // Step is what one step of Maintain did.
 type Step struct {
-	// Task is the step: "fold", "compact", "rollup" or "retain".
+	// Task is the step: "fold", "compact", "rollup", "flagged" (the rollup of the slices
+	// that writes of late points marked dirty, tsdb.DB.RollupFlagged) or "retain".
 	Task string
 	// Took is how long the step took.
 	Took time.Duration
@@ -40,6 +41,8 @@ type Step struct {
 	// From and To are the range compaction or rollup covered: from its start to where it
 	// got (From == To: nothing to cover).
 	From, To time.Time
+	// Flagged is how many dirty markers the rollup of dirty slices cleared (Task "flagged").
+	Flagged int
 	// Dropped are the tables retention dropped (Task "retain").
 	Dropped []string
 	// Skipped is set for a retention step of a database without a raw or tier retention:
@@ -48,10 +51,11 @@ type Step struct {
 }
 
 // Maintain does, once and now, what Run keeps doing on its timers, in order: it folds the
-// staged points into the raw tables, compacts the chunks, rolls up the tiers, and drops the
-// tables past their retention. Compaction and rollup cover from their progress in the
-// database (where the last run of any server or Maintain ended; opts.CatchUp ago when
-// there is none) to now (a rollup: to the database's SealDelay ago, windows are trusted once
+// staged points into the raw tables, compacts the chunks, rolls up the tiers and the slices
+// that writes of late points marked dirty, and drops the tables past their retention
+// (rolling up first what of them is not). Compaction and rollup cover from their progress
+// in the database (where the last run of any server or Maintain ended; opts.CatchUp ago
+// when there is none) to now (a rollup: to the database's SealDelay ago, windows are trusted once
 // sealed), cut as Run cuts them, and record their progress as they go. Compaction also
 // compacts again the quarter of an hour before its range, whose points the last fold may
 // have left staged (Run's compaction, the fold interval too). A fold that finds another
@@ -84,6 +88,13 @@ func Maintain(ctx context.Context, db *tsdb.DB, opts *MaintainOptions) iter.Seq2
 			return db.Compact(ctx, refolded(from, 0), to)
 		}
 		for _, l := range loops {
+			if l.name == "flagged" {
+				steps = append(steps, func(ctx context.Context) (Step, error) {
+					n, err := db.RollupFlagged(ctx)
+					return Step{Task: l.name, Flagged: n}, err
+				})
+				continue
+			}
 			task, rangeTask := tsdb.TaskCompact, maintain.RangeTask(compact)
 			if l.name == "rollup" {
 				task, rangeTask = tsdb.TaskRollup, db.Rollup

@@ -4,11 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/pager"
 )
 
 // Dirty markers (docs/format.md, "The catalog"): a Write of points or histogram samples
@@ -19,58 +28,231 @@ import (
 // dirty slices and deletes their markers, each conditionally on the ETag read before it
 // read the raw points.
 
+// The dirty markers' partition of the catalog, and their format version.
+const (
+	catalogDirty = "dirty"
+	dirtyVersion = 1
+)
+
 // dirtyKey is one dirty marker: a series' slice starting at Unix second slice.
 type dirtyKey struct {
 	series string
 	slice  uint64
 }
 
+// rowKey is the marker's RowKey: the slice's block key, "|", the series.
+func (k dirtyKey) rowKey() string { return blockKey(k.slice) + "|" + k.series }
+
+// parseDirtyKey reads a marker's RowKey; false: not a marker's.
+func parseDirtyKey(rk string) (dirtyKey, bool) {
+	start, series, ok := strings.Cut(rk, "|")
+	if !ok || series == "" || len(start) != len(blockKey(0)) {
+		return dirtyKey{}, false
+	}
+	s, err := strconv.ParseUint(start, 10, 64)
+	if err != nil {
+		return dirtyKey{}, false
+	}
+	return dirtyKey{series: series, slice: s}, true
+}
+
+// appendDirty is the body of a marker.
+func appendDirty(k dirtyKey) []byte {
+	return entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDirty, k.rowKey()), "V", dirtyVersion))
+}
+
 // readDirty reads the dirty markers of the slices starting in [lo, hi) (Unix seconds), with
 // their ETags: one query of the catalog.
 func (db *DB) readDirty(ctx context.Context, lo, hi uint64) (map[dirtyKey]azcore.ETag, error) {
-	return nil, nil // TODO(dirty markers): not yet written by any Write
+	out := map[dirtyKey]azcore.ETag{}
+	if len(db.opts.Tiers) == 0 || lo >= hi {
+		return out, nil
+	}
+	q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", catalogDirty), filter.Ge("RowKey", blockKey(lo)),
+		filter.Lt("RowKey", blockKey(hi))).String(), Select: "RowKey"}
+	var e entity.Entity
+	for page, err := range pager.Each(ctx, db.catalog.client, q, 0) {
+		if isTableGone(err) {
+			break // no catalog yet: nothing is dirty
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tsdb: read dirty markers: %w", err)
+		}
+		for _, raw := range page.Entities {
+			if err := e.Decode(raw); err != nil {
+				return nil, fmt.Errorf("tsdb: read dirty markers: %w", err)
+			}
+			if k, ok := parseDirtyKey(string(e.RowKey)); ok && k.slice >= lo && k.slice < hi {
+				out[k] = azcore.ETag(e.ETag)
+			}
+		}
+	}
+	return out, nil
 }
 
-// flagStale flags the tier blocks holding points older than the seal delay (less the clock
-// margin) as stale: a blind merge, so a Write still reads nothing. It runs after the points
-// are stored: a Rollup that read the raw points before them read the block's ETag before
-// this flag changed it, and its write of the block fails.
+// readAllDirty reads every dirty marker (one query).
+func (db *DB) readAllDirty(ctx context.Context) (map[dirtyKey]azcore.ETag, error) {
+	return db.readDirty(ctx, 0, unix(tablets.MaxTime)+1)
+}
+
+// flagStale marks dirty the slices of series holding points older than the seal delay (less
+// the clock margin): an upsert per slice, in transactions, so a Write still reads nothing.
+// It runs after the points are stored: a RollupFlagged that read the raw points before them
+// read the marker's ETag before this upsert changed it, and its delete of the marker fails.
 func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Point) error {
 	return db.flagStaleAt(ctx, series, points, db.now())
 }
 
 // flagStaleAt is flagStale of points that arrived at or before now.
 func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.Point, now time.Time) error {
+	slice := db.slice()
+	if slice == 0 || len(points) == 0 {
+		return nil
+	}
 	limit := now.Add(-(db.opts.SealDelay - sealMargin))
-	for _, t := range db.opts.Tiers {
-		byTable := map[uint64]map[uint64]bool{}
-		for _, p := range points {
-			if !p.Time.Before(limit) {
-				continue
-			}
-			bs := floorSec(unix(p.Time), t.block())
-			tp := tierPeriod(t, bs)
-			if byTable[tp] == nil {
-				byTable[tp] = map[uint64]bool{}
-			}
-			byTable[tp][bs] = true
+	starts := map[uint64]bool{}
+	for _, p := range points {
+		if p.Time.Before(limit) {
+			starts[floorSec(unix(p.Time), slice)] = true
 		}
-		for tp, starts := range byTable {
-			name := db.tierTable(t, tp)
-			if err := db.tiers.ensure(ctx, name); errors.Is(err, errTierDropped) {
-				continue // no window of it is kept: nothing to flag
-			} else if err != nil {
-				return err
-			}
-			var actions []aztables.TransactionAction
-			for bs := range starts {
-				body := appendStale(series, bs)
-				actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
-			}
-			if err := submitAll(ctx, db.service.NewClient(name), series, actions); err != nil {
-				return fmt.Errorf("tsdb: flag tier blocks: %w", err)
+	}
+	if len(starts) == 0 {
+		return nil
+	}
+	actions := make([]aztables.TransactionAction, 0, len(starts))
+	for _, s := range slices.Sorted(maps.Keys(starts)) {
+		k := dirtyKey{series: series, slice: s}
+		if err := entity.ValidateKey(k.rowKey()); err != nil {
+			return fmt.Errorf("tsdb: mark dirty slices: %w", err)
+		}
+		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: appendDirty(k)})
+	}
+	if err := submitAll(ctx, db.catalog.client, catalogDirty, actions); err != nil {
+		return fmt.Errorf("tsdb: mark dirty slices: %w", err)
+	}
+	return nil
+}
+
+// deleteDirty deletes markers, each conditionally on its ETag given: a marker rewritten
+// since (a later write into its slice) or gone stays as it is. In transactions of up to 100;
+// a transaction that meets a changed marker is sent again one marker a request. It returns
+// how many it deleted.
+func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag) (int, error) {
+	keys := slices.SortedFunc(maps.Keys(markers), func(a, b dirtyKey) int { return strings.Compare(a.rowKey(), b.rowKey()) })
+	deleted := 0
+	for len(keys) > 0 {
+		n := min(len(keys), entity.MaxBatchOperations)
+		actions := make([]aztables.TransactionAction, n)
+		for i, k := range keys[:n] {
+			etag := markers[k]
+			actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(catalogDirty, k.rowKey()), IfMatch: &etag}
+		}
+		keys = keys[n:]
+		err := batch.Submit(ctx, db.catalog.client, catalogDirty, actions)
+		if err == nil {
+			deleted += n
+			continue
+		}
+		if !batch.IsConflict(err) {
+			return deleted, fmt.Errorf("tsdb: delete dirty markers: %w", err)
+		}
+		for _, a := range actions {
+			err := batch.Submit(ctx, db.catalog.client, catalogDirty, []aztables.TransactionAction{a})
+			switch {
+			case err == nil:
+				deleted++
+			case !batch.IsConflict(err):
+				return deleted, fmt.Errorf("tsdb: delete dirty markers: %w", err)
 			}
 		}
 	}
-	return nil
+	return deleted, nil
+}
+
+// RollupFlagged recomputes the tier windows of every slice (24 windows of the coarsest tier)
+// that a Write of late points marked dirty, and deletes those markers: a reader then trusts
+// the windows again. For each slice it reads the markers (one query for all), rolls up the
+// marked series there (a Rollup of the slice when many are marked), then deletes each marker
+// conditionally on the ETag it read before the rollup read the raw points: a marker written
+// again meanwhile (a later late point) stays for the next run. Markers of slices whose raw
+// points Retain dropped are deleted unrolled: the windows stored there are the last word.
+// It returns how many markers it deleted. A run killed anywhere leaves the markers it did not
+// delete, and the next run does their work; several processes may run it at once.
+// KeepRolledUp runs it every interval.
+func (db *DB) RollupFlagged(ctx context.Context) (int, error) {
+	if len(db.opts.Tiers) == 0 {
+		return 0, nil
+	}
+	markers, err := db.readAllDirty(ctx)
+	if err != nil || len(markers) == 0 {
+		return 0, err
+	}
+	return db.rollupMarkers(ctx, markers, false)
+}
+
+// manySeriesDirty is how many series of one slice RollupFlagged rolls up one by one; more,
+// and it rolls up the slice for every series (a scan of the slice's raw points).
+const manySeriesDirty = 32
+
+// rollupMarkers rolls up the slices of markers and deletes the markers. With dropping
+// (Retain's last look at a period it is dropping), it rolls up every marked series by
+// itself, and even in a period recorded dropped; else it skips (and clears) the slices of
+// dropped periods.
+func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETag, dropping bool) (int, error) {
+	bySlice := map[uint64][]string{}
+	for k := range markers {
+		bySlice[k.slice] = append(bySlice[k.slice], k.series)
+	}
+	span := uint64(db.slice() / time.Second)
+	cleared := 0
+	for _, s := range slices.Sorted(maps.Keys(bySlice)) {
+		names := bySlice[s]
+		slices.Sort(names)
+		done := map[dirtyKey]azcore.ETag{}
+		for _, series := range names {
+			k := dirtyKey{series: series, slice: s}
+			done[k] = markers[k]
+		}
+		dropped := false
+		if !dropping { // (dropping: the period is recorded dropped, and must be read all the same)
+			var err error
+			if dropped, err = db.sliceDropped(ctx, s); err != nil {
+				return cleared, err
+			}
+		}
+		switch {
+		case dropped && !dropping:
+			// Its raw points are gone (or going): the windows stored are the last word.
+		case len(names) > manySeriesDirty && !dropping:
+			if err := db.Rollup(ctx, at(s), at(s+span)); err != nil {
+				return cleared, err
+			}
+		default:
+			for _, series := range names {
+				if err := db.rollupSeries(ctx, series, s, s+span); err != nil {
+					return cleared, fmt.Errorf("tsdb: rollup %q: %w", series, err)
+				}
+			}
+		}
+		n, err := db.deleteDirty(ctx, done)
+		cleared += n
+		if err != nil {
+			return cleared, err
+		}
+	}
+	return cleared, nil
+}
+
+// sliceDropped reports whether a raw period that the slice starting at s overlaps is
+// recorded dropped: from the cache, else one catalog request a period.
+func (db *DB) sliceDropped(ctx context.Context, s uint64) (bool, error) {
+	end := at(s).Add(db.slice())
+	for p := db.period(at(s)); db.periodStart(p).Before(end); p += uint64(db.opts.RawPeriod / time.Second) {
+		if err := db.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
+			return true, nil
+		} else if err != nil {
+			return false, err
+		}
+	}
+	return false, nil
 }

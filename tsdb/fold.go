@@ -250,8 +250,9 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 				return err
 			}
 		}
-		// Late points: flag their windows, now that they are in the raw tables and before
-		// they leave the staging table (Aggregate distrusts a window a staged point is in).
+		// Late points: mark their slices dirty, now that they are in the raw tables and
+		// before they leave the staging table (Aggregate distrusts a window a staged point is
+		// in).
 		if late := lateOf[names[i]]; len(late) > 0 {
 			return db.flagStaleAt(ctx, names[i], late, tablets.MaxTime)
 		}

@@ -486,7 +486,7 @@ func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, direct []uint
 		if err := db.flagStale(ctx, pl.series, times); err != nil {
 			status, code := serviceAnswer(err)
 			return &tablets.WriteError{Series: pl.series, FailedHistograms: slices.Clone(pl.samples), Code: code, Index: -1, Status: status,
-				Err: fmt.Errorf("the samples are stored, but flagging the rollup tiers failed (write them again): %w", err)}
+				Err: fmt.Errorf("the samples are stored, but marking their rollup slices dirty failed (write them again): %w", err)}
 		}
 		return nil
 	}

@@ -16,9 +16,10 @@ import (
 // the first run of a database lookback ago. A run that fails is retried by the next from the
 // same start, so an outage or a restart is caught up, up to lookback back (and never past
 // RawRetention, whose points may be gone). A run is cut into blocks of the coarsest
-// tier, each rolled up once it is done. report (nil: none) is told of each, its range and
-// its error (nil: rolled up; zero times: the progress could not be read, and nothing was
-// done), and the loop goes on. Run it in a goroutine of a long-running process instead of a
+// tier, each rolled up once it is done. Every interval it also runs RollupFlagged, which
+// recomputes the slices that writes of late points marked dirty. report (nil: none) is told
+// of each, its range and its error (nil: rolled up; zero times: the progress could not be
+// read, and nothing was done, or RollupFlagged failed), and the loop goes on. Run it in a goroutine of a long-running process instead of a
 // cron job; several processes may run it at once (their writes of a block are conditional
 // on its ETag). lookback must exceed SealDelay, else the error wraps
 // tablets.ErrInvalidOptions.
@@ -34,13 +35,30 @@ func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration
 	if tiers := db.opts.Tiers; len(tiers) > 0 {
 		slice = tiers[len(tiers)-1].block()
 	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	flagged := make(chan error, 1)
+	go func() {
+		// The slices that late writes marked dirty, every interval too.
+		flagged <- maintain.Ticks(ctx, func(ctx context.Context, _ time.Time) error {
+			_, err := db.RollupFlagged(ctx)
+			return err
+		}, &maintain.Options{Every: interval, Now: db.opts.Now, Report: func(r maintain.Run) {
+			if report != nil && r.Err != nil {
+				report(time.Time{}, time.Time{}, r.Err)
+			}
+		}})
+	}()
 	err := maintain.Ranges(ctx, db.Rollup, &maintain.Options{Every: interval, Now: db.opts.Now, Lag: db.opts.SealDelay, CatchUp: lookback,
 		Limit: lookback, Slice: slice, Progress: db.progressOf(TaskRollup), Report: func(r maintain.Run) {
 			if report != nil {
 				report(r.From, r.To, r.Err)
 			}
 		}})
-	if err != nil && ctx.Err() == nil {
+	cancel()
+	<-flagged
+	if err != nil && parent.Err() == nil {
 		return fmt.Errorf("tsdb: KeepRolledUp: %w", err)
 	}
 	return err

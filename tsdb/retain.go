@@ -3,23 +3,33 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/pager"
 )
 
 // Retain drops the raw and histogram tables whose whole span ends at or before now minus
 // RawRetention (and their series indexes, once no tier keeps their windows either), one
-// request a table (Azure's high-volume delete pattern: delete the
-// table, not its entities), and returns their names. Each is first recorded as dropped in the catalog, so that no Write,
-// of this process or another, ever creates it again: Azure refuses a deleted table's name
-// for 40 seconds and more, and a period once dropped stays expired. With no RawRetention it
-// drops no raw table. It then drops the tier tables past their tier's Retention the same way.
+// request a table (Azure's high-volume delete pattern: delete the table, not its entities),
+// and returns their names. Each is first recorded as dropped in the catalog, so that no
+// Write, of this process or another, ever creates it again: Azure refuses a deleted table's
+// name for 40 seconds and more, and a period once dropped stays expired. With no
+// RawRetention it drops no raw table. It then drops the tier tables past their tier's
+// Retention the same way.
+//
+// With tiers, no window is lost: before recording a period dropped, Retain rolls it up from
+// where the rollup's progress (Covered, TaskRollup) ends, all of it without one, and the
+// slices of it that late writes marked dirty (RollupFlagged); once it is recorded, it rolls
+// up the slices marked meanwhile by a write that got in first. The tier windows it leaves
+// are then the last word on the period: Rollup no longer touches it. A Retain killed
+// anywhere and run again goes on where it stopped.
 func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 	if db.opts.RawRetention == 0 {
 		return db.retainTiers(ctx, now)
@@ -38,7 +48,7 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 		if db.periodEnd(p).After(cutoff) {
 			continue
 		}
-		if err := db.tables.recordDropped(ctx, p); err != nil {
+		if err := db.sealPeriod(ctx, p); err != nil {
 			return dropped, err
 		}
 		name := db.rawTable(p)
@@ -46,6 +56,11 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
 		dropped = append(dropped, name)
+		if !slices.Contains(histPeriods, p) {
+			if err := db.clearDirty(ctx, p); err != nil {
+				return dropped, err
+			}
+		}
 	}
 	hist, err := db.retainHistograms(ctx, histPeriods, cutoff)
 	dropped = append(dropped, hist...)
@@ -70,7 +85,7 @@ func (db *DB) retainHistograms(ctx context.Context, periods []uint64, cutoff tim
 			continue
 		}
 		if _, known := db.tables.dropped.get(p); !known {
-			if err := db.tables.recordDropped(ctx, p); err != nil {
+			if err := db.sealPeriod(ctx, p); err != nil {
 				return dropped, err
 			}
 		}
@@ -80,6 +95,9 @@ func (db *DB) retainHistograms(ctx context.Context, periods []uint64, cutoff tim
 		}
 		db.tables.gone(histKind, p)
 		dropped = append(dropped, name)
+		if err := db.clearDirty(ctx, p); err != nil {
+			return dropped, err
+		}
 	}
 	return dropped, nil
 }
@@ -151,12 +169,136 @@ func (db *DB) retainTiers(ctx context.Context, now time.Time) ([]string, error) 
 	return dropped, nil
 }
 
-// oldestKeptPeriod is the start of the oldest raw period Retain keeps by the clock now (the
-// one holding now - RawRetention); false without a retention.
-func (db *DB) oldestKeptPeriod() (uint64, bool) {
-	cutoff := db.now().Add(-db.opts.RawRetention)
-	if db.opts.RawRetention <= 0 || !cutoff.After(tablets.MinTime) {
-		return 0, false
+// sealPeriod makes final the tier windows of raw period p before Retain drops its tables,
+// then records p dropped (see Retain). A period already recorded (by a Retain that was
+// killed, or of another process) is left as it is.
+func (db *DB) sealPeriod(ctx context.Context, p uint64) error {
+	if len(db.opts.Tiers) == 0 {
+		return db.tables.recordDropped(ctx, p)
 	}
-	return db.period(cutoff), true
+	recorded, err := db.catalog.isDropped(ctx, db.rawTable(p))
+	if err != nil {
+		return err
+	}
+	if recorded {
+		db.tables.dropped.add(p, struct{}{})
+		db.tables.gone(rawKind, p)
+		return nil
+	}
+	start, end := db.periodStart(p), db.periodEnd(p)
+	covered, ok, err := db.Covered(ctx, TaskRollup)
+	if err != nil {
+		return err
+	}
+	if !ok || covered.Before(end) {
+		from := start
+		if ok && covered.After(start) {
+			from = covered
+		}
+		if err := db.Rollup(ctx, from, end); err != nil {
+			return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
+		}
+	}
+	lo, hi := floorSec(unix(start), db.slice()), unix(end)
+	markers, err := db.readDirty(ctx, lo, hi)
+	if err != nil {
+		return err
+	}
+	if _, err := db.rollupMarkers(ctx, markers, false); err != nil {
+		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
+	}
+	if err := db.tables.recordDropped(ctx, p); err != nil {
+		return err
+	}
+	// A write that checked the period before the record may have stored points since, and
+	// marked their slices: roll them up too, while the tables are still there.
+	if markers, err = db.readDirty(ctx, lo, hi); err != nil || len(markers) == 0 {
+		return err
+	}
+	db.tables.dropped.remove(p) // so that the rollup reads the period (a Write still asks the catalog)
+	defer db.tables.dropped.add(p, struct{}{})
+	if _, err := db.rollupMarkers(ctx, markers, true); err != nil {
+		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
+	}
+	return nil
+}
+
+// clearDirty deletes the dirty markers of the slices of raw period p, whose tables Retain
+// dropped: no rollup can use them.
+func (db *DB) clearDirty(ctx context.Context, p uint64) error {
+	if len(db.opts.Tiers) == 0 {
+		return nil
+	}
+	markers, err := db.readDirty(ctx, floorSec(unix(db.periodStart(p)), db.slice()), unix(db.periodEnd(p)))
+	if err != nil || len(markers) == 0 {
+		return err
+	}
+	_, err = db.deleteDirty(ctx, markers)
+	return err
+}
+
+// oldestKeptPeriod is the start of the raw period after the latest one recorded dropped,
+// where a Rollup from lo (Unix seconds) may reach one (false: none may be): Rollup leaves
+// alone the slices of dropped periods, whose windows are the last word. It knows the
+// periods this process saw dropped; and where lo is old enough that a Retain may have
+// dropped a period there (now - RawRetention, give or take the clock margin), it reads the
+// catalog's records: one query.
+func (db *DB) oldestKeptPeriod(ctx context.Context, lo uint64) (uint64, bool, error) {
+	latest, ok := db.latestDroppedCached()
+	if horizon := db.now().Add(-db.opts.RawRetention + sealMargin); db.opts.RawRetention > 0 && at(lo).Before(horizon) {
+		recorded, found, err := db.latestDroppedRecorded(ctx)
+		if err != nil {
+			return 0, false, err
+		}
+		if found && (!ok || recorded > latest) {
+			latest, ok = recorded, true
+		}
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	return latest + uint64(db.opts.RawPeriod/time.Second), true, nil
+}
+
+// latestDroppedCached is the latest period this process knows dropped.
+func (db *DB) latestDroppedCached() (uint64, bool) {
+	c := db.tables.dropped
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	latest, ok := uint64(0), false
+	for _, m := range []map[uint64]struct{}{c.curr, c.prev} {
+		for p := range m {
+			latest, ok = max(latest, p), true
+		}
+	}
+	return latest, ok
+}
+
+// latestDroppedRecorded reads the latest raw period recorded dropped in the catalog.
+func (db *DB) latestDroppedRecorded(ctx context.Context) (uint64, bool, error) {
+	prefix := db.name + "r"
+	q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", catalogDropped), filter.Ge("RowKey", prefix),
+		filter.Lt("RowKey", db.name+"s")).String(), Select: "RowKey"}
+	latest, ok := uint64(0), false
+	var e entity.Entity
+	for page, err := range pager.Each(ctx, db.catalog.client, q, 0) {
+		if isTableGone(err) {
+			break
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("tsdb: catalog: %w", err)
+		}
+		for _, raw := range page.Entities {
+			if err := e.Decode(raw); err != nil {
+				return 0, false, fmt.Errorf("tsdb: catalog: %w", err)
+			}
+			name := string(e.RowKey)
+			p, err := strconv.ParseUint(strings.TrimPrefix(name, prefix), 10, 64)
+			if err != nil || db.rawTable(p) != name {
+				continue
+			}
+			latest, ok = max(latest, p), true
+		}
+	}
+	return latest, ok, nil
 }

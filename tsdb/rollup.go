@@ -45,8 +45,8 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // stored sealed when it is computed SealDelay or more after its end (by Options.Now). It is
 // idempotent, and safe under lost replies (the retry finds the ETag changed and starts
 // again). Run it on a timer, or KeepRolledUp, to keep tiers current. It leaves alone the
-// slices in raw periods past RawRetention (by Options.Now): their raw points may be gone,
-// and the windows computed before are the last word there.
+// slices of raw periods Retain recorded dropped: their raw points are gone, and the windows
+// computed before (Retain rolls a period up before it drops it) are the last word there.
 //
 // Over chunked raw tables it reads many series at once instead of each by itself: for each
 // slice with a raw table, and a few hundred series at a time, the blocks (a query per tier
@@ -66,7 +66,9 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	span := tiers[len(tiers)-1].block()
 	lo := floorSec(unix(from), span)
 	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
-	if kept, ok := db.oldestKeptPeriod(); ok {
+	if kept, ok, err := db.oldestKeptPeriod(ctx, lo); err != nil {
+		return err
+	} else if ok {
 		// A block reaching into a period Retain may have dropped would be recomputed from
 		// the points that remain, and lose its windows there: they are the last word.
 		lo = max(lo, ceilSec(kept, span))

@@ -312,8 +312,8 @@ func (db *DB) writeSeries(ctx context.Context, pl planned, direct []uint64, peri
 	if firstErr != nil {
 		return &tablets.WriteError{Series: pl.series, Failed: failed, Code: code, Index: index, Status: status, Err: firstErr}
 	}
-	// Late points written directly: flag the rolled-up windows they fall in (after storing
-	// them). Staged points are flagged by the Fold that moves them (see Fold).
+	// Late points written directly: mark their slices dirty (after storing them). Staged
+	// points are marked by the Fold that moves them (see Fold).
 	var written []tablets.Point
 	for _, p := range direct {
 		written = append(written, pl.byPeriod[p]...)
@@ -321,7 +321,7 @@ func (db *DB) writeSeries(ctx context.Context, pl planned, direct []uint64, peri
 	if err := db.flagStale(ctx, pl.series, written); err != nil {
 		status, code := serviceAnswer(err)
 		return &tablets.WriteError{Series: pl.series, Failed: pl.points, Code: code, Index: -1, Status: status,
-			Err: fmt.Errorf("the points are stored, but flagging the rollup tiers failed (write them again): %w", err)}
+			Err: fmt.Errorf("the points are stored, but marking their rollup slices dirty failed (write them again): %w", err)}
 	}
 	return nil
 }

@@ -122,6 +122,11 @@ func stepLine(s server.Step, err error) string {
 			return fmt.Sprintf("%s: nothing new since %s, in %s", s.Task, fmtTime(s.From), took)
 		}
 		return fmt.Sprintf("%s: covered [%s, %s) in %s", s.Task, fmtTime(s.From), fmtTime(s.To), took)
+	case "flagged":
+		if err != nil {
+			return ""
+		}
+		return fmt.Sprintf("flagged: rolled up the slices of %s in %s", count(s.Flagged, "dirty marker", "dirty markers"), took)
 	case "retain":
 		switch {
 		case s.Skipped:

@@ -23,21 +23,21 @@ import (
 var coveredLine = regexp.MustCompile(`^(compact|rollup): covered \[(\S+), (\S+)\) in \S+ \(\d+ requests?, .+ sent, .+ received\)$`)
 
 // maintainRun is what a run of maintain printed: the fold's line, each range covered, the
-// retention's line.
+// rollup of dirty slices' line, the retention's line.
 type maintainRun struct {
-	fold, retain string
-	from, to     map[string]time.Time
+	fold, flagged, retain string
+	from, to              map[string]time.Time
 }
 
 func parseMaintain(t *testing.T, out string) maintainRun {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	require.Len(t, lines, 4, "a line per step: %q", out)
-	r := maintainRun{fold: lines[0], retain: lines[3], from: map[string]time.Time{}, to: map[string]time.Time{}}
+	require.Len(t, lines, 5, "a line per step: %q", out)
+	r := maintainRun{fold: lines[0], flagged: lines[3], retain: lines[4], from: map[string]time.Time{}, to: map[string]time.Time{}}
 	for i, task := range []string{"compact", "rollup"} {
 		m := coveredLine.FindStringSubmatch(lines[1+i])
 		require.NotNil(t, m, "line %q", lines[1+i])
-		require.Equal(t, task, m[1], "fold, compact, rollup, retain: in that order")
+		require.Equal(t, task, m[1], "fold, compact, rollup, flagged, retain: in that order")
 		var err error
 		r.from[task], err = time.Parse(time.RFC3339Nano, m[2])
 		require.NoError(t, err)
@@ -61,6 +61,7 @@ func TestMaintain(t *testing.T) {
 	after := time.Now().UTC()
 	first := parseMaintain(t, out)
 	assert.Regexp(t, `^fold: 0 entities, 0 points, 0 series \(all staged before \S+\) in \S+ \(\d+ requests?, .+\)$`, first.fold)
+	assert.Regexp(t, `^flagged: rolled up the slices of 0 dirty markers in \S+ \(1 request, .+\)$`, first.flagged, "one query: no marker")
 	assert.Regexp(t, `^retain: dropped 0 tables in \S+ \(\d+ requests?, .+\)$`, first.retain, "the minute tier has a retention: retain runs")
 	t.Logf("maintain of an empty database:\n%s", out)
 	end := first.to["compact"]
