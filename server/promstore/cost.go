@@ -36,14 +36,15 @@ const (
 	DefaultSamplesPerSecond = 1.0 / 15
 )
 
-// Bytes per sample of the raw layouts, in a reply (entity overhead included).
+// Bytes per sample of the raw layouts, in a reply, measured on counters scraped every 15 s
+// (TestRawBytesPerSampleMeasured, BenchmarkDashboard).
 const (
-	// chunkedBytesPerSample: chunked's Gorilla chunks in base64, measured on 15 s counters of
-	// random increments (BenchmarkDashboard: 1.2 MB for 806,400 samples).
+	// chunkedBytesPerSample: chunked's chunks in base64, an entity's keys aside
+	// (BenchmarkDashboard: 1.2 MB for 806,400 samples).
 	chunkedBytesPerSample = 1.5
-	// advancedBytesPerSample: advanced's slots, a name and a JSON number (an integral value
-	// also has its type annotation): about 12 bytes, slots of rows partly filled.
-	advancedBytesPerSample = 12
+	// advancedBytesPerSample: advanced's slots, a name and a JSON number with its type
+	// annotation (an integral value has one; a fractional value, about 12 bytes, has not).
+	advancedBytesPerSample = 27
 	// basicBytesPerSample: basic's entity per point: keys, ETag, Timestamp and the value.
 	basicBytesPerSample = 150
 )

@@ -84,7 +84,7 @@ func TestCostEstimates(t *testing.T) {
 		// A chunk holds a day of a 15 s series, and is read whole, as a block is.
 		{"an hour at 15 s", chunkedDefault, 20, time.Hour, 1.0 / 15, minuteTier, tsdb.FieldLast, end, true},
 		{"an hour at 15 s, chunks of 1 KiB", smallChunks, 20, time.Hour, 1.0 / 15, minuteTier, tsdb.FieldLast, end, false},
-		{"an hour at 15 s, advanced's rows", advancedRows, 20, 30 * time.Minute, 1.0 / 15, minuteTier, tsdb.FieldLast, end, false},
+		{"ten minutes at 15 s, advanced's rows", advancedRows, 20, 10 * time.Minute, 1.0 / 15, minuteTier, tsdb.FieldLast, end, false},
 		{"a day at 15 s, advanced's rows", advancedRows, 20, day, 1.0 / 15, minuteTier, tsdb.FieldLast, end, true},
 		{"sparse: a sample every 10 min", chunkedDefault, 20, 7 * day, 1.0 / 600, minuteTier, tsdb.FieldLast, end, false},
 		{"a sample a minute", chunkedDefault, 20, 7 * day, 1.0 / 60, minuteTier, tsdb.FieldLast, end, false},

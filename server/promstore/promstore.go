@@ -36,8 +36,8 @@ type Options struct {
 	MinTierStep time.Duration
 	// RawBytesPerSample is what the cost estimate takes a raw sample to cost on the wire,
 	// in bytes. 0: by the raw layout of the database: 1.5 for chunked's Gorilla chunks (a
-	// 15 s counter; the default for a layout of another package), 12 for advanced's
-	// slots, 150 for basic's entity a point.
+	// 15 s counter; the default for a layout of another package), 27 for advanced's
+	// slots (of integral values), 150 for basic's entity a point.
 	RawBytesPerSample float64
 	// PreferTiers makes a Select read a tier wherever one can serve it (see the package
 	// documentation), whatever the estimates of the bytes each path reads.
