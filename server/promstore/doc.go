@@ -54,21 +54,25 @@
 // Where a tier can serve a Select, the Select reads it if that is estimated to cost fewer
 // bytes than the raw points, or if the raw points of the start of its range are gone
 // (Retain dropped them); PreferTiers reads it always. The estimate (docs/tiers.md has its
-// figures and their measurements): raw costs series x range x samples a second x bytes a
-// sample (1.5 in chunked's Gorilla chunks, by the database's layout, or
-// Options.RawBytesPerSample), plus the keys of a few entities per series and raw table and a
-// request per BatchSize series and raw table; a tier costs its columnar blocks whole (a read
-// selects columns, and a column holds a block's every window: a day of minutes, 14 days of
-// hours), a few bytes a window for the column of the field read plus about 200 an entity,
-// a request per 13 series and tier table, and the raw read of the windows Aggregate reads
-// raw: those within tsdb.Options.SealDelay of the present, and those after the rollup
-// loops' progress in the catalog (tsdb.TaskRollup, read at most once a minute; none: every
-// window). The sample rate is a
-// moving estimate of the Queryable: the float samples its reads returned (raw samples, and
-// the windows' counts of tier reads) over the series-seconds they covered, starting at a
-// sample every 15 s. A short range (its blocks are read whole), or a sparse series, reads
-// raw; a long range of series scraped every 15 s reads the minute tier. Stats tell which
-// path each Select took and why, and the sums of the estimates.
+// figures and their measurements), for the float series of the Select:
+//
+//   - raw: the samples of the range at the bytes a sample of the database's layout (1.5 in
+//     chunked's chunks, or Options.RawBytesPerSample), counting chunked's chunks whole (a
+//     day of a series, or 16 KiB), 300 bytes an entity, a request per BatchSize series
+//     and raw table;
+//   - tier: its columnar blocks whole (a read selects columns, and a column holds a
+//     block's every window: a day of minutes, 14 days of hours), a byte or two a window for
+//     the column of the field read, 200 an entity, a request per 13 series and tier table;
+//     and the raw read of the windows Aggregate reads raw: those within
+//     tsdb.Options.SealDelay of the present, and those after the rollup loops' progress in
+//     the catalog (tsdb.TaskRollup, read at most once a minute; none: every window).
+//
+// Both scale with the sample rate, a moving estimate of the Queryable: the float samples
+// its reads returned (raw samples, and the windows' counts of tier reads) over the
+// series-seconds they covered, starting at a sample every 15 s. Series scraped every 15 s
+// read the minute tier whatever the range (a chunk and a block both hold a day); sparse
+// series (a sample a minute or less often) read raw. Stats tell which path each Select
+// took and why, and the sums of the estimates.
 //
 // A tier Select reads the windows of BatchSize series at a time, in one
 // tsdb.DB.AggregateSeries of the field its function needs (tsdb.FieldLast, FieldMin or
