@@ -47,6 +47,8 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // again). Run it on a timer, or KeepRolledUp, to keep tiers current. It leaves alone the
 // slices of raw periods Retain recorded dropped: their raw points are gone, and the windows
 // computed before (Retain rolls a period up before it drops it) are the last word there.
+// Once done, it deletes the dirty markers of the range (see RollupFlagged) it read before
+// the raw points, each conditionally on the ETag read then.
 //
 // Over chunked raw tables it reads many series at once instead of each by itself: for each
 // slice with a raw table, and a few hundred series at a time, the blocks (a query per tier
@@ -76,6 +78,21 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if lo >= hi {
 		return nil
 	}
+	// The dirty markers of the range, read before the raw points: once every series is
+	// rolled up they are cleared, but a marker written since (a later late point) stays.
+	dirty, err := db.readDirty(ctx, lo, hi)
+	if err != nil {
+		return err
+	}
+	if err := db.rollupRange(ctx, lo, hi); err != nil {
+		return err
+	}
+	_, err = db.deleteDirty(ctx, dirty)
+	return err
+}
+
+// rollupRange is Rollup of [lo, hi) (Unix seconds, whole slices).
+func (db *DB) rollupRange(ctx context.Context, lo, hi uint64) error {
 	names, err := db.rollupNames(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil || len(names) == 0 {
 		return err
