@@ -388,7 +388,7 @@ func TestTSDBRollupReliability(t *testing.T) {
 	w := collectWindows(t, db2.Aggregate(ctx, []string{"k"}, old, old.Add(time.Hour), time.Hour, nil))
 	require.Len(t, w, 1)
 	require.Equal(t, uint64(60), w[0].Count)
-	require.Equal(t, int64(2), checker.Stats().Requests-before, "the hour is read from the tier KeepRolledUp made (and the dirty markers)")
+	require.Equal(t, int64(2), checker.Stats().Requests-before, "the hour is read from the tier KeepRolledUp made, and the dirty markers (none)")
 }
 
 // dropTables deletes the tables whose names start with prefix.
@@ -410,9 +410,11 @@ func dropTables(t *testing.T, prefix string) {
 	}
 }
 
-// A tier block that straddles a dropped raw period and a kept one is not recomputed from
-// the raw points that remain: its windows over the dropped period would be lost. A minute
-// tier's blocks are 24 minutes, [10:48, 11:12) here, across the raw periods of 10:00 and 11:00.
+// A slice that straddles a dropped raw period and a kept one is not recomputed from the raw
+// points that remain: its windows over the dropped period would be lost; the slices after
+// it are spliced into their block keeping its windows over the dropped period. With a
+// minute tier alone, a slice is 24 minutes, [10:48, 11:12) here, across the raw periods of
+// 10:00 and 11:00, and a block 336 minutes.
 func TestTSDBRollupAfterRawDropped(t *testing.T) {
 	ctx := context.Background()
 	day := time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)

@@ -153,25 +153,27 @@ func TestTSDBRollupScanGroups(t *testing.T) {
 			requireWindows(t, modelWindows(all, from, to, step), got, what+" at "+step.String())
 		}
 	}
-	rollup := func(what string) (queries, requests int64) {
+	rollup := func(what string) (transactions, requests int64) {
 		before := checker.Stats()
 		require.NoError(t, db.Rollup(ctx, from, to))
 		after := checker.Stats()
-		queries, requests = after.Queries-before.Queries, after.Requests-before.Requests
+		queries, requests := after.Queries-before.Queries, after.Requests-before.Requests
+		transactions = after.Batches - before.Batches
 		t.Logf("Rollup of %d series in 2 groups, %s: %d requests (%d transactions, %d queries)", len(names), what,
 			requests, after.Batches-before.Batches, queries)
 		// The index, and per slice and group: 2 tier tables, staging, a raw table an hour.
 		// A series rolled up by itself would read its blocks and points: 4 queries more.
 		require.LessOrEqual(t, queries, int64(40), "no series read by itself")
-		return queries, requests
+		return transactions, requests
 	}
-	_, first := rollup("the blocks flagged by the writes")
+	_, first := rollup("the first")
 	check("after Rollup")
 
 	late := tablets.Point{Time: base.Add(10*time.Minute + 500*time.Millisecond), Value: 0.5}
 	require.NoError(t, db.Write(ctx, "x\uE000", late))
 	all = append(all, late)
-	_, again := rollup("again after a late point")
+	txns, again := rollup("again after a late point")
 	require.LessOrEqual(t, again, first+5)
+	require.Equal(t, int64(2), txns, "the late point's blocks alone: of seconds, and of hours")
 	check("after a late point, rolled up again")
 }

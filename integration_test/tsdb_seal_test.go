@@ -94,6 +94,30 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 	require.Len(t, want, 96)
 	require.Equal(t, uint64(240), want[30].count, "the model: 180 written, 60 backfilled")
 	requireWindows(t, want, got, "after Retain")
+
+	// Another process (which knows of no drop) rolling the dropped days up again, by a
+	// clock before their retention's end too, leaves their windows: the catalog says they
+	// are dropped.
+	for _, now := range []time.Time{clock.Now(), sealDay.Add(50 * time.Hour)} {
+		c := newTestClock(now)
+		other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, Now: c.Now})
+		require.NoError(t, err)
+		require.NoError(t, other.Rollup(ctx, sealDay, end))
+		requireWindows(t, want, collectWindows(t, db.Aggregate(ctx, names, sealDay, end, time.Hour, nil)), "after another Rollup at "+now.String())
+	}
+
+	// A marker left in a dropped day (as by a write that got in after Retain's last look):
+	// RollupFlagged of another process deletes it, and leaves the windows.
+	marker := fmt.Sprintf(`{"PartitionKey":"dirty","RowKey":"%012d|b","V":1,"V@odata.type":"Edm.Double"}`, sealDay.Add(24*time.Hour).Unix())
+	_, err = svc.NewClient(db.Name()+"m").UpsertEntity(ctx, []byte(marker), nil)
+	require.NoError(t, err)
+	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, Now: clock.Now})
+	require.NoError(t, err)
+	n, err := other.RollupFlagged(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Empty(t, dirtyMarkers(t, svc, db))
+	requireWindows(t, want, collectWindows(t, db.Aggregate(ctx, names, sealDay, end, time.Hour, nil)), "after RollupFlagged of a dropped day")
 }
 
 // A Retain killed between recording a period dropped and dropping its table, run again,
@@ -138,10 +162,10 @@ func newHookedDBOpts(t *testing.T, name string, h *hooked, opts *tsdb.Options) (
 	return db, svc
 }
 
-// RollupFlagged rolls up the marked slices and deletes their markers; a marker written
-// again while its slice was being rolled up (a later late point) stays, and the reader
-// reads that slice raw until the next run; a run killed before its deletes leaves every
-// marker, and the next does the work.
+// RollupFlagged rolls up the marked slices and deletes their markers; a run killed before
+// its deletes leaves every marker, and the next does the work; a marker written again while
+// its slice was being rolled up (a later late point) stays, and the reader reads that slice
+// raw until the next run. A Rollup of the range clears the markers too.
 func TestTSDBRollupFlagged(t *testing.T) {
 	ctx := context.Background()
 	h := &hooked{}
@@ -149,34 +173,40 @@ func TestTSDBRollupFlagged(t *testing.T) {
 	hdb, _ := newHookedDBOpts(t, db.Name(), h, &tsdb.Options{RawPeriod: 24 * time.Hour, DirectWrites: true})
 	end := sealDay.Add(48 * time.Hour)
 	var all []tablets.Point
-	for i, s := range []string{"f", "g"} {
-		pts := minutePoints(i, sealDay, end, 0)
-		require.NoError(t, db.Write(ctx, s, pts...)) // years late: both days marked, both series
-		all = append(all, pts...)
+	write := func() {
+		for i, s := range []string{"f", "g"} {
+			pts := minutePoints(i, sealDay, end, 0)
+			require.NoError(t, db.Write(ctx, s, pts...)) // years late: both days marked, both series
+			all = append(all, pts...)
+		}
+		require.Len(t, dirtyMarkers(t, svc, db), 4)
 	}
-	require.Len(t, dirtyMarkers(t, svc, db), 4)
+	write()
 	require.NoError(t, db.Rollup(ctx, sealDay, end))
+	require.Empty(t, dirtyMarkers(t, svc, db), "Rollup clears the markers of its range")
+	all = nil
+	write() // the same points again: marked again
 
-	// Killed at its first write of a block: every marker stays.
+	// Killed at its first delete of markers: every marker stays.
 	killed, cancel := context.WithCancel(ctx)
-	h.arm(func(r *http.Request) bool { return isBatch(r) && strings.Contains(string(relPeekBody(r)), "t60p") }, cancel, nil)
+	h.arm(func(r *http.Request) bool {
+		body := string(relPeekBody(r))
+		return isBatch(r) && strings.Contains(body, "DELETE ") && strings.Contains(body, "PartitionKey='dirty'")
+	}, cancel, nil)
 	n, err := hdb.RollupFlagged(killed)
 	require.True(t, errors.Is(err, context.Canceled), "%v", err)
 	require.Zero(t, n)
 	require.Len(t, dirtyMarkers(t, svc, db), 4, "a killed run leaves the markers")
 
-	// A late point of g written while the run rolls up (after it read the markers, before
-	// it writes g's first block): its marker stays.
+	// A late point of g written while the run rolls up g's second day, once it has read its
+	// raw points: its marker stays.
 	extra := tablets.Point{Time: sealDay.Add(26*time.Hour + 10*time.Second), Value: -3.25}
+	day1 := db.Name() + "r" + fmt.Sprint(sealDay.Add(24*time.Hour).Unix())
 	h.arm(func(r *http.Request) bool {
-		return isBatch(r) && strings.Contains(string(relPeekBody(r)), "t60p") && strings.Contains(string(relPeekBody(r)), `"PartitionKey":"g"`)
-	}, func() { require.NoError(t, db.Write(ctx, "g", extra)) }, nil)
-	before := checker.Stats()
+		return r.Method == http.MethodGet && strings.Contains(r.URL.Path, day1) && strings.Contains(r.URL.Query().Get("$filter"), "'g|")
+	}, nil, func() { require.NoError(t, db.Write(ctx, "g", extra)) })
 	n, err = hdb.RollupFlagged(ctx)
 	require.NoError(t, err)
-	st := checker.Stats()
-	t.Logf("RollupFlagged of 4 marked slices (2 series, 2 days of minutes): %d requests, %d bytes received",
-		st.Requests-before.Requests, st.ResponseBytes-before.ResponseBytes)
 	all = append(all, extra)
 	require.Equal(t, 3, n, "the marker rewritten during its rollup stays")
 	require.Equal(t, []string{fmt.Sprintf("%012d|g", sealDay.Add(24*time.Hour).Unix())}, dirtyMarkers(t, svc, db))
@@ -185,8 +215,12 @@ func TestTSDBRollupFlagged(t *testing.T) {
 	require.Equal(t, uint64(61), w[0].Count, "the marked slice is read raw")
 	require.Equal(t, -3.25, w[0].Min)
 
+	before := checker.Stats()
 	n, err = db.RollupFlagged(ctx)
 	require.NoError(t, err)
+	st := checker.Stats()
+	t.Logf("RollupFlagged of 1 marked slice (a day of minutes): %d requests, %d bytes sent, %d received",
+		st.Requests-before.Requests, st.RequestBytes-before.RequestBytes, st.ResponseBytes-before.ResponseBytes)
 	require.Equal(t, 1, n)
 	require.Empty(t, dirtyMarkers(t, svc, db))
 	got := collectWindows(t, db.Aggregate(ctx, []string{"f", "g"}, sealDay, end, time.Hour, nil))

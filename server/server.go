@@ -76,9 +76,8 @@ type Options struct {
 	Now func() time.Time
 	// Query configures the PromQL engine (nil: its defaults).
 	Query *api.Options
-	// Store configures the Queryable (nil: its defaults, with MinTierStep an hour: a minute
-	// window costs more to read than the chunked raw points it sums up, so the minute tier
-	// serves only ranges whose raw points are gone).
+	// Store configures the Queryable (nil: its defaults: a Select reads a tier wherever
+	// that is estimated to cost fewer bytes than the raw points, see docs/tiers.md).
 	Store *promstore.Options
 	// OTLP configures the OTLP endpoint (nil: its defaults, Prometheus' default translation).
 	OTLP *otlp.Options
@@ -154,9 +153,6 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	}
 	s := &Server{db: db, opts: o, log: o.Logger, registry: prometheus.NewRegistry()}
 	var err error
-	if o.Store == nil {
-		o.Store = &promstore.Options{MinTierStep: time.Hour}
-	}
 	if s.queryable, err = promstore.New(db, o.Store); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package tsdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -176,7 +175,7 @@ func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag)
 // conditionally on the ETag it read before the rollup read the raw points: a marker written
 // again meanwhile (a later late point) stays for the next run. Markers of slices whose raw
 // points Retain dropped are deleted unrolled: the windows stored there are the last word.
-// It returns how many markers it deleted. A run killed anywhere leaves the markers it did not
+// It returns how many markers it cleared. A run killed anywhere leaves the markers it did not
 // delete, and the next run does their work; several processes may run it at once.
 // KeepRolledUp runs it every interval.
 func (db *DB) RollupFlagged(ctx context.Context) (int, error) {
@@ -224,9 +223,13 @@ func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETa
 		case dropped && !dropping:
 			// Its raw points are gone (or going): the windows stored are the last word.
 		case len(names) > manySeriesDirty && !dropping:
+			// Rollup clears the markers it read before reading the raw points: these, and
+			// any written since then.
 			if err := db.Rollup(ctx, at(s), at(s+span)); err != nil {
 				return cleared, err
 			}
+			cleared += len(names)
+			continue
 		default:
 			for _, series := range names {
 				if err := db.rollupSeries(ctx, series, s, s+span); err != nil {
@@ -244,14 +247,25 @@ func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETa
 }
 
 // sliceDropped reports whether a raw period that the slice starting at s overlaps is
-// recorded dropped: from the cache, else one catalog request a period.
+// recorded dropped: from the cache, else, for a period a Retain may have dropped by now
+// (see oldestKeptPeriod), one catalog request.
 func (db *DB) sliceDropped(ctx context.Context, s uint64) (bool, error) {
 	end := at(s).Add(db.slice())
+	horizon := db.now().Add(-db.opts.RawRetention + sealMargin)
 	for p := db.period(at(s)); db.periodStart(p).Before(end); p += uint64(db.opts.RawPeriod / time.Second) {
-		if err := db.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
+		if _, dropped := db.tables.dropped.get(p); dropped {
 			return true, nil
-		} else if err != nil {
+		}
+		if db.opts.RawRetention <= 0 || !db.periodEnd(p).Before(horizon) {
+			continue
+		}
+		dropped, err := db.catalog.isDropped(ctx, db.rawTable(p))
+		if err != nil {
 			return false, err
+		}
+		if dropped {
+			db.tables.dropped.add(p, struct{}{})
+			return true, nil
 		}
 	}
 	return false, nil

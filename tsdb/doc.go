@@ -204,7 +204,7 @@
 // entity of float points: the two kinds' time keys never interleave), then the histogram
 // tables; the staged sample wins a millisecond both hold. Fold moves staged samples into the
 // histogram tables, a transaction per series and day, with the priority of the series' latest
-// write, and flags the tier windows of late ones, as it does points; Delete, Rollup and
+// write, and marks dirty the slices of late ones, as it does points; Delete, Rollup and
 // Aggregate read staged samples where they read staged points (one query for both kinds).
 // Measured (TestTSDBStagedHistogramsCost; server's BenchmarkRemoteWrite/histograms, 2,000
 // series of a 20-bucket histogram, 500 a request): a write of 2,000 series of one sample
@@ -232,7 +232,7 @@
 // # Time
 //
 // Options.Now is the clock of everything time-dependent in a DB: the raw retention of a
-// write, the windows a write flags as stale, the time Rollup stamps on its blocks (which
+// write, the slices a write marks dirty, the time Rollup stamps on its blocks (which
 // decides when Aggregate trusts them), the age of the cached list of tables, a staged
 // write's arrival bucket, what Fold folds and its lease. Tests set it; KeepCompacted and
 // KeepRolledUp tick by the wall clock. Staging RowKeys and chunked priorities, which order
@@ -255,13 +255,21 @@
 // 12,006. Aggregate(series, from, to, step) merges the windows of all the series: it
 // reads the coarsest tier whose Step divides step where its blocks are sealed (rolled up at
 // least SealDelay after their end), not flagged and holding no staged point or histogram
-// sample, and the raw points and samples elsewhere. Points older than SealDelay flag their blocks once in the raw tables:
-// written directly, by the Write, after storing them; staged, by the Fold that moves them
-// (a Prometheus catching up after an outage sends thousands of series' late samples a
-// request: flagging them at once would cost a transaction per series and request). Until
-// then Aggregate reads such a point from the staging table and the raw points of its window
-// instead of the window: a late point is never hidden by a stale window, and recent writes
-// cost nothing more.
+// sample, and the raw points and samples elsewhere. Points older than SealDelay mark their
+// slice (24 windows of the coarsest tier, a day by default) of their series dirty once in
+// the raw tables, a marker in the catalog (docs/format.md, "The catalog"): written directly,
+// by the Write, after storing them; staged, by the Fold that moves them (a Prometheus
+// catching up after an outage sends thousands of series' late samples a request: marking
+// them at once would cost a transaction per series and request). Until then Aggregate reads
+// such a point from the staging table, and after, the raw points of its slice instead of the
+// windows, until RollupFlagged (or a Rollup of the slice) recomputes them and clears the
+// marker: a late point is never hidden by a stale window, and recent writes cost nothing
+// more.
+//
+// No window is lost: Rollup's progress is in the catalog (KeepRolledUp and the server's loop
+// go on from it after any downtime), and Retain rolls up a raw period (past that progress,
+// and its dirty slices) before it drops it. Over a dropped period, Aggregate serves the tier
+// windows there are, and Rollup leaves them alone.
 //
 // A window keeps the histogram samples of its series apart from its points: their count,
 // the first and the last, and the observations made in the window as one float histogram
@@ -270,7 +278,7 @@
 // windows"): 150 to 200 bytes for a 20-bucket histogram. Coarser windows and several series
 // merge exactly: bucket for bucket, at the smaller schema. Rollup reads the histogram
 // samples after the ETags, as it reads the points, 64 series at a time (a few a request); a
-// late histogram sample flags its blocks as a late point does. Aggregate's quantiles over
+// late histogram sample marks its slice dirty as a late point does. Aggregate's quantiles over
 // histogram series come from their buckets, as Prometheus' histogram_quantile computes them
 // (HistogramQuantile).
 package tsdb

@@ -47,10 +47,10 @@ type (
 //
 // The other samples are written: a series new to a period is listed in its index, flagged as
 // having histograms there (see Select), before its samples are staged or written. Samples
-// written directly that are older than Options.SealDelay (less 5 minutes) then flag their
-// rollup tier windows, as a Write's late points do (staged ones are flagged by the Fold that
-// moves them); a series whose samples are stored but whose windows could not be flagged
-// lists them all (writing them again flags them).
+// written directly that are older than Options.SealDelay (less 5 minutes) then mark their
+// rollup slices dirty, as a Write's late points do (staged ones are marked by the Fold that
+// moves them); a series whose samples are stored but whose slices could not be marked
+// lists them all (writing them again marks them).
 //
 // A series not wholly written gets a *tablets.WriteError whose FailedHistograms lists
 // exactly its samples that may not be stored (those of failed transactions; a failure stops
@@ -452,9 +452,9 @@ func (db *DB) writeHistPlanned(ctx context.Context, plans []histPlanned) []error
 }
 
 // writeHistSeries writes one series' samples of the periods direct, period by period, adds
-// the samples that failed to stage (stageErr their error), then flags the rolled-up tier
-// windows its late samples written directly fall in (as a Write of late points does; a
-// Fold flags those of staged samples).
+// the samples that failed to stage (stageErr their error), then marks dirty the rollup
+// slices its late samples written directly fall in (as a Write of late points does; a Fold
+// marks those of staged samples).
 func (db *DB) writeHistSeries(ctx context.Context, pl histPlanned, direct []uint64, periodErr map[uint64]error, stageFailed []HistogramPoint, stageErr error) error {
 	lost := make([]bool, len(pl.samples))
 	firstErr := stageErr

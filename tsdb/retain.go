@@ -44,11 +44,12 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 	}
 	cutoff := now.Add(-db.opts.RawRetention)
 	var dropped []string
+	var progress rollupProgress // read once, by the first period that needs it
 	for _, p := range periods {
 		if db.periodEnd(p).After(cutoff) {
 			continue
 		}
-		if err := db.sealPeriod(ctx, p); err != nil {
+		if err := db.sealPeriod(ctx, p, &progress); err != nil {
 			return dropped, err
 		}
 		name := db.rawTable(p)
@@ -62,7 +63,7 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 			}
 		}
 	}
-	hist, err := db.retainHistograms(ctx, histPeriods, cutoff)
+	hist, err := db.retainHistograms(ctx, histPeriods, cutoff, &progress)
 	dropped = append(dropped, hist...)
 	if err != nil {
 		return dropped, err
@@ -78,14 +79,14 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 
 // retainHistograms drops the histogram tables of the periods ending at or before cutoff,
 // each period first recorded as dropped (as its raw table is): no write creates it again.
-func (db *DB) retainHistograms(ctx context.Context, periods []uint64, cutoff time.Time) ([]string, error) {
+func (db *DB) retainHistograms(ctx context.Context, periods []uint64, cutoff time.Time, progress *rollupProgress) ([]string, error) {
 	var dropped []string
 	for _, p := range periods {
 		if db.periodEnd(p).After(cutoff) {
 			continue
 		}
 		if _, known := db.tables.dropped.get(p); !known {
-			if err := db.sealPeriod(ctx, p); err != nil {
+			if err := db.sealPeriod(ctx, p, progress); err != nil {
 				return dropped, err
 			}
 		}
@@ -172,7 +173,7 @@ func (db *DB) retainTiers(ctx context.Context, now time.Time) ([]string, error) 
 // sealPeriod makes final the tier windows of raw period p before Retain drops its tables,
 // then records p dropped (see Retain). A period already recorded (by a Retain that was
 // killed, or of another process) is left as it is.
-func (db *DB) sealPeriod(ctx context.Context, p uint64) error {
+func (db *DB) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress) error {
 	if len(db.opts.Tiers) == 0 {
 		return db.tables.recordDropped(ctx, p)
 	}
@@ -186,7 +187,7 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64) error {
 		return nil
 	}
 	start, end := db.periodStart(p), db.periodEnd(p)
-	covered, ok, err := db.Covered(ctx, TaskRollup)
+	covered, ok, err := progress.get(ctx, db)
 	if err != nil {
 		return err
 	}
@@ -221,6 +222,25 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64) error {
 		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
 	}
 	return nil
+}
+
+// rollupProgress is the rollup's progress (Covered, TaskRollup), read once by a Retain:
+// its own rollups do not move it.
+type rollupProgress struct {
+	read    bool
+	covered time.Time
+	ok      bool
+}
+
+func (r *rollupProgress) get(ctx context.Context, db *DB) (time.Time, bool, error) {
+	if !r.read {
+		covered, ok, err := db.Covered(ctx, TaskRollup)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		r.read, r.covered, r.ok = true, covered, ok
+	}
+	return r.covered, r.ok, nil
 }
 
 // clearDirty deletes the dirty markers of the slices of raw period p, whose tables Retain

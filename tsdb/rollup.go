@@ -34,27 +34,29 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 
 // Rollup (re)computes every tier window overlapping [from, to) from the raw points and
 // histogram samples (see Window), for every series with either there (the series index of
-// the periods). It works a slice at a time (24 windows of the coarsest tier: a day by
-// default): for each series it reads the tier blocks over the slice (whole, with their
-// ETags), then the raw points, then writes each block with the slice's windows recomputed
-// and its others as they were, conditionally on the ETag it read (or as new): a block
-// written from a read that a concurrent Rollup has made stale fails, and that series' slice
-// starts again. A block it finds already up to date it leaves alone, so a Rollup of a range
-// rolled up and sealed writes nothing, and rollers running at once do not fail each other.
-// Blocks of an older format over the slice are rewritten in the current one. A window is
-// stored sealed when it is computed SealDelay or more after its end (by Options.Now). It is
-// idempotent, and safe under lost replies (the retry finds the ETag changed and starts
-// again). Run it on a timer, or KeepRolledUp, to keep tiers current. It leaves alone the
-// slices of raw periods Retain recorded dropped: their raw points are gone, and the windows
-// computed before (Retain rolls a period up before it drops it) are the last word there.
+// the periods). It works whole slices (24 windows of the coarsest tier: a day by default):
+// for each series it reads the tier blocks over them (whole, with their ETags), then the raw
+// points, then writes each block with the slices' windows recomputed and its others as they
+// were, conditionally on the ETag it read (or as new): a block written from a read that a
+// concurrent Rollup has made stale fails, and that series starts again. A block it finds
+// already up to date it leaves alone, so a Rollup of a range rolled up and sealed writes
+// nothing, and rollers running at once do not fail each other. Blocks of an older format
+// over the slices are rewritten in the current one. A window is stored sealed when it is
+// computed SealDelay or more after its end (by Options.Now). It is idempotent, and safe
+// under lost replies (the retry finds the ETag changed and starts again). Run it on a timer,
+// or KeepRolledUp, to keep tiers current. It leaves alone the slices of raw periods Retain
+// recorded dropped: their raw points are gone, and the windows computed before (Retain
+// rolls a period up before it drops it) are the last word there.
+// Once done, it deletes the dirty markers of the range (see RollupFlagged) it read before
+// the raw points, each conditionally on the ETag read then.
 //
-// Over chunked raw tables it reads many series at once instead of each by itself: for each
-// slice with a raw table, and a few hundred series at a time, the blocks (a query per tier
-// table), the staged points (one query) and the raw points (a query per raw table, a
-// request per 1,000 chunks), the histogram samples (a read of many series a request, a few
-// dozen series at a time, after the blocks), then it writes a transaction per series and
-// tier table whose blocks changed; a series whose write meets a change is rolled up again
-// by itself.
+// Over chunked raw tables it reads many series at once instead of each by itself, a slice
+// at a time: for each slice with a raw table, and a few hundred series at a time, the
+// blocks (a query per tier table), the staged points (one query) and the raw points (a
+// query per raw table, a request per 1,000 chunks), the histogram samples (a read of many
+// series a request, a few dozen series at a time, after the blocks), then it writes a
+// transaction per series and tier table whose blocks changed; a series whose write meets a
+// change is rolled up again by itself.
 func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
@@ -76,6 +78,21 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	if lo >= hi {
 		return nil
 	}
+	// The dirty markers of the range, read before the raw points: once every series is
+	// rolled up they are cleared, but a marker written since (a later late point) stays.
+	dirty, err := db.readDirty(ctx, lo, hi)
+	if err != nil {
+		return err
+	}
+	if err := db.rollupRange(ctx, lo, hi); err != nil {
+		return err
+	}
+	_, err = db.deleteDirty(ctx, dirty)
+	return err
+}
+
+// rollupRange is Rollup of [lo, hi) (Unix seconds, whole slices).
+func (db *DB) rollupRange(ctx context.Context, lo, hi uint64) error {
 	names, err := db.rollupNames(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil || len(names) == 0 {
 		return err
@@ -139,23 +156,11 @@ func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, er
 	return names, nil
 }
 
-// rollupSeries recomputes the blocks of one series in [lo, hi) (Unix seconds, aligned to
-// slices), a slice at a time.
+// rollupSeries recomputes the blocks of one series over [lo, hi) (Unix seconds, aligned to
+// slices): it reads the blocks stored there, then the raw points and histogram samples,
+// then writes the blocks that changed conditionally on what it read; a block changed
+// meanwhile starts it again.
 func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) error {
-	slice := uint64(db.slice() / time.Second)
-	for s := lo; s < hi; s += slice {
-		if err := db.rollupSeriesSlice(ctx, series, s, s+slice); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// rollupSeriesSlice recomputes the blocks of one series over the slice [lo, hi): it reads
-// the blocks stored there, then the raw points and histogram samples, then writes the
-// blocks that changed conditionally on what it read; a block changed meanwhile starts it
-// again.
-func (db *DB) rollupSeriesSlice(ctx context.Context, series string, lo, hi uint64) error {
 	for range maxRollupAttempts {
 		stored, err := db.readSeriesBlocks(ctx, series, lo, hi)
 		if err != nil {

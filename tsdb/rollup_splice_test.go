@@ -1,6 +1,9 @@
 package tsdb
 
 import (
+	"errors"
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -89,7 +92,8 @@ func TestSpliceSkipsUnchanged(t *testing.T) {
 }
 
 // overlay lays out the windows stored in a block's span: the most recently rolled up entity
-// wins where two hold a window, and a stale flag unseals its 24 windows.
+// wins where two hold a window, sealed only if both are, and a stale flag unseals its 24
+// windows.
 func TestSpliceOverlay(t *testing.T) {
 	step := uint64(60)
 	mk := func(start uint64, version int, rolled float64, n int, count uint64) *tierBlock {
@@ -110,6 +114,7 @@ func TestSpliceOverlay(t *testing.T) {
 	older := mk(bs+24*60, 1, 50, 24, 2)  // rolled before the columnar block: it loses
 	newer := mk(bs+48*60, 1, 200, 24, 3) // after: it wins
 	newer.sealed[1] = false
+	older.sealed[2] = false // the window 26, sealed in the columnar block
 	flag := mk(bs+72*60, 0, 0, 24, 0)
 	windows, sealed := overlay([]*tierBlock{newer, flag, col, older}, bs, bs+1440*60, step, 1440)
 	for i, want := range map[int]uint64{0: 1, 24: 1, 47: 1, 48: 3, 71: 3, 72: 1, 95: 1, 96: 1} {
@@ -120,7 +125,7 @@ func TestSpliceOverlay(t *testing.T) {
 	if windows[5] != nil {
 		t.Errorf("window 5: %+v, want none", windows[5])
 	}
-	for i, want := range map[int]bool{0: true, 48: true, 49: false, 50: true, 71: true, 72: false, 95: false, 96: true} {
+	for i, want := range map[int]bool{0: true, 25: true, 26: false, 48: true, 49: false, 50: true, 71: true, 72: false, 95: false, 96: true} {
 		if sealed[i] != want {
 			t.Errorf("window %d sealed %v, want %v", i, sealed[i], want)
 		}
@@ -180,4 +185,120 @@ func TestSpliceBlockOps(t *testing.T) {
 	check("a row block elsewhere", []*tierBlock{row2}, windows, "add "+k, "delete "+blockKey(bs+24*60)+" if r1")
 	check("no window left", []*tierBlock{row, flag}, make([]*Window, 1440), "delete "+k+" if r0", "delete "+blockKey(bs+48*60)+" if f2")
 	check("no window, nothing stored", nil, make([]*Window, 1440))
+}
+
+// A block too large for an entity with its sketches is stored without them (never an
+// error), and a Rollup that computes it again finds it unchanged.
+func TestSpliceTooLarge(t *testing.T) {
+	db := spliceDB(t, spliceDay.Add(30*24*time.Hour))
+	minutes := db.opts.Tiers[0]
+	bs := unix(spliceDay)
+	rng := rand.New(rand.NewPCG(1, 2))
+	windows := make([]*Window, 1440)
+	for i := range 1440 {
+		w := newWindow(at(bs+uint64(i)*60), db.opts.Accuracy)
+		for j := range 2600 { // about 2,000 bins: values spread over 30 decades
+			w.add(w.Start.Add(time.Duration(j)*time.Millisecond), math.Pow(10, rng.Float64()*30))
+		}
+		windows[i] = w
+	}
+	sealed := allSealed(1440)
+	if _, err := blockenc.AppendColumnar(nil, "a", time.Minute, toColumnar(bs, windows, sealed, 1)); !errors.Is(err, blockenc.ErrTooLarge) {
+		t.Fatalf("a block of 1440 windows of about 2000 bins each: %v, want ErrTooLarge", err)
+	}
+	body, kept, err := db.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range kept {
+		if w.sk != nil || w.Count != 2600 || windows[i].sk == nil {
+			t.Fatalf("window %d kept: count %d, sketch %v", i, w.Count, w.sk != nil)
+		}
+	}
+	e := entity.Entity{AllowStrings: true}
+	if err := e.Decode(append([]byte(nil), body...)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := db.decodeTierBlock(&e, minutes, blockenc.AllColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.etag = "e1"
+	for i, w := range stored.windows {
+		if w == nil || w.Count != 2600 || w.sk != nil || w.Max != windows[i].Max {
+			t.Fatalf("window %d stored: %+v", i, w)
+		}
+	}
+	ops, err := db.blockOps("a", minutes, bs, []*tierBlock{stored}, windows, sealed, 2)
+	if err != nil || len(ops) != 0 {
+		t.Fatalf("computed again: %d operations, %v", len(ops), err)
+	}
+}
+
+// A block too large for an entity even without its sketches is stored without the
+// histograms of its windows too (each kept as too large: its samples are read raw), and a
+// Rollup that computes it again finds it unchanged.
+func TestSpliceHistogramsTooLarge(t *testing.T) {
+	db := spliceDB(t, spliceDay.Add(30*24*time.Hour))
+	minutes := db.opts.Tiers[0]
+	bs := unix(spliceDay)
+	var samples []tablets.HistogramPoint
+	for i := range 1440 { // a gauge histogram a minute, of 400 buckets: about 3 KB a window
+		h := &tablets.FloatHistogram{CounterResetHint: tablets.GaugeType, Sum: float64(i)}
+		for j := range 400 {
+			h.PositiveSpans = append(h.PositiveSpans, tablets.HistogramSpan{Offset: min(int32(j), 1), Length: 1})
+			v := float64((i*7919+j*104729)%1000) + 0.5
+			h.PositiveBuckets = append(h.PositiveBuckets, v)
+			h.Count += v
+		}
+		samples = append(samples, tablets.HistogramPoint{Time: at(bs + uint64(i)*60 + 7), FH: h})
+	}
+	fresh := db.computeWindows(minutes, nil, samples)
+	windows := windowsOf(fresh, bs, time.Minute, 1440)
+	sealed := allSealed(1440)
+	body, kept, err := db.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range kept {
+		if w.hist == nil || w.hist.kind != histTooLarge || w.hist.count != 1 || windows[i].hist.kind != histGauge {
+			t.Fatalf("window %d kept: %+v", i, w.hist)
+		}
+	}
+	e := entity.Entity{AllowStrings: true}
+	if err := e.Decode(append([]byte(nil), body...)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := db.decodeTierBlock(&e, minutes, blockenc.AllColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored.etag = "e1"
+	for i, w := range stored.windows {
+		if w == nil || w.hist == nil || w.hist.kind != histTooLarge {
+			t.Fatalf("window %d stored: %+v", i, w)
+		}
+	}
+	ops, err := db.blockOps("a", minutes, bs, []*tierBlock{stored}, windowsOf(db.computeWindows(minutes, nil, samples), bs, time.Minute, 1440), sealed, 2)
+	if err != nil || len(ops) != 0 {
+		t.Fatalf("computed again: %d operations, %v", len(ops), err)
+	}
+}
+
+// A batched Rollup's groups hold at most maxGroupBlocks blocks, and after the first, what
+// maxGroupBytes holds at the size a series the last group's blocks took.
+func TestRollupNextGroup(t *testing.T) {
+	for _, c := range []struct{ group, blocks, n, size, want int }{
+		{1750, 2, 1750, 0, 1750},               // no block read: as before
+		{1750, 2, 1750, 1750 * 8 << 10, 1750},  // 8 KiB a series: the block bound
+		{1750, 2, 1750, 1750 * 64 << 10, 1024}, // 64 KiB a series: the byte bound
+		{1024, 2, 1024, 1024 * 8 << 10, 1750},  // smaller blocks again: back to the block bound
+		{57, 61, 57, 57 * 4 << 20, 16},         // 4 MiB a series
+		{16, 61, 16, 16 * 128 << 20, 1},        // more than the budget a series: one at a time
+		{2000, 1, 2000, 2000 * 1 << 10, 2000},  // 1 KiB a series: maxRollupGroup
+	} {
+		if got := nextGroup(c.group, c.blocks, c.n, c.size); got != c.want {
+			t.Errorf("nextGroup(%d, %d, %d, %d) = %d, want %d", c.group, c.blocks, c.n, c.size, got, c.want)
+		}
+	}
 }

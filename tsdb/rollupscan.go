@@ -92,13 +92,21 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 			if err != nil {
 				return true, err
 			}
-			if size > 0 { // the next group holds what the budget does at this group's size a series
-				group = max(1, min(maxRollupGroup, maxGroupBlocks/blocks, int(int64(maxGroupBytes)*int64(n)/int64(size))))
-			}
+			group = nextGroup(group, blocks, n, size)
 			g += n
 		}
 	}
 	return true, nil
+}
+
+// nextGroup is how many series the group after one of n series whose blocks took size
+// bytes holds, when a series has blocks blocks over a slice: as many as maxGroupBytes holds
+// at that size a series, and at most group's bounds.
+func nextGroup(group, blocks, n, size int) int {
+	if size == 0 {
+		return group
+	}
+	return max(1, min(maxRollupGroup, maxGroupBlocks/blocks, int(int64(maxGroupBytes)*int64(n)/int64(size))))
 }
 
 // sliceStarts lists the starts of the slices of [lo, hi) (Unix seconds, multiples of
@@ -261,7 +269,7 @@ func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) err
 	}
 	err = db.writeSlice(ctx, j.series, stored, j.points, j.hists, lo, hi, db.now())
 	if batch.IsConflict(err) {
-		return db.rollupSeriesSlice(ctx, j.series, lo, hi)
+		return db.rollupSeries(ctx, j.series, lo, hi)
 	}
 	return err
 }

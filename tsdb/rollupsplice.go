@@ -29,15 +29,15 @@ import (
 // equal to the one stored is not written: its ETag does not change, so concurrent rollers
 // of a range already rolled up do not fail each other's writes.
 
-// storedSpan is the range of Unix seconds of tier t's blocks that a rollup of the slice
-// [lo, hi) reads and rewrites: whole columnar blocks.
+// storedSpan is the range of Unix seconds of tier t's blocks that a rollup of [lo, hi)
+// (slices) reads and rewrites: whole columnar blocks.
 func (db *DB) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
 	span := db.blockSpan(t)
 	return floorSec(lo, span), ceilSec(hi, span)
 }
 
 // readSeriesBlocks reads, per tier, the entities of series stored in the blocks that
-// overlap the slice [lo, hi): a query per tier table.
+// overlap [lo, hi) (slices): a query per tier table.
 func (db *DB) readSeriesBlocks(ctx context.Context, series string, lo, hi uint64) ([][]*tierBlock, error) {
 	stored := make(storedBlocks, len(db.opts.Tiers))
 	for i, t := range db.opts.Tiers {
@@ -142,9 +142,9 @@ func (db *DB) computeWindows(t Tier, pts []tablets.Point, hists []tablets.Histog
 // (by period start), the operations of each block, one block's together.
 type sliceWrite map[uint64][][]aztables.TransactionAction
 
-// spliceSlice computes tier t's columnar blocks of series overlapping the slice [lo, hi)
-// from stored (the entities read in their span) and fresh (the slice's windows computed,
-// by start), sealing the slice's windows that ended SealDelay before now, and returns the
+// spliceSlice computes tier t's columnar blocks of series overlapping [lo, hi) (a slice, or
+// several) from stored (the entities read in their span) and fresh (the windows of [lo, hi)
+// computed, by start), sealing those that ended SealDelay before now, and returns the
 // operations that write those that changed.
 func (db *DB) spliceSlice(series string, t Tier, stored []*tierBlock, fresh map[uint64]*Window, lo, hi uint64, now time.Time) (sliceWrite, error) {
 	span := db.blockSpan(t)
@@ -182,12 +182,14 @@ func (db *DB) spliceSlice(series string, t Tier, stored []*tierBlock, fresh map[
 	return out, nil
 }
 
-// overlay lays out the windows stored in a block's span [bs, be) (in: of any format, the
-// most recently rolled up last wins) as n windows of step seconds from bs; the windows of
-// a stale flag are unsealed.
+// overlay lays out the windows stored in a block's span [bs, be) (in: of any format) as n
+// windows of step seconds from bs: where two entities hold a window (a row block written
+// by an older version beside a columnar block), the most recently rolled up one's, sealed
+// only if sealed in both, as a reader trusts it; the windows of a stale flag are unsealed.
 func overlay(in []*tierBlock, bs, be, step uint64, n int) ([]*Window, []bool) {
 	windows := make([]*Window, n)
 	sealed := make([]bool, n)
+	held := make([]bool, n)
 	order := slices.Clone(in)
 	slices.SortStableFunc(order, func(a, b *tierBlock) int {
 		return cmpFloat(a.rolled, b.rolled)
@@ -201,8 +203,9 @@ func overlay(in []*tierBlock, bs, be, step uint64, n int) ([]*Window, []bool) {
 			if ws < bs || ws >= be {
 				continue
 			}
-			windows[(ws-bs)/step] = w
-			sealed[(ws-bs)/step] = j < len(tb.sealed) && tb.sealed[j]
+			i := (ws - bs) / step
+			s := j < len(tb.sealed) && tb.sealed[j]
+			windows[i], sealed[i], held[i] = w, s && (sealed[i] || !held[i]), true
 		}
 	}
 	for _, tb := range in {
@@ -232,13 +235,13 @@ func cmpFloat(a, b float64) int {
 // and sealed, rolled at rolled) in place of the entities in its span (in): none when the
 // columnar block stored there already holds exactly that.
 func (db *DB) blockOps(series string, t Tier, bs uint64, in []*tierBlock, windows []*Window, sealed []bool, rolled float64) ([]aztables.TransactionAction, error) {
-	var at *tierBlock // the entity at the block's key, of any format
+	var atKey *tierBlock // the entity at the block's key, of any format
 	for _, tb := range in {
 		if tb.start == bs {
-			at = tb
+			atKey = tb
 		}
 	}
-	if at != nil && len(in) == 1 && at.version == blockenc.VersionColumnar && sameWindows(at, windows, sealed) {
+	if atKey != nil && len(in) == 1 && atKey.version == blockenc.VersionColumnar && sameWindows(atKey, windows, sealed) {
 		return nil, nil
 	}
 	empty := !slices.ContainsFunc(windows, func(w *Window) bool { return w != nil })
@@ -248,18 +251,18 @@ func (db *DB) blockOps(series string, t Tier, bs uint64, in []*tierBlock, window
 		if err != nil {
 			return nil, err
 		}
-		if at != nil && len(in) == 1 && at.version == blockenc.VersionColumnar && sameWindows(at, kept, sealed) {
+		if atKey != nil && len(in) == 1 && atKey.version == blockenc.VersionColumnar && sameWindows(atKey, kept, sealed) {
 			return nil, nil // as stored, once left out what does not fit
 		}
-		if at != nil {
-			etag := at.etag
+		if atKey != nil {
+			etag := atKey.etag
 			ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateReplace, Entity: body, IfMatch: &etag})
 		} else {
 			ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd, Entity: body})
 		}
 	}
 	for _, tb := range in {
-		if tb == at && !empty {
+		if tb == atKey && !empty {
 			continue
 		}
 		etag := tb.etag
@@ -337,7 +340,7 @@ func sameWindow(a, b *Window) bool {
 	return a.hist == nil || bytes.Equal(appendHistWindow(nil, a.hist, a.Start), appendHistWindow(nil, b.hist, b.Start))
 }
 
-// writeSlice writes what a rollup of the slice [lo, hi) computed of series (each tier's
+// writeSlice writes what a rollup of [lo, hi) (a slice, or several) computed of series (each tier's
 // operations, spliceSlice's): each tier table's in as few transactions as the batch limits
 // allow, a block's operations always in one. An error that batch.IsConflict matches means
 // a block changed since it was read.

@@ -63,8 +63,8 @@ type SeriesPoints = tablets.SeriesPoints
 // wholly written gets a *tablets.WriteError listing exactly its points not stored, with the
 // service's Status and Code (a throttled write matches tablets.ErrThrottled), or Err saying
 // it was not written after another failed. A series whose points are stored but whose late
-// points' tier windows could not be flagged stale lists all its points too: writing them
-// again is what flags the windows. Index is -1 for rejects.
+// points' rollup slices could not be marked dirty lists all its points too: writing them
+// again is what marks them. Index is -1 for rejects.
 //
 // Each WriteError names one series and one cause: a series may have several (rejected points
 // of several kinds, and a failed write of the rest). The error joins them all (errors.As
@@ -272,7 +272,7 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 }
 
 // writeSeries writes the periods direct of one series' points, adds the points that failed
-// to stage (stageErr their error), then flags the rolled-up windows its late points fall in.
+// to stage (stageErr their error), then marks dirty the rollup slices its late points fall in.
 func (db *DB) writeSeries(ctx context.Context, pl planned, direct []uint64, periodErr map[uint64]error, stageFailed []tablets.Point, stageErr error) error {
 	failed := slices.Clone(stageFailed)
 	firstErr := stageErr

@@ -13,7 +13,10 @@ func (a *app) retainCommand() *cobra.Command {
 		Short: "Drop a database's raw tables whose whole span is older than its retention",
 		Long: `Drop the raw tables of a --db database whose whole period ended --raw-retention or
 more before now: one request a table (Azure Table Storage has no TTL; deleting a table is its
-high-volume delete). Each is recorded as dropped first, so no later write creates it again.`,
+high-volume delete). Each is recorded as dropped first, so no later write creates it again.
+Before that, the period's rollup tiers are completed from its raw points (where the rollup's
+progress has not reached, and the days late writes marked dirty): the tiers then keep its
+windows.`,
 		Example: `  tablets retain --db metrics --raw-retention 720h`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sf.db == "" {

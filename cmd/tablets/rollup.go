@@ -18,7 +18,9 @@ func (a *app) rollupCommand() *cobra.Command {
 		Long: `Compute the rollup tiers of a --db database over [--from, --to) from its raw points, for
 every series with points there. 'tablets query --db NAME --step 1h --agg p99' then reads the
 tiers where they hold the windows (sealed: rolled up at least an hour after their end), and
-the raw points elsewhere. Safe to run beside writers and other rollups.`,
+the raw points elsewhere, and in the days that late writes marked dirty since their rollup
+(this command clears those marks over its range; 'tablets maintain' clears them all). Safe to
+run beside writers and other rollups.`,
 		Example: `  tablets rollup --db metrics --from -7d --to -1h`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sf.db == "" {

@@ -9,18 +9,15 @@ import (
 // window with points whether it has a sketch, and its bins coded against the previous
 // sketch's: consecutive windows of a series have similar distributions.
 
-// sketchState is what the coding of a sketch predicts from: the previous sketch's.
+// sketchState is what the coding of a sketch predicts from, and the states of its rice codes.
 type sketchState struct {
-	zero           uint64
-	stores         [2]storeState
+	zero uint64 // the previous sketch's zero count
+	// stores are the bins of the last earlier store of each sign (positive, negative) that
+	// had any, by ascending key.
+	stores         [2][]sketchenc.Bin
 	zeroS          bitcode.Adaptive
 	nS, keyS, gapS bitcode.Adaptive
-	newS, deltaS   bitcode.Adaptive // counts of keys the previous sketch lacked, and of those it had
-	scratch        []sketchenc.Bin
-}
-
-type storeState struct {
-	bins []sketchenc.Bin // the previous sketch's, by ascending key
+	newS, deltaS   bitcode.Adaptive // counts of keys the earlier store lacked, and of those it had
 }
 
 func newSketchState() *sketchState {
@@ -39,31 +36,32 @@ func prevCount(prev []sketchenc.Bin, i *int, key int32) uint64 {
 	return 0
 }
 
+// write writes sk, coded against the sketches written before.
 func (s *sketchState) write(w *bitcode.Writer, sk *sketchenc.Sketch) {
 	s.zeroS.Write(w, bitcode.Zigzag(int64(sk.ZeroCount()-s.zero)))
 	s.zero = sk.ZeroCount()
 	for side := range 2 {
-		st := &s.stores[side]
+		prev := s.stores[side]
 		bins := sk.Bins(nil, side == 1)
-		s.nS.Write(w, bitcode.Zigzag(int64(len(bins)-len(st.bins))))
+		s.nS.Write(w, bitcode.Zigzag(int64(len(bins)-len(prev))))
 		pi := 0
 		for i, b := range bins {
 			switch {
 			case i > 0:
 				s.gapS.Write(w, uint64(int64(b.Key)-int64(bins[i-1].Key)-1))
-			case len(st.bins) > 0:
-				s.keyS.Write(w, bitcode.Zigzag(int64(b.Key)-int64(st.bins[0].Key)))
+			case len(prev) > 0:
+				s.keyS.Write(w, bitcode.Zigzag(int64(b.Key)-int64(prev[0].Key)))
 			default:
 				s.keyS.Write(w, bitcode.Zigzag(int64(b.Key)))
 			}
-			if pc := prevCount(st.bins, &pi, b.Key); pc == 0 {
+			if pc := prevCount(prev, &pi, b.Key); pc == 0 {
 				s.newS.Write(w, b.Count-1)
 			} else {
 				s.deltaS.Write(w, bitcode.Zigzag(int64(b.Count-pc)))
 			}
 		}
 		if len(bins) > 0 {
-			st.bins = bins
+			s.stores[side] = bins
 		}
 	}
 }
@@ -73,8 +71,8 @@ func (s *sketchState) read(r *bitcode.Reader, accuracy float64, lo, hi int32) (*
 	s.zero += uint64(bitcode.Unzigzag(s.zeroS.Read(r)))
 	var sides [2][]sketchenc.Bin
 	for side := range 2 {
-		st := &s.stores[side]
-		n := int64(len(st.bins)) + bitcode.Unzigzag(s.nS.Read(r))
+		prev := s.stores[side]
+		n := int64(len(prev)) + bitcode.Unzigzag(s.nS.Read(r))
 		// A bin takes a bit at least: no more bins than bits left.
 		if r.Err() || n < 0 || uint64(n) > r.Remaining() || n > int64(hi)-int64(lo)+1 {
 			return nil, errBadColumn
@@ -90,8 +88,8 @@ func (s *sketchState) read(r *bitcode.Reader, accuracy float64, lo, hi int32) (*
 					return nil, errBadColumn
 				}
 				key += int64(gap) + 1
-			case len(st.bins) > 0:
-				key = int64(st.bins[0].Key) + bitcode.Unzigzag(s.keyS.Read(r))
+			case len(prev) > 0:
+				key = int64(prev[0].Key) + bitcode.Unzigzag(s.keyS.Read(r))
 			default:
 				key = bitcode.Unzigzag(s.keyS.Read(r))
 			}
@@ -99,7 +97,7 @@ func (s *sketchState) read(r *bitcode.Reader, accuracy float64, lo, hi int32) (*
 				return nil, errBadColumn
 			}
 			b := sketchenc.Bin{Key: int32(key)}
-			if pc := prevCount(st.bins, &pi, b.Key); pc == 0 {
+			if pc := prevCount(prev, &pi, b.Key); pc == 0 {
 				b.Count = s.newS.Read(r) + 1
 			} else {
 				b.Count = pc + uint64(bitcode.Unzigzag(s.deltaS.Read(r)))
@@ -110,7 +108,7 @@ func (s *sketchState) read(r *bitcode.Reader, accuracy float64, lo, hi int32) (*
 			bins[i] = b
 		}
 		if n > 0 {
-			st.bins = bins
+			s.stores[side] = bins
 		}
 		sides[side] = bins
 	}

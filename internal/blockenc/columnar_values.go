@@ -63,24 +63,32 @@ func (c *valueColumn) predict(p int, v []float64, j int) float64 {
 	return pred
 }
 
-// columnExp is the decimal exponent of a column: the smallest at which the most values are
-// exact decimals.
+// columnExp is the decimal exponent of a column: of the exponents that make one of its
+// values an exact decimal (the smallest for each), the smallest at which the most are
+// (a value exact at one exponent may be out of range at a larger); and whether all are.
 func columnExp(v []float64) (e uint, exact bool) {
-	var hist [bitcode.MaxExp + 2]int
+	var seen [bitcode.MaxExp + 1]bool
 	for _, x := range v {
-		k := uint(0)
-		for ; k <= bitcode.MaxExp; k++ {
+		for k := uint(0); k <= bitcode.MaxExp; k++ {
 			if _, ok := bitcode.Scaled(x, k); ok {
+				seen[k] = true
 				break
 			}
 		}
-		hist[k]++
 	}
-	best, sum := -1, 0
+	best := -1
 	for k := uint(0); k <= bitcode.MaxExp; k++ {
-		sum += hist[k]
-		if sum > best {
-			best, e = sum, k
+		if !seen[k] {
+			continue
+		}
+		n := 0
+		for _, x := range v {
+			if _, ok := bitcode.Scaled(x, k); ok {
+				n++
+			}
+		}
+		if n > best {
+			best, e = n, k
 		}
 	}
 	return e, best == len(v)

@@ -40,20 +40,44 @@
 //
 // A PromQL range query at a coarse step does not need every raw point: as Thanos'
 // auto-downsampling does, a Select whose hints say the step is at least five times a rollup
-// tier's Step, and whose function a per-window Min, Max or Last answers, reads that tier
-// (tsdb.DB.Aggregate, one call per series) and returns one synthetic sample per whole window,
-// at the window's last millisecond. The tier is the coarsest of at least MinTierStep (any,
-// where the raw points are gone) whose Step is at most a fifth of the hints' Step and, for a
-// range function, of its Range; for an instant selector, under the lookback delta. Functions
-// a window cannot answer (count_over_time, sum_over_time, avg_over_time, quantiles,
-// absent_over_time...) read raw. The answer
-// is approximate (rate over window-end samples instead of every sample), and the staleness
-// markers are lost (a window ignores NaNs). Series with histogram samples read raw even
-// then, in their place among the others: a window of floats cannot stand for their
-// histograms (rate or histogram_quantile over it would be wrong). Stats tells which path
-// each Select took, and how many series a tier Select read raw for their histograms.
+// tier's Step, and whose function a per-window Min, Max or Last answers, can read that tier
+// and return one synthetic sample per whole window, at the window's last millisecond. The
+// tier is the coarsest of at least MinTierStep (any, where the raw points are gone) whose
+// Step is at most a fifth of the hints' Step and, for a range function, of its Range; for an
+// instant selector, under the lookback delta. Functions a window cannot answer
+// (count_over_time, sum_over_time, avg_over_time, quantiles, absent_over_time...) read raw.
+// The answer is approximate (rate over window-end samples instead of every sample), and the
+// staleness markers are lost (a window ignores NaNs).
 //
-// A tier is not always cheaper: a window costs about 250 bytes of reply, a raw point about
-// 10 in chunked's Gorilla chunks, and a tier read is a request per series where a raw read
-// packs many series a request. Options.MinTierStep keeps the finer tiers out.
+// # The choice by cost
+//
+// Where a tier can serve a Select, the Select reads it if that is estimated to cost fewer
+// bytes than the raw points, or if the raw points of the start of its range are gone
+// (Retain dropped them); PreferTiers reads it always. The estimate (docs/tiers.md has its
+// figures and their measurements), for the float series of the Select:
+//
+//   - raw: the samples of the range at the bytes a sample of the database's layout (1.5 in
+//     chunked's chunks, or Options.RawBytesPerSample), counting chunked's chunks whole (a
+//     day of a series, or 16 KiB), 300 bytes an entity, a request per BatchSize series
+//     and raw table;
+//   - tier: its columnar blocks whole (a read selects columns, and a column holds a
+//     block's every window: a day of minutes, 14 days of hours), a byte or two a window for
+//     the column of the field read, 200 an entity, a request per 13 series and tier table;
+//     and the raw read of the windows Aggregate reads raw: those within
+//     tsdb.Options.SealDelay of the present, and those after the rollup loops' progress in
+//     the catalog (tsdb.TaskRollup, read at most once a minute; none: every window).
+//
+// Both scale with the sample rate, a moving estimate of the Queryable: the float samples
+// its reads returned (raw samples, and the windows' counts of tier reads) over the
+// series-seconds they covered, starting at a sample every 15 s. Series scraped every 15 s
+// read the minute tier whatever the range (a chunk and a block both hold a day); sparse
+// series (a sample a minute or less often) read raw. Stats tell which path each Select
+// took and why, and the sums of the estimates.
+//
+// A tier Select reads the windows of BatchSize series at a time, in one
+// tsdb.DB.AggregateSeries of the field its function needs (tsdb.FieldLast, FieldMin or
+// FieldMax: the block's other columns and the sketches are not read). Series with histogram
+// samples read raw even then, in their place among the others: a window of floats cannot
+// stand for their histograms (rate or histogram_quantile over it would be wrong). Stats
+// tells how many series a tier Select read raw for their histograms.
 package promstore

@@ -244,7 +244,7 @@ func TestSelectHistogramsExact(t *testing.T) {
 		for i, ls := range sets {
 			sameSamples(t, want(samples[i]), got[ls.String()], "%s, batches of %d", ls, batch)
 		}
-		require.Equal(t, Stats{RawSelects: 1, Series: 3, Samples: 8 + 5 + 2, Histograms: 5 + 5}, q.Stats())
+		require.Equal(t, Stats{RawSelects: 1, Series: 3, Samples: 8 + 5 + 2, Histograms: 5 + 5}, paths(q.Stats()))
 
 		// A range: its ends included, a histogram at each.
 		querier, err = q.Querier(ms(at(2)), ms(at(60_000)))
@@ -509,7 +509,7 @@ func TestTierSelectReadsHistogramsRaw(t *testing.T) {
 	writeMixed(t, db, sets, samples)
 	require.NoError(t, db.Rollup(context.Background(), base, base.Add(3*time.Hour)))
 
-	q, err := New(db, nil)
+	q, err := New(db, &Options{PreferTiers: true})
 	require.NoError(t, err)
 	start, end := base.Add(10*time.Minute), base.Add(2*time.Hour)
 	querier, err := q.Querier(ms(start), ms(end))
@@ -517,7 +517,7 @@ func TestTierSelectReadsHistogramsRaw(t *testing.T) {
 	defer querier.Close()
 	hints := &storage.SelectHints{Start: ms(start), End: ms(end), Step: time.Hour.Milliseconds(), Range: (10 * time.Minute).Milliseconds(), Func: "rate"}
 	got := collectMixed(t, querier.Select(context.Background(), false, hints, labels.MustNewMatcher(labels.MatchEqual, "__name__", "latency_seconds")))
-	require.Equal(t, Stats{TierSelects: 1, Series: 3, Samples: q.Stats().Samples, Histograms: q.Stats().Histograms, HistogramRawSeries: 2}, q.Stats())
+	require.Equal(t, Stats{TierSelects: 1, Series: 3, Samples: q.Stats().Samples, Histograms: q.Stats().Histograms, HistogramRawSeries: 2}, paths(q.Stats()))
 	require.Len(t, got, 3)
 	in := func(ss []hsample) []hsample {
 		var out []hsample

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 // intHist is an integer histogram of schema 0 with two positive buckets (deltas).
@@ -232,7 +233,7 @@ func TestRawUnits(t *testing.T) {
 // A tier Select reads a tier for float series and raw for histogram series, keeping the
 // labels' order, and counts the latter.
 func TestTierUnits(t *testing.T) {
-	q := &Queryable{opts: Options{BatchSize: 2 * histogramWeight}}
+	q := &Queryable{opts: Options{BatchSize: 2 * histogramWeight}, cost: newCostModel(tsdb.Options{}, rawLayout{bytesPerSample: chunkedBytesPerSample}, 2*histogramWeight)}
 	from := time.Date(2024, 1, 1, 0, 0, 30, 0, time.UTC)
 	to := from.Add(10 * time.Minute)
 	units := q.tierUnits(entriesOf(false, true, true, true, false), from, to, time.Minute, pickMax)
@@ -246,4 +247,9 @@ func TestTierUnits(t *testing.T) {
 	// Less than a whole window: the float series have no sample, the others read raw.
 	units = q.tierUnits(entriesOf(false, true), from, from.Add(20*time.Second), time.Minute, pickLast)
 	require.Equal(t, [][]string{{"b"}}, seriesOf(units))
+
+	// Consecutive float series read their windows together, BatchSize at most a read.
+	q.opts.BatchSize = 3
+	units = q.tierUnits(entriesOf(false, false, false, false, true, false, false), from, to, time.Minute, pickLast)
+	require.Equal(t, [][]string{{"a", "b", "c", "tier"}, {"d", "tier"}, {"e"}, {"f", "g", "tier"}}, seriesOf(units))
 }

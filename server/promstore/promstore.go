@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,11 +31,17 @@ type Options struct {
 	// Default 5 minutes, the engine's default.
 	LookbackDelta time.Duration
 	// MinTierStep: tiers of a finer Step are read only for ranges that start before the
-	// oldest raw table (where Retain dropped the raw points). A tier window costs about 250
-	// bytes of reply (its entity holds nine properties a window), raw points 1 to 10 in
-	// chunked's Gorilla chunks: a tier saves bytes only where its windows hold 25 to 250
-	// points (a minute of 1 s samples; at 15 s, only windows of an hour). 0: any.
+	// oldest raw table (where Retain dropped the raw points). 0: any tier, wherever the
+	// estimate says it reads fewer bytes than raw (docs/tiers.md).
 	MinTierStep time.Duration
+	// RawBytesPerSample is what the cost estimate takes a raw sample to cost on the wire,
+	// in bytes. 0: by the raw layout of the database: 1.5 for chunked's Gorilla chunks (a
+	// 15 s counter; the default for a layout of another package), 27 for advanced's
+	// slots (of integral values), 150 for basic's entity a point.
+	RawBytesPerSample float64
+	// PreferTiers makes a Select read a tier wherever one can serve it (see the package
+	// documentation), whatever the estimates of the bytes each path reads.
+	PreferTiers bool
 	// DisableTiers makes every Select read raw points.
 	DisableTiers bool
 }
@@ -50,8 +57,16 @@ const (
 type Queryable struct {
 	db   *tsdb.DB
 	opts Options
+	cost *costModel
+
+	rollup struct { // the rollup progress last read (see rolledUp)
+		mu            sync.Mutex
+		covered, read time.Time
+	}
 
 	rawSelects, tierSelects, labelSelects atomic.Uint64
+	rawCheaper, rawGone                   atomic.Uint64
+	estRaw, estTier                       atomic.Uint64
 	series, samples, histograms           atomic.Uint64
 	histogramRawSeries                    atomic.Uint64
 }
@@ -68,7 +83,11 @@ func New(db *tsdb.DB, opts *Options) (*Queryable, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Queryable{db: db, opts: o}, nil
+	raw := layoutOf(db.Options().Layout)
+	if o.RawBytesPerSample > 0 {
+		raw.bytesPerSample = o.RawBytesPerSample
+	}
+	return &Queryable{db: db, opts: o, cost: newCostModel(db.Options(), raw, o.BatchSize)}, nil
 }
 
 // withDefaults checks the options and fills in the defaults.
@@ -98,6 +117,8 @@ func withDefaults(opts *Options) (Options, error) {
 		return invalid("LookbackDelta %v must be at least a millisecond", o.LookbackDelta)
 	case o.MinTierStep < 0:
 		return invalid("MinTierStep %v is negative", o.MinTierStep)
+	case o.RawBytesPerSample < 0 || math.IsNaN(o.RawBytesPerSample) || math.IsInf(o.RawBytesPerSample, 0):
+		return invalid("RawBytesPerSample %v must be a positive number, or 0", o.RawBytesPerSample)
 	}
 	return o, nil
 }
@@ -113,11 +134,24 @@ type Stats struct {
 	// HistogramRawSeries: series with histogram samples that a tier Select read raw (a
 	// window of floats cannot stand for raw histograms).
 	HistogramRawSeries uint64
+
+	// The choice by cost (docs/tiers.md). A Select a tier can serve (by its step and its
+	// function) reads it where the estimate of its bytes is under raw's, or where raw points
+	// of its range are gone.
+	RawCheaperSelects uint64 // of RawSelects: those a tier could serve, which raw costs less
+	RawGoneSelects    uint64 // of TierSelects: those whose raw points are partly gone
+	// EstimatedRawBytes and EstimatedTierBytes sum the estimates of the Selects a tier could
+	// serve, of either path.
+	EstimatedRawBytes, EstimatedTierBytes uint64
+	// SamplesPerSecond is the current estimate of a series' float samples a second, which
+	// the raw estimate scales with: a moving estimate from what reads returned, starting at
+	// a sample every 15 s.
+	SamplesPerSecond float64
 }
 
 // Stats returns the counters.
 func (q *Queryable) Stats() Stats {
-	return Stats{
+	st := Stats{
 		RawSelects:   q.rawSelects.Load(),
 		TierSelects:  q.tierSelects.Load(),
 		LabelSelects: q.labelSelects.Load(),
@@ -126,7 +160,16 @@ func (q *Queryable) Stats() Stats {
 		Histograms:   q.histograms.Load(),
 
 		HistogramRawSeries: q.histogramRawSeries.Load(),
+
+		RawCheaperSelects:  q.rawCheaper.Load(),
+		RawGoneSelects:     q.rawGone.Load(),
+		EstimatedRawBytes:  q.estRaw.Load(),
+		EstimatedTierBytes: q.estTier.Load(),
 	}
+	if q.cost != nil {
+		st.SamplesPerSecond = q.cost.rate.perSecond()
+	}
+	return st
 }
 
 // Querier returns a Querier of [mint, maxt] (milliseconds, inclusive).

@@ -22,7 +22,7 @@ const staleNaN = 0x7ff0000000000002
 func TestNewValidates(t *testing.T) {
 	_, err := New(nil, nil)
 	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
-	for _, o := range []Options{{BatchSize: -1}, {Concurrency: -1}, {LookbackDelta: -1}, {MinTierStep: -1}} {
+	for _, o := range []Options{{BatchSize: -1}, {Concurrency: -1}, {LookbackDelta: -1}, {MinTierStep: -1}, {RawBytesPerSample: -1}, {RawBytesPerSample: math.NaN()}, {RawBytesPerSample: math.Inf(1)}} {
 		_, err := withDefaults(&o)
 		require.ErrorIs(t, err, tablets.ErrInvalidOptions, "%+v", o)
 	}

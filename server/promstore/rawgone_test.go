@@ -16,8 +16,9 @@ import (
 )
 
 // With MinTierStep, the minute tier answers only where Retain dropped the raw points: a
-// dashboard over raw points reads them (cheaper than minute windows), and the same query
-// after the raw tables are gone reads the tier, with about the same answer.
+// dashboard over raw points reads them, and the same query after the raw tables are gone
+// reads the tier, with about the same answer. Without MinTierStep, a Select the estimate
+// finds cheaper raw also reads the tier once the raw points are gone.
 func TestTierWhereRawIsGone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -43,8 +44,10 @@ func TestTierWhereRawIsGone(t *testing.T) {
 	require.NoError(t, err)
 	q, err := New(db, &Options{MinTierStep: time.Hour})
 	require.NoError(t, err)
+	byCost, err := New(db, nil)
+	require.NoError(t, err)
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 5e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-	run := func() promql.Matrix {
+	run := func(q *Queryable) promql.Matrix {
 		qry, err := engine.NewRangeQuery(ctx, q, nil, `sum by (job) (rate(requests_total[10m]))`, from.Add(time.Hour), to.Add(-time.Minute), time.Hour)
 		require.NoError(t, err)
 		defer qry.Close()
@@ -58,16 +61,24 @@ func TestTierWhereRawIsGone(t *testing.T) {
 		}
 		return out
 	}
-	rawAnswer := run()
-	require.Equal(t, Stats{RawSelects: 1, Series: 2, Samples: q.Stats().Samples}, q.Stats(), "raw points present: read them")
+	rawAnswer := run(q)
+	require.Equal(t, Stats{RawSelects: 1, Series: 2, Samples: q.Stats().Samples}, paths(q.Stats()), "raw points present: read them")
 	require.Len(t, rawAnswer, 2)
+	run(byCost)
+	before := byCost.Stats()
+	require.Equal(t, uint64(1), before.RawSelects+before.TierSelects)
 
 	dropped, err := db.Retain(ctx, now)
 	require.NoError(t, err)
 	require.NotEmpty(t, dropped)
-	tierAnswer := run()
+	tierAnswer := run(q)
 	require.EqualValues(t, 1, q.Stats().TierSelects, "raw points gone: the tier")
+	require.EqualValues(t, 1, q.Stats().RawGoneSelects)
 	require.Len(t, tierAnswer, 2)
+	require.Equal(t, tierAnswer, run(byCost))
+	after := byCost.Stats()
+	require.Equal(t, before.TierSelects+1, after.TierSelects, "raw points gone: the tier, whatever the estimate")
+	require.Equal(t, before.RawCheaperSelects, after.RawGoneSelects, "raw points gone where raw was estimated cheaper")
 	for i := range rawAnswer {
 		require.Equal(t, rawAnswer[i].Metric, tierAnswer[i].Metric)
 		require.Equal(t, len(rawAnswer[i].Floats), len(tierAnswer[i].Floats))

@@ -88,7 +88,7 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 	fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
 		u := units[i]
 		if u.tier {
-			return q.readTier(ctx, u.entries[0], u.from, u.to, u.step, u.pick)
+			return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick)
 		}
 		return q.readRaw(ctx, u.entries, from, to)
 	}
@@ -96,55 +96,129 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 }
 
 // plan cuts the series of a Select into the units its pipeline reads, and counts the path
-// it takes: a tier for the float series where one serves the hints, raw points else.
+// it takes: a tier for the float series where one serves the hints and costs less than raw
+// (or raw points are gone), raw points else.
 func (q *Queryable) plan(ctx context.Context, entries []entry, hints *storage.SelectHints, from, to time.Time) ([]unit, error) {
-	tier, p, ok, err := q.pickTier(ctx, hints, from)
+	floats := 0
+	for _, e := range entries {
+		if !e.hist {
+			floats++
+		}
+	}
+	c, err := q.choose(ctx, hints, from, to, floats)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	if c.estimated {
+		q.estRaw.Add(uint64(c.est.raw))
+		q.estTier.Add(uint64(c.est.tier))
+	}
+	if !c.tier {
 		q.rawSelects.Add(1)
+		if c.estimated {
+			q.rawCheaper.Add(1)
+		}
 		return rawUnits(entries, q.opts.BatchSize), nil
 	}
-	units := q.tierUnits(entries, from, to, tier.Step, p)
-	floats := len(entries) == 0
-	for _, e := range entries {
-		floats = floats || !e.hist
-	}
-	if floats {
+	units := q.tierUnits(entries, from, to, c.t.Step, c.pick)
+	if floats > 0 || len(entries) == 0 {
 		q.tierSelects.Add(1)
+		if c.rawGone {
+			q.rawGone.Add(1)
+		}
 	} else {
 		q.rawSelects.Add(1) // every series has histograms: all read raw
 	}
 	return units, nil
 }
 
-// pickTier picks the tier a Select of [from, ...) with hints reads, if any (see tierPlan).
-func (q *Queryable) pickTier(ctx context.Context, hints *storage.SelectHints, from time.Time) (tsdb.Tier, pick, bool, error) {
+// choice is the path of a Select, and why.
+type choice struct {
+	tier      bool // read tier t
+	t         tsdb.Tier
+	pick      pick
+	estimated bool // a tier could serve the Select: est holds the estimates
+	est       estimate
+	rawGone   bool // the tier is read because raw points of the range are gone
+}
+
+// choose picks the path of a Select of [from, to) with hints over floats series of float
+// samples: the tier tierPlan picks (respecting MinTierStep) where the estimate of its bytes
+// is under raw's; else, if the range starts before the oldest raw table, the tier tierPlan
+// picks of any step; else raw.
+func (q *Queryable) choose(ctx context.Context, hints *storage.SelectHints, from, to time.Time, floats int) (choice, error) {
 	if q.opts.DisableTiers {
-		return tsdb.Tier{}, 0, false, nil
+		return choice{}, nil
 	}
 	tiers := q.db.Options().Tiers
-	if tier, p, ok := tierPlan(tiers, hints, q.opts, false); ok {
-		return tier, p, true, nil
+	var c choice
+	if t, p, ok := tierPlan(tiers, hints, q.opts, false); ok {
+		// No float series: what reads a tier reads raw (their histograms) anyway.
+		if floats == 0 || q.opts.PreferTiers {
+			return choice{tier: true, t: t, pick: p}, nil
+		}
+		rolledUp, err := q.rolledUp(ctx)
+		if err != nil {
+			return choice{}, err
+		}
+		c = choice{t: t, pick: p, estimated: true, est: q.estimate(floats, t, p, from, to, rolledUp)}
+		if c.est.tier < c.est.raw {
+			c.tier = true
+			return c, nil
+		}
 	}
-	if q.opts.MinTierStep == 0 {
-		return tsdb.Tier{}, 0, false, nil
-	}
-	// A finer tier serves the part of the range whose raw points are gone.
-	tier, p, ok := tierPlan(tiers, hints, q.opts, true)
+	t, p, ok := tierPlan(tiers, hints, q.opts, true)
 	if !ok {
-		return tsdb.Tier{}, 0, false, nil
+		return c, nil
 	}
 	rawFrom, haveRaw, err := q.db.RawFrom(ctx)
 	if err != nil {
-		return tsdb.Tier{}, 0, false, err
+		return choice{}, err
 	}
-	return tier, p, !haveRaw || from.Before(rawFrom), nil
+	if haveRaw && !from.Before(rawFrom) {
+		return c, nil
+	}
+	c.tier, c.t, c.pick, c.rawGone = true, t, p, true
+	return c, nil
+}
+
+// estimate is the cost of reading floats series' samples in [from, to) raw, and of their
+// windows of tier t (the whole windows of the range, as tierUnits reads them) when the
+// tiers are rolled up before rolledUp.
+func (q *Queryable) estimate(floats int, t tsdb.Tier, p pick, from, to, rolledUp time.Time) estimate {
+	rate := q.cost.rate.perSecond()
+	served := q.cost.servedBefore(q.db.Options().Now(), rolledUp)
+	tfrom, tto := rounding.Floor(from, t.Step), rounding.Floor(to, t.Step)
+	return estimate{
+		raw:  q.cost.rawBytes(floats, from, to, rate),
+		tier: q.cost.tierBytes(floats, t, p.fields(), tfrom, tto, served, rate),
+	}
+}
+
+// rolledUpRefresh is how long a Queryable keeps the rollup progress it read: it only moves
+// forward, so an older one makes the estimate of a tier read higher, never lower.
+const rolledUpRefresh = time.Minute
+
+// rolledUp is the time before which the tiers are rolled up, as the catalog's progress of
+// the rollup loops says (tsdb.TaskRollup; the zero time if none ran), read again after
+// rolledUpRefresh.
+func (q *Queryable) rolledUp(ctx context.Context) (time.Time, error) {
+	now := q.db.Options().Now()
+	q.rollup.mu.Lock()
+	defer q.rollup.mu.Unlock()
+	if !q.rollup.read.IsZero() && now.Sub(q.rollup.read) < rolledUpRefresh && !now.Before(q.rollup.read) {
+		return q.rollup.covered, nil
+	}
+	covered, _, err := q.db.Covered(ctx, tsdb.TaskRollup)
+	if err != nil {
+		return time.Time{}, err
+	}
+	q.rollup.covered, q.rollup.read = covered, now
+	return covered, nil
 }
 
 // unit is what one fetch of a Select's pipeline reads: a batch of series' raw samples, or
-// one series' windows of a tier.
+// their windows of a tier.
 type unit struct {
 	entries []entry
 	tier    bool
@@ -185,10 +259,11 @@ func rawUnits(entries []entry, size int) []unit {
 	return units
 }
 
-// tierUnits plans a tier Select: a unit per series of float samples reads its whole
-// windows of step; the series with histogram samples, which a window of floats cannot
-// stand for (rate, histogram_quantile... of raw histograms), read raw, in batches of the
-// consecutive ones so that the order stays the labels'.
+// tierUnits plans a tier Select: a unit per run of at most BatchSize consecutive series
+// of float samples reads their whole windows of step; the series with histogram samples,
+// which a window of floats cannot stand for (rate, histogram_quantile... of raw
+// histograms), read raw, in batches of the consecutive ones, so that the order stays the
+// labels'.
 //
 // Whole windows only: Aggregate reads a window cut by the range from raw points, a request
 // or two per series and a whole raw chunk in the reply. from goes down to its window's
@@ -200,20 +275,18 @@ func (q *Queryable) tierUnits(entries []entry, from, to time.Time, step time.Dur
 	tfrom, tto := rounding.Floor(from, step), rounding.Floor(to, step)
 	var units []unit
 	for i := 0; i < len(entries); {
-		if entries[i].hist {
-			j := i
-			for j < len(entries) && entries[j].hist {
-				j++
-			}
+		j := i
+		for j < len(entries) && entries[j].hist == entries[i].hist && (entries[i].hist || j-i < q.opts.BatchSize) {
+			j++
+		}
+		switch {
+		case entries[i].hist:
 			q.histogramRawSeries.Add(uint64(j - i))
 			units = append(units, rawUnits(entries[i:j], q.opts.BatchSize)...)
-			i = j
-			continue
+		case tfrom.Before(tto):
+			units = append(units, unit{entries: entries[i:j], tier: true, from: tfrom, to: tto, step: step, pick: p})
 		}
-		if tfrom.Before(tto) {
-			units = append(units, unit{entries: entries[i : i+1], tier: true, from: tfrom, to: tto, step: step, pick: p})
-		}
-		i++
+		i = j
 	}
 	return units
 }
@@ -254,25 +327,48 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 			s.append(millis(p.Time), p.Value)
 		}
 	}
-	for _, s := range all {
+	floats, floatSeries := 0, 0
+	for i, s := range all {
 		s.finish()
+		if !batch[i].hist {
+			floats += s.n
+			floatSeries++
+		}
 	}
+	q.cost.rate.observe(float64(floats), float64(floatSeries)*to.Sub(from).Seconds())
 	return nonEmpty(all), nil
 }
 
-// readTier reads one series' windows of step in [from, to) (whole windows) and makes a
-// sample of each: at the window's last millisecond, of the value p picks. Aggregate merges
-// the windows of all the series it is given: one call per series.
-func (q *Queryable) readTier(ctx context.Context, e entry, from, to time.Time, step time.Duration, p pick) ([]*memSeries, error) {
-	s := &memSeries{lset: e.lset}
-	for w, err := range q.db.Aggregate(ctx, []string{e.series}, from, to, step, nil) {
+// readTier reads a batch of series' windows of step in [from, to) (whole windows) in one
+// AggregateSeries, of the field p picks only, and makes a sample of each: at the window's
+// last millisecond, of the value p picks. It returns the series with samples, in the
+// batch's order.
+func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.Time, step time.Duration, p pick) ([]*memSeries, error) {
+	names := make([]string, len(batch))
+	byName := make(map[string]*memSeries, len(batch))
+	all := make([]*memSeries, len(batch))
+	for i, e := range batch {
+		names[i] = e.series
+		all[i] = &memSeries{lset: e.lset}
+		byName[e.series] = all[i]
+	}
+	var points uint64
+	for w, err := range q.db.AggregateSeries(ctx, names, from, to, step, &tsdb.AggregateOptions{Fields: p.fields()}) {
 		if err != nil {
 			return nil, err
 		}
-		s.append(millis(w.Start.Add(step))-1, p.value(w))
+		if s := byName[w.Series]; s != nil {
+			s.append(millis(w.Start.Add(step))-1, p.value(w.Window))
+			points += w.Count
+		}
 	}
-	s.flush()
-	return nonEmpty([]*memSeries{s}), nil
+	for _, s := range all {
+		s.flush()
+	}
+	if points > 0 {
+		q.cost.rate.observe(float64(points), float64(len(batch))*to.Sub(from).Seconds())
+	}
+	return nonEmpty(all), nil
 }
 
 func nonEmpty(all []*memSeries) []*memSeries {
@@ -293,6 +389,17 @@ const (
 	pickMin
 	pickMax
 )
+
+// fields are the fields of a window p needs.
+func (p pick) fields() tsdb.Fields {
+	switch p {
+	case pickMin:
+		return tsdb.FieldMin
+	case pickMax:
+		return tsdb.FieldMax
+	}
+	return tsdb.FieldLast
+}
 
 func (p pick) value(w tsdb.Window) float64 {
 	switch p {
@@ -336,10 +443,11 @@ var aggregations = map[string]bool{
 	"quantile": true, "limitk": true, "limit_ratio": true,
 }
 
-// tierPlan picks the tier a Select reads, and what of its windows: the coarsest tier, of at
-// least MinTierStep (any, where the raw points are gone), whose Step is at most a fifth of hints.Step and, for a range function, of hints.Range (else the
-// range would hold too few windows); for an instant selector, under the lookback delta
-// (else some steps would find no sample). Functions a window cannot answer (count_over_time,
+// tierPlan picks the tier a Select may read, and what of its windows: the coarsest tier, of
+// at least MinTierStep (any, where the raw points are gone), whose Step is at most a fifth
+// of hints.Step and, for a range function, of hints.Range (else the range would hold too
+// few windows); for an instant selector, under the lookback delta (else some steps would
+// find no sample). Functions a window cannot answer (count_over_time,
 // sum_over_time, avg_over_time, quantiles, absent_over_time...) read raw.
 func tierPlan(tiers []tsdb.Tier, hints *storage.SelectHints, o Options, rawGone bool) (tsdb.Tier, pick, bool) {
 	if hints == nil || hints.Step <= 0 {
