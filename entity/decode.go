@@ -31,6 +31,10 @@ type Entity struct {
 	// its base64 form) in Strings instead of rejecting them.
 	AllowStrings bool
 	Strings      []StringProp
+	// AllowNull makes Decode skip a property whose value is null: what the service answers
+	// for a property named in a $select that the entity lacks. Otherwise null is malformed
+	// (a reply that lost a value must not read as an entity without it).
+	AllowNull bool
 
 	scratch []byte // unescaped strings
 }
@@ -142,7 +146,7 @@ func (e *Entity) decode(d []byte) (reason string) {
 			if i, err = skipValue(d, i); err != nil {
 				return "malformed JSON: " + err.Error()
 			}
-		case bytes.HasPrefix(d[i:], []byte("null")):
+		case e.AllowNull && bytes.HasPrefix(d[i:], []byte("null")):
 			// A property named in a $select that the entity lacks: the service answers null.
 			if i, err = skipValue(d, i); err != nil {
 				return "malformed JSON: " + err.Error()

@@ -135,15 +135,18 @@ func TestDecodeErrors(t *testing.T) {
 
 // A property named in a $select that the entity lacks comes back null: it is no property.
 func TestDecodeNull(t *testing.T) {
-	e := Entity{AllowStrings: true}
+	e := Entity{AllowStrings: true, AllowNull: true}
 	require.NoError(t, e.Decode([]byte(`{"PartitionKey":"a","RowKey":"b","v1":null,"v2":2,"s":null,"q":"AQ==","q@odata.type":"Edm.Binary"}`)))
 	require.Equal(t, []Prop{{Name: []byte("v2"), Value: 2}}, e.Props)
 	require.Len(t, e.Strings, 1)
 	_, ok := e.String("s")
 	require.False(t, ok)
 	var strict Entity
-	require.NoError(t, strict.Decode([]byte(`{"PartitionKey":"a","RowKey":"b","v1":null}`)))
-	require.Empty(t, strict.Props)
+	require.Error(t, strict.Decode([]byte(`{"PartitionKey":"a","RowKey":"b","v1":null}`)), "null without AllowNull")
+	nulls := Entity{AllowNull: true}
+	require.NoError(t, nulls.Decode([]byte(`{"PartitionKey":"a","RowKey":"b","v1":null}`)))
+	require.Empty(t, nulls.Props)
+	strict = Entity{AllowNull: true}
 	for _, bad := range []string{`{"PartitionKey":"a","v1":nul}`, `{"PartitionKey":"a","v1":nullx}`, `{"v1":null`} {
 		require.Error(t, strict.Decode([]byte(bad)), bad)
 	}

@@ -169,7 +169,7 @@ func (r *blockReader) readFiltered(ctx context.Context, client pager.Lister, nam
 // read with r.cols; a row block or flag when read whole, else noted to be read whole. It
 // returns the entity's PartitionKey and whether its series is asked for.
 func (r *blockReader) add(raw []byte, whole bool) (string, bool, error) {
-	r.e = entity.Entity{AllowStrings: true}
+	r.e = entity.Entity{AllowStrings: true, AllowNull: true} // $select: absent columns come as null
 	if err := r.e.Decode(raw); err != nil {
 		return "", false, err
 	}

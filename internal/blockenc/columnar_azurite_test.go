@@ -52,7 +52,7 @@ func TestColumnarThroughService(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, raw := range page.Entities {
-					e := entity.Entity{AllowStrings: true}
+					e := entity.Entity{AllowStrings: true, AllowNull: true}
 					if err := e.Decode(raw); err != nil {
 						t.Fatal(err)
 					}

@@ -41,7 +41,7 @@ func BenchmarkColumnarDecode(b *testing.B) {
 		}{{"all", AllColumns}, {"nonsketch", nonSketch}, {"sum", ColSum}} {
 			b.Run(name+"/"+c.name, func(b *testing.B) {
 				sel := selectBody(b, body, SelectColumnar(c.cols))
-				e := entity.Entity{AllowStrings: true}
+				e := entity.Entity{AllowStrings: true, AllowNull: true}
 				for b.Loop() {
 					if err := e.Decode(sel); err != nil {
 						b.Fatal(err)

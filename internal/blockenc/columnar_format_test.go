@@ -38,7 +38,7 @@ func TestColumnarFormatDoc(t *testing.T) {
 	if want := formatdoc.JSON(t, "columnar-block"); string(body) != string(want) {
 		t.Errorf("block:\n got %s\nwant %s", body, want)
 	}
-	e := entity.Entity{AllowStrings: true}
+	e := entity.Entity{AllowStrings: true, AllowNull: true}
 	if err := e.Decode(body); err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,7 @@ func FuzzColumnarRoundTrip(f *testing.F) {
 			cols = Columns(data[len(data)-1])
 		}
 		for _, cols := range []Columns{AllColumns, cols} {
-			e := entity.Entity{AllowStrings: true}
+			e := entity.Entity{AllowStrings: true, AllowNull: true}
 			if err := e.Decode(selectBody(t, body, SelectColumnar(cols))); err != nil {
 				t.Fatal(err)
 			}

@@ -219,7 +219,7 @@ func selectBody(t testing.TB, body []byte, sel string) []byte {
 }
 
 func decodeColumnarBody(t testing.TB, body []byte, step time.Duration, cols Columns) (*Columnar, error) {
-	e := entity.Entity{AllowStrings: true}
+	e := entity.Entity{AllowStrings: true, AllowNull: true}
 	if err := e.Decode(body); err != nil {
 		t.Fatalf("entity: %v", err)
 	}
@@ -358,7 +358,7 @@ func TestColumnarSpill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := entity.Entity{AllowStrings: true}
+	e := entity.Entity{AllowStrings: true, AllowNull: true}
 	if err := e.Decode(body); err != nil {
 		t.Fatal(err)
 	}
