@@ -243,19 +243,30 @@
 //
 // Each tier (default: a minute kept 400 days, an hour kept forever) keeps windows of its Step
 // in tables of its Period. A window holds Count, Sum, Min, Max, First, Last and a DDSketch of
-// its points (quantiles within Accuracy, relative; sketches merge exactly), 24 windows an
-// entity (a block; docs/format.md, "Tier blocks" and "Sketches").
+// its points (quantiles within Accuracy, relative; sketches merge exactly). A columnar block
+// (docs/format.md, "Columnar tier blocks" and "Sketches") holds one series' windows of a day
+// of minutes or 14 days of hours, a compressed column per aggregate: a read selects only the
+// columns its fields need, and the sketches only for quantiles. A regular counter or gauge
+// costs about 8 bytes a window on the wire for all the columns but the sketch, 2 for one
+// column; the row blocks older versions wrote (24 windows an entity, about 185 bytes a
+// window) stay readable, and a Rollup of their span converts them.
 //
-// Rollup(from, to) computes the blocks from the raw points, conditionally on the ETags it read
-// before them. Over chunked raw tables it reads many series at once, a block of the coarsest
-// tier (a day by default) and a few thousand series at a time: the blocks' ETags a query per
-// tier table, the staged points and histogram samples one, the raw points a query per raw
-// table (a request per 1,000 chunks), then a transaction per series and tier table. Measured on Azurite (2,000
-// series, an hour at 15 s, the default tiers): 4,012 requests, where reads per series cost
-// 12,006. Aggregate(series, from, to, step) merges the windows of all the series: it
-// reads the coarsest tier whose Step divides step where its blocks are sealed (rolled up at
-// least SealDelay after their end), not flagged and holding no staged point or histogram
-// sample, and the raw points and samples elsewhere. Points older than SealDelay mark their
+// Rollup(from, to) recomputes whole slices (24 windows of the coarsest tier, a day by
+// default) from the raw points and splices them into their blocks, conditionally on the
+// ETags of the entities it read before the raw points; a block computed equal to the one
+// stored (sealed bits included) is not written, so rollers running at once never fail each
+// other, and a Rollup of a range already rolled up and sealed sends no transaction. Over
+// chunked raw tables it reads many series at once, a slice and a few thousand series at a
+// time: the blocks a query per tier table, the staged points and histogram samples one, the
+// raw points a query per raw table (a request per 1,000 chunks), then a transaction per
+// series and tier table. Measured on Azurite (2,000 series, an hour at 15 s, the default
+// tiers): 4,018 requests, where reads per series cost 12,006. Aggregate(series, from, to,
+// step, opts) merges the windows of all the series (AggregateSeries keeps them apart): it
+// reads the coarsest tier whose Step divides step (a 5-minute step reads the minute tier's
+// windows merged) where its windows are sealed (computed at least SealDelay after their end),
+// in no dirty slice and holding no staged point or histogram sample, and the raw points and
+// samples elsewhere: many series a request (filters of 13 series, or a scan of the key range
+// between the first and the last name while its pages hold mostly asked series). Points older than SealDelay mark their
 // slice (24 windows of the coarsest tier, a day by default) of their series dirty once in
 // the raw tables, a marker in the catalog (docs/format.md, "The catalog"): written directly,
 // by the Write, after storing them; staged, by the Fold that moves them (a Prometheus
@@ -274,7 +285,7 @@
 // A window keeps the histogram samples of its series apart from its points: their count,
 // the first and the last, and the observations made in the window as one float histogram
 // (the increase of counter histograms between the window's samples, the sum of gauge
-// histograms; see Window), in a tenth property a window (docs/format.md, "Histogram
+// histograms; see Window), in the block's histogram column (docs/format.md, "Histogram
 // windows"): 150 to 200 bytes for a 20-bucket histogram. Coarser windows and several series
 // merge exactly: bucket for bucket, at the smaller schema. Rollup reads the histogram
 // samples after the ETags, as it reads the points, 64 series at a time (a few a request); a

@@ -98,7 +98,8 @@ func appendBlock(dst []byte, series string, step time.Duration, b *block) []byte
 }
 
 // decodeBlock reads a block entity (decoded with AllowStrings) of a tier of step, at the
-// given accuracy. A block that only holds S (flagged, never rolled up) decodes as stale.
+// given accuracy. A block that only holds S (flagged by an older version's Write, never
+// rolled up) decodes as stale.
 func decodeBlock(e *entity.Entity, step time.Duration, accuracy float64) (*block, error) {
 	eb, err := blockenc.Decode(e, step, accuracy)
 	if err != nil {
