@@ -62,7 +62,14 @@ type RemoteWrite struct {
 	// histograms only with Args "--enable-feature=native-histograms"; without this option it
 	// does not remote-write them).
 	SendNativeHistograms bool
+	// BasicAuth, if set, is sent with every request (basic_auth).
+	BasicAuth *BasicAuth
+	// TLSCAFile, if set, is the tls_config ca_file that verifies an https URL's server.
+	TLSCAFile string
 }
+
+// BasicAuth is a remote_write basic_auth.
+type BasicAuth struct{ Username, Password string }
 
 // QueueConfig is a remote_write queue_config. Zero fields of the durations take the test
 // defaults: BatchSendDeadline 1s, MinBackoff 100ms, MaxBackoff 1s (Prometheus's own: 5s, 30ms,
@@ -165,6 +172,15 @@ func (c Config) YAML(self string) ([]byte, error) {
 		}
 		w.kv(2, "remote_timeout", duration(or(rw.RemoteTimeout, DefaultRemoteTimeout)))
 		w.strMap(2, "headers", rw.Headers)
+		if rw.BasicAuth != nil {
+			w.line(2, "basic_auth:")
+			w.kv(3, "username", quote(rw.BasicAuth.Username))
+			w.kv(3, "password", quote(rw.BasicAuth.Password))
+		}
+		if rw.TLSCAFile != "" {
+			w.line(2, "tls_config:")
+			w.kv(3, "ca_file", quote(rw.TLSCAFile))
+		}
 		if rw.SendExemplars {
 			w.kv(2, "send_exemplars", "true")
 		}
