@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -30,6 +31,8 @@ type serveFlags struct {
 	stagingPartitions                 int
 	rollupCatchUp, compactCatchUp     time.Duration
 	shutdownTimeout                   time.Duration
+	webConfigFile, listenInternal     string
+	readTimeout, writeTimeout         time.Duration
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -62,9 +65,19 @@ prometheus.yml:
   remote_read:
     - url: http://127.0.0.1:9201/api/v1/read
       read_recent: true
-Grafana: a Prometheus data source with URL http://127.0.0.1:9201.`,
+Grafana: a Prometheus data source with URL http://127.0.0.1:9201.
+
+TLS and authentication are Prometheus' own: --web.config.file takes Prometheus' web
+configuration file (tls_server_config: cert_file, key_file, client_ca_file and
+client_auth_type for mutual TLS; basic_auth_users: user: bcrypt hash). The file is read again
+for every new connection and every request, so a new password or a renewed certificate takes
+effect without a restart (SIGHUP only checks the file and logs what is wrong with it). Give
+Prometheus remote_write/remote_read a basic_auth and a tls_config (ca_file), and Grafana's
+data source Basic auth and its CA. --listen-internal moves /metrics, /-/ready and /-/healthy
+to a second address, in plain HTTP without authentication, for the scraper and the kubelet.`,
 		Example: `  tablets serve --db metrics
-  tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"`,
+  tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"
+  tablets serve --db metrics --listen :9201 --web.config.file web.yml --listen-internal :9202`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.serve(cmd, sf)
@@ -86,6 +99,10 @@ Grafana: a Prometheus data source with URL http://127.0.0.1:9201.`,
 	f.DurationVar(&sf.compactCatchUp, "compact-catch-up", 0, "how far back the first compaction of a database starts (0: 24h)")
 	f.DurationVar(&sf.retain, "retain-every", 0, "how often to drop tables past their retention (0: 1h; negative: never)")
 	f.DurationVar(&sf.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to finish requests in flight")
+	f.StringVar(&sf.webConfigFile, "web.config.file", "", "Prometheus web configuration file: TLS, mutual TLS, basic auth (read again on every connection and request)")
+	f.StringVar(&sf.listenInternal, "listen-internal", "", "if set, serve /metrics, /-/ready and /-/healthy here (plain HTTP, no auth) and not on --listen")
+	f.DurationVar(&sf.readTimeout, "read-timeout", server.DefaultReadTimeout, "longest time to read a request with its body (a 32 MiB remote write at 1 Mbit/s takes 4.5m; negative: none)")
+	f.DurationVar(&sf.writeTimeout, "write-timeout", server.DefaultWriteTimeout, "longest time from a request's headers to the end of its answer (negative: none)")
 	return cmd
 }
 
@@ -114,11 +131,21 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.rollupCatchUp < 0 || sf.compactCatchUp < 0 {
 		return usageErrorf(cmd, "--rollup-catch-up and --compact-catch-up must not be negative")
 	}
+	if err := server.CheckWebConfig(sf.webConfigFile); err != nil {
+		return usageErrorf(cmd, "--web.config.file: %v", err)
+	}
 	listener, err := net.Listen("tcp", sf.listen)
 	if err != nil {
 		return usageErrorf(cmd, "--listen %s: %v", sf.listen, err)
 	}
 	defer listener.Close()
+	var internal net.Listener
+	if sf.listenInternal != "" {
+		if internal, err = net.Listen("tcp", sf.listenInternal); err != nil {
+			return usageErrorf(cmd, "--listen-internal %s: %v", sf.listenInternal, err)
+		}
+		defer internal.Close()
+	}
 	conn, haveAccount, err := sf.conn.resolve(cmd, a.env)
 	if err != nil {
 		return err
@@ -161,32 +188,57 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return err
 	}
 	defer s.Close()
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	done := make(chan error, 1)
 	go func() { done <- s.Run(runCtx) }()
-	served := make(chan error, 1)
-	go func() { served <- hs.Serve(listener) }()
-	fmt.Fprintf(a.stderr, "serving database %s (%s layout) on http://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL http://%s\n",
-		sf.db, def.name, listener.Addr(), listener.Addr())
-	select {
-	case err := <-served:
-		stopRun()
-		<-done
-		return err
-	case <-ctx.Done():
+	defer func() { stopRun(); <-done }()
+	stopHUP := a.onSIGHUP(logger, sf.webConfigFile)
+	defer stopHUP()
+	scheme := "http"
+	if sf.webConfigFile != "" {
+		scheme = "https or http, as --web.config.file says,"
 	}
-	fmt.Fprintln(a.stderr, "shutting down: finishing the requests in flight...")
-	stopRun()
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sf.shutdownTimeout)
-	defer cancel()
-	err = hs.Shutdown(shutCtx)
-	<-done
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shutdown: requests still in flight after %v", sf.shutdownTimeout)
+	fmt.Fprintf(a.stderr, "serving database %s (%s layout) on %s://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL %s://%s\n",
+		sf.db, def.name, scheme, listener.Addr(), scheme, listener.Addr())
+	if internal != nil {
+		fmt.Fprintf(a.stderr, "serving /metrics, /-/ready and /-/healthy on http://%s\n", internal.Addr())
+	}
+	err = server.Serve(ctx, listener, s, &server.ServeOptions{
+		WebConfigFile:   sf.webConfigFile,
+		Internal:        internal,
+		ReadTimeout:     sf.readTimeout,
+		WriteTimeout:    sf.writeTimeout,
+		ShutdownTimeout: sf.shutdownTimeout,
+		Logger:          logger,
+	})
+	if ctx.Err() != nil {
+		fmt.Fprintln(a.stderr, "shut down")
 	}
 	return err
+}
+
+// onSIGHUP keeps SIGHUP from ending the process, as it would by default: the web config is
+// read again as the server serves, so a SIGHUP only checks it and logs the result.
+func (a *app) onSIGHUP(logger *slog.Logger, webConfigFile string) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	quit := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if err := server.CheckWebConfig(webConfigFile); err != nil {
+					logger.Error("SIGHUP: the web config file does not load; requests fail until it is fixed", "err", err)
+				} else {
+					logger.Info("SIGHUP: the web config file loads; it is read again on every connection and request")
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(quit) }
 }
 
 // accountCollector exports what the server asked of the storage account.
