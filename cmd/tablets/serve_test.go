@@ -1,0 +1,113 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// A web config that does not load is a usage error, before any request or listener.
+func TestServeWebConfigChecked(t *testing.T) {
+	bad := writeFile(t, "web.yml", "basic_auth_users:\n  alice: not-a-hash\n")
+	for _, file := range []string{bad, filepath.Join(t.TempDir(), "none.yml")} {
+		r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--web.config.file", file)
+		assert.Equal(t, exitUsage, r.code, "%s: %s", file, r.stderr)
+		assert.Contains(t, r.stderr, "--web.config.file", file)
+	}
+}
+
+// freeAddr returns a loopback address no one listens on (as far as one can tell).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+func webUsers(t *testing.T, path, user, password string) {
+	t.Helper()
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
+	require.NoError(t, err)
+	tmp := path + ".tmp"
+	require.NoError(t, os.WriteFile(tmp, fmt.Appendf(nil, "basic_auth_users:\n  %s: %q\n", user, h), 0o600))
+	require.NoError(t, os.Rename(tmp, path))
+}
+
+func status(t *testing.T, url, user, password string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if user != "" {
+		req.SetBasicAuth(user, password)
+	}
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// `tablets serve` with --web.config.file (basic auth) and --listen-internal: the probes are
+// on the internal address only, without credentials; the API needs the password; a changed
+// password takes effect without a restart; SIGHUP does not end the process; SIGINT (the
+// context) ends it cleanly.
+func TestServeAuthInternalAndSIGHUP(t *testing.T) {
+	env, _ := account(t)
+	cfg := filepath.Join(t.TempDir(), "web.yml")
+	webUsers(t, cfg, "grafana", "one")
+	public, internal := freeAddr(t), freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan result, 1)
+	go func() {
+		done <- tabletsCtx(t, ctx, env, "", "serve", "--db", "srvauth"+fmt.Sprint(time.Now().UnixNano()%1e9),
+			"--listen", public, "--listen-internal", internal, "--web.config.file", cfg,
+			"--fold-interval", "-1s", "--rollup-every", "-1s", "--compact-every", "-1s", "--retain-every", "-1s")
+	}()
+	ready := "http://" + internal + "/-/ready"
+	deadline := time.After(2 * time.Minute)
+	for status(t, ready, "", "") != http.StatusOK {
+		select {
+		case r := <-done:
+			t.Fatalf("serve ended: %d %s", r.code, r.stderr)
+		case <-deadline:
+			t.Fatal("the internal listener never answered /-/ready 200")
+		case <-time.After(50 * time.Millisecond): // polls the server starting
+		}
+	}
+	api := "http://" + public + "/api/v1/status/buildinfo"
+	assert.Equal(t, http.StatusUnauthorized, status(t, api, "", ""))
+	assert.Equal(t, http.StatusUnauthorized, status(t, api, "grafana", "two"))
+	assert.Equal(t, http.StatusOK, status(t, api, "grafana", "one"))
+	assert.Equal(t, http.StatusNotFound, status(t, "http://"+public+"/metrics", "grafana", "one"))
+	assert.Equal(t, http.StatusOK, status(t, "http://"+internal+"/metrics", "", ""))
+
+	webUsers(t, cfg, "grafana", "two")
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	assert.Equal(t, http.StatusUnauthorized, status(t, api, "grafana", "one"))
+	assert.Equal(t, http.StatusOK, status(t, api, "grafana", "two"))
+	select {
+	case r := <-done:
+		t.Fatalf("serve ended after SIGHUP: %d %s", r.code, r.stderr)
+	default:
+	}
+
+	cancel()
+	r := <-done
+	assert.Equal(t, 0, r.code, r.stderr)
+}
