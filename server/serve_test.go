@@ -450,3 +450,23 @@ func TestServeBadOptions(t *testing.T) {
 		}
 	}
 }
+
+// A renewed certificate (here: one of another CA) is served to the next connection, without
+// a restart.
+func TestServeCertificateRenewal(t *testing.T) {
+	old, renewed := newTestPKI(t), newTestPKI(t)
+	cfgFile := filepath.Join(t.TempDir(), "web.yml")
+	writeAtomic(t, cfgFile, old.webConfig(t, false, nil))
+	s := serve(t, hello, false, &server.ServeOptions{WebConfigFile: cfgFile})
+	url := "https://" + s.public + "/"
+	if code, _, err := get(t, tlsClient(old, nil), url, "", ""); err != nil || code != http.StatusOK {
+		t.Fatalf("old certificate: %d %v", code, err)
+	}
+	writeAtomic(t, cfgFile, renewed.webConfig(t, false, nil))
+	if _, _, err := get(t, tlsClient(old, nil), url, "", ""); err == nil {
+		t.Error("after the renewal, a client trusting only the old CA connected")
+	}
+	if code, _, err := get(t, tlsClient(renewed, nil), url, "", ""); err != nil || code != http.StatusOK {
+		t.Errorf("renewed certificate: %d %v", code, err)
+	}
+}
