@@ -195,12 +195,13 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	defer func() { stopRun(); <-done }()
 	stopHUP := a.onSIGHUP(logger, sf.webConfigFile)
 	defer stopHUP()
-	scheme := "http"
-	if sf.webConfigFile != "" {
-		scheme = "https or http, as --web.config.file says,"
+	if sf.webConfigFile == "" {
+		fmt.Fprintf(a.stderr, "serving database %s (%s layout) on http://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL http://%s\n",
+			sf.db, def.name, listener.Addr(), listener.Addr())
+	} else {
+		fmt.Fprintf(a.stderr, "serving database %s (%s layout) on %s, with the TLS and basic auth of %s: remote write /api/v1/write, remote read /api/v1/read\n",
+			sf.db, def.name, listener.Addr(), sf.webConfigFile)
 	}
-	fmt.Fprintf(a.stderr, "serving database %s (%s layout) on %s://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL %s://%s\n",
-		sf.db, def.name, scheme, listener.Addr(), scheme, listener.Addr())
 	if internal != nil {
 		fmt.Fprintf(a.stderr, "serving /metrics, /-/ready and /-/healthy on http://%s\n", internal.Addr())
 	}
@@ -212,8 +213,8 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		ShutdownTimeout: sf.shutdownTimeout,
 		Logger:          logger,
 	})
-	if ctx.Err() != nil {
-		fmt.Fprintln(a.stderr, "shut down")
+	if err == nil {
+		fmt.Fprintln(a.stderr, "shut down: the requests in flight finished")
 	}
 	return err
 }
