@@ -26,6 +26,7 @@ type memStore struct {
 	selectErr error         // returned by every Select when set
 	block     chan struct{} // when set, Select waits for it to close or ctx to end
 	entered   chan struct{} // when set, Select sends on it before blocking
+	stubborn  bool          // when set, a blocked Select ignores its ctx
 }
 
 type memSeries struct {
@@ -87,7 +88,7 @@ func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 	if hints != nil {
 		m.hints = append(m.hints, *hints)
 	}
-	err, block, entered := m.selectErr, m.block, m.entered
+	err, block, entered, stubborn := m.selectErr, m.block, m.entered, m.stubborn
 	m.mu.Unlock()
 	if err != nil {
 		return storage.ErrSeriesSet(err)
@@ -96,9 +97,13 @@ func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 		if entered != nil {
 			entered <- struct{}{}
 		}
+		var done <-chan struct{}
+		if !stubborn {
+			done = ctx.Done()
+		}
 		select {
 		case <-block:
-		case <-ctx.Done():
+		case <-done:
 			return storage.ErrSeriesSet(ctx.Err())
 		}
 	}
