@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
 )
 
 // FuzzParams: the parsers of the query API's parameters (times, durations and steps,
@@ -113,3 +114,19 @@ func parses[T any](parse func(string) (T, error), s string) bool {
 }
 
 func parseMatchers1(s string) (any, error) { return parseMatchers([]string{s}) }
+
+// TestParseOutOfRange: numbers Prometheus turns into arbitrary times or durations are 400s.
+func TestParseOutOfRange(t *testing.T) {
+	for _, s := range []string{"NaN", "Inf", "-Inf", "1e300", "-1e300", "9.3e15"} {
+		_, err := parseTime(s)
+		require.Error(t, err, "time %q", s)
+	}
+	for _, s := range []string{"NaN", "9223372036.854775807", "1e19", "-1e19"} {
+		_, err := parseDuration(s)
+		require.Error(t, err, "duration %q", s)
+	}
+	_, srv := newServer(t, testStore(), nil)
+	code, r, body := do(t, srv, http.MethodGet, "/api/v1/query_range", url.Values{"query": {"up"}, "start": {"NaN"}, "end": {"1"}, "step": {"1"}})
+	require.Equal(t, http.StatusBadRequest, code, "body: %s", body)
+	require.Equal(t, `invalid parameter "start": cannot parse "NaN" to a valid timestamp: out of range`, r.Error)
+}
