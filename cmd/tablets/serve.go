@@ -16,12 +16,14 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite/runner"
 	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
 // serveFlags are the flags of `tablets serve`.
 type serveFlags struct {
 	conn                              connFlags
+	query                             queryLimitFlags
 	listen, db, layout                string
 	rawPeriod, rawRetention           time.Duration
 	maxInFlight                       int
@@ -86,13 +88,40 @@ Grafana: a Prometheus data source with URL http://127.0.0.1:9201.`,
 	f.DurationVar(&sf.compactCatchUp, "compact-catch-up", 0, "how far back the first compaction of a database starts (0: 24h)")
 	f.DurationVar(&sf.retain, "retain-every", 0, "how often to drop tables past their retention (0: 1h; negative: never)")
 	f.DurationVar(&sf.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to finish requests in flight")
+	addQueryLimitFlags(cmd, &sf.query)
 	return cmd
+}
+
+// queryLimitFlags are the query API's limits, named as Prometheus names its own.
+type queryLimitFlags struct {
+	maxSamples, maxConcurrency, maxSeriesPerSelect int
+	timeout                                        time.Duration
+}
+
+func addQueryLimitFlags(cmd *cobra.Command, q *queryLimitFlags) {
+	f := cmd.Flags()
+	f.IntVar(&q.maxSamples, "query.max-samples", api.DefaultMaxSamples, "most samples a query may hold in memory at once; over it: 422 execution")
+	f.DurationVar(&q.timeout, "query.timeout", api.DefaultTimeout, "longest a query may take, waiting for a slot included; over it: 503 timeout")
+	f.IntVar(&q.maxConcurrency, "query.max-concurrency", api.DefaultMaxConcurrency, "queries evaluated at once; more wait for a slot, until their timeout")
+	f.IntVar(&q.maxSeriesPerSelect, "query.max-series-per-select", 0, "most series one selector may select; over it: 422 execution (0: no limit)")
+}
+
+// options are the flags as api.Options; non-positive values are usage errors.
+func (q queryLimitFlags) options(cmd *cobra.Command) (*api.Options, error) {
+	if q.maxSamples <= 0 || q.maxConcurrency <= 0 || q.timeout <= 0 || q.maxSeriesPerSelect < 0 {
+		return nil, usageErrorf(cmd, "--query.max-samples, --query.timeout and --query.max-concurrency must be positive, --query.max-series-per-select not negative")
+	}
+	return &api.Options{MaxSamples: q.maxSamples, Timeout: q.timeout, MaxConcurrency: q.maxConcurrency, MaxSeriesPerSelect: q.maxSeriesPerSelect}, nil
 }
 
 func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	ctx := cmd.Context()
 	if sf.db == "" {
 		return usageErrorf(cmd, "--db is required")
+	}
+	queryOpts, err := sf.query.options(cmd)
+	if err != nil {
+		return err
 	}
 	def, err := findLayout(sf.layout)
 	if err != nil {
@@ -153,6 +182,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		RollupCatchUp:      sf.rollupCatchUp,
 		CompactEvery:       sf.compactEvery,
 		CompactCatchUp:     sf.compactCatchUp,
+		Query:              queryOpts,
 		RetainEvery:        sf.retain,
 		Logger:             logger,
 		Collectors:         []prometheus.Collector{accountCollector(ctr)},
