@@ -32,8 +32,8 @@
 //
 //	MaxSamples          50,000,000  422 execution, "query processing would load too many
 //	                                samples into memory in query execution"
-//	Timeout             2m          503 timeout, "query timed out in expression evaluation"
-//	                                (the request's timeout parameter may shorten it)
+//	Timeout             2m          503 timeout (the request's timeout parameter may
+//	                                shorten it)
 //	MaxConcurrency      20          further queries wait for a slot; one still waiting at its
 //	                                timeout: 503 timeout, "query timed out in query queue"
 //	MaxSeriesPerSelect  no limit    422 execution, ErrTooManySeries (Prometheus has none)
