@@ -51,8 +51,8 @@ type Options struct {
 	// 50,000,000); exceeding it fails the query with errorType execution.
 	MaxSamples int
 	// Timeout is the longest a query may take, its wait for a concurrency slot included
-	// (default 2m); over it the answer is errorType timeout, HTTP 503. A request's timeout
-	// parameter can only shorten it.
+	// (default 2m), and a request of the series and label endpoints too; over it the answer
+	// is errorType timeout, HTTP 503. A request's timeout parameter can only shorten it.
 	Timeout time.Duration
 	// MaxConcurrency is how many queries are evaluated at once (default 20). As in
 	// Prometheus, further queries wait for a slot; one still waiting when its timeout
@@ -332,7 +332,8 @@ func queryOpts(r *http.Request) (promql.QueryOpts, error) {
 }
 
 // withTimeout bounds the request by Options.Timeout, or by its timeout parameter when that
-// is shorter. The engine applies Options.Timeout only once it evaluates; bounding the whole
+// is shorter (queries, and, unlike Prometheus, the series and label endpoints too: over a
+// slow account they can take as long as a query). The engine applies Options.Timeout only once it evaluates; bounding the whole
 // request also ends the wait for a concurrency slot, which in Prometheus lasts as long as
 // the client waits. It is measured on the real clock, not Options.Now.
 func (a *API) withTimeout(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
@@ -513,7 +514,11 @@ func (a *API) series(r *http.Request) ([]byte, annotations.Annotations, *apiErro
 	if empty { // the range is outside the stores'
 		return []byte("[]"), nil, nil
 	}
-	ctx := r.Context()
+	ctx, cancel, apiErr := a.withTimeout(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	defer cancel()
 	q, err := a.queryable.Querier(millis(start), millis(end))
 	if err != nil {
 		return nil, nil, classify(err)
@@ -596,6 +601,11 @@ func (a *API) labelList(r *http.Request, get func(context.Context, storage.Queri
 	if empty { // the range is outside the stores'
 		return []byte("[]"), nil, nil
 	}
+	ctx, cancel, apiErr := a.withTimeout(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	defer cancel()
 	q, err := a.queryable.Querier(millis(start), millis(end))
 	if err != nil {
 		return nil, nil, classify(err)
@@ -604,7 +614,7 @@ func (a *API) labelList(r *http.Request, get func(context.Context, storage.Queri
 
 	hints := &storage.LabelHints{Limit: hintLimit(limit)}
 	vals, ws, err := collectLabels(matcherSets, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
-		return get(r.Context(), q, hints, ms...)
+		return get(ctx, q, hints, ms...)
 	})
 	if err != nil {
 		return nil, ws, classify(err)

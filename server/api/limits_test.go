@@ -104,3 +104,15 @@ func TestGzipSameBytes(t *testing.T) {
 		t.Logf("query_range of 3 series x 241 points: %d bytes plain, %d gzip", len(plain), len(compressed))
 	}
 }
+
+// TestMetadataTimeout: Options.Timeout bounds the series and label endpoints too.
+func TestMetadataTimeout(t *testing.T) {
+	m := blockingStore()
+	_, srv := newServer(t, m, &Options{Timeout: 30 * time.Millisecond})
+	releaseOnCleanup(t, m)
+	for _, path := range []string{"/api/v1/series", "/api/v1/labels", "/api/v1/label/job/values"} {
+		code, r, body := do(t, srv, http.MethodGet, path, url.Values{"match[]": {"up"}})
+		require.Equal(t, http.StatusServiceUnavailable, code, "%s: %s", path, body)
+		require.Equal(t, "timeout", r.ErrorType)
+	}
+}

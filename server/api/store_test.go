@@ -88,24 +88,13 @@ func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 	if hints != nil {
 		m.hints = append(m.hints, *hints)
 	}
-	err, block, entered, stubborn := m.selectErr, m.block, m.entered, m.stubborn
+	err := m.selectErr
 	m.mu.Unlock()
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
-	if block != nil {
-		if entered != nil {
-			entered <- struct{}{}
-		}
-		var done <-chan struct{}
-		if !stubborn {
-			done = ctx.Done()
-		}
-		select {
-		case <-block:
-		case <-done:
-			return storage.ErrSeriesSet(ctx.Err())
-		}
+	if err := m.wait(ctx); err != nil {
+		return storage.ErrSeriesSet(err)
 	}
 	mint, maxt := q.mint, q.maxt
 	if hints != nil {
@@ -141,7 +130,33 @@ func (q *memQuerier) matching(ms []*labels.Matcher) []memSeries {
 	return out
 }
 
-func (q *memQuerier) LabelValues(_ context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+// wait blocks while m.block is set and open, until ctx ends (unless m is stubborn).
+func (m *memStore) wait(ctx context.Context) error {
+	m.mu.Lock()
+	block, entered, stubborn := m.block, m.entered, m.stubborn
+	m.mu.Unlock()
+	if block == nil {
+		return nil
+	}
+	if entered != nil {
+		entered <- struct{}{}
+	}
+	var done <-chan struct{}
+	if !stubborn {
+		done = ctx.Done()
+	}
+	select {
+	case <-block:
+		return nil
+	case <-done:
+		return ctx.Err()
+	}
+}
+
+func (q *memQuerier) LabelValues(ctx context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	if err := q.m.wait(ctx); err != nil {
+		return nil, nil, err
+	}
 	var vals []string
 	for _, s := range q.matching(ms) {
 		if v := s.lset.Get(name); v != "" && !slices.Contains(vals, v) {
@@ -152,7 +167,10 @@ func (q *memQuerier) LabelValues(_ context.Context, name string, _ *storage.Labe
 	return vals, nil, nil
 }
 
-func (q *memQuerier) LabelNames(_ context.Context, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+func (q *memQuerier) LabelNames(ctx context.Context, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	if err := q.m.wait(ctx); err != nil {
+		return nil, nil, err
+	}
 	var names []string
 	for _, s := range q.matching(ms) {
 		s.lset.Range(func(l labels.Label) {
