@@ -268,6 +268,11 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 		}
 		// The query string lets annotations point at the position in the query.
 		warnings, infos := ws.AsStrings(r.FormValue("query"), 10, 10)
+		for _, list := range [][]string{warnings, infos} { // a storage's warning may quote an error
+			for i := range list {
+				list[i] = redact(list[i])
+			}
+		}
 		a.write(w, r, http.StatusOK, appendEnvelopeSuccess(nil, data, warnings, infos))
 	})
 }

@@ -79,6 +79,14 @@ func TestErrorNeverEchoesSecret(t *testing.T) {
 				require.Contains(t, r.Error, "sig=REDACTED")
 				require.Contains(t, r.Error, "acct.table.core.windows.net/metrics")
 			}
+			// Nor as a warning of a query that succeeds.
+			m = testStore()
+			m.warning = accErr
+			_, srv = newServer(t, m, nil)
+			r := ok(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {"up"}, "time": {ts(t0)}})
+			require.Len(t, r.Warnings, 1)
+			require.NotContains(t, r.Warnings[0], secret)
+			require.Contains(t, r.Warnings[0], "sig=REDACTED")
 		})
 	}
 }

@@ -24,6 +24,7 @@ type memStore struct {
 	hints     []storage.SelectHints // every Select's hints, in call order
 	selects   int
 	selectErr error         // returned by every Select when set
+	warning   error         // a warning of every Select when set
 	block     chan struct{} // when set, Select waits for it to close or ctx to end
 	entered   chan struct{} // when set, Select sends on it before blocking
 	stubborn  bool          // when set, a blocked Select ignores its ctx
@@ -116,7 +117,11 @@ func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 		}
 		out = append(out, v)
 	}
-	return &sliceSet{series: out, i: -1}
+	set := &sliceSet{series: out, i: -1}
+	if m.warning != nil {
+		set.ws = set.ws.Add(m.warning)
+	}
+	return set
 }
 
 // matching returns the series matching ms with samples in the querier's range.
@@ -188,12 +193,13 @@ func (q *memQuerier) Close() error { return nil }
 type sliceSet struct {
 	series []storage.Series
 	i      int
+	ws     annotations.Annotations
 }
 
 func (s *sliceSet) Next() bool                        { s.i++; return s.i < len(s.series) }
 func (s *sliceSet) At() storage.Series                { return s.series[s.i] }
 func (s *sliceSet) Err() error                        { return nil }
-func (s *sliceSet) Warnings() annotations.Annotations { return nil }
+func (s *sliceSet) Warnings() annotations.Annotations { return s.ws }
 
 type memSeriesView struct {
 	lset  labels.Labels
