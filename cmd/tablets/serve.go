@@ -17,12 +17,14 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite/runner"
 	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
 // serveFlags are the flags of `tablets serve`.
 type serveFlags struct {
 	conn                              connFlags
+	query                             queryLimitFlags
 	listen, db, layout                string
 	rawPeriod, rawRetention           time.Duration
 	maxInFlight                       int
@@ -103,13 +105,40 @@ to a second address, in plain HTTP without authentication, for the scraper and t
 	f.StringVar(&sf.listenInternal, "listen-internal", "", "if set, serve /metrics, /-/ready and /-/healthy here (plain HTTP, no auth) and not on --listen")
 	f.DurationVar(&sf.readTimeout, "read-timeout", server.DefaultReadTimeout, "longest time to read a request with its body (a 32 MiB remote write at 1 Mbit/s takes 4.5m; negative: none)")
 	f.DurationVar(&sf.writeTimeout, "write-timeout", server.DefaultWriteTimeout, "longest time from a request's headers to the end of its answer (negative: none)")
+	addQueryLimitFlags(cmd, &sf.query)
 	return cmd
+}
+
+// queryLimitFlags are the query API's limits, named as Prometheus names its own.
+type queryLimitFlags struct {
+	maxSamples, maxConcurrency, maxSeriesPerSelect int
+	timeout                                        time.Duration
+}
+
+func addQueryLimitFlags(cmd *cobra.Command, q *queryLimitFlags) {
+	f := cmd.Flags()
+	f.IntVar(&q.maxSamples, "query.max-samples", api.DefaultMaxSamples, "most samples a query may hold in memory at once; over it: 422 execution")
+	f.DurationVar(&q.timeout, "query.timeout", api.DefaultTimeout, "longest a query may take, waiting for a slot included; over it: 503 timeout")
+	f.IntVar(&q.maxConcurrency, "query.max-concurrency", api.DefaultMaxConcurrency, "queries evaluated at once; more wait for a slot, until their timeout")
+	f.IntVar(&q.maxSeriesPerSelect, "query.max-series-per-select", 0, "most series one selector may select; over it: 422 execution (0: no limit)")
+}
+
+// options are the flags as api.Options; non-positive values are usage errors.
+func (q queryLimitFlags) options(cmd *cobra.Command) (*api.Options, error) {
+	if q.maxSamples <= 0 || q.maxConcurrency <= 0 || q.timeout <= 0 || q.maxSeriesPerSelect < 0 {
+		return nil, usageErrorf(cmd, "--query.max-samples, --query.timeout and --query.max-concurrency must be positive, --query.max-series-per-select not negative")
+	}
+	return &api.Options{MaxSamples: q.maxSamples, Timeout: q.timeout, MaxConcurrency: q.maxConcurrency, MaxSeriesPerSelect: q.maxSeriesPerSelect}, nil
 }
 
 func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	ctx := cmd.Context()
 	if sf.db == "" {
 		return usageErrorf(cmd, "--db is required")
+	}
+	queryOpts, err := sf.query.options(cmd)
+	if err != nil {
+		return err
 	}
 	def, err := findLayout(sf.layout)
 	if err != nil {
@@ -180,6 +209,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		RollupCatchUp:      sf.rollupCatchUp,
 		CompactEvery:       sf.compactEvery,
 		CompactCatchUp:     sf.compactCatchUp,
+		Query:              queryOpts,
 		RetainEvery:        sf.retain,
 		Logger:             logger,
 		Collectors:         []prometheus.Collector{accountCollector(ctr)},

@@ -50,12 +50,18 @@ type Options struct {
 	// MaxSamples is the most samples one query may hold in memory at once (default
 	// 50,000,000); exceeding it fails the query with errorType execution.
 	MaxSamples int
-	// Timeout is the longest a query may run (default 2m). A request's timeout parameter
-	// can only shorten it.
+	// Timeout is the longest a query may take, its wait for a concurrency slot included
+	// (default 2m), and a request of the series and label endpoints too; over it the answer
+	// is errorType timeout, HTTP 503. A request's timeout parameter can only shorten it.
 	Timeout time.Duration
-	// MaxConcurrency is how many queries are evaluated at once (default 20); further
-	// queries wait for a slot until their context ends.
+	// MaxConcurrency is how many queries are evaluated at once (default 20). As in
+	// Prometheus, further queries wait for a slot; one still waiting when its timeout
+	// ends fails with errorType timeout (HTTP 503), "query timed out in query queue".
 	MaxConcurrency int
+	// MaxSeriesPerSelect is the most series one selector of a query (or one match[] of
+	// /api/v1/series) may select (default 0: no limit, as in Prometheus). A selection over
+	// it fails with an error wrapping ErrTooManySeries: errorType execution, HTTP 422.
+	MaxSeriesPerSelect int
 	// NoStepSubqueryInterval is the step of subqueries written without one, like
 	// foo[1h:] (default 1m, Prometheus' default evaluation interval).
 	NoStepSubqueryInterval time.Duration
@@ -79,6 +85,7 @@ func (o *Options) check() error {
 		{"MaxSamples", o.MaxSamples < 0},
 		{"Timeout", o.Timeout < 0},
 		{"MaxConcurrency", o.MaxConcurrency < 0},
+		{"MaxSeriesPerSelect", o.MaxSeriesPerSelect < 0},
 		{"NoStepSubqueryInterval", o.NoStepSubqueryInterval < 0},
 	} {
 		if f.negative {
@@ -127,6 +134,7 @@ func defaultBuildInfo() BuildInfo {
 type API struct {
 	queryable storage.Queryable
 	engine    *promql.Engine
+	timeout   time.Duration
 	now       func() time.Time
 	logger    *slog.Logger
 	buildInfo []byte // encoded once
@@ -191,9 +199,13 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		// Only costs anything when a request asks for stats=all.
 		EnablePerStepStats: true,
 	})
+	if o.MaxSeriesPerSelect > 0 {
+		q = seriesLimited{Queryable: q, max: o.MaxSeriesPerSelect}
+	}
 	return &API{
 		queryable: q,
 		engine:    engine,
+		timeout:   o.Timeout,
 		now:       o.Now,
 		logger:    o.Logger,
 		buildInfo: biJSON,
@@ -249,12 +261,18 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 			data, ws, apiErr = f(r)
 		}
 		if apiErr != nil {
-			// Like Prometheus, error responses carry no warnings.
-			a.write(w, r, httpStatus(apiErr.typ), appendEnvelopeError(nil, apiErr.typ, apiErr.err.Error()))
+			// Like Prometheus, error responses carry no warnings. An error from the account
+			// may quote a request URL with its SAS signature: never pass that on.
+			a.write(w, r, httpStatus(apiErr.typ), appendEnvelopeError(nil, apiErr.typ, redact(apiErr.err.Error())))
 			return
 		}
 		// The query string lets annotations point at the position in the query.
 		warnings, infos := ws.AsStrings(r.FormValue("query"), 10, 10)
+		for _, list := range [][]string{warnings, infos} { // a storage's warning may quote an error
+			for i := range list {
+				list[i] = redact(list[i])
+			}
+		}
 		a.write(w, r, http.StatusOK, appendEnvelopeSuccess(nil, data, warnings, infos))
 	})
 }
@@ -318,19 +336,22 @@ func queryOpts(r *http.Request) (promql.QueryOpts, error) {
 	return promql.NewPrometheusQueryOpts(r.FormValue("stats") == "all", lookback), nil
 }
 
-// withTimeout applies the request's timeout parameter. It is measured on the real clock,
-// not Options.Now (Prometheus uses its clock here, which only matters in tests).
-func withTimeout(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
-	ctx := r.Context()
+// withTimeout bounds the request by Options.Timeout, or by its timeout parameter when that
+// is shorter (queries, and, unlike Prometheus, the series and label endpoints too: over a
+// slow account they can take as long as a query). The engine applies Options.Timeout only once it evaluates; bounding the whole
+// request also ends the wait for a concurrency slot, which in Prometheus lasts as long as
+// the client waits. It is measured on the real clock, not Options.Now.
+func (a *API) withTimeout(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
+	d := a.timeout
 	if s := r.FormValue("timeout"); s != "" {
-		d, err := parseDuration(s)
+		p, err := parseDuration(s)
 		if err != nil {
 			return nil, nil, invalidParam(err, "timeout")
 		}
-		ctx, cancel := context.WithTimeout(ctx, d)
-		return ctx, cancel, nil
+		d = min(d, p)
 	}
-	return ctx, func() {}, nil
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	return ctx, cancel, nil
 }
 
 // /api/v1/query: query, time (default now), timeout, limit, lookback_delta, stats.
@@ -343,7 +364,7 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 	if err != nil {
 		return nil, nil, invalidParam(err, "time")
 	}
-	ctx, cancel, apiErr := withTimeout(r)
+	ctx, cancel, apiErr := a.withTimeout(r)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
@@ -388,7 +409,7 @@ func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *api
 	if end.Sub(start)/step > maxPointsPerSeries {
 		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
-	ctx, cancel, apiErr := withTimeout(r)
+	ctx, cancel, apiErr := a.withTimeout(r)
 	if apiErr != nil {
 		return nil, nil, apiErr
 	}
@@ -407,10 +428,14 @@ func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *api
 // newQueryError classifies an error from creating a query. The engine parses the query
 // only after taking a concurrency slot, so besides a bad query (bad_data, as in Prometheus)
 // this can be the request's context ending while waiting for a slot, which Prometheus
-// would also call bad_data but is really a timeout or a cancellation.
+// would also call bad_data but is really a timeout (503) or a cancellation (499), said as
+// the engine says it when its own queue wait ends so.
 func newQueryError(err error) *apiError {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return classify(err)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return classify(promql.ErrQueryTimeout("query queue"))
+	case errors.Is(err, context.Canceled):
+		return classify(promql.ErrQueryCanceled("query queue"))
 	}
 	return invalidParam(err, "query")
 }
@@ -494,7 +519,11 @@ func (a *API) series(r *http.Request) ([]byte, annotations.Annotations, *apiErro
 	if empty { // the range is outside the stores'
 		return []byte("[]"), nil, nil
 	}
-	ctx := r.Context()
+	ctx, cancel, apiErr := a.withTimeout(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	defer cancel()
 	q, err := a.queryable.Querier(millis(start), millis(end))
 	if err != nil {
 		return nil, nil, classify(err)
@@ -577,6 +606,11 @@ func (a *API) labelList(r *http.Request, get func(context.Context, storage.Queri
 	if empty { // the range is outside the stores'
 		return []byte("[]"), nil, nil
 	}
+	ctx, cancel, apiErr := a.withTimeout(r)
+	if apiErr != nil {
+		return nil, nil, apiErr
+	}
+	defer cancel()
 	q, err := a.queryable.Querier(millis(start), millis(end))
 	if err != nil {
 		return nil, nil, classify(err)
@@ -585,7 +619,7 @@ func (a *API) labelList(r *http.Request, get func(context.Context, storage.Queri
 
 	hints := &storage.LabelHints{Limit: hintLimit(limit)}
 	vals, ws, err := collectLabels(matcherSets, func(ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
-		return get(r.Context(), q, hints, ms...)
+		return get(ctx, q, hints, ms...)
 	})
 	if err != nil {
 		return nil, ws, classify(err)

@@ -674,7 +674,8 @@ func TestTooManySamples(t *testing.T) {
 	})
 	require.Equal(t, http.StatusUnprocessableEntity, code, "body: %s", body)
 	require.Equal(t, "execution", r.ErrorType)
-	require.Contains(t, r.Error, "too many samples")
+	// Prometheus' message, word for word (promql.ErrTooManySamples).
+	require.Equal(t, "query processing would load too many samples into memory in query execution", r.Error)
 	// A query within the limit still works on the same engine.
 	r = ok(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {"up[5m]"}, "time": {ts(t0 + duration)}})
 	require.Contains(t, string(r.Data), `"resultType":"matrix"`)
@@ -760,6 +761,7 @@ func TestMaxConcurrency(t *testing.T) {
 	code, r, body := do(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {"up"}, "timeout": {"0.05"}})
 	require.Equal(t, http.StatusServiceUnavailable, code, "body: %s", body)
 	require.Equal(t, "timeout", r.ErrorType)
+	require.Equal(t, "query timed out in query queue", r.Error)
 	m.mu.Lock()
 	require.Equal(t, 1, m.selects)
 	m.mu.Unlock()
@@ -849,7 +851,7 @@ func TestUnknownPathAndMethod(t *testing.T) {
 func TestNew(t *testing.T) {
 	_, err := New(nil, nil)
 	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
-	for _, bad := range []Options{{LookbackDelta: -1}, {MaxSamples: -1}, {Timeout: -1}, {MaxConcurrency: -1}, {NoStepSubqueryInterval: -1}} {
+	for _, bad := range []Options{{LookbackDelta: -1}, {MaxSamples: -1}, {Timeout: -1}, {MaxConcurrency: -1}, {MaxSeriesPerSelect: -1}, {NoStepSubqueryInterval: -1}} {
 		_, err = New(testStore(), &bad)
 		require.ErrorIs(t, err, tablets.ErrInvalidOptions, "%+v", bad)
 	}

@@ -27,4 +27,18 @@
 // Storage errors that wrap tablets.ErrInvalidOptions, ErrInvalidLabels, ErrInvalidMatcher or
 // ErrInvalidLimit are reported as bad_data, because they mean the request asked for
 // something the store cannot do.
+//
+// Limits (Options), with Prometheus' defaults and answers:
+//
+//	MaxSamples          50,000,000  422 execution, "query processing would load too many
+//	                                samples into memory in query execution"
+//	Timeout             2m          503 timeout (the request's timeout parameter may
+//	                                shorten it)
+//	MaxConcurrency      20          further queries wait for a slot; one still waiting at its
+//	                                timeout: 503 timeout, "query timed out in query queue"
+//	MaxSeriesPerSelect  no limit    422 execution, ErrTooManySeries (Prometheus has none)
+//
+// Responses are gzip-compressed when the client accepts it (Grafana does) and the body is
+// at least 1 KiB. An error message never carries a secret of the storage account: SAS
+// signatures (sig=), account keys and Shared Key signatures are replaced by REDACTED.
 package api

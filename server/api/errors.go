@@ -63,6 +63,8 @@ func classify(err error) *apiError {
 	switch {
 	case badInput(err), isStorage && badInput(es.Err):
 		return &apiError{ErrorBadData, err}
+	case errors.Is(err, ErrTooManySeries), isStorage && errors.Is(es.Err, ErrTooManySeries):
+		return &apiError{ErrorExec, err} // as Prometheus' too many samples
 	case errors.As(err, &eqc):
 		return &apiError{ErrorCanceled, err}
 	case errors.As(err, &eqt):

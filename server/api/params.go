@@ -43,13 +43,24 @@ func storeRange(start, end time.Time) (from, to time.Time, ok bool) {
 	return from, to, !to.Before(from)
 }
 
+// The bounds of a time in float seconds: Prometheus' range.
+var (
+	minUnixSeconds = float64(promMinTime.Unix())
+	maxUnixSeconds = float64(promMaxTime.Unix())
+)
+
 // maxPointsPerSeries is Prometheus' limit on the resolution of a range query: 60s steps
 // for a week or 1h steps for a year.
 const maxPointsPerSeries = 11000
 
 // parseTime accepts Unix seconds as a float (rounded to milliseconds) or RFC 3339.
+// Unlike Prometheus, which turns them into arbitrary times, it refuses NaN, infinities and
+// seconds beyond its own bounds of a time range.
 func parseTime(s string) (time.Time, error) {
 	if t, err := strconv.ParseFloat(s, 64); err == nil {
+		if !(t >= minUnixSeconds && t <= maxUnixSeconds) { // also NaN
+			return time.Time{}, fmt.Errorf("cannot parse %q to a valid timestamp: out of range", s)
+		}
 		s, ns := math.Modf(t)
 		ns = math.Round(ns*1000) / 1000
 		return time.Unix(int64(s), int64(ns*float64(time.Second))).UTC(), nil
@@ -80,11 +91,16 @@ func parseTimeParam(r *http.Request, paramName string, def time.Time) (time.Time
 	return t, nil
 }
 
-// parseDuration accepts float seconds or a Prometheus duration ("1m30s", "1d").
+// parseDuration accepts float seconds or a Prometheus duration ("1m30s", "1d"). Unlike
+// Prometheus it refuses NaN and 2^63 ns (float64(math.MaxInt64) is 2^63, one past the
+// largest Duration), which Prometheus turns into the most negative Duration.
 func parseDuration(s string) (time.Duration, error) {
 	if d, err := strconv.ParseFloat(s, 64); err == nil {
 		ts := d * float64(time.Second)
-		if ts > float64(math.MaxInt64) || ts < float64(math.MinInt64) {
+		if math.IsNaN(ts) {
+			return 0, fmt.Errorf("cannot parse %q to a valid duration", s)
+		}
+		if ts >= float64(math.MaxInt64) || ts < float64(math.MinInt64) {
 			return 0, fmt.Errorf("cannot parse %q to a valid duration. It overflows int64", s)
 		}
 		return time.Duration(ts), nil

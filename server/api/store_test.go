@@ -24,8 +24,10 @@ type memStore struct {
 	hints     []storage.SelectHints // every Select's hints, in call order
 	selects   int
 	selectErr error         // returned by every Select when set
+	warning   error         // a warning of every Select when set
 	block     chan struct{} // when set, Select waits for it to close or ctx to end
 	entered   chan struct{} // when set, Select sends on it before blocking
+	stubborn  bool          // when set, a blocked Select ignores its ctx
 }
 
 type memSeries struct {
@@ -87,20 +89,13 @@ func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 	if hints != nil {
 		m.hints = append(m.hints, *hints)
 	}
-	err, block, entered := m.selectErr, m.block, m.entered
+	err := m.selectErr
 	m.mu.Unlock()
 	if err != nil {
 		return storage.ErrSeriesSet(err)
 	}
-	if block != nil {
-		if entered != nil {
-			entered <- struct{}{}
-		}
-		select {
-		case <-block:
-		case <-ctx.Done():
-			return storage.ErrSeriesSet(ctx.Err())
-		}
+	if err := m.wait(ctx); err != nil {
+		return storage.ErrSeriesSet(err)
 	}
 	mint, maxt := q.mint, q.maxt
 	if hints != nil {
@@ -122,7 +117,11 @@ func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 		}
 		out = append(out, v)
 	}
-	return &sliceSet{series: out, i: -1}
+	set := &sliceSet{series: out, i: -1}
+	if m.warning != nil {
+		set.ws = set.ws.Add(m.warning)
+	}
+	return set
 }
 
 // matching returns the series matching ms with samples in the querier's range.
@@ -136,7 +135,33 @@ func (q *memQuerier) matching(ms []*labels.Matcher) []memSeries {
 	return out
 }
 
-func (q *memQuerier) LabelValues(_ context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+// wait blocks while m.block is set and open, until ctx ends (unless m is stubborn).
+func (m *memStore) wait(ctx context.Context) error {
+	m.mu.Lock()
+	block, entered, stubborn := m.block, m.entered, m.stubborn
+	m.mu.Unlock()
+	if block == nil {
+		return nil
+	}
+	if entered != nil {
+		entered <- struct{}{}
+	}
+	var done <-chan struct{}
+	if !stubborn {
+		done = ctx.Done()
+	}
+	select {
+	case <-block:
+		return nil
+	case <-done:
+		return ctx.Err()
+	}
+}
+
+func (q *memQuerier) LabelValues(ctx context.Context, name string, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	if err := q.m.wait(ctx); err != nil {
+		return nil, nil, err
+	}
 	var vals []string
 	for _, s := range q.matching(ms) {
 		if v := s.lset.Get(name); v != "" && !slices.Contains(vals, v) {
@@ -147,7 +172,10 @@ func (q *memQuerier) LabelValues(_ context.Context, name string, _ *storage.Labe
 	return vals, nil, nil
 }
 
-func (q *memQuerier) LabelNames(_ context.Context, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+func (q *memQuerier) LabelNames(ctx context.Context, _ *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	if err := q.m.wait(ctx); err != nil {
+		return nil, nil, err
+	}
 	var names []string
 	for _, s := range q.matching(ms) {
 		s.lset.Range(func(l labels.Label) {
@@ -165,12 +193,13 @@ func (q *memQuerier) Close() error { return nil }
 type sliceSet struct {
 	series []storage.Series
 	i      int
+	ws     annotations.Annotations
 }
 
 func (s *sliceSet) Next() bool                        { s.i++; return s.i < len(s.series) }
 func (s *sliceSet) At() storage.Series                { return s.series[s.i] }
 func (s *sliceSet) Err() error                        { return nil }
-func (s *sliceSet) Warnings() annotations.Annotations { return nil }
+func (s *sliceSet) Warnings() annotations.Annotations { return s.ws }
 
 type memSeriesView struct {
 	lset  labels.Labels
