@@ -35,6 +35,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/api"
+	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/server/otlp"
 	"github.com/seed71701133/tablets/server/promstore"
 	"github.com/seed71701133/tablets/server/remote"
@@ -203,7 +204,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := s.db.Series(ctx, time.Unix(0, 0), time.Unix(1, 0)); err != nil {
-		http.Error(w, "tablets is not ready: "+err.Error(), http.StatusServiceUnavailable)
+		http.Error(w, "tablets is not ready: "+redact.Secrets(err.Error()), http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "tablets is Ready.")

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/prometheus/util/stats"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/internal/redact"
 )
 
 // PrometheusCompatVersion is the Prometheus version /api/v1/status/buildinfo reports.
@@ -263,14 +264,14 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 		if apiErr != nil {
 			// Like Prometheus, error responses carry no warnings. An error from the account
 			// may quote a request URL with its SAS signature: never pass that on.
-			a.write(w, r, httpStatus(apiErr.typ), appendEnvelopeError(nil, apiErr.typ, redact(apiErr.err.Error())))
+			a.write(w, r, httpStatus(apiErr.typ), appendEnvelopeError(nil, apiErr.typ, redact.Secrets(apiErr.err.Error())))
 			return
 		}
 		// The query string lets annotations point at the position in the query.
 		warnings, infos := ws.AsStrings(r.FormValue("query"), 10, 10)
 		for _, list := range [][]string{warnings, infos} { // a storage's warning may quote an error
 			for i := range list {
-				list[i] = redact(list[i])
+				list[i] = redact.Secrets(list[i])
 			}
 		}
 		a.write(w, r, http.StatusOK, appendEnvelopeSuccess(nil, data, warnings, infos))

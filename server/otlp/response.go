@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/seed71701133/tablets/server/internal/redact"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -49,7 +50,7 @@ func writeExportResponse(w http.ResponseWriter, enc encoding, p *partial, warnin
 // writeStatus answers a failure with a google.rpc.Status holding its message, as OTLP/HTTP
 // requires (its code is optional and left out).
 func writeStatus(w http.ResponseWriter, enc encoding, e *httpError) {
-	msg := validUTF8(e.msg)
+	msg := validUTF8(redact.Secrets(e.msg))
 	var body []byte
 	if enc == encJSON {
 		body, _ = json.Marshal(struct {

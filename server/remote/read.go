@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/internal/redact"
 )
 
 // Defaults of ReadOptions: Prometheus' own (--storage.remote.read-sample-limit,
@@ -130,7 +131,7 @@ func (h *ReadHandler) count(status int) {
 func (h *ReadHandler) fail(w http.ResponseWriter, err *httpError) {
 	h.count(err.status)
 	w.Header().Del("Content-Encoding")
-	http.Error(w, err.msg, err.status)
+	http.Error(w, redact.Secrets(err.msg), err.status)
 }
 
 func (h *ReadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -535,3 +535,15 @@ func TestEncodeChunksXORRoundTrip(t *testing.T) {
 	requireSameSamples(t, in, out)
 	assert.True(t, slices.IsSortedFunc(out, func(a, b sample) int { return int(a.t - b.t) }))
 }
+
+// A storage error quoting the account's SAS URL reaches the reply without its signature.
+func TestReadErrorRedactsSecrets(t *testing.T) {
+	const sig = "c2VjcmV0LXNpZ25hdHVyZQ%3D%3D"
+	store := testStore()
+	store.err = fmt.Errorf("tsdb: index: GET https://acct.table.core.windows.net/t()?sv=2019-02-02&sig=%s&se=2030: %w", sig, azureError(503, "ServerBusy"))
+	okQuery := []*prompb.Query{{StartTimestampMs: 0, EndTimestampMs: math.MaxInt64, Matchers: []*prompb.LabelMatcher{eq("__name__", "cpu")}}}
+	w := postRead(t, newRead(t, store, nil), readRequest(t, &prompb.ReadRequest{Queries: okQuery}))
+	require.Equal(t, 503, w.Code, w.Body.String())
+	require.Contains(t, w.Body.String(), "sig=REDACTED", "the error is still told")
+	require.NotContains(t, w.Body.String(), sig)
+}

@@ -14,6 +14,7 @@ import (
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -159,7 +160,7 @@ func (h *WriteHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.requests[status]++
 	h.mu.Unlock()
 	if herr != nil {
-		http.Error(w, herr.msg, herr.status)
+		http.Error(w, redact.Secrets(herr.msg), herr.status)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

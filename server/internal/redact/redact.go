@@ -1,4 +1,6 @@
-package api
+// Package redact keeps the secrets of the storage account out of what the server answers:
+// every handler's error reply goes through Secrets.
+package redact
 
 import "regexp"
 
@@ -10,8 +12,8 @@ import "regexp"
 // parameter, so that a "design=" is not taken for a "sig=".
 var secretPattern = regexp.MustCompile(`(?i)((?:^|[^A-Za-z0-9_]|%3F|%26|%3B)(?:sig|AccountKey|SharedAccessSignature)(?:=|%3D)|\bSharedKey(?:Lite)?\s+[^\s:]+:)(?:[A-Za-z0-9+/_.~=-]|%2[BF]|%3D)+`)
 
-// redact replaces the secrets in an error message by REDACTED, keeping the rest of it (the
+// Secrets replaces the secrets in an error message by REDACTED, keeping the rest of it (the
 // table and operation that failed) for the user.
-func redact(msg string) string {
+func Secrets(msg string) string {
 	return secretPattern.ReplaceAllString(msg, "${1}REDACTED")
 }
