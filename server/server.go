@@ -36,6 +36,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/internal/redact"
+	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/server/otlp"
 	"github.com/seed71701133/tablets/server/promstore"
 	"github.com/seed71701133/tablets/server/remote"
@@ -87,6 +88,23 @@ type Options struct {
 	// Collectors are more metrics for /metrics, such as the command's count of requests to
 	// the account.
 	Collectors []prometheus.Collector
+
+	// Tenant is the tenant whose database this is (default limits.DefaultTenant): it
+	// picks the tenant's limits in the configuration Limits returns.
+	Tenant string
+	// Limits, if set, returns the server's configuration; it is called for every request,
+	// so a configuration reloaded applies at once. The tenant's ingest limits apply to
+	// remote write and OTLP; its query limits, where not zero, replace Query's; its
+	// MaxSeriesPerSelect applies to remote read too. nil: no limits but Query's.
+	Limits func() *limits.Config
+	// LimitHit, if set, is called with a limit's name (its name in the configuration file,
+	// like "ingestion_rate") each time a request hits it.
+	LimitHit func(limit string)
+	// Registerer, if set, receives the server's metrics in place of a registry of its own
+	// (the servers of a process's tenants share one, each through a
+	// prometheus.WrapRegistererWith adding its tenant label). The Go and process
+	// collectors are then left to the caller, and the server's /metrics serves nothing.
+	Registerer prometheus.Registerer
 }
 
 // Defaults of Run (see Options).
@@ -106,7 +124,8 @@ type Server struct {
 	read       *remote.ReadHandler
 	otlp       *otlp.Handler
 	api        *api.API
-	registry   *prometheus.Registry
+	registry   prometheus.Registerer
+	gatherer   prometheus.Gatherer
 	handler    http.Handler
 	requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
@@ -152,7 +171,17 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{db: db, opts: o, log: o.Logger, registry: prometheus.NewRegistry()}
+	if o.Tenant == "" {
+		o.Tenant = limits.DefaultTenant
+	}
+	s := &Server{db: db, opts: o, log: o.Logger}
+	if o.Registerer != nil {
+		s.registry, s.gatherer = o.Registerer, prometheus.Gatherers{}
+	} else {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		s.registry, s.gatherer = reg, reg
+	}
 	var err error
 	if s.queryable, err = promstore.New(db, o.Store); err != nil {
 		return nil, err
@@ -195,7 +224,7 @@ func (s *Server) routes() http.Handler {
 		fmt.Fprintln(w, "tablets is Healthy.")
 	})
 	mux.HandleFunc("GET /-/ready", s.ready)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	return s.instrumentQueries(mux)
 }
 
@@ -303,8 +332,7 @@ func (s *Server) registerMetrics() {
 	s.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tablets_http_request_duration_seconds",
 		Help: "Time to answer HTTP requests, by handler.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"handler"})
 	s.registerLoopMetrics()
-	s.registry.MustRegister(s.requests, s.duration, s.background, s.covered,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(s.requests, s.duration, s.background, s.covered)
 	counter := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
 	}
