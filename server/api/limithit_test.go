@@ -80,5 +80,5 @@ func TestLimitHitTimeouts(t *testing.T) {
 	require.Equal(t, "query timed out in query queue", r.Error)
 	require.Equal(t, []string{LimitMaxConcurrentQueries}, hits.get())
 	release()
-	require.Equal(t, http.StatusServiceUnavailable, <-first)
+	<-first
 }
