@@ -208,6 +208,22 @@ overrides:
 	resp = postWrite(t, hs.URL, "lim_b", 2, 1, start, "long", strings.Repeat("x", 21))
 	require.Equal(t, http.StatusNoContent, resp.StatusCode, bodyOf(resp))
 	require.Equal(t, "2", metricValue(t, hs.URL, "prometheus_engine_queries_concurrent_max"), "the concurrency override stays")
+	// What the streamed read's count of series before its first frame costs: measured, with
+	// a limit it stays under and with none.
+	cost := func() (int64, int64) {
+		before := checker.Stats()
+		resp := read()
+		require.Equal(t, http.StatusOK, resp.StatusCode, bodyOf(resp))
+		after := checker.Stats()
+		return after.Requests - before.Requests, after.ResponseBytes - before.ResponseBytes
+	}
+	reqsNone, bytesNone := cost()
+	live.Store(parse("limits: {max_series_per_select: 10}"))
+	reqsLimit, bytesLimit := cost()
+	t.Logf("streamed remote read of 4 series: %d requests, %d response bytes without a series limit; %d, %d with one",
+		reqsNone, bytesNone, reqsLimit, bytesLimit)
+	require.Equal(t, reqsNone+1, reqsLimit, "the count reads the series index once")
+
 	live.Store(parse("limits: {max_concurrent_queries: 7}"))
 	code, out := queryStatus(t, hs.URL, url.Values{"query": {"count(lim_a)"}, "time": {at}})
 	require.Equal(t, http.StatusOK, code, "%v", out)
