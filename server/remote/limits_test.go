@@ -146,6 +146,12 @@ func TestWriteIngestionRate(t *testing.T) {
 	assert.Equal(t, "1", w.Header().Get("Retry-After"), "0.5 s rounds up to 1")
 	assert.Equal(t, "0", w.Header().Get(HeaderSamplesWritten))
 
+	// Through WriteTimeSeries (OTLP's way in): the same status and wait.
+	_, err := h.WriteTimeSeries(context.Background(), seriesV1("c", 1, 1).Timeseries)
+	var se *StatusError
+	require.True(t, errors.As(err, &se), "%v", err)
+	assert.Equal(t, StatusError{Status: http.StatusTooManyRequests, Msg: se.Msg, RetryAfter: 1}, *se)
+
 	// More than the bucket holds can never fit: 400, no Retry-After.
 	w = post(t, h, "", "", encodeV1(t, seriesV1("d", 1, 11)))
 	require.Equal(t, http.StatusBadRequest, w.Code, w.Body.String())
@@ -156,7 +162,7 @@ func TestWriteIngestionRate(t *testing.T) {
 	cfg.set(limits.Limits{IngestionRate: 100}, 503) // burst: 10 s of it
 	clock.advance(2 * time.Second)
 	require.Equal(t, http.StatusNoContent, post(t, h, "", "", encodeV1(t, seriesV1("e", 1, 11))).Code)
-	assert.Equal(t, map[string]int{"ingestion_rate": 3}, counted.get())
+	assert.Equal(t, map[string]int{"ingestion_rate": 4}, counted.get())
 	// No configuration: no limit.
 	cfg.p.Store(nil)
 	require.Equal(t, http.StatusNoContent, post(t, h, "", "", encodeV1(t, seriesV1("f", 1, 5000))).Code)
