@@ -15,6 +15,9 @@ import (
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/limits"
@@ -228,4 +231,27 @@ overrides:
 	code, out := queryStatus(t, hs.URL, url.Values{"query": {"count(lim_a)"}, "time": {at}})
 	require.Equal(t, http.StatusOK, code, "%v", out)
 	require.Equal(t, "7", metricValue(t, hs.URL, "prometheus_engine_queries_concurrent_max"), "the new engine's metrics are served")
+
+	// OTLP goes through the same bucket, and keeps the configured status and Retry-After.
+	live.Store(parse("limits: {ingestion_rate: 1, ingestion_burst_size: 1}\nrequests: {rate_limited_status: 429}"))
+	otlpGauge := func() *http.Response {
+		md := pmetric.NewMetrics()
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("service.name", "svc")
+		g := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		g.SetName("otlp_up")
+		gp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+		gp.SetTimestamp(pcommon.NewTimestampFromTime(start))
+		gp.SetDoubleValue(1)
+		body, err := pmetricotlp.NewExportRequestFromMetrics(md).MarshalProto()
+		require.NoError(t, err)
+		resp, err := http.Post(hs.URL+"/api/v1/otlp/v1/metrics", "application/x-protobuf", bytes.NewReader(body))
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	require.Equal(t, http.StatusOK, otlpGauge().StatusCode)
+	resp = refusedFree("otlp rate", otlpGauge)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 }
