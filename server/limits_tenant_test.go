@@ -255,3 +255,52 @@ overrides:
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 }
+
+// Queries while the query limits change under them: every answer is that of one set of
+// limits or the other, and the engines made meanwhile register nothing twice.
+func TestServerQueryLimitsReloadedUnderLoad(t *testing.T) {
+	small, err := limits.Parse([]byte("limits: {max_samples_per_query: 10}"), limits.Limits{})
+	require.NoError(t, err)
+	large, err := limits.Parse([]byte("limits: {max_samples_per_query: 1000, max_concurrent_queries: 3}"), limits.Limits{})
+	require.NoError(t, err)
+	var live atomic.Pointer[limits.Config]
+	live.Store(small)
+	_, hs, _ := newServer(t, nil, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, Limits: live.Load})
+	start := time.Now().Add(-10 * time.Minute).Truncate(time.Minute)
+	resp := postWrite(t, hs.URL, "load", 1, 20, start)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, bodyOf(resp))
+	at := start.Add(10 * time.Minute).Format(time.RFC3339)
+
+	var wg sync.WaitGroup
+	codes := make(chan int, 4*25)
+	for range 4 {
+		wg.Go(func() {
+			for range 25 {
+				code, _ := queryStatus(t, hs.URL, url.Values{"query": {"load[1h]"}, "time": {at}}) // 20 samples
+				codes <- code
+			}
+		})
+	}
+	for i := range 50 {
+		if i%2 == 0 {
+			live.Store(large)
+		} else {
+			live.Store(small)
+		}
+		metricValue(t, hs.URL, "prometheus_engine_queries_concurrent_max")
+	}
+	wg.Wait()
+	close(codes)
+	seen := map[int]int{}
+	for code := range codes {
+		seen[code]++
+	}
+	for code := range seen {
+		require.Contains(t, []int{http.StatusOK, http.StatusUnprocessableEntity}, code, "%v", seen)
+	}
+	t.Logf("answers: %v", seen)
+	live.Store(large)
+	code, out := queryStatus(t, hs.URL, url.Values{"query": {"load[1h]"}, "time": {at}})
+	require.Equal(t, http.StatusOK, code, "%v", out)
+	require.Equal(t, "3", metricValue(t, hs.URL, "prometheus_engine_queries_concurrent_max"))
+}
