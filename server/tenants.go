@@ -95,8 +95,8 @@ type Tenants struct {
 // tenant is one tenant's server, once opened, and its background work.
 type tenant struct {
 	id     string
-	open   sync.Mutex // held while opening
-	srv    *Server    // set once, under Tenants.mu
+	open   sync.Mutex         // held while opening
+	srv    *Server            // set once, under Tenants.mu
 	stop   context.CancelFunc // of its background work, while it runs
 	closed bool
 }
