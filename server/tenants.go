@@ -73,6 +73,7 @@ type Tenants struct {
 	opts      TenantsOptions
 	srvOpts   Options
 	limits    func() *limits.Config
+	defaults  *limits.Config // without a configuration: the default tenant alone
 	now       func() time.Time
 	log       *slog.Logger
 	def       *Server
@@ -123,12 +124,12 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 	if o.Server != nil {
 		t.srvOpts = *o.Server
 	}
+	var err error
+	if t.defaults, err = limits.Parse(nil, limits.Limits{}); err != nil {
+		return nil, err
+	}
 	if t.limits == nil {
-		cfg, err := limits.Parse(nil, limits.Limits{})
-		if err != nil {
-			return nil, err
-		}
-		t.limits = func() *limits.Config { return cfg }
+		t.limits = func() *limits.Config { return t.defaults }
 	}
 	t.log = t.srvOpts.Logger
 	if t.log == nil {
@@ -141,7 +142,7 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 	if t.now == nil {
 		t.now = time.Now
 	}
-	t.gate = newBodyGate(t.limits().Requests.MaxBodyBytesWaiting)
+	t.gate = newBodyGate(t.config().Requests.MaxBodyBytesWaiting)
 	t.registerMetrics()
 	if err := t.makeEmpty(); err != nil {
 		return nil, err
@@ -157,11 +158,19 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 	return t, nil
 }
 
+// config is the configuration in force (one whose Limits func answers nil: the defaults).
+func (t *Tenants) config() *limits.Config {
+	if cfg := t.limits(); cfg != nil {
+		return cfg
+	}
+	return t.defaults
+}
+
 // serverOptions are the options of tenant id's server.
 func (t *Tenants) serverOptions(id string) *Options {
 	o := t.srvOpts
 	o.Tenant = id
-	o.Limits = t.limits
+	o.Limits = t.config
 	o.LimitHit = func(limit string) { t.hits.WithLabelValues(id, limit).Inc() }
 	o.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"tenant": id}, t.registry)
 	o.Collectors = nil // the front's, once
@@ -233,7 +242,7 @@ func (t *Tenants) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.def.ServeHTTP(w, r)
 		return
 	}
-	cfg := t.limits()
+	cfg := t.config()
 	id, err := t.authorize(r, cfg)
 	if err != nil {
 		var re *refusal

@@ -151,7 +151,7 @@ func (t *Tenants) Sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := t.limits()
+	cfg := t.config()
 	var errs []error
 	for _, name := range names {
 		id := name[len(t.base)+1:]
@@ -180,7 +180,7 @@ func (t *Tenants) Sync(ctx context.Context) error {
 // startLocked starts e's background work if Run runs and it does not already. Called with
 // t.mu held.
 func (t *Tenants) startLocked(e *tenant) {
-	if t.runCtx == nil || e.srv == nil || e.stop != nil || !t.limits().Allowed(e.id) {
+	if t.runCtx == nil || e.srv == nil || e.stop != nil || !t.config().Allowed(e.id) {
 		return
 	}
 	ctx, cancel := context.WithCancel(t.runCtx)

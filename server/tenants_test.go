@@ -505,6 +505,12 @@ func TestTenantsSecondFront(t *testing.T) {
 	names, _ = tenantClient{base: url2, tenant: "teama"}.names(t, "values", at)
 	require.Equal(t, []string{"teama_metric"}, names)
 	waitFor(t, func() bool { return slices.Equal(second.Running(), []string{"default", "teama", "teamc"}) })
+	// teamc no longer allowed: refused at once, its work stopped at the next listing.
+	cfg.set(t, "tenants:\n  allow: [teama]\n")
+	_, status = tenantClient{base: url2, tenant: "teamc"}.names(t, "values", at)
+	require.Equal(t, http.StatusForbidden, status)
+	require.NoError(t, second.Sync(ctx))
+	require.Equal(t, []string{"default", "teama"}, second.Running())
 	stop()
 	require.NoError(t, <-done)
 	require.Empty(t, second.Running())
