@@ -461,7 +461,7 @@ func TestTenantsWithoutConfig(t *testing.T) {
 }
 
 // A second front on the same account sees the tenants the first created, once it lists them
-// (at the start of Run), and runs their background work; a read of a tenant found missing is
+// (Sync: at the start of Run and every ListEvery), and runs their background work; a read of a tenant found missing is
 // answered empty from the cache for MissingFor, and sees the tenant's data after.
 func TestTenantsSecondFront(t *testing.T) {
 	ctx := context.Background()
@@ -475,10 +475,15 @@ func TestTenantsSecondFront(t *testing.T) {
 	url1, url2 := newHTTPTest(t, first), newHTTPTest(t, second)
 	at := time.Now().Add(-time.Minute).Truncate(time.Second)
 
-	// The second reads teamc before it exists: empty, and remembered missing.
+	// The second reads teamc before it exists: empty, and remembered missing; the probe is
+	// one listing request.
+	probe := checker2.Stats()
 	names, status := tenantClient{base: url2, tenant: "teamc"}.names(t, "values", at)
 	require.Equal(t, http.StatusOK, status)
 	require.Empty(t, names)
+	after := checker2.Stats()
+	require.EqualValues(t, 1, after.Requests-probe.Requests, "probing a missing tenant")
+	t.Logf("probing a missing tenant: %d request, %d response bytes", after.Requests-probe.Requests, after.ResponseBytes-probe.ResponseBytes)
 
 	for _, id := range []string{"teama", "teamb", "teamc"} {
 		status, msg := tenantClient{base: url1, tenant: id}.write(t, at, id, id+"_metric")
@@ -499,9 +504,14 @@ func TestTenantsSecondFront(t *testing.T) {
 	cfg.set(t, "tenants:\n  allow: [teama, teamc]\n")
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- second.Run(runCtx) }()
+	sync := checker2.Stats()
 	require.NoError(t, second.Sync(ctx))
+	synced := checker2.Stats()
+	go func() { done <- second.Run(runCtx) }()
 	require.Equal(t, []string{"default", "teama", "teamc"}, second.Opened())
+	// One listing, and teama's catalog made sure of (the only table an open asks for).
+	require.EqualValues(t, 2, synced.Requests-sync.Requests, "Sync")
+	t.Logf("Sync opening one tenant: %d requests, %d response bytes", synced.Requests-sync.Requests, synced.ResponseBytes-sync.ResponseBytes)
 	names, _ = tenantClient{base: url2, tenant: "teama"}.names(t, "values", at)
 	require.Equal(t, []string{"teama_metric"}, names)
 	waitFor(t, func() bool { return slices.Equal(second.Running(), []string{"default", "teama", "teamc"}) })
