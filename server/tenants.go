@@ -67,6 +67,9 @@ type TenantsOptions struct {
 // named base + "x" + the tenant ID, served by a [Server] of its own. The tenant of a request
 // is its X-Scope-OrgID header; without one it is limits.DefaultTenant, whose database is the
 // base database itself. See docs/tenants.md.
+//
+// The user a configuration binds to tenants is the request's basic-auth user, taken as is:
+// serve the front with [Serve] and a web config whose basic_auth_users checks the passwords.
 type Tenants struct {
 	service   *aztables.ServiceClient
 	base      string

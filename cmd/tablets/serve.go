@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite/runner"
@@ -154,7 +155,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadServeConfig(sf.configFile, sf.query)
+	cfg, err := loadServeConfig(sf.configFile, sf.query, sf.webConfigFile)
 	if err != nil {
 		return usageErrorf(cmd, "--config.file: %v", err)
 	}
@@ -272,28 +273,54 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 
 // serveConfig is the configuration of --config.file, replaced whole on SIGHUP.
 type serveConfig struct {
-	path     string
-	defaults limits.Limits
-	current  atomic.Pointer[limits.Config]
+	path, webConfigFile string
+	defaults            limits.Limits
+	current             atomic.Pointer[limits.Config]
 }
 
 // loadServeConfig reads path, the limits it leaves out taken from the --query.* flags; no
 // path: the default tenant alone, with the flags' limits.
-func loadServeConfig(path string, q queryLimitFlags) (*serveConfig, error) {
-	c := &serveConfig{path: path, defaults: limits.Limits{MaxSamplesPerQuery: q.maxSamples, QueryTimeout: model.Duration(q.timeout),
-		MaxConcurrentQueries: q.maxConcurrency, MaxSeriesPerSelect: q.maxSeriesPerSelect}}
+func loadServeConfig(path string, q queryLimitFlags, webConfigFile string) (*serveConfig, error) {
+	c := &serveConfig{path: path, webConfigFile: webConfigFile, defaults: limits.Limits{MaxSamplesPerQuery: q.maxSamples,
+		QueryTimeout: model.Duration(q.timeout), MaxConcurrentQueries: q.maxConcurrency, MaxSeriesPerSelect: q.maxSeriesPerSelect}}
 	var cfg *limits.Config
 	var err error
 	if path == "" {
 		cfg, err = limits.Parse(nil, c.defaults)
 	} else {
-		cfg, err = limits.Load(path, c.defaults)
+		cfg, err = c.load()
 	}
 	if err != nil {
 		return nil, err
 	}
 	c.current.Store(cfg)
 	return c, nil
+}
+
+// load reads the file, and refuses one binding users to tenants unless the web config
+// checks their passwords: the server takes a request's basic-auth user as its identity.
+func (c *serveConfig) load() (*limits.Config, error) {
+	cfg, err := limits.Load(c.path, c.defaults)
+	if err != nil || len(cfg.Tenants.Users) == 0 {
+		return cfg, err
+	}
+	if c.webConfigFile == "" {
+		return nil, fmt.Errorf("%s: tenants.users binds users to tenants, but no --web.config.file checks their passwords", c.path)
+	}
+	b, err := os.ReadFile(c.webConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	var web struct {
+		Users map[string]any `yaml:"basic_auth_users"`
+	}
+	if err := yaml.Unmarshal(b, &web); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.webConfigFile, err)
+	}
+	if len(web.Users) == 0 {
+		return nil, fmt.Errorf("%s: tenants.users binds users to tenants, but %s sets no basic_auth_users to check their passwords", c.path, c.webConfigFile)
+	}
+	return cfg, nil
 }
 
 // Load is the configuration now.
@@ -304,7 +331,7 @@ func (c *serveConfig) reload(logger *slog.Logger) {
 	if c.path == "" {
 		return
 	}
-	cfg, err := limits.Load(c.path, c.defaults)
+	cfg, err := c.load()
 	if err != nil {
 		logger.Error("SIGHUP: the config file does not load; the previous configuration stays", "err", err)
 		return
