@@ -147,14 +147,15 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 	}
 	t.gate = newBodyGate(t.config().Requests.MaxBodyBytesWaiting)
 	t.registerMetrics()
-	if err := t.makeEmpty(); err != nil {
-		return nil, err
-	}
 	db, err := tsdb.Open(ctx, service, base, o.DB)
 	if err != nil {
 		return nil, err
 	}
 	if t.def, err = New(db, t.serverOptions(limits.DefaultTenant)); err != nil {
+		return nil, err
+	}
+	if err := t.makeEmpty(); err != nil {
+		_ = t.def.Close()
 		return nil, err
 	}
 	t.tenants[limits.DefaultTenant] = &tenant{id: limits.DefaultTenant, srv: t.def}
@@ -218,7 +219,7 @@ func (t *Tenants) registerMetrics() {
 	t.registry.MustRegister(t.hits, t.refused, t.bodyBytes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_tenants_open",
 			Help: "Tenants whose server this process opened, the default one included."},
-			func() float64 { t.mu.Lock(); defer t.mu.Unlock(); return float64(len(t.tenants)) }),
+			func() float64 { return float64(len(t.Opened())) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_request_body_waiting",
 			Help: "Remote writes, remote reads and OTLP requests waiting for room under max_body_bytes_waiting."},
 			func() float64 { _, n := t.gate.state(); return float64(n) }))
