@@ -267,3 +267,42 @@ func counterValue(t *testing.T, front *Tenants, name string, labels map[string]s
 	}
 	return 0
 }
+
+// Concurrent first requests of a tenant open its database and server once.
+func TestTenantsOpenOnce(t *testing.T) {
+	ctx := context.Background()
+	fake := tablefake.New()
+	svc, err := aztables.NewServiceClientWithNoCredential("http://127.0.0.1:10002/devstoreaccount1", &aztables.ClientOptions{
+		ClientOptions: policy.ClientOptions{Transport: fake, Retry: policy.RetryOptions{MaxRetries: -1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := NewTenants(ctx, svc, "once", &TenantsOptions{Server: &Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer front.Close()
+	before := fake.Stats()
+	servers := make(chan *Server, 16)
+	for range cap(servers) {
+		go func() {
+			s, err := front.open(ctx, "teama")
+			if err != nil {
+				t.Error(err)
+			}
+			servers <- s
+		}()
+	}
+	first := <-servers
+	for range cap(servers) - 1 {
+		if s := <-servers; s != first {
+			t.Fatal("two servers for one tenant")
+		}
+	}
+	if d := fake.Stats().TableCreates - before.TableCreates; d != 1 {
+		t.Errorf("%d tables created, want 1 (the catalog)", d)
+	}
+	if got := front.Opened(); !slices.Equal(got, []string{"default", "teama"}) {
+		t.Errorf("opened %q", got)
+	}
+}
