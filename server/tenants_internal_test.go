@@ -306,3 +306,54 @@ func TestTenantsOpenOnce(t *testing.T) {
 		t.Errorf("opened %q", got)
 	}
 }
+
+// Run runs the background work of every allowed tenant database in the account: those
+// there at start, those another server creates later (at the next listing), not those not
+// allowed; and stops it all when its context ends.
+func TestTenantsRunListsTheAccount(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		fake := tablefake.New()
+		svc, err := aztables.NewServiceClientWithNoCredential("http://127.0.0.1:10002/devstoreaccount1", &aztables.ClientOptions{
+			ClientOptions: policy.ClientOptions{Transport: fake, Retry: policy.RetryOptions{MaxRetries: -1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := limits.Parse([]byte("tenants:\n  allow: [teama, teamb]\n"), limits.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := &TenantsOptions{Limits: func() *limits.Config { return cfg },
+			Server: &Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}}
+		// Another server made teama and teamz (allowed there); a database "basex" is no
+		// tenant's, and a table not a catalog names no database.
+		for _, name := range []string{"basexteamam", "basexteamzm", "basexm", "basexteamcr0"} {
+			fake.CreateTable(name)
+		}
+		front, err := NewTenants(ctx, svc, "base", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer front.Close()
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan error)
+		go func() { done <- front.Run(runCtx) }()
+		synctest.Wait()
+		if got := front.Running(); !slices.Equal(got, []string{"default", "teama"}) {
+			t.Errorf("running %q at start", got)
+		}
+		fake.CreateTable("basexteambm") // another server's first write of teamb
+		time.Sleep(DefaultListTenantsEvery)
+		synctest.Wait()
+		if got := front.Running(); !slices.Equal(got, []string{"default", "teama", "teamb"}) {
+			t.Errorf("running %q after a listing", got)
+		}
+		stop()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if got := front.Running(); len(got) != 0 {
+			t.Errorf("still running %q", got)
+		}
+	})
+}
