@@ -147,9 +147,12 @@ func (t *Tenants) Run(ctx context.Context) error {
 // this process has not opened (starting their background work if Run runs); it stops the
 // work of tenants no longer allowed. Run calls it at start and every ListEvery.
 func (t *Tenants) Sync(ctx context.Context) error {
-	names, err := tsdb.Databases(ctx, t.service, t.base+"x")
-	if err != nil {
-		return err
+	var names []string
+	if len(t.base) < maxDatabaseName { // else no tenant fits
+		var err error
+		if names, err = tsdb.Databases(ctx, t.service, t.base+"x"); err != nil {
+			return err
+		}
 	}
 	cfg := t.config()
 	var errs []error
