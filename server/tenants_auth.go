@@ -63,7 +63,12 @@ func checkTenantName(base, id string) error {
 	if err := limits.CheckTenantID(id); err != nil {
 		return err
 	}
-	if n := maxDatabaseName - len(base) - 1; len(id) > n {
+	n := maxDatabaseName - len(base) - 1
+	if n < 1 {
+		return fmt.Errorf("tenant ID %q: this server's database name %q is too long to have tenants (their database names are it, \"x\" and the ID: at most %d characters)",
+			id, base, maxDatabaseName)
+	}
+	if len(id) > n {
 		return fmt.Errorf("tenant ID %q is too long: this server's tenant IDs are at most %d characters (its database %q, plus \"x\" and the ID, make at most %d)",
 			id, n, base, maxDatabaseName)
 	}

@@ -97,6 +97,13 @@ func TestCheckTenantName(t *testing.T) {
 			t.Errorf("%q: %v", id, err)
 		}
 	}
+	long := strings.Repeat("m", 39)
+	if err := checkTenantName(long, "a"); err == nil || !strings.Contains(err.Error(), "too long to have tenants") {
+		t.Errorf("a 39-character base: %v", err)
+	}
+	if err := checkTenantName(long[:38], "a"); err != nil {
+		t.Errorf("a 38-character base: %v", err)
+	}
 }
 
 // The gate serves waiters in arrival order, gives up at the context's end, admits a request
