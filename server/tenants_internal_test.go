@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -363,4 +364,37 @@ func TestTenantsRunListsTheAccount(t *testing.T) {
 			t.Errorf("still running %q", got)
 		}
 	})
+}
+
+// The configuration docs/tenants.md shows loads, and means what the document says.
+func TestTenantsDocConfig(t *testing.T) {
+	doc, err := os.ReadFile("../docs/tenants.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## The configuration")
+	if !ok {
+		t.Fatal("no configuration section")
+	}
+	_, rest, _ = strings.Cut(rest, "```yaml\n")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("no YAML block in the configuration section")
+	}
+	cfg, err := limits.Parse([]byte(block), limits.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		user, tenant string
+		may          bool
+	}{
+		{"prometheus-a", "teama", true}, {"prometheus-a", "teamb", false}, {"prometheus-a", "default", false},
+		{"grafana", "teamb", true}, {"grafana", "default", true}, {"grafana", "teamz", false},
+		{"ops", "default", true}, {"ops", "teama", false}, {"", "default", false},
+	} {
+		if got := cfg.MayActFor(c.user, c.tenant); got != c.may {
+			t.Errorf("%q for %q: %v", c.user, c.tenant, got)
+		}
+	}
 }
