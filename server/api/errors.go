@@ -63,8 +63,7 @@ func classify(err error) *apiError {
 		eqc promql.ErrQueryCanceled
 		eqt promql.ErrQueryTimeout
 		es  promql.ErrStorage
-	)
-	var (
+
 		tooMany promql.ErrTooManySamples
 		queued  queueWait
 	)
