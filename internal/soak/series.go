@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,10 +63,12 @@ func (s Series) Labels(i int) []prompb.Label {
 	default:
 		ls = []prompb.Label{{Name: "__name__", Value: histogramName + "_count"}}
 	}
-	return append(ls,
+	ls = append(ls,
 		prompb.Label{Name: "instance", Value: instance(target)},
 		prompb.Label{Name: "job", Value: "job" + strconv.Itoa(target%jobs)},
 		prompb.Label{Name: "soak_tenant", Value: s.Tenant})
+	slices.SortFunc(ls, func(a, b prompb.Label) int { return strings.Compare(a.Name, b.Name) })
+	return ls
 }
 
 func instance(target int) string { return "host-" + strconv.Itoa(target) + ":9100" }
