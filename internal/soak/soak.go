@@ -81,6 +81,11 @@ func (c *Config) check() error {
 	case c.Tablets == "":
 		return invalid("no tablets executable")
 	}
+	if c.ConnectionString != "" {
+		if _, err := tableEndpointHost(c.ConnectionString); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
