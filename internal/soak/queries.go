@@ -70,8 +70,9 @@ type QueryStats struct {
 	CrossTenant int64
 	// Empty counts successful answers without a series.
 	Empty int64
-	// FirstCrossTenant describes the first cross-tenant answer.
-	FirstCrossTenant string
+	// FirstCrossTenant describes the first cross-tenant answer, FirstError the first
+	// failed query.
+	FirstCrossTenant, FirstError string
 }
 
 func newQueryStats() *QueryStats {
@@ -127,6 +128,9 @@ func queryPanel(ctx context.Context, client *http.Client, base, tenant, header s
 	defer stats.mu.Unlock()
 	if err != nil {
 		stats.Errors[p.rng]++
+		if stats.FirstError == "" {
+			stats.FirstError = fmt.Sprintf("tenant %s, %s over %s: %v", tenant, p.expr, p.rng, err)
+		}
 		return
 	}
 	stats.latencies[p.rng] = append(stats.latencies[p.rng], took)

@@ -98,7 +98,7 @@ func TestReadBack(t *testing.T) {
 	short, long := 4, 7
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
-		m := regexp.MustCompile(`^count_over_time\((\w+)\[(\d+)s\]\)$`).FindStringSubmatch(r.PostForm.Get("query"))
+		m := regexp.MustCompile(`^count_over_time\((\w+)\{instance=~"host-\(\?:0\|1\|2\):9100"\}\[(\d+)s\]\)$`).FindStringSubmatch(r.PostForm.Get("query"))
 		if m == nil || r.PostForm.Get("time") != "2000.500" || m[2] != "120" {
 			http.Error(w, "unexpected query "+r.PostForm.Encode(), http.StatusBadRequest)
 			return
@@ -136,10 +136,50 @@ func TestReadBack(t *testing.T) {
 	for _, a := range acks {
 		total += int64(a.n)
 	}
-	if rb.Missing != 1 || rb.Extra != 1 || rb.CrossTenant != 1 || rb.SeriesMissing != 0 || rb.Samples != total {
+	if rb.Missing != 1 || rb.Extra != 1 || rb.CrossTenant != 1 || rb.SeriesMissing != 0 || rb.Samples != total || rb.Unverified != 0 || rb.Error != "" {
 		t.Fatalf("%+v; want 1 missing, 1 extra, 1 cross-tenant series, %d samples", rb, total)
 	}
 	if !strings.Contains(rb.FirstMissing, `instance="host-0:9100"`) || !strings.Contains(rb.FirstMissing, "14 acknowledged") {
 		t.Errorf("first missing: %s", rb.FirstMissing)
+	}
+}
+
+// TestReadBackFailures: a query that keeps failing leaves its series unverified, and says
+// why; the others are verified.
+func TestReadBackFailures(t *testing.T) {
+	s := Series{Tenant: "soak0", Targets: 2, Interval: 15 * time.Second}
+	acks := make([]acked, s.Len())
+	for i := range acks {
+		acks[i] = acked{n: 5, first: 1000, last: 2000}
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		q := r.PostForm.Get("query")
+		if strings.HasPrefix(q, "count_over_time("+gaugeName+"{") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"status":"error","errorType":"timeout","error":"query timed out"}`)
+			return
+		}
+		var out []map[string]any
+		for i := range s.Len() {
+			ls := s.Labels(i)
+			if !strings.HasPrefix(q, "count_over_time("+ls[0].Value+"{") {
+				continue
+			}
+			metric := map[string]string{}
+			for _, l := range ls[1:] {
+				metric[l.Name] = l.Value
+			}
+			out = append(out, map[string]any{"metric": metric, "value": []any{2.0, "5"}})
+		}
+		json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": out}})
+	}))
+	defer srv.Close()
+	rb, err := readBack(context.Background(), srv.Client(), srv.URL, "", s, acks, time.UnixMilli(1000), time.UnixMilli(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.Unverified != 2*5 || rb.Missing != 0 || rb.Samples != int64(5*(s.Len()-2)) || !strings.Contains(rb.Error, "query timed out") {
+		t.Fatalf("%+v; want the 2 gauges' 10 samples unverified", rb)
 	}
 }

@@ -33,6 +33,7 @@ type Report struct {
 	CrossTenantAnswers int64                   `json:"cross_tenant_answers"`
 	EmptyAnswers       int64                   `json:"empty_answers"`
 	FirstCrossTenant   string                  `json:"first_cross_tenant,omitempty"`
+	FirstQueryError    string                  `json:"first_query_error,omitempty"`
 	PerTenant          map[string]TenantReport `json:"per_tenant"`
 
 	AccountRequests          int64   `json:"account_requests"`
@@ -85,14 +86,15 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 	r.Goroutines = trend(points, duration, func(p Point) int64 { return p.Goroutines })
 	r.Queries = q.latency()
 	q.mu.Lock()
-	r.CrossTenantAnswers, r.EmptyAnswers, r.FirstCrossTenant = q.CrossTenant, q.Empty, q.FirstCrossTenant
+	r.CrossTenantAnswers, r.EmptyAnswers, r.FirstCrossTenant, r.FirstQueryError = q.CrossTenant, q.Empty, q.FirstCrossTenant, q.FirstError
 	q.mu.Unlock()
-	var acked, missing, unacked, crossSeries int64
+	var acked, missing, unacked, crossSeries, unverified int64
 	for _, t := range r.PerTenant {
 		acked += t.Writes.Acked
 		missing += t.Readback.Missing
 		unacked += t.Writes.Sent - t.Writes.Acked
 		crossSeries += t.Readback.CrossTenant
+		unverified += t.Readback.Unverified
 	}
 	if len(points) > 0 {
 		r.AccountRequests = points[len(points)-1].AccountRequests - points[0].AccountRequests
@@ -106,7 +108,7 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 		{"goroutines after warm-up", fmt.Sprintf("%d to %d", r.Goroutines.WarmedUp, r.Goroutines.Last), "flat: <= +10% + 10",
 			len(points) > 0 && float64(r.Goroutines.Last) <= 1.1*float64(r.Goroutines.WarmedUp)+10},
 		{"samples acknowledged", fmt.Sprintf("%d unacknowledged", unacked), "every sample sent", unacked == 0 && acked > 0},
-		{"acknowledged samples read back", fmt.Sprintf("%d missing", missing), "0 missing", missing == 0},
+		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified", missing, unverified), "0 missing", missing == 0 && unverified == 0},
 		{"cross-tenant answers", fmt.Sprintf("%d answers, %d series read back", r.CrossTenantAnswers, crossSeries), "0", r.CrossTenantAnswers == 0 && crossSeries == 0},
 	}
 	r.OK = true
@@ -185,7 +187,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "answers:    %d cross-tenant, %d empty\n", r.CrossTenantAnswers, r.EmptyAnswers)
 	if r.FirstCrossTenant != "" {
-		fmt.Fprintf(&b, "            first: %s\n", r.FirstCrossTenant)
+		fmt.Fprintf(&b, "            first cross-tenant: %s\n", r.FirstCrossTenant)
+	}
+	if r.FirstQueryError != "" {
+		fmt.Fprintf(&b, "            first query error: %s\n", r.FirstQueryError)
 	}
 	tenants := make([]string, 0, len(r.PerTenant))
 	for t := range r.PerTenant {
@@ -197,6 +202,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		wr, rb := tr.Writes, tr.Readback
 		fmt.Fprintf(&b, "tenant %s: samples sent %d, acknowledged %d, dropped (4xx) %d, unsent %d; read back %d (missing %d, extra %d, series missing %d, other tenants' series %d); requests %d, retries %d, answers %s\n",
 			t, wr.Sent, wr.Acked, wr.Dropped, wr.Pending, rb.Samples, rb.Missing, rb.Extra, rb.SeriesMissing, rb.CrossTenant, wr.Requests, wr.Retries, statusText(wr.Status))
+		if rb.Unverified > 0 {
+			fmt.Fprintf(&b, "            %d acknowledged samples not verified: %s\n", rb.Unverified, rb.Error)
+		}
 		if rb.FirstMissing != "" {
 			fmt.Fprintf(&b, "            first missing: %s\n", rb.FirstMissing)
 		}

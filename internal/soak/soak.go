@@ -208,6 +208,7 @@ func startServer(ctx context.Context, cfg Config, dir string, tenancy bool, conn
 		"--connection-string", connString,
 		"--fold-interval", "1m", "--rollup-every", "1m", "--compact-every", "2m",
 		"--rollup-catch-up", "1h", "--compact-catch-up", "1h",
+		"--staging-partitions", strconv.Itoa(stagingPartitions(cfg.Rate / float64(cfg.Tenants))),
 	}
 	if tenancy {
 		file := filepath.Join(dir, "soak-config.yml")
@@ -231,6 +232,16 @@ func startServer(ctx context.Context, cfg Config, dir string, tenancy bool, conn
 		return nil, fmt.Errorf("soak: %w", err)
 	}
 	return s, nil
+}
+
+// stagingPartitions follows `tablets serve --help`: a partition takes about 1,300
+// samples/s, and their number is a power of two.
+func stagingPartitions(rate float64) int {
+	n := 1
+	for float64(n)*1300 < rate {
+		n *= 2
+	}
+	return n
 }
 
 func (s *server) ready(ctx context.Context) bool {
@@ -323,6 +334,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 
 	r.wait(ctx, began, writers, queries)
 	close(stop)
+	r.progress("load over: waiting for the writes queued to be answered (at most %s)", cfg.Drain)
 	stopQueries()
 	qwg.Wait()
 	drainTimer := time.AfterFunc(cfg.Drain, cancelDrain)
@@ -339,10 +351,13 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	rep := newReport(cfg, began, r.tenancy, targets*seriesPerTarget)
 	to := time.Now()
 	for i, w := range writers {
+		r.progress("reading back tenant %s's %d series", tenantID(i), w.series.Len())
+		t0 := time.Now()
 		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, w.acked, began, to)
 		if err != nil {
 			return nil, err
 		}
+		r.progress("tenant %s read back in %s: %d samples, %d missing, %d not verified", tenantID(i), time.Since(t0).Round(time.Second), rb.Samples, rb.Missing, rb.Unverified)
 		rep.PerTenant[tenantID(i)] = TenantReport{Writes: w.snapshot(), Readback: rb}
 	}
 	stopMonitor()

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/prometheus/prompb"
@@ -27,42 +28,81 @@ type Readback struct {
 	CrossTenant int64 `json:"series_cross_tenant"`
 	// FirstMissing describes the first series with samples missing.
 	FirstMissing string `json:"first_missing,omitempty"`
+	// Unverified counts the acknowledged samples of series whose read-back failed; Error
+	// is the first failure.
+	Unverified int64  `json:"samples_unverified"`
+	Error      string `json:"error,omitempty"`
 }
 
+// readBackTargets is how many targets one read-back query covers: each query reads a few
+// hundred series, so that it ends well within the server's query timeout even on
+// Azurite (where each of the server's requests scans a whole table).
+const readBackTargets = 50
+
+// readBackConcurrency is how many read-back queries are in flight at once.
+const readBackConcurrency = 4
+
+// readBackAttempts is how many times a read-back query is sent before its series count as
+// unverified.
+const readBackAttempts = 3
+
 // readBack counts each series' samples over [from, to] through the query API
-// (count_over_time of each metric name, without a tenant matcher: the tenant is the
-// header's) and compares them with acked.
+// (count_over_time of each metric name and a slice of the targets, without a tenant
+// matcher: the tenant is the header's) and compares them with acked. A query that still
+// fails after its attempts leaves its series unverified: the error is the first such
+// failure.
 func readBack(ctx context.Context, client *http.Client, base, header string, series Series, acked []acked, from, to time.Time) (Readback, error) {
 	var rb Readback
 	read := make([]int64, series.Len())
+	verified := make([]bool, series.Len())
 	window := to.Sub(from).Truncate(time.Second) + time.Minute
+	type query struct {
+		name        string
+		first, last int // targets
+	}
+	var queries []query
 	for _, name := range metricNames {
-		form := url.Values{
-			"query": {fmt.Sprintf("count_over_time(%s[%ds])", name, int64(window.Seconds()))},
-			"time":  {strconv.FormatFloat(float64(to.UnixMilli())/1000, 'f', 3, 64)},
-		}
-		res, err := postQuery(ctx, client, base+"/api/v1/query", header, form)
-		if err != nil {
-			return rb, fmt.Errorf("read back %s of tenant %s: %w", name, series.Tenant, err)
-		}
-		for _, r := range res {
-			i, ok := series.Index(name, r.Metric)
-			if !ok || r.Metric["soak_tenant"] != series.Tenant {
-				rb.CrossTenant++
-				continue
-			}
-			if len(r.Value) != 2 {
-				return rb, fmt.Errorf("read back %s of tenant %s: a value of %d fields", name, series.Tenant, len(r.Value))
-			}
-			s, _ := r.Value[1].(string)
-			n, err := strconv.ParseFloat(s, 64)
-			if err != nil {
-				return rb, fmt.Errorf("read back %s of tenant %s: value %q: %w", name, series.Tenant, s, err)
-			}
-			read[i] += int64(n)
+		for t := 0; t < series.Targets; t += readBackTargets {
+			queries = append(queries, query{name, t, min(t+readBackTargets, series.Targets) - 1})
 		}
 	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+		next     = make(chan query)
+	)
+	for range readBackConcurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for q := range next {
+				var err error
+				for attempt := 0; attempt < readBackAttempts; attempt++ {
+					if err = readBackQuery(ctx, client, base, header, series, q.name, q.first, q.last, window, to, &mu, read, verified, &rb); err == nil || ctx.Err() != nil {
+						break
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, q := range queries {
+		next <- q
+	}
+	close(next)
+	wg.Wait()
 	for i, a := range acked {
+		if !verified[i] {
+			rb.Unverified += int64(a.n)
+			continue
+		}
 		rb.Samples += read[i]
 		switch d := int64(a.n) - read[i]; {
 		case d > 0:
@@ -78,7 +118,76 @@ func readBack(ctx context.Context, client *http.Client, base, header string, ser
 			rb.SeriesMissing++
 		}
 	}
-	return rb, nil
+	if firstErr != nil {
+		rb.Error = firstErr.Error()
+	}
+	return rb, ctx.Err()
+}
+
+// readBackQuery reads back one metric of targets first to last, adding each series' count
+// to read and marking it verified.
+func readBackQuery(ctx context.Context, client *http.Client, base, header string, series Series, name string, first, last int,
+	window time.Duration, to time.Time, mu *sync.Mutex, read []int64, verified []bool, rb *Readback) error {
+	nums := make([]string, 0, last-first+1)
+	for t := first; t <= last; t++ {
+		nums = append(nums, strconv.Itoa(t))
+	}
+	form := url.Values{
+		"query": {fmt.Sprintf(`count_over_time(%s{instance=~"host-(?:%s):9100"}[%ds])`, name, strings.Join(nums, "|"), int64(window.Seconds()))},
+		"time":  {strconv.FormatFloat(float64(to.UnixMilli())/1000, 'f', 3, 64)},
+	}
+	res, err := postQuery(ctx, client, base+"/api/v1/query", header, form)
+	if err != nil {
+		return fmt.Errorf("read back %s of tenant %s, targets %d to %d: %w", name, series.Tenant, first, last, err)
+	}
+	counts := map[int]int64{}
+	var cross int64
+	for _, r := range res {
+		i, ok := series.Index(name, r.Metric)
+		if !ok || r.Metric["soak_tenant"] != series.Tenant {
+			cross++
+			continue
+		}
+		if len(r.Value) != 2 {
+			return fmt.Errorf("read back %s of tenant %s: a value of %d fields", name, series.Tenant, len(r.Value))
+		}
+		s, _ := r.Value[1].(string)
+		n, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return fmt.Errorf("read back %s of tenant %s: value %q: %w", name, series.Tenant, s, err)
+		}
+		counts[i] += int64(n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	rb.CrossTenant += cross
+	for i, n := range counts {
+		read[i] += n
+	}
+	for t := first; t <= last; t++ {
+		for k := range seriesPerTarget {
+			if i := t*seriesPerTarget + k; metricOf(i) == name {
+				verified[i] = true
+			}
+		}
+	}
+	return nil
+}
+
+// metricOf is the metric name of series i.
+func metricOf(i int) string {
+	k := i % seriesPerTarget
+	switch {
+	case k < 2:
+		return counterName
+	case k == 2:
+		return gaugeName
+	case k < 3+len(bucketBounds):
+		return histogramName + "_bucket"
+	case k == 3+len(bucketBounds):
+		return histogramName + "_sum"
+	}
+	return histogramName + "_count"
 }
 
 // labelsText is labels as PromQL writes a series.

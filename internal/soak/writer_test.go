@@ -37,6 +37,9 @@ func TestSeriesIndexInvertsLabels(t *testing.T) {
 		seen[key] = true
 		name := m["__name__"]
 		delete(m, "__name__")
+		if metricOf(i) != name {
+			t.Fatalf("series %d is a %s, metricOf says %s", i, name, metricOf(i))
+		}
 		if got, ok := s.Index(name, m); !ok || got != i {
 			t.Fatalf("Index(%s) = %d, %v; want %d", key, got, ok, i)
 		}
