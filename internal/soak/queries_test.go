@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,7 +129,7 @@ func TestReadBack(t *testing.T) {
 		json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": out}})
 	}))
 	defer srv.Close()
-	rb, err := readBack(context.Background(), srv.Client(), srv.URL, "soak0", s, acks, time.UnixMilli(1_940_500), time.UnixMilli(2_000_500))
+	rb, err := readBack(context.Background(), srv.Client(), srv.URL, "soak0", s, checkedTargets(s.Targets, 0), acks, time.UnixMilli(1_940_500), time.UnixMilli(2_000_500))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +176,54 @@ func TestReadBackFailures(t *testing.T) {
 		json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": out}})
 	}))
 	defer srv.Close()
-	rb, err := readBack(context.Background(), srv.Client(), srv.URL, "", s, acks, time.UnixMilli(1000), time.UnixMilli(2000))
+	rb, err := readBack(context.Background(), srv.Client(), srv.URL, "", s, checkedTargets(s.Targets, 0), acks, time.UnixMilli(1000), time.UnixMilli(2000))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rb.Unverified != 2*5 || rb.Missing != 0 || rb.Samples != int64(5*(s.Len()-2)) || !strings.Contains(rb.Error, "query timed out") {
 		t.Fatalf("%+v; want the 2 gauges' 10 samples unverified", rb)
+	}
+}
+
+func TestCheckedTargets(t *testing.T) {
+	if got := checkedTargets(5, 0); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Errorf("all of 5: %v", got)
+	}
+	if got := checkedTargets(5, 70); !slices.Equal(got, []int{0, 1, 2, 3, 4}) {
+		t.Errorf("70 series of 5 targets: %v", got)
+	}
+	if got := checkedTargets(100, 4*seriesPerTarget); !slices.Equal(got, []int{0, 25, 50, 75}) {
+		t.Errorf("4 targets of 100: %v", got)
+	}
+	if got := checkedTargets(100, 3); !slices.Equal(got, []int{0}) {
+		t.Errorf("fewer series than a target's: %v", got)
+	}
+}
+
+// TestReadBackSubset: only the checked targets' series are read back and compared.
+func TestReadBackSubset(t *testing.T) {
+	s := Series{Tenant: "soak0", Targets: 4, Interval: 15 * time.Second}
+	acks := make([]acked, s.Len())
+	for i := range acks {
+		acks[i] = acked{n: 5, first: 1000, last: 2000}
+	}
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		queries = append(queries, r.PostForm.Get("query"))
+		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+	}))
+	defer srv.Close()
+	rb, err := readBack(context.Background(), srv.Client(), srv.URL, "", s, []int{1, 3}, acks, time.UnixMilli(1000), time.UnixMilli(2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.SeriesChecked != 2*seriesPerTarget || rb.Missing != 2*seriesPerTarget*5 || rb.NotChecked != 2*seriesPerTarget*5 || rb.SeriesMissing != 2*seriesPerTarget {
+		t.Fatalf("%+v", rb)
+	}
+	for _, q := range queries {
+		if !strings.Contains(q, `instance=~"host-(?:1|3):9100"`) {
+			t.Fatalf("query %s", q)
+		}
 	}
 }

@@ -88,13 +88,14 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 	q.mu.Lock()
 	r.CrossTenantAnswers, r.EmptyAnswers, r.FirstCrossTenant, r.FirstQueryError = q.CrossTenant, q.Empty, q.FirstCrossTenant, q.FirstError
 	q.mu.Unlock()
-	var acked, missing, unacked, crossSeries, unverified int64
+	var acked, missing, unacked, crossSeries, unverified, notChecked int64
 	for _, t := range r.PerTenant {
 		acked += t.Writes.Acked
 		missing += t.Readback.Missing
 		unacked += t.Writes.Sent - t.Writes.Acked
 		crossSeries += t.Readback.CrossTenant
 		unverified += t.Readback.Unverified
+		notChecked += t.Readback.NotChecked
 	}
 	if len(points) > 0 {
 		r.AccountRequests = points[len(points)-1].AccountRequests - points[0].AccountRequests
@@ -108,7 +109,7 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 		{"goroutines after warm-up", fmt.Sprintf("%d to %d", r.Goroutines.WarmedUp, r.Goroutines.Last), "flat: <= +10% + 10",
 			len(points) > 0 && float64(r.Goroutines.Last) <= 1.1*float64(r.Goroutines.WarmedUp)+10},
 		{"samples acknowledged", fmt.Sprintf("%d unacknowledged", unacked), "every sample sent", unacked == 0 && acked > 0},
-		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified", missing, unverified), "0 missing", missing == 0 && unverified == 0},
+		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified, %d of series not read back (--verify)", missing, unverified, notChecked), "0 missing", missing == 0 && unverified == 0},
 		{"cross-tenant answers", fmt.Sprintf("%d answers, %d series read back", r.CrossTenantAnswers, crossSeries), "0", r.CrossTenantAnswers == 0 && crossSeries == 0},
 	}
 	r.OK = true
@@ -200,8 +201,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, t := range tenants {
 		tr := r.PerTenant[t]
 		wr, rb := tr.Writes, tr.Readback
-		fmt.Fprintf(&b, "tenant %s: samples sent %d, acknowledged %d, dropped (4xx) %d, unsent %d; read back %d (missing %d, extra %d, series missing %d, other tenants' series %d); requests %d, retries %d, answers %s\n",
-			t, wr.Sent, wr.Acked, wr.Dropped, wr.Pending, rb.Samples, rb.Missing, rb.Extra, rb.SeriesMissing, rb.CrossTenant, wr.Requests, wr.Retries, statusText(wr.Status))
+		fmt.Fprintf(&b, "tenant %s: samples sent %d, acknowledged %d, dropped (4xx) %d, unsent %d; read back %d of %d series checked (missing %d, extra %d, series missing %d, other tenants' series %d); requests %d, retries %d, answers %s\n",
+			t, wr.Sent, wr.Acked, wr.Dropped, wr.Pending, rb.Samples, rb.SeriesChecked, rb.Missing, rb.Extra, rb.SeriesMissing, rb.CrossTenant, wr.Requests, wr.Retries, statusText(wr.Status))
 		if rb.Unverified > 0 {
 			fmt.Fprintf(&b, "            %d acknowledged samples not verified: %s\n", rb.Unverified, rb.Error)
 		}

@@ -49,6 +49,10 @@ type Config struct {
 	// Drain bounds the wait, after the load, for the writes still queued to be answered
 	// (0: 5m).
 	Drain time.Duration
+	// Verify is how many of a tenant's series are read back at the end, spread over its
+	// targets (0: all). Reading back costs the server a request to the account per 5
+	// series, and on Azurite each request scans a whole table.
+	Verify int
 }
 
 // The tenant header, as Cortex and Mimir name it.
@@ -76,6 +80,8 @@ func (c *Config) check() error {
 		return invalid("the rate %v is not a positive number of samples/s", c.Rate)
 	case c.OutageAt < 0 || c.Outage < 0 || (c.Outage > 0 && c.OutageAt+c.Outage > c.Duration):
 		return invalid("the outage (%s at %s) must end within the run (%s)", c.Outage, c.OutageAt, c.Duration)
+	case c.Verify < 0:
+		return invalid("--verify %d is negative", c.Verify)
 	case c.Scrape < time.Second || c.Refresh <= 0 || c.Sample <= 0 || c.Drain < 0:
 		return invalid("the intervals must be positive, the scrape interval at least 1s")
 	case c.Tablets == "":
@@ -351,9 +357,9 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	rep := newReport(cfg, began, r.tenancy, targets*seriesPerTarget)
 	to := time.Now()
 	for i, w := range writers {
-		r.progress("reading back tenant %s's %d series", tenantID(i), w.series.Len())
+		r.progress("reading back tenant %s's series (%d)", tenantID(i), w.series.Len())
 		t0 := time.Now()
-		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, w.acked, began, to)
+		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, checkedTargets(w.series.Targets, cfg.Verify), w.acked, began, to)
 		if err != nil {
 			return nil, err
 		}

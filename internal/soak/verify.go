@@ -32,6 +32,25 @@ type Readback struct {
 	// is the first failure.
 	Unverified int64  `json:"samples_unverified"`
 	Error      string `json:"error,omitempty"`
+	// SeriesChecked is how many series were read back (Config.Verify), NotChecked the
+	// acknowledged samples of the others.
+	SeriesChecked int   `json:"series_checked"`
+	NotChecked    int64 `json:"samples_not_checked"`
+}
+
+// checkedTargets are the targets whose series are read back: all of them, or, when more
+// than most series, targets spread evenly over all (most/seriesPerTarget of them, at
+// least one).
+func checkedTargets(targets, most int) []int {
+	n := targets
+	if most > 0 && targets*seriesPerTarget > most {
+		n = max(1, most/seriesPerTarget)
+	}
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i * targets / n
+	}
+	return out
 }
 
 // readBackTargets is how many targets one read-back query covers: each query reads a few
@@ -51,19 +70,26 @@ const readBackAttempts = 3
 // matcher: the tenant is the header's) and compares them with acked. A query that still
 // fails after its attempts leaves its series unverified: the error is the first such
 // failure.
-func readBack(ctx context.Context, client *http.Client, base, header string, series Series, acked []acked, from, to time.Time) (Readback, error) {
+func readBack(ctx context.Context, client *http.Client, base, header string, series Series, targets []int, acked []acked, from, to time.Time) (Readback, error) {
 	var rb Readback
+	checked := make([]bool, series.Len())
+	for _, t := range targets {
+		for k := range seriesPerTarget {
+			checked[t*seriesPerTarget+k] = true
+		}
+	}
+	rb.SeriesChecked = len(targets) * seriesPerTarget
 	read := make([]int64, series.Len())
 	verified := make([]bool, series.Len())
 	window := to.Sub(from).Truncate(time.Second) + time.Minute
 	type query struct {
-		name        string
-		first, last int // targets
+		name    string
+		targets []int
 	}
 	var queries []query
 	for _, name := range metricNames {
-		for t := 0; t < series.Targets; t += readBackTargets {
-			queries = append(queries, query{name, t, min(t+readBackTargets, series.Targets) - 1})
+		for j := 0; j < len(targets); j += readBackTargets {
+			queries = append(queries, query{name, targets[j:min(j+readBackTargets, len(targets))]})
 		}
 	}
 	var (
@@ -79,7 +105,7 @@ func readBack(ctx context.Context, client *http.Client, base, header string, ser
 			for q := range next {
 				var err error
 				for attempt := 0; attempt < readBackAttempts; attempt++ {
-					if err = readBackQuery(ctx, client, base, header, series, q.name, q.first, q.last, window, to, &mu, read, verified, &rb); err == nil || ctx.Err() != nil {
+					if err = readBackQuery(ctx, client, base, header, series, q.name, q.targets, window, to, &mu, read, verified, &rb); err == nil || ctx.Err() != nil {
 						break
 					}
 				}
@@ -99,6 +125,10 @@ func readBack(ctx context.Context, client *http.Client, base, header string, ser
 	close(next)
 	wg.Wait()
 	for i, a := range acked {
+		if !checked[i] {
+			rb.NotChecked += int64(a.n)
+			continue
+		}
 		if !verified[i] {
 			rb.Unverified += int64(a.n)
 			continue
@@ -124,13 +154,13 @@ func readBack(ctx context.Context, client *http.Client, base, header string, ser
 	return rb, ctx.Err()
 }
 
-// readBackQuery reads back one metric of targets first to last, adding each series' count
-// to read and marking it verified.
-func readBackQuery(ctx context.Context, client *http.Client, base, header string, series Series, name string, first, last int,
+// readBackQuery reads back one metric of targets, adding each series' count to read and
+// marking it verified.
+func readBackQuery(ctx context.Context, client *http.Client, base, header string, series Series, name string, targets []int,
 	window time.Duration, to time.Time, mu *sync.Mutex, read []int64, verified []bool, rb *Readback) error {
-	nums := make([]string, 0, last-first+1)
-	for t := first; t <= last; t++ {
-		nums = append(nums, strconv.Itoa(t))
+	nums := make([]string, len(targets))
+	for j, t := range targets {
+		nums[j] = strconv.Itoa(t)
 	}
 	form := url.Values{
 		"query": {fmt.Sprintf(`count_over_time(%s{instance=~"host-(?:%s):9100"}[%ds])`, name, strings.Join(nums, "|"), int64(window.Seconds()))},
@@ -138,7 +168,7 @@ func readBackQuery(ctx context.Context, client *http.Client, base, header string
 	}
 	res, err := postQuery(ctx, client, base+"/api/v1/query", header, form)
 	if err != nil {
-		return fmt.Errorf("read back %s of tenant %s, targets %d to %d: %w", name, series.Tenant, first, last, err)
+		return fmt.Errorf("read back %s of tenant %s, targets %d to %d: %w", name, series.Tenant, targets[0], targets[len(targets)-1], err)
 	}
 	counts := map[int]int64{}
 	var cross int64
@@ -164,7 +194,7 @@ func readBackQuery(ctx context.Context, client *http.Client, base, header string
 	for i, n := range counts {
 		read[i] += n
 	}
-	for t := first; t <= last; t++ {
+	for _, t := range targets {
 		for k := range seriesPerTarget {
 			if i := t*seriesPerTarget + k; metricOf(i) == name {
 				verified[i] = true
