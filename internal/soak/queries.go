@@ -129,7 +129,7 @@ func queryPanel(ctx context.Context, client *http.Client, base, tenant, header s
 	if err != nil {
 		stats.Errors[p.rng]++
 		if stats.FirstError == "" {
-			stats.FirstError = fmt.Sprintf("tenant %s, %s over %s: %v", tenant, p.expr, p.rng, err)
+			stats.FirstError = shorten(fmt.Sprintf("tenant %s, %s over %s: %v", tenant, p.expr, p.rng, err), 400)
 		}
 		return
 	}
@@ -222,4 +222,12 @@ func (s *QueryStats) latency() map[string]Latency {
 func quantile(d []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(d))+0.5) - 1
 	return d[min(max(i, 0), len(d)-1)]
+}
+
+// shorten cuts s to at most n bytes (an error may quote a long URL of the account).
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }

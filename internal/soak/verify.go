@@ -149,7 +149,7 @@ func readBack(ctx context.Context, client *http.Client, base, header string, ser
 		}
 	}
 	if firstErr != nil {
-		rb.Error = firstErr.Error()
+		rb.Error = shorten(firstErr.Error(), 400)
 	}
 	return rb, ctx.Err()
 }
