@@ -97,8 +97,12 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 		unverified += t.Readback.Unverified
 		notChecked += t.Readback.NotChecked
 	}
-	if len(points) > 0 {
-		r.AccountRequests = points[len(points)-1].AccountRequests - points[0].AccountRequests
+	// The account requests of the load: up to the last sample within the duration (not
+	// the read-back's).
+	for _, p := range points {
+		if p.At <= duration.Seconds() {
+			r.AccountRequests = p.AccountRequests - points[0].AccountRequests
+		}
 	}
 	if acked > 0 {
 		r.AccountRequestsPerSample = float64(r.AccountRequests) / float64(acked)

@@ -284,39 +284,76 @@ type run struct {
 
 func (r *run) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
-	perTenant := cfg.Rate / float64(cfg.Tenants)
-	targets := max(1, int(math.Round(perTenant*cfg.Scrape.Seconds()/seriesPerTarget)))
+	writers := r.writers()
+	began := time.Now()
+	points := r.monitor(ctx, began)
+	queries, err := r.load(ctx, began, writers)
+	if err != nil {
+		points()
+		return nil, err
+	}
+	rep := newReport(cfg, began, r.tenancy, writers[0].series.Len())
+	to := time.Now()
+	for i, w := range writers {
+		r.progress("reading back tenant %s's series (%d)", tenantID(i), w.series.Len())
+		t0 := time.Now()
+		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, checkedTargets(w.series.Targets, cfg.Verify), w.acked, began, to)
+		if err != nil {
+			points()
+			return nil, err
+		}
+		r.progress("tenant %s read back in %s: %d samples, %d missing, %d not verified",
+			tenantID(i), time.Since(t0).Round(time.Second), rb.Samples, rb.Missing, rb.Unverified)
+		rep.PerTenant[tenantID(i)] = TenantReport{Writes: w.snapshot(), Readback: rb}
+	}
+	rep.finish(points(), queries, to.Sub(began).Seconds(), cfg.Duration)
+	return rep, nil
+}
+
+// writers are the tenants' remote writers: each has Rate/Tenants samples/s, as targets of
+// seriesPerTarget series scraped every Scrape, sent by a shard per 250 samples/s (2 at
+// least: a shard sends one request at a time).
+func (r *run) writers() []*writer {
+	perTenant := r.cfg.Rate / float64(r.cfg.Tenants)
+	targets := max(1, int(math.Round(perTenant*r.cfg.Scrape.Seconds()/seriesPerTarget)))
 	shards := max(2, int(math.Ceil(perTenant/250)))
-	writers := make([]*writer, cfg.Tenants)
+	writers := make([]*writer, r.cfg.Tenants)
 	for i := range writers {
 		header := ""
 		if r.tenancy {
 			header = tenantID(i)
 		}
-		writers[i] = newWriter(Series{Tenant: tenantID(i), Targets: targets, Interval: cfg.Scrape},
+		writers[i] = newWriter(Series{Tenant: tenantID(i), Targets: targets, Interval: r.cfg.Scrape},
 			r.srv.base+"/api/v1/write", header, r.client, shards)
 	}
+	return writers
+}
 
-	began := time.Now()
-	stop := make(chan struct{})
-	queryCtx, stopQueries := context.WithCancel(ctx)
-	defer stopQueries()
-	monCtx, stopMonitor := context.WithCancel(ctx)
-	defer stopMonitor()
-	points := make(chan Point, 16)
-	go observe(monCtx, r.client, r.srv.p.Pid(), r.srv.internal+"/metrics", began, cfg.Sample, points)
-	var collected []Point
-	collectDone := make(chan struct{})
-	var progressMu sync.Mutex
+// monitor samples the server every Sample from now on; the function returned stops it and
+// returns the samples.
+func (r *run) monitor(ctx context.Context, began time.Time) func() []Point {
+	ctx, stop := context.WithCancel(ctx)
+	ch := make(chan Point, 16)
+	go observe(ctx, r.client, r.srv.p.Pid(), r.srv.internal+"/metrics", began, r.cfg.Sample, ch)
+	var points []Point
+	done := make(chan struct{})
 	go func() {
-		defer close(collectDone)
-		for p := range points {
-			progressMu.Lock()
-			collected = append(collected, p)
-			progressMu.Unlock()
+		defer close(done)
+		for p := range ch {
+			points = append(points, p)
 		}
 	}()
+	return func() []Point {
+		stop()
+		<-done
+		return points
+	}
+}
 
+// load runs the writers and the dashboards for the run's duration, with the outage, then
+// waits (at most Drain) for the writes still queued to be answered.
+func (r *run) load(ctx context.Context, began time.Time, writers []*writer) (*QueryStats, error) {
+	stop := make(chan struct{})
 	drainCtx, cancelDrain := context.WithCancel(ctx)
 	defer cancelDrain()
 	var wg sync.WaitGroup
@@ -327,49 +364,31 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 			w.run(drainCtx, began, stop)
 		}()
 	}
+	queryCtx, stopQueries := context.WithCancel(ctx)
+	defer stopQueries()
 	queries := newQueryStats()
 	var qwg sync.WaitGroup
 	for i, w := range writers {
 		qwg.Add(1)
 		go func() {
 			defer qwg.Done()
-			refresh(queryCtx, r.client, r.srv.base, tenantID(i), w.header, cfg.Refresh, queries)
+			refresh(queryCtx, r.client, r.srv.base, tenantID(i), w.header, r.cfg.Refresh, queries)
 		}()
 	}
 	outage := r.scheduleOutage(ctx)
 
 	r.wait(ctx, began, writers, queries)
 	close(stop)
-	r.progress("load over: waiting for the writes queued to be answered (at most %s)", cfg.Drain)
+	r.progress("load over: waiting for the writes queued to be answered (at most %s)", r.cfg.Drain)
 	stopQueries()
 	qwg.Wait()
-	drainTimer := time.AfterFunc(cfg.Drain, cancelDrain)
+	drainTimer := time.AfterFunc(r.cfg.Drain, cancelDrain)
 	wg.Wait()
 	drainTimer.Stop()
 	if err := <-outage; err != nil {
 		return nil, err
 	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	loadSeconds := time.Since(began).Seconds()
-
-	rep := newReport(cfg, began, r.tenancy, targets*seriesPerTarget)
-	to := time.Now()
-	for i, w := range writers {
-		r.progress("reading back tenant %s's series (%d)", tenantID(i), w.series.Len())
-		t0 := time.Now()
-		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, checkedTargets(w.series.Targets, cfg.Verify), w.acked, began, to)
-		if err != nil {
-			return nil, err
-		}
-		r.progress("tenant %s read back in %s: %d samples, %d missing, %d not verified", tenantID(i), time.Since(t0).Round(time.Second), rb.Samples, rb.Missing, rb.Unverified)
-		rep.PerTenant[tenantID(i)] = TenantReport{Writes: w.snapshot(), Readback: rb}
-	}
-	stopMonitor()
-	<-collectDone
-	rep.finish(collected, queries, loadSeconds, cfg.Duration)
-	return rep, nil
+	return queries, ctx.Err()
 }
 
 // scheduleOutage cuts the account at OutageAt for Outage; the channel gets the restore's
