@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -207,10 +208,15 @@ func TestReadBackSubset(t *testing.T) {
 	for i := range acks {
 		acks[i] = acked{n: 5, first: 1000, last: 2000}
 	}
-	var queries []string
+	var (
+		mu      sync.Mutex
+		queries []string
+	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = r.ParseForm()
+		mu.Lock()
 		queries = append(queries, r.PostForm.Get("query"))
+		mu.Unlock()
 		fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
 	}))
 	defer srv.Close()
@@ -220,6 +226,9 @@ func TestReadBackSubset(t *testing.T) {
 	}
 	if rb.SeriesChecked != 2*seriesPerTarget || rb.Missing != 2*seriesPerTarget*5 || rb.NotChecked != 2*seriesPerTarget*5 || rb.SeriesMissing != 2*seriesPerTarget {
 		t.Fatalf("%+v", rb)
+	}
+	if len(queries) != len(metricNames) {
+		t.Fatalf("%d queries, want one per metric: %v", len(queries), queries)
 	}
 	for _, q := range queries {
 		if !strings.Contains(q, `instance=~"host-(?:1|3):9100"`) {
