@@ -30,8 +30,9 @@ closed). Meanwhile --tenants tenants (X-Scope-OrgID soak0, soak1, ...) remote-wr
 samples/s in all, as Prometheus does (requests of up to 2,000 samples, each series every
 15s, 5xx and 429 retried with back-off), and each refreshes a dashboard of 20 panels
 (rate, sum by, histogram_quantile over 1h and 7d) every 10s. The server's RSS, goroutines
-and account requests are sampled every 10s. At the end every tenant's series are read back
-and compared with what the server acknowledged.
+and account requests are sampled every 10s. At the end every tenant's series (or --verify of
+them: on Azurite a read-back of many series takes long) are read back and compared with what
+the server acknowledged. See docs/soak.md.
 
 The report (text on stdout, JSON to --report) gives RSS and goroutines after the warm-up
 (the first third) and at the end, query p50/p99 per range, samples sent, acknowledged and
@@ -89,7 +90,7 @@ goroutines not flat, a sample not acknowledged or not read back, a cross-tenant 
 	f.DurationVar(&cfg.Duration, "duration", 30*time.Minute, "how long the load runs")
 	f.IntVar(&cfg.Tenants, "tenants", 4, "tenants writing and querying (one without a header if the server has no --config.file)")
 	f.Float64Var(&cfg.Rate, "rate", 5000, "samples/s, all tenants together")
-	f.DurationVar(&cfg.OutageAt, "outage-at", 0, "when the account outage starts, after the load (0: so that it is in the middle)")
+	f.DurationVar(&cfg.OutageAt, "outage-at", 0, "when the account outage starts, counted from the start of the load (0: so that the outage is in the middle)")
 	f.DurationVar(&cfg.Outage, "outage", time.Minute, "how long the account is cut off (0: no outage)")
 	f.DurationVar(&cfg.Scrape, "scrape-interval", 15*time.Second, "each series' sample interval: the series are --rate times this")
 	f.IntVar(&cfg.Verify, "verify", 0, "read back this many of each tenant's series at the end, spread over its targets (0: all; on Azurite a read-back takes long)")
