@@ -165,7 +165,7 @@ func postQuery(ctx context.Context, client *http.Client, u, header string, form 
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if header != "" {
-		req.Header.Set("X-Scope-OrgID", header)
+		req.Header.Set(tenantHeader, header)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -81,7 +81,7 @@ func (c *Config) check() error {
 	case c.OutageAt < 0 || c.Outage < 0 || (c.Outage > 0 && c.OutageAt+c.Outage > c.Duration):
 		return invalid("the outage (%s at %s) must end within the run (%s)", c.Outage, c.OutageAt, c.Duration)
 	case c.Verify < 0:
-		return invalid("--verify %d is negative", c.Verify)
+		return invalid("the series to verify (%d) are negative", c.Verify)
 	case c.Scrape < time.Second || c.Refresh <= 0 || c.Sample <= 0 || c.Drain < 0:
 		return invalid("the intervals must be positive, the scrape interval at least 1s")
 	case c.Tablets == "":

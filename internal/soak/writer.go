@@ -296,7 +296,7 @@ func (w *writer) post(ctx context.Context, body []byte) (int, time.Duration, err
 	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
 	req.Header.Set("User-Agent", "tablets-soak")
 	if w.header != "" {
-		req.Header.Set("X-Scope-OrgID", w.header)
+		req.Header.Set(tenantHeader, w.header)
 	}
 	resp, err := w.client.Do(req)
 	if err != nil {
