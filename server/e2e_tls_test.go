@@ -15,8 +15,9 @@ import (
 	"github.com/seed71701133/tablets/server"
 )
 
-// TestE2ETLS has a real Prometheus (2.42) remote-write to tablets over TLS (a CA generated
-// here, remote_write tls_config ca_file) with basic auth (a bcrypt hash in the web config),
+// TestE2ETLS has a real Prometheus (2.42) remote-write to tablets over mutual TLS (a CA
+// generated here, remote_write tls_config ca_file, cert_file and key_file; the web config
+// requires and verifies a client certificate) with basic auth (a bcrypt hash in the web config),
 // and checks that its samples are stored and read back through the query API (over TLS, with
 // the password), that Prometheus failed no sample, that a wrong password or none is 401 on
 // the real server, and that /metrics is on the internal listener only.
@@ -31,7 +32,7 @@ func TestE2ETLS(t *testing.T) {
 
 	p := newTestPKI(t)
 	cfgFile := filepath.Join(p.dir, "web.yml")
-	writeAtomic(t, cfgFile, p.webConfig(t, false, map[string]string{"prometheus": "s3cret"}))
+	writeAtomic(t, cfgFile, p.webConfig(t, true, map[string]string{"prometheus": "s3cret"}))
 	srv, _, _ := newServer(t, nil, nil)
 	s := serve(t, srv, true, &server.ServeOptions{WebConfigFile: cfgFile})
 	base := "https://" + s.public
@@ -41,7 +42,7 @@ func TestE2ETLS(t *testing.T) {
 		RemoteWrite: []promrun.RemoteWrite{{
 			URL: base + "/api/v1/write", Name: "tablets-tls",
 			BasicAuth: &promrun.BasicAuth{Username: "prometheus", Password: "s3cret"},
-			TLSCAFile: p.caFile,
+			TLSCAFile: p.caFile, TLSCertFile: p.clientCert, TLSKeyFile: p.clientKey,
 		}},
 	})
 	if _, err := prom.WaitFor(ctx, `up{job="prometheus"}`); err != nil {
@@ -49,7 +50,7 @@ func TestE2ETLS(t *testing.T) {
 	}
 
 	// Tablets answers what Prometheus wrote, over TLS with the password.
-	c := tlsClient(p, nil)
+	c := tlsClient(p, &p.client)
 	query := base + "/api/v1/query?" + url.Values{"query": {`up{job="prometheus"}`}}.Encode()
 	var got []json.RawMessage
 	for got == nil {
@@ -111,6 +112,11 @@ func TestE2ETLS(t *testing.T) {
 	}
 	if after := srv.WriteStats().Requests; after[http.StatusBadRequest] != writes[http.StatusBadRequest] {
 		t.Errorf("an unauthenticated write reached the handler: 400s %d -> %d", writes[http.StatusBadRequest], after[http.StatusBadRequest])
+	}
+
+	// Without a client certificate, the TLS handshake itself fails, password or not.
+	if _, _, err := get(t, tlsClient(p, nil), query, "prometheus", "s3cret"); err == nil {
+		t.Error("a query without a client certificate was answered")
 	}
 
 	// /metrics: on the internal listener, in plain HTTP and without credentials; not public.

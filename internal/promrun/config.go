@@ -66,6 +66,9 @@ type RemoteWrite struct {
 	BasicAuth *BasicAuth
 	// TLSCAFile, if set, is the tls_config ca_file that verifies an https URL's server.
 	TLSCAFile string
+	// TLSCertFile and TLSKeyFile, if set, are the tls_config cert_file and key_file:
+	// the client certificate Prometheus presents (mutual TLS).
+	TLSCertFile, TLSKeyFile string
 }
 
 // BasicAuth is a remote_write basic_auth.
@@ -177,9 +180,15 @@ func (c Config) YAML(self string) ([]byte, error) {
 			w.kv(3, "username", quote(rw.BasicAuth.Username))
 			w.kv(3, "password", quote(rw.BasicAuth.Password))
 		}
-		if rw.TLSCAFile != "" {
+		if rw.TLSCAFile != "" || rw.TLSCertFile != "" {
 			w.line(2, "tls_config:")
-			w.kv(3, "ca_file", quote(rw.TLSCAFile))
+			if rw.TLSCAFile != "" {
+				w.kv(3, "ca_file", quote(rw.TLSCAFile))
+			}
+			if rw.TLSCertFile != "" {
+				w.kv(3, "cert_file", quote(rw.TLSCertFile))
+				w.kv(3, "key_file", quote(rw.TLSKeyFile))
+			}
 		}
 		if rw.SendExemplars {
 			w.kv(2, "send_exemplars", "true")
