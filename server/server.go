@@ -123,7 +123,7 @@ type Server struct {
 	write      *remote.WriteHandler
 	read       *remote.ReadHandler
 	otlp       *otlp.Handler
-	api        *api.API
+	queries    queryAPIs
 	registry   prometheus.Registerer
 	gatherer   prometheus.Gatherer
 	handler    http.Handler
@@ -186,10 +186,11 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	if s.queryable, err = promstore.New(db, o.Store); err != nil {
 		return nil, err
 	}
-	if s.write, err = remote.NewWriteHandler(db, &remote.WriteOptions{MaxSamplesInFlight: o.MaxSamplesInFlight}); err != nil {
+	if s.write, err = remote.NewWriteHandler(db, &remote.WriteOptions{MaxSamplesInFlight: o.MaxSamplesInFlight,
+		Tenant: o.Tenant, Limits: o.Limits, LimitHit: o.LimitHit, Now: o.Now}); err != nil {
 		return nil, err
 	}
-	if s.read, err = remote.NewReadHandler(s.queryable, nil); err != nil {
+	if s.read, err = remote.NewReadHandler(s.queryable, &remote.ReadOptions{Tenant: o.Tenant, Limits: o.Limits, LimitHit: o.LimitHit}); err != nil {
 		return nil, err
 	}
 	if s.otlp, err = otlp.NewHandler(s.write, o.OTLP); err != nil {
@@ -202,8 +203,9 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	if q.Logger == nil {
 		q.Logger = o.Logger
 	}
-	q.Registerer = s.registry
-	if s.api, err = api.New(s.queryable, &q); err != nil {
+	q.LimitHit = o.LimitHit
+	s.queries = queryAPIs{base: q, metrics: &engineMetrics{}}
+	if _, err := s.queryAPI(); err != nil { // the engine's metrics are described once registered
 		return nil, err
 	}
 	s.registerMetrics()
@@ -216,7 +218,6 @@ const otlpPath = "/api/v1/otlp/v1/metrics"
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	s.api.Register(mux)
 	mux.Handle("/api/v1/write", s.instrument("write", s.write))
 	mux.Handle("/api/v1/read", s.instrument("read", s.read))
 	mux.Handle(otlpPath, s.instrument("otlp", s.otlp))
@@ -255,7 +256,12 @@ func (s *Server) WriteStats() remote.WriteStats { return s.write.Stats() }
 func (s *Server) OTLPStats() otlp.Stats { return s.otlp.Stats() }
 
 // Close releases the query engine.
-func (s *Server) Close() error { return s.api.Close() }
+func (s *Server) Close() error {
+	if q := s.queries.current.Load(); q != nil {
+		return q.api.Close()
+	}
+	return nil
+}
 
 // Run keeps the database folded, compacted, rolled up and within its retention until ctx is
 // done, then returns nil. Errors are logged and counted; the loops go on.
@@ -311,11 +317,15 @@ func (s *Server) instrument(handler string, h http.Handler) http.Handler {
 }
 
 // instrumentQueries counts the query API's requests by path (the write, read and OTLP
-// handlers count themselves).
+// handlers count themselves), and serves those of the query API with the current one.
 func (s *Server) instrumentQueries(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/write" || r.URL.Path == "/api/v1/read" || r.URL.Path == otlpPath {
 			mux.ServeHTTP(w, r)
+			return
+		}
+		if isQueryPath(r.URL.Path) {
+			s.serveQuery(w, r)
 			return
 		}
 		_, pattern := mux.Handler(r)
@@ -332,7 +342,7 @@ func (s *Server) registerMetrics() {
 	s.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tablets_http_request_duration_seconds",
 		Help: "Time to answer HTTP requests, by handler.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"handler"})
 	s.registerLoopMetrics()
-	s.registry.MustRegister(s.requests, s.duration, s.background, s.covered)
+	s.registry.MustRegister(s.requests, s.duration, s.background, s.covered, s.queries.metrics)
 	counter := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
 	}

@@ -7,17 +7,21 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite/runner"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/api"
+	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -34,6 +38,7 @@ type serveFlags struct {
 	rollupCatchUp, compactCatchUp     time.Duration
 	shutdownTimeout                   time.Duration
 	webConfigFile, listenInternal     string
+	configFile                        string
 	readTimeout, writeTimeout         time.Duration
 }
 
@@ -76,10 +81,19 @@ for every new connection and every request, so a new password or a renewed certi
 effect without a restart (SIGHUP only checks the file and logs what is wrong with it). Give
 Prometheus remote_write/remote_read a basic_auth and a tls_config (ca_file), and Grafana's
 data source Basic auth and its CA. --listen-internal moves /metrics, /-/ready and /-/healthy
-to a second address, in plain HTTP without authentication, for the scraper and the kubelet.`,
+to a second address, in plain HTTP without authentication, for the scraper and the kubelet.
+
+Tenants: the header X-Scope-OrgID names a request's tenant; each tenant is a database of its
+own, named --db + "x" + the tenant ID (lowercase letters and digits), created on the tenant's
+first write. Without the header, a request is for the tenant "default", the database --db.
+--config.file says which tenants may exist, which basic-auth users may act for which, and
+their limits (see docs/tenants.md); it is read again on SIGHUP (a file that no longer loads
+keeps the previous configuration). Without it, only the default tenant exists: a header
+naming another is 403.`,
 		Example: `  tablets serve --db metrics
   tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"
-  tablets serve --db metrics --listen :9201 --web.config.file web.yml --listen-internal :9202`,
+  tablets serve --db metrics --listen :9201 --web.config.file web.yml --listen-internal :9202
+  tablets serve --db metrics --web.config.file web.yml --config.file tenants.yml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.serve(cmd, sf)
@@ -102,6 +116,7 @@ to a second address, in plain HTTP without authentication, for the scraper and t
 	f.DurationVar(&sf.retain, "retain-every", 0, "how often to drop tables past their retention (0: 1h; negative: never)")
 	f.DurationVar(&sf.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGINT/SIGTERM, how long to finish requests in flight")
 	f.StringVar(&sf.webConfigFile, "web.config.file", "", "Prometheus web configuration file: TLS, mutual TLS, basic auth (read again on every connection and request)")
+	f.StringVar(&sf.configFile, "config.file", "", "tenants, the users bound to them, and limits (YAML, see docs/tenants.md; read again on SIGHUP); none: only the default tenant")
 	f.StringVar(&sf.listenInternal, "listen-internal", "", "if set, serve /metrics, /-/ready and /-/healthy here (plain HTTP, no auth) and not on --listen")
 	f.DurationVar(&sf.readTimeout, "read-timeout", server.DefaultReadTimeout, "longest time to read a request with its body (a 32 MiB remote write at 1 Mbit/s takes 4.5m; negative: none)")
 	f.DurationVar(&sf.writeTimeout, "write-timeout", server.DefaultWriteTimeout, "longest time from a request's headers to the end of its answer (negative: none)")
@@ -139,6 +154,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	queryOpts, err := sf.query.options(cmd)
 	if err != nil {
 		return err
+	}
+	cfg, err := loadServeConfig(sf.configFile, sf.query, sf.webConfigFile)
+	if err != nil {
+		return usageErrorf(cmd, "--config.file: %v", err)
 	}
 	def, err := findLayout(sf.layout)
 	if err != nil {
@@ -197,33 +216,33 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	db, err := tsdb.Open(ctx, sc, sf.db, dbOpts)
-	if err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, nil))
-	s, err := server.New(db, &server.Options{
-		MaxSamplesInFlight: sf.maxInFlight,
-		FoldEvery:          sf.foldEvery,
-		RollupEvery:        sf.rollupEvery,
-		RollupCatchUp:      sf.rollupCatchUp,
-		CompactEvery:       sf.compactEvery,
-		CompactCatchUp:     sf.compactCatchUp,
-		Query:              queryOpts,
-		RetainEvery:        sf.retain,
-		Logger:             logger,
-		Collectors:         []prometheus.Collector{accountCollector(ctr)},
+	front, err := server.NewTenants(ctx, sc, sf.db, &server.TenantsOptions{
+		DB: dbOpts,
+		Server: &server.Options{
+			MaxSamplesInFlight: sf.maxInFlight,
+			FoldEvery:          sf.foldEvery,
+			RollupEvery:        sf.rollupEvery,
+			RollupCatchUp:      sf.rollupCatchUp,
+			CompactEvery:       sf.compactEvery,
+			CompactCatchUp:     sf.compactCatchUp,
+			Query:              queryOpts,
+			RetainEvery:        sf.retain,
+			Logger:             logger,
+			Collectors:         []prometheus.Collector{accountCollector(ctr)},
+		},
+		Limits: cfg.Load,
 	})
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer front.Close()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	done := make(chan error, 1)
-	go func() { done <- s.Run(runCtx) }()
+	go func() { done <- front.Run(runCtx) }()
 	defer func() { stopRun(); <-done }()
-	stopHUP := a.onSIGHUP(logger, sf.webConfigFile)
+	stopHUP := a.onSIGHUP(logger, sf.webConfigFile, func() { cfg.reload(logger) })
 	defer stopHUP()
 	if sf.webConfigFile == "" {
 		fmt.Fprintf(a.stderr, "serving database %s (%s layout) on http://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL http://%s\n",
@@ -235,7 +254,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if internal != nil {
 		fmt.Fprintf(a.stderr, "serving /metrics, /-/ready and /-/healthy on http://%s\n", internal.Addr())
 	}
-	err = server.Serve(ctx, listener, s, &server.ServeOptions{
+	if sf.configFile != "" {
+		fmt.Fprintf(a.stderr, "tenants and limits of %s: X-Scope-OrgID names a tenant, database %s + \"x\" + its ID\n", sf.configFile, sf.db)
+	}
+	err = server.Serve(ctx, listener, front, &server.ServeOptions{
 		WebConfigFile:   sf.webConfigFile,
 		Internal:        internal,
 		ReadTimeout:     sf.readTimeout,
@@ -249,9 +271,79 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	return err
 }
 
-// onSIGHUP keeps SIGHUP from ending the process, as it would by default: the web config is
-// read again as the server serves, so a SIGHUP only checks it and logs the result.
-func (a *app) onSIGHUP(logger *slog.Logger, webConfigFile string) (stop func()) {
+// serveConfig is the configuration of --config.file, replaced whole on SIGHUP.
+type serveConfig struct {
+	path, webConfigFile string
+	defaults            limits.Limits
+	current             atomic.Pointer[limits.Config]
+}
+
+// loadServeConfig reads path, the limits it leaves out taken from the --query.* flags; no
+// path: the default tenant alone, with the flags' limits.
+func loadServeConfig(path string, q queryLimitFlags, webConfigFile string) (*serveConfig, error) {
+	c := &serveConfig{path: path, webConfigFile: webConfigFile, defaults: limits.Limits{MaxSamplesPerQuery: q.maxSamples,
+		QueryTimeout: model.Duration(q.timeout), MaxConcurrentQueries: q.maxConcurrency, MaxSeriesPerSelect: q.maxSeriesPerSelect}}
+	var cfg *limits.Config
+	var err error
+	if path == "" {
+		cfg, err = limits.Parse(nil, c.defaults)
+	} else {
+		cfg, err = c.load()
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.current.Store(cfg)
+	return c, nil
+}
+
+// load reads the file, and refuses one binding users to tenants unless the web config
+// checks their passwords: the server takes a request's basic-auth user as its identity.
+func (c *serveConfig) load() (*limits.Config, error) {
+	cfg, err := limits.Load(c.path, c.defaults)
+	if err != nil || len(cfg.Tenants.Users) == 0 {
+		return cfg, err
+	}
+	if c.webConfigFile == "" {
+		return nil, fmt.Errorf("%s: tenants.users binds users to tenants, but no --web.config.file checks their passwords", c.path)
+	}
+	b, err := os.ReadFile(c.webConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	var web struct {
+		Users map[string]any `yaml:"basic_auth_users"`
+	}
+	if err := yaml.Unmarshal(b, &web); err != nil {
+		return nil, fmt.Errorf("%s: %w", c.webConfigFile, err)
+	}
+	if len(web.Users) == 0 {
+		return nil, fmt.Errorf("%s: tenants.users binds users to tenants, but %s sets no basic_auth_users to check their passwords", c.path, c.webConfigFile)
+	}
+	return cfg, nil
+}
+
+// Load is the configuration now.
+func (c *serveConfig) Load() *limits.Config { return c.current.Load() }
+
+// reload reads the file again; one that no longer loads keeps the previous configuration.
+func (c *serveConfig) reload(logger *slog.Logger) {
+	if c.path == "" {
+		return
+	}
+	cfg, err := c.load()
+	if err != nil {
+		logger.Error("SIGHUP: the config file does not load; the previous configuration stays", "err", err)
+		return
+	}
+	c.current.Store(cfg)
+	logger.Info("SIGHUP: the config file is loaded", "file", c.path)
+}
+
+// onSIGHUP keeps SIGHUP from ending the process, as it would by default, and calls reload
+// for each. The web config is read again as the server serves, so a SIGHUP only checks it
+// and logs the result.
+func (a *app) onSIGHUP(logger *slog.Logger, webConfigFile string, reload func()) (stop func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	quit := make(chan struct{})
@@ -259,6 +351,7 @@ func (a *app) onSIGHUP(logger *slog.Logger, webConfigFile string) (stop func()) 
 		for {
 			select {
 			case <-hup:
+				reload()
 				if err := server.CheckWebConfig(webConfigFile); err != nil {
 					logger.Error("SIGHUP: the web config file does not load; requests fail until it is fixed", "err", err)
 				} else {

@@ -74,7 +74,20 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// BuildInfo, if set, replaces what /api/v1/status/buildinfo reports.
 	BuildInfo *BuildInfo
+	// LimitHit, if set, is called with the limit a request hit, named as the server's
+	// limits file names it: LimitMaxSamplesPerQuery, LimitQueryTimeout (not when the
+	// request's own timeout parameter was shorter), LimitMaxConcurrentQueries (a timeout
+	// while waiting for a slot), LimitMaxSeriesPerSelect.
+	LimitHit func(limit string)
 }
+
+// Names of the limits Options.LimitHit reports.
+const (
+	LimitMaxSamplesPerQuery   = "max_samples_per_query"
+	LimitQueryTimeout         = "query_timeout"
+	LimitMaxConcurrentQueries = "max_concurrent_queries"
+	LimitMaxSeriesPerSelect   = "max_series_per_select"
+)
 
 // check reports a negative option, wrapping tablets.ErrInvalidOptions.
 func (o *Options) check() error {
@@ -139,6 +152,7 @@ type API struct {
 	now       func() time.Time
 	logger    *slog.Logger
 	buildInfo []byte // encoded once
+	limitHit  func(limit string)
 }
 
 // New returns an API evaluating queries against q with Prometheus' PromQL engine. nil
@@ -210,6 +224,7 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		now:       o.Now,
 		logger:    o.Logger,
 		buildInfo: biJSON,
+		limitHit:  o.LimitHit,
 	}, nil
 }
 
@@ -262,6 +277,7 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 			data, ws, apiErr = f(r)
 		}
 		if apiErr != nil {
+			a.hit(r, apiErr)
 			// Like Prometheus, error responses carry no warnings. An error from the account
 			// may quote a request URL with its SAS signature: never pass that on.
 			a.write(w, r, httpStatus(apiErr.typ), appendEnvelopeError(nil, apiErr.typ, redact.Secrets(apiErr.err.Error())))
@@ -276,6 +292,20 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 		}
 		a.write(w, r, http.StatusOK, appendEnvelopeSuccess(nil, data, warnings, infos))
 	})
+}
+
+// hit reports the limit an error hit, if any. A timeout is the limit's only when the
+// request's timeout parameter did not shorten it.
+func (a *API) hit(r *http.Request, e *apiError) {
+	if a.limitHit == nil || e.limit == "" {
+		return
+	}
+	if e.limit == LimitQueryTimeout || e.limit == LimitMaxConcurrentQueries {
+		if p, err := parseDuration(r.FormValue("timeout")); err == nil && p < a.timeout {
+			return
+		}
+	}
+	a.limitHit(e.limit)
 }
 
 // gzipMinSize is the smallest body worth compressing.
@@ -434,7 +464,9 @@ func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *api
 func newQueryError(err error) *apiError {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		return classify(promql.ErrQueryTimeout("query queue"))
+		e := classify(promql.ErrQueryTimeout("query queue"))
+		e.limit = LimitMaxConcurrentQueries
+		return e
 	case errors.Is(err, context.Canceled):
 		return classify(promql.ErrQueryCanceled("query queue"))
 	}
@@ -474,7 +506,7 @@ func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, limit
 	data, err := appendQueryData(nil, res.Value, qs)
 	if err != nil {
 		a.logger.Error("error encoding query result", "err", err)
-		return nil, nil, &apiError{ErrorInternal, err}
+		return nil, nil, &apiError{typ: ErrorInternal, err: err}
 	}
 	return data, ws, nil
 }

@@ -31,11 +31,12 @@ const StatusClientClosedRequest = 499
 
 // apiError is an error together with the errorType it is reported as.
 type apiError struct {
-	typ ErrorType
-	err error
+	typ   ErrorType
+	err   error
+	limit string // the limit it hit, as Options.LimitHit names it ("": none)
 }
 
-func badData(err error) *apiError { return &apiError{ErrorBadData, err} }
+func badData(err error) *apiError { return &apiError{typ: ErrorBadData, err: err} }
 
 // invalidParam wraps err as Prometheus does for a parameter it could not use.
 func invalidParam(err error, param string) *apiError {
@@ -58,25 +59,33 @@ func classify(err error) *apiError {
 		eqt promql.ErrQueryTimeout
 		es  promql.ErrStorage
 	)
+	var (
+		tooMany promql.ErrTooManySamples
+		queued  queueWait
+	)
 	// promql.ErrStorage has no Unwrap method, so look inside it explicitly.
 	isStorage := errors.As(err, &es)
 	switch {
+	case errors.As(err, &queued):
+		return newQueryError(queued.err)
 	case badInput(err), isStorage && badInput(es.Err):
-		return &apiError{ErrorBadData, err}
+		return &apiError{typ: ErrorBadData, err: err}
 	case errors.Is(err, ErrTooManySeries), isStorage && errors.Is(es.Err, ErrTooManySeries):
-		return &apiError{ErrorExec, err} // as Prometheus' too many samples
+		return &apiError{ErrorExec, err, LimitMaxSeriesPerSelect} // as Prometheus' too many samples
+	case errors.As(err, &tooMany):
+		return &apiError{ErrorExec, err, LimitMaxSamplesPerQuery}
 	case errors.As(err, &eqc):
-		return &apiError{ErrorCanceled, err}
+		return &apiError{typ: ErrorCanceled, err: err}
 	case errors.As(err, &eqt):
-		return &apiError{ErrorTimeout, err}
+		return &apiError{ErrorTimeout, err, LimitQueryTimeout}
 	case isStorage:
-		return &apiError{ErrorInternal, err}
+		return &apiError{typ: ErrorInternal, err: err}
 	case errors.Is(err, context.Canceled):
-		return &apiError{ErrorCanceled, err}
+		return &apiError{typ: ErrorCanceled, err: err}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &apiError{ErrorTimeout, err}
+		return &apiError{ErrorTimeout, err, LimitQueryTimeout}
 	}
-	return &apiError{ErrorExec, err}
+	return &apiError{typ: ErrorExec, err: err}
 }
 
 // httpStatus is Prometheus' respondError mapping, except that unavailable is 503 rather

@@ -18,9 +18,17 @@ func (l *limiter) Insert(ctx context.Context, _ string) (int, error) {
 	case l.sem <- struct{}{}:
 		return 0, nil
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return 0, queueWait{ctx.Err()}
 	}
 }
+
+// queueWait is the error of a query whose context ended while it waited for a slot: the
+// context's error, marked so that a timeout there is told apart from one in evaluation
+// (the engine waits both before parsing a query and before evaluating it).
+type queueWait struct{ err error }
+
+func (e queueWait) Error() string { return e.err.Error() }
+func (e queueWait) Unwrap() error { return e.err }
 
 func (l *limiter) Delete(int) { <-l.sem }
 

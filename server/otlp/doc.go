@@ -54,10 +54,15 @@
 //	        other than gzip
 //	503     storage failed in a way a retry can fix (the account down or    retries with backoff
 //	        throttling, an error of unknown kind)
+//	429/503 over the tenant's ingestion rate (the server's                  retries after
+//	        rate_limited_status), with Retry-After                          Retry-After
 //
 // A failure's body is a google.rpc.Status whose message says why. Retryable failures are 503
-// and never 429 or 500: OTLP exporters retry 429, 502, 503 and 504 only, and a write of
-// unknown outcome is retried rather than lost (writes are idempotent). rejected_data_points
+// and never 500: OTLP exporters retry 429, 502, 503 and 504 only, and a write of unknown
+// outcome is retried rather than lost (writes are idempotent); only the tenant's ingestion
+// rate answers 429, when the server is configured so. The other limits of the tenant
+// (series per request, label count and lengths) answer as bad input does, see
+// docs/limits.md. rejected_data_points
 // counts Prometheus samples (a float sample or a histogram), not OTLP points: an
 // explicit-bucket histogram point makes several samples.
 package otlp

@@ -90,8 +90,9 @@ func (h *Handler) Stats() Stats {
 
 // httpError is a failure answered with its status and message.
 type httpError struct {
-	status int
-	msg    string
+	status     int
+	msg        string
+	retryAfter int // seconds, for the Retry-After header (0: none)
 }
 
 func errorf(status int, format string, args ...any) *httpError {
@@ -158,6 +159,12 @@ func (h *Handler) store(ctx context.Context, ts []prompb.TimeSeries) (*partial, 
 		status, msg = se.Status, se.Msg
 	}
 	switch {
+	case se != nil && se.RetryAfter > 0:
+		// Over the tenant's ingestion rate: its configured status (429 or 503, both
+		// retried by OTLP exporters) and the time to wait, which exporters honour.
+		herr := errorf(status, "%d of %d samples not stored, retry: %s", notStored, total, msg)
+		herr.retryAfter = se.RetryAfter
+		return nil, herr
 	case status == http.StatusBadRequest && stored > 0:
 		// Bad input in part, the rest stored: OTLP's partial success, which the exporter
 		// reports and does not retry.

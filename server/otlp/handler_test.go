@@ -441,3 +441,24 @@ func TestStorageAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A write over the tenant's ingestion rate keeps its status, 429 or 503, and its Retry-After.
+func TestRateLimitedAnswers(t *testing.T) {
+	for _, status := range []int{http.StatusTooManyRequests, http.StatusServiceUnavailable} {
+		rec := &recorder{answer: func([]prompb.TimeSeries) (remote.Written, error) {
+			return remote.Written{}, &remote.StatusError{Status: status, Msg: "the rate", RetryAfter: 7}
+		}}
+		_, srv := serve(t, rec, nil)
+		req, err := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(protoBody(t, metrics(gauges("a")))))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/x-protobuf")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, status, resp.StatusCode)
+		require.Equal(t, "7", resp.Header.Get("Retry-After"))
+		require.Equal(t, "1 of 1 samples not stored, retry: the rate", statusMessage(t, "application/x-protobuf", body))
+	}
+}

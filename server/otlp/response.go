@@ -59,6 +59,9 @@ func writeStatus(w http.ResponseWriter, enc encoding, e *httpError) {
 	} else {
 		body = statusProto(msg)
 	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
 	write(w, enc, e.status, body)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/golang/snappy"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -71,14 +72,15 @@ func checkEncoding(h http.Header) error {
 
 // httpError is an error with the HTTP status it is answered with.
 type httpError struct {
-	status int
-	msg    string
+	status     int
+	msg        string
+	retryAfter int // seconds, for the Retry-After header (0: none)
 }
 
 func (e *httpError) Error() string { return e.msg }
 
 func errorf(status int, format string, args ...any) *httpError {
-	return &httpError{status, fmt.Sprintf(format, args...)}
+	return &httpError{status: status, msg: fmt.Sprintf(format, args...)}
 }
 
 // readSnappy reads a snappy block-format body of at most limit bytes, compressed and
@@ -155,10 +157,13 @@ type assembler struct {
 	// Histogram samples accepted and rejected.
 	histAccepted, histRejected int
 	reasons                    []string
+
+	limits  limits.Limits      // the label limits of the request's tenant
+	onLimit func(limit string) // called for each series a label limit refuses
 }
 
 func newAssembler() *assembler {
-	return &assembler{index: map[string]*series{}}
+	return &assembler{index: map[string]*series{}, onLimit: func(string) {}}
 }
 
 func (a *assembler) reason(format string, args ...any) {
@@ -178,6 +183,13 @@ func (a *assembler) add(raw tsdb.Labels, n int, sample func(int) (int64, float64
 		a.rejected += n
 		a.histRejected += m
 		a.reason("series %s: %v", raw, err)
+		return
+	}
+	if limit, err := checkLabelLimits(ls, a.limits); err != nil {
+		a.rejected += n
+		a.histRejected += m
+		a.reason("%v", err)
+		a.onLimit(limit)
 		return
 	}
 	key := labelsKey(ls)

@@ -63,6 +63,19 @@
 //	        expired, or the request's context ended while it waited
 //	        for room
 //
+// With WriteOptions.Limits, the tenant's ingest limits come first, before anything is stored
+// (docs/limits.md says why each answers what it does):
+//
+//	400     more series than max_series_per_request, or more     drops the request
+//	        samples than the ingestion bucket holds
+//	        (ingestion_burst_size): nothing stored
+//	503/429 over ingestion_rate now: rate_limited_status, with    retries after Retry-After
+//	        Retry-After (seconds until it would fit); nothing     (429 only with
+//	        stored                                                retry_on_http_429)
+//	400     after storing the rest, a series over                 drops the request
+//	        max_label_names_per_series, max_label_name_length or
+//	        max_label_value_length (as invalid labels)
+//
 // Retryable answers are 503 and never 429: Prometheus retries 429 only when
 // retry_on_http_429 is set, and drops the data otherwise. When WriteMany or WriteHistograms
 // fails for several series at once, one permanent failure makes the answer 400: a 5xx would
@@ -116,6 +129,10 @@
 // counter reset hint of its first sample only, as in Prometheus. Series with no sample in
 // the range are left out. An error after the first frame aborts the connection (http.ErrAbortHandler), so
 // that a client never takes a cut stream for a complete answer.
+//
+// With ReadOptions.Limits, the tenant's max_series_per_select bounds the series of each query:
+// over it, 400 naming the query. A streamed answer counts each query's series first (a
+// labels-only Select), so that the refusal comes before the first frame.
 //
 // # Counters
 //

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/internal/redact"
+	"github.com/seed71701133/tablets/server/limits"
 )
 
 // Defaults of ReadOptions: Prometheus' own (--storage.remote.read-sample-limit,
@@ -54,6 +55,16 @@ type ReadOptions struct {
 	// MaxBodyBytes bounds a request body, compressed and decompressed: 413 above. Default
 	// 32 MiB.
 	MaxBodyBytes int64
+
+	// Tenant picks the limits in the configuration Limits returns (default
+	// limits.DefaultTenant).
+	Tenant string
+	// Limits, if set, returns the configuration whose MaxSeriesPerSelect bounds the series
+	// of each query, read for every request; it or its result nil: no limit.
+	Limits func() *limits.Config
+	// LimitHit, if set, is called with "max_series_per_select" for each request refused by
+	// that limit.
+	LimitHit func(limit string)
 }
 
 // ReadHandler serves remote read (POST /api/v1/read) from a storage.Queryable.
@@ -81,6 +92,9 @@ func NewReadHandler(q storage.Queryable, opts *ReadOptions) (*ReadHandler, error
 	}
 	if o.SampleLimit < 0 || o.Concurrency < 0 || o.MaxBytesInFrame < 0 || o.MaxBodyBytes < 0 {
 		return nil, fmt.Errorf("remote: %w: negative ReadOptions %+v", tablets.ErrInvalidOptions, o)
+	}
+	if o.Tenant == "" {
+		o.Tenant = limits.DefaultTenant
 	}
 	if o.SampleLimit == 0 {
 		o.SampleLimit = DefaultReadSampleLimit
@@ -162,6 +176,7 @@ func (h *ReadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	queries := make([]query, len(req.Queries))
+	maxSeries := h.maxSeries()
 	for i, q := range req.Queries {
 		if q == nil {
 			h.fail(w, errorf(http.StatusBadRequest, "query %d is empty", i))
@@ -172,7 +187,7 @@ func (h *ReadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.fail(w, errorf(http.StatusBadRequest, "query %d: %v", i, err))
 			return
 		}
-		queries[i] = query{q, ms}
+		queries[i] = query{pb: q, matchers: ms, index: i, maxSeries: maxSeries}
 	}
 	rt, err := negotiateRead(req.AcceptedResponseTypes)
 	if err != nil {
@@ -187,8 +202,10 @@ func (h *ReadHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 type query struct {
-	pb       *prompb.Query
-	matchers []*labels.Matcher
+	pb        *prompb.Query
+	matchers  []*labels.Matcher
+	index     int // in the request
+	maxSeries int // the most series it may select (0: no limit)
 }
 
 // negotiateRead picks the first accepted response type this server has, SAMPLES when the
@@ -250,7 +267,10 @@ func (h *ReadHandler) each(ctx context.Context, q query, fn func(storage.Series)
 	}
 	defer querier.Close()
 	set := querier.Select(ctx, true, hintsOf(q.pb), q.matchers...)
-	for set.Next() {
+	for n := 1; set.Next(); n++ {
+		if q.maxSeries > 0 && n > q.maxSeries {
+			return h.tooManySeries(q)
+		}
 		if err := fn(set.At()); err != nil {
 			return err
 		}
@@ -330,6 +350,12 @@ func (h *ReadHandler) streamed(ctx context.Context, w http.ResponseWriter, queri
 	w.Header().Set("Content-Type", ContentTypeStreamed)
 	flusher, _ := w.(http.Flusher)
 	fw := &frameWriter{w: w, flusher: flusher}
+	for _, q := range queries {
+		if err := h.countSeries(ctx, q); err != nil {
+			h.fail(w, readError(q.index, err))
+			return
+		}
+	}
 	sent := 0
 	var it chunkenc.Iterator
 	for i, q := range queries {

@@ -17,6 +17,9 @@ type Written struct {
 type StatusError struct {
 	Status int
 	Msg    string
+	// RetryAfter, when not 0, is the seconds the sender should wait before it retries (the
+	// Retry-After header of a write over its tenant's ingestion rate).
+	RetryAfter int
 }
 
 func (e *StatusError) Error() string { return e.Msg }
@@ -27,10 +30,9 @@ func (e *StatusError) Error() string { return e.Msg }
 // and a *StatusError unless everything was. The time series are read, never changed, and
 // may be reused once it returns.
 func (h *WriteHandler) WriteTimeSeries(ctx context.Context, ts []prompb.TimeSeries) (Written, error) {
-	weight, fill := decodeV1(ts)
-	n, herr := h.write(ctx, weight, fill)
+	n, herr := h.write(ctx, decodeV1(ts))
 	if herr != nil {
-		return n, &StatusError{Status: herr.status, Msg: herr.msg}
+		return n, &StatusError{Status: herr.status, Msg: herr.msg, RetryAfter: herr.retryAfter}
 	}
 	return n, nil
 }

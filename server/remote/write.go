@@ -9,12 +9,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/prometheus/prompb"
 	writev2 "github.com/prometheus/prometheus/prompb/io/prometheus/write/v2"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/internal/redact"
+	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -54,14 +56,29 @@ type WriteOptions struct {
 	// MaxBodyBytes bounds a request body, compressed and decompressed: 413 above. Default
 	// 32 MiB (Prometheus sends about 2,000 samples, some 100 KiB, a request).
 	MaxBodyBytes int64
+
+	// Tenant picks the limits in the configuration Limits returns (default
+	// limits.DefaultTenant).
+	Tenant string
+	// Limits, if set, returns the configuration whose ingest limits apply, read for every
+	// request (a reload applies at once); it or its result nil: no limits. See the
+	// package documentation for what each limit answers.
+	Limits func() *limits.Config
+	// LimitHit, if set, is called with a limit's name in the configuration
+	// ("ingestion_rate", ...) for each request refused by it, and for each series a label
+	// limit refuses.
+	LimitHit func(limit string)
+	// Now is the clock of the ingestion rate's token bucket (default time.Now).
+	Now func() time.Time
 }
 
 // WriteHandler serves remote write 1.0 and 2.0 (POST /api/v1/write). See the package
 // documentation for what it answers.
 type WriteHandler struct {
-	sink Sink
-	opts WriteOptions
-	gate *gate
+	sink   Sink
+	opts   WriteOptions
+	gate   *gate
+	bucket *limits.Bucket // of IngestionRate
 
 	samplesReceived    atomic.Uint64
 	samplesWritten     atomic.Uint64
@@ -97,7 +114,11 @@ func NewWriteHandler(sink Sink, opts *WriteOptions) (*WriteHandler, error) {
 	if o.MaxBodyBytes == 0 {
 		o.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	h := &WriteHandler{sink: sink, opts: o, gate: newGate(int64(o.MaxSamplesInFlight)), requests: map[int]uint64{}}
+	if o.Tenant == "" {
+		o.Tenant = limits.DefaultTenant
+	}
+	h := &WriteHandler{sink: sink, opts: o, gate: newGate(int64(o.MaxSamplesInFlight)), bucket: limits.NewBucket(o.Now),
+		requests: map[int]uint64{}}
 	return h, nil
 }
 
@@ -160,6 +181,9 @@ func (h *WriteHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.requests[status]++
 	h.mu.Unlock()
 	if herr != nil {
+		if herr.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(herr.retryAfter))
+		}
 		http.Error(w, redact.Secrets(herr.msg), herr.status)
 		return
 	}
@@ -182,44 +206,59 @@ func (h *WriteHandler) serve(w http.ResponseWriter, r *http.Request) (writeVersi
 		return version, Written{}, herr
 	}
 
-	var (
-		weight int
-		fill   func(a *assembler)
-	)
+	var d decoded
 	switch version {
 	case writeV1:
 		var req prompb.WriteRequest
 		if err := req.Unmarshal(body); err != nil {
 			return version, Written{}, errorf(http.StatusBadRequest, "decoding prometheus.WriteRequest: %v", err)
 		}
-		weight, fill = decodeV1(req.Timeseries)
+		d = decodeV1(req.Timeseries)
 	case writeV2:
 		var req writev2.Request
 		if err := req.Unmarshal(body); err != nil {
 			return version, Written{}, errorf(http.StatusBadRequest, "decoding io.prometheus.write.v2.Request: %v", err)
 		}
-		if weight, fill, err = decodeV2(&req); err != nil {
+		if d, err = decodeV2(&req); err != nil {
 			return version, Written{}, errorf(http.StatusBadRequest, "io.prometheus.write.v2.Request: %v", err)
 		}
 	}
-	n, herr := h.write(r.Context(), weight, fill)
+	n, herr := h.write(r.Context(), d)
 	return version, n, herr
 }
 
-// write waits for room for a decoded request's samples (weight, histograms weighted), then
-// builds its points (fill) and stores them. It returns what was stored and the error to
-// answer (nil: everything was stored).
-func (h *WriteHandler) write(ctx context.Context, weight int, fill func(a *assembler)) (Written, *httpError) {
-	if weight > h.opts.MaxSamplesInFlight {
-		return Written{}, errorf(http.StatusRequestEntityTooLarge, "the request holds %d samples (histograms weighted), over the limit of %d in flight", weight, h.opts.MaxSamplesInFlight)
+// decoded is a request decoded, before its points are built.
+type decoded struct {
+	series  int // its TimeSeries
+	samples int // float and histogram samples, a histogram counting 1 (IngestionRate's unit)
+	weight  int // samples, histograms weighted by their memory (MaxSamplesInFlight's unit)
+	fill    func(a *assembler)
+}
+
+// write admits a decoded request (its tenant's limits), waits for room for its samples
+// (weight, histograms weighted), then builds its points (fill) and stores them. It returns
+// what was stored and the error to answer (nil: everything was stored).
+func (h *WriteHandler) write(ctx context.Context, d decoded) (Written, *httpError) {
+	lim, limitedStatus := h.limitsNow()
+	if herr := h.checkSeries(d, lim); herr != nil {
+		return Written{}, herr
 	}
-	if err := h.gate.acquire(ctx, int64(weight)); err != nil {
-		return Written{}, errorf(http.StatusServiceUnavailable, "gave up waiting for room for %d samples: %v", weight, err)
+	if d.weight > h.opts.MaxSamplesInFlight {
+		return Written{}, errorf(http.StatusRequestEntityTooLarge, "the request holds %d samples (histograms weighted), over the limit of %d in flight", d.weight, h.opts.MaxSamplesInFlight)
 	}
-	defer h.gate.release(int64(weight))
+	taken, herr := h.takeTokens(d, lim, limitedStatus)
+	if herr != nil {
+		return Written{}, herr
+	}
+	if err := h.gate.acquire(ctx, int64(d.weight)); err != nil {
+		h.bucket.Return(taken, lim.Burst()) // not served: the sender sends it again
+		return Written{}, errorf(http.StatusServiceUnavailable, "gave up waiting for room for %d samples: %v", d.weight, err)
+	}
+	defer h.gate.release(int64(d.weight))
 
 	a := newAssembler()
-	fill(a)
+	a.limits, a.onLimit = lim, h.hit
+	d.fill(a)
 	all := a.finish()
 	h.exemplarsReceived.Add(uint64(a.exemplars))
 
@@ -376,17 +415,18 @@ func outcomeOf(err error, total int, labelsOf map[string]tsdb.Labels, kind strin
 	return out
 }
 
-// decodeV1 weighs the samples of 1.0 time series and returns the function that feeds them
-// to an assembler.
-func decodeV1(tss []prompb.TimeSeries) (int, func(*assembler)) {
-	weight := 0
+// decodeV1 counts and weighs the samples of 1.0 time series, with the function that feeds
+// them to an assembler.
+func decodeV1(tss []prompb.TimeSeries) decoded {
+	d := decoded{series: len(tss)}
 	for i := range tss {
-		weight += len(tss[i].Samples)
+		d.samples += len(tss[i].Samples) + len(tss[i].Histograms)
+		d.weight += len(tss[i].Samples)
 		for j := range tss[i].Histograms {
-			weight += weightV1(&tss[i].Histograms[j])
+			d.weight += weightV1(&tss[i].Histograms[j])
 		}
 	}
-	return weight, func(a *assembler) {
+	d.fill = func(a *assembler) {
 		for i := range tss {
 			ts := &tss[i]
 			a.exemplars += len(ts.Exemplars)
@@ -400,28 +440,30 @@ func decodeV1(tss []prompb.TimeSeries) (int, func(*assembler)) {
 				})
 		}
 	}
+	return d
 }
 
 // decodeV2 is decodeV1 of a 2.0 request. References outside the symbols table make the
 // request malformed (an error).
-func decodeV2(req *writev2.Request) (int, func(*assembler), error) {
-	weight := 0
+func decodeV2(req *writev2.Request) (decoded, error) {
+	d := decoded{series: len(req.Timeseries)}
 	for i := range req.Timeseries {
 		refs := req.Timeseries[i].LabelsRefs
 		if len(refs)%2 != 0 {
-			return 0, nil, fmt.Errorf("timeseries %d has %d label references, not name-value pairs", i, len(refs))
+			return decoded{}, fmt.Errorf("timeseries %d has %d label references, not name-value pairs", i, len(refs))
 		}
 		for _, ref := range refs {
 			if int64(ref) >= int64(len(req.Symbols)) {
-				return 0, nil, fmt.Errorf("timeseries %d references symbol %d of %d", i, ref, len(req.Symbols))
+				return decoded{}, fmt.Errorf("timeseries %d references symbol %d of %d", i, ref, len(req.Symbols))
 			}
 		}
-		weight += len(req.Timeseries[i].Samples)
+		d.samples += len(req.Timeseries[i].Samples) + len(req.Timeseries[i].Histograms)
+		d.weight += len(req.Timeseries[i].Samples)
 		for j := range req.Timeseries[i].Histograms {
-			weight += weightV2(&req.Timeseries[i].Histograms[j])
+			d.weight += weightV2(&req.Timeseries[i].Histograms[j])
 		}
 	}
-	return weight, func(a *assembler) {
+	d.fill = func(a *assembler) {
 		for i := range req.Timeseries {
 			ts := &req.Timeseries[i]
 			a.exemplars += len(ts.Exemplars)
@@ -434,5 +476,6 @@ func decodeV2(req *writev2.Request) (int, func(*assembler), error) {
 					return ts.Histograms[j].Timestamp, fromV2(&ts.Histograms[j])
 				})
 		}
-	}, nil
+	}
+	return d, nil
 }
