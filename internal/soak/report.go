@@ -124,17 +124,25 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 
 // trend summarizes one quantity of the points.
 func trend(points []Point, duration time.Duration, f func(Point) int64) Trend {
+	d := duration.Seconds()
+	// The samples of the load only, not of the drain and read-back after it.
+	var load []Point
+	for _, p := range points {
+		if p.At <= d {
+			load = append(load, p)
+		}
+	}
+	points = load
 	if len(points) == 0 {
 		return Trend{}
 	}
-	d := duration.Seconds()
 	warm, tenth := d/3, d/10
 	var t Trend
 	t.First = f(points[0])
 	t.WarmedUp = median(points, f, warm, warm+tenth)
 	t.Last = median(points, f, d-tenth, d)
 	for _, p := range points {
-		if p.At >= warm && p.At <= d {
+		if p.At >= warm {
 			t.Max = max(t.Max, f(p))
 		}
 	}

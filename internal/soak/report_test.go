@@ -76,6 +76,10 @@ func TestTargets(t *testing.T) {
 		t.Error("a cross-tenant answer passed")
 	}
 	missing := map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 100}, Readback: Readback{Samples: 99, Missing: 1}}}
+	late := append(append([]int64(nil), flat...), 900<<20) // at 310s: after the load
+	if r := run(late, good, 0); !r.OK || r.RSS.Max != 100<<20 || r.RSS.Last != 100<<20 {
+		t.Errorf("a sample after the load counted: %+v", r.RSS)
+	}
 	if r := run(flat, missing, 0); r.OK {
 		t.Error("a missing sample passed")
 	}
