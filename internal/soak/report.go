@@ -113,7 +113,7 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 		{"goroutines after warm-up", fmt.Sprintf("%d to %d", r.Goroutines.WarmedUp, r.Goroutines.Last), "flat: <= +10% + 10",
 			len(points) > 0 && float64(r.Goroutines.Last) <= 1.1*float64(r.Goroutines.WarmedUp)+10},
 		{"samples acknowledged", fmt.Sprintf("%d unacknowledged", unacked), "every sample sent", unacked == 0 && acked > 0},
-		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified, %d of series not read back (--verify)", missing, unverified, notChecked), "0 missing", missing == 0 && unverified == 0},
+		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified, %d acknowledged of series not read back (--verify)", missing, unverified, notChecked), "0 missing", missing == 0 && unverified == 0},
 		{"cross-tenant answers", fmt.Sprintf("%d answers, %d series read back", r.CrossTenantAnswers, crossSeries), "0", r.CrossTenantAnswers == 0 && crossSeries == 0},
 	}
 	r.OK = true

@@ -116,7 +116,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, invalid("%s serve has no --config.file (tenants): run one tenant", cfg.Tablets)
 	}
 	dir := cfg.Dir
-	if dir == "" {
+	if dir != "" {
+		// The server runs in another directory: it gets the configuration's absolute path.
+		if dir, err = filepath.Abs(dir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	} else {
 		if dir, err = os.MkdirTemp("", "tablets-soak-"); err != nil {
 			return nil, err
 		}
