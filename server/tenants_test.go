@@ -527,3 +527,25 @@ func (c *tenantClock) add(d time.Duration) {
 	c.now = c.now.Add(d)
 	c.mu.Unlock()
 }
+
+// Each tenant's limits apply to its own requests through the front (an override of one
+// tenant does not touch another), and every hit is counted with its tenant.
+func TestTenantsLimitsPerTenant(t *testing.T) {
+	svc, _, base := tenantService(t)
+	cfg := newMutableConfig(t, "tenants:\n  allow: [teama, teamb]\noverrides:\n  teama:\n    max_series_per_request: 1\n")
+	front := newFront(t, svc, base, &server.TenantsOptions{Limits: cfg.load})
+	url := newHTTPTest(t, front)
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	status, msg := tenantClient{base: url, tenant: "teama"}.write(t, at, "a", "m1", "m2")
+	require.Equal(t, http.StatusBadRequest, status, msg)
+	require.Contains(t, msg, "max_series_per_request")
+	status, msg = tenantClient{base: url, tenant: "teamb"}.write(t, at, "b", "m1", "m2")
+	require.Equal(t, http.StatusNoContent, status, msg)
+	status, msg = tenantClient{base: url}.write(t, at, "d", "m1", "m2")
+	require.Equal(t, http.StatusNoContent, status, msg)
+
+	code, body := tenantClient{base: url}.do(t, http.MethodGet, "/metrics", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	requireMetric(t, string(body), `tablets_limit_hits_total{limit="max_series_per_request",tenant="teama"} 1`)
+	require.NotContains(t, string(body), `tablets_limit_hits_total{limit="max_series_per_request",tenant="teamb"}`)
+}

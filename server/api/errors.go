@@ -4,7 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"syscall"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 
 	"github.com/prometheus/prometheus/promql"
 
@@ -78,6 +83,8 @@ func classify(err error) *apiError {
 		return &apiError{typ: ErrorCanceled, err: err}
 	case errors.As(err, &eqt):
 		return &apiError{ErrorTimeout, err, LimitQueryTimeout}
+	case accountUnavailable(err), isStorage && accountUnavailable(es.Err):
+		return &apiError{typ: ErrorUnavailable, err: err}
 	case isStorage:
 		return &apiError{typ: ErrorInternal, err: err}
 	case errors.Is(err, context.Canceled):
@@ -105,6 +112,25 @@ func httpStatus(t ErrorType) int {
 	default:
 		return http.StatusInternalServerError
 	}
+}
+
+// accountUnavailable reports an error of the storage account that a later try can get
+// past: unreachable (a network error), throttled, or answering 5xx, 408 or 429. The query
+// is then unavailable (503), which Grafana and proxies may retry, not an execution error
+// (422) of the query itself.
+func accountUnavailable(err error) bool {
+	var ne net.Error
+	var re *azcore.ResponseError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return false // the query's own deadline (a net.Error too), or its client gone
+	case errors.Is(err, tablets.ErrThrottled), errors.As(err, &ne), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET):
+		return true
+	case errors.As(err, &re):
+		return re.StatusCode >= 500 || re.StatusCode == http.StatusRequestTimeout || re.StatusCode == http.StatusTooManyRequests
+	}
+	return false
 }
 
 // badInput reports an error wrapping a sentinel for a request the store cannot do: bad

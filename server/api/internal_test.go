@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
@@ -274,6 +276,12 @@ func TestClassifyAndStatus(t *testing.T) {
 		{fmt.Errorf("expanding series: %w", context.Canceled), ErrorCanceled, 499},
 		{fmt.Errorf("expanding series: %w", context.DeadlineExceeded), ErrorTimeout, 503},
 		{errors.New("anything else"), ErrorExec, 422},
+		// The account unreachable, throttled or failing: unavailable, not the query's fault.
+		{fmt.Errorf("expanding series: %w", refusedDial(t)), ErrorUnavailable, 503},
+		{promql.ErrStorage{Err: fmt.Errorf("tsdb: %w", refusedDial(t))}, ErrorUnavailable, 503},
+		{fmt.Errorf("expanding series: %w", fmt.Errorf("%w: ServerBusy", tablets.ErrThrottled)), ErrorUnavailable, 503},
+		{fmt.Errorf("expanding series: %w", &azcore.ResponseError{StatusCode: 500, ErrorCode: "InternalError"}), ErrorUnavailable, 503},
+		{fmt.Errorf("expanding series: %w", &azcore.ResponseError{StatusCode: 400, ErrorCode: "InvalidInput"}), ErrorExec, 422},
 	}
 	for _, c := range cases {
 		e := classify(c.err)
@@ -313,4 +321,20 @@ func TestParseLimit(t *testing.T) {
 		require.ErrorIs(t, err, tablets.ErrInvalidLimit, in)
 		require.EqualError(t, err, msg, in)
 	}
+}
+
+// refusedDial is the error of a connection to a port nothing listens on, as a client of an
+// account that is down gets it.
+func refusedDial(t *testing.T) error {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	c, err := net.Dial("tcp", addr)
+	if err == nil {
+		c.Close()
+	}
+	require.Error(t, err, "a closed port accepted a connection")
+	return err
 }
