@@ -1,0 +1,252 @@
+package soak
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is what a soak measured, and whether it met its targets.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Duration string    `json:"duration"`
+	Tenants  int       `json:"tenants"`
+	Rate     float64   `json:"rate_samples_per_second"` // asked for
+	Series   int       `json:"series_per_tenant"`
+	Scrape   string    `json:"scrape_interval"`
+	Outage   string    `json:"outage"`
+	// Tenancy says whether the server was given the tenants (X-Scope-OrgID and
+	// --config.file); without it one tenant writes without a header.
+	Tenancy bool `json:"tenancy"`
+
+	// RSS and Goroutines: the first sample, the median around the end of the warm-up (the
+	// first third of the run) and over the last tenth of the run, and the most in the last
+	// two thirds. Growth is Last over WarmedUp, minus 1.
+	RSS        Trend `json:"rss_bytes"`
+	Goroutines Trend `json:"goroutines"`
+
+	Queries            map[string]Latency      `json:"queries"` // per dashboard range
+	CrossTenantAnswers int64                   `json:"cross_tenant_answers"`
+	EmptyAnswers       int64                   `json:"empty_answers"`
+	FirstCrossTenant   string                  `json:"first_cross_tenant,omitempty"`
+	FirstQueryError    string                  `json:"first_query_error,omitempty"`
+	PerTenant          map[string]TenantReport `json:"per_tenant"`
+
+	AccountRequests          int64   `json:"account_requests"`
+	AccountRequestsPerSample float64 `json:"account_requests_per_sample"`
+	LoadSeconds              float64 `json:"load_seconds"` // the load and its drain
+
+	Targets []Target `json:"targets"`
+	OK      bool     `json:"ok"`
+	Points  []Point  `json:"points"`
+}
+
+// Trend is a quantity sampled over the run.
+type Trend struct {
+	First    int64   `json:"first"`
+	WarmedUp int64   `json:"warmed_up"`
+	Last     int64   `json:"last"`
+	Max      int64   `json:"max_after_warm_up"`
+	Growth   float64 `json:"growth"`
+}
+
+// TenantReport is one tenant's writes and read-back.
+type TenantReport struct {
+	Writes   WriteStats `json:"writes"`
+	Readback Readback   `json:"read_back"`
+}
+
+// Target is one goal of the soak.
+type Target struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	Goal  string `json:"goal"`
+	OK    bool   `json:"ok"`
+}
+
+func newReport(cfg Config, began time.Time, tenancy bool, series int) *Report {
+	outage := "none"
+	if cfg.Outage > 0 {
+		outage = fmt.Sprintf("%s at %s", cfg.Outage, cfg.OutageAt)
+	}
+	return &Report{Started: began.UTC(), Duration: cfg.Duration.String(), Tenants: cfg.Tenants, Rate: cfg.Rate,
+		Series: series, Scrape: cfg.Scrape.String(), Outage: outage, Tenancy: tenancy,
+		PerTenant: map[string]TenantReport{}}
+}
+
+// finish computes the summaries and the targets.
+func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, duration time.Duration) {
+	r.Points = points
+	r.LoadSeconds = loadSeconds
+	r.RSS = trend(points, duration, func(p Point) int64 { return p.RSSBytes })
+	r.Goroutines = trend(points, duration, func(p Point) int64 { return p.Goroutines })
+	r.Queries = q.latency()
+	q.mu.Lock()
+	r.CrossTenantAnswers, r.EmptyAnswers, r.FirstCrossTenant, r.FirstQueryError = q.CrossTenant, q.Empty, q.FirstCrossTenant, q.FirstError
+	q.mu.Unlock()
+	var acked, missing, unacked, crossSeries, unverified, notChecked int64
+	for _, t := range r.PerTenant {
+		acked += t.Writes.Acked
+		missing += t.Readback.Missing
+		unacked += t.Writes.Sent - t.Writes.Acked
+		crossSeries += t.Readback.CrossTenant
+		unverified += t.Readback.Unverified
+		notChecked += t.Readback.NotChecked
+	}
+	// The account requests of the load: up to the last sample within the duration (not
+	// the read-back's).
+	for _, p := range points {
+		if p.At <= duration.Seconds() {
+			r.AccountRequests = p.AccountRequests - points[0].AccountRequests
+		}
+	}
+	if acked > 0 {
+		r.AccountRequestsPerSample = float64(r.AccountRequests) / float64(acked)
+	}
+	r.Targets = []Target{
+		{"RSS growth after warm-up", fmt.Sprintf("%+.1f%% (%s to %s)", 100*r.RSS.Growth, mib(r.RSS.WarmedUp), mib(r.RSS.Last)), "<= +10%",
+			len(points) > 0 && r.RSS.Growth <= 0.10},
+		{"goroutines after warm-up", fmt.Sprintf("%d to %d", r.Goroutines.WarmedUp, r.Goroutines.Last), "flat: <= +10% + 10",
+			len(points) > 0 && float64(r.Goroutines.Last) <= 1.1*float64(r.Goroutines.WarmedUp)+10},
+		{"samples acknowledged", fmt.Sprintf("%d unacknowledged", unacked), "every sample sent", unacked == 0 && acked > 0},
+		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified, %d acknowledged of series not read back (--verify)", missing, unverified, notChecked), "0 missing", missing == 0 && unverified == 0},
+		{"cross-tenant answers", fmt.Sprintf("%d answers, %d series read back", r.CrossTenantAnswers, crossSeries), "0", r.CrossTenantAnswers == 0 && crossSeries == 0},
+	}
+	r.OK = true
+	for _, t := range r.Targets {
+		r.OK = r.OK && t.OK
+	}
+}
+
+// trend summarizes one quantity of the points.
+func trend(points []Point, duration time.Duration, f func(Point) int64) Trend {
+	d := duration.Seconds()
+	// The samples of the load only, not of the drain and read-back after it.
+	var load []Point
+	for _, p := range points {
+		if p.At <= d {
+			load = append(load, p)
+		}
+	}
+	points = load
+	if len(points) == 0 {
+		return Trend{}
+	}
+	warm, tenth := d/3, d/10
+	var t Trend
+	t.First = f(points[0])
+	t.WarmedUp = median(points, f, warm, warm+tenth)
+	t.Last = median(points, f, d-tenth, d)
+	for _, p := range points {
+		if p.At >= warm {
+			t.Max = max(t.Max, f(p))
+		}
+	}
+	if t.WarmedUp > 0 {
+		t.Growth = float64(t.Last)/float64(t.WarmedUp) - 1
+	}
+	return t
+}
+
+// median is the median of f over the points in [from, to], or f of the point nearest
+// to from if there is none.
+func median(points []Point, f func(Point) int64, from, to float64) int64 {
+	var vs []int64
+	for _, p := range points {
+		if p.At >= from && p.At <= to {
+			vs = append(vs, f(p))
+		}
+	}
+	if len(vs) == 0 {
+		nearest := points[0]
+		for _, p := range points {
+			if abs(p.At-from) < abs(nearest.At-from) {
+				nearest = p
+			}
+		}
+		return f(nearest)
+	}
+	slices.Sort(vs)
+	return vs[len(vs)/2]
+}
+
+func abs(x float64) float64 { return max(x, -x) }
+
+func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
+}
+
+// WriteText writes the report for a reader.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak of %s from %s: %d tenants, %.0f samples/s asked (%d series each, scraped every %s), outage %s, tenancy %v\n",
+		r.Duration, r.Started.Format(time.RFC3339), r.Tenants, r.Rate, r.Series, r.Scrape, r.Outage, r.Tenancy)
+	fmt.Fprintf(&b, "RSS:        first %s, warmed up %s, last %s, max after warm-up %s: %+.1f%%\n",
+		mib(r.RSS.First), mib(r.RSS.WarmedUp), mib(r.RSS.Last), mib(r.RSS.Max), 100*r.RSS.Growth)
+	fmt.Fprintf(&b, "goroutines: first %d, warmed up %d, last %d, max after warm-up %d\n",
+		r.Goroutines.First, r.Goroutines.WarmedUp, r.Goroutines.Last, r.Goroutines.Max)
+	for _, rg := range ranges {
+		l := r.Queries[rg.name]
+		fmt.Fprintf(&b, "queries %s:  %d answered, %d errors; p50 %.3fs, p99 %.3fs, max %.3fs\n", rg.name, l.Queries, l.Errors, l.P50, l.P99, l.Max)
+	}
+	fmt.Fprintf(&b, "answers:    %d cross-tenant, %d empty\n", r.CrossTenantAnswers, r.EmptyAnswers)
+	if r.FirstCrossTenant != "" {
+		fmt.Fprintf(&b, "            first cross-tenant: %s\n", r.FirstCrossTenant)
+	}
+	if r.FirstQueryError != "" {
+		fmt.Fprintf(&b, "            first query error: %s\n", r.FirstQueryError)
+	}
+	tenants := make([]string, 0, len(r.PerTenant))
+	for t := range r.PerTenant {
+		tenants = append(tenants, t)
+	}
+	sort.Strings(tenants)
+	for _, t := range tenants {
+		tr := r.PerTenant[t]
+		wr, rb := tr.Writes, tr.Readback
+		fmt.Fprintf(&b, "tenant %s: samples sent %d, acknowledged %d, dropped (4xx) %d, unsent %d; read back %d of %d series checked (missing %d, extra %d, series missing %d, other tenants' series %d); requests %d, retries %d, answers %s\n",
+			t, wr.Sent, wr.Acked, wr.Dropped, wr.Pending, rb.Samples, rb.SeriesChecked, rb.Missing, rb.Extra, rb.SeriesMissing, rb.CrossTenant, wr.Requests, wr.Retries, statusText(wr.Status))
+		if rb.Unverified > 0 {
+			fmt.Fprintf(&b, "            %d acknowledged samples not verified: %s\n", rb.Unverified, rb.Error)
+		}
+		if rb.FirstMissing != "" {
+			fmt.Fprintf(&b, "            first missing: %s\n", rb.FirstMissing)
+		}
+	}
+	fmt.Fprintf(&b, "account:    %d requests, %.4f a sample acknowledged\n", r.AccountRequests, r.AccountRequestsPerSample)
+	for _, t := range r.Targets {
+		mark := "ok  "
+		if !t.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(&b, "%s %s: %s (goal %s)\n", mark, t.Name, t.Value, t.Goal)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func statusText(m map[int]int64) string {
+	codes := make([]int, 0, len(m))
+	for c := range m {
+		codes = append(codes, c)
+	}
+	sort.Ints(codes)
+	var parts []string
+	for _, c := range codes {
+		name := fmt.Sprint(c)
+		if c == 0 {
+			name = "none"
+		}
+		parts = append(parts, fmt.Sprintf("%s x%d", name, m[c]))
+	}
+	return strings.Join(parts, ", ")
+}

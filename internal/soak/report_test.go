@@ -1,0 +1,107 @@
+package soak
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMetricSums(t *testing.T) {
+	exposition := `# HELP go_goroutines Number of goroutines that currently exist.
+# TYPE go_goroutines gauge
+go_goroutines 42
+go_goroutines_total_not_this 7
+tablets_account_requests_total{tenant="a"} 10
+tablets_account_requests_total{tenant="b",x="}"} 5 1700000000000
+tablets_account_requests_total 1.5e3
+other{go_goroutines="1"} 3
+`
+	g, r := metricSums(strings.NewReader(exposition), "go_goroutines", "tablets_account_requests_total")
+	if g != 42 || r != 1515 {
+		t.Fatalf("goroutines %v, account requests %v; want 42 and 1515", g, r)
+	}
+}
+
+func points(rss ...int64) []Point {
+	var ps []Point
+	for i, v := range rss {
+		ps = append(ps, Point{At: float64(10 * i), RSSBytes: v, Goroutines: 100, AccountRequests: int64(1000 * i)})
+	}
+	return ps
+}
+
+func TestTargets(t *testing.T) {
+	run := func(rss []int64, tenants map[string]TenantReport, cross int64) *Report {
+		r := newReport(Config{Duration: 300 * time.Second, Tenants: len(tenants), Rate: 10, Scrape: 15 * time.Second}, time.Unix(0, 0), true, 14)
+		r.PerTenant = tenants
+		q := newQueryStats()
+		q.CrossTenant = cross
+		q.latencies["1h"] = []time.Duration{3 * time.Second, time.Second, 2 * time.Second}
+		r.finish(points(rss...), q, 300, 300*time.Second)
+		return r
+	}
+	good := map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 100}, Readback: Readback{Samples: 100}}}
+	// 31 points over 300s: warm-up at 100s..130s (points 10-13), the end at 270s..300s (27-30).
+	flat := make([]int64, 31)
+	for i := range flat {
+		flat[i] = 100 << 20
+	}
+	r := run(flat, good, 0)
+	if !r.OK {
+		t.Fatalf("a flat run failed: %+v", r.Targets)
+	}
+	if r.Queries["1h"].P50 != 2 || r.Queries["1h"].P99 != 3 || r.Queries["1h"].Queries != 3 {
+		t.Errorf("1h latency %+v", r.Queries["1h"])
+	}
+	if r.AccountRequests != 30000 || r.AccountRequestsPerSample != 300 {
+		t.Errorf("account requests %d, %v a sample", r.AccountRequests, r.AccountRequestsPerSample)
+	}
+
+	grown := append([]int64(nil), flat...)
+	for i := 27; i < 31; i++ {
+		grown[i] = 115 << 20
+	}
+	grown[5] = 500 << 20 // during the warm-up: not counted
+	if r := run(grown, good, 0); r.OK || r.Targets[0].OK || r.RSS.Growth < 0.149 || r.RSS.Growth > 0.151 {
+		t.Errorf("RSS grown 15%%: growth %v, targets %+v", r.RSS.Growth, r.Targets)
+	}
+	spike := append([]int64(nil), flat...)
+	spike[20] = 300 << 20 // a spike in the middle (the outage's backlog) that goes away
+	if r := run(spike, good, 0); !r.OK || r.RSS.Max != 300<<20 {
+		t.Errorf("a passing spike: max %d, targets %+v", r.RSS.Max, r.Targets)
+	}
+	if r := run(flat, good, 1); r.OK {
+		t.Error("a cross-tenant answer passed")
+	}
+	missing := map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 100}, Readback: Readback{Samples: 99, Missing: 1}}}
+	late := append(append([]int64(nil), flat...), 900<<20) // at 310s: after the load
+	if r := run(late, good, 0); !r.OK || r.RSS.Max != 100<<20 || r.RSS.Last != 100<<20 {
+		t.Errorf("a sample after the load counted: %+v", r.RSS)
+	}
+	if r := run(flat, missing, 0); r.OK {
+		t.Error("a missing sample passed")
+	}
+	unacked := map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 90, Dropped: 10}, Readback: Readback{Samples: 90}}}
+	if r := run(flat, unacked, 0); r.OK {
+		t.Error("samples dropped passed")
+	}
+
+	var text, js bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tenant soak0: samples sent 100, acknowledged 100", "ok   RSS growth after warm-up: +0.0%"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || !back.OK || back.PerTenant["soak0"].Writes.Acked != 100 || len(back.Points) != 31 {
+		t.Fatalf("the JSON report does not read back: %v\n%s", err, js.String())
+	}
+}

@@ -1,0 +1,111 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seed71701133/tablets/internal/azurite"
+)
+
+// smokeEnv enables TestSoakSmoke: it builds the command and runs a soak of about a minute,
+// too long and too timing-dependent for every `go test`.
+const smokeEnv = "TABLETS_SOAK_SMOKE"
+
+// TestSoakSmoke runs a short soak (40s at 500 samples/s, a 5s outage at 15s) of the tablets
+// command built from this tree, in front of an Azurite reached through Azure's limit
+// Checker, and requires every acknowledged sample read back and no cross-tenant answer.
+// Its RSS and goroutine targets are not asserted: 40s has no steady state.
+func TestSoakSmoke(t *testing.T) {
+	if testing.Short() || os.Getenv(smokeEnv) == "" {
+		t.Skipf("a soak of about a minute: set %s=1 to run it", smokeEnv)
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build tablets with")
+	}
+	bin := filepath.Join(t.TempDir(), "tablets")
+	if out, err := exec.CommandContext(t.Context(), goBin, "build", "-o", bin, "github.com/seed71701133/tablets/cmd/tablets").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	az, err := azurite.Start(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer az.Stop()
+
+	// The server reaches Azurite through a reverse proxy that checks every request against
+	// Azure's limits (the server is another process: its own transport cannot be wrapped).
+	var mu sync.Mutex
+	var violations []string
+	checker := azurite.NewChecker(nil, func(v string) {
+		mu.Lock()
+		violations = append(violations, v)
+		mu.Unlock()
+	})
+	target, err := url.Parse(az.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checking := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.Out.URL.Scheme, r.Out.URL.Host = target.Scheme, target.Host
+			r.Out.RequestURI = "" // the checker sends it with an http.Client
+		},
+		Transport: roundTripFunc(checker.Do),
+		ErrorLog:  log.New(io.Discard, "", 0), // requests the server cancels as it stops
+	})
+	defer checking.Close()
+	cs := fmt.Sprintf("DefaultEndpointsProtocol=http;AccountName=%s;AccountKey=%s;TableEndpoint=%s/%s;",
+		"devstoreaccount1", "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==", checking.URL, "devstoreaccount1")
+
+	tenants := 1
+	if ok, err := serveHasTenants(t.Context(), bin); err != nil {
+		t.Fatal(err)
+	} else if ok {
+		tenants = 2
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Duration: 40 * time.Second, Tenants: tenants, Rate: 500, OutageAt: 15 * time.Second, Outage: 5 * time.Second,
+		ConnectionString: cs, Tablets: bin, Dir: t.TempDir(), Progress: t.Output(), Drain: 2 * time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteText(t.Output()); err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range rep.Targets[2:] { // acknowledged, read back, cross-tenant
+		if !target.OK {
+			t.Errorf("%s: %s", target.Name, target.Value)
+		}
+	}
+	if len(rep.PerTenant) != tenants || rep.Queries["1h"].Queries == 0 || rep.Queries["7d"].Queries == 0 || len(rep.Points) < 3 {
+		t.Errorf("tenants %d, queries %+v, %d points", len(rep.PerTenant), rep.Queries, len(rep.Points))
+	}
+	for tenant, tr := range rep.PerTenant {
+		if tr.Writes.Acked < 15_000/int64(tenants) { // 40s at 500/s, less the partial first and last scrapes
+			t.Errorf("tenant %s: %d samples acknowledged", tenant, tr.Writes.Acked)
+		}
+	}
+	if checker.Stats().Requests == 0 {
+		t.Error("no request went through the checker")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range violations {
+		t.Errorf("Azure would reject: %s", v)
+	}
+}

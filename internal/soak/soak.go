@@ -1,0 +1,467 @@
+package soak
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/azurite/runner"
+	"github.com/seed71701133/tablets/internal/proc"
+)
+
+// Config is one soak run.
+type Config struct {
+	Duration time.Duration // of the load
+	Tenants  int
+	Rate     float64 // samples/s, all tenants together
+	// OutageAt is when, after the load starts, the account is cut off for Outage (0: no
+	// outage).
+	OutageAt, Outage time.Duration
+	// ConnectionString names the account; "" starts a local Azurite. Its table endpoint
+	// must be plain http (Azurite's): the outage proxy forwards TCP and cannot present the
+	// account's TLS certificate.
+	ConnectionString string
+	// Tablets is the tablets executable whose `serve` is soaked.
+	Tablets string
+	// ServeArgs are more flags for `tablets serve` (after the soak's own, so they win).
+	ServeArgs []string
+	// Dir receives the server's log (server.log) and configuration file; "" means a
+	// temporary directory, removed at the end.
+	Dir string
+	// Progress, if set, receives a line a minute.
+	Progress io.Writer
+
+	// Scrape, Refresh and Sample are the scrape interval of every target (0: 15s), the
+	// dashboards' refresh interval (0: 10s) and how often the server is sampled (0: 10s).
+	Scrape, Refresh, Sample time.Duration
+	// Drain bounds the wait, after the load, for the writes still queued to be answered
+	// (0: 5m).
+	Drain time.Duration
+	// Verify is how many of a tenant's series are read back at the end, spread over its
+	// targets (0: all). Reading back costs the server a request to the account per 5
+	// series, and on Azurite each request scans a whole table.
+	Verify int
+}
+
+// The tenant header, as Cortex and Mimir name it.
+const tenantHeader = "X-Scope-OrgID"
+
+func (c *Config) check() error {
+	if c.Scrape == 0 {
+		c.Scrape = 15 * time.Second
+	}
+	if c.Refresh == 0 {
+		c.Refresh = 10 * time.Second
+	}
+	if c.Sample == 0 {
+		c.Sample = 10 * time.Second
+	}
+	if c.Drain == 0 {
+		c.Drain = 5 * time.Minute
+	}
+	switch {
+	case c.Duration <= 0:
+		return invalid("the duration %s is not positive", c.Duration)
+	case c.Tenants < 1 || c.Tenants > 1000:
+		return invalid("%d tenants: 1 to 1000", c.Tenants)
+	case !(c.Rate > 0) || math.IsInf(c.Rate, 0):
+		return invalid("the rate %v is not a positive number of samples/s", c.Rate)
+	case c.OutageAt < 0 || c.Outage < 0 || (c.Outage > 0 && c.OutageAt+c.Outage > c.Duration):
+		return invalid("the outage (%s at %s) must end within the run (%s)", c.Outage, c.OutageAt, c.Duration)
+	case c.Verify < 0:
+		return invalid("the series to verify (%d) are negative", c.Verify)
+	case c.Scrape < time.Second || c.Refresh <= 0 || c.Sample <= 0 || c.Drain < 0:
+		return invalid("the intervals must be positive, the scrape interval at least 1s")
+	case c.Tablets == "":
+		return invalid("no tablets executable")
+	}
+	if c.ConnectionString != "" {
+		if _, err := tableEndpointHost(c.ConnectionString); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("soak: %w: %s", tablets.ErrInvalidOptions, fmt.Sprintf(format, args...))
+}
+
+// tenantID is tenant number i's ID: lowercase letters and digits.
+func tenantID(i int) string { return "soak" + strconv.Itoa(i) }
+
+// Run runs the soak and returns its report; the report's OK says whether every target was
+// met. The error is a failure to run it at all (or ctx ending).
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	tenancy, err := serveHasTenants(ctx, cfg.Tablets)
+	if err != nil {
+		return nil, err
+	}
+	if !tenancy && cfg.Tenants > 1 {
+		return nil, invalid("%s serve has no --config.file (tenants): run one tenant", cfg.Tablets)
+	}
+	dir := cfg.Dir
+	if dir != "" {
+		// The server runs in another directory: it gets the configuration's absolute path.
+		if dir, err = filepath.Abs(dir); err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+	} else {
+		if dir, err = os.MkdirTemp("", "tablets-soak-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+	}
+	connString, stopAccount, err := account(ctx, cfg.ConnectionString, cfg.Progress)
+	if err != nil {
+		return nil, err
+	}
+	defer stopAccount()
+	target, err := tableEndpointHost(connString)
+	if err != nil {
+		return nil, err
+	}
+	proxy, err := NewProxy(target)
+	if err != nil {
+		return nil, err
+	}
+	defer proxy.Close()
+	srv, err := startServer(ctx, cfg, dir, tenancy, strings.Replace(connString, target, proxy.Addr(), 1))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.stop()
+	r := &run{cfg: cfg, tenancy: tenancy, proxy: proxy, srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	return r.run(ctx)
+}
+
+// serveHasTenants reports whether the executable's serve takes a configuration file of
+// tenants.
+func serveHasTenants(ctx context.Context, bin string) (bool, error) {
+	out, err := exec.CommandContext(ctx, bin, "serve", "--help").CombinedOutput()
+	if err != nil {
+		return false, fmt.Errorf("soak: %s serve --help: %w: %.500s", bin, err, out)
+	}
+	return strings.Contains(string(out), "--config.file"), nil
+}
+
+// account returns the connection string of the account, starting a local Azurite if none
+// is given.
+func account(ctx context.Context, cs string, progress io.Writer) (string, func(), error) {
+	if cs != "" {
+		return cs, func() {}, nil
+	}
+	if progress != nil {
+		fmt.Fprintln(progress, "starting a local Azurite (in memory; the first run installs it from npm)...")
+	}
+	az, err := runner.Start(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	return az.ConnectionString, func() { _ = az.Stop() }, nil
+}
+
+// tableEndpointHost is the host:port of a connection string's table endpoint, which must
+// be plain http.
+func tableEndpointHost(cs string) (string, error) {
+	for _, part := range strings.Split(cs, ";") {
+		k, v, _ := strings.Cut(part, "=")
+		if !strings.EqualFold(strings.TrimSpace(k), "TableEndpoint") {
+			continue
+		}
+		u, err := url.Parse(strings.TrimSpace(v))
+		if err != nil || u.Scheme != "http" || u.Port() == "" {
+			return "", invalid("the connection string's TableEndpoint must be http://HOST:PORT/... (the outage proxy cannot carry TLS)")
+		}
+		return u.Host, nil
+	}
+	return "", invalid("the connection string has no TableEndpoint (the outage proxy needs an http endpoint)")
+}
+
+// server is the `tablets serve` subprocess.
+type server struct {
+	p        *proc.Process
+	base     string // http://host:port of --listen
+	internal string // http://host:port of --listen-internal
+}
+
+func (s *server) stop() { _ = s.p.Stop(30 * time.Second) }
+
+// startServer starts `tablets serve` on two free ports, with short background intervals
+// so that folds, rollups and compactions happen during the soak, and waits until it is
+// ready.
+func startServer(ctx context.Context, cfg Config, dir string, tenancy bool, connString string) (*server, error) {
+	listen, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	internal, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--db", "soak",
+		"--listen", listen, "--listen-internal", internal,
+		"--connection-string", connString,
+		"--fold-interval", "1m", "--rollup-every", "1m", "--compact-every", "2m",
+		"--rollup-catch-up", "1h", "--compact-catch-up", "1h",
+		"--staging-partitions", strconv.Itoa(stagingPartitions(cfg.Rate / float64(cfg.Tenants))),
+	}
+	if tenancy {
+		file := filepath.Join(dir, "soak-config.yml")
+		allow := make([]string, cfg.Tenants)
+		for i := range allow {
+			allow[i] = tenantID(i)
+		}
+		if err := os.WriteFile(file, []byte("tenants:\n  allow: ["+strings.Join(allow, ", ")+"]\n"), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--config.file", file)
+	}
+	args = append(args, cfg.ServeArgs...)
+	p, err := proc.Start(cfg.Tablets, args, &proc.Options{LogFile: filepath.Join(dir, "server.log")})
+	if err != nil {
+		return nil, err
+	}
+	s := &server{p: p, base: "http://" + listen, internal: "http://" + internal}
+	if err := p.WaitReady(ctx, 2*time.Minute, s.ready); err != nil {
+		_ = p.Stop(0)
+		return nil, fmt.Errorf("soak: %w", err)
+	}
+	return s, nil
+}
+
+// stagingPartitions follows `tablets serve --help`: a partition takes about 1,300
+// samples/s, and their number is a power of two.
+func stagingPartitions(rate float64) int {
+	n := 1
+	for float64(n)*1300 < rate {
+		n *= 2
+	}
+	return n
+}
+
+func (s *server) ready(ctx context.Context) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.internal+"/-/ready", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// freeAddr is a free address of 127.0.0.1 (another process may take it before the server
+// listens: the server then fails to start, and so does the soak).
+func freeAddr() (string, error) {
+	port, err := proc.FreePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
+}
+
+// run is one soak in progress.
+type run struct {
+	cfg     Config
+	tenancy bool
+	proxy   *Proxy
+	srv     *server
+	client  *http.Client
+}
+
+func (r *run) run(ctx context.Context) (*Report, error) {
+	cfg := r.cfg
+	writers := r.writers()
+	began := time.Now()
+	points := r.monitor(ctx, began)
+	queries, err := r.load(ctx, began, writers)
+	if err != nil {
+		points()
+		return nil, err
+	}
+	rep := newReport(cfg, began, r.tenancy, writers[0].series.Len())
+	to := time.Now()
+	for i, w := range writers {
+		r.progress("reading back tenant %s's series (%d)", tenantID(i), w.series.Len())
+		t0 := time.Now()
+		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, checkedTargets(w.series.Targets, cfg.Verify), w.acked, began, to)
+		if err != nil {
+			points()
+			return nil, err
+		}
+		r.progress("tenant %s read back in %s: %d samples, %d missing, %d not verified",
+			tenantID(i), time.Since(t0).Round(time.Second), rb.Samples, rb.Missing, rb.Unverified)
+		rep.PerTenant[tenantID(i)] = TenantReport{Writes: w.snapshot(), Readback: rb}
+	}
+	rep.finish(points(), queries, to.Sub(began).Seconds(), cfg.Duration)
+	return rep, nil
+}
+
+// writers are the tenants' remote writers: each has Rate/Tenants samples/s, as targets of
+// seriesPerTarget series scraped every Scrape, sent by a shard per 250 samples/s (2 at
+// least: a shard sends one request at a time).
+func (r *run) writers() []*writer {
+	perTenant := r.cfg.Rate / float64(r.cfg.Tenants)
+	targets := max(1, int(math.Round(perTenant*r.cfg.Scrape.Seconds()/seriesPerTarget)))
+	shards := max(2, int(math.Ceil(perTenant/250)))
+	writers := make([]*writer, r.cfg.Tenants)
+	for i := range writers {
+		header := ""
+		if r.tenancy {
+			header = tenantID(i)
+		}
+		writers[i] = newWriter(Series{Tenant: tenantID(i), Targets: targets, Interval: r.cfg.Scrape},
+			r.srv.base+"/api/v1/write", header, r.client, shards)
+	}
+	return writers
+}
+
+// monitor samples the server every Sample from now on; the function returned stops it and
+// returns the samples.
+func (r *run) monitor(ctx context.Context, began time.Time) func() []Point {
+	ctx, stop := context.WithCancel(ctx)
+	ch := make(chan Point, 16)
+	go observe(ctx, r.client, r.srv.p.Pid(), r.srv.internal+"/metrics", began, r.cfg.Sample, ch)
+	var points []Point
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for p := range ch {
+			points = append(points, p)
+		}
+	}()
+	return func() []Point {
+		stop()
+		<-done
+		return points
+	}
+}
+
+// load runs the writers and the dashboards for the run's duration, with the outage, then
+// waits (at most Drain) for the writes still queued to be answered.
+func (r *run) load(ctx context.Context, began time.Time, writers []*writer) (*QueryStats, error) {
+	stop := make(chan struct{})
+	drainCtx, cancelDrain := context.WithCancel(ctx)
+	defer cancelDrain()
+	var wg sync.WaitGroup
+	for _, w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.run(drainCtx, began, stop)
+		}()
+	}
+	queryCtx, stopQueries := context.WithCancel(ctx)
+	defer stopQueries()
+	queries := newQueryStats()
+	var qwg sync.WaitGroup
+	for i, w := range writers {
+		qwg.Add(1)
+		go func() {
+			defer qwg.Done()
+			refresh(queryCtx, r.client, r.srv.base, tenantID(i), w.header, r.cfg.Refresh, queries)
+		}()
+	}
+	outage := r.scheduleOutage(ctx)
+
+	r.wait(ctx, began, writers, queries)
+	close(stop)
+	r.progress("load over: waiting for the writes queued to be answered (at most %s)", r.cfg.Drain)
+	stopQueries()
+	qwg.Wait()
+	drainTimer := time.AfterFunc(r.cfg.Drain, cancelDrain)
+	wg.Wait()
+	drainTimer.Stop()
+	if err := <-outage; err != nil {
+		return nil, err
+	}
+	return queries, ctx.Err()
+}
+
+// scheduleOutage cuts the account at OutageAt for Outage; the channel gets the restore's
+// error, or nil, once the outage is over (at once without one).
+func (r *run) scheduleOutage(ctx context.Context) <-chan error {
+	done := make(chan error, 1)
+	if r.cfg.Outage == 0 {
+		done <- nil
+		return done
+	}
+	go func() {
+		if !sleep(ctx, r.cfg.OutageAt) {
+			done <- nil
+			return
+		}
+		r.progress("outage: the account is cut off for %s", r.cfg.Outage)
+		r.proxy.Cut()
+		sleep(ctx, r.cfg.Outage)
+		err := r.proxy.Restore()
+		r.progress("outage over: the account is back")
+		done <- err
+	}()
+	return done
+}
+
+// wait waits for the run's duration, printing progress each minute.
+func (r *run) wait(ctx context.Context, began time.Time, writers []*writer, queries *QueryStats) {
+	end := time.NewTimer(r.cfg.Duration)
+	defer end.Stop()
+	tick := time.NewTicker(time.Minute)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-end.C:
+			return
+		case <-tick.C:
+		}
+		var sent, acked int64
+		for _, w := range writers {
+			s := w.snapshot()
+			sent, acked = sent+s.Sent, acked+s.Acked
+		}
+		lat := queries.latency()
+		rssNow, _ := rss(r.srv.p.Pid())
+		r.progress("%s: samples sent %d, acknowledged %d; server RSS %.0f MiB; query p50 1h %.3fs 7d %.3fs",
+			time.Since(began).Round(time.Second), sent, acked, float64(rssNow)/(1<<20), lat["1h"].P50, lat["7d"].P50)
+	}
+}
+
+func (r *run) progress(format string, args ...any) {
+	if r.cfg.Progress != nil {
+		fmt.Fprintf(r.cfg.Progress, format+"\n", args...)
+	}
+}
+
+// sleep waits d, or less if ctx ends: it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
