@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/exporter-toolkit/web"
@@ -51,7 +52,8 @@ type ServeOptions struct {
 	// invalid fails the requests until it is fixed.
 	WebConfigFile string
 	// Internal, if not nil, serves [InternalPaths] in plain HTTP without authentication,
-	// and the public listener no longer serves them (404).
+	// and the public listener no longer serves them (404). It also serves Go's profiles
+	// under /debug/pprof/, which the public listener never does.
 	Internal net.Listener
 
 	ReadHeaderTimeout time.Duration // 0: DefaultReadHeaderTimeout
@@ -85,7 +87,7 @@ func Serve(ctx context.Context, public net.Listener, h http.Handler, opts *Serve
 	errc := make(chan error, 2)
 	if o.Internal != nil {
 		pub.Handler = withoutPaths(h, InternalPaths)
-		in := o.httpServer(onlyPaths(h, InternalPaths))
+		in := o.httpServer(withProfiles(onlyPaths(h, InternalPaths)))
 		servers = append(servers, in)
 		go func() { errc <- in.Serve(o.Internal) }()
 	}
@@ -196,5 +198,19 @@ func onlyPaths(h http.Handler, paths []string) http.Handler {
 	for _, p := range paths {
 		mux.Handle(p, h)
 	}
+	return mux
+}
+
+// withProfiles adds Go's profiles (net/http/pprof under /debug/pprof/, as Prometheus serves
+// them) to the internal listener's handler h. Only there: they are unauthenticated, and a
+// CPU profile or trace costs the process while it runs.
+func withProfiles(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", h)
 	return mux
 }

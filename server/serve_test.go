@@ -309,6 +309,14 @@ func TestServeInternalListener(t *testing.T) {
 	if code, _, err := get(t, c, "https://"+s.public+"/api/v1/query", "alice", "pw"); err != nil || code != http.StatusOK {
 		t.Errorf("public /api/v1/query: %d %v, want 200", code, err)
 	}
+	// Go's profiles: on the internal listener only (the public one passes the path to the
+	// handler, which knows nothing of it).
+	if code, body, err := get(t, plain, "http://"+s.internal+"/debug/pprof/heap?debug=1", "", ""); err != nil || code != http.StatusOK || !strings.Contains(body, "heap profile") {
+		t.Errorf("internal /debug/pprof/heap: %d %v (%d bytes)", code, err, len(body))
+	}
+	if code, body, err := get(t, c, "https://"+s.public+"/debug/pprof/heap?debug=1", "alice", "pw"); err != nil || strings.Contains(body, "heap profile") {
+		t.Errorf("public /debug/pprof/heap: %d %v: a profile", code, err)
+	}
 }
 
 // Without a web config the server is plain HTTP, as before, and serves every path.
