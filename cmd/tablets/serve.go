@@ -81,7 +81,8 @@ for every new connection and every request, so a new password or a renewed certi
 effect without a restart (SIGHUP only checks the file and logs what is wrong with it). Give
 Prometheus remote_write/remote_read a basic_auth and a tls_config (ca_file), and Grafana's
 data source Basic auth and its CA. --listen-internal moves /metrics, /-/ready and /-/healthy
-to a second address, in plain HTTP without authentication, for the scraper and the kubelet.
+to a second address, in plain HTTP without authentication, for the scraper and the kubelet;
+Go's profiles (/debug/pprof/) are served there too, and never on --listen.
 
 Tenants: the header X-Scope-OrgID names a request's tenant; each tenant is a database of its
 own, named --db + "x" + the tenant ID (lowercase letters and digits), created on the tenant's
