@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/api"
+	"github.com/seed71701133/tablets/server/internal/gate"
 	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/server/remote"
@@ -82,7 +83,7 @@ type Tenants struct {
 	def       *Server
 	empty     http.Handler // the answers of a tenant with no database yet
 	emptyAPI  *api.API
-	gate      *bodyGate
+	gate      *gate.Gate // the request body bytes being served, all tenants together
 	registry  *prometheus.Registry
 	metrics   http.Handler
 	hits      *prometheus.CounterVec
@@ -145,7 +146,7 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 	if t.now == nil {
 		t.now = time.Now
 	}
-	t.gate = newBodyGate(t.config().Requests.MaxBodyBytesWaiting)
+	t.gate = gate.New(t.config().Requests.MaxBodyBytesWaiting)
 	t.registerMetrics()
 	db, err := tsdb.Open(ctx, service, base, o.DB)
 	if err != nil {
@@ -222,7 +223,7 @@ func (t *Tenants) registerMetrics() {
 			func() float64 { return float64(len(t.Opened())) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_request_body_waiting",
 			Help: "Remote writes, remote reads and OTLP requests waiting for room under max_body_bytes_waiting."},
-			func() float64 { _, n := t.gate.state(); return float64(n) }))
+			func() float64 { _, n := t.gate.State(); return float64(n) }))
 	for _, c := range t.srvOpts.Collectors {
 		t.registry.MustRegister(c)
 	}
@@ -284,14 +285,14 @@ func writePath(path string) bool { return path == "/api/v1/write" || path == otl
 
 // admit waits for room for r's body under the gate, at most BodyWait. ok false: no room.
 func (t *Tenants) admit(r *http.Request, cfg *limits.Config, id string) (release func(), ok bool) {
-	t.gate.resize(cfg.Requests.MaxBodyBytesWaiting)
+	t.gate.Resize(cfg.Requests.MaxBodyBytesWaiting)
 	n := r.ContentLength
 	if n < 0 || n > remote.DefaultMaxBodyBytes { // unknown, or refused by the handler at that size
 		n = remote.DefaultMaxBodyBytes
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), t.opts.BodyWait)
 	defer cancel()
-	taken, err := t.gate.acquire(ctx, n)
+	taken, err := t.gate.Acquire(ctx, n)
 	if err != nil {
 		if r.Context().Err() == nil { // timed out, not gone
 			t.hits.WithLabelValues(id, "max_body_bytes_waiting").Inc()
@@ -299,7 +300,7 @@ func (t *Tenants) admit(r *http.Request, cfg *limits.Config, id string) (release
 		return nil, false
 	}
 	t.bodyBytes.Add(float64(taken))
-	return func() { t.bodyBytes.Sub(float64(taken)); t.gate.release(taken) }, true
+	return func() { t.bodyBytes.Sub(float64(taken)); t.gate.Release(taken) }, true
 }
 
 // Close stops nothing (Run's context does) and releases the query engines.

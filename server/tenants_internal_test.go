@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/internal/tablefake"
+	"github.com/seed71701133/tablets/server/internal/gate"
 	"github.com/seed71701133/tablets/server/limits"
 )
 
@@ -112,8 +113,8 @@ func TestCheckTenantName(t *testing.T) {
 func TestBodyGate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		g := newBodyGate(100)
-		if n, err := g.acquire(ctx, 60); n != 60 || err != nil {
+		g := gate.New(100)
+		if n, err := g.Acquire(ctx, 60); n != 60 || err != nil {
 			t.Fatal(n, err)
 		}
 		done := make(chan struct{}, 2)
@@ -122,7 +123,7 @@ func TestBodyGate(t *testing.T) {
 			n    int64
 		}{{"big", 60}, {"small", 10}} {
 			go func() {
-				n, err := g.acquire(ctx, w.n)
+				n, err := g.Acquire(ctx, w.n)
 				if err != nil || n != w.n {
 					t.Errorf("%s: %d %v", w.name, n, err)
 				}
@@ -130,47 +131,47 @@ func TestBodyGate(t *testing.T) {
 			}()
 			synctest.Wait() // queued in this order
 		}
-		if used, waiting := g.state(); used != 60 || waiting != 2 {
+		if used, waiting := g.State(); used != 60 || waiting != 2 {
 			t.Fatalf("used %d, waiting %d: the small one passed the big one", used, waiting)
 		}
-		g.release(60)
+		g.Release(60)
 		<-done
 		<-done
 		// Full: a waiter gives up at its deadline, and leaves the queue.
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		start := time.Now()
-		if _, err := g.acquire(tctx, 40); !errors.Is(err, context.DeadlineExceeded) {
+		if _, err := g.Acquire(tctx, 40); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("acquire on a full gate: %v", err)
 		}
 		if waited := time.Since(start); waited != 10*time.Second {
 			t.Errorf("waited %v", waited)
 		}
-		if _, waiting := g.state(); waiting != 0 {
+		if _, waiting := g.State(); waiting != 0 {
 			t.Errorf("%d waiters left", waiting)
 		}
-		g.release(70)
+		g.Release(70)
 		// Larger than the gate: the whole gate, once empty.
-		if n, err := g.acquire(ctx, 500); n != 100 || err != nil {
+		if n, err := g.Acquire(ctx, 500); n != 100 || err != nil {
 			t.Fatal(n, err)
 		}
-		g.release(100)
+		g.Release(100)
 		// Shrunk below what is taken: no one until enough is released.
-		_, _ = g.acquire(ctx, 60)
-		g.resize(50)
+		_, _ = g.Acquire(ctx, 60)
+		g.Resize(50)
 		got := make(chan int64)
-		go func() { n, _ := g.acquire(ctx, 1); got <- n }()
+		go func() { n, _ := g.Acquire(ctx, 1); got <- n }()
 		synctest.Wait()
 		select {
 		case <-got:
 			t.Fatal("admitted over the new size")
 		default:
 		}
-		g.release(60)
+		g.Release(60)
 		if n := <-got; n != 1 {
 			t.Errorf("took %d", n)
 		}
-		if used, _ := g.state(); used != 1 {
+		if used, _ := g.State(); used != 1 {
 			t.Errorf("used %d", used)
 		}
 	})
@@ -246,7 +247,7 @@ func TestTenantsBodyGate(t *testing.T) {
 		if w := post("", 10); w.Code == http.StatusServiceUnavailable {
 			t.Errorf("after the slow write: %d: %s", w.Code, w.Body)
 		}
-		if used, waiting := front.gate.state(); used != 0 || waiting != 0 {
+		if used, waiting := front.gate.State(); used != 0 || waiting != 0 {
 			t.Errorf("gate: %d used, %d waiting", used, waiting)
 		}
 	})

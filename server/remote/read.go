@@ -71,7 +71,7 @@ type ReadOptions struct {
 type ReadHandler struct {
 	q    storage.Queryable
 	opts ReadOptions
-	gate *gate
+	gate *gateOf
 
 	samplesSent    atomic.Uint64
 	streamsAborted atomic.Uint64

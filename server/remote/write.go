@@ -77,7 +77,7 @@ type WriteOptions struct {
 type WriteHandler struct {
 	sink   Sink
 	opts   WriteOptions
-	gate   *gate
+	gate   *gateOf
 	bucket *limits.Bucket // of IngestionRate
 
 	samplesReceived    atomic.Uint64
