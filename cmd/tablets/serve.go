@@ -19,6 +19,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite/runner"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/limits"
@@ -32,6 +33,7 @@ type serveFlags struct {
 	listen, db, layout                string
 	rawPeriod, rawRetention           time.Duration
 	maxInFlight                       int
+	accountRequests                   int
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
 	stagingPartitions                 int
@@ -108,6 +110,7 @@ naming another is 403.`,
 	f.DurationVar(&sf.rawPeriod, "raw-period", 0, "span of one raw table (0: 168h); as the database was written")
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
+	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together; more wait their turn")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
@@ -124,6 +127,11 @@ naming another is 403.`,
 	addQueryLimitFlags(cmd, &sf.query)
 	return cmd
 }
+
+// defaultAccountRequests bounds the requests to the account in flight: as many as the
+// shared client keeps idle connections for (runner.DefaultTransport), so that every one is
+// reused rather than opened and closed again.
+const defaultAccountRequests = 64
 
 // queryLimitFlags are the query API's limits, named as Prometheus names its own.
 type queryLimitFlags struct {
@@ -177,6 +185,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.maxInFlight < 0 {
 		return usageErrorf(cmd, "--max-samples-in-flight must not be negative")
 	}
+	if sf.accountRequests < 1 {
+		return usageErrorf(cmd, "--account.max-requests-in-flight must be positive")
+	}
 	if sf.rollupCatchUp < 0 || sf.compactCatchUp < 0 {
 		return usageErrorf(cmd, "--rollup-catch-up and --compact-catch-up must not be negative")
 	}
@@ -212,7 +223,8 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		}()
 		conn = connFlags{connectionString: srv.ConnectionString}
 	}
-	ctr := &counter{next: runner.DefaultTransport()}
+	limited := reqlimit.New(runner.DefaultTransport(), sf.accountRequests)
+	ctr := &counter{next: limited}
 	sc, err := conn.serviceClient(ctr)
 	if err != nil {
 		return err
@@ -230,7 +242,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Query:              queryOpts,
 			RetainEvery:        sf.retain,
 			Logger:             logger,
-			Collectors:         []prometheus.Collector{accountCollector(ctr)},
+			Collectors:         []prometheus.Collector{accountCollector(ctr, limited)},
 		},
 		Limits: cfg.Load,
 	})
@@ -367,8 +379,10 @@ func (a *app) onSIGHUP(logger *slog.Logger, webConfigFile string, reload func())
 }
 
 // accountCollector exports what the server asked of the storage account.
-func accountCollector(c *counter) prometheus.Collector {
-	return &accountMetrics{c: c,
+func accountCollector(c *counter, limited *reqlimit.Transport) prometheus.Collector {
+	return &accountMetrics{c: c, limited: limited,
+		inFlight: prometheus.NewDesc("tablets_account_requests_in_flight", "Requests to the storage account in flight (at most --account.max-requests-in-flight).", nil, nil),
+		waiting:  prometheus.NewDesc("tablets_account_requests_waiting", "Requests to the storage account waiting for one in flight to end.", nil, nil),
 		requests: prometheus.NewDesc("tablets_account_requests_total", "HTTP requests to the storage account (every attempt).", nil, nil),
 		sent:     prometheus.NewDesc("tablets_account_sent_bytes_total", "Request body bytes sent to the storage account.", nil, nil),
 		received: prometheus.NewDesc("tablets_account_received_bytes_total", "Response body bytes received from the storage account.", nil, nil),
@@ -376,14 +390,17 @@ func accountCollector(c *counter) prometheus.Collector {
 }
 
 type accountMetrics struct {
-	c                        *counter
-	requests, sent, received *prometheus.Desc
+	c                                           *counter
+	limited                                     *reqlimit.Transport
+	requests, sent, received, inFlight, waiting *prometheus.Desc
 }
 
 func (m *accountMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.requests
 	ch <- m.sent
 	ch <- m.received
+	ch <- m.inFlight
+	ch <- m.waiting
 }
 
 func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
@@ -391,4 +408,7 @@ func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.requests, prometheus.CounterValue, float64(s.Requests))
 	ch <- prometheus.MustNewConstMetric(m.sent, prometheus.CounterValue, float64(s.BytesSent))
 	ch <- prometheus.MustNewConstMetric(m.received, prometheus.CounterValue, float64(s.BytesReceived))
+	inFlight, waiting := m.limited.State()
+	ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(inFlight))
+	ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(waiting))
 }

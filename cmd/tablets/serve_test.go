@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -96,6 +97,15 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	assert.Equal(t, http.StatusOK, status(t, api, "grafana", "one"))
 	assert.Equal(t, http.StatusNotFound, status(t, "http://"+public+"/metrics", "grafana", "one"))
 	assert.Equal(t, http.StatusOK, status(t, "http://"+internal+"/metrics", "", ""))
+	metrics, err := http.Get("http://" + internal + "/metrics")
+	require.NoError(t, err)
+	exposition, err := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	require.NoError(t, err)
+	// The account's requests in flight are bounded (--account.max-requests-in-flight); the
+	// gauges say how many are in flight and waiting, for the whole server.
+	assert.Regexp(t, `(?m)^tablets_account_requests_in_flight [0-9]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_account_requests_waiting [0-9]+$`, string(exposition))
 
 	webUsers(t, cfg, "grafana", "two")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))

@@ -201,3 +201,11 @@ func TestServeStagingPartitionsChecked(t *testing.T) {
 		assert.Contains(t, r.stderr, "StagingPartitions", "--staging-partitions %s", n)
 	}
 }
+
+func TestServeAccountRequestsChecked(t *testing.T) {
+	for _, n := range []string{"0", "-4"} {
+		r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--account.max-requests-in-flight", n)
+		assert.Equal(t, exitUsage, r.code, "--account.max-requests-in-flight %s", n)
+		assert.Contains(t, r.stderr, "--account.max-requests-in-flight must be positive", "--account.max-requests-in-flight %s", n)
+	}
+}

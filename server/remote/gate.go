@@ -3,7 +3,7 @@ package remote
 import (
 	"context"
 
-	"github.com/seed71701133/tablets/server/internal/gate"
+	"github.com/seed71701133/tablets/internal/gate"
 )
 
 // gateOf bounds the samples in flight and the reads served at once: a FIFO weighted

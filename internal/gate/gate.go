@@ -1,7 +1,8 @@
 // Package gate is a weighted semaphore whose waiters are served in arrival order: a large
 // request is not starved by a stream of small ones, and a waiting request holds nothing.
 // The server bounds with it the samples of remote writes in flight, the remote reads served
-// at once, and the request body bytes of all tenants together.
+// at once, and the request body bytes of all tenants together; package reqlimit, the
+// requests in flight to the account.
 package gate
 
 import (

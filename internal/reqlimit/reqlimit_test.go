@@ -1,0 +1,159 @@
+package reqlimit
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// blockingNext answers every request once release is closed, counting the requests it
+// holds at once.
+type blockingNext struct {
+	release        chan struct{}
+	inFlight, most atomic.Int64
+	sent           atomic.Int64
+	body           string
+	fail           bool
+}
+
+func (b *blockingNext) Do(req *http.Request) (*http.Response, error) {
+	n := b.inFlight.Add(1)
+	for {
+		m := b.most.Load()
+		if n <= m || b.most.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	b.sent.Add(1)
+	<-b.release
+	b.inFlight.Add(-1)
+	if b.fail {
+		return nil, errors.New("connection refused")
+	}
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(b.body))}, nil
+}
+
+func get(ctx context.Context, t *testing.T) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://account.invalid/t()", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+func TestTransportBoundsRequestsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &blockingNext{release: make(chan struct{}), body: "{}"}
+		tr := New(next, 3)
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				resp, err := tr.Do(get(context.Background(), t))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			})
+		}
+		synctest.Wait()
+		if got := next.sent.Load(); got != 3 {
+			t.Fatalf("%d requests sent while 3 may be in flight", got)
+		}
+		if inFlight, waiting := tr.State(); inFlight != 3 || waiting != 7 {
+			t.Fatalf("State() = %d in flight, %d waiting; want 3, 7", inFlight, waiting)
+		}
+		close(next.release)
+		wg.Wait()
+		if got, most := next.sent.Load(), next.most.Load(); got != 10 || most != 3 {
+			t.Fatalf("%d requests sent, %d at most at once; want 10, 3", got, most)
+		}
+		if inFlight, waiting := tr.State(); inFlight != 0 || waiting != 0 {
+			t.Fatalf("after all: State() = %d, %d; want 0, 0", inFlight, waiting)
+		}
+	})
+}
+
+// A slot is held until the body is done with: read to its end, or closed unread.
+func TestTransportHoldsSlotUntilBodyDone(t *testing.T) {
+	next := &blockingNext{release: make(chan struct{}), body: "entities"}
+	close(next.release)
+	tr := New(next, 1)
+	resp, err := tr.Do(get(context.Background(), t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inFlight, _ := tr.State(); inFlight != 1 {
+		t.Fatalf("body unread: %d in flight, want 1", inFlight)
+	}
+	if b, _ := io.ReadAll(resp.Body); string(b) != "entities" {
+		t.Fatalf("body %q", b)
+	}
+	if inFlight, _ := tr.State(); inFlight != 0 {
+		t.Fatalf("body read to EOF: %d in flight, want 0", inFlight)
+	}
+	resp.Body.Close() // a second release would panic in the gate
+
+	resp, err = tr.Do(get(context.Background(), t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	resp.Body.Close()
+	if inFlight, _ := tr.State(); inFlight != 0 {
+		t.Fatalf("body closed unread: %d in flight, want 0", inFlight)
+	}
+}
+
+func TestTransportReleasesOnError(t *testing.T) {
+	next := &blockingNext{release: make(chan struct{}), fail: true}
+	close(next.release)
+	tr := New(next, 1)
+	for range 3 {
+		if _, err := tr.Do(get(context.Background(), t)); err == nil {
+			t.Fatal("no error from a failing transport")
+		}
+	}
+	if inFlight, _ := tr.State(); inFlight != 0 {
+		t.Fatalf("%d in flight after failures, want 0", inFlight)
+	}
+}
+
+// A request whose context ends while it waits is never sent, and leaves the queue.
+func TestTransportWaiterCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &blockingNext{release: make(chan struct{}), body: "{}"}
+		tr := New(next, 1)
+		go func() {
+			if resp, err := tr.Do(get(context.Background(), t)); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := tr.Do(get(ctx, t))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want the context's deadline", err)
+		}
+		if waited := time.Since(start); waited != 5*time.Second {
+			t.Fatalf("waited %v, want the context's 5s", waited)
+		}
+		if got := next.sent.Load(); got != 1 {
+			t.Fatalf("%d requests sent, want only the first", got)
+		}
+		if _, waiting := tr.State(); waiting != 0 {
+			t.Fatalf("%d still waiting", waiting)
+		}
+		close(next.release)
+	})
+}
