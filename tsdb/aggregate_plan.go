@@ -64,7 +64,7 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 		for _, b := range blocks[s] {
 			c.add(b, cl)
 		}
-		raws := [][2]time.Time{{from, cl}}
+		raws := appendRange(nil, [2]time.Time{from, cl})
 		for i := range n {
 			w, trusted, err := pl.window(ctx, s, c, i)
 			if err != nil {
@@ -73,12 +73,12 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 			switch {
 			case !trusted:
 				ws := cl.Add(time.Duration(i) * tier.Step)
-				raws = append(raws, [2]time.Time{ws, ws.Add(tier.Step)})
+				raws = appendRange(raws, [2]time.Time{ws, ws.Add(tier.Step)})
 			case w != nil:
 				plan.tier[s] = append(plan.tier[s], w)
 			}
 		}
-		plan.raw[s] = mergeRanges(append(raws, [2]time.Time{ch, to}))
+		plan.raw[s] = appendRange(raws, [2]time.Time{ch, to})
 	}
 	return plan, nil
 }

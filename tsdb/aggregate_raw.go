@@ -49,20 +49,18 @@ func compareRanges(a, b [2]time.Time) int {
 	return a[1].Compare(b[1])
 }
 
-// mergeRanges drops empty ranges and joins adjacent ones, in order.
-func mergeRanges(rs [][2]time.Time) [][2]time.Time {
-	var out [][2]time.Time
-	for _, r := range rs {
-		if !r[0].Before(r[1]) {
-			continue
-		}
-		if n := len(out); n > 0 && !out[n-1][1].Before(r[0]) {
-			out[n-1][1] = laterOf(out[n-1][1], r[1])
-			continue
-		}
-		out = append(out, r)
+// appendRange appends r to rs (ranges in order of their starts, r's not before the last's),
+// extending the last range instead where r overlaps or touches it, and dropping an empty r:
+// a plan of many windows read raw holds a range per run of them, not one per window.
+func appendRange(rs [][2]time.Time, r [2]time.Time) [][2]time.Time {
+	if !r[0].Before(r[1]) {
+		return rs
 	}
-	return out
+	if n := len(rs); n > 0 && !rs[n-1][1].Before(r[0]) {
+		rs[n-1][1] = laterOf(rs[n-1][1], r[1])
+		return rs
+	}
+	return append(rs, r)
 }
 
 // readRawHistograms reads the histogram samples of each series in its ranges (disjoint, in

@@ -80,8 +80,19 @@ func TestCover(t *testing.T) {
 	require.True(t, c.held[99] && !c.distrust[99])
 }
 
-func TestMergeRanges(t *testing.T) {
+func TestAppendRange(t *testing.T) {
 	at := func(s int64) time.Time { return time.Unix(s, 0) }
-	got := mergeRanges([][2]time.Time{{at(0), at(0)}, {at(0), at(10)}, {at(10), at(20)}, {at(30), at(40)}, {at(40), at(40)}, {at(45), at(50)}})
+	var got [][2]time.Time
+	for _, r := range [][2]time.Time{{at(0), at(0)}, {at(0), at(10)}, {at(10), at(20)}, {at(5), at(15)}, {at(30), at(40)}, {at(40), at(40)}, {at(45), at(50)}} {
+		got = appendRange(got, r)
+	}
 	require.Equal(t, [][2]time.Time{{at(0), at(20)}, {at(30), at(40)}, {at(45), at(50)}}, got)
+
+	// A plan of 10,080 minute windows read raw (7 days before any rollup) holds one range.
+	got = nil
+	for i := range int64(10080) {
+		got = appendRange(got, [2]time.Time{at(60 * i), at(60 * (i + 1))})
+	}
+	require.Equal(t, [][2]time.Time{{at(0), at(60 * 10080)}}, got)
+	require.Equal(t, 1, cap(got))
 }

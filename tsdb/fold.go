@@ -175,7 +175,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 	foundHists := map[string][]stagedHist{}
 	lateOf := map[string][]tablets.Point{} // points and samples staged after their windows may have sealed
 	q := pager.SubQuery{Filter: foldFilter(horizon), Select: sel}
-	for se, err := range db.stagedEntities(ctx, q) {
+	for se, err := range db.stagedEntities(ctx, q, nil) {
 		if err != nil {
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
 		}

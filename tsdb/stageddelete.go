@@ -31,7 +31,7 @@ func (db *DB) deleteStaged(ctx context.Context, series string, from, to time.Tim
 	var keys [][2]string
 	q := stagedQuery([]string{series}, from, to, stagedBoth)
 	q.Select = "PartitionKey," + q.Select // the keys of the entities to rewrite
-	for se, err := range db.stagedEntities(ctx, q) {
+	for se, err := range db.stagedEntities(ctx, q, nil) {
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func deleteFromEntity(ctx context.Context, client *aztables.Client, pk, rk, seri
 		}
 		var e entity.Entity
 		e.AllowStrings = true
-		se, err := decodeStaged(&e, resp.Value)
+		se, err := decodeStaged(&e, resp.Value, nil)
 		if err != nil {
 			return err
 		}

@@ -105,7 +105,7 @@ func earliestMilli(t time.Time) int64 {
 
 // stagedEntities yields the staging entities of q, decoded. A staging table that does not
 // exist holds nothing.
-func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery) iter.Seq2[stagedEntity, error] {
+func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery, want map[string]bool) iter.Seq2[stagedEntity, error] {
 	return func(yield func(stagedEntity, error) bool) {
 		client := db.service.NewClient(db.stagingTable())
 		var e entity.Entity
@@ -119,7 +119,7 @@ func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery) iter.Seq2[st
 				return
 			}
 			for _, raw := range page.Entities {
-				se, err := decodeStaged(&e, raw)
+				se, err := decodeStaged(&e, raw, want)
 				if err != nil {
 					yield(stagedEntity{}, fmt.Errorf("tsdb: read staging: %w", err))
 					return
@@ -132,8 +132,10 @@ func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery) iter.Seq2[st
 	}
 }
 
-// decodeStaged decodes one staging entity's JSON (as much of it as was selected).
-func decodeStaged(e *entity.Entity, raw []byte) (stagedEntity, error) {
+// decodeStaged decodes one staging entity's JSON (as much of it as was selected), keeping
+// the float series want holds (nil: all): a read of a batch of series decodes entities that
+// hold thousands, and only those of the batch cost memory.
+func decodeStaged(e *entity.Entity, raw []byte, want map[string]bool) (stagedEntity, error) {
 	if err := e.Decode(raw); err != nil {
 		return stagedEntity{}, err
 	}
@@ -170,7 +172,7 @@ func decodeStaged(e *entity.Entity, raw []byte) (stagedEntity, error) {
 			se.hists = append(se.hists, hists...)
 			continue
 		}
-		series, err := stageenc.Decode(b)
+		series, err := stageenc.DecodeSome(b, want)
 		if err != nil {
 			return stagedEntity{}, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
 		}
@@ -209,7 +211,7 @@ func (db *DB) readStagedKinds(ctx context.Context, series []string, from, to tim
 	lo, hi := earliestMilli(from), earliestMilli(to)
 	found := map[string][]stagedPoint{}
 	foundHists := map[string][]stagedHist{}
-	for se, err := range db.stagedEntities(ctx, stagedQuery(series, from, to, kinds)) {
+	for se, err := range db.stagedEntities(ctx, stagedQuery(series, from, to, kinds), want) {
 		if err != nil {
 			return nil, nil, err
 		}

@@ -67,7 +67,7 @@ func TestStageHistEntitiesLimits(t *testing.T) {
 			if err := decoded.Decode(e.body()); err != nil {
 				t.Fatal(err)
 			}
-			se, err := decodeStaged(&decoded, e.body())
+			se, err := decodeStaged(&decoded, e.body(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,20 +5,26 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Decode reads a column. It returns an error wrapping ErrInvalid (never panics) for any byte
 // string Append cannot produce: wrong version, truncated, trailing bytes, non-minimal varints,
 // times not strictly increasing, overflow, a value in the 8-byte form that the short form
 // holds, etc. So that Append(nil, Decode(b)) == b for every b Decode accepts.
-func Decode(b []byte) ([]Series, error) {
+func Decode(b []byte) ([]Series, error) { return DecodeSome(b, nil) }
+
+// DecodeSome is Decode keeping only the series whose keys want holds (nil: all). It checks
+// the whole column as Decode does, but allocates nothing for the series it leaves out: a
+// read of a few series decodes staging columns that hold thousands.
+func DecodeSome(b []byte, want map[string]bool) ([]Series, error) {
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: empty", ErrInvalid)
 	}
 	if b[0] != Version {
 		return nil, fmt.Errorf("%w: version %d, not %d", ErrInvalid, b[0], Version)
 	}
-	r := &reader{b: b, off: 1, record: -1}
+	r := &reader{b: b, off: 1, record: -1, want: want}
 	z, err := r.uvarint("the base time")
 	if err != nil {
 		return nil, err
@@ -26,19 +32,22 @@ func Decode(b []byte) ([]Series, error) {
 	base := unzigzag(z)
 	var out []Series
 	baseSeen := false // some series starts at the base time
-	for r.off < len(r.b) {
-		r.record = len(out)
-		s, err := r.series(base)
+	records := 0
+	for ; r.off < len(r.b); records++ {
+		r.record = records
+		s, first, keep, err := r.series(base)
 		if err != nil {
 			return nil, err
 		}
-		baseSeen = baseSeen || s.Times[0] == base
-		out = append(out, s)
+		baseSeen = baseSeen || first == base
+		if keep {
+			out = append(out, s)
+		}
 	}
 	switch {
-	case len(out) == 0 && base != 0:
+	case records == 0 && base != 0:
 		return nil, fmt.Errorf("%w: base time %d in a column without series (not 0)", ErrInvalid, base)
-	case len(out) > 0 && !baseSeen:
+	case records > 0 && !baseSeen:
 		return nil, fmt.Errorf("%w: base time %d is not the column's smallest time", ErrInvalid, base)
 	}
 	return out, nil
@@ -49,6 +58,11 @@ type reader struct {
 	b      []byte
 	off    int
 	record int // the series being read, -1 in the header
+
+	want     map[string]bool // the series kept (nil: all)
+	keyBuf   [1 + 2*seriesKeyBytes]byte
+	times64  []int64   // reused for the series left out
+	values64 []float64 // reused for the series left out
 }
 
 func (r *reader) errorf(format string, args ...any) error {
@@ -76,67 +90,81 @@ func (r *reader) uvarint(what string) (uint64, error) {
 	return x, nil
 }
 
-func (r *reader) series(base int64) (Series, error) {
+// series reads the next series: it, the time of its first point, and whether it is kept
+// (when not, s is empty and its points went into scratch slices).
+func (r *reader) series(base int64) (s Series, first int64, keep bool, err error) {
 	key, err := r.key()
 	if err != nil {
-		return Series{}, err
+		return Series{}, 0, false, err
 	}
-	s := Series{Key: key}
+	keep = r.want == nil || r.want[string(key)]
 	n, err := r.uvarint("the point count")
 	if err != nil {
-		return Series{}, err
+		return Series{}, 0, false, err
 	}
 	// Each point takes at least a byte of time and a byte of value: a bound on n checked
 	// before any allocation.
 	if n == 0 || n > uint64(r.left()/2) {
-		return Series{}, r.errorf("%d points in %d bytes", n, r.left())
+		return Series{}, 0, false, r.errorf("%d points in %d bytes", n, r.left())
 	}
-	if s.Times, err = r.times(base, int(n)); err != nil {
-		return Series{}, err
+	times, values := r.times64[:0], r.values64[:0]
+	if keep {
+		s.Key = string(key)
+		times, values = make([]int64, 0, n), make([]float64, 0, n)
 	}
-	if s.Values, err = r.values(int(n)); err != nil {
-		return Series{}, err
+	if times, err = r.times(base, int(n), times); err != nil {
+		return Series{}, 0, false, err
 	}
-	return s, nil
+	if values, err = r.values(int(n), values); err != nil {
+		return Series{}, 0, false, err
+	}
+	if !keep {
+		r.times64, r.values64 = times, values
+		return Series{}, times[0], false, nil
+	}
+	s.Times, s.Values = times, values
+	return s, times[0], true, nil
 }
 
-func (r *reader) key() (string, error) {
+// key reads a series' key. It returns it in r.keyBuf or in r.b: valid until the next call.
+func (r *reader) key() ([]byte, error) {
 	if r.left() < 1 {
-		return "", r.errorf("key tag: truncated")
+		return nil, r.errorf("key tag: truncated")
 	}
 	tag := r.b[r.off]
 	r.off++
 	switch tag {
 	case tagSeriesKey:
 		if r.left() < seriesKeyBytes {
-			return "", r.errorf("series key: truncated")
+			return nil, r.errorf("series key: truncated")
 		}
-		key := "l" + hex.EncodeToString(r.b[r.off:r.off+seriesKeyBytes])
+		r.keyBuf[0] = 'l'
+		hex.Encode(r.keyBuf[1:], r.b[r.off:r.off+seriesKeyBytes])
 		r.off += seriesKeyBytes
-		return key, nil
+		return r.keyBuf[:], nil
 	case tagRaw:
 		n, err := r.uvarint("the key length")
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		if n == 0 || n > uint64(r.left()) {
-			return "", r.errorf("a key of %d bytes in %d", n, r.left())
+			return nil, r.errorf("a key of %d bytes in %d", n, r.left())
 		}
-		key := string(r.b[r.off : r.off+int(n)])
+		key := r.b[r.off : r.off+int(n)]
 		if isSeriesKey(key) {
-			return "", r.errorf("series key %s under tag %d, not %d", key, tagRaw, tagSeriesKey)
+			return nil, r.errorf("series key %s under tag %d, not %d", key, tagRaw, tagSeriesKey)
 		}
 		r.off += int(n)
 		return key, nil
 	default:
-		return "", r.errorf("unknown key tag %d", tag)
+		return nil, r.errorf("unknown key tag %d", tag)
 	}
 }
 
 // times reads the first time's distance to base, then n-1 deltas of at least 1, none past
 // math.MaxInt64.
-func (r *reader) times(base int64, n int) ([]int64, error) {
-	times := make([]int64, n)
+func (r *reader) times(base int64, n int, times []int64) ([]int64, error) {
+	times = slices.Grow(times[:0], n)[:n]
 	prev := base
 	for j := range times {
 		d, err := r.uvarint("a time")
@@ -156,8 +184,8 @@ func (r *reader) times(base int64, n int) ([]int64, error) {
 	return times, nil
 }
 
-func (r *reader) values(n int) ([]float64, error) {
-	values := make([]float64, n)
+func (r *reader) values(n int, values []float64) ([]float64, error) {
+	values = slices.Grow(values[:0], n)[:n]
 	for j := range values {
 		u, err := r.uvarint("a value")
 		if err != nil {

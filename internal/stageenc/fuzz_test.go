@@ -27,6 +27,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 1, 'a', 1, 0, 1, 0, 0, 0, 0, 0, 0, 0xf0, 0x3f})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		series, err := Decode(b)
+		// DecodeSome checks as much as Decode whatever it keeps.
+		if _, serr := DecodeSome(b, map[string]bool{}); (serr == nil) != (err == nil) {
+			t.Fatalf("Decode: %v, but DecodeSome of no series: %v", err, serr)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
@@ -36,6 +40,23 @@ func FuzzDecode(f *testing.F) {
 		if again := Append(nil, series); !bytes.Equal(again, b) {
 			t.Fatalf("decoded %v re-encodes to %x, not %x", series, again, b)
 		}
+		// Every other series kept: exactly those, as Decode gives them.
+		want, kept := map[string]bool{}, []Series(nil)
+		for i, s := range series {
+			if i%2 == 0 {
+				want[s.Key] = true
+			}
+		}
+		for _, s := range series {
+			if want[s.Key] {
+				kept = append(kept, s)
+			}
+		}
+		some, err := DecodeSome(b, want)
+		if err != nil {
+			t.Fatalf("DecodeSome: %v, where Decode succeeded", err)
+		}
+		sameSeries(t, some, kept)
 	})
 }
 

@@ -84,7 +84,7 @@ func DecodeHist(b []byte) ([]HistSeries, error) {
 			return nil, r.errorf("a chunk of %d bytes in %d", n, r.left())
 		}
 		chunk := r.b[r.off : r.off+int(n)]
-		s := HistSeries{Key: key}
+		s := HistSeries{Key: string(key)}
 		if err := histenc.Decode(chunk, func(x histenc.Sample) { s.Samples = append(s.Samples, x) }); err != nil {
 			return nil, r.errorf("chunk: %v", err)
 		}

@@ -103,7 +103,7 @@ func appendKey(dst []byte, key string) []byte {
 
 // isSeriesKey reports whether key is "l" and 32 lowercase hex digits, the form of a label
 // set's series key, which tag 1 stores in 16 bytes. Uppercase digits would not round-trip.
-func isSeriesKey(key string) bool {
+func isSeriesKey[K string | []byte](key K) bool {
 	if len(key) != 1+2*seriesKeyBytes || key[0] != 'l' {
 		return false
 	}
