@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/internal/gate"
+	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/server/remote"
