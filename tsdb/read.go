@@ -156,6 +156,55 @@ func (db *DB) rawQuery(ctx context.Context, series string, from, to time.Time) i
 // QueryMany yields the points of every named series in [from, to), table by table, each
 // series' oldest first; the staged points of a series come in among its raw points.
 func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
+	return db.queryMany(ctx, series, from, to, nil)
+}
+
+// Staged holds the staged points of some series in a range, read once by ReadStaged for
+// the many QueryManyStaged calls of one read: a staging entity holds points of thousands of
+// series, so that each batch of a large read reading it again would read it many times.
+type Staged struct {
+	from, to time.Time
+	series   map[string]bool
+	points   map[string][]tablets.Point
+}
+
+// ReadStaged reads the staged points of series in [from, to), for QueryManyStaged. Call it
+// before the QueryManyStaged calls that use it, and not long before: a fold moves staged
+// points to the raw tables, so a raw read after the staged one misses none, but what was
+// staged after ReadStaged is not read.
+func (db *DB) ReadStaged(ctx context.Context, series []string, from, to time.Time) (*Staged, error) {
+	for _, name := range series {
+		if err := db.validate(ctx, name); err != nil {
+			return nil, fmt.Errorf("tsdb: %w", err)
+		}
+	}
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	st := &Staged{from: from, to: to, series: make(map[string]bool, len(series))}
+	for _, name := range series {
+		st.series[name] = true
+	}
+	var err error
+	if st.points, err = db.readStaged(ctx, series, from, to); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// QueryManyStaged is QueryMany with the staged points of staged (from ReadStaged of a range
+// and series that hold these), which it does not read again.
+func (db *DB) QueryManyStaged(ctx context.Context, series []string, from, to time.Time, staged *Staged) iter.Seq2[tablets.SeriesPoint, error] {
+	if staged == nil {
+		return func(yield func(tablets.SeriesPoint, error) bool) {
+			yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w: QueryManyStaged without a Staged", tablets.ErrInvalidOptions))
+		}
+	}
+	return db.queryMany(ctx, series, from, to, staged)
+}
+
+// queryMany is QueryMany, with the staged points of staged where it is not nil.
+func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time, staged *Staged) iter.Seq2[tablets.SeriesPoint, error] {
 	return func(yield func(tablets.SeriesPoint, error) bool) {
 		for _, name := range series {
 			if err := db.validate(ctx, name); err != nil {
@@ -170,12 +219,31 @@ func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time
 		if len(series) == 0 {
 			return
 		}
-		staged, err := db.readStaged(ctx, series, from, to) // first: see Query
-		if err != nil {
-			yield(tablets.SeriesPoint{}, err)
-			return
+		var points map[string][]tablets.Point
+		if staged == nil {
+			var err error
+			if points, err = db.readStaged(ctx, series, from, to); err != nil { // first: see Query
+				yield(tablets.SeriesPoint{}, err)
+				return
+			}
+		} else {
+			if !staged.from.Equal(from) || !staged.to.Equal(to) {
+				yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w: staged points of [%v, %v), not of the range read [%v, %v)",
+					tablets.ErrInvalidOptions, staged.from, staged.to, from, to))
+				return
+			}
+			points = make(map[string][]tablets.Point, len(series))
+			for _, name := range series {
+				if !staged.series[name] {
+					yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w: series %s is not among the staged points read", tablets.ErrInvalidOptions, name))
+					return
+				}
+				if pts := staged.points[name]; len(pts) > 0 {
+					points[name] = pts
+				}
+			}
 		}
-		for p, err := range withStagedMany(db.rawQueryMany(ctx, series, from, to), staged) {
+		for p, err := range withStagedMany(db.rawQueryMany(ctx, series, from, to), points) {
 			if !yield(p, err) || err != nil {
 				return
 			}

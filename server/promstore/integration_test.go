@@ -495,3 +495,50 @@ func TestPromQLRateTierVsRaw(t *testing.T) {
 		})
 	}
 }
+
+// A Select of several raw batches reads the staged points once for all of them: the same
+// answer as one batch, bit for bit, with fewer requests than a staging read a batch.
+func TestSelectSharesStagedRead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout})
+	var sets []labels.Labels
+	var points [][]tablets.Point
+	for i := range 30 {
+		sets = append(sets, labels.FromStrings("__name__", "shared", "i", string(rune('a'+i%26))+string(rune('a'+i/26))))
+		var pts []tablets.Point
+		for j := range 5 {
+			pts = append(pts, tablets.Point{Time: base.Add(time.Duration(j) * 15 * time.Second), Value: float64(i*10 + j)})
+		}
+		points = append(points, pts)
+	}
+	write(t, db, sets, points) // 5 points a series: staged, not folded
+	sel := labels.MustNewMatcher(labels.MatchEqual, "__name__", "shared")
+	read := func(batch int) ([]gotSeries, Stats, int64) {
+		q, err := New(db, &Options{BatchSize: batch, DisableTiers: true})
+		require.NoError(t, err)
+		querier, err := q.Querier(ms(base), ms(base.Add(time.Hour)))
+		require.NoError(t, err)
+		defer querier.Close()
+		checker.Reset()
+		got := collect(t, querier.Select(context.Background(), false, nil, sel))
+		return got, q.Stats(), checker.Stats().Requests
+	}
+	one, oneStats, oneRequests := read(64)
+	require.Len(t, one, 30)
+	for _, s := range one {
+		require.Len(t, s.samples, 5, s.lset.String())
+	}
+	require.Zero(t, oneStats.SharedStagedReads, "one batch reads its own staged points")
+	for _, batch := range []int{1, 4} {
+		got, st, requests := read(batch)
+		require.Equal(t, one, got, "BatchSize %d", batch)
+		require.Equal(t, uint64(1), st.SharedStagedReads, "BatchSize %d", batch)
+		// A batch's raw reads (a request per 5 series) and one staging read in all: with a
+		// staging read a batch, 30/batch more.
+		units := (30 + batch - 1) / batch
+		t.Logf("BatchSize %d: %d requests; one batch: %d", batch, requests, oneRequests)
+		require.Less(t, requests, oneRequests+int64(units), "BatchSize %d: a staging read a batch?", batch)
+	}
+}

@@ -69,6 +69,7 @@ type Queryable struct {
 	estRaw, estTier                       atomic.Uint64
 	series, samples, histograms           atomic.Uint64
 	histogramRawSeries                    atomic.Uint64
+	sharedStaged                          atomic.Uint64
 }
 
 var _ storage.Queryable = (*Queryable)(nil)
@@ -134,6 +135,9 @@ type Stats struct {
 	// HistogramRawSeries: series with histogram samples that a tier Select read raw (a
 	// window of floats cannot stand for raw histograms).
 	HistogramRawSeries uint64
+	// SharedStagedReads: raw Selects of more than one batch, whose batches share one read
+	// of the staged points (tsdb.DB.ReadStaged) instead of each reading the staging.
+	SharedStagedReads uint64
 
 	// The choice by cost (docs/tiers.md). A Select a tier can serve (by its step and its
 	// function) reads it where the estimate of its bytes is under raw's, or where raw points
@@ -160,6 +164,7 @@ func (q *Queryable) Stats() Stats {
 		Histograms:   q.histograms.Load(),
 
 		HistogramRawSeries: q.histogramRawSeries.Load(),
+		SharedStagedReads:  q.sharedStaged.Load(),
 
 		RawCheaperSelects:  q.rawCheaper.Load(),
 		RawGoneSelects:     q.rawGone.Load(),

@@ -85,12 +85,17 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		done()
 		return storage.ErrSeriesSet(err)
 	}
+	staged, err := q.readStaged(ctx, units, from, to)
+	if err != nil {
+		done()
+		return storage.ErrSeriesSet(err)
+	}
 	fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
 		u := units[i]
 		if u.tier {
 			return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick)
 		}
-		return q.readRaw(ctx, u.entries, from, to)
+		return q.readRaw(ctx, u.entries, from, to, staged)
 	}
 	return newPipeline(ctx, done, q, len(units), q.opts.Concurrency, fetch, lim)
 }
@@ -291,10 +296,34 @@ func (q *Queryable) tierUnits(entries []entry, from, to time.Time, step time.Dur
 	return units
 }
 
+// readStaged reads once the staged points of the series of a Select's raw units, where it
+// has more than one: a staging entity holds points of thousands of series, so that each
+// batch reading the staging again would read it once a batch (a Select of 12,000 series
+// read about 50 times the staging's bytes so). nil: each batch reads its own.
+func (q *Queryable) readStaged(ctx context.Context, units []unit, from, to time.Time) (*tsdb.Staged, error) {
+	var names []string
+	raw := 0
+	for _, u := range units {
+		if u.tier {
+			continue
+		}
+		raw++
+		for _, e := range u.entries {
+			names = append(names, e.series)
+		}
+	}
+	if raw < 2 {
+		return nil, nil
+	}
+	q.sharedStaged.Add(1)
+	return q.db.ReadStaged(ctx, names, from, to)
+}
+
 // readRaw reads the samples of a batch of series: the histograms of those that have some
 // in one QueryManyHistograms, then the floats of all in one QueryMany (many series a
-// request), and returns the series with samples, in the batch's order.
-func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Time) ([]*memSeries, error) {
+// request; with the staged points of staged, if not nil), and returns the series with
+// samples, in the batch's order.
+func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Time, staged *tsdb.Staged) ([]*memSeries, error) {
 	names := make([]string, len(batch))
 	byName := make(map[string]*memSeries, len(batch))
 	all := make([]*memSeries, len(batch))
@@ -319,7 +348,11 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 			}
 		}
 	}
-	for p, err := range q.db.QueryMany(ctx, names, from, to) {
+	points := q.db.QueryMany(ctx, names, from, to)
+	if staged != nil {
+		points = q.db.QueryManyStaged(ctx, names, from, to, staged)
+	}
+	for p, err := range points {
 		if err != nil {
 			return nil, err
 		}
