@@ -384,6 +384,8 @@ func (s *Server) registerMetrics() {
 			func() float64 { return float64(s.queryable.Stats().TierSelects) }),
 		counter("tablets_select_samples_total", "Samples returned by Selects.",
 			func() float64 { return float64(s.queryable.Stats().Samples) }),
+		counter("tablets_select_shared_staged_reads_total", "Selects of several raw batches that read the staged points once for all of them.",
+			func() float64 { return float64(s.queryable.Stats().SharedStagedReads) }),
 	)
 	for _, c := range s.opts.Collectors {
 		s.registry.MustRegister(c)
