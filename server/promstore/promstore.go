@@ -135,8 +135,8 @@ type Stats struct {
 	// HistogramRawSeries: series with histogram samples that a tier Select read raw (a
 	// window of floats cannot stand for raw histograms).
 	HistogramRawSeries uint64
-	// SharedStagedReads: raw Selects of more than one batch, whose batches share one read
-	// of the staged points (tsdb.DB.ReadStaged) instead of each reading the staging.
+	// SharedStagedReads: reads of the staged points (tsdb.DB.ReadStaged) shared by a group
+	// of a Select's raw batches, instead of each batch reading the staging.
 	SharedStagedReads uint64
 
 	// The choice by cost (docs/tiers.md). A Select a tier can serve (by its step and its

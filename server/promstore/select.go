@@ -85,17 +85,18 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		done()
 		return storage.ErrSeriesSet(err)
 	}
-	staged, err := q.readStaged(ctx, units, from, to)
-	if err != nil {
-		done()
-		return storage.ErrSeriesSet(err)
-	}
+	staged := newStagedGroups(q, units, from, to)
 	fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
 		u := units[i]
 		if u.tier {
 			return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick)
 		}
-		return q.readRaw(ctx, u.entries, from, to, staged)
+		st, err := staged.acquire(ctx, i)
+		if err != nil {
+			return nil, err
+		}
+		defer staged.release(i)
+		return q.readRaw(ctx, u.entries, from, to, st)
 	}
 	return newPipeline(ctx, done, q, len(units), q.opts.Concurrency, fetch, lim)
 }
@@ -294,29 +295,6 @@ func (q *Queryable) tierUnits(entries []entry, from, to time.Time, step time.Dur
 		i = j
 	}
 	return units
-}
-
-// readStaged reads once the staged points of the series of a Select's raw units, where it
-// has more than one: a staging entity holds points of thousands of series, so that each
-// batch reading the staging again would read it once a batch (a Select of 12,000 series
-// read about 50 times the staging's bytes so). nil: each batch reads its own.
-func (q *Queryable) readStaged(ctx context.Context, units []unit, from, to time.Time) (*tsdb.Staged, error) {
-	var names []string
-	raw := 0
-	for _, u := range units {
-		if u.tier {
-			continue
-		}
-		raw++
-		for _, e := range u.entries {
-			names = append(names, e.series)
-		}
-	}
-	if raw < 2 {
-		return nil, nil
-	}
-	q.sharedStaged.Add(1)
-	return q.db.ReadStaged(ctx, names, from, to)
 }
 
 // readRaw reads the samples of a batch of series: the histograms of those that have some
