@@ -25,24 +25,8 @@ func TestFoldRounds(t *testing.T) {
 	saved := maxFoldPoints
 	maxFoldPoints = 500
 	t.Cleanup(func() { maxFoldPoints = saved })
-	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-	name := fmt.Sprintf("fold%d", rand.Uint32())
-	db, err := Open(context.Background(), svc, name, &Options{Tiers: []Tier{}, Now: func() time.Time { return now },
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, table := range []string{name + "m", name + "w", db.rawTable(db.period(now)), db.indexTable(db.period(now)),
-			db.rawTable(db.period(now) + uint64(DefaultRawPeriod/time.Second)), db.indexTable(db.period(now) + uint64(DefaultRawPeriod/time.Second))} {
-			_, _ = svc.DeleteTable(context.Background(), table, nil)
-		}
-	})
+	db, svc, checker := stagingDB(t, "fold", &now)
 	ctx := context.Background()
 	start := now
 	want := map[string][]tablets.Point{}
@@ -61,7 +45,7 @@ func TestFoldRounds(t *testing.T) {
 	}
 	now = now.Add(time.Hour)
 	// Folded by another process, which knows nothing of the tables yet.
-	folder, err := Open(ctx, svc, name, &db.opts)
+	folder, err := Open(ctx, svc, db.Name(), &db.opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,25 +98,8 @@ func TestFoldRoundsHistograms(t *testing.T) {
 	saved := maxFoldPoints
 	maxFoldPoints = 500
 	t.Cleanup(func() { maxFoldPoints = saved })
-	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-	name := fmt.Sprintf("foldh%d", rand.Uint32())
-	db, err := Open(context.Background(), svc, name, &Options{Tiers: []Tier{}, Now: func() time.Time { return now },
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := db.period(now)
-	t.Cleanup(func() {
-		for _, table := range []string{name + "m", name + "w", db.rawTable(p), db.indexTable(p), db.histTable(p),
-			db.rawTable(p + uint64(DefaultRawPeriod/time.Second)), db.indexTable(p + uint64(DefaultRawPeriod/time.Second)), db.histTable(p + uint64(DefaultRawPeriod/time.Second))} {
-			_, _ = svc.DeleteTable(context.Background(), table, nil)
-		}
-	})
+	db, _, checker := stagingDB(t, "foldh", &now)
 	ctx := context.Background()
 	start := now
 	for i := range 10 {
@@ -175,4 +142,35 @@ func TestFoldRoundsHistograms(t *testing.T) {
 			t.Fatalf("h%02d: %d samples, want 10", s, n)
 		}
 	}
+}
+
+// stagingDB opens a database of the chunked layout without tiers, as a server's, on the
+// shared Azurite, every request through a Checker, its clock reading *now; its tables (the
+// catalog, the staging, and the raw, index and histogram tables of three periods from
+// *now's) are dropped when the test ends.
+func stagingDB(t *testing.T, prefix string, now *time.Time) (*DB, *aztables.ServiceClient, *azurite.Checker) {
+	t.Helper()
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("%s%d", prefix, rand.Uint32())
+	db, err := Open(context.Background(), svc, name, &Options{Tiers: []Tier{}, Now: func() time.Time { return *now },
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := db.period(*now)
+	t.Cleanup(func() {
+		tables := []string{name + "m", name + "w"}
+		for i := range uint64(3) {
+			p := first + i*uint64(DefaultRawPeriod/time.Second)
+			tables = append(tables, db.rawTable(p), db.indexTable(p), db.histTable(p))
+		}
+		for _, table := range tables {
+			_, _ = svc.DeleteTable(context.Background(), table, nil)
+		}
+	})
+	return db, svc, checker
 }

@@ -4,16 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
 )
 
 // The batches of a large read share one read of the staging (ReadStaged, then
@@ -24,23 +18,8 @@ func TestReadStagedShared(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
 	}
-	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-	name := fmt.Sprintf("shst%d", rand.Uint32())
-	db, err := Open(context.Background(), svc, name, &Options{Tiers: []Tier{}, Now: func() time.Time { return now },
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, table := range []string{name + "m", name + "w", db.rawTable(db.period(now)), db.indexTable(db.period(now))} {
-			_, _ = svc.DeleteTable(context.Background(), table, nil)
-		}
-	})
+	db, _, checker := stagingDB(t, "shst", &now)
 	ctx := context.Background()
 	start := now
 	var names []string
