@@ -78,6 +78,7 @@ func (sg *stagedGroups) acquire(ctx context.Context, i int) (*tsdb.Staged, error
 	g.once.Do(func() {
 		sg.q.sharedStaged.Add(1)
 		g.staged, g.err = sg.q.db.ReadStaged(ctx, g.series, sg.from, sg.to)
+		g.series = nil // read: the Staged holds what the units need
 	})
 	return g.staged, g.err
 }
