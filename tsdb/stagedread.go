@@ -103,11 +103,14 @@ func earliestMilli(t time.Time) int64 {
 	return ms
 }
 
-// stagedEntities yields the staging entities of q, decoded. A staging table that does not
-// exist holds nothing.
+// stagedEntities yields the staging entities of q, decoded, in pages of about
+// stagePageBytes unless q sizes its own. A staging table that does not exist holds nothing.
 func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery, want map[string]bool) iter.Seq2[stagedEntity, error] {
 	return func(yield func(stagedEntity, error) bool) {
 		client := db.service.NewClient(db.stagingTable())
+		if q.PageBytes == 0 {
+			q.Top, q.PageBytes = db.stagePage.Top, db.stagePage.PageBytes
+		}
 		var e entity.Entity
 		e.AllowStrings = true
 		for page, err := range pager.Each(ctx, client, q, 0) {

@@ -53,6 +53,13 @@ const (
 	// clock is behind, or whose transaction is slow, may still add to it meanwhile (what it
 	// adds later is folded by the next Fold).
 	foldMargin = 5 * time.Minute
+	// stagePageBytes bounds the JSON of a page of a staging read (after its first): the
+	// service pages by count, and a page of 1,000 entities of many columns is hundreds of
+	// MiB, which the SDK holds about four times over while decoding it.
+	stagePageBytes = 8 << 20
+	// stageFirstTop is the $top of a staging read's first page: at most 64 MiB of entities of
+	// stageMaxEntity, about 2 MiB of those of a remote write of 2,000 samples.
+	stageFirstTop = 64
 )
 
 // Staging entity properties (docs/format.md, "Staging").

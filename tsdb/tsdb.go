@@ -16,6 +16,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/internal/pager"
 )
 
 // ErrExpired is wrapped by the error of a Write holding a point older than the raw
@@ -97,6 +98,8 @@ type DB struct {
 	stagedReads bool        // reads read the staging table (the layout allows staging)
 	writer      uint32      // random: tells this handle's staging entities apart
 	stagingMade atomic.Bool // the staging table is known to exist
+	// stagePage is the first $top and the PageBytes of staging reads (tests shrink them).
+	stagePage pager.SubQuery
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -125,7 +128,7 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 
 // newDB makes the DB's parts; it sends no request.
 func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error) {
-	db := &DB{service: service, name: name, opts: o}
+	db := &DB{service: service, name: name, opts: o, stagePage: pager.SubQuery{Top: stageFirstTop, PageBytes: stagePageBytes}}
 	validator, err := o.Layout(service.NewClient(db.rawTable(0)))
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)

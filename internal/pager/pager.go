@@ -30,6 +30,13 @@ type SubQuery struct {
 	// when the rows turn out sparse.
 	Top  int32
 	Grow bool
+	// PageBytes, when positive, sizes the pages after the first instead of Grow: each asks
+	// for as many entities as fit in PageBytes at the size of the last page's largest. The
+	// service pages by count (1,000) only, and an entity may hold up to 1 MiB: a reader of
+	// large entities bounds the memory of a page (which the SDK holds about four times
+	// over while decoding it) at the cost of more requests. The bound holds while no entity
+	// is larger than those of the page before it.
+	PageBytes int
 }
 
 // Continuation is the service's resume position inside a sub-query; zero at its start.
@@ -79,8 +86,18 @@ func Fetch(ctx context.Context, lister Lister, q SubQuery, top int32, cont Conti
 	return resp.Entities, Continuation{deref(resp.NextPartitionKey), deref(resp.NextRowKey)}, nil
 }
 
-// nextTop is the $top of the page after one that asked for top.
-func nextTop(q SubQuery, top int32) int32 {
+// nextTop is the $top of the page after one that asked for top and got entities.
+func nextTop(q SubQuery, top int32, entities [][]byte) int32 {
+	if q.PageBytes > 0 {
+		largest := 0
+		for _, e := range entities {
+			largest = max(largest, len(e))
+		}
+		if largest == 0 {
+			return top // an empty page says nothing of the entities' size
+		}
+		return int32(min(max(q.PageBytes/largest, 1), MaxTop))
+	}
 	if q.Grow && top > 0 {
 		return min(2*top, MaxTop)
 	}
@@ -99,10 +116,11 @@ func Each(ctx context.Context, lister Lister, q SubQuery, index int) iter.Seq2[P
 				yield(Page{}, err)
 				return
 			}
+			top = nextTop(q, top, entities)
 			if !yield(Page{Query: index, Start: cont, Entities: entities}, nil) || next.IsZero() {
 				return
 			}
-			cont, top = next, nextTop(q, top)
+			cont = next
 		}
 	}
 }
@@ -143,7 +161,7 @@ func Pages(ctx context.Context, lister Lister, plan []SubQuery, first int, start
 				if err != nil || next.IsZero() {
 					return
 				}
-				cont, top = next, nextTop(plan[i], top)
+				cont, top = next, nextTop(plan[i], top, entities)
 			}
 		}
 		launched := first

@@ -1,12 +1,16 @@
 package pager
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"iter"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -218,4 +222,98 @@ func assertEventually(cond func() bool) bool {
 		}
 	}
 	return false
+}
+
+// topLister serves a list of entities in order, honouring $top, and records each $top.
+type topLister struct {
+	entities [][]byte
+	tops     []int32
+}
+
+func (l *topLister) NewListEntitiesPager(opts *aztables.ListEntitiesOptions) *azruntime.Pager[aztables.ListEntitiesResponse] {
+	start := 0
+	if opts.NextRowKey != nil {
+		fmt.Sscanf(*opts.NextRowKey, "%d", &start)
+	}
+	top := int32(MaxTop)
+	if opts.Top != nil {
+		top = *opts.Top
+	}
+	return azruntime.NewPager(azruntime.PagingHandler[aztables.ListEntitiesResponse]{
+		More: func(r aztables.ListEntitiesResponse) bool { return r.NextRowKey != nil },
+		Fetcher: func(ctx context.Context, _ *aztables.ListEntitiesResponse) (aztables.ListEntitiesResponse, error) {
+			l.tops = append(l.tops, top)
+			end := min(start+int(top), len(l.entities))
+			resp := aztables.ListEntitiesResponse{Entities: l.entities[start:end]}
+			if end < len(l.entities) {
+				next := strconv.Itoa(end)
+				resp.NextPartitionKey, resp.NextRowKey = &next, &next
+			}
+			return resp, nil
+		},
+	})
+}
+
+// A sub-query with PageBytes sizes each page after the first by the largest entity of the
+// page before: pages of small entities grow, and shrink after large ones.
+func TestPageBytesSizesPages(t *testing.T) {
+	var entities [][]byte
+	add := func(n, size int) {
+		for range n {
+			entities = append(entities, bytes.Repeat([]byte("e"), size))
+		}
+	}
+	add(100, 10)
+	add(100, 1000)
+	add(2000, 10)
+
+	q := SubQuery{Filter: "f", Top: 50, PageBytes: 5000}
+	for name, pages := range map[string]func(*topLister) iter.Seq2[Page, error]{
+		"Each": func(l *topLister) iter.Seq2[Page, error] { return Each(context.Background(), l, q, 0) },
+		"Pages": func(l *topLister) iter.Seq2[Page, error] {
+			return Pages(context.Background(), l, []SubQuery{q}, 0, Continuation{}, 2)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := &topLister{entities: entities}
+			var got [][]byte
+			var sizes []int
+			for p, err := range pages(l) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, p.Entities...)
+				size := 0
+				for _, e := range p.Entities {
+					size += len(e)
+				}
+				sizes = append(sizes, size)
+			}
+			if !slices.EqualFunc(got, entities, bytes.Equal) {
+				t.Fatalf("read %d entities, not the %d listed", len(got), len(entities))
+			}
+			// 50 small: 500 fit. The 50 small left, the 100 large and 350 small: 5 fit.
+			// Then 500 small a page, 1,645 in all.
+			wantTops := []int32{50, 500, 5, 500, 500, 500, 500}
+			wantSizes := []int{500, 500 + 100000 + 3500, 50, 5000, 5000, 5000, 1450}
+			if !slices.Equal(l.tops, wantTops) || !slices.Equal(sizes, wantSizes) {
+				t.Fatalf("tops %v, bytes %v; want %v, %v", l.tops, sizes, wantTops, wantSizes)
+			}
+		})
+	}
+}
+
+// A page of entities larger than PageBytes is followed by pages of one entity, and a page of
+// tiny ones by pages of MaxTop at most.
+func TestPageBytesBounds(t *testing.T) {
+	q := SubQuery{PageBytes: 100}
+	if got := nextTop(q, 7, [][]byte{make([]byte, 1000)}); got != 1 {
+		t.Errorf("after an entity of 1,000 bytes: top %d, want 1", got)
+	}
+	if got := nextTop(SubQuery{PageBytes: 1 << 20}, 7, [][]byte{{1}}); got != MaxTop {
+		t.Errorf("after an entity of 1 byte: top %d, want %d", got, MaxTop)
+	}
+	if got := nextTop(q, 7, nil); got != 7 {
+		t.Errorf("after an empty page: top %d, want 7 (unchanged)", got)
+	}
 }
