@@ -162,11 +162,22 @@ func (s *Server) retain(ctx context.Context, now time.Time) error {
 	return err
 }
 
-// runLoops runs loops until ctx is done, counting and logging their runs.
+// runLoops runs loops until ctx is done, each call of a task in its turn under the
+// options' Jobs, counting and logging their runs.
 func (s *Server) runLoops(ctx context.Context, loops []loop) {
 	var wg sync.WaitGroup
 	for _, l := range loops {
 		l.opts.Report = func(r maintain.Run) { s.reportRun(l.name, r) }
+		if ranges := l.ranges; ranges != nil {
+			l.ranges = func(ctx context.Context, from, to time.Time) error {
+				return s.opts.Jobs.do(ctx, func() error { return ranges(ctx, from, to) })
+			}
+		}
+		if tick := l.tick; tick != nil {
+			l.tick = func(ctx context.Context, now time.Time) error {
+				return s.opts.Jobs.do(ctx, func() error { return tick(ctx, now) })
+			}
+		}
 		wg.Go(func() {
 			var err error
 			if l.ranges != nil {

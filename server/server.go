@@ -73,6 +73,9 @@ type Options struct {
 	// RetainEvery is how often Run drops tables past their retention (default 1h; negative:
 	// never).
 	RetainEvery time.Duration
+	// Jobs, if set, bounds the background jobs running at once, in this server and the
+	// others sharing it (a [Tenants] front shares one among its tenants). nil: no bound.
+	Jobs *Jobs
 	// Now is the clock of the background loops and of the server's own timing (nil: the
 	// database's, tsdb.Options.Now).
 	Now func() time.Time

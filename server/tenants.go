@@ -62,6 +62,9 @@ type TenantsOptions struct {
 	// BodyWait is how long a request waits for room under max_body_bytes_waiting (default
 	// DefaultBodyWait).
 	BodyWait time.Duration
+	// MaxBackgroundJobs bounds the background jobs running at once, all tenants together
+	// (default DefaultMaxBackgroundJobs; negative: no bound). See [Jobs].
+	MaxBackgroundJobs int
 }
 
 // Tenants serves the tenants of one base database: each tenant is a database of its own,
@@ -84,6 +87,7 @@ type Tenants struct {
 	empty     http.Handler // the answers of a tenant with no database yet
 	emptyAPI  *api.API
 	gate      *gate.Gate // the request body bytes being served, all tenants together
+	jobs      *Jobs      // the background jobs running, all tenants together
 	registry  *prometheus.Registry
 	metrics   http.Handler
 	hits      *prometheus.CounterVec
@@ -147,6 +151,14 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 		t.now = time.Now
 	}
 	t.gate = gate.New(t.config().Requests.MaxBodyBytesWaiting)
+	if o.MaxBackgroundJobs == 0 {
+		o.MaxBackgroundJobs = DefaultMaxBackgroundJobs
+	}
+	if o.MaxBackgroundJobs > 0 {
+		if t.jobs, err = NewJobs(o.MaxBackgroundJobs); err != nil {
+			return nil, err
+		}
+	}
 	t.registerMetrics()
 	db, err := tsdb.Open(ctx, service, base, o.DB)
 	if err != nil {
@@ -179,6 +191,7 @@ func (t *Tenants) serverOptions(id string) *Options {
 	o.LimitHit = func(limit string) { t.hits.WithLabelValues(id, limit).Inc() }
 	o.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"tenant": id}, t.registry)
 	o.Collectors = nil // the front's, once
+	o.Jobs = t.jobs
 	if o.Logger != nil {
 		o.Logger = o.Logger.With("tenant", id)
 	}
@@ -223,7 +236,13 @@ func (t *Tenants) registerMetrics() {
 			func() float64 { return float64(len(t.Opened())) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_request_body_waiting",
 			Help: "Remote writes, remote reads and OTLP requests waiting for room under max_body_bytes_waiting."},
-			func() float64 { _, n := t.gate.State(); return float64(n) }))
+			func() float64 { _, n := t.gate.State(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_background_jobs_running",
+			Help: "Background jobs (a fold, a slice of a rollup or compaction, a retention pass) running, all tenants together."},
+			func() float64 { n, _ := t.jobs.State(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_background_jobs_waiting",
+			Help: "Background jobs waiting for their turn under the bound of jobs at once."},
+			func() float64 { _, n := t.jobs.State(); return float64(n) }))
 	for _, c := range t.srvOpts.Collectors {
 		t.registry.MustRegister(c)
 	}

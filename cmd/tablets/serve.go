@@ -37,6 +37,7 @@ type serveFlags struct {
 	rawPeriod, rawRetention           time.Duration
 	maxInFlight                       int
 	accountRequests                   int
+	backgroundJobs                    int
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
 	stagingPartitions                 int
@@ -114,6 +115,7 @@ naming another is 403.`,
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together; more wait their turn")
+	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
@@ -191,6 +193,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.accountRequests < 1 {
 		return usageErrorf(cmd, "--account.max-requests-in-flight must be positive")
 	}
+	if sf.backgroundJobs < 1 {
+		return usageErrorf(cmd, "--background.max-jobs must be positive")
+	}
 	if sf.rollupCatchUp < 0 || sf.compactCatchUp < 0 {
 		return usageErrorf(cmd, "--rollup-catch-up and --compact-catch-up must not be negative")
 	}
@@ -249,7 +254,8 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Logger:             logger,
 			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited)},
 		},
-		Limits: cfg.Load,
+		Limits:            cfg.Load,
+		MaxBackgroundJobs: sf.backgroundJobs,
 	})
 	if err != nil {
 		return err

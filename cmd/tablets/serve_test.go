@@ -106,6 +106,9 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	// gauges say how many are in flight and waiting, for the whole server.
 	assert.Regexp(t, `(?m)^tablets_account_requests_in_flight [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_requests_waiting [0-9]+$`, string(exposition))
+	// So are the background jobs of all tenants (--background.max-jobs).
+	assert.Regexp(t, `(?m)^tablets_background_jobs_running [0-9]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_background_jobs_waiting [0-9]+$`, string(exposition))
 
 	webUsers(t, cfg, "grafana", "two")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))

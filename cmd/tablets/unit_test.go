@@ -203,9 +203,11 @@ func TestServeStagingPartitionsChecked(t *testing.T) {
 }
 
 func TestServeAccountRequestsChecked(t *testing.T) {
-	for _, n := range []string{"0", "-4"} {
-		r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--account.max-requests-in-flight", n)
-		assert.Equal(t, exitUsage, r.code, "--account.max-requests-in-flight %s", n)
-		assert.Contains(t, r.stderr, "--account.max-requests-in-flight must be positive", "--account.max-requests-in-flight %s", n)
+	for _, flag := range []string{"--account.max-requests-in-flight", "--background.max-jobs"} {
+		for _, n := range []string{"0", "-4"} {
+			r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", flag, n)
+			assert.Equal(t, exitUsage, r.code, "%s %s", flag, n)
+			assert.Contains(t, r.stderr, flag+" must be positive", "%s %s", flag, n)
+		}
 	}
 }

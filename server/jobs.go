@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/gate"
+)
+
+// DefaultMaxBackgroundJobs is the background jobs a [Tenants] front runs at once, all tenants
+// together (see [Jobs]).
+const DefaultMaxBackgroundJobs = 4
+
+// Jobs bounds the background jobs that run at once in the servers sharing it: a job is one
+// call of a loop's task (a fold, a slice of a rollup or a compaction, a rollup of flagged
+// slices, a retention pass); more wait their turn, in arrival order. Each job sends up to
+// tens of requests at once, and every tenant's loops start on the same interval
+// boundaries: without a bound the tenants' folds and rollups of a bucket boundary all run
+// together, and their points, their goroutines and their queue for the account grow with
+// the number of tenants. Run's loops take turns instead; a job waiting for its turn holds
+// nothing. A nil *Jobs bounds nothing.
+type Jobs struct{ gate *gate.Gate }
+
+// NewJobs returns a bound of n jobs at once; n must be positive.
+func NewJobs(n int) (*Jobs, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("server: %w: %d background jobs at once", tablets.ErrInvalidOptions, n)
+	}
+	return &Jobs{gate: gate.New(int64(n))}, nil
+}
+
+// State returns the jobs running and the jobs waiting for their turn.
+func (j *Jobs) State() (running, waiting int) {
+	if j == nil {
+		return 0, 0
+	}
+	used, waiting := j.gate.State()
+	return int(used), waiting
+}
+
+// do runs job once its turn comes, or returns ctx's error if ctx ends first.
+func (j *Jobs) do(ctx context.Context, job func() error) error {
+	if j == nil {
+		return job()
+	}
+	n, err := j.gate.Acquire(ctx, 1)
+	if err != nil {
+		return err
+	}
+	defer j.gate.Release(n)
+	return job()
+}

@@ -1,0 +1,118 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/maintain"
+)
+
+// jobCounter counts the jobs running, and the most that ran at once.
+type jobCounter struct {
+	mu            sync.Mutex
+	running, most int
+	ran           map[string]int
+}
+
+func (c *jobCounter) job(name string) func() {
+	c.mu.Lock()
+	c.running++
+	c.most = max(c.most, c.running)
+	c.ran[name]++
+	c.mu.Unlock()
+	time.Sleep(3 * time.Minute) // a job's requests
+	return func() {
+		c.mu.Lock()
+		c.running--
+		c.mu.Unlock()
+	}
+}
+
+// The loops of three servers sharing a bound of 2 jobs run at most 2 jobs at once, and
+// every loop still runs at each of its ticks (in its turn); without the bound, all 6 loops
+// run their jobs together at each boundary.
+func TestJobsBoundServersLoops(t *testing.T) {
+	for _, tc := range []struct {
+		bound, most int
+	}{{2, 2}, {0, 6}} {
+		synctest.Test(t, func(t *testing.T) {
+			var jobs *Jobs
+			if tc.bound > 0 {
+				var err error
+				if jobs, err = NewJobs(tc.bound); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := &jobCounter{ran: map[string]int{}}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			for _, tenant := range []string{"a", "b", "c"} {
+				s := &Server{opts: Options{Jobs: jobs}, log: slog.New(slog.DiscardHandler)}
+				s.registerLoopMetrics()
+				loops := []loop{
+					{name: "fold", opts: maintain.Options{Every: 10 * time.Minute},
+						tick: func(context.Context, time.Time) error { c.job(tenant + " fold")(); return nil }},
+					{name: "rollup", opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
+						ranges: func(context.Context, time.Time, time.Time) error { c.job(tenant + " rollup")(); return nil }},
+				}
+				wg.Go(func() { s.runLoops(ctx, loops) })
+			}
+			// Ticks every 10 minutes: with 2 at once, the 6 jobs of a tick take 9 minutes of 3,
+			// so every tick's job ran before the next tick.
+			time.Sleep(time.Hour - time.Second)
+			synctest.Wait()
+			for _, name := range []string{"a fold", "a rollup", "b fold", "b rollup", "c fold", "c rollup"} {
+				if c.ran[name] != 5 {
+					t.Errorf("bound %d: %s ran %d times in the 5 ticks before the hour, want 5", tc.bound, name, c.ran[name])
+				}
+			}
+			time.Sleep(2 * time.Second)
+			synctest.Wait()
+			if running, waiting := jobs.State(); tc.bound > 0 && (running != 2 || waiting != 4) {
+				t.Errorf("at the hour's tick: %d jobs running, %d waiting; want 2 and 4", running, waiting)
+			}
+			cancel()
+			wg.Wait()
+			if c.most != tc.most {
+				t.Errorf("bound %d: %d jobs ran at once, want %d", tc.bound, c.most, tc.most)
+			}
+		})
+	}
+}
+
+// A job waiting for its turn whose context ends returns the context's error, and never runs.
+func TestJobsWaitEndsWithContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		jobs, err := NewJobs(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		release := make(chan struct{})
+		go jobs.do(context.Background(), func() error { <-release; return nil })
+		synctest.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		ran := false
+		err = jobs.do(ctx, func() error { ran = true; return nil })
+		if !errors.Is(err, context.DeadlineExceeded) || ran {
+			t.Fatalf("waited past its context: error %v, ran %v", err, ran)
+		}
+		if running, waiting := jobs.State(); running != 1 || waiting != 0 {
+			t.Fatalf("%d running, %d waiting; want 1 and 0", running, waiting)
+		}
+		close(release)
+		synctest.Wait()
+		if err := jobs.do(context.Background(), func() error { return errors.New("job failed") }); err == nil || err.Error() != "job failed" {
+			t.Fatalf("a job's error: %v", err)
+		}
+	})
+	if _, err := NewJobs(0); !errors.Is(err, tablets.ErrInvalidOptions) {
+		t.Fatalf("NewJobs(0): %v, want ErrInvalidOptions", err)
+	}
+}
