@@ -37,6 +37,11 @@ type AggregateOptions struct {
 	// HistogramCount 0 without FieldHistograms), and a window that holds only histogram
 	// samples is yielded only with FieldHistograms. FieldQuantiles brings Min and Max too.
 	Fields Fields
+	// Staged, if set, holds the staged points of the series (from ReadStaged of a range
+	// that covers [from, to)), which the read does not read again: the batches of a large
+	// read share one read of the staging. Staged histogram samples are still read, with
+	// FieldHistograms.
+	Staged *Staged
 }
 
 // fields are the fields opts asks for, or an error wrapping tablets.ErrInvalidOptions.
@@ -241,9 +246,22 @@ func (db *DB) aggregateSeries(ctx context.Context, series []string, from, to tim
 	if f&FieldHistograms != 0 {
 		kinds = stagedBoth
 	}
-	staged, stagedHists, err := db.readStagedKinds(ctx, names, from, to, kinds)
-	if err != nil {
-		return nil, 0, err
+	var staged map[string][]tablets.Point
+	if opts != nil && opts.Staged != nil {
+		if staged, err = opts.Staged.in(names, from, to); err != nil {
+			return nil, 0, err
+		}
+		kinds &^= stagedFloats
+	}
+	var stagedHists map[string][]HistogramPoint
+	if kinds != 0 {
+		var floats map[string][]tablets.Point
+		if floats, stagedHists, err = db.readStagedKinds(ctx, names, from, to, kinds); err != nil {
+			return nil, 0, err
+		}
+		if kinds&stagedFloats != 0 {
+			staged = floats
+		}
 	}
 	plan, err := db.planTier(ctx, names, from, to, step, f, staged, stagedHists)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -162,10 +163,23 @@ func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time
 // Staged holds the staged points of some series in a range, read once by ReadStaged for
 // the many QueryManyStaged calls of one read: a staging entity holds points of thousands of
 // series, so that each batch of a large read reading it again would read it many times.
+// It is safe for concurrent use.
 type Staged struct {
 	from, to time.Time
+	mu       sync.Mutex // guards series and points, which Drop changes
 	series   map[string]bool
 	points   map[string][]tablets.Point
+}
+
+// Drop drops the staged points of series once they are read, so that a long read frees
+// them batch by batch. A QueryManyStaged of a dropped series is an error.
+func (s *Staged) Drop(series []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, name := range series {
+		delete(s.series, name)
+		delete(s.points, name)
+	}
 }
 
 // ReadStaged reads the staged points of series in [from, to), for QueryManyStaged. Call it
@@ -192,8 +206,29 @@ func (db *DB) ReadStaged(ctx context.Context, series []string, from, to time.Tim
 	return st, nil
 }
 
+// in returns the staged points of series in [from, to), within the range read; each
+// series must be among those read and not dropped.
+func (s *Staged) in(series []string, from, to time.Time) (map[string][]tablets.Point, error) {
+	if from.Before(s.from) || to.After(s.to) {
+		return nil, fmt.Errorf("tsdb: %w: staged points of [%v, %v), not of the range read [%v, %v)",
+			tablets.ErrInvalidOptions, s.from, s.to, from, to)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	points := make(map[string][]tablets.Point, len(series))
+	for _, name := range series {
+		if !s.series[name] {
+			return nil, fmt.Errorf("tsdb: %w: series %s is not among the staged points read (or was dropped)", tablets.ErrInvalidOptions, name)
+		}
+		if pts := pointsIn(s.points[name], from, to); len(pts) > 0 {
+			points[name] = pts
+		}
+	}
+	return points, nil
+}
+
 // QueryManyStaged is QueryMany with the staged points of staged (from ReadStaged of a range
-// and series that hold these), which it does not read again.
+// that covers [from, to) and of series that hold these), which it does not read again.
 func (db *DB) QueryManyStaged(ctx context.Context, series []string, from, to time.Time, staged *Staged) iter.Seq2[tablets.SeriesPoint, error] {
 	if staged == nil {
 		return func(yield func(tablets.SeriesPoint, error) bool) {
@@ -227,20 +262,10 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 				return
 			}
 		} else {
-			if !staged.from.Equal(from) || !staged.to.Equal(to) {
-				yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w: staged points of [%v, %v), not of the range read [%v, %v)",
-					tablets.ErrInvalidOptions, staged.from, staged.to, from, to))
+			var err error
+			if points, err = staged.in(series, from, to); err != nil {
+				yield(tablets.SeriesPoint{}, err)
 				return
-			}
-			points = make(map[string][]tablets.Point, len(series))
-			for _, name := range series {
-				if !staged.series[name] {
-					yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w: series %s is not among the staged points read", tablets.ErrInvalidOptions, name))
-					return
-				}
-				if pts := staged.points[name]; len(pts) > 0 {
-					points[name] = pts
-				}
 			}
 		}
 		for p, err := range withStagedMany(db.rawQueryMany(ctx, series, from, to), points) {

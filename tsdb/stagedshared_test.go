@@ -107,6 +107,25 @@ func TestReadStagedShared(t *testing.T) {
 			t.Errorf("QueryManyStaged of %s: %v, want ErrInvalidOptions", what, err)
 		}
 	}
+
+	// Dropped series are no longer read from the Staged; the others still are.
+	staged.Drop(names[:2])
+	if err := firstErr(db.QueryManyStaged(ctx, names[1:3], from, to, staged)); !errors.Is(err, tablets.ErrInvalidOptions) {
+		t.Errorf("QueryManyStaged of a dropped series: %v, want ErrInvalidOptions", err)
+	}
+	n := 0
+	for p, err := range db.QueryManyStaged(ctx, names[2:3], from, to, staged) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.Time.Equal(want[p.Series][n].Time) || p.Value != want[p.Series][n].Value {
+			t.Fatalf("after a Drop of others: %s point %d is %v, want %v", p.Series, n, p.Point, want[p.Series][n])
+		}
+		n++
+	}
+	if n != len(want[names[2]]) {
+		t.Fatalf("after a Drop of others: %d points of %s, want %d", n, names[2], len(want[names[2]]))
+	}
 }
 
 func firstErr[T any](seq func(yield func(T, error) bool)) error {

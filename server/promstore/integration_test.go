@@ -496,8 +496,8 @@ func TestPromQLRateTierVsRaw(t *testing.T) {
 	}
 }
 
-// A Select of several raw batches reads the staged points once a group of batches: the same
-// answer as one batch, bit for bit, with fewer requests than a staging read a batch.
+// A Select of several raw batches reads the staged points once: the same answer as one
+// batch, bit for bit, with fewer requests than a staging read a batch.
 func TestSelectSharesStagedRead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -534,14 +534,40 @@ func TestSelectSharesStagedRead(t *testing.T) {
 	for _, batch := range []int{1, 4} {
 		got, st, requests := read(batch)
 		require.Equal(t, one, got, "BatchSize %d", batch)
-		// Groups of stagedGroupUnits batches share a read: 30 batches of 1 series are two
-		// groups, 8 batches of 4 one.
+		// The batches of a Select share one read: 30 batches of 1 series, or 8 of 4.
 		units := (30 + batch - 1) / batch
-		groups := (units + stagedGroupUnits - 1) / stagedGroupUnits
-		require.Equal(t, uint64(groups), st.SharedStagedReads, "BatchSize %d", batch)
-		// A batch's raw reads (a request per 5 series) and a staging read a group: with a
-		// staging read a batch, a request more a batch but a group's.
+		require.Equal(t, uint64(1), st.SharedStagedReads, "BatchSize %d", batch)
+		// A batch's raw reads (a request per 5 series) and one staging read: with a
+		// staging read a batch, a request more a batch but one.
 		t.Logf("BatchSize %d: %d requests; one batch: %d", batch, requests, oneRequests)
-		require.Less(t, requests, oneRequests+int64(units-groups+1), "BatchSize %d: a staging read a batch?", batch)
+		require.Less(t, requests, oneRequests+int64(units), "BatchSize %d: a staging read a batch?", batch)
 	}
+
+	// Tier batches share it too: their windows hold the staged points, the same with one
+	// batch reading its own.
+	tierRead := func(batch int) ([]gotSeries, Stats) {
+		q, err := New(db, &Options{BatchSize: batch, PreferTiers: true})
+		require.NoError(t, err)
+		start, end := base.Add(-time.Hour), base.Add(time.Hour)
+		querier, err := q.Querier(ms(start), ms(end))
+		require.NoError(t, err)
+		defer querier.Close()
+		hints := &storage.SelectHints{Start: ms(start), End: ms(end), Step: 3_600_000, Range: 600_000, Func: "max_over_time"}
+		return collect(t, querier.Select(context.Background(), false, hints, sel)), q.Stats()
+	}
+	oneTier, st := tierRead(64)
+	require.Equal(t, uint64(1), st.TierSelects)
+	require.Zero(t, st.SharedStagedReads)
+	require.Len(t, oneTier, 30)
+	for _, s := range oneTier {
+		// 5 points 15 s apart from base: windows of a minute, the max at each one's end.
+		l := s.lset.Get("i")
+		i := int(l[0]-'a') + 26*int(l[1]-'a')
+		require.Equal(t, []sample{{ms(base.Add(time.Minute)) - 1, math.Float64bits(float64(i*10 + 3))},
+			{ms(base.Add(2*time.Minute)) - 1, math.Float64bits(float64(i*10 + 4))}}, s.samples, s.lset.String())
+	}
+	shared, st := tierRead(4)
+	require.Equal(t, uint64(1), st.TierSelects)
+	require.Equal(t, uint64(1), st.SharedStagedReads, "8 tier batches, one staging read")
+	require.Equal(t, oneTier, shared)
 }

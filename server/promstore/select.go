@@ -88,14 +88,14 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 	staged := newStagedGroups(q, units, from, to)
 	fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
 		u := units[i]
-		if u.tier {
-			return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick)
-		}
 		st, err := staged.acquire(ctx, i)
 		if err != nil {
 			return nil, err
 		}
 		defer staged.release(i)
+		if u.tier {
+			return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick, st)
+		}
 		return q.readRaw(ctx, u.entries, from, to, st)
 	}
 	return newPipeline(ctx, done, q, len(units), q.opts.Concurrency, fetch, lim)
@@ -353,8 +353,8 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 // readTier reads a batch of series' windows of step in [from, to) (whole windows) in one
 // AggregateSeries, of the field p picks only, and makes a sample of each: at the window's
 // last millisecond, of the value p picks. It returns the series with samples, in the
-// batch's order.
-func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.Time, step time.Duration, p pick) ([]*memSeries, error) {
+// batch's order. staged, if not nil, holds the batch's staged points.
+func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.Time, step time.Duration, p pick, staged *tsdb.Staged) ([]*memSeries, error) {
 	names := make([]string, len(batch))
 	byName := make(map[string]*memSeries, len(batch))
 	all := make([]*memSeries, len(batch))
@@ -364,7 +364,7 @@ func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.T
 		byName[e.series] = all[i]
 	}
 	var points uint64
-	for w, err := range q.db.AggregateSeries(ctx, names, from, to, step, &tsdb.AggregateOptions{Fields: p.fields()}) {
+	for w, err := range q.db.AggregateSeries(ctx, names, from, to, step, &tsdb.AggregateOptions{Fields: p.fields(), Staged: staged}) {
 		if err != nil {
 			return nil, err
 		}

@@ -9,25 +9,24 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// stagedGroupUnits is how many raw units of a Select share a read of the staged points. A
-// staging entity holds points of thousands of series (and a read of a batch selects about a
-// quarter of its columns), so that a Select of 12,000 series in batches of 64 reading the
-// staging a batch read its bytes about 50 times; sharing one read among all of them held
-// every staged point of the 12,000 series for the Select's whole read (10 to 15 minutes of
-// points, until a fold moves them: 170 MB for the soak's dashboards). A group of 16 batches
-// (1,024 series) reads the staging about a twelfth as often, and holds a group's points
-// only while its batches are read.
-const stagedGroupUnits = 16
-
-// stagedGroups are the groups of consecutive raw units of a Select that share a read of the
-// staged points (tsdb.DB.ReadStaged), read by the first unit of a group that needs it, and
-// dropped when the group's last unit is read. A group of a single unit reads its own
-// (acquire gives nil). It is safe for concurrent use by the pipeline's fetches.
+// stagedGroups share a read of the staged points (tsdb.DB.ReadStaged) among the units of a
+// Select (raw batches, and tier batches: AggregateOptions.Staged), over the range of all:
+// one read of all their series, by the first unit that needs it, each unit's
+// points dropped once the unit is read, and the rest when the last is. A staging entity
+// holds points of thousands of series, in columns by hash: a batch of 64 series selects
+// about a quarter of the columns, a group of 1,024 every column, so that reading the
+// staging a batch (or a group) read its bytes tens of times in a large Select, and the
+// dashboards of the soak kept the account busy with it. One read costs the staging's bytes
+// once, and holds the staged points of the Select's series (5 to 15 minutes of points, until
+// a fold moves them) no longer than the batches that need them. A Select of a single unit
+// reads its own (acquire gives nil). It is safe for concurrent use by the pipeline's
+// fetches.
 type stagedGroups struct {
 	q        *Queryable
 	from, to time.Time
-	groupOf  []int // by unit: its group's index, -1 for a tier unit or a group of one
+	groupOf  []int // by unit: its group's index, -1 for a group of one
 	groups   []*stagedGroup
+	units    []unit
 }
 
 type stagedGroup struct {
@@ -39,19 +38,17 @@ type stagedGroup struct {
 }
 
 func newStagedGroups(q *Queryable, units []unit, from, to time.Time) *stagedGroups {
-	sg := &stagedGroups{q: q, from: from, to: to, groupOf: make([]int, len(units))}
-	var members [][]int
+	sg := &stagedGroups{q: q, from: from, to: to, groupOf: make([]int, len(units)), units: units}
+	var all []int
 	for i, u := range units {
 		sg.groupOf[i] = -1
-		if u.tier {
-			continue
+		all = append(all, i)
+		if u.tier { // whole windows: from the window holding from
+			sg.from = earlier(sg.from, u.from)
+			sg.to = later(sg.to, u.to)
 		}
-		if n := len(members); n == 0 || len(members[n-1]) == stagedGroupUnits {
-			members = append(members, nil)
-		}
-		members[len(members)-1] = append(members[len(members)-1], i)
 	}
-	for _, m := range members {
+	for _, m := range [][]int{all} {
 		if len(m) < 2 {
 			continue
 		}
@@ -83,12 +80,35 @@ func (sg *stagedGroups) acquire(ctx context.Context, i int) (*tsdb.Staged, error
 	return g.staged, g.err
 }
 
-// release says unit i is read: the last of its group drops the group's staged points.
+// release says unit i is read: its staged points are dropped, and the last unit of its
+// group drops the group's Staged.
 func (sg *stagedGroups) release(i int) {
 	if sg.groupOf[i] < 0 {
 		return
 	}
-	if g := sg.groups[sg.groupOf[i]]; g.left.Add(-1) == 0 {
+	g := sg.groups[sg.groupOf[i]]
+	if st := g.staged; st != nil {
+		series := make([]string, len(sg.units[i].entries))
+		for j, e := range sg.units[i].entries {
+			series[j] = e.series
+		}
+		st.Drop(series)
+	}
+	if g.left.Add(-1) == 0 {
 		g.staged = nil
 	}
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

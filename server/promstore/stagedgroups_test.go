@@ -3,14 +3,18 @@ package promstore
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// Consecutive raw units, tier units left out, form groups of stagedGroupUnits; a group of
-// one reads its own staged points; a group's points are dropped by its last unit.
+// The units of a Select, raw and tier, share one read, over the range of all (a tier
+// unit's starts at the window holding the Select's start); a single unit reads its own.
 func TestStagedGroups(t *testing.T) {
 	raw := func(series ...string) unit {
 		u := unit{}
@@ -19,42 +23,63 @@ func TestStagedGroups(t *testing.T) {
 		}
 		return u
 	}
-	var units []unit
-	for i := range stagedGroupUnits + 3 {
-		units = append(units, raw(string(rune('a'+i%26))))
-		if i == 2 {
-			units = append(units, unit{tier: true}) // between raw units: not in a group
-		}
-	}
-	units = append(units, unit{tier: true})
-	sg := newStagedGroups(&Queryable{}, units, base, base)
-	require.Len(t, sg.groups, 2)
-	require.Len(t, sg.groups[0].series, stagedGroupUnits)
-	require.Len(t, sg.groups[1].series, 3)
-	require.Equal(t, -1, sg.groupOf[3], "a tier unit")
-	require.Equal(t, -1, sg.groupOf[len(units)-1], "a tier unit")
-	require.Equal(t, 0, sg.groupOf[4], "the tier unit does not cut the group")
-	require.Equal(t, 1, sg.groupOf[stagedGroupUnits+1])
+	tier := raw("f")
+	tier.tier, tier.from, tier.to = true, base.Add(-time.Minute), base.Add(time.Hour)
+	from, to := base.Add(30*time.Second), base.Add(time.Hour+30*time.Second)
+	units := []unit{raw("a", "b"), raw("c"), tier, raw("d", "e")}
+	sg := newStagedGroups(&Queryable{}, units, from, to)
+	require.Len(t, sg.groups, 1, "the units of a Select share one read")
+	require.Equal(t, []string{"a", "b", "c", "f", "d", "e"}, sg.groups[0].series)
+	require.Equal(t, []int{0, 0, 0, 0}, sg.groupOf)
+	require.Equal(t, base.Add(-time.Minute), sg.from, "from the tier unit's first window")
+	require.Equal(t, to, sg.to)
 
-	one := newStagedGroups(&Queryable{}, []unit{raw("a", "b"), {tier: true}}, base, base)
-	require.Empty(t, one.groups, "a single raw unit reads its own")
+	one := newStagedGroups(&Queryable{}, []unit{raw("a", "b")}, from, to)
+	require.Empty(t, one.groups, "a single unit reads its own")
 	st, err := one.acquire(context.Background(), 0)
 	require.NoError(t, err)
 	require.Nil(t, st)
+}
 
-	// Release drops the points when the group's last unit is read (a Staged set by hand:
-	// the read itself needs a database).
-	g := sg.groups[1]
-	g.once.Do(func() { g.staged = &tsdb.Staged{} })
-	for i := stagedGroupUnits + 1; i < stagedGroupUnits+4; i++ {
-		require.Equal(t, 1, sg.groupOf[i])
-		st, err := sg.acquire(context.Background(), i)
-		require.NoError(t, err)
-		require.Same(t, g.staged, st, "every unit of the group gets the one read")
+// Each unit's staged points are dropped once it is read; the last unit drops the Staged.
+func TestStagedGroupsRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
 	}
-	sg.release(stagedGroupUnits + 1)
-	sg.release(stagedGroupUnits + 2)
-	require.NotNil(t, g.staged, "a unit of the group is still being read")
-	sg.release(stagedGroupUnits + 3)
-	require.Nil(t, g.staged, "the group's last unit is read: its points are dropped")
+	db, _, _ := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout})
+	var sets []labels.Labels
+	var points [][]tablets.Point
+	for _, name := range []string{"a", "b", "c"} {
+		sets = append(sets, labels.FromStrings("__name__", "rel", "i", name))
+		points = append(points, []tablets.Point{{Time: base, Value: 1}})
+	}
+	write(t, db, sets, points) // staged
+	var units []unit
+	for s, err := range db.Select(context.Background(), base, base.Add(time.Hour), tsdb.Matcher{Type: tsdb.MatchEqual, Name: "__name__", Value: "rel"}) {
+		require.NoError(t, err)
+		units = append(units, unit{entries: []entry{{series: s.Series}}})
+	}
+	require.Len(t, units, 3)
+	q, err := New(db, nil)
+	require.NoError(t, err)
+	from, to := base, base.Add(time.Hour)
+	sg := newStagedGroups(q, units, from, to)
+	st, err := sg.acquire(context.Background(), 0)
+	require.NoError(t, err)
+	require.NotNil(t, st)
+	read := func(u int) error {
+		for _, err := range db.QueryManyStaged(context.Background(), []string{units[u].entries[0].series}, from, to, st) {
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sg.release(0)
+	require.ErrorIs(t, read(0), tablets.ErrInvalidOptions, "a released unit's points are dropped")
+	require.NoError(t, read(1), "the others' are kept")
+	sg.release(1)
+	require.NotNil(t, sg.groups[0].staged, "a unit is still being read")
+	sg.release(2)
+	require.Nil(t, sg.groups[0].staged, "the last unit is read: the Staged is dropped")
 }
