@@ -67,11 +67,13 @@ func TestJobsBoundServersLoops(t *testing.T) {
 			// so every tick's job ran before the next tick.
 			time.Sleep(time.Hour - time.Second)
 			synctest.Wait()
+			c.mu.Lock()
 			for _, name := range []string{"a fold", "a rollup", "b fold", "b rollup", "c fold", "c rollup"} {
 				if c.ran[name] != 5 {
 					t.Errorf("bound %d: %s ran %d times in the 5 ticks before the hour, want 5", tc.bound, name, c.ran[name])
 				}
 			}
+			c.mu.Unlock()
 			time.Sleep(2 * time.Second)
 			synctest.Wait()
 			if running, waiting := jobs.State(); tc.bound > 0 && (running != 2 || waiting != 4) {
