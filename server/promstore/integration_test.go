@@ -496,8 +496,8 @@ func TestPromQLRateTierVsRaw(t *testing.T) {
 	}
 }
 
-// A Select of several raw batches reads the staged points once: the same answer as one
-// batch, bit for bit, with fewer requests than a staging read a batch.
+// A Select of several raw batches reads the staged points once a group of batches: the same
+// answer as one batch, bit for bit, with fewer requests than a staging read a batch.
 func TestSelectSharesStagedRead(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -534,13 +534,15 @@ func TestSelectSharesStagedRead(t *testing.T) {
 	for _, batch := range []int{1, 4} {
 		got, st, requests := read(batch)
 		require.Equal(t, one, got, "BatchSize %d", batch)
-		// The batches of a Select share one read: 30 batches of 1 series, or 8 of 4.
+		// Groups of stagedGroupUnits batches share a read: 30 batches of 1 series are two
+		// groups, 8 batches of 4 one.
 		units := (30 + batch - 1) / batch
-		require.Equal(t, uint64(1), st.SharedStagedReads, "BatchSize %d", batch)
-		// A batch's raw reads (a request per 5 series) and one staging read: with a
-		// staging read a batch, a request more a batch but one.
+		groups := (units + stagedGroupUnits - 1) / stagedGroupUnits
+		require.Equal(t, uint64(groups), st.SharedStagedReads, "BatchSize %d", batch)
+		// A batch's raw reads (a request per 5 series) and a staging read a group: with a
+		// staging read a batch, a request more a batch but a group's.
 		t.Logf("BatchSize %d: %d requests; one batch: %d", batch, requests, oneRequests)
-		require.Less(t, requests, oneRequests+int64(units), "BatchSize %d: a staging read a batch?", batch)
+		require.Less(t, requests, oneRequests+int64(units-groups+1), "BatchSize %d: a staging read a batch?", batch)
 	}
 
 	// Tier batches share it too: their windows hold the staged points, the same with one
@@ -568,6 +570,6 @@ func TestSelectSharesStagedRead(t *testing.T) {
 	}
 	shared, st := tierRead(4)
 	require.Equal(t, uint64(1), st.TierSelects)
-	require.Equal(t, uint64(1), st.SharedStagedReads, "8 tier batches, one staging read")
+	require.Equal(t, uint64(1), st.SharedStagedReads, "8 tier batches, one group, one staging read")
 	require.Equal(t, oneTier, shared)
 }

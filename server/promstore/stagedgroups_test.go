@@ -2,6 +2,7 @@ package promstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,8 +14,9 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// The units of a Select, raw and tier, share one read, over the range of all (a tier
-// unit's starts at the window holding the Select's start); a single unit reads its own.
+// Consecutive units of a Select, raw and tier, form groups of stagedGroupUnits that share a
+// read, over the range of all the units (a tier unit's starts at the window holding the
+// Select's start); a group of one reads its own.
 func TestStagedGroups(t *testing.T) {
 	raw := func(series ...string) unit {
 		u := unit{}
@@ -23,14 +25,24 @@ func TestStagedGroups(t *testing.T) {
 		}
 		return u
 	}
-	tier := raw("f")
+	tier := raw("t")
 	tier.tier, tier.from, tier.to = true, base.Add(-time.Minute), base.Add(time.Hour)
 	from, to := base.Add(30*time.Second), base.Add(time.Hour+30*time.Second)
-	units := []unit{raw("a", "b"), raw("c"), tier, raw("d", "e")}
+	units := []unit{raw("a", "b"), tier}
+	var singles []string
+	for i := range 2*stagedGroupUnits - 2 {
+		singles = append(singles, fmt.Sprint(i))
+		units = append(units, raw(singles[i]))
+	}
+	units = append(units, raw("x", "y")) // alone in the last group
 	sg := newStagedGroups(&Queryable{}, units, from, to)
-	require.Len(t, sg.groups, 1, "the units of a Select share one read")
-	require.Equal(t, []string{"a", "b", "c", "f", "d", "e"}, sg.groups[0].series)
-	require.Equal(t, []int{0, 0, 0, 0}, sg.groupOf)
+	require.Len(t, sg.groups, 2)
+	cut := stagedGroupUnits - 2
+	require.Equal(t, append([]string{"a", "b", "t"}, singles[:cut]...), sg.groups[0].series, "raw and tier units")
+	require.Equal(t, singles[cut:], sg.groups[1].series)
+	require.Equal(t, 0, sg.groupOf[1], "the tier unit")
+	require.Equal(t, 1, sg.groupOf[stagedGroupUnits])
+	require.Equal(t, -1, sg.groupOf[len(units)-1], "a group of one")
 	require.Equal(t, base.Add(-time.Minute), sg.from, "from the tier unit's first window")
 	require.Equal(t, to, sg.to)
 
