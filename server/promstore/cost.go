@@ -203,6 +203,13 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
 // spans is how many epoch-aligned spans of d [from, to) touches (1 for d <= 0).
 func spans(from, to time.Time, d time.Duration) int {
 	if d <= 0 || !from.Before(to) {

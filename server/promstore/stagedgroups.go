@@ -47,8 +47,8 @@ func newStagedGroups(q *Queryable, units []unit, from, to time.Time) *stagedGrou
 	for i, u := range units {
 		sg.groupOf[i] = -1
 		if u.tier { // whole windows: from the window holding from
-			sg.from = earlier(sg.from, u.from)
-			sg.to = later(sg.to, u.to)
+			sg.from = minTime(sg.from, u.from)
+			sg.to = maxTime(sg.to, u.to)
 		}
 	}
 	for first := 0; first < len(units); first += stagedGroupUnits {
@@ -101,18 +101,4 @@ func (sg *stagedGroups) release(i int) {
 	if g.left.Add(-1) == 0 {
 		g.staged = nil
 	}
-}
-
-func earlier(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }
