@@ -106,7 +106,7 @@ func validRead(body []byte, raw bool) (valid, streamed bool, queries int) {
 			return false, false, 0
 		}
 		for _, m := range q.Matchers {
-			if m == nil || m.Type > prompb.LabelMatcher_NRE {
+			if m == nil || m.Type < prompb.LabelMatcher_EQ || m.Type > prompb.LabelMatcher_NRE { // an enum on the wire: negative too
 				return false, false, 0
 			}
 			// The four types in prompb's order are labels' MatchEqual ... MatchNotRegexp.
