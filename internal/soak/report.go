@@ -20,6 +20,10 @@ type Report struct {
 	Series   int       `json:"series_per_tenant"`
 	Scrape   string    `json:"scrape_interval"`
 	Outage   string    `json:"outage"`
+	// Backfill is the history written before the load (Config.Backfill), "none" without;
+	// BackfillSeconds how long writing it took. Started is when the load started, after it.
+	Backfill        string  `json:"backfill"`
+	BackfillSeconds float64 `json:"backfill_seconds"`
 	// Tenancy says whether the server was given the tenants (X-Scope-OrgID and
 	// --config.file); without it one tenant writes without a header.
 	Tenancy bool `json:"tenancy"`
@@ -84,8 +88,12 @@ func newReport(cfg Config, began time.Time, tenancy bool, series int) *Report {
 	if cfg.Outage > 0 {
 		outage = fmt.Sprintf("%s at %s", cfg.Outage, cfg.OutageAt)
 	}
+	backfill := "none"
+	if cfg.Backfill > 0 {
+		backfill = cfg.Backfill.String()
+	}
 	return &Report{Started: began.UTC(), Duration: cfg.Duration.String(), Tenants: cfg.Tenants, Rate: cfg.Rate,
-		Series: series, Scrape: cfg.Scrape.String(), Outage: outage, Tenancy: tenancy,
+		Series: series, Scrape: cfg.Scrape.String(), Outage: outage, Backfill: backfill, Tenancy: tenancy,
 		PerTenant: map[string]TenantReport{}}
 }
 
@@ -228,6 +236,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak of %s from %s: %d tenants, %.0f samples/s asked (%d series each, scraped every %s), outage %s, tenancy %v\n",
 		r.Duration, r.Started.Format(time.RFC3339), r.Tenants, r.Rate, r.Series, r.Scrape, r.Outage, r.Tenancy)
+	if r.Backfill != "none" && r.Backfill != "" {
+		fmt.Fprintf(&b, "backfill:   %s of history written before the load, in %.0fs\n", r.Backfill, r.BackfillSeconds)
+	}
 	fmt.Fprintf(&b, "RSS:        first %s, warmed up %s, last %s (medians: %+.1f%%), max after warm-up %s; the line after warm-up %s to %s: %+.1f%%\n",
 		mib(r.RSS.First), mib(r.RSS.WarmedUp), mib(r.RSS.Last), 100*r.RSS.MedianGrowth, mib(r.RSS.Max), mib(r.RSS.LineStart), mib(r.RSS.LineEnd), 100*r.RSS.Growth)
 	fmt.Fprintf(&b, "goroutines: first %d, warmed up %d, last %d, max after warm-up %d; the line after warm-up %d to %d\n",
@@ -251,8 +262,12 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, t := range tenants {
 		tr := r.PerTenant[t]
 		wr, rb := tr.Writes, tr.Readback
-		fmt.Fprintf(&b, "tenant %s: samples sent %d, acknowledged %d, dropped (4xx) %d, unsent %d; read back %d of %d series checked (missing %d, extra %d, series missing %d, other tenants' series %d); requests %d, retries %d, answers %s\n",
-			t, wr.Sent, wr.Acked, wr.Dropped, wr.Pending, rb.Samples, rb.SeriesChecked, rb.Missing, rb.Extra, rb.SeriesMissing, rb.CrossTenant, wr.Requests, wr.Retries, statusText(wr.Status))
+		backfilled := ""
+		if wr.Backfilled > 0 {
+			backfilled = fmt.Sprintf(" (%d of them backfilled)", wr.Backfilled)
+		}
+		fmt.Fprintf(&b, "tenant %s: samples sent %d%s, acknowledged %d, dropped (4xx) %d, unsent %d; read back %d of %d series checked (missing %d, extra %d, series missing %d, other tenants' series %d); requests %d, retries %d, answers %s\n",
+			t, wr.Sent, backfilled, wr.Acked, wr.Dropped, wr.Pending, rb.Samples, rb.SeriesChecked, rb.Missing, rb.Extra, rb.SeriesMissing, rb.CrossTenant, wr.Requests, wr.Retries, statusText(wr.Status))
 		if rb.Unverified > 0 {
 			fmt.Fprintf(&b, "            %d acknowledged samples not verified: %s\n", rb.Unverified, rb.Error)
 		}

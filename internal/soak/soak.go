@@ -49,6 +49,13 @@ type Config struct {
 	// Drain bounds the wait, after the load, for the writes still queued to be answered
 	// (0: 5m).
 	Drain time.Duration
+	// Backfill is how much history is written before the load, as fast as the server takes
+	// it (0: none): the span of the samples before the load's first scrape. A soak that
+	// starts from an empty database measures its tables filling up as much as the server:
+	// a dashboard's 1h panels read more data every minute until an hour of it exists.
+	// With a backfill of the longest raw range queried, their working set is full from the
+	// start. The load starts once it is all answered.
+	Backfill time.Duration
 	// Verify is how many of a tenant's series are read back at the end, spread over its
 	// targets (0: all). Reading back costs the server a request to the account per 5
 	// series, and on Azurite each request scans a whole table.
@@ -80,6 +87,8 @@ func (c *Config) check() error {
 		return invalid("the rate %v is not a positive number of samples/s", c.Rate)
 	case c.OutageAt < 0 || c.Outage < 0 || (c.Outage > 0 && c.OutageAt+c.Outage > c.Duration):
 		return invalid("the outage (%s at %s) must end within the run (%s)", c.Outage, c.OutageAt, c.Duration)
+	case c.Backfill < 0 || c.Backfill > 7*24*time.Hour:
+		return invalid("the backfill %s must be 0 to 168h", c.Backfill)
 	case c.Verify < 0:
 		return invalid("the series to verify (%d) are negative", c.Verify)
 	case c.Scrape < time.Second || c.Refresh <= 0 || c.Sample <= 0 || c.Drain < 0:
@@ -293,19 +302,38 @@ type run struct {
 func (r *run) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
 	writers := r.writers()
+	// from is the first scrape of the load; the backfill writes the samples before it.
+	from := time.Now()
+	if cfg.Backfill > 0 {
+		r.progress("backfill: writing each tenant's %s before %s", cfg.Backfill, from.UTC().Format(time.TimeOnly))
+		var wg sync.WaitGroup
+		for _, w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				w.backfill(ctx, from, cfg.Backfill)
+			}()
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.progress("backfill over in %s; the load catches up from %s", time.Since(from).Round(time.Second), from.UTC().Format(time.TimeOnly))
+	}
 	began := time.Now()
 	points := r.monitor(ctx, began)
-	queries, err := r.load(ctx, began, writers)
+	queries, err := r.load(ctx, began, from, writers)
 	if err != nil {
 		points()
 		return nil, err
 	}
 	rep := newReport(cfg, began, r.tenancy, writers[0].series.Len())
+	rep.BackfillSeconds = began.Sub(from).Seconds()
 	to := time.Now()
 	for i, w := range writers {
 		r.progress("reading back tenant %s's series (%d)", tenantID(i), w.series.Len())
 		t0 := time.Now()
-		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, checkedTargets(w.series.Targets, cfg.Verify), w.acked, began, to)
+		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, checkedTargets(w.series.Targets, cfg.Verify), w.acked, from.Add(-cfg.Backfill), to)
 		if err != nil {
 			points()
 			return nil, err
@@ -358,9 +386,10 @@ func (r *run) monitor(ctx context.Context, began time.Time) func() []Point {
 	}
 }
 
-// load runs the writers and the dashboards for the run's duration, with the outage, then
-// waits (at most Drain) for the writes still queued to be answered.
-func (r *run) load(ctx context.Context, began time.Time, writers []*writer) (*QueryStats, error) {
+// load runs the writers (scraping from from: what is due since is queued at once) and the
+// dashboards for the run's duration from began, with the outage, then waits (at most
+// Drain) for the writes still queued to be answered.
+func (r *run) load(ctx context.Context, began, from time.Time, writers []*writer) (*QueryStats, error) {
 	stop := make(chan struct{})
 	drainCtx, cancelDrain := context.WithCancel(ctx)
 	defer cancelDrain()
@@ -369,7 +398,7 @@ func (r *run) load(ctx context.Context, began time.Time, writers []*writer) (*Qu
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.run(drainCtx, began, stop)
+			w.run(drainCtx, from, stop)
 		}()
 	}
 	queryCtx, stopQueries := context.WithCancel(ctx)

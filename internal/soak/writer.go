@@ -33,13 +33,15 @@ type sample struct {
 
 // WriteStats are one tenant's writes.
 type WriteStats struct {
-	Sent     int64         `json:"samples_sent"`    // samples scraped and queued
-	Acked    int64         `json:"samples_acked"`   // in requests answered 2xx
-	Dropped  int64         `json:"samples_dropped"` // in requests answered 4xx (not 429): not retried
-	Requests int64         `json:"requests_acked"`  // requests answered 2xx
-	Retries  int64         `json:"retries"`         // attempts sent again
-	Status   map[int]int64 `json:"status"`          // every attempt's answer; 0: none (a connection error)
-	Pending  int64         `json:"samples_unsent"`  // still queued or unanswered at the end
+	Sent int64 `json:"samples_sent"` // samples scraped and queued, backfill included
+	// Backfilled counts the samples of the history written before the load (Config.Backfill).
+	Backfilled int64         `json:"samples_backfilled"`
+	Acked      int64         `json:"samples_acked"`   // in requests answered 2xx
+	Dropped    int64         `json:"samples_dropped"` // in requests answered 4xx (not 429): not retried
+	Requests   int64         `json:"requests_acked"`  // requests answered 2xx
+	Retries    int64         `json:"retries"`         // attempts sent again
+	Status     map[int]int64 `json:"status"`          // every attempt's answer; 0: none (a connection error)
+	Pending    int64         `json:"samples_unsent"`  // still queued or unanswered at the end
 }
 
 // acked is what the server acknowledged of one series: how many samples, over which times.
@@ -208,26 +210,31 @@ func (w *writer) send(ctx context.Context, sh *shard) {
 		if batch == nil {
 			return
 		}
-		code := w.deliver(ctx, batch)
-		w.mu.Lock()
-		switch {
-		case code/100 == 2:
-			w.stats.Acked += int64(len(batch))
-			w.stats.Requests++
-			for _, s := range batch {
-				a := &w.acked[s.series]
-				if a.n == 0 || s.ts < a.first {
-					a.first = s.ts
-				}
-				a.last = max(a.last, s.ts)
-				a.n++
+		w.record(batch, w.deliver(ctx, batch))
+	}
+}
+
+// record counts batch's answer: acknowledged (2xx), dropped (4xx) or pending (0: ctx ended
+// while retrying).
+func (w *writer) record(batch []sample, code int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case code/100 == 2:
+		w.stats.Acked += int64(len(batch))
+		w.stats.Requests++
+		for _, s := range batch {
+			a := &w.acked[s.series]
+			if a.n == 0 || s.ts < a.first {
+				a.first = s.ts
 			}
-		case code/100 == 4:
-			w.stats.Dropped += int64(len(batch))
-		default: // ctx ended while retrying
-			w.stats.Pending += int64(len(batch))
+			a.last = max(a.last, s.ts)
+			a.n++
 		}
-		w.mu.Unlock()
+	case code/100 == 4:
+		w.stats.Dropped += int64(len(batch))
+	default:
+		w.stats.Pending += int64(len(batch))
 	}
 }
 
@@ -267,14 +274,16 @@ func (w *writer) deliver(ctx context.Context, batch []sample) int {
 	}
 }
 
-// encode is a remote write 1.0 request of batch, snappy-compressed.
+// encode is a remote write 1.0 request of batch, snappy-compressed: a time series per run
+// of consecutive samples of one series.
 func (w *writer) encode(batch []sample) []byte {
-	req := &prompb.WriteRequest{Timeseries: make([]prompb.TimeSeries, len(batch))}
+	req := &prompb.WriteRequest{}
 	for j, s := range batch {
-		req.Timeseries[j] = prompb.TimeSeries{
-			Labels:  w.series.Labels(int(s.series)),
-			Samples: []prompb.Sample{{Value: w.series.Value(int(s.series), s.ts), Timestamp: s.ts}},
+		if j == 0 || batch[j-1].series != s.series {
+			req.Timeseries = append(req.Timeseries, prompb.TimeSeries{Labels: w.series.Labels(int(s.series))})
 		}
+		ts := &req.Timeseries[len(req.Timeseries)-1]
+		ts.Samples = append(ts.Samples, prompb.Sample{Value: w.series.Value(int(s.series), s.ts), Timestamp: s.ts})
 	}
 	raw, err := req.Marshal()
 	if err != nil {

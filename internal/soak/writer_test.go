@@ -115,7 +115,7 @@ type fakeRemote struct {
 	mu       sync.Mutex
 	attempts int
 	at       []time.Time // each attempt's time
-	sizes    []int
+	sizes    []int // each request's samples
 	stored   map[string][]prompb.Sample
 	tenants  map[string]bool
 }
@@ -137,7 +137,11 @@ func (f *fakeRemote) RoundTrip(req *http.Request) (*http.Response, error) {
 	defer f.mu.Unlock()
 	f.attempts++
 	f.at = append(f.at, time.Now())
-	f.sizes = append(f.sizes, len(wr.Timeseries))
+	n := 0
+	for _, ts := range wr.Timeseries {
+		n += len(ts.Samples)
+	}
+	f.sizes = append(f.sizes, n)
 	f.tenants[req.Header.Get("X-Scope-OrgID")] = true
 	code, after := f.answer(f.attempts)
 	if code/100 == 2 {
