@@ -94,6 +94,7 @@ goroutines not flat, a sample not acknowledged or not read back, a cross-tenant 
 	f.DurationVar(&cfg.Outage, "outage", time.Minute, "how long the account is cut off (0: no outage)")
 	f.DurationVar(&cfg.Scrape, "scrape-interval", 15*time.Second, "each series' sample interval: the series are --rate times this")
 	f.DurationVar(&cfg.Backfill, "backfill", 0, "write this much history of every series before the load, as fast as the server takes it (scripts/soak: 1h, the dashboards' raw range)")
+	f.DurationVar(&cfg.Settle, "settle", 20*time.Minute, "after a backfill, wait at most this long for the server's background work to catch up before the load")
 	f.IntVar(&cfg.Verify, "verify", 0, "read back this many of each tenant's series at the end, spread over its targets (0: all; on Azurite a read-back takes long)")
 	f.StringVar(&report, "report", "", "write the report as JSON to this file")
 	f.StringVar(&connString, "connection-string", "", "the account, with a plain http table endpoint (default $"+envConnectionString+", else a local Azurite)")

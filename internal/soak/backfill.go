@@ -68,7 +68,13 @@ func (w *writer) backfill(ctx context.Context, end time.Time, span time.Duration
 		go func() {
 			defer wg.Done()
 			for b := range next {
-				w.record(b, w.deliver(ctx, b))
+				code := w.deliver(ctx, b)
+				w.record(b, code)
+				if code/100 == 2 {
+					w.mu.Lock()
+					w.stats.BackfillAcked += int64(len(b))
+					w.mu.Unlock()
+				}
 			}
 		}()
 	}

@@ -2,7 +2,9 @@ package soak
 
 import (
 	"context"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,9 +58,9 @@ func TestBackfillBatches(t *testing.T) {
 	}
 }
 
-// TestBackfillThenLoad: the backfill's samples and the load's, from the backfill's end, are
-// every scrape of every series once, in time order, each counted as sent and acknowledged;
-// a 503 in the backfill is retried.
+// TestBackfillThenLoad: the backfill's samples and then the load's, from its own start,
+// are every scrape of every series in the backfill's span and in the load's, once each, in
+// time order, each counted as sent and acknowledged; a 503 in the backfill is retried.
 func TestBackfillThenLoad(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &fakeRemote{stored: map[string][]prompb.Sample{}, tenants: map[string]bool{}}
@@ -73,14 +75,15 @@ func TestBackfillThenLoad(t *testing.T) {
 		end := time.Now()
 		w.backfill(context.Background(), end, time.Hour)
 		backfillRequests := f.attempts
-		time.Sleep(20 * time.Second) // the load starts later and catches up from end
+		time.Sleep(20 * time.Second) // the server settles: the load starts later
+		began := time.Now()
 		stop := make(chan struct{})
 		go func() { time.Sleep(time.Minute); close(stop) }()
-		w.run(context.Background(), end, stop)
+		w.run(context.Background(), began, stop)
 
 		st := w.snapshot()
-		if want := int64(240 * s.Len()); st.Backfilled != want {
-			t.Errorf("backfilled %d samples, want %d", st.Backfilled, want)
+		if want := int64(240 * s.Len()); st.Backfilled != want || st.BackfillAcked != want {
+			t.Errorf("backfilled %d samples, %d acknowledged, want %d", st.Backfilled, st.BackfillAcked, want)
 		}
 		if st.Acked != st.Sent || st.Pending != 0 || st.Retries != 1 || st.Status[503] != 1 {
 			t.Errorf("sent %d, acked %d, unsent %d, retries %d, status %v", st.Sent, st.Acked, st.Pending, st.Retries, st.Status)
@@ -96,21 +99,66 @@ func TestBackfillThenLoad(t *testing.T) {
 		iv := s.Interval.Milliseconds()
 		for i, a := range w.acked {
 			got := f.stored[labelsText(s.Labels(i))]
-			first := s.FirstScrape(i/seriesPerTarget, end.Add(-time.Hour))
-			if int(a.n) != len(got) || len(got) < 240+5 { // 20s of catching up and a minute of load: 5 or 6 scrapes
-				t.Fatalf("series %d: %d acknowledged, %d stored", i, a.n, len(got))
+			target := i / seriesPerTarget
+			var want []int64
+			for ts := s.FirstScrape(target, end.Add(-time.Hour)); ts < end.UnixMilli(); ts += iv {
+				want = append(want, ts)
+			}
+			for ts := s.FirstScrape(target, began); ts <= began.Add(time.Minute).UnixMilli(); ts += iv {
+				want = append(want, ts)
+			}
+			if int(a.n) != len(got) || len(got) != len(want) && len(got) != len(want)-1 { // the last scrape may fall after stop
+				t.Fatalf("series %d: %d acknowledged, %d stored, %d scrapes", i, a.n, len(got), len(want))
 			}
 			for j, smp := range got {
-				if smp.Timestamp != first+int64(j)*iv {
-					t.Fatalf("series %d: sample %d at %d, want %d (a gap or a repeat)", i, j, smp.Timestamp, first+int64(j)*iv)
+				if smp.Timestamp != want[j] {
+					t.Fatalf("series %d: sample %d at %d, want %d (a gap or a repeat)", i, j, smp.Timestamp, want[j])
 				}
 				if smp.Value != s.Value(i, smp.Timestamp) {
 					t.Fatalf("series %d: value %v at %d", i, smp.Value, smp.Timestamp)
 				}
 			}
-			if a.first != first || a.last != got[len(got)-1].Timestamp {
-				t.Fatalf("series %d: acknowledged %d..%d, stored %d..%d", i, a.first, a.last, first, got[len(got)-1].Timestamp)
+			if a.first != want[0] || a.last != got[len(got)-1].Timestamp {
+				t.Fatalf("series %d: acknowledged %d..%d, stored %d..%d", i, a.first, a.last, want[0], got[len(got)-1].Timestamp)
 			}
+		}
+	})
+}
+
+// TestSettle: the server counts as caught up after settleQuiet samples in a row with no
+// background job and no account request waiting; a busy sample starts the count again;
+// the wait ends at its bound.
+func TestSettle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var samples int
+		busy := func(n int) bool { return n <= 4 || n == 6 } // quiet at 5, 7, 8, 9
+		client := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			samples++
+			jobs := "0"
+			if busy(samples) {
+				jobs = "3"
+			}
+			body := "# TYPE tablets_background_jobs_waiting gauge\ntablets_background_jobs_waiting " + jobs +
+				"\ntablets_account_requests_waiting 0\n"
+			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+		})}
+		r := &run{srv: &server{internal: "http://internal"}, client: client}
+		t0 := time.Now()
+		ok, err := r.settle(context.Background(), time.Hour)
+		if err != nil || !ok {
+			t.Fatalf("settle: %v, %v", ok, err)
+		}
+		if samples != 9 || time.Since(t0) != 90*time.Second {
+			t.Errorf("settled after %d samples, %s; want 9, 1m30s", samples, time.Since(t0))
+		}
+		samples = 0
+		busy = func(int) bool { return true }
+		t0 = time.Now()
+		if ok, err := r.settle(context.Background(), time.Minute); err != nil || ok {
+			t.Errorf("always busy: settle %v, %v", ok, err)
+		}
+		if time.Since(t0) != time.Minute {
+			t.Errorf("the bound of 1m ended the wait after %s", time.Since(t0))
 		}
 	})
 }

@@ -54,8 +54,14 @@ type Config struct {
 	// starts from an empty database measures its tables filling up as much as the server:
 	// a dashboard's 1h panels read more data every minute until an hour of it exists.
 	// With a backfill of the longest raw range queried, their working set is full from the
-	// start. The load starts once it is all answered.
-	Backfill time.Duration
+	// start. A server without background work takes it (backgroundOff); once it is all
+	// answered, the soak starts the server of the load in its place and waits (at most
+	// Settle, 0: 20m) for its background work to catch up (no job and no account request
+	// waiting), then starts the load, whose first scrape is then: the history has a hole from the
+	// backfill's end to the load's start. A 1h panel's range then holds as much data all
+	// through a run (an hour less the hole), if the hole is shorter than the run's end
+	// is from an hour after the backfill's end.
+	Backfill, Settle time.Duration
 	// Verify is how many of a tenant's series are read back at the end, spread over its
 	// targets (0: all). Reading back costs the server a request to the account per 5
 	// series, and on Azurite each request scans a whole table.
@@ -78,6 +84,9 @@ func (c *Config) check() error {
 	if c.Drain == 0 {
 		c.Drain = 5 * time.Minute
 	}
+	if c.Settle == 0 {
+		c.Settle = 20 * time.Minute
+	}
 	switch {
 	case c.Duration <= 0:
 		return invalid("the duration %s is not positive", c.Duration)
@@ -89,6 +98,8 @@ func (c *Config) check() error {
 		return invalid("the outage (%s at %s) must end within the run (%s)", c.Outage, c.OutageAt, c.Duration)
 	case c.Backfill < 0 || c.Backfill > 7*24*time.Hour:
 		return invalid("the backfill %s must be 0 to 168h", c.Backfill)
+	case c.Settle < 0:
+		return invalid("the settle bound %s is negative", c.Settle)
 	case c.Verify < 0:
 		return invalid("the series to verify (%d) are negative", c.Verify)
 	case c.Scrape < time.Second || c.Refresh <= 0 || c.Sample <= 0 || c.Drain < 0:
@@ -153,12 +164,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer proxy.Close()
-	srv, err := startServer(ctx, cfg, dir, tenancy, strings.Replace(connString, target, proxy.Addr(), 1))
+	r := &run{cfg: cfg, tenancy: tenancy, proxy: proxy, dir: dir, connString: strings.Replace(connString, target, proxy.Addr(), 1),
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	if cfg.Backfill > 0 {
+		r.srv, err = startServer(ctx, cfg, dir, tenancy, r.connString, "server-backfill.log", backgroundOff...)
+	} else {
+		r.srv, err = startServer(ctx, cfg, dir, tenancy, r.connString, "server.log")
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer srv.stop()
-	r := &run{cfg: cfg, tenancy: tenancy, proxy: proxy, srv: srv, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	defer func() { r.srv.stop() }()
 	return r.run(ctx)
 }
 
@@ -214,10 +230,16 @@ type server struct {
 
 func (s *server) stop() { _ = s.p.Stop(30 * time.Second) }
 
+// backgroundOff are the flags of the server that takes a backfill: no background work.
+// Its rollups and compactions would read the tables the backfill fills, over and over
+// while they grow (on Azurite each read scans a whole table); the server of the load
+// catches up on all of it once, before the load starts (Config.Settle).
+var backgroundOff = []string{"--fold-interval=-1s", "--rollup-every=-1s", "--compact-every=-1s", "--retain-every=-1s"}
+
 // startServer starts `tablets serve` on two free ports, with short background intervals
-// so that folds, rollups and compactions happen during the soak, and waits until it is
-// ready.
-func startServer(ctx context.Context, cfg Config, dir string, tenancy bool, connString string) (*server, error) {
+// so that folds, rollups and compactions happen during the soak (then extra, which win),
+// logging to dir/log, and waits until it is ready.
+func startServer(ctx context.Context, cfg Config, dir string, tenancy bool, connString, log string, extra ...string) (*server, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -244,8 +266,8 @@ func startServer(ctx context.Context, cfg Config, dir string, tenancy bool, conn
 		}
 		args = append(args, "--config.file", file)
 	}
-	args = append(args, cfg.ServeArgs...)
-	p, err := proc.Start(cfg.Tablets, args, &proc.Options{LogFile: filepath.Join(dir, "server.log")})
+	args = append(append(args, extra...), cfg.ServeArgs...)
+	p, err := proc.Start(cfg.Tablets, args, &proc.Options{LogFile: filepath.Join(dir, log)})
 	if err != nil {
 		return nil, err
 	}
@@ -296,14 +318,17 @@ type run struct {
 	tenancy bool
 	proxy   *Proxy
 	srv     *server
-	client  *http.Client
+	// dir and connString are the server's, for a restart.
+	dir, connString string
+	client          *http.Client
 }
 
 func (r *run) run(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
 	writers := r.writers()
-	// from is the first scrape of the load; the backfill writes the samples before it.
+	// from is the backfill's end; the load's first scrape is when it starts (began).
 	from := time.Now()
+	var settled time.Duration
 	if cfg.Backfill > 0 {
 		r.progress("backfill: writing each tenant's %s before %s", cfg.Backfill, from.UTC().Format(time.TimeOnly))
 		var wg sync.WaitGroup
@@ -318,17 +343,27 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.progress("backfill over in %s; the load catches up from %s", time.Since(from).Round(time.Second), from.UTC().Format(time.TimeOnly))
+		r.progress("backfill over in %s; restarting the server with its background work, waiting (at most %s) for it to catch up", time.Since(from).Round(time.Second), cfg.Settle)
+		t0 := time.Now()
+		if err := r.restart(ctx, writers); err != nil {
+			return nil, err
+		}
+		quiet, err := r.settle(ctx, cfg.Settle)
+		if err != nil {
+			return nil, err
+		}
+		settled = time.Since(t0)
+		r.progress("background work caught up: %v, after %s", quiet, settled.Round(time.Second))
 	}
 	began := time.Now()
 	points := r.monitor(ctx, began)
-	queries, err := r.load(ctx, began, from, writers)
+	queries, err := r.load(ctx, began, writers)
 	if err != nil {
 		points()
 		return nil, err
 	}
 	rep := newReport(cfg, began, r.tenancy, writers[0].series.Len())
-	rep.BackfillSeconds = began.Sub(from).Seconds()
+	rep.BackfillSeconds, rep.SettleSeconds = began.Sub(from).Seconds()-settled.Seconds(), settled.Seconds()
 	to := time.Now()
 	for i, w := range writers {
 		r.progress("reading back tenant %s's series (%d)", tenantID(i), w.series.Len())
@@ -386,10 +421,9 @@ func (r *run) monitor(ctx context.Context, began time.Time) func() []Point {
 	}
 }
 
-// load runs the writers (scraping from from: what is due since is queued at once) and the
-// dashboards for the run's duration from began, with the outage, then waits (at most
-// Drain) for the writes still queued to be answered.
-func (r *run) load(ctx context.Context, began, from time.Time, writers []*writer) (*QueryStats, error) {
+// load runs the writers and the dashboards for the run's duration, with the outage, then
+// waits (at most Drain) for the writes still queued to be answered.
+func (r *run) load(ctx context.Context, began time.Time, writers []*writer) (*QueryStats, error) {
 	stop := make(chan struct{})
 	drainCtx, cancelDrain := context.WithCancel(ctx)
 	defer cancelDrain()
@@ -398,7 +432,7 @@ func (r *run) load(ctx context.Context, began, from time.Time, writers []*writer
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.run(drainCtx, from, stop)
+			w.run(drainCtx, began, stop)
 		}()
 	}
 	queryCtx, stopQueries := context.WithCancel(ctx)
@@ -449,6 +483,58 @@ func (r *run) scheduleOutage(ctx context.Context) <-chan error {
 		done <- err
 	}()
 	return done
+}
+
+// restart stops the server of the backfill and starts that of the load (with its
+// background work, logging to server.log), which the writers then write to.
+func (r *run) restart(ctx context.Context, writers []*writer) error {
+	r.srv.stop()
+	srv, err := startServer(ctx, r.cfg, r.dir, r.tenancy, r.connString, "server.log")
+	if err != nil {
+		return err
+	}
+	r.srv = srv
+	for _, w := range writers {
+		w.url = srv.base + "/api/v1/write"
+	}
+	return nil
+}
+
+// settleQuiet is how many samples in a row, 10s apart, must find no background job and no
+// account request waiting for the server to count as caught up.
+const settleQuiet = 3
+
+// settle waits until the server's background work has caught up: settleQuiet samples in a
+// row of /metrics with tablets_background_jobs_waiting and tablets_account_requests_waiting
+// 0, or at most bound (false).
+func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
+	deadline := time.Now().Add(bound)
+	quiet := 0
+	for time.Now().Before(deadline) {
+		if !sleep(ctx, 10*time.Second) {
+			return false, ctx.Err()
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.internal+"/metrics", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := r.client.Do(req)
+		if err != nil {
+			quiet = 0
+			continue
+		}
+		jobs, requests := metricSums(resp.Body, "tablets_background_jobs_waiting", "tablets_account_requests_waiting")
+		resp.Body.Close()
+		if jobs == 0 && requests == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+		if quiet == settleQuiet {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // wait waits for the run's duration, printing progress each minute.

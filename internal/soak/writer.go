@@ -34,14 +34,16 @@ type sample struct {
 // WriteStats are one tenant's writes.
 type WriteStats struct {
 	Sent int64 `json:"samples_sent"` // samples scraped and queued, backfill included
-	// Backfilled counts the samples of the history written before the load (Config.Backfill).
-	Backfilled int64         `json:"samples_backfilled"`
-	Acked      int64         `json:"samples_acked"`   // in requests answered 2xx
-	Dropped    int64         `json:"samples_dropped"` // in requests answered 4xx (not 429): not retried
-	Requests   int64         `json:"requests_acked"`  // requests answered 2xx
-	Retries    int64         `json:"retries"`         // attempts sent again
-	Status     map[int]int64 `json:"status"`          // every attempt's answer; 0: none (a connection error)
-	Pending    int64         `json:"samples_unsent"`  // still queued or unanswered at the end
+	// Backfilled counts the samples of the history written before the load (Config.Backfill),
+	// BackfillAcked those of them acknowledged.
+	Backfilled    int64         `json:"samples_backfilled"`
+	BackfillAcked int64         `json:"samples_backfilled_acked"`
+	Acked         int64         `json:"samples_acked"`   // in requests answered 2xx
+	Dropped       int64         `json:"samples_dropped"` // in requests answered 4xx (not 429): not retried
+	Requests      int64         `json:"requests_acked"`  // requests answered 2xx
+	Retries       int64         `json:"retries"`         // attempts sent again
+	Status        map[int]int64 `json:"status"`          // every attempt's answer; 0: none (a connection error)
+	Pending       int64         `json:"samples_unsent"`  // still queued or unanswered at the end
 }
 
 // acked is what the server acknowledged of one series: how many samples, over which times.

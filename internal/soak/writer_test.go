@@ -115,7 +115,7 @@ type fakeRemote struct {
 	mu       sync.Mutex
 	attempts int
 	at       []time.Time // each attempt's time
-	sizes    []int // each request's samples
+	sizes    []int       // each request's samples
 	stored   map[string][]prompb.Sample
 	tenants  map[string]bool
 }
