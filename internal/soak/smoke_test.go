@@ -17,9 +17,11 @@ import (
 	"github.com/seed71701133/tablets/internal/azurite"
 )
 
-// TestSoakSmoke runs a short soak (40s at 500 samples/s, a 5s outage at 15s) of the tablets
-// command built from this tree, in front of an Azurite reached through Azure's limit
-// Checker, and requires every acknowledged sample read back and no cross-tenant answer.
+// TestSoakSmoke runs a short soak (a backfill of 30m, 120 samples a series: the server
+// writes them into the raw tables directly; then 40s at 500 samples/s, a 5s outage at 15s)
+// of the tablets command built from this tree, in front of an Azurite reached through
+// Azure's limit Checker, and requires every acknowledged sample, backfilled or not, read
+// back and no cross-tenant answer.
 // Its RSS and goroutine targets are not asserted: 40s has no steady state.
 func TestSoakSmoke(t *testing.T) {
 	if testing.Short() {
@@ -74,6 +76,7 @@ func TestSoakSmoke(t *testing.T) {
 	defer cancel()
 	rep, err := Run(ctx, Config{
 		Duration: 40 * time.Second, Tenants: tenants, Rate: 500, OutageAt: 15 * time.Second, Outage: 5 * time.Second,
+		Backfill: 30 * time.Minute, Settle: time.Minute,
 		ConnectionString: cs, Tablets: bin, Dir: t.TempDir(), Progress: t.Output(), Drain: 2 * time.Minute,
 	})
 	if err != nil {
@@ -91,8 +94,15 @@ func TestSoakSmoke(t *testing.T) {
 		t.Errorf("tenants %d, queries %+v, %d points", len(rep.PerTenant), rep.Queries, len(rep.Points))
 	}
 	for tenant, tr := range rep.PerTenant {
-		if tr.Writes.Acked < 15_000/int64(tenants) { // 40s at 500/s, less the partial first and last scrapes
-			t.Errorf("tenant %s: %d samples acknowledged", tenant, tr.Writes.Acked)
+		w := tr.Writes
+		if w.Acked-w.BackfillAcked < 15_000/int64(tenants) { // 40s at 500/s, less the partial first and last scrapes
+			t.Errorf("tenant %s: %d samples of the load acknowledged", tenant, w.Acked-w.BackfillAcked)
+		}
+		if backfill := int64(rep.Series * 120); w.Backfilled != backfill || w.BackfillAcked != backfill {
+			t.Errorf("tenant %s: %d samples backfilled, %d acknowledged, want %d", tenant, w.Backfilled, w.BackfillAcked, backfill)
+		}
+		if tr.Readback.SeriesChecked != rep.Series || tr.Readback.Samples < w.Acked {
+			t.Errorf("tenant %s: %d of %d series read back, %d samples of %d acknowledged", tenant, tr.Readback.SeriesChecked, rep.Series, tr.Readback.Samples, w.Acked)
 		}
 	}
 	if checker.Stats().Requests == 0 {
