@@ -125,13 +125,14 @@ func TestBackfillThenLoad(t *testing.T) {
 	})
 }
 
-// TestSettle: the server counts as caught up after settleQuiet samples in a row with no
-// background job and no account request waiting; a busy sample starts the count again;
-// the wait ends at its bound.
+// TestSettle: the server counts as caught up after settleQuiet samples in a row with every
+// tenant's first rollup and compaction done and no background job and no account request
+// waiting; a busy sample starts the count again; the wait ends at its bound.
 func TestSettle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var samples int
 		busy := func(n int) bool { return n <= 4 || n == 6 } // quiet at 5, 7, 8, 9
+		firstRuns := func(n int) bool { return n >= 3 }
 		client := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			samples++
 			jobs := "0"
@@ -139,10 +140,17 @@ func TestSettle(t *testing.T) {
 				jobs = "3"
 			}
 			body := "# TYPE tablets_background_jobs_waiting gauge\ntablets_background_jobs_waiting " + jobs +
-				"\ntablets_account_requests_waiting 0\n"
+				"\ntablets_account_requests_waiting 0\n" +
+				`tablets_background_runs_total{result="ok",task="fold",tenant="soak1"} 2` + "\n" +
+				`tablets_background_runs_total{result="ok",task="rollup",tenant="soak0"} 1` + "\n" +
+				`tablets_background_runs_total{result="ok",task="rollup",tenant="soak1"} 1` + "\n" +
+				`tablets_background_runs_total{result="ok",task="compact",tenant="soak0"} 1` + "\n"
+			if firstRuns(samples) {
+				body += `tablets_background_runs_total{result="ok",task="compact",tenant="soak1"} 1` + "\n"
+			}
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
 		})}
-		r := &run{srv: &server{internal: "http://internal"}, client: client}
+		r := &run{cfg: Config{Tenants: 2}, tenancy: true, srv: &server{internal: "http://internal"}, client: client}
 		t0 := time.Now()
 		ok, err := r.settle(context.Background(), time.Hour)
 		if err != nil || !ok {
@@ -151,7 +159,15 @@ func TestSettle(t *testing.T) {
 		if samples != 9 || time.Since(t0) != 90*time.Second {
 			t.Errorf("settled after %d samples, %s; want 9, 1m30s", samples, time.Since(t0))
 		}
+		// Idle, but soak1's first compaction never ends.
 		samples = 0
+		busy = func(int) bool { return false }
+		firstRuns = func(int) bool { return false }
+		if ok, err := r.settle(context.Background(), 5*time.Minute); err != nil || ok {
+			t.Errorf("a tenant's first compaction not done: settle %v, %v", ok, err)
+		}
+		samples = 0
+		firstRuns = func(int) bool { return true }
 		busy = func(int) bool { return true }
 		t0 = time.Now()
 		if ok, err := r.settle(context.Background(), time.Minute); err != nil || ok {

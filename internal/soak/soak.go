@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -500,13 +501,19 @@ func (r *run) restart(ctx context.Context, writers []*writer) error {
 	return nil
 }
 
-// settleQuiet is how many samples in a row, 10s apart, must find no background job and no
-// account request waiting for the server to count as caught up.
+// settleQuiet is how many samples in a row, 10s apart, must find the server idle for it to
+// count as caught up.
 const settleQuiet = 3
 
-// settle waits until the server's background work has caught up: settleQuiet samples in a
+// settleTasks are the background tasks whose first run must be over for the server to
+// count as caught up: the first rollup and compaction cover the backfill (as far as it is
+// sealed), and they only start at their first tick.
+var settleTasks = []string{"rollup", "compact"}
+
+// settle waits until the server's background work has caught up, or at most bound
+// (false): every tenant's first rollup and compaction done, then settleQuiet samples in a
 // row of /metrics with tablets_background_jobs_waiting and tablets_account_requests_waiting
-// 0, or at most bound (false).
+// 0.
 func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 	deadline := time.Now().Add(bound)
 	quiet := 0
@@ -523,9 +530,14 @@ func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 			quiet = 0
 			continue
 		}
-		jobs, requests := metricSums(resp.Body, "tablets_background_jobs_waiting", "tablets_account_requests_waiting")
+		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if jobs == 0 && requests == 0 {
+		if err != nil {
+			quiet = 0
+			continue
+		}
+		jobs, requests := metricSums(bytes.NewReader(body), "tablets_background_jobs_waiting", "tablets_account_requests_waiting")
+		if jobs == 0 && requests == 0 && r.firstRunsDone(string(body)) {
 			quiet++
 		} else {
 			quiet = 0
@@ -535,6 +547,23 @@ func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// firstRunsDone reports whether a /metrics exposition counts a successful run of each of
+// settleTasks for each tenant.
+func (r *run) firstRunsDone(metrics string) bool {
+	for i := range r.cfg.Tenants {
+		for _, task := range settleTasks {
+			series := `tablets_background_runs_total{result="ok",task="` + task + `"`
+			if r.tenancy {
+				series += `,tenant="` + tenantID(i) + `"`
+			}
+			if !strings.Contains(metrics, series+"} ") {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // wait waits for the run's duration, printing progress each minute.
