@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/maintain"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 )
 
 // jobCounter counts the jobs running, and the most that ran at once.
@@ -117,4 +118,39 @@ func TestJobsWaitEndsWithContext(t *testing.T) {
 	if _, err := NewJobs(0); !errors.Is(err, tablets.ErrInvalidOptions) {
 		t.Fatalf("NewJobs(0): %v, want ErrInvalidOptions", err)
 	}
+}
+
+// Every loop's task runs with a context marked as background work, so that its requests to
+// the account take only the background share of them (reqlimit); the context a server
+// serves requests with is not.
+func TestLoopsAreBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		record := func(name string, ctx context.Context) {
+			mu.Lock()
+			seen[name] = reqlimit.IsBackground(ctx)
+			mu.Unlock()
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		s := &Server{log: slog.New(slog.DiscardHandler)}
+		s.registerLoopMetrics()
+		loops := []loop{
+			{name: "fold", opts: maintain.Options{Every: time.Minute},
+				tick: func(ctx context.Context, _ time.Time) error { record("fold", ctx); return nil }},
+			{name: "rollup", opts: maintain.Options{Every: time.Minute, Slice: time.Minute, CatchUp: time.Minute},
+				ranges: func(ctx context.Context, _, _ time.Time) error { record("rollup", ctx); return nil }},
+		}
+		done := make(chan struct{})
+		go func() { s.runLoops(ctx, loops); close(done) }()
+		time.Sleep(2 * time.Minute)
+		cancel()
+		<-done
+		if !seen["fold"] || !seen["rollup"] || len(seen) != 2 {
+			t.Errorf("background marks of the loops' contexts: %v", seen)
+		}
+		if reqlimit.IsBackground(ctx) {
+			t.Error("runLoops marked its caller's context")
+		}
+	})
 }

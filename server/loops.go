@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/maintain"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -168,13 +169,18 @@ func (s *Server) runLoops(ctx context.Context, loops []loop) {
 	var wg sync.WaitGroup
 	for _, l := range loops {
 		l.opts.Report = func(r maintain.Run) { s.reportRun(l.name, r) }
+		// Their requests to the account are background ones: they take at most a share of
+		// the account's requests in flight, so that writes and queries never queue behind a
+		// catch-up (reqlimit).
 		if ranges := l.ranges; ranges != nil {
 			l.ranges = func(ctx context.Context, from, to time.Time) error {
+				ctx = reqlimit.Background(ctx)
 				return s.opts.Jobs.do(ctx, func() error { return ranges(ctx, from, to) })
 			}
 		}
 		if tick := l.tick; tick != nil {
 			l.tick = func(ctx context.Context, now time.Time) error {
+				ctx = reqlimit.Background(ctx)
 				return s.opts.Jobs.do(ctx, func() error { return tick(ctx, now) })
 			}
 		}

@@ -157,3 +157,93 @@ func TestTransportWaiterCancelled(t *testing.T) {
 		close(next.release)
 	})
 }
+
+// Background requests hold at most their share of the slots, so a foreground request
+// behind 20 of them is sent at once; with no background waiting, foreground requests
+// take every slot. Every slot and share comes back at the end, also of a background
+// request cancelled while it waited for its share, or failing.
+func TestTransportBackgroundShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &blockingNext{release: make(chan struct{}), body: "{}"}
+		tr := New(next, 4) // 2 for the background
+		do := func(ctx context.Context) {
+			resp, err := tr.Do(get(ctx, t))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		bg := Background(context.Background())
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() { do(bg) })
+		}
+		synctest.Wait()
+		if got := next.sent.Load(); got != 2 {
+			t.Fatalf("%d background requests sent, want their share of 2", got)
+		}
+		for range 2 {
+			wg.Go(func() { do(context.Background()) })
+		}
+		synctest.Wait()
+		if got := next.sent.Load(); got != 4 {
+			t.Fatalf("%d requests sent; the 2 foreground ones waited behind the background", got)
+		}
+		if inFlight, waiting := tr.State(); inFlight != 4 || waiting != 18 {
+			t.Fatalf("State() = %d in flight, %d waiting; want 4, 18", inFlight, waiting)
+		}
+		// A background request cancelled while it waits for the share leaves no trace.
+		ctx, cancel := context.WithTimeout(bg, time.Second)
+		defer cancel()
+		if _, err := tr.Do(get(ctx, t)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want the context's deadline", err)
+		}
+		close(next.release)
+		wg.Wait()
+		if got, most := next.sent.Load(), next.most.Load(); got != 22 || most != 4 {
+			t.Fatalf("%d requests sent, %d at most at once; want 22, 4", got, most)
+		}
+		if inFlight, waiting := tr.State(); inFlight != 0 || waiting != 0 {
+			t.Fatalf("after all: State() = %d, %d; want 0, 0", inFlight, waiting)
+		}
+
+		// Foreground only: every slot.
+		next = &blockingNext{release: make(chan struct{}), body: "{}"}
+		tr = New(next, 4)
+		for range 6 {
+			wg.Go(func() { do(context.Background()) })
+		}
+		synctest.Wait()
+		if got := next.sent.Load(); got != 4 {
+			t.Fatalf("%d foreground requests sent, want all 4 slots", got)
+		}
+		close(next.release)
+		wg.Wait()
+
+		// A failing background request gives back its slot and its share.
+		failing := &blockingNext{release: make(chan struct{}), fail: true}
+		close(failing.release)
+		tr = New(failing, 2) // a share of 1
+		for range 3 {
+			if _, err := tr.Do(get(bg, t)); err == nil {
+				t.Fatal("no error from a failing transport")
+			}
+		}
+		if inFlight, waiting := tr.State(); inFlight != 0 || waiting != 0 {
+			t.Fatalf("after failures: State() = %d, %d; want 0, 0", inFlight, waiting)
+		}
+	})
+}
+
+func TestBackgroundLimit(t *testing.T) {
+	for limit, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 64: 32} {
+		if got := BackgroundLimit(limit); got != want {
+			t.Errorf("BackgroundLimit(%d) = %d, want %d", limit, got, want)
+		}
+	}
+	if IsBackground(context.Background()) || !IsBackground(Background(context.Background())) {
+		t.Error("IsBackground does not follow Background")
+	}
+}
