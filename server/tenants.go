@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/gate"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/server/limits"
@@ -265,6 +266,11 @@ func (t *Tenants) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/-/healthy", "/-/ready": // the default database's catalog answers: the account does
 		t.def.ServeHTTP(w, r)
 		return
+	}
+	if r.Method == http.MethodPost && writePath(r.URL.Path) {
+		// A write may take every request to the account in flight; queries and background
+		// work hold a share of them (reqlimit), so that they never make writes queue.
+		r = r.WithContext(reqlimit.Ingest(r.Context()))
 	}
 	cfg := t.config()
 	id, err := t.authorize(r, cfg)

@@ -114,7 +114,7 @@ naming another is 403.`,
 	f.DurationVar(&sf.rawPeriod, "raw-period", 0, "span of one raw table (0: 168h); as the database was written")
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
-	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (the background loops at most half); more wait their turn")
+	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")

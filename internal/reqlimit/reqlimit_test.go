@@ -158,14 +158,15 @@ func TestTransportWaiterCancelled(t *testing.T) {
 	})
 }
 
-// Background requests hold at most their share of the slots, so a foreground request
-// behind 20 of them is sent at once; with no background waiting, foreground requests
-// take every slot. Every slot and share comes back at the end, also of a background
-// request cancelled while it waited for its share, or failing.
-func TestTransportBackgroundShare(t *testing.T) {
+// Each class holds at most its share of the slots: of 8, background requests 4 and the
+// unmarked (queries) 6 with them, so ingest requests behind 20 background and 4 queries
+// are sent at once. Unmarked requests alone take their 6, ingest ones all 8. Every slot and
+// share comes back at the end, also of a request cancelled while it waited for its share,
+// or failing.
+func TestTransportClassShares(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := &blockingNext{release: make(chan struct{}), body: "{}"}
-		tr := New(next, 4) // 2 for the background
+		tr := New(next, 8)
 		do := func(ctx context.Context) {
 			resp, err := tr.Do(get(ctx, t))
 			if err != nil {
@@ -175,59 +176,76 @@ func TestTransportBackgroundShare(t *testing.T) {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
-		bg := Background(context.Background())
+		bg, ingest := Background(context.Background()), Ingest(context.Background())
 		var wg sync.WaitGroup
 		for range 20 {
 			wg.Go(func() { do(bg) })
 		}
 		synctest.Wait()
-		if got := next.sent.Load(); got != 2 {
-			t.Fatalf("%d background requests sent, want their share of 2", got)
+		if got := next.sent.Load(); got != 4 {
+			t.Fatalf("%d background requests sent, want their share of 4", got)
 		}
-		for range 2 {
+		for range 4 {
 			wg.Go(func() { do(context.Background()) })
 		}
 		synctest.Wait()
-		if got := next.sent.Load(); got != 4 {
-			t.Fatalf("%d requests sent; the 2 foreground ones waited behind the background", got)
+		if got := next.sent.Load(); got != 6 {
+			t.Fatalf("%d requests sent after 4 queries, want 6 (the others' share)", got)
 		}
-		if inFlight, waiting := tr.State(); inFlight != 4 || waiting != 18 {
-			t.Fatalf("State() = %d in flight, %d waiting; want 4, 18", inFlight, waiting)
+		for range 2 {
+			wg.Go(func() { do(ingest) })
 		}
-		// A background request cancelled while it waits for the share leaves no trace.
-		ctx, cancel := context.WithTimeout(bg, time.Second)
-		defer cancel()
-		if _, err := tr.Do(get(ctx, t)); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("err = %v, want the context's deadline", err)
+		synctest.Wait()
+		if got := next.sent.Load(); got != 8 {
+			t.Fatalf("%d requests sent; the 2 ingest ones waited behind the others", got)
+		}
+		if inFlight, waiting := tr.State(); inFlight != 8 || waiting != 18 {
+			t.Fatalf("State() = %d in flight, %d waiting; want 8, 18", inFlight, waiting)
+		}
+		// Requests cancelled while they wait for their shares leave no trace.
+		for _, ctx := range []context.Context{bg, context.Background(), ingest} {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			if _, err := tr.Do(get(ctx, t)); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("err = %v, want the context's deadline", err)
+			}
+			cancel()
 		}
 		close(next.release)
 		wg.Wait()
-		if got, most := next.sent.Load(), next.most.Load(); got != 22 || most != 4 {
-			t.Fatalf("%d requests sent, %d at most at once; want 22, 4", got, most)
+		if got, most := next.sent.Load(), next.most.Load(); got != 26 || most != 8 {
+			t.Fatalf("%d requests sent, %d at most at once; want 26, 8", got, most)
 		}
 		if inFlight, waiting := tr.State(); inFlight != 0 || waiting != 0 {
 			t.Fatalf("after all: State() = %d, %d; want 0, 0", inFlight, waiting)
 		}
 
-		// Foreground only: every slot.
-		next = &blockingNext{release: make(chan struct{}), body: "{}"}
-		tr = New(next, 4)
-		for range 6 {
-			wg.Go(func() { do(context.Background()) })
+		for _, c := range []struct {
+			ctx  context.Context
+			want int64
+		}{{context.Background(), 6}, {ingest, 8}, {bg, 4}} {
+			next := &blockingNext{release: make(chan struct{}), body: "{}"}
+			tr = New(next, 8)
+			for range 10 {
+				wg.Go(func() {
+					if resp, err := tr.Do(get(c.ctx, t)); err == nil {
+						resp.Body.Close()
+					}
+				})
+			}
+			synctest.Wait()
+			if got := next.sent.Load(); got != c.want {
+				t.Errorf("one class alone: %d requests sent, want %d", got, c.want)
+			}
+			close(next.release)
+			wg.Wait()
 		}
-		synctest.Wait()
-		if got := next.sent.Load(); got != 4 {
-			t.Fatalf("%d foreground requests sent, want all 4 slots", got)
-		}
-		close(next.release)
-		wg.Wait()
 
-		// A failing background request gives back its slot and its share.
+		// A failing request gives back its slot and its shares.
 		failing := &blockingNext{release: make(chan struct{}), fail: true}
 		close(failing.release)
-		tr = New(failing, 2) // a share of 1
-		for range 3 {
-			if _, err := tr.Do(get(bg, t)); err == nil {
+		tr = New(failing, 2)
+		for _, ctx := range []context.Context{bg, bg, context.Background(), ingest} {
+			if _, err := tr.Do(get(ctx, t)); err == nil {
 				t.Fatal("no error from a failing transport")
 			}
 		}
@@ -237,13 +255,15 @@ func TestTransportBackgroundShare(t *testing.T) {
 	})
 }
 
-func TestBackgroundLimit(t *testing.T) {
-	for limit, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 64: 32} {
-		if got := BackgroundLimit(limit); got != want {
-			t.Errorf("BackgroundLimit(%d) = %d, want %d", limit, got, want)
+func TestClassLimits(t *testing.T) {
+	for limit, want := range map[int][2]int{1: {1, 1}, 2: {2, 1}, 3: {3, 1}, 4: {3, 2}, 64: {48, 32}} {
+		if o, b := OthersLimit(limit), BackgroundLimit(limit); o != want[0] || b != want[1] {
+			t.Errorf("limit %d: others %d, background %d; want %v", limit, o, b, want)
 		}
 	}
-	if IsBackground(context.Background()) || !IsBackground(Background(context.Background())) {
-		t.Error("IsBackground does not follow Background")
+	ctx := context.Background()
+	if IsBackground(ctx) || IsIngest(ctx) || !IsBackground(Background(ctx)) || !IsIngest(Ingest(ctx)) ||
+		IsIngest(Background(Ingest(ctx))) || IsBackground(Ingest(Background(ctx))) {
+		t.Error("IsBackground and IsIngest do not follow the last mark")
 	}
 }
