@@ -57,11 +57,10 @@ type Config struct {
 	// With a backfill of the longest raw range queried, their working set is full from the
 	// start. A server without background work takes it (backgroundOff); once it is all
 	// answered, the soak starts the server of the load in its place and waits (at most
-	// Settle, 0: 20m) for its background work to catch up (no job and no account request
-	// waiting), then starts the load, whose first scrape is then: the history has a hole from the
-	// backfill's end to the load's start. A 1h panel's range then holds as much data all
-	// through a run (an hour less the hole), if the hole is shorter than the run's end
-	// is from an hour after the backfill's end.
+	// Settle, 0: 20m) for its background work to catch up (see settle), then starts the
+	// load, its first scrape at its start: the history has a hole from the backfill's end
+	// to the load's start. A 1h panel's range holds as much data all through the run (an
+	// hour less the hole) while the hole is shorter than an hour less the run.
 	Backfill, Settle time.Duration
 	// Verify is how many of a tenant's series are read back at the end, spread over its
 	// targets (0: all). Reading back costs the server a request to the account per 5
