@@ -105,34 +105,61 @@ func earliestMilli(t time.Time) int64 {
 
 // stagedEntities yields the staging entities of q, decoded, in pages of about
 // stagePageBytes unless q sizes its own. A staging table that does not exist holds nothing.
+// Each page is fetched and decoded under Options.StagingReadBudget, which is given back
+// before its entities are yielded: a consumer may read more while it holds them.
 func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery, want map[string]bool) iter.Seq2[stagedEntity, error] {
 	return func(yield func(stagedEntity, error) bool) {
 		client := db.service.NewClient(db.stagingTable())
 		if q.PageBytes == 0 {
 			q.Top, q.PageBytes = db.stagePage.Top, db.stagePage.PageBytes
 		}
-		var e entity.Entity
-		e.AllowStrings = true
-		for page, err := range pager.Each(ctx, client, q, 0) {
+		top := q.Top
+		var cont pager.Continuation
+		for {
+			page, next, err := db.stagedPage(ctx, client, q, &top, cont, want)
 			if err != nil {
-				if isTableGone(err) {
-					return
+				if !isTableGone(err) {
+					yield(stagedEntity{}, fmt.Errorf("tsdb: read staging: %w", err))
 				}
-				yield(stagedEntity{}, fmt.Errorf("tsdb: read staging: %w", err))
 				return
 			}
-			for _, raw := range page.Entities {
-				se, err := decodeStaged(&e, raw, want)
-				if err != nil {
-					yield(stagedEntity{}, fmt.Errorf("tsdb: read staging: %w", err))
-					return
-				}
+			for _, se := range page {
 				if !yield(se, nil) {
 					return
 				}
 			}
+			if next.IsZero() {
+				return
+			}
+			cont = next
 		}
 	}
+}
+
+// stagedPage fetches and decodes the page of q at cont under the staging read budget, and
+// sets *top to the $top of the next page.
+func (db *DB) stagedPage(ctx context.Context, client pager.Lister, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool) ([]stagedEntity, pager.Continuation, error) {
+	done, err := db.opts.StagingReadBudget.take(ctx, int64(q.PageBytes))
+	if err != nil {
+		return nil, pager.Continuation{}, err
+	}
+	defer done()
+	raw, next, err := pager.Fetch(ctx, client, q, *top, cont)
+	if err != nil {
+		return nil, pager.Continuation{}, err
+	}
+	*top = pager.NextTop(q, *top, raw)
+	var e entity.Entity
+	e.AllowStrings = true
+	page := make([]stagedEntity, 0, len(raw))
+	for _, r := range raw {
+		se, err := decodeStaged(&e, r, want)
+		if err != nil {
+			return nil, pager.Continuation{}, err
+		}
+		page = append(page, se)
+	}
+	return page, next, nil
 }
 
 // decodeStaged decodes one staging entity's JSON (as much of it as was selected), keeping

@@ -66,6 +66,9 @@ type Options struct {
 	// per unit (105 MB at the default). A series it forgot costs a request again, never a
 	// wrong answer. 0: DefaultCachedSeries.
 	CachedSeries int
+	// StagingReadBudget bounds the memory that reads of the staging table (by queries,
+	// Fold and deletes) hold at once; DBs may share one (see ReadBudget). nil: no bound.
+	StagingReadBudget *ReadBudget
 }
 
 // DefaultCachedSeries is the default of Options.CachedSeries.

@@ -38,6 +38,7 @@ type serveFlags struct {
 	maxInFlight                       int
 	accountRequests                   int
 	backgroundJobs                    int
+	stagingReadBytes                  int64
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
 	stagingPartitions                 int
@@ -116,6 +117,7 @@ naming another is 403.`,
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn")
+	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table pages read and decoded at once, all tenants together (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded); more wait their turn")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
@@ -137,6 +139,11 @@ naming another is 403.`,
 // shared client keeps idle connections for (runner.DefaultTransport), so that every one is
 // reused rather than opened and closed again.
 const defaultAccountRequests = 64
+
+// defaultStagingReadBytes bounds the staging pages that the tenants' queries and folds read
+// at once: four pages of 8 MiB. In the soak, 14 staged reads at once held 230 MB of a 390 MB
+// heap (docs/soak.md, 2026-11-28).
+const defaultStagingReadBytes = 32 << 20
 
 // queryLimitFlags are the query API's limits, named as Prometheus names its own.
 type queryLimitFlags struct {
@@ -183,6 +190,12 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		RawRetention: sf.rawRetention,
 
 		StagingPartitions: sf.stagingPartitions,
+	}
+	if sf.stagingReadBytes < 1 {
+		return usageErrorf(cmd, "--staging.max-read-bytes must be positive")
+	}
+	if dbOpts.StagingReadBudget, err = tsdb.NewReadBudget(sf.stagingReadBytes); err != nil {
+		return usageErrorf(cmd, "--staging.max-read-bytes: %v", err)
 	}
 	if err := tsdb.CheckOptions(sf.db, dbOpts); err != nil {
 		return usageErrorf(cmd, "%v", err)
@@ -252,7 +265,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Query:              queryOpts,
 			RetainEvery:        sf.retain,
 			Logger:             logger,
-			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited)},
+			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget)},
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
@@ -408,6 +421,30 @@ func accountCollector(wire *meter.Meter, limited *reqlimit.Transport) prometheus
 		sent:     prometheus.NewDesc("tablets_account_sent_bytes_total", "Request body bytes sent to the storage account.", nil, nil),
 		received: prometheus.NewDesc("tablets_account_received_bytes_total", "Response body bytes received from the storage account.", nil, nil),
 	}
+}
+
+// stagingReadCollector serves the staging read budget's state.
+func stagingReadCollector(b *tsdb.ReadBudget) prometheus.Collector {
+	return &stagingReadMetrics{budget: b,
+		inUse:   prometheus.NewDesc("tablets_staging_read_bytes_in_use", "Bytes of staging pages being read and decoded (at most --staging.max-read-bytes).", nil, nil),
+		waiting: prometheus.NewDesc("tablets_staging_reads_waiting", "Staging page reads waiting for room under --staging.max-read-bytes.", nil, nil),
+	}
+}
+
+type stagingReadMetrics struct {
+	budget         *tsdb.ReadBudget
+	inUse, waiting *prometheus.Desc
+}
+
+func (m *stagingReadMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.inUse
+	ch <- m.waiting
+}
+
+func (m *stagingReadMetrics) Collect(ch chan<- prometheus.Metric) {
+	inUse, waiting := m.budget.InUse()
+	ch <- prometheus.MustNewConstMetric(m.inUse, prometheus.GaugeValue, float64(inUse))
+	ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(waiting))
 }
 
 type accountMetrics struct {

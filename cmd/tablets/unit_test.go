@@ -203,7 +203,7 @@ func TestServeStagingPartitionsChecked(t *testing.T) {
 }
 
 func TestServeAccountRequestsChecked(t *testing.T) {
-	for _, flag := range []string{"--account.max-requests-in-flight", "--background.max-jobs"} {
+	for _, flag := range []string{"--account.max-requests-in-flight", "--background.max-jobs", "--staging.max-read-bytes"} {
 		for _, n := range []string{"0", "-4"} {
 			r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", flag, n)
 			assert.Equal(t, exitUsage, r.code, "%s %s", flag, n)

@@ -86,8 +86,8 @@ func Fetch(ctx context.Context, lister Lister, q SubQuery, top int32, cont Conti
 	return resp.Entities, Continuation{deref(resp.NextPartitionKey), deref(resp.NextRowKey)}, nil
 }
 
-// nextTop is the $top of the page after one that asked for top and got entities.
-func nextTop(q SubQuery, top int32, entities [][]byte) int32 {
+// NextTop is the $top of the page after one that asked for top and got entities.
+func NextTop(q SubQuery, top int32, entities [][]byte) int32 {
 	if q.PageBytes > 0 {
 		largest := 0
 		for _, e := range entities {
@@ -116,7 +116,7 @@ func Each(ctx context.Context, lister Lister, q SubQuery, index int) iter.Seq2[P
 				yield(Page{}, err)
 				return
 			}
-			top = nextTop(q, top, entities)
+			top = NextTop(q, top, entities)
 			if !yield(Page{Query: index, Start: cont, Entities: entities}, nil) || next.IsZero() {
 				return
 			}
@@ -161,7 +161,7 @@ func Pages(ctx context.Context, lister Lister, plan []SubQuery, first int, start
 				if err != nil || next.IsZero() {
 					return
 				}
-				cont, top = next, nextTop(plan[i], top, entities)
+				cont, top = next, NextTop(plan[i], top, entities)
 			}
 		}
 		launched := first

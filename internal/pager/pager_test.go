@@ -307,13 +307,13 @@ func TestPageBytesSizesPages(t *testing.T) {
 // tiny ones by pages of MaxTop at most.
 func TestPageBytesBounds(t *testing.T) {
 	q := SubQuery{PageBytes: 100}
-	if got := nextTop(q, 7, [][]byte{make([]byte, 1000)}); got != 1 {
+	if got := NextTop(q, 7, [][]byte{make([]byte, 1000)}); got != 1 {
 		t.Errorf("after an entity of 1,000 bytes: top %d, want 1", got)
 	}
-	if got := nextTop(SubQuery{PageBytes: 1 << 20}, 7, [][]byte{{1}}); got != MaxTop {
+	if got := NextTop(SubQuery{PageBytes: 1 << 20}, 7, [][]byte{{1}}); got != MaxTop {
 		t.Errorf("after an entity of 1 byte: top %d, want %d", got, MaxTop)
 	}
-	if got := nextTop(q, 7, nil); got != 7 {
+	if got := NextTop(q, 7, nil); got != 7 {
 		t.Errorf("after an empty page: top %d, want 7 (unchanged)", got)
 	}
 }
