@@ -182,7 +182,7 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 		s.registry, s.gatherer = o.Registerer, prometheus.Gatherers{}
 	} else {
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		reg.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		s.registry, s.gatherer = reg, reg
 	}
 	var err error

@@ -224,7 +224,7 @@ func (t *Tenants) makeEmpty() error {
 
 func (t *Tenants) registerMetrics() {
 	t.registry = prometheus.NewRegistry()
-	t.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	t.registry.MustRegister(goCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	t.hits = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_limit_hits_total",
 		Help: "Requests that hit a limit, by tenant and limit (its name in the configuration file)."}, []string{"tenant", "limit"})
 	t.refused = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_tenant_refused_total",

@@ -109,6 +109,12 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	// So are the background jobs of all tenants (--background.max-jobs).
 	assert.Regexp(t, `(?m)^tablets_background_jobs_running [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_background_jobs_waiting [0-9]+$`, string(exposition))
+	// And the staging pages read at once (--staging.max-read-bytes).
+	assert.Regexp(t, `(?m)^tablets_staging_read_bytes_in_use [0-9]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_staging_reads_waiting [0-9]+$`, string(exposition))
+	// The live heap, beside Go's memstats, for the soak to tell a leak from a burst.
+	assert.Regexp(t, `(?m)^go_gc_heap_live_bytes [0-9.e+]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^go_memstats_heap_inuse_bytes [0-9.e+]+$`, string(exposition))
 
 	webUsers(t, cfg, "grafana", "two")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,10 @@ type Point struct {
 	RSSBytes        int64   `json:"rss_bytes"`
 	Goroutines      int64   `json:"goroutines"`
 	AccountRequests int64   `json:"account_requests"`
+	// LiveHeapBytes is the heap the last garbage collection found live (the server's
+	// go_gc_heap_live_bytes): what a leak grows, unlike the RSS, which also holds what the
+	// collector has not yet taken or returned.
+	LiveHeapBytes int64 `json:"live_heap_bytes,omitempty"`
 }
 
 // observe samples the server (its RSS from /proc, its goroutines and account requests from
@@ -30,7 +35,7 @@ func observe(ctx context.Context, client *http.Client, pid int, metricsURL strin
 		p := Point{At: time.Since(began).Seconds()}
 		var err error
 		if p.RSSBytes, err = rss(pid); err == nil {
-			p.Goroutines, p.AccountRequests, err = scrapeServer(ctx, client, metricsURL)
+			err = scrapeServer(ctx, client, metricsURL, &p)
 		}
 		if err == nil {
 			points <- p
@@ -63,28 +68,29 @@ func rss(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
-// scrapeServer reads go_goroutines and tablets_account_requests_total (summed over their
-// series) from a Prometheus text exposition.
-func scrapeServer(ctx context.Context, client *http.Client, u string) (goroutines, requests int64, err error) {
+// scrapeServer reads go_goroutines, tablets_account_requests_total (summed over its series)
+// and go_gc_heap_live_bytes from a Prometheus text exposition into p.
+func scrapeServer(ctx context.Context, client *http.Client, u string, p *Point) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0, 0, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, 0, fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
+		return fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
 	}
-	g, r := metricSums(resp.Body, "go_goroutines", "tablets_account_requests_total")
-	return int64(g), int64(r), nil
+	v := metricSums(resp.Body, "go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes")
+	p.Goroutines, p.AccountRequests, p.LiveHeapBytes = int64(v[0]), int64(v[1]), int64(v[2])
+	return nil
 }
 
-// metricSums sums the values of the series of two metrics in a text exposition.
-func metricSums(r io.Reader, a, b string) (float64, float64) {
-	var sa, sb float64
+// metricSums sums the values of the series of each of names in a text exposition.
+func metricSums(r io.Reader, names ...string) []float64 {
+	sums := make([]float64, len(names))
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -97,18 +103,13 @@ func metricSums(r io.Reader, a, b string) (float64, float64) {
 			name, rest = line[:i], line[strings.LastIndexByte(line, '}')+1:]
 		}
 		f := strings.Fields(rest)
-		if (name != a && name != b) || len(f) == 0 {
+		k := slices.Index(names, name)
+		if k < 0 || len(f) == 0 {
 			continue
 		}
-		v, err := strconv.ParseFloat(f[0], 64)
-		if err != nil {
-			continue
-		}
-		if name == a {
-			sa += v
-		} else {
-			sb += v
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			sums[k] += v
 		}
 	}
-	return sa, sb
+	return sums
 }

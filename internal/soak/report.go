@@ -35,6 +35,9 @@ type Report struct {
 	// thirds, and the growth over those two thirds (see Trend).
 	RSS        Trend `json:"rss_bytes"`
 	Goroutines Trend `json:"goroutines"`
+	// LiveHeap is the same of the heap found live by the last collection: not a target,
+	// but what tells a leak (it grows) from memory the runtime holds (only the RSS grows).
+	LiveHeap Trend `json:"live_heap_bytes"`
 
 	Queries            map[string]Latency      `json:"queries"` // per dashboard range
 	CrossTenantAnswers int64                   `json:"cross_tenant_answers"`
@@ -105,6 +108,7 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 	r.LoadSeconds = loadSeconds
 	r.RSS = trend(points, duration, func(p Point) int64 { return p.RSSBytes })
 	r.Goroutines = trend(points, duration, func(p Point) int64 { return p.Goroutines })
+	r.LiveHeap = trend(points, duration, func(p Point) int64 { return p.LiveHeapBytes })
 	r.Queries = q.latency()
 	q.mu.Lock()
 	r.CrossTenantAnswers, r.EmptyAnswers, r.FirstCrossTenant, r.FirstQueryError = q.CrossTenant, q.Empty, q.FirstCrossTenant, q.FirstError
@@ -249,6 +253,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "RSS:        first %s, warmed up %s, last %s (medians: %+.1f%%), max after warm-up %s; the line after warm-up %s to %s: %+.1f%%\n",
 		mib(r.RSS.First), mib(r.RSS.WarmedUp), mib(r.RSS.Last), 100*r.RSS.MedianGrowth, mib(r.RSS.Max), mib(r.RSS.LineStart), mib(r.RSS.LineEnd), 100*r.RSS.Growth)
+	fmt.Fprintf(&b, "live heap:  first %s, warmed up %s, last %s (medians: %+.1f%%), max after warm-up %s; the line after warm-up %s to %s: %+.1f%%\n",
+		mib(r.LiveHeap.First), mib(r.LiveHeap.WarmedUp), mib(r.LiveHeap.Last), 100*r.LiveHeap.MedianGrowth, mib(r.LiveHeap.Max), mib(r.LiveHeap.LineStart), mib(r.LiveHeap.LineEnd), 100*r.LiveHeap.Growth)
 	fmt.Fprintf(&b, "goroutines: first %d, warmed up %d, last %d, max after warm-up %d; the line after warm-up %d to %d\n",
 		r.Goroutines.First, r.Goroutines.WarmedUp, r.Goroutines.Last, r.Goroutines.Max, r.Goroutines.LineStart, r.Goroutines.LineEnd)
 	for _, rg := range ranges {

@@ -17,10 +17,11 @@ tablets_account_requests_total{tenant="a"} 10
 tablets_account_requests_total{tenant="b",x="}"} 5 1700000000000
 tablets_account_requests_total 1.5e3
 other{go_goroutines="1"} 3
+go_gc_heap_live_bytes 2.5e+08
 `
-	g, r := metricSums(strings.NewReader(exposition), "go_goroutines", "tablets_account_requests_total")
-	if g != 42 || r != 1515 {
-		t.Fatalf("goroutines %v, account requests %v; want 42 and 1515", g, r)
+	v := metricSums(strings.NewReader(exposition), "go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes", "absent")
+	if g, r, h, a := v[0], v[1], v[2], v[3]; g != 42 || r != 1515 || h != 2.5e8 || a != 0 {
+		t.Fatalf("goroutines %v, account requests %v, live heap %v, absent %v; want 42, 1515, 2.5e8 and 0", g, r, h, a)
 	}
 }
 

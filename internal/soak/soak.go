@@ -535,7 +535,8 @@ func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 			quiet = 0
 			continue
 		}
-		jobs, requests := metricSums(bytes.NewReader(body), "tablets_background_jobs_waiting", "tablets_account_requests_waiting")
+		waiting := metricSums(bytes.NewReader(body), "tablets_background_jobs_waiting", "tablets_account_requests_waiting")
+		jobs, requests := waiting[0], waiting[1]
 		if jobs == 0 && requests == 0 && r.firstRunsDone(string(body)) {
 			quiet++
 		} else {
