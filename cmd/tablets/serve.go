@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ type serveFlags struct {
 	accountRequests                   int
 	backgroundJobs                    int
 	stagingReadBytes                  int64
+	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
 	stagingPartitions                 int
@@ -117,6 +119,7 @@ naming another is 403.`,
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn")
+	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
 	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table pages read and decoded at once, all tenants together (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded); more wait their turn")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
@@ -191,6 +194,11 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 
 		StagingPartitions: sf.stagingPartitions,
 	}
+	cgroup, _ := os.ReadFile("/proc/self/cgroup")
+	memLimit, err := resolveMemoryLimit(sf.memoryLimit, a.env, os.DirFS("/sys/fs/cgroup"), string(cgroup))
+	if err != nil {
+		return usageErrorf(cmd, "%v", err)
+	}
 	if sf.stagingReadBytes < 1 {
 		return usageErrorf(cmd, "--staging.max-read-bytes must be positive")
 	}
@@ -253,6 +261,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, nil))
+	if !memLimit.keep {
+		debug.SetMemoryLimit(memLimit.limit)
+	}
+	logger.Info("memory limit", "bytes", debug.SetMemoryLimit(-1), "from", memLimit.from)
 	front, err := server.NewTenants(ctx, sc, sf.db, &server.TenantsOptions{
 		DB: dbOpts,
 		Server: &server.Options{

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +69,7 @@ func status(t *testing.T, url, user, password string) int {
 // password takes effect without a restart; SIGHUP does not end the process; SIGINT (the
 // context) ends it cleanly.
 func TestServeAuthInternalAndSIGHUP(t *testing.T) {
+	prevMemoryLimit := debug.SetMemoryLimit(-1)
 	env, _ := account(t)
 	cfg := filepath.Join(t.TempDir(), "web.yml")
 	webUsers(t, cfg, "grafana", "one")
@@ -77,9 +79,10 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		done <- tabletsCtx(t, ctx, env, "", "serve", "--db", "srvauth"+fmt.Sprint(time.Now().UnixNano()%1e9),
-			"--listen", public, "--listen-internal", internal, "--web.config.file", cfg,
+			"--listen", public, "--listen-internal", internal, "--web.config.file", cfg, "--memory-limit", "3GiB",
 			"--fold-interval", "-1s", "--rollup-every", "-1s", "--compact-every", "-1s", "--retain-every", "-1s")
 	}()
+	t.Cleanup(func() { debug.SetMemoryLimit(prevMemoryLimit) })
 	ready := "http://" + internal + "/-/ready"
 	deadline := time.After(2 * time.Minute)
 	for status(t, ready, "", "") != http.StatusOK {
@@ -115,6 +118,8 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	// The live heap, beside Go's memstats, for the soak to tell a leak from a burst.
 	assert.Regexp(t, `(?m)^go_gc_heap_live_bytes [0-9.e+]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^go_memstats_heap_inuse_bytes [0-9.e+]+$`, string(exposition))
+	// --memory-limit is the runtime's.
+	assert.Regexp(t, `(?m)^go_gc_gomemlimit_bytes 3\.221225472e\+09$`, string(exposition))
 
 	webUsers(t, cfg, "grafana", "two")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
