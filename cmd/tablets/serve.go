@@ -69,7 +69,8 @@ With no connection string or account URL it starts a local Azurite (in memory), 
 does: one command gives a working store on a laptop. The server keeps no state another
 cannot see: run as many as you like on one database behind a load balancer. Each also folds
 the points remote writes stage into the raw tables, compacts the chunks, rolls up the tiers,
-and drops tables past --raw-retention, on timers (several servers may do so at once; 'tablets
+and drops tables past --raw-retention, on timers that tick on the clock's multiples of
+their intervals, so a restart postpones none (several servers may do so at once; 'tablets
 maintain' does it all once). Rollup and compaction cover everything since their last
 successful run, whatever the interval, so an outage is caught up; the database records how
 far they got, so a server restarted after downtime starts there (a database that never ran

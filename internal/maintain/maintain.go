@@ -58,7 +58,8 @@ type Progress interface {
 
 // Options configure a loop. Every is required; the others may be zero.
 type Options struct {
-	// Every is the interval between ticks; the first tick comes one interval after the start.
+	// Every is the interval between ticks. They come at its multiples since the Unix epoch
+	// (on the real clock): the first at the next one after the start.
 	Every time.Duration
 	// Lag is how far behind now a range ends (a rollup's seal delay; 0 for compaction).
 	Lag time.Duration
@@ -183,15 +184,20 @@ func checked(opts *Options) (Options, error) {
 	return o, nil
 }
 
-// every calls tick with the clock's time every o.Every until ctx is done. A tick that takes
-// longer than the interval delays the next; missed ticks are not made up (the next range
-// covers them).
+// every calls tick with the clock's time at every multiple of o.Every since the Unix epoch
+// (on the real clock, as a ticker would), until ctx is done. A tick that takes longer than
+// the interval delays the next; missed ticks are not made up (the next range covers them).
+// Ticks on boundaries, not an interval after the start, so that a restart postpones
+// nothing: with a ticker from the start, a server restarted every 30 minutes never ran its
+// hourly fold. Servers on one database then tick together; their tasks are safe to run at
+// once (the fold takes a lease, the others are idempotent).
 func every(ctx context.Context, o Options, tick func(now time.Time)) error {
-	t := time.NewTicker(o.Every)
-	defer t.Stop()
 	for {
+		now := time.Now()
+		t := time.NewTimer(nextBoundary(now, o.Every).Sub(now))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
 		case <-t.C:
 		}

@@ -112,6 +112,8 @@ func TestRangesTicksAtInterval(t *testing.T) {
 				return nil
 			}, &Options{Every: 7 * time.Minute})
 		}()
+		// Ticks come at the multiples of 7 minutes since the epoch: the bubble's start
+		// (2000-01-01, 946,684,800 s) is 3 minutes past one, so at 4, 11, 18 and 25 minutes.
 		time.Sleep(7 * time.Minute)
 		synctest.Wait()
 		mu.Lock()
@@ -121,7 +123,7 @@ func TestRangesTicksAtInterval(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
-		assert.Equal(t, []time.Duration{14 * time.Minute, 21 * time.Minute, 28 * time.Minute}, at)
+		assert.Equal(t, []time.Duration{11 * time.Minute, 18 * time.Minute, 25 * time.Minute}, at)
 	})
 }
 
@@ -260,6 +262,28 @@ func TestTicks(t *testing.T) {
 		c := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 		assert.Equal(t, []time.Time{c.Add(time.Minute), c.Add(2 * time.Minute), c.Add(3 * time.Minute)}, got)
 		assert.Equal(t, []Run{{}, {Err: errDown}, {}}, reports)
+	})
+}
+
+// Ticks come on the interval's boundaries, not an interval after the start: a loop
+// restarted more often than its interval still ticks.
+func TestTicksOnBoundaries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now() // the bubble's midnight
+		time.Sleep(35 * time.Minute)
+		var got []time.Duration
+		// Restarted every 40 minutes for 4 hours: from 00:35, 01:15, 01:55, ...
+		for range 6 {
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+			err := Ticks(ctx, func(context.Context, time.Time) error {
+				got = append(got, time.Since(start))
+				return nil
+			}, &Options{Every: time.Hour})
+			cancel()
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+		}
+		// A ticker from each start would never have ticked.
+		assert.Equal(t, []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour}, got)
 	})
 }
 

@@ -165,7 +165,9 @@ func TestRangesShareProgress(t *testing.T) {
 		p := &memProgress{}
 		a, b := &recorder{}, &recorder{}
 		stopA := start(t, a, Options{Every: 10 * time.Minute, CatchUp: time.Hour, Progress: p})
-		stopB := start(t, b, Options{Every: 25 * time.Minute, CatchUp: time.Hour, Progress: p})
+		// Ticks come at the multiples of the interval since the epoch: of 35 minutes, the
+		// first is 25 minutes after the bubble's start (2000-01-01, 946,684,800 s).
+		stopB := start(t, b, Options{Every: 35 * time.Minute, CatchUp: time.Hour, Progress: p})
 		time.Sleep(35 * time.Minute) // A at 10, 20, 30; B at 25
 		synctest.Wait()
 		stopA()
