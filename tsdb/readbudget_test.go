@@ -107,25 +107,8 @@ func TestStagingReadBudgetBoundsPagesInFlight(t *testing.T) {
 		db.stagePage = pager.SubQuery{Top: 2, PageBytes: pageBytes}
 		return db
 	}
-	db := open(nil)
-	var names []string
-	for s := range 200 {
-		names = append(names, fmt.Sprintf("series%03d", s))
-	}
-	want := map[string][]tablets.Point{}
 	start := now
-	for range 12 {
-		var batch []SeriesPoints
-		for i, n := range names {
-			p := tablets.Point{Time: now, Value: float64(i) + float64(now.Unix()%1000)/1000}
-			batch = append(batch, SeriesPoints{Series: n, Points: []tablets.Point{p}})
-			want[n] = append(want[n], p)
-		}
-		if err := db.WriteMany(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(15 * time.Second)
-	}
+	names, want := stageWrites(t, open(nil), 200, 12, &now)
 
 	// readAll runs 6 readers of every series at once, on DBs of one budget, and checks
 	// what each read; it returns the most staging pages that were in flight together.

@@ -74,24 +74,8 @@ func TestStagedReadPagesBounded(t *testing.T) {
 	db.stagePage = pager.SubQuery{Top: 3, PageBytes: pageBytes}
 
 	// 30 writes of a point of each of 400 series: an entity a write, of about 23 KB.
-	var names []string
-	for s := range 400 {
-		names = append(names, fmt.Sprintf("series%03d", s))
-	}
-	want := map[string][]tablets.Point{}
 	start := now
-	for range 30 {
-		var batch []SeriesPoints
-		for i, n := range names {
-			p := tablets.Point{Time: now, Value: float64(i) + float64(now.Unix()%1000)/1000}
-			batch = append(batch, SeriesPoints{Series: n, Points: []tablets.Point{p}})
-			want[n] = append(want[n], p)
-		}
-		if err := db.WriteMany(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-		now = now.Add(15 * time.Second)
-	}
+	names, want := stageWrites(t, db, 400, 30, &now)
 	rec.mu.Lock()
 	rec.tops, rec.sizes = nil, nil
 	rec.mu.Unlock()
@@ -128,6 +112,30 @@ func TestStagedReadPagesBounded(t *testing.T) {
 			t.Errorf("page %d: %d bytes, over the page bytes %d", i+1, size, pageBytes)
 		}
 	}
+}
+
+// stageWrites makes n series and stages writes of a point of each, 15 s apart from *now
+// (the DB's clock, which it moves on), and returns the series and what each was written.
+func stageWrites(t *testing.T, db *DB, n, writes int, now *time.Time) ([]string, map[string][]tablets.Point) {
+	t.Helper()
+	var names []string
+	for s := range n {
+		names = append(names, fmt.Sprintf("series%03d", s))
+	}
+	want := map[string][]tablets.Point{}
+	for range writes {
+		var batch []SeriesPoints
+		for i, name := range names {
+			p := tablets.Point{Time: *now, Value: float64(i) + float64(now.Unix()%1000)/1000}
+			batch = append(batch, SeriesPoints{Series: name, Points: []tablets.Point{p}})
+			want[name] = append(want[name], p)
+		}
+		if err := db.WriteMany(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+		*now = now.Add(15 * time.Second)
+	}
+	return names, want
 }
 
 // equalPoints reports whether a and b are the same points, bit for bit.
