@@ -154,3 +154,52 @@ func TestLoopsAreBackground(t *testing.T) {
 		}
 	})
 }
+
+// A fold goes ahead of the jobs waiting: behind rollups that keep the queue full, it starts
+// when the job running ends.
+func TestFoldsGoFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		jobs, err := NewJobs(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var foldWaits []time.Duration
+		for i := range 4 {
+			s := &Server{opts: Options{Jobs: jobs}, log: slog.New(slog.DiscardHandler)}
+			s.registerLoopMetrics()
+			// Every tenant's rollup ticks every 10 minutes and takes 4: 16 minutes of jobs
+			// every 10, so rollups always wait.
+			loops := []loop{{name: "rollup", opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
+				ranges: func(context.Context, time.Time, time.Time) error { time.Sleep(4 * time.Minute); return nil }}}
+			if i == 0 {
+				loops = append(loops, loop{name: "fold", opts: maintain.Options{Every: 15 * time.Minute},
+					tick: func(_ context.Context, now time.Time) error {
+						mu.Lock()
+						foldWaits = append(foldWaits, time.Since(now.Truncate(15*time.Minute)))
+						mu.Unlock()
+						return nil
+					}})
+			}
+			wg.Go(func() { s.runLoops(ctx, loops) })
+		}
+		time.Sleep(2*time.Hour + 5*time.Minute)
+		synctest.Wait()
+		if _, waiting := jobs.State(); waiting == 0 {
+			t.Error("no rollup waiting: the test shows nothing")
+		}
+		cancel()
+		wg.Wait()
+		if len(foldWaits) != 8 {
+			t.Fatalf("%d folds in 2 hours and 5 minutes, want 8", len(foldWaits))
+		}
+		for i, w := range foldWaits {
+			if w > 4*time.Minute {
+				t.Errorf("fold %d (at %v) waited %v for its turn: more than the one job running", i, start.Add(time.Duration(i+1)*15*time.Minute).Sub(start), w)
+			}
+		}
+	})
+}

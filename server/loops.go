@@ -179,9 +179,13 @@ func (s *Server) runLoops(ctx context.Context, loops []loop) {
 			}
 		}
 		if tick := l.tick; tick != nil {
+			do := s.opts.Jobs.do
+			if l.name == "fold" {
+				do = s.opts.Jobs.doFirst
+			}
 			l.tick = func(ctx context.Context, now time.Time) error {
 				ctx = reqlimit.Background(ctx)
-				return s.opts.Jobs.do(ctx, func() error { return tick(ctx, now) })
+				return do(ctx, func() error { return tick(ctx, now) })
 			}
 		}
 		wg.Go(func() {

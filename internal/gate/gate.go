@@ -21,6 +21,7 @@ type Gate struct {
 
 type waiter struct {
 	n     int64
+	first bool // of AcquireFirst
 	ready chan struct{}
 }
 
@@ -30,15 +31,39 @@ func New(size int64) *Gate { return &Gate{size: size} }
 // Acquire takes n units, or the whole size if n is more, waiting for them until ctx ends.
 // It returns what it took, for Release.
 func (g *Gate) Acquire(ctx context.Context, n int64) (int64, error) {
+	return g.acquire(ctx, n, false)
+}
+
+// AcquireFirst is Acquire ahead of every waiter of Acquire: it waits behind the waiters of
+// AcquireFirst that came before it only.
+func (g *Gate) AcquireFirst(ctx context.Context, n int64) (int64, error) {
+	return g.acquire(ctx, n, true)
+}
+
+func (g *Gate) acquire(ctx context.Context, n int64, first bool) (int64, error) {
 	g.mu.Lock()
 	n = min(n, g.size)
-	if g.waiters.Len() == 0 && g.used+n <= g.size {
+	// The last waiter this one goes behind: the last of all, or the last first one.
+	var behind *list.Element
+	if first {
+		for e := g.waiters.Front(); e != nil && e.Value.(*waiter).first; e = e.Next() {
+			behind = e
+		}
+	} else {
+		behind = g.waiters.Back()
+	}
+	if behind == nil && g.used+n <= g.size {
 		g.used += n
 		g.mu.Unlock()
 		return n, nil
 	}
-	w := &waiter{n: n, ready: make(chan struct{})}
-	elem := g.waiters.PushBack(w)
+	w := &waiter{n: n, first: first, ready: make(chan struct{})}
+	var elem *list.Element
+	if behind == nil {
+		elem = g.waiters.PushFront(w)
+	} else {
+		elem = g.waiters.InsertAfter(w, behind)
+	}
 	g.mu.Unlock()
 
 	select {
