@@ -19,16 +19,19 @@ const DefaultMaxBackgroundJobs = 4
 // boundaries: without a bound the tenants' folds and rollups of a bucket boundary all run
 // together, and their points, their goroutines and their queue for the account grow with
 // the number of tenants. Run's loops take turns instead; a job waiting for its turn holds
-// nothing. Folds go ahead of the other waiting jobs (see doFirst). A nil *Jobs bounds
-// nothing.
-type Jobs struct{ gate *gate.Gate }
+// nothing. Folds go ahead of the other waiting jobs, and of n slots the other jobs take at
+// most n-1 (see doFirst). A nil *Jobs bounds nothing.
+type Jobs struct {
+	gate   *gate.Gate // all jobs: n
+	others *gate.Gate // the jobs of do: n-1, or 1 if n is 1
+}
 
 // NewJobs returns a bound of n jobs at once; n must be positive.
 func NewJobs(n int) (*Jobs, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("server: %w: %d background jobs at once", tablets.ErrInvalidOptions, n)
 	}
-	return &Jobs{gate: gate.New(int64(n))}, nil
+	return &Jobs{gate: gate.New(int64(n)), others: gate.New(int64(max(n-1, 1)))}, nil
 }
 
 // State returns the jobs running and the jobs waiting for their turn.
@@ -37,7 +40,8 @@ func (j *Jobs) State() (running, waiting int) {
 		return 0, 0
 	}
 	used, waiting := j.gate.State()
-	return int(used), waiting
+	_, waitingOthers := j.others.State()
+	return int(used), waiting + waitingOthers
 }
 
 // do runs job once its turn comes, or returns ctx's error if ctx ends first.
@@ -45,10 +49,12 @@ func (j *Jobs) do(ctx context.Context, job func() error) error {
 	return j.run(ctx, false, job)
 }
 
-// doFirst is do ahead of every job waiting in do (behind the others of doFirst). The
-// folds take it: until a fold, every query of recent points reads the staging table and
-// holds what it read. In the soak, the rollups catching up on a backfilled hour kept 21
-// jobs waiting for 20 minutes, and the staging table grew through the run unfolded.
+// doFirst is do ahead of every job waiting in do (behind the others of doFirst), with a
+// slot that jobs of do never take (when there are two or more). The folds take it: until a
+// fold, every query of recent points reads the staging table and holds what it read. In
+// the soak, the rollups catching up on a backfilled hour kept 21 jobs waiting for 20
+// minutes, and the staging table grew through the run unfolded; going first was not
+// enough either, as the 4 rollup slices running took many minutes each on Azurite.
 func (j *Jobs) doFirst(ctx context.Context, job func() error) error {
 	return j.run(ctx, true, job)
 }
@@ -57,9 +63,16 @@ func (j *Jobs) run(ctx context.Context, first bool, job func() error) error {
 	if j == nil {
 		return job()
 	}
-	acquire := j.gate.Acquire
-	if first {
-		acquire = j.gate.AcquireFirst
+	acquire := j.gate.AcquireFirst
+	if !first {
+		// A slot of the others' n-1 first: holding it while waiting for one of the n
+		// leaves a slot to a fold, which gives it back.
+		n, err := j.others.Acquire(ctx, 1)
+		if err != nil {
+			return err
+		}
+		defer j.others.Release(n)
+		acquire = j.gate.Acquire
 	}
 	n, err := acquire(ctx, 1)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -35,13 +36,13 @@ func (c *jobCounter) job(name string) func() {
 	}
 }
 
-// The loops of three servers sharing a bound of 2 jobs run at most 2 jobs at once, and
+// The loops of three servers sharing a bound of 3 jobs run at most 3 jobs at once, and
 // every loop still runs at each of its ticks (in its turn); without the bound, all 6 loops
 // run their jobs together at each boundary.
 func TestJobsBoundServersLoops(t *testing.T) {
 	for _, tc := range []struct {
 		bound, most int
-	}{{2, 2}, {0, 6}} {
+	}{{3, 3}, {0, 6}} {
 		synctest.Test(t, func(t *testing.T) {
 			var jobs *Jobs
 			if tc.bound > 0 {
@@ -64,8 +65,9 @@ func TestJobsBoundServersLoops(t *testing.T) {
 				}
 				wg.Go(func() { s.runLoops(ctx, loops) })
 			}
-			// Ticks every 10 minutes: with 2 at once, the 6 jobs of a tick take 9 minutes of 3,
-			// so every tick's job ran before the next tick.
+			// Ticks every 10 minutes: 3 folds at once, then the rollups, 2 at once (a slot is
+			// the folds'): the 6 jobs of a tick take 9 minutes, so every tick's job ran before
+			// the next tick.
 			time.Sleep(time.Hour - time.Second)
 			synctest.Wait()
 			c.mu.Lock()
@@ -77,8 +79,8 @@ func TestJobsBoundServersLoops(t *testing.T) {
 			c.mu.Unlock()
 			time.Sleep(2 * time.Second)
 			synctest.Wait()
-			if running, waiting := jobs.State(); tc.bound > 0 && (running != 2 || waiting != 4) {
-				t.Errorf("at the hour's tick: %d jobs running, %d waiting; want 2 and 4", running, waiting)
+			if running, waiting := jobs.State(); tc.bound > 0 && (running != 3 || waiting != 3) {
+				t.Errorf("at the hour's tick: %d jobs running, %d waiting; want 3 and 3", running, waiting)
 			}
 			cancel()
 			wg.Wait()
@@ -202,4 +204,75 @@ func TestFoldsGoFirst(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Of n slots, the other jobs take at most n-1: behind rollup slices that run longer than
+// the fold interval and keep the queue full, every fold starts at its tick. With the
+// queue's order alone, each fold would wait for a slice to end. With 1 slot there is
+// nothing to reserve: a fold waits for the job running.
+func TestFoldsHaveASlot(t *testing.T) {
+	for _, tc := range []struct {
+		slots, folds int
+		mostWait     time.Duration
+	}{{2, 12, 0}, {4, 12, 0}, {1, 4, 40 * time.Minute}} {
+		synctest.Test(t, func(t *testing.T) {
+			jobs, err := NewJobs(tc.slots)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			var foldWaits []time.Duration
+			rollupsAtOnce, rollupsMost := 0, 0
+			for i := range 4 {
+				s := &Server{opts: Options{Jobs: jobs}, log: slog.New(slog.DiscardHandler)}
+				s.registerLoopMetrics()
+				// Slices of 40 minutes, ticking every 10: the rollups always wait.
+				loops := []loop{{name: "rollup", opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
+					ranges: func(context.Context, time.Time, time.Time) error {
+						mu.Lock()
+						rollupsAtOnce++
+						rollupsMost = max(rollupsMost, rollupsAtOnce)
+						mu.Unlock()
+						time.Sleep(40 * time.Minute)
+						mu.Lock()
+						rollupsAtOnce--
+						mu.Unlock()
+						return nil
+					}}}
+				if i == 0 {
+					loops = append(loops, loop{name: "fold", opts: maintain.Options{Every: 15 * time.Minute},
+						tick: func(_ context.Context, now time.Time) error {
+							mu.Lock()
+							foldWaits = append(foldWaits, time.Since(now.Truncate(15*time.Minute)))
+							mu.Unlock()
+							time.Sleep(time.Minute)
+							return nil
+						}})
+				}
+				wg.Go(func() { s.runLoops(ctx, loops) })
+			}
+			time.Sleep(3*time.Hour + 5*time.Minute)
+			synctest.Wait()
+			if _, waiting := jobs.State(); waiting == 0 {
+				t.Error("no rollup waiting: the test shows nothing")
+			}
+			cancel()
+			wg.Wait()
+			if want := max(tc.slots-1, 1); rollupsMost != want {
+				t.Errorf("%d slots: %d rollup slices ran at once, want %d", tc.slots, rollupsMost, want)
+			}
+			if len(foldWaits) != tc.folds {
+				t.Fatalf("%d slots: %d folds in 3 hours and 5 minutes, want %d", tc.slots, len(foldWaits), tc.folds)
+			}
+			most := slices.Max(foldWaits)
+			if tc.mostWait == 0 && most != 0 {
+				t.Errorf("%d slots: a fold waited %v for its turn (waits %v), want none", tc.slots, most, foldWaits)
+			}
+			if tc.mostWait > 0 && (most == 0 || most > tc.mostWait) {
+				t.Errorf("%d slot: folds waited at most %v (waits %v), want some and at most a slice's %v", tc.slots, most, foldWaits, tc.mostWait)
+			}
+		})
+	}
 }
