@@ -48,7 +48,11 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 	// The dirty markers before the blocks: a Rollup that recomputes a dirty slice writes
 	// its block before it deletes the marker, so either the marker or the new block is read.
 	slice := db.slice()
-	dirty, err := db.readDirty(ctx, floorSec(unix(cl), slice), unix(ch))
+	of := make(map[string]bool, len(names))
+	for _, s := range names {
+		of[s] = true
+	}
+	dirty, err := db.readDirtyOf(ctx, floorSec(unix(cl), slice), unix(ch), of)
 	if err != nil {
 		return nil, err
 	}

@@ -168,7 +168,7 @@ type Staged struct {
 	from, to time.Time
 	mu       sync.Mutex // guards series and points, which Drop changes
 	series   map[string]bool
-	points   map[string][]tablets.Point
+	points   map[string]packedPoints // packed: they live while the batches are read
 }
 
 // Drop drops the staged points of series once they are read, so that a long read frees
@@ -200,7 +200,7 @@ func (db *DB) ReadStaged(ctx context.Context, series []string, from, to time.Tim
 		st.series[name] = true
 	}
 	var err error
-	if st.points, err = db.readStaged(ctx, series, from, to); err != nil {
+	if st.points, err = db.readStagedPacked(ctx, series, from, to); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -220,7 +220,11 @@ func (s *Staged) in(series []string, from, to time.Time) (map[string][]tablets.P
 		if !s.series[name] {
 			return nil, fmt.Errorf("tsdb: %w: series %s is not among the staged points read (or was dropped)", tablets.ErrInvalidOptions, name)
 		}
-		if pts := pointsIn(s.points[name], from, to); len(pts) > 0 {
+		pts, err := s.points[name].in(from, to)
+		if err != nil { // a chunk this process packed: a bug
+			return nil, fmt.Errorf("tsdb: staged points of %s: %w", name, err)
+		}
+		if len(pts) > 0 {
 			points[name] = pts
 		}
 	}

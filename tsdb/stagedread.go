@@ -228,6 +228,43 @@ func (db *DB) readStagedHists(ctx context.Context, series []string, from, to tim
 // readStagedKinds is readStaged of the kinds asked for, in one query: the staged points and
 // the staged histogram samples, by series.
 func (db *DB) readStagedKinds(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (map[string][]tablets.Point, map[string][]HistogramPoint, error) {
+	found, foundHists, err := db.collectStaged(ctx, series, from, to, kinds)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string][]tablets.Point, len(found))
+	for key, pts := range found {
+		out[key] = lastWrites(pts)
+		delete(found, key) // the writes of a series are garbage once sorted
+	}
+	hists := make(map[string][]HistogramPoint, len(foundHists))
+	for key, hs := range foundHists {
+		for _, s := range lastHistWrites(hs) {
+			hists[key] = append(hists[key], pointOf(s))
+		}
+	}
+	return out, hists, nil
+}
+
+// readStagedPacked is readStaged of float points, each series' packed.
+func (db *DB) readStagedPacked(ctx context.Context, series []string, from, to time.Time) (map[string]packedPoints, error) {
+	found, _, err := db.collectStaged(ctx, series, from, to, stagedFloats)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]packedPoints, len(found))
+	var scratch packScratch
+	for key, pts := range found {
+		out[key] = scratch.pack(lastWrites(pts))
+		delete(found, key)
+	}
+	return out, nil
+}
+
+// collectStaged reads the staged writes of the kinds asked for in one query: each point and
+// histogram sample in [from, to) of series (nil: of every series) as written, by series,
+// in no order. A DB that does not stage reads nothing (no request).
+func (db *DB) collectStaged(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (map[string][]stagedPoint, map[string][]stagedHist, error) {
 	if !db.stagedReads || !from.Before(to) {
 		return nil, nil, nil
 	}
@@ -266,17 +303,7 @@ func (db *DB) readStagedKinds(ctx context.Context, series []string, from, to tim
 			}
 		}
 	}
-	out := make(map[string][]tablets.Point, len(found))
-	for key, pts := range found {
-		out[key] = lastWrites(pts)
-	}
-	hists := make(map[string][]HistogramPoint, len(foundHists))
-	for key, hs := range foundHists {
-		for _, s := range lastHistWrites(hs) {
-			hists[key] = append(hists[key], pointOf(s))
-		}
-	}
-	return out, hists, nil
+	return found, foundHists, nil
 }
 
 // lastWrites sorts staged points by time and keeps, of each time, the last write.

@@ -1,0 +1,95 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/azurite"
+)
+
+// The dirty markers read for some series are theirs only, of the slices asked for; read
+// for all, every marker of the range.
+func TestReadDirtyOf(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	name := fmt.Sprintf("dirtyof%d", rand.Uint32())
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(ctx, svc, name, &Options{RawPeriod: 24 * time.Hour, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name+"m", nil) }) // the catalog
+	slice := db.slice()
+	if slice == 0 {
+		t.Fatal("no tiers: nothing is marked dirty")
+	}
+	late := []tablets.Point{{Time: now.Add(-30 * time.Hour), Value: 1}, {Time: now.Add(-6 * time.Hour), Value: 2}}
+	for _, s := range []string{"a", "b", "c"} {
+		if err := db.flagStale(ctx, s, late); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lo, hi := floorSec(unix(now.Add(-48*time.Hour)), slice), unix(now)
+	keys := func(m map[dirtyKey]string) []string {
+		var out []string
+		for k := range m {
+			out = append(out, k.series+"@"+time.Unix(int64(k.slice), 0).UTC().Format("01-02 15:04"))
+		}
+		slices.Sort(out)
+		return out
+	}
+	slot := func(t time.Time) string {
+		return time.Unix(int64(floorSec(unix(t), slice)), 0).UTC().Format("01-02 15:04")
+	}
+	all, err := db.readDirty(ctx, lo, hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(tagsOf(all)); len(got) != 6 {
+		t.Fatalf("all markers: %v, want 3 series in 2 slices", got)
+	}
+	some, err := db.readDirtyOf(ctx, lo, hi, map[string]bool{"b": true, "z": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"b@" + slot(late[0].Time), "b@" + slot(late[1].Time)}
+	if got := keys(tagsOf(some)); !slices.Equal(got, want) {
+		t.Fatalf("markers of b: %v, want %v", got, want)
+	}
+	for k, tag := range some {
+		if tag == "" || tag != all[k] {
+			t.Errorf("marker %v: ETag %q, read for all %q", k, tag, all[k])
+		}
+	}
+	first, err := db.readDirtyOf(ctx, lo, floorSec(unix(late[1].Time), slice), map[string]bool{"b": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(tagsOf(first)); !slices.Equal(got, want[:1]) {
+		t.Fatalf("markers of b before its second slice: %v, want %v", got, want[:1])
+	}
+}
+
+func tagsOf[T ~string](m map[dirtyKey]T) map[dirtyKey]string {
+	out := make(map[dirtyKey]string, len(m))
+	for k, v := range maps.All(m) {
+		out[k] = string(v)
+	}
+	return out
+}
