@@ -3,8 +3,8 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
