@@ -1,26 +1,53 @@
 package tsdb
 
 import (
+	"container/list"
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/gate"
 )
 
-// ReadBudget bounds the memory that reads of staging tables hold at once, in bytes of the
-// pages' JSON. A page of a staging read is the largest transient of a query: up to
-// stagePageBytes (8 MiB) of JSON, held twice over (the body and its entities) while it is
-// decoded, and a query's groups read them concurrently. Each page takes that size from the
-// budget before it is requested and gives it back once decoded, before anything of it is
-// yielded, so a reader never waits for the budget while it holds some. Readers wait in
-// arrival order. A budget smaller than a page admits one page at a time.
+// ReadBudget bounds the memory that reads of staging tables hold at once, in bytes: the
+// pages' JSON being fetched and decoded, and the staged points a read collects.
 //
-// One budget may be shared by many DBs (Options.StagingReadBudget): a server's tenants
-// share one, so their queries together hold a bounded amount. It is safe for concurrent
-// use.
+// A page of a staging read is up to stagePageBytes (8 MiB) of JSON, held twice over (the
+// body and its entities) while it is decoded. Each page takes that size from the budget
+// before it is requested and gives it back once decoded, before anything of it is yielded.
+//
+// A read of the staged points of many series (the group of a Select's batches) collects
+// them all, as written, before it sorts them (32 bytes a point): with an hour staged and
+// tens of queries in flight, they were the largest part of the soak's heap. The points a
+// read collects hold their bytes until it ends. So that readers holding points and waiting
+// for more cannot wait for each other forever, the oldest read of the budget never waits:
+// it may take more than there is, and when it ends the next oldest goes on. The budget
+// holds at most its size, and what the oldest read takes past it.
+//
+// Other waiters wait in arrival order. A page larger than the whole budget takes all of it.
+// One budget may be shared by many DBs (Options.StagingReadBudget): a server's tenants share
+// one, so their queries together hold a bounded amount. It is safe for concurrent use.
 type ReadBudget struct {
-	g *gate.Gate
+	mu      sync.Mutex
+	size    int64
+	used    int64
+	most    int64     // of used: for tests
+	reads   list.List // of *collectRead, oldest first
+	waiters list.List // of *budgetWaiter, in arrival order
+}
+
+type budgetWaiter struct {
+	n     int64
+	read  *collectRead // nil: a page of a read that collects nothing
+	ready chan struct{}
+}
+
+// collectRead is a read that collects points under a budget: what it holds, and its place
+// among the budget's reads.
+type collectRead struct {
+	b    *ReadBudget
+	held int64
+	elem *list.Element
 }
 
 // NewReadBudget returns a budget of bytes, which must be positive (else the error wraps
@@ -29,21 +56,138 @@ func NewReadBudget(bytes int64) (*ReadBudget, error) {
 	if bytes <= 0 {
 		return nil, fmt.Errorf("tsdb: %w: staging read budget of %d bytes: must be positive", tablets.ErrInvalidOptions, bytes)
 	}
-	return &ReadBudget{g: gate.New(bytes)}, nil
+	return &ReadBudget{size: bytes}, nil
 }
 
-// InUse is the bytes taken now and the number of pages waiting for room.
-func (b *ReadBudget) InUse() (bytes int64, waiting int) { return b.g.State() }
+// InUse is the bytes taken now (pages and collected points) and the number of takers
+// waiting for room.
+func (b *ReadBudget) InUse() (bytes int64, waiting int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.waiters.Len()
+}
 
-// take takes n bytes (at most the whole budget) until ctx ends, and returns the function
-// that gives them back. A nil budget admits everything.
-func (b *ReadBudget) take(ctx context.Context, n int64) (func(), error) {
+// mostUsed is the most bytes that were in use at once.
+func (b *ReadBudget) mostUsed() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.most
+}
+
+// take takes n bytes (at most the whole budget) for a page of read (nil: of a read that
+// collects nothing) until ctx ends, and returns the function that gives them back. A nil
+// budget admits everything.
+func (b *ReadBudget) take(ctx context.Context, read *collectRead, n int64) (func(), error) {
 	if b == nil {
 		return func() {}, nil
 	}
-	got, err := b.g.Acquire(ctx, n)
+	got, err := b.acquire(ctx, read, min(n, b.size))
 	if err != nil {
 		return nil, err
 	}
-	return func() { b.g.Release(got) }, nil
+	return func() { b.release(got) }, nil
+}
+
+// beginRead starts a read that collects points: it holds what it collects until end. A
+// nil budget gives a nil read, which holds nothing.
+func (b *ReadBudget) beginRead() *collectRead {
+	if b == nil {
+		return nil
+	}
+	r := &collectRead{b: b}
+	b.mu.Lock()
+	r.elem = b.reads.PushBack(r)
+	b.mu.Unlock()
+	return r
+}
+
+// hold takes n more bytes for the points r collected, until r ends.
+func (r *collectRead) hold(ctx context.Context, n int64) error {
+	if r == nil || n <= 0 {
+		return nil
+	}
+	got, err := r.b.acquire(ctx, r, n)
+	if err != nil {
+		return err
+	}
+	r.b.mu.Lock()
+	r.held += got
+	r.b.mu.Unlock()
+	return nil
+}
+
+// end gives back what r holds; the next oldest read no longer waits.
+func (r *collectRead) end() {
+	if r == nil {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reads.Remove(r.elem)
+	b.used -= r.held
+	r.held = 0
+	b.grantLocked()
+}
+
+func (b *ReadBudget) acquire(ctx context.Context, read *collectRead, n int64) (int64, error) {
+	b.mu.Lock()
+	if (b.waiters.Len() == 0 && b.used+n <= b.size) || b.oldestLocked(read) {
+		b.used += n
+		b.most = max(b.most, b.used)
+		b.mu.Unlock()
+		return n, nil
+	}
+	w := &budgetWaiter{n: n, read: read, ready: make(chan struct{})}
+	elem := b.waiters.PushBack(w)
+	b.mu.Unlock()
+
+	select {
+	case <-w.ready:
+		return n, nil
+	case <-ctx.Done():
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		select {
+		case <-w.ready: // granted meanwhile: give it back
+			b.used -= n
+		default:
+			b.waiters.Remove(elem)
+		}
+		b.grantLocked()
+		return 0, ctx.Err()
+	}
+}
+
+func (b *ReadBudget) release(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if b.used < 0 {
+		panic("tsdb: staging read budget released more than taken")
+	}
+	b.grantLocked()
+}
+
+// oldestLocked reports whether read is the oldest of the reads collecting points.
+func (b *ReadBudget) oldestLocked(read *collectRead) bool {
+	return read != nil && b.reads.Front() != nil && b.reads.Front().Value == read
+}
+
+// grantLocked wakes the waiters at the front that now fit (one of the whole size fits once
+// nothing is taken), and every waiter of the oldest read. Called with mu held.
+func (b *ReadBudget) grantLocked() {
+	blocked := false // a waiter before waits for room: the next wait their turn
+	for e := b.waiters.Front(); e != nil; {
+		w, next := e.Value.(*budgetWaiter), e.Next()
+		if b.oldestLocked(w.read) || (!blocked && (b.used+w.n <= b.size || b.used == 0)) {
+			b.used += w.n
+			b.most = max(b.most, b.used)
+			b.waiters.Remove(e)
+			close(w.ready)
+		} else {
+			blocked = true
+		}
+		e = next
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
@@ -108,6 +109,12 @@ func earliestMilli(t time.Time) int64 {
 // Each page is fetched and decoded under Options.StagingReadBudget, which is given back
 // before its entities are yielded: a consumer may read more while it holds them.
 func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery, want map[string]bool) iter.Seq2[stagedEntity, error] {
+	return db.stagedEntitiesOf(ctx, q, want, nil)
+}
+
+// stagedEntitiesOf is stagedEntities for read, which collects what it reads under the
+// budget (nil: a read that collects nothing).
+func (db *DB) stagedEntitiesOf(ctx context.Context, q pager.SubQuery, want map[string]bool, read *collectRead) iter.Seq2[stagedEntity, error] {
 	return func(yield func(stagedEntity, error) bool) {
 		client := db.service.NewClient(db.stagingTable())
 		if q.PageBytes == 0 {
@@ -116,7 +123,7 @@ func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery, want map[str
 		top := q.Top
 		var cont pager.Continuation
 		for {
-			page, next, err := db.stagedPage(ctx, client, q, &top, cont, want)
+			page, next, err := db.stagedPage(ctx, client, q, &top, cont, want, read)
 			if err != nil {
 				if !isTableGone(err) {
 					yield(stagedEntity{}, fmt.Errorf("tsdb: read staging: %w", err))
@@ -138,8 +145,8 @@ func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery, want map[str
 
 // stagedPage fetches and decodes the page of q at cont under the staging read budget, and
 // sets *top to the $top of the next page.
-func (db *DB) stagedPage(ctx context.Context, client pager.Lister, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool) ([]stagedEntity, pager.Continuation, error) {
-	done, err := db.opts.StagingReadBudget.take(ctx, int64(q.PageBytes))
+func (db *DB) stagedPage(ctx context.Context, client pager.Lister, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool, read *collectRead) ([]stagedEntity, pager.Continuation, error) {
+	done, err := db.opts.StagingReadBudget.take(ctx, read, int64(q.PageBytes))
 	if err != nil {
 		return nil, pager.Continuation{}, err
 	}
@@ -228,10 +235,11 @@ func (db *DB) readStagedHists(ctx context.Context, series []string, from, to tim
 // readStagedKinds is readStaged of the kinds asked for, in one query: the staged points and
 // the staged histogram samples, by series.
 func (db *DB) readStagedKinds(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (map[string][]tablets.Point, map[string][]HistogramPoint, error) {
-	found, foundHists, err := db.collectStaged(ctx, series, from, to, kinds)
+	found, foundHists, done, err := db.collectStaged(ctx, series, from, to, kinds)
 	if err != nil {
 		return nil, nil, err
 	}
+	defer done()
 	out := make(map[string][]tablets.Point, len(found))
 	for key, pts := range found {
 		out[key] = lastWrites(pts)
@@ -248,10 +256,11 @@ func (db *DB) readStagedKinds(ctx context.Context, series []string, from, to tim
 
 // readStagedPacked is readStaged of float points, each series' packed.
 func (db *DB) readStagedPacked(ctx context.Context, series []string, from, to time.Time) (map[string]packedPoints, error) {
-	found, _, err := db.collectStaged(ctx, series, from, to, stagedFloats)
+	found, _, done, err := db.collectStaged(ctx, series, from, to, stagedFloats)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	out := make(map[string]packedPoints, len(found))
 	var scratch packScratch
 	for key, pts := range found {
@@ -263,11 +272,19 @@ func (db *DB) readStagedPacked(ctx context.Context, series []string, from, to ti
 
 // collectStaged reads the staged writes of the kinds asked for in one query: each point and
 // histogram sample in [from, to) of series (nil: of every series) as written, by series,
-// in no order. A DB that does not stage reads nothing (no request).
-func (db *DB) collectStaged(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (map[string][]stagedPoint, map[string][]stagedHist, error) {
+// in no order. What it collects holds its bytes of Options.StagingReadBudget until done is
+// called (also after an error). A DB that does not stage reads nothing (no request).
+func (db *DB) collectStaged(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (
+	found map[string][]stagedPoint, foundHists map[string][]stagedHist, done func(), err error) {
 	if !db.stagedReads || !from.Before(to) {
-		return nil, nil, nil
+		return nil, nil, func() {}, nil
 	}
+	read := db.opts.StagingReadBudget.beginRead()
+	defer func() {
+		if err != nil {
+			read.end()
+		}
+	}()
 	var want map[string]bool
 	if series != nil {
 		want = make(map[string]bool, len(series))
@@ -276,12 +293,13 @@ func (db *DB) collectStaged(ctx context.Context, series []string, from, to time.
 		}
 	}
 	lo, hi := earliestMilli(from), earliestMilli(to)
-	found := map[string][]stagedPoint{}
-	foundHists := map[string][]stagedHist{}
-	for se, err := range db.stagedEntities(ctx, stagedQuery(series, from, to, kinds), want) {
+	found = map[string][]stagedPoint{}
+	foundHists = map[string][]stagedHist{}
+	for se, err := range db.stagedEntitiesOf(ctx, stagedQuery(series, from, to, kinds), want, read) {
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+		points, hists := 0, 0
 		for r, s := range se.hists {
 			if want != nil && !want[s.Key] {
 				continue
@@ -289,6 +307,7 @@ func (db *DB) collectStaged(ctx context.Context, series []string, from, to time.
 			for _, h := range s.Samples {
 				if ms := int64(h.Unit); ms >= lo && ms < hi {
 					foundHists[s.Key] = append(foundHists[s.Key], stagedHist{h, se.stamp, se.record(r)})
+					hists++
 				}
 			}
 		}
@@ -299,12 +318,23 @@ func (db *DB) collectStaged(ctx context.Context, series []string, from, to time.
 			for i, ms := range s.Times {
 				if ms >= lo && ms < hi {
 					found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, se.record(r)})
+					points++
 				}
 			}
 		}
+		if err := read.hold(ctx, int64(points)*stagedPointBytes+int64(hists)*stagedHistBytes); err != nil {
+			return nil, nil, nil, err
+		}
 	}
-	return found, foundHists, nil
+	return found, foundHists, read.end, nil
 }
+
+// The bytes a collected point and histogram sample take, as a read's budget counts them:
+// their size; a histogram's buckets are not counted.
+const (
+	stagedPointBytes = int64(unsafe.Sizeof(stagedPoint{}))
+	stagedHistBytes  = int64(unsafe.Sizeof(stagedHist{}))
+)
 
 // lastWrites sorts staged points by time and keeps, of each time, the last write.
 func lastWrites(pts []stagedPoint) []tablets.Point {
