@@ -41,8 +41,12 @@ func (p packedPoints) in(from, to time.Time) ([]tablets.Point, error) {
 		return nil, nil
 	}
 	lo, hi := packedMilli(earliestMilli(from)), packedMilli(earliestMilli(to))
-	var out []tablets.Point
-	err := chunkenc.Decode(p, func(t uint64, v float64) {
+	n, _, _, err := chunkenc.Header(p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tablets.Point, 0, n) // a batch's range is mostly its group's
+	err = chunkenc.Decode(p, func(t uint64, v float64) {
 		if t >= lo && t < hi {
 			out = append(out, tablets.Point{Time: time.UnixMilli(unpackedMilli(t)).UTC(), Value: v})
 		}
