@@ -187,6 +187,9 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		if !listed[[2]string{se.partitionKey, se.rowKey}] {
 			continue
 		}
+		if err := lease.keep(ctx); err != nil { // the read of a round's pages may be long too
+			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
+		}
 		arrived := bucketEnd(se.partitionKey)
 		late := arrived.Add(-(db.opts.SealDelay - sealMargin)).UnixMilli()
 		for r, s := range se.hists {
@@ -234,7 +237,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 	slices.Sort(names)
 	written := 0
 	errs := batch.Run(ctx, writeConcurrency, len(names), func(ctx context.Context, i int) error {
-		if err := lease.check(); err != nil {
+		if err := lease.keep(ctx); err != nil {
 			return err
 		}
 		if pts := found[names[i]]; len(pts) > 0 {

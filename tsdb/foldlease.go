@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -38,8 +39,9 @@ var ErrFoldBusy = errors.New("tsdb: another process is folding")
 // errFoldLeaseLost: the lease ended or was taken before the fold was done.
 var errFoldLeaseLost = errors.New("tsdb: the fold lease ended before the fold was done")
 
-// foldLease is a held lease.
+// foldLease is a held lease. Its methods are safe for concurrent use by a fold's writers.
 type foldLease struct {
+	mu     sync.Mutex       // guards etag and until, which renewals change
 	now    func() time.Time // Options.Now
 	client *aztables.Client
 	holder string
@@ -133,14 +135,43 @@ func (l *foldLease) body(until time.Time) []byte {
 
 // check reports errFoldLeaseLost unless the lease lasts long enough for another write.
 func (l *foldLease) check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkLocked()
+}
+
+func (l *foldLease) checkLocked() error {
 	if l.now().After(l.until.Add(-foldLeaseMargin)) {
 		return errFoldLeaseLost
 	}
 	return nil
 }
 
+// keep renews the lease once half its term has passed, then checks it: a round of a large
+// staging table (the hour a backfill wrote, read and written while queries share the
+// account) may take longer than a term. In soak run 10 every fold of the backfilled hour
+// failed this way, again and again, and the staging table grew through the run. A renewal
+// that fails for want of the account leaves the lease as it was, to be tried again at the
+// next call; one that finds the lease taken loses it.
+func (l *foldLease) keep(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.now().After(l.until.Add(-foldLeaseTerm / 2)) {
+		if err := l.renewLocked(ctx); errors.Is(err, errFoldLeaseLost) {
+			return err
+		}
+	}
+	return l.checkLocked()
+}
+
 // renew extends the lease.
 func (l *foldLease) renew(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewLocked(ctx)
+}
+
+func (l *foldLease) renewLocked(ctx context.Context) error {
 	if err := l.write(ctx, false); errors.Is(err, ErrFoldBusy) {
 		return errFoldLeaseLost
 	} else {
@@ -150,5 +181,8 @@ func (l *foldLease) renew(ctx context.Context) error {
 
 // release ends the lease (best effort: it ends by itself anyway).
 func (l *foldLease) release(ctx context.Context) {
-	_, _ = l.client.DeleteEntity(ctx, foldLeasePK, foldLeaseRK, &aztables.DeleteEntityOptions{IfMatch: &l.etag})
+	l.mu.Lock()
+	etag := l.etag
+	l.mu.Unlock()
+	_, _ = l.client.DeleteEntity(ctx, foldLeasePK, foldLeaseRK, &aztables.DeleteEntityOptions{IfMatch: &etag})
 }
