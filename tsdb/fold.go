@@ -60,7 +60,7 @@ const foldHistWeight = 16
 // entities deleted, a transaction per 100.
 //
 // One process folds a database at a time: Fold takes a lease in the catalog (conditionally
-// on its ETag; it lasts 5 minutes by Options.Now, renewed between rounds) and returns
+// on its ETag; it lasts 5 minutes by Options.Now, renewed as the fold goes) and returns
 // ErrFoldBusy while another holds it. Fold is idempotent and safe to kill at any moment:
 // points written twice are the same points (a read keeps one per time), an entity not
 // deleted is folded again by the next Fold, and a lease not released ends by itself. Points

@@ -22,7 +22,8 @@ import (
 // others could write an old value of a time with the priority of a newer entity it also
 // read, over the newer value the other wrote.
 const (
-	// foldLeaseTerm is how long a lease lasts unless renewed (between rounds).
+	// foldLeaseTerm is how long a lease lasts unless renewed (between rounds, and once half
+	// of it has passed: see keep).
 	foldLeaseTerm = 5 * time.Minute
 	// foldLeaseMargin: a holder stops writing this long before its lease ends, so that a
 	// write it starts ends before another process may take the lease.
