@@ -180,7 +180,11 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 	foundHists := map[string][]stagedHist{}
 	lateOf := map[string][]tablets.Point{} // points and samples staged after their windows may have sealed
 	q := pager.SubQuery{Filter: foldFilter(horizon), Select: sel}
-	for se, err := range db.stagedEntities(ctx, q, nil) {
+	// The round's points are a read of the staging read budget until they are written: a
+	// server's tenants fold at once, and their rounds share the bound with the queries.
+	read := db.opts.StagingReadBudget.beginRead()
+	defer read.end()
+	for se, err := range db.stagedEntitiesOf(ctx, q, nil, read) {
 		if err != nil {
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
 		}
@@ -192,21 +196,29 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		}
 		arrived := bucketEnd(se.partitionKey)
 		late := arrived.Add(-(db.opts.SealDelay - sealMargin)).UnixMilli()
+		var held int64
 		for r, s := range se.hists {
 			for _, h := range s.Samples {
 				foundHists[s.Key] = append(foundHists[s.Key], stagedHist{h, se.stamp, se.record(r)})
+				held += stagedHistBytes
 				if ms := int64(h.Unit); ms < late {
 					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC()})
+					held += latePointBytes
 				}
 			}
 		}
 		for r, s := range se.series {
 			for i, ms := range s.Times {
 				found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, se.record(r)})
+				held += stagedPointBytes
 				if ms < late {
 					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: s.Values[i]})
+					held += latePointBytes
 				}
 			}
+		}
+		if err := read.hold(ctx, held); err != nil {
+			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
 		}
 	}
 	// Which periods were dropped: asked once a period, not once a series.

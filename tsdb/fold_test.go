@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,4 +174,74 @@ func stagingDB(t *testing.T, prefix string, now *time.Time) (*DB, *aztables.Serv
 		}
 	})
 	return db, svc, checker
+}
+
+// A fold round's points are a read of the staging read budget until they are written (a
+// server's tenants fold at once, and share the budget with the queries), given back after.
+// The folds of two databases sharing a budget far smaller than a round both finish: the
+// oldest read goes on.
+func TestFoldRoundsInTheReadBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	budget, err := NewReadBudget(4 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type folded struct {
+		db    *DB
+		start time.Time
+		want  map[string][]tablets.Point
+	}
+	var dbs []folded
+	for _, prefix := range []string{"fba", "fbb"} {
+		db, _, _ := stagingDB(t, prefix, &now)
+		db.opts.StagingReadBudget = budget
+		start := now
+		_, want := stageWrites(t, db, 100, 8, &now)
+		dbs = append(dbs, folded{db, start, want})
+	}
+	now = now.Add(time.Hour)
+	reports := make([]FoldReport, len(dbs))
+	errs := make([]error, len(dbs))
+	var wg sync.WaitGroup
+	for i, f := range dbs {
+		wg.Go(func() { reports[i], errs[i] = f.db.Fold(ctx) })
+	}
+	wg.Wait()
+	for i, f := range dbs {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if reports[i].Points != 800 || reports[i].Rounds != 1 {
+			t.Errorf("%s: folded %+v, want 800 points in a round", f.db.Name(), reports[i])
+		}
+		for name, pts := range f.want {
+			got, err := f.db.readStaged(ctx, []string{name}, f.start, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got[name]) != 0 {
+				t.Fatalf("%s: %d points of %s still staged", f.db.Name(), len(got[name]), name)
+			}
+			var raw []tablets.Point
+			for p, err := range f.db.Query(ctx, name, f.start, now) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw = append(raw, p)
+			}
+			if !equalPoints(raw, pts) {
+				t.Fatalf("%s: %s read %v, wrote %v", f.db.Name(), name, raw, pts)
+			}
+		}
+	}
+	if round := 800 * stagedPointBytes; budget.mostUsed() < round {
+		t.Errorf("the budget held at most %d bytes, less than a round's points (%d): the rounds were not counted", budget.mostUsed(), round)
+	}
+	if used, waiting := budget.InUse(); used != 0 || waiting != 0 {
+		t.Errorf("after the folds: %d bytes in use, %d waiting", used, waiting)
+	}
 }

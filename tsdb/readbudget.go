@@ -10,19 +10,23 @@ import (
 )
 
 // ReadBudget bounds the memory that reads of staging tables hold at once, in bytes: the
-// pages' JSON being fetched and decoded, and the staged points a read collects.
+// pages' JSON being fetched and decoded, the decoded pages being yielded, and the staged
+// points a read collects (a query's, or a fold round's).
 //
 // A page of a staging read is up to stagePageBytes (8 MiB) of JSON, held twice over (the
 // body and its entities) while it is decoded. Each page takes that size from the budget
-// before it is requested and gives it back once decoded, before anything of it is yielded.
+// before it is requested. Once decoded, its read holds the size of its decoded series
+// instead (16 bytes a point: they may be larger than the compressed JSON) until every
+// entity of the page was yielded.
 //
-// A read of the staged points of many series (the group of a Select's batches) collects
-// them all, as written, before it sorts them (32 bytes a point): with an hour staged and
-// tens of queries in flight, they were the largest part of the soak's heap. The points a
-// read collects hold their bytes until it ends. So that readers holding points and waiting
-// for more cannot wait for each other forever, the oldest read of the budget never waits:
-// it may take more than there is, and when it ends the next oldest goes on. The budget
-// holds at most its size, and what the oldest read takes past it.
+// A read of the staged points of many series (the group of a Select's batches, a fold's
+// round) collects them all, as written, before it sorts them (32 bytes a point): with an
+// hour staged and tens of queries in flight, they were the largest part of the soak's heap.
+// The points a read collects hold their bytes until it ends. So that readers holding
+// points and waiting for more cannot wait for each other forever, every staging read is a
+// read of the budget, and the oldest never waits: it may take more than there is, and when
+// it ends the next oldest goes on. The budget holds at most its size, and what the oldest
+// read takes past it.
 //
 // Other waiters wait in arrival order. A page larger than the whole budget takes all of it.
 // One budget may be shared by many DBs (Options.StagingReadBudget): a server's tenants share
@@ -114,6 +118,20 @@ func (r *collectRead) hold(ctx context.Context, n int64) error {
 	r.held += got
 	r.b.mu.Unlock()
 	return nil
+}
+
+// give gives back n of the bytes r holds (at most all): a decoded page it has yielded.
+func (r *collectRead) give(n int64) {
+	if r == nil || n <= 0 {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n = min(n, r.held)
+	r.held -= n
+	b.used -= n
+	b.grantLocked()
 }
 
 // end gives back what r holds; the next oldest read no longer waits.

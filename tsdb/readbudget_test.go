@@ -295,3 +295,90 @@ func TestStagingReadBudgetBoundsPagesInFlight(t *testing.T) {
 		t.Errorf("after the reads the budget has %d bytes in use and %d waiting", used, waiting)
 	}
 }
+
+// give hands back part of what a read holds (a decoded page it yielded): the waiters that
+// now fit go on, and end gives back only the rest.
+func TestReadBudgetGive(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b, err := NewReadBudget(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := b.beginRead()
+		if err := read.hold(ctx, 80); err != nil {
+			t.Fatal(err)
+		}
+		granted := false
+		go func() {
+			done, err := b.take(ctx, nil, 40)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			granted = true
+			done()
+		}()
+		synctest.Wait()
+		if granted {
+			t.Fatal("a page of 40 went on with 80 of 100 in use")
+		}
+		read.give(50)
+		synctest.Wait()
+		if used, waiting := b.InUse(); !granted || used != 30 || waiting != 0 {
+			t.Fatalf("after giving back 50: page granted %v, %d in use, %d waiting; want true, 30, 0", granted, used, waiting)
+		}
+		read.give(1000) // at most what it holds
+		if used, _ := b.InUse(); used != 0 {
+			t.Fatalf("after giving back more than it held: %d in use", used)
+		}
+		read.end()
+		if used, _ := b.InUse(); used != 0 {
+			t.Fatalf("after the read ended: %d in use", used)
+		}
+	})
+}
+
+// A page's decoded series (16 bytes a point, more than the compressed JSON) are held in
+// the budget until its last entity was yielded, and given back after the last page, or
+// when the consumer stops early.
+func TestStagingReadBudgetHoldsDecodedPages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	db, _, _ := stagingDB(t, "stdec", &now)
+	budget, err := NewReadBudget(64 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.opts.StagingReadBudget = budget
+	db.stagePage = pager.SubQuery{Top: 2, PageBytes: 32 << 10}
+	start := now
+	stageWrites(t, db, 200, 6, &now)
+	q := stagedQuery(nil, start, now, stagedFloats)
+	entities := 0
+	for se, err := range db.stagedEntities(ctx, q, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		used, _ := budget.InUse()
+		if d := se.decodedBytes(); d < 200*16 || used < d {
+			t.Fatalf("entity %d: decoded %d bytes (200 series of a point at least %d), the budget holds %d", entities, d, 200*16, used)
+		}
+		entities++
+	}
+	if entities < 6 {
+		t.Fatalf("read %d staging entities, want at least 6 (a write each)", entities)
+	}
+	if used, waiting := budget.InUse(); used != 0 || waiting != 0 {
+		t.Errorf("after the read: %d bytes in use, %d waiting", used, waiting)
+	}
+	for range db.stagedEntities(ctx, q, nil) {
+		break
+	}
+	if used, _ := budget.InUse(); used != 0 {
+		t.Errorf("after a read stopped at its first entity: %d bytes in use", used)
+	}
+}

@@ -106,16 +106,21 @@ func earliestMilli(t time.Time) int64 {
 
 // stagedEntities yields the staging entities of q, decoded, in pages of about
 // stagePageBytes unless q sizes its own. A staging table that does not exist holds nothing.
-// Each page is fetched and decoded under Options.StagingReadBudget, which is given back
-// before its entities are yielded: a consumer may read more while it holds them.
+// It is a read of Options.StagingReadBudget of its own (see stagedEntitiesOf).
 func (db *DB) stagedEntities(ctx context.Context, q pager.SubQuery, want map[string]bool) iter.Seq2[stagedEntity, error] {
 	return db.stagedEntitiesOf(ctx, q, want, nil)
 }
 
-// stagedEntitiesOf is stagedEntities for read, which collects what it reads under the
-// budget (nil: a read that collects nothing).
+// stagedEntitiesOf is stagedEntities as part of read, which may collect what it reads
+// under the budget (nil: a read of its own, ended with the iteration). Each page is fetched
+// and decoded under Options.StagingReadBudget; then read holds its decoded size until the
+// page's last entity was yielded.
 func (db *DB) stagedEntitiesOf(ctx context.Context, q pager.SubQuery, want map[string]bool, read *collectRead) iter.Seq2[stagedEntity, error] {
 	return func(yield func(stagedEntity, error) bool) {
+		if read == nil {
+			read = db.opts.StagingReadBudget.beginRead()
+			defer read.end()
+		}
 		client := db.service.NewClient(db.stagingTable())
 		if q.PageBytes == 0 {
 			q.Top, q.PageBytes = db.stagePage.Top, db.stagePage.PageBytes
@@ -123,18 +128,21 @@ func (db *DB) stagedEntitiesOf(ctx context.Context, q pager.SubQuery, want map[s
 		top := q.Top
 		var cont pager.Continuation
 		for {
-			page, next, err := db.stagedPage(ctx, client, q, &top, cont, want, read)
+			page, decoded, next, err := db.stagedPage(ctx, client, q, &top, cont, want, read)
 			if err != nil {
 				if !isTableGone(err) {
 					yield(stagedEntity{}, fmt.Errorf("tsdb: read staging: %w", err))
 				}
 				return
 			}
-			for _, se := range page {
+			for i, se := range page {
+				page[i] = stagedEntity{} // what the consumer keeps of it is its to count
 				if !yield(se, nil) {
+					read.give(decoded)
 					return
 				}
 			}
+			read.give(decoded)
 			if next.IsZero() {
 				return
 			}
@@ -144,29 +152,48 @@ func (db *DB) stagedEntitiesOf(ctx context.Context, q pager.SubQuery, want map[s
 }
 
 // stagedPage fetches and decodes the page of q at cont under the staging read budget, and
-// sets *top to the $top of the next page.
-func (db *DB) stagedPage(ctx context.Context, client pager.Lister, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool, read *collectRead) ([]stagedEntity, pager.Continuation, error) {
+// sets *top to the $top of the next page. Its decoded size is held by read when it returns
+// (decoded): the caller gives it back.
+func (db *DB) stagedPage(ctx context.Context, client pager.Lister, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool, read *collectRead) (
+	page []stagedEntity, decoded int64, next pager.Continuation, err error) {
 	done, err := db.opts.StagingReadBudget.take(ctx, read, int64(q.PageBytes))
 	if err != nil {
-		return nil, pager.Continuation{}, err
+		return nil, 0, pager.Continuation{}, err
 	}
 	defer done()
 	raw, next, err := pager.Fetch(ctx, client, q, *top, cont)
 	if err != nil {
-		return nil, pager.Continuation{}, err
+		return nil, 0, pager.Continuation{}, err
 	}
 	*top = pager.NextTop(q, *top, raw)
 	var e entity.Entity
 	e.AllowStrings = true
-	page := make([]stagedEntity, 0, len(raw))
+	page = make([]stagedEntity, 0, len(raw))
 	for _, r := range raw {
 		se, err := decodeStaged(&e, r, want)
 		if err != nil {
-			return nil, pager.Continuation{}, err
+			return nil, 0, pager.Continuation{}, err
 		}
 		page = append(page, se)
+		decoded += se.decodedBytes()
 	}
-	return page, next, nil
+	// Held before the page's bytes are given back: the oldest read goes on, others wait.
+	if err := read.hold(ctx, decoded); err != nil {
+		return nil, 0, pager.Continuation{}, err
+	}
+	return page, decoded, next, nil
+}
+
+// decodedBytes is about the memory of se's decoded series.
+func (se stagedEntity) decodedBytes() int64 {
+	n := int64(unsafe.Sizeof(se))
+	for _, s := range se.series {
+		n += int64(unsafe.Sizeof(s)) + int64(len(s.Key)) + 8*int64(cap(s.Times)+cap(s.Values))
+	}
+	for _, s := range se.hists {
+		n += int64(unsafe.Sizeof(s)) + int64(len(s.Key)) + int64(len(s.Samples))*stagedHistBytes
+	}
+	return n
 }
 
 // decodeStaged decodes one staging entity's JSON (as much of it as was selected), keeping
@@ -329,11 +356,13 @@ func (db *DB) collectStaged(ctx context.Context, series []string, from, to time.
 	return found, foundHists, read.end, nil
 }
 
-// The bytes a collected point and histogram sample take, as a read's budget counts them:
-// their size; a histogram's buckets are not counted.
+// The bytes a collected point, late point and histogram sample take, as a read's budget
+// counts them: their size, and a histogram's decoded buckets as about 500 bytes (see
+// foldHistWeight).
 const (
 	stagedPointBytes = int64(unsafe.Sizeof(stagedPoint{}))
-	stagedHistBytes  = int64(unsafe.Sizeof(stagedHist{}))
+	latePointBytes   = int64(unsafe.Sizeof(tablets.Point{}))
+	stagedHistBytes  = int64(unsafe.Sizeof(stagedHist{})) + foldHistWeight*stagedPointBytes
 )
 
 // lastWrites sorts staged points by time and keeps, of each time, the last write.

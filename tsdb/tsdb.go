@@ -67,8 +67,8 @@ type Options struct {
 	// wrong answer. 0: DefaultCachedSeries.
 	CachedSeries int
 	// StagingReadBudget bounds the memory that reads of the staging table (by queries,
-	// Fold and deletes) hold at once: their pages, and the points queries collect; DBs may
-	// share one (see ReadBudget). nil: no bound.
+	// Fold and deletes) hold at once: their pages, fetched and decoded, and the points
+	// queries and fold rounds collect; DBs may share one (see ReadBudget). nil: no bound.
 	StagingReadBudget *ReadBudget
 }
 
