@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -273,6 +274,53 @@ func TestFoldsHaveASlot(t *testing.T) {
 			if tc.mostWait > 0 && (most == 0 || most > tc.mostWait) {
 				t.Errorf("%d slot: folds waited at most %v (waits %v), want some and at most a slice's %v", tc.slots, most, foldWaits, tc.mostWait)
 			}
+		})
+	}
+}
+
+// TestFoldsTakeAtMostHalf: the folds of 6 tenants tick together; of n slots they run at
+// most n/2 (rounded up) at once, and all of them run, one after the other.
+func TestFoldsTakeAtMostHalf(t *testing.T) {
+	for _, tc := range []struct{ slots, most int }{{1, 1}, {2, 1}, {3, 2}, {4, 2}, {5, 3}} {
+		t.Run(fmt.Sprint(tc.slots, " slots"), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				jobs, err := NewJobs(tc.slots)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				var wg sync.WaitGroup
+				var mu sync.Mutex
+				atOnce, most, folds := 0, 0, 0
+				for range 6 {
+					s := &Server{opts: Options{Jobs: jobs}, log: slog.New(slog.DiscardHandler)}
+					s.registerLoopMetrics()
+					loops := []loop{{name: "fold", opts: maintain.Options{Every: time.Hour},
+						tick: func(context.Context, time.Time) error {
+							mu.Lock()
+							atOnce++
+							most = max(most, atOnce)
+							folds++
+							mu.Unlock()
+							time.Sleep(5 * time.Minute)
+							mu.Lock()
+							atOnce--
+							mu.Unlock()
+							return nil
+						}}}
+					wg.Go(func() { s.runLoops(ctx, loops) })
+				}
+				time.Sleep(2*time.Hour + 45*time.Minute) // ticks at 1h and 2h: 6 folds of 5 min each
+				synctest.Wait()
+				cancel()
+				wg.Wait()
+				if most != tc.most {
+					t.Errorf("%d slots: %d folds ran at once, want %d", tc.slots, most, tc.most)
+				}
+				if folds != 12 {
+					t.Errorf("%d slots: %d folds ran, want 12 (6 tenants, 2 ticks)", tc.slots, folds)
+				}
+			})
 		})
 	}
 }

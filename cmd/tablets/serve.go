@@ -119,9 +119,9 @@ naming another is 403.`,
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
-	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn")
+	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn; folds go first, with a slot of their own, but take at most half")
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
-	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded) and the staged points queries collect (32 bytes each); more wait their turn, but the oldest read goes on")
+	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries and fold rounds collect (32 bytes each); more wait their turn, but the oldest read goes on")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
@@ -439,7 +439,7 @@ func accountCollector(wire *meter.Meter, limited *reqlimit.Transport) prometheus
 // stagingReadCollector serves the staging read budget's state.
 func stagingReadCollector(b *tsdb.ReadBudget) prometheus.Collector {
 	return &stagingReadMetrics{budget: b,
-		inUse:   prometheus.NewDesc("tablets_staging_read_bytes_in_use", "Bytes of staging pages being read and decoded and of staged points being collected (--staging.max-read-bytes, and what the oldest read takes past it).", nil, nil),
+		inUse:   prometheus.NewDesc("tablets_staging_read_bytes_in_use", "Bytes of staging pages being read, decoded and yielded, and of staged points being collected by queries and folds (--staging.max-read-bytes, and what the oldest read takes past it).", nil, nil),
 		waiting: prometheus.NewDesc("tablets_staging_reads_waiting", "Staging page reads and collections waiting for room under --staging.max-read-bytes.", nil, nil),
 	}
 }
