@@ -284,10 +284,22 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 	for _, hs := range foundHists {
 		written += len(hs)
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(distinctErrors(errs)...); err != nil {
 		return len(names), written, fmt.Errorf("tsdb: fold: %w", err)
 	}
 	return len(names), written, nil
+}
+
+// distinctErrors is errs without nils and repeats of an error met before: a lost lease
+// stops each of a round's writers with the same error, which a log line should say once.
+func distinctErrors(errs []error) []error {
+	var out []error
+	for _, err := range errs {
+		if err != nil && !slices.Contains(out, err) {
+			out = append(out, err)
+		}
+	}
+	return out
 }
 
 // foldSeries writes one series' staged points into the raw tables of their periods, with

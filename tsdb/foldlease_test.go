@@ -132,8 +132,8 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 			slow.mu.Unlock()
 			t.Logf("fold: %+v, %v; %d transactions, %d lease writes, %v passed", rep, err, writes, renewals, clock.Now().Sub(end))
 			if taken {
-				if !errors.Is(err, errFoldLeaseLost) {
-					t.Fatalf("a fold whose lease another took: %+v, %v; want errFoldLeaseLost", rep, err)
+				if !errors.Is(err, errFoldLeaseLost) || strings.Count(err.Error(), errFoldLeaseLost.Error()) != 1 {
+					t.Fatalf("a fold whose lease another took: %+v, %v; want errFoldLeaseLost, said once", rep, err)
 				}
 				// It learns at its next renewal (at most half a term, 100 writes, later), and
 				// the writes already admitted end.
