@@ -30,7 +30,7 @@ type FoldReport struct {
 	// Series is the number of series written.
 	Series int
 	// Rounds is the number of passes over the staging entities: each writes the series of
-	// a share of the columns, so that a round holds at most about two million points.
+	// a share of the columns, so that a round holds at most about 250,000 points.
 	Rounds int
 	// Through is the end of the arrival time folded: every point staged before it (by the
 	// writers' clocks) is in the raw tables. Zero when the database does not stage.
@@ -52,7 +52,7 @@ const foldHistWeight = 16
 // Fold moves the staged points into the raw tables (and the staged histogram samples into
 // the histogram tables), and deletes them from the staging table: every staging entity of
 // an arrival bucket that ended at least 5 minutes ago (by Options.Now). It lists the
-// entities first, then reads their columns in rounds of at most about two million points (a
+// entities first, then reads their columns in rounds of at most about 250,000 points (a
 // histogram sample counting as 16), a share of the columns a round, so that each series is
 // written once: a transaction per series and raw partition (chunked: a day), whatever the
 // number of writes staged. Each series' points are written with the priority of their latest write,

@@ -134,13 +134,8 @@ func (l *foldLease) body(until time.Time) []byte {
 	return entity.AppendEnd(b)
 }
 
-// check reports errFoldLeaseLost unless the lease lasts long enough for another write.
-func (l *foldLease) check() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.checkLocked()
-}
-
+// checkLocked reports errFoldLeaseLost unless the lease lasts long enough for another
+// write. Called with mu held.
 func (l *foldLease) checkLocked() error {
 	if l.now().After(l.until.Add(-foldLeaseMargin)) {
 		return errFoldLeaseLost
