@@ -404,6 +404,24 @@ func TestReliabilityBatchErrorIndex(t *testing.T) {
 		require.Equal(t, before, list(pk), "one transaction: none of its operations applied")
 	})
 
+	t.Run("a quote in the PartitionKey: an Add is stored under its own key", func(t *testing.T) {
+		// An Add's keys are in its body only: doubled, the entity was stored under
+		// "Mc''Coy", and an update conditional on its ETag never matched (issue #35).
+		pk := "Mc'Coy"
+		require.NoError(t, batch.Submit(ctx, client, pk, []aztables.TransactionAction{
+			{ActionType: aztables.TransactionTypeAdd, Entity: ent(pk, "a", 1)},
+			{ActionType: aztables.TransactionTypeInsertReplace, Entity: ent(pk, "b", 2)},
+		}))
+		require.Equal(t, []string{"a", "b"}, list(pk))
+		got, err := client.GetEntity(ctx, pk, "a", nil)
+		require.NoError(t, err, "the added entity is at its own key")
+		etag := got.ETag
+		require.NoError(t, batch.Submit(ctx, client, pk, []aztables.TransactionAction{
+			{ActionType: aztables.TransactionTypeUpdateReplace, Entity: ent(pk, "a", 3), IfMatch: &etag},
+		}), "an update conditional on the ETag read matches")
+		require.Empty(t, list("Mc''Coy"))
+	})
+
 	t.Run("DeleteRows after a lost reply", func(t *testing.T) {
 		// The reply of the first transaction is lost after Azurite applied it; the retry finds
 		// the rows gone. DeleteRows must still succeed and delete every row.

@@ -82,12 +82,18 @@ type Submitter interface {
 // those URL keys from the entity's own PartitionKey and RowKey, so for a key with a quote
 // Submit hands it the keys already doubled (see QuoteKeys): the operation's URL then
 // addresses the right entity, which is what the service writes (the keys of an update's
-// URL are its address; the copies in its body are redundant). The transaction stays one
-// request, whatever the name.
+// URL are its address; the copies in its body are redundant). An insert (Add) has no keys
+// in its URL: its body's keys are the entity's, so they are sent as they are (doubled, a
+// block added under "lat.q'ueue" was stored as "lat.q''ueue", and every later conditional
+// write of it missed). The transaction stays one request, whatever the name.
 func Submit(ctx context.Context, client Submitter, partitionKey string, actions []aztables.TransactionAction) error {
 	if strings.ContainsRune(partitionKey, '\'') || slices.ContainsFunc(actions, hasQuotedRowKey) {
 		quoted := make([]aztables.TransactionAction, len(actions))
 		for i, a := range actions {
+			if a.ActionType == aztables.TransactionTypeAdd {
+				quoted[i] = a // keys in the body only
+				continue
+			}
 			body, err := QuoteKeys(a.Entity)
 			if err != nil {
 				return fmt.Errorf("batch: operation %d: %w", i, err)
@@ -105,6 +111,9 @@ func Submit(ctx context.Context, client Submitter, partitionKey string, actions 
 }
 
 func hasQuotedRowKey(a aztables.TransactionAction) bool {
+	if a.ActionType == aztables.TransactionTypeAdd {
+		return false
+	}
 	var keys struct{ RowKey string }
 	return bytes.IndexByte(a.Entity, '\'') >= 0 && json.Unmarshal(a.Entity, &keys) == nil && strings.ContainsRune(keys.RowKey, '\'')
 }
