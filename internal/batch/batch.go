@@ -84,7 +84,7 @@ type Submitter interface {
 // addresses the right entity, which is what the service writes (the keys of an update's
 // URL are its address; the copies in its body are redundant). An insert (Add) has no keys
 // in its URL: its body's keys are the entity's, so they are sent as they are (doubled, a
-// block added under "lat.q'ueue" was stored as "lat.q”ueue", and every later conditional
+// block added under a name with a quote was stored with the quote doubled, and every later conditional
 // write of it missed). The transaction stays one request, whatever the name.
 func Submit(ctx context.Context, client Submitter, partitionKey string, actions []aztables.TransactionAction) error {
 	if strings.ContainsRune(partitionKey, '\'') || slices.ContainsFunc(actions, hasQuotedRowKey) {
