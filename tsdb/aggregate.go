@@ -212,10 +212,36 @@ func finish(ws map[time.Time]*Window, f Fields) []*Window {
 	return out
 }
 
+// maxReplans bounds the plans of one Aggregate that meet raw tables dropped meanwhile.
+const maxReplans = 3
+
 // aggregateSeries computes the windows of step of each series (by name, by start) in
 // [from, to) with fields f (from opts): its tier windows that may be trusted, its raw points
 // and histogram samples elsewhere.
+//
+// A plan reads raw the windows whose tier windows it cannot trust, in the periods whose
+// tables this process knows to exist. Another process's Retain may have dropped them since
+// (after rolling them up: their tier windows are then the last word). A raw read that finds
+// such a table gone makes the answer wrong, so the Aggregate asks the catalog which of the
+// range's periods were dropped, and plans again (at most maxReplans times; then it fails
+// rather than answer short).
 func (db *DB) aggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
+	for range maxReplans {
+		before := db.tables.vanished.Load()
+		per, f, err := db.aggregateOnce(ctx, series, from, to, step, opts)
+		if err != nil || db.tables.vanished.Load() == before {
+			return per, f, err
+		}
+		if err := db.tables.learnDropped(ctx, from, to); err != nil {
+			return nil, 0, err
+		}
+	}
+	return nil, 0, fmt.Errorf("tsdb: aggregate: raw tables of [%s, %s) kept being dropped while it read them (%d plans)",
+		from.Format(time.RFC3339), to.Format(time.RFC3339), maxReplans)
+}
+
+// aggregateOnce is aggregateSeries of one plan.
+func (db *DB) aggregateOnce(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
 	if step <= 0 {
 		return nil, 0, fmt.Errorf("%w: step %v must be positive", tablets.ErrInvalidOptions, step)
 	}

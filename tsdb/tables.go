@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -62,6 +63,10 @@ type periodTables struct {
 	exists   [numKinds]map[uint64]bool
 	listedAt time.Time // of the last listing; zero: never listed
 	dropped  *genCache[uint64, struct{}]
+	// vanished counts the raw and histogram tables this process knew to exist that a read
+	// found gone: another process's Retain dropped them. A read that planned on them (an
+	// Aggregate that read a window raw rather than trust the tier) plans again.
+	vanished atomic.Uint64
 }
 
 func newPeriodTables(db *DB) *periodTables {
@@ -99,8 +104,12 @@ func (t *periodTables) made(k tableKind, p uint64) {
 // another).
 func (t *periodTables) gone(k tableKind, p uint64) {
 	t.mu.Lock()
+	_, known := t.exists[k][p]
 	delete(t.exists[k], p)
 	t.mu.Unlock()
+	if known && k != indexKind {
+		t.vanished.Add(1)
+	}
 }
 
 // has reports whether period p's table of kind k is known to exist (made or listed).
@@ -308,5 +317,25 @@ func (t *periodTables) recordDropped(ctx context.Context, p uint64) error {
 	}
 	t.dropped.add(p, struct{}{})
 	t.gone(rawKind, p)
+	return nil
+}
+
+// learnDropped reads the latest raw period recorded dropped in the catalog (one query) and
+// remembers the periods of [from, to) up to it as dropped (Retain drops the oldest periods
+// first, and Rollup leaves alone every period up to the latest dropped): after a read found
+// a table gone, so that the next plan takes their tier windows as the last word.
+func (t *periodTables) learnDropped(ctx context.Context, from, to time.Time) error {
+	if !from.Before(to) {
+		return nil
+	}
+	latest, ok, err := t.db.latestDroppedRecorded(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	first, last := t.db.period(from), min(t.db.period(to.Add(-time.Nanosecond)), latest)
+	for p := first; p <= last; p += t.periodSeconds() {
+		t.dropped.add(p, struct{}{})
+		t.gone(rawKind, p)
+	}
 	return nil
 }
