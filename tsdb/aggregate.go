@@ -37,11 +37,11 @@ type AggregateOptions struct {
 	// HistogramCount 0 without FieldHistograms), and a window that holds only histogram
 	// samples is yielded only with FieldHistograms. FieldQuantiles brings Min and Max too.
 	Fields Fields
-	// Staged, if set, holds the staged points of the series (from ReadStaged of a range
+	// staged, if set, holds the staged points of the series (from readStagedSet of a range
 	// that covers [from, to)), which the read does not read again: the batches of a large
 	// read share one read of the staging. Staged histogram samples are still read, with
 	// FieldHistograms.
-	Staged *Staged
+	staged *stagedSet
 }
 
 // fields are the fields opts asks for, or an error wrapping tablets.ErrInvalidOptions.
@@ -273,8 +273,8 @@ func (db *DB) aggregateOnce(ctx context.Context, series []string, from, to time.
 		kinds = stagedBoth
 	}
 	var staged map[string][]tablets.Point
-	if opts != nil && opts.Staged != nil {
-		if staged, err = opts.Staged.in(names, from, to); err != nil {
+	if opts != nil && opts.staged != nil {
+		if staged, err = opts.staged.in(names, from, to); err != nil {
 			return nil, 0, err
 		}
 		kinds &^= stagedFloats

@@ -177,6 +177,51 @@
 // overlaps (see State and caches), oldest first (Latest: newest first). Page tokens hold the
 // time the next page starts at, bound to the series and range.
 //
+// # The Querier
+//
+// A Queryable (DB.Queryable, with QueryOptions) reads the database as a query engine
+// wants it, and learns from its reads; its Querier of a time range selects series by
+// matchers (Select: series of floats and native histograms together, times ascending),
+// lists label names and values, and aggregates windows (Aggregate). tablets serve's PromQL
+// engine and remote read go through it (server/promstore converts labels, matchers, hints
+// and samples, and nothing else). Where the samples come from is decided here:
+//
+//   - Raw reads: Select reads the series index once (label sets sorted as Prometheus
+//     sorts them), then the samples of BatchSize series a unit (a series with histograms
+//     counting as 4), Concurrency units at a time ahead of the consumer: memory holds at
+//     most Concurrency+1 units beyond what the caller keeps. A unit reads the staging table
+//     once for both kinds (a group of up to 16 units shares one read of it), then the
+//     histogram tables for the series with histograms, then the raw tables (QueryMany:
+//     many series a request). Samples come back exactly: the millisecond of each sample and
+//     the float64 bits unchanged, staleness markers included. Where a float and a histogram
+//     share a millisecond, the histogram is kept (the series is a histogram series at that
+//     time). Series without a sample in the range are left out. A Series holds its floats
+//     encoded (internal/chunkenc, a few bytes a sample), its histograms as read.
+//   - Tier reads: as Thanos' auto-downsampling, a Select whose hints say the step is at
+//     least five times a tier's Step, and whose function a window's Min, Max or Last
+//     answers (min_over_time, max_over_time, last_over_time, rate, increase, irate, delta,
+//     idelta, resets, changes, deriv, a plain selector, an aggregation of an instant one),
+//     may read that tier and return one synthetic sample per whole window, at its last
+//     millisecond: the coarsest tier of at least MinTierStep (any, where the raw samples
+//     are gone) whose Step is at most a fifth of the step and, for a range function, of
+//     its Range; for an instant selector, under the lookback delta. The answer is
+//     approximate (rate over window-end samples instead of every sample), and staleness
+//     markers are lost. Series with histogram samples read raw even then, in their place.
+//   - The choice by cost: where a tier can serve a Select, it reads the tier if that is
+//     estimated to cost fewer bytes than the raw samples, or if the raw samples of the
+//     start of its range are gone; PreferTiers always, DisableTiers never. The estimate
+//     (docs/tiers.md has its figures and their measurements) counts, for the float series:
+//     raw, the samples at the bytes a sample of the raw layout (1.5 in chunked's chunks,
+//     27 in advanced's slots, 150 in basic's entities, or QueryOptions.RawBytesPerSample),
+//     chunked's chunks whole (a day of a series, or 16 KiB), 300 bytes an entity, a
+//     request per BatchSize series and raw table; tier, its columnar blocks whole, a byte
+//     or two a window for the column read, 200 an entity, a request per 13 series and tier
+//     table, and the raw read of the windows Aggregate reads raw (within SealDelay of now,
+//     and after the rollup loops' progress, TaskRollup, read at most once a minute). Both
+//     scale with the sample rate, a moving estimate of the Queryable (the float samples
+//     its reads returned over the series-seconds they covered, starting at a sample every
+//     15 s). QueryStats tell which path each Select took and why.
+//
 // # Writes
 //
 // Write fails whole, before any request, for a bad series name, a bad time or an expired

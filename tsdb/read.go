@@ -160,33 +160,37 @@ func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time
 	return db.queryMany(ctx, series, from, to, nil)
 }
 
-// Staged holds the staged points of some series in a range, read once by ReadStaged for
-// the many QueryManyStaged calls of one read: a staging entity holds points of thousands of
+// stagedSet holds the staged points of some series in a range, read once by readStagedSet
+// for the many reads of one Select: a staging entity holds points of thousands of
 // series, so that each batch of a large read reading it again would read it many times.
 // It is safe for concurrent use.
-type Staged struct {
+type stagedSet struct {
 	from, to time.Time
-	mu       sync.Mutex // guards series and points, which Drop changes
+	mu       sync.Mutex // guards series, points and hists, which Drop changes
 	series   map[string]bool
 	points   map[string]packedPoints // packed: they live while the batches are read
+	hists    map[string][]HistogramPoint
+	withHist bool // the histogram samples were read too
 }
 
 // Drop drops the staged points of series once they are read, so that a long read frees
-// them batch by batch. A QueryManyStaged of a dropped series is an error.
-func (s *Staged) Drop(series []string) {
+// them batch by batch. A queryManyStaged of a dropped series is an error.
+func (s *stagedSet) drop(series []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, name := range series {
 		delete(s.series, name)
 		delete(s.points, name)
+		delete(s.hists, name)
 	}
 }
 
-// ReadStaged reads the staged points of series in [from, to), for QueryManyStaged. Call it
-// before the QueryManyStaged calls that use it, and not long before: a fold moves staged
-// points to the raw tables, so a raw read after the staged one misses none, but what was
-// staged after ReadStaged is not read.
-func (db *DB) ReadStaged(ctx context.Context, series []string, from, to time.Time) (*Staged, error) {
+// readStagedSet reads the staged samples of series in [from, to) of the kinds asked for, in
+// one query (with stagedBoth, the histogram samples too: see histsIn), for the units of a
+// Select that share it (queryManyStaged, AggregateOptions.staged). Call it before the reads
+// that use it, and not long before: a fold moves staged points to the raw tables, so a raw
+// read after the staged one misses none, but what was staged after it is not read.
+func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (*stagedSet, error) {
 	for _, name := range series {
 		if err := db.validate(ctx, name); err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
@@ -195,12 +199,12 @@ func (db *DB) ReadStaged(ctx context.Context, series []string, from, to time.Tim
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
 	}
-	st := &Staged{from: from, to: to, series: make(map[string]bool, len(series))}
+	st := &stagedSet{from: from, to: to, series: make(map[string]bool, len(series)), withHist: kinds&stagedHists != 0}
 	for _, name := range series {
 		st.series[name] = true
 	}
 	var err error
-	if st.points, err = db.readStagedPacked(ctx, series, from, to); err != nil {
+	if st.points, st.hists, err = db.readStagedPacked(ctx, series, from, to, kinds); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -208,7 +212,7 @@ func (db *DB) ReadStaged(ctx context.Context, series []string, from, to time.Tim
 
 // in returns the staged points of series in [from, to), within the range read; each
 // series must be among those read and not dropped.
-func (s *Staged) in(series []string, from, to time.Time) (map[string][]tablets.Point, error) {
+func (s *stagedSet) in(series []string, from, to time.Time) (map[string][]tablets.Point, error) {
 	if from.Before(s.from) || to.After(s.to) {
 		return nil, fmt.Errorf("tsdb: %w: staged points of [%v, %v), not of the range read [%v, %v)",
 			tablets.ErrInvalidOptions, s.from, s.to, from, to)
@@ -231,19 +235,43 @@ func (s *Staged) in(series []string, from, to time.Time) (map[string][]tablets.P
 	return points, nil
 }
 
-// QueryManyStaged is QueryMany with the staged points of staged (from ReadStaged of a range
+// histsIn returns the staged histogram samples of series in [from, to), as in does the
+// points: the Staged must have been read with them.
+func (s *stagedSet) histsIn(series []string, from, to time.Time) (map[string][]HistogramPoint, error) {
+	if !s.withHist {
+		return nil, fmt.Errorf("tsdb: %w: staged samples read without their histograms", tablets.ErrInvalidOptions)
+	}
+	if from.Before(s.from) || to.After(s.to) {
+		return nil, fmt.Errorf("tsdb: %w: staged samples of [%v, %v), not of the range read [%v, %v)",
+			tablets.ErrInvalidOptions, s.from, s.to, from, to)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]HistogramPoint, len(series))
+	for _, name := range series {
+		if !s.series[name] {
+			return nil, fmt.Errorf("tsdb: %w: series %s is not among the staged samples read (or was dropped)", tablets.ErrInvalidOptions, name)
+		}
+		if hs := histsIn(s.hists[name], from, to); len(hs) > 0 {
+			out[name] = hs
+		}
+	}
+	return out, nil
+}
+
+// queryManyStaged is QueryMany with the staged points of staged (from readStagedSet of a range
 // that covers [from, to) and of series that hold these), which it does not read again.
-func (db *DB) QueryManyStaged(ctx context.Context, series []string, from, to time.Time, staged *Staged) iter.Seq2[tablets.SeriesPoint, error] {
+func (db *DB) queryManyStaged(ctx context.Context, series []string, from, to time.Time, staged *stagedSet) iter.Seq2[tablets.SeriesPoint, error] {
 	if staged == nil {
 		return func(yield func(tablets.SeriesPoint, error) bool) {
-			yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w: QueryManyStaged without a Staged", tablets.ErrInvalidOptions))
+			yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w: queryManyStaged without a stagedSet", tablets.ErrInvalidOptions))
 		}
 	}
 	return db.queryMany(ctx, series, from, to, staged)
 }
 
 // queryMany is QueryMany, with the staged points of staged where it is not nil.
-func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time, staged *Staged) iter.Seq2[tablets.SeriesPoint, error] {
+func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time, staged *stagedSet) iter.Seq2[tablets.SeriesPoint, error] {
 	return func(yield func(tablets.SeriesPoint, error) bool) {
 		for _, name := range series {
 			if err := db.validate(ctx, name); err != nil {

@@ -80,12 +80,12 @@ func TestStagedReadPagesBounded(t *testing.T) {
 	rec.tops, rec.sizes = nil, nil
 	rec.mu.Unlock()
 
-	staged, err := db.ReadStaged(ctx, names, start, now)
+	staged, err := db.readStagedSet(ctx, names, start, now, stagedFloats)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string][]tablets.Point{}
-	for p, err := range db.QueryManyStaged(ctx, names, start, now, staged) {
+	for p, err := range db.queryManyStaged(ctx, names, start, now, staged) {
 		if err != nil {
 			t.Fatal(err)
 		}

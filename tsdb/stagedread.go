@@ -281,11 +281,11 @@ func (db *DB) readStagedKinds(ctx context.Context, series []string, from, to tim
 	return out, hists, nil
 }
 
-// readStagedPacked is readStaged of float points, each series' packed.
-func (db *DB) readStagedPacked(ctx context.Context, series []string, from, to time.Time) (map[string]packedPoints, error) {
-	found, _, done, err := db.collectStaged(ctx, series, from, to, stagedFloats)
+// readStagedPacked is readStagedKinds with each series' float points packed.
+func (db *DB) readStagedPacked(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (map[string]packedPoints, map[string][]HistogramPoint, error) {
+	found, foundHists, done, err := db.collectStaged(ctx, series, from, to, kinds)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer done()
 	out := make(map[string]packedPoints, len(found))
@@ -294,7 +294,13 @@ func (db *DB) readStagedPacked(ctx context.Context, series []string, from, to ti
 		out[key] = scratch.pack(lastWrites(pts))
 		delete(found, key)
 	}
-	return out, nil
+	hists := make(map[string][]HistogramPoint, len(foundHists))
+	for key, hs := range foundHists {
+		for _, s := range lastHistWrites(hs) {
+			hists[key] = append(hists[key], pointOf(s))
+		}
+	}
+	return out, hists, nil
 }
 
 // collectStaged reads the staged writes of the kinds asked for in one query: each point and

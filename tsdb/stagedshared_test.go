@@ -10,10 +10,10 @@ import (
 	"github.com/seed71701133/tablets"
 )
 
-// The batches of a large read share one read of the staging (ReadStaged, then
-// QueryManyStaged a batch): they return what QueryMany returns, a request less a batch, and
+// The batches of a large read share one read of the staging (readStagedSet, then
+// queryManyStaged a batch): they return what QueryMany returns, a request less a batch, and
 // a fold between the staged read and the raw reads loses and doubles nothing (a point folded
-// after ReadStaged is in its Staged, and in the raw table, once in the answer).
+// after readStagedSet is in its stagedSet, and in the raw table, once in the answer).
 func TestReadStagedShared(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -50,7 +50,7 @@ func TestReadStagedShared(t *testing.T) {
 	write(10) // 10 more staged
 	from, to := start, now
 
-	staged, err := db.ReadStaged(ctx, names, from, to)
+	staged, err := db.readStagedSet(ctx, names, from, to, stagedFloats)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestReadStagedShared(t *testing.T) {
 		got := map[string][]tablets.Point{}
 		for _, b := range batches {
 			checker.Reset()
-			for p, err := range db.QueryManyStaged(ctx, b, from, to, staged) {
+			for p, err := range db.queryManyStaged(ctx, b, from, to, staged) {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -92,29 +92,29 @@ func TestReadStagedShared(t *testing.T) {
 	readAll("before the fold")
 	now = now.Add(30 * time.Minute)
 	if rep, err := db.Fold(ctx); err != nil || rep.Points != 600 {
-		t.Fatalf("fold after ReadStaged: %+v, %v; want the 600 staged points folded", rep, err)
+		t.Fatalf("fold after readStagedSet: %+v, %v; want the 600 staged points folded", rep, err)
 	}
 	readAll("after the fold")
 
 	for what, seq := range map[string]func() error{
-		"another range": func() error { return firstErr(db.QueryManyStaged(ctx, names[:2], from, to.Add(time.Minute), staged)) },
+		"another range": func() error { return firstErr(db.queryManyStaged(ctx, names[:2], from, to.Add(time.Minute), staged)) },
 		"another series": func() error {
-			return firstErr(db.QueryManyStaged(ctx, []string{"s00", "other"}, from, to, staged))
+			return firstErr(db.queryManyStaged(ctx, []string{"s00", "other"}, from, to, staged))
 		},
-		"no Staged": func() error { return firstErr(db.QueryManyStaged(ctx, names[:2], from, to, nil)) },
+		"no Staged": func() error { return firstErr(db.queryManyStaged(ctx, names[:2], from, to, nil)) },
 	} {
 		if err := seq(); !errors.Is(err, tablets.ErrInvalidOptions) {
-			t.Errorf("QueryManyStaged of %s: %v, want ErrInvalidOptions", what, err)
+			t.Errorf("queryManyStaged of %s: %v, want ErrInvalidOptions", what, err)
 		}
 	}
 
 	// Dropped series are no longer read from the Staged; the others still are.
-	staged.Drop(names[:2])
-	if err := firstErr(db.QueryManyStaged(ctx, names[1:3], from, to, staged)); !errors.Is(err, tablets.ErrInvalidOptions) {
+	staged.drop(names[:2])
+	if err := firstErr(db.queryManyStaged(ctx, names[1:3], from, to, staged)); !errors.Is(err, tablets.ErrInvalidOptions) {
 		t.Errorf("QueryManyStaged of a dropped series: %v, want ErrInvalidOptions", err)
 	}
 	n := 0
-	for p, err := range db.QueryManyStaged(ctx, names[2:3], from, to, staged) {
+	for p, err := range db.queryManyStaged(ctx, names[2:3], from, to, staged) {
 		if err != nil {
 			t.Fatal(err)
 		}

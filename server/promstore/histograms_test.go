@@ -3,16 +3,12 @@ package promstore
 import (
 	"math"
 	"testing"
-	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
-	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/rounding"
-	"github.com/seed71701133/tablets/tsdb"
 )
 
 // intHist is an integer histogram of schema 0 with two positive buckets (deltas).
@@ -193,63 +189,4 @@ func TestMemSeriesHistogramsOnly(t *testing.T) {
 	g = readAll(t, s.Iterator(nil))
 	require.Equal(t, []int64{1, 2, 3}, []int64{g[0].t, g[1].t, g[2].t})
 	require.Equal(t, []chunkenc.ValueType{chunkenc.ValHistogram, chunkenc.ValFloat, chunkenc.ValFloat}, []chunkenc.ValueType{g[0].vt, g[1].vt, g[2].vt})
-}
-
-func entriesOf(hist ...bool) []entry {
-	out := make([]entry, len(hist))
-	for i, h := range hist {
-		out[i] = entry{series: string(rune('a' + i)), lset: labels.FromStrings("i", string(rune('a'+i))), hist: h}
-	}
-	return out
-}
-
-func seriesOf(units []unit) [][]string {
-	var out [][]string
-	for _, u := range units {
-		var names []string
-		for _, e := range u.entries {
-			names = append(names, e.series)
-		}
-		if u.tier {
-			names = append(names, "tier")
-		}
-		out = append(out, names)
-	}
-	return out
-}
-
-// A raw batch holds BatchSize series, a histogram series counting as histogramWeight.
-func TestRawUnits(t *testing.T) {
-	require.Empty(t, rawUnits(nil, 4))
-	require.Equal(t, [][]string{{"a", "b", "c", "d"}, {"e"}}, seriesOf(rawUnits(entriesOf(false, false, false, false, false), 4)))
-	// With BatchSize 4, a histogram series is a batch of its own.
-	require.Equal(t, [][]string{{"a"}, {"b"}, {"c", "d"}}, seriesOf(rawUnits(entriesOf(false, true, false, false), 4)))
-	// At 2*histogramWeight, two histogram series, or a histogram series and floats.
-	size := 2 * histogramWeight
-	e := entriesOf(true, true, true, false, false)
-	require.Equal(t, [][]string{{"a", "b"}, {"c", "d", "e"}}, seriesOf(rawUnits(e, size)))
-}
-
-// A tier Select reads a tier for float series and raw for histogram series, keeping the
-// labels' order, and counts the latter.
-func TestTierUnits(t *testing.T) {
-	q := &Queryable{opts: Options{BatchSize: 2 * histogramWeight}, cost: newCostModel(tsdb.Options{}, rawLayout{bytesPerSample: chunkedBytesPerSample}, 2*histogramWeight)}
-	from := time.Date(2024, 1, 1, 0, 0, 30, 0, time.UTC)
-	to := from.Add(10 * time.Minute)
-	units := q.tierUnits(entriesOf(false, true, true, true, false), from, to, time.Minute, pickMax)
-	require.Equal(t, [][]string{{"a", "tier"}, {"b", "c"}, {"d"}, {"e", "tier"}}, seriesOf(units))
-	require.Equal(t, rounding.Floor(from, time.Minute), units[0].from)
-	require.Equal(t, rounding.Floor(to, time.Minute), units[0].to)
-	require.Equal(t, pickMax, units[3].pick)
-	require.Equal(t, time.Minute, units[3].step)
-	require.Equal(t, uint64(3), q.Stats().HistogramRawSeries)
-
-	// Less than a whole window: the float series have no sample, the others read raw.
-	units = q.tierUnits(entriesOf(false, true), from, from.Add(20*time.Second), time.Minute, pickLast)
-	require.Equal(t, [][]string{{"b"}}, seriesOf(units))
-
-	// Consecutive float series read their windows together, BatchSize at most a read.
-	q.opts.BatchSize = 3
-	units = q.tierUnits(entriesOf(false, false, false, false, true, false, false), from, to, time.Minute, pickLast)
-	require.Equal(t, [][]string{{"a", "b", "c", "tier"}, {"d", "tier"}, {"e"}, {"f", "g", "tier"}}, seriesOf(units))
 }

@@ -534,10 +534,10 @@ func TestSelectSharesStagedRead(t *testing.T) {
 	for _, batch := range []int{1, 4} {
 		got, st, requests := read(batch)
 		require.Equal(t, one, got, "BatchSize %d", batch)
-		// Groups of stagedGroupUnits batches share a read: 30 batches of 1 series are two
+		// Groups of 16 batches share a read: 30 batches of 1 series are two
 		// groups, 8 batches of 4 one.
 		units := (30 + batch - 1) / batch
-		groups := (units + stagedGroupUnits - 1) / stagedGroupUnits
+		groups := (units + 16 - 1) / 16 // tsdb shares a staging read among 16 units
 		require.Equal(t, uint64(groups), st.SharedStagedReads, "BatchSize %d", batch)
 		// A batch's raw reads (a request per 5 series) and a staging read a group: with a
 		// staging read a batch, a request more a batch but a group's.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -17,59 +15,45 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// Options configure a Queryable. The zero value of each field means its default.
+// Options configure a Queryable. The zero value of each field means its default. Those
+// but LookbackDelta are tsdb.QueryOptions' (the choice between raw samples and tiers is
+// tsdb's).
 type Options struct {
-	// BatchSize is the number of series one raw read (tsdb.DB.QueryMany) asks for: larger
-	// batches pack more series into each request, smaller ones hold fewer points in memory.
+	// BatchSize is the number of series one raw read asks for (tsdb.QueryOptions).
 	// Default 64.
 	BatchSize int
-	// Concurrency is how many raw batches, or tier series, a Select reads at once ahead of
-	// its consumer. Default 4.
+	// Concurrency is how many batches a Select reads at once ahead of its consumer.
+	// Default 4.
 	Concurrency int
 	// LookbackDelta is the PromQL engine's lookback delta: an instant selector reads a tier
 	// only if its Step is under it, so that every evaluation still finds a window's sample.
 	// Default 5 minutes, the engine's default.
 	LookbackDelta time.Duration
 	// MinTierStep: tiers of a finer Step are read only for ranges that start before the
-	// oldest raw table (where Retain dropped the raw points). 0: any tier, wherever the
-	// estimate says it reads fewer bytes than raw (docs/tiers.md).
+	// oldest raw table (tsdb.QueryOptions).
 	MinTierStep time.Duration
-	// RawBytesPerSample is what the cost estimate takes a raw sample to cost on the wire,
-	// in bytes. 0: by the raw layout of the database: 1.5 for chunked's Gorilla chunks (a
-	// 15 s counter; the default for a layout of another package), 27 for advanced's
-	// slots (of integral values), 150 for basic's entity a point.
+	// RawBytesPerSample is what the cost estimate takes a raw sample to cost on the wire
+	// (tsdb.QueryOptions; 0: by the raw layout).
 	RawBytesPerSample float64
-	// PreferTiers makes a Select read a tier wherever one can serve it (see the package
-	// documentation), whatever the estimates of the bytes each path reads.
+	// PreferTiers makes a Select read a tier wherever one can serve it.
 	PreferTiers bool
-	// DisableTiers makes every Select read raw points.
+	// DisableTiers makes every Select read raw samples.
 	DisableTiers bool
 }
 
 // Defaults of Options.
 const (
-	DefaultBatchSize     = 64
-	DefaultConcurrency   = 4
+	DefaultBatchSize     = tsdb.DefaultQueryBatchSize
+	DefaultConcurrency   = tsdb.DefaultQueryConcurrency
 	DefaultLookbackDelta = 5 * time.Minute
 )
 
-// Queryable is a storage.Queryable over a tsdb.DB. It is safe for concurrent use.
+// Queryable is a storage.Queryable over a tsdb.DB: a tsdb.Queryable, and the conversions.
+// It is safe for concurrent use.
 type Queryable struct {
 	db   *tsdb.DB
+	q    *tsdb.Queryable
 	opts Options
-	cost *costModel
-
-	rollup struct { // the rollup progress last read (see rolledUp)
-		mu            sync.Mutex
-		covered, read time.Time
-	}
-
-	rawSelects, tierSelects, labelSelects atomic.Uint64
-	rawCheaper, rawGone                   atomic.Uint64
-	estRaw, estTier                       atomic.Uint64
-	series, samples, histograms           atomic.Uint64
-	histogramRawSeries                    atomic.Uint64
-	sharedStaged                          atomic.Uint64
 }
 
 var _ storage.Queryable = (*Queryable)(nil)
@@ -80,102 +64,29 @@ func New(db *tsdb.DB, opts *Options) (*Queryable, error) {
 	if db == nil {
 		return nil, fmt.Errorf("promstore: %w: nil database", tablets.ErrInvalidOptions)
 	}
-	o, err := withDefaults(opts)
-	if err != nil {
-		return nil, err
-	}
-	raw := layoutOf(db.Options().Layout)
-	if o.RawBytesPerSample > 0 {
-		raw.bytesPerSample = o.RawBytesPerSample
-	}
-	return &Queryable{db: db, opts: o, cost: newCostModel(db.Options(), raw, o.BatchSize)}, nil
-}
-
-// withDefaults checks the options and fills in the defaults.
-func withDefaults(opts *Options) (Options, error) {
 	o := Options{}
 	if opts != nil {
 		o = *opts
 	}
-	if o.BatchSize == 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.Concurrency == 0 {
-		o.Concurrency = DefaultConcurrency
-	}
 	if o.LookbackDelta == 0 {
 		o.LookbackDelta = DefaultLookbackDelta
 	}
-	invalid := func(format string, args ...any) (Options, error) {
-		return Options{}, fmt.Errorf("promstore: %w: "+format, append([]any{tablets.ErrInvalidOptions}, args...)...)
+	if o.LookbackDelta < time.Millisecond {
+		return nil, fmt.Errorf("promstore: %w: LookbackDelta %v must be at least a millisecond", tablets.ErrInvalidOptions, o.LookbackDelta)
 	}
-	switch {
-	case o.BatchSize < 1:
-		return invalid("BatchSize %d must be positive", o.BatchSize)
-	case o.Concurrency < 1:
-		return invalid("Concurrency %d must be positive", o.Concurrency)
-	case o.LookbackDelta < time.Millisecond:
-		return invalid("LookbackDelta %v must be at least a millisecond", o.LookbackDelta)
-	case o.MinTierStep < 0:
-		return invalid("MinTierStep %v is negative", o.MinTierStep)
-	case o.RawBytesPerSample < 0 || math.IsNaN(o.RawBytesPerSample) || math.IsInf(o.RawBytesPerSample, 0):
-		return invalid("RawBytesPerSample %v must be a positive number, or 0", o.RawBytesPerSample)
+	q, err := db.Queryable(&tsdb.QueryOptions{BatchSize: o.BatchSize, Concurrency: o.Concurrency, MinTierStep: o.MinTierStep,
+		RawBytesPerSample: o.RawBytesPerSample, PreferTiers: o.PreferTiers, DisableTiers: o.DisableTiers})
+	if err != nil {
+		return nil, err
 	}
-	return o, nil
+	return &Queryable{db: db, q: q, opts: o}, nil
 }
 
 // Stats counts what the Selects of a Queryable did, since New: for tests and /metrics.
-type Stats struct {
-	RawSelects   uint64 // Selects that read raw points
-	TierSelects  uint64 // Selects that read a rollup tier
-	LabelSelects uint64 // Selects of hints.Func "series": labels only, no points read
-	Series       uint64 // series returned, with samples
-	Samples      uint64 // samples returned (synthetic ones of tier reads included)
-	Histograms   uint64 // of Samples, the histogram ones
-	// HistogramRawSeries: series with histogram samples that a tier Select read raw (a
-	// window of floats cannot stand for raw histograms).
-	HistogramRawSeries uint64
-	// SharedStagedReads: reads of the staged points (tsdb.DB.ReadStaged) shared by a group
-	// of a Select's raw batches, instead of each batch reading the staging.
-	SharedStagedReads uint64
-
-	// The choice by cost (docs/tiers.md). A Select a tier can serve (by its step and its
-	// function) reads it where the estimate of its bytes is under raw's, or where raw points
-	// of its range are gone.
-	RawCheaperSelects uint64 // of RawSelects: those a tier could serve, which raw costs less
-	RawGoneSelects    uint64 // of TierSelects: those whose raw points are partly gone
-	// EstimatedRawBytes and EstimatedTierBytes sum the estimates of the Selects a tier could
-	// serve, of either path.
-	EstimatedRawBytes, EstimatedTierBytes uint64
-	// SamplesPerSecond is the current estimate of a series' float samples a second, which
-	// the raw estimate scales with: a moving estimate from what reads returned, starting at
-	// a sample every 15 s.
-	SamplesPerSecond float64
-}
+type Stats = tsdb.QueryStats
 
 // Stats returns the counters.
-func (q *Queryable) Stats() Stats {
-	st := Stats{
-		RawSelects:   q.rawSelects.Load(),
-		TierSelects:  q.tierSelects.Load(),
-		LabelSelects: q.labelSelects.Load(),
-		Series:       q.series.Load(),
-		Samples:      q.samples.Load(),
-		Histograms:   q.histograms.Load(),
-
-		HistogramRawSeries: q.histogramRawSeries.Load(),
-		SharedStagedReads:  q.sharedStaged.Load(),
-
-		RawCheaperSelects:  q.rawCheaper.Load(),
-		RawGoneSelects:     q.rawGone.Load(),
-		EstimatedRawBytes:  q.estRaw.Load(),
-		EstimatedTierBytes: q.estTier.Load(),
-	}
-	if q.cost != nil {
-		st.SamplesPerSecond = q.cost.rate.perSecond()
-	}
-	return st
-}
+func (q *Queryable) Stats() Stats { return q.q.Stats() }
 
 // Querier returns a Querier of [mint, maxt] (milliseconds, inclusive).
 func (q *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
@@ -215,7 +126,7 @@ func (qr *Querier) LabelValues(ctx context.Context, name string, hints *storage.
 	if !ok {
 		return []string{}, nil, nil
 	}
-	vals, err := qr.q.db.LabelValues(ctx, name, from, to, ms...)
+	vals, err := qr.q.q.Querier(from, to).LabelValues(ctx, name, ms...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -233,7 +144,7 @@ func (qr *Querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ma
 	if !ok {
 		return []string{}, nil, nil
 	}
-	names, err := qr.q.db.LabelNames(ctx, from, to, ms...)
+	names, err := qr.q.q.Querier(from, to).LabelNames(ctx, ms...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -2,17 +2,18 @@ package promstore
 
 import (
 	"context"
-	"errors"
 	"math"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/tablefake"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -22,17 +23,18 @@ const staleNaN = 0x7ff0000000000002
 func TestNewValidates(t *testing.T) {
 	_, err := New(nil, nil)
 	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+	svc, err := aztables.NewServiceClientWithNoCredential("http://127.0.0.1:10002/devstoreaccount1", &aztables.ClientOptions{
+		ClientOptions: policy.ClientOptions{Transport: tablefake.New(), Retry: policy.RetryOptions{MaxRetries: -1}}})
+	require.NoError(t, err)
+	db, err := tsdb.Open(context.Background(), svc, "promstorenew", nil)
+	require.NoError(t, err)
 	for _, o := range []Options{{BatchSize: -1}, {Concurrency: -1}, {LookbackDelta: -1}, {MinTierStep: -1}, {RawBytesPerSample: -1}, {RawBytesPerSample: math.NaN()}, {RawBytesPerSample: math.Inf(1)}} {
-		_, err := withDefaults(&o)
+		_, err := New(db, &o)
 		require.ErrorIs(t, err, tablets.ErrInvalidOptions, "%+v", o)
 	}
-	o, err := withDefaults(nil)
+	q, err := New(db, nil)
 	require.NoError(t, err)
-	require.Equal(t, Options{BatchSize: DefaultBatchSize, Concurrency: DefaultConcurrency, LookbackDelta: DefaultLookbackDelta}, o)
-	o, err = withDefaults(&Options{BatchSize: 3, MinTierStep: time.Hour})
-	require.NoError(t, err)
-	require.Equal(t, 3, o.BatchSize)
-	require.Equal(t, time.Hour, o.MinTierStep)
+	require.Equal(t, Options{LookbackDelta: DefaultLookbackDelta}, q.opts)
 }
 
 func TestTimeRange(t *testing.T) {
@@ -91,54 +93,6 @@ func TestSelective(t *testing.T) {
 	require.True(t, selective([]*labels.Matcher{labels.MustNewMatcher(labels.MatchNotEqual, "a", "")}))
 }
 
-func TestTierPlan(t *testing.T) {
-	tiers := []tsdb.Tier{{Step: time.Minute}, {Step: time.Hour}}
-	o := Options{LookbackDelta: 5 * time.Minute}
-	h := func(fn string, step, rng time.Duration) *storage.SelectHints {
-		return &storage.SelectHints{Func: fn, Step: step.Milliseconds(), Range: rng.Milliseconds()}
-	}
-	for _, c := range []struct {
-		hints *storage.SelectHints
-		step  time.Duration // 0: raw
-		pick  pick
-	}{
-		{nil, 0, 0},
-		{h("rate", 0, 5*time.Minute), 0, 0}, // instant query
-		{h("rate", time.Hour, 5*time.Minute), time.Minute, pickLast},
-		{h("rate", 4*time.Minute, 5*time.Minute), 0, 0},              // step under 5 windows
-		{h("rate", time.Hour, 4*time.Minute), 0, 0},                  // range under 5 windows
-		{h("rate", 24*time.Hour, 24*time.Hour), time.Hour, pickLast}, // the coarsest that fits
-		{h("increase", 5*time.Minute, 5*time.Minute), time.Minute, pickLast},
-		{h("min_over_time", time.Hour, time.Hour), time.Minute, pickMin},
-		{h("max_over_time", 5*time.Hour, 5*time.Hour), time.Hour, pickMax},
-		{h("last_over_time", time.Hour, 10*time.Minute), time.Minute, pickLast},
-		{h("count_over_time", time.Hour, time.Hour), 0, 0},
-		{h("sum_over_time", time.Hour, time.Hour), 0, 0},
-		{h("avg_over_time", time.Hour, time.Hour), 0, 0},
-		{h("quantile_over_time", time.Hour, time.Hour), 0, 0},
-		{h("absent_over_time", time.Hour, time.Hour), 0, 0},
-		{h("", time.Hour, 0), time.Minute, pickLast},       // the hour tier is over the lookback
-		{h("sum", 24*time.Hour, 0), time.Minute, pickLast}, // an aggregation of an instant selector
-		{h("timestamp", time.Hour, 0), 0, 0},
-		{h("", 4*time.Minute, 0), 0, 0},
-	} {
-		tier, p, ok := tierPlan(tiers, c.hints, o, false)
-		require.Equal(t, c.step != 0, ok, "%+v", c.hints)
-		if ok {
-			require.Equal(t, c.step, tier.Step, "%+v", c.hints)
-			require.Equal(t, c.pick, p, "%+v", c.hints)
-		}
-	}
-	_, _, ok := tierPlan(nil, h("rate", time.Hour, time.Hour), o, false)
-	require.False(t, ok, "no tier")
-	o.MinTierStep = time.Hour
-	_, _, ok = tierPlan(tiers, h("rate", time.Hour, time.Hour), o, false)
-	require.False(t, ok, "the minute tier is under MinTierStep")
-	tier, _, ok := tierPlan(tiers, h("rate", 5*time.Hour, 5*time.Hour), o, false)
-	require.True(t, ok)
-	require.Equal(t, time.Hour, tier.Step)
-}
-
 // samplesOf reads an iterator's samples as (time, float bits) pairs.
 func samplesOf(t *testing.T, it chunkenc.Iterator) [][2]int64 {
 	t.Helper()
@@ -189,56 +143,4 @@ func TestMemSeriesManyChunks(t *testing.T) {
 	require.Equal(t, int64(maxChunkSamples+1)*10, ts)
 	require.Equal(t, float64(maxChunkSamples+1)*0.5, v)
 	require.Equal(t, chunkenc.ValNone, it.Seek(int64(n)*10))
-}
-
-// The pipeline hands out units in order, whatever order they finish in, and stops at the
-// limit or the first error.
-func TestPipeline(t *testing.T) {
-	q := &Queryable{}
-	series := func(i int) []*memSeries {
-		s := &memSeries{lset: labels.FromStrings("i", string(rune('a'+i)))}
-		s.append(int64(i), 1)
-		s.flush()
-		return []*memSeries{s}
-	}
-	fetch := func(ctx context.Context, i int) ([]*memSeries, error) {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		time.Sleep(time.Duration(5-i) * time.Millisecond) // the later finish first
-		return series(i), nil
-	}
-	collect := func(ss storage.SeriesSet) []string {
-		var out []string
-		for ss.Next() {
-			out = append(out, ss.At().Labels().Get("i"))
-		}
-		return out
-	}
-	ctx := context.Background()
-	ss := newPipeline(ctx, func() {}, q, 5, 2, fetch, 0)
-	require.Equal(t, []string{"a", "b", "c", "d", "e"}, collect(ss))
-	require.NoError(t, ss.Err())
-	require.Equal(t, uint64(5), q.Stats().Series)
-
-	ss = newPipeline(ctx, func() {}, q, 5, 2, fetch, 2)
-	require.Equal(t, []string{"a", "b"}, collect(ss))
-	require.NoError(t, ss.Err())
-
-	boom := errors.New("boom")
-	failing := func(ctx context.Context, i int) ([]*memSeries, error) {
-		if i == 2 {
-			return nil, boom
-		}
-		return fetch(ctx, i)
-	}
-	ss = newPipeline(ctx, func() {}, q, 5, 2, failing, 0)
-	require.Equal(t, []string{"a", "b"}, collect(ss))
-	require.ErrorIs(t, ss.Err(), boom)
-
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	ss = newPipeline(cctx, func() {}, q, 5, 2, fetch, 0)
-	collect(ss)
-	require.ErrorIs(t, ss.Err(), context.Canceled)
 }

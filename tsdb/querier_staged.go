@@ -1,16 +1,14 @@
-package promstore
+package tsdb
 
 import (
 	"context"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/seed71701133/tablets/tsdb"
 )
 
 // stagedGroupUnits is how many consecutive units of a Select (raw batches, and tier
-// batches: AggregateOptions.Staged) share a read of the staged points (tsdb.DB.ReadStaged).
+// batches: AggregateOptions.staged) share a read of the staged samples (readStagedSet).
 // A staging entity holds points of thousands of series, in columns by hash: a batch of 64
 // series selects about a quarter of the columns, so that a Select of 12,000 series reading
 // the staging a batch read its bytes about 50 times. One read for a whole Select reads them
@@ -36,8 +34,9 @@ type stagedGroups struct {
 
 type stagedGroup struct {
 	series []string
+	hist   bool // a series of the group has histogram samples: they are read too
 	once   sync.Once
-	staged *tsdb.Staged
+	staged *stagedSet
 	err    error
 	left   atomic.Int32 // units not yet released
 }
@@ -47,8 +46,8 @@ func newStagedGroups(q *Queryable, units []unit, from, to time.Time) *stagedGrou
 	for i, u := range units {
 		sg.groupOf[i] = -1
 		if u.tier { // whole windows: from the window holding from
-			sg.from = minTime(sg.from, u.from)
-			sg.to = maxTime(sg.to, u.to)
+			sg.from = earlierOf(sg.from, u.from)
+			sg.to = laterOf(sg.to, u.to)
 		}
 	}
 	for first := 0; first < len(units); first += stagedGroupUnits {
@@ -62,6 +61,7 @@ func newStagedGroups(q *Queryable, units []unit, from, to time.Time) *stagedGrou
 			sg.groupOf[i] = len(sg.groups)
 			for _, e := range units[i].entries {
 				g.series = append(g.series, e.series)
+				g.hist = g.hist || e.hist
 			}
 		}
 		sg.groups = append(sg.groups, g)
@@ -71,14 +71,18 @@ func newStagedGroups(q *Queryable, units []unit, from, to time.Time) *stagedGrou
 
 // acquire returns the staged points of unit i's group, reading them if no unit of the group
 // did yet; nil for a unit that reads its own.
-func (sg *stagedGroups) acquire(ctx context.Context, i int) (*tsdb.Staged, error) {
+func (sg *stagedGroups) acquire(ctx context.Context, i int) (*stagedSet, error) {
 	if sg.groupOf[i] < 0 {
 		return nil, nil
 	}
 	g := sg.groups[sg.groupOf[i]]
 	g.once.Do(func() {
 		sg.q.sharedStaged.Add(1)
-		g.staged, g.err = sg.q.db.ReadStaged(ctx, g.series, sg.from, sg.to)
+		kinds := stagedFloats
+		if g.hist {
+			kinds = stagedBoth
+		}
+		g.staged, g.err = sg.q.db.readStagedSet(ctx, g.series, sg.from, sg.to, kinds)
 		g.series = nil // read: the Staged holds what the units need
 	})
 	return g.staged, g.err
@@ -96,7 +100,7 @@ func (sg *stagedGroups) release(i int) {
 		for j, e := range sg.units[i].entries {
 			series[j] = e.series
 		}
-		st.Drop(series)
+		st.drop(series)
 	}
 	if g.left.Add(-1) == 0 {
 		g.staged = nil

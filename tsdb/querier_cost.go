@@ -1,4 +1,4 @@
-package promstore
+package tsdb
 
 import (
 	"math"
@@ -11,8 +11,6 @@ import (
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/blockenc"
-	"github.com/seed71701133/tablets/tsdb"
 )
 
 // The cost estimate of a Select (docs/tiers.md): the bytes of reply each path would read
@@ -31,9 +29,9 @@ const (
 	// rawEntityBytes is what a raw entity costs beyond its samples: keys, ETag, Timestamp,
 	// property names (a chunk of the chunked layout, or a series' rows of a raw period).
 	rawEntityBytes = 300
-	// DefaultSamplesPerSecond is the sample rate a Queryable assumes of a series until its
+	// defaultSamplesPerSecond is the sample rate a Queryable assumes of a series until its
 	// reads tell it better: a scrape every 15 s.
-	DefaultSamplesPerSecond = 1.0 / 15
+	defaultSamplesPerSecond = 1.0 / 15
 )
 
 // Bytes per sample of the raw layouts, in a reply, measured on counters scraped every 15 s
@@ -63,14 +61,14 @@ const (
 
 // windowBytes is the estimated bytes a window costs in a read of fields from a columnar
 // block.
-func windowBytes(f tsdb.Fields) float64 {
+func windowBytes(f Fields) float64 {
 	b := windowBaseBytes
-	for _, v := range []tsdb.Fields{tsdb.FieldSum, tsdb.FieldMin, tsdb.FieldMax} {
+	for _, v := range []Fields{FieldSum, FieldMin, FieldMax} {
 		if f&v != 0 {
 			b += windowValueBytes
 		}
 	}
-	for _, v := range []tsdb.Fields{tsdb.FieldFirst, tsdb.FieldLast} {
+	for _, v := range []Fields{FieldFirst, FieldLast} {
 		if f&v != 0 {
 			b += windowValueBytes + windowTimeBytes
 		}
@@ -91,7 +89,7 @@ type rawLayout struct {
 // of its store (chunked's, with its options, for a layout of another package).
 func layoutOf(layout func(*aztables.Client) (tablets.Store, error)) rawLayout {
 	def := rawLayout{bytesPerSample: chunkedBytesPerSample, chunkBytes: float64(chunked.DefaultMaxChunkBytes) * 4 / 3, partition: chunked.DefaultPartitionFactor}
-	offline, err := aztables.NewClientWithNoCredential("https://account.invalid/promstorecost", nil)
+	offline, err := aztables.NewClientWithNoCredential("https://account.invalid/querycost", nil)
 	if err != nil || layout == nil {
 		return def
 	}
@@ -119,17 +117,17 @@ type estimate struct {
 // costModel estimates the bytes of a Select's paths.
 type costModel struct {
 	raw       rawLayout
-	batch     int           // raw series per request (Options.BatchSize)
+	batch     int           // raw series per request (QueryOptions.BatchSize)
 	rawPeriod time.Duration // span of a raw table
 	sealDelay time.Duration // windows newer than this are read raw
 	slice     time.Duration // span of Rollup's slice: 24 windows of the coarsest tier
 	rate      *rateEstimate
 }
 
-func newCostModel(o tsdb.Options, raw rawLayout, batch int) *costModel {
+func newCostModel(o Options, raw rawLayout, batch int) *costModel {
 	m := &costModel{raw: raw, batch: batch, rawPeriod: o.RawPeriod, sealDelay: o.SealDelay, rate: newRateEstimate()}
 	if n := len(o.Tiers); n > 0 {
-		m.slice = o.Tiers[n-1].Step * blockenc.Windows
+		m.slice = o.Tiers[n-1].block()
 	}
 	return m
 }
@@ -163,7 +161,7 @@ func (m *costModel) rawBytes(series int, from, to time.Time, perSecond float64) 
 // every window; a value column, those with points), a request per tierSeriesPerRequest
 // series and tier table; and the raw read of the windows from served on (see
 // servedBefore), which Aggregate reads raw.
-func (m *costModel) tierBytes(series int, t tsdb.Tier, fields tsdb.Fields, from, to, served time.Time, perSecond float64) float64 {
+func (m *costModel) tierBytes(series int, t Tier, fields Fields, from, to, served time.Time, perSecond float64) float64 {
 	if series == 0 || !from.Before(to) {
 		return 0
 	}
@@ -176,7 +174,10 @@ func (m *costModel) tierBytes(series int, t tsdb.Tier, fields tsdb.Fields, from,
 	if !from.Before(to) {
 		return rawPart
 	}
-	span := columnarSpan(t, m.slice)
+	span := t.block()
+	if m.slice > 0 {
+		span = columnarSpan(t, m.slice)
+	}
 	blocks := spans(from, to, span)
 	// The value columns hold the windows with points only: of a sparse series, some.
 	filled := min(1, perSecond*t.Step.Seconds())
@@ -220,31 +221,9 @@ func spans(from, to time.Time, d time.Duration) int {
 	return int(last-first) + 1
 }
 
-// columnarSpan is the span of tier t's columnar blocks when Rollup's slice is slice
-// (docs/format.md, "Columnar tier blocks"): the longest multiple of 24 windows, of at most
-// blockenc.MaxColumnarWindows windows, that divides t's Period and either divides slice or
-// is at most 14 slices.
-func columnarSpan(t tsdb.Tier, slice time.Duration) time.Duration {
-	block := t.Step * blockenc.Windows
-	best := block
-	if slice <= 0 {
-		return best
-	}
-	for j := 2; j*blockenc.Windows <= blockenc.MaxColumnarWindows; j++ {
-		span := time.Duration(j) * block
-		if t.Period%span != 0 {
-			continue
-		}
-		if slice%span == 0 || (span%slice == 0 && span/slice <= 14) {
-			best = span
-		}
-	}
-	return best
-}
-
 // rateEstimate is a Queryable's moving estimate of the float samples a series has a
 // second: the samples its reads returned over the series-seconds they covered, older reads
-// weighing less and less (halved at each read), starting at DefaultSamplesPerSecond as
+// weighing less and less (halved at each read), starting at defaultSamplesPerSecond as
 // if a series had been read for a minute.
 type rateEstimate struct {
 	mu               sync.Mutex
@@ -255,7 +234,7 @@ type rateEstimate struct {
 const rateHalving = 0.5
 
 func newRateEstimate() *rateEstimate {
-	return &rateEstimate{samples: 60 * DefaultSamplesPerSecond, seconds: 60}
+	return &rateEstimate{samples: 60 * defaultSamplesPerSecond, seconds: 60}
 }
 
 // observe adds a read of series-seconds that returned samples.

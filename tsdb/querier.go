@@ -1,0 +1,237 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed71701133/tablets"
+)
+
+// QueryOptions configure a Queryable. The zero value of each field means its default.
+type QueryOptions struct {
+	// BatchSize is the number of series one raw read (QueryMany) asks for: larger batches
+	// pack more series into each request, smaller ones hold fewer points in memory. A
+	// series with histogram samples counts as 4. Default 64.
+	BatchSize int
+	// Concurrency is how many batches a Select reads at once ahead of its consumer.
+	// Default 4.
+	Concurrency int
+	// MinTierStep: tiers of a finer Step are read only for ranges that start before the
+	// oldest raw table (where Retain dropped the raw points). 0: any tier, wherever the
+	// estimate says it reads fewer bytes than raw (docs/tiers.md).
+	MinTierStep time.Duration
+	// RawBytesPerSample is what the cost estimate takes a raw sample to cost on the wire,
+	// in bytes. 0: by the raw layout of the database: 1.5 for chunked's chunks (a 15 s
+	// counter; the default for a layout of another package), 27 for advanced's slots (of
+	// integral values), 150 for basic's entity a point.
+	RawBytesPerSample float64
+	// PreferTiers makes a Select read a tier wherever one can serve it (see SelectHints),
+	// whatever the estimates of the bytes each path reads.
+	PreferTiers bool
+	// DisableTiers makes every Select read raw samples.
+	DisableTiers bool
+}
+
+// Defaults of QueryOptions.
+const (
+	DefaultQueryBatchSize   = 64
+	DefaultQueryConcurrency = 4
+)
+
+// withDefaults checks the options and fills in the defaults.
+func (opts *QueryOptions) withDefaults() (QueryOptions, error) {
+	o := QueryOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultQueryBatchSize
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = DefaultQueryConcurrency
+	}
+	invalid := func(format string, args ...any) (QueryOptions, error) {
+		return QueryOptions{}, fmt.Errorf("tsdb: %w: "+format, append([]any{tablets.ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case o.BatchSize < 1:
+		return invalid("BatchSize %d must be positive", o.BatchSize)
+	case o.Concurrency < 1:
+		return invalid("Concurrency %d must be positive", o.Concurrency)
+	case o.MinTierStep < 0:
+		return invalid("MinTierStep %v is negative", o.MinTierStep)
+	case o.RawBytesPerSample < 0 || math.IsNaN(o.RawBytesPerSample) || math.IsInf(o.RawBytesPerSample, 0):
+		return invalid("RawBytesPerSample %v must be a positive number, or 0", o.RawBytesPerSample)
+	}
+	return o, nil
+}
+
+// SelectHints say what a Select's series are for, as Prometheus' engine says it: they let
+// a Select read a rollup tier instead of the raw samples, or no sample at all. nil: raw
+// samples of the Querier's range.
+type SelectHints struct {
+	// Start and End bound the samples read, [Start, End) (zero: the Querier's range; they
+	// are clamped to it).
+	Start, End time.Time
+	// Step is the evaluation step of a range query (0: an instant query, or none).
+	Step time.Duration
+	// Func is the PromQL function around the selector ("rate", "max_over_time", ...; "" a
+	// plain selector; an aggregation operator such as "sum" for an instant selector right
+	// inside one; "series" for labels only: no sample is read).
+	Func string
+	// Range is the range of a range selector (0: an instant selector).
+	Range time.Duration
+	// LookbackDelta is the engine's lookback delta: an instant selector reads a tier only if
+	// its Step is under it, so that every evaluation still finds a window's sample. 0: 5
+	// minutes, the engine's default.
+	LookbackDelta time.Duration
+	// Limit bounds the series returned (0: none).
+	Limit int
+	// Keep, if set, selects the series to return by their labels (Prometheus' sharding):
+	// the others are not read.
+	Keep func(Labels) bool
+}
+
+// defaultLookbackDelta is SelectHints.LookbackDelta's default.
+const defaultLookbackDelta = 5 * time.Minute
+
+// QueryStats count what the Selects of a Queryable did: for tests and /metrics.
+type QueryStats struct {
+	RawSelects   uint64 // Selects that read raw samples
+	TierSelects  uint64 // Selects that read a rollup tier
+	LabelSelects uint64 // Selects of Func "series": labels only, no sample read
+	Series       uint64 // series returned, with samples
+	Samples      uint64 // samples returned (synthetic ones of tier reads included)
+	Histograms   uint64 // of Samples, the histogram ones
+	// HistogramRawSeries: series with histogram samples that a tier Select read raw (a
+	// window of floats cannot stand for raw histograms).
+	HistogramRawSeries uint64
+	// SharedStagedReads: reads of the staged samples shared by a group of a Select's
+	// batches, instead of each batch reading the staging table.
+	SharedStagedReads uint64
+
+	// The choice by cost (docs/tiers.md). A Select a tier can serve (by its step and its
+	// function) reads it where the estimate of its bytes is under raw's, or where raw
+	// samples of its range are gone.
+	RawCheaperSelects uint64 // of RawSelects: those a tier could serve, which raw costs less
+	RawGoneSelects    uint64 // of TierSelects: those whose raw samples are partly gone
+	// EstimatedRawBytes and EstimatedTierBytes sum the estimates of the Selects a tier could
+	// serve, of either path.
+	EstimatedRawBytes, EstimatedTierBytes uint64
+	// SamplesPerSecond is the current estimate of a series' float samples a second, which
+	// the raw estimate scales with: a moving estimate from what reads returned, starting at
+	// a sample every 15 s.
+	SamplesPerSecond float64
+}
+
+// Queryable reads a database with one set of QueryOptions, and learns from its reads (the
+// sample rate of its cost model). It is safe for concurrent use; a server keeps one.
+type Queryable struct {
+	db   *DB
+	opts QueryOptions
+	cost *costModel
+
+	rollup struct { // the rollup progress last read (see rolledUp)
+		mu            sync.Mutex
+		covered, read time.Time
+	}
+
+	rawSelects, tierSelects, labelSelects atomic.Uint64
+	rawCheaper, rawGone                   atomic.Uint64
+	estRaw, estTier                       atomic.Uint64
+	series, samples, histograms           atomic.Uint64
+	histogramRawSeries                    atomic.Uint64
+	sharedStaged                          atomic.Uint64
+}
+
+// Queryable returns a Queryable of the database. nil options mean the defaults; invalid
+// ones give an error wrapping tablets.ErrInvalidOptions.
+func (db *DB) Queryable(opts *QueryOptions) (*Queryable, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	raw := layoutOf(db.opts.Layout)
+	if o.RawBytesPerSample > 0 {
+		raw.bytesPerSample = o.RawBytesPerSample
+	}
+	return &Queryable{db: db, opts: o, cost: newCostModel(db.opts, raw, o.BatchSize)}, nil
+}
+
+// Stats returns the counters.
+func (q *Queryable) Stats() QueryStats {
+	return QueryStats{
+		RawSelects:   q.rawSelects.Load(),
+		TierSelects:  q.tierSelects.Load(),
+		LabelSelects: q.labelSelects.Load(),
+		Series:       q.series.Load(),
+		Samples:      q.samples.Load(),
+		Histograms:   q.histograms.Load(),
+
+		HistogramRawSeries: q.histogramRawSeries.Load(),
+		SharedStagedReads:  q.sharedStaged.Load(),
+
+		RawCheaperSelects:  q.rawCheaper.Load(),
+		RawGoneSelects:     q.rawGone.Load(),
+		EstimatedRawBytes:  q.estRaw.Load(),
+		EstimatedTierBytes: q.estTier.Load(),
+		SamplesPerSecond:   q.cost.rate.perSecond(),
+	}
+}
+
+// Querier returns a Querier of [from, to).
+func (q *Queryable) Querier(from, to time.Time) *Querier {
+	return &Querier{q: q, from: from, to: to}
+}
+
+// Querier reads a database over a time range [from, to): the series of matchers with their
+// samples (Select), their label names and values, and windows of their samples
+// (Aggregate). Where the samples come from (the staging table, the raw tables, a rollup
+// tier) it decides itself.
+type Querier struct {
+	q        *Queryable
+	from, to time.Time
+}
+
+// Range is the Querier's range.
+func (qr *Querier) Range() (from, to time.Time) { return qr.from, qr.to }
+
+// LabelValues returns the sorted values of label name among the series with samples in the
+// Querier's range (at the index's granularity, the raw period) that match the matchers (all
+// series with none).
+func (qr *Querier) LabelValues(ctx context.Context, name string, ms ...Matcher) ([]string, error) {
+	return qr.q.db.LabelValues(ctx, name, qr.from, qr.to, ms...)
+}
+
+// LabelNames returns the sorted label names of the series LabelValues considers, __name__
+// included.
+func (qr *Querier) LabelNames(ctx context.Context, ms ...Matcher) ([]string, error) {
+	return qr.q.db.LabelNames(ctx, qr.from, qr.to, ms...)
+}
+
+// Aggregate is DB.Aggregate over the Querier's range.
+func (qr *Querier) Aggregate(ctx context.Context, series []string, step time.Duration, opts *AggregateOptions) iter.Seq2[Window, error] {
+	return qr.q.db.Aggregate(ctx, series, qr.from, qr.to, step, opts)
+}
+
+// Select yields the series matching every matcher with their samples in the range (see
+// SelectHints), sorted by labels, floats and histogram samples together, times ascending.
+// Matchers that all match "" (a selector of every series) give an error wrapping
+// tablets.ErrInvalidMatcher, before any request.
+//
+// It reads the series index once, then plans: a rollup tier (one synthetic sample per whole
+// window, at its last millisecond, of the value the hints' function needs) where the hints
+// allow one and it is estimated to cost fewer bytes than the raw samples, or where raw
+// samples of the range are gone; the raw samples else (docs/tiers.md). Series with
+// histogram samples are always read raw. It reads BatchSize series a unit, Concurrency
+// units at once ahead of the consumer, and the staged samples of up to 16 units in one
+// read of the staging table, both kinds together. Stopping the iteration, or cancelling
+// ctx, stops what is still being read.
+func (qr *Querier) Select(ctx context.Context, hints *SelectHints, ms ...Matcher) iter.Seq2[*Series, error] {
+	return qr.q.selectSeries(ctx, qr.from, qr.to, hints, ms)
+}

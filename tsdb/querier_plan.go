@@ -1,0 +1,233 @@
+package tsdb
+
+import (
+	"context"
+	"time"
+
+	"github.com/seed71701133/tablets/rounding"
+)
+
+// plan cuts the series of a Select into the units its pipeline reads, and counts the path
+// it takes: a tier for the float series where one serves the hints and costs less than raw
+// (or raw points are gone), raw points else.
+func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHints, from, to time.Time) ([]unit, error) {
+	floats := 0
+	for _, e := range entries {
+		if !e.hist {
+			floats++
+		}
+	}
+	c, err := q.choose(ctx, hints, from, to, floats)
+	if err != nil {
+		return nil, err
+	}
+	if c.estimated {
+		q.estRaw.Add(uint64(c.est.raw))
+		q.estTier.Add(uint64(c.est.tier))
+	}
+	if !c.tier {
+		q.rawSelects.Add(1)
+		if c.estimated {
+			q.rawCheaper.Add(1)
+		}
+		return rawUnits(entries, q.opts.BatchSize), nil
+	}
+	units := q.tierUnits(entries, from, to, c.t.Step, c.pick)
+	if floats > 0 || len(entries) == 0 {
+		q.tierSelects.Add(1)
+		if c.rawGone {
+			q.rawGone.Add(1)
+		}
+	} else {
+		q.rawSelects.Add(1) // every series has histograms: all read raw
+	}
+	return units, nil
+}
+
+// choice is the path of a Select, and why.
+type choice struct {
+	tier      bool // read tier t
+	t         Tier
+	pick      pick
+	estimated bool // a tier could serve the Select: est holds the estimates
+	est       estimate
+	rawGone   bool // the tier is read because raw points of the range are gone
+}
+
+// choose picks the path of a Select of [from, to) with hints over floats series of float
+// samples: the tier selectTier picks (respecting MinTierStep) where the estimate of its bytes
+// is under raw's; else, if the range starts before the oldest raw table, the tier tierPlan
+// picks of any step; else raw.
+func (q *Queryable) choose(ctx context.Context, hints *SelectHints, from, to time.Time, floats int) (choice, error) {
+	if q.opts.DisableTiers {
+		return choice{}, nil
+	}
+	tiers := q.db.opts.Tiers
+	var c choice
+	if t, p, ok := selectTier(tiers, hints, q.opts, false); ok {
+		// No float series: what reads a tier reads raw (their histograms) anyway.
+		if floats == 0 || q.opts.PreferTiers {
+			return choice{tier: true, t: t, pick: p}, nil
+		}
+		rolledUp, err := q.rolledUp(ctx)
+		if err != nil {
+			return choice{}, err
+		}
+		c = choice{t: t, pick: p, estimated: true, est: q.estimate(floats, t, p, from, to, rolledUp)}
+		if c.est.tier < c.est.raw {
+			c.tier = true
+			return c, nil
+		}
+	}
+	t, p, ok := selectTier(tiers, hints, q.opts, true)
+	if !ok {
+		return c, nil
+	}
+	rawFrom, haveRaw, err := q.db.RawFrom(ctx)
+	if err != nil {
+		return choice{}, err
+	}
+	if haveRaw && !from.Before(rawFrom) {
+		return c, nil
+	}
+	c.tier, c.t, c.pick, c.rawGone = true, t, p, true
+	return c, nil
+}
+
+// estimate is the cost of reading floats series' samples in [from, to) raw, and of their
+// windows of tier t (the whole windows of the range, as tierUnits reads them) when the
+// tiers are rolled up before rolledUp.
+func (q *Queryable) estimate(floats int, t Tier, p pick, from, to, rolledUp time.Time) estimate {
+	rate := q.cost.rate.perSecond()
+	served := q.cost.servedBefore(q.db.now(), rolledUp)
+	tfrom, tto := rounding.Floor(from, t.Step), rounding.Floor(to, t.Step)
+	return estimate{
+		raw:  q.cost.rawBytes(floats, from, to, rate),
+		tier: q.cost.tierBytes(floats, t, p.fields(), tfrom, tto, served, rate),
+	}
+}
+
+// rolledUpRefresh is how long a Queryable keeps the rollup progress it read: it only moves
+// forward, so an older one makes the estimate of a tier read higher, never lower.
+const rolledUpRefresh = time.Minute
+
+// rolledUp is the time before which the tiers are rolled up, as the catalog's progress of
+// the rollup loops says (TaskRollup; the zero time if none ran), read again after
+// rolledUpRefresh.
+func (q *Queryable) rolledUp(ctx context.Context) (time.Time, error) {
+	now := q.db.now()
+	q.rollup.mu.Lock()
+	defer q.rollup.mu.Unlock()
+	if !q.rollup.read.IsZero() && now.Sub(q.rollup.read) < rolledUpRefresh && !now.Before(q.rollup.read) {
+		return q.rollup.covered, nil
+	}
+	covered, _, err := q.db.Covered(ctx, TaskRollup)
+	if err != nil {
+		return time.Time{}, err
+	}
+	q.rollup.covered, q.rollup.read = covered, now
+	return covered, nil
+}
+
+// pick is the value of a window a tier read returns.
+type pick int
+
+const (
+	pickLast pick = iota
+	pickMin
+	pickMax
+)
+
+// fields are the fields of a window p needs.
+func (p pick) fields() Fields {
+	switch p {
+	case pickMin:
+		return FieldMin
+	case pickMax:
+		return FieldMax
+	}
+	return FieldLast
+}
+
+func (p pick) value(w Window) float64 {
+	switch p {
+	case pickMin:
+		return w.Min
+	case pickMax:
+		return w.Max
+	}
+	return w.Last
+}
+
+// tierFactor is how many windows of a tier a step (and a range) must hold at least for a
+// Select to read the tier: as Thanos picks a resolution of at most a fifth of the step. A
+// range of five windows gives rate five samples, enough for its extrapolation.
+const tierFactor = 5
+
+// tierFuncs are the functions (hints.Func) whose answer a window's Min, Max or Last
+// approximates. Last stands for the samples of the window: a counter's last value per
+// window keeps rate and increase right (to the extrapolation at the range's ends), a
+// gauge's keeps last_over_time, deriv and the instant selectors' value.
+var tierFuncs = map[string]pick{
+	"":               pickLast, // a plain selector, or one inside a binary operation
+	"min_over_time":  pickMin,
+	"max_over_time":  pickMax,
+	"last_over_time": pickLast,
+	"rate":           pickLast,
+	"increase":       pickLast,
+	"irate":          pickLast,
+	"delta":          pickLast,
+	"idelta":         pickLast,
+	"resets":         pickLast,
+	"changes":        pickLast,
+	"deriv":          pickLast,
+}
+
+// aggregations are PromQL's aggregation operators: hints.Func of an instant selector right
+// inside one (sum(x)), which sees the same sample at each step as a plain selector.
+var aggregations = map[string]bool{
+	"sum": true, "avg": true, "count": true, "min": true, "max": true, "group": true,
+	"stddev": true, "stdvar": true, "topk": true, "bottomk": true, "count_values": true,
+	"quantile": true, "limitk": true, "limit_ratio": true,
+}
+
+// selectTier picks the tier a Select may read, and what of its windows: the coarsest tier, of
+// at least MinTierStep (any, where the raw points are gone), whose Step is at most a fifth
+// of hints.Step and, for a range function, of hints.Range (else the range would hold too
+// few windows); for an instant selector, under the lookback delta (else some steps would
+// find no sample). Functions a window cannot answer (count_over_time,
+// sum_over_time, avg_over_time, quantiles, absent_over_time...) read raw.
+func selectTier(tiers []Tier, hints *SelectHints, o QueryOptions, rawGone bool) (Tier, pick, bool) {
+	if hints == nil || hints.Step <= 0 {
+		return Tier{}, 0, false
+	}
+	p, ok := tierFuncs[hints.Func]
+	if !ok && hints.Range == 0 && aggregations[hints.Func] {
+		p, ok = pickLast, true
+	}
+	if !ok {
+		return Tier{}, 0, false
+	}
+	step, rng := hints.Step, hints.Range
+	lookback := hints.LookbackDelta
+	if lookback <= 0 {
+		lookback = defaultLookbackDelta
+	}
+	for i := len(tiers) - 1; i >= 0; i-- {
+		t := tiers[i]
+		if t.Step < o.MinTierStep && !rawGone {
+			break // the finer ones too
+		}
+		if t.Step*tierFactor > step {
+			continue
+		}
+		if hints.Range > 0 && t.Step*tierFactor > rng {
+			continue
+		}
+		if hints.Range == 0 && t.Step >= lookback {
+			continue
+		}
+		return t, p, true
+	}
+	return Tier{}, 0, false
+}

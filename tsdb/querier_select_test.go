@@ -1,0 +1,352 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/rounding"
+)
+
+var querierBase = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+
+func entriesOf(hist ...bool) []entry {
+	out := make([]entry, len(hist))
+	for i, h := range hist {
+		name := string(rune('a' + i))
+		out[i] = entry{series: name, labels: Labels{{Name: "i", Value: name}}, hist: h}
+	}
+	return out
+}
+
+func seriesOfUnits(units []unit) [][]string {
+	var out [][]string
+	for _, u := range units {
+		var names []string
+		for _, e := range u.entries {
+			names = append(names, e.series)
+		}
+		if u.tier {
+			names = append(names, "tier")
+		}
+		out = append(out, names)
+	}
+	return out
+}
+
+// A raw batch holds BatchSize series, a histogram series counting as histogramWeight.
+func TestRawUnits(t *testing.T) {
+	require.Empty(t, rawUnits(nil, 4))
+	require.Equal(t, [][]string{{"a", "b", "c", "d"}, {"e"}}, seriesOfUnits(rawUnits(entriesOf(false, false, false, false, false), 4)))
+	// With BatchSize 4, a histogram series is a batch of its own.
+	require.Equal(t, [][]string{{"a"}, {"b"}, {"c", "d"}}, seriesOfUnits(rawUnits(entriesOf(false, true, false, false), 4)))
+	// At 2*histogramWeight, two histogram series, or a histogram series and floats.
+	size := 2 * histogramWeight
+	e := entriesOf(true, true, true, false, false)
+	require.Equal(t, [][]string{{"a", "b"}, {"c", "d", "e"}}, seriesOfUnits(rawUnits(e, size)))
+}
+
+// A tier Select reads a tier for float series and raw for histogram series, keeping the
+// labels' order, and counts the latter.
+func TestTierUnits(t *testing.T) {
+	q := &Queryable{opts: QueryOptions{BatchSize: 2 * histogramWeight}, cost: newCostModel(Options{}, rawLayout{bytesPerSample: chunkedBytesPerSample}, 2*histogramWeight)}
+	from := time.Date(2024, 1, 1, 0, 0, 30, 0, time.UTC)
+	to := from.Add(10 * time.Minute)
+	units := q.tierUnits(entriesOf(false, true, true, true, false), from, to, time.Minute, pickMax)
+	require.Equal(t, [][]string{{"a", "tier"}, {"b", "c"}, {"d"}, {"e", "tier"}}, seriesOfUnits(units))
+	require.Equal(t, rounding.Floor(from, time.Minute), units[0].from)
+	require.Equal(t, rounding.Floor(to, time.Minute), units[0].to)
+	require.Equal(t, pickMax, units[3].pick)
+	require.Equal(t, time.Minute, units[3].step)
+	require.Equal(t, uint64(3), q.Stats().HistogramRawSeries)
+
+	// Less than a whole window: the float series have no sample, the others read raw.
+	units = q.tierUnits(entriesOf(false, true), from, from.Add(20*time.Second), time.Minute, pickLast)
+	require.Equal(t, [][]string{{"b"}}, seriesOfUnits(units))
+
+	// Consecutive float series read their windows together, BatchSize at most a read.
+	q.opts.BatchSize = 3
+	units = q.tierUnits(entriesOf(false, false, false, false, true, false, false), from, to, time.Minute, pickLast)
+	require.Equal(t, [][]string{{"a", "b", "c", "tier"}, {"d", "tier"}, {"e"}, {"f", "g", "tier"}}, seriesOfUnits(units))
+}
+
+func TestSelectTier(t *testing.T) {
+	tiers := []Tier{{Step: time.Minute}, {Step: time.Hour}}
+	o := QueryOptions{}
+	h := func(fn string, step, rng time.Duration) *SelectHints {
+		return &SelectHints{Func: fn, Step: step, Range: rng}
+	}
+	for _, c := range []struct {
+		hints *SelectHints
+		step  time.Duration // 0: raw
+		pick  pick
+	}{
+		{nil, 0, 0},
+		{h("rate", 0, 5*time.Minute), 0, 0}, // instant query
+		{h("rate", time.Hour, 5*time.Minute), time.Minute, pickLast},
+		{h("rate", 4*time.Minute, 5*time.Minute), 0, 0},              // step under 5 windows
+		{h("rate", time.Hour, 4*time.Minute), 0, 0},                  // range under 5 windows
+		{h("rate", 24*time.Hour, 24*time.Hour), time.Hour, pickLast}, // the coarsest that fits
+		{h("increase", 5*time.Minute, 5*time.Minute), time.Minute, pickLast},
+		{h("min_over_time", time.Hour, time.Hour), time.Minute, pickMin},
+		{h("max_over_time", 5*time.Hour, 5*time.Hour), time.Hour, pickMax},
+		{h("last_over_time", time.Hour, 10*time.Minute), time.Minute, pickLast},
+		{h("count_over_time", time.Hour, time.Hour), 0, 0},
+		{h("sum_over_time", time.Hour, time.Hour), 0, 0},
+		{h("avg_over_time", time.Hour, time.Hour), 0, 0},
+		{h("quantile_over_time", time.Hour, time.Hour), 0, 0},
+		{h("absent_over_time", time.Hour, time.Hour), 0, 0},
+		{h("", time.Hour, 0), time.Minute, pickLast},       // the hour tier is over the lookback
+		{h("sum", 24*time.Hour, 0), time.Minute, pickLast}, // an aggregation of an instant selector
+		{h("timestamp", time.Hour, 0), 0, 0},
+		{h("", 4*time.Minute, 0), 0, 0},
+	} {
+		tier, p, ok := selectTier(tiers, c.hints, o, false)
+		require.Equal(t, c.step != 0, ok, "%+v", c.hints)
+		if ok {
+			require.Equal(t, c.step, tier.Step, "%+v", c.hints)
+			require.Equal(t, c.pick, p, "%+v", c.hints)
+		}
+	}
+	_, _, ok := selectTier(nil, h("rate", time.Hour, time.Hour), o, false)
+	require.False(t, ok, "no tier")
+	// A longer lookback delta lets an instant selector read the hour tier.
+	long := h("", 24*time.Hour, 0)
+	long.LookbackDelta = 2 * time.Hour
+	tier, _, ok := selectTier(tiers, long, o, false)
+	require.True(t, ok)
+	require.Equal(t, time.Hour, tier.Step)
+	o.MinTierStep = time.Hour
+	_, _, ok = selectTier(tiers, h("rate", time.Hour, time.Hour), o, false)
+	require.False(t, ok, "the minute tier is under MinTierStep")
+	tier, _, ok = selectTier(tiers, h("rate", 5*time.Hour, 5*time.Hour), o, false)
+	require.True(t, ok)
+	require.Equal(t, time.Hour, tier.Step)
+}
+
+// floatsOf reads a series' samples as (time, float bits) pairs.
+func floatsOf(t *testing.T, s *Series) [][2]int64 {
+	t.Helper()
+	var out [][2]int64
+	it := s.Iterator()
+	for it.Next() {
+		f := it.At()
+		require.False(t, f.IsHistogram())
+		out = append(out, [2]int64{f.T, int64(math.Float64bits(f.F))})
+	}
+	require.NoError(t, it.Err())
+	return out
+}
+
+func TestSeriesFloats(t *testing.T) {
+	s := &Series{}
+	s.appendFloat(1, 1)
+	s.appendFloat(2, staleNaN)
+	s.appendFloat(2, 5) // same millisecond: the later point wins
+	s.appendFloat(3, staleNaN)
+	s.appendFloat(3, math.Inf(-1))
+	s.appendFloat(3, staleNaN)
+	s.appendFloat(1, 9) // out of order: dropped
+	s.finish()
+	n, h := s.Len()
+	require.Equal(t, 3, n)
+	require.Zero(t, h)
+	require.Equal(t, [][2]int64{
+		{1, int64(math.Float64bits(1))},
+		{2, int64(math.Float64bits(5))},
+		{3, int64(math.Float64bits(staleNaN))},
+	}, floatsOf(t, s))
+}
+
+// Floats are held in chunks of chunkPoints, decoded one at a time as they are iterated,
+// every bit kept.
+func TestSeriesManyChunks(t *testing.T) {
+	s := &Series{}
+	n := 2*chunkPoints + 10
+	for i := range n {
+		s.appendFloat(int64(i)*10, float64(i)*0.5+math.Pi)
+	}
+	s.finish()
+	require.Len(t, s.chunks, 3)
+	got := floatsOf(t, s)
+	require.Len(t, got, n)
+	for i, g := range got {
+		require.Equal(t, [2]int64{int64(i) * 10, int64(math.Float64bits(float64(i)*0.5 + math.Pi))}, g)
+	}
+	empty := &Series{}
+	empty.finish()
+	require.Empty(t, floatsOf(t, empty))
+}
+
+// A series with histograms merges them with its floats by time; where both share a
+// millisecond the histogram is kept; two histograms of a millisecond give the later.
+func TestSeriesMixed(t *testing.T) {
+	h := func(n uint64) HistogramPoint {
+		return HistogramPoint{H: &Histogram{Count: n, Sum: float64(n), ZeroThreshold: 0.001, ZeroCount: n}}
+	}
+	s := &Series{}
+	s.appendFloat(1, 1)
+	s.appendFloat(3, 3)
+	s.appendFloat(5, 5)
+	require.NoError(t, s.appendHistogram(2, h(2)))
+	require.NoError(t, s.appendHistogram(3, h(3)))
+	require.NoError(t, s.appendHistogram(3, h(4))) // the later of a millisecond
+	require.NoError(t, s.appendHistogram(1, h(9))) // out of order: dropped
+	require.Error(t, s.appendHistogram(6, HistogramPoint{}))
+	s.finish()
+	n, nh := s.Len()
+	require.Equal(t, 4, n)
+	require.Equal(t, 2, nh)
+	var kinds []string
+	it := s.Iterator()
+	for it.Next() {
+		x := it.At()
+		switch {
+		case x.IsHistogram():
+			kinds = append(kinds, fmt.Sprintf("%d:h%d", x.T, x.H.Count))
+		default:
+			kinds = append(kinds, fmt.Sprintf("%d:%v", x.T, x.F))
+		}
+	}
+	require.Equal(t, []string{"1:1", "2:h2", "3:h4", "5:5"}, kinds)
+}
+
+// readAhead yields units in order, whatever order they finish in, and stops at the first
+// error, at the consumer's break, or when ctx is done.
+func TestReadAhead(t *testing.T) {
+	series := func(i int) []*Series {
+		s := &Series{Series: string(rune('a' + i))}
+		s.appendFloat(int64(i), 1)
+		s.finish()
+		return []*Series{s}
+	}
+	fetch := func(ctx context.Context, i int) ([]*Series, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Duration(5-i) * time.Millisecond) // the later finish first
+		return series(i), nil
+	}
+	collect := func(seq func(func([]*Series, error) bool), stopAfter int) ([]string, error) {
+		var out []string
+		for ss, err := range seq {
+			if err != nil {
+				return out, err
+			}
+			for _, s := range ss {
+				out = append(out, s.Series)
+			}
+			if len(out) == stopAfter {
+				break
+			}
+		}
+		return out, nil
+	}
+	ctx := context.Background()
+	got, err := collect(readAhead(ctx, 5, 2, fetch), 0)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "c", "d", "e"}, got)
+
+	got, err = collect(readAhead(ctx, 5, 2, fetch), 2)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, got)
+
+	boom := errors.New("boom")
+	failing := func(ctx context.Context, i int) ([]*Series, error) {
+		if i == 2 {
+			return nil, boom
+		}
+		return fetch(ctx, i)
+	}
+	got, err = collect(readAhead(ctx, 5, 2, failing), 0)
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, []string{"a", "b"}, got)
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = collect(readAhead(cctx, 5, 2, fetch), 0)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// Consecutive units of a Select, raw and tier, form groups of stagedGroupUnits that share a
+// read, over the range of all the units (a tier unit's starts at the window holding the
+// Select's start); a group of one reads its own.
+func TestStagedGroups(t *testing.T) {
+	base := querierBase
+	raw := func(series ...string) unit {
+		u := unit{}
+		for _, s := range series {
+			u.entries = append(u.entries, entry{series: s})
+		}
+		return u
+	}
+	tier := raw("t")
+	tier.tier, tier.from, tier.to = true, base.Add(-time.Minute), base.Add(time.Hour)
+	from, to := base.Add(30*time.Second), base.Add(time.Hour+30*time.Second)
+	units := []unit{raw("a", "b"), tier}
+	var singles []string
+	for i := range 2*stagedGroupUnits - 2 {
+		singles = append(singles, fmt.Sprint(i))
+		units = append(units, raw(singles[i]))
+	}
+	units = append(units, raw("x", "y")) // alone in the last group
+	sg := newStagedGroups(&Queryable{}, units, from, to)
+	require.Len(t, sg.groups, 2)
+	cut := stagedGroupUnits - 2
+	require.Equal(t, append([]string{"a", "b", "t"}, singles[:cut]...), sg.groups[0].series, "raw and tier units")
+	require.Equal(t, singles[cut:], sg.groups[1].series)
+	require.Equal(t, 0, sg.groupOf[1], "the tier unit")
+	require.Equal(t, 1, sg.groupOf[stagedGroupUnits])
+	require.Equal(t, -1, sg.groupOf[len(units)-1], "a group of one")
+	require.Equal(t, base.Add(-time.Minute), sg.from, "from the tier unit's first window")
+	require.Equal(t, to, sg.to)
+
+	one := newStagedGroups(&Queryable{}, []unit{raw("a", "b")}, from, to)
+	require.Empty(t, one.groups, "a single unit reads its own")
+	st, err := one.acquire(context.Background(), 0)
+	require.NoError(t, err)
+	require.Nil(t, st)
+}
+
+// Each unit's staged points are dropped once it is read; the last unit drops the Staged.
+func TestStagedGroupsRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	now := querierBase
+	db, _, _ := stagingDB(t, "sgrel", &now)
+	ctx := context.Background()
+	var batch []SeriesPoints
+	for _, name := range []string{"a", "b", "c"} {
+		batch = append(batch, SeriesPoints{Series: name, Points: []tablets.Point{{Time: now, Value: 1}}})
+	}
+	require.NoError(t, db.WriteMany(ctx, batch)) // staged
+	units := []unit{{entries: []entry{{series: "a"}}}, {entries: []entry{{series: "b"}}}, {entries: []entry{{series: "c"}}}}
+	q, err := db.Queryable(nil)
+	require.NoError(t, err)
+	from, to := now, now.Add(time.Hour)
+	sg := newStagedGroups(q, units, from, to)
+	st, err := sg.acquire(ctx, 0)
+	require.NoError(t, err)
+	require.NotNil(t, st)
+	read := func(u int) error {
+		_, err := st.in([]string{units[u].entries[0].series}, from, to)
+		return err
+	}
+	pts, err := st.in([]string{"a", "b", "c"}, from, to)
+	require.NoError(t, err)
+	require.Len(t, pts, 3, "the group's staged points")
+	sg.release(0)
+	require.ErrorIs(t, read(0), tablets.ErrInvalidOptions, "a released unit's points are dropped")
+	require.NoError(t, read(1), "the others' are kept")
+	sg.release(1)
+	require.NotNil(t, sg.groups[0].staged, "a unit is still being read")
+	sg.release(2)
+	require.Nil(t, sg.groups[0].staged, "the last unit is read: the Staged is dropped")
+}

@@ -1,0 +1,213 @@
+package tsdb
+
+import (
+	"errors"
+
+	"github.com/seed71701133/tablets/internal/chunkenc"
+)
+
+// Sample is a sample of a Series: a float (H and FH nil), or a native histogram (H with
+// integer counts, or FH).
+type Sample struct {
+	T  int64 // Unix milliseconds
+	F  float64
+	H  *Histogram
+	FH *FloatHistogram
+}
+
+// IsHistogram reports whether the sample is a histogram.
+func (s Sample) IsHistogram() bool { return s.H != nil || s.FH != nil }
+
+// Series is a series a Select found, with its samples in the range, read whole.
+//
+// Floats are held encoded (the raw chunks' codec, internal/chunkenc: a few bytes a sample,
+// float bits unchanged), chunkPoints at a time. A series with histogram samples holds all
+// its samples in one list by time instead, as read: a decoded histogram weighs far more
+// than a float anyway.
+type Series struct {
+	Series string // the series key
+	Labels Labels
+
+	chunks [][]byte // of floats, each of at most chunkPoints
+	times  []uint64 // floats not yet in a chunk
+	values []float64
+	n      int // floats, the pending one included
+
+	pending bool // a float waits for the next: a later one in its millisecond replaces it
+	pendT   int64
+	pendV   float64
+
+	hists []Sample // histogram samples as read, times strictly ascending
+	mixed []Sample // after finish, of a series with histograms: all its samples
+	nh    int      // histogram samples, of mixed
+}
+
+// chunkPoints is how many floats a chunk of a Series holds: a chunk is decoded whole as its
+// samples are iterated.
+const chunkPoints = 256
+
+// appendFloat adds a float sample, times ascending. Two in one millisecond (a layout finer
+// than a millisecond) give one sample, the later's value; an earlier one is left out. Call
+// finish after the last.
+func (s *Series) appendFloat(t int64, v float64) {
+	if s.pending {
+		if t <= s.pendT {
+			if t == s.pendT {
+				s.pendV = v
+			}
+			return
+		}
+		s.flush()
+	}
+	s.pending, s.pendT, s.pendV = true, t, v
+	s.n++
+}
+
+// flush moves the pending float into the chunks.
+func (s *Series) flush() {
+	if !s.pending {
+		return
+	}
+	s.pending = false
+	s.times = append(s.times, uint64(s.pendT))
+	s.values = append(s.values, s.pendV)
+	if len(s.times) == chunkPoints {
+		s.cut()
+	}
+}
+
+// cut encodes the floats not yet in a chunk.
+func (s *Series) cut() {
+	if len(s.times) == 0 {
+		return
+	}
+	s.chunks = append(s.chunks, chunkenc.Append(nil, s.times, s.values))
+	s.times, s.values = s.times[:0], s.values[:0]
+}
+
+var errNoHistogram = errors.New("a histogram sample with neither an integer nor a float histogram")
+
+// appendHistogram adds a histogram sample, times ascending, before finish. Two in one
+// millisecond give one sample, the later; an earlier one is left out.
+func (s *Series) appendHistogram(t int64, p HistogramPoint) error {
+	if p.H == nil && p.FH == nil {
+		return errNoHistogram
+	}
+	hs := Sample{T: t, H: p.H, FH: p.FH}
+	if n := len(s.hists); n > 0 && t <= s.hists[n-1].T {
+		if t == s.hists[n-1].T {
+			s.hists[n-1] = hs
+		}
+		return nil
+	}
+	s.hists = append(s.hists, hs)
+	return nil
+}
+
+// finish ends the appends: it encodes the last floats and, if the series has histogram
+// samples, merges them with the floats into one list by time. Where a float and a
+// histogram share a millisecond, the histogram is kept: the series is a histogram series at
+// that time (Prometheus itself writes a staleness marker of a histogram series as a
+// histogram).
+func (s *Series) finish() {
+	s.flush()
+	s.cut()
+	s.times, s.values = nil, nil
+	if len(s.hists) == 0 {
+		return
+	}
+	out := make([]Sample, 0, s.n+len(s.hists))
+	hists := s.hists
+	it := s.floatIterator()
+	for it.Next() {
+		f := it.At()
+		for len(hists) > 0 && hists[0].T < f.T {
+			out, hists = append(out, hists[0]), hists[1:]
+		}
+		if len(hists) > 0 && hists[0].T == f.T {
+			continue // the histogram wins
+		}
+		out = append(out, f)
+	}
+	out = append(out, hists...)
+	s.nh = len(s.hists)
+	s.n = len(out) - s.nh // the floats kept
+	s.mixed, s.hists, s.chunks = out, nil, nil
+}
+
+// Len is the number of samples of the series, and of them the histogram ones.
+func (s *Series) Len() (samples, histograms int) {
+	if s.mixed != nil {
+		return len(s.mixed), s.nh
+	}
+	return s.n + len(s.hists), len(s.hists)
+}
+
+// Iterator returns an iterator over the samples, times ascending. Histograms are the
+// series' own: a caller that changes one copies it first.
+func (s *Series) Iterator() *SampleIterator {
+	if s.mixed != nil {
+		return &SampleIterator{list: s.mixed, i: -1}
+	}
+	return s.floatIterator()
+}
+
+func (s *Series) floatIterator() *SampleIterator {
+	return &SampleIterator{chunks: s.chunks, i: -1}
+}
+
+// SampleIterator iterates over a Series' samples. Call Next before the first At.
+type SampleIterator struct {
+	list []Sample // of a series with histograms
+
+	chunks [][]byte // of a series of floats: decoded one at a time into cur
+	cur    []Sample
+	i      int // of the sample At returns, in list or cur
+	err    error
+}
+
+// Next moves to the next sample, reporting whether there is one.
+func (it *SampleIterator) Next() bool {
+	if it.err != nil {
+		return false
+	}
+	if it.list != nil {
+		if it.i+1 >= len(it.list) {
+			it.i = len(it.list)
+			return false
+		}
+		it.i++
+		return true
+	}
+	if it.i+1 < len(it.cur) {
+		it.i++
+		return true
+	}
+	for len(it.chunks) > 0 {
+		it.cur, it.i = it.cur[:0], 0
+		err := chunkenc.Decode(it.chunks[0], func(t uint64, v float64) {
+			it.cur = append(it.cur, Sample{T: int64(t), F: v})
+		})
+		it.chunks = it.chunks[1:]
+		if err != nil {
+			it.err = err // chunks this process encoded: a bug
+			return false
+		}
+		if len(it.cur) > 0 {
+			return true
+		}
+	}
+	it.cur, it.i = nil, 0
+	return false
+}
+
+// At is the current sample.
+func (it *SampleIterator) At() Sample {
+	if it.list != nil {
+		return it.list[it.i]
+	}
+	return it.cur[it.i]
+}
+
+// Err is the error that stopped the iteration, if any.
+func (it *SampleIterator) Err() error { return it.err }
