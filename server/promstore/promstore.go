@@ -103,6 +103,9 @@ type Querier struct {
 	ctx    context.Context // done when Close is called
 	cancel context.CancelFunc
 	once   sync.Once
+
+	mu   sync.Mutex
+	sets []*seriesSet // of its Selects: Close stops those not read to their end
 }
 
 var _ storage.Querier = (*Querier)(nil)
@@ -110,7 +113,16 @@ var _ storage.Querier = (*Querier)(nil)
 // Close cancels what the Querier's Selects still read ahead. Series already returned stay
 // readable.
 func (qr *Querier) Close() error {
-	qr.once.Do(qr.cancel)
+	qr.once.Do(func() {
+		qr.cancel()
+		qr.mu.Lock()
+		sets := qr.sets
+		qr.sets = nil
+		qr.mu.Unlock()
+		for _, s := range sets {
+			s.stop()
+		}
+	})
 	return nil
 }
 

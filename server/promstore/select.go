@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -54,11 +55,22 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 	stop := context.AfterFunc(qr.ctx, cancel)
 	done := func() { stop(); cancel() }
 	next, end := iter.Pull2(qr.q.q.Querier(from, to).Select(ctx, th, ms...))
-	return &seriesSet{next: next, done: func() { end(); done() }}
+	set := &seriesSet{next: next, done: func() { end(); done() }}
+	qr.mu.Lock()
+	defer qr.mu.Unlock()
+	if qr.ctx.Err() != nil { // closed already
+		set.stop()
+		return storage.ErrSeriesSet(qr.ctx.Err())
+	}
+	qr.sets = append(qr.sets, set)
+	return set
 }
 
 // seriesSet hands out the series tsdb's Select yields, each converted as it is taken.
+// Reading it to its end, or Closing its Querier, stops the Select (a pulled iterator not
+// stopped would stay suspended for good).
 type seriesSet struct {
+	mu   sync.Mutex
 	next func() (*tsdb.Series, error, bool)
 	done func() // stops what is still being read
 	at   *memSeries
@@ -66,7 +78,19 @@ type seriesSet struct {
 	over bool
 }
 
+// stop ends the Select, unless it ended.
+func (s *seriesSet) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.over {
+		s.over = true
+		s.done()
+	}
+}
+
 func (s *seriesSet) Next() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.over {
 		return false
 	}
