@@ -13,8 +13,8 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
-	"github.com/seed71701133/tablets/internal/tablefake"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 )
 
 func heapAfterGC() uint64 {

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/tablefake"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 )
 
 func queryAll(t *testing.T, db *DB, series string, from, to time.Time) {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/tablefake"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 )
 
 // rejected maps each series of WriteMany's error to its *tablets.WriteErrors.
