@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets/internal/engine"
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 	"github.com/seed71701133/tablets/rounding"
 )
 

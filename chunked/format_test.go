@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed71701133/tablets/internal/formatdoc"
 	"github.com/seed71701133/tablets/internal/partkey"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 	"github.com/seed71701133/tablets/rounding"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/partkey"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 func TestMain(m *testing.M) { azurite.Main(m) }

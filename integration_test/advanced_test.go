@@ -14,7 +14,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 func collectPoints(t *testing.T, seq func(yield func(tablets.Point, error) bool)) []tablets.Point {

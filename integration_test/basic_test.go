@@ -10,7 +10,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/basic"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 // The basic layout's Latest hint: a Write upserts it in its last transaction, range reads

@@ -33,8 +33,8 @@ import (
 	"github.com/seed71701133/tablets/basic"
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
 )
 
 var benchStart = time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)

@@ -20,8 +20,8 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
 )
 
 // hooked is a transport that runs a hook, once armed, around the request it matches: before

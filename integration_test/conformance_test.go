@@ -11,8 +11,8 @@ import (
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/storetest"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/storetest"
 	"github.com/seed71701133/tablets/rounding"
 )
 

@@ -16,9 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/dbtest"
-	"github.com/seed71701133/tablets/internal/storetest"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/storetest"
 )
 
 // tsdbCostHarness runs the cost tests on a database's raw tables (advanced, a table a week).

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/server"
 )
 
@@ -19,7 +20,7 @@ import (
 //	go test -run '^$' -bench TSDBStagedIngest -benchtime 240x -count 6 ./integration_test/ | tee new.txt
 //	benchstat old.txt new.txt
 func BenchmarkTSDBStagedIngest(b *testing.B) {
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	db, _, checker := dbtest.NewDB(b, stagingOptions(clock))
 	names := seriesNames(b, db, 10_000)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
@@ -79,7 +80,7 @@ func BenchmarkTSDBStagedIngest(b *testing.B) {
 //	go test -run '^$' -bench TSDBIngestAndMaintain -benchtime 480x -count 6 ./integration_test/ | tee new.txt
 //	benchstat old.txt new.txt
 func BenchmarkTSDBIngestAndMaintain(b *testing.B) {
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	opts := stagingOptions(clock)
 	opts.Tiers = nil // the defaults
 	db, _, checker := dbtest.NewDB(b, opts)

@@ -2,35 +2,15 @@ package integration_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/tsdb"
 )
-
-// testClock is a settable clock for tsdb.Options.Now.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newTestClock(t time.Time) *testClock { return &testClock{now: t} }
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // A remote read of one series, warm: Select by metric name and the series' points cost the
 // index query and one data query, no listing of the tables. A second handle (another
@@ -39,7 +19,7 @@ func (c *testClock) Add(d time.Duration) {
 func TestTSDBReadCost(t *testing.T) {
 	ctx := context.Background()
 	day := time.Date(2024, 5, 17, 0, 0, 0, 0, time.UTC)
-	clock := newTestClock(day.Add(36 * time.Hour))
+	clock := clock.New(day.Add(36 * time.Hour))
 	opts := &tsdb.Options{RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, Now: clock.Now}
 	db, svc, checker := newDB(t, opts)
 	key, err := db.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "up", "job", "api"))

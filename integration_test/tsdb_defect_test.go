@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -55,7 +56,7 @@ func TestTSDBAggregateAfterAnotherRetain(t *testing.T) {
 	}
 	ctx := context.Background()
 	base := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
-	clock := newTestClock(base.Add(4*24*time.Hour + 2*time.Hour + 30*time.Minute))
+	clock := clock.New(base.Add(4*24*time.Hour + 2*time.Hour + 30*time.Minute))
 	first, svc, _ := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, SealDelay: 10 * time.Hour, Now: clock.Now})
 	names := []string{"a", "b", "c"}
 	all := map[string][]tablets.Point{}

@@ -21,8 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/meter"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/tsdb"
 )
 

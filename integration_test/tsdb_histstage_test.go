@@ -17,9 +17,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/dbtest"
-	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -72,7 +73,7 @@ func stagedHistTables(t *testing.T, svc *aztables.ServiceClient, db *tsdb.DB, st
 // after Fold, which writes a transaction per series and leaves the staging table empty.
 func TestTSDBStagedHistogramsCost(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	db, svc, checker := dbtest.NewDB(t, stagingOptions(clock))
 	names := seriesNames(t, db, 2000)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
@@ -139,7 +140,7 @@ func TestTSDBStagedHistogramsCost(t *testing.T) {
 // (Fold writes it with its write's priority), and Delete removes staged samples too.
 func TestTSDBStagedHistogramsWinAndDelete(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	clock.Set(start.Add(time.Hour))
 	db, svc, _ := dbtest.NewDB(t, stagingOptions(clock))
@@ -192,7 +193,7 @@ func TestTSDBStagedHistogramsWinAndDelete(t *testing.T) {
 // back with the last write of each time; a Fold after the dead one's lease finishes.
 func TestTSDBStagedHistogramsFoldKilledAtEveryStep(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	clock.Set(start)
 	db, _, _ := dbtest.NewDB(t, stagingOptions(clock))
@@ -272,7 +273,7 @@ func histWindowsOf(t *testing.T, db *tsdb.DB, series []string, from, to time.Tim
 // that writes every sample directly.
 func TestTSDBStagedHistogramsTiers(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	opts := func(direct bool) *tsdb.Options {
 		return &tsdb.Options{RawPeriod: 24 * time.Hour, Layout: chunkedLayout, Now: clock.Now, DirectWrites: direct}
@@ -349,7 +350,7 @@ func TestTSDBStagedHistogramsWriteErrorExact(t *testing.T) {
 			Match: func(req *http.Request) bool { return failing.Load() && strings.HasSuffix(req.URL.Path, "$batch") }}),
 		Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond}}})
 	require.NoError(t, err)
-	clock := &stagingClock{now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)}
+	clock := clock.New(time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC))
 	db, _, _ := dbtest.NewDB(t, stagingOptions(clock))
 	w, err := tsdb.Open(ctx, lossy, db.Name(), stagingOptions(clock))
 	require.NoError(t, err)
@@ -385,7 +386,7 @@ func TestTSDBStagedHistogramsWriteErrorExact(t *testing.T) {
 // know of (its listing of the tables, fresh, is older than the table): as staged points.
 func TestTSDBStagedHistogramsOtherHandleNewPeriod(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)}
+	clock := clock.New(time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC))
 	opts := func() *tsdb.Options {
 		o := stagingOptions(clock)
 		o.RawPeriod = time.Hour

@@ -19,9 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/dbtest"
-	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -234,7 +235,7 @@ func sortedSet(m map[string]bool) []string {
 func TestTSDBLabelsAcrossProcesses(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2024, 5, 20, 12, 0, 0, 0, time.UTC)
-	clock := newTestClock(now)
+	clock := clock.New(now)
 	opts := &tsdb.Options{RawPeriod: time.Hour, RawRetention: 24 * time.Hour, Tiers: []tsdb.Tier{}, Now: clock.Now}
 	a, svc, checker := newDB(t, opts)
 	b, err := tsdb.Open(ctx, svc, a.Name(), opts)
@@ -372,7 +373,7 @@ func TestTSDBLabelsOutliveRaw(t *testing.T) {
 	ctx := context.Background()
 	tiers := []tsdb.Tier{{Step: time.Minute, Retention: 10 * time.Hour}}
 	now := time.Date(2024, 5, 20, 12, 0, 0, 0, time.UTC)
-	clock := newTestClock(now.Add(10 * time.Minute))
+	clock := clock.New(now.Add(10 * time.Minute))
 	writer, svc, _ := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers, Now: clock.Now})
 	db, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers, Now: clock.Now})
 	require.NoError(t, err)

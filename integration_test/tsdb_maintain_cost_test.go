@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -26,7 +27,7 @@ func TestTSDBMaintenanceCost(t *testing.T) {
 	const series, scrape = 2000, 15 * time.Second
 	ctx := context.Background()
 	start := time.Date(2024, 9, 2, 10, 0, 0, 0, time.UTC)
-	clock := newTestClock(start)
+	clock := clock.New(start)
 	db, _, checker := newDB(t, &tsdb.Options{Now: clock.Now,
 		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
 	names := make([]string, series)

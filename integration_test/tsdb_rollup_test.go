@@ -17,8 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -418,7 +419,7 @@ func dropTables(t *testing.T, prefix string) {
 func TestTSDBRollupAfterRawDropped(t *testing.T) {
 	ctx := context.Background()
 	day := time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)
-	clock := newTestClock(day.Add(11*time.Hour + 10*time.Minute))
+	clock := clock.New(day.Add(11*time.Hour + 10*time.Minute))
 	tiers := []tsdb.Tier{{Step: time.Minute, Retention: 10 * time.Hour}}
 	db, _, _ := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers, Now: clock.Now})
 	require.NoError(t, db.Write(ctx, "x",

@@ -13,7 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -97,7 +98,7 @@ func TestTSDBRollupScanGroups(t *testing.T) {
 	ctx := context.Background()
 	tiers := []tsdb.Tier{{Step: time.Second}, {Step: time.Hour}}
 	base := time.Date(2024, 8, 5, 22, 30, 0, 0, time.UTC) // into the next day: two slices
-	clock := newTestClock(base.Add(48 * time.Hour))
+	clock := clock.New(base.Add(48 * time.Hour))
 	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Tiers: tiers, Layout: chunkedLayout, Now: clock.Now})
 	var names []string
 	var all []tablets.Point

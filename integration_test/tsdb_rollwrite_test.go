@@ -20,6 +20,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/sketchenc"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -183,7 +184,7 @@ func every15s(start time.Time, n int, seed int) []tablets.Point {
 func TestTSDBRollupConvertsRowBlocks(t *testing.T) {
 	ctx := context.Background()
 	day := 24 * time.Hour
-	clock := newTestClock(rollupBase.Add(10 * day))
+	clock := clock.New(rollupBase.Add(10 * day))
 	db, svc, _ := newDB(t, &tsdb.Options{RawPeriod: day, Now: clock.Now})
 	pts := every15s(rollupBase, 2*5760, 1) // two days
 	require.NoError(t, db.Write(ctx, "a", pts...))
@@ -249,7 +250,7 @@ func TestTSDBRollupConvertsRowBlocks(t *testing.T) {
 func TestTSDBRollupSplicesDay(t *testing.T) {
 	ctx := context.Background()
 	day := 24 * time.Hour
-	clock := newTestClock(rollupBase.Add(10 * day))
+	clock := clock.New(rollupBase.Add(10 * day))
 	db, svc, _ := newDB(t, &tsdb.Options{RawPeriod: day, Layout: chunkedLayout, Now: clock.Now, DirectWrites: true})
 	var pts []tablets.Point
 	for d := range 3 {
@@ -285,7 +286,7 @@ func TestTSDBRollupSkipsUnchanged(t *testing.T) {
 			ctx := context.Background()
 			day := 24 * time.Hour
 			end := rollupBase.Add(2 * day)
-			clock := newTestClock(end.Add(30 * time.Minute)) // the last hour's windows unsealed
+			clock := clock.New(end.Add(30 * time.Minute)) // the last hour's windows unsealed
 			opts := &tsdb.Options{RawPeriod: day, Now: clock.Now}
 			if chunked {
 				opts.Layout = chunkedLayout
@@ -335,7 +336,7 @@ func TestTSDBRollupLoopsBesideLateWriter(t *testing.T) {
 			ctx := context.Background()
 			day := 24 * time.Hour
 			end := rollupBase.Add(day)
-			clock := newTestClock(rollupBase.Add(3 * day))
+			clock := clock.New(rollupBase.Add(3 * day))
 			opts := &tsdb.Options{RawPeriod: day, Now: clock.Now, DirectWrites: true}
 			if chunked {
 				opts.Layout = chunkedLayout
@@ -435,7 +436,7 @@ func TestTSDBRollupBytes(t *testing.T) {
 	ctx := context.Background()
 	day := 24 * time.Hour
 	const days, series = 4, 20
-	clock := newTestClock(rollupBase.Add(days*day + 2*time.Hour))
+	clock := clock.New(rollupBase.Add(days*day + 2*time.Hour))
 	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: day, Layout: chunkedLayout, Now: clock.Now, DirectWrites: true})
 	var names []string
 	for s := range series {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -56,8 +57,8 @@ func dirtyMarkers(t *testing.T, svc *aztables.ServiceClient, db *tsdb.DB) []stri
 // rolled up by Retain before it drops them. No marker is left.
 func TestTSDBRetainRollsUpFirst(t *testing.T) {
 	ctx := context.Background()
-	clock := newTestClock(sealDay)
-	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, DirectWrites: true, Now: clock.Now})
+	clk := clock.New(sealDay)
+	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, DirectWrites: true, Now: clk.Now})
 	names := []string{"a", "b", "c"}
 	end := sealDay.Add(96 * time.Hour)
 	var all []tablets.Point
@@ -68,7 +69,7 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 	}
 	require.Empty(t, dirtyMarkers(t, svc, db), "points written as they happen mark nothing")
 
-	clock.Add(50 * time.Hour) // the first 2 days are sealed
+	clk.Add(50 * time.Hour) // the first 2 days are sealed
 	require.NoError(t, db.Rollup(ctx, sealDay, sealDay.Add(48*time.Hour)))
 	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, sealDay.Add(48*time.Hour)))
 
@@ -77,9 +78,9 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 	all = append(all, late...)
 	require.Equal(t, []string{fmt.Sprintf("%012d|b", sealDay.Add(24*time.Hour).Unix())}, dirtyMarkers(t, svc, db))
 
-	clock.Add(96 * time.Hour) // every day is past the raw retention
+	clk.Add(96 * time.Hour) // every day is past the raw retention
 	before := checker.Stats()
-	dropped, err := db.Retain(ctx, clock.Now())
+	dropped, err := db.Retain(ctx, clk.Now())
 	require.NoError(t, err)
 	st := checker.Stats()
 	t.Logf("Retain of 4 days (2 rolled up, 1 marked dirty) of 3 series: %d requests, %d bytes sent, %d received",
@@ -98,8 +99,8 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 	// Another process (which knows of no drop) rolling the dropped days up again, by a
 	// clock before their retention's end too, leaves their windows: the catalog says they
 	// are dropped.
-	for _, now := range []time.Time{clock.Now(), sealDay.Add(50 * time.Hour)} {
-		c := newTestClock(now)
+	for _, now := range []time.Time{clk.Now(), sealDay.Add(50 * time.Hour)} {
+		c := clock.New(now)
 		other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, Now: c.Now})
 		require.NoError(t, err)
 		require.NoError(t, other.Rollup(ctx, sealDay, end))
@@ -111,7 +112,7 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 	marker := fmt.Sprintf(`{"PartitionKey":"dirty","RowKey":"%012d|b","V":1,"V@odata.type":"Edm.Double"}`, sealDay.Add(24*time.Hour).Unix())
 	_, err = svc.NewClient(db.Name()+"m").UpsertEntity(ctx, []byte(marker), nil)
 	require.NoError(t, err)
-	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, Now: clock.Now})
+	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 48 * time.Hour, Now: clk.Now})
 	require.NoError(t, err)
 	n, err := other.RollupFlagged(ctx)
 	require.NoError(t, err)
@@ -124,7 +125,7 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 // drops it and leaves the tier windows it rolled up.
 func TestTSDBRetainKilled(t *testing.T) {
 	ctx := context.Background()
-	clock := newTestClock(sealDay)
+	clock := clock.New(sealDay)
 	h := &hooked{}
 	db, svc, _ := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 24 * time.Hour, DirectWrites: true, Now: clock.Now})
 	hdb, _ := newHookedDBOpts(t, db.Name(), h, &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 24 * time.Hour, DirectWrites: true, Now: clock.Now})
@@ -239,7 +240,7 @@ func TestTSDBRollupFlagged(t *testing.T) {
 // the progress the last one recorded.
 func TestTSDBOutageBackfillRetain(t *testing.T) {
 	ctx := context.Background()
-	clock := newTestClock(sealDay.Add(time.Hour))
+	clock := clock.New(sealDay.Add(time.Hour))
 	opts := &tsdb.Options{RawPeriod: 24 * time.Hour, RawRetention: 36 * time.Hour, DirectWrites: true, Now: clock.Now}
 	db, svc, checker := newDB(t, opts)
 	names := []string{"o1", "o2", "o3"}

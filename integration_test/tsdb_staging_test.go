@@ -21,27 +21,19 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/batch"
-	"github.com/seed71701133/tablets/internal/dbtest"
-	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
 	"github.com/seed71701133/tablets/tsdb"
 	"github.com/seed71701133/tablets/writer"
 )
 
-// stagingClock is a settable clock for a staging database's Options.Now.
-type stagingClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stagingClock) Now() time.Time                        { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *stagingClock) Set(t time.Time)                       { c.mu.Lock(); defer c.mu.Unlock(); c.now = t }
-func (c *stagingClock) Add(d time.Duration)                   { c.mu.Lock(); defer c.mu.Unlock(); c.now = c.now.Add(d) }
 func chunkedLayout(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }
 
 // stagingOptions are a chunked database's (the layout that stages) on clock.
-func stagingOptions(clock *stagingClock) *tsdb.Options {
+func stagingOptions(clock *clock.Clock) *tsdb.Options {
 	return &tsdb.Options{RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, Layout: chunkedLayout, Now: clock.Now}
 }
 
@@ -50,7 +42,7 @@ var staleMarker = math.Float64frombits(0x7ff0000000000002)
 
 // promLoad writes series at a scrape interval as Prometheus' remote write sends them: each
 // request a shard of the series, one sample each. It returns every point written, by series.
-func promLoad(t testing.TB, db *tsdb.DB, clock *stagingClock, names []string, start time.Time, scrapes int, interval time.Duration, perRequest, inFlight int) map[string][]tablets.Point {
+func promLoad(t testing.TB, db *tsdb.DB, clock *clock.Clock, names []string, start time.Time, scrapes int, interval time.Duration, perRequest, inFlight int) map[string][]tablets.Point {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
 	written := map[string][]tablets.Point{}
@@ -118,7 +110,7 @@ func requireSeriesPoints(t *testing.T, db *tsdb.DB, want map[string][]tablets.Po
 // transaction holds a request, so the cost a sample is four times the benchmark's), then a
 // read of one series over the hour, then Fold.
 func TestTSDBStagedIngestCost(t *testing.T) {
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	db, _, checker := dbtest.NewDB(t, stagingOptions(clock))
 	names := seriesNames(t, db, 2000)
 	registry := checker.Stats()
@@ -172,7 +164,7 @@ func TestTSDBStagedIngestCost(t *testing.T) {
 // Two handles, as two servers: what one acknowledges the other reads at once, staged, and
 // after the other folds it.
 func TestTSDBStagedTwoHandles(t *testing.T) {
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	a, svc, _ := dbtest.NewDB(t, stagingOptions(clock))
 	b, err := tsdb.Open(context.Background(), svc, a.Name(), stagingOptions(clock))
 	require.NoError(t, err)
@@ -207,7 +199,7 @@ func TestTSDBStagedTwoHandles(t *testing.T) {
 func TestTSDBStagedFoldRace(t *testing.T) {
 	ctx := context.Background()
 	srv := azurite.Shared(t)
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	clock.Set(start)
 	newLossy := func(seed int64) *aztables.ServiceClient {
@@ -307,7 +299,7 @@ func TestTSDBStagedFoldRace(t *testing.T) {
 // times they write again, and fold.
 func TestTSDBStagingUpgrade(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	clock.Set(start)
 	oldOpts := stagingOptions(clock)
@@ -365,7 +357,7 @@ func (d *dying) Do(req *http.Request) (*http.Response, error) {
 // the lease of the dead one ended finishes the work.
 func TestTSDBStagedFoldKilledAtEveryStep(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	clock.Set(start)
 	db, _, _ := dbtest.NewDB(t, stagingOptions(clock))
@@ -419,7 +411,7 @@ func TestTSDBStagedFoldKilledAtEveryStep(t *testing.T) {
 // it still does, from the tiers.
 func TestTSDBStagedBackfillThenMaintain(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	day := time.Date(2025, 3, 10, 0, 0, 0, 0, time.UTC)
 	opts := stagingOptions(clock)
 	opts.Tiers = nil // the default tiers: a minute and an hour
@@ -494,7 +486,7 @@ func TestTSDBStagedWriteErrorExact(t *testing.T) {
 			Match: func(req *http.Request) bool { return failing.Load() && strings.HasSuffix(req.URL.Path, "$batch") }}),
 		Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond}}})
 	require.NoError(t, err)
-	clock := &stagingClock{now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)}
+	clock := clock.New(time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC))
 	db, _, _ := dbtest.NewDB(t, stagingOptions(clock))
 	w, err := tsdb.Open(ctx, lossy, db.Name(), stagingOptions(clock))
 	require.NoError(t, err)

@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/dbtest"
-	"github.com/seed71701133/tablets/internal/storetest"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/storetest"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -45,7 +46,7 @@ func (h stagedHarness) Name() string {
 }
 func (h stagedHarness) Resolution() time.Duration { return time.Millisecond }
 func (h stagedHarness) NewStore(t *testing.T) (tablets.Store, func() int64) {
-	clock := &stagingClock{now: time.Now()}
+	clock := clock.New(time.Now())
 	db, _, checker := newDB(t, stagingOptions(clock))
 	if !h.folded {
 		return db, func() int64 { return checker.Stats().Requests }
@@ -56,7 +57,7 @@ func (h stagedHarness) NewStore(t *testing.T) (tablets.Store, func() int64) {
 // foldingStore folds after every write that succeeds.
 type foldingStore struct {
 	*tsdb.DB
-	clock *stagingClock
+	clock *clock.Clock
 }
 
 func (s foldingStore) Write(ctx context.Context, series string, points ...tablets.Point) error {
@@ -119,7 +120,7 @@ func TestTSDBOptions(t *testing.T) {
 func TestTSDBRetention(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2024, 5, 20, 12, 0, 0, 0, time.UTC)
-	clock := newTestClock(now)
+	clock := clock.New(now)
 	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 48 * time.Hour, Now: clock.Now})
 	var pts []tablets.Point
 	for h := 1; h <= 72; h++ { // an hour a table, the oldest two days back... and then some

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -20,7 +21,7 @@ import (
 func TestTSDBWriteManyRejects(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2024, 5, 20, 12, 30, 0, 0, time.UTC)
-	clock := newTestClock(now)
+	clock := clock.New(now)
 	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 48 * time.Hour, Tiers: []tsdb.Tier{}, Now: clock.Now})
 
 	// A period 30 hours back, within the retention by the clock, but dropped by a Retain run
@@ -120,7 +121,7 @@ func utcPoints(m map[string][]tablets.Point) map[string][]tablets.Point {
 func TestTSDBSealDelay(t *testing.T) {
 	ctx := context.Background()
 	day := time.Date(2024, 5, 2, 0, 0, 0, 0, time.UTC)
-	clock := newTestClock(day.Add(2*time.Hour + 30*time.Minute))
+	clock := clock.New(day.Add(2*time.Hour + 30*time.Minute))
 	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{{Step: time.Hour}}, Now: clock.Now})
 	var pts []tablets.Point
 	for i := range 120 {

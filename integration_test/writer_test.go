@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/fault"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
 	"github.com/seed71701133/tablets/writer"
 )
 

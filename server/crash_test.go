@@ -30,10 +30,10 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/dbtest"
 	"github.com/seed71701133/tablets/internal/proc"
-	"github.com/seed71701133/tablets/internal/rwgen"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/rwgen"
 	"github.com/seed71701133/tablets/tsdb"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 
-	"github.com/seed71701133/tablets/internal/promrun"
+	"github.com/seed71701133/tablets/internal/testkit/promrun"
 )
 
 // apiClient calls the Prometheus query API of a tablets server (promrun's helpers are bound

@@ -21,9 +21,9 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/prompb"
 
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/dbtest"
-	"github.com/seed71701133/tablets/internal/promrun"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/promrun"
 )
 
 // The histogram queries compared with Prometheus, over the native histograms of

@@ -20,7 +20,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
 
-	"github.com/seed71701133/tablets/internal/promrun"
+	"github.com/seed71701133/tablets/internal/testkit/promrun"
 	"github.com/seed71701133/tablets/server/remote"
 )
 

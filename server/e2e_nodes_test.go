@@ -23,9 +23,9 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/fault"
 	"github.com/seed71701133/tablets/internal/meter"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/tsdb"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
-	"github.com/seed71701133/tablets/internal/promrun"
+	"github.com/seed71701133/tablets/internal/testkit/promrun"
 )
 
 // refEngine is Prometheus 3's PromQL engine (the library version tablets' query API runs)

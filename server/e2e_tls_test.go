@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/promrun"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/promrun"
 	"github.com/seed71701133/tablets/server"
 )
 

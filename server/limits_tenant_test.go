@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/limits"
 )
@@ -43,12 +44,6 @@ func (h *limitHits) get(limit string) int {
 	defer h.mu.Unlock()
 	return h.n[limit]
 }
-
-// stepClock is a clock the test moves.
-type stepClock struct{ ns atomic.Int64 }
-
-func (c *stepClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *stepClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // postWrite sends a remote write 1.0 of n series of metric (label i=0..n-1, labels its
 // other labels), samples samples each, every 15 s from start.
@@ -130,11 +125,10 @@ overrides:
 	var live atomic.Pointer[limits.Config]
 	live.Store(parse(file))
 	hits := &limitHits{}
-	clock := &stepClock{}
-	clock.advance(time.Duration(time.Now().Truncate(time.Minute).UnixNano()))
+	clock := clock.New(time.Unix(0, time.Now().Truncate(time.Minute).UnixNano()))
 	_, hs, checker := newServer(t, nil, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
-		Tenant: "teama", Limits: live.Load, LimitHit: hits.hit, Now: clock.now})
-	start := clock.now().Add(-10 * time.Minute)
+		Tenant: "teama", Limits: live.Load, LimitHit: hits.hit, Now: clock.Now})
+	start := clock.Now().Add(-10 * time.Minute)
 	refusedFree := func(name string, send func() *http.Response) *http.Response {
 		t.Helper()
 		before := checker.Stats().Requests
@@ -153,11 +147,11 @@ overrides:
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, bodyOf(resp))
 	require.Equal(t, "2", resp.Header.Get("Retry-After"), "20 samples missing at 10/s")
 	require.Equal(t, 1, hits.get("ingestion_rate"))
-	clock.advance(2 * time.Second)
+	clock.Add(2 * time.Second)
 	resp = postWrite(t, hs.URL, "lim_a", 4, 10, start.Add(5*time.Minute))
 	require.Equal(t, http.StatusNoContent, resp.StatusCode, bodyOf(resp))
 	// A label value over the limit: that series refused, the others stored.
-	clock.advance(10 * time.Second)
+	clock.Add(10 * time.Second)
 	resp = postWrite(t, hs.URL, "lim_b", 2, 1, start, "long", strings.Repeat("x", 21))
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	require.Contains(t, bodyOf(resp), "stored 0 of 2 float samples")

@@ -12,8 +12,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed71701133/tablets/internal/fault"
-	"github.com/seed71701133/tablets/internal/rwgen"
+	"github.com/seed71701133/tablets/internal/testkit/fault"
+	"github.com/seed71701133/tablets/internal/testkit/rwgen"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/api"
 )

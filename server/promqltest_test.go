@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/prometheus/util/testutil"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 // TestPromQLSuite runs Prometheus' own PromQL test suite (promql/promqltest's 17 files at

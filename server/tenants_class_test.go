@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/prometheus/prompb"
 
 	"github.com/seed71701133/tablets/internal/reqlimit"
-	"github.com/seed71701133/tablets/internal/tablefake"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 	"github.com/seed71701133/tablets/server/limits"
 )
 

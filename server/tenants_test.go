@@ -25,8 +25,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 
-	"github.com/seed71701133/tablets/internal/azurite"
-	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/tsdb"
@@ -470,7 +471,7 @@ func TestTenantsSecondFront(t *testing.T) {
 	svc2, checker2 := dbtest.NewService(t)
 	cfg := newMutableConfig(t, "tenants:\n  allow: [\"*\"]\n")
 	first := newFront(t, svc1, base, &server.TenantsOptions{Limits: cfg.load})
-	clock := &tenantClock{now: time.Now()}
+	clock := clock.New(time.Now())
 	second := newFront(t, svc2, base, &server.TenantsOptions{Limits: cfg.load,
 		Server: &server.Options{Now: clock.Now, FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}})
 	url1, url2 := newHTTPTest(t, first), newHTTPTest(t, second)
@@ -496,7 +497,7 @@ func TestTenantsSecondFront(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Empty(t, names)
 	require.Equal(t, before, checker2.Stats().Requests)
-	clock.add(server.DefaultMissingTenantFor)
+	clock.Add(server.DefaultMissingTenantFor)
 	names, _ = tenantClient{base: url2, tenant: "teamc"}.names(t, "values", at)
 	require.Equal(t, []string{"teamc_metric"}, names)
 	require.Equal(t, []string{"default", "teamc"}, second.Opened())
@@ -514,18 +515,6 @@ func TestTenantsSecondFront(t *testing.T) {
 	require.Equal(t, []string{"teama_metric"}, names)
 	_, status = tenantClient{base: url2, tenant: "teamb"}.names(t, "values", at)
 	require.Equal(t, http.StatusForbidden, status)
-}
-
-type tenantClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *tenantClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *tenantClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // Each tenant's limits apply to its own requests through the front (an override of one

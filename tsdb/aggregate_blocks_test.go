@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets/filter"
-	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/blockenc"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 // fakeTable is a table of entities answering queries as the service does: entities in key

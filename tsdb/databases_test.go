@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/tablefake"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 )
 
 // Databases lists the databases under a prefix from their catalogs alone, whoever made them,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 // A backlog larger than a round folds in rounds, each series written once: a server down

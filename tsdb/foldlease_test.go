@@ -16,7 +16,8 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 )
 
 // slowFolds advances a clock on every transaction to the raw table (a series written by a
@@ -24,7 +25,7 @@ import (
 // transaction.
 type slowFolds struct {
 	next  policy.Transporter
-	clock *fakeClock
+	clock *clock.Clock
 	step  time.Duration
 
 	mu       sync.Mutex
@@ -64,7 +65,7 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 	for _, taken := range []bool{false, true} {
 		t.Run(fmt.Sprintf("taken=%v", taken), func(t *testing.T) {
 			ctx := context.Background()
-			clock := &fakeClock{now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)}
+			clock := clock.New(time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC))
 			checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
 			slow := &slowFolds{next: checker, clock: clock}
 			svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: slow}})

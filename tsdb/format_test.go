@@ -8,8 +8,8 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/internal/formatdoc"
 	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // The worked examples of docs/format.md that tsdb writes: table names, label sets and

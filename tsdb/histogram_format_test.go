@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/formatdoc"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/partkey"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // formatHistSeries is the label set of the histogram examples of docs/format.md.

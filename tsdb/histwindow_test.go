@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 var h0 = time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a window start

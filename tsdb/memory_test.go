@@ -13,7 +13,8 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
-	"github.com/seed71701133/tablets/internal/tablefake"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 )
 
 func heapAfterGC() uint64 {
@@ -43,7 +44,7 @@ func TestMemoryFlatUnderSeriesChurn(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(1000))
 	ctx := context.Background()
 	fake := tablefake.New()
-	clock := &fakeClock{now: time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clock.New(time.Date(2025, 3, 1, 0, 0, 0, 0, time.UTC))
 	// The raw points go to a store that validates with advanced's rules and counts them: a
 	// layout's own write (a transaction a series here) keeps nothing between calls, and a
 	// million transactions through aztables cost minutes of CPU. Everything the DB itself

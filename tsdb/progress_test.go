@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // The progress entity of docs/format.md, "The catalog", is what SetCovered writes, and

@@ -16,7 +16,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 // tableReads counts the queries of one table's entities at the transport.

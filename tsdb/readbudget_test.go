@@ -18,8 +18,8 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 func TestReadBudgetChecked(t *testing.T) {

@@ -13,7 +13,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/blockenc"
-	"github.com/seed71701133/tablets/internal/tablefake"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 )
 
 // spliceDay is the start of a day that also starts a 14-day block of hours.

@@ -3,7 +3,7 @@ package tsdb
 import (
 	"testing"
 
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // The dirty marker of docs/format.md, "The catalog", is what a late write upserts, and its

@@ -17,8 +17,8 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/azurite"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 // pageRecorder records the $top and the body size of each query of one table.

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/tablefake"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 )
 
 func queryAll(t *testing.T, db *DB, series string, from, to time.Time) {
@@ -25,7 +26,7 @@ func TestReadsUseTheTableCache(t *testing.T) {
 	ctx := context.Background()
 	fake := tablefake.New()
 	base := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &fakeClock{now: base.Add(10 * time.Minute)}
+	clock := clock.New(base.Add(10 * time.Minute))
 	opts := &Options{RawPeriod: time.Hour, Tiers: []Tier{}, Now: clock.Now}
 	db := openFake(t, fake, opts)
 	if err := db.Write(ctx, "cpu", tablets.Point{Time: base.Add(time.Minute), Value: 1}); err != nil {
@@ -97,7 +98,7 @@ func TestSelectUsesTheTableCache(t *testing.T) {
 	ctx := context.Background()
 	fake := tablefake.New()
 	base := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &fakeClock{now: base.Add(10 * time.Minute)}
+	clock := clock.New(base.Add(10 * time.Minute))
 	db := openFake(t, fake, &Options{RawPeriod: time.Hour, Tiers: []Tier{}, Now: clock.Now})
 	keys, err := db.SeriesOfMany(ctx, []Labels{LabelsFromStrings(MetricName, "up", "job", "api")})
 	if err != nil {

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/tablefake"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 )
 
 // rejected maps each series of WriteMany's error to its *tablets.WriteErrors.
@@ -39,7 +40,7 @@ func TestWriteManyRejects(t *testing.T) {
 	ctx := context.Background()
 	fake := tablefake.New()
 	now := time.Date(2025, 3, 1, 12, 30, 0, 0, time.UTC)
-	clock := &fakeClock{now: now}
+	clock := clock.New(now)
 	db := openFake(t, fake, &Options{RawPeriod: time.Hour, RawRetention: 24 * time.Hour, Tiers: []Tier{}, Now: clock.Now})
 	good := tablets.Point{Time: now.Add(-time.Minute), Value: 1}
 	badTime := tablets.Point{Time: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC), Value: 2}
@@ -112,7 +113,7 @@ func TestRetentionFollowsTheClock(t *testing.T) {
 	ctx := context.Background()
 	fake := tablefake.New()
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &fakeClock{now: at}
+	clock := clock.New(at)
 	db := openFake(t, fake, &Options{RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: []Tier{}, Now: clock.Now})
 	p := tablets.Point{Time: at, Value: 1}
 	clock.Set(at.Add(2 * time.Hour))
@@ -136,7 +137,7 @@ func TestSealDelayFollowsTheClock(t *testing.T) {
 	ctx := context.Background()
 	fake := tablefake.New()
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	clock := &fakeClock{now: now}
+	clock := clock.New(now)
 	db := openFake(t, fake, &Options{RawPeriod: time.Hour, SealDelay: time.Hour, Now: clock.Now})
 	write := func(age time.Duration) int64 {
 		t.Helper()

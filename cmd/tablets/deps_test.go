@@ -12,8 +12,8 @@ import (
 const module = "github.com/seed71701133/tablets"
 
 // forbidden reports why the command or library must not link pkg ("" if it may). Test-only
-// code: the testing package (and testing/...), testify, and the Azurite test harness
-// internal/azurite itself (its runner, internal/azurite/runner, is what the demo uses).
+// code: the testing package (and testing/...), testify, and the test kit internal/testkit/...
+// (its Azurite harness too: the Azurite runner the demo uses is internal/azurite/runner).
 type forbidden func(pkg string) string
 
 func noTesting(pkg string) string {
@@ -29,10 +29,10 @@ func noTestCode(pkg string) string {
 		return noTesting(pkg)
 	case pkg == "github.com/stretchr/testify" || strings.HasPrefix(pkg, "github.com/stretchr/testify/"):
 		return "test assertion library"
-	case pkg == module+"/internal/azurite":
+	case pkg == module+"/internal/testkit/azurite":
 		return "the Azurite test harness (use internal/azurite/runner)"
-	case pkg == module+"/internal/dbtest" || pkg == module+"/internal/promrun":
-		return "a test harness"
+	case pkg == module+"/internal/testkit" || strings.HasPrefix(pkg, module+"/internal/testkit/"):
+		return "the test kit"
 	}
 	return ""
 }

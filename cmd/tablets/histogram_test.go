@@ -24,7 +24,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/tsdb"
 )
 

@@ -19,7 +19,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/basic"
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 func TestParseUnix(t *testing.T) {

@@ -6,25 +6,16 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
 )
-
-// clock is a settable clock for tsdb.Options.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
 // AggregateSeries yields each series' windows apart, equal to its model and to Aggregate of
 // that series alone, from the tier where rolled up (a day) and from the raw points after; a late
@@ -108,7 +99,7 @@ func TestAggregateWhereRawIsGone(t *testing.T) {
 	ctx := context.Background()
 	day := pastDay()
 	end := day.Add(24 * time.Hour)
-	clk := &clock{now: end.Add(10 * time.Minute)} // the last hour of the day is not sealed yet
+	clk := clock.New(end.Add(10 * time.Minute)) // the last hour of the day is not sealed yet
 	opts := &tsdb.Options{RawPeriod: 24 * time.Hour, Now: clk.Now}
 	db, svc, _ := dbtest.NewDB(t, opts)
 	rng := rand.New(rand.NewPCG(21, 5))

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 
 	"github.com/seed71701133/tablets/internal/sketchenc"
 )

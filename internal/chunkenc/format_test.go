@@ -3,7 +3,7 @@ package chunkenc
 import (
 	"testing"
 
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // The worked example of docs/format.md ("Chunks") is what Append writes, and decodes back.

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // The worked example of docs/format.md ("Histogram chunks") is what Append writes, and

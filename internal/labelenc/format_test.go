@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // The worked example of docs/format.md ("Label sets") is what Append writes, and decodes back.

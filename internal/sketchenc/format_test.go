@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/seed71701133/tablets/internal/formatdoc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // The worked example of docs/format.md ("Sketches") is what Append writes, and decodes back.

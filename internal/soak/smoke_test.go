@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
 // TestSoakSmoke runs a short soak (a backfill of 30m, 120 samples a series: the server

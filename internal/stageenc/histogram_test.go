@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/formatdoc"
 	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 )
 
 // docHistSeries are the series of the worked example of docs/format.md ("Histogram staging

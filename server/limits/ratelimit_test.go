@@ -1,27 +1,15 @@
 package limits
 
 import (
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 )
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestBucketRefillsAtTheRate(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	b := NewBucket(clock.now)
+	clock := clock.New(time.Unix(1000, 0))
+	b := NewBucket(clock.Now)
 	// A new bucket is full: the whole burst at once, then nothing.
 	if ok, _ := b.Take(100, 10, 100); !ok {
 		t.Fatal("a full bucket refused its burst")
@@ -30,16 +18,16 @@ func TestBucketRefillsAtTheRate(t *testing.T) {
 	if ok || wait != 500*time.Millisecond {
 		t.Fatalf("empty bucket: Take(5) = %v, %v; want false, 500ms", ok, wait)
 	}
-	clock.advance(499 * time.Millisecond)
+	clock.Add(499 * time.Millisecond)
 	if ok, wait := b.Take(5, 10, 100); ok || wait != time.Millisecond {
 		t.Fatalf("after 499ms: Take(5) = %v, %v; want false, 1ms", ok, wait)
 	}
-	clock.advance(time.Millisecond)
+	clock.Add(time.Millisecond)
 	if ok, _ := b.Take(5, 10, 100); !ok {
 		t.Fatal("after 500ms at 10/s, 5 tokens are not there")
 	}
 	// A long idle time fills the bucket to its size, no more.
-	clock.advance(time.Hour)
+	clock.Add(time.Hour)
 	if ok, _ := b.Take(100, 10, 100); !ok {
 		t.Fatal("an idle bucket is not full")
 	}
@@ -49,8 +37,8 @@ func TestBucketRefillsAtTheRate(t *testing.T) {
 }
 
 func TestBucketReloadApplies(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	b := NewBucket(clock.now)
+	clock := clock.New(time.Unix(1000, 0))
+	b := NewBucket(clock.Now)
 	if ok, _ := b.Take(50, 10, 100); !ok {
 		t.Fatal("refused")
 	}
@@ -62,7 +50,7 @@ func TestBucketReloadApplies(t *testing.T) {
 		t.Fatal("a shrunk bucket lost its tokens")
 	}
 	// A higher rate refills faster at once.
-	clock.advance(time.Second)
+	clock.Add(time.Second)
 	if ok, _ := b.Take(20, 20, 20); !ok {
 		t.Fatal("the new rate does not apply")
 	}
@@ -73,8 +61,8 @@ func TestBucketReloadApplies(t *testing.T) {
 }
 
 func TestBucketReturnAndClockBack(t *testing.T) {
-	clock := &fakeClock{t: time.Unix(1000, 0)}
-	b := NewBucket(clock.now)
+	clock := clock.New(time.Unix(1000, 0))
+	b := NewBucket(clock.Now)
 	b.Take(10, 1, 10)
 	b.Return(4, 10)
 	if ok, _ := b.Take(5, 1, 10); ok {
@@ -83,11 +71,11 @@ func TestBucketReturnAndClockBack(t *testing.T) {
 	if ok, _ := b.Take(4, 1, 10); !ok {
 		t.Fatal("Return did not give the tokens back")
 	}
-	clock.advance(-time.Hour) // a clock going back earns nothing and breaks nothing
+	clock.Add(-time.Hour) // a clock going back earns nothing and breaks nothing
 	if ok, wait := b.Take(1, 1, 10); ok || wait != time.Second {
 		t.Fatalf("clock back: Take(1) = %v, %v; want false, 1s", ok, wait)
 	}
-	clock.advance(time.Hour + time.Second)
+	clock.Add(time.Hour + time.Second)
 	if ok, _ := b.Take(1, 1, 10); !ok {
 		t.Fatal("the bucket did not refill after the clock came back")
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
-	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
 )
 

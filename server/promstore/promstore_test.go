@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/tablefake"
+	"github.com/seed71701133/tablets/internal/testkit/tablefake"
 	"github.com/seed71701133/tablets/tsdb"
 )
 

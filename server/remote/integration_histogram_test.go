@@ -15,7 +15,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/server/promstore"
 	"github.com/seed71701133/tablets/tsdb"
 )

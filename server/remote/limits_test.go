@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -53,24 +54,6 @@ func (c *liveConfig) set(l limits.Limits, status int) {
 }
 
 func (c *liveConfig) get() *limits.Config { return c.p.Load() }
-
-// manualClock is a clock tests move by hand.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // seriesV1 is a 1.0 request of n series of the metric, samples samples each.
 func seriesV1(metric string, n, samples int) *prompb.WriteRequest {
@@ -117,9 +100,9 @@ func TestWriteMaxSeriesPerRequest(t *testing.T) {
 
 func TestWriteIngestionRate(t *testing.T) {
 	sink, counted, cfg := &fakeSink{}, &hits{}, &liveConfig{}
-	clock := &manualClock{t: time.Unix(1_700_000_000, 0)}
+	clock := clock.New(time.Unix(1_700_000_000, 0))
 	cfg.set(limits.Limits{IngestionRate: 2, IngestionBurstSize: 10}, 503)
-	h := newWrite(t, sink, &WriteOptions{Limits: cfg.get, LimitHit: counted.hit, Now: clock.now})
+	h := newWrite(t, sink, &WriteOptions{Limits: cfg.get, LimitHit: counted.hit, Now: clock.Now})
 
 	// 8 of the 10 tokens: stored.
 	require.Equal(t, http.StatusNoContent, post(t, h, "", "", encodeV1(t, seriesV1("a", 2, 4))).Code)
@@ -134,7 +117,7 @@ func TestWriteIngestionRate(t *testing.T) {
 	assert.Equal(t, map[string]int{"ingestion_rate": 1}, counted.get())
 
 	// 1.5 s later it fits, exactly.
-	clock.advance(1500 * time.Millisecond)
+	clock.Add(1500 * time.Millisecond)
 	require.Equal(t, http.StatusNoContent, post(t, h, "", "", encodeV1(t, seriesV1("b", 1, 5))).Code)
 
 	// 429 when configured so; 2.0 keeps its headers.
@@ -160,7 +143,7 @@ func TestWriteIngestionRate(t *testing.T) {
 
 	// A reload raising the rate applies at once: 2 s at 100/s refill what 2/s would not.
 	cfg.set(limits.Limits{IngestionRate: 100}, 503) // burst: 10 s of it
-	clock.advance(2 * time.Second)
+	clock.Add(2 * time.Second)
 	require.Equal(t, http.StatusNoContent, post(t, h, "", "", encodeV1(t, seriesV1("e", 1, 11))).Code)
 	assert.Equal(t, map[string]int{"ingestion_rate": 4}, counted.get())
 	// No configuration: no limit.
@@ -179,9 +162,9 @@ func TestWriteIngestionRateGateRefunds(t *testing.T) {
 		return nil
 	}}
 	cfg := &liveConfig{}
-	clock := &manualClock{t: time.Unix(1_700_000_000, 0)}
+	clock := clock.New(time.Unix(1_700_000_000, 0))
 	cfg.set(limits.Limits{IngestionRate: 1, IngestionBurstSize: 10}, 503)
-	h := newWrite(t, sink, &WriteOptions{Limits: cfg.get, Now: clock.now, MaxSamplesInFlight: 4})
+	h := newWrite(t, sink, &WriteOptions{Limits: cfg.get, Now: clock.Now, MaxSamplesInFlight: 4})
 
 	done := make(chan int)
 	go func() {

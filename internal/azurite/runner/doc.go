@@ -1,7 +1,8 @@
 // Package runner installs and runs the Azurite Table Storage emulator. The command
-// (`tablets demo` without an account) and the test harness
-// ([github.com/seed71701133/tablets/internal/azurite]) both use it; it holds no test code,
-// so that the command binary does not link the testing package.
+// (`tablets demo` without an account, the soak) and the test kit's Azurite harness
+// ([github.com/seed71701133/tablets/internal/testkit/azurite]) both use it; it holds no test
+// code, so that the command binary does not link the testing package, and is therefore not
+// part of the test kit.
 //
 // [Start] installs the pinned Azurite (internal/azurite/npm/package.json and
 // package-lock.json, embedded in the binary by package npm) into a per-user cache with

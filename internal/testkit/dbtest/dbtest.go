@@ -1,5 +1,6 @@
 // Package dbtest opens tsdb databases on the shared test Azurite for tests, every request
 // through the limit Checker.
+// Part of the test kit (internal/testkit): only tests and other kit packages import it.
 package dbtest
 
 import (
@@ -15,7 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
-	"github.com/seed71701133/tablets/internal/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/tsdb"
 )
 

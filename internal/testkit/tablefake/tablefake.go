@@ -4,6 +4,7 @@
 // TableNotFound for a table that does not exist) but no entity: every write succeeds, a point
 // read finds nothing (404) and a query answers an empty page. Install it as
 // aztables.ClientOptions.Transport.
+// Part of the test kit (internal/testkit): only tests and other kit packages import it.
 package tablefake
 
 import (

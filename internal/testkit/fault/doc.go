@@ -1,5 +1,6 @@
 // Package fault injects the failures Azure Table Storage produces under load into requests
 // sent through an Azure SDK pipeline, for reliability tests.
+// Part of the test kit (internal/testkit): only tests and other kit packages import it.
 //
 // A [Transport] wraps the next policy.Transporter (typically the network) and, for a seeded
 // random fraction of the requests that match a predicate:

@@ -1,5 +1,6 @@
 // Package rwgen is a load generator that speaks Prometheus remote write 1.0: it sends
 // requests of many series, as a Prometheus' queue shards do, and measures what was accepted.
+// Part of the test kit (internal/testkit): only tests and other kit packages import it.
 package rwgen
 
 import (

@@ -1,7 +1,8 @@
 // Package azurite is the test harness for code that talks to the Azurite Table Storage
 // emulator: it runs one Azurite per test binary and checks that requests sent to it respect
 // the limits of the real Azure service. It imports the testing package, so only tests may
-// import it.
+// import it. It is the test kit's Azurite harness (internal/testkit); the Azurite it runs comes
+// from internal/azurite/runner, which the command's demo uses too and so stays outside the kit.
 //
 // # Running Azurite
 //

@@ -1,5 +1,6 @@
 // Package formatdoc reads the worked examples of docs/format.md for the golden tests that
 // check them against the code, so that the document and the code cannot drift.
+// Part of the test kit (internal/testkit): only tests and other kit packages import it.
 //
 // An example is a fenced block (its fences at the start of their lines) whose info string
 // holds golden=NAME:
@@ -27,7 +28,7 @@ import (
 // Path is docs/format.md of this module.
 func Path() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "docs", "format.md")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "format.md")
 }
 
 // Blocks returns the worked examples of the document at path by name.

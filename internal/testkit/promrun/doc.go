@@ -3,6 +3,7 @@
 // and tests query Prometheus's HTTP API or run `promtool query range`. [Start] and [Need]
 // import the testing package, so only tests and test helpers (and the install command) should
 // import this package.
+// It is part of the test kit (internal/testkit).
 //
 // # Install
 //
@@ -17,7 +18,7 @@
 // the unpacked tree is moved into place only when complete. CI installs it once, before the
 // tests, with
 //
-//	go run ./internal/promrun/cmd/promrun-install
+//	go run ./internal/testkit/promrun/cmd/promrun-install
 //
 // which prints the directory.
 //

@@ -12,7 +12,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/seed71701133/tablets/internal/promrun"
+	"github.com/seed71701133/tablets/internal/testkit/promrun"
 )
 
 func main() {
