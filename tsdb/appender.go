@@ -151,29 +151,36 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 // SeriesPoints are points of one series, for WriteMany.
 type SeriesPoints = tablets.SeriesPoints
 
-// WriteMany is Write of many series, which stores what it can and says exactly what it did
-// not store, as Prometheus' appender does: a Commit of an Appender holding batch's points
-// (see Appender.Commit for its checks, its writes and its errors, each a
-// *tablets.WriteError whose Failed lists points).
-func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
+// WriteSamples stores float points and native histogram samples of many series together:
+// a Commit of an Appender holding them all (see Appender.Commit for its checks, its writes
+// and its errors), so that both kinds cost one index registration a period and one staging
+// write. Remote write goes through it.
+func (db *DB) WriteSamples(ctx context.Context, points []SeriesPoints, hists []SeriesHistograms) error {
 	a := db.Appender()
-	for _, sp := range batch {
+	for _, sp := range points {
 		a.AppendPoints(sp.Series, sp.Points...)
 	}
+	for _, sh := range hists {
+		a.AppendHistograms(sh.Series, sh.Histograms...)
+	}
 	return a.Commit(ctx)
+}
+
+// WriteMany is Write of many series, which stores what it can and says exactly what it did
+// not store, as Prometheus' appender does: WriteSamples of points only (see
+// Appender.Commit for its checks, its writes and its errors, each a *tablets.WriteError
+// whose Failed lists points). A writer.Writer flushing into a DB calls it.
+func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
+	return db.WriteSamples(ctx, batch, nil)
 }
 
 // WriteHistograms stores native histogram samples of many series in the histogram tables of
 // their periods, at the millisecond (a time truncates to it, whatever the raw layout): a
 // sample whose series and millisecond are stored replaces it (within a call the later
-// argument wins, across entries of one series too). It is a Commit of an Appender holding
-// batch's samples (see Appender.Commit for its checks, its writes and its errors, each a
+// argument wins, across entries of one series too). It is WriteSamples of histograms only
+// (see Appender.Commit for its checks, its writes and its errors, each a
 // *tablets.WriteError whose FailedHistograms lists samples); the package documentation,
 // "Histograms", says how they are stored.
 func (db *DB) WriteHistograms(ctx context.Context, batch []SeriesHistograms) error {
-	a := db.Appender()
-	for _, sh := range batch {
-		a.AppendHistograms(sh.Series, sh.Histograms...)
-	}
-	return a.Commit(ctx)
+	return db.WriteSamples(ctx, nil, batch)
 }
