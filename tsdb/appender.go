@@ -87,11 +87,13 @@ func (a *Appender) Rollback() { a.entries = nil }
 // 5 minutes) then mark their rollup slices dirty (staged ones are marked by the Fold that
 // moves them).
 //
-// A failure stops the series not yet started. Each series not wholly written gets a
-// *tablets.WriteError of one kind listing exactly its samples that may not be stored (those
-// of failed transactions; all of them if its slices could not be marked dirty: writing them
-// again marks them), with the service's Status and Code (a throttled write matches
-// tablets.ErrThrottled), or Err saying it was not written after another failed. The error
+// Each series not wholly written gets a *tablets.WriteError of one kind listing exactly its
+// samples that may not be stored (those of failed transactions; all of them if its slices
+// could not be marked dirty: writing them again marks them), with the service's Status and
+// Code (a throttled write matches tablets.ErrThrottled). A failed direct write stops the
+// direct writes not yet started: each of those series lists all its samples of the kind,
+// Err saying it was not written after another failed (a series wholly staged is never one:
+// its staging transactions decided). The error
 // joins them all (errors.As finds one; its Unwrap() []error lists all): the rejects first,
 // in the order appended (for a series: invalid, bad time, expired), then the failed
 // writes; nil means every sample is stored. A transaction sent again (a retry after a lost

@@ -207,19 +207,33 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 		}
 	}
 	stageFailed, stageErrs := db.stage(ctx, plans, staged)
-	// The first failure stops the rest: when the account is down or throttling, each series
-	// would go through every retry in turn, and the caller retries the call anyway (writes
-	// are idempotent).
+	// A plan wholly staged is done: its error lists what its failed transactions held, and
+	// nothing else (it sends nothing more).
+	errs := make([]error, len(plans))
+	var writing []int
+	for i := range plans {
+		if len(direct[i]) == 0 {
+			errs[i] = db.writeSeries(ctx, plans[i], nil, periodErr, stageFailed[i], stageErrs[i])
+		} else {
+			writing = append(writing, i)
+		}
+	}
+	// Of the direct writes, the first failure stops the rest: when the account is down or
+	// throttling, each series would go through every retry in turn, and the caller retries
+	// the call anyway (writes are idempotent).
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	errs := batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
+	for j, err := range batch.Run(ctx, writeConcurrency, len(writing), func(ctx context.Context, j int) error {
+		i := writing[j]
 		err := db.writeSeries(ctx, plans[i], direct[i], periodErr, stageFailed[i], stageErrs[i])
 		if err != nil {
 			cancel(err)
 		}
 		return err
-	})
+	}) {
+		errs[writing[j]] = err
+	}
 	for i, err := range errs {
 		var we *tablets.WriteError
 		if err == nil || errors.As(err, &we) {
