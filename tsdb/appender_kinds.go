@@ -64,7 +64,9 @@ var floatSamples = &sampleKind{
 		}
 	},
 	stageRecords: stagePointRecords,
-	writePeriod:  writePointsPeriod,
+	writePeriod: func(ctx context.Context, db *DB, p uint64, series string, samples []sample, idx []int) ([]int, error) {
+		return db.writePointsPeriod(ctx, p, series, samples, idx)
+	},
 }
 
 // histSamples are native histogram samples: the histogram tables, stageenc histogram
@@ -161,8 +163,10 @@ func stageHistRecords(series string, samples []sample, idx []int) []stageRecord 
 	return out
 }
 
-// writePointsPeriod writes the points idx of a series into period p's raw table.
-func writePointsPeriod(ctx context.Context, db *DB, p uint64, series string, samples []sample, idx []int) ([]int, error) {
+// writePointsPeriod writes the points idx (indexes into samples) of a series into period
+// p's raw table (its layout's store). It returns the indexes of the points the store did
+// not store, and its error.
+func (db *DB) writePointsPeriod(ctx context.Context, p uint64, series string, samples []sample, idx []int) ([]int, error) {
 	s, err := db.stores.get(p)
 	if err != nil {
 		return idx, err

@@ -162,32 +162,27 @@ func (db *DB) plan(ctx context.Context, entries []appended, strict bool) ([]plan
 // writePlanned makes the tables and index entries of each period, then stages or writes
 // each plan's samples, and returns each plan's error (a *tablets.WriteError) or nil.
 func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
-	// A period's series, flagged where they have histograms, and the kinds of its tables.
+	// A period's series, flagged where they have histograms, and the tables its samples go
+	// to (those of the kinds it has, and its index).
 	bySeriesPeriod := map[uint64]map[string]bool{}
-	kinds := map[uint64][2]bool{} // floats, histograms
+	tables := map[uint64][]tableKind{}
 	for _, pl := range plans {
 		for _, p := range pl.periods {
 			if bySeriesPeriod[p] == nil {
 				bySeriesPeriod[p] = map[string]bool{}
+				tables[p] = []tableKind{indexKind}
 			}
 			bySeriesPeriod[p][pl.series] = bySeriesPeriod[p][pl.series] || pl.kind.hist
-			k := kinds[p]
-			k[b2i(pl.kind.hist)] = true
-			kinds[p] = k
+			if !slices.Contains(tables[p], pl.kind.table) {
+				tables[p] = append([]tableKind{pl.kind.table}, tables[p]...) // the index last
+			}
 		}
 	}
 	// Listed (and flagged) before its samples are written: a series with samples in a
 	// period is always listed there, and flagged if they are histograms.
 	periodErr := map[uint64]error{}
 	for p, series := range bySeriesPeriod {
-		var tables []tableKind
-		if kinds[p][0] {
-			tables = append(tables, rawKind)
-		}
-		if kinds[p][1] {
-			tables = append(tables, histKind)
-		}
-		err := db.tables.ensureKinds(ctx, p, append(tables, indexKind)...)
+		err := db.tables.ensureKinds(ctx, p, tables[p]...)
 		if err == nil {
 			err = db.register(ctx, p, series)
 		}
@@ -248,13 +243,6 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 		errs[i] = we
 	}
 	return errs
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // writeSeries writes the periods direct of one plan's samples, adds the samples that failed
