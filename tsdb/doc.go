@@ -29,6 +29,9 @@
 //   - the tier tables (tiertables.go): which tier tables exist; Rollup and Aggregate
 //     (rollup.go, aggregate.go) read and write the blocks;
 //   - the raw stores (stores.go): the layout's store of each period in use;
+//   - the write path (appender.go, appender_kinds.go, write.go): an Appender's Commit plans,
+//     registers, stages and writes both kinds of samples at once, a sampleKind holding
+//     what differs between float points and histogram samples (checks, codec, tables);
 //   - the staging table (staging.go, stagedread.go, stageddelete.go) and its Fold (fold.go,
 //     foldlease.go): see Staging.
 //
@@ -95,15 +98,21 @@
 //
 // # Staging
 //
-// With the chunked layout (at a millisecond), WriteMany does not give each series a
-// transaction of its own. The series with fewer than 100 points in a raw period of the write
-// (a remote write holds about one sample of each of thousands of series) go into the staging
-// table (name + "w") instead: entities that hold many series, each series' points in one of
-// 240 binary columns chosen by a hash of its key, a transaction holding up to three entities
-// of up to 768 KiB. A write is acknowledged once its transactions are: a staged point is in
-// the account, and any DB of any process reads it at once. The series with more points are
-// written into their raw tables directly, as before. WriteHistograms stages native histogram
-// samples by the same rule, in staging entities of their own (see Histograms).
+// With the chunked layout (at a millisecond), an Appender's Commit (WriteMany, WriteSamples)
+// does not give each series a transaction of its own. The series with fewer than 100 points
+// in a raw period of the write (a remote write holds about one sample of each of thousands
+// of series) go into the staging table (name + "w") instead: entities that hold many
+// series, each series' points in one of 240 binary columns chosen by a hash of its key, a
+// transaction holding up to three entities of up to 768 KiB. A write is acknowledged once
+// its transactions are: a staged point is in the account, and any DB of any process reads
+// it at once. The series with more points are written into their raw tables directly, as
+// before. Native histogram samples are staged by the same rule, in staging entities of their
+// own (see Histograms), and a Commit of both kinds puts the float and histogram entities of
+// a partition in the same transactions: a remote write of floats and histograms costs the
+// transactions of one staging write (TestTSDBAppenderMixedCost: 1,200 float and 1,200
+// histogram series of one sample, their series listed, one transaction where a WriteMany
+// and a WriteHistograms cost two; new to the period, 21 transactions where they cost 42, a
+// series of both kinds listed once).
 //
 // A read of series reads the staging table first, then the raw tables: one query whose filter
 // keeps the entities whose points overlap the range (and whose partition holds the series'
@@ -225,14 +234,16 @@
 // # Writes
 //
 // Write fails whole, before any request, for a bad series name, a bad time or an expired
-// point. WriteMany, the ingest path, rejects per series instead, as Prometheus' appender
-// does: every series and point is checked before any request, the bad ones are reported
-// (a *tablets.WriteError per series and cause, wrapping tablets.ErrInvalidSeries,
-// tablets.ErrInvalidTime or ErrExpired), and the rest is written; see WriteMany.
+// point. An Appender's Commit (WriteMany, WriteHistograms, WriteSamples), the ingest path,
+// rejects per series instead, as Prometheus' appender does: every series and sample is
+// checked before any request, the bad ones are reported (a *tablets.WriteError per series,
+// kind and cause, wrapping tablets.ErrInvalidSeries, tablets.ErrInvalidHistogram,
+// tablets.ErrInvalidTime or ErrExpired), and the rest is written; see Appender.Commit.
 //
 // # Histograms
 //
-// Native histogram samples (WriteHistograms, QueryHistograms, QueryManyHistograms) live in
+// Native histogram samples (Appender.AppendHistograms, WriteHistograms, QueryHistograms,
+// QueryManyHistograms) live in
 // a histogram table per raw period (name + "h" + start), always at the millisecond, beside
 // the raw table: a series may switch between float points and histogram samples, each read
 // by its own calls. The table holds chunks of a series' samples (an internal/histenc chunk,
@@ -244,7 +255,8 @@
 // millisecond: the series with fewer than 100 samples in a period of a write go into
 // histogram staging entities of the staging table (version 2: each column holds, per series,
 // an internal/histenc chunk of its samples; docs/format.md, "Histogram staging columns"), all
-// the series of a write together, a transaction of up to three entities of 768 KiB. A read
+// the series of a write together, a transaction of up to three entities of 768 KiB, shared
+// with the float entities of the same partition when a Commit holds both kinds. A read
 // of histograms reads the staging table first (one query, its series' columns, matching no
 // entity of float points: the two kinds' time keys never interleave), then the histogram
 // tables; the staged sample wins a millisecond both hold. Fold moves staged samples into the
@@ -263,7 +275,8 @@
 // period) the cost of a write is, for each series, a transaction per day it touches (per 100
 // chunks). The first write of a series in a period also costs its share of an index
 // transaction (an index partition and 100 series), which flags its entry as having
-// histograms there (before its samples are staged or written); Select reports it in
+// histograms there (before its samples are staged or written; a Commit of both kinds of a
+// series writes its entry once, flagged); Select reports it in
 // SeriesInfo.Histograms. Each direct write and each Fold makes a chunk, and a chunk of one
 // sample is mostly keys: Compact and KeepCompacted merge a partition's chunks into chunks of
 // up to 16 KiB, in one transaction a run of up to 90, so that an hour at 5 s, 720 entities

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -104,44 +106,32 @@ func (x *seriesIndex) remember(p uint64, ids []seriesID) {
 	}
 }
 
-// register lists series in period p's index, those this process does not know are there:
-// an entity each, in a transaction per index partition and 100 series. A series costs a
-// registry read (if the catalog's cache does not hold its labels) and its share of a
-// transaction, the first time a process writes it in a period; nothing after while cached.
-func (db *DB) register(ctx context.Context, p uint64, series ...string) error {
-	return db.registerIn(ctx, p, false, series)
-}
-
-// registerHistograms is register of series with histogram samples in period p: their
-// entries also say so (histogramsProperty). It is cached apart from register's, and once
-// done stands for it too (the entry lists the series).
-func (db *DB) registerHistograms(ctx context.Context, p uint64, series ...string) error {
-	return db.registerIn(ctx, p, true, series)
-}
-
-func (db *DB) registerIn(ctx context.Context, p uint64, histograms bool, series []string) error {
-	cache := db.index
-	if histograms {
-		cache = db.histIndex
-	}
+// register lists series in period p's index (the keys of series), those this process does
+// not know are there, flagging those whose value is true as having histogram samples there
+// (histogramsProperty): an entity each, in a transaction per index partition and 100
+// series. A series costs a registry read (if the catalog's cache does not hold its labels)
+// and its share of a transaction, the first time a process writes it (or its first
+// histograms) in a period; nothing after while cached. A flagged registration is cached
+// apart, and once done stands for the plain one too (the entry lists the series).
+func (db *DB) register(ctx context.Context, p uint64, series map[string]bool) error {
 	byPart := map[string][]aztables.TransactionAction{}
-	var added []seriesID
-	seen := map[seriesID]bool{}
-	for _, s := range series {
-		id := idOf(s)
-		if seen[id] || cache.known(p, id) {
+	var added, addedHist []seriesID
+	for _, s := range slices.Sorted(maps.Keys(series)) {
+		id, histograms := idOf(s), series[s]
+		if histograms && db.histIndex.known(p, id) || !histograms && db.index.known(p, id) {
 			continue
 		}
-		seen[id] = true
 		e, isSet, err := db.catalog.labelsOf(ctx, s)
 		if err != nil {
 			return err
 		}
 		pk, body := indexEntity(s, e, isSet, histograms)
-		// Insert or merge: the float and histogram registrations of a series keep each
-		// other's properties.
+		// Insert or merge: a plain registration never erases another's flag.
 		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
 		added = append(added, id)
+		if histograms {
+			addedHist = append(addedHist, id)
+		}
 	}
 	if err := submitPartitions(ctx, db.service.NewClient(db.indexTable(p)), byPart); err != nil {
 		if isTableGone(err) {
@@ -150,9 +140,7 @@ func (db *DB) registerIn(ctx context.Context, p uint64, histograms bool, series 
 		return fmt.Errorf("tsdb: index: %w", err)
 	}
 	db.index.remember(p, added)
-	if histograms {
-		db.histIndex.remember(p, added)
-	}
+	db.histIndex.remember(p, addedHist)
 	return nil
 }
 

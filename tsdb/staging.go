@@ -126,12 +126,11 @@ func stampOf(rowKey []byte) (stamp uint64, n int, ok bool) {
 	return stamp, int(m), err == nil
 }
 
-// stagedPiece is the part of one plan's points (or histogram samples) in one staging
-// entity.
+// stagedPiece is the part of one plan's samples in one staging entity: indexes into its
+// samples.
 type stagedPiece struct {
-	plan   int
-	points []tablets.Point
-	hists  []HistogramPoint
+	plan int
+	args []int
 }
 
 // stagingEntity is one entity of a write being built.
@@ -220,11 +219,18 @@ func stageSeries(series string, points []tablets.Point) stageenc.Series {
 	return s
 }
 
-// stagingEntities packs the staged points of plans into entities, by partition.
-func (db *DB) stagingEntities(plans []planned, staged [][]tablets.Point) map[string][]*stagingEntity {
+// stagingEntities packs the staged samples of plans (staged[i], indexes into
+// plans[i].samples) into entities, by partition: float entities and histogram entities of a
+// partition in the order made, so that its transactions hold both.
+func (db *DB) stagingEntities(plans []planned, staged [][]int) map[string][]*stagingEntity {
 	bucket := floorSec(unix(db.now()), stageBucket)
 	stamp := priority.Next()
 	byPartition := map[string][]*stagingEntity{}
+	type open struct {
+		pk   string
+		kind *sampleKind
+	}
+	last := map[open]*stagingEntity{} // the entity of a partition and kind being filled
 	n := 0
 	for i, pl := range plans {
 		if len(staged[i]) == 0 {
@@ -233,49 +239,34 @@ func (db *DB) stagingEntities(plans []planned, staged [][]tablets.Point) map[str
 		slot, column := stageHash(pl.series)
 		lo, hi := stageSlotRange(slot, db.opts.StagingPartitions)
 		pk := stagePartitionKey(bucket, lo)
-		s := stageSeries(pl.series, staged[i])
-		// Cut a series too long for a column into pieces that fit.
-		for len(s.Times) > 0 {
-			piece := s
-			for stageenc.Size(piece)+stageenc.HeaderSize > stageMaxColumn/2 && len(piece.Times) > 1 {
-				half := len(piece.Times) / 2
-				piece = stageenc.Series{Key: s.Key, Times: piece.Times[:half], Values: piece.Values[:half]}
-			}
-			s = stageenc.Series{Key: s.Key, Times: s.Times[len(piece.Times):], Values: s.Values[len(piece.Times):]}
-			// The caller's points the piece holds (a piece is a run of milliseconds): a
-			// failure reports exactly them.
-			first, last := piece.Times[0], piece.Times[len(piece.Times)-1]
-			var pts []tablets.Point
-			for _, p := range staged[i] {
-				if ms := p.Time.UnixMilli(); ms >= first && ms <= last {
-					pts = append(pts, p)
+		for _, r := range pl.kind.stageRecords(pl.series, pl.samples, staged[i]) {
+			e := last[open{pk, pl.kind}]
+			if e == nil || !e.fits(column, r.size) {
+				version := stageVersion
+				if pl.kind.hist {
+					version = stageHistVersion
 				}
-			}
-			es := byPartition[pk]
-			var e *stagingEntity
-			if len(es) > 0 && es[len(es)-1].fits(column, stageenc.Size(piece)) {
-				e = es[len(es)-1]
-			} else {
-				e = &stagingEntity{partitionKey: pk, rowKey: stageRowKey(stamp, db.writer, n), lo: lo, hi: hi}
+				e = &stagingEntity{partitionKey: pk, rowKey: stageRowKey(stamp, db.writer, n), lo: lo, hi: hi, version: version}
 				n++
-				byPartition[pk] = append(es, e)
+				byPartition[pk] = append(byPartition[pk], e)
+				last[open{pk, pl.kind}] = e
 			}
-			e.add(column, piece, stagedPiece{plan: i, points: pts})
+			r.addTo(e, column, stagedPiece{plan: i, args: r.args})
 		}
 	}
 	return byPartition
 }
 
-// stage writes the staged points of plans (staged[i] of plans[i]) into the staging table,
-// the entities of a partition in transactions of stageEntitiesPerTx, and returns the
-// points of each plan whose transaction failed, with the first error of each.
-func (db *DB) stage(ctx context.Context, plans []planned, staged [][]tablets.Point) (failed [][]tablets.Point, errs []error) {
-	failed = make([][]tablets.Point, len(plans))
+// stage writes the staged samples of plans (staged[i], indexes into plans[i].samples) into
+// the staging table, the entities of a partition (of both kinds) in transactions of
+// stageEntitiesPerTx, and returns the samples of each plan whose transaction failed, with
+// the first error of each.
+func (db *DB) stage(ctx context.Context, plans []planned, staged [][]int) (failed [][]int, errs []error) {
+	failed = make([][]int, len(plans))
 	errs = make([]error, len(plans))
-	byPartition := db.stagingEntities(plans, staged)
-	for e, err := range db.submitStaging(ctx, byPartition) {
+	for e, err := range db.submitStaging(ctx, db.stagingEntities(plans, staged)) {
 		for _, p := range e.pieces {
-			failed[p.plan] = append(failed[p.plan], p.points...)
+			failed[p.plan] = append(failed[p.plan], p.args...)
 			if errs[p.plan] == nil {
 				errs[p.plan] = fmt.Errorf("tsdb: stage: %w", err)
 			}

@@ -2,13 +2,11 @@ package tsdb
 
 import (
 	"cmp"
-	"context"
-	"fmt"
 	"slices"
+	"time"
 
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/histenc"
-	"github.com/seed71701133/tablets/internal/priority"
 	"github.com/seed71701133/tablets/internal/stageenc"
 )
 
@@ -45,87 +43,34 @@ func (e *stagingEntity) addHist(column int, key string, chunk []byte, first, las
 	e.pieces = append(e.pieces, piece)
 }
 
-// histToStage is one series' histogram samples to stage, sorted by millisecond with the
-// last argument of a millisecond kept, and the caller's samples of each (for failures).
-type histToStage struct {
-	samples []histenc.Sample
-	args    [][]HistogramPoint // args[i]: the arguments of samples[i]'s millisecond
+// histUnit is the millisecond of a histogram sample's time (checked before: Units cannot
+// fail).
+func histUnit(t time.Time) uint64 {
+	u, _ := histFormat.Units(t)
+	return u
 }
 
-// sortedHists sorts a plan's samples idx (indexes into pl.samples) by millisecond, the
-// later argument winning a millisecond.
-func sortedHists(pl histPlanned, idx []int) histToStage {
+// sortedHists sorts the histogram samples idx (indexes into samples) by millisecond, the
+// later argument winning a millisecond, with the arguments of each millisecond (for
+// failures: a failed record lists them all).
+func sortedHists(samples []sample, idx []int) ([]histenc.Sample, [][]int) {
 	units := make([]uint64, len(idx))
 	for j, i := range idx {
-		units[j] = pl.units[i]
+		units[j] = histUnit(samples[i].t)
 	}
-	var out histToStage
-	byUnit := map[uint64][]HistogramPoint{}
+	byUnit := map[uint64][]int{}
 	for j, i := range idx {
-		byUnit[units[j]] = append(byUnit[units[j]], pl.samples[i])
+		byUnit[units[j]] = append(byUnit[units[j]], i)
 	}
-	for _, k := range batch.LastWins(units) {
-		h := pl.samples[idx[k]]
-		out.samples = append(out.samples, histenc.Sample{Unit: units[k], H: h.H, FH: h.FH})
-		out.args = append(out.args, byUnit[units[k]])
+	kept := batch.LastWins(units)
+	sorted := make([]histenc.Sample, len(kept))
+	args := make([][]int, len(kept))
+	for j, k := range kept {
+		h := samples[idx[k]]
+		sorted[j] = histenc.Sample{Unit: units[k], H: h.h, FH: h.fh}
+		args[j] = byUnit[units[k]]
 	}
-	return out
-}
-
-// stageHistEntities packs the staged samples of plans (staged[i] of plans[i]) into
-// histogram staging entities, by partition. A series' samples too large for one record
-// (half a column) are cut into several.
-func (db *DB) stageHistEntities(plans []histPlanned, staged []histToStage) map[string][]*stagingEntity {
-	bucket := floorSec(unix(db.now()), stageBucket)
-	stamp := priority.Next()
-	byPartition := map[string][]*stagingEntity{}
-	n := 0
-	for i, pl := range plans {
-		rest := staged[i]
-		if len(rest.samples) == 0 {
-			continue
-		}
-		slot, column := stageHash(pl.series)
-		lo, hi := stageSlotRange(slot, db.opts.StagingPartitions)
-		pk := stagePartitionKey(bucket, lo)
-		for len(rest.samples) > 0 {
-			chunk, k := histenc.AppendLimit(nil, rest.samples, stageMaxColumn/2)
-			var args []HistogramPoint
-			for _, a := range rest.args[:k] {
-				args = append(args, a...)
-			}
-			first, last := int64(rest.samples[0].Unit), int64(rest.samples[k-1].Unit)
-			size := stageenc.HistRecordSize(pl.series, len(chunk))
-			es := byPartition[pk]
-			var e *stagingEntity
-			if len(es) > 0 && es[len(es)-1].fits(column, size) {
-				e = es[len(es)-1]
-			} else {
-				e = &stagingEntity{partitionKey: pk, rowKey: stageRowKey(stamp, db.writer, n), lo: lo, hi: hi, version: stageHistVersion}
-				n++
-				byPartition[pk] = append(es, e)
-			}
-			e.addHist(column, pl.series, chunk, first, last, k, stagedPiece{plan: i, hists: args})
-			rest = histToStage{samples: rest.samples[k:], args: rest.args[k:]}
-		}
-	}
-	return byPartition
-}
-
-// stageHistograms writes the staged samples of plans into the staging table and returns
-// the samples of each plan whose transaction failed, with the first error of each.
-func (db *DB) stageHistograms(ctx context.Context, plans []histPlanned, staged []histToStage) (failed [][]HistogramPoint, errs []error) {
-	failed = make([][]HistogramPoint, len(plans))
-	errs = make([]error, len(plans))
-	for e, err := range db.submitStaging(ctx, db.stageHistEntities(plans, staged)) {
-		for _, p := range e.pieces {
-			failed[p.plan] = append(failed[p.plan], p.hists...)
-			if errs[p.plan] == nil {
-				errs[p.plan] = fmt.Errorf("tsdb: stage histograms: %w", err)
-			}
-		}
-	}
-	return failed, errs
+	return sorted, args
 }
 
 // stagedHist is a staged histogram sample and where it was staged (see stagedPoint).

@@ -24,14 +24,14 @@ func bigHist(n, seed int) *tablets.Histogram {
 	return h
 }
 
-// stageHistEntities packs a write into entities under Azure's limits (a column under 64 KiB,
+// stagingEntities packs a write of histograms into entities under Azure's limits (a column under 64 KiB,
 // an entity's columns under 768 KiB, keys of one partition), keeps every sample once, and
 // cuts a series too large for one record into several of disjoint times.
 func TestStageHistEntitiesLimits(t *testing.T) {
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	db := &DB{opts: Options{StagingPartitions: 1, Now: func() time.Time { return now }}, writer: 0x9e3779b9}
-	var plans []histPlanned
-	var staged []histToStage
+	var plans []planned
+	var staged [][]int
 	want := map[string]int{}
 	for s := range 2000 {
 		name := fmt.Sprintf("l%032x", uint64(s)*0x9e3779b97f4a7c15) // a label set's series key
@@ -39,24 +39,23 @@ func TestStageHistEntitiesLimits(t *testing.T) {
 		if s%100 == 0 {
 			samples = 90 // a long series: several records
 		}
-		pl := histPlanned{series: name}
+		pl := planned{series: name, kind: histSamples}
 		for i := range samples {
 			at := now.Add(time.Duration(i) * time.Second)
-			pl.samples = append(pl.samples, HistogramPoint{Time: at, H: bigHist(300, s+i)})
-			pl.units = append(pl.units, uint64(at.UnixMilli()))
+			pl.samples = append(pl.samples, sample{t: at, h: bigHist(300, s+i)})
 		}
 		idx := make([]int, samples)
 		for i := range idx {
 			idx[i] = i
 		}
 		plans = append(plans, pl)
-		staged = append(staged, sortedHists(pl, idx))
+		staged = append(staged, idx)
 		want[name] = samples
 	}
 	got := map[string]int{}
 	last := map[string]uint64{}
 	entities, records := 0, 0
-	for pk, es := range db.stageHistEntities(plans, staged) {
+	for pk, es := range db.stagingEntities(plans, staged) {
 		for _, e := range es {
 			entities++
 			if e.partitionKey != pk || e.version != stageHistVersion {

@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,105 +13,52 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/batch"
-	"github.com/seed71701133/tablets/rounding"
 )
 
-// Write stores points of one series in the raw tables of their periods. Before any request
-// it checks the series, the times and the raw retention (by Options.Now); a point in a
-// period whose table was dropped fails the whole call with ErrExpired too, before anything is
-// written, and such a table is never created again. Any bad point fails the whole call, its
-// error wrapping tablets.ErrInvalidSeries, tablets.ErrInvalidTime or ErrExpired. The table of
-// a period is created on its first write, with the next period's (so that it is not new, and
-// throttled, when its time comes). A series new to a period is listed in its index before its
-// points are written there. With the chunked layout, fewer than 100 points of a period go to
-// the staging table instead, as WriteMany's do (see the package documentation, "Staging").
-func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point) error {
-	if len(points) == 0 {
-		return nil
-	}
-	plans, rejects, err := db.plan(ctx, []SeriesPoints{{Series: series, Points: points}}, true)
-	if err != nil {
-		return err
-	}
-	if len(rejects) > 0 {
-		return rejects[0].Err
-	}
-	return db.writePlanned(ctx, plans)[0]
-}
-
-// SeriesPoints are points of one series, for WriteMany.
-type SeriesPoints = tablets.SeriesPoints
-
-// WriteMany is Write of many series, which stores what it can and says exactly what it did
-// not store, as Prometheus' appender does.
-//
-// Before any request it checks every series and point, and rejects:
-//   - a series whose name the layout refuses: all its points, in a *tablets.WriteError whose
-//     Err wraps tablets.ErrInvalidSeries;
-//   - points whose time is outside [tablets.MinTime, tablets.MaxTime]: a *tablets.WriteError
-//     of the series listing those points, Err wrapping tablets.ErrInvalidTime;
-//   - points older than the raw retention (Time before Options.Now() - RawRetention), or in
-//     a period whose table was dropped: a *tablets.WriteError of the series listing those
-//     points, Err wrapping ErrExpired. (Whether a period was dropped is read from the
-//     catalog the first time, one request a period.)
-//
-// The other points are written: the series new to a period are listed in its index in
-// transactions (one per index partition and 100 series), then the series are written: with
-// the chunked layout, those with fewer than 100 points in a period together into the staging
-// table, a transaction or a few for the whole call (see the package documentation,
-// "Staging"); the others into their raw tables, 32 series at a time. The first series that
-// fails stops the others: each series not
-// wholly written gets a *tablets.WriteError listing exactly its points not stored, with the
-// service's Status and Code (a throttled write matches tablets.ErrThrottled), or Err saying
-// it was not written after another failed. A series whose points are stored but whose late
-// points' rollup slices could not be marked dirty lists all its points too: writing them
-// again is what marks them. Index is -1 for rejects.
-//
-// Each WriteError names one series and one cause: a series may have several (rejected points
-// of several kinds, and a failed write of the rest). The error joins them all (errors.As
-// finds one; its Unwrap() []error lists all): the rejects first, in the batch's order and for
-// a series in the order above, then the failed writes; nil means every point is stored. A
-// failure to read the catalog before writing is returned alone, nothing written.
-func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
-	plans, rejects, err := db.plan(ctx, batch, false)
-	if err != nil {
-		return err
-	}
-	errs := make([]error, 0, len(rejects))
-	for _, r := range rejects {
-		errs = append(errs, r)
-	}
-	return errors.Join(append(errs, db.writePlanned(ctx, plans)...)...)
-}
-
-// writeConcurrency is how many series WriteMany writes at once.
+// writeConcurrency is how many series a Commit writes at once.
 const writeConcurrency = 32
 
-// planned is a series' points split by raw period.
+// planned is a series' samples of one kind to write, by period.
 type planned struct {
-	at       int // in the batch
+	at       int // in the Appender: its first entry
 	series   string
-	points   []tablets.Point
-	byPeriod map[uint64][]tablets.Point
-	periods  []uint64 // ascending
+	kind     *sampleKind
+	samples  []sample         // in the order appended
+	byPeriod map[uint64][]int // indexes into samples
+	periods  []uint64         // ascending
 }
 
-// plan checks every series and point, and that no period is dropped, before any write. It
-// returns the points to write by series, and the rejected ones (a *tablets.WriteError per
-// series and cause). strict stops at bad input found without a request: the catalog is not
+// of is the samples idx of the plan.
+func (pl *planned) of(idx []int) []sample {
+	out := make([]sample, len(idx))
+	for j, i := range idx {
+		out[j] = pl.samples[i]
+	}
+	return out
+}
+
+// plan checks every series and sample, and that no period is dropped, before any write. It
+// returns the samples to write by series and kind (the entries of one series and kind
+// merged), and the rejected ones (a *tablets.WriteError per series, kind and cause, in the
+// order of entries). strict stops at bad input found without a request: the catalog is not
 // read then.
-func (db *DB) plan(ctx context.Context, batch []SeriesPoints, strict bool) ([]planned, []*tablets.WriteError, error) {
+func (db *DB) plan(ctx context.Context, entries []appended, strict bool) ([]planned, []*tablets.WriteError, error) {
 	var expiredBefore time.Time
 	if db.opts.RawRetention > 0 {
 		expiredBefore = db.now().Add(-db.opts.RawRetention)
 	}
 	type indexed struct {
-		at int // in the batch
+		at int // in entries
 		we *tablets.WriteError
 	}
 	var rejects []indexed
-	reject := func(at int, series string, pts []tablets.Point, err error) {
-		rejects = append(rejects, indexed{at, &tablets.WriteError{Series: series, Failed: pts, Index: -1, Err: err}})
+	reject := func(at int, series string, kind *sampleKind, samples []sample, err error) {
+		if len(samples) == 0 {
+			return
+		}
+		we := &tablets.WriteError{Series: series, Index: -1, Err: err}
+		kind.list(we, samples)
+		rejects = append(rejects, indexed{at, we})
 	}
 	inOrder := func() []*tablets.WriteError {
 		slices.SortStableFunc(rejects, func(a, b indexed) int { return a.at - b.at })
@@ -120,51 +68,60 @@ func (db *DB) plan(ctx context.Context, batch []SeriesPoints, strict bool) ([]pl
 		}
 		return out
 	}
-	plans := make([]planned, 0, len(batch))
+	type planKey struct {
+		series string
+		kind   *sampleKind
+	}
+	var plans []*planned
+	planOf := map[planKey]*planned{}
 	periods := map[uint64]bool{}
-	for at, sp := range batch {
-		if len(sp.Points) == 0 {
+	for at, e := range entries {
+		if len(e.samples) == 0 {
 			continue
 		}
-		if err := db.validate(ctx, sp.Series); err != nil {
-			reject(at, sp.Series, sp.Points, fmt.Errorf("tsdb: %w", err))
+		if err := e.kind.validSeries(ctx, db, e.series); err != nil {
+			reject(at, e.series, e.kind, e.samples, err)
 			continue
 		}
-		pl := planned{at: at, series: sp.Series, byPeriod: map[uint64][]tablets.Point{}}
-		var badTime, expired []tablets.Point
-		var badTimeErr, expiredErr error
-		for i, p := range sp.Points {
-			if err := rounding.CheckTime(p.Time); err != nil {
-				badTime = append(badTime, p)
-				if badTimeErr == nil {
-					badTimeErr = fmt.Errorf("tsdb: write %q: point %d: %w", sp.Series, i, err)
-				}
-				continue
-			}
-			if p.Time.Before(expiredBefore) {
-				expired = append(expired, p)
-				if expiredErr == nil {
-					expiredErr = fmt.Errorf("tsdb: write %q: %w: point %d at %s is older than the raw retention (%v)", sp.Series, ErrExpired, i,
-						p.Time.UTC().Format(time.RFC3339Nano), db.opts.RawRetention)
-				}
-				continue
-			}
-			pp := db.period(p.Time)
-			if pl.byPeriod[pp] == nil {
-				pl.periods = append(pl.periods, pp)
-			}
-			pl.byPeriod[pp] = append(pl.byPeriod[pp], p)
-			periods[pp] = true
-		}
-		if len(badTime) > 0 {
-			reject(at, sp.Series, badTime, badTimeErr)
-		}
-		if len(expired) > 0 {
-			reject(at, sp.Series, expired, expiredErr)
-		}
-		if len(pl.periods) > 0 {
+		pl := planOf[planKey{e.series, e.kind}]
+		if pl == nil {
+			pl = &planned{at: at, series: e.series, kind: e.kind, byPeriod: map[uint64][]int{}}
+			planOf[planKey{e.series, e.kind}] = pl
 			plans = append(plans, pl)
 		}
+		var invalid, badTime, expired []sample
+		var invalidErr, badTimeErr, expiredErr error
+		for i, s := range e.samples {
+			if err := e.kind.check(s); err != nil {
+				err = fmt.Errorf("tsdb: write %q: %s %d: %w", e.series, e.kind.noun, i, err)
+				if errors.Is(err, tablets.ErrInvalidHistogram) {
+					invalid = append(invalid, s)
+					invalidErr = cmp.Or(invalidErr, err)
+				} else {
+					badTime = append(badTime, s)
+					badTimeErr = cmp.Or(badTimeErr, err)
+				}
+				continue
+			}
+			if s.t.Before(expiredBefore) {
+				expired = append(expired, s)
+				if expiredErr == nil {
+					expiredErr = fmt.Errorf("tsdb: write %q: %w: %s %d at %s is older than the raw retention (%v)", e.series, ErrExpired,
+						e.kind.noun, i, s.t.UTC().Format(time.RFC3339Nano), db.opts.RawRetention)
+				}
+				continue
+			}
+			p := db.period(s.t)
+			if pl.byPeriod[p] == nil {
+				pl.periods = append(pl.periods, p)
+			}
+			pl.byPeriod[p] = append(pl.byPeriod[p], len(pl.samples))
+			pl.samples = append(pl.samples, s)
+			periods[p] = true
+		}
+		reject(at, e.series, e.kind, invalid, invalidErr)
+		reject(at, e.series, e.kind, badTime, badTimeErr)
+		reject(at, e.series, e.kind, expired, expiredErr)
 	}
 	if strict && len(rejects) > 0 {
 		return nil, inOrder(), nil
@@ -178,15 +135,10 @@ func (db *DB) plan(ctx context.Context, batch []SeriesPoints, strict bool) ([]pl
 			return nil, nil, err
 		}
 	}
-	if len(droppedErr) == 0 {
-		for i := range plans {
-			plans[i].points = pointsOf(plans[i])
-		}
-		return plans, inOrder(), nil
-	}
-	kept := plans[:0]
+	kept := make([]planned, 0, len(plans))
 	for _, pl := range plans {
-		var gone []tablets.Point
+		slices.Sort(pl.periods)
+		var gone []int
 		var goneErr error
 		for _, p := range slices.Clone(pl.periods) {
 			if err := droppedErr[p]; err != nil {
@@ -198,46 +150,47 @@ func (db *DB) plan(ctx context.Context, batch []SeriesPoints, strict bool) ([]pl
 				pl.periods = slices.DeleteFunc(pl.periods, func(q uint64) bool { return q == p })
 			}
 		}
-		if len(gone) > 0 {
-			reject(pl.at, pl.series, gone, goneErr)
-		}
+		slices.Sort(gone)
+		reject(pl.at, pl.series, pl.kind, pl.of(gone), goneErr)
 		if len(pl.periods) > 0 {
-			pl.points = pointsOf(pl)
-			kept = append(kept, pl)
+			kept = append(kept, *pl)
 		}
 	}
 	return kept, inOrder(), nil
 }
 
-// pointsOf lists a plan's points, period by period.
-func pointsOf(pl planned) []tablets.Point {
-	var out []tablets.Point
-	for _, p := range pl.periods {
-		out = append(out, pl.byPeriod[p]...)
-	}
-	return out
-}
-
-// writePlanned makes the tables and index entries of each period, then writes each series'
-// points, and returns each series' error (a *tablets.WriteError) or nil.
+// writePlanned makes the tables and index entries of each period, then stages or writes
+// each plan's samples, and returns each plan's error (a *tablets.WriteError) or nil.
 func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
-	bySeriesPeriod := map[uint64][]string{}
+	// A period's series, flagged where they have histograms, and the tables its samples go
+	// to (those of the kinds it has, and its index).
+	bySeriesPeriod := map[uint64]map[string]bool{}
+	tables := map[uint64][]tableKind{}
 	for _, pl := range plans {
 		for _, p := range pl.periods {
-			bySeriesPeriod[p] = append(bySeriesPeriod[p], pl.series)
+			if bySeriesPeriod[p] == nil {
+				bySeriesPeriod[p] = map[string]bool{}
+				tables[p] = []tableKind{indexKind}
+			}
+			bySeriesPeriod[p][pl.series] = bySeriesPeriod[p][pl.series] || pl.kind.hist
+			if !slices.Contains(tables[p], pl.kind.table) {
+				tables[p] = append([]tableKind{pl.kind.table}, tables[p]...) // the index last
+			}
 		}
 	}
-	// Listed before its points are written: a series with points is always listed.
+	// Listed (and flagged) before its samples are written: a series with samples in a
+	// period is always listed there, and flagged if they are histograms.
 	periodErr := map[uint64]error{}
 	for p, series := range bySeriesPeriod {
-		err := db.tables.ensure(ctx, p)
+		err := db.tables.ensureKinds(ctx, p, tables[p]...)
 		if err == nil {
-			err = db.register(ctx, p, series...)
+			err = db.register(ctx, p, series)
 		}
 		periodErr[p] = err
 	}
-	// Few points of a series go to the staging table, many straight into the raw table.
-	staged := make([][]tablets.Point, len(plans))
+	// Few samples of a series in a period go to the staging table, many straight into its
+	// table.
+	staged := make([][]int, len(plans))
 	direct := make([][]uint64, len(plans))
 	for i, pl := range plans {
 		for _, p := range pl.periods {
@@ -249,81 +202,109 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 		}
 	}
 	stageFailed, stageErrs := db.stage(ctx, plans, staged)
-	// The first failure stops the rest: when the account is down or throttling, each series
-	// would go through every retry in turn, and the caller retries the call anyway (writes
-	// are idempotent).
+	// A plan wholly staged is done: its error lists what its failed transactions held, and
+	// nothing else (it sends nothing more).
+	errs := make([]error, len(plans))
+	var writing []int
+	for i := range plans {
+		if len(direct[i]) == 0 {
+			errs[i] = db.writeSeries(ctx, plans[i], nil, periodErr, stageFailed[i], stageErrs[i])
+		} else {
+			writing = append(writing, i)
+		}
+	}
+	// Of the direct writes, the first failure stops the rest: when the account is down or
+	// throttling, each series would go through every retry in turn, and the caller retries
+	// the call anyway (writes are idempotent).
+	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	errs := batch.Run(ctx, writeConcurrency, len(plans), func(ctx context.Context, i int) error {
+	for j, err := range batch.Run(ctx, writeConcurrency, len(writing), func(ctx context.Context, j int) error {
+		i := writing[j]
 		err := db.writeSeries(ctx, plans[i], direct[i], periodErr, stageFailed[i], stageErrs[i])
 		if err != nil {
 			cancel(err)
 		}
 		return err
-	})
+	}) {
+		errs[writing[j]] = err
+	}
 	for i, err := range errs {
 		var we *tablets.WriteError
-		if errors.Is(err, context.Canceled) && !errors.As(err, &we) && ctx.Err() != nil {
-			errs[i] = &tablets.WriteError{Series: plans[i].series, Failed: slices.Clone(plans[i].points), Index: -1,
-				Err: fmt.Errorf("not written after another series failed: %w", context.Cause(ctx))}
+		if err == nil || errors.As(err, &we) {
+			continue
 		}
+		cause := fmt.Errorf("not written after another series failed: %w", context.Cause(ctx))
+		if parent.Err() != nil {
+			cause = fmt.Errorf("not written: %w", context.Cause(parent))
+		}
+		we = &tablets.WriteError{Series: plans[i].series, Index: -1, Err: cause}
+		plans[i].kind.list(we, plans[i].samples)
+		errs[i] = we
 	}
 	return errs
 }
 
-// writeSeries writes the periods direct of one series' points, adds the points that failed
-// to stage (stageErr their error), then marks dirty the rollup slices its late points fall in.
-func (db *DB) writeSeries(ctx context.Context, pl planned, direct []uint64, periodErr map[uint64]error, stageFailed []tablets.Point, stageErr error) error {
-	failed := slices.Clone(stageFailed)
+// writeSeries writes the periods direct of one plan's samples, adds the samples that failed
+// to stage (stageFailed, stageErr their error), then marks dirty the rollup slices its late
+// samples written directly fall in (a Fold marks those of staged samples).
+func (db *DB) writeSeries(ctx context.Context, pl planned, direct []uint64, periodErr map[uint64]error, stageFailed []int, stageErr error) error {
+	lost := make([]bool, len(pl.samples))
 	firstErr := stageErr
-	var code string
-	index, status := -1, 0
-	if stageErr != nil {
-		status, code = serviceAnswer(stageErr)
-	}
 	for _, p := range direct {
 		err := periodErr[p]
+		var failed []int
 		if err == nil {
-			var s tablets.Store
-			if s, err = db.stores.get(p); err == nil {
-				err = s.Write(ctx, pl.series, pl.byPeriod[p]...)
-			}
-		}
-		if err == nil {
-			continue
+			failed, err = pl.kind.writePeriod(ctx, db, p, pl.series, pl.samples, pl.byPeriod[p])
+		} else {
+			failed = pl.byPeriod[p]
 		}
 		if isTableGone(err) {
-			db.tables.gone(rawKind, p) // dropped meanwhile: a retry checks the catalog
+			db.tables.gone(pl.kind.table, p) // dropped meanwhile: a retry checks the catalog
 		}
-		var we *tablets.WriteError
-		if errors.As(err, &we) {
-			failed = append(failed, we.Failed...)
-			if firstErr == nil {
-				firstErr, code, index, status = err, we.Code, we.Index, we.Status
-			}
-			continue
+		for _, i := range failed {
+			lost[i] = true
 		}
-		failed = append(failed, pl.byPeriod[p]...)
 		if firstErr == nil {
 			firstErr = err
-			status, code = serviceAnswer(err)
 		}
 	}
-	if firstErr != nil {
-		return &tablets.WriteError{Series: pl.series, Failed: failed, Code: code, Index: index, Status: status, Err: firstErr}
+	if firstErr == nil {
+		// Late samples written directly: mark their slices dirty (after storing them).
+		var times []tablets.Point
+		for _, p := range direct {
+			for _, i := range pl.byPeriod[p] {
+				times = append(times, tablets.Point{Time: pl.samples[i].t})
+			}
+		}
+		if err := db.flagStale(ctx, pl.series, times); err != nil {
+			status, code := serviceAnswer(err)
+			we := &tablets.WriteError{Series: pl.series, Code: code, Index: -1, Status: status,
+				Err: fmt.Errorf("the %ss are stored, but marking their rollup slices dirty failed (write them again): %w", pl.kind.noun, err)}
+			pl.kind.list(we, pl.samples)
+			return we
+		}
+		return nil
 	}
-	// Late points written directly: mark their slices dirty (after storing them). Staged
-	// points are marked by the Fold that moves them (see Fold).
-	var written []tablets.Point
-	for _, p := range direct {
-		written = append(written, pl.byPeriod[p]...)
+	we := &tablets.WriteError{Series: pl.series, Index: -1, Err: firstErr}
+	var inner *tablets.WriteError
+	var be *batch.Error
+	switch {
+	case errors.As(firstErr, &inner):
+		we.Code, we.Index, we.Status = inner.Code, inner.Index, inner.Status
+	case errors.As(firstErr, &be):
+		we.Code, we.Index, we.Status = be.Code, be.Index, be.Status
+	default:
+		we.Status, we.Code = serviceAnswer(firstErr)
 	}
-	if err := db.flagStale(ctx, pl.series, written); err != nil {
-		status, code := serviceAnswer(err)
-		return &tablets.WriteError{Series: pl.series, Failed: pl.points, Code: code, Index: -1, Status: status,
-			Err: fmt.Errorf("the points are stored, but marking their rollup slices dirty failed (write them again): %w", err)}
+	failed := slices.Clone(stageFailed)
+	for i, l := range lost {
+		if l {
+			failed = append(failed, i)
+		}
 	}
-	return nil
+	pl.kind.list(we, pl.of(failed))
+	return we
 }
 
 // serviceAnswer finds the service's status and error code in err: a failed transaction's

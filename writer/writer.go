@@ -24,8 +24,8 @@ type Sink interface {
 }
 
 // ManySink is a Sink that also writes many series in one call, as *tsdb.DB does: a flush
-// then makes one WriteMany call of all its series (where a database stages writes, a few
-// transactions instead of one per series). WriteMany returns nil when every point is stored;
+// then makes one WriteMany call of all its series (*tsdb.DB's is one commit of its
+// Appender: where a database stages writes, a few transactions instead of one per series). WriteMany returns nil when every point is stored;
 // else either errors joined (an Unwrap() []error) each a *tablets.WriteError naming its
 // series and the points it did not store, or another error, when it stored nothing.
 type ManySink interface {

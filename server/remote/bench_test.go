@@ -16,8 +16,9 @@ type discardSink struct{}
 func (discardSink) SeriesOfMany(_ context.Context, sets []tsdb.Labels) ([]string, error) {
 	return make([]string, len(sets)), nil
 }
-func (discardSink) WriteMany(context.Context, []tsdb.SeriesPoints) error           { return nil }
-func (discardSink) WriteHistograms(context.Context, []tsdb.SeriesHistograms) error { return nil }
+func (discardSink) WriteSamples(context.Context, []tsdb.SeriesPoints, []tsdb.SeriesHistograms) error {
+	return nil
+}
 
 // BenchmarkWriteHistogramsHandler: the handler's own cost (decoding, validating, grouping)
 // of a 1.0 request of 500 latency histograms (20 buckets each, one of each of 500 series),

@@ -18,9 +18,10 @@
 // as a later write of a timestamp wins in Prometheus. Writes are idempotent (upserts), so a
 // sender that retries a whole request after a 5xx stores nothing twice.
 //
-// Native histogram samples (1.0's TimeSeries.Histograms, 2.0's) go to the sink's
-// WriteHistograms the same way, one tsdb.SeriesHistograms a label set, at the same time as
-// the float samples go to WriteMany: integer and float histograms, exponential schemas -4..8
+// Native histogram samples (1.0's TimeSeries.Histograms, 2.0's) go to the sink the same way,
+// one tsdb.SeriesHistograms a label set, in the same WriteSamples call as the float samples
+// (for a tsdb.DB one Appender commit: the two kinds share the staging transactions, so a
+// request holding both costs the transactions of one): integer and float histograms, exponential schemas -4..8
 // and custom buckets (-53, with their custom_values, in 1.0 too), stored exactly as sent
 // (schema, zero threshold and count, count, sum, spans, bucket deltas or absolute counts,
 // custom bounds, counter reset hint; a staleness marker is a histogram whose sum is the stale
@@ -32,8 +33,8 @@
 // (tablets.HistogramPoint.Validate: Prometheus' rules and the schema range): an invalid one
 // is rejected, naming its series, and the rest of the request is stored.
 //
-// The answer is 204 only after WriteMany and WriteHistograms returned nil: every float and
-// histogram sample is stored. Otherwise (spec 2.0, "Invalid Samples" and "Retries &
+// The answer is 204 only after WriteSamples returned nil: every float and histogram sample
+// is stored. Otherwise (spec 2.0, "Invalid Samples" and "Retries &
 // Backoff"):
 //
 //	status  when                                                     the sender
@@ -77,8 +78,8 @@
 //	        max_label_value_length (as invalid labels)
 //
 // Retryable answers are 503 and never 429: Prometheus retries 429 only when
-// retry_on_http_429 is set, and drops the data otherwise. When WriteMany or WriteHistograms
-// fails for several series at once, one permanent failure makes the answer 400: a 5xx would
+// retry_on_http_429 is set, and drops the data otherwise. When WriteSamples fails for several
+// series at once, one permanent failure makes the answer 400: a 5xx would
 // make the sender retry a request that can never succeed, forever, blocking its queue.
 //
 // Exemplars and metadata are dropped without an error, as Prometheus' own receiver does
@@ -101,8 +102,8 @@
 // as a 1.0 request holding them is stored (limits, validation, statuses), for other
 // receivers (the OTLP endpoint): its *StatusError carries the status of the table above.
 //
-// The database decides what it rejects: WriteMany stores what it can and names, series by
-// series, the samples it refused (older than its raw retention, in a dropped period, a bad
+// The database decides what it rejects: WriteSamples stores what it can and names, series by
+// series and kind, the samples it refused (older than its raw retention, in a dropped period, a bad
 // time: errors wrapping tsdb.ErrExpired or a tablets sentinel) and those it failed to store
 // (with the service's status). Refused samples make a 400 that counts them, after the rest
 // is stored; samples not stored make the status of the service's answer (503 when it

@@ -18,7 +18,7 @@ import (
 // 503 when a retry can (the sender keeps the data and retries), 500 when we cannot tell
 // (the sender retries: losing data is worse than retrying a bug).
 //
-// A joined error (WriteMany's, one per failed series) is 400 if any part is: writes are
+// A joined error (WriteSamples', one per failed series and kind) is 400 if any part is: writes are
 // idempotent, so retrying the whole request would redo the good series harmlessly, but the
 // bad part would fail every time and a 5xx would block the sender's queue forever.
 func statusOf(err error) int {
@@ -28,7 +28,7 @@ func statusOf(err error) int {
 	if permanent(err) {
 		return http.StatusBadRequest
 	}
-	// A chain holding a joined error (WriteMany's, maybe wrapped) is decided by its parts.
+	// A chain holding a joined error (WriteSamples', maybe wrapped) is decided by its parts.
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if multi, ok := e.(interface{ Unwrap() []error }); ok {
 			worst := 0

@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -163,4 +164,70 @@ func TestIntegrationHistogramsRoundTrip(t *testing.T) {
 		requireSameSamplesOf(t, want, got, true)
 		assert.Len(t, chunksOf[key], 7, "int, int | schema change, stale | custom | other bounds | floats | float | float custom, stale")
 	}
+}
+
+// A remote write of float and histogram samples costs the transactions of one staging write:
+// once its series are listed, one transaction for 200 float and 200 histogram series (100
+// of them holding both), their entities sharing it. Both kinds read back.
+func TestIntegrationWriteMixedOneStagingWrite(t *testing.T) {
+	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	ctx := context.Background()
+	h := newWrite(t, db, nil)
+	base := time.Now().Add(-time.Minute).Truncate(time.Second).UnixMilli()
+	request := func(scrape int64) []byte {
+		b := newV2()
+		for s := range 300 {
+			name := []string{"__name__", "mixed_metric", "id", strconv.Itoa(s)}
+			ts := b.series(nil, name...)
+			if s < 200 {
+				ts.Samples = []writev2.Sample{{Timestamp: base + scrape*15_000, Value: float64(s)}}
+			}
+			if s >= 100 {
+				ts.Histograms = toV2(hp(base+scrape*15_000+1, hInt))
+			}
+		}
+		return b.encode(t)
+	}
+	w := post(t, h, ctV2, "snappy", request(0))
+	require.Equal(t, http.StatusNoContent, w.Code, w.Body.String())
+	checker.Reset()
+	w = post(t, h, ctV2, "snappy", request(1))
+	require.Equal(t, http.StatusNoContent, w.Code, w.Body.String())
+	assert.Equal(t, "200", w.Header().Get(HeaderSamplesWritten))
+	assert.Equal(t, "200", w.Header().Get(HeaderHistogramsWritten))
+	st := checker.Stats()
+	t.Logf("second request: %d requests, %d transactions, %d bytes", st.Requests, st.Batches, st.RequestBytes)
+	require.Equal(t, int64(1), st.Requests, "one staging transaction for both kinds")
+	require.Equal(t, int64(1), st.Batches)
+
+	from, to := time.UnixMilli(base-1000), time.UnixMilli(base+60_000)
+	n := 0
+	for s, err := range db.Select(ctx, from, to, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "mixed_metric"}) {
+		require.NoError(t, err)
+		id, err := strconv.Atoi(s.Labels.Get("id"))
+		require.NoError(t, err)
+		assert.Equal(t, id >= 100, s.Histograms, "series %d flagged", id)
+		var floats []tablets.Point
+		for p, err := range db.Query(ctx, s.Series, from, to) {
+			require.NoError(t, err)
+			floats = append(floats, p)
+		}
+		var hists []tablets.HistogramPoint
+		for p, err := range db.QueryHistograms(ctx, s.Series, from, to) {
+			require.NoError(t, err)
+			hists = append(hists, p)
+		}
+		if id < 200 {
+			requireSamePoints(t, []tablets.Point{pt(base, float64(id)), pt(base+15_000, float64(id))}, floats)
+		} else {
+			assert.Empty(t, floats)
+		}
+		if id >= 100 {
+			requireSameHistograms(t, []tablets.HistogramPoint{hp(base+1, hInt), hp(base+15_001, hInt)}, hists)
+		} else {
+			assert.Empty(t, hists)
+		}
+		n++
+	}
+	require.Equal(t, 300, n)
 }

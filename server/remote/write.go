@@ -25,11 +25,12 @@ type Sink interface {
 	// SeriesOfMany returns the series key of each label set (validated first: an error
 	// wrapping tablets.ErrInvalidOptions before any request).
 	SeriesOfMany(ctx context.Context, sets []tsdb.Labels) ([]string, error)
-	// WriteMany stores the points; nil only when every point is stored.
-	WriteMany(ctx context.Context, batch []tsdb.SeriesPoints) error
-	// WriteHistograms stores native histogram samples; nil only when every sample is
-	// stored. Its errors are WriteMany's, FailedHistograms listing the samples not stored.
-	WriteHistograms(ctx context.Context, batch []tsdb.SeriesHistograms) error
+	// WriteSamples stores float points and native histogram samples together (*tsdb.DB:
+	// one Appender commit, one staging write for both); nil only when every sample is
+	// stored. Else its error names what was not: either errors joined (an Unwrap() []error)
+	// each a *tablets.WriteError of one series listing the points (Failed) or histogram
+	// samples (FailedHistograms) not stored, or another error, when nothing was stored.
+	WriteSamples(ctx context.Context, points []tsdb.SeriesPoints, hists []tsdb.SeriesHistograms) error
 }
 
 // Defaults of WriteOptions.
@@ -309,8 +310,8 @@ type stored struct {
 	err                      *httpError
 }
 
-// store registers the label sets and writes the float points (WriteMany) and the histogram
-// samples (WriteHistograms), both at once. The database says, series by series, what it
+// store registers the label sets and writes the float points and the histogram samples in
+// one WriteSamples call. The database says, series by series, what it
 // rejected (an error wrapping a bad-input sentinel or tsdb.ErrExpired: the same samples
 // would fail again) and what it failed to store (the service's answer decides the status).
 // When an error names no series, nothing of its kind is known stored.
@@ -327,13 +328,11 @@ func (h *WriteHandler) store(ctx context.Context, all []*series) stored {
 		return stored{err: errorf(statusOf(err), "registering %d series: %v", len(sets), err)}
 	}
 	var (
-		points    []tsdb.SeriesPoints
-		hists     []tsdb.SeriesHistograms
-		nPoints   int
-		nHists    int
-		labelsOf  = make(map[string]tsdb.Labels, len(all))
-		pointsErr error
-		histsErr  error
+		points   []tsdb.SeriesPoints
+		hists    []tsdb.SeriesHistograms
+		nPoints  int
+		nHists   int
+		labelsOf = make(map[string]tsdb.Labels, len(all))
 	)
 	for i, s := range all {
 		labelsOf[keys[i]] = s.labels
@@ -346,16 +345,17 @@ func (h *WriteHandler) store(ctx context.Context, all []*series) stored {
 			nHists += s.histsTaken
 		}
 	}
-	switch {
-	case len(points) > 0 && len(hists) > 0:
-		var wg sync.WaitGroup
-		wg.Go(func() { histsErr = h.sink.WriteHistograms(ctx, hists) })
-		pointsErr = h.sink.WriteMany(ctx, points)
-		wg.Wait()
-	case len(points) > 0:
-		pointsErr = h.sink.WriteMany(ctx, points)
-	case len(hists) > 0:
-		histsErr = h.sink.WriteHistograms(ctx, hists)
+	var pointsErr, histsErr error
+	if len(points) > 0 || len(hists) > 0 {
+		err := h.sink.WriteSamples(ctx, points, hists)
+		// Each kind reads its samples' part of the error (an error naming no series is
+		// both kinds').
+		if len(points) > 0 {
+			pointsErr = err
+		}
+		if len(hists) > 0 {
+			histsErr = err
+		}
 	}
 	fl := outcomeOf(pointsErr, nPoints, labelsOf, "", func(we *tablets.WriteError) int { return len(we.Failed) })
 	hi := outcomeOf(histsErr, nHists, labelsOf, "histogram ", func(we *tablets.WriteError) int { return len(we.FailedHistograms) })
@@ -372,15 +372,16 @@ func (h *WriteHandler) store(ctx context.Context, all []*series) stored {
 	return out
 }
 
-// outcome is what one write call (WriteMany or WriteHistograms) of total samples did.
+// outcome is what a write did of its total samples of one kind.
 type outcome struct {
 	stored, rejected int
 	reasons          []string
 	err              *httpError
 }
 
-// outcomeOf reads the error of a write of total samples (kind names them in messages):
-// each part a *tablets.WriteError naming its series and samples (failed counts them).
+// outcomeOf reads the error of a write of total samples of one kind (kind names them in
+// messages): each part a *tablets.WriteError naming its series and samples (failed counts
+// those of the kind; a part listing only the other kind's is not this kind's).
 func outcomeOf(err error, total int, labelsOf map[string]tsdb.Labels, kind string, failed func(*tablets.WriteError) int) outcome {
 	if err == nil {
 		return outcome{stored: total}
@@ -396,6 +397,9 @@ func outcomeOf(err error, total int, labelsOf map[string]tsdb.Labels, kind strin
 		var we *tablets.WriteError
 		if !errors.As(p, &we) {
 			return outcome{err: errorf(statusOf(err), "storing %d %ssamples: %v", total, kind, err)}
+		}
+		if failed(we) == 0 && len(we.Failed)+len(we.FailedHistograms) > 0 {
+			continue // the other kind's
 		}
 		if permanent(we) {
 			out.rejected += failed(we)

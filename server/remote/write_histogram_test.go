@@ -136,9 +136,10 @@ func TestWriteHistograms(t *testing.T) {
 				assert.Equal(t, "3", w.Header().Get(HeaderSamplesWritten))
 				assert.Equal(t, "11", w.Header().Get(HeaderHistogramsWritten), "duplicates count as written, as for floats")
 			}
-			// One registration of every label set, one write of each kind.
+			// One registration of every label set, one commit of both kinds.
 			require.Len(t, sink.sets, 1)
 			assert.Len(t, sink.sets[0], 3)
+			assert.Equal(t, 1, sink.commits)
 			require.Len(t, sink.batches, 1)
 			require.Len(t, sink.hbatches, 1)
 			assert.Len(t, sink.hbatches[0], 2, "series with histograms only")
@@ -263,13 +264,13 @@ func TestWriteHistogramAtAFloatsTime(t *testing.T) {
 	requireSameHistograms(t, []tablets.HistogramPoint{hp(2000, hInt)}, sink.writtenHistograms()[`m{}`])
 }
 
-// histWriteErr is the error WriteHistograms gives for a series not stored: count samples.
+// histWriteErr is the error WriteSamples gives for a series not stored: count samples.
 func histWriteErr(series string, count int, err error) error {
 	return &tablets.WriteError{Series: series, FailedHistograms: make([]tablets.HistogramPoint, count), Index: -1, Err: err}
 }
 
-// TestWriteHistogramSinkErrors: WriteHistograms' errors decide the answer as WriteMany's do,
-// and the written headers count what each stored.
+// TestWriteHistogramSinkErrors: the errors of a commit's histograms decide the answer as its
+// points' do, and the written headers count what each kind stored.
 func TestWriteHistogramSinkErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
@@ -284,7 +285,8 @@ func TestWriteHistogramSinkErrors(t *testing.T) {
 			"stored 2 of 2 float samples and 2 of 3 histogram samples; 1 histogram samples rejected: series lat{}: 1 histogram samples: " + tsdb.ErrExpired.Error()},
 		{"invalid in the database", errors.Join(histWriteErr(`lat{}`, 1, fmt.Errorf("%w: odd", tablets.ErrInvalidHistogram))), nil, 400, "2", "2",
 			"1 histogram samples rejected"},
-		{"unknown", errors.New("odd"), nil, 500, "2", "0", "storing 3 histogram samples: odd"},
+		// One commit of both kinds: an error naming no series stored neither.
+		{"unknown", errors.New("odd"), nil, 500, "0", "0", "storing 3 histogram samples: odd"},
 		{"both throttled", errors.Join(histWriteErr(`lat{}`, 3, azureError(503, "ServerBusy"))), errors.Join(writeErr(`b{}`, azureError(503, "ServerBusy"))), 503, "0", "0",
 			"storing 2 samples: 2 not stored"},
 		{"floats permanent, histograms throttled", errors.Join(histWriteErr(`lat{}`, 3, azureError(503, "ServerBusy"))), errors.Join(writeErr(`b{}`, azureError(400, "InvalidInput"))), 400, "0", "0",

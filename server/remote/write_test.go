@@ -2,6 +2,7 @@ package remote
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,7 @@ type fakeSink struct {
 	sets     [][]tsdb.Labels
 	batches  [][]tsdb.SeriesPoints
 	hbatches [][]tsdb.SeriesHistograms
+	commits  int // WriteSamples calls
 	seriesFn func([]tsdb.Labels) error
 	writeFn  func(context.Context, []tsdb.SeriesPoints) error
 	histFn   func(context.Context, []tsdb.SeriesHistograms) error
@@ -62,26 +64,39 @@ func (f *fakeSink) SeriesOfMany(_ context.Context, sets []tsdb.Labels) ([]string
 	return keys, nil
 }
 
-func (f *fakeSink) WriteMany(ctx context.Context, b []tsdb.SeriesPoints) error {
+// WriteSamples records the points and the histograms as separate batches (those it is
+// given), and answers writeFn's error for the points and histFn's for the histograms: one
+// of them as it is, both joined (their parts flattened), as one commit of both reports.
+func (f *fakeSink) WriteSamples(ctx context.Context, points []tsdb.SeriesPoints, hists []tsdb.SeriesHistograms) error {
 	f.mu.Lock()
-	f.batches = append(f.batches, b)
-	fn := f.writeFn
-	f.mu.Unlock()
-	if fn != nil {
-		return fn(ctx, b)
+	f.commits++
+	if len(points) > 0 {
+		f.batches = append(f.batches, points)
 	}
-	return nil
-}
-
-func (f *fakeSink) WriteHistograms(ctx context.Context, b []tsdb.SeriesHistograms) error {
-	f.mu.Lock()
-	f.hbatches = append(f.hbatches, b)
-	fn := f.histFn
-	f.mu.Unlock()
-	if fn != nil {
-		return fn(ctx, b)
+	if len(hists) > 0 {
+		f.hbatches = append(f.hbatches, hists)
 	}
-	return nil
+	writeFn, histFn := f.writeFn, f.histFn
+	f.mu.Unlock()
+	var pointsErr, histsErr error
+	if writeFn != nil && len(points) > 0 {
+		pointsErr = writeFn(ctx, points)
+	}
+	if histFn != nil && len(hists) > 0 {
+		histsErr = histFn(ctx, hists)
+	}
+	if pointsErr == nil || histsErr == nil {
+		return cmp.Or(pointsErr, histsErr)
+	}
+	var parts []error
+	for _, err := range []error{pointsErr, histsErr} {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			parts = append(parts, j.Unwrap()...)
+		} else {
+			parts = append(parts, err)
+		}
+	}
+	return errors.Join(parts...)
 }
 
 // writtenHistograms returns every histogram sample written, by series key.
