@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -48,7 +49,7 @@ func (l appenderLoad) scrape(i int) ([]tsdb.SeriesPoints, []tsdb.SeriesHistogram
 // with histograms.
 func TestTSDBAppenderMixedCost(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	clock.Set(start.Add(time.Second))
 	db, _, checker := dbtest.NewDB(t, stagingOptions(clock))
@@ -132,7 +133,7 @@ func stageSlot(series string) int {
 // them.
 func TestTSDBAppenderStagingFailureListsBothKinds(t *testing.T) {
 	ctx := context.Background()
-	clock := &stagingClock{}
+	clock := new(clock.Clock)
 	start := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	clock.Set(start.Add(time.Minute))
 	opts := stagingOptions(clock)
@@ -239,7 +240,7 @@ func TestTSDBAppenderStagingFailureListsBothKinds(t *testing.T) {
 func TestTSDBAppenderRejects(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2025, 3, 10, 12, 0, 0, 0, time.UTC)
-	clock := &stagingClock{now: now}
+	clock := clock.New(now)
 	opts := stagingOptions(clock)
 	opts.RawPeriod = time.Hour
 	opts.RawRetention = 24 * time.Hour
