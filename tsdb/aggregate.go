@@ -107,8 +107,13 @@ type SeriesWindow struct {
 // (in the order of series, a name given twice once, each oldest first), not merged,
 // reading the tier blocks and raw points of all the series together (see Aggregate).
 func (db *DB) AggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[SeriesWindow, error] {
+	return db.tiers.aggregateBySeries(ctx, series, from, to, step, opts)
+}
+
+// aggregateBySeries is DB.AggregateSeries.
+func (tr *tiers) aggregateBySeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[SeriesWindow, error] {
 	return func(yield func(SeriesWindow, error) bool) {
-		per, f, err := db.aggregateSeries(ctx, series, from, to, step, opts)
+		per, f, err := tr.aggregateSeries(ctx, series, from, to, step, opts)
 		if err != nil {
 			yield(SeriesWindow{}, err)
 			return
@@ -153,13 +158,18 @@ func (db *DB) AggregateSeries(ctx context.Context, series []string, from, to tim
 // opts (nil: every field) says which fields of the windows the caller wants: a tier read
 // selects only their columns, and the other fields are zero (see AggregateOptions).
 func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[Window, error] {
+	return db.tiers.aggregate(ctx, series, from, to, step, opts)
+}
+
+// aggregate is DB.Aggregate.
+func (tr *tiers) aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[Window, error] {
 	return func(yield func(Window, error) bool) {
-		per, f, err := db.aggregateSeries(ctx, series, from, to, step, opts)
+		per, f, err := tr.aggregateSeries(ctx, series, from, to, step, opts)
 		if err != nil {
 			yield(Window{}, err)
 			return
 		}
-		merged, err := mergeSeries(per, db.opts.Accuracy)
+		merged, err := mergeSeries(per, tr.opts.Accuracy)
 		if err != nil {
 			yield(Window{}, err)
 			return
@@ -225,14 +235,14 @@ const maxReplans = 3
 // such a table gone makes the answer wrong, so the Aggregate asks the catalog which of the
 // range's periods were dropped, and plans again (at most maxReplans times; then it fails
 // rather than answer short).
-func (db *DB) aggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
+func (tr *tiers) aggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
 	for range maxReplans {
-		before := db.tables.vanished.Load()
-		per, f, err := db.aggregateOnce(ctx, series, from, to, step, opts)
-		if err != nil || db.tables.vanished.Load() == before {
+		before := tr.periods.vanished.Load()
+		per, f, err := tr.aggregateOnce(ctx, series, from, to, step, opts)
+		if err != nil || tr.periods.vanished.Load() == before {
 			return per, f, err
 		}
-		if err := db.tables.learnDropped(ctx, from, to); err != nil {
+		if err := tr.periods.learnDropped(ctx, from, to); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -241,7 +251,7 @@ func (db *DB) aggregateSeries(ctx context.Context, series []string, from, to tim
 }
 
 // aggregateOnce is aggregateSeries of one plan.
-func (db *DB) aggregateOnce(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
+func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
 	if step <= 0 {
 		return nil, 0, fmt.Errorf("%w: step %v must be positive", tablets.ErrInvalidOptions, step)
 	}
@@ -254,7 +264,7 @@ func (db *DB) aggregateOnce(ctx context.Context, series []string, from, to time.
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(series)))
 	for _, s := range names {
-		if err := db.validate(ctx, s); err != nil {
+		if err := tr.db.validate(ctx, s); err != nil {
 			return nil, 0, fmt.Errorf("tsdb: %w", err)
 		}
 	}
@@ -282,31 +292,31 @@ func (db *DB) aggregateOnce(ctx context.Context, series []string, from, to time.
 	var stagedHists map[string][]HistogramPoint
 	if kinds != 0 {
 		var floats map[string][]tablets.Point
-		if floats, stagedHists, err = db.readStagedKinds(ctx, names, from, to, kinds); err != nil {
+		if floats, stagedHists, err = tr.db.readStagedKinds(ctx, names, from, to, kinds); err != nil {
 			return nil, 0, err
 		}
 		if kinds&stagedFloats != 0 {
 			staged = floats
 		}
 	}
-	plan, err := db.planTier(ctx, names, from, to, step, f, staged, stagedHists)
+	plan, err := tr.planTier(ctx, names, from, to, step, f, staged, stagedHists)
 	if err != nil {
 		return nil, 0, err
 	}
 	accs := make(map[string]*seriesWindows, len(names))
 	for _, s := range names {
-		accs[s] = &seriesWindows{step: step, accuracy: db.opts.Accuracy, wins: per[s], owned: map[time.Time]bool{}}
+		accs[s] = &seriesWindows{step: step, accuracy: tr.opts.Accuracy, wins: per[s], owned: map[time.Time]bool{}}
 		for _, w := range plan.tier[s] {
 			if err := accs[s].mergeTier(w); err != nil {
 				return nil, 0, err
 			}
 		}
 	}
-	if err := db.readRawPoints(ctx, plan.raw, staged, accs); err != nil {
+	if err := tr.readRawPoints(ctx, plan.raw, staged, accs); err != nil {
 		return nil, 0, err
 	}
 	if f&FieldHistograms != 0 {
-		rawHists, err := db.readRawHistograms(ctx, plan.raw, stagedHists)
+		rawHists, err := tr.readRawHistograms(ctx, plan.raw, stagedHists)
 		if err != nil {
 			return nil, 0, err
 		}

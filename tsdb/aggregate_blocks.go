@@ -31,20 +31,20 @@ type blockRef struct {
 // windows in [lo, hi) (Unix seconds), by series: the columnar ones with cols selected, the
 // row blocks and stale flags whole (a second query for them, as they turn out to be row
 // blocks only once read).
-func (db *DB) readTierBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64, cols blockenc.Columns) (map[string][]*tierBlock, error) {
-	r := newBlockReader(db, t, cols, names)
-	blo := floorSec(lo, db.blockSpan(t))
+func (tr *tiers) readTierBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64, cols blockenc.Columns) (map[string][]*tierBlock, error) {
+	r := newBlockReader(tr, t, cols, names)
+	blo := floorSec(lo, tr.blockSpan(t))
 	period := uint64(t.Period / time.Second)
 	for p := tierPeriod(t, blo); p < hi; p += period {
-		if err := r.readTable(ctx, db.service.NewClient(db.tierTable(t, p)), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
+		if err := r.readTable(ctx, tr.service.NewClient(tr.tierTable(t, p)), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
 			return nil, fmt.Errorf("tsdb: read tier: %w", err)
 		}
 	}
 	return r.bySeries(), nil
 }
 
-func newBlockReader(db *DB, t Tier, cols blockenc.Columns, names []string) *blockReader {
-	r := &blockReader{db: db, tier: t, cols: cols, want: make(map[string]bool, len(names)), found: map[blockRef]*tierBlock{}}
+func newBlockReader(tr *tiers, t Tier, cols blockenc.Columns, names []string) *blockReader {
+	r := &blockReader{tiers: tr, tier: t, cols: cols, want: make(map[string]bool, len(names)), found: map[blockRef]*tierBlock{}}
 	for _, s := range names {
 		r.want[s] = true
 	}
@@ -77,7 +77,7 @@ func (r *blockReader) bySeries() map[string][]*tierBlock {
 
 // blockReader reads the blocks of a tier's tables.
 type blockReader struct {
-	db    *DB
+	tiers *tiers
 	tier  Tier
 	cols  blockenc.Columns
 	want  map[string]bool
@@ -189,7 +189,7 @@ func (r *blockReader) add(raw []byte, whole bool) (string, bool, error) {
 		}
 		return pk, true, nil // a columnar block read whole again is already kept
 	}
-	b, err := r.db.decodeTierBlock(&r.e, r.tier, r.cols)
+	b, err := r.tiers.decodeTierBlock(&r.e, r.tier, r.cols)
 	if err != nil {
 		return "", false, err
 	}

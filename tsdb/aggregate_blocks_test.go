@@ -151,6 +151,7 @@ func columnarEntity(t *testing.T, series string, start uint64, v float64) []byte
 // the columns asked for, row blocks again whole: one more query for them all.
 func TestReadTierBlocksMany(t *testing.T) {
 	db := &DB{opts: Options{Tiers: DefaultTiers, SealDelay: DefaultSealDelay}}
+	db.tiers = newTiers(db)
 	minute := Tier{Step: time.Minute, Period: 7 * 24 * time.Hour}
 	const day = 86400
 	table := &fakeTable{t: t, pageSize: 20}
@@ -184,7 +185,7 @@ func TestReadTierBlocksMany(t *testing.T) {
 		{[]string{"m003", "z01"}, FieldLast, 1},
 	} {
 		table.queries = nil
-		r := newBlockReader(db, minute, c.fields.columns(), c.names)
+		r := newBlockReader(db.tiers, minute, c.fields.columns(), c.names)
 		require.NoError(t, r.readTable(context.Background(), table, c.names, blockKey(0), blockKey(day)))
 		got := r.bySeries()
 		require.Len(t, got, len(c.names))

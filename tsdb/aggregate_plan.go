@@ -19,9 +19,9 @@ type tierPlan struct {
 }
 
 // tierFor is the coarsest tier whose Step divides step.
-func (db *DB) tierFor(step time.Duration) (Tier, bool) {
-	for i := len(db.opts.Tiers) - 1; i >= 0; i-- {
-		if t := db.opts.Tiers[i]; step%t.Step == 0 {
+func (tr *tiers) tierFor(step time.Duration) (Tier, bool) {
+	for i := len(tr.opts.Tiers) - 1; i >= 0; i-- {
+		if t := tr.opts.Tiers[i]; step%t.Step == 0 {
 			return t, true
 		}
 	}
@@ -31,10 +31,10 @@ func (db *DB) tierFor(step time.Duration) (Tier, bool) {
 // planTier reads the dirty markers and the tier blocks of names (sorted, distinct) for an
 // Aggregate of step over [from, to) with fields f, and decides, window by window, which tier
 // windows to use and what to read raw (staged: the staged points and histogram samples).
-func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, step time.Duration, f Fields,
+func (tr *tiers) planTier(ctx context.Context, names []string, from, to time.Time, step time.Duration, f Fields,
 	staged map[string][]tablets.Point, stagedHists map[string][]HistogramPoint) (*tierPlan, error) {
 	plan := &tierPlan{tier: map[string][]*Window{}, raw: map[string][][2]time.Time{}}
-	tier, ok := db.tierFor(step)
+	tier, ok := tr.tierFor(step)
 	var cl, ch time.Time
 	if ok {
 		cl, ch = ceilTime(from, tier.Step), floorTime(to, tier.Step)
@@ -47,21 +47,21 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 	}
 	// The dirty markers before the blocks: a Rollup that recomputes a dirty slice writes
 	// its block before it deletes the marker, so either the marker or the new block is read.
-	slice := db.slice()
+	slice := tr.slice()
 	of := make(map[string]bool, len(names))
 	for _, s := range names {
 		of[s] = true
 	}
-	dirty, err := db.readDirtyOf(ctx, floorSec(unix(cl), slice), unix(ch), of)
+	dirty, err := tr.readDirtyOf(ctx, floorSec(unix(cl), slice), unix(ch), of)
 	if err != nil {
 		return nil, err
 	}
-	blocks, err := db.readTierBlocks(ctx, names, tier, unix(cl), unix(ch), f.columns())
+	blocks, err := tr.readTierBlocks(ctx, names, tier, unix(cl), unix(ch), f.columns())
 	if err != nil {
 		return nil, err
 	}
-	pl := &planner{db: db, tier: tier, first: cl, f: f, slice: slice, dirty: dirty, staged: staged, stagedHists: stagedHists,
-		gone: &goneRaw{db: db}, noSketch: sketchenc.New(db.opts.Accuracy)}
+	pl := &planner{tier: tier, first: cl, f: f, slice: slice, dirty: dirty, staged: staged, stagedHists: stagedHists,
+		gone: &goneRaw{periods: tr.periods, period: tr.db.period}, noSketch: sketchenc.New(tr.opts.Accuracy)}
 	n := int(ch.Sub(cl) / tier.Step)
 	for _, s := range names {
 		c := newCover(n)
@@ -89,7 +89,6 @@ func (db *DB) planTier(ctx context.Context, names []string, from, to time.Time, 
 
 // planner decides of each tier window of a read whether to use it.
 type planner struct {
-	db          *DB
 	tier        Tier
 	first       time.Time // the first window's start
 	f           Fields
@@ -182,25 +181,26 @@ func (c *cover) add(b *tierBlock, first time.Time) {
 // most a minute ago; asked at most once an Aggregate, and only when a window the tier holds
 // cannot be trusted).
 type goneRaw struct {
-	db     *DB
-	asked  bool
-	oldest uint64 // the oldest period of a raw or histogram table
-	any    bool   // there is such a table
-	err    error
+	periods *periodTables
+	period  func(time.Time) uint64 // the raw period holding a time
+	asked   bool
+	oldest  uint64 // the oldest period of a raw or histogram table
+	any     bool   // there is such a table
+	err     error
 }
 
 // at reports whether the raw points of [from, to) are gone.
 func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
-	periods := []uint64{g.db.period(from), g.db.period(to.Add(-time.Nanosecond))}
+	periods := []uint64{g.period(from), g.period(to.Add(-time.Nanosecond))}
 	for _, p := range periods {
-		if _, dropped := g.db.tables.dropped.get(p); !dropped && (g.db.tables.known(rawKind, p) || g.db.tables.known(histKind, p)) {
+		if _, dropped := g.periods.dropped.get(p); !dropped && (g.periods.known(rawKind, p) || g.periods.known(histKind, p)) {
 			return false, nil // a table this process made or read: no request
 		}
 	}
 	if !g.asked {
 		g.asked = true
 		for _, k := range []tableKind{rawKind, histKind} {
-			periods, err := g.db.tables.all(ctx, k) // one listing at most
+			periods, err := g.periods.all(ctx, k) // one listing at most
 			if err != nil {
 				g.err = err
 				break
@@ -214,7 +214,7 @@ func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
 		return false, g.err
 	}
 	for _, p := range periods {
-		if _, dropped := g.db.tables.dropped.get(p); !dropped && g.any && p >= g.oldest {
+		if _, dropped := g.periods.dropped.get(p); !dropped && g.any && p >= g.oldest {
 			return false, nil
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // readRawPoints adds to each series' windows its raw points in its ranges (disjoint, in
 // order), merged with its staged ones (read before): the series that need the same range
 // are read together, with one QueryMany.
-func (db *DB) readRawPoints(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]tablets.Point, accs map[string]*seriesWindows) error {
+func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]tablets.Point, accs map[string]*seriesWindows) error {
 	byRange := map[[2]time.Time][]string{}
 	for s, rs := range ranges {
 		for _, r := range rs {
@@ -29,7 +29,7 @@ func (db *DB) readRawPoints(ctx context.Context, ranges map[string][][2]time.Tim
 				mine[s] = pts
 			}
 		}
-		for p, err := range withStagedMany(db.rawQueryMany(ctx, names, r[0], r[1]), mine) {
+		for p, err := range withStagedMany(tr.db.rawQueryMany(ctx, names, r[0], r[1]), mine) {
 			if err != nil {
 				return err
 			}
@@ -66,7 +66,7 @@ func appendRange(rs [][2]time.Time, r [2]time.Time) [][2]time.Time {
 // readRawHistograms reads the histogram samples of each series in its ranges (disjoint, in
 // order), merged with its staged ones (read before): a read of many series for each range
 // that several share.
-func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]HistogramPoint) (map[string][]HistogramPoint, error) {
+func (tr *tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]HistogramPoint) (map[string][]HistogramPoint, error) {
 	byRange := map[[2]time.Time][]string{}
 	for s, rs := range ranges {
 		for _, r := range rs {
@@ -82,7 +82,7 @@ func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time
 	for _, r := range order {
 		end = laterOf(end, r[1])
 	}
-	if exists, err := db.histTablesIn(ctx, order[0][0], end); err != nil || !exists {
+	if exists, err := tr.histTablesIn(ctx, order[0][0], end); err != nil || !exists {
 		return out, err // a database without histograms there pays one request a period
 	}
 	for _, r := range order {
@@ -90,7 +90,7 @@ func (db *DB) readRawHistograms(ctx context.Context, ranges map[string][][2]time
 		if len(names) == 0 {
 			continue
 		}
-		for sh, err := range db.histogramsWithStaged(ctx, names, r[0], r[1], staged) {
+		for sh, err := range tr.db.histogramsWithStaged(ctx, names, r[0], r[1], staged) {
 			if err != nil {
 				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
 			}

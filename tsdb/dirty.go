@@ -62,23 +62,23 @@ func appendDirty(k dirtyKey) []byte {
 
 // readDirty reads the dirty markers of the slices starting in [lo, hi) (Unix seconds), with
 // their ETags: one query of the catalog.
-func (db *DB) readDirty(ctx context.Context, lo, hi uint64) (map[dirtyKey]azcore.ETag, error) {
-	return db.readDirtyOf(ctx, lo, hi, nil)
+func (tr *tiers) readDirty(ctx context.Context, lo, hi uint64) (map[dirtyKey]azcore.ETag, error) {
+	return tr.readDirtyOf(ctx, lo, hi, nil)
 }
 
 // readDirtyOf is readDirty of the markers of series (nil: of all). The query reads every
 // marker of the range, but keeps only those: after a backfill of an hour, the markers of
 // every series of a tenant, which each batch of a query read whole into a map (25 to 118
 // MB in the soak).
-func (db *DB) readDirtyOf(ctx context.Context, lo, hi uint64, series map[string]bool) (map[dirtyKey]azcore.ETag, error) {
+func (tr *tiers) readDirtyOf(ctx context.Context, lo, hi uint64, series map[string]bool) (map[dirtyKey]azcore.ETag, error) {
 	out := map[dirtyKey]azcore.ETag{}
-	if len(db.opts.Tiers) == 0 || lo >= hi {
+	if len(tr.opts.Tiers) == 0 || lo >= hi {
 		return out, nil
 	}
 	q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", catalogDirty), filter.Ge("RowKey", blockKey(lo)),
 		filter.Lt("RowKey", blockKey(hi))).String(), Select: "RowKey"}
 	var e entity.Entity
-	for page, err := range pager.Each(ctx, db.catalog.client, q, 0) {
+	for page, err := range pager.Each(ctx, tr.catalog.client, q, 0) {
 		if isTableGone(err) {
 			break // no catalog yet: nothing is dirty
 		}
@@ -98,25 +98,25 @@ func (db *DB) readDirtyOf(ctx context.Context, lo, hi uint64, series map[string]
 }
 
 // readAllDirty reads every dirty marker (one query).
-func (db *DB) readAllDirty(ctx context.Context) (map[dirtyKey]azcore.ETag, error) {
-	return db.readDirty(ctx, 0, unix(tablets.MaxTime)+1)
+func (tr *tiers) readAllDirty(ctx context.Context) (map[dirtyKey]azcore.ETag, error) {
+	return tr.readDirty(ctx, 0, unix(tablets.MaxTime)+1)
 }
 
 // flagStale marks dirty the slices of series holding points older than the seal delay (less
 // the clock margin): an upsert per slice, in transactions, so a Write still reads nothing.
 // It runs after the points are stored: a RollupFlagged that read the raw points before them
 // read the marker's ETag before this upsert changed it, and its delete of the marker fails.
-func (db *DB) flagStale(ctx context.Context, series string, points []tablets.Point) error {
-	return db.flagStaleAt(ctx, series, points, db.now())
+func (tr *tiers) flagStale(ctx context.Context, series string, points []tablets.Point) error {
+	return tr.flagStaleAt(ctx, series, points, tr.now())
 }
 
 // flagStaleAt is flagStale of points that arrived at or before now.
-func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.Point, now time.Time) error {
-	slice := db.slice()
+func (tr *tiers) flagStaleAt(ctx context.Context, series string, points []tablets.Point, now time.Time) error {
+	slice := tr.slice()
 	if slice == 0 || len(points) == 0 {
 		return nil
 	}
-	limit := now.Add(-(db.opts.SealDelay - sealMargin))
+	limit := now.Add(-(tr.opts.SealDelay - sealMargin))
 	starts := map[uint64]bool{}
 	for _, p := range points {
 		if p.Time.Before(limit) {
@@ -134,7 +134,7 @@ func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.P
 		}
 		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: appendDirty(k)})
 	}
-	if err := submitAll(ctx, db.catalog.client, catalogDirty, actions); err != nil {
+	if err := submitAll(ctx, tr.catalog.client, catalogDirty, actions); err != nil {
 		return fmt.Errorf("tsdb: mark dirty slices: %w", err)
 	}
 	return nil
@@ -144,7 +144,7 @@ func (db *DB) flagStaleAt(ctx context.Context, series string, points []tablets.P
 // since (a later write into its slice) or gone stays as it is. In transactions of up to 100;
 // a transaction that meets a changed marker is sent again one marker a request. It returns
 // how many it deleted.
-func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag) (int, error) {
+func (tr *tiers) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag) (int, error) {
 	keys := slices.SortedFunc(maps.Keys(markers), func(a, b dirtyKey) int { return strings.Compare(a.rowKey(), b.rowKey()) })
 	deleted := 0
 	for len(keys) > 0 {
@@ -155,7 +155,7 @@ func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag)
 			actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(catalogDirty, k.rowKey()), IfMatch: &etag}
 		}
 		keys = keys[n:]
-		err := batch.Submit(ctx, db.catalog.client, catalogDirty, actions)
+		err := batch.Submit(ctx, tr.catalog.client, catalogDirty, actions)
 		if err == nil {
 			deleted += n
 			continue
@@ -164,7 +164,7 @@ func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag)
 			return deleted, fmt.Errorf("tsdb: delete dirty markers: %w", err)
 		}
 		for _, a := range actions {
-			err := batch.Submit(ctx, db.catalog.client, catalogDirty, []aztables.TransactionAction{a})
+			err := batch.Submit(ctx, tr.catalog.client, catalogDirty, []aztables.TransactionAction{a})
 			switch {
 			case err == nil:
 				deleted++
@@ -187,14 +187,19 @@ func (db *DB) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag)
 // delete, and the next run does their work; several processes may run it at once.
 // KeepRolledUp runs it every interval.
 func (db *DB) RollupFlagged(ctx context.Context) (int, error) {
-	if len(db.opts.Tiers) == 0 {
+	return db.tiers.rollupFlagged(ctx)
+}
+
+// rollupFlagged is DB.RollupFlagged.
+func (tr *tiers) rollupFlagged(ctx context.Context) (int, error) {
+	if len(tr.opts.Tiers) == 0 {
 		return 0, nil
 	}
-	markers, err := db.readAllDirty(ctx)
+	markers, err := tr.readAllDirty(ctx)
 	if err != nil || len(markers) == 0 {
 		return 0, err
 	}
-	return db.rollupMarkers(ctx, markers, false)
+	return tr.rollupMarkers(ctx, markers, false)
 }
 
 // manySeriesDirty is how many series of one slice RollupFlagged rolls up one by one; more,
@@ -205,12 +210,12 @@ const manySeriesDirty = 32
 // (Retain's last look at a period it is dropping), it rolls up every marked series by
 // itself, and even in a period recorded dropped; else it skips (and clears) the slices of
 // dropped periods.
-func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETag, dropping bool) (int, error) {
+func (tr *tiers) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETag, dropping bool) (int, error) {
 	bySlice := map[uint64][]string{}
 	for k := range markers {
 		bySlice[k.slice] = append(bySlice[k.slice], k.series)
 	}
-	span := uint64(db.slice() / time.Second)
+	span := uint64(tr.slice() / time.Second)
 	cleared := 0
 	for _, s := range slices.Sorted(maps.Keys(bySlice)) {
 		names := bySlice[s]
@@ -223,7 +228,7 @@ func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETa
 		dropped := false
 		if !dropping { // (dropping: the period is recorded dropped, and must be read all the same)
 			var err error
-			if dropped, err = db.sliceDropped(ctx, s); err != nil {
+			if dropped, err = tr.sliceDropped(ctx, s); err != nil {
 				return cleared, err
 			}
 		}
@@ -233,19 +238,19 @@ func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETa
 		case len(names) > manySeriesDirty && !dropping:
 			// Rollup clears the markers it read before reading the raw points: these, and
 			// any written since then.
-			if err := db.Rollup(ctx, at(s), at(s+span)); err != nil {
+			if err := tr.rollup(ctx, at(s), at(s+span)); err != nil {
 				return cleared, err
 			}
 			cleared += len(names)
 			continue
 		default:
 			for _, series := range names {
-				if err := db.rollupSeries(ctx, series, s, s+span); err != nil {
+				if err := tr.rollupSeries(ctx, series, s, s+span); err != nil {
 					return cleared, fmt.Errorf("tsdb: rollup %q: %w", series, err)
 				}
 			}
 		}
-		n, err := db.deleteDirty(ctx, done)
+		n, err := tr.deleteDirty(ctx, done)
 		cleared += n
 		if err != nil {
 			return cleared, err
@@ -257,22 +262,22 @@ func (db *DB) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETa
 // sliceDropped reports whether a raw period that the slice starting at s overlaps is
 // recorded dropped: from the cache, else, for a period a Retain may have dropped by now
 // (see oldestKeptPeriod), one catalog request.
-func (db *DB) sliceDropped(ctx context.Context, s uint64) (bool, error) {
-	end := at(s).Add(db.slice())
-	horizon := db.now().Add(-db.opts.RawRetention + sealMargin)
-	for p := db.period(at(s)); db.periodStart(p).Before(end); p += uint64(db.opts.RawPeriod / time.Second) {
-		if _, dropped := db.tables.dropped.get(p); dropped {
+func (tr *tiers) sliceDropped(ctx context.Context, s uint64) (bool, error) {
+	end := at(s).Add(tr.slice())
+	horizon := tr.now().Add(-tr.opts.RawRetention + sealMargin)
+	for p := tr.db.period(at(s)); tr.db.periodStart(p).Before(end); p += uint64(tr.opts.RawPeriod / time.Second) {
+		if _, dropped := tr.periods.dropped.get(p); dropped {
 			return true, nil
 		}
-		if db.opts.RawRetention <= 0 || !db.periodEnd(p).Before(horizon) {
+		if tr.opts.RawRetention <= 0 || !tr.db.periodEnd(p).Before(horizon) {
 			continue
 		}
-		dropped, err := db.catalog.isDropped(ctx, db.rawTable(p))
+		dropped, err := tr.catalog.isDropped(ctx, tr.db.rawTable(p))
 		if err != nil {
 			return false, err
 		}
 		if dropped {
-			db.tables.dropped.add(p, struct{}{})
+			tr.periods.dropped.add(p, struct{}{})
 			return true, nil
 		}
 	}

@@ -35,13 +35,13 @@ func TestReadDirtyOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name+"m", nil) }) // the catalog
-	slice := db.slice()
+	slice := db.tiers.slice()
 	if slice == 0 {
 		t.Fatal("no tiers: nothing is marked dirty")
 	}
 	late := []tablets.Point{{Time: now.Add(-30 * time.Hour), Value: 1}, {Time: now.Add(-6 * time.Hour), Value: 2}}
 	for _, s := range []string{"a", "b", "c"} {
-		if err := db.flagStale(ctx, s, late); err != nil {
+		if err := db.tiers.flagStale(ctx, s, late); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,14 +57,14 @@ func TestReadDirtyOf(t *testing.T) {
 	slot := func(t time.Time) string {
 		return time.Unix(int64(floorSec(unix(t), slice)), 0).UTC().Format("01-02 15:04")
 	}
-	all, err := db.readDirty(ctx, lo, hi)
+	all, err := db.tiers.readDirty(ctx, lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := keys(tagsOf(all)); len(got) != 6 {
 		t.Fatalf("all markers: %v, want 3 series in 2 slices", got)
 	}
-	some, err := db.readDirtyOf(ctx, lo, hi, map[string]bool{"b": true, "z": true})
+	some, err := db.tiers.readDirtyOf(ctx, lo, hi, map[string]bool{"b": true, "z": true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestReadDirtyOf(t *testing.T) {
 			t.Errorf("marker %v: ETag %q, read for all %q", k, tag, all[k])
 		}
 	}
-	first, err := db.readDirtyOf(ctx, lo, floorSec(unix(late[1].Time), slice), map[string]bool{"b": true})
+	first, err := db.tiers.readDirtyOf(ctx, lo, floorSec(unix(late[1].Time), slice), map[string]bool{"b": true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@
 //
 // # Parts
 //
-// A DB is the public face of six parts, each with its own lock and its own file:
+// A DB is the public face of seven parts, each with its own lock and its own file:
 //
 //   - the catalog (catalog.go): the dropped tables and the label-set registry, with the
 //     cache of label sets;
@@ -26,8 +26,17 @@
 //     periods were dropped, creating a period's tables ahead, listing them;
 //   - the series index (index.go): which series each of the newest periods' indexes lists,
 //     and listing the others; Select, LabelNames and LabelValues read it (select.go);
-//   - the tier tables (tiertables.go): which tier tables exist; Rollup and Aggregate
-//     (rollup.go, aggregate.go) read and write the blocks;
+//   - the tiers (tiers.go, a type of its own): the rollup of raw points into tier windows
+//     (rollup.go, rollupscan.go, rollupsplice.go; Rollup, RollupFlagged and KeepRolledUp
+//     in keeprolledup.go), the dirty markers late writes leave in the catalog (dirty.go),
+//     the tier tables known to exist (tiertables.go), the tier tables' names and the
+//     blocks' geometry and codec (tier.go, tiergeom.go, tierblock.go), and Aggregate with
+//     its planner (aggregate.go, aggregate_plan.go, aggregate_blocks.go, aggregate_raw.go,
+//     histwindow_read.go). DB's methods of these delegate to it. It is given the service
+//     client, the options (their clock), the catalog and the period tables; it still
+//     reaches the other parts' reads (the index, the raw and staged points, the
+//     histograms) through a back-pointer to the DB, the dependency to cut before it
+//     becomes a package;
 //   - the raw stores (stores.go): the layout's store of each period in use;
 //   - the write path (appender.go, appender_kinds.go, write.go): an Appender's Commit plans,
 //     registers, stages and writes both kinds of samples at once, a sampleKind holding

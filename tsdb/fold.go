@@ -274,7 +274,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		// before they leave the staging table (Aggregate distrusts a window a staged point is
 		// in).
 		if late := lateOf[names[i]]; len(late) > 0 {
-			return db.flagStaleAt(ctx, names[i], late, tablets.MaxTime)
+			return db.tiers.flagStaleAt(ctx, names[i], late, tablets.MaxTime)
 		}
 		return nil
 	})

@@ -16,9 +16,10 @@ import (
 // series keys, the catalog's entities, the index's, a tier block, a page token.
 func TestFormatDoc(t *testing.T) {
 	db := &DB{name: "metrics"}
+	db.tiers = newTiers(db)
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
-	tables := []string{db.name + "m", db.rawTable(period), db.indexTable(period), db.tierTable(hour, 1698278400), db.stagingTable()}
+	tables := []string{db.name + "m", db.rawTable(period), db.indexTable(period), db.tiers.tierTable(hour, 1698278400), db.stagingTable()}
 	if want := formatdoc.Lines(t, "tables"); !slices.Equal(tables, want) {
 		t.Errorf("tables %q, the document %q", tables, want)
 	}

@@ -13,28 +13,28 @@ import (
 // database without histograms pays one a period). Read before the histogram samples, after
 // the blocks' ETags, it misses none written before it: a table made later holds samples
 // that flag the blocks they are late for.
-func (db *DB) histTablesIn(ctx context.Context, from, to time.Time) (bool, error) {
-	spans, err := db.histSpans(ctx, from, to)
+func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, error) {
+	spans, err := tr.db.histSpans(ctx, from, to)
 	if err != nil {
 		return false, err
 	}
 	for _, sp := range spans {
-		if db.tables.known(histKind, sp.period) {
+		if tr.periods.known(histKind, sp.period) {
 			return true, nil
 		}
 	}
 	one, sel := int32(1), "RowKey"
 	for _, sp := range spans {
-		pager := db.service.NewClient(db.histTable(sp.period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
+		pager := tr.service.NewClient(tr.db.histTable(sp.period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
 		_, err := pager.NextPage(ctx)
 		if isTableGone(err) {
-			db.tables.gone(histKind, sp.period)
+			tr.periods.gone(histKind, sp.period)
 			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("tsdb: histograms: %w", err)
 		}
-		db.tables.found(histKind, sp.period)
+		tr.periods.found(histKind, sp.period)
 		return true, nil
 	}
 	return false, nil

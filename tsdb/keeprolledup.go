@@ -24,15 +24,20 @@ import (
 // on its ETag). lookback must exceed SealDelay, else the error wraps
 // tablets.ErrInvalidOptions.
 func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration, report func(from, to time.Time, err error)) error {
-	if retention := db.opts.RawRetention; retention > 0 && lookback > retention {
+	return db.tiers.keepRolledUp(ctx, interval, lookback, report)
+}
+
+// keepRolledUp is DB.KeepRolledUp.
+func (tr *tiers) keepRolledUp(ctx context.Context, interval, lookback time.Duration, report func(from, to time.Time, err error)) error {
+	if retention := tr.opts.RawRetention; retention > 0 && lookback > retention {
 		lookback = retention
 	}
-	if interval <= 0 || lookback <= db.opts.SealDelay {
+	if interval <= 0 || lookback <= tr.opts.SealDelay {
 		return fmt.Errorf("tsdb: KeepRolledUp: %w: interval %v must be positive and lookback %v (at most RawRetention) over SealDelay %v",
-			tablets.ErrInvalidOptions, interval, lookback, db.opts.SealDelay)
+			tablets.ErrInvalidOptions, interval, lookback, tr.opts.SealDelay)
 	}
 	var slice time.Duration
-	if tiers := db.opts.Tiers; len(tiers) > 0 {
+	if tiers := tr.opts.Tiers; len(tiers) > 0 {
 		slice = tiers[len(tiers)-1].block()
 	}
 	parent := ctx
@@ -42,16 +47,16 @@ func (db *DB) KeepRolledUp(ctx context.Context, interval, lookback time.Duration
 	go func() {
 		// The slices that late writes marked dirty, every interval too.
 		flagged <- maintain.Ticks(ctx, func(ctx context.Context, _ time.Time) error {
-			_, err := db.RollupFlagged(ctx)
+			_, err := tr.rollupFlagged(ctx)
 			return err
-		}, &maintain.Options{Every: interval, Now: db.opts.Now, Report: func(r maintain.Run) {
+		}, &maintain.Options{Every: interval, Now: tr.opts.Now, Report: func(r maintain.Run) {
 			if report != nil && r.Err != nil {
 				report(time.Time{}, time.Time{}, r.Err)
 			}
 		}})
 	}()
-	err := maintain.Ranges(ctx, db.Rollup, &maintain.Options{Every: interval, Now: db.opts.Now, Lag: db.opts.SealDelay, CatchUp: lookback,
-		Limit: lookback, Slice: slice, Progress: db.progressOf(TaskRollup), Report: func(r maintain.Run) {
+	err := maintain.Ranges(ctx, tr.db.Rollup, &maintain.Options{Every: interval, Now: tr.opts.Now, Lag: tr.opts.SealDelay, CatchUp: lookback,
+		Limit: lookback, Slice: slice, Progress: tr.db.progressOf(TaskRollup), Report: func(r maintain.Run) {
 			if report != nil {
 				report(r.From, r.To, r.Err)
 			}

@@ -143,7 +143,7 @@ func (db *DB) retainTiers(ctx context.Context, now time.Time) ([]string, error) 
 		if t.Retention == 0 {
 			continue
 		}
-		prefix := db.tierTable(t, 0)
+		prefix := db.tiers.tierTable(t, 0)
 		prefix = prefix[:len(prefix)-1] // name + "t" + step + "p"
 		f := filter.And(filter.Ge("TableName", prefix), filter.Lt("TableName", prefix+":")).String()
 		cutoff := now.Add(-t.Retention)
@@ -154,10 +154,10 @@ func (db *DB) retainTiers(ctx context.Context, now time.Time) ([]string, error) 
 			}
 			for _, tb := range page.Tables {
 				p, err := strconv.ParseUint(strings.TrimPrefix(*tb.Name, prefix), 10, 64)
-				if err != nil || db.tierTable(t, p) != *tb.Name || time.Unix(int64(p), 0).Add(t.Period).After(cutoff) {
+				if err != nil || db.tiers.tierTable(t, p) != *tb.Name || time.Unix(int64(p), 0).Add(t.Period).After(cutoff) {
 					continue
 				}
-				if err := db.tiers.recordDropped(ctx, *tb.Name); err != nil {
+				if err := db.tiers.tables.recordDropped(ctx, *tb.Name); err != nil {
 					return dropped, err
 				}
 				if _, err := db.service.DeleteTable(ctx, *tb.Name, nil); err != nil && !isTableGone(err) {
@@ -200,12 +200,12 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress
 			return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
 		}
 	}
-	lo, hi := floorSec(unix(start), db.slice()), unix(end)
-	markers, err := db.readDirty(ctx, lo, hi)
+	lo, hi := floorSec(unix(start), db.tiers.slice()), unix(end)
+	markers, err := db.tiers.readDirty(ctx, lo, hi)
 	if err != nil {
 		return err
 	}
-	if _, err := db.rollupMarkers(ctx, markers, false); err != nil {
+	if _, err := db.tiers.rollupMarkers(ctx, markers, false); err != nil {
 		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
 	}
 	if err := db.tables.recordDropped(ctx, p); err != nil {
@@ -213,12 +213,12 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress
 	}
 	// A write that checked the period before the record may have stored points since, and
 	// marked their slices: roll them up too, while the tables are still there.
-	if markers, err = db.readDirty(ctx, lo, hi); err != nil || len(markers) == 0 {
+	if markers, err = db.tiers.readDirty(ctx, lo, hi); err != nil || len(markers) == 0 {
 		return err
 	}
 	db.tables.dropped.remove(p) // so that the rollup reads the period (a Write still asks the catalog)
 	defer db.tables.dropped.add(p, struct{}{})
-	if _, err := db.rollupMarkers(ctx, markers, true); err != nil {
+	if _, err := db.tiers.rollupMarkers(ctx, markers, true); err != nil {
 		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
 	}
 	return nil
@@ -249,11 +249,11 @@ func (db *DB) clearDirty(ctx context.Context, p uint64) error {
 	if len(db.opts.Tiers) == 0 {
 		return nil
 	}
-	markers, err := db.readDirty(ctx, floorSec(unix(db.periodStart(p)), db.slice()), unix(db.periodEnd(p)))
+	markers, err := db.tiers.readDirty(ctx, floorSec(unix(db.periodStart(p)), db.tiers.slice()), unix(db.periodEnd(p)))
 	if err != nil || len(markers) == 0 {
 		return err
 	}
-	_, err = db.deleteDirty(ctx, markers)
+	_, err = db.tiers.deleteDirty(ctx, markers)
 	return err
 }
 

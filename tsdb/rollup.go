@@ -58,17 +58,22 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // transaction per series and tier table whose blocks changed; a series whose write meets a
 // change is rolled up again by itself.
 func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
+	return db.tiers.rollup(ctx, from, to)
+}
+
+// rollup is DB.Rollup.
+func (tr *tiers) rollup(ctx context.Context, from, to time.Time) error {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
 	}
-	tiers := db.opts.Tiers
+	tiers := tr.opts.Tiers
 	if len(tiers) == 0 || !from.Before(to) {
 		return nil
 	}
 	span := tiers[len(tiers)-1].block()
 	lo := floorSec(unix(from), span)
 	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
-	if kept, ok, err := db.oldestKeptPeriod(ctx, lo); err != nil {
+	if kept, ok, err := tr.db.oldestKeptPeriod(ctx, lo); err != nil {
 		return err
 	} else if ok {
 		// A block reaching into a period Retain may have dropped would be recomputed from
@@ -80,28 +85,28 @@ func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	}
 	// The dirty markers of the range, read before the raw points: once every series is
 	// rolled up they are cleared, but a marker written since (a later late point) stays.
-	dirty, err := db.readDirty(ctx, lo, hi)
+	dirty, err := tr.readDirty(ctx, lo, hi)
 	if err != nil {
 		return err
 	}
-	if err := db.rollupRange(ctx, lo, hi); err != nil {
+	if err := tr.rollupRange(ctx, lo, hi); err != nil {
 		return err
 	}
-	_, err = db.deleteDirty(ctx, dirty)
+	_, err = tr.deleteDirty(ctx, dirty)
 	return err
 }
 
 // rollupRange is Rollup of [lo, hi) (Unix seconds, whole slices).
-func (db *DB) rollupRange(ctx context.Context, lo, hi uint64) error {
-	names, err := db.rollupNames(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+func (tr *tiers) rollupRange(ctx context.Context, lo, hi uint64) error {
+	names, err := tr.rollupNames(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil || len(names) == 0 {
 		return err
 	}
-	if scanned, err := db.scanRollup(ctx, names, lo, hi); scanned || err != nil {
+	if scanned, err := tr.scanRollup(ctx, names, lo, hi); scanned || err != nil {
 		return err
 	}
 	for _, series := range names {
-		if err := db.rollupSeries(ctx, series, lo, hi); err != nil {
+		if err := tr.rollupSeries(ctx, series, lo, hi); err != nil {
 			return fmt.Errorf("tsdb: rollup %q: %w", series, err)
 		}
 	}
@@ -111,16 +116,16 @@ func (db *DB) rollupRange(ctx context.Context, lo, hi uint64) error {
 // rollupNames lists the series with points or histogram samples in the periods [from, to)
 // overlaps: Series', and those listed in the index of a period that has a histogram table
 // but no raw table (histogram samples only).
-func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, error) {
-	names, err := db.Series(ctx, from, to)
+func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string, error) {
+	names, err := tr.db.Series(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := db.spans(ctx, from, to)
+	raw, err := tr.db.spans(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := db.histSpans(ctx, from, to)
+	hist, err := tr.db.histSpans(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +139,7 @@ func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, er
 		}
 		q := pager.SubQuery{Select: "RowKey"}
 		var e entity.Entity
-		for page, err := range pager.Each(ctx, db.service.NewClient(db.indexTable(h.period)), q, 0) {
+		for page, err := range pager.Each(ctx, tr.service.NewClient(tr.db.indexTable(h.period)), q, 0) {
 			if isTableGone(err) {
 				break
 			}
@@ -160,24 +165,24 @@ func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, er
 // slices): it reads the blocks stored there, then the raw points and histogram samples,
 // then writes the blocks that changed conditionally on what it read; a block changed
 // meanwhile starts it again.
-func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) error {
+func (tr *tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64) error {
 	for range maxRollupAttempts {
-		stored, err := db.readSeriesBlocks(ctx, series, lo, hi)
+		stored, err := tr.readSeriesBlocks(ctx, series, lo, hi)
 		if err != nil {
 			return err
 		}
 		var pts []tablets.Point
-		for p, err := range db.Query(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
+		for p, err := range tr.db.Query(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
 			if err != nil {
 				return err
 			}
 			pts = append(pts, p)
 		}
-		hists, err := db.readHistograms(ctx, series, lo, hi)
+		hists, err := tr.readHistograms(ctx, series, lo, hi)
 		if err != nil {
 			return err
 		}
-		err = db.writeSlice(ctx, series, stored, pts, hists, lo, hi, db.now())
+		err = tr.writeSlice(ctx, series, stored, pts, hists, lo, hi, tr.now())
 		if !batch.IsConflict(err) {
 			return err
 		}
@@ -186,15 +191,15 @@ func (db *DB) rollupSeries(ctx context.Context, series string, lo, hi uint64) er
 }
 
 // readHistograms reads the histogram samples of series in [lo, hi) (Unix seconds).
-func (db *DB) readHistograms(ctx context.Context, series string, lo, hi uint64) ([]tablets.HistogramPoint, error) {
+func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint64) ([]tablets.HistogramPoint, error) {
 	if len(histogramNames([]string{series})) == 0 {
 		return nil, nil // a name no histogram table can hold
 	}
-	if exists, err := db.histTablesIn(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime)); err != nil || !exists {
+	if exists, err := tr.histTablesIn(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime)); err != nil || !exists {
 		return nil, err
 	}
 	var out []tablets.HistogramPoint
-	for p, err := range db.QueryHistograms(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
+	for p, err := range tr.db.QueryHistograms(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
 		if err != nil {
 			return nil, err
 		}

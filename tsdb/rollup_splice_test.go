@@ -59,15 +59,15 @@ func TestSpliceSkipsUnchanged(t *testing.T) {
 	hours := db.opts.Tiers[1]
 	lo, hi := unix(spliceDay.Add(24*time.Hour)), unix(spliceDay.Add(48*time.Hour))
 	pts := splicePoints(spliceDay, 48*time.Hour, 1)
-	bs, _ := db.storedSpan(hours, lo, hi)
-	n := int(db.blockSpan(hours) / time.Hour)
+	bs, _ := db.tiers.storedSpan(hours, lo, hi)
+	n := int(db.tiers.blockSpan(hours) / time.Hour)
 	if n != 336 || bs != unix(spliceDay) {
 		t.Fatalf("block of hours: %d windows from %v", n, at(bs))
 	}
 	stored := &tierBlock{series: "a", start: bs, step: time.Hour, version: blockenc.VersionColumnar, rolled: 1, etag: azcore.ETag("e1"),
-		windows: windowsOf(db.computeWindows(hours, pts, nil), bs, time.Hour, n), sealed: allSealed(n), cols: blockenc.AllColumns}
-	fresh := db.computeWindows(hours, pts[len(pts)/2:], nil) // the second day's points only
-	w, err := db.spliceSlice("a", hours, []*tierBlock{stored}, fresh, lo, hi, now)
+		windows: windowsOf(db.tiers.computeWindows(hours, pts, nil), bs, time.Hour, n), sealed: allSealed(n), cols: blockenc.AllColumns}
+	fresh := db.tiers.computeWindows(hours, pts[len(pts)/2:], nil) // the second day's points only
+	w, err := db.tiers.spliceSlice("a", hours, []*tierBlock{stored}, fresh, lo, hi, now)
 	if err != nil || len(w) != 0 {
 		t.Fatalf("unchanged: %v, %v", w, err)
 	}
@@ -76,7 +76,7 @@ func TestSpliceSkipsUnchanged(t *testing.T) {
 	if !sameWindows(stored, stored.windows, stored.sealed) {
 		t.Fatal("a block differs from itself")
 	}
-	fresh2 := db.computeWindows(hours, pts[len(pts)/2:], nil)
+	fresh2 := db.tiers.computeWindows(hours, pts[len(pts)/2:], nil)
 	if sameWindows(stored, windowsOf(fresh2, bs, time.Hour, n), allSealed(n)) {
 		t.Fatal("a sealed bit that differs is no change")
 	}
@@ -165,7 +165,7 @@ func TestSpliceBlockOps(t *testing.T) {
 	}
 	check := func(what string, in []*tierBlock, windows []*Window, want ...string) {
 		t.Helper()
-		ops, err := db.blockOps("a", minutes, bs, in, windows, sealed, 1)
+		ops, err := db.tiers.blockOps("a", minutes, bs, in, windows, sealed, 1)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -206,7 +206,7 @@ func TestSpliceTooLarge(t *testing.T) {
 	if _, err := blockenc.AppendColumnar(nil, "a", time.Minute, toColumnar(bs, windows, sealed, 1)); !errors.Is(err, blockenc.ErrTooLarge) {
 		t.Fatalf("a block of 1440 windows of about 2000 bins each: %v, want ErrTooLarge", err)
 	}
-	body, kept, err := db.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	body, kept, err := db.tiers.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestSpliceTooLarge(t *testing.T) {
 	if err := e.Decode(append([]byte(nil), body...)); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := db.decodeTierBlock(&e, minutes, blockenc.AllColumns)
+	stored, err := db.tiers.decodeTierBlock(&e, minutes, blockenc.AllColumns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestSpliceTooLarge(t *testing.T) {
 			t.Fatalf("window %d stored: %+v", i, w)
 		}
 	}
-	ops, err := db.blockOps("a", minutes, bs, []*tierBlock{stored}, windows, sealed, 2)
+	ops, err := db.tiers.blockOps("a", minutes, bs, []*tierBlock{stored}, windows, sealed, 2)
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("computed again: %d operations, %v", len(ops), err)
 	}
@@ -253,10 +253,10 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 		}
 		samples = append(samples, tablets.HistogramPoint{Time: at(bs + uint64(i)*60 + 7), FH: h})
 	}
-	fresh := db.computeWindows(minutes, nil, samples)
+	fresh := db.tiers.computeWindows(minutes, nil, samples)
 	windows := windowsOf(fresh, bs, time.Minute, 1440)
 	sealed := allSealed(1440)
-	body, kept, err := db.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	body, kept, err := db.tiers.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 	if err := e.Decode(append([]byte(nil), body...)); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := db.decodeTierBlock(&e, minutes, blockenc.AllColumns)
+	stored, err := db.tiers.decodeTierBlock(&e, minutes, blockenc.AllColumns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 			t.Fatalf("window %d stored: %+v", i, w)
 		}
 	}
-	ops, err := db.blockOps("a", minutes, bs, []*tierBlock{stored}, windowsOf(db.computeWindows(minutes, nil, samples), bs, time.Minute, 1440), sealed, 2)
+	ops, err := db.tiers.blockOps("a", minutes, bs, []*tierBlock{stored}, windowsOf(db.tiers.computeWindows(minutes, nil, samples), bs, time.Minute, 1440), sealed, 2)
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("computed again: %d operations, %v", len(ops), err)
 	}

@@ -42,17 +42,17 @@ const (
 //
 // It reports false when a raw table of the range is not chunked: the caller then rolls up
 // series by series. Slices without a raw table are left alone.
-func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bool, error) {
-	tiers := db.opts.Tiers
+func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bool, error) {
+	tiers := tr.opts.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
-	spans, err := db.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	spans, err := tr.db.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
 	stores := make([]*chunked.Store, len(spans))
 	for i, sp := range spans {
-		s, err := db.stores.get(sp.period)
+		s, err := tr.db.stores.get(sp.period)
 		if err != nil {
 			return true, err
 		}
@@ -66,12 +66,12 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 	slices.SortFunc(names, chunked.CompareSeries)
 	blocks := 0 // a series' blocks over a slice, all tiers
 	for _, t := range tiers {
-		blo, bhi := db.storedSpan(t, lo, lo+span)
-		blocks += int((bhi - blo) / uint64(db.blockSpan(t)/time.Second))
+		blo, bhi := tr.storedSpan(t, lo, lo+span)
+		blocks += int((bhi - blo) / uint64(tr.blockSpan(t)/time.Second))
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
-	hist, err := db.histSpans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	hist, err := tr.db.histSpans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -83,12 +83,12 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 				raw = append(raw, rawSpan{stores[i], laterOf(sp.from, at(s)), earlierOf(sp.to, at(s+span))})
 			}
 		}
-		if err := db.ensureTierTables(ctx, s, s+span); err != nil {
+		if err := tr.ensureTierTables(ctx, s, s+span); err != nil {
 			return true, err
 		}
 		for g := 0; g < len(names); {
 			n := min(group, len(names)-g)
-			size, err := db.rollupGroup(ctx, names[g:g+n], n == len(names), raw, s, s+span)
+			size, err := tr.rollupGroup(ctx, names[g:g+n], n == len(names), raw, s, s+span)
 			if err != nil {
 				return true, err
 			}
@@ -125,10 +125,10 @@ func sliceStarts(spans []span, lo, hi uint64, block time.Duration) []uint64 {
 
 // ensureTierTables makes the tier tables of [lo, hi) once, before the series' writers would
 // each try at once. A dropped one is left dropped.
-func (db *DB) ensureTierTables(ctx context.Context, lo, hi uint64) error {
-	for _, t := range db.opts.Tiers {
+func (tr *tiers) ensureTierTables(ctx context.Context, lo, hi uint64) error {
+	for _, t := range tr.opts.Tiers {
 		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
-			if err := db.tiers.ensure(ctx, db.tierTable(t, p)); err != nil && !errors.Is(err, errTierDropped) {
+			if err := tr.tables.ensure(ctx, tr.tierTable(t, p)); err != nil && !errors.Is(err, errTierDropped) {
 				return err
 			}
 		}
@@ -145,8 +145,8 @@ type rawSpan struct {
 // rollupGroup rolls up the blocks of a group of series (sorted by chunked.CompareSeries) in
 // the slice [lo, hi), and returns the size of the blocks it read. all says the group is
 // every series.
-func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) (int, error) {
-	stored, size, err := db.groupBlocks(ctx, group, lo, hi)
+func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) (int, error) {
+	stored, size, err := tr.groupBlocks(ctx, group, lo, hi)
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +154,7 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 	if all {
 		stagedOf = nil // every series: the filter need not name columns
 	}
-	staged, stagedHists, err := db.readStagedKinds(ctx, stagedOf, at(lo), at(hi), stagedBoth)
+	staged, stagedHists, err := tr.db.readStagedKinds(ctx, stagedOf, at(lo), at(hi), stagedBoth)
 	if err != nil {
 		return 0, err
 	}
@@ -167,19 +167,19 @@ func (db *DB) rollupGroup(ctx context.Context, group []string, all bool, raw []r
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				if err := db.rollupScanned(ctx, j, lo, hi); err != nil {
+				if err := tr.rollupScanned(ctx, j, lo, hi); err != nil {
 					cancel(fmt.Errorf("tsdb: rollup %q: %w", j.series, err))
 				}
 			}
 		}()
 	}
 	// After the ETags: a histogram table made since holds late samples that flagged blocks.
-	exists, err := db.histTablesIn(ctx, at(lo), at(hi))
+	exists, err := tr.histTablesIn(ctx, at(lo), at(hi))
 	if err != nil {
 		return 0, err
 	}
-	hists := histPrefetch{db: db, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
-	err = db.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
+	hists := histPrefetch{db: tr.db, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
+	err = tr.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {
 			cancel(err)
@@ -262,21 +262,21 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
 // since it was read (or appeared), it rolls the series' slice up again by itself.
-func (db *DB) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
-	stored, err := db.decodeStored(j.stored)
+func (tr *tiers) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
+	stored, err := tr.decodeStored(j.stored)
 	if err != nil {
 		return err
 	}
-	err = db.writeSlice(ctx, j.series, stored, j.points, j.hists, lo, hi, db.now())
+	err = tr.writeSlice(ctx, j.series, stored, j.points, j.hists, lo, hi, tr.now())
 	if batch.IsConflict(err) {
-		return db.rollupSeries(ctx, j.series, lo, hi)
+		return tr.rollupSeries(ctx, j.series, lo, hi)
 	}
 	return err
 }
 
 // groupPoints calls each with every series of group (in order), its points in the raw
 // spans (scanned) merged with its staged ones, until each returns false.
-func (db *DB) groupPoints(ctx context.Context, group []string, raw []rawSpan, staged map[string][]tablets.Point,
+func (tr *tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan, staged map[string][]tablets.Point,
 	each func(series string, pts []tablets.Point) bool) error {
 	type puller struct {
 		next func() (chunked.SeriesPoints, error, bool)
@@ -329,7 +329,7 @@ func (db *DB) groupPoints(ctx context.Context, group []string, raw []rawSpan, st
 // groupBlocks reads the blocks of a group of series overlapping the slice [lo, hi) (see
 // readSeriesBlocks), by series, as read, and their size in all: per tier table, one query
 // across the partitions from the group's first name to its last.
-func (db *DB) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string]storedBlocks, int, error) {
+func (tr *tiers) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string]storedBlocks, int, error) {
 	in := make(map[string]bool, len(group))
 	for _, s := range group {
 		in[s] = true
@@ -338,12 +338,12 @@ func (db *DB) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (m
 	last := slices.MaxFunc(group, filter.CompareUTF16)
 	out := map[string]storedBlocks{}
 	size := 0
-	tiers := db.opts.Tiers
+	tiers := tr.opts.Tiers
 	for i, t := range tiers {
-		blo, bhi := db.storedSpan(t, lo, hi)
+		blo, bhi := tr.storedSpan(t, lo, hi)
 		f := filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
 			filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
-		err := db.readTierEntities(ctx, t, blo, bhi, f, func(series string, raw []byte) {
+		err := tr.readTierEntities(ctx, t, blo, bhi, f, func(series string, raw []byte) {
 			if !in[series] {
 				return
 			}

@@ -61,8 +61,8 @@ func checkTiers(tiers []Tier) ([]Tier, error) {
 
 // tierTable is the name of the table of tier t's period starting at p (Unix seconds):
 // name + "t" + step in seconds + "p" + p.
-func (db *DB) tierTable(t Tier, p uint64) string {
-	return db.name + "t" + strconv.FormatInt(int64(t.Step/time.Second), 10) + "p" + strconv.FormatUint(p, 10)
+func (tr *tiers) tierTable(t Tier, p uint64) string {
+	return tr.name + "t" + strconv.FormatInt(int64(t.Step/time.Second), 10) + "p" + strconv.FormatUint(p, 10)
 }
 
 // blockKey is the RowKey of the block starting at Unix second s.

@@ -39,14 +39,14 @@ func (b *tierBlock) end() uint64 {
 
 // decodeTierBlock reads a tier entity of either format (decoded with AllowStrings) of tier
 // t, whose columnar blocks were read with cols selected (row blocks are read whole).
-func (db *DB) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (*tierBlock, error) {
+func (tr *tiers) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (*tierBlock, error) {
 	if blockenc.IsColumnar(e) {
 		flagged := dropStaleFlag(e)
-		c, err := blockenc.DecodeColumnar(e, t.Step, db.opts.Accuracy, cols)
+		c, err := blockenc.DecodeColumnar(e, t.Step, tr.opts.Accuracy, cols)
 		if err != nil {
 			return nil, err
 		}
-		tb, err := db.fromColumnar(string(e.PartitionKey), azcore.ETag(e.ETag), t, c)
+		tb, err := tr.fromColumnar(string(e.PartitionKey), azcore.ETag(e.ETag), t, c)
 		if err != nil {
 			return nil, err
 		}
@@ -59,7 +59,7 @@ func (db *DB) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (
 		}
 		return tb, nil
 	}
-	b, err := decodeBlock(e, t.Step, db.opts.Accuracy)
+	b, err := decodeBlock(e, t.Step, tr.opts.Accuracy)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (db *DB) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (
 	}
 	for i := range tb.windows {
 		end := at(b.start).Add(time.Duration(i+1) * t.Step)
-		tb.sealed[i] = !b.stale && b.rolled >= float64(end.Add(db.opts.SealDelay).Unix())
+		tb.sealed[i] = !b.stale && b.rolled >= float64(end.Add(tr.opts.SealDelay).Unix())
 	}
 	return tb, nil
 }
@@ -91,7 +91,7 @@ func dropStaleFlag(e *entity.Entity) bool {
 }
 
 // fromColumnar is the tierBlock of a decoded columnar block.
-func (db *DB) fromColumnar(series string, etag azcore.ETag, t Tier, c *blockenc.Columnar) (*tierBlock, error) {
+func (tr *tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blockenc.Columnar) (*tierBlock, error) {
 	tb := &tierBlock{series: series, start: c.Start, step: t.Step, version: blockenc.VersionColumnar, rolled: c.Rolled, etag: etag,
 		windows: make([]*Window, len(c.Windows)), sealed: c.Sealed, cols: c.Columns}
 	blockStart := at(c.Start)
@@ -113,7 +113,7 @@ func (db *DB) fromColumnar(series string, etag azcore.ETag, t Tier, c *blockenc.
 			return nil, &entity.DecodeError{PartitionKey: series, RowKey: blockKey(c.Start), Reason: fmt.Sprintf("window %d: %v", i, err)}
 		}
 		if tb.windows[i] == nil {
-			tb.windows[i] = &Window{Start: ws, sk: sketchenc.New(db.opts.Accuracy)}
+			tb.windows[i] = &Window{Start: ws, sk: sketchenc.New(tr.opts.Accuracy)}
 		}
 		tb.windows[i].hist = h
 	}

@@ -20,8 +20,8 @@ const maxColumnarSlices = 14
 
 // slice is the span of Rollup's unit of work (and of the dirty markers): 24 windows of
 // the coarsest tier; 0 without tiers.
-func (db *DB) slice() time.Duration {
-	tiers := db.opts.Tiers
+func (tr *tiers) slice() time.Duration {
+	tiers := tr.opts.Tiers
 	if len(tiers) == 0 {
 		return 0
 	}
@@ -46,5 +46,5 @@ func columnarSpan(t Tier, slice time.Duration) time.Duration {
 	return best
 }
 
-// blockSpan is the span of the columnar blocks of tier t of db.
-func (db *DB) blockSpan(t Tier) time.Duration { return columnarSpan(t, db.slice()) }
+// blockSpan is the span of the columnar blocks of tier t of tr.
+func (tr *tiers) blockSpan(t Tier) time.Duration { return columnarSpan(t, tr.slice()) }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/seed71701133/tablets"
 )
 
@@ -18,12 +20,13 @@ var errTierDropped = errors.New("tsdb: tier table dropped")
 // tierTables knows which tier tables exist (those this process created or found), and
 // creates the others unless the catalog says they were dropped.
 type tierTables struct {
-	db    *DB
-	known *genCache[string, struct{}]
+	service *aztables.ServiceClient
+	catalog *catalog
+	known   *genCache[string, struct{}]
 }
 
-func newTierTables(db *DB) *tierTables {
-	return &tierTables{db: db, known: newGenCache[string, struct{}](maxTierTablesCached, nil)}
+func newTierTables(service *aztables.ServiceClient, c *catalog) *tierTables {
+	return &tierTables{service: service, catalog: c, known: newGenCache[string, struct{}](maxTierTablesCached, nil)}
 }
 
 // ensure creates a tier table unless this process knows it exists, or it was dropped
@@ -32,14 +35,14 @@ func (t *tierTables) ensure(ctx context.Context, name string) error {
 	if _, ok := t.known.get(name); ok {
 		return nil
 	}
-	dropped, err := t.db.catalog.isDropped(ctx, name)
+	dropped, err := t.catalog.isDropped(ctx, name)
 	if err != nil {
 		return err
 	}
 	if dropped {
 		return errTierDropped
 	}
-	if err := tablets.EnsureTable(ctx, t.db.service.NewClient(name)); err != nil {
+	if err := tablets.EnsureTable(ctx, t.service.NewClient(name)); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
 	}
 	t.known.add(name, struct{}{})
@@ -48,7 +51,7 @@ func (t *tierTables) ensure(ctx context.Context, name string) error {
 
 // recordDropped marks a tier table dropped in the catalog, before it goes.
 func (t *tierTables) recordDropped(ctx context.Context, name string) error {
-	if err := t.db.catalog.recordDropped(ctx, name); err != nil {
+	if err := t.catalog.recordDropped(ctx, name); err != nil {
 		return err
 	}
 	t.known.remove(name)

@@ -93,7 +93,7 @@ type DB struct {
 	tables    *periodTables               // which raw and index tables exist, which periods are dropped
 	index     *seriesIndex                // the series listed in each period's index
 	histIndex *seriesIndex                // the series flagged with histograms there
-	tiers     *tierTables                 // which tier tables exist
+	tiers     *tiers                      // rollup, dirty markers, tier tables, Aggregate
 	stores    *rawStores                  // the raw store of each period
 	validator tablets.Store               // checks series names with the layout's rules
 	valid     *genCache[string, struct{}] // series the validator passed lately
@@ -146,7 +146,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.tables = newPeriodTables(db)
 	db.index = newSeriesIndex(o.CachedSeries)
 	db.histIndex = newSeriesIndex(o.CachedSeries)
-	db.tiers = newTierTables(db)
+	db.tiers = newTiers(db)
 	db.stores = newRawStores(o.Layout, service, db.rawTable)
 	return db, nil
 }
