@@ -178,7 +178,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if err != nil {
 		return 0, err
 	}
-	hists := histPrefetch{db: tr.db, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
+	hists := histPrefetch{histograms: tr.db.histogramsWithStaged, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
 	err = tr.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {
@@ -219,13 +219,15 @@ const histPrefetchSeries = 64
 // histPrefetch reads the histogram samples of a group's series in [lo, hi), a few series'
 // at a time, as the rollup of the group comes to them (in the group's order).
 type histPrefetch struct {
-	db     *DB
-	group  []string
-	lo, hi uint64
-	none   bool                                // no histogram table: nothing to read
-	staged map[string][]tablets.HistogramPoint // the group's staged samples, read once
-	upto   int                                 // the index in group of the first series not read yet
-	read   map[string][]tablets.HistogramPoint
+	// histograms reads the samples of series in [from, to), staged ones included (the DB's
+	// histogram read).
+	histograms func(ctx context.Context, names []string, from, to time.Time, staged map[string][]HistogramPoint) iter.Seq2[SeriesHistogram, error]
+	group      []string
+	lo, hi     uint64
+	none       bool                                // no histogram table: nothing to read
+	staged     map[string][]tablets.HistogramPoint // the group's staged samples, read once
+	upto       int                                 // the index in group of the first series not read yet
+	read       map[string][]tablets.HistogramPoint
 }
 
 // next returns the samples of series, the next of the group not asked for yet.
@@ -247,7 +249,7 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 	for _, s := range batch {
 		h.read[s] = nil
 	}
-	for sh, err := range h.db.histogramsWithStaged(ctx, histogramNames(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime), h.staged) {
+	for sh, err := range h.histograms(ctx, histogramNames(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime), h.staged) {
 		if err != nil {
 			return nil, fmt.Errorf("tsdb: rollup: read histograms: %w", err)
 		}
