@@ -55,7 +55,7 @@ func (tr *tiers) keepRolledUp(ctx context.Context, interval, lookback time.Durat
 			}
 		}})
 	}()
-	err := maintain.Ranges(ctx, tr.db.Rollup, &maintain.Options{Every: interval, Now: tr.opts.Now, Lag: tr.opts.SealDelay, CatchUp: lookback,
+	err := maintain.Ranges(ctx, tr.rollup, &maintain.Options{Every: interval, Now: tr.opts.Now, Lag: tr.opts.SealDelay, CatchUp: lookback,
 		Limit: lookback, Slice: slice, Progress: tr.db.progressOf(TaskRollup), Report: func(r maintain.Run) {
 			if report != nil {
 				report(r.From, r.To, r.Err)
