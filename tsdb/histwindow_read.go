@@ -14,7 +14,7 @@ import (
 // the blocks' ETags, it misses none written before it: a table made later holds samples
 // that flag the blocks they are late for.
 func (db *DB) histTablesIn(ctx context.Context, from, to time.Time) (bool, error) {
-	spans, err := db.histSpans(ctx, from, to)
+	spans, err := db.spans(ctx, histKind, from, to)
 	if err != nil {
 		return false, err
 	}

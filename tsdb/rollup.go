@@ -116,11 +116,11 @@ func (db *DB) rollupNames(ctx context.Context, from, to time.Time) ([]string, er
 	if err != nil {
 		return nil, err
 	}
-	raw, err := db.spans(ctx, from, to)
+	raw, err := db.spans(ctx, rawKind, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := db.histSpans(ctx, from, to)
+	hist, err := db.spans(ctx, histKind, from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 	tiers := db.opts.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
-	spans, err := db.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	spans, err := db.spans(ctx, rawKind, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -71,7 +71,7 @@ func (db *DB) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bo
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
-	hist, err := db.histSpans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	hist, err := db.spans(ctx, histKind, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
