@@ -27,7 +27,7 @@ type tableCompacter interface {
 // processes may compact at once, and a Compact killed midway leaves every sample readable:
 // the merges are conditional on the chunks' ETags, each one transaction.
 func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
-	spans, err := db.spans(ctx, from, to)
+	spans, err := db.spans(ctx, rawKind, from, to)
 	if err != nil {
 		return err
 	}

@@ -257,7 +257,11 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			for _, p := range pts {
 				priority = max(priority, p.stamp)
 			}
-			if err := db.foldSeries(ctx, names[i], priority, lastWrites(pts), dropped); err != nil {
+			err := foldSeries(ctx, db, rawKind, names[i], lastWrites(pts), func(p tablets.Point) uint64 { return db.period(p.Time) }, dropped,
+				func(ctx context.Context, p uint64, pts []tablets.Point) error {
+					return db.foldPoints(ctx, p, names[i], priority, pts)
+				})
+			if err != nil {
 				return err
 			}
 		}
@@ -266,7 +270,12 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			for _, h := range hs {
 				priority = max(priority, h.stamp)
 			}
-			if err := db.foldHistSeries(ctx, names[i], priority, lastHistWrites(hs), dropped); err != nil {
+			err := foldSeries(ctx, db, histKind, names[i], lastHistWrites(hs), func(s histenc.Sample) uint64 { return db.period(time.UnixMilli(int64(s.Unit))) }, dropped,
+				func(ctx context.Context, p uint64, samples []histenc.Sample) error {
+					_, err := db.writeHistSamples(ctx, p, names[i], samples, priority)
+					return err
+				})
+			if err != nil {
 				return err
 			}
 		}
@@ -302,28 +311,24 @@ func distinctErrors(errs []error) []error {
 	return out
 }
 
-// foldSeries writes one series' staged points into the raw tables of their periods, with
-// the priority of their latest write. Points of a dropped period are left out.
-func (db *DB) foldSeries(ctx context.Context, series string, priority uint64, points []tablets.Point, dropped map[uint64]bool) error {
-	byPeriod := map[uint64][]tablets.Point{}
-	for _, p := range points {
-		byPeriod[db.period(p.Time)] = append(byPeriod[db.period(p.Time)], p)
+// foldSeries writes one series' staged samples of one kind (sorted, one a millisecond)
+// into the tables of kind k of their periods (periodOf), each period's with write (the
+// kind's codec and table, with the priority of the series' latest write). Samples of a
+// dropped period, or of a table dropped meanwhile, are left out.
+func foldSeries[S any](ctx context.Context, db *DB, k tableKind, series string, samples []S, periodOf func(S) uint64,
+	dropped map[uint64]bool, write func(ctx context.Context, p uint64, samples []S) error) error {
+	byPeriod := map[uint64][]S{}
+	for _, s := range samples {
+		p := periodOf(s)
+		byPeriod[p] = append(byPeriod[p], s)
 	}
 	for _, p := range slices.Sorted(maps.Keys(byPeriod)) {
 		if dropped[p] {
 			continue
 		}
-		s, err := db.stores.get(p)
-		if err != nil {
-			return err
-		}
-		c, ok := s.(*chunked.Store)
-		if !ok {
-			return fmt.Errorf("raw store of period %d is %T, not chunked", p, s)
-		}
-		err = c.WriteAt(ctx, series, priority, byPeriod[p]...)
+		err := write(ctx, p, byPeriod[p])
 		if isTableGone(err) {
-			db.tables.gone(rawKind, p) // dropped meanwhile
+			db.tables.gone(k, p) // dropped meanwhile
 			continue
 		}
 		if err != nil {
@@ -333,29 +338,18 @@ func (db *DB) foldSeries(ctx context.Context, series string, priority uint64, po
 	return nil
 }
 
-// foldHistSeries writes one series' staged histogram samples (sorted, one a millisecond)
-// into the histogram tables of their periods, with the priority of their latest write.
-// Samples of a dropped period are left out.
-func (db *DB) foldHistSeries(ctx context.Context, series string, priority uint64, samples []histenc.Sample, dropped map[uint64]bool) error {
-	byPeriod := map[uint64][]histenc.Sample{}
-	for _, s := range samples {
-		p := db.period(time.UnixMilli(int64(s.Unit)))
-		byPeriod[p] = append(byPeriod[p], s)
+// foldPoints writes a series' staged float points of period p into its raw table (chunked),
+// with priority.
+func (db *DB) foldPoints(ctx context.Context, p uint64, series string, priority uint64, points []tablets.Point) error {
+	s, err := db.stores.get(p)
+	if err != nil {
+		return err
 	}
-	for _, p := range slices.Sorted(maps.Keys(byPeriod)) {
-		if dropped[p] {
-			continue
-		}
-		_, err := db.writeHistSamples(ctx, p, series, byPeriod[p], priority)
-		if isTableGone(err) {
-			db.tables.gone(histKind, p) // dropped meanwhile
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%q: %w", series, err)
-		}
+	c, ok := s.(*chunked.Store)
+	if !ok {
+		return fmt.Errorf("raw store of period %d is %T, not chunked", p, s)
 	}
-	return nil
+	return c.WriteAt(ctx, series, priority, points...)
 }
 
 // deleteFolded deletes the folded entities. A read prefers a staged point to a raw one, so

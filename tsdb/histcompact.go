@@ -31,7 +31,7 @@ const (
 // table is scanned once for the partitions (series and day) that hold several chunks, and
 // only those are read and merged. A partition that fails does not stop the others.
 func (db *DB) compactHistograms(ctx context.Context, from, to time.Time) error {
-	spans, err := db.histSpans(ctx, from, to)
+	spans, err := db.spans(ctx, histKind, from, to)
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (db *DB) compactHistograms(ctx context.Context, from, to time.Time) error {
 			continue
 		}
 		err := compactHistTable(ctx, db.service.NewClient(db.histTable(sp.period)), lo, hi)
-		if !db.histReadDone(sp.period, err) && err != nil {
+		if !db.readDone(histKind, sp.period, err) && err != nil {
 			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", db.histTable(sp.period), err))
 		}
 	}

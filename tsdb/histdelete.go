@@ -24,7 +24,7 @@ func (db *DB) deleteHistograms(ctx context.Context, series string, from, to time
 	if validateHistSeries(series) != nil {
 		return nil
 	}
-	spans, err := db.histSpans(ctx, from, to)
+	spans, err := db.spans(ctx, histKind, from, to)
 	if err != nil {
 		return err
 	}
@@ -34,7 +34,7 @@ func (db *DB) deleteHistograms(ctx context.Context, series string, from, to time
 			continue
 		}
 		err := deleteHistRange(ctx, db.service.NewClient(db.histTable(sp.period)), series, lo, hi)
-		if !db.histReadDone(sp.period, err) && err != nil {
+		if !db.readDone(histKind, sp.period, err) && err != nil {
 			return fmt.Errorf("tsdb: delete histograms of %q: %w", series, err)
 		}
 	}

@@ -66,7 +66,7 @@ func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to
 		}
 		// The staged samples first: a Fold that moves them meanwhile writes them into the
 		// tables before deleting them, so none is missed.
-		staged, err := db.readStagedHists(ctx, names, from, to)
+		_, staged, err := db.readStagedKinds(ctx, names, from, to, stagedHists)
 		if err != nil {
 			yield(SeriesHistogram{}, err)
 			return
@@ -83,7 +83,7 @@ func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to
 // dropped or found gone (Retain dropped it) are left out.
 func (db *DB) histogramsWithStaged(ctx context.Context, names []string, from, to time.Time, staged map[string][]HistogramPoint) iter.Seq2[SeriesHistogram, error] {
 	return func(yield func(SeriesHistogram, error) bool) {
-		spans, err := db.histSpans(ctx, from, to)
+		spans, err := db.spans(ctx, histKind, from, to)
 		if err != nil {
 			yield(SeriesHistogram{}, err)
 			return
@@ -118,7 +118,7 @@ func (db *DB) histogramsWithStaged(ctx context.Context, names []string, from, to
 				if stopped {
 					return
 				}
-				if !db.histReadDone(sp.period, err) && err != nil {
+				if !db.readDone(histKind, sp.period, err) && err != nil {
 					yield(SeriesHistogram{}, fmt.Errorf("tsdb: histograms: %w", err))
 					return
 				} else if err != nil {

@@ -10,40 +10,7 @@ import (
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/internal/partkey"
-	"github.com/seed71701133/tablets/rounding"
 )
-
-// histSpans lists, oldest first, the histogram tables that exist or may exist (see
-// periodTables) with the part of [from, to) in each.
-func (db *DB) histSpans(ctx context.Context, from, to time.Time) ([]span, error) {
-	if err := rounding.CheckRange(from, to); err != nil {
-		return nil, err
-	}
-	if !from.Before(to) {
-		return nil, nil
-	}
-	periods, err := db.tables.inRange(ctx, histKind, from, to)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]span, 0, len(periods))
-	for _, p := range periods {
-		out = append(out, span{p, laterOf(from, db.periodStart(p)), earlierOf(to, db.periodEnd(p))})
-	}
-	return out, nil
-}
-
-// histReadDone is readDone of a histogram table: a table gone is an empty period.
-func (db *DB) histReadDone(p uint64, err error) (empty bool) {
-	switch {
-	case err == nil:
-		db.tables.found(histKind, p)
-	case isTableGone(err):
-		db.tables.gone(histKind, p)
-		return true
-	}
-	return false
-}
 
 // histUnits returns [from, to) in milliseconds: a millisecond is in the range iff its time is.
 func histUnits(from, to time.Time) (uint64, uint64) {

@@ -24,17 +24,17 @@ type span struct {
 	from, to time.Time
 }
 
-// spans lists, oldest first, the raw tables that exist or may exist (see periodTables) with
-// the part of [from, to) in each. A period without a table (never written, or dropped) holds
-// nothing: a read of it reports it with readDone.
-func (db *DB) spans(ctx context.Context, from, to time.Time) ([]span, error) {
+// spans lists, oldest first, the tables of kind k (raw, histogram) that exist or may exist
+// (see periodTables) with the part of [from, to) in each. A period without a table (never
+// written, or dropped) holds nothing: a read of it reports it with readDone.
+func (db *DB) spans(ctx context.Context, k tableKind, from, to time.Time) ([]span, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
 	}
 	if !from.Before(to) {
 		return nil, nil
 	}
-	periods, err := db.tables.inRange(ctx, rawKind, from, to)
+	periods, err := db.tables.inRange(ctx, k, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -82,15 +82,15 @@ const validEntryBytes = 128
 
 func validEntryCost(series string, _ struct{}) int { return len(series) + validEntryBytes - 33 }
 
-// readDone records what a read of period p's raw table learned: the table exists (err nil),
-// or is gone (dropped meanwhile, or never made), which the read takes as an empty period
-// (it returns true).
-func (db *DB) readDone(p uint64, err error) (empty bool) {
+// readDone records what a read of period p's table of kind k learned: the table exists
+// (err nil), or is gone (dropped meanwhile, or never made), which the read takes as an
+// empty period (it returns true).
+func (db *DB) readDone(k tableKind, p uint64, err error) (empty bool) {
 	switch {
 	case err == nil:
-		db.tables.found(rawKind, p)
+		db.tables.found(k, p)
 	case isTableGone(err):
-		db.tables.gone(rawKind, p)
+		db.tables.gone(k, p)
 		return true
 	}
 	return false
@@ -126,7 +126,7 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 // rawQuery yields the points of the raw tables with from <= Time < to, oldest first.
 func (db *DB) rawQuery(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
-		spans, err := db.spans(ctx, from, to)
+		spans, err := db.spans(ctx, rawKind, from, to)
 		if err != nil {
 			yield(tablets.Point{}, err)
 			return
@@ -146,7 +146,7 @@ func (db *DB) rawQuery(ctx context.Context, series string, from, to time.Time) i
 					return
 				}
 			}
-			if !db.readDone(sp.period, readErr) && readErr != nil {
+			if !db.readDone(rawKind, sp.period, readErr) && readErr != nil {
 				yield(tablets.Point{}, fmt.Errorf("tsdb: %w", readErr))
 				return
 			}
@@ -312,7 +312,7 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 // table by table.
 func (db *DB) rawQueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
 	return func(yield func(tablets.SeriesPoint, error) bool) {
-		spans, err := db.spans(ctx, from, to)
+		spans, err := db.spans(ctx, rawKind, from, to)
 		if err != nil {
 			yield(tablets.SeriesPoint{}, err)
 			return
@@ -332,7 +332,7 @@ func (db *DB) rawQueryMany(ctx context.Context, series []string, from, to time.T
 					return
 				}
 			}
-			if !db.readDone(sp.period, readErr) && readErr != nil {
+			if !db.readDone(rawKind, sp.period, readErr) && readErr != nil {
 				yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w", readErr))
 				return
 			}
@@ -366,7 +366,7 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 			return nil, err
 		}
 		pts, err := latestOfPeriod(ctx, s, series, n-len(out), db.periodStart(periods[i]), db.periodEnd(periods[i]))
-		if !db.readDone(periods[i], err) && err != nil {
+		if !db.readDone(rawKind, periods[i], err) && err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 		out = append(out, pts...)
@@ -405,7 +405,7 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 	if err := db.deleteStaged(ctx, series, from, to); err != nil {
 		return err
 	}
-	spans, err := db.spans(ctx, from, to)
+	spans, err := db.spans(ctx, rawKind, from, to)
 	if err != nil {
 		return err
 	}
@@ -414,7 +414,7 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 		if err != nil {
 			return err
 		}
-		if err := s.Delete(ctx, series, sp.from, sp.to); !db.readDone(sp.period, err) && err != nil {
+		if err := s.Delete(ctx, series, sp.from, sp.to); !db.readDone(rawKind, sp.period, err) && err != nil {
 			return fmt.Errorf("tsdb: %w", err)
 		}
 	}
@@ -479,7 +479,7 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 // rawPage returns at most limit points of the raw tables in [from, to), and whether there
 // are more.
 func (db *DB) rawPage(ctx context.Context, series string, from, to time.Time, limit int) ([]tablets.Point, bool, error) {
-	spans, err := db.spans(ctx, from, to)
+	spans, err := db.spans(ctx, rawKind, from, to)
 	if err != nil {
 		return nil, false, err
 	}
@@ -490,7 +490,7 @@ func (db *DB) rawPage(ctx context.Context, series string, from, to time.Time, li
 			return nil, false, err
 		}
 		page, err := s.QueryPage(ctx, series, sp.from, sp.to, limit-len(out)+1, "")
-		if !db.readDone(sp.period, err) && err != nil {
+		if !db.readDone(rawKind, sp.period, err) && err != nil {
 			return nil, false, fmt.Errorf("tsdb: %w", err)
 		}
 		take := min(len(page.Points), limit-len(out))

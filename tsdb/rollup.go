@@ -121,11 +121,11 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	raw, err := tr.db.spans(ctx, from, to)
+	raw, err := tr.db.spans(ctx, rawKind, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := tr.db.histSpans(ctx, from, to)
+	hist, err := tr.db.spans(ctx, histKind, from, to)
 	if err != nil {
 		return nil, err
 	}

@@ -46,7 +46,7 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	tiers := tr.opts.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
-	spans, err := tr.db.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	spans, err := tr.db.spans(ctx, rawKind, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -71,7 +71,7 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
-	hist, err := tr.db.histSpans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	hist, err := tr.db.spans(ctx, histKind, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}

@@ -253,12 +253,6 @@ func (db *DB) readStaged(ctx context.Context, series []string, from, to time.Tim
 	return floats, err
 }
 
-// readStagedHists is readStaged of histogram samples.
-func (db *DB) readStagedHists(ctx context.Context, series []string, from, to time.Time) (map[string][]HistogramPoint, error) {
-	_, hists, err := db.readStagedKinds(ctx, series, from, to, stagedHists)
-	return hists, err
-}
-
 // readStagedKinds is readStaged of the kinds asked for, in one query: the staged points and
 // the staged histogram samples, by series.
 func (db *DB) readStagedKinds(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (map[string][]tablets.Point, map[string][]HistogramPoint, error) {

@@ -1,6 +1,8 @@
 // Package tiercost measures what Aggregate reads of the rollup tiers, on Azurite, every
-// request through the limit Checker: requests and response bytes, logged and asserted. It
-// is its own test binary: the integration_test package is near Go's package timeout.
+// request through the limit Checker: requests and response bytes, logged and asserted. It is
+// the tiers' subject (integration_test/tiers) in its own test binary: its tests write up to
+// a year of data and take minutes, and with the tiers' behaviour tests the package would
+// come near Go's 10-minute package timeout on a loaded 2-core machine.
 package tiercost
 
 import (

@@ -39,7 +39,7 @@ func latencySamples(n int, rate, burst float64, seed uint64) []Sample {
 }
 
 // The benchmarks report bytes/sample and ns/sample for chunks of 120 samples (Prometheus'
-// cut); integration_test/histbytes_test.go compares them with Prometheus' chunks.
+// cut); integration_test/tsdb/histbytes_test.go compares them with Prometheus' chunks.
 func BenchmarkAppend(b *testing.B) {
 	for _, c := range benchCases() {
 		b.Run(c.name, func(b *testing.B) {

@@ -20,6 +20,9 @@
 //   - [github.com/seed71701133/tablets/internal/testkit/promrun]: a real Prometheus (and
 //     promtool) for the server's end-to-end tests.
 //   - [github.com/seed71701133/tablets/internal/testkit/rwgen]: a remote-write load generator.
+//   - [github.com/seed71701133/tablets/internal/testkit/itest]: what the integration test
+//     packages (integration_test/...) share: the layouts under test, a hook transport, the
+//     window model, loop runs.
 //
 // Not here, because the command links them: internal/azurite/runner and internal/azurite/npm
 // (the demo and the soak start Azurite) and internal/soak (`tablets soak`).

@@ -1,0 +1,64 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// A database of chunked tables compacts the chunk-a-write of a frequent writer, in every
+// period, and reads the same points after; compacting again costs a scan a table.
+func TestTSDBCompact(t *testing.T) {
+	ctx := context.Background()
+	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	start := time.Date(2024, 5, 20, 10, 30, 0, 0, time.UTC) // two periods
+	want := map[string][]tablets.Point{}
+	for i := range 40 {
+		for s := range 3 {
+			series := fmt.Sprintf("s%d", s)
+			p := tablets.Point{Time: start.Add(time.Duration(i) * 2 * time.Minute).Add(time.Duration(s) * time.Millisecond), Value: float64(i*s) + 0.25}
+			require.NoError(t, db.Write(ctx, series, p))
+			want[series] = append(want[series], p)
+		}
+	}
+	chunks := func() int {
+		n := 0
+		for _, p := range []time.Time{start, start.Add(time.Hour)} {
+			client := svc.NewClient(fmt.Sprintf("%sr%d", db.Name(), p.Truncate(time.Hour).Unix()))
+			for pager := client.NewListEntitiesPager(nil); pager.More(); {
+				page, err := pager.NextPage(ctx)
+				require.NoError(t, err)
+				n += len(page.Entities)
+			}
+		}
+		return n
+	}
+	require.Equal(t, 120, chunks(), "a chunk a write")
+	require.NoError(t, db.Compact(ctx, start, start.Add(2*time.Hour)))
+	require.LessOrEqual(t, chunks(), 6, "a chunk per series and period")
+	before := checker.Stats().Requests
+	require.NoError(t, db.Compact(ctx, start, start.Add(2*time.Hour)))
+	// The range's third period, 12:00, has no table: a scan finds that.
+	require.Equal(t, int64(3), checker.Stats().Requests-before, "nothing left to merge: a scan a table")
+	for series, pts := range want {
+		var got []tablets.Point
+		for p, err := range db.Query(ctx, series, start, start.Add(2*time.Hour)) {
+			require.NoError(t, err)
+			got = append(got, p)
+		}
+		require.Len(t, got, len(pts))
+		for i := range got {
+			require.True(t, pts[i].Time.Equal(got[i].Time), "%s %d", series, i)
+			require.Equal(t, pts[i].Value, got[i].Value)
+		}
+	}
+}
