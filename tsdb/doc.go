@@ -18,7 +18,7 @@
 //
 // # Parts
 //
-// A DB is the public face of seven parts, each with its own lock and its own file:
+// A DB is the public face of eight parts, each with its own lock and its own file:
 //
 //   - the catalog (catalog.go): the dropped tables and the label-set registry, with the
 //     cache of label sets;
@@ -38,6 +38,10 @@
 //     histograms) through a back-pointer to the DB, the dependency to cut before it
 //     becomes a package;
 //   - the raw stores (stores.go): the layout's store of each period in use;
+//   - the read path (querier.go, querier_select.go, querier_plan.go, querier_cost.go,
+//     querier_staged.go, querier_series.go): a Queryable's Querier selects series of both
+//     kinds, plans each Select (staging, raw, a tier) by its hints and a cost model, and
+//     reads its units ahead of the consumer (see The Querier);
 //   - the write path (appender.go, appender_kinds.go, write.go): an Appender's Commit plans,
 //     registers, stages and writes both kinds of samples at once, a sampleKind holding
 //     what differs between float points and histogram samples (checks, codec, tables);
