@@ -61,7 +61,7 @@ func (tr *tiers) planTier(ctx context.Context, names []string, from, to time.Tim
 		return nil, err
 	}
 	pl := &planner{tier: tier, first: cl, f: f, slice: slice, dirty: dirty, staged: staged, stagedHists: stagedHists,
-		gone: &goneRaw{periods: tr.periods, period: tr.db.period}, noSketch: sketchenc.New(tr.opts.Accuracy)}
+		gone: &goneRaw{periods: tr.periods, period: tr.names.PeriodOf}, noSketch: sketchenc.New(tr.opts.Accuracy)}
 	n := int(ch.Sub(cl) / tier.Step)
 	for _, s := range names {
 		c := newCover(n)

@@ -137,7 +137,7 @@ func (db *DB) listStaged(ctx context.Context, horizon uint64) (map[string][]stri
 	keys := map[string][]string{}
 	points := 0
 	var e entity.Entity
-	for page, err := range pager.Each(ctx, db.service.NewClient(db.stagingTable()), q, 0) {
+	for page, err := range pager.Each(ctx, db.service.NewClient(db.names.Staging()), q, 0) {
 		if isTableGone(err) {
 			return nil, 0, nil
 		}
@@ -225,12 +225,12 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 	dropped := map[uint64]bool{}
 	for _, pts := range found {
 		for _, p := range pts {
-			dropped[db.period(time.UnixMilli(p.ms))] = false
+			dropped[db.names.PeriodOf(time.UnixMilli(p.ms))] = false
 		}
 	}
 	for _, hs := range foundHists {
 		for _, h := range hs {
-			dropped[db.period(time.UnixMilli(int64(h.sample.Unit)))] = false
+			dropped[db.names.PeriodOf(time.UnixMilli(int64(h.sample.Unit)))] = false
 		}
 	}
 	for p := range dropped {
@@ -257,7 +257,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			for _, p := range pts {
 				priority = max(priority, p.stamp)
 			}
-			err := foldSeries(ctx, db, rawKind, names[i], lastWrites(pts), func(p tablets.Point) uint64 { return db.period(p.Time) }, dropped,
+			err := foldSeries(ctx, db, rawKind, names[i], lastWrites(pts), func(p tablets.Point) uint64 { return db.names.PeriodOf(p.Time) }, dropped,
 				func(ctx context.Context, p uint64, pts []tablets.Point) error {
 					return db.foldPoints(ctx, p, names[i], priority, pts)
 				})
@@ -270,7 +270,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			for _, h := range hs {
 				priority = max(priority, h.stamp)
 			}
-			err := foldSeries(ctx, db, histKind, names[i], lastHistWrites(hs), func(s histenc.Sample) uint64 { return db.period(time.UnixMilli(int64(s.Unit))) }, dropped,
+			err := foldSeries(ctx, db, histKind, names[i], lastHistWrites(hs), func(s histenc.Sample) uint64 { return db.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }, dropped,
 				func(ctx context.Context, p uint64, samples []histenc.Sample) error {
 					_, err := db.writeHistSamples(ctx, p, names[i], samples, priority)
 					return err
@@ -366,7 +366,7 @@ func (db *DB) deleteFolded(ctx context.Context, keys map[string][]string) error 
 		}
 	}
 	groups := slices.Sorted(maps.Keys(bySlots))
-	client := db.service.NewClient(db.stagingTable())
+	client := db.service.NewClient(db.names.Staging())
 	errs := batch.Run(ctx, writeConcurrency, len(groups), func(ctx context.Context, i int) error {
 		ks := bySlots[groups[i]]
 		slices.SortFunc(ks, func(a, b key) int { return cmp.Or(strings.Compare(a.rk, b.rk), strings.Compare(a.pk, b.pk)) })

@@ -162,12 +162,12 @@ func stagingDB(t *testing.T, prefix string, now *time.Time) (*DB, *aztables.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := db.period(*now)
+	first := db.names.PeriodOf(*now)
 	t.Cleanup(func() {
 		tables := []string{name + "m", name + "w"}
 		for i := range uint64(3) {
 			p := first + i*uint64(DefaultRawPeriod/time.Second)
-			tables = append(tables, db.rawTable(p), db.indexTable(p), db.histTable(p))
+			tables = append(tables, db.names.RawTable(p), db.names.IndexTable(p), db.names.HistTable(p))
 		}
 		for _, table := range tables {
 			_, _ = svc.DeleteTable(context.Background(), table, nil)

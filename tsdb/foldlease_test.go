@@ -81,8 +81,8 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 			}
 			start := clock.Now()
 			t.Cleanup(func() {
-				p := db.period(start)
-				for _, table := range []string{name + "m", name + "w", db.rawTable(p), db.indexTable(p), db.histTable(p)} {
+				p := db.names.PeriodOf(start)
+				for _, table := range []string{name + "m", name + "w", db.names.RawTable(p), db.names.IndexTable(p), db.names.HistTable(p)} {
 					_, _ = svc.DeleteTable(context.Background(), table, nil)
 				}
 			})

@@ -19,7 +19,7 @@ func TestFormatDoc(t *testing.T) {
 	db.tiers = newTiers(db)
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
-	tables := []string{db.name + "m", db.rawTable(period), db.indexTable(period), db.tiers.tierTable(hour, 1698278400), db.stagingTable()}
+	tables := []string{db.name + "m", db.names.RawTable(period), db.names.IndexTable(period), db.tiers.tierTable(hour, 1698278400), db.names.Staging()}
 	if want := formatdoc.Lines(t, "tables"); !slices.Equal(tables, want) {
 		t.Errorf("tables %q, the document %q", tables, want)
 	}
@@ -41,7 +41,7 @@ func TestFormatDoc(t *testing.T) {
 	registry := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, registryPartition(key), key), labelsProperty, appendLabels(nil, ls)))
 	index := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, metricPartition("up"), key), labelsProperty, appendLabels(nil, ls)))
 	plain := entity.AppendEnd(entity.AppendKeys(nil, indexPartition, "cpu"))
-	dropped := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDropped, db.rawTable(period)), entity.ValueProperty, 1))
+	dropped := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDropped, db.names.RawTable(period)), entity.ValueProperty, 1))
 	for _, tc := range []struct {
 		body, doc []byte
 	}{

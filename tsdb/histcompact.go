@@ -41,9 +41,9 @@ func (db *DB) compactHistograms(ctx context.Context, from, to time.Time) error {
 		if lo >= hi {
 			continue
 		}
-		err := compactHistTable(ctx, db.service.NewClient(db.histTable(sp.period)), lo, hi)
+		err := compactHistTable(ctx, db.service.NewClient(db.names.HistTable(sp.period)), lo, hi)
 		if !db.readDone(histKind, sp.period, err) && err != nil {
-			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", db.histTable(sp.period), err))
+			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", db.names.HistTable(sp.period), err))
 		}
 	}
 	return errors.Join(errs...)

@@ -33,7 +33,7 @@ func (db *DB) deleteHistograms(ctx context.Context, series string, from, to time
 		if lo >= hi {
 			continue
 		}
-		err := deleteHistRange(ctx, db.service.NewClient(db.histTable(sp.period)), series, lo, hi)
+		err := deleteHistRange(ctx, db.service.NewClient(db.names.HistTable(sp.period)), series, lo, hi)
 		if !db.readDone(histKind, sp.period, err) && err != nil {
 			return fmt.Errorf("tsdb: delete histograms of %q: %w", series, err)
 		}

@@ -103,7 +103,7 @@ func (db *DB) histogramsWithStaged(ctx context.Context, names []string, from, to
 				return !stopped
 			}
 			if !sp.stagedOnly {
-				err := readHistMany(ctx, db.service.NewClient(db.histTable(sp.period)), names, lo, hi, func(i int, s histenc.Sample) bool {
+				err := readHistMany(ctx, db.service.NewClient(db.names.HistTable(sp.period)), names, lo, hi, func(i int, s histenc.Sample) bool {
 					p := pointOf(s)
 					replaced := false
 					for len(rest[i]) > 0 && !rest[i][0].Time.After(p.Time) {
@@ -155,12 +155,12 @@ func (db *DB) withStagedSpans(spans []span, names []string, from, to time.Time, 
 	added := false
 	for _, name := range names {
 		for _, h := range staged[name] {
-			p := db.period(h.Time)
+			p := db.names.PeriodOf(h.Time)
 			if listed[p] || db.tables.knownDropped(p) {
 				continue
 			}
 			listed[p], added = true, true
-			out = append(out, histSpan{span{p, laterOf(from, db.periodStart(p)), earlierOf(to, db.periodEnd(p))}, true})
+			out = append(out, histSpan{span{p, laterOf(from, db.names.Start(p)), earlierOf(to, db.names.End(p))}, true})
 		}
 	}
 	if added {
@@ -254,7 +254,7 @@ func (db *DB) writeHistPeriod(ctx context.Context, p uint64, series string, samp
 func (db *DB) writeHistSamples(ctx context.Context, p uint64, series string, sorted []histenc.Sample, prio uint64) (map[uint64]bool, error) {
 	rows := histRows(series, sorted, prio)
 	txns := histTransactions(rows)
-	client := db.service.NewClient(db.histTable(p))
+	client := db.service.NewClient(db.names.HistTable(p))
 	errs := batch.Run(ctx, histSeriesConcurrency, len(txns), func(ctx context.Context, t int) error {
 		return submitHistRows(ctx, client, rows[txns[t].from:txns[t].to])
 	})

@@ -34,8 +34,8 @@ func formatHistSamples() []histenc.Sample {
 func TestHistogramFormatDoc(t *testing.T) {
 	db := &DB{name: "metrics"}
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
-	if want := formatdoc.Lines(t, "hist-table"); len(want) != 1 || want[0] != db.histTable(period) {
-		t.Errorf("histogram table %s, the document %q", db.histTable(period), want)
+	if want := formatdoc.Lines(t, "hist-table"); len(want) != 1 || want[0] != db.names.HistTable(period) {
+		t.Errorf("histogram table %s, the document %q", db.names.HistTable(period), want)
 	}
 	key := seriesKey(formatHistSeries)
 	samples := formatHistSamples()

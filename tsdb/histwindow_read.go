@@ -25,7 +25,7 @@ func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, er
 	}
 	one, sel := int32(1), "RowKey"
 	for _, sp := range spans {
-		pager := tr.service.NewClient(tr.db.histTable(sp.period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
+		pager := tr.service.NewClient(tr.db.names.HistTable(sp.period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
 		_, err := pager.NextPage(ctx)
 		if isTableGone(err) {
 			tr.periods.gone(histKind, sp.period)

@@ -133,7 +133,7 @@ func (db *DB) register(ctx context.Context, p uint64, series map[string]bool) er
 			addedHist = append(addedHist, id)
 		}
 	}
-	if err := submitPartitions(ctx, db.service.NewClient(db.indexTable(p)), byPart); err != nil {
+	if err := submitPartitions(ctx, db.service.NewClient(db.names.IndexTable(p)), byPart); err != nil {
 		if isTableGone(err) {
 			db.tables.gone(indexKind, p)
 		}
@@ -174,7 +174,7 @@ type SeriesInfo struct {
 // and flags those whose entry says they have histogram samples there.
 // A period whose index does not exist (never made, or dropped meanwhile) holds none.
 func (db *DB) readIndex(ctx context.Context, p uint64, f string, ms []matcher, found map[string]*SeriesInfo) error {
-	client := db.service.NewClient(db.indexTable(p))
+	client := db.service.NewClient(db.names.IndexTable(p))
 	sel := "RowKey," + labelsProperty + "," + histogramsProperty
 	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
 		page, err := pager.NextPage(ctx)

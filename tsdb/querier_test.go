@@ -51,9 +51,9 @@ func TestSelectMixedReadsStagingOnce(t *testing.T) {
 		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		p := db.period(now)
-		for _, table := range []string{name + "m", name + "w", db.rawTable(p), db.indexTable(p), db.histTable(p),
-			db.rawTable(p + uint64(DefaultRawPeriod/time.Second)), db.indexTable(p + uint64(DefaultRawPeriod/time.Second))} {
+		p := db.names.PeriodOf(now)
+		for _, table := range []string{name + "m", name + "w", db.names.RawTable(p), db.names.IndexTable(p), db.names.HistTable(p),
+			db.names.RawTable(p + uint64(DefaultRawPeriod/time.Second)), db.names.IndexTable(p + uint64(DefaultRawPeriod/time.Second))} {
 			_, _ = svc.DeleteTable(context.Background(), table, nil)
 		}
 	})

@@ -40,7 +40,7 @@ func (db *DB) spans(ctx context.Context, k tableKind, from, to time.Time) ([]spa
 	}
 	var out []span
 	for _, p := range periods {
-		start, end := db.periodStart(p), db.periodEnd(p)
+		start, end := db.names.Start(p), db.names.End(p)
 		if end.After(from) && start.Before(to) {
 			out = append(out, span{p, laterOf(from, start), earlierOf(to, end)})
 		}
@@ -365,7 +365,7 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 		if err != nil {
 			return nil, err
 		}
-		pts, err := latestOfPeriod(ctx, s, series, n-len(out), db.periodStart(periods[i]), db.periodEnd(periods[i]))
+		pts, err := latestOfPeriod(ctx, s, series, n-len(out), db.names.Start(periods[i]), db.names.End(periods[i]))
 		if !db.readDone(rawKind, periods[i], err) && err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
@@ -559,7 +559,7 @@ func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) 
 	seen := map[string]bool{}
 	sel := "RowKey"
 	for _, p := range periods {
-		client := db.service.NewClient(db.indexTable(p))
+		client := db.service.NewClient(db.names.IndexTable(p))
 		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); pager.More(); {
 			page, err := pager.NextPage(ctx)
 			if isTableGone(err) {
@@ -595,5 +595,5 @@ func (db *DB) RawFrom(ctx context.Context) (time.Time, bool, error) {
 	if err != nil || len(periods) == 0 {
 		return time.Time{}, false, err
 	}
-	return db.periodStart(periods[0]), true, nil
+	return db.names.Start(periods[0]), true, nil
 }

@@ -46,13 +46,13 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 	var dropped []string
 	var progress rollupProgress // read once, by the first period that needs it
 	for _, p := range periods {
-		if db.periodEnd(p).After(cutoff) {
+		if db.names.End(p).After(cutoff) {
 			continue
 		}
 		if err := db.sealPeriod(ctx, p, &progress); err != nil {
 			return dropped, err
 		}
-		name := db.rawTable(p)
+		name := db.names.RawTable(p)
 		if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
 			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
@@ -82,7 +82,7 @@ func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
 func (db *DB) retainHistograms(ctx context.Context, periods []uint64, cutoff time.Time, progress *rollupProgress) ([]string, error) {
 	var dropped []string
 	for _, p := range periods {
-		if db.periodEnd(p).After(cutoff) {
+		if db.names.End(p).After(cutoff) {
 			continue
 		}
 		if _, known := db.tables.dropped.get(p); !known {
@@ -90,7 +90,7 @@ func (db *DB) retainHistograms(ctx context.Context, periods []uint64, cutoff tim
 				return dropped, err
 			}
 		}
-		name := db.histTable(p)
+		name := db.names.HistTable(p)
 		if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
 			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
@@ -119,13 +119,13 @@ func (db *DB) retainIndexes(ctx context.Context, now time.Time) ([]string, error
 	}
 	var dropped []string
 	for _, p := range periods {
-		if db.periodEnd(p).After(now.Add(-keep)) {
+		if db.names.End(p).After(now.Add(-keep)) {
 			continue
 		}
 		if err := db.tables.recordDropped(ctx, p); err != nil { // the raw table's, if not yet
 			return dropped, err
 		}
-		name := db.indexTable(p)
+		name := db.names.IndexTable(p)
 		if _, err := db.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
 			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
@@ -177,7 +177,7 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress
 	if len(db.opts.Tiers) == 0 {
 		return db.tables.recordDropped(ctx, p)
 	}
-	recorded, err := db.catalog.isDropped(ctx, db.rawTable(p))
+	recorded, err := db.catalog.isDropped(ctx, db.names.RawTable(p))
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress
 		db.tables.gone(rawKind, p)
 		return nil
 	}
-	start, end := db.periodStart(p), db.periodEnd(p)
+	start, end := db.names.Start(p), db.names.End(p)
 	covered, ok, err := progress.get(ctx, db)
 	if err != nil {
 		return err
@@ -197,7 +197,7 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress
 			from = covered
 		}
 		if err := db.Rollup(ctx, from, end); err != nil {
-			return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
+			return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.names.RawTable(p), err)
 		}
 	}
 	lo, hi := floorSec(unix(start), db.tiers.slice()), unix(end)
@@ -206,7 +206,7 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress
 		return err
 	}
 	if _, err := db.tiers.rollupMarkers(ctx, markers, false); err != nil {
-		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
+		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.names.RawTable(p), err)
 	}
 	if err := db.tables.recordDropped(ctx, p); err != nil {
 		return err
@@ -219,7 +219,7 @@ func (db *DB) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress
 	db.tables.dropped.remove(p) // so that the rollup reads the period (a Write still asks the catalog)
 	defer db.tables.dropped.add(p, struct{}{})
 	if _, err := db.tiers.rollupMarkers(ctx, markers, true); err != nil {
-		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.rawTable(p), err)
+		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", db.names.RawTable(p), err)
 	}
 	return nil
 }
@@ -249,7 +249,7 @@ func (db *DB) clearDirty(ctx context.Context, p uint64) error {
 	if len(db.opts.Tiers) == 0 {
 		return nil
 	}
-	markers, err := db.tiers.readDirty(ctx, floorSec(unix(db.periodStart(p)), db.tiers.slice()), unix(db.periodEnd(p)))
+	markers, err := db.tiers.readDirty(ctx, floorSec(unix(db.names.Start(p)), db.tiers.slice()), unix(db.names.End(p)))
 	if err != nil || len(markers) == 0 {
 		return err
 	}
@@ -314,7 +314,7 @@ func (db *DB) latestDroppedRecorded(ctx context.Context) (uint64, bool, error) {
 			}
 			name := string(e.RowKey)
 			p, err := strconv.ParseUint(strings.TrimPrefix(name, prefix), 10, 64)
-			if err != nil || db.rawTable(p) != name {
+			if err != nil || db.names.RawTable(p) != name {
 				continue
 			}
 			latest, ok = max(latest, p), true

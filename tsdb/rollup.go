@@ -139,7 +139,7 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 		}
 		q := pager.SubQuery{Select: "RowKey"}
 		var e entity.Entity
-		for page, err := range pager.Each(ctx, tr.service.NewClient(tr.db.indexTable(h.period)), q, 0) {
+		for page, err := range pager.Each(ctx, tr.service.NewClient(tr.db.names.IndexTable(h.period)), q, 0) {
 			if isTableGone(err) {
 				break
 			}

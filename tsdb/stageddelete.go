@@ -39,7 +39,7 @@ func (db *DB) deleteStaged(ctx context.Context, series string, from, to time.Tim
 			keys = append(keys, [2]string{se.partitionKey, se.rowKey})
 		}
 	}
-	client := db.service.NewClient(db.stagingTable())
+	client := db.service.NewClient(db.names.Staging())
 	for _, k := range keys {
 		if err := deleteFromEntity(ctx, client, k[0], k[1], series, lo, hi); err != nil {
 			return fmt.Errorf("tsdb: delete staged points: %w", err)

@@ -121,7 +121,7 @@ func (db *DB) stagedEntitiesOf(ctx context.Context, q pager.SubQuery, want map[s
 			read = db.opts.StagingReadBudget.beginRead()
 			defer read.end()
 		}
-		client := db.service.NewClient(db.stagingTable())
+		client := db.service.NewClient(db.names.Staging())
 		if q.PageBytes == 0 {
 			q.Top, q.PageBytes = db.stagePage.Top, db.stagePage.PageBytes
 		}

@@ -73,9 +73,6 @@ const (
 	stageColumnChar  = "c" // + column number in decimal: Edm.Binary, a stageenc column
 )
 
-// stagingTable is the name of the staging table: name + "w".
-func (db *DB) stagingTable() string { return db.name + "w" }
-
 // stageHash places a series: its slot (which partition) and its column (which property).
 func stageHash(series string) (slot, column int) {
 	h := fnv.New64a()
@@ -316,7 +313,7 @@ func (db *DB) submitStagingTxs(ctx context.Context, byPartition map[string][]*st
 			es = es[n:]
 		}
 	}
-	client := db.service.NewClient(db.stagingTable())
+	client := db.service.NewClient(db.names.Staging())
 	txErrs := batch.Run(ctx, writeConcurrency, len(txs), func(ctx context.Context, i int) error {
 		actions := make([]aztables.TransactionAction, len(txs[i].entities))
 		for j, e := range txs[i].entities {
@@ -346,7 +343,7 @@ func (db *DB) ensureStaging(ctx context.Context) error {
 	if db.stagingMade.Load() {
 		return nil
 	}
-	if err := tablets.EnsureTable(ctx, db.service.NewClient(db.stagingTable())); err != nil {
+	if err := tablets.EnsureTable(ctx, db.service.NewClient(db.names.Staging())); err != nil {
 		return fmt.Errorf("tsdb: staging table: %w", err)
 	}
 	db.stagingMade.Store(true)

@@ -14,17 +14,18 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // tableKind is a kind of period table: the raw points, the series index or the histogram
 // samples of a period.
-type tableKind int
+type tableKind = naming.Kind
 
 const (
-	rawKind tableKind = iota
-	indexKind
-	histKind
-	numKinds
+	rawKind   = naming.Raw
+	indexKind = naming.Index
+	histKind  = naming.Hist
+	numKinds  = naming.NumKinds
 )
 
 // tableListTTL is how long a listing of the tables answers for the periods it did not find
@@ -131,7 +132,7 @@ func (t *periodTables) inRange(ctx context.Context, k tableKind, from, to time.T
 	if !from.Before(to) {
 		return nil, nil
 	}
-	first, last := t.db.period(from), t.db.period(to.Add(-time.Nanosecond))
+	first, last := t.db.names.PeriodOf(from), t.db.names.PeriodOf(to.Add(-time.Nanosecond))
 	n := (last-first)/t.periodSeconds() + 1
 	t.mu.Lock()
 	known := t.inRangeLocked(k, first, last)
@@ -227,11 +228,11 @@ func (t *periodTables) list(ctx context.Context) error {
 				continue
 			}
 			switch {
-			case rest[0] == 'r' && t.db.rawTable(p) == *tb.Name:
+			case rest[0] == 'r' && t.db.names.RawTable(p) == *tb.Name:
 				found[rawKind][p] = true
-			case rest[0] == 'i' && t.db.indexTable(p) == *tb.Name:
+			case rest[0] == 'i' && t.db.names.IndexTable(p) == *tb.Name:
 				found[indexKind][p] = true
-			case rest[0] == 'h' && t.db.histTable(p) == *tb.Name:
+			case rest[0] == 'h' && t.db.names.HistTable(p) == *tb.Name:
 				found[histKind][p] = true
 			}
 		}
@@ -249,7 +250,7 @@ func (t *periodTables) checkNotDropped(ctx context.Context, p uint64) error {
 	_, dropped := t.dropped.get(p)
 	if !dropped && !t.has(rawKind, p) && !t.has(histKind, p) {
 		var err error
-		if dropped, err = t.db.catalog.isDropped(ctx, t.db.rawTable(p)); err != nil {
+		if dropped, err = t.db.catalog.isDropped(ctx, t.db.names.RawTable(p)); err != nil {
 			return err
 		}
 		if dropped {
@@ -258,7 +259,7 @@ func (t *periodTables) checkNotDropped(ctx context.Context, p uint64) error {
 	}
 	if dropped {
 		return fmt.Errorf("%w: the table of the period from %s (%s) was dropped by Retain", ErrExpired,
-			t.db.periodStart(p).Format(time.RFC3339), t.db.rawTable(p))
+			t.db.names.Start(p).Format(time.RFC3339), t.db.names.RawTable(p))
 	}
 	return nil
 }
@@ -279,12 +280,12 @@ func (t *periodTables) ensureKinds(ctx context.Context, p uint64, kinds ...table
 			known = known && t.exists[k][q]
 		}
 		t.mu.Unlock()
-		if _, dropped := t.dropped.get(q); known || dropped || t.db.periodStart(q).After(tablets.MaxTime) {
+		if _, dropped := t.dropped.get(q); known || dropped || t.db.names.Start(q).After(tablets.MaxTime) {
 			continue
 		}
 		var err error
 		for _, k := range kinds {
-			if err = tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.tableOf(k, q))); err != nil {
+			if err = tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.names.Table(k, q))); err != nil {
 				break
 			}
 			t.made(k, q)
@@ -299,20 +300,9 @@ func (t *periodTables) ensureKinds(ctx context.Context, p uint64, kinds ...table
 	return nil
 }
 
-// tableOf is the name of period p's table of kind k.
-func (db *DB) tableOf(k tableKind, p uint64) string {
-	switch k {
-	case indexKind:
-		return db.indexTable(p)
-	case histKind:
-		return db.histTable(p)
-	}
-	return db.rawTable(p)
-}
-
 // recordDropped marks period p's raw table dropped in the catalog, before the table goes.
 func (t *periodTables) recordDropped(ctx context.Context, p uint64) error {
-	if err := t.db.catalog.recordDropped(ctx, t.db.rawTable(p)); err != nil {
+	if err := t.db.catalog.recordDropped(ctx, t.db.names.RawTable(p)); err != nil {
 		return err
 	}
 	t.dropped.add(p, struct{}{})
@@ -332,7 +322,7 @@ func (t *periodTables) learnDropped(ctx context.Context, from, to time.Time) err
 	if err != nil || !ok {
 		return err
 	}
-	first, last := t.db.period(from), min(t.db.period(to.Add(-time.Nanosecond)), latest)
+	first, last := t.db.names.PeriodOf(from), min(t.db.names.PeriodOf(to.Add(-time.Nanosecond)), latest)
 	for p := first; p <= last; p += t.periodSeconds() {
 		t.dropped.add(p, struct{}{})
 		t.gone(rawKind, p)

@@ -55,7 +55,7 @@ func TestReadsUseTheTableCache(t *testing.T) {
 	}
 	old := base.Add(-5 * time.Hour)
 	cost("an unknown period: probed", tablefake.Stats{Requests: 1, Queries: 1}, func() { queryAll(t, db, "cpu", old, old.Add(time.Hour)) })
-	if _, ok := db.tables.exists[rawKind][db.period(old)]; !ok {
+	if _, ok := db.tables.exists[rawKind][db.names.PeriodOf(old)]; !ok {
 		t.Fatal("the table a probe found is not remembered")
 	}
 	// A period with no table: probed, TableNotFound is an empty period.
@@ -72,9 +72,9 @@ func TestReadsUseTheTableCache(t *testing.T) {
 	cost("a wide range a minute later: listed again", tablefake.Stats{Requests: 3, TableLists: 1, Queries: 2}, wide)
 
 	// A table dropped by another process: the read that finds it gone forgets it.
-	fake.DeleteTable(db.rawTable(db.period(base)))
+	fake.DeleteTable(db.names.RawTable(db.names.PeriodOf(base)))
 	cost("a dropped table", tablefake.Stats{Requests: 1, Queries: 1, NotFound: 1}, func() { queryAll(t, db, "cpu", base, base.Add(time.Hour)) })
-	if _, ok := db.tables.exists[rawKind][db.period(base)]; ok {
+	if _, ok := db.tables.exists[rawKind][db.names.PeriodOf(base)]; ok {
 		t.Fatal("a table found gone is still believed to exist")
 	}
 

@@ -2,7 +2,6 @@ package tsdb
 
 import (
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/seed71701133/tablets/entity"
@@ -59,10 +58,9 @@ func checkTiers(tiers []Tier) ([]Tier, error) {
 	return out, nil
 }
 
-// tierTable is the name of the table of tier t's period starting at p (Unix seconds):
-// name + "t" + step in seconds + "p" + p.
+// tierTable is the name of the table of tier t's period starting at p (Unix seconds).
 func (tr *tiers) tierTable(t Tier, p uint64) string {
-	return tr.name + "t" + strconv.FormatInt(int64(t.Step/time.Second), 10) + "p" + strconv.FormatUint(p, 10)
+	return tr.names.TierTable(t.Step, p)
 }
 
 // blockKey is the RowKey of the block starting at Unix second s.

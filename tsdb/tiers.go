@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -18,8 +19,8 @@ import (
 // yet its own package because of it.
 type tiers struct {
 	service *aztables.ServiceClient
-	name    string  // the database's name: the prefix of its tier tables
-	opts    Options // the DB's, as Open checked them
+	names   naming.Names // the database's table names
+	opts    Options      // the DB's, as Open checked them
 	catalog *catalog
 	periods *periodTables // which raw and histogram tables exist, which periods are dropped
 	tables  *tierTables   // which tier tables exist
@@ -30,7 +31,7 @@ type tiers struct {
 func newTiers(db *DB) *tiers {
 	return &tiers{
 		service: db.service,
-		name:    db.name,
+		names:   db.names,
 		opts:    db.opts,
 		catalog: db.catalog,
 		periods: db.tables,

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // ErrExpired is wrapped by the error of a Write holding a point older than the raw
@@ -88,6 +88,7 @@ type DB struct {
 	service *aztables.ServiceClient
 	name    string
 	opts    Options
+	names   naming.Names // the tables' names and the raw periods
 
 	catalog   *catalog                    // the catalog table: dropped tables, label-set registry
 	tables    *periodTables               // which raw and index tables exist, which periods are dropped
@@ -132,8 +133,8 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 
 // newDB makes the DB's parts; it sends no request.
 func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error) {
-	db := &DB{service: service, name: name, opts: o, stagePage: pager.SubQuery{Top: stageFirstTop, PageBytes: stagePageBytes}}
-	validator, err := o.Layout(service.NewClient(db.rawTable(0)))
+	db := &DB{service: service, name: name, opts: o, names: naming.Names{Base: name, Period: o.RawPeriod}, stagePage: pager.SubQuery{Top: stageFirstTop, PageBytes: stagePageBytes}}
+	validator, err := o.Layout(service.NewClient(db.names.RawTable(0)))
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
@@ -142,12 +143,12 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.stagedReads = stagingOn(validator, Options{})
 	db.staging = db.stagedReads && !o.DirectWrites
 	db.writer = rand.Uint32()
-	db.catalog = newCatalog(service.NewClient(name+"m"), o.CachedSeries)
+	db.catalog = newCatalog(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = newPeriodTables(db)
 	db.index = newSeriesIndex(o.CachedSeries)
 	db.histIndex = newSeriesIndex(o.CachedSeries)
 	db.tiers = newTiers(db)
-	db.stores = newRawStores(o.Layout, service, db.rawTable)
+	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
 	return db, nil
 }
 
@@ -251,25 +252,6 @@ func (db *DB) Name() string { return db.name }
 
 // Options returns the database's options with defaults filled in.
 func (db *DB) Options() Options { return db.opts }
-
-// period is the start, in Unix seconds, of the raw period holding t.
-func (db *DB) period(t time.Time) uint64 {
-	p := uint64(db.opts.RawPeriod / time.Second)
-	return uint64(t.Unix()) / p * p
-}
-
-func (db *DB) periodStart(p uint64) time.Time { return time.Unix(int64(p), 0).UTC() }
-func (db *DB) periodEnd(p uint64) time.Time   { return db.periodStart(p).Add(db.opts.RawPeriod) }
-
-// rawTable is the name of the raw table of the period starting at p (Unix seconds):
-// name + "r" + p in decimal. The catalog is name + "m".
-func (db *DB) rawTable(p uint64) string { return db.name + "r" + strconv.FormatUint(p, 10) }
-
-// indexTable is the name of the series index of the period starting at p: name + "i" + p.
-func (db *DB) indexTable(p uint64) string { return db.name + "i" + strconv.FormatUint(p, 10) }
-
-// histTable is the name of the histogram table of the period starting at p: name + "h" + p.
-func (db *DB) histTable(p uint64) string { return db.name + "h" + strconv.FormatUint(p, 10) }
 
 func isStatus(err error, status int) bool {
 	var re *azcore.ResponseError

@@ -111,7 +111,7 @@ func (db *DB) plan(ctx context.Context, entries []appended, strict bool) ([]plan
 				}
 				continue
 			}
-			p := db.period(s.t)
+			p := db.names.PeriodOf(s.t)
 			if pl.byPeriod[p] == nil {
 				pl.periods = append(pl.periods, p)
 			}

@@ -83,8 +83,8 @@ func TestWriteManyRejects(t *testing.T) {
 	// The tables of the good points' periods were made: of the hour now and a day ago.
 	tables := strings.Join(fake.Tables(), " ")
 	for _, p := range []time.Time{now, justIn.Time} {
-		if !strings.Contains(tables, strings.ToLower(db.rawTable(db.period(p)))) {
-			t.Errorf("no table %s among %s", db.rawTable(db.period(p)), tables)
+		if !strings.Contains(tables, strings.ToLower(db.names.RawTable(db.names.PeriodOf(p)))) {
+			t.Errorf("no table %s among %s", db.names.RawTable(db.names.PeriodOf(p)), tables)
 		}
 	}
 
