@@ -75,8 +75,9 @@ func (opts *QueryOptions) withDefaults() (QueryOptions, error) {
 // a Select read a rollup tier instead of the raw samples, or no sample at all. nil: raw
 // samples of the Querier's range.
 type SelectHints struct {
-	// Start and End bound the samples read, [Start, End) (zero: the Querier's range; they
-	// are clamped to it).
+	// Start and End, where set, are the range of the samples read, [Start, End), in place
+	// of the Querier's (as Prometheus' TSDB reads a hinted Select: the engine moved Start back
+	// by a range selector's range or the lookback delta). Zero: the Querier's bound.
 	Start, End time.Time
 	// Step is the evaluation step of a range query (0: an instant query, or none).
 	Step time.Duration

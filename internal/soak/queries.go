@@ -48,9 +48,11 @@ func dashboard() []panel {
 		`max by (soak_tenant) (soak_memory_bytes)`,
 		`topk(5, rate(soak_http_requests_total{code="200"}[5m]))`,
 	}
+	// The ranges alternate, so that a refresh slower than the run still answers both (in
+	// ranges' order, the 7d panels would wait for every 1h one).
 	var ps []panel
-	for _, r := range ranges {
-		for _, e := range exprs {
+	for _, e := range exprs {
+		for _, r := range ranges {
 			ps = append(ps, panel{expr: e, rng: r.name, span: r.span, step: r.step})
 		}
 	}

@@ -58,6 +58,15 @@ func TestDashboard(t *testing.T) {
 	if len(ps) != 20 {
 		t.Fatalf("%d panels", len(ps))
 	}
+	// The first queries a browser sends hold both ranges: a refresh slower than a short run
+	// still answers each.
+	first := map[string]bool{}
+	for _, p := range ps[:browserConnections] {
+		first[p.rng] = true
+	}
+	if !first["1h"] || !first["7d"] {
+		t.Errorf("the first %d panels are of ranges %v, want both", browserConnections, first)
+	}
 	agg := regexp.MustCompile(`(sum|avg|max) by \(([^)]*)\)`)
 	for _, p := range ps {
 		// Every aggregation keeps the tenant label: else a cross-tenant answer would not show.
