@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"encoding/base64"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"slices"
 	"testing"
 	"time"
@@ -15,11 +16,11 @@ import (
 // The worked examples of docs/format.md that tsdb writes: table names, label sets and
 // series keys, the catalog's entities, the index's, a tier block, a page token.
 func TestFormatDoc(t *testing.T) {
-	db := &DB{name: "metrics"}
+	db := &DB{name: "metrics", names: naming.Names{Base: "metrics", Period: DefaultRawPeriod}}
 	db.tiers = newTiers(db)
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
-	tables := []string{db.name + "m", db.names.RawTable(period), db.names.IndexTable(period), db.tiers.tierTable(hour, 1698278400), db.names.Staging()}
+	tables := []string{db.names.Catalog(), db.names.RawTable(period), db.names.IndexTable(period), db.tiers.tierTable(hour, 1698278400), db.names.Staging()}
 	if want := formatdoc.Lines(t, "tables"); !slices.Equal(tables, want) {
 		t.Errorf("tables %q, the document %q", tables, want)
 	}

@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"testing"
 	"time"
 
@@ -32,7 +33,7 @@ func formatHistSamples() []histenc.Sample {
 // The worked examples of docs/format.md's "Histogram tables" and the index entry of a series
 // with histograms.
 func TestHistogramFormatDoc(t *testing.T) {
-	db := &DB{name: "metrics"}
+	db := &DB{name: "metrics", names: naming.Names{Base: "metrics", Period: DefaultRawPeriod}}
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	if want := formatdoc.Lines(t, "hist-table"); len(want) != 1 || want[0] != db.names.HistTable(period) {
 		t.Errorf("histogram table %s, the document %q", db.names.HistTable(period), want)
