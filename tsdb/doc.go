@@ -10,7 +10,10 @@
 // points there). The names, keys and properties of every table are specified, with
 // examples, in docs/format.md.
 //
-// Each raw table holds a store of the Options' layout (default advanced). A period's tables
+// Each raw table holds a store of the chunked layout at a millisecond, which the catalog
+// records for a database made now (see rawformat.go and docs/format.md: a database made
+// before the record keeps the layout it was written with, Options.Layout or advanced, its
+// one compatibility path). A period's tables
 // are created on its first write, with the next period's, so that a new table (which Azure
 // may throttle at first) is not new when its time comes. A Write lists its series in the
 // period's index before it writes the points, once a period and process while remembered

@@ -50,6 +50,7 @@ func TestFormatDoc(t *testing.T) {
 		{index, formatdoc.JSON(t, "index-labels")},
 		{plain, formatdoc.JSON(t, "index-plain")},
 		{dropped, formatdoc.JSON(t, "dropped")},
+		{rawFormatBody(), formatdoc.JSON(t, "raw-format")},
 	} {
 		if string(tc.body) != string(tc.doc) {
 			t.Errorf("%s, the document %s", tc.body, tc.doc)

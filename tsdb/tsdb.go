@@ -13,7 +13,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
@@ -25,7 +24,14 @@ var ErrExpired = errors.New("tsdb: point expired")
 
 // Options configure a DB. The zero value of each field means its default.
 type Options struct {
-	// Layout makes the raw store of one table. Default: advanced with its defaults.
+	// Layout makes the raw store of one table of a database made before tsdb recorded its
+	// raw format. nil: the database's own format. A database made
+	// now stores its raw points in the chunked layout at a millisecond, with its defaults,
+	// and records it in its catalog; a database without the record keeps the layout it was
+	// written with: Layout, else the advanced layout (those versions' default). A Layout
+	// other than chunked at a millisecond with the defaults for a database that records
+	// its format is an error wrapping tablets.ErrInvalidOptions (its Concurrency is free).
+	// Options() gives back the layout in use.
 	Layout func(*aztables.Client) (tablets.Store, error)
 	// RawPeriod is the span of one raw table: a whole number of seconds, epoch-aligned.
 	// Default 7 days.
@@ -117,18 +123,21 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 	if service == nil {
 		return nil, fmt.Errorf("tsdb: %w: nil service client", tablets.ErrInvalidOptions)
 	}
+	if err := CheckOptions(name, opts); err != nil {
+		return nil, err
+	}
 	o, err := withDefaults(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	db, err := newDB(service, name, o)
-	if err != nil {
-		return nil, err
-	}
-	if err := tablets.EnsureTable(ctx, db.catalog.client); err != nil {
+	catalog := service.NewClient(naming.Names{Base: name}.Catalog())
+	if err := tablets.EnsureTable(ctx, catalog); err != nil {
 		return nil, fmt.Errorf("tsdb: catalog: %w", err)
 	}
-	return db, nil
+	if o.Layout, err = chooseLayout(ctx, service, name, catalog, o.Layout); err != nil {
+		return nil, err
+	}
+	return newDB(service, name, o)
 }
 
 // newDB makes the DB's parts; it sends no request.
@@ -162,11 +171,10 @@ func CheckOptions(name string, opts *Options) error {
 	if err != nil {
 		return err
 	}
-	offline, err := aztables.NewClientWithNoCredential("https://account.invalid/"+name+"r0", nil)
-	if err != nil {
-		return err
+	if o.Layout == nil {
+		return nil // the recorded format, or the legacy default: both valid
 	}
-	if _, err := o.Layout(offline); err != nil {
+	if _, err := offlineStore(name, o.Layout); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
 	}
 	return nil
@@ -183,9 +191,6 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	o := Options{}
 	if opts != nil {
 		o = *opts
-	}
-	if o.Layout == nil {
-		o.Layout = func(c *aztables.Client) (tablets.Store, error) { return advanced.New(c, nil) }
 	}
 	if o.RawPeriod == 0 {
 		o.RawPeriod = DefaultRawPeriod

@@ -138,7 +138,7 @@ func TestSealDelayFollowsTheClock(t *testing.T) {
 	fake := tablefake.New()
 	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock := clock.New(now)
-	db := openFake(t, fake, &Options{RawPeriod: time.Hour, SealDelay: time.Hour, Now: clock.Now})
+	db := openFake(t, fake, &Options{RawPeriod: time.Hour, SealDelay: time.Hour, Now: clock.Now, DirectWrites: true})
 	write := func(age time.Duration) int64 {
 		t.Helper()
 		if err := db.Write(ctx, "s", tablets.Point{Time: now.Add(-age), Value: 1}); err != nil {

@@ -129,8 +129,8 @@ func addStoreFlags(cmd *cobra.Command, s *storeFlags) {
 	f.StringVar(&s.db, "db", "", "database name (or --table): a tsdb database of raw tables per period;\nletters and digits, 3-40 characters, starting with a letter")
 	f.DurationVar(&s.rawPeriod, "raw-period", 0, "--db: span of one raw table (0: 168h); as the database was written")
 	f.DurationVar(&s.rawRetention, "raw-retention", 0, "--db: raw tables whose span is older are dropped by 'tablets retain',\nand older points refused (0: keep forever)")
-	f.StringVar(&s.layout, "layout", defaultLayout, "store layout: "+strings.Join(layoutNames(), ", ")+
-		"\n(read with the layout and options the series was written with)")
+	f.StringVar(&s.layout, "layout", "", "store layout: "+strings.Join(layoutNames(), ", ")+" (default "+defaultLayout+" for --table)"+
+		"\n(read with the layout and options the series was written with); with --db, name it only for\na database made before tsdb recorded its raw format (default: the database's own)")
 	f.DurationVar(&s.resolution, "resolution", 0, "store time resolution (0: the layout's default)")
 	f.IntVar(&s.concurrency, "concurrency", 0, "requests in flight per call (0: the layout's default)")
 	f.DurationVar(&s.partitionFactor, "partition-factor", 0, "advanced and chunked layouts: time span of a partition (0: default)")
@@ -156,7 +156,11 @@ func (s *storeFlags) open(cmd *cobra.Command, a *app) (tablets.Store, *aztables.
 	if !tableName.MatchString(s.table) {
 		return nil, nil, usageErrorf(cmd, "--table %q is not a valid table name (letters and digits, 3-63 characters, starting with a letter)", s.table)
 	}
-	def, err := findLayout(s.layout)
+	name := s.layout
+	if name == "" {
+		name = defaultLayout
+	}
+	def, err := findLayout(name)
 	if err != nil {
 		return nil, nil, usageErrorf(cmd, "%v", err)
 	}
@@ -194,15 +198,16 @@ func (s *storeFlags) open(cmd *cobra.Command, a *app) (tablets.Store, *aztables.
 	return store, client, nil
 }
 
-// openDB opens the --db database, its raw tables of the --layout.
+// openDB opens the --db database: its raw tables of its own format, or of the --layout
+// named for a database made before tsdb recorded its format.
 func (s *storeFlags) openDB(cmd *cobra.Command, a *app) (*tsdb.DB, error) {
-	def, err := findLayout(s.layout)
+	opts := layoutOptions{Resolution: s.resolution, Concurrency: s.concurrency, PartitionFactor: s.partitionFactor, RowFactor: s.rowFactor}
+	layout, err := dbLayout(s.layout, opts)
 	if err != nil {
 		return nil, usageErrorf(cmd, "%v", err)
 	}
-	opts := layoutOptions{Resolution: s.resolution, Concurrency: s.concurrency, PartitionFactor: s.partitionFactor, RowFactor: s.rowFactor}
 	dbOpts := &tsdb.Options{
-		Layout:       func(c *aztables.Client) (tablets.Store, error) { return def.open(c, opts) },
+		Layout:       layout,
 		RawPeriod:    s.rawPeriod,
 		RawRetention: s.rawRetention,
 	}

@@ -68,6 +68,31 @@ func openChunked(client *aztables.Client, o layoutOptions) (tablets.Store, error
 	return chunked.New(client, &chunked.Options{PartitionFactor: o.PartitionFactor, Resolution: o.Resolution, Concurrency: o.Concurrency})
 }
 
+// dbLayout is tsdb.Options.Layout for a --db database: nil (the database's own format) unless
+// --layout names one, for a database made before tsdb recorded its format. Layout options
+// without --layout are an error: they would be silently dropped.
+func dbLayout(name string, o layoutOptions) (func(*aztables.Client) (tablets.Store, error), error) {
+	if name == "" {
+		if o != (layoutOptions{}) {
+			return nil, fmt.Errorf("--resolution, --concurrency, --partition-factor and --row-factor are options of a --layout: with --db, name one only for a database made before tsdb recorded its raw format")
+		}
+		return nil, nil
+	}
+	def, err := findLayout(name)
+	if err != nil {
+		return nil, err
+	}
+	return func(c *aztables.Client) (tablets.Store, error) { return def.open(c, o) }, nil
+}
+
+// layoutDescription says which raw layout a --db database is opened with.
+func layoutDescription(named string) string {
+	if named == "" {
+		return "its raw format as recorded; a new database's is chunked at a millisecond"
+	}
+	return named + " layout, named for a database made before tsdb recorded its raw format"
+}
+
 func layoutNames() []string {
 	names := make([]string, len(layouts))
 	for i, l := range layouts {

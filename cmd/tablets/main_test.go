@@ -543,7 +543,7 @@ func TestDemoAccount(t *testing.T) {
 	assert.Contains(t, r.stdout, "write 30m")
 	assert.Contains(t, r.stdout, "127.0.0.1")
 	assert.Regexp(t, `1h windows from the raw points +48 `, r.stdout)
-	assert.Regexp(t, `1h windows from the hour tier +48 +2 `, r.stdout, "the tier answers in two requests: its blocks and the dirty markers")
+	assert.Regexp(t, `1h windows from the hour tier +48 +3 `, r.stdout, "the tier answers in three requests: its blocks, the dirty markers and the staged points")
 	assert.Empty(t, demoTables(), "the database's tables too")
 
 	// Ctrl-C once the basic layout has stored its first hour of two: exit 130, no write

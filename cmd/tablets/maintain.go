@@ -85,9 +85,6 @@ are done, and their progress recorded.`,
 		},
 	}
 	addStoreFlags(cmd, &sf)
-	// As 'tablets serve' writes it: staging and folding need the chunked layout.
-	sf.layout = "chunked"
-	cmd.Flags().Lookup("layout").DefValue = "chunked"
 	cmd.Flags().DurationVar(&catchUp, "catch-up", server.DefaultRollupCatchUp, "how far back compaction and rollup start in a database that records no run of theirs")
 	cmd.Flags().StringVar(&from, "from", "", "start compaction and rollup here (after a backfill), or where their last run ended if earlier")
 	return cmd

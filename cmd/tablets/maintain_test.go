@@ -140,7 +140,7 @@ func TestMaintainFolds(t *testing.T) {
 	r = parseMaintain(t, ok(t, env, "", "maintain", "--db", name))
 	assert.Regexp(t, `^fold: 0 entities, 0 points, 0 series \(all staged before \S+\) in `, r.fold, "nothing left")
 
-	got := ok(t, env, "", "query", "--db", name, "--layout", "chunked", "--series", "s07", "--from", at.Format(time.RFC3339), "--to", "now", "--format", "csv")
+	got := ok(t, env, "", "query", "--db", name, "--series", "s07", "--from", at.Format(time.RFC3339), "--to", "now", "--format", "csv")
 	assert.Equal(t, fmt.Sprintf("time,value\n%s,70\n%s,71\n%s,72\n", at.Format(time.RFC3339), at.Add(time.Minute).Format(time.RFC3339), at.Add(2*time.Minute).Format(time.RFC3339)), got)
 }
 
@@ -167,7 +167,7 @@ func TestMaintainFails(t *testing.T) {
 	help := ok(t, nil, "", "maintain", "--help")
 	assert.Contains(t, help, "tablets maintain --db NAME")
 	assert.Regexp(t, `--catch-up duration +.*\(default 72h0m0s\)`, help)
-	assert.Regexp(t, `--layout string +[^\n]*\n[^\n]*\(default "chunked"\)`, help)
+	assert.Regexp(t, `--layout string +[^\n]*\n[^\n]*\n[^\n]*\(default: the database's own\)`, help)
 
 	for _, tc := range []struct {
 		args []string

@@ -14,13 +14,11 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
 
-	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/azurite/runner"
 	"github.com/seed71701133/tablets/internal/meter"
 	"github.com/seed71701133/tablets/internal/reqlimit"
@@ -114,7 +112,7 @@ naming another is 403.`,
 	f := cmd.Flags()
 	f.StringVar(&sf.listen, "listen", "127.0.0.1:9201", "address to listen on")
 	f.StringVar(&sf.db, "db", "", "database name (required): letters and digits, 3-40 characters, starting with a letter")
-	f.StringVar(&sf.layout, "layout", "chunked", "raw layout of a new database: chunked keeps Prometheus' millisecond times and NaN bits exactly")
+	f.StringVar(&sf.layout, "layout", "", "raw layout of a database made before tsdb recorded its raw format (default: the database's own;\na database made now is chunked at a millisecond, which keeps Prometheus' times and NaN bits exactly)")
 	f.DurationVar(&sf.rawPeriod, "raw-period", 0, "span of one raw table (0: 168h); as the database was written")
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
@@ -184,12 +182,12 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if err != nil {
 		return usageErrorf(cmd, "--config.file: %v", err)
 	}
-	def, err := findLayout(sf.layout)
+	layout, err := dbLayout(sf.layout, layoutOptions{})
 	if err != nil {
 		return usageErrorf(cmd, "%v", err)
 	}
 	dbOpts := &tsdb.Options{
-		Layout:       func(c *aztables.Client) (tablets.Store, error) { return def.open(c, layoutOptions{}) },
+		Layout:       layout,
 		RawPeriod:    sf.rawPeriod,
 		RawRetention: sf.rawRetention,
 
@@ -295,11 +293,11 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	stopHUP := a.onSIGHUP(logger, sf.webConfigFile, func() { cfg.reload(logger) })
 	defer stopHUP()
 	if sf.webConfigFile == "" {
-		fmt.Fprintf(a.stderr, "serving database %s (%s layout) on http://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL http://%s\n",
-			sf.db, def.name, listener.Addr(), listener.Addr())
+		fmt.Fprintf(a.stderr, "serving database %s (%s) on http://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL http://%s\n",
+			sf.db, layoutDescription(sf.layout), listener.Addr(), listener.Addr())
 	} else {
-		fmt.Fprintf(a.stderr, "serving database %s (%s layout) on %s, with the TLS and basic auth of %s: remote write /api/v1/write, remote read /api/v1/read\n",
-			sf.db, def.name, listener.Addr(), sf.webConfigFile)
+		fmt.Fprintf(a.stderr, "serving database %s (%s) on %s, with the TLS and basic auth of %s: remote write /api/v1/write, remote read /api/v1/read\n",
+			sf.db, layoutDescription(sf.layout), listener.Addr(), sf.webConfigFile)
 	}
 	if internal != nil {
 		fmt.Fprintf(a.stderr, "serving /metrics, /-/ready and /-/healthy on http://%s\n", internal.Addr())

@@ -24,13 +24,34 @@ func newDB(t *testing.T, opts *tsdb.Options) (*tsdb.DB, *aztables.ServiceClient,
 	return dbtest.NewDB(t, opts)
 }
 
-// tsdbHarness runs the conformance suite on a database's raw tables.
-type tsdbHarness struct{ period time.Duration }
+// tsdbHarness runs the conformance suite on a database's raw tables, written directly: of
+// the format of a database made now (chunked at a millisecond), or of the advanced layout
+// (a database made before tsdb recorded its format).
+type tsdbHarness struct {
+	period   time.Duration
+	advanced bool
+}
 
-func (h tsdbHarness) Name() string              { return "tsdb-raw-" + h.period.String() }
-func (h tsdbHarness) Resolution() time.Duration { return time.Second } // advanced's
+func (h tsdbHarness) Name() string {
+	if h.advanced {
+		return "tsdb-raw-advanced-" + h.period.String()
+	}
+	return "tsdb-raw-" + h.period.String()
+}
+
+func (h tsdbHarness) Resolution() time.Duration {
+	if h.advanced {
+		return time.Second // advanced's
+	}
+	return time.Millisecond
+}
+
 func (h tsdbHarness) NewStore(t *testing.T) (tablets.Store, func() int64) {
-	db, _, checker := newDB(t, &tsdb.Options{RawPeriod: h.period})
+	opts := &tsdb.Options{RawPeriod: h.period, DirectWrites: true}
+	if h.advanced {
+		opts.Layout = advancedLayout
+	}
+	db, _, checker := newDB(t, opts)
 	return db, func() int64 { return checker.Stats().Requests }
 }
 
@@ -74,10 +95,10 @@ func (s foldingStore) Write(ctx context.Context, series string, points ...tablet
 // periods of a day and of an hour (data across many tables), and over the staging table,
 // folded and not.
 func TestTSDBConformance(t *testing.T) {
-	for _, period := range []time.Duration{24 * time.Hour, time.Hour} {
-		t.Run(period.String(), func(t *testing.T) {
+	for _, h := range []tsdbHarness{{period: 24 * time.Hour}, {period: time.Hour, advanced: true}} {
+		t.Run(h.Name(), func(t *testing.T) {
 			t.Parallel()
-			storetest.RunConformanceTests(t, tsdbHarness{period})
+			storetest.RunConformanceTests(t, h)
 		})
 	}
 	for _, folded := range []bool{false, true} {

@@ -88,6 +88,9 @@ func (t *Transport) exists(name string) bool {
 // entityPath matches "table(PartitionKey='..',RowKey='..')" and "table()".
 var entityPath = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9]*)\((.*)\)$`)
 
+// tableName is a table's path: where an insert is POSTed.
+var tableName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+
 // Do answers req.
 func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	t.requests.Add(1)
@@ -117,6 +120,16 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	case path == "$batch" && req.Method == http.MethodPost:
 		t.batches.Add(1)
 		return batchReply(req), nil
+	}
+	if tableName.MatchString(path) && req.Method == http.MethodPost { // an insert (AddEntity)
+		t.writes.Add(1)
+		if !t.exists(path) {
+			t.notFound.Add(1)
+			return reply(req, http.StatusNotFound, "TableNotFound", nil), nil
+		}
+		resp := reply(req, http.StatusNoContent, "", nil)
+		resp.Header.Set("ETag", `W/"datetime'2024-01-01T00%3A00%3A00.0000000Z'"`)
+		return resp, nil
 	}
 	m := entityPath.FindStringSubmatch(path)
 	if m == nil {
