@@ -144,7 +144,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.staging = db.stagedReads && !o.DirectWrites
 	db.writer = rand.Uint32()
 	db.catalog = newCatalog(service.NewClient(db.names.Catalog()), o.CachedSeries)
-	db.tables = newPeriodTables(db)
+	db.tables = newPeriodTables(service, db.names, db.catalog, o.Now)
 	db.index = newSeriesIndex(o.CachedSeries)
 	db.histIndex = newSeriesIndex(o.CachedSeries)
 	db.tiers = newTiers(db)
