@@ -95,6 +95,7 @@ type DB struct {
 	index     *seriesIndex                // the series listed in each period's index
 	histIndex *seriesIndex                // the series flagged with histograms there
 	tiers     *tiers                      // rollup, dirty markers, tier tables, Aggregate
+	retention *retention                  // Retain
 	stores    *rawStores                  // the raw store of each period
 	validator tablets.Store               // checks series names with the layout's rules
 	valid     *genCache[string, struct{}] // series the validator passed lately
@@ -148,6 +149,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.index = newSeriesIndex(o.CachedSeries)
 	db.histIndex = newSeriesIndex(o.CachedSeries)
 	db.tiers = newTiers(db)
+	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
 	return db, nil
 }
