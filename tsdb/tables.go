@@ -343,7 +343,7 @@ func (t *periodTables) learnDropped(ctx context.Context, from, to time.Time) err
 // periods this process saw dropped; and where lo is old enough that a Retain may have
 // dropped a period there (now - rawRetention, give or take the clock margin), it reads the
 // catalog's records: one query. rawRetention is Options.RawRetention (0: nothing is dropped
-// but what this process saw).
+// but what this process saw); the margin is sealMargin, the clock skew the tiers allow.
 func (t *periodTables) oldestKeptPeriod(ctx context.Context, lo uint64, rawRetention time.Duration) (uint64, bool, error) {
 	latest, ok := t.latestDroppedCached()
 	if horizon := t.now().Add(-rawRetention + sealMargin); rawRetention > 0 && time.Unix(int64(lo), 0).Before(horizon) {
