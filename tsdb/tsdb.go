@@ -92,9 +92,9 @@ type DB struct {
 
 	catalog   *catalog                    // the catalog table: dropped tables, label-set registry
 	tables    *periodTables               // which raw and index tables exist, which periods are dropped
-	index     *seriesIndex                // the series listed in each period's index
-	histIndex *seriesIndex                // the series flagged with histograms there
+	index     *seriesIndex                // the series index: registering series, Select
 	tiers     *tiers                      // rollup, dirty markers, tier tables, Aggregate
+	retention *retention                  // Retain
 	stores    *rawStores                  // the raw store of each period
 	validator tablets.Store               // checks series names with the layout's rules
 	valid     *genCache[string, struct{}] // series the validator passed lately
@@ -144,10 +144,10 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.staging = db.stagedReads && !o.DirectWrites
 	db.writer = rand.Uint32()
 	db.catalog = newCatalog(service.NewClient(db.names.Catalog()), o.CachedSeries)
-	db.tables = newPeriodTables(db)
-	db.index = newSeriesIndex(o.CachedSeries)
-	db.histIndex = newSeriesIndex(o.CachedSeries)
+	db.tables = newPeriodTables(service, db.names, db.catalog, o.Now)
+	db.index = newSeriesIndex(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.tiers = newTiers(db)
+	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
 	return db, nil
 }

@@ -184,7 +184,7 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 	for p, series := range bySeriesPeriod {
 		err := db.tables.ensureKinds(ctx, p, tables[p]...)
 		if err == nil {
-			err = db.register(ctx, p, series)
+			err = db.index.register(ctx, p, series)
 		}
 		periodErr[p] = err
 	}
