@@ -10,12 +10,13 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // The worked examples of docs/format.md that tsdb writes: table names, label sets and
 // series keys, the catalog's entities, the index's, a tier block, a page token.
 func TestFormatDoc(t *testing.T) {
-	db := &DB{name: "metrics"}
+	db := &DB{name: "metrics", names: naming.Names{Base: "metrics", Period: DefaultRawPeriod}}
 	db.tiers = newTiers(db)
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}

@@ -8,6 +8,7 @@ import (
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // formatHistSeries is the label set of the histogram examples of docs/format.md.
@@ -32,7 +33,7 @@ func formatHistSamples() []histenc.Sample {
 // The worked examples of docs/format.md's "Histogram tables" and the index entry of a series
 // with histograms.
 func TestHistogramFormatDoc(t *testing.T) {
-	db := &DB{name: "metrics"}
+	db := &DB{name: "metrics", names: naming.Names{Base: "metrics", Period: DefaultRawPeriod}}
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	if want := formatdoc.Lines(t, "hist-table"); len(want) != 1 || want[0] != db.names.HistTable(period) {
 		t.Errorf("histogram table %s, the document %q", db.names.HistTable(period), want)
