@@ -329,3 +329,9 @@ func (t *periodTables) learnDropped(ctx context.Context, from, to time.Time) err
 	}
 	return nil
 }
+
+// knownDropped reports whether period p is known to have been dropped by Retain.
+func (t *periodTables) knownDropped(p uint64) bool {
+	_, dropped := t.dropped.get(p)
+	return dropped
+}
