@@ -54,8 +54,16 @@
 //   - the write path (appender.go, appender_kinds.go, write.go): an Appender's Commit plans,
 //     registers, stages and writes both kinds of samples at once, a sampleKind holding
 //     what differs between float points and histogram samples (checks, codec, tables);
-//   - the staging table (staging.go, stagedread.go, stageddelete.go) and its Fold (fold.go,
-//     foldlease.go): see Staging.
+//   - the staging table (staging.go, staging_read.go, staging_delete.go, a type of its own
+//     over internal/staging, which holds the entities' layout, codec and query): the
+//     transactions of a write's staged samples, the reads of staged points (which the read
+//     path merges into raw ones: staging_merge.go) and their deletion. It is given the
+//     service client, the names and the options, and depends on no other part; see Staging;
+//   - the Fold (fold.go, foldlease.go, a type of its own): moves the staged points into the
+//     raw and histogram tables under the fold lease. It reads and empties the staging
+//     table, and is given the raw write (a period's raw store, the histogram tables' write)
+//     and the tiers' flagging of late points as functions by newDB, so that neither the
+//     staging table nor the raw tables depend on it. DB.Fold delegates to it.
 //
 // Below them all is the leaf tsdb/internal/naming (the tables' names, the raw periods).
 // Among these parts the dependencies go one way: retention uses the tiers, the period

@@ -392,3 +392,9 @@ func (t *periodTables) latestDroppedRecorded(ctx context.Context) (uint64, bool,
 	}
 	return latest, ok, nil
 }
+
+// knownDropped reports whether period p is known to have been dropped by Retain.
+func (t *periodTables) knownDropped(p uint64) bool {
+	_, dropped := t.dropped.get(p)
+	return dropped
+}
