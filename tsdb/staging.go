@@ -47,13 +47,19 @@ type stagingTable struct {
 	// page is the first $top and the PageBytes of staging reads (tests shrink them).
 	page pager.SubQuery
 	made atomic.Bool // the staging table is known to exist
+	// dropped reports a raw period known dropped by Retain: reads leave out its staged
+	// samples, as the Fold does (nil: none is).
+	dropped func(period uint64) bool
+	names   naming.Names
 }
 
 // newStagingTable makes the staging part of a DB of options o, whose raw layout is layout;
 // it sends no request.
-func newStagingTable(service *aztables.ServiceClient, names naming.Names, layout tablets.Store, o Options) *stagingTable {
+func newStagingTable(service *aztables.ServiceClient, names naming.Names, layout tablets.Store, o Options, dropped func(period uint64) bool) *stagingTable {
 	reads := stagingOn(layout, Options{})
 	return &stagingTable{
+		dropped:    dropped,
+		names:      names,
 		client:     service.NewClient(names.Staging()),
 		now:        o.Now,
 		partitions: o.StagingPartitions,

@@ -149,7 +149,8 @@ func (st *stagingTable) readPacked(ctx context.Context, series []string, from, t
 
 // collect reads the staged writes of the kinds asked for in one query: each point and
 // histogram sample in [from, to) of series (nil: of every series) as written, by series,
-// in no order. What it collects holds its bytes of Options.StagingReadBudget until done is
+// in no order, but those of raw periods known dropped (which the Fold leaves out: a read
+// before the Fold answers as one after it). What it collects holds its bytes of Options.StagingReadBudget until done is
 // called (also after an error). A DB that does not stage reads nothing (no request).
 func (st *stagingTable) collect(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (
 	found map[string][]staging.Point, foundHists map[string][]staging.Hist, done func(), err error) {
@@ -170,6 +171,7 @@ func (st *stagingTable) collect(ctx context.Context, series []string, from, to t
 		}
 	}
 	lo, hi := staging.EarliestMilli(from), staging.EarliestMilli(to)
+	dropped := st.droppedPeriods()
 	found = map[string][]staging.Point{}
 	foundHists = map[string][]staging.Hist{}
 	for se, err := range st.entitiesIn(ctx, staging.Query(series, from, to, kinds), want, read) {
@@ -182,7 +184,7 @@ func (st *stagingTable) collect(ctx context.Context, series []string, from, to t
 				continue
 			}
 			for _, h := range s.Samples {
-				if ms := int64(h.Unit); ms >= lo && ms < hi {
+				if ms := int64(h.Unit); ms >= lo && ms < hi && !dropped(ms) {
 					foundHists[s.Key] = append(foundHists[s.Key], staging.Hist{Sample: h, Stamp: se.Stamp, Record: se.Record(r)})
 					hists++
 				}
@@ -193,7 +195,7 @@ func (st *stagingTable) collect(ctx context.Context, series []string, from, to t
 				continue
 			}
 			for i, ms := range s.Times {
-				if ms >= lo && ms < hi {
+				if ms >= lo && ms < hi && !dropped(ms) {
 					found[s.Key] = append(found[s.Key], staging.Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
 					points++
 				}
@@ -204,4 +206,22 @@ func (st *stagingTable) collect(ctx context.Context, series []string, from, to t
 		}
 	}
 	return found, foundHists, read.end, nil
+}
+
+// droppedPeriods returns whether the raw period holding a Unix millisecond is known
+// dropped, asking the period tables once a period of the read.
+func (st *stagingTable) droppedPeriods() func(ms int64) bool {
+	if st.dropped == nil {
+		return func(int64) bool { return false }
+	}
+	known := map[uint64]bool{}
+	return func(ms int64) bool {
+		p := st.names.PeriodOf(time.UnixMilli(ms))
+		d, ok := known[p]
+		if !ok {
+			d = st.dropped(p)
+			known[p] = d
+		}
+		return d
+	}
 }

@@ -133,9 +133,9 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	}
 	db.validator = validator
 	db.valid = newGenCache(2*o.CachedSeries*validEntryBytes, validEntryCost)
-	db.staging = newStagingTable(service, db.names, validator, o)
 	db.catalog = newCatalog(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = newPeriodTables(service, db.names, db.catalog, o.Now)
+	db.staging = newStagingTable(service, db.names, validator, o, db.tables.knownDropped)
 	db.index = newSeriesIndex(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.tiers = newTiers(db)
 	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
