@@ -11,6 +11,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // Fields are the parts of a Window that an Aggregate computes (Start and Count always): what
@@ -278,24 +279,24 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	// The staged points (and histogram samples) of every series in one query, before the
 	// blocks and the raw points: a window that holds a staged one may have been rolled up
 	// without it, so it is read raw.
-	kinds := stagedFloats
+	kinds := staging.Floats
 	if f&FieldHistograms != 0 {
-		kinds = stagedBoth
+		kinds = staging.Both
 	}
 	var staged map[string][]tablets.Point
 	if opts != nil && opts.staged != nil {
 		if staged, err = opts.staged.in(names, from, to); err != nil {
 			return nil, 0, err
 		}
-		kinds &^= stagedFloats
+		kinds &^= staging.Floats
 	}
 	var stagedHists map[string][]HistogramPoint
 	if kinds != 0 {
 		var floats map[string][]tablets.Point
-		if floats, stagedHists, err = tr.db.readStagedKinds(ctx, names, from, to, kinds); err != nil {
+		if floats, stagedHists, err = tr.db.staging.readKinds(ctx, names, from, to, kinds); err != nil {
 			return nil, 0, err
 		}
-		if kinds&stagedFloats != 0 {
+		if kinds&staging.Floats != 0 {
 			staged = floats
 		}
 	}

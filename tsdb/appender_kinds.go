@@ -8,9 +8,10 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/histenc"
-	"github.com/seed71701133/tablets/internal/stageenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // sample is one sample of the write path: a float point (h and fh nil) or a native
@@ -41,7 +42,7 @@ type sampleKind struct {
 	list func(we *tablets.WriteError, samples []sample)
 	// stageRecords cuts the samples idx (indexes into samples) of a series into staging
 	// records, each no more than half a column.
-	stageRecords func(series string, samples []sample, idx []int) []stageRecord
+	stageRecords func(series string, samples []sample, idx []int) []staging.Record
 	// writePeriod writes the samples idx of a series into period p's table directly, and
 	// returns those it may not have stored (indexes into samples) with the first failure.
 	writePeriod func(ctx context.Context, db *DB, p uint64, series string, samples []sample, idx []int) ([]int, error)
@@ -94,73 +95,63 @@ var histSamples = &sampleKind{
 	},
 }
 
-// stageRecord is a run of one series' samples in a staging column: a float series (of a
-// float entity) or a histogram record (of a histogram entity).
-type stageRecord struct {
-	points      *stageenc.Series // float points
-	chunk       []byte           // histogram samples (histenc), of key
-	key         string
-	size        int // bytes in the column
-	first, last int64
-	count       int
-	args        []int // the caller's samples it holds: a failure lists exactly them
-}
-
-// addTo adds the record to an entity of its kind.
-func (r stageRecord) addTo(e *stagingEntity, column int, piece stagedPiece) {
-	if r.points != nil {
-		e.add(column, *r.points, piece)
-		return
-	}
-	e.addHist(column, r.key, r.chunk, r.first, r.last, r.count, piece)
-}
-
 // stagePointRecords stages float points: sorted by millisecond, the later argument winning
 // a millisecond, cut into runs of at most half a column.
-func stagePointRecords(series string, samples []sample, idx []int) []stageRecord {
+func stagePointRecords(series string, samples []sample, idx []int) []staging.Record {
 	pts := make([]tablets.Point, len(idx))
 	for j, i := range idx {
 		pts[j] = tablets.Point{Time: samples[i].t, Value: samples[i].v}
 	}
-	s := stageSeries(series, pts)
-	var out []stageRecord
-	for len(s.Times) > 0 {
-		piece := s
-		for stageenc.Size(piece)+stageenc.HeaderSize > stageMaxColumn/2 && len(piece.Times) > 1 {
-			half := len(piece.Times) / 2
-			piece = stageenc.Series{Key: s.Key, Times: piece.Times[:half], Values: piece.Values[:half]}
-		}
-		s = stageenc.Series{Key: s.Key, Times: s.Times[len(piece.Times):], Values: s.Values[len(piece.Times):]}
-		// The caller's points the piece holds (a piece is a run of milliseconds).
-		first, last := piece.Times[0], piece.Times[len(piece.Times)-1]
-		var args []int
-		for _, i := range idx {
-			if ms := samples[i].t.UnixMilli(); ms >= first && ms <= last {
-				args = append(args, i)
-			}
-		}
-		out = append(out, stageRecord{points: &piece, key: series, size: stageenc.Size(piece), first: first, last: last,
-			count: len(piece.Times), args: args})
-	}
-	return out
+	return staging.PointRecords(series, pts, idx)
 }
 
 // stageHistRecords stages histogram samples: sorted by millisecond, the later argument
 // winning a millisecond, cut into records (a chunk each) of at most half a column.
-func stageHistRecords(series string, samples []sample, idx []int) []stageRecord {
+func stageHistRecords(series string, samples []sample, idx []int) []staging.Record {
 	sorted, args := sortedHists(samples, idx)
-	var out []stageRecord
-	for len(sorted) > 0 {
-		chunk, k := histenc.AppendLimit(nil, sorted, stageMaxColumn/2)
-		var held []int
-		for _, a := range args[:k] {
-			held = append(held, a...)
+	return staging.HistRecords(series, sorted, args)
+}
+
+// stagedWrites are the staged samples of plans (staged[i], indexes into plans[i].samples)
+// cut into staging records: a write per plan, with no records where none is staged.
+func stagedWrites(plans []planned, staged [][]int) []staging.Write {
+	writes := make([]staging.Write, len(plans))
+	for i, pl := range plans {
+		if len(staged[i]) > 0 {
+			writes[i] = staging.Write{Series: pl.series, Hist: pl.kind.hist, Records: pl.kind.stageRecords(pl.series, pl.samples, staged[i])}
 		}
-		out = append(out, stageRecord{chunk: chunk, key: series, size: stageenc.HistRecordSize(series, len(chunk)),
-			first: int64(sorted[0].Unit), last: int64(sorted[k-1].Unit), count: k, args: held})
-		sorted, args = sorted[k:], args[k:]
 	}
-	return out
+	return writes
+}
+
+// histUnit is the millisecond of a histogram sample's time (checked before: Units cannot
+// fail).
+func histUnit(t time.Time) uint64 {
+	u, _ := histFormat.Units(t)
+	return u
+}
+
+// sortedHists sorts the histogram samples idx (indexes into samples) by millisecond, the
+// later argument winning a millisecond, with the arguments of each millisecond (for
+// failures: a failed record lists them all).
+func sortedHists(samples []sample, idx []int) ([]histenc.Sample, [][]int) {
+	units := make([]uint64, len(idx))
+	for j, i := range idx {
+		units[j] = histUnit(samples[i].t)
+	}
+	byUnit := map[uint64][]int{}
+	for j, i := range idx {
+		byUnit[units[j]] = append(byUnit[units[j]], i)
+	}
+	kept := batch.LastWins(units)
+	sorted := make([]histenc.Sample, len(kept))
+	args := make([][]int, len(kept))
+	for j, k := range kept {
+		h := samples[idx[k]]
+		sorted[j] = histenc.Sample{Unit: units[k], H: h.h, FH: h.fh}
+		args[j] = byUnit[units[k]]
+	}
+	return sorted, args
 }
 
 // writePointsPeriod writes the points idx (indexes into samples) of a series into period

@@ -9,6 +9,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/pager"
 )
 
 // The catalog table (name + "m") holds what every process of a database must agree on:
@@ -72,6 +74,29 @@ func (c *catalog) recordDropped(ctx context.Context, name string) error {
 	body := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDropped, name), entity.ValueProperty, 1))
 	if _, err := c.client.UpsertEntity(ctx, body, nil); err != nil {
 		return fmt.Errorf("tsdb: catalog: %w", err)
+	}
+	return nil
+}
+
+// eachDropped calls fn with the name of each table recorded dropped whose name is in [from,
+// to): one query. A catalog that does not exist records none.
+func (c *catalog) eachDropped(ctx context.Context, from, to string, fn func(name string)) error {
+	q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", catalogDropped), filter.Ge("RowKey", from),
+		filter.Lt("RowKey", to)).String(), Select: "RowKey"}
+	var e entity.Entity
+	for page, err := range pager.Each(ctx, c.client, q, 0) {
+		if isTableGone(err) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("tsdb: catalog: %w", err)
+		}
+		for _, raw := range page.Entities {
+			if err := e.Decode(raw); err != nil {
+				return fmt.Errorf("tsdb: catalog: %w", err)
+			}
+			fn(string(e.RowKey))
+		}
 	}
 	return nil
 }

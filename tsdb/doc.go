@@ -21,14 +21,19 @@
 //
 // # Parts
 //
-// A DB is the public face of eight parts, each with its own lock and its own file:
+// A DB is the public face of nine parts, each with its own lock and its own file:
 //
 //   - the catalog (catalog.go): the dropped tables and the label-set registry, with the
 //     cache of label sets;
 //   - the period tables (tables.go): which raw, index and histogram tables exist and which
-//     periods were dropped, creating a period's tables ahead, listing them;
-//   - the series index (index.go): which series each of the newest periods' indexes lists,
-//     and listing the others; Select, LabelNames and LabelValues read it (select.go);
+//     periods were dropped (and so where a Rollup must stop), creating a period's tables
+//     ahead, listing them. It is given the service client, the names, the catalog and the
+//     clock;
+//   - the series index (index.go, a type of its own): registering the series of each
+//     period in its index (with the caches of those each of the newest periods' indexes
+//     lists), and selecting series by matchers over a range (index_select.go: Select,
+//     LabelNames and LabelValues delegate to it). It is given the service client, the
+//     names, the catalog and the period tables;
 //   - the tiers (tiers.go, a type of its own): the rollup of raw points into tier windows
 //     (rollup.go, rollupscan.go, rollupsplice.go; Rollup, RollupFlagged and KeepRolledUp
 //     in keeprolledup.go), the dirty markers late writes leave in the catalog (dirty.go),
@@ -40,6 +45,10 @@
 //     reaches the other parts' reads (the index, the raw and staged points, the
 //     histograms) through a back-pointer to the DB, the dependency to cut before it
 //     becomes a package;
+//   - retention (retention.go, a type of its own): every step of Retain, which delegates
+//     to it. It is given the service client, the names, the options, the catalog, the
+//     period tables and the tiers (the rollup that seals a period before its tables go);
+//     it holds no state of its own, so needs no lock;
 //   - the raw stores (stores.go): the layout's store of each period in use;
 //   - the read path (querier.go, querier_select.go, querier_plan.go, querier_cost.go,
 //     querier_staged.go, querier_series.go): a Queryable's Querier selects series of both
@@ -48,8 +57,24 @@
 //   - the write path (appender.go, appender_kinds.go, write.go): an Appender's Commit plans,
 //     registers, stages and writes both kinds of samples at once, a sampleKind holding
 //     what differs between float points and histogram samples (checks, codec, tables);
-//   - the staging table (staging.go, stagedread.go, stageddelete.go) and its Fold (fold.go,
-//     foldlease.go): see Staging.
+//   - the staging table (staging.go, staging_read.go, staging_delete.go, a type of its own
+//     over internal/staging, which holds the entities' layout, codec and query): the
+//     transactions of a write's staged samples, the reads of staged points (which the read
+//     path merges into raw ones: staging_merge.go) and their deletion. It is given the
+//     service client, the names and the options, and depends on no other part; see Staging;
+//   - the Fold (fold.go, foldlease.go, a type of its own): moves the staged points into the
+//     raw and histogram tables under the fold lease. It reads and empties the staging
+//     table, and is given the raw write (a period's raw store, the histogram tables' write)
+//     and the tiers' flagging of late points as functions by newDB, so that neither the
+//     staging table nor the raw tables depend on it. DB.Fold delegates to it.
+//
+// Below them all is the leaf tsdb/internal/naming (the tables' names, the raw periods).
+// Among these parts the dependencies go one way: retention uses the tiers, the period
+// tables and the catalog; the series index the period tables and the catalog; the period
+// tables the catalog. The catalog and the period tables are not yet packages of their
+// own: the catalog's registry is built on Labels and the bounded cache (cache.go), which
+// every part shares, and the period tables' dropped periods are that cache too, read by
+// the tiers and the write path, whose files also hold methods of theirs.
 //
 // The catalog also keeps the progress of the background tasks (progress.go: Covered and
 // SetCovered; KeepRolledUp, KeepCompacted, tablets serve and tablets maintain start where

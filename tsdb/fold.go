@@ -10,14 +10,18 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // FoldReport says what a Fold did.
@@ -45,9 +49,35 @@ type FoldReport struct {
 // a few more pages.
 var maxFoldPoints = 250_000 // a variable for the tests of rounds
 
-// foldHistWeight is how many points a staged histogram sample counts as in a round: decoded,
-// a 20-bucket histogram takes about 500 bytes.
-const foldHistWeight = 16
+// foldMargin is how long after its end an arrival bucket is folded: a writer whose clock
+// is behind, or whose transaction is slow, may still add to it meanwhile (what it adds
+// later is folded by the next Fold).
+const foldMargin = 5 * time.Minute
+
+// latePointBytes is what a late point a round collects takes of the staging read budget.
+const latePointBytes = int64(unsafe.Sizeof(tablets.Point{}))
+
+// folder is a DB's part that folds: it moves the staged points out of the staging table
+// (the staging part, which it reads and empties) into the raw and histogram tables, under
+// the fold lease (foldlease.go). The raw write is given to it as functions by newDB, so that
+// neither the staging part nor the raw tables' part depends on the Fold. It holds no state
+// of its own between Folds: one process at a time folds, by the lease.
+type folder struct {
+	staging   *stagingTable
+	tables    *periodTables    // which periods were dropped, and tables found gone
+	names     naming.Names     // the period of a point
+	catalog   *aztables.Client // the fold lease is an entity of the catalog
+	now       func() time.Time // Options.Now
+	sealDelay time.Duration    // Options.SealDelay: which staged points are late
+	// rawStore is the raw store of period p (chunked: a DB that stages has that layout).
+	rawStore func(p uint64) (tablets.Store, error)
+	// writeHists writes a series' histogram samples (sorted, one a millisecond) of period
+	// p into its histogram table, with priority.
+	writeHists func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error
+	// flagLate marks the tier windows of a series' late points stale (the tiers), once the
+	// points are in the raw tables.
+	flagLate func(ctx context.Context, series string, late []tablets.Point) error
+}
 
 // Fold moves the staged points into the raw tables (and the staged histogram samples into
 // the histogram tables), and deletes them from the staging table: every staging entity of
@@ -65,23 +95,26 @@ const foldHistWeight = 16
 // points written twice are the same points (a read keeps one per time), an entity not
 // deleted is folded again by the next Fold, and a lease not released ends by itself. Points
 // of a period that Retain dropped meanwhile are left out.
-func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
-	if !db.stagedReads {
+func (db *DB) Fold(ctx context.Context) (FoldReport, error) { return db.fold.run(ctx) }
+
+// run is Fold.
+func (f *folder) run(ctx context.Context) (FoldReport, error) {
+	if !f.staging.reads {
 		return FoldReport{}, nil
 	}
-	horizon := floorSec(unix(db.now().Add(-foldMargin)), stageBucket)
+	horizon := floorSec(unix(f.now().Add(-foldMargin)), staging.Bucket)
 	report := FoldReport{Through: at(horizon)}
-	keys, points, err := db.listStaged(ctx, horizon)
+	keys, points, err := f.listStaged(ctx, horizon)
 	if err != nil || len(keys) == 0 {
 		return report, err
 	}
-	lease, err := db.takeFoldLease(ctx)
+	lease, err := f.takeLease(ctx)
 	if err != nil {
 		return FoldReport{}, err
 	}
 	defer lease.release(context.WithoutCancel(ctx))
 	// Listed again under the lease: what a fold that held it before deleted is not listed.
-	if keys, points, err = db.listStaged(ctx, horizon); err != nil || len(keys) == 0 {
+	if keys, points, err = f.listStaged(ctx, horizon); err != nil || len(keys) == 0 {
 		return report, err
 	}
 	listed := map[[2]string]bool{}
@@ -90,15 +123,15 @@ func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
 			listed[[2]string{pk, rk}] = true
 		}
 	}
-	rounds := max(1, min(stageColumns, (points+maxFoldPoints-1)/maxFoldPoints))
+	rounds := max(1, min(staging.Columns, (points+maxFoldPoints-1)/maxFoldPoints))
 	for r := range rounds {
 		if r > 0 {
 			if err := lease.renew(ctx); err != nil {
 				return report, err
 			}
 		}
-		lo, hi := r*stageColumns/rounds, (r+1)*stageColumns/rounds
-		series, n, err := db.foldRound(ctx, lease, listed, horizon, lo, hi)
+		lo, hi := r*staging.Columns/rounds, (r+1)*staging.Columns/rounds
+		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi)
 		report.Series += series
 		report.Points += n
 		report.Rounds++
@@ -106,7 +139,7 @@ func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
 			return report, err
 		}
 	}
-	if err := db.deleteFolded(ctx, keys); err != nil {
+	if err := f.deleteFolded(ctx, keys); err != nil {
 		return report, err
 	}
 	for _, rks := range keys {
@@ -115,29 +148,14 @@ func (db *DB) Fold(ctx context.Context) (FoldReport, error) {
 	return report, nil
 }
 
-// bucketEnd is the end of the arrival bucket of a staging PartitionKey: the latest its
-// points may have arrived (a malformed key: the end of time, so that they count as late).
-func bucketEnd(partitionKey string) time.Time {
-	b, err := strconv.ParseUint(partitionKey[:min(12, len(partitionKey))], 10, 64)
-	if err != nil {
-		return tablets.MaxTime
-	}
-	return at(b).Add(stageBucket)
-}
-
-// foldFilter selects the staging entities of the arrival buckets before horizon.
-func foldFilter(horizon uint64) string {
-	return filter.Lt("PartitionKey", fmt.Sprintf("%012d", horizon)).String()
-}
-
 // listStaged lists the keys of the staging entities before horizon, by PartitionKey, and
 // counts their points.
-func (db *DB) listStaged(ctx context.Context, horizon uint64) (map[string][]string, int, error) {
-	q := pager.SubQuery{Filter: foldFilter(horizon), Select: "PartitionKey,RowKey," + stageCountProp + "," + stageVersionProp}
+func (f *folder) listStaged(ctx context.Context, horizon uint64) (map[string][]string, int, error) {
+	q := pager.SubQuery{Filter: staging.BucketsBefore(horizon), Select: "PartitionKey,RowKey," + staging.CountProp + "," + staging.VersionProp}
 	keys := map[string][]string{}
 	points := 0
 	var e entity.Entity
-	for page, err := range pager.Each(ctx, db.service.NewClient(db.names.Staging()), q, 0) {
+	for page, err := range pager.Each(ctx, f.staging.client, q, 0) {
 		if isTableGone(err) {
 			return nil, 0, nil
 		}
@@ -153,11 +171,11 @@ func (db *DB) listStaged(ctx context.Context, horizon uint64) (map[string][]stri
 			n, weight := 0, 1
 			for _, p := range e.Props {
 				switch string(p.Name) {
-				case stageCountProp:
+				case staging.CountProp:
 					n = int(p.Value)
-				case stageVersionProp:
-					if p.Value == stageHistVersion {
-						weight = foldHistWeight
+				case staging.VersionProp:
+					if p.Value == staging.HistVersion {
+						weight = staging.HistWeight
 					}
 				}
 			}
@@ -171,46 +189,46 @@ func (db *DB) listStaged(ctx context.Context, horizon uint64) (map[string][]stri
 // and returns how many series and points it wrote.
 // Only the listed entities are folded: one written since (late, into an old bucket) is
 // neither written nor deleted, but folded by the next Fold.
-func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int) (int, int, error) {
-	sel := "PartitionKey,RowKey," + stageVersionProp
+func (f *folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int) (int, int, error) {
+	sel := "PartitionKey,RowKey," + staging.VersionProp
 	for c := lo; c < hi; c++ {
-		sel += "," + stageColumnChar + strconv.Itoa(c)
+		sel += "," + staging.ColumnChar + strconv.Itoa(c)
 	}
-	found := map[string][]stagedPoint{}
-	foundHists := map[string][]stagedHist{}
+	found := map[string][]staging.Point{}
+	foundHists := map[string][]staging.Hist{}
 	lateOf := map[string][]tablets.Point{} // points and samples staged after their windows may have sealed
-	q := pager.SubQuery{Filter: foldFilter(horizon), Select: sel}
+	q := pager.SubQuery{Filter: staging.BucketsBefore(horizon), Select: sel}
 	// The round's points are a read of the staging read budget until they are written: a
 	// server's tenants fold at once, and their rounds share the bound with the queries.
-	read := db.opts.StagingReadBudget.beginRead()
+	read := f.staging.beginRead()
 	defer read.end()
-	for se, err := range db.stagedEntitiesOf(ctx, q, nil, read) {
+	for se, err := range f.staging.entitiesIn(ctx, q, nil, read) {
 		if err != nil {
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
 		}
-		if !listed[[2]string{se.partitionKey, se.rowKey}] {
+		if !listed[[2]string{se.PartitionKey, se.RowKey}] {
 			continue
 		}
 		if err := lease.keep(ctx); err != nil { // the read of a round's pages may be long too
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
 		}
-		arrived := bucketEnd(se.partitionKey)
-		late := arrived.Add(-(db.opts.SealDelay - sealMargin)).UnixMilli()
+		arrived := staging.BucketEnd(se.PartitionKey)
+		late := arrived.Add(-(f.sealDelay - sealMargin)).UnixMilli()
 		var held int64
-		for r, s := range se.hists {
+		for r, s := range se.Hists {
 			for _, h := range s.Samples {
-				foundHists[s.Key] = append(foundHists[s.Key], stagedHist{h, se.stamp, se.record(r)})
-				held += stagedHistBytes
+				foundHists[s.Key] = append(foundHists[s.Key], staging.Hist{Sample: h, Stamp: se.Stamp, Record: se.Record(r)})
+				held += staging.HistBytes
 				if ms := int64(h.Unit); ms < late {
 					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC()})
 					held += latePointBytes
 				}
 			}
 		}
-		for r, s := range se.series {
+		for r, s := range se.Series {
 			for i, ms := range s.Times {
-				found[s.Key] = append(found[s.Key], stagedPoint{ms, s.Values[i], se.stamp, se.record(r)})
-				held += stagedPointBytes
+				found[s.Key] = append(found[s.Key], staging.Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
+				held += staging.PointBytes
 				if ms < late {
 					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: s.Values[i]})
 					held += latePointBytes
@@ -225,16 +243,16 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 	dropped := map[uint64]bool{}
 	for _, pts := range found {
 		for _, p := range pts {
-			dropped[db.names.PeriodOf(time.UnixMilli(p.ms))] = false
+			dropped[f.names.PeriodOf(time.UnixMilli(p.MS))] = false
 		}
 	}
 	for _, hs := range foundHists {
 		for _, h := range hs {
-			dropped[db.names.PeriodOf(time.UnixMilli(int64(h.sample.Unit)))] = false
+			dropped[f.names.PeriodOf(time.UnixMilli(int64(h.Sample.Unit)))] = false
 		}
 	}
 	for p := range dropped {
-		if err := db.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
+		if err := f.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
 			dropped[p] = true
 		} else if err != nil {
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
@@ -255,11 +273,11 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		if pts := found[names[i]]; len(pts) > 0 {
 			priority := uint64(0)
 			for _, p := range pts {
-				priority = max(priority, p.stamp)
+				priority = max(priority, p.Stamp)
 			}
-			err := foldSeries(ctx, db, rawKind, names[i], lastWrites(pts), func(p tablets.Point) uint64 { return db.names.PeriodOf(p.Time) }, dropped,
+			err := foldSeries(ctx, f.tables, rawKind, names[i], staging.LastWrites(pts), func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }, dropped,
 				func(ctx context.Context, p uint64, pts []tablets.Point) error {
-					return db.foldPoints(ctx, p, names[i], priority, pts)
+					return f.foldPoints(ctx, p, names[i], priority, pts)
 				})
 			if err != nil {
 				return err
@@ -268,12 +286,11 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		if hs := foundHists[names[i]]; len(hs) > 0 {
 			priority := uint64(0)
 			for _, h := range hs {
-				priority = max(priority, h.stamp)
+				priority = max(priority, h.Stamp)
 			}
-			err := foldSeries(ctx, db, histKind, names[i], lastHistWrites(hs), func(s histenc.Sample) uint64 { return db.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }, dropped,
+			err := foldSeries(ctx, f.tables, histKind, names[i], staging.LastHistWrites(hs), func(s histenc.Sample) uint64 { return f.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }, dropped,
 				func(ctx context.Context, p uint64, samples []histenc.Sample) error {
-					_, err := db.writeHistSamples(ctx, p, names[i], samples, priority)
-					return err
+					return f.writeHists(ctx, p, names[i], samples, priority)
 				})
 			if err != nil {
 				return err
@@ -283,7 +300,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 		// before they leave the staging table (Aggregate distrusts a window a staged point is
 		// in).
 		if late := lateOf[names[i]]; len(late) > 0 {
-			return db.tiers.flagStaleAt(ctx, names[i], late, tablets.MaxTime)
+			return f.flagLate(ctx, names[i], late)
 		}
 		return nil
 	})
@@ -315,7 +332,7 @@ func distinctErrors(errs []error) []error {
 // into the tables of kind k of their periods (periodOf), each period's with write (the
 // kind's codec and table, with the priority of the series' latest write). Samples of a
 // dropped period, or of a table dropped meanwhile, are left out.
-func foldSeries[S any](ctx context.Context, db *DB, k tableKind, series string, samples []S, periodOf func(S) uint64,
+func foldSeries[S any](ctx context.Context, tables *periodTables, k tableKind, series string, samples []S, periodOf func(S) uint64,
 	dropped map[uint64]bool, write func(ctx context.Context, p uint64, samples []S) error) error {
 	byPeriod := map[uint64][]S{}
 	for _, s := range samples {
@@ -328,7 +345,7 @@ func foldSeries[S any](ctx context.Context, db *DB, k tableKind, series string, 
 		}
 		err := write(ctx, p, byPeriod[p])
 		if isTableGone(err) {
-			db.tables.gone(k, p) // dropped meanwhile
+			tables.gone(k, p) // dropped meanwhile
 			continue
 		}
 		if err != nil {
@@ -340,8 +357,8 @@ func foldSeries[S any](ctx context.Context, db *DB, k tableKind, series string, 
 
 // foldPoints writes a series' staged float points of period p into its raw table (chunked),
 // with priority.
-func (db *DB) foldPoints(ctx context.Context, p uint64, series string, priority uint64, points []tablets.Point) error {
-	s, err := db.stores.get(p)
+func (f *folder) foldPoints(ctx context.Context, p uint64, series string, priority uint64, points []tablets.Point) error {
+	s, err := f.rawStore(p)
 	if err != nil {
 		return err
 	}
@@ -356,7 +373,7 @@ func (db *DB) foldPoints(ctx context.Context, p uint64, series string, priority 
 // a Fold killed while deleting must not leave an entity whose point a newer deleted entity
 // overwrote: the entities of a partition's slots are deleted oldest first (by stamp), in
 // transactions of consecutive ones, one after the other; the slot ranges in parallel.
-func (db *DB) deleteFolded(ctx context.Context, keys map[string][]string) error {
+func (f *folder) deleteFolded(ctx context.Context, keys map[string][]string) error {
 	type key struct{ pk, rk string }
 	bySlots := map[string][]key{} // by the partition's slots: the PartitionKey after "-"
 	for pk, rks := range keys {
@@ -366,7 +383,6 @@ func (db *DB) deleteFolded(ctx context.Context, keys map[string][]string) error 
 		}
 	}
 	groups := slices.Sorted(maps.Keys(bySlots))
-	client := db.service.NewClient(db.names.Staging())
 	errs := batch.Run(ctx, writeConcurrency, len(groups), func(ctx context.Context, i int) error {
 		ks := bySlots[groups[i]]
 		slices.SortFunc(ks, func(a, b key) int { return cmp.Or(strings.Compare(a.rk, b.rk), strings.Compare(a.pk, b.pk)) })
@@ -379,7 +395,7 @@ func (db *DB) deleteFolded(ctx context.Context, keys map[string][]string) error 
 			for j := range rks {
 				rks[j] = ks[j].rk
 			}
-			if err := batch.DeleteRows(ctx, client, ks[0].pk, rks); err != nil && !isTableGone(err) {
+			if err := batch.DeleteRows(ctx, f.staging.client, ks[0].pk, rks); err != nil && !isTableGone(err) {
 				return err
 			}
 			ks = ks[n:]

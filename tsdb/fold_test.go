@@ -14,6 +14,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // A backlog larger than a round folds in rounds, each series written once: a server down
@@ -198,7 +199,7 @@ func TestFoldRoundsInTheReadBudget(t *testing.T) {
 	var dbs []folded
 	for _, prefix := range []string{"fba", "fbb"} {
 		db, _, _ := stagingDB(t, prefix, &now)
-		db.opts.StagingReadBudget = budget
+		db.staging.budget = budget
 		start := now
 		_, want := stageWrites(t, db, 100, 8, &now)
 		dbs = append(dbs, folded{db, start, want})
@@ -219,7 +220,7 @@ func TestFoldRoundsInTheReadBudget(t *testing.T) {
 			t.Errorf("%s: folded %+v, want 800 points in a round", f.db.Name(), reports[i])
 		}
 		for name, pts := range f.want {
-			got, err := f.db.readStaged(ctx, []string{name}, f.start, now)
+			got, err := f.db.staging.read(ctx, []string{name}, f.start, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +239,7 @@ func TestFoldRoundsInTheReadBudget(t *testing.T) {
 			}
 		}
 	}
-	if round := 800 * stagedPointBytes; budget.mostUsed() < round {
+	if round := 800 * staging.PointBytes; budget.mostUsed() < round {
 		t.Errorf("the budget held at most %d bytes, less than a round's points (%d): the rounds were not counted", budget.mostUsed(), round)
 	}
 	if used, waiting := budget.InUse(); used != 0 || waiting != 0 {

@@ -50,10 +50,11 @@ type foldLease struct {
 	until  time.Time
 }
 
-// takeFoldLease takes the fold lease, or returns ErrFoldBusy while another holds it. Leases
-// are measured by Options.Now, like everything time-dependent in a DB.
-func (db *DB) takeFoldLease(ctx context.Context) (*foldLease, error) {
-	l := &foldLease{now: db.now, client: db.catalog.client, holder: strconv.FormatUint(uint64(db.writer), 16) + "-" + strconv.FormatUint(priority.Next(), 16)}
+// takeLease takes the fold lease, or returns ErrFoldBusy while another holds it. Leases
+// are measured by Options.Now, like everything time-dependent in a DB. The holder is this
+// handle's writer id (its staging entities') and a stamp.
+func (f *folder) takeLease(ctx context.Context) (*foldLease, error) {
+	l := &foldLease{now: f.now, client: f.catalog, holder: strconv.FormatUint(uint64(f.staging.writer), 16) + "-" + strconv.FormatUint(priority.Next(), 16)}
 	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
 	switch {
 	case isStatus(err, http.StatusNotFound):

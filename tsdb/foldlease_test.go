@@ -157,7 +157,7 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 			if rep.Entities == 0 {
 				t.Fatalf("the last fold folded nothing: %+v", rep)
 			}
-			staged, err := db.readStaged(ctx, nil, tablets.MinTime, tablets.MaxTime)
+			staged, err := db.staging.read(ctx, nil, tablets.MinTime, tablets.MaxTime)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package tsdb
 
 import (
 	"encoding/base64"
-	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +10,8 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // The worked examples of docs/format.md that tsdb writes: table names, label sets and
@@ -78,22 +79,22 @@ func TestFormatDoc(t *testing.T) {
 		t.Errorf("token %s", token)
 	}
 	// A staging entity of a write of two points of that series, and the fold lease.
-	slot, column := stageHash(key)
+	slot, column := staging.Hash(key)
 	if slot != 149 || column != 183 {
 		t.Errorf("slot %d column %d, the document 149 and 183", slot, column)
 	}
 	pts := []tablets.Point{{Time: ws.Add(time.Second), Value: 2.5}, {Time: ws.Add(16 * time.Second), Value: 4}}
-	e := &stagingEntity{partitionKey: stagePartitionKey(start, 0), rowKey: stageRowKey(0x18ea95edac91e707, 0x9e3779b9, 0), hi: 255}
-	e.add(column, stageSeries(key, pts), stagedPiece{})
-	if body := e.body(); string(body) != string(formatdoc.JSON(t, "staging-entity")) {
+	e := &staging.Entity{PartitionKey: staging.PartitionKey(start, 0), RowKey: staging.RowKey(0x18ea95edac91e707, 0x9e3779b9, 0), Hi: 255}
+	e.Add(column, staging.SortedSeries(key, pts), staging.Piece{})
+	if body := e.Body(); string(body) != string(formatdoc.JSON(t, "staging-entity")) {
 		t.Errorf("staging entity %s", body)
 	}
 	// The histogram staging entity of a write of one sample of that series at 00:02:01.
-	h := &stagingEntity{partitionKey: stagePartitionKey(start, 0), rowKey: stageRowKey(0x18ea95edac91e708, 0x9e3779b9, 0), hi: 255, version: stageHistVersion}
+	h := &staging.Entity{PartitionKey: staging.PartitionKey(start, 0), RowKey: staging.RowKey(0x18ea95edac91e708, 0x9e3779b9, 0), Hi: 255, Version: staging.HistVersion}
 	sample := histenc.Sample{Unit: uint64(ws.Add(time.Second).UnixMilli()), H: &tablets.Histogram{Count: 3, Sum: 2.5,
 		PositiveSpans: []tablets.HistogramSpan{{Offset: 0, Length: 2}}, PositiveBuckets: []int64{1, 1}}}
-	h.addHist(column, key, histenc.Append(nil, []histenc.Sample{sample}), int64(sample.Unit), int64(sample.Unit), 1, stagedPiece{})
-	if body := h.body(); string(body) != string(formatdoc.JSON(t, "staging-entity-hist")) {
+	h.AddHist(column, key, histenc.Append(nil, []histenc.Sample{sample}), int64(sample.Unit), int64(sample.Unit), 1, staging.Piece{})
+	if body := h.Body(); string(body) != string(formatdoc.JSON(t, "staging-entity-hist")) {
 		t.Errorf("histogram staging entity %s", body)
 	}
 	lease := &foldLease{holder: "9e3779b9-18ea95edac91e707"}

@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // Histogram types of the library (package tablets), here for convenience.
@@ -66,7 +67,7 @@ func (db *DB) QueryManyHistograms(ctx context.Context, series []string, from, to
 		}
 		// The staged samples first: a Fold that moves them meanwhile writes them into the
 		// tables before deleting them, so none is missed.
-		_, staged, err := db.readStagedKinds(ctx, names, from, to, stagedHists)
+		_, staged, err := db.staging.readKinds(ctx, names, from, to, staging.Hists)
 		if err != nil {
 			yield(SeriesHistogram{}, err)
 			return

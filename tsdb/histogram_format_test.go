@@ -1,7 +1,6 @@
 package tsdb
 
 import (
-	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // formatHistSeries is the label set of the histogram examples of docs/format.md.

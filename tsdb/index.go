@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash/maphash"
 	"maps"
@@ -14,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // labelsProperty is the label set's property in the registry and the index: their entities
@@ -43,9 +43,33 @@ const labelPartitionsFrom, labelPartitionsTo = "h", "o"
 // where writes go (the current period, the last one's late points, the next one's early).
 const registeredPeriods = 3
 
-// seriesIndex knows which series are listed in the newest periods' indexes, and lists the
-// others: an index entry per series and period, written before the series' points there.
+// seriesIndex is the series index part of a DB: a table per raw period (name + "i" + p)
+// listing each series a Write gave points or histogram samples there, with its label set
+// (docs/format.md, "The series index"). It writes the entries (register, before the
+// series' points), and reads them (selectSets: Select, LabelNames, LabelValues).
+//
+// It is given what it uses, not the DB: the service client, the table names, the catalog
+// (the label sets it lists) and the period tables (which index tables exist). Its own state
+// is the cache of the series known listed in the newest periods, one for every series and
+// one for those flagged with histograms, each with its own lock.
 type seriesIndex struct {
+	service *aztables.ServiceClient
+	names   naming.Names  // the database's table names and raw periods
+	catalog *catalog      // the label sets of the series it lists
+	tables  *periodTables // which index tables exist
+
+	listed     *registrations // the series known listed in each of the newest periods
+	listedHist *registrations // those known flagged with histograms there
+}
+
+func newSeriesIndex(service *aztables.ServiceClient, names naming.Names, c *catalog, tables *periodTables, cachedSeries int) *seriesIndex {
+	return &seriesIndex{service: service, names: names, catalog: c, tables: tables,
+		listed: newRegistrations(cachedSeries), listedHist: newRegistrations(cachedSeries)}
+}
+
+// registrations knows which series are listed in the newest periods' indexes: an index
+// entry per series and period, written before the series' points there.
+type registrations struct {
 	perPeriod int // a period's cache bound, in series
 
 	mu         sync.Mutex
@@ -63,12 +87,12 @@ func idOf(series string) seriesID {
 	return seriesID{maphash.String(seriesSeeds[0], series), maphash.String(seriesSeeds[1], series)}
 }
 
-func newSeriesIndex(cachedSeries int) *seriesIndex {
-	return &seriesIndex{perPeriod: cachedSeries, registered: map[uint64]*genCache[seriesID, struct{}]{}}
+func newRegistrations(cachedSeries int) *registrations {
+	return &registrations{perPeriod: cachedSeries, registered: map[uint64]*genCache[seriesID, struct{}]{}}
 }
 
 // known reports whether series is known listed in period p's index.
-func (x *seriesIndex) known(p uint64, id seriesID) bool {
+func (x *registrations) known(p uint64, id seriesID) bool {
 	x.mu.Lock()
 	c := x.registered[p]
 	x.mu.Unlock()
@@ -82,7 +106,7 @@ func (x *seriesIndex) known(p uint64, id seriesID) bool {
 // remember records series listed in period p's index. Only the newest registeredPeriods
 // periods are kept: an older period's registrations are not cached (a backfill lists its
 // series again, harmlessly).
-func (x *seriesIndex) remember(p uint64, ids []seriesID) {
+func (x *registrations) remember(p uint64, ids []seriesID) {
 	x.mu.Lock()
 	c := x.registered[p]
 	if c == nil {
@@ -113,15 +137,15 @@ func (x *seriesIndex) remember(p uint64, ids []seriesID) {
 // and its share of a transaction, the first time a process writes it (or its first
 // histograms) in a period; nothing after while cached. A flagged registration is cached
 // apart, and once done stands for the plain one too (the entry lists the series).
-func (db *DB) register(ctx context.Context, p uint64, series map[string]bool) error {
+func (x *seriesIndex) register(ctx context.Context, p uint64, series map[string]bool) error {
 	byPart := map[string][]aztables.TransactionAction{}
 	var added, addedHist []seriesID
 	for _, s := range slices.Sorted(maps.Keys(series)) {
 		id, histograms := idOf(s), series[s]
-		if histograms && db.histIndex.known(p, id) || !histograms && db.index.known(p, id) {
+		if histograms && x.listedHist.known(p, id) || !histograms && x.listed.known(p, id) {
 			continue
 		}
-		e, isSet, err := db.catalog.labelsOf(ctx, s)
+		e, isSet, err := x.catalog.labelsOf(ctx, s)
 		if err != nil {
 			return err
 		}
@@ -133,14 +157,14 @@ func (db *DB) register(ctx context.Context, p uint64, series map[string]bool) er
 			addedHist = append(addedHist, id)
 		}
 	}
-	if err := submitPartitions(ctx, db.service.NewClient(db.names.IndexTable(p)), byPart); err != nil {
+	if err := submitPartitions(ctx, x.service.NewClient(x.names.IndexTable(p)), byPart); err != nil {
 		if isTableGone(err) {
-			db.tables.gone(indexKind, p)
+			x.tables.gone(indexKind, p)
 		}
 		return fmt.Errorf("tsdb: index: %w", err)
 	}
-	db.index.remember(p, added)
-	db.histIndex.remember(p, addedHist)
+	x.listed.remember(p, added)
+	x.listedHist.remember(p, addedHist)
 	return nil
 }
 
@@ -159,54 +183,4 @@ func indexEntity(series string, e labelEntry, isSet, histograms bool) (string, [
 		b = entity.AppendDouble(b, histogramsProperty, 1)
 	}
 	return pk, entity.AppendEnd(b)
-}
-
-// SeriesInfo is a series Select found: its key and its label set.
-type SeriesInfo struct {
-	Series string
-	Labels Labels
-	// Histograms: the series has histogram samples in a period of the range (its index
-	// entry there says so); read them with QueryManyHistograms.
-	Histograms bool
-}
-
-// readIndex adds to found the label sets of one query of period p's index that match ms,
-// and flags those whose entry says they have histogram samples there.
-// A period whose index does not exist (never made, or dropped meanwhile) holds none.
-func (db *DB) readIndex(ctx context.Context, p uint64, f string, ms []matcher, found map[string]*SeriesInfo) error {
-	client := db.service.NewClient(db.names.IndexTable(p))
-	sel := "RowKey," + labelsProperty + "," + histogramsProperty
-	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
-		page, err := pager.NextPage(ctx)
-		if isTableGone(err) {
-			db.tables.gone(indexKind, p)
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("tsdb: index: %w", err)
-		}
-		for _, raw := range page.Entities {
-			var e struct {
-				RowKey string
-				L      []byte
-				H      float64 // histogramsProperty
-			}
-			if err := json.Unmarshal(raw, &e); err != nil {
-				return fmt.Errorf("tsdb: index: %w", err)
-			}
-			if known, ok := found[e.RowKey]; ok {
-				known.Histograms = known.Histograms || e.H == 1
-				continue
-			}
-			ls, err := decodeLabels(e.L)
-			if err != nil {
-				return fmt.Errorf("tsdb: index entry %s: %w", e.RowKey, err)
-			}
-			if matchesSet(ms, ls) {
-				found[e.RowKey] = &SeriesInfo{Series: e.RowKey, Labels: ls, Histograms: e.H == 1}
-			}
-		}
-	}
-	db.tables.found(indexKind, p)
-	return nil
 }

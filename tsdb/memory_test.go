@@ -88,14 +88,14 @@ func TestMemoryFlatUnderSeriesChurn(t *testing.T) {
 	if stored.Load() != total {
 		t.Errorf("%d points stored, want %d", stored.Load(), total)
 	}
-	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.labels.len(), db.stores.len(), len(db.index.registered))
+	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.labels.len(), db.stores.len(), len(db.index.listed.registered))
 	if at1M > at100k+8<<20 {
 		t.Errorf("the heap grew from %d to %d bytes between 100k and 1M series", at100k, at1M)
 	}
 	if n := db.catalog.labels.size(); n > 2*cached*labelEntryBytes+1000 {
 		t.Errorf("the label cache holds %d bytes, over its bound", n)
 	}
-	for p, c := range db.index.registered {
+	for p, c := range db.index.listed.registered {
 		if c.len() > 2*cached {
 			t.Errorf("period %d: %d registrations cached, over twice CachedSeries", p, c.len())
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // entry is a series a Select found: its key, its labels, and whether it has histogram
@@ -268,9 +269,9 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 	if staged == nil {
 		// Both kinds in one query, before the tables: a Fold that moves them meanwhile
 		// writes them into the tables before it deletes them.
-		kinds := stagedFloats
+		kinds := staging.Floats
 		if len(withHist) > 0 {
-			kinds = stagedBoth
+			kinds = staging.Both
 		}
 		var err error
 		if staged, err = db.readStagedSet(ctx, names, from, to, kinds); err != nil {

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // stagedGroupUnits is how many consecutive units of a Select (raw batches, and tier
@@ -78,9 +80,9 @@ func (sg *stagedGroups) acquire(ctx context.Context, i int) (*stagedSet, error) 
 	g := sg.groups[sg.groupOf[i]]
 	g.once.Do(func() {
 		sg.q.sharedStaged.Add(1)
-		kinds := stagedFloats
+		kinds := staging.Floats
 		if g.hist {
-			kinds = stagedBoth
+			kinds = staging.Both
 		}
 		g.staged, g.err = sg.q.db.readStagedSet(ctx, g.series, sg.from, sg.to, kinds)
 		g.series = nil // read: the Staged holds what the units need

@@ -16,6 +16,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // span is the part of [from, to) in one raw period.
@@ -110,7 +111,7 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 		}
 		// Staged points first: a Fold that moves them meanwhile writes them into the raw
 		// tables before it deletes them, so the raw read that follows finds them.
-		staged, err := db.readStaged(ctx, []string{series}, from, to)
+		staged, err := db.staging.read(ctx, []string{series}, from, to)
 		if err != nil {
 			yield(tablets.Point{}, err)
 			return
@@ -168,7 +169,7 @@ type stagedSet struct {
 	from, to time.Time
 	mu       sync.Mutex // guards series, points and hists, which Drop changes
 	series   map[string]bool
-	points   map[string]packedPoints // packed: they live while the batches are read
+	points   map[string]staging.Packed // packed: they live while the batches are read
 	hists    map[string][]HistogramPoint
 	withHist bool // the histogram samples were read too
 }
@@ -186,11 +187,11 @@ func (s *stagedSet) drop(series []string) {
 }
 
 // readStagedSet reads the staged samples of series in [from, to) of the kinds asked for, in
-// one query (with stagedBoth, the histogram samples too: see histsIn), for the units of a
+// one query (with staging.Both, the histogram samples too: see histsIn), for the units of a
 // Select that share it (queryManyStaged, AggregateOptions.staged). Call it before the reads
 // that use it, and not long before: a fold moves staged points to the raw tables, so a raw
 // read after the staged one misses none, but what was staged after it is not read.
-func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.Time, kinds stagedKinds) (*stagedSet, error) {
+func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (*stagedSet, error) {
 	for _, name := range series {
 		if err := db.validate(ctx, name); err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
@@ -199,12 +200,12 @@ func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
 	}
-	st := &stagedSet{from: from, to: to, series: make(map[string]bool, len(series)), withHist: kinds&stagedHists != 0}
+	st := &stagedSet{from: from, to: to, series: make(map[string]bool, len(series)), withHist: kinds&staging.Hists != 0}
 	for _, name := range series {
 		st.series[name] = true
 	}
 	var err error
-	if st.points, st.hists, err = db.readStagedPacked(ctx, series, from, to, kinds); err != nil {
+	if st.points, st.hists, err = db.staging.readPacked(ctx, series, from, to, kinds); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -224,7 +225,7 @@ func (s *stagedSet) in(series []string, from, to time.Time) (map[string][]tablet
 		if !s.series[name] {
 			return nil, fmt.Errorf("tsdb: %w: series %s is not among the staged points read (or was dropped)", tablets.ErrInvalidOptions, name)
 		}
-		pts, err := s.points[name].in(from, to)
+		pts, err := s.points[name].In(from, to)
 		if err != nil { // a chunk this process packed: a bug
 			return nil, fmt.Errorf("tsdb: staged points of %s: %w", name, err)
 		}
@@ -289,7 +290,7 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 		var points map[string][]tablets.Point
 		if staged == nil {
 			var err error
-			if points, err = db.readStaged(ctx, series, from, to); err != nil { // first: see Query
+			if points, err = db.staging.read(ctx, series, from, to); err != nil { // first: see Query
 				yield(tablets.SeriesPoint{}, err)
 				return
 			}
@@ -351,7 +352,7 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 		return nil, fmt.Errorf("tsdb: latest %q: %w: n %d must be at least 1", series, tablets.ErrInvalidLimit, n)
 	}
 	// Staged points first: see Query.
-	staged, err := db.readStaged(ctx, []string{series}, tablets.MinTime, tablets.MaxTime.Add(time.Millisecond))
+	staged, err := db.staging.read(ctx, []string{series}, tablets.MinTime, tablets.MaxTime.Add(time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -402,7 +403,7 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
 	}
-	if err := db.deleteStaged(ctx, series, from, to); err != nil {
+	if err := db.staging.delete(ctx, series, from, to); err != nil {
 		return err
 	}
 	spans, err := db.spans(ctx, rawKind, from, to)
@@ -443,7 +444,7 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 			return tablets.Page{}, err
 		}
 	}
-	staged, err := db.readStaged(ctx, []string{series}, resume, to) // first: see Query
+	staged, err := db.staging.read(ctx, []string{series}, resume, to) // first: see Query
 	if err != nil {
 		return tablets.Page{}, err
 	}

@@ -13,7 +13,7 @@ import (
 // pages' JSON being fetched and decoded, the decoded pages being yielded, and the staged
 // points a read collects (a query's, or a fold round's).
 //
-// A page of a staging read is up to stagePageBytes (8 MiB) of JSON, held twice over (the
+// A page of a staging read is up to staging.PageBytes (8 MiB) of JSON, held twice over (the
 // body and its entities) while it is decoded. Each page takes that size from the budget
 // before it is requested. Once decoded, its read holds the size of its decoded series
 // instead (16 bytes a point: they may be larger than the compressed JSON) until every

@@ -20,6 +20,7 @@ import (
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 func TestReadBudgetChecked(t *testing.T) {
@@ -239,7 +240,7 @@ func TestStagingReadBudgetBoundsPagesInFlight(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		db.stagePage = pager.SubQuery{Top: 2, PageBytes: pageBytes}
+		db.staging.page = pager.SubQuery{Top: 2, PageBytes: pageBytes}
 		return db
 	}
 	start := now
@@ -255,7 +256,7 @@ func TestStagingReadBudgetBoundsPagesInFlight(t *testing.T) {
 		for range 6 {
 			reader := open(budget)
 			wg.Go(func() {
-				got, err := reader.readStaged(ctx, names, start, now)
+				got, err := reader.staging.read(ctx, names, start, now)
 				if err != nil {
 					t.Error(err)
 					return
@@ -285,7 +286,7 @@ func TestStagingReadBudgetBoundsPagesInFlight(t *testing.T) {
 	}
 	collected := int64(0) // by one read
 	for _, n := range names {
-		collected += int64(len(want[n])) * stagedPointBytes
+		collected += int64(len(want[n])) * staging.PointBytes
 	}
 	if most := budget.mostUsed(); most < collected || most > 3*pageBytes+collected {
 		t.Errorf("the budget held at most %d bytes; want from one read's points (%d) to them, the budget and a page (%d)",
@@ -353,18 +354,18 @@ func TestStagingReadBudgetHoldsDecodedPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.opts.StagingReadBudget = budget
-	db.stagePage = pager.SubQuery{Top: 2, PageBytes: 32 << 10}
+	db.staging.budget = budget
+	db.staging.page = pager.SubQuery{Top: 2, PageBytes: 32 << 10}
 	start := now
 	stageWrites(t, db, 200, 6, &now)
-	q := stagedQuery(nil, start, now, stagedFloats)
+	q := staging.Query(nil, start, now, staging.Floats)
 	entities := 0
-	for se, err := range db.stagedEntities(ctx, q, nil) {
+	for se, err := range db.staging.entities(ctx, q, nil) {
 		if err != nil {
 			t.Fatal(err)
 		}
 		used, _ := budget.InUse()
-		if d := se.decodedBytes(); d < 200*16 || used < d {
+		if d := se.DecodedBytes(); d < 200*16 || used < d {
 			t.Fatalf("entity %d: decoded %d bytes (200 series of a point at least %d), the budget holds %d", entities, d, 200*16, used)
 		}
 		entities++
@@ -375,7 +376,7 @@ func TestStagingReadBudgetHoldsDecodedPages(t *testing.T) {
 	if used, waiting := budget.InUse(); used != 0 || waiting != 0 {
 		t.Errorf("after the read: %d bytes in use, %d waiting", used, waiting)
 	}
-	for range db.stagedEntities(ctx, q, nil) {
+	for range db.staging.entities(ctx, q, nil) {
 		break
 	}
 	if used, _ := budget.InUse(); used != 0 {

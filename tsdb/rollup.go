@@ -73,7 +73,7 @@ func (tr *tiers) rollup(ctx context.Context, from, to time.Time) error {
 	span := tiers[len(tiers)-1].block()
 	lo := floorSec(unix(from), span)
 	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
-	if kept, ok, err := tr.db.oldestKeptPeriod(ctx, lo); err != nil {
+	if kept, ok, err := tr.periods.oldestKeptPeriod(ctx, lo, tr.opts.RawRetention); err != nil {
 		return err
 	} else if ok {
 		// A block reaching into a period Retain may have dropped would be recomputed from

@@ -13,6 +13,7 @@ import (
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 const (
@@ -154,7 +155,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if all {
 		stagedOf = nil // every series: the filter need not name columns
 	}
-	staged, stagedHists, err := tr.db.readStagedKinds(ctx, stagedOf, at(lo), at(hi), stagedBoth)
+	staged, stagedHists, err := tr.db.staging.readKinds(ctx, stagedOf, at(lo), at(hi), staging.Both)
 	if err != nil {
 		return 0, err
 	}

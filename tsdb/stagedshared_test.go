@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // The batches of a large read share one read of the staging (readStagedSet, then
@@ -50,7 +51,7 @@ func TestReadStagedShared(t *testing.T) {
 	write(10) // 10 more staged
 	from, to := start, now
 
-	staged, err := db.readStagedSet(ctx, names, from, to, stagedFloats)
+	staged, err := db.readStagedSet(ctx, names, from, to, staging.Floats)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,8 +54,14 @@ const maxDroppedCached = 4096
 //
 // Whole-database questions (Latest, RawFrom) use the cache while the listing is younger than
 // tableListTTL; Retain always lists.
+//
+// It is given what it uses, not the DB: the service client, the table names, the catalog
+// (where dropped tables are recorded) and the clock. The part depends on nothing above it.
 type periodTables struct {
-	db *DB
+	service *aztables.ServiceClient
+	names   naming.Names // the database's table names and raw periods
+	catalog *catalog     // the dropped tables' records
+	now     func() time.Time
 
 	mu sync.Mutex
 	// exists holds, by kind, the periods whose table exists: true when made by this process
@@ -70,8 +76,9 @@ type periodTables struct {
 	vanished atomic.Uint64
 }
 
-func newPeriodTables(db *DB) *periodTables {
-	return &periodTables{db: db, exists: newKindMaps(), dropped: newGenCache[uint64, struct{}](maxDroppedCached, nil)}
+func newPeriodTables(service *aztables.ServiceClient, names naming.Names, c *catalog, now func() time.Time) *periodTables {
+	return &periodTables{service: service, names: names, catalog: c, now: now, exists: newKindMaps(),
+		dropped: newGenCache[uint64, struct{}](maxDroppedCached, nil)}
 }
 
 func newKindMaps() [numKinds]map[uint64]bool {
@@ -83,7 +90,7 @@ func newKindMaps() [numKinds]map[uint64]bool {
 }
 
 // periodSeconds is the length of a raw period in seconds.
-func (t *periodTables) periodSeconds() uint64 { return uint64(t.db.opts.RawPeriod / time.Second) }
+func (t *periodTables) periodSeconds() uint64 { return uint64(t.names.Period / time.Second) }
 
 // found records that a read of period p's table of kind k did not find it gone.
 func (t *periodTables) found(k tableKind, p uint64) {
@@ -122,7 +129,7 @@ func (t *periodTables) has(k tableKind, p uint64) bool {
 
 // fresh reports whether the last listing is younger than tableListTTL.
 func (t *periodTables) freshLocked() bool {
-	return !t.listedAt.IsZero() && t.db.now().Sub(t.listedAt) < tableListTTL
+	return !t.listedAt.IsZero() && t.now().Sub(t.listedAt) < tableListTTL
 }
 
 // inRange returns, ascending, the periods of kind k that [from, to) overlaps whose tables
@@ -132,7 +139,7 @@ func (t *periodTables) inRange(ctx context.Context, k tableKind, from, to time.T
 	if !from.Before(to) {
 		return nil, nil
 	}
-	first, last := t.db.names.PeriodOf(from), t.db.names.PeriodOf(to.Add(-time.Nanosecond))
+	first, last := t.names.PeriodOf(from), t.names.PeriodOf(to.Add(-time.Nanosecond))
 	n := (last-first)/t.periodSeconds() + 1
 	t.mu.Lock()
 	known := t.inRangeLocked(k, first, last)
@@ -209,11 +216,11 @@ func (t *periodTables) listed(ctx context.Context, k tableKind) ([]uint64, error
 // list lists the raw, index and histogram tables (one request; a page per 1,000 tables) and
 // replaces the cache with what it found.
 func (t *periodTables) list(ctx context.Context) error {
-	started := t.db.now()
-	name := t.db.name
+	started := t.now()
+	name := t.names.Base
 	f := filter.And(filter.Ge("TableName", name+"h"), filter.Lt("TableName", name+"s")).String()
 	found := newKindMaps()
-	for pager := t.db.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
+	for pager := t.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
 			return fmt.Errorf("tsdb: list tables: %w", err)
@@ -228,11 +235,11 @@ func (t *periodTables) list(ctx context.Context) error {
 				continue
 			}
 			switch {
-			case rest[0] == 'r' && t.db.names.RawTable(p) == *tb.Name:
+			case rest[0] == 'r' && t.names.RawTable(p) == *tb.Name:
 				found[rawKind][p] = true
-			case rest[0] == 'i' && t.db.names.IndexTable(p) == *tb.Name:
+			case rest[0] == 'i' && t.names.IndexTable(p) == *tb.Name:
 				found[indexKind][p] = true
-			case rest[0] == 'h' && t.db.names.HistTable(p) == *tb.Name:
+			case rest[0] == 'h' && t.names.HistTable(p) == *tb.Name:
 				found[histKind][p] = true
 			}
 		}
@@ -250,7 +257,7 @@ func (t *periodTables) checkNotDropped(ctx context.Context, p uint64) error {
 	_, dropped := t.dropped.get(p)
 	if !dropped && !t.has(rawKind, p) && !t.has(histKind, p) {
 		var err error
-		if dropped, err = t.db.catalog.isDropped(ctx, t.db.names.RawTable(p)); err != nil {
+		if dropped, err = t.catalog.isDropped(ctx, t.names.RawTable(p)); err != nil {
 			return err
 		}
 		if dropped {
@@ -259,7 +266,7 @@ func (t *periodTables) checkNotDropped(ctx context.Context, p uint64) error {
 	}
 	if dropped {
 		return fmt.Errorf("%w: the table of the period from %s (%s) was dropped by Retain", ErrExpired,
-			t.db.names.Start(p).Format(time.RFC3339), t.db.names.RawTable(p))
+			t.names.Start(p).Format(time.RFC3339), t.names.RawTable(p))
 	}
 	return nil
 }
@@ -280,12 +287,12 @@ func (t *periodTables) ensureKinds(ctx context.Context, p uint64, kinds ...table
 			known = known && t.exists[k][q]
 		}
 		t.mu.Unlock()
-		if _, dropped := t.dropped.get(q); known || dropped || t.db.names.Start(q).After(tablets.MaxTime) {
+		if _, dropped := t.dropped.get(q); known || dropped || t.names.Start(q).After(tablets.MaxTime) {
 			continue
 		}
 		var err error
 		for _, k := range kinds {
-			if err = tablets.EnsureTable(ctx, t.db.service.NewClient(t.db.names.Table(k, q))); err != nil {
+			if err = tablets.EnsureTable(ctx, t.service.NewClient(t.names.Table(k, q))); err != nil {
 				break
 			}
 			t.made(k, q)
@@ -302,7 +309,7 @@ func (t *periodTables) ensureKinds(ctx context.Context, p uint64, kinds ...table
 
 // recordDropped marks period p's raw table dropped in the catalog, before the table goes.
 func (t *periodTables) recordDropped(ctx context.Context, p uint64) error {
-	if err := t.db.catalog.recordDropped(ctx, t.db.names.RawTable(p)); err != nil {
+	if err := t.catalog.recordDropped(ctx, t.names.RawTable(p)); err != nil {
 		return err
 	}
 	t.dropped.add(p, struct{}{})
@@ -318,14 +325,76 @@ func (t *periodTables) learnDropped(ctx context.Context, from, to time.Time) err
 	if !from.Before(to) {
 		return nil
 	}
-	latest, ok, err := t.db.latestDroppedRecorded(ctx)
+	latest, ok, err := t.latestDroppedRecorded(ctx)
 	if err != nil || !ok {
 		return err
 	}
-	first, last := t.db.names.PeriodOf(from), min(t.db.names.PeriodOf(to.Add(-time.Nanosecond)), latest)
+	first, last := t.names.PeriodOf(from), min(t.names.PeriodOf(to.Add(-time.Nanosecond)), latest)
 	for p := first; p <= last; p += t.periodSeconds() {
 		t.dropped.add(p, struct{}{})
 		t.gone(rawKind, p)
 	}
 	return nil
+}
+
+// oldestKeptPeriod is the start of the raw period after the latest one recorded dropped,
+// where a Rollup from lo (Unix seconds) may reach one (false: none may be): Rollup leaves
+// alone the slices of dropped periods, whose windows are the last word. It knows the
+// periods this process saw dropped; and where lo is old enough that a Retain may have
+// dropped a period there (now - rawRetention, give or take the clock margin), it reads the
+// catalog's records: one query. rawRetention is Options.RawRetention (0: nothing is dropped
+// but what this process saw); the margin is sealMargin, the clock skew the tiers allow.
+func (t *periodTables) oldestKeptPeriod(ctx context.Context, lo uint64, rawRetention time.Duration) (uint64, bool, error) {
+	latest, ok := t.latestDroppedCached()
+	if horizon := t.now().Add(-rawRetention + sealMargin); rawRetention > 0 && time.Unix(int64(lo), 0).Before(horizon) {
+		recorded, found, err := t.latestDroppedRecorded(ctx)
+		if err != nil {
+			return 0, false, err
+		}
+		if found && (!ok || recorded > latest) {
+			latest, ok = recorded, true
+		}
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	return latest + t.periodSeconds(), true, nil
+}
+
+// latestDroppedCached is the latest period this process knows dropped.
+func (t *periodTables) latestDroppedCached() (uint64, bool) {
+	c := t.dropped
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	latest, ok := uint64(0), false
+	for _, m := range []map[uint64]struct{}{c.curr, c.prev} {
+		for p := range m {
+			latest, ok = max(latest, p), true
+		}
+	}
+	return latest, ok
+}
+
+// latestDroppedRecorded reads the latest raw period recorded dropped in the catalog: one
+// query.
+func (t *periodTables) latestDroppedRecorded(ctx context.Context) (uint64, bool, error) {
+	prefix := t.names.Base + "r"
+	latest, ok := uint64(0), false
+	err := t.catalog.eachDropped(ctx, prefix, t.names.Base+"s", func(name string) {
+		p, err := strconv.ParseUint(strings.TrimPrefix(name, prefix), 10, 64)
+		if err != nil || t.names.RawTable(p) != name {
+			return
+		}
+		latest, ok = max(latest, p), true
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return latest, ok, nil
+}
+
+// knownDropped reports whether period p is known to have been dropped by Retain.
+func (t *periodTables) knownDropped(p uint64) bool {
+	_, dropped := t.dropped.get(p)
+	return dropped
 }

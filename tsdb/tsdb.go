@@ -4,18 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // ErrExpired is wrapped by the error of a Write holding a point older than the raw
@@ -98,19 +96,14 @@ type DB struct {
 
 	catalog   *catalog                    // the catalog table: dropped tables, label-set registry
 	tables    *periodTables               // which raw and index tables exist, which periods are dropped
-	index     *seriesIndex                // the series listed in each period's index
-	histIndex *seriesIndex                // the series flagged with histograms there
+	index     *seriesIndex                // the series index: registering series, Select
 	tiers     *tiers                      // rollup, dirty markers, tier tables, Aggregate
+	retention *retention                  // Retain
 	stores    *rawStores                  // the raw store of each period
 	validator tablets.Store               // checks series names with the layout's rules
 	valid     *genCache[string, struct{}] // series the validator passed lately
-
-	staging     bool        // small writes go to the staging table (see stagingOn)
-	stagedReads bool        // reads read the staging table (the layout allows staging)
-	writer      uint32      // random: tells this handle's staging entities apart
-	stagingMade atomic.Bool // the staging table is known to exist
-	// stagePage is the first $top and the PageBytes of staging reads (tests shrink them).
-	stagePage pager.SubQuery
+	staging   *stagingTable               // the staging table: staged writes, their reads
+	fold      *folder                     // Fold: the staged points into the raw tables
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -142,22 +135,34 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 
 // newDB makes the DB's parts; it sends no request.
 func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error) {
-	db := &DB{service: service, name: name, opts: o, names: naming.Names{Base: name, Period: o.RawPeriod}, stagePage: pager.SubQuery{Top: stageFirstTop, PageBytes: stagePageBytes}}
+	db := &DB{service: service, name: name, opts: o, names: naming.Names{Base: name, Period: o.RawPeriod}}
 	validator, err := o.Layout(service.NewClient(db.names.RawTable(0)))
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
 	db.validator = validator
 	db.valid = newGenCache(2*o.CachedSeries*validEntryBytes, validEntryCost)
-	db.stagedReads = stagingOn(validator, Options{})
-	db.staging = db.stagedReads && !o.DirectWrites
-	db.writer = rand.Uint32()
 	db.catalog = newCatalog(service.NewClient(db.names.Catalog()), o.CachedSeries)
-	db.tables = newPeriodTables(db)
-	db.index = newSeriesIndex(o.CachedSeries)
-	db.histIndex = newSeriesIndex(o.CachedSeries)
+	db.tables = newPeriodTables(service, db.names, db.catalog, o.Now)
+	db.staging = newStagingTable(service, db.names, validator, o, db.tables.knownDropped)
+	db.index = newSeriesIndex(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.tiers = newTiers(db)
+	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
+	// The Fold is given the raw write and the tiers' flagging as functions: neither the raw
+	// tables nor the staging table depend on it.
+	db.fold = &folder{
+		staging: db.staging, tables: db.tables, names: db.names, catalog: db.catalog.client,
+		now: o.Now, sealDelay: o.SealDelay,
+		rawStore: db.stores.get,
+		writeHists: func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error {
+			_, err := db.writeHistSamples(ctx, p, series, samples, priority)
+			return err
+		},
+		flagLate: func(ctx context.Context, series string, late []tablets.Point) error {
+			return db.tiers.flagStaleAt(ctx, series, late, tablets.MaxTime)
+		},
+	}
 	return db, nil
 }
 
@@ -227,8 +232,8 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	if o.StagingPartitions == 0 {
 		o.StagingPartitions = 1
 	}
-	if p := o.StagingPartitions; p < 1 || p > stageSlots || p&(p-1) != 0 {
-		return invalid("StagingPartitions %d is not a power of two from 1 to %d", p, stageSlots)
+	if p := o.StagingPartitions; p < 1 || p > staging.Slots || p&(p-1) != 0 {
+		return invalid("StagingPartitions %d is not a power of two from 1 to %d", p, staging.Slots)
 	}
 	switch {
 	case o.CachedSeries < 0:
@@ -267,11 +272,4 @@ func isStatus(err error, status int) bool {
 func isTableGone(err error) bool {
 	var re *azcore.ResponseError
 	return errors.As(err, &re) && (re.ErrorCode == string(aztables.TableNotFound) || re.StatusCode == http.StatusNotFound)
-}
-
-// stagingOn reports whether a DB of these options stages small writes: the raw layout must
-// keep exact millisecond times (chunked at a millisecond), which the staging table keeps.
-func stagingOn(layout tablets.Store, o Options) bool {
-	c, ok := layout.(*chunked.Store)
-	return ok && !o.DirectWrites && c.Options().Resolution == time.Millisecond
 }

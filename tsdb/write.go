@@ -184,7 +184,7 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 	for p, series := range bySeriesPeriod {
 		err := db.tables.ensureKinds(ctx, p, tables[p]...)
 		if err == nil {
-			err = db.register(ctx, p, series)
+			err = db.index.register(ctx, p, series)
 		}
 		periodErr[p] = err
 	}
@@ -194,14 +194,14 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 	direct := make([][]uint64, len(plans))
 	for i, pl := range plans {
 		for _, p := range pl.periods {
-			if db.staging && periodErr[p] == nil && len(pl.byPeriod[p]) < directPoints {
+			if db.staging.writes && periodErr[p] == nil && len(pl.byPeriod[p]) < directPoints {
 				staged[i] = append(staged[i], pl.byPeriod[p]...)
 			} else {
 				direct[i] = append(direct[i], p)
 			}
 		}
 	}
-	stageFailed, stageErrs := db.stage(ctx, plans, staged)
+	stageFailed, stageErrs := db.staging.stage(ctx, stagedWrites(plans, staged))
 	// A plan wholly staged is done: its error lists what its failed transactions held, and
 	// nothing else (it sends nothing more).
 	errs := make([]error, len(plans))

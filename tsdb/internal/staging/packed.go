@@ -1,4 +1,4 @@
-package tsdb
+package staging
 
 import (
 	"time"
@@ -7,23 +7,23 @@ import (
 	"github.com/seed71701133/tablets/internal/chunkenc"
 )
 
-// packedPoints are a series' staged points (sorted, one per millisecond) as a Staged holds
-// them between its batches: a chunk (internal/chunkenc) of their milliseconds and values,
-// about 1 to 3 bytes a point where a []tablets.Point takes 32. A Staged of a group of a
-// Select's series lives while its batches are read, and the staged points grow with the
-// time since the last fold: in the soak, the queries in flight held tens of MB of them.
-// It lives in memory only; no byte of it is stored.
-type packedPoints []byte
+// Packed are a series' staged points (sorted, one per millisecond) as a read of many
+// series' staged points holds them between its batches: a chunk (internal/chunkenc) of
+// their milliseconds and values, about 1 to 3 bytes a point where a []tablets.Point takes
+// 32. Such a read, of a group of a Select's series, lives while its batches are read, and
+// the staged points grow with the time since the last fold: in the soak, the queries in
+// flight held tens of MB of them. It lives in memory only; no byte of it is stored.
+type Packed []byte
 
-// packScratch is the buffers packing reuses from one series to the next.
-type packScratch struct {
+// PackScratch is the buffers packing reuses from one series to the next.
+type PackScratch struct {
 	times  []uint64
 	values []float64
 }
 
-// pack packs pts (sorted by time, times at whole milliseconds and distinct); nil if there
+// Pack packs pts (sorted by time, times at whole milliseconds and distinct); nil if there
 // are none.
-func (s *packScratch) pack(pts []tablets.Point) packedPoints {
+func (s *PackScratch) Pack(pts []tablets.Point) Packed {
 	if len(pts) == 0 {
 		return nil
 	}
@@ -35,12 +35,12 @@ func (s *packScratch) pack(pts []tablets.Point) packedPoints {
 	return chunkenc.Append(nil, s.times, s.values)
 }
 
-// in returns the points in [from, to), oldest first.
-func (p packedPoints) in(from, to time.Time) ([]tablets.Point, error) {
+// In returns the points in [from, to), oldest first.
+func (p Packed) In(from, to time.Time) ([]tablets.Point, error) {
 	if len(p) == 0 {
 		return nil, nil
 	}
-	lo, hi := packedMilli(earliestMilli(from)), packedMilli(earliestMilli(to))
+	lo, hi := packedMilli(EarliestMilli(from)), packedMilli(EarliestMilli(to))
 	n, _, _, err := chunkenc.Header(p)
 	if err != nil {
 		return nil, err

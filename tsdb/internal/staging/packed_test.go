@@ -1,4 +1,4 @@
-package tsdb
+package staging
 
 import (
 	"math"
@@ -39,8 +39,8 @@ func TestPackedPointsRoundTrip(t *testing.T) {
 			pts = append(pts, tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: v})
 			ms += 1 + rng.Int64N(20_000)
 		}
-		var scratch packScratch
-		packed := scratch.pack(pts)
+		var scratch PackScratch
+		packed := scratch.Pack(pts)
 		if n > 20 && len(packed) > 12*n {
 			t.Errorf("trial %d: %d points packed in %d bytes", trial, n, len(packed))
 		}
@@ -53,7 +53,7 @@ func TestPackedPointsRoundTrip(t *testing.T) {
 			ranges = append(ranges, [2]time.Time{a.Add(time.Duration(rng.IntN(2)) * time.Microsecond), b})
 		}
 		for _, r := range ranges {
-			got, err := packed.in(r[0], r[1])
+			got, err := packed.In(r[0], r[1])
 			if err != nil {
 				t.Fatalf("trial %d: %v", trial, err)
 			}
@@ -69,11 +69,11 @@ func TestPackedPointsRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	var scratch packScratch
-	if p := scratch.pack(nil); p != nil {
+	var scratch PackScratch
+	if p := scratch.Pack(nil); p != nil {
 		t.Errorf("no points packed in %d bytes", len(p))
 	}
-	if got, err := packedPoints(nil).in(tablets.MinTime, tablets.MaxTime); got != nil || err != nil {
+	if got, err := Packed(nil).In(tablets.MinTime, tablets.MaxTime); got != nil || err != nil {
 		t.Errorf("nothing packed reads %v, %v", got, err)
 	}
 }
@@ -85,8 +85,19 @@ func TestPackedPointsSize(t *testing.T) {
 	for i := range 300 {
 		pts = append(pts, tablets.Point{Time: start.Add(time.Duration(i)*15*time.Second + time.Duration(i%3)*time.Millisecond), Value: float64(1000 + 7*i)})
 	}
-	var scratch packScratch
-	if p := scratch.pack(pts); len(p) > 3*len(pts) {
+	var scratch PackScratch
+	if p := scratch.Pack(pts); len(p) > 3*len(pts) {
 		t.Errorf("300 points of a counter scraped every 15 s packed in %d bytes", len(p))
 	}
+}
+
+// pointsIn is the part of pts (sorted) in [from, to): what Packed.In must return.
+func pointsIn(pts []tablets.Point, from, to time.Time) []tablets.Point {
+	var in []tablets.Point
+	for _, p := range pts {
+		if !p.Time.Before(from) && p.Time.Before(to) {
+			in = append(in, p)
+		}
+	}
+	return in
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // pageRecorder records the $top and the body size of each query of one table.
@@ -71,7 +72,7 @@ func TestStagedReadPagesBounded(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name+"w", nil) })
 	const pageBytes = 128 << 10
-	db.stagePage = pager.SubQuery{Top: 3, PageBytes: pageBytes}
+	db.staging.page = pager.SubQuery{Top: 3, PageBytes: pageBytes}
 
 	// 30 writes of a point of each of 400 series: an entity a write, of about 23 KB.
 	start := now
@@ -80,7 +81,7 @@ func TestStagedReadPagesBounded(t *testing.T) {
 	rec.tops, rec.sizes = nil, nil
 	rec.mu.Unlock()
 
-	staged, err := db.readStagedSet(ctx, names, start, now, stagedFloats)
+	staged, err := db.readStagedSet(ctx, names, start, now, staging.Floats)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,16 +3,28 @@ package tsdb
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/rounding"
 )
+
+// SeriesInfo is a series Select found: its key and its label set.
+type SeriesInfo struct {
+	Series string
+	Labels Labels
+	// Histograms: the series has histogram samples in a period of the range (its index
+	// entry there says so); read them with QueryManyHistograms.
+	Histograms bool
+}
 
 // Select yields the label sets with points or histogram samples in the periods that [from,
 // to) overlaps (the index's granularity is the period) whose labels match every matcher,
@@ -24,7 +36,7 @@ import (
 // string, give an error wrapping tablets.ErrInvalidMatcher before any request.
 func (db *DB) Select(ctx context.Context, from, to time.Time, ms ...Matcher) iter.Seq2[SeriesInfo, error] {
 	return func(yield func(SeriesInfo, error) bool) {
-		found, err := db.selectSets(ctx, from, to, ms, true)
+		found, err := db.index.selectSets(ctx, from, to, ms, true)
 		if err != nil {
 			yield(SeriesInfo{}, err)
 			return
@@ -41,7 +53,12 @@ func (db *DB) Select(ctx context.Context, from, to time.Time, ms ...Matcher) ite
 // to) overlaps that match the matchers (all series' with none), as Prometheus' API does:
 // MetricName is one of them.
 func (db *DB) LabelNames(ctx context.Context, from, to time.Time, ms ...Matcher) ([]string, error) {
-	found, err := db.selectSets(ctx, from, to, ms, len(ms) > 0)
+	return db.index.labelNames(ctx, from, to, ms)
+}
+
+// labelNames is DB.LabelNames.
+func (x *seriesIndex) labelNames(ctx context.Context, from, to time.Time, ms []Matcher) ([]string, error) {
+	found, err := x.selectSets(ctx, from, to, ms, len(ms) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -57,10 +74,15 @@ func (db *DB) LabelNames(ctx context.Context, from, to time.Time, ms ...Matcher)
 // LabelValues returns the sorted values of the label name among the series LabelNames would
 // consider. A series without the label contributes no value ("" is never a value).
 func (db *DB) LabelValues(ctx context.Context, name string, from, to time.Time, ms ...Matcher) ([]string, error) {
+	return db.index.labelValues(ctx, name, from, to, ms)
+}
+
+// labelValues is DB.LabelValues.
+func (x *seriesIndex) labelValues(ctx context.Context, name string, from, to time.Time, ms []Matcher) ([]string, error) {
 	if name == "" {
 		return nil, fmt.Errorf("tsdb: %w: empty label name", tablets.ErrInvalidLabels)
 	}
-	found, err := db.selectSets(ctx, from, to, ms, len(ms) > 0)
+	found, err := x.selectSets(ctx, from, to, ms, len(ms) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +105,7 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // selectSets reads the label sets of the periods [from, to) overlaps that match ms.
-func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, needSelective bool) ([]SeriesInfo, error) {
+func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, needSelective bool) ([]SeriesInfo, error) {
 	compiled, err := compileMatchers(ms, needSelective)
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
@@ -93,7 +115,7 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 	}
 	// The indexes, not the raw tables: a period's index outlives its raw points while a tier
 	// keeps its windows (see Retain).
-	periods, err := db.tables.inRange(ctx, indexKind, from, to)
+	periods, err := x.tables.inRange(ctx, indexKind, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +131,7 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 	found := map[string]*SeriesInfo{}
 	for _, p := range periods {
 		for _, f := range filters {
-			if err := db.readIndex(ctx, p, f, compiled, found); err != nil {
+			if err := x.readIndex(ctx, p, f, compiled, found); err != nil {
 				return nil, err
 			}
 		}
@@ -120,6 +142,47 @@ func (db *DB) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, 
 	}
 	slices.SortFunc(out, func(a, b SeriesInfo) int { return CompareLabels(a.Labels, b.Labels) })
 	return out, nil
+}
+
+// readIndex adds to found the label sets of one query of period p's index that match ms,
+// and flags those whose entry says they have histogram samples there.
+// A period whose index does not exist (never made, or dropped meanwhile) holds none.
+func (x *seriesIndex) readIndex(ctx context.Context, p uint64, f string, ms []matcher, found map[string]*SeriesInfo) error {
+	client := x.service.NewClient(x.names.IndexTable(p))
+	sel := "RowKey," + labelsProperty + "," + histogramsProperty
+	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
+		page, err := pager.NextPage(ctx)
+		if isTableGone(err) {
+			x.tables.gone(indexKind, p)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("tsdb: index: %w", err)
+		}
+		for _, raw := range page.Entities {
+			var e struct {
+				RowKey string
+				L      []byte
+				H      float64 // histogramsProperty
+			}
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return fmt.Errorf("tsdb: index: %w", err)
+			}
+			if known, ok := found[e.RowKey]; ok {
+				known.Histograms = known.Histograms || e.H == 1
+				continue
+			}
+			ls, err := decodeLabels(e.L)
+			if err != nil {
+				return fmt.Errorf("tsdb: index entry %s: %w", e.RowKey, err)
+			}
+			if matchesSet(ms, ls) {
+				found[e.RowKey] = &SeriesInfo{Series: e.RowKey, Labels: ls, Histograms: e.H == 1}
+			}
+		}
+	}
+	x.tables.found(indexKind, p)
+	return nil
 }
 
 // CompareLabels orders label sets as Prometheus' labels.Compare (and Select): label by label,

@@ -1,0 +1,288 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
+)
+
+// retention is the retention part of a DB: Retain, every step of it (sealing a raw period's
+// tier windows, recording it dropped, dropping its raw, histogram and index tables and its
+// dirty markers, dropping the tier tables past their Retention). It holds no state of its
+// own: what it knows of the tables is the period tables' and the tier tables' (their caches
+// have their own locks), and what it must agree on with other processes is the catalog's.
+//
+// It is given the parts it uses, not the DB: the service client (to drop tables), the
+// table names, the options (RawRetention, Tiers), the catalog (the rollup's progress), the
+// period tables and the tiers (the rollup that seals a period, the dirty markers, the tier
+// tables). Nothing below depends on it.
+type retention struct {
+	service *aztables.ServiceClient
+	names   naming.Names // the database's table names and raw periods
+	opts    Options      // the DB's, as Open checked them
+	catalog *catalog
+	tables  *periodTables // which raw, index and histogram tables exist, which periods are dropped
+	tiers   *tiers        // the rollup that seals a period, the dirty markers, the tier tables
+}
+
+func newRetention(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog, tables *periodTables, tr *tiers) *retention {
+	return &retention{service: service, names: names, opts: opts, catalog: c, tables: tables, tiers: tr}
+}
+
+// Retain drops the raw and histogram tables whose whole span ends at or before now minus
+// RawRetention (and their series indexes, once no tier keeps their windows either), one
+// request a table (Azure's high-volume delete pattern: delete the table, not its entities),
+// and returns their names. Each is first recorded as dropped in the catalog, so that no
+// Write, of this process or another, ever creates it again: Azure refuses a deleted table's
+// name for 40 seconds and more, and a period once dropped stays expired. With no
+// RawRetention it drops no raw table. It then drops the tier tables past their tier's
+// Retention the same way.
+//
+// With tiers, no window is lost: before recording a period dropped, Retain rolls it up from
+// where the rollup's progress (Covered, TaskRollup) ends, all of it without one, and the
+// slices of it that late writes marked dirty (RollupFlagged); once it is recorded, it rolls
+// up the slices marked meanwhile by a write that got in first. The tier windows it leaves
+// are then the last word on the period: Rollup no longer touches it. A Retain killed
+// anywhere and run again goes on where it stopped.
+func (db *DB) Retain(ctx context.Context, now time.Time) ([]string, error) {
+	return db.retention.retain(ctx, now)
+}
+
+// retain is DB.Retain.
+func (r *retention) retain(ctx context.Context, now time.Time) ([]string, error) {
+	if r.opts.RawRetention == 0 {
+		return r.retainTiers(ctx, now)
+	}
+	periods, err := r.tables.listed(ctx, rawKind)
+	if err != nil {
+		return nil, err
+	}
+	histPeriods, err := r.tables.all(ctx, histKind) // of the listing just made
+	if err != nil {
+		return nil, err
+	}
+	cutoff := now.Add(-r.opts.RawRetention)
+	var dropped []string
+	var progress rollupProgress // read once, by the first period that needs it
+	for _, p := range periods {
+		if r.names.End(p).After(cutoff) {
+			continue
+		}
+		if err := r.sealPeriod(ctx, p, &progress); err != nil {
+			return dropped, err
+		}
+		name := r.names.RawTable(p)
+		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
+		}
+		dropped = append(dropped, name)
+		if !slices.Contains(histPeriods, p) {
+			if err := r.clearDirty(ctx, p); err != nil {
+				return dropped, err
+			}
+		}
+	}
+	hist, err := r.retainHistograms(ctx, histPeriods, cutoff, &progress)
+	dropped = append(dropped, hist...)
+	if err != nil {
+		return dropped, err
+	}
+	indexes, err := r.retainIndexes(ctx, now)
+	dropped = append(dropped, indexes...)
+	if err != nil {
+		return dropped, err
+	}
+	tiers, err := r.retainTiers(ctx, now)
+	return append(dropped, tiers...), err
+}
+
+// retainHistograms drops the histogram tables of the periods ending at or before cutoff,
+// each period first recorded as dropped (as its raw table is): no write creates it again.
+func (r *retention) retainHistograms(ctx context.Context, periods []uint64, cutoff time.Time, progress *rollupProgress) ([]string, error) {
+	var dropped []string
+	for _, p := range periods {
+		if r.names.End(p).After(cutoff) {
+			continue
+		}
+		if _, known := r.tables.dropped.get(p); !known {
+			if err := r.sealPeriod(ctx, p, progress); err != nil {
+				return dropped, err
+			}
+		}
+		name := r.names.HistTable(p)
+		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
+		}
+		r.tables.gone(histKind, p)
+		dropped = append(dropped, name)
+		if err := r.clearDirty(ctx, p); err != nil {
+			return dropped, err
+		}
+	}
+	return dropped, nil
+}
+
+// retainIndexes drops the series indexes of the periods whose raw points are dropped and
+// that no tier keeps windows of any longer: the index is how Select finds a tier's series.
+func (r *retention) retainIndexes(ctx context.Context, now time.Time) ([]string, error) {
+	keep := r.opts.RawRetention
+	for _, t := range r.opts.Tiers {
+		if t.Retention == 0 {
+			return nil, nil // a tier keeps everything: so do the indexes
+		}
+		keep = max(keep, t.Retention)
+	}
+	periods, err := r.tables.listed(ctx, indexKind)
+	if err != nil {
+		return nil, err
+	}
+	var dropped []string
+	for _, p := range periods {
+		if r.names.End(p).After(now.Add(-keep)) {
+			continue
+		}
+		if err := r.tables.recordDropped(ctx, p); err != nil { // the raw table's, if not yet
+			return dropped, err
+		}
+		name := r.names.IndexTable(p)
+		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
+		}
+		r.tables.gone(indexKind, p)
+		dropped = append(dropped, name)
+	}
+	return dropped, nil
+}
+
+// retainTiers drops the tier tables whose whole span ends at or before now minus their
+// tier's Retention, each recorded in the catalog first (no Rollup or Write creates it again).
+func (r *retention) retainTiers(ctx context.Context, now time.Time) ([]string, error) {
+	var dropped []string
+	for _, t := range r.opts.Tiers {
+		if t.Retention == 0 {
+			continue
+		}
+		prefix := r.tiers.tierTable(t, 0)
+		prefix = prefix[:len(prefix)-1] // name + "t" + step + "p"
+		f := filter.And(filter.Ge("TableName", prefix), filter.Lt("TableName", prefix+":")).String()
+		cutoff := now.Add(-t.Retention)
+		for pager := r.service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				return dropped, fmt.Errorf("tsdb: list tables: %w", err)
+			}
+			for _, tb := range page.Tables {
+				p, err := strconv.ParseUint(strings.TrimPrefix(*tb.Name, prefix), 10, 64)
+				if err != nil || r.tiers.tierTable(t, p) != *tb.Name || time.Unix(int64(p), 0).Add(t.Period).After(cutoff) {
+					continue
+				}
+				if err := r.tiers.tables.recordDropped(ctx, *tb.Name); err != nil {
+					return dropped, err
+				}
+				if _, err := r.service.DeleteTable(ctx, *tb.Name, nil); err != nil && !isTableGone(err) {
+					return dropped, fmt.Errorf("tsdb: drop %s: %w", *tb.Name, err)
+				}
+				dropped = append(dropped, *tb.Name)
+			}
+		}
+	}
+	return dropped, nil
+}
+
+// sealPeriod makes final the tier windows of raw period p before Retain drops its tables,
+// then records p dropped (see Retain). A period already recorded (by a Retain that was
+// killed, or of another process) is left as it is.
+func (r *retention) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress) error {
+	if len(r.opts.Tiers) == 0 {
+		return r.tables.recordDropped(ctx, p)
+	}
+	recorded, err := r.catalog.isDropped(ctx, r.names.RawTable(p))
+	if err != nil {
+		return err
+	}
+	if recorded {
+		r.tables.dropped.add(p, struct{}{})
+		r.tables.gone(rawKind, p)
+		return nil
+	}
+	start, end := r.names.Start(p), r.names.End(p)
+	covered, ok, err := progress.get(ctx, r.catalog)
+	if err != nil {
+		return err
+	}
+	if !ok || covered.Before(end) {
+		from := start
+		if ok && covered.After(start) {
+			from = covered
+		}
+		if err := r.tiers.rollup(ctx, from, end); err != nil {
+			return fmt.Errorf("tsdb: roll up %s before dropping it: %w", r.names.RawTable(p), err)
+		}
+	}
+	lo, hi := floorSec(unix(start), r.tiers.slice()), unix(end)
+	markers, err := r.tiers.readDirty(ctx, lo, hi)
+	if err != nil {
+		return err
+	}
+	if _, err := r.tiers.rollupMarkers(ctx, markers, false); err != nil {
+		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", r.names.RawTable(p), err)
+	}
+	if err := r.tables.recordDropped(ctx, p); err != nil {
+		return err
+	}
+	// A write that checked the period before the record may have stored points since, and
+	// marked their slices: roll them up too, while the tables are still there.
+	if markers, err = r.tiers.readDirty(ctx, lo, hi); err != nil || len(markers) == 0 {
+		return err
+	}
+	r.tables.dropped.remove(p) // so that the rollup reads the period (a Write still asks the catalog)
+	defer r.tables.dropped.add(p, struct{}{})
+	if _, err := r.tiers.rollupMarkers(ctx, markers, true); err != nil {
+		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", r.names.RawTable(p), err)
+	}
+	return nil
+}
+
+// rollupProgress is the rollup's progress (Covered, TaskRollup), read once by a Retain:
+// its own rollups do not move it.
+type rollupProgress struct {
+	read    bool
+	covered time.Time
+	ok      bool
+}
+
+func (rp *rollupProgress) get(ctx context.Context, c *catalog) (time.Time, bool, error) {
+	if !rp.read {
+		ms, _, ok, err := c.progress(ctx, TaskRollup) // Covered's record
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		rp.read, rp.ok = true, ok
+		if ok {
+			rp.covered = time.UnixMilli(ms).UTC()
+		}
+	}
+	return rp.covered, rp.ok, nil
+}
+
+// clearDirty deletes the dirty markers of the slices of raw period p, whose tables Retain
+// dropped: no rollup can use them.
+func (r *retention) clearDirty(ctx context.Context, p uint64) error {
+	if len(r.opts.Tiers) == 0 {
+		return nil
+	}
+	markers, err := r.tiers.readDirty(ctx, floorSec(unix(r.names.Start(p)), r.tiers.slice()), unix(r.names.End(p)))
+	if err != nil || len(markers) == 0 {
+		return err
+	}
+	_, err = r.tiers.deleteDirty(ctx, markers)
+	return err
+}

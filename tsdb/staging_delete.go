@@ -1,0 +1,82 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
+)
+
+// maxDeleteAttempts bounds the rewrites of a staging entity that keeps changing.
+const maxDeleteAttempts = 20
+
+// delete removes the staged points and histogram samples of series in [from, to): each
+// staging entity whose column holds some is read whole and written again without them (or
+// deleted when nothing is left), conditionally on its ETag; one that changed meanwhile is
+// read again. One query finds the entities of both kinds.
+func (st *stagingTable) delete(ctx context.Context, series string, from, to time.Time) error {
+	if !st.reads || !from.Before(to) {
+		return nil
+	}
+	lo, hi := staging.EarliestMilli(from), staging.EarliestMilli(to)
+	var keys [][2]string
+	q := staging.Query([]string{series}, from, to, staging.Both)
+	q.Select = "PartitionKey," + q.Select // the keys of the entities to rewrite
+	for se, err := range st.entities(ctx, q, nil) {
+		if err != nil {
+			return err
+		}
+		if se.Holds(series, lo, hi) {
+			keys = append(keys, [2]string{se.PartitionKey, se.RowKey})
+		}
+	}
+	for _, k := range keys {
+		if err := deleteFromEntity(ctx, st.client, k[0], k[1], series, lo, hi); err != nil {
+			return fmt.Errorf("tsdb: delete staged points: %w", err)
+		}
+	}
+	return nil
+}
+
+// deleteFromEntity rewrites one staging entity without the points of series in [lo, hi).
+func deleteFromEntity(ctx context.Context, client *aztables.Client, pk, rk, series string, lo, hi int64) error {
+	for range maxDeleteAttempts {
+		resp, err := client.GetEntity(ctx, pk, rk, nil)
+		if isStatus(err, http.StatusNotFound) {
+			return nil // folded meanwhile: its points are in the raw tables, deleted next
+		}
+		if err != nil {
+			return err
+		}
+		var e entity.Entity
+		e.AllowStrings = true
+		se, err := staging.Decode(&e, resp.Value, nil)
+		if err != nil {
+			return err
+		}
+		body, empty := staging.Without(&e, se, series, lo, hi)
+		etag := resp.ETag
+		if empty {
+			_, err = client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &etag})
+		} else {
+			_, err = client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
+		}
+		var re *azcore.ResponseError
+		switch {
+		case err == nil, isStatus(err, http.StatusNotFound):
+			return nil
+		case errors.As(err, &re) && re.StatusCode == http.StatusPreconditionFailed:
+			continue // changed meanwhile: read it again
+		default:
+			return err
+		}
+	}
+	return fmt.Errorf("staging entity %s/%s still changed after %d attempts", pk, rk, maxDeleteAttempts)
+}

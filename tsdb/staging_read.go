@@ -1,0 +1,227 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
+)
+
+// entities yields the staging entities of q, decoded, in pages of about
+// staging.PageBytes unless q sizes its own. A staging table that does not exist holds
+// nothing. It is a read of Options.StagingReadBudget of its own (see entitiesIn).
+func (st *stagingTable) entities(ctx context.Context, q pager.SubQuery, want map[string]bool) iter.Seq2[staging.Decoded, error] {
+	return st.entitiesIn(ctx, q, want, nil)
+}
+
+// beginRead starts a read of the staging read budget that collects points (see
+// ReadBudget): what it holds is given back at its end.
+func (st *stagingTable) beginRead() *collectRead { return st.budget.beginRead() }
+
+// entitiesIn is entities as part of read, which may collect what it reads under the
+// budget (nil: a read of its own, ended with the iteration). Each page is fetched and
+// decoded under Options.StagingReadBudget; then read holds its decoded size until the
+// page's last entity was yielded.
+func (st *stagingTable) entitiesIn(ctx context.Context, q pager.SubQuery, want map[string]bool, read *collectRead) iter.Seq2[staging.Decoded, error] {
+	return func(yield func(staging.Decoded, error) bool) {
+		if read == nil {
+			read = st.beginRead()
+			defer read.end()
+		}
+		if q.PageBytes == 0 {
+			q.Top, q.PageBytes = st.page.Top, st.page.PageBytes
+		}
+		top := q.Top
+		var cont pager.Continuation
+		for {
+			page, decoded, next, err := st.readPage(ctx, q, &top, cont, want, read)
+			if err != nil {
+				if !isTableGone(err) {
+					yield(staging.Decoded{}, fmt.Errorf("tsdb: read staging: %w", err))
+				}
+				return
+			}
+			for i, se := range page {
+				page[i] = staging.Decoded{} // what the consumer keeps of it is its to count
+				if !yield(se, nil) {
+					read.give(decoded)
+					return
+				}
+			}
+			read.give(decoded)
+			if next.IsZero() {
+				return
+			}
+			cont = next
+		}
+	}
+}
+
+// readPage fetches and decodes the page of q at cont under the staging read budget, and
+// sets *top to the $top of the next page. Its decoded size is held by read when it returns
+// (decoded): the caller gives it back.
+func (st *stagingTable) readPage(ctx context.Context, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool, read *collectRead) (
+	page []staging.Decoded, decoded int64, next pager.Continuation, err error) {
+	done, err := st.budget.take(ctx, read, int64(q.PageBytes))
+	if err != nil {
+		return nil, 0, pager.Continuation{}, err
+	}
+	defer done()
+	raw, next, err := pager.Fetch(ctx, st.client, q, *top, cont)
+	if err != nil {
+		return nil, 0, pager.Continuation{}, err
+	}
+	*top = pager.NextTop(q, *top, raw)
+	var e entity.Entity
+	e.AllowStrings = true
+	page = make([]staging.Decoded, 0, len(raw))
+	for _, r := range raw {
+		se, err := staging.Decode(&e, r, want)
+		if err != nil {
+			return nil, 0, pager.Continuation{}, err
+		}
+		page = append(page, se)
+		decoded += se.DecodedBytes()
+	}
+	// Held before the page's bytes are given back: the oldest read goes on, others wait.
+	if err := read.hold(ctx, decoded); err != nil {
+		return nil, 0, pager.Continuation{}, err
+	}
+	return page, decoded, next, nil
+}
+
+// read returns the staged points of series (nil: of every series) in [from, to), by
+// series, each sorted by time with the last write of a time kept. A DB that does not stage
+// reads nothing (no request).
+func (st *stagingTable) read(ctx context.Context, series []string, from, to time.Time) (map[string][]tablets.Point, error) {
+	floats, _, err := st.readKinds(ctx, series, from, to, staging.Floats)
+	return floats, err
+}
+
+// readKinds is read of the kinds asked for, in one query: the staged points and the staged
+// histogram samples, by series.
+func (st *stagingTable) readKinds(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (map[string][]tablets.Point, map[string][]HistogramPoint, error) {
+	found, foundHists, done, err := st.collect(ctx, series, from, to, kinds)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
+	out := make(map[string][]tablets.Point, len(found))
+	for key, pts := range found {
+		out[key] = staging.LastWrites(pts)
+		delete(found, key) // the writes of a series are garbage once sorted
+	}
+	hists := make(map[string][]HistogramPoint, len(foundHists))
+	for key, hs := range foundHists {
+		for _, s := range staging.LastHistWrites(hs) {
+			hists[key] = append(hists[key], pointOf(s))
+		}
+	}
+	return out, hists, nil
+}
+
+// readPacked is readKinds with each series' float points packed.
+func (st *stagingTable) readPacked(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (map[string]staging.Packed, map[string][]HistogramPoint, error) {
+	found, foundHists, done, err := st.collect(ctx, series, from, to, kinds)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
+	out := make(map[string]staging.Packed, len(found))
+	var scratch staging.PackScratch
+	for key, pts := range found {
+		out[key] = scratch.Pack(staging.LastWrites(pts))
+		delete(found, key)
+	}
+	hists := make(map[string][]HistogramPoint, len(foundHists))
+	for key, hs := range foundHists {
+		for _, s := range staging.LastHistWrites(hs) {
+			hists[key] = append(hists[key], pointOf(s))
+		}
+	}
+	return out, hists, nil
+}
+
+// collect reads the staged writes of the kinds asked for in one query: each point and
+// histogram sample in [from, to) of series (nil: of every series) as written, by series,
+// in no order, but those of raw periods known dropped (which the Fold leaves out: a read
+// before the Fold answers as one after it). What it collects holds its bytes of Options.StagingReadBudget until done is
+// called (also after an error). A DB that does not stage reads nothing (no request).
+func (st *stagingTable) collect(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (
+	found map[string][]staging.Point, foundHists map[string][]staging.Hist, done func(), err error) {
+	if !st.reads || !from.Before(to) {
+		return nil, nil, func() {}, nil
+	}
+	read := st.beginRead()
+	defer func() {
+		if err != nil {
+			read.end()
+		}
+	}()
+	var want map[string]bool
+	if series != nil {
+		want = make(map[string]bool, len(series))
+		for _, s := range series {
+			want[s] = true
+		}
+	}
+	lo, hi := staging.EarliestMilli(from), staging.EarliestMilli(to)
+	dropped := st.droppedPeriods()
+	found = map[string][]staging.Point{}
+	foundHists = map[string][]staging.Hist{}
+	for se, err := range st.entitiesIn(ctx, staging.Query(series, from, to, kinds), want, read) {
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		points, hists := 0, 0
+		for r, s := range se.Hists {
+			if want != nil && !want[s.Key] {
+				continue
+			}
+			for _, h := range s.Samples {
+				if ms := int64(h.Unit); ms >= lo && ms < hi && !dropped(ms) {
+					foundHists[s.Key] = append(foundHists[s.Key], staging.Hist{Sample: h, Stamp: se.Stamp, Record: se.Record(r)})
+					hists++
+				}
+			}
+		}
+		for r, s := range se.Series {
+			if want != nil && !want[s.Key] {
+				continue
+			}
+			for i, ms := range s.Times {
+				if ms >= lo && ms < hi && !dropped(ms) {
+					found[s.Key] = append(found[s.Key], staging.Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
+					points++
+				}
+			}
+		}
+		if err := read.hold(ctx, int64(points)*staging.PointBytes+int64(hists)*staging.HistBytes); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return found, foundHists, read.end, nil
+}
+
+// droppedPeriods returns whether the raw period holding a Unix millisecond is known
+// dropped, asking the period tables once a period of the read.
+func (st *stagingTable) droppedPeriods() func(ms int64) bool {
+	if st.dropped == nil {
+		return func(int64) bool { return false }
+	}
+	known := map[uint64]bool{}
+	return func(ms int64) bool {
+		p := st.names.PeriodOf(time.UnixMilli(ms))
+		d, ok := known[p]
+		if !ok {
+			d = st.dropped(p)
+			known[p] = d
+		}
+		return d
+	}
+}
