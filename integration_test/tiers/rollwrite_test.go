@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/blockenc"
@@ -288,9 +289,9 @@ func TestTSDBRollupSkipsUnchanged(t *testing.T) {
 			day := 24 * time.Hour
 			end := itest.RollupBase.Add(2 * day)
 			clock := clock.New(end.Add(30 * time.Minute)) // the last hour's windows unsealed
-			opts := &tsdb.Options{RawPeriod: day, Now: clock.Now}
-			if chunked {
-				opts.Layout = chunkedLayout
+			opts := &tsdb.Options{RawPeriod: day, Now: clock.Now, Layout: chunkedLayout}
+			if !chunked { // the advanced layout of databases made before the format record
+				opts.Layout = func(c *aztables.Client) (tablets.Store, error) { return advanced.New(c, nil) }
 			}
 			db, svc, checker := newDB(t, opts)
 			for s := range 3 {
