@@ -10,13 +10,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/chunkenc"
 	"github.com/seed71701133/tablets/internal/engine"
-	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/rounding"
@@ -49,7 +47,7 @@ type stored struct {
 // write adds a chunk of its own, and a later write has a higher priority than any chunk
 // compacted before it. A reader reads each partition in one request or in fresh snapshots
 // (see the engine), so it sees every point once, before or after. Compact never runs as
-// part of a Write; call it, or run KeepCompacted beside a long-running writer.
+// part of a Write: call it (or CompactAll) on a timer beside a long-running writer.
 func (s *Store) Compact(ctx context.Context, series string, from, to time.Time) error {
 	if err := s.layout.ValidateSeries(series); err != nil {
 		return err
@@ -269,39 +267,4 @@ func (s *Store) mergeRun(ctx context.Context, pk string, run []stored) (bool, er
 		}
 	}
 	return true, batch.Submit(ctx, s.client, pk, actions)
-}
-
-// KeepCompacted compacts, every interval, the chunks of each series that names returns,
-// over the time since its last successful run up to now, until ctx is done; it then returns
-// ctx's error. The first run covers the last lookback. A run that fails is retried by the next
-// from the same start, so an outage is caught up, up to lookback back: no run reaches further.
-// A run is cut at partition boundaries, each part compacted once it is done. report (nil:
-// none) is told of each part, its range and its error (nil: compacted, else every series
-// that failed), and the loop goes on. Run it in a goroutine beside a process that writes
-// often (a collector flushing every second makes a chunk a second): its chunks are merged
-// soon after they are written, and reads stay cheap. Bad arguments give an error wrapping
-// tablets.ErrInvalidOptions.
-func (s *Store) KeepCompacted(ctx context.Context, interval, lookback time.Duration, names func() []string, report func(from, to time.Time, err error)) error {
-	if interval <= 0 || lookback <= 0 || names == nil {
-		return fmt.Errorf("chunked: KeepCompacted: %w: interval %v and lookback %v must be positive, names not nil", tablets.ErrInvalidOptions, interval, lookback)
-	}
-	compact := func(ctx context.Context, from, to time.Time) error {
-		var errs []error
-		for _, name := range names() {
-			if err := s.Compact(ctx, name, from, to); err != nil {
-				errs = append(errs, err) // the other series are still compacted
-			}
-		}
-		return errors.Join(errs...)
-	}
-	err := maintain.Ranges(ctx, compact, &maintain.Options{Every: interval, CatchUp: lookback, Limit: lookback,
-		Slice: s.opts.PartitionFactor, Report: func(r maintain.Run) {
-			if report != nil {
-				report(r.From, r.To, r.Err)
-			}
-		}})
-	if err != nil && ctx.Err() == nil {
-		return fmt.Errorf("chunked: KeepCompacted: %w", err)
-	}
-	return err
 }

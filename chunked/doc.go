@@ -47,8 +47,9 @@
 // one transaction that deletes the chunks read only if their ETags are unchanged and
 // inserts the merged ones (priority: the highest of the run). A concurrent Write is never
 // lost (it adds a chunk of its own, with a higher priority); a concurrent Delete or Compact
-// makes the transaction fail and the run start again. KeepCompacted runs it on a timer
-// beside a long-running writer.
+// makes the transaction fail and the run start again. Nothing in the package runs it on a
+// timer: beside a long-running writer, call Compact (or CompactAll) on one; a tsdb database's
+// raw tables are compacted by the server's scheduler (`tablets serve`, `tablets maintain`).
 //
 // # Scans of a whole table
 //

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/maintain"
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/internal/reqlimit"
 )
 
@@ -58,11 +59,11 @@ func TestJobsBoundServersLoops(t *testing.T) {
 			for _, tenant := range []string{"a", "b", "c"} {
 				s := &Server{opts: Options{Jobs: jobs}, log: slog.New(slog.DiscardHandler)}
 				s.registerLoopMetrics()
-				loops := []loop{
-					{name: "fold", opts: maintain.Options{Every: 10 * time.Minute},
-						tick: func(context.Context, time.Time) error { c.job(tenant + " fold")(); return nil }},
-					{name: "rollup", opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
-						ranges: func(context.Context, time.Time, time.Time) error { c.job(tenant + " rollup")(); return nil }},
+				loops := []schedule.Task{
+					{Name: "fold", Opts: maintain.Options{Every: 10 * time.Minute},
+						Tick: tick(func(context.Context, time.Time) error { c.job(tenant + " fold")(); return nil })},
+					{Name: "rollup", Opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
+						Ranges: func(context.Context, time.Time, time.Time) error { c.job(tenant + " rollup")(); return nil }},
 				}
 				wg.Go(func() { s.runLoops(ctx, loops) })
 			}
@@ -138,11 +139,11 @@ func TestLoopsAreBackground(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		s := &Server{log: slog.New(slog.DiscardHandler)}
 		s.registerLoopMetrics()
-		loops := []loop{
-			{name: "fold", opts: maintain.Options{Every: time.Minute},
-				tick: func(ctx context.Context, _ time.Time) error { record("fold", ctx); return nil }},
-			{name: "rollup", opts: maintain.Options{Every: time.Minute, Slice: time.Minute, CatchUp: time.Minute},
-				ranges: func(ctx context.Context, _, _ time.Time) error { record("rollup", ctx); return nil }},
+		loops := []schedule.Task{
+			{Name: "fold", Opts: maintain.Options{Every: time.Minute},
+				Tick: tick(func(ctx context.Context, _ time.Time) error { record("fold", ctx); return nil })},
+			{Name: "rollup", Opts: maintain.Options{Every: time.Minute, Slice: time.Minute, CatchUp: time.Minute},
+				Ranges: func(ctx context.Context, _, _ time.Time) error { record("rollup", ctx); return nil }},
 		}
 		done := make(chan struct{})
 		go func() { s.runLoops(ctx, loops); close(done) }()
@@ -176,16 +177,16 @@ func TestFoldsGoFirst(t *testing.T) {
 			s.registerLoopMetrics()
 			// Every tenant's rollup ticks every 10 minutes and takes 4: 16 minutes of jobs
 			// every 10, so rollups always wait.
-			loops := []loop{{name: "rollup", opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
-				ranges: func(context.Context, time.Time, time.Time) error { time.Sleep(4 * time.Minute); return nil }}}
+			loops := []schedule.Task{{Name: "rollup", Opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
+				Ranges: func(context.Context, time.Time, time.Time) error { time.Sleep(4 * time.Minute); return nil }}}
 			if i == 0 {
-				loops = append(loops, loop{name: "fold", opts: maintain.Options{Every: 15 * time.Minute},
-					tick: func(_ context.Context, now time.Time) error {
+				loops = append(loops, schedule.Task{Name: "fold", Opts: maintain.Options{Every: 15 * time.Minute},
+					Tick: tick(func(_ context.Context, now time.Time) error {
 						mu.Lock()
 						foldWaits = append(foldWaits, time.Since(now.Truncate(15*time.Minute)))
 						mu.Unlock()
 						return nil
-					}})
+					})})
 			}
 			wg.Go(func() { s.runLoops(ctx, loops) })
 		}
@@ -230,8 +231,8 @@ func TestFoldsHaveASlot(t *testing.T) {
 				s := &Server{opts: Options{Jobs: jobs}, log: slog.New(slog.DiscardHandler)}
 				s.registerLoopMetrics()
 				// Slices of 40 minutes, ticking every 10: the rollups always wait.
-				loops := []loop{{name: "rollup", opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
-					ranges: func(context.Context, time.Time, time.Time) error {
+				loops := []schedule.Task{{Name: "rollup", Opts: maintain.Options{Every: 10 * time.Minute, Slice: 10 * time.Minute, CatchUp: 10 * time.Minute},
+					Ranges: func(context.Context, time.Time, time.Time) error {
 						mu.Lock()
 						rollupsAtOnce++
 						rollupsMost = max(rollupsMost, rollupsAtOnce)
@@ -243,14 +244,14 @@ func TestFoldsHaveASlot(t *testing.T) {
 						return nil
 					}}}
 				if i == 0 {
-					loops = append(loops, loop{name: "fold", opts: maintain.Options{Every: 15 * time.Minute},
-						tick: func(_ context.Context, now time.Time) error {
+					loops = append(loops, schedule.Task{Name: "fold", Opts: maintain.Options{Every: 15 * time.Minute},
+						Tick: tick(func(_ context.Context, now time.Time) error {
 							mu.Lock()
 							foldWaits = append(foldWaits, time.Since(now.Truncate(15*time.Minute)))
 							mu.Unlock()
 							time.Sleep(time.Minute)
 							return nil
-						}})
+						})})
 				}
 				wg.Go(func() { s.runLoops(ctx, loops) })
 			}
@@ -295,8 +296,8 @@ func TestFoldsTakeAtMostHalf(t *testing.T) {
 				for range 6 {
 					s := &Server{opts: Options{Jobs: jobs}, log: slog.New(slog.DiscardHandler)}
 					s.registerLoopMetrics()
-					loops := []loop{{name: "fold", opts: maintain.Options{Every: time.Hour},
-						tick: func(context.Context, time.Time) error {
+					loops := []schedule.Task{{Name: "fold", Opts: maintain.Options{Every: time.Hour},
+						Tick: tick(func(context.Context, time.Time) error {
 							mu.Lock()
 							atOnce++
 							most = max(most, atOnce)
@@ -307,7 +308,7 @@ func TestFoldsTakeAtMostHalf(t *testing.T) {
 							atOnce--
 							mu.Unlock()
 							return nil
-						}}}
+						})}}
 					wg.Go(func() { s.runLoops(ctx, loops) })
 				}
 				time.Sleep(2*time.Hour + 45*time.Minute) // ticks at 1h and 2h: 6 folds of 5 min each

@@ -18,7 +18,9 @@
 // caught up. Their progress is kept in the database (tsdb's DB.Covered), shared by every
 // server: a server restarted after hours down starts where the last run of any server ended,
 // and only a database that never ran them starts from a catch-up horizon
-// (Options.RollupCatchUp, Options.CompactCatchUp). Maintain does all of it once, now.
+// (Options.RollupCatchUp, Options.CompactCatchUp). The tasks and their timing are the
+// scheduler's (internal/maintain/schedule), which `tablets maintain` runs once, now; the
+// server adds its bound on background jobs (Jobs), its metrics and its logs.
 package server
 
 import (
@@ -34,6 +36,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/server/limits"
@@ -113,8 +116,8 @@ type Options struct {
 // Defaults of Run (see Options).
 const (
 	DefaultFoldEvery      = time.Hour
-	DefaultRollupCatchUp  = 72 * time.Hour
-	DefaultCompactCatchUp = 24 * time.Hour
+	DefaultRollupCatchUp  = schedule.DefaultRollupCatchUp
+	DefaultCompactCatchUp = schedule.DefaultCompactCatchUp
 )
 
 // Server serves one database.
@@ -170,6 +173,9 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = db.Options().Now
+	}
+	if _, err := schedule.Plan(scheduleOptions(o), db.Options()); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -269,7 +275,11 @@ func (s *Server) Close() error {
 // Run keeps the database folded, compacted, rolled up and within its retention until ctx is
 // done, then returns nil. Errors are logged and counted; the loops go on.
 func (s *Server) Run(ctx context.Context) error {
-	s.runLoops(ctx, s.loops())
+	tasks, err := schedule.Tasks(s.db, scheduleOptions(s.opts))
+	if err != nil {
+		return fmt.Errorf("server: %w", err) // New checked the options: a bug
+	}
+	s.runLoops(ctx, tasks)
 	return nil
 }
 

@@ -185,7 +185,8 @@ func (tr *tiers) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ET
 // points Retain dropped are deleted unrolled: the windows stored there are the last word.
 // It returns how many markers it cleared. A run killed anywhere leaves the markers it did not
 // delete, and the next run does their work; several processes may run it at once.
-// KeepRolledUp runs it every interval.
+// The server's scheduler runs it at the rollup's interval, and tablets maintain after
+// its rollup.
 func (db *DB) RollupFlagged(ctx context.Context) (int, error) {
 	return db.tiers.rollupFlagged(ctx)
 }

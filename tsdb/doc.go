@@ -35,8 +35,8 @@
 //     LabelNames and LabelValues delegate to it). It is given the service client, the
 //     names, the catalog and the period tables;
 //   - the tiers (tiers.go, a type of its own): the rollup of raw points into tier windows
-//     (rollup.go, rollupscan.go, rollupsplice.go; Rollup, RollupFlagged and KeepRolledUp
-//     in keeprolledup.go), the dirty markers late writes leave in the catalog (dirty.go),
+//     (rollup.go, rollupscan.go, rollupsplice.go; Rollup and RollupFlagged), the dirty
+//     markers late writes leave in the catalog (dirty.go),
 //     the tier tables known to exist (tiertables.go), the tier tables' names and the
 //     blocks' geometry and codec (tier.go, tiergeom.go, tierblock.go), and Aggregate with
 //     its planner (aggregate.go, aggregate_plan.go, aggregate_blocks.go, aggregate_raw.go,
@@ -77,8 +77,17 @@
 // the tiers and the write path, whose files also hold methods of theirs.
 //
 // The catalog also keeps the progress of the background tasks (progress.go: Covered and
-// SetCovered; KeepRolledUp, KeepCompacted, tablets serve and tablets maintain start where
-// the last run of any process ended) and the fold lease.
+// SetCovered: the maintenance scheduler's rollup and compaction start where the last run of
+// any process ended) and the fold lease.
+//
+// # Maintenance
+//
+// A DB offers single passes only: Fold; Compact and Rollup of a range; RollupFlagged;
+// Retain. Nothing in the package loops. The one scheduler that runs them on timers, over the
+// ranges not yet covered (their progress in the catalog), is the server's
+// (internal/maintain/schedule: `tablets serve` keeps running it, `tablets maintain` runs
+// each task once, now); a program of its own calls the passes itself, or runs either
+// command beside it.
 //
 // # State and caches
 //
@@ -207,7 +216,8 @@
 // # Compaction
 //
 // With the chunked layout a writer of few points (directly, or a fold run often) makes a
-// chunk a write; Compact and KeepCompacted merge them in every raw table of a range. Compact
+// chunk a write; Compact merges them in every raw table of a range (the scheduler's
+// compaction runs it over the time since the last one). Compact
 // scans each table once for the partitions (series and day) that hold several chunks, and
 // compacts only those: a table with nothing to merge costs a request per 1,000 chunks of
 // the range.
@@ -319,7 +329,7 @@
 // histograms there (before its samples are staged or written; a Commit of both kinds of a
 // series writes its entry once, flagged); Select reports it in
 // SeriesInfo.Histograms. Each direct write and each Fold makes a chunk, and a chunk of one
-// sample is mostly keys: Compact and KeepCompacted merge a partition's chunks into chunks of
+// sample is mostly keys: Compact merges a partition's chunks into chunks of
 // up to 16 KiB, in one transaction a run of up to 90, so that an hour at 5 s, 720 entities
 // before, is one after. Measured on Azurite with a 20-bucket latency histogram: 267 bytes
 // billed a sample in chunks of one, 16 once compacted (4 queries and 9 transactions for the
@@ -333,8 +343,8 @@
 // Options.Now is the clock of everything time-dependent in a DB: the raw retention of a
 // write, the slices a write marks dirty, the time Rollup stamps on its blocks (which
 // decides when Aggregate trusts them), the age of the cached list of tables, a staged
-// write's arrival bucket, what Fold folds and its lease. Tests set it; KeepCompacted and
-// KeepRolledUp tick by the wall clock. Staging RowKeys and chunked priorities, which order
+// write's arrival bucket, what Fold folds and its lease. Tests set it; the maintenance
+// scheduler covers its ranges by it, but ticks by the wall clock. Staging RowKeys and chunked priorities, which order
 // the writes of one time, are the wall clock's, from one counter strictly increasing in a
 // process (a staged write and a direct one of a process keep their order).
 //
@@ -376,8 +386,8 @@
 // marker: a late point is never hidden by a stale window, and recent writes cost nothing
 // more.
 //
-// No window is lost: Rollup's progress is in the catalog (KeepRolledUp and the server's loop
-// go on from it after any downtime), and Retain rolls up a raw period (past that progress,
+// No window is lost: Rollup's progress is in the catalog (the server's rollup loop and
+// tablets maintain go on from it after any downtime), and Retain rolls up a raw period (past that progress,
 // and its dirty slices) before it drops it. Over a dropped period, Aggregate serves the tier
 // windows there are, and Rollup leaves them alone.
 //

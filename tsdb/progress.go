@@ -12,12 +12,12 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/internal/maintain"
 	"github.com/seed71701133/tablets/rounding"
 )
 
-// Tasks whose progress the catalog keeps (Covered, SetCovered): KeepRolledUp, KeepCompacted
-// and the server's loops record theirs under these names.
+// Tasks whose progress the catalog keeps (Covered, SetCovered): the maintenance scheduler
+// (internal/maintain/schedule: the server's loops, tablets maintain) records theirs under
+// these names.
 const (
 	TaskRollup  = "rollup"  // Rollup: the tier windows before it are rolled up
 	TaskCompact = "compact" // Compact: the raw chunks before it are compacted
@@ -156,20 +156,4 @@ func (c *catalog) raiseProgress(ctx context.Context, task string, ms int64) erro
 		}
 	}
 	return fmt.Errorf("the record still changed after %d attempts", maxProgressAttempts)
-}
-
-// progressOf is task's progress as a maintain loop keeps it.
-func (db *DB) progressOf(task string) maintain.Progress { return dbProgress{db: db, task: task} }
-
-type dbProgress struct {
-	db   *DB
-	task string
-}
-
-func (p dbProgress) Load(ctx context.Context) (time.Time, bool, error) {
-	return p.db.Covered(ctx, p.task)
-}
-
-func (p dbProgress) Save(ctx context.Context, t time.Time) error {
-	return p.db.SetCovered(ctx, p.task, t)
 }

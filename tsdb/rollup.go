@@ -44,7 +44,7 @@ func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 // over the slices are rewritten in the current one. A window is stored sealed when it is
 // computed SealDelay or more after its end (by Options.Now). It is idempotent, and safe
 // under lost replies (the retry finds the ETag changed and starts again). Run it on a timer,
-// or KeepRolledUp, to keep tiers current. It leaves alone the slices of raw periods Retain
+// (the server's scheduler does, and tablets maintain), to keep tiers current. It leaves alone the slices of raw periods Retain
 // recorded dropped: their raw points are gone, and the windows computed before (Retain
 // rolls a period up before it drops it) are the last word there.
 // Once done, it deletes the dirty markers of the range (see RollupFlagged) it read before

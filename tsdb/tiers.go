@@ -8,7 +8,7 @@ import (
 )
 
 // tiers is the tiers part of a DB: the rollup of raw points into tier windows (Rollup,
-// RollupFlagged, KeepRolledUp), the dirty markers late writes leave, the tier tables and
+// RollupFlagged), the dirty markers late writes leave, the tier tables and
 // their block geometry and decoding, and Aggregate with its planner. It owns the cache of
 // the tier tables known to exist (tables); the catalog, the period tables and the options
 // it is given are the DB's, shared.

@@ -51,7 +51,8 @@ type Options struct {
 	SealDelay time.Duration
 	// Now is the clock: the raw retention of a Write, the windows a Write flags, the time a
 	// Rollup stamps on its blocks, and the age of the cached list of tables are measured by
-	// it, and so are the ranges KeepCompacted and KeepRolledUp cover. nil: time.Now.
+	// it, and so are the ranges the maintenance scheduler covers (the server's loops,
+	// tablets maintain) unless it is given a clock of its own. nil: time.Now.
 	Now func() time.Time
 	// StagingPartitions is the number of partitions of the staging table that a write's
 	// staged points spread over, in each arrival bucket: a power of two from 1 to 256.

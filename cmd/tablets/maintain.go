@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/seed71701133/tablets/internal/azurite/runner"
-	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
 )
 
 func (a *app) maintainCommand() *cobra.Command {
@@ -26,6 +26,7 @@ print a line per step with what it did, how long it took and what it asked of th
   fold     move the points remote writes staged into the raw tables
   compact  merge the raw chunks written since the last compaction
   rollup   compute the tier windows sealed since the last rollup (up to an hour ago)
+  flagged  compute again the windows of the days late points marked dirty
   retain   drop the tables past their retention (--raw-retention, the tiers' own)
 
 Compaction and rollup cover from where their last run ended, 'tablets serve''s or
@@ -50,7 +51,7 @@ are done, and their progress recorded.`,
 			// The progress is kept to the millisecond: a clock on one makes what a run
 			// prints what the next starts from.
 			now := a.now.Truncate(time.Millisecond)
-			opts := &server.MaintainOptions{CatchUp: catchUp, Now: func() time.Time { return now }}
+			opts := &schedule.OnceOptions{CatchUp: catchUp, Now: func() time.Time { return now }}
 			if from != "" {
 				t, err := parseFlagTime(from, now)
 				if err != nil {
@@ -68,7 +69,7 @@ are done, and their progress recorded.`,
 				return err
 			}
 			last := ctr.snapshot()
-			for step, err := range server.Maintain(cmd.Context(), db, opts) {
+			for step, err := range schedule.Once(cmd.Context(), db, opts) {
 				now := ctr.snapshot()
 				if line := stepLine(step, err); line != "" {
 					fmt.Fprintf(a.stdout, "%s (%s)\n", line, costLine(now.sub(last)))
@@ -85,7 +86,7 @@ are done, and their progress recorded.`,
 		},
 	}
 	addStoreFlags(cmd, &sf)
-	cmd.Flags().DurationVar(&catchUp, "catch-up", server.DefaultRollupCatchUp, "how far back compaction and rollup start in a database that records no run of theirs")
+	cmd.Flags().DurationVar(&catchUp, "catch-up", schedule.DefaultRollupCatchUp, "how far back compaction and rollup start in a database that records no run of theirs")
 	cmd.Flags().StringVar(&from, "from", "", "start compaction and rollup here (after a backfill), or where their last run ended if earlier")
 	return cmd
 }
@@ -93,7 +94,7 @@ are done, and their progress recorded.`,
 // stepLine is the line printed for a step of maintain (before its cost): what it did and
 // how long it took. A
 // step that failed prints only what it did before (a range covered in part).
-func stepLine(s server.Step, err error) string {
+func stepLine(s schedule.Step, err error) string {
 	took := humanDuration(s.Took)
 	switch s.Task {
 	case "fold":

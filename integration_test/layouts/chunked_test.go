@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,9 +21,12 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/internal/testkit/fault"
 	"github.com/seed71701133/tablets/internal/testkit/itest"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 func isList(req *http.Request) bool {
@@ -379,28 +383,43 @@ func TestChunkedLostReplies(t *testing.T) {
 	itest.RequireSamePoints(t, pts, itest.CollectPoints(t, lossy.Query(ctx, "s", chunkedDay, chunkedDay.Add(24*time.Hour))), "after lost replies")
 }
 
-// KeepCompacted merges what a frequent writer writes, until its context ends: its first run
-// covers the lookback before it, and reports its range.
-func TestChunkedKeepCompacted(t *testing.T) {
-	s, client, _, _ := newChunked(t, nil)
+// The maintenance scheduler's compaction (the server's loop) merges what a frequent writer
+// writes into a chunked raw table, until its context ends: its first run covers the
+// catch-up before it, and reports its range. Bad options are refused before any request.
+func TestChunkedCompactedByScheduler(t *testing.T) {
 	ctx := context.Background()
+	db, svc, checker := dbtest.NewDB(t, &tsdb.Options{DirectWrites: true, Layout: func(c *aztables.Client) (tablets.Store, error) {
+		return chunked.New(c, nil)
+	}})
 	now := time.Now().Truncate(time.Second).Add(-time.Minute)
 	for i := range 30 {
-		require.NoError(t, s.Write(ctx, "k", tablets.Point{Time: now.Add(time.Duration(i) * time.Second), Value: float64(i)}))
+		require.NoError(t, db.Write(ctx, "k", tablets.Point{Time: now.Add(time.Duration(i) * time.Second), Value: float64(i)}))
 	}
-	require.Equal(t, 30, chunkCount(t, client))
-	require.ErrorIs(t, s.KeepCompacted(ctx, 0, time.Hour, func() []string { return []string{"k"} }, nil), tablets.ErrInvalidOptions)
-	loopCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	runs := itest.NewLoopRuns(loopCtx)
-	go func() {
-		done <- s.KeepCompacted(loopCtx, 20*time.Millisecond, time.Hour, func() []string { return []string{"k"} }, runs.Report)
-	}()
+	raw := map[string]*aztables.Client{} // the raw tables of the points (two across a period boundary)
+	days := map[time.Time]bool{}         // their partitions (two across a day boundary)
+	for _, at := range []time.Time{now, now.Add(29 * time.Second)} {
+		days[at.Truncate(24*time.Hour)] = true
+		period := int64(db.Options().RawPeriod / time.Second)
+		name := db.Name() + "r" + strconv.FormatInt(at.Unix()/period*period, 10)
+		raw[name] = svc.NewClient(name)
+	}
+	chunks := func() int {
+		n := 0
+		for _, c := range raw {
+			n += chunkCount(t, c)
+		}
+		return n
+	}
+	require.Equal(t, 30, chunks())
+	before := checker.Stats().Requests
+	_, err := schedule.Tasks(db, schedule.Options{CompactEvery: 20 * time.Millisecond, CompactCatchUp: -time.Hour})
+	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+	require.Equal(t, before, checker.Stats().Requests, "refused before any request")
+	runs, stop := itest.Schedule(t, db, schedule.Options{CompactEvery: 20 * time.Millisecond, CompactCatchUp: time.Hour}, schedule.Compact)
 	runs.WaitCovered(t, now, now.Add(30*time.Second))
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
-	require.Equal(t, 1, chunkCount(t, client))
-	require.Len(t, itest.CollectPoints(t, s.Query(ctx, "k", now, now.Add(time.Minute))), 30)
+	stop()
+	require.Equal(t, len(days), chunks(), "a chunk a partition")
+	require.Len(t, itest.CollectPoints(t, db.Query(ctx, "k", now, now.Add(time.Minute))), 30)
 }
 
 // The worked example of the README and the package doc, read back raw from the table.

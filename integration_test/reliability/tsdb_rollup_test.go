@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/internal/testkit/fault"
@@ -24,8 +25,8 @@ import (
 // 1 Hz of 40 series through lost replies takes minutes).
 
 // Rollup is safe under lost replies (a retried write finds the ETag changed and starts
-// again) and beside another Rollup; KeepRolledUp keeps the tiers current. 40 series, a day
-// at 1 Hz: Rollup reads each series' raw rows once.
+// again) and beside another Rollup; the maintenance scheduler's rollup keeps the tiers
+// current. 40 series, a day at 1 Hz: Rollup reads each series' raw rows once.
 func TestTSDBRollupReliability(t *testing.T) {
 	ctx := context.Background()
 	srv := azurite.Shared(t)
@@ -64,7 +65,8 @@ func TestTSDBRollupReliability(t *testing.T) {
 	got := itest.CollectWindows(t, db.Aggregate(ctx, names, day, day.Add(24*time.Hour), time.Hour, nil))
 	itest.RequireWindows(t, itest.ModelWindows(all, day, day.Add(24*time.Hour), time.Hour), got, "after Rollups through lost replies")
 
-	// KeepRolledUp picks up a series written later, once sealed.
+	// The scheduler's rollup (and its rollup of dirty slices) picks up a series written
+	// later, once sealed.
 	db2, _, checker := dbtest.NewDB(t, &tsdb.Options{RawPeriod: 24 * time.Hour, SealDelay: 10 * time.Minute})
 	old := time.Now().Add(-3 * time.Hour).Truncate(time.Hour)
 	var pts []tablets.Point
@@ -72,20 +74,22 @@ func TestTSDBRollupReliability(t *testing.T) {
 		pts = append(pts, tablets.Point{Time: old.Add(time.Duration(i) * time.Minute), Value: float64(i)})
 	}
 	require.NoError(t, db2.Write(ctx, "k", pts...))
-	require.ErrorIs(t, db2.KeepRolledUp(ctx, time.Second, 10*time.Minute, nil), tablets.ErrInvalidOptions, "a lookback not over SealDelay")
-	require.ErrorIs(t, db2.KeepCompacted(ctx, time.Second, 0, nil), tablets.ErrInvalidOptions, "no lookback")
-	loopCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	runs := itest.NewLoopRuns(loopCtx)
-	go func() { done <- db2.KeepRolledUp(loopCtx, 20*time.Millisecond, 6*time.Hour, runs.Report) }()
-	runs.WaitCovered(t, old, old.Add(time.Hour))
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	// Bad options are refused before any request. (A rollup's catch-up within the seal
+	// delay is not bad: the scheduler starts it at the seal, schedule's TestPlan.)
 	before := checker.Stats().Requests
+	_, err = schedule.Tasks(db2, schedule.Options{RollupEvery: time.Second, RollupCatchUp: -time.Hour})
+	require.ErrorIs(t, err, tablets.ErrInvalidOptions, "a negative catch-up of the rollup")
+	_, err = schedule.Tasks(db2, schedule.Options{CompactEvery: time.Second, CompactCatchUp: -time.Hour})
+	require.ErrorIs(t, err, tablets.ErrInvalidOptions, "a negative catch-up of the compaction")
+	require.Equal(t, before, checker.Stats().Requests, "refused before any request")
+	runs, stop := itest.Schedule(t, db2, schedule.Options{RollupEvery: 20 * time.Millisecond, RollupCatchUp: 6 * time.Hour}, schedule.Rollup)
+	runs.WaitCovered(t, old, old.Add(time.Hour))
+	stop()
+	before = checker.Stats().Requests
 	w := itest.CollectWindows(t, db2.Aggregate(ctx, []string{"k"}, old, old.Add(time.Hour), time.Hour, nil))
 	require.Len(t, w, 1)
 	require.Equal(t, uint64(60), w[0].Count)
-	require.Equal(t, int64(2), checker.Stats().Requests-before, "the hour is read from the tier KeepRolledUp made, and the dirty markers (none)")
+	require.Equal(t, int64(3), checker.Stats().Requests-before, "the hour is read from the tier the scheduler's rollup made, the dirty markers (none) and the staged points (none)")
 }
 
 // dropTables deletes the tables whose names start with prefix.

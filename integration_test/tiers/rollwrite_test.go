@@ -431,7 +431,7 @@ func scrapes(start time.Time, n int, seed int) []tablets.Point {
 }
 
 // The cost of a batched Rollup with the default tiers, a slice (a day) at a time as
-// KeepRolledUp runs it, of 20 series scraped every 15 s (counters and gauges): the bytes it reads (the blocks over the slice,
+// the scheduler's rollup runs it, of 20 series scraped every 15 s (counters and gauges): the bytes it reads (the blocks over the slice,
 // whole, and the raw points) and writes a series a slice; a Rollup of slices already rolled
 // up and sealed reads the same and writes nothing.
 func TestTSDBRollupBytes(t *testing.T) {

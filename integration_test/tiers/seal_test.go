@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/internal/testkit/itest"
 	"github.com/seed71701133/tablets/tsdb"
@@ -236,9 +237,10 @@ func TestTSDBRollupFlagged(t *testing.T) {
 
 // A 6-hour outage of every roller, then a backfill of points a day old, then Retain: the
 // windows of the dropped day are the model's, from the tiers (counts, sums, min, max exact,
-// quantiles within the accuracy), at an hour and at a minute. The rollers are KeepRolledUp
-// loops on a clock the test advances as the writers write; a new process catches up from
-// the progress the last one recorded.
+// quantiles within the accuracy), at an hour and at a minute. The rollers are the
+// maintenance scheduler's rollup (and rollup of dirty slices), the server's loops, on a clock
+// the test advances as the writers write; a new process catches up from the progress the
+// last one recorded.
 func TestTSDBOutageBackfillRetain(t *testing.T) {
 	ctx := context.Background()
 	clock := clock.New(sealDay.Add(time.Hour))
@@ -258,12 +260,8 @@ func TestTSDBOutageBackfillRetain(t *testing.T) {
 		}
 		written = to
 	}
-	roller := func(d *tsdb.DB) (*itest.LoopRuns, func()) {
-		loopCtx, cancel := context.WithCancel(ctx)
-		runs := itest.NewLoopRuns(loopCtx)
-		done := make(chan error, 1)
-		go func() { done <- d.KeepRolledUp(loopCtx, 10*time.Millisecond, 24*time.Hour, runs.Report) }()
-		return runs, func() { cancel(); require.ErrorIs(t, <-done, context.Canceled) }
+	roller := func(d *tsdb.DB) (*itest.LoopRuns, func()) { // on the database's clock
+		return itest.Schedule(t, d, schedule.Options{RollupEvery: 10 * time.Millisecond, RollupCatchUp: 24 * time.Hour}, schedule.Rollup)
 	}
 	// Hours 0 to 12 rolled up as they seal, 3 hours at a time: the clock moves on once the
 	// points are written, then the roller covers up to the seal.

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/fault"
 	"github.com/seed71701133/tablets/internal/testkit/itest"
@@ -124,23 +125,20 @@ func TestTSDBProgressRace(t *testing.T) {
 	t.Logf("%d requests for %d records through %d lost replies; the reader read %d", checker.Stats().Requests, writers*each, faults.Lost(), seen)
 }
 
-// KeepCompacted of a restarted process starts where the last one stopped (its progress in
-// the catalog), not at its lookback.
-func TestTSDBKeepCompactedResumes(t *testing.T) {
+// The scheduler's compaction in a restarted process starts where the last one stopped (its
+// progress in the catalog), not at its catch-up horizon.
+func TestTSDBScheduledCompactionResumes(t *testing.T) {
 	ctx := context.Background()
 	db, svc, _ := newDB(t, nil)
 	stopped := time.Now().UTC().Add(-5 * time.Hour).Truncate(time.Millisecond)
 	require.NoError(t, db.SetCovered(ctx, tsdb.TaskCompact, stopped))
 	other, err := tsdb.Open(ctx, svc, db.Name(), nil)
 	require.NoError(t, err)
-	loopCtx, cancel := context.WithCancel(ctx)
-	runs := itest.NewLoopRuns(loopCtx)
-	done := make(chan error, 1)
-	go func() { done <- other.KeepCompacted(loopCtx, 500*time.Millisecond, 24*time.Hour, runs.Report) }()
+	runs, stop := itest.Schedule(t, other, schedule.Options{CompactEvery: 500 * time.Millisecond, CompactCatchUp: 24 * time.Hour}, schedule.Compact)
 	r := <-runs.C
-	cancel() // before the next tick, half a second later
-	require.ErrorIs(t, <-done, context.Canceled)
+	stop() // before the next tick, half a second later
 	require.NoError(t, r.Err)
+	assert.Equal(t, schedule.Compact, r.Task)
 	assert.Equal(t, stopped, r.From, "from the stored progress, not 24 h ago")
 	covered, _, err := db.Covered(ctx, tsdb.TaskCompact)
 	require.NoError(t, err)

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/internal/testkit/itest"
-	"github.com/seed71701133/tablets/server"
 )
 
 // BenchmarkTSDBStagedIngest loads a chunked database as Prometheus' remote write does:
@@ -75,7 +75,7 @@ func BenchmarkTSDBStagedIngest(b *testing.B) {
 
 // BenchmarkTSDBIngestAndMaintain is the issue's whole load: 10,000 series at a 15 s scrape,
 // 2,000 samples a request, with the default tiers (a minute and an hour); then one
-// server.Maintain (what `tablets maintain` runs: fold, compact, roll up, retain). It reports
+// schedule.Once (what `tablets maintain` runs: fold, compact, roll up, retain). It reports
 // the requests a sample of everything, counted at the transport. Two hours are 480 ops:
 //
 //	go test -run '^$' -bench TSDBIngestAndMaintain -benchtime 480x -count 6 ./integration_test/tsdb/ | tee new.txt
@@ -100,7 +100,7 @@ func BenchmarkTSDBIngestAndMaintain(b *testing.B) {
 	clock.Set(end.Add(20 * time.Minute))
 	checker.Reset()
 	maintained := time.Now()
-	for step, err := range server.Maintain(context.Background(), db, nil) {
+	for step, err := range schedule.Once(context.Background(), db, nil) {
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,5 +1,6 @@
-// Package maintain runs background work on a timer: the one loop behind the rollup,
-// compaction and retention of tsdb, chunked and the server.
+// Package maintain runs background work on a timer: the timing of the one scheduler of a
+// database's fold, compaction, rollup and retention (package schedule, below it: the
+// server's loops and `tablets maintain`). It knows no database: a task is a function.
 //
 // A ranged task (Ranges) is given, each interval, the time it has not yet covered: from
 // where its last successful call ended up to now less its lag. A failed call does not
