@@ -26,11 +26,21 @@ import (
 
 // countingTransport counts the requests that reach it and answers each with 409
 // TableAlreadyExists: enough for tsdb.Open (its catalog table "exists"), and an answer no
-// other call takes for success.
+// other call takes for success; but the read of a catalog's raw format, which it answers
+// with the record (docs/format.md: the database records its format).
 type countingTransport struct{ requests atomic.Int64 }
 
 func (c *countingTransport) Do(req *http.Request) (*http.Response, error) {
 	c.requests.Add(1)
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "m(PartitionKey='format',RowKey='raw')") {
+		return &http.Response{
+			StatusCode: http.StatusOK,
+			Status:     "200 OK",
+			Header:     http.Header{"Content-Type": {"application/json"}},
+			Body:       io.NopCloser(strings.NewReader(`{"PartitionKey":"format","RowKey":"raw","V":1,"V@odata.type":"Edm.Double","L":"chunked/1ms"}`)),
+			Request:    req,
+		}, nil
+	}
 	return &http.Response{
 		StatusCode: http.StatusConflict,
 		Status:     "409 Conflict",
@@ -163,7 +173,7 @@ func TestBadInputCalls(t *testing.T) {
 	require.NoError(t, err)
 	db, err := tsdb.Open(ctx, service, "metrics", nil)
 	require.NoError(t, err)
-	require.EqualValues(t, 1, tr.requests.Load(), "Open creates the catalog table, nothing else")
+	require.EqualValues(t, 2, tr.requests.Load(), "Open creates the catalog table and reads its raw format, nothing else")
 
 	from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	to := from.Add(time.Hour)
