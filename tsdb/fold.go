@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
@@ -259,7 +258,8 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			}
 			err := foldSeries(ctx, db, rawKind, names[i], lastWrites(pts), func(p tablets.Point) uint64 { return db.names.PeriodOf(p.Time) }, dropped,
 				func(ctx context.Context, p uint64, pts []tablets.Point) error {
-					return db.foldPoints(ctx, p, names[i], priority, pts)
+					_, err := db.floats.write(ctx, p, names[i], pts, priority)
+					return err
 				})
 			if err != nil {
 				return err
@@ -272,7 +272,7 @@ func (db *DB) foldRound(ctx context.Context, lease *foldLease, listed map[[2]str
 			}
 			err := foldSeries(ctx, db, histKind, names[i], lastHistWrites(hs), func(s histenc.Sample) uint64 { return db.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }, dropped,
 				func(ctx context.Context, p uint64, samples []histenc.Sample) error {
-					_, err := db.writeHistSamples(ctx, p, names[i], samples, priority)
+					_, err := db.hists.write(ctx, p, names[i], histPoints(samples), priority)
 					return err
 				})
 			if err != nil {
@@ -336,20 +336,6 @@ func foldSeries[S any](ctx context.Context, db *DB, k tableKind, series string, 
 		}
 	}
 	return nil
-}
-
-// foldPoints writes a series' staged float points of period p into its raw table (chunked),
-// with priority.
-func (db *DB) foldPoints(ctx context.Context, p uint64, series string, priority uint64, points []tablets.Point) error {
-	s, err := db.stores.get(p)
-	if err != nil {
-		return err
-	}
-	c, ok := s.(*chunked.Store)
-	if !ok {
-		return fmt.Errorf("raw store of period %d is %T, not chunked", p, s)
-	}
-	return c.WriteAt(ctx, series, priority, points...)
 }
 
 // deleteFolded deletes the folded entities. A read prefers a staged point to a raw one, so

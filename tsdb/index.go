@@ -166,7 +166,7 @@ type SeriesInfo struct {
 	Series string
 	Labels Labels
 	// Histograms: the series has histogram samples in a period of the range (its index
-	// entry there says so); read them with QueryManyHistograms.
+	// entry there says so); read them with a Querier's Read or Select.
 	Histograms bool
 }
 

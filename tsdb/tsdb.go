@@ -90,14 +90,14 @@ type DB struct {
 	opts    Options
 	names   naming.Names // the tables' names and the raw periods
 
-	catalog   *catalog                    // the catalog table: dropped tables, label-set registry
-	tables    *periodTables               // which raw and index tables exist, which periods are dropped
-	index     *seriesIndex                // the series listed in each period's index
-	histIndex *seriesIndex                // the series flagged with histograms there
-	tiers     *tiers                      // rollup, dirty markers, tier tables, Aggregate
-	stores    *rawStores                  // the raw store of each period
-	validator tablets.Store               // checks series names with the layout's rules
-	valid     *genCache[string, struct{}] // series the validator passed lately
+	catalog   *catalog      // the catalog table: dropped tables, label-set registry
+	tables    *periodTables // which raw and index tables exist, which periods are dropped
+	index     *seriesIndex  // the series listed in each period's index
+	histIndex *seriesIndex  // the series flagged with histograms there
+	tiers     *tiers        // rollup, dirty markers, tier tables, Aggregate
+	stores    *rawStores    // the raw store of each period
+	floats    *floatStore   // the raw part: float points in the raw tables,
+	hists     *histStore    // histogram samples in the histogram tables
 
 	staging     bool        // small writes go to the staging table (see stagingOn)
 	stagedReads bool        // reads read the staging table (the layout allows staging)
@@ -138,8 +138,6 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
-	db.validator = validator
-	db.valid = newGenCache(2*o.CachedSeries*validEntryBytes, validEntryCost)
 	db.stagedReads = stagingOn(validator, Options{})
 	db.staging = db.stagedReads && !o.DirectWrites
 	db.writer = rand.Uint32()
@@ -149,6 +147,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.histIndex = newSeriesIndex(o.CachedSeries)
 	db.tiers = newTiers(db)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
+	db.floats, db.hists = newRaw(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
 	return db, nil
 }
 
