@@ -5,8 +5,12 @@
 //
 // The data flows one way. Write: validate, map points to rows (Layout.Rows), pack the rows
 // of each partition into transactions under the batch limits, send them with bounded
-// concurrency. Read: plan sub-queries (Layout.Clauses packed into filters), page through
-// them, decode each entity (Layout.Points), trim to the range and yield.
+// concurrency (WriteRows). Read: plan sub-queries (Layout.Clauses packed into filters), page
+// through them, decode each entity (Layout.Points), trim to the range and yield; a layout
+// whose entities overlap (chunks: package chunks) reads them itself (Overlapping). Delete:
+// list the keys of a range, delete the entities inside, rewrite those it cuts
+// (DeleteRange, generic over the value an entity holds). tsdb's histogram tables (package
+// chunks) write and delete through WriteRows and DeleteRange too.
 package engine
 
 import (
