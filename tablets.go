@@ -114,7 +114,7 @@ type WriteError struct {
 	Series string
 	Failed []Point
 	// FailedHistograms lists the histogram samples that may not be stored, in a write of
-	// histograms (tsdb's WriteHistograms).
+	// histograms (tsdb's WriteSamples).
 	FailedHistograms []HistogramPoint
 	// Code is the service's error code for the failed operation, where it gave one
 	// (for a failed batch, parsed from the batch reply), and Index that operation's

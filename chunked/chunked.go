@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/chunkenc"
+	"github.com/seed71701133/tablets/internal/chunks"
 	"github.com/seed71701133/tablets/internal/engine"
 	"github.com/seed71701133/tablets/rounding"
 )
@@ -106,6 +107,9 @@ func New(client *aztables.Client, opts *Options) (*Store, error) {
 	}
 	return &Store{eng: engine.New(client, l, o.Concurrency, l.limits), client: client, layout: l, opts: o}, nil
 }
+
+// table is the store's table of chunks (package chunks), Concurrency requests at once.
+func (s *Store) table() chunks.Table[float64] { return s.layout.table(s.client, s.opts.Concurrency) }
 
 // Options returns the store's options with defaults filled in.
 func (s *Store) Options() Options { return s.opts }

@@ -10,7 +10,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
-	"github.com/seed71701133/tablets/internal/engine"
+	"github.com/seed71701133/tablets/internal/chunks"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/rounding"
@@ -64,12 +64,12 @@ func (s *Store) ScanChunks(ctx context.Context, from, to time.Time) iter.Seq2[Ch
 			return
 		}
 		f := s.layout.format
-		for k, err := range s.scanKeys(ctx, lo, hi) {
+		for k, err := range s.table().ScanKeys(ctx, lo, hi) {
 			if err != nil {
 				yield(ChunkInfo{}, fmt.Errorf("chunked: scan: %w", err))
 				return
 			}
-			c := ChunkInfo{Series: k.series, Partition: f.Time(k.start), First: f.Time(k.first), Last: f.Time(k.last)}
+			c := ChunkInfo{Series: k.Series, Partition: f.Time(k.Start), First: f.Time(k.First), Last: f.Time(k.Last)}
 			if !yield(c, nil) {
 				return
 			}
@@ -77,54 +77,9 @@ func (s *Store) ScanChunks(ctx context.Context, from, to time.Time) iter.Seq2[Ch
 	}
 }
 
-// chunkKeys are the keys of a chunk as a key scan reads them.
-type chunkKeys struct {
-	partitionKey string
-	series       string
-	start        uint64 // of the partition
-	first, last  uint64
-}
-
-// scanKeys yields the keys of the chunks of the partitions that [lo, hi) overlaps.
-func (s *Store) scanKeys(ctx context.Context, lo, hi uint64) iter.Seq2[chunkKeys, error] {
-	return func(yield func(chunkKeys, error) bool) {
-		q := pager.SubQuery{Filter: s.scanFilter(lo, hi, "", false, "").String(), Select: s.layout.KeySelect()}
-		e := entity.Entity{AllowStrings: true}
-		for page, err := range pager.Each(ctx, s.client, q, 0) {
-			if err != nil {
-				yield(chunkKeys{}, err)
-				return
-			}
-			for _, raw := range page.Entities {
-				if err := e.Decode(raw); err != nil {
-					yield(chunkKeys{}, err)
-					return
-				}
-				first, last, err := s.layout.Span(&e)
-				if err != nil {
-					yield(chunkKeys{}, err)
-					return
-				}
-				series, start, err := s.splitKey(&e)
-				if err != nil {
-					yield(chunkKeys{}, err)
-					return
-				}
-				if !yield(chunkKeys{string(e.PartitionKey), series, start, first, last}, nil) {
-					return
-				}
-			}
-		}
-	}
-}
-
 // splitKey recovers the series and partition start of an entity's PartitionKey.
 func (s *Store) splitKey(e *entity.Entity) (string, uint64, error) {
-	series, start, err := partkey.Split(s.layout.format, e.PartitionKey)
-	if err != nil {
-		return "", 0, s.layout.bad(e, err.Error())
-	}
-	return series, start, nil
+	return s.layout.chunks().SplitKey(e)
 }
 
 // scanUnits returns [from, to) as units, a unit in the range iff its time is; hi may be one
@@ -147,29 +102,11 @@ func (s *Store) scanUnits(from, to time.Time) (uint64, uint64, error) {
 	return ceil(from), ceil(to), nil
 }
 
-// scanFilter selects the chunks of the partitions that [lo, hi) overlaps, whole: those whose
-// first time (the start of the RowKey) is before the end of the last partition, and whose
-// last (L) is at or after the start of the first. Every chunk of such a partition is
-// selected, so that a page cut inside a partition is always cut after some of its chunks
-// (see ScanPoints). lower and upper, unless "", bound the PartitionKeys (lower inclusive,
-// or exclusive with strict; upper exclusive): four comparisons at most.
+// scanFilter selects the chunks of the partitions that [lo, hi) overlaps, whole (see
+// chunks.Layout.ScanFilter): every chunk of such a partition is selected, so that a page cut
+// inside a partition is always cut after some of its chunks (see ScanPoints).
 func (s *Store) scanFilter(lo, hi uint64, lower string, strict bool, upper string) filter.Expr {
-	l := s.layout
-	first, last := l.partitionOf(lo), l.partitionOf(hi-1)
-	clauses := []filter.Expr{filter.Ge(lastProperty, l.key(first))}
-	if end := last + l.partUnits; end > last && end <= l.format.Last {
-		clauses = append(clauses, filter.Lt("RowKey", l.key(end)))
-	}
-	switch {
-	case lower != "" && strict:
-		clauses = append(clauses, filter.Gt("PartitionKey", lower))
-	case lower != "":
-		clauses = append(clauses, filter.Ge("PartitionKey", lower))
-	}
-	if upper != "" {
-		clauses = append(clauses, filter.Lt("PartitionKey", upper))
-	}
-	return filter.And(clauses...)
+	return s.layout.chunks().ScanFilter(lo, hi, lower, strict, upper)
 }
 
 // ScanPoints yields the points in [from, to) of every series of the table (or of
@@ -222,7 +159,7 @@ type scanPart struct {
 	series string
 	start  uint64
 	skip   bool // a series not asked for
-	m      engine.Merger
+	m      chunks.Merger[float64]
 }
 
 func (s *Store) newPointScan(from, to time.Time, opts *ScanOptions) (*pointScan, error) {
@@ -366,7 +303,7 @@ func (sc *pointScan) readAlone(ctx context.Context) error {
 	if to < sc.part.start { // the last partition of a format that ends near 2^64
 		to = sc.hi
 	}
-	sc.part.m = engine.Merger{}
+	sc.part.m = chunks.Merger[float64]{}
 	f := l.format
 	if from < to {
 		for p, err := range sc.s.eng.Query(ctx, sc.part.series, f.Time(from), f.Time(to)) {

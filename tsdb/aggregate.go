@@ -265,7 +265,7 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(series)))
 	for _, s := range names {
-		if err := tr.db.validate(ctx, s); err != nil {
+		if err := tr.db.floats.validate(ctx, s); err != nil {
 			return nil, 0, fmt.Errorf("tsdb: %w", err)
 		}
 	}

@@ -29,7 +29,7 @@ func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.
 				mine[s] = pts
 			}
 		}
-		for p, err := range withStagedMany(tr.db.rawQueryMany(ctx, names, r[0], r[1]), mine) {
+		for p, err := range withStagedMany(tr.db.floats.seriesPoints(ctx, names, r[0], r[1]), mine) {
 			if err != nil {
 				return err
 			}
@@ -90,7 +90,7 @@ func (tr *tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]t
 		if len(names) == 0 {
 			continue
 		}
-		for sh, err := range tr.db.histogramsWithStaged(ctx, names, r[0], r[1], staged) {
+		for sh, err := range tr.db.hists.withStaged(ctx, names, r[0], r[1], staged) {
 			if err != nil {
 				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
 			}

@@ -11,7 +11,7 @@ import (
 // together, and stores them in one Commit: one plan, one index registration a period and
 // one staging write for both kinds, so that a remote write holding both costs the
 // transactions of one. An Appender is not safe for concurrent use; get one per batch from
-// DB.Appender. Write, WriteMany and WriteHistograms are Commits of one.
+// DB.Appender. Write, WriteMany and WriteSamples are Commits of one.
 type Appender struct {
 	db      *DB
 	entries []appended
@@ -101,12 +101,11 @@ func (a *Appender) Rollback() { a.entries = nil }
 // caller retries the samples listed safely. A failure to read the catalog before writing
 // is returned alone, nothing written.
 func (a *Appender) Commit(ctx context.Context) error {
-	entries := a.entries
-	a.entries = nil
-	if len(entries) == 0 {
+	defer a.Rollback() // empty whatever it returns
+	if len(a.entries) == 0 {
 		return nil
 	}
-	plans, rejects, err := a.db.plan(ctx, entries, false)
+	plans, rejects, err := a.plan(ctx, false)
 	if err != nil {
 		return err
 	}
@@ -114,7 +113,7 @@ func (a *Appender) Commit(ctx context.Context) error {
 	for _, r := range rejects {
 		errs = append(errs, r)
 	}
-	for _, err := range a.db.writePlanned(ctx, plans) {
+	for _, err := range a.writePlanned(ctx, plans) {
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -137,7 +136,7 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 	if len(a.entries) == 0 {
 		return nil
 	}
-	plans, rejects, err := db.plan(ctx, a.entries, true)
+	plans, rejects, err := a.plan(ctx, true)
 	if err != nil {
 		return err
 	}
@@ -147,7 +146,7 @@ func (db *DB) Write(ctx context.Context, series string, points ...tablets.Point)
 	if len(plans) == 0 {
 		return nil
 	}
-	return db.writePlanned(ctx, plans)[0]
+	return a.writePlanned(ctx, plans)[0]
 }
 
 // SeriesPoints are points of one series, for WriteMany.
@@ -155,8 +154,13 @@ type SeriesPoints = tablets.SeriesPoints
 
 // WriteSamples stores float points and native histogram samples of many series together:
 // a Commit of an Appender holding them all (see Appender.Commit for its checks, its writes
-// and its errors), so that both kinds cost one index registration a period and one staging
-// write. Remote write goes through it.
+// and its errors, each a *tablets.WriteError whose Failed lists points and
+// FailedHistograms histogram samples), so that both kinds cost one index registration a
+// period and one staging write. Remote write goes through it. Histogram samples are stored
+// in the histogram tables of their periods at the millisecond (a time truncates to it,
+// whatever the raw layout): a sample whose series and millisecond are stored replaces it
+// (within a call the later argument wins, across entries of one series too); the package
+// documentation, "Histograms", says how they are stored.
 func (db *DB) WriteSamples(ctx context.Context, points []SeriesPoints, hists []SeriesHistograms) error {
 	a := db.Appender()
 	for _, sp := range points {
@@ -174,15 +178,4 @@ func (db *DB) WriteSamples(ctx context.Context, points []SeriesPoints, hists []S
 // whose Failed lists points). A writer.Writer flushing into a DB calls it.
 func (db *DB) WriteMany(ctx context.Context, batch []SeriesPoints) error {
 	return db.WriteSamples(ctx, batch, nil)
-}
-
-// WriteHistograms stores native histogram samples of many series in the histogram tables of
-// their periods, at the millisecond (a time truncates to it, whatever the raw layout): a
-// sample whose series and millisecond are stored replaces it (within a call the later
-// argument wins, across entries of one series too). It is WriteSamples of histograms only
-// (see Appender.Commit for its checks, its writes and its errors, each a
-// *tablets.WriteError whose FailedHistograms lists samples); the package documentation,
-// "Histograms", says how they are stored.
-func (db *DB) WriteHistograms(ctx context.Context, batch []SeriesHistograms) error {
-	return db.WriteSamples(ctx, nil, batch)
 }

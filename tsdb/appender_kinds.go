@@ -2,9 +2,7 @@ package tsdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -53,10 +51,7 @@ var floatSamples = &sampleKind{
 	noun:  "point",
 	table: rawKind,
 	validSeries: func(ctx context.Context, db *DB, series string) error {
-		if err := db.validate(ctx, series); err != nil {
-			return fmt.Errorf("tsdb: %w", err)
-		}
-		return nil
+		return validSeries(ctx, db.floats.rawStore, series)
 	},
 	check: func(s sample) error { return rounding.CheckTime(s.t) },
 	list: func(we *tablets.WriteError, samples []sample) {
@@ -66,17 +61,19 @@ var floatSamples = &sampleKind{
 	},
 	stageRecords: stagePointRecords,
 	writePeriod: func(ctx context.Context, db *DB, p uint64, series string, samples []sample, idx []int) ([]int, error) {
-		return db.writePointsPeriod(ctx, p, series, samples, idx)
+		return writeSamples(ctx, db.floats.rawStore, p, series, samples, idx, func(s sample) tablets.Point { return tablets.Point{Time: s.t, Value: s.v} })
 	},
 }
 
 // histSamples are native histogram samples: the histogram tables, stageenc histogram
 // columns.
 var histSamples = &sampleKind{
-	noun:        "histogram",
-	hist:        true,
-	table:       histKind,
-	validSeries: func(ctx context.Context, db *DB, series string) error { return db.validateHist(ctx, series) },
+	noun:  "histogram",
+	hist:  true,
+	table: histKind,
+	validSeries: func(ctx context.Context, db *DB, series string) error {
+		return validSeries(ctx, db.hists.rawStore, series)
+	},
 	check: func(s sample) error {
 		if err := validHistSample(HistogramPoint{Time: s.t, H: s.h, FH: s.fh}); err != nil {
 			return err
@@ -91,7 +88,7 @@ var histSamples = &sampleKind{
 	},
 	stageRecords: stageHistRecords,
 	writePeriod: func(ctx context.Context, db *DB, p uint64, series string, samples []sample, idx []int) ([]int, error) {
-		return db.writeHistPeriod(ctx, p, series, samples, idx)
+		return writeSamples(ctx, db.hists.rawStore, p, series, samples, idx, func(s sample) HistogramPoint { return HistogramPoint{Time: s.t, H: s.h, FH: s.fh} })
 	},
 }
 
@@ -154,43 +151,25 @@ func sortedHists(samples []sample, idx []int) ([]histenc.Sample, [][]int) {
 	return sorted, args
 }
 
-// writePointsPeriod writes the points idx (indexes into samples) of a series into period
-// p's raw table (its layout's store). It returns the indexes of the points the store did
-// not store, and its error.
-func (db *DB) writePointsPeriod(ctx context.Context, p uint64, series string, samples []sample, idx []int) ([]int, error) {
-	s, err := db.stores.get(p)
-	if err != nil {
-		return idx, err
+// validSeries checks a series for the tables of a kind (errors wrapped once, "tsdb: ").
+func validSeries[S any, T rawTable[S]](ctx context.Context, r *rawStore[S, T], series string) error {
+	if err := r.validate(ctx, series); err != nil {
+		return fmt.Errorf("tsdb: %w", err)
 	}
-	pts := make([]tablets.Point, len(idx))
+	return nil
+}
+
+// writeSamples writes the samples idx (indexes into samples) of a series into period p's
+// table of the kind of r, as sampleOf makes them, and returns the indexes (into samples) of
+// those that may not be stored, and the first failure.
+func writeSamples[S any, T rawTable[S]](ctx context.Context, r *rawStore[S, T], p uint64, series string, samples []sample, idx []int, sampleOf func(sample) S) ([]int, error) {
+	in := make([]S, len(idx))
 	for j, i := range idx {
-		pts[j] = tablets.Point{Time: samples[i].t, Value: samples[i].v}
+		in[j] = sampleOf(samples[i])
 	}
-	err = s.Write(ctx, series, pts...)
-	if err == nil {
-		return nil, nil
-	}
-	var we *tablets.WriteError
-	if !errors.As(err, &we) {
-		return idx, err
-	}
-	// The layout lists the points it did not store: find them among idx.
-	type key struct {
-		sec  int64
-		nsec int
-		bits uint64
-	}
-	left := map[key]int{}
-	for _, f := range we.Failed {
-		left[key{f.Time.Unix(), f.Time.Nanosecond(), math.Float64bits(f.Value)}]++
-	}
-	var failed []int
-	for _, i := range idx {
-		k := key{samples[i].t.Unix(), samples[i].t.Nanosecond(), math.Float64bits(samples[i].v)}
-		if left[k] > 0 {
-			left[k]--
-			failed = append(failed, i)
-		}
+	failed, err := r.write(ctx, p, series, in, 0)
+	for j, f := range failed {
+		failed[j] = idx[f]
 	}
 	return failed, err
 }

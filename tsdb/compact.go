@@ -3,15 +3,8 @@ package tsdb
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
-
-// tableCompacter is a raw store that merges small chunks, finding for the whole table the
-// partitions worth compacting (chunked).
-type tableCompacter interface {
-	CompactAll(ctx context.Context, from, to time.Time) error
-}
 
 // Compact merges the small chunks of every series with points or histogram samples in
 // [from, to): in each raw table of the range whose layout compacts (chunked; others are
@@ -24,27 +17,5 @@ type tableCompacter interface {
 // processes may compact at once, and a Compact killed midway leaves every sample readable:
 // the merges are conditional on the chunks' ETags, each one transaction.
 func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
-	spans, err := db.spans(ctx, rawKind, from, to)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, sp := range spans {
-		s, err := db.stores.get(sp.period)
-		if err != nil {
-			return err
-		}
-		c, ok := s.(tableCompacter)
-		if !ok {
-			break // every raw table has the same layout
-		}
-		if err := c.CompactAll(ctx, sp.from, sp.to); err != nil && !isTableGone(err) {
-			errs = append(errs, fmt.Errorf("tsdb: %w", err))
-			break
-		}
-	}
-	if err := db.compactHistograms(ctx, from, to); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(db.floats.compact(ctx, from, to), db.hists.compact(ctx, from, to))
 }

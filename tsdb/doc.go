@@ -49,14 +49,24 @@
 //     to it. It is given the service client, the names, the options, the catalog, the
 //     period tables and the tiers (the rollup that seals a period before its tables go);
 //     it holds no state of its own, so needs no lock;
-//   - the raw stores (stores.go): the layout's store of each period in use;
-//   - the read path (querier.go, querier_select.go, querier_plan.go, querier_cost.go,
-//     querier_staged.go, querier_series.go): a Queryable's Querier selects series of both
-//     kinds, plans each Select (staging, raw, a tier) by its hints and a cost model, and
-//     reads its units ahead of the consumer (see The Querier);
+//   - the raw part (raw.go): the tables of both kinds of samples, a rawStore each, over the
+//     period tables: float points in the raw tables (a store of the layout each, the 8
+//     periods used last kept: stores.go; the reads of one series only floats have, Query,
+//     QueryPage and Latest: read.go) and histogram samples in the histogram tables
+//     (histtable.go, histogram.go). The kinds fork only in their table of a period: the
+//     spans of a range, the read of many series, the write of a series' samples (a Commit's,
+//     a Fold's at its priority), Compact and Delete are one code. The histogram tables are
+//     tables of package internal/chunks, as the chunked layout's are: keys, rows, reads,
+//     compaction and deletes are written once for both codecs;
+//   - the read path (querier.go, querier_select.go, querier_read.go, querier_plan.go,
+//     querier_cost.go, querier_staged.go, querier_series.go): a Queryable's Querier selects
+//     series of both kinds, plans each Select (staging, raw, a tier) by its hints and a cost
+//     model, and reads its units ahead of the consumer; its Read reads named series raw
+//     (see The Querier);
 //   - the write path (appender.go, appender_kinds.go, write.go): an Appender's Commit plans,
-//     registers, stages and writes both kinds of samples at once, a sampleKind holding
-//     what differs between float points and histogram samples (checks, codec, tables);
+//     registers, stages and writes both kinds of samples at once (its plan, writePlanned and
+//     writeSeries), a sampleKind holding what differs between float points and histogram
+//     samples (checks, staging codec, the raw part's kind);
 //   - the staging table (staging.go, staging_read.go, staging_delete.go, a type of its own
 //     over internal/staging, which holds the entities' layout, codec and query): the
 //     transactions of a write's staged samples, the reads of staged points (which the read
@@ -64,7 +74,7 @@
 //     service client, the names and the options, and depends on no other part; see Staging;
 //   - the Fold (fold.go, foldlease.go, a type of its own): moves the staged points into the
 //     raw and histogram tables under the fold lease. It reads and empties the staging
-//     table, and is given the raw write (a period's raw store, the histogram tables' write)
+//     table, and is given the raw part's writes of both kinds
 //     and the tiers' flagging of late points as functions by newDB, so that neither the
 //     staging table nor the raw tables depend on it. DB.Fold delegates to it.
 //
@@ -160,9 +170,9 @@
 // own (see Histograms), and a Commit of both kinds puts the float and histogram entities of
 // a partition in the same transactions: a remote write of floats and histograms costs the
 // transactions of one staging write (TestTSDBAppenderMixedCost: 1,200 float and 1,200
-// histogram series of one sample, their series listed, one transaction where a WriteMany
-// and a WriteHistograms cost two; new to the period, 21 transactions where they cost 42, a
-// series of both kinds listed once).
+// histogram series of one sample, their series listed, one transaction where a write of
+// each kind costs two; new to the period, 21 transactions where they cost 42, a series of
+// both kinds listed once).
 //
 // A read of series reads the staging table first, then the raw tables: one query whose filter
 // keeps the entities whose points overlap the range (and whose partition holds the series'
@@ -242,7 +252,9 @@
 // A Queryable (DB.Queryable, with QueryOptions) reads the database as a query engine
 // wants it, and learns from its reads; its Querier of a time range selects series by
 // matchers (Select: series of floats and native histograms together, times ascending),
-// lists label names and values, and aggregates windows (Aggregate). tablets serve's PromQL
+// reads named series raw, of the kinds asked for (Read: series keys, SeriesOf's or plain
+// names, as the CLI reads them), lists label names and values, and aggregates windows
+// (Aggregate). tablets serve's PromQL
 // engine and remote read go through it (server/promstore converts labels, matchers, hints
 // and samples, and nothing else). Where the samples come from is decided here:
 //
@@ -285,7 +297,7 @@
 // # Writes
 //
 // Write fails whole, before any request, for a bad series name, a bad time or an expired
-// point. An Appender's Commit (WriteMany, WriteHistograms, WriteSamples), the ingest path,
+// point. An Appender's Commit (WriteMany, WriteSamples), the ingest path,
 // rejects per series instead, as Prometheus' appender does: every series and sample is
 // checked before any request, the bad ones are reported (a *tablets.WriteError per series,
 // kind and cause, wrapping tablets.ErrInvalidSeries, tablets.ErrInvalidHistogram,
@@ -293,14 +305,15 @@
 //
 // # Histograms
 //
-// Native histogram samples (Appender.AppendHistograms, WriteHistograms, QueryHistograms,
-// QueryManyHistograms) live in
-// a histogram table per raw period (name + "h" + start), always at the millisecond, beside
-// the raw table: a series may switch between float points and histogram samples, each read
-// by its own calls. The table holds chunks of a series' samples (an internal/histenc chunk,
-// up to 16 KiB), in a partition per series and day, keyed as the chunked layout keys its
-// chunks (docs/format.md, "Histogram tables"): where chunks hold the same millisecond the
-// later write wins, and a retried write lands on the same entity.
+// Native histogram samples (written by an Appender's AppendHistograms or WriteSamples, read
+// by a Querier's Select and Read) live in a histogram table per raw period (name + "h" +
+// start), always at the millisecond, beside the raw table: a series may switch between float
+// points and histogram samples, a read returning both. The table holds chunks of a series'
+// samples (an internal/histenc chunk, up to 16 KiB), in a partition per series and day: it
+// is a table of package internal/chunks, as the chunked layout's are, the two differing only
+// in their codec (docs/format.md, "Histogram tables"), so that they are keyed, written, read,
+// compacted and deleted by the same code: where chunks hold the same millisecond the later
+// write wins, and a retried write lands on the same entity.
 //
 // Histograms are staged as points are (see Staging), with the chunked layout at a
 // millisecond: the series with fewer than 100 samples in a period of a write go into

@@ -15,7 +15,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/histenc"
@@ -69,8 +68,9 @@ type folder struct {
 	catalog   *aztables.Client // the fold lease is an entity of the catalog
 	now       func() time.Time // Options.Now
 	sealDelay time.Duration    // Options.SealDelay: which staged points are late
-	// rawStore is the raw store of period p (chunked: a DB that stages has that layout).
-	rawStore func(p uint64) (tablets.Store, error)
+	// writePoints writes a series' float points (sorted, one a millisecond) of period p into
+	// its raw table, with priority (the raw part).
+	writePoints func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error
 	// writeHists writes a series' histogram samples (sorted, one a millisecond) of period
 	// p into its histogram table, with priority.
 	writeHists func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error
@@ -277,7 +277,7 @@ func (f *folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 			}
 			err := foldSeries(ctx, f.tables, rawKind, names[i], staging.LastWrites(pts), func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }, dropped,
 				func(ctx context.Context, p uint64, pts []tablets.Point) error {
-					return f.foldPoints(ctx, p, names[i], priority, pts)
+					return f.writePoints(ctx, p, names[i], pts, priority)
 				})
 			if err != nil {
 				return err
@@ -353,20 +353,6 @@ func foldSeries[S any](ctx context.Context, tables *periodTables, k tableKind, s
 		}
 	}
 	return nil
-}
-
-// foldPoints writes a series' staged float points of period p into its raw table (chunked),
-// with priority.
-func (f *folder) foldPoints(ctx context.Context, p uint64, series string, priority uint64, points []tablets.Point) error {
-	s, err := f.rawStore(p)
-	if err != nil {
-		return err
-	}
-	c, ok := s.(*chunked.Store)
-	if !ok {
-		return fmt.Errorf("raw store of period %d is %T, not chunked", p, s)
-	}
-	return c.WriteAt(ctx, series, priority, points...)
 }
 
 // deleteFolded deletes the folded entities. A read prefers a staged point to a raw one, so

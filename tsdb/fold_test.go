@@ -111,7 +111,7 @@ func TestFoldRoundsHistograms(t *testing.T) {
 			h := &tablets.Histogram{Count: uint64(i + s), Sum: float64(i), PositiveSpans: []tablets.HistogramSpan{{Offset: 0, Length: 1}}, PositiveBuckets: []int64{int64(i + s)}}
 			batch = append(batch, SeriesHistograms{Series: fmt.Sprintf("h%02d", s), Histograms: []HistogramPoint{{Time: now, H: h}}})
 		}
-		if err := db.WriteHistograms(ctx, batch); err != nil {
+		if err := db.WriteSamples(ctx, nil, batch); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,16 +129,22 @@ func TestFoldRoundsHistograms(t *testing.T) {
 	if st.Batches > 30+1 { // a transaction a series, and one to delete the entities (one bucket)
 		t.Errorf("%d transactions: a series written more than once?", st.Batches)
 	}
+	q, err := db.Queryable(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for s := range 30 {
 		n := 0
-		for h, err := range db.QueryHistograms(ctx, fmt.Sprintf("h%02d", s), start, now) {
+		for series, err := range q.Querier(start, now).Read(ctx, HistogramSamples, fmt.Sprintf("h%02d", s)) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.H == nil || h.H.Count != uint64(n+s) {
-				t.Fatalf("h%02d: sample %d is %+v", s, n, h.H)
+			for it := series.Iterator(); it.Next(); {
+				if h := it.At(); h.H == nil || h.H.Count != uint64(n+s) {
+					t.Fatalf("h%02d: sample %d is %+v", s, n, h.H)
+				}
+				n++
 			}
-			n++
 		}
 		if n != 10 {
 			t.Fatalf("h%02d: %d samples, want 10", s, n)

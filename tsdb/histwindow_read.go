@@ -14,7 +14,7 @@ import (
 // the blocks' ETags, it misses none written before it: a table made later holds samples
 // that flag the blocks they are late for.
 func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, error) {
-	spans, err := tr.db.spans(ctx, histKind, from, to)
+	spans, err := tr.db.hists.spans(ctx, from, to)
 	if err != nil {
 		return false, err
 	}

@@ -22,16 +22,16 @@ type SeriesInfo struct {
 	Series string
 	Labels Labels
 	// Histograms: the series has histogram samples in a period of the range (its index
-	// entry there says so); read them with QueryManyHistograms.
+	// entry there says so); read them with a Querier's Read or Select.
 	Histograms bool
 }
 
 // Select yields the label sets with points or histogram samples in the periods that [from,
 // to) overlaps (the index's granularity is the period) whose labels match every matcher,
 // sorted by labels as Prometheus sorts them; SeriesInfo.Histograms is set for those with
-// histogram samples in one of those periods (read them with QueryManyHistograms). It reads
-// the index of each period the range covers: with an equality on MetricName (or a regexp
-// on it that is an alternation of literals) only that metric's partition, else the
+// histogram samples in one of those periods (read them with a Querier's Select or Read).
+// It reads the index of each period the range covers: with an equality on MetricName (or a
+// regexp on it that is an alternation of literals) only that metric's partition, else the
 // partitions of every label set. Bad matchers, or none that does not match the empty
 // string, give an error wrapping tablets.ErrInvalidMatcher before any request.
 func (db *DB) Select(ctx context.Context, from, to time.Time, ms ...Matcher) iter.Seq2[SeriesInfo, error] {

@@ -255,7 +255,7 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 	all := make([]*Series, len(batch))
 	var withHist []string
 	for i, e := range batch {
-		if err := db.validate(ctx, e.series); err != nil {
+		if err := db.floats.validate(ctx, e.series); err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 		names[i] = e.series
@@ -278,33 +278,19 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 			return nil, err
 		}
 	}
+	var stagedHists map[string][]HistogramPoint
 	if len(withHist) > 0 {
-		stagedHists, err := staged.histsIn(withHist, from, to)
-		if err != nil {
+		var err error
+		if stagedHists, err = staged.histsIn(withHist, from, to); err != nil {
 			return nil, err
-		}
-		for p, err := range db.histogramsWithStaged(ctx, withHist, from, to, stagedHists) {
-			if err != nil {
-				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
-			}
-			if s := byName[p.Series]; s != nil {
-				if err := s.appendHistogram(p.Time.UnixMilli(), p.HistogramPoint); err != nil {
-					return nil, fmt.Errorf("tsdb: series %s: %w", p.Series, err)
-				}
-			}
 		}
 	}
 	stagedPoints, err := staged.in(names, from, to)
 	if err != nil {
 		return nil, err
 	}
-	for p, err := range withStagedMany(db.rawQueryMany(ctx, names, from, to), stagedPoints) {
-		if err != nil {
-			return nil, err
-		}
-		if s := byName[p.Series]; s != nil {
-			s.appendFloat(p.Time.UnixMilli(), p.Value)
-		}
+	if err := q.readSamples(ctx, byName, withHist, names, from, to, stagedHists, stagedPoints); err != nil {
+		return nil, err
 	}
 	floats, floatSeries := 0, 0
 	for i, s := range all {

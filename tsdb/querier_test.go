@@ -90,7 +90,7 @@ func TestSelectMixedReadsStagingOnce(t *testing.T) {
 		}
 	}
 	require.NoError(t, db.WriteMany(ctx, floats))
-	require.NoError(t, db.WriteHistograms(ctx, hists))
+	require.NoError(t, db.WriteSamples(ctx, nil, hists))
 
 	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(t, err)

@@ -19,89 +19,11 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
-// span is the part of [from, to) in one raw period.
-type span struct {
-	period   uint64
-	from, to time.Time
-}
-
-// spans lists, oldest first, the tables of kind k (raw, histogram) that exist or may exist
-// (see periodTables) with the part of [from, to) in each. A period without a table (never
-// written, or dropped) holds nothing: a read of it reports it with readDone.
-func (db *DB) spans(ctx context.Context, k tableKind, from, to time.Time) ([]span, error) {
-	if err := rounding.CheckRange(from, to); err != nil {
-		return nil, err
-	}
-	if !from.Before(to) {
-		return nil, nil
-	}
-	periods, err := db.tables.inRange(ctx, k, from, to)
-	if err != nil {
-		return nil, err
-	}
-	var out []span
-	for _, p := range periods {
-		start, end := db.names.Start(p), db.names.End(p)
-		if end.After(from) && start.Before(to) {
-			out = append(out, span{p, laterOf(from, start), earlierOf(to, end)})
-		}
-	}
-	return out, nil
-}
-
-func laterOf(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlierOf(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-// validate checks a series before any request, with the raw layout's rules (remembering
-// the series it passed lately: the check builds the layout's filters, a quarter of a remote
-// write's CPU).
-func (db *DB) validate(ctx context.Context, series string) error {
-	if _, ok := db.valid.get(series); ok {
-		return nil
-	}
-	if err := db.validator.Write(ctx, series); err != nil { // no points: validates, sends nothing
-		return err
-	}
-	db.valid.add(series, struct{}{})
-	return nil
-}
-
-// validEntryBytes bounds the cache of valid series: about the heap of an entry of a series
-// key (33 bytes) and the maps' share.
-const validEntryBytes = 128
-
-func validEntryCost(series string, _ struct{}) int { return len(series) + validEntryBytes - 33 }
-
-// readDone records what a read of period p's table of kind k learned: the table exists
-// (err nil), or is gone (dropped meanwhile, or never made), which the read takes as an
-// empty period (it returns true).
-func (db *DB) readDone(k tableKind, p uint64, err error) (empty bool) {
-	switch {
-	case err == nil:
-		db.tables.found(k, p)
-	case isTableGone(err):
-		db.tables.gone(k, p)
-		return true
-	}
-	return false
-}
-
 // Query yields the points with from <= Time < to, oldest first, from every raw table of the
 // range and the staging table.
 func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
-		if err := db.validate(ctx, series); err != nil {
+		if err := db.floats.validate(ctx, series); err != nil {
 			yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
 			return
 		}
@@ -116,7 +38,7 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 			yield(tablets.Point{}, err)
 			return
 		}
-		for p, err := range withStaged(db.rawQuery(ctx, series, from, to), staged[series]) {
+		for p, err := range withStaged(db.floats.points(ctx, series, from, to), staged[series]) {
 			if !yield(p, err) || err != nil {
 				return
 			}
@@ -124,31 +46,33 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 	}
 }
 
-// rawQuery yields the points of the raw tables with from <= Time < to, oldest first.
-func (db *DB) rawQuery(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+// points yields the points of series in the raw tables with from <= Time < to, oldest
+// first: a read of one series, which only the float kind has (tablets.Store's Query).
+func (floats *floatStore) points(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
-		spans, err := db.spans(ctx, rawKind, from, to)
+		spans, err := floats.spans(ctx, from, to)
 		if err != nil {
 			yield(tablets.Point{}, err)
 			return
 		}
 		for _, sp := range spans {
-			s, err := db.stores.get(sp.period)
-			if err != nil {
-				yield(tablets.Point{}, err)
+			stopped := false
+			_, err := floats.inTable(sp.period, func(t pointTable) error {
+				for p, err := range t.store.Query(ctx, series, sp.from, sp.to) {
+					if err != nil {
+						return err
+					}
+					if stopped = !yield(p, nil); stopped {
+						return nil
+					}
+				}
+				return nil
+			})
+			if stopped {
 				return
 			}
-			var readErr error
-			for p, err := range s.Query(ctx, series, sp.from, sp.to) {
-				if readErr = err; err != nil {
-					break
-				}
-				if !yield(p, nil) {
-					return
-				}
-			}
-			if !db.readDone(rawKind, sp.period, readErr) && readErr != nil {
-				yield(tablets.Point{}, fmt.Errorf("tsdb: %w", readErr))
+			if err != nil {
+				yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
 				return
 			}
 		}
@@ -193,7 +117,7 @@ func (s *stagedSet) drop(series []string) {
 // read after the staged one misses none, but what was staged after it is not read.
 func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (*stagedSet, error) {
 	for _, name := range series {
-		if err := db.validate(ctx, name); err != nil {
+		if err := db.floats.validate(ctx, name); err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 	}
@@ -275,7 +199,7 @@ func (db *DB) queryManyStaged(ctx context.Context, series []string, from, to tim
 func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time, staged *stagedSet) iter.Seq2[tablets.SeriesPoint, error] {
 	return func(yield func(tablets.SeriesPoint, error) bool) {
 		for _, name := range series {
-			if err := db.validate(ctx, name); err != nil {
+			if err := db.floats.validate(ctx, name); err != nil {
 				yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w", err))
 				return
 			}
@@ -301,7 +225,7 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 				return
 			}
 		}
-		for p, err := range withStagedMany(db.rawQueryMany(ctx, series, from, to), points) {
+		for p, err := range withStagedMany(db.floats.seriesPoints(ctx, series, from, to), points) {
 			if !yield(p, err) || err != nil {
 				return
 			}
@@ -309,43 +233,19 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 	}
 }
 
-// rawQueryMany yields the points of the raw tables of every named series in [from, to),
+// seriesPoints yields the points of the raw tables of every named series in [from, to),
 // table by table.
-func (db *DB) rawQueryMany(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
-	return func(yield func(tablets.SeriesPoint, error) bool) {
-		spans, err := db.spans(ctx, rawKind, from, to)
-		if err != nil {
-			yield(tablets.SeriesPoint{}, err)
-			return
-		}
-		for _, sp := range spans {
-			s, err := db.stores.get(sp.period)
-			if err != nil {
-				yield(tablets.SeriesPoint{}, err)
-				return
-			}
-			var readErr error
-			for p, err := range s.QueryMany(ctx, series, sp.from, sp.to) {
-				if readErr = err; err != nil {
-					break
-				}
-				if !yield(p, nil) {
-					return
-				}
-			}
-			if !db.readDone(rawKind, sp.period, readErr) && readErr != nil {
-				yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w", readErr))
-				return
-			}
-		}
-	}
+func (floats *floatStore) seriesPoints(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
+	return seriesSamples(ctx, floats.rawStore, series, from, to, func(name string, p tablets.Point) tablets.SeriesPoint {
+		return tablets.SeriesPoint{Series: name, Point: p}
+	})
 }
 
 // Latest returns the n newest points of the series, newest first: the raw tables newest
 // first, each asked for the points still wanted. The tables are the cached list's while it is
 // younger than a minute, else listed again (one request).
 func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
-	if err := db.validate(ctx, series); err != nil {
+	if err := db.floats.validate(ctx, series); err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
 	if n < 1 {
@@ -356,23 +256,34 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 	if err != nil {
 		return nil, err
 	}
-	periods, err := db.tables.all(ctx, rawKind)
+	out, err := db.floats.newest(ctx, series, n)
+	if err != nil {
+		return nil, err
+	}
+	return newestWithStaged(out, staged[series], n), nil
+}
+
+// newest returns the n newest points of series in the raw tables, newest first: the
+// tables newest first, each asked for the points still wanted (a read only the float kind
+// has: tablets.Store's Latest).
+func (floats *floatStore) newest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
+	periods, err := floats.tables.all(ctx, floats.kind)
 	if err != nil {
 		return nil, err
 	}
 	out := []tablets.Point{}
 	for i := len(periods) - 1; i >= 0 && len(out) < n; i-- {
-		s, err := db.stores.get(periods[i])
+		p := periods[i]
+		_, err := floats.inTable(p, func(t pointTable) error {
+			pts, err := latestOfPeriod(ctx, t.store, series, n-len(out), floats.names.Start(p), floats.names.End(p))
+			out = append(out, pts...)
+			return err
+		})
 		if err != nil {
-			return nil, err
-		}
-		pts, err := latestOfPeriod(ctx, s, series, n-len(out), db.names.Start(periods[i]), db.names.End(periods[i]))
-		if !db.readDone(rawKind, periods[i], err) && err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
-		out = append(out, pts...)
 	}
-	return newestWithStaged(out, staged[series], n), nil
+	return out, nil
 }
 
 // rangeLatest is implemented by the layouts' stores: the n newest points of a range (a to
@@ -397,7 +308,7 @@ func latestOfPeriod(ctx context.Context, s tablets.Store, series string, n int, 
 // A Fold moving the same points meanwhile may write them into a raw table after the Delete:
 // delete again after a Fold to be sure (tablets maintain folds).
 func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) error {
-	if err := db.validate(ctx, series); err != nil {
+	if err := db.floats.validate(ctx, series); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
 	}
 	if err := rounding.CheckRange(from, to); err != nil {
@@ -406,20 +317,13 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 	if err := db.staging.delete(ctx, series, from, to); err != nil {
 		return err
 	}
-	spans, err := db.spans(ctx, rawKind, from, to)
-	if err != nil {
+	if err := db.floats.delete(ctx, series, from, to); err != nil {
 		return err
 	}
-	for _, sp := range spans {
-		s, err := db.stores.get(sp.period)
-		if err != nil {
-			return err
-		}
-		if err := s.Delete(ctx, series, sp.from, sp.to); !db.readDone(rawKind, sp.period, err) && err != nil {
-			return fmt.Errorf("tsdb: %w", err)
-		}
+	if db.hists.validate(ctx, series) != nil {
+		return nil // a series the histogram tables refuse has none
 	}
-	return db.deleteHistograms(ctx, series, from, to)
+	return db.hists.delete(ctx, series, from, to)
 }
 
 // QueryPage returns at most limit points of [from, to) from token ("" to start). A token is
@@ -427,7 +331,7 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 // series and range; each page is a fresh query of the raw stores from there, one point past
 // the page telling whether there is a next.
 func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, limit int, token string) (tablets.Page, error) {
-	if err := db.validate(ctx, series); err != nil {
+	if err := db.floats.validate(ctx, series); err != nil {
 		return tablets.Page{}, fmt.Errorf("tsdb: %w", err)
 	}
 	if err := rounding.CheckRange(from, to); err != nil {
@@ -448,7 +352,7 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 	if err != nil {
 		return tablets.Page{}, err
 	}
-	raw, rawMore, err := db.rawPage(ctx, series, resume, to, limit)
+	raw, rawMore, err := db.floats.page(ctx, series, resume, to, limit)
 	if err != nil {
 		return tablets.Page{}, err
 	}
@@ -477,21 +381,21 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 	return out, nil
 }
 
-// rawPage returns at most limit points of the raw tables in [from, to), and whether there
-// are more.
-func (db *DB) rawPage(ctx context.Context, series string, from, to time.Time, limit int) ([]tablets.Point, bool, error) {
-	spans, err := db.spans(ctx, rawKind, from, to)
+// page returns at most limit points of the raw tables in [from, to), and whether there
+// are more (a read only the float kind has: tablets.Store's QueryPage).
+func (floats *floatStore) page(ctx context.Context, series string, from, to time.Time, limit int) ([]tablets.Point, bool, error) {
+	spans, err := floats.spans(ctx, from, to)
 	if err != nil {
 		return nil, false, err
 	}
 	var out []tablets.Point
 	for _, sp := range spans {
-		s, err := db.stores.get(sp.period)
+		var page tablets.Page
+		_, err := floats.inTable(sp.period, func(t pointTable) (err error) {
+			page, err = t.store.QueryPage(ctx, series, sp.from, sp.to, limit-len(out)+1, "")
+			return err
+		})
 		if err != nil {
-			return nil, false, err
-		}
-		page, err := s.QueryPage(ctx, series, sp.from, sp.to, limit-len(out)+1, "")
-		if !db.readDone(rawKind, sp.period, err) && err != nil {
 			return nil, false, fmt.Errorf("tsdb: %w", err)
 		}
 		take := min(len(page.Points), limit-len(out))

@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"slices"
 	"time"
 
@@ -121,11 +122,11 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	raw, err := tr.db.spans(ctx, rawKind, from, to)
+	raw, err := tr.db.floats.spans(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := tr.db.spans(ctx, histKind, from, to)
+	hist, err := tr.db.hists.spans(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -198,12 +199,19 @@ func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint6
 	if exists, err := tr.histTablesIn(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime)); err != nil || !exists {
 		return nil, err
 	}
+	// The staged samples first: a Fold that moves them meanwhile writes them into the tables
+	// before deleting them, so none is missed.
+	from, to := at(lo), earlierOf(at(hi), tablets.MaxTime)
+	_, staged, err := tr.db.staging.readKinds(ctx, []string{series}, from, to, staging.Hists)
+	if err != nil {
+		return nil, err
+	}
 	var out []tablets.HistogramPoint
-	for p, err := range tr.db.QueryHistograms(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
+	for p, err := range tr.db.hists.withStaged(ctx, []string{series}, from, to, staged) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, p)
+		out = append(out, p.HistogramPoint)
 	}
 	return out, nil
 }

@@ -47,7 +47,7 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	tiers := tr.opts.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
-	spans, err := tr.db.spans(ctx, rawKind, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	spans, err := tr.db.floats.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -72,7 +72,7 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
-	hist, err := tr.db.spans(ctx, histKind, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	hist, err := tr.db.hists.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -179,7 +179,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if err != nil {
 		return 0, err
 	}
-	hists := histPrefetch{histograms: tr.db.histogramsWithStaged, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
+	hists := histPrefetch{histograms: tr.db.hists.withStaged, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
 	err = tr.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {

@@ -1,19 +1,25 @@
 package tsdb
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
 )
 
 // maxStores bounds the raw stores kept: a store is cheap to make (no request), so only the
 // few periods in use are kept.
 const maxStores = 8
 
-// rawStores makes and keeps the raw store of each period, at most maxStores of them (the
+// rawStores makes and keeps the raw store of each period of float points (the float kind's
+// tables of the raw part, pointTable), at most maxStores of them (the
 // least recently used goes).
 type rawStores struct {
 	layout  func(*aztables.Client) (tablets.Store, error)
@@ -65,4 +71,77 @@ func (r *rawStores) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.stores)
+}
+
+// pointTable is a raw table of float points: a period's store of the raw layout (the
+// float kind's table of the raw part).
+type pointTable struct{ store tablets.Store }
+
+func (t pointTable) queryMany(ctx context.Context, series []string, from, to time.Time, emit func(string, tablets.Point) bool) error {
+	for p, err := range t.store.QueryMany(ctx, series, from, to) {
+		if err != nil {
+			return err
+		}
+		if !emit(p.Series, p.Point) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// write stores points with the layout's Write, or with priority through chunked's WriteAt
+// (the only layout that stages, and so the only one a Fold writes into). It finds the
+// points the layout lists as not stored among pts.
+func (t pointTable) write(ctx context.Context, series string, pts []tablets.Point, priority uint64) ([]int, error) {
+	var err error
+	if priority == 0 {
+		err = t.store.Write(ctx, series, pts...)
+	} else if c, ok := t.store.(*chunked.Store); ok {
+		err = c.WriteAt(ctx, series, priority, pts...)
+	} else {
+		return allIndexes(len(pts)), fmt.Errorf("tsdb: raw store %T is not chunked: it cannot write at a priority", t.store)
+	}
+	if err == nil {
+		return nil, nil
+	}
+	var we *tablets.WriteError
+	if !errors.As(err, &we) {
+		return allIndexes(len(pts)), err
+	}
+	type key struct {
+		sec  int64
+		nsec int
+		bits uint64
+	}
+	left := map[key]int{}
+	for _, f := range we.Failed {
+		left[key{f.Time.Unix(), f.Time.Nanosecond(), math.Float64bits(f.Value)}]++
+	}
+	var failed []int
+	for i, p := range pts {
+		k := key{p.Time.Unix(), p.Time.Nanosecond(), math.Float64bits(p.Value)}
+		if left[k] > 0 {
+			left[k]--
+			failed = append(failed, i)
+		}
+	}
+	return failed, err
+}
+
+func (t pointTable) delete(ctx context.Context, series string, from, to time.Time) error {
+	return t.store.Delete(ctx, series, from, to)
+}
+
+// tableCompacter is a raw store that merges small chunks, finding for the whole table the
+// partitions worth compacting (chunked).
+type tableCompacter interface {
+	CompactAll(ctx context.Context, from, to time.Time) error
+}
+
+// compact compacts a table of a layout that compacts (chunked), and does nothing else.
+func (t pointTable) compact(ctx context.Context, from, to time.Time) error {
+	if c, ok := t.store.(tableCompacter); ok {
+		return c.CompactAll(ctx, from, to)
+	}
+	return nil
 }

@@ -95,16 +95,16 @@ type DB struct {
 	opts    Options
 	names   naming.Names // the tables' names and the raw periods
 
-	catalog   *catalog                    // the catalog table: dropped tables, label-set registry
-	tables    *periodTables               // which raw and index tables exist, which periods are dropped
-	index     *seriesIndex                // the series index: registering series, Select
-	tiers     *tiers                      // rollup, dirty markers, tier tables, Aggregate
-	retention *retention                  // Retain
-	stores    *rawStores                  // the raw store of each period
-	validator tablets.Store               // checks series names with the layout's rules
-	valid     *genCache[string, struct{}] // series the validator passed lately
-	staging   *stagingTable               // the staging table: staged writes, their reads
-	fold      *folder                     // Fold: the staged points into the raw tables
+	catalog   *catalog      // the catalog table: dropped tables, label-set registry
+	tables    *periodTables // which raw and index tables exist, which periods are dropped
+	index     *seriesIndex  // the series index: registering series, Select
+	tiers     *tiers        // rollup, dirty markers, tier tables, Aggregate
+	retention *retention    // Retain
+	stores    *rawStores    // the raw store of each period
+	floats    *floatStore   // the raw part: float points in the raw tables,
+	hists     *histStore    // histogram samples in the histogram tables
+	staging   *stagingTable // the staging table: staged writes, their reads
+	fold      *folder       // Fold: the staged points into the raw tables
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -141,8 +141,6 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
-	db.validator = validator
-	db.valid = newGenCache(2*o.CachedSeries*validEntryBytes, validEntryCost)
 	db.catalog = newCatalog(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = newPeriodTables(service, db.names, db.catalog, o.Now)
 	db.staging = newStagingTable(service, db.names, validator, o, db.tables.knownDropped)
@@ -150,14 +148,18 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.tiers = newTiers(db)
 	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
-	// The Fold is given the raw write and the tiers' flagging as functions: neither the raw
+	db.floats, db.hists = newRaw(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
+	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.
 	db.fold = &folder{
 		staging: db.staging, tables: db.tables, names: db.names, catalog: db.catalog.client,
 		now: o.Now, sealDelay: o.SealDelay,
-		rawStore: db.stores.get,
+		writePoints: func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error {
+			_, err := db.floats.write(ctx, p, series, points, priority)
+			return err
+		},
 		writeHists: func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error {
-			_, err := db.writeHistSamples(ctx, p, series, samples, priority)
+			_, err := db.hists.write(ctx, p, series, histPoints(samples), priority)
 			return err
 		},
 		flagLate: func(ctx context.Context, series string, late []tablets.Point) error {

@@ -37,12 +37,13 @@ func (pl *planned) of(idx []int) []sample {
 	return out
 }
 
-// plan checks every series and sample, and that no period is dropped, before any write. It
-// returns the samples to write by series and kind (the entries of one series and kind
-// merged), and the rejected ones (a *tablets.WriteError per series, kind and cause, in the
-// order of entries). strict stops at bad input found without a request: the catalog is not
-// read then.
-func (db *DB) plan(ctx context.Context, entries []appended, strict bool) ([]planned, []*tablets.WriteError, error) {
+// plan checks every series and sample appended, and that no period is dropped, before any
+// write. It returns the samples to write by series and kind (the entries of one series and
+// kind merged), and the rejected ones (a *tablets.WriteError per series, kind and cause, in
+// the order of entries). strict stops at bad input found without a request: the catalog is
+// not read then.
+func (a *Appender) plan(ctx context.Context, strict bool) ([]planned, []*tablets.WriteError, error) {
+	db, entries := a.db, a.entries
 	var expiredBefore time.Time
 	if db.opts.RawRetention > 0 {
 		expiredBefore = db.now().Add(-db.opts.RawRetention)
@@ -161,7 +162,8 @@ func (db *DB) plan(ctx context.Context, entries []appended, strict bool) ([]plan
 
 // writePlanned makes the tables and index entries of each period, then stages or writes
 // each plan's samples, and returns each plan's error (a *tablets.WriteError) or nil.
-func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
+func (a *Appender) writePlanned(ctx context.Context, plans []planned) []error {
+	db := a.db
 	// A period's series, flagged where they have histograms, and the tables its samples go
 	// to (those of the kinds it has, and its index).
 	bySeriesPeriod := map[uint64]map[string]bool{}
@@ -208,7 +210,7 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 	var writing []int
 	for i := range plans {
 		if len(direct[i]) == 0 {
-			errs[i] = db.writeSeries(ctx, plans[i], nil, periodErr, stageFailed[i], stageErrs[i])
+			errs[i] = a.writeSeries(ctx, plans[i], nil, periodErr, stageFailed[i], stageErrs[i])
 		} else {
 			writing = append(writing, i)
 		}
@@ -221,7 +223,7 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 	defer cancel(nil)
 	for j, err := range batch.Run(ctx, writeConcurrency, len(writing), func(ctx context.Context, j int) error {
 		i := writing[j]
-		err := db.writeSeries(ctx, plans[i], direct[i], periodErr, stageFailed[i], stageErrs[i])
+		err := a.writeSeries(ctx, plans[i], direct[i], periodErr, stageFailed[i], stageErrs[i])
 		if err != nil {
 			cancel(err)
 		}
@@ -248,7 +250,8 @@ func (db *DB) writePlanned(ctx context.Context, plans []planned) []error {
 // writeSeries writes the periods direct of one plan's samples, adds the samples that failed
 // to stage (stageFailed, stageErr their error), then marks dirty the rollup slices its late
 // samples written directly fall in (a Fold marks those of staged samples).
-func (db *DB) writeSeries(ctx context.Context, pl planned, direct []uint64, periodErr map[uint64]error, stageFailed []int, stageErr error) error {
+func (a *Appender) writeSeries(ctx context.Context, pl planned, direct []uint64, periodErr map[uint64]error, stageFailed []int, stageErr error) error {
+	db := a.db
 	lost := make([]bool, len(pl.samples))
 	firstErr := stageErr
 	for _, p := range direct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"math"
 	"strconv"
 	"strings"
@@ -143,12 +144,37 @@ func histogramNames(names []string, hist map[string]bool) []string {
 	return out
 }
 
+// readHistograms yields the histogram samples of names in [from, to), series by series, each
+// oldest first: a Querier's Read of histograms.
+func readHistograms(ctx context.Context, db *tsdb.DB, names []string, from, to time.Time) iter.Seq2[tablets.SeriesHistogram, error] {
+	return func(yield func(tablets.SeriesHistogram, error) bool) {
+		q, err := db.Queryable(nil)
+		if err != nil {
+			yield(tablets.SeriesHistogram{}, err)
+			return
+		}
+		for s, err := range q.Querier(from, to).Read(ctx, tsdb.HistogramSamples, names...) {
+			if err != nil {
+				yield(tablets.SeriesHistogram{}, err)
+				return
+			}
+			for it := s.Iterator(); it.Next(); {
+				x := it.At()
+				p := tablets.HistogramPoint{Time: time.UnixMilli(x.T).UTC(), H: x.H, FH: x.FH}
+				if !yield(tablets.SeriesHistogram{Series: s.Series, HistogramPoint: p}, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
 // queryHistograms prints the histogram samples of names (shown by show) in [from, to).
 func queryHistograms(ctx context.Context, db *tsdb.DB, names []string, show map[string]string, from, to time.Time, pw *pointWriter) error {
 	if len(names) == 0 {
 		return nil
 	}
-	for sh, err := range db.QueryManyHistograms(ctx, names, from, to) {
+	for sh, err := range readHistograms(ctx, db, names, from, to) {
 		if err != nil {
 			_ = pw.flush(false)
 			return err
@@ -274,7 +300,7 @@ func histogramQuantileLines(ctx context.Context, db *tsdb.DB, names []string, fr
 		return lines, 0, nil
 	}
 	n := 0
-	for sh, err := range db.QueryManyHistograms(ctx, names, from, to) {
+	for sh, err := range readHistograms(ctx, db, names, from, to) {
 		if err != nil {
 			return nil, 0, err
 		}

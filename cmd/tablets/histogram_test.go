@@ -172,7 +172,7 @@ func TestQueryPlotHistograms(t *testing.T) {
 			CounterResetHint: tablets.GaugeType, Schema: 1, Count: float64(i%7) + 1.5, Sum: float64(i),
 			PositiveSpans: []tablets.HistogramSpan{{Offset: int32(i % 5), Length: 2}}, PositiveBuckets: []float64{1, float64(i%7) + 0.5}}})
 	}
-	require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: latKey, Histograms: lat}, {Series: queueKey, Histograms: queue}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tablets.SeriesHistograms{{Series: latKey, Histograms: lat}, {Series: queueKey, Histograms: queue}}))
 	var floats strings.Builder
 	for i := range 10 {
 		fmt.Fprintf(&floats, "%s,%d\n", start.Add(time.Duration(i)*time.Minute).Format(time.RFC3339), i)

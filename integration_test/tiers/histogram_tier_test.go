@@ -418,7 +418,7 @@ func TestTSDBHistogramTiers(t *testing.T) {
 	for _, s := range slices.Sorted(maps.Keys(all)) {
 		batch = append(batch, tablets.SeriesHistograms{Series: s, Histograms: all[s]})
 	}
-	require.NoError(t, db.WriteHistograms(ctx, batch))
+	require.NoError(t, db.WriteSamples(ctx, nil, batch))
 	require.NoError(t, db.Write(ctx, "mixed", mixed...))
 	end := itest.RollupBase.Add(48 * time.Hour)
 	sets := [][]string{{"h_exp"}, {"h_custom"}, {"h_custom", "h_bounds"}, {"h_gauge"}, {"mixed"}, {"h_exp", "h_gauge"}, {"h_exp", "h_custom"}}
@@ -473,7 +473,7 @@ func TestTSDBHistogramTiers(t *testing.T) {
 	// flagged, the answer has it; and again after a Rollup.
 	late := tablets.HistogramPoint{Time: itest.RollupBase.Add(90*time.Minute + 10*time.Second),
 		FH: customHistogram(0, []float64{0.1, 0.5, 1, 5}, []float64{1, 0, 0, 0, 0}, 0.05)}
-	require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: "h_custom", Histograms: []tablets.HistogramPoint{late}}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tablets.SeriesHistograms{{Series: "h_custom", Histograms: []tablets.HistogramPoint{late}}}))
 	all["h_custom"] = insertSample(all["h_custom"], late)
 	check("after a late sample")
 	require.NoError(t, db.Rollup(ctx, itest.RollupBase, end))
@@ -511,7 +511,7 @@ func TestTSDBHistogramTierTooLarge(t *testing.T) {
 		}
 		samples = append(samples, tablets.HistogramPoint{Time: base.Add(time.Duration(20*i) * time.Second), FH: wide(n, float64(i+1))})
 	}
-	require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: "wide", Histograms: samples}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tablets.SeriesHistograms{{Series: "wide", Histograms: samples}}))
 	aggregate := func() []tsdb.Window {
 		return itest.CollectWindows(t, db.Aggregate(ctx, []string{"wide"}, base, base.Add(time.Hour), time.Minute, nil))
 	}
@@ -551,11 +551,11 @@ func TestTSDBHistogramRollupRace(t *testing.T) {
 	for i := range 120 {
 		samples = append(samples, tablets.HistogramPoint{Time: itest.RollupBase.Add(time.Duration(i) * time.Minute), FH: gauge(float64(i))})
 	}
-	require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: "r", Histograms: samples}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tablets.SeriesHistograms{{Series: "r", Histograms: samples}}))
 	require.NoError(t, db.Rollup(ctx, itest.RollupBase, itest.RollupBase.Add(2*time.Hour)))
 	// A sample more, so that the next Rollup has a block to write.
 	more := tablets.HistogramPoint{Time: itest.RollupBase.Add(90*time.Minute + 20*time.Second), FH: gauge(0.5)}
-	require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: "r", Histograms: []tablets.HistogramPoint{more}}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tablets.SeriesHistograms{{Series: "r", Histograms: []tablets.HistogramPoint{more}}}))
 
 	// Through a hooked client, the second Rollup meets a write and a Rollup before its first
 	// block write.
@@ -566,7 +566,7 @@ func TestTSDBHistogramRollupRace(t *testing.T) {
 		return itest.IsBatch(r) && strings.Contains(string(itest.PeekBody(r)), "t60p")
 	}, func() {
 		injected = true
-		require.NoError(t, db.WriteHistograms(ctx, []tablets.SeriesHistograms{{Series: "r", Histograms: []tablets.HistogramPoint{late}}}))
+		require.NoError(t, db.WriteSamples(ctx, nil, []tablets.SeriesHistograms{{Series: "r", Histograms: []tablets.HistogramPoint{late}}}))
 		require.NoError(t, db.Rollup(ctx, itest.RollupBase, itest.RollupBase.Add(2*time.Hour)))
 	}, nil)
 	require.NoError(t, hdb.Rollup(ctx, itest.RollupBase, itest.RollupBase.Add(2*time.Hour)))

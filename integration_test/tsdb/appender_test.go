@@ -44,8 +44,8 @@ func (l appenderLoad) scrape(i int) ([]tsdb.SeriesPoints, []tsdb.SeriesHistogram
 
 // A remote write of floats and histograms costs the transactions of one staging write: the
 // Appender (WriteSamples) stages both kinds in the same transactions and lists a series new
-// to the period once, where WriteMany and WriteHistograms cost two staging writes and list
-// a series of both kinds twice. The samples read back, and Select flags exactly the series
+// to the period once, where a write of each kind (WriteMany, then WriteSamples of the
+// histograms) costs two staging writes and lists a series of both kinds twice. The samples read back, and Select flags exactly the series
 // with histograms.
 func TestTSDBAppenderMixedCost(t *testing.T) {
 	ctx := context.Background()
@@ -78,7 +78,7 @@ func TestTSDBAppenderMixedCost(t *testing.T) {
 		appender = cost{st.Requests, st.Batches}
 		oldChecker.Reset()
 		require.NoError(t, old.WriteMany(ctx, pts))
-		require.NoError(t, old.WriteHistograms(ctx, hs))
+		require.NoError(t, old.WriteSamples(ctx, nil, hs))
 		st = oldChecker.Stats()
 		return appender, cost{st.Requests, st.Batches}
 	}
@@ -86,13 +86,13 @@ func TestTSDBAppenderMixedCost(t *testing.T) {
 	// New to the period: the index entries (a transaction per metric partition and 100
 	// series), then one staging transaction for both kinds.
 	first, firstOld := write(0)
-	t.Logf("first write (1,200 float and 1,200 histogram series, new): one commit %d requests (%d transactions); WriteMany + WriteHistograms %d (%d)",
+	t.Logf("first write (1,200 float and 1,200 histogram series, new): one commit %d requests (%d transactions); a write of each kind %d (%d)",
 		first.requests, first.batches, firstOld.requests, firstOld.batches)
 	// Each metric (a partition) has 120 float series, 120 histogram series, 200 distinct.
 	require.Equal(t, int64(10*2+1), first.batches, "200 series a metric: 2 index transactions each, and one staging transaction")
 	require.Equal(t, int64(10*(2+2)+2), firstOld.batches, "two registrations and two staging writes")
 	second, secondOld := write(1)
-	t.Logf("second write: one commit %d requests (%d transactions); WriteMany + WriteHistograms %d (%d)",
+	t.Logf("second write: one commit %d requests (%d transactions); a write of each kind %d (%d)",
 		second.requests, second.batches, secondOld.requests, secondOld.batches)
 	require.Equal(t, cost{1, 1}, second, "the series listed: one transaction of float and histogram staging entities")
 	require.Equal(t, cost{2, 2}, secondOld)

@@ -74,10 +74,23 @@ func fhp(at time.Time, h *tablets.FloatHistogram) tsdb.HistogramPoint {
 
 func queryHist(t *testing.T, db *tsdb.DB, series string, from, to time.Time) []tsdb.HistogramPoint {
 	t.Helper()
-	var out []tsdb.HistogramPoint
-	for p, err := range db.QueryHistograms(context.Background(), series, from, to) {
+	return readHists(t, db, from, to, series)[series]
+}
+
+// readHists reads the histogram samples of series in [from, to) with a Querier's Read of
+// histograms, by series, each oldest first.
+func readHists(t *testing.T, db *tsdb.DB, from, to time.Time, series ...string) map[string][]tsdb.HistogramPoint {
+	t.Helper()
+	q, err := db.Queryable(nil)
+	require.NoError(t, err)
+	out := map[string][]tsdb.HistogramPoint{}
+	for s, err := range q.Querier(from, to).Read(context.Background(), tsdb.HistogramSamples, series...) {
 		require.NoError(t, err)
-		out = append(out, p)
+		for it := s.Iterator(); it.Next(); {
+			x := it.At()
+			require.True(t, x.IsHistogram(), "%s: a float at %d", s.Series, x.T)
+			out[s.Series] = append(out[s.Series], tsdb.HistogramPoint{Time: time.UnixMilli(x.T).UTC(), H: x.H, FH: x.FH})
+		}
 	}
 	return out
 }
@@ -132,7 +145,7 @@ func TestTSDBHistogramRoundTrip(t *testing.T) {
 	written := slices.Clone(want)
 	slices.Reverse(written) // any order
 	checker.Reset()
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "lat", Histograms: written}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "lat", Histograms: written}}))
 	// Tables of the period and the next (hist, index), the index entry, one transaction.
 	require.Equal(t, int64(2), checker.Stats().Batches, "the index entry's transaction, then one of samples")
 
@@ -163,7 +176,7 @@ func TestTSDBHistogramSwitchAndSelect(t *testing.T) {
 	floats := []tablets.Point{{Time: histBase, Value: 1}, {Time: histBase.Add(90 * time.Minute), Value: 2}, {Time: histBase.Add(150 * time.Minute), Value: 3}}
 	hists := []tsdb.HistogramPoint{hp(histBase.Add(time.Minute), intHist(5)), hp(histBase.Add(70*time.Minute), intHist(9))}
 	require.NoError(t, db.WriteMany(ctx, []tsdb.SeriesPoints{{Series: key, Points: floats[:1]}, {Series: floatsOnly, Points: floats}}))
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: key, Histograms: hists}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: key, Histograms: hists}}))
 	require.NoError(t, db.WriteMany(ctx, []tsdb.SeriesPoints{{Series: key, Points: floats[1:]}}))
 
 	// A second handle (no cache) registering floats again in hour 1 keeps the flag.
@@ -198,14 +211,14 @@ func TestTSDBHistogramLastWriteWinsAndRetry(t *testing.T) {
 	db, svc, checker := newDB(t, &tsdb.Options{DirectWrites: true, RawPeriod: time.Hour, Tiers: []tsdb.Tier{}})
 	at := func(s int) time.Time { return histBase.Add(time.Duration(s) * time.Second) }
 	first := []tsdb.HistogramPoint{hp(at(0), intHist(1)), hp(at(10), intHist(2)), hp(at(20), intHist(3))}
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: first}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "s", Histograms: first}}))
 	require.Equal(t, 1, countEntities(t, svc, db.Name()+"h"+itoa(histBase.Truncate(time.Hour).Unix())))
 
 	// Rewrite 10 s (a float histogram now), twice within a call: the later argument wins;
 	// and 20 s in two entries of the series: the later entry wins.
 	second := []tsdb.HistogramPoint{fhp(at(10), floatHist(7)), fhp(at(10), floatHist(8)), hp(at(30), intHist(4))}
 	checker.Reset()
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: second},
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "s", Histograms: second},
 		{Series: "s", Histograms: []tsdb.HistogramPoint{fhp(at(20), floatHist(5))}}, {Series: "s", Histograms: []tsdb.HistogramPoint{fhp(at(20), floatHist(6))}}}))
 	require.Equal(t, int64(1), checker.Stats().Batches, "one transaction, the index entry cached")
 	want := []tsdb.HistogramPoint{first[0], second[1], fhp(at(20), floatHist(6)), second[2]}
@@ -247,7 +260,7 @@ func TestTSDBHistogramRejects(t *testing.T) {
 
 	// All bad: no request at all.
 	checker.Reset()
-	err := db.WriteHistograms(ctx, []tsdb.SeriesHistograms{
+	err := db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{
 		{Series: "a", Histograms: bad}, {Series: "bad/name", Histograms: []tsdb.HistogramPoint{hp(histBase, intHist(1))}},
 		{Series: "b", Histograms: []tsdb.HistogramPoint{badTime, expired}},
 	})
@@ -279,7 +292,7 @@ func TestTSDBHistogramRejects(t *testing.T) {
 	// Mixed: the good samples are stored, the bad ones listed exactly.
 	good := []tsdb.HistogramPoint{hp(histBase.Add(time.Minute), intHist(4)), hp(histBase.Add(2*time.Minute), intHist(6))}
 	mixed := []tsdb.HistogramPoint{good[0], bad[1], good[1], bad[4]}
-	err = db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "a", Histograms: mixed}})
+	err = db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "a", Histograms: mixed}})
 	var we *tablets.WriteError
 	require.ErrorAs(t, err, &we)
 	require.ErrorIs(t, err, tablets.ErrInvalidHistogram)
@@ -287,7 +300,7 @@ func TestTSDBHistogramRejects(t *testing.T) {
 	requireSamples(t, good, queryHist(t, db, "a", histBase, histBase.Add(time.Hour)))
 }
 
-// QueryManyHistograms packs many series into each request (filters of at most 15
+// A Querier's Read of histograms packs many series into each request (filters of at most 15
 // comparisons, which the Checker enforces) and yields each series' samples oldest first.
 func TestTSDBHistogramQueryManyPacks(t *testing.T) {
 	ctx := context.Background()
@@ -304,15 +317,11 @@ func TestTSDBHistogramQueryManyPacks(t *testing.T) {
 		}
 		batch = append(batch, tsdb.SeriesHistograms{Series: name, Histograms: want[name]})
 	}
-	require.NoError(t, db.WriteHistograms(ctx, batch))
+	require.NoError(t, db.WriteSamples(ctx, nil, batch))
 
 	from, to := histBase.Add(time.Second), histBase.Add(10*time.Minute) // inside one partition
 	checker.Reset()
-	got := map[string][]tsdb.HistogramPoint{}
-	for s, err := range db.QueryManyHistograms(ctx, append(names, names[0]), from, to) {
-		require.NoError(t, err)
-		got[s.Series] = append(got[s.Series], s.HistogramPoint)
-	}
+	got := readHists(t, db, from, to, append(names, names[0])...)
 	// A series' clause inside one partition is 2 comparisons (PartitionKey, L or RowKey: 3):
 	// 5 series a filter, 4 requests for 20 series; and one of the staging table.
 	require.Equal(t, int64(5), checker.Stats().Queries)
@@ -396,7 +405,7 @@ func TestTSDBHistogramRetriedWriteIdempotent(t *testing.T) {
 	fault := &histFault{match: `"PartitionKey":"r|`, loseOnce: true}
 	faulty := reopenWith(t, db.Name(), opts, func(next policy.Transporter) policy.Transporter { fault.next = next; return fault })
 	want := []tsdb.HistogramPoint{hp(histBase, intHist(3)), fhp(histBase.Add(time.Second), floatHist(2))}
-	require.NoError(t, faulty.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "r", Histograms: want}}))
+	require.NoError(t, faulty.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "r", Histograms: want}}))
 	require.Equal(t, 2, fault.fired, "the transaction was sent twice")
 	require.Equal(t, 1, countEntities(t, svc, db.Name()+"h"+itoa(histBase.Truncate(time.Hour).Unix())))
 	requireSamples(t, want, queryHist(t, db, "r", histBase, histBase.Add(time.Hour)))
@@ -415,7 +424,7 @@ func TestTSDBHistogramFailureListsUnstored(t *testing.T) {
 	fault := &histFault{match: day2Key}
 	faulty := reopenWith(t, db.Name(), opts, func(next policy.Transporter) policy.Transporter { fault.next = next; return fault })
 
-	err := faulty.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "f", Histograms: []tsdb.HistogramPoint{day2[0], day1[0], day2[1], day1[1]}}})
+	err := faulty.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "f", Histograms: []tsdb.HistogramPoint{day2[0], day1[0], day2[1], day1[1]}}})
 	var we *tablets.WriteError
 	require.ErrorAs(t, err, &we)
 	require.Equal(t, "f", we.Series)
@@ -441,7 +450,7 @@ func TestTSDBHistogramDelete(t *testing.T) {
 	}
 	inside := []tsdb.HistogramPoint{hp(at(25).Add(time.Second), intHist(7)), hp(at(35).Add(time.Second), intHist(8))}
 	for _, w := range [][]tsdb.HistogramPoint{a, b, inside} {
-		require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "d", Histograms: w}, {Series: "keep", Histograms: w}}))
+		require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "d", Histograms: w}, {Series: "keep", Histograms: w}}))
 	}
 	require.NoError(t, db.Write(ctx, "d", tablets.Point{Time: at(30), Value: 1}))
 	table := db.Name() + "h" + itoa(histBase.Truncate(time.Hour).Unix())
@@ -473,14 +482,14 @@ func TestTSDBHistogramCompact(t *testing.T) {
 	for i := range 30 { // a remote write every 5 s: a chunk each
 		p := hp(histBase.Add(time.Duration(i)*5*time.Second), intHist(uint64(i*i)))
 		want = append(want, p)
-		require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "c", Histograms: []tsdb.HistogramPoint{p}}}))
+		require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "c", Histograms: []tsdb.HistogramPoint{p}}}))
 	}
 	// A rewrite of the 10th sample (a later chunk of the same millisecond) and a chunk in the
 	// next day's partition.
 	want[10] = fhp(want[10].Time, floatHist(3))
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "c", Histograms: want[10:11]}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "c", Histograms: want[10:11]}}))
 	nextDay := hp(histBase.Add(24*time.Hour), intHist(5))
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "c", Histograms: []tsdb.HistogramPoint{nextDay}}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "c", Histograms: []tsdb.HistogramPoint{nextDay}}}))
 	table := db.Name() + "h" + itoa(periodOf(db, histBase))
 	require.Equal(t, 32, countEntities(t, svc, table))
 	before, billedBefore := storedBytes(t, svc, table)
@@ -544,7 +553,7 @@ func TestTSDBHistogramRetain(t *testing.T) {
 	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, RawRetention: 4 * time.Hour, Tiers: []tsdb.Tier{}, Now: func() time.Time { return now }})
 	old, histOnly, recent := histBase.Add(time.Hour+time.Minute), histBase.Add(2*time.Hour+time.Minute), histBase.Add(4*time.Hour)
 	require.NoError(t, db.Write(ctx, "s", tablets.Point{Time: old, Value: 1}, tablets.Point{Time: recent, Value: 2}))
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{
 		hp(old, intHist(1)), hp(histOnly, intHist(2)), hp(recent, intHist(3))}}}))
 
 	dropped, err := db.Retain(ctx, now.Add(2*time.Hour)) // cutoff: histBase + 3h
@@ -557,10 +566,10 @@ func TestTSDBHistogramRetain(t *testing.T) {
 	// A fresh handle: the catalog says the histograms-only period is dropped.
 	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: time.Hour, RawRetention: 24 * time.Hour, Tiers: []tsdb.Tier{}, Now: func() time.Time { return now }})
 	require.NoError(t, err)
-	err = other.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{hp(histOnly.Add(time.Second), intHist(4))}}})
+	err = other.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{hp(histOnly.Add(time.Second), intHist(4))}}})
 	require.ErrorIs(t, err, tsdb.ErrExpired)
 	checker.Reset()
-	err = db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{hp(histOnly.Add(time.Second), intHist(4))}}})
+	err = db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "s", Histograms: []tsdb.HistogramPoint{hp(histOnly.Add(time.Second), intHist(4))}}})
 	require.ErrorIs(t, err, tsdb.ErrExpired)
 	require.Equal(t, int64(0), checker.Stats().Requests, "known dropped: no request")
 }
@@ -599,9 +608,9 @@ func TestTSDBHistogramLateFlagsTiers(t *testing.T) {
 		}
 		return n
 	}
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "late", Histograms: []tsdb.HistogramPoint{hp(now.Add(-time.Minute), intHist(1))}}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "late", Histograms: []tsdb.HistogramPoint{hp(now.Add(-time.Minute), intHist(1))}}}))
 	require.Empty(t, markers(), "a recent sample marks nothing")
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "late", Histograms: []tsdb.HistogramPoint{hp(histBase, intHist(1))}}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "late", Histograms: []tsdb.HistogramPoint{hp(histBase, intHist(1))}}}))
 	day := histBase.Truncate(24 * time.Hour) // a slice of the default tiers: a day
 	require.Equal(t, []string{fmt.Sprintf("%012d|late", day.Unix())}, markers(), "the late sample's slice marked dirty")
 	require.Zero(t, tierTables(), "a Write makes no tier table")
@@ -640,7 +649,7 @@ func TestTSDBHistogramCompactHour(t *testing.T) {
 	for i := range 720 {
 		p := hp(histBase.Add(time.Duration(i)*5*time.Second), latencyHist(i))
 		want = append(want, p)
-		require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "latency", Histograms: []tsdb.HistogramPoint{p}}}))
+		require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "latency", Histograms: []tsdb.HistogramPoint{p}}}))
 	}
 	writes := checker.Stats()
 	require.Equal(t, int64(721), writes.Batches, "a transaction a write, and the index entry")
@@ -668,17 +677,13 @@ func TestTSDBHistogramQueryManyPaged(t *testing.T) {
 	const chunks = 600 // a write each, of each series: 1,200 chunks in one partition
 	for i := range chunks {
 		at := histBase.Add(time.Duration(i) * 5 * time.Second)
-		require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{
+		require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{
 			{Series: "pa", Histograms: []tsdb.HistogramPoint{hp(at, intHist(uint64(i)))}},
 			{Series: "pb", Histograms: []tsdb.HistogramPoint{hp(at.Add(time.Millisecond), intHist(uint64(2*i)))}},
 		}))
 	}
 	checker.Reset()
-	got := map[string][]tsdb.HistogramPoint{}
-	for s, err := range db.QueryManyHistograms(ctx, []string{"pb", "pa"}, histBase, histBase.Add(time.Hour)) {
-		require.NoError(t, err)
-		got[s.Series] = append(got[s.Series], s.HistogramPoint)
-	}
+	got := readHists(t, db, histBase, histBase.Add(time.Hour), "pb", "pa")
 	// The packed query's two pages (600 of pa and 400 of pb, then 200 of pb) and pb again.
 	require.Equal(t, int64(3), checker.Stats().Queries)
 	for name, shift := range map[string]time.Duration{"pa": 0, "pb": time.Millisecond} {
@@ -701,7 +706,7 @@ func TestTSDBHistogramSeriesOfHistogramOnlyPeriods(t *testing.T) {
 	now := histBase.Add(6 * time.Hour)
 	opts := &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}, Now: func() time.Time { return now }}
 	db, svc, _ := newDB(t, opts)
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "h", Histograms: []tsdb.HistogramPoint{
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "h", Histograms: []tsdb.HistogramPoint{
 		hp(histBase.Add(time.Minute), intHist(1))}}}))
 	require.NoError(t, db.Write(ctx, "f", tablets.Point{Time: histBase.Add(5 * time.Hour), Value: 1}))
 

@@ -45,15 +45,12 @@ func stagedHistSample(at time.Time, s, i int) tsdb.HistogramPoint {
 	}
 }
 
-// requireSeriesHists checks that every series reads back exactly, by QueryManyHistograms.
+// requireSeriesHists checks that every series reads back exactly, by a Querier's Read of
+// histograms.
 func requireSeriesHists(t *testing.T, db *tsdb.DB, want map[string][]tsdb.HistogramPoint, from, to time.Time, what string) {
 	t.Helper()
 	names := slices.Sorted(maps.Keys(want))
-	got := map[string][]tsdb.HistogramPoint{}
-	for sh, err := range db.QueryManyHistograms(context.Background(), names, from, to) {
-		require.NoError(t, err, what)
-		got[sh.Series] = append(got[sh.Series], sh.HistogramPoint)
-	}
+	got := readHists(t, db, from, to, names...)
 	for _, n := range names {
 		w := slices.Clone(want[n])
 		slices.SortStableFunc(w, func(a, b tsdb.HistogramPoint) int { return a.Time.Compare(b.Time) })
@@ -87,7 +84,7 @@ func TestTSDBStagedHistogramsCost(t *testing.T) {
 			req[s] = tsdb.SeriesHistograms{Series: n, Histograms: []tsdb.HistogramPoint{p}}
 			want[n] = append(want[n], p)
 		}
-		require.NoError(t, db.WriteHistograms(ctx, req))
+		require.NoError(t, db.WriteSamples(ctx, nil, req))
 	}
 	checker.Reset()
 	write(0)
@@ -149,13 +146,13 @@ func TestTSDBStagedHistogramsWinAndDelete(t *testing.T) {
 	for i := range 150 {
 		direct = append(direct, hp(start.Add(time.Duration(i)*time.Second), intHist(uint64(i+1))))
 	}
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "w", Histograms: direct}, {Series: "keep", Histograms: direct[:3]}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "w", Histograms: direct}, {Series: "keep", Histograms: direct[:3]}}))
 	staged, chunks := stagedHistTables(t, svc, db, start)
 	require.Equal(t, 1, staged, "keep's three samples")
 	require.Equal(t, 1, chunks, "w's chunk")
 	// Times 10 and 20 s again, and a new one: staged.
 	again := []tsdb.HistogramPoint{hp(direct[10].Time, customHist(1000)), fhp(direct[20].Time, floatHist(0.5)), hp(start.Add(200*time.Second), intHist(7))}
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "w", Histograms: again}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "w", Histograms: again}}))
 	want := slices.Clone(direct)
 	want[10], want[20] = again[0], again[1]
 	want = append(want, again[2])
@@ -169,7 +166,7 @@ func TestTSDBStagedHistogramsWinAndDelete(t *testing.T) {
 
 	// Staged again, then deleted with the table's samples of the range: keep's stay.
 	late := []tsdb.HistogramPoint{hp(start.Add(100*time.Millisecond), intHist(3)), hp(start.Add(30*time.Second), intHist(4)), hp(start.Add(300*time.Second), intHist(5))}
-	require.NoError(t, db.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "w", Histograms: late}, {Series: "keep", Histograms: late[:1]}}))
+	require.NoError(t, db.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "w", Histograms: late}, {Series: "keep", Histograms: late[:1]}}))
 	require.NoError(t, db.Delete(ctx, "w", start.Add(50*time.Millisecond), start.Add(250*time.Second)))
 	var left []tsdb.HistogramPoint
 	for _, p := range append(want, late...) {
@@ -226,7 +223,7 @@ func TestTSDBStagedHistogramsFoldKilledAtEveryStep(t *testing.T) {
 			hists = append(hists, tsdb.SeriesHistograms{Series: name, Histograms: hs})
 		}
 		require.NoError(t, db.WriteMany(ctx, points))
-		require.NoError(t, db.WriteHistograms(ctx, hists))
+		require.NoError(t, db.WriteSamples(ctx, nil, hists))
 	}
 	steps := 0
 	for k := 0; ; k++ {
@@ -287,7 +284,7 @@ func TestTSDBStagedHistogramsTiers(t *testing.T) {
 			req = append(req, tsdb.SeriesHistograms{Series: name, Histograms: []tsdb.HistogramPoint{hp(at, latencyHist(n+s))}})
 		}
 		for _, db := range []*tsdb.DB{staged, direct} {
-			require.NoError(t, db.WriteHistograms(ctx, req))
+			require.NoError(t, db.WriteSamples(ctx, nil, req))
 		}
 	}
 	for i := range 60 { // an hour, a sample a minute
@@ -362,9 +359,9 @@ func TestTSDBStagedHistogramsWriteErrorExact(t *testing.T) {
 	}
 	// The series listed, and the tables made, first: only the staging transaction fails.
 	warm := []tsdb.SeriesHistograms{{Series: "x", Histograms: hs[2:]}, {Series: "y", Histograms: hs[2:]}}
-	require.NoError(t, w.WriteHistograms(ctx, warm))
+	require.NoError(t, w.WriteSamples(ctx, nil, warm))
 	failing.Store(true)
-	err = w.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "x", Histograms: hs}, {Series: "y", Histograms: hs[2:]}})
+	err = w.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "x", Histograms: hs}, {Series: "y", Histograms: hs[2:]}})
 	failing.Store(false)
 	var wes []*tablets.WriteError
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
@@ -377,7 +374,7 @@ func TestTSDBStagedHistogramsWriteErrorExact(t *testing.T) {
 	require.Equal(t, hs, got["x"])
 	require.Equal(t, hs[2:], got["y"])
 	require.NotZero(t, wes[0].Status, "the service's answer")
-	require.NoError(t, w.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "x", Histograms: got["x"]}, {Series: "y", Histograms: got["y"]}}))
+	require.NoError(t, w.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "x", Histograms: got["x"]}, {Series: "y", Histograms: got["y"]}}))
 	requireSeriesHists(t, db, map[string][]tsdb.HistogramPoint{
 		"x": {fhp(at, floatHist(2)), hs[2]}, "y": hs[2:]}, at, at.Add(time.Minute), "written again")
 }
@@ -399,6 +396,6 @@ func TestTSDBStagedHistogramsOtherHandleNewPeriod(t *testing.T) {
 	require.Empty(t, queryHist(t, b, "s", from, to), "nothing yet: b lists the tables")
 	at := clock.Now().Add(5 * time.Hour) // a period of its own, unknown to b
 	want := []tsdb.HistogramPoint{hp(at, intHist(5)), fhp(at.Add(time.Second), floatHist(1.5))}
-	require.NoError(t, a.WriteHistograms(ctx, []tsdb.SeriesHistograms{{Series: "s", Histograms: want}}))
+	require.NoError(t, a.WriteSamples(ctx, nil, []tsdb.SeriesHistograms{{Series: "s", Histograms: want}}))
 	requireSamples(t, want, queryHist(t, b, "s", from, to))
 }

@@ -5,8 +5,12 @@
 //
 // The data flows one way. Write: validate, map points to rows (Layout.Rows), pack the rows
 // of each partition into transactions under the batch limits, send them with bounded
-// concurrency. Read: plan sub-queries (Layout.Clauses packed into filters), page through
-// them, decode each entity (Layout.Points), trim to the range and yield.
+// concurrency (WriteRows). Read: plan sub-queries (Layout.Clauses packed into filters), page
+// through them, decode each entity (Layout.Points), trim to the range and yield; a layout
+// whose entities overlap (chunks: package chunks) reads them itself (Overlapping). Delete:
+// list the keys of a range, delete the entities inside, rewrite those it cuts
+// (DeleteRange, generic over the value an entity holds). tsdb's histogram tables (package
+// chunks) write and delete through WriteRows and DeleteRange too.
 package engine
 
 import (
@@ -69,12 +73,22 @@ type Layout interface {
 }
 
 // Overlapping is implemented by layouts whose entities may hold the same times (chunks
-// written by different calls): the engine then keeps, for each time, the value of the entity
-// with the highest Priority, and decodes string properties (entity.Entity.AllowStrings).
-// Entities must come in key order by their first unit (Span), so that a point below the
-// first unit of the next entity is final.
+// written by different calls, package chunks): such a layout reads its entities itself,
+// keeping for each time the value of the entity with the highest priority, and the engine
+// decodes their string properties (entity.Entity.AllowStrings) where it reads their keys.
 type Overlapping interface {
-	Priority(e *entity.Entity) (uint64, error)
+	// ReadRange passes emit the points of series in [from, to), oldest first, in fresh
+	// snapshots (see package chunks); top is the $top of the first request (0: the
+	// service's page size), and with grow each request after it asks for twice as many.
+	ReadRange(ctx context.Context, client Client, series string, from, to uint64, top int32, grow bool, emit func(t uint64, v float64) bool) error
+	// ReadMany passes emit the points of every series in [from, to), each series oldest
+	// first, concurrency requests at once.
+	ReadMany(ctx context.Context, client Client, series []string, from, to uint64, concurrency int, emit func(series int, t uint64, v float64) bool) error
+	// ReadWindow reads [lo, hi) of series in one request of at most top entities, for
+	// Latest: complete when the reply holds fewer than top entities and nothing after them
+	// (then units and values are its points); otherwise last is the first unit of the
+	// newest entity read.
+	ReadWindow(ctx context.Context, client Client, series string, lo, hi uint64, top int) (units []uint64, values []float64, last uint64, complete bool, err error)
 }
 
 // Hinter is implemented by layouts that keep, per series, a hint of its newest time: the

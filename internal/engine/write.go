@@ -11,13 +11,9 @@ import (
 	"github.com/seed71701133/tablets/internal/batch"
 )
 
-// txn is one transaction of a Write: rows [from, to), all of one partition.
-type txn struct{ from, to int }
-
-// Write upserts points of one series: the layout maps them to rows, the rows of each
-// partition go in transactions under the batch limits, and the transactions are sent with
-// bounded concurrency. A failure is a *tablets.WriteError listing every argument whose row
-// was in a failed transaction.
+// Write upserts points of one series: the layout maps them to rows, and WriteRows sends
+// them. A failure is a *tablets.WriteError listing every argument whose row was in a failed
+// transaction.
 func (s *Store) Write(ctx context.Context, series string, points ...tablets.Point) error {
 	if err := s.layout.ValidateSeries(series); err != nil {
 		return err
@@ -47,25 +43,13 @@ func (s *Store) Write(ctx context.Context, series string, points ...tablets.Poin
 		}
 		rows = slices.Insert(rows, at, hint)
 	}
-	txns := transactions(rows)
-	action := s.layout.WriteAction()
-	errs := batch.Run(ctx, s.concurrency, len(txns), func(ctx context.Context, t int) error {
-		rs := rows[txns[t].from:txns[t].to]
-		actions := make([]aztables.TransactionAction, len(rs))
-		for i, r := range rs {
-			actions[i] = aztables.TransactionAction{ActionType: action, Entity: r.Body}
-		}
-		return batch.Submit(ctx, s.client, rs[0].PartitionKey, actions)
-	})
+	errs := WriteRows(ctx, s.client, rows, s.layout.WriteAction(), s.concurrency)
 	// Every argument whose time went in a failed transaction may not be stored (superseded
 	// duplicates included).
 	lost := map[uint64]bool{}
-	for t, err := range errs {
-		if err == nil {
-			continue
-		}
-		for _, r := range rows[txns[t].from:txns[t].to] {
-			for _, u := range sortedUnits[r.From:r.To] {
+	for i, err := range errs {
+		if err != nil {
+			for _, u := range sortedUnits[rows[i].From:rows[i].To] {
 				lost[u] = true
 			}
 		}
@@ -75,6 +59,33 @@ func (s *Store) Write(ctx context.Context, series string, points ...tablets.Poin
 	}
 	return nil
 }
+
+// WriteRows sends rows (in key order) with action, the rows of each partition in
+// transactions under the batch limits (at most 100 operations and 4 MiB), concurrency at
+// once, and returns for each row the error of its transaction (nil: stored). Every table of
+// rows is written through it: the layouts' (Write) and tsdb's histogram tables (package
+// chunks).
+func WriteRows(ctx context.Context, client batch.Submitter, rows []Row, action aztables.TransactionType, concurrency int) []error {
+	txns := transactions(rows)
+	errs := batch.Run(ctx, concurrency, len(txns), func(ctx context.Context, t int) error {
+		rs := rows[txns[t].from:txns[t].to]
+		actions := make([]aztables.TransactionAction, len(rs))
+		for i, r := range rs {
+			actions[i] = aztables.TransactionAction{ActionType: action, Entity: r.Body}
+		}
+		return batch.Submit(ctx, client, rs[0].PartitionKey, actions)
+	})
+	rowErrs := make([]error, len(rows))
+	for t, err := range errs {
+		for i := txns[t].from; i < txns[t].to; i++ {
+			rowErrs[i] = err
+		}
+	}
+	return rowErrs
+}
+
+// txn is one transaction of WriteRows: rows [from, to), all of one partition.
+type txn struct{ from, to int }
 
 // transactions splits rows (in key order) into runs of one partition under the batch
 // limits: at most 100 operations and 4 MiB a transaction.

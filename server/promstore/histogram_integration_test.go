@@ -37,7 +37,7 @@ type hsample struct {
 }
 
 // writeMixed registers the label sets and writes their floats (WriteMany) and histograms
-// (WriteHistograms).
+// (WriteSamples).
 func writeMixed(t *testing.T, db *tsdb.DB, sets []labels.Labels, samples [][]hsample) {
 	t.Helper()
 	ctx := context.Background()
@@ -70,7 +70,7 @@ func writeMixed(t *testing.T, db *tsdb.DB, sets []labels.Labels, samples [][]hsa
 		require.NoError(t, db.WriteMany(ctx, floats))
 	}
 	if len(hists) > 0 {
-		require.NoError(t, db.WriteHistograms(ctx, hists))
+		require.NoError(t, db.WriteSamples(ctx, nil, hists))
 	}
 }
 

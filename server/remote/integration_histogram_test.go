@@ -77,12 +77,7 @@ func TestIntegrationWriteHistogramsToDB(t *testing.T) {
 		s, ok := found[name]
 		require.True(t, ok, "series %s not found", name)
 		assert.True(t, s.Histograms, "series %s: Select says it has histograms", name)
-		var got []tablets.HistogramPoint
-		for p, err := range db.QueryHistograms(ctx, s.Series, from, to) {
-			require.NoError(t, err)
-			got = append(got, p)
-		}
-		requireSameHistograms(t, want, got)
+		requireSameHistograms(t, want, readHistograms(t, db, s.Series, from, to))
 	}
 	var floats []tablets.Point
 	for p, err := range db.Query(ctx, found[`mixed{}`].Series, from, to) {
@@ -212,11 +207,7 @@ func TestIntegrationWriteMixedOneStagingWrite(t *testing.T) {
 			require.NoError(t, err)
 			floats = append(floats, p)
 		}
-		var hists []tablets.HistogramPoint
-		for p, err := range db.QueryHistograms(ctx, s.Series, from, to) {
-			require.NoError(t, err)
-			hists = append(hists, p)
-		}
+		hists := readHistograms(t, db, s.Series, from, to)
 		if id < 200 {
 			requireSamePoints(t, []tablets.Point{pt(base, float64(id)), pt(base+15_000, float64(id))}, floats)
 		} else {
@@ -230,4 +221,21 @@ func TestIntegrationWriteMixedOneStagingWrite(t *testing.T) {
 		n++
 	}
 	require.Equal(t, 300, n)
+}
+
+// readHistograms reads the histogram samples of series in [from, to) with a Querier's Read of
+// histograms, oldest first.
+func readHistograms(t *testing.T, db *tsdb.DB, series string, from, to time.Time) []tablets.HistogramPoint {
+	t.Helper()
+	q, err := db.Queryable(nil)
+	require.NoError(t, err)
+	var out []tablets.HistogramPoint
+	for s, err := range q.Querier(from, to).Read(context.Background(), tsdb.HistogramSamples, series) {
+		require.NoError(t, err)
+		for it := s.Iterator(); it.Next(); {
+			x := it.At()
+			out = append(out, tablets.HistogramPoint{Time: time.UnixMilli(x.T).UTC(), H: x.H, FH: x.FH})
+		}
+	}
+	return out
 }

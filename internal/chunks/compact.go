@@ -1,0 +1,290 @@
+package chunks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/internal/engine"
+	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/partkey"
+)
+
+const (
+	// maxRunChunks bounds the chunks one compaction transaction replaces, leaving room in
+	// its 100 operations for the chunks that replace them.
+	maxRunChunks = 90
+	// maxRunOutput bounds the bytes of the chunks it merges, in units of MaxChunk.
+	maxRunOutput = 8
+	// maxConflicts bounds the attempts at a partition that keeps changing.
+	maxConflicts = 20
+)
+
+// Keys are the keys of a chunk as a key scan reads them.
+type Keys struct {
+	PartitionKey string
+	Series       string
+	Start        uint64 // of the partition
+	First, Last  uint64
+}
+
+// SplitKey recovers the series and partition start of an entity's PartitionKey.
+func (l Layout[V]) SplitKey(e *entity.Entity) (string, uint64, error) {
+	series, start, err := partkey.Split(l.Format, e.PartitionKey)
+	if err != nil {
+		return "", 0, bad(e, err.Error())
+	}
+	return series, start, nil
+}
+
+// ScanFilter selects the chunks of the partitions that [lo, hi) overlaps, whole: those whose
+// first time (the start of the RowKey) is before the end of the last partition, and whose
+// last (L) is at or after the start of the first. Every chunk of such a partition is
+// selected, so that a page cut inside a partition is always cut after some of its chunks.
+// lower and upper, unless "", bound the PartitionKeys (lower inclusive, or exclusive with
+// strict; upper exclusive): four comparisons at most.
+func (l Layout[V]) ScanFilter(lo, hi uint64, lower string, strict bool, upper string) filter.Expr {
+	first, last := l.PartitionOf(lo), l.PartitionOf(hi-1)
+	clauses := []filter.Expr{filter.Ge(lastProperty, l.Key(first))}
+	if end := last + l.PartUnits; end > last && end <= l.Format.Last {
+		clauses = append(clauses, filter.Lt("RowKey", l.Key(end)))
+	}
+	switch {
+	case lower != "" && strict:
+		clauses = append(clauses, filter.Gt("PartitionKey", lower))
+	case lower != "":
+		clauses = append(clauses, filter.Ge("PartitionKey", lower))
+	}
+	if upper != "" {
+		clauses = append(clauses, filter.Lt("PartitionKey", upper))
+	}
+	return filter.And(clauses...)
+}
+
+// ScanKeys yields the keys of every chunk of every series in the partitions that [lo, hi)
+// overlaps (whole partitions), series by series, each series' chunks by first time: one
+// query across partitions (ScanFilter), paged (at most 1,000 chunks a page), selecting the
+// keys and L only. It is not a snapshot: use it to plan work, not to read values.
+func (t Table[V]) ScanKeys(ctx context.Context, lo, hi uint64) iter.Seq2[Keys, error] {
+	return func(yield func(Keys, error) bool) {
+		q := pager.SubQuery{Filter: t.Layout.ScanFilter(lo, hi, "", false, "").String(), Select: t.Layout.KeySelect()}
+		e := entity.Entity{AllowStrings: true}
+		for page, err := range pager.Each(ctx, t.Client, q, 0) {
+			if err != nil {
+				yield(Keys{}, err)
+				return
+			}
+			for _, raw := range page.Entities {
+				if err := e.Decode(raw); err != nil {
+					yield(Keys{}, err)
+					return
+				}
+				first, last, err := t.Layout.Span(&e)
+				if err != nil {
+					yield(Keys{}, err)
+					return
+				}
+				series, start, err := t.Layout.SplitKey(&e)
+				if err != nil {
+					yield(Keys{}, err)
+					return
+				}
+				if !yield(Keys{string(e.PartitionKey), series, start, first, last}, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// CompactAll compacts every series of the table in the partitions that [lo, hi) overlaps:
+// a key scan (ScanKeys) finds the partitions that hold runs worth merging, and only those
+// are read and compacted (CompactPartition), Concurrency partitions at a time. A table whose
+// partitions hold a chunk each costs the scan only. A partition that fails does not stop
+// the others; the error names each series that failed.
+func (t Table[V]) CompactAll(ctx context.Context, lo, hi uint64) error {
+	if lo >= hi {
+		return nil
+	}
+	type partition struct{ pk, series string }
+	var todo []partition
+	var cur partition
+	var chunks []Chunk
+	done := func() {
+		if len(chunks) >= 2 && len(t.runs(chunks)) > 0 {
+			todo = append(todo, cur)
+		}
+		chunks = chunks[:0]
+	}
+	for k, err := range t.ScanKeys(ctx, lo, hi) {
+		if err != nil {
+			return fmt.Errorf("%s: compact: scan: %w", t.Layout.Name, err)
+		}
+		if k.PartitionKey != cur.pk {
+			done()
+			cur = partition{k.PartitionKey, k.Series}
+		}
+		// The sizes are unknown: a run of full chunks is read, and found compact.
+		chunks = append(chunks, Chunk{First: k.First, Last: k.Last})
+	}
+	done()
+	errs := batch.Run(ctx, t.Concurrency, len(todo), func(ctx context.Context, i int) error {
+		if err := t.CompactPartition(ctx, todo[i].pk); err != nil {
+			return fmt.Errorf("%s: compact %q: %w", t.Layout.Name, todo[i].series, err)
+		}
+		return nil
+	})
+	return errors.Join(errs...)
+}
+
+// CompactPartition merges runs of one partition until none is worth merging: runs of small
+// or overlapping chunks become as few chunks of up to MaxChunk bytes as hold their values
+// (the latest write of each time kept), with the highest priority of the run. Each run is
+// replaced in one transaction, which deletes the chunks it read only if they are unchanged
+// (their ETags), so a concurrent delete or compaction makes it start again, and a
+// concurrent write is never lost: a write adds a chunk of its own, and a later write has a
+// higher priority than any chunk compacted before it.
+func (t Table[V]) CompactPartition(ctx context.Context, pk string) error {
+	for range maxConflicts {
+		chunks, err := t.readPartition(ctx, pk)
+		if err != nil {
+			return err
+		}
+		conflict, merged := false, false
+		for _, run := range t.runs(chunks) {
+			did, err := t.mergeRun(ctx, pk, run)
+			if batch.IsConflict(err) {
+				conflict = true
+				break
+			}
+			if err != nil {
+				return err
+			}
+			merged = merged || did
+		}
+		if !conflict && !merged {
+			return nil
+		}
+	}
+	return fmt.Errorf("partition %q still changing after %d attempts", pk, maxConflicts)
+}
+
+// readPartition reads every chunk of a partition, in key order (first time).
+func (t Table[V]) readPartition(ctx context.Context, pk string) ([]Chunk, error) {
+	q := pager.SubQuery{Filter: filter.Eq("PartitionKey", pk).String(), Select: t.Layout.Select()}
+	e := entity.Entity{AllowStrings: true}
+	var out []Chunk
+	for page, err := range pager.Each(ctx, t.Client, q, 0) {
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Entities {
+			if err := e.Decode(raw); err != nil {
+				return nil, err
+			}
+			c, err := t.Layout.Decode(&e, true)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// runs groups chunks (in order of first time) into runs worth merging: each a whole number
+// of closed segments (no chunk outside a segment overlaps it in time, so no chunk left out
+// of a run holds a time it holds), of at most maxRunChunks chunks and about maxRunOutput
+// full chunks of bytes, with at least two chunks.
+func (t Table[V]) runs(chunks []Chunk) [][]Chunk {
+	var runs [][]Chunk
+	var run []Chunk
+	size := 0
+	flush := func() {
+		if len(run) >= 2 {
+			runs = append(runs, run)
+		}
+		run, size = nil, 0
+	}
+	for i := 0; i < len(chunks); {
+		// The closed segment starting at i.
+		j, last := i+1, chunks[i].Last
+		for j < len(chunks) && chunks[j].First <= last {
+			last = max(last, chunks[j].Last)
+			j++
+		}
+		segSize := 0
+		for _, c := range chunks[i:j] {
+			segSize += len(c.Data)
+		}
+		if len(run) > 0 && (len(run)+j-i > maxRunChunks || size+segSize > maxRunOutput*t.Layout.MaxChunk) {
+			flush()
+		}
+		if j-i > maxRunChunks {
+			i = j // too many overlapping chunks for one transaction: left as they are
+			continue
+		}
+		run = append(run, chunks[i:j]...)
+		size += segSize
+		i = j
+	}
+	flush()
+	return runs
+}
+
+// mergeRun replaces a run by the fewest chunks that hold its values, in one transaction. It
+// reports whether it did (false: the run is already as compact, or its replacement would
+// not fit one transaction).
+func (t Table[V]) mergeRun(ctx context.Context, pk string, run []Chunk) (bool, error) {
+	var m Merger[V]
+	var prio uint64
+	for _, c := range run {
+		prio = max(prio, c.Prio)
+		if err := t.Layout.Values(c, 0, ^uint64(0), func(u uint64, v V) { m.Add(u, v, c.Prio) }); err != nil {
+			return false, err
+		}
+	}
+	var units []uint64
+	var values []V
+	m.Release(^uint64(0), func(u uint64, v V) bool {
+		units, values = append(units, u), append(values, v)
+		return true
+	})
+	var rows []engine.Row
+	for i := 0; i < len(units); {
+		chunk, n := t.Layout.Codec.AppendLimit(nil, units[i:], values[i:], t.Layout.MaxChunk)
+		rk := t.Layout.RowKey(units[i], prio, chunk)
+		rows = append(rows, engine.Row{PartitionKey: pk, RowKey: rk, Body: t.Layout.Body(pk, rk, units[i+n-1], chunk)})
+		i += n
+	}
+	if len(rows) >= len(run) || len(rows)+len(run) > entity.MaxBatchOperations {
+		return false, nil
+	}
+	old := make(map[string]bool, len(run))
+	for _, c := range run {
+		old[c.RowKey] = true
+	}
+	var actions []aztables.TransactionAction
+	kept := map[string]bool{}
+	for _, r := range rows {
+		if old[r.RowKey] {
+			kept[r.RowKey] = true // the same chunk, content and all: leave it
+			continue
+		}
+		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: r.Body})
+	}
+	for _, c := range run {
+		if !kept[c.RowKey] {
+			etag := azcore.ETag(c.ETag)
+			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(pk, c.RowKey), IfMatch: &etag})
+		}
+	}
+	return true, batch.Submit(ctx, t.Client, pk, actions)
+}

@@ -1,0 +1,294 @@
+package tsdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
+)
+
+// rawStore is the raw part of one kind of samples: its tables, one a period (float points:
+// the raw tables, a store of Options.Layout each, stores.go; native histogram samples: the
+// histogram tables, chunks of internal/histenc, histtable.go), and the one implementation of
+// what reads and writes them whatever the kind: the spans of a range, a read of many series
+// a span, the write of a series' samples into a period, compaction and delete. S is the
+// kind's sample, T its table of a period: the kinds fork only in T, whose codec (the layout's,
+// or package chunks with internal/histenc) stores them. It is safe for concurrent use; the
+// period tables (which tables exist) and the series check are shared by both kinds.
+type rawStore[S any, T rawTable[S]] struct {
+	kind   tableKind
+	names  naming.Names
+	tables *periodTables
+	series *seriesCheck
+	open   func(p uint64) (T, error) // the table of period p (no request)
+}
+
+// floatStore is the raw part's float points: besides what both kinds do, the reads of one
+// series that only floats have (tablets.Store's Query, QueryPage and Latest; read.go).
+type floatStore struct {
+	*rawStore[tablets.Point, pointTable]
+}
+
+// histStore is the raw part's histogram samples: besides what both kinds do, their read
+// merged with staged samples (histogram.go).
+type histStore struct {
+	*rawStore[HistogramPoint, histTable]
+}
+
+// rawTable is a period's table of one kind of samples S.
+type rawTable[S any] interface {
+	// queryMany passes emit the samples of every named series (valid, distinct) with
+	// from <= Time < to, each series' oldest first, the latest write of a time winning;
+	// emit returns false to stop.
+	queryMany(ctx context.Context, series []string, from, to time.Time, emit func(series string, s S) bool) error
+	// write stores samples of a series (any order; of two at one time, the later argument
+	// wins) with priority (0: this process's clock, so that the latest write wins; a Fold
+	// gives the priority of the staged samples' write). It returns the indexes of the
+	// samples that may not be stored, and the first failure.
+	write(ctx context.Context, series string, samples []S, priority uint64) ([]int, error)
+	// delete removes the samples of series with from <= Time < to.
+	delete(ctx context.Context, series string, from, to time.Time) error
+	// compact merges the small chunks of [from, to) in every series (nothing where the
+	// layout does not compact).
+	compact(ctx context.Context, from, to time.Time) error
+}
+
+// span is the part of [from, to) in one raw period.
+type span struct {
+	period   uint64
+	from, to time.Time
+}
+
+// spans lists, oldest first, the tables of the kind that exist or may exist (see
+// periodTables) with the part of [from, to) in each. A period without a table (never
+// written, or dropped) holds nothing: a read of it reports it with readDone.
+func (r *rawStore[S, T]) spans(ctx context.Context, from, to time.Time) ([]span, error) {
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	if !from.Before(to) {
+		return nil, nil
+	}
+	periods, err := r.tables.inRange(ctx, r.kind, from, to)
+	if err != nil {
+		return nil, err
+	}
+	var out []span
+	for _, p := range periods {
+		start, end := r.names.Start(p), r.names.End(p)
+		if end.After(from) && start.Before(to) {
+			out = append(out, span{p, laterOf(from, start), earlierOf(to, end)})
+		}
+	}
+	return out, nil
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlierOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// readDone records what a request to period p's table learned: the table exists (err nil),
+// or is gone (dropped meanwhile, or never made), which a read takes as an empty period (it
+// returns true).
+func (r *rawStore[S, T]) readDone(p uint64, err error) (empty bool) {
+	switch {
+	case err == nil:
+		r.tables.found(r.kind, p)
+	case isTableGone(err):
+		r.tables.gone(r.kind, p)
+		return true
+	}
+	return false
+}
+
+// inTable calls do with period p's table and records what it learned (readDone): it
+// returns gone for a table that is gone (an empty period), and do's other errors.
+func (r *rawStore[S, T]) inTable(p uint64, do func(T) error) (gone bool, err error) {
+	t, err := r.open(p)
+	if err != nil {
+		return false, err
+	}
+	err = do(t)
+	if r.readDone(p, err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// validate checks a series for the kind's tables, before any request.
+func (r *rawStore[S, T]) validate(ctx context.Context, series string) error {
+	return r.series.check(ctx, series, r.kind)
+}
+
+// queryMany passes emit the samples of every named series (valid, distinct) in [from, to),
+// table by table, each series' oldest first; emit returns false to stop.
+func (r *rawStore[S, T]) queryMany(ctx context.Context, series []string, from, to time.Time, emit func(series string, s S) bool) error {
+	spans, err := r.spans(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	for _, sp := range spans {
+		stopped := false
+		_, err := r.querySpan(ctx, sp, series, func(name string, s S) bool {
+			stopped = !emit(name, s)
+			return !stopped
+		})
+		if err != nil || stopped {
+			return err
+		}
+	}
+	return nil
+}
+
+// querySpan passes emit the samples of the series in span sp, from its table. It returns
+// gone for a table that is gone: an empty period.
+func (r *rawStore[S, T]) querySpan(ctx context.Context, sp span, series []string, emit func(series string, s S) bool) (bool, error) {
+	gone, err := r.inTable(sp.period, func(t T) error { return t.queryMany(ctx, series, sp.from, sp.to, emit) })
+	if err != nil {
+		return false, fmt.Errorf("tsdb: %w", err)
+	}
+	return gone, nil
+}
+
+// seriesSamples yields what queryMany passes, each sample with its series as pair makes
+// them (tablets.SeriesPoint, SeriesHistogram).
+func seriesSamples[P, S any, T rawTable[S]](ctx context.Context, r *rawStore[S, T], series []string, from, to time.Time, pair func(string, S) P) iter.Seq2[P, error] {
+	return func(yield func(P, error) bool) {
+		stopped := false
+		err := r.queryMany(ctx, series, from, to, func(name string, s S) bool {
+			stopped = !yield(pair(name, s), nil)
+			return !stopped
+		})
+		if err != nil && !stopped {
+			var zero P
+			yield(zero, err)
+		}
+	}
+}
+
+// write writes a series' samples of period p into its table (see rawTable.write), and
+// records whether the table is gone.
+func (r *rawStore[S, T]) write(ctx context.Context, p uint64, series string, samples []S, priority uint64) ([]int, error) {
+	t, err := r.open(p)
+	if err != nil {
+		return allIndexes(len(samples)), err
+	}
+	failed, err := t.write(ctx, series, samples, priority)
+	if isTableGone(err) {
+		r.tables.gone(r.kind, p) // dropped meanwhile: a retry checks the catalog
+	}
+	return failed, err
+}
+
+func allIndexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// delete removes the samples of series with from <= Time < to from every table of the
+// range.
+func (r *rawStore[S, T]) delete(ctx context.Context, series string, from, to time.Time) error {
+	spans, err := r.spans(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	for _, sp := range spans {
+		if _, err := r.inTable(sp.period, func(t T) error { return t.delete(ctx, series, sp.from, sp.to) }); err != nil {
+			return fmt.Errorf("tsdb: %w", err)
+		}
+	}
+	return nil
+}
+
+// compact merges the small chunks of every table of [from, to). A table that fails does
+// not stop the others.
+func (r *rawStore[S, T]) compact(ctx context.Context, from, to time.Time) error {
+	spans, err := r.spans(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sp := range spans {
+		if _, err := r.inTable(sp.period, func(t T) error { return t.compact(ctx, sp.from, sp.to) }); err != nil {
+			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.period), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// seriesCheck checks series names before any request, for the tables of each kind: with
+// the raw layout's rules (a histogram series is a series of the database, listed in the
+// same index) and, for histograms, the histogram tables' keys. It remembers the series it
+// passed lately: the check builds the layout's filters, a quarter of a remote write's CPU.
+type seriesCheck struct {
+	layout tablets.Store // a store of the raw layout, for its checks: a Write of no points sends nothing
+	valid  *genCache[string, struct{}]
+}
+
+func newSeriesCheck(layout tablets.Store, cachedSeries int) *seriesCheck {
+	return &seriesCheck{layout: layout, valid: newGenCache(2*cachedSeries*validEntryBytes, validEntryCost)}
+}
+
+// validEntryBytes bounds the cache of valid series: about the heap of an entry of a series
+// key (33 bytes) and the maps' share.
+const validEntryBytes = 128
+
+func validEntryCost(series string, _ struct{}) int { return len(series) + validEntryBytes - 33 }
+
+// check checks series for the tables of kind k (rawKind, histKind); its error is the
+// layout's, unwrapped.
+func (c *seriesCheck) check(ctx context.Context, series string, k tableKind) error {
+	if _, ok := c.valid.get(series); !ok {
+		if err := c.layout.Write(ctx, series); err != nil { // no points: validates, sends nothing
+			return err
+		}
+		c.valid.add(series, struct{}{})
+	}
+	if k != histKind {
+		return nil
+	}
+	key := "\x00h" + series // no series holds a control character: apart from the layout's
+	if _, ok := c.valid.get(key); ok {
+		return nil
+	}
+	if err := histLayout.ValidateSeries(series); err != nil {
+		return err
+	}
+	c.valid.add(key, struct{}{})
+	return nil
+}
+
+// newRaw makes the raw part's two kinds over the period tables: the float points in the
+// stores of the raw layout, the histogram samples in the histogram tables; validator is a
+// store of the raw layout, for its checks of series names. It sends no request.
+func newRaw(service *aztables.ServiceClient, names naming.Names, tables *periodTables, stores *rawStores, validator tablets.Store, cachedSeries int) (*floatStore, *histStore) {
+	series := newSeriesCheck(validator, cachedSeries)
+	floats := &rawStore[tablets.Point, pointTable]{kind: rawKind, names: names, tables: tables, series: series, open: func(p uint64) (pointTable, error) {
+		s, err := stores.get(p)
+		return pointTable{s}, err
+	}}
+	hists := &rawStore[HistogramPoint, histTable]{kind: histKind, names: names, tables: tables, series: series, open: func(p uint64) (histTable, error) {
+		return histTableOf(service.NewClient(names.HistTable(p))), nil
+	}}
+	return &floatStore{floats}, &histStore{hists}
+}
