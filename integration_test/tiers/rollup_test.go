@@ -172,8 +172,11 @@ func TestTSDBAggregateRequests(t *testing.T) {
 	p99 := w[0].Quantile(0.99)
 	require.InDelta(t, 39000.0, p99, 0.01*39000+6, "p99 across the 40 series")
 
-	// A year of one series summarized at a 1-day step: at most 3 requests. (A point an hour:
-	// the tier read costs the same whatever the raw density.)
+	// A year of one series summarized at a 1-day step: at most 6 requests: the staged points,
+	// the dirty markers, the hour tier's two tables, and the raw points of the two partial
+	// raw periods at the year's ends (the scanning rollup of the chunked layout leaves their
+	// windows to be read raw; the advanced layout's rollup did not: 3 requests). (A point an
+	// hour: the tier read costs the same whatever the raw density.)
 	year := time.Date(2023, 1, 1, 0, 0, 0, 0, time.UTC)
 	pts = pts[:0]
 	for i := range 365 * 24 {
@@ -185,7 +188,7 @@ func TestTSDBAggregateRequests(t *testing.T) {
 	w = itest.CollectWindows(t, db.Aggregate(ctx, []string{"year"}, year, year.AddDate(1, 0, 0), 24*time.Hour, nil))
 	require.Len(t, w, 365)
 	t.Logf("a year at a 1-day step: %d requests", checker.Stats().Requests-before.Requests)
-	require.LessOrEqual(t, checker.Stats().Requests-before.Requests, int64(3), "a year at a 1-day step")
+	require.LessOrEqual(t, checker.Stats().Requests-before.Requests, int64(6), "a year at a 1-day step")
 }
 
 // rollupLate rolls up [from, to) of points written late (older than the seal delay): a
