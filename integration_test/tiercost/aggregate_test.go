@@ -22,7 +22,7 @@ import (
 // point in a rolled-up window shows at once; the fields not asked for are zero.
 func TestAggregateSeriesApart(t *testing.T) {
 	ctx := context.Background()
-	db, writer, checker := newLiveDB(t, tsdb.Options{RawPeriod: 24 * time.Hour})
+	db, writer, checker := newLiveDB(t, tsdb.Options{RawPeriod: 24 * time.Hour, DirectWrites: true})
 	day := pastDay()
 	end := day.Add(36 * time.Hour)
 	rng := rand.New(rand.NewPCG(21, 4))
@@ -127,7 +127,7 @@ func TestAggregateWhereRawIsGone(t *testing.T) {
 func TestAggregateManySeriesScan(t *testing.T) {
 	ctx := context.Background()
 	// One tier, an hour: a block a series (Rollup's cost is its block writes).
-	db, writer, checker := newLiveDB(t, tsdb.Options{RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{{Step: time.Hour}}})
+	db, writer, checker := newLiveDB(t, tsdb.Options{RawPeriod: 24 * time.Hour, DirectWrites: true, Tiers: []tsdb.Tier{{Step: time.Hour}}})
 	day := pastDay()
 	end := day.Add(24 * time.Hour)
 	rng := rand.New(rand.NewPCG(21, 6))
@@ -150,7 +150,7 @@ func TestAggregateManySeriesScan(t *testing.T) {
 		c := measure(checker, func() { got = collect(t, db.Aggregate(ctx, asked, day, end, step, nil)) })
 		requireWindows(t, modelWindowsByName(series, asked, day, end, step), got, tsdb.AllFields, step.String())
 		t.Logf("30 of 1,230 series, a day at %v: %d requests, %d bytes", step, c.requests, c.bytes)
-		require.Equal(t, int64(1+1+2), c.requests, "at %v: the dirty markers, the scan's first page, 2 filters", step)
+		require.Equal(t, int64(1+1+1+2), c.requests, "at %v: the dirty markers, the staged points, the scan's first page, 2 filters", step)
 	}
 }
 
