@@ -114,7 +114,7 @@ func (pl *planner) window(ctx context.Context, s string, c *cover, i int) (*Wind
 	}
 	if !c.distrust[i] {
 		_, marked := pl.dirty[dirtyKey{s, floorSec(unix(ws), pl.slice)}]
-		if !marked && len(pointsIn(pl.staged[s], ws, we)) == 0 && len(histsIn(pl.stagedHists[s], ws, we)) == 0 &&
+		if !marked && len(pointsMerge.in(pl.staged[s], ws, we)) == 0 && len(histsMerge.in(pl.stagedHists[s], ws, we)) == 0 &&
 			(w == nil || usable(w, pl.f)) {
 			return w, true, nil
 		}

@@ -25,11 +25,11 @@ func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.
 		names := slices.Sorted(slices.Values(byRange[r]))
 		mine := map[string][]tablets.Point{}
 		for _, s := range names {
-			if pts := pointsIn(staged[s], r[0], r[1]); len(pts) > 0 {
+			if pts := pointsMerge.in(staged[s], r[0], r[1]); len(pts) > 0 {
 				mine[s] = pts
 			}
 		}
-		for p, err := range withStagedMany(tr.db.floats.seriesPoints(ctx, names, r[0], r[1]), mine) {
+		for p, err := range pointsMerge.many(tr.db.floats.seriesPoints(ctx, names, r[0], r[1]), mine) {
 			if err != nil {
 				return err
 			}

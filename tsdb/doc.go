@@ -70,8 +70,9 @@
 //   - the staging table (staging.go, staging_read.go, staging_delete.go, a type of its own
 //     over internal/staging, which holds the entities' layout, codec and query): the
 //     transactions of a write's staged samples, the reads of staged points (which the read
-//     path merges into raw ones: staging_merge.go) and their deletion. It is given the
-//     service client, the names and the options, and depends on no other part; see Staging;
+//     path merges into raw ones, one merge for both kinds: staging_merge.go) and their
+//     deletion. It is given the service client, the names and the options, and depends on
+//     no other part; see Staging;
 //   - the Fold (fold.go, foldlease.go, a type of its own): moves the staged points into the
 //     raw and histogram tables under the fold lease. It reads and empties the staging
 //     table, and is given the raw part's writes of both kinds

@@ -275,7 +275,7 @@ func (f *folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 			for _, p := range pts {
 				priority = max(priority, p.Stamp)
 			}
-			err := foldSeries(ctx, f.tables, rawKind, names[i], staging.LastWrites(pts), func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }, dropped,
+			err := foldSeries(ctx, f.tables, rawKind, names[i], staging.LastWrites[tablets.Point](pts), func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }, dropped,
 				func(ctx context.Context, p uint64, pts []tablets.Point) error {
 					return f.writePoints(ctx, p, names[i], pts, priority)
 				})
@@ -288,7 +288,7 @@ func (f *folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 			for _, h := range hs {
 				priority = max(priority, h.Stamp)
 			}
-			err := foldSeries(ctx, f.tables, histKind, names[i], staging.LastHistWrites(hs), func(s histenc.Sample) uint64 { return f.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }, dropped,
+			err := foldSeries(ctx, f.tables, histKind, names[i], staging.LastWrites[histenc.Sample](hs), func(s histenc.Sample) uint64 { return f.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }, dropped,
 				func(ctx context.Context, p uint64, samples []histenc.Sample) error {
 					return f.writeHists(ctx, p, names[i], samples, priority)
 				})

@@ -23,10 +23,11 @@ type (
 
 // withStaged yields the histogram samples of names (valid, distinct) in
 // [from, to) from the histogram tables, table by table, merged with staged (read before, by
-// series, each sorted, one a millisecond): where both hold a millisecond, the staged sample
-// is the later write. Staged samples are read whatever the tables this process knows of
-// (another may have made the table since its last listing), but those of a period known to
-// be dropped or found gone (Retain dropped it) are left out.
+// series, each sorted, one a millisecond) by the merge of both kinds (histsMerge): where
+// both hold a millisecond, the staged sample is the later write. Staged samples are read
+// whatever the tables this process knows of (another may have made the table since its
+// last listing), but those of a period known to be dropped or found gone (Retain dropped
+// it) are left out.
 func (hists *histStore) withStaged(ctx context.Context, names []string, from, to time.Time, staged map[string][]HistogramPoint) iter.Seq2[SeriesHistogram, error] {
 	return func(yield func(SeriesHistogram, error) bool) {
 		spans, err := hists.spans(ctx, from, to)
@@ -37,7 +38,7 @@ func (hists *histStore) withStaged(ctx context.Context, names []string, from, to
 		for _, sp := range hists.stagedSpans(spans, names, from, to, staged) {
 			rest := make(map[string][]HistogramPoint, len(names)) // each series' staged samples of the span
 			for _, name := range names {
-				rest[name] = histsIn(staged[name], sp.from, sp.to)
+				rest[name] = histsMerge.in(staged[name], sp.from, sp.to)
 			}
 			stopped := false
 			emit := func(name string, p HistogramPoint) bool {
@@ -46,15 +47,9 @@ func (hists *histStore) withStaged(ctx context.Context, names []string, from, to
 			}
 			if !sp.stagedOnly {
 				gone, err := hists.querySpan(ctx, sp.span, names, func(name string, p HistogramPoint) bool {
-					replaced := false
-					for len(rest[name]) > 0 && !rest[name][0].Time.After(p.Time) {
-						replaced = rest[name][0].Time.Equal(p.Time)
-						if !emit(name, rest[name][0]) {
-							return false
-						}
-						rest[name] = rest[name][1:]
-					}
-					return replaced || emit(name, p)
+					var ok bool
+					rest[name], ok = histsMerge.upTo(rest[name], p, func(s HistogramPoint) bool { return emit(name, s) })
+					return ok
 				})
 				if stopped {
 					return
@@ -109,13 +104,6 @@ func (hists *histStore) stagedSpans(spans []span, names []string, from, to time.
 		slices.SortFunc(out, func(a, b histSpan) int { return cmp.Compare(a.period, b.period) })
 	}
 	return out
-}
-
-// histsIn is the part of hs (sorted) in [from, to).
-func histsIn(hs []HistogramPoint, from, to time.Time) []HistogramPoint {
-	lo, _ := slices.BinarySearchFunc(hs, from, func(p HistogramPoint, t time.Time) int { return p.Time.Compare(t) })
-	hi, _ := slices.BinarySearchFunc(hs, to, func(p HistogramPoint, t time.Time) int { return p.Time.Compare(t) })
-	return hs[lo:max(lo, hi)]
 }
 
 // histMaxSampleBytes bounds one sample's encoding: a chunk of it alone must fit Azure's

@@ -38,7 +38,7 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 			yield(tablets.Point{}, err)
 			return
 		}
-		for p, err := range withStaged(db.floats.points(ctx, series, from, to), staged[series]) {
+		for p, err := range pointsMerge.one(db.floats.points(ctx, series, from, to), staged[series]) {
 			if !yield(p, err) || err != nil {
 				return
 			}
@@ -138,26 +138,13 @@ func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.
 // in returns the staged points of series in [from, to), within the range read; each
 // series must be among those read and not dropped.
 func (s *stagedSet) in(series []string, from, to time.Time) (map[string][]tablets.Point, error) {
-	if from.Before(s.from) || to.After(s.to) {
-		return nil, fmt.Errorf("tsdb: %w: staged points of [%v, %v), not of the range read [%v, %v)",
-			tablets.ErrInvalidOptions, s.from, s.to, from, to)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	points := make(map[string][]tablets.Point, len(series))
-	for _, name := range series {
-		if !s.series[name] {
-			return nil, fmt.Errorf("tsdb: %w: series %s is not among the staged points read (or was dropped)", tablets.ErrInvalidOptions, name)
-		}
+	return stagedIn(s, series, from, to, "points", func(name string) ([]tablets.Point, error) {
 		pts, err := s.points[name].In(from, to)
 		if err != nil { // a chunk this process packed: a bug
 			return nil, fmt.Errorf("tsdb: staged points of %s: %w", name, err)
 		}
-		if len(pts) > 0 {
-			points[name] = pts
-		}
-	}
-	return points, nil
+		return pts, nil
+	})
 }
 
 // histsIn returns the staged histogram samples of series in [from, to), as in does the
@@ -166,19 +153,32 @@ func (s *stagedSet) histsIn(series []string, from, to time.Time) (map[string][]H
 	if !s.withHist {
 		return nil, fmt.Errorf("tsdb: %w: staged samples read without their histograms", tablets.ErrInvalidOptions)
 	}
+	return stagedIn(s, series, from, to, "samples", func(name string) ([]HistogramPoint, error) {
+		return histsMerge.in(s.hists[name], from, to), nil
+	})
+}
+
+// stagedIn is in and histsIn whatever the kind: the staged samples of each of series
+// (those of [from, to) of a series, as of gives them: s.mu is held), checked to be of the
+// range read and of series read and not dropped; noun names the kind's samples in errors.
+func stagedIn[S any](s *stagedSet, series []string, from, to time.Time, noun string, of func(name string) ([]S, error)) (map[string][]S, error) {
 	if from.Before(s.from) || to.After(s.to) {
-		return nil, fmt.Errorf("tsdb: %w: staged samples of [%v, %v), not of the range read [%v, %v)",
-			tablets.ErrInvalidOptions, s.from, s.to, from, to)
+		return nil, fmt.Errorf("tsdb: %w: staged %s of [%v, %v), not of the range read [%v, %v)",
+			tablets.ErrInvalidOptions, noun, s.from, s.to, from, to)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string][]HistogramPoint, len(series))
+	out := make(map[string][]S, len(series))
 	for _, name := range series {
 		if !s.series[name] {
-			return nil, fmt.Errorf("tsdb: %w: series %s is not among the staged samples read (or was dropped)", tablets.ErrInvalidOptions, name)
+			return nil, fmt.Errorf("tsdb: %w: series %s is not among the staged %s read (or was dropped)", tablets.ErrInvalidOptions, name, noun)
 		}
-		if hs := histsIn(s.hists[name], from, to); len(hs) > 0 {
-			out[name] = hs
+		ss, err := of(name)
+		if err != nil {
+			return nil, err
+		}
+		if len(ss) > 0 {
+			out[name] = ss
 		}
 	}
 	return out, nil
@@ -225,7 +225,7 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 				return
 			}
 		}
-		for p, err := range withStagedMany(db.floats.seriesPoints(ctx, series, from, to), points) {
+		for p, err := range pointsMerge.many(db.floats.seriesPoints(ctx, series, from, to), points) {
 			if !yield(p, err) || err != nil {
 				return
 			}
@@ -363,7 +363,7 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 		rest = rest[:len(slices.DeleteFunc(slices.Clone(rest), func(p tablets.Point) bool { return p.Time.After(last) }))]
 	}
 	var merged []tablets.Point
-	for p, err := range withStaged(pointsOfSlice(raw), rest) {
+	for p, err := range pointsMerge.one(pointsOfSlice(raw), rest) {
 		if err != nil {
 			return tablets.Page{}, err
 		}

@@ -317,7 +317,7 @@ func (tr *tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan,
 		}
 		if s := staged[series]; len(s) > 0 {
 			var merged []tablets.Point
-			for p := range withStaged(pointsOfSlice(pts), s) {
+			for p := range pointsMerge.one(pointsOfSlice(pts), s) {
 				merged = append(merged, p)
 			}
 			pts = merged

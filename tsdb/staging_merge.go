@@ -9,78 +9,117 @@ import (
 	"github.com/seed71701133/tablets"
 )
 
-// A read of raw points merges the staged points of its series into them (the read path:
-// read.go, querier_select.go, aggregate_raw.go, rollupscan.go): a staged point is the later
-// write of its time.
+// A read of raw samples merges the staged samples of its series into them (the read path:
+// read.go, querier_read.go, querier_select.go, aggregate_raw.go, rollupscan.go, and the
+// histogram tables' read, histogram.go): a staged sample is the later write of its
+// millisecond. The merge is one code for both kinds: a stagedMerge holds the little it
+// needs of a kind.
 
-// withStaged merges staged points (sorted, one per time) into a series' raw points (oldest
-// first): where both hold a time, the staged point is the later write.
-func withStaged(raw iter.Seq2[tablets.Point, error], staged []tablets.Point) iter.Seq2[tablets.Point, error] {
+// stagedMerge is the merge of a kind's staged samples S into its raw ones: what it needs of
+// the kind is a sample's time, and how a sample pairs with its series as P (the reads of
+// many series yield tablets.SeriesPoint and SeriesHistogram).
+type stagedMerge[S, P any] struct {
+	time   func(S) time.Time
+	pair   func(series string, s S) P
+	unpair func(P) (string, S)
+}
+
+// pointsMerge merges float points, histsMerge histogram samples.
+var (
+	pointsMerge = stagedMerge[tablets.Point, tablets.SeriesPoint]{
+		time: func(p tablets.Point) time.Time { return p.Time },
+		pair: func(series string, p tablets.Point) tablets.SeriesPoint {
+			return tablets.SeriesPoint{Series: series, Point: p}
+		},
+		unpair: func(p tablets.SeriesPoint) (string, tablets.Point) { return p.Series, p.Point },
+	}
+	histsMerge = stagedMerge[HistogramPoint, SeriesHistogram]{
+		time: func(p HistogramPoint) time.Time { return p.Time },
+		pair: func(series string, p HistogramPoint) SeriesHistogram {
+			return SeriesHistogram{Series: series, HistogramPoint: p}
+		},
+		unpair: func(p SeriesHistogram) (string, HistogramPoint) { return p.Series, p.HistogramPoint },
+	}
+)
+
+// upTo passes emit the staged samples of rest (sorted, one per time) at or before the raw
+// sample s, then s unless one of them holds its time (the staged sample is the later
+// write). It returns what is left of rest, and false once emit returned false.
+func (m stagedMerge[S, P]) upTo(rest []S, s S, emit func(S) bool) ([]S, bool) {
+	at := m.time(s)
+	replaced := false
+	for len(rest) > 0 && !m.time(rest[0]).After(at) {
+		replaced = m.time(rest[0]).Equal(at)
+		if !emit(rest[0]) {
+			return rest, false
+		}
+		rest = rest[1:]
+	}
+	return rest, replaced || emit(s)
+}
+
+// one merges staged samples (sorted, one per time) into a series' raw samples (oldest
+// first): where both hold a time, the staged sample is the later write.
+func (m stagedMerge[S, P]) one(raw iter.Seq2[S, error], staged []S) iter.Seq2[S, error] {
 	if len(staged) == 0 {
 		return raw
 	}
-	return func(yield func(tablets.Point, error) bool) {
-		for p, err := range raw {
+	return func(yield func(S, error) bool) {
+		emit := func(s S) bool { return yield(s, nil) }
+		for s, err := range raw {
 			if err != nil {
-				yield(p, err)
+				yield(s, err)
 				return
 			}
-			replaced := false
-			for len(staged) > 0 && !staged[0].Time.After(p.Time) {
-				replaced = staged[0].Time.Equal(p.Time)
-				if !yield(staged[0], nil) {
-					return
-				}
-				staged = staged[1:]
-			}
-			if !replaced && !yield(p, nil) {
+			var ok bool
+			if staged, ok = m.upTo(staged, s, emit); !ok {
 				return
 			}
 		}
-		for _, p := range staged {
-			if !yield(p, nil) {
+		for _, s := range staged {
+			if !emit(s) {
 				return
 			}
 		}
 	}
 }
 
-// withStagedMany merges staged points (by series, each sorted, one per time) into the raw
-// points of many series (each series' oldest first): a series' staged points come just
-// before its first raw point after them, and those left at the end, series by series in
-// the order of their names.
-func withStagedMany(raw iter.Seq2[tablets.SeriesPoint, error], staged map[string][]tablets.Point) iter.Seq2[tablets.SeriesPoint, error] {
+// many merges staged samples (by series, each sorted, one per time) into the raw samples
+// of many series (each series' oldest first): a series' staged samples come just before
+// its first raw sample after them, and those left at the end, series by series in the
+// order of their names.
+func (m stagedMerge[S, P]) many(raw iter.Seq2[P, error], staged map[string][]S) iter.Seq2[P, error] {
 	if len(staged) == 0 {
 		return raw
 	}
-	return func(yield func(tablets.SeriesPoint, error) bool) {
+	return func(yield func(P, error) bool) {
 		for p, err := range raw {
 			if err != nil {
 				yield(p, err)
 				return
 			}
-			rest := staged[p.Series]
-			replaced := false
-			for len(rest) > 0 && !rest[0].Time.After(p.Time) {
-				replaced = rest[0].Time.Equal(p.Time)
-				if !yield(tablets.SeriesPoint{Series: p.Series, Point: rest[0]}, nil) {
-					return
-				}
-				rest = rest[1:]
-			}
-			staged[p.Series] = rest
-			if !replaced && !yield(p, nil) {
+			name, s := m.unpair(p)
+			rest, ok := m.upTo(staged[name], s, func(s S) bool { return yield(m.pair(name, s), nil) })
+			if !ok {
 				return
 			}
+			staged[name] = rest
 		}
 		for _, name := range slices.Sorted(maps.Keys(staged)) {
-			for _, p := range staged[name] {
-				if !yield(tablets.SeriesPoint{Series: name, Point: p}, nil) {
+			for _, s := range staged[name] {
+				if !yield(m.pair(name, s), nil) {
 					return
 				}
 			}
 		}
 	}
+}
+
+// in is the part of ss (sorted) in [from, to).
+func (m stagedMerge[S, P]) in(ss []S, from, to time.Time) []S {
+	lo, _ := slices.BinarySearchFunc(ss, from, func(s S, t time.Time) int { return m.time(s).Compare(t) })
+	hi, _ := slices.BinarySearchFunc(ss, to, func(s S, t time.Time) int { return m.time(s).Compare(t) })
+	return ss[lo:max(lo, hi)]
 }
 
 // pointsOfSlice yields pts.
@@ -103,17 +142,10 @@ func newestWithStaged(raw, staged []tablets.Point, n int) []tablets.Point {
 	oldestFirst := slices.Clone(raw)
 	slices.Reverse(oldestFirst)
 	var all []tablets.Point
-	for p, _ := range withStaged(pointsOfSlice(oldestFirst), staged) {
+	for p, _ := range pointsMerge.one(pointsOfSlice(oldestFirst), staged) {
 		all = append(all, p)
 	}
 	all = all[max(0, len(all)-n):]
 	slices.Reverse(all)
 	return all
-}
-
-// pointsIn is the part of pts (sorted) in [from, to).
-func pointsIn(pts []tablets.Point, from, to time.Time) []tablets.Point {
-	lo, _ := slices.BinarySearchFunc(pts, from, func(p tablets.Point, t time.Time) int { return p.Time.Compare(t) })
-	hi, _ := slices.BinarySearchFunc(pts, to, func(p tablets.Point, t time.Time) int { return p.Time.Compare(t) })
-	return pts[lo:max(lo, hi)]
 }

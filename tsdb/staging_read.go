@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
@@ -113,12 +114,12 @@ func (st *stagingTable) readKinds(ctx context.Context, series []string, from, to
 	defer done()
 	out := make(map[string][]tablets.Point, len(found))
 	for key, pts := range found {
-		out[key] = staging.LastWrites(pts)
+		out[key] = staging.LastWrites[tablets.Point](pts)
 		delete(found, key) // the writes of a series are garbage once sorted
 	}
 	hists := make(map[string][]HistogramPoint, len(foundHists))
 	for key, hs := range foundHists {
-		for _, s := range staging.LastHistWrites(hs) {
+		for _, s := range staging.LastWrites[histenc.Sample](hs) {
 			hists[key] = append(hists[key], pointOf(s))
 		}
 	}
@@ -135,12 +136,12 @@ func (st *stagingTable) readPacked(ctx context.Context, series []string, from, t
 	out := make(map[string]staging.Packed, len(found))
 	var scratch staging.PackScratch
 	for key, pts := range found {
-		out[key] = scratch.Pack(staging.LastWrites(pts))
+		out[key] = scratch.Pack(staging.LastWrites[tablets.Point](pts))
 		delete(found, key)
 	}
 	hists := make(map[string][]HistogramPoint, len(foundHists))
 	for key, hs := range foundHists {
-		for _, s := range staging.LastHistWrites(hs) {
+		for _, s := range staging.LastWrites[histenc.Sample](hs) {
 			hists[key] = append(hists[key], pointOf(s))
 		}
 	}

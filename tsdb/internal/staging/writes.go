@@ -36,33 +36,44 @@ const (
 	HistBytes  = int64(unsafe.Sizeof(Hist{})) + HistWeight*PointBytes
 )
 
-// LastWrites sorts staged points by time and keeps, of each time, the last write.
-func LastWrites(pts []Point) []tablets.Point {
-	slices.SortFunc(pts, func(a, b Point) int {
-		return cmp.Or(cmp.Compare(a.MS, b.MS), cmp.Compare(a.Stamp, b.Stamp), cmp.Compare(a.Record, b.Record))
-	})
-	out := make([]tablets.Point, 0, len(pts))
-	for i, p := range pts {
-		if i+1 < len(pts) && pts[i+1].MS == p.MS {
-			continue
-		}
-		out = append(out, tablets.Point{Time: time.UnixMilli(p.MS).UTC(), Value: p.Value})
-	}
-	return out
+// Written is a staged write of one sample S: a Point (of a tablets.Point) or a Hist (of a
+// histogram sample), which LastWrites orders the same way whatever the kind.
+type Written[S any] interface {
+	Point | Hist
+	// written is the sample's millisecond and where it was staged (Point's Stamp and
+	// Record): the later write of a millisecond is the greater.
+	written() (ms int64, stamp uint64, record int)
+	// sample is the sample written.
+	sample() S
 }
 
-// LastHistWrites sorts staged samples by time and keeps, of each millisecond, the last
-// write.
-func LastHistWrites(hs []Hist) []histenc.Sample {
-	slices.SortFunc(hs, func(a, b Hist) int {
-		return cmp.Or(cmp.Compare(a.Sample.Unit, b.Sample.Unit), cmp.Compare(a.Stamp, b.Stamp), cmp.Compare(a.Record, b.Record))
+func (p Point) written() (int64, uint64, int) { return p.MS, p.Stamp, p.Record }
+
+func (p Point) sample() tablets.Point {
+	return tablets.Point{Time: time.UnixMilli(p.MS).UTC(), Value: p.Value}
+}
+
+func (h Hist) written() (int64, uint64, int) { return int64(h.Sample.Unit), h.Stamp, h.Record }
+
+func (h Hist) sample() histenc.Sample { return h.Sample }
+
+// LastWrites sorts staged writes by millisecond and keeps, of each millisecond, the
+// sample of the last write: LastWrites[tablets.Point] of Points, LastWrites[histenc.Sample]
+// of Hists.
+func LastWrites[S any, W Written[S]](ws []W) []S {
+	slices.SortFunc(ws, func(a, b W) int {
+		ams, astamp, arecord := a.written()
+		bms, bstamp, brecord := b.written()
+		return cmp.Or(cmp.Compare(ams, bms), cmp.Compare(astamp, bstamp), cmp.Compare(arecord, brecord))
 	})
-	out := make([]histenc.Sample, 0, len(hs))
-	for i, h := range hs {
-		if i+1 < len(hs) && hs[i+1].Sample.Unit == h.Sample.Unit {
-			continue
+	out := make([]S, 0, len(ws))
+	for i, w := range ws {
+		if ms, _, _ := w.written(); i+1 < len(ws) {
+			if next, _, _ := ws[i+1].written(); next == ms {
+				continue
+			}
 		}
-		out = append(out, h.Sample)
+		out = append(out, w.sample())
 	}
 	return out
 }
