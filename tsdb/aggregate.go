@@ -265,7 +265,7 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(series)))
 	for _, s := range names {
-		if err := tr.db.floats.validate(ctx, s); err != nil {
+		if err := tr.floats.validate(ctx, s); err != nil {
 			return nil, 0, fmt.Errorf("tsdb: %w", err)
 		}
 	}
@@ -293,7 +293,7 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	var stagedHists map[string][]HistogramPoint
 	if kinds != 0 {
 		var floats map[string][]tablets.Point
-		if floats, stagedHists, err = tr.db.staging.readKinds(ctx, names, from, to, kinds); err != nil {
+		if floats, stagedHists, err = tr.staging.readKinds(ctx, names, from, to, kinds); err != nil {
 			return nil, 0, err
 		}
 		if kinds&staging.Floats != 0 {

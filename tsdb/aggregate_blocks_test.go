@@ -151,7 +151,7 @@ func columnarEntity(t *testing.T, series string, start uint64, v float64) []byte
 // the columns asked for, row blocks again whole: one more query for them all.
 func TestReadTierBlocksMany(t *testing.T) {
 	db := &DB{opts: Options{Tiers: DefaultTiers, SealDelay: DefaultSealDelay}}
-	db.tiers = newTiers(db)
+	db.tiers = newTiers(db.service, db.names, db.opts, db.catalog, db.tables, db.index, db.staging, db.floats, db.hists)
 	minute := Tier{Step: time.Minute, Period: 7 * 24 * time.Hour}
 	const day = 86400
 	table := &fakeTable{t: t, pageSize: 20}

@@ -15,21 +15,16 @@ import (
 // order), merged with its staged ones (read before): the series that need the same range
 // are read together, with one QueryMany.
 func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]tablets.Point, accs map[string]*seriesWindows) error {
-	byRange := map[[2]time.Time][]string{}
-	for s, rs := range ranges {
-		for _, r := range rs {
-			byRange[r] = append(byRange[r], s)
-		}
-	}
-	for _, r := range slices.SortedFunc(maps.Keys(byRange), compareRanges) {
-		names := slices.Sorted(slices.Values(byRange[r]))
+	order, byRange := seriesByRange(ranges)
+	for _, r := range order {
+		names := byRange[r]
 		mine := map[string][]tablets.Point{}
 		for _, s := range names {
 			if pts := pointsMerge.in(staged[s], r[0], r[1]); len(pts) > 0 {
 				mine[s] = pts
 			}
 		}
-		for p, err := range pointsMerge.many(tr.db.floats.seriesPoints(ctx, names, r[0], r[1]), mine) {
+		for p, err := range pointsMerge.many(tr.floats.seriesPoints(ctx, names, r[0], r[1]), mine) {
 			if err != nil {
 				return err
 			}
@@ -39,6 +34,22 @@ func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.
 		}
 	}
 	return nil
+}
+
+// seriesByRange turns the raw ranges of each series around: the ranges in order (by
+// start, then end) and the series that need each, sorted. The kinds' raw reads read the
+// series of a range together.
+func seriesByRange(ranges map[string][][2]time.Time) ([][2]time.Time, map[[2]time.Time][]string) {
+	byRange := map[[2]time.Time][]string{}
+	for s, rs := range ranges {
+		for _, r := range rs {
+			byRange[r] = append(byRange[r], s)
+		}
+	}
+	for _, names := range byRange {
+		slices.Sort(names)
+	}
+	return slices.SortedFunc(maps.Keys(byRange), compareRanges), byRange
 }
 
 // compareRanges orders ranges by start, then end.
@@ -67,13 +78,7 @@ func appendRange(rs [][2]time.Time, r [2]time.Time) [][2]time.Time {
 // order), merged with its staged ones (read before): a read of many series for each range
 // that several share.
 func (tr *tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]HistogramPoint) (map[string][]HistogramPoint, error) {
-	byRange := map[[2]time.Time][]string{}
-	for s, rs := range ranges {
-		for _, r := range rs {
-			byRange[r] = append(byRange[r], s)
-		}
-	}
-	order := slices.SortedFunc(maps.Keys(byRange), compareRanges)
+	order, byRange := seriesByRange(ranges)
 	out := map[string][]HistogramPoint{}
 	if len(order) == 0 {
 		return out, nil
@@ -86,11 +91,11 @@ func (tr *tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]t
 		return out, err // a database without histograms there pays one request a period
 	}
 	for _, r := range order {
-		names := histogramNames(slices.Sorted(slices.Values(byRange[r])))
+		names := histogramNames(byRange[r])
 		if len(names) == 0 {
 			continue
 		}
-		for sh, err := range tr.db.hists.withStaged(ctx, names, r[0], r[1], staged) {
+		for sh, err := range tr.hists.withStaged(ctx, names, r[0], r[1], staged) {
 			if err != nil {
 				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
 			}

@@ -266,14 +266,14 @@ func (tr *tiers) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.
 func (tr *tiers) sliceDropped(ctx context.Context, s uint64) (bool, error) {
 	end := at(s).Add(tr.slice())
 	horizon := tr.now().Add(-tr.opts.RawRetention + sealMargin)
-	for p := tr.db.names.PeriodOf(at(s)); tr.db.names.Start(p).Before(end); p += uint64(tr.opts.RawPeriod / time.Second) {
+	for p := tr.names.PeriodOf(at(s)); tr.names.Start(p).Before(end); p += uint64(tr.opts.RawPeriod / time.Second) {
 		if _, dropped := tr.periods.dropped.get(p); dropped {
 			return true, nil
 		}
-		if tr.opts.RawRetention <= 0 || !tr.db.names.End(p).Before(horizon) {
+		if tr.opts.RawRetention <= 0 || !tr.names.End(p).Before(horizon) {
 			continue
 		}
-		dropped, err := tr.catalog.isDropped(ctx, tr.db.names.RawTable(p))
+		dropped, err := tr.catalog.isDropped(ctx, tr.names.RawTable(p))
 		if err != nil {
 			return false, err
 		}

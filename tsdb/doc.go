@@ -31,9 +31,9 @@
 //     clock;
 //   - the series index (index.go, a type of its own): registering the series of each
 //     period in its index (with the caches of those each of the newest periods' indexes
-//     lists), and selecting series by matchers over a range (index_select.go: Select,
-//     LabelNames and LabelValues delegate to it). It is given the service client, the
-//     names, the catalog and the period tables;
+//     lists), listing the series of a range and selecting series by matchers over one
+//     (index_select.go: Series, Select, LabelNames and LabelValues delegate to it). It is
+//     given the service client, the names, the catalog and the period tables;
 //   - the tiers (tiers.go, a type of its own): the rollup of raw points into tier windows
 //     (rollup.go, rollupscan.go, rollupsplice.go; Rollup and RollupFlagged), the dirty
 //     markers late writes leave in the catalog (dirty.go),
@@ -41,10 +41,10 @@
 //     blocks' geometry and codec (tier.go, tiergeom.go, tierblock.go), and Aggregate with
 //     its planner (aggregate.go, aggregate_plan.go, aggregate_blocks.go, aggregate_raw.go,
 //     histwindow_read.go). DB's methods of these delegate to it. It is given the service
-//     client, the options (their clock), the catalog and the period tables; it still
-//     reaches the other parts' reads (the index, the raw and staged points, the
-//     histograms) through a back-pointer to the DB, the dependency to cut before it
-//     becomes a package;
+//     client, the options (their clock), the catalog, the period tables and the parts it
+//     reads: the series index (the series of a range), the staging table (the staged
+//     samples) and the raw part (the raw points and histogram samples), none of which
+//     calls it back;
 //   - retention (retention.go, a type of its own): every step of Retain, which delegates
 //     to it. It is given the service client, the names, the options, the catalog, the
 //     period tables and the tiers (the rollup that seals a period before its tables go);
@@ -81,8 +81,9 @@
 //
 // Below them all is the leaf tsdb/internal/naming (the tables' names, the raw periods).
 // Among these parts the dependencies go one way: retention uses the tiers, the period
-// tables and the catalog; the series index the period tables and the catalog; the period
-// tables the catalog. The catalog and the period tables are not yet packages of their
+// tables and the catalog; the tiers the series index, the staging table, the raw part, the
+// period tables and the catalog; the series index the period tables and the catalog; the
+// period tables the catalog. The catalog and the period tables are not yet packages of their
 // own: the catalog's registry is built on Labels and the bounded cache (cache.go), which
 // every part shares, and the period tables' dropped periods are that cache too, read by
 // the tiers and the write path, whose files also hold methods of theirs.

@@ -18,7 +18,7 @@ import (
 // series keys, the catalog's entities, the index's, a tier block, a page token.
 func TestFormatDoc(t *testing.T) {
 	db := &DB{name: "metrics", names: naming.Names{Base: "metrics", Period: DefaultRawPeriod}}
-	db.tiers = newTiers(db)
+	db.tiers = newTiers(db.service, db.names, db.opts, db.catalog, db.tables, db.index, db.staging, db.floats, db.hists)
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
 	tables := []string{db.names.Catalog(), db.names.RawTable(period), db.names.IndexTable(period), db.tiers.tierTable(hour, 1698278400), db.names.Staging()}

@@ -14,7 +14,7 @@ import (
 // the blocks' ETags, it misses none written before it: a table made later holds samples
 // that flag the blocks they are late for.
 func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, error) {
-	spans, err := tr.db.hists.spans(ctx, from, to)
+	spans, err := tr.hists.spans(ctx, from, to)
 	if err != nil {
 		return false, err
 	}
@@ -25,7 +25,7 @@ func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, er
 	}
 	one, sel := int32(1), "RowKey"
 	for _, sp := range spans {
-		pager := tr.service.NewClient(tr.db.names.HistTable(sp.period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
+		pager := tr.service.NewClient(tr.names.HistTable(sp.period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
 		_, err := pager.NextPage(ctx)
 		if isTableGone(err) {
 			tr.periods.gone(histKind, sp.period)

@@ -46,7 +46,8 @@ const registeredPeriods = 3
 // seriesIndex is the series index part of a DB: a table per raw period (name + "i" + p)
 // listing each series a Write gave points or histogram samples there, with its label set
 // (docs/format.md, "The series index"). It writes the entries (register, before the
-// series' points), and reads them (selectSets: Select, LabelNames, LabelValues).
+// series' points), and reads them (series: Series and a rollup's names; selectSets:
+// Select, LabelNames, LabelValues).
 //
 // It is given what it uses, not the DB: the service client, the table names, the catalog
 // (the label sets it lists) and the period tables (which index tables exist). Its own state

@@ -13,7 +13,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
 )
 
@@ -197,4 +199,75 @@ func CompareLabels(a, b Labels) int {
 		}
 	}
 	return cmp.Compare(len(a), len(b))
+}
+
+// series returns the series with points or histogram samples in the raw periods that
+// [from, to) overlaps, sorted:
+// the index of each period lists every series a Write gave points there (the index's
+// granularity is the period: a series is listed for the whole period).
+func (x *seriesIndex) series(ctx context.Context, from, to time.Time) ([]string, error) {
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	// The periods with a raw or a histogram table (a period may hold only histograms); not
+	// the index tables, which outlive their period's dropped tables while tiers need them.
+	periods, err := x.tables.inRange(ctx, rawKind, from, to)
+	if err != nil {
+		return nil, err
+	}
+	hist, err := x.tables.inRange(ctx, histKind, from, to)
+	if err != nil {
+		return nil, err
+	}
+	periods = slices.Compact(slices.Sorted(slices.Values(append(periods, hist...))))
+	seen := map[string]bool{}
+	sel := "RowKey"
+	for _, p := range periods {
+		client := x.service.NewClient(x.names.IndexTable(p))
+		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); pager.More(); {
+			page, err := pager.NextPage(ctx)
+			if isTableGone(err) {
+				x.tables.gone(indexKind, p)
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("tsdb: index: %w", err)
+			}
+			for _, raw := range page.Entities {
+				var keys struct{ RowKey string }
+				if err := json.Unmarshal(raw, &keys); err != nil {
+					return nil, fmt.Errorf("tsdb: index: %w", err)
+				}
+				seen[keys.RowKey] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for s := range seen {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// listedIn returns the series period p's index lists, in its order; an index table that is
+// gone lists none.
+func (x *seriesIndex) listedIn(ctx context.Context, p uint64) ([]string, error) {
+	var out []string
+	var e entity.Entity
+	for page, err := range pager.Each(ctx, x.service.NewClient(x.names.IndexTable(p)), pager.SubQuery{Select: "RowKey"}, 0) {
+		if isTableGone(err) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tsdb: index: %w", err)
+		}
+		for _, raw := range page.Entities {
+			if err := e.Decode(raw); err != nil {
+				return nil, fmt.Errorf("tsdb: index: %w", err)
+			}
+			out = append(out, string(e.RowKey))
+		}
+	}
+	return out, nil
 }

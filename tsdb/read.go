@@ -4,14 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/pager"
@@ -443,52 +440,9 @@ func decodePageToken(s string, binding [8]byte, from, to time.Time) (time.Time, 
 }
 
 // Series returns the series with points or histogram samples in the raw periods that
-// [from, to) overlaps, sorted:
-// the index of each period lists every series a Write gave points there (the index's
-// granularity is the period: a series is listed for the whole period).
+// [from, to) overlaps, sorted (the series index's listing: seriesIndex.series).
 func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) {
-	if err := rounding.CheckRange(from, to); err != nil {
-		return nil, err
-	}
-	// The periods with a raw or a histogram table (a period may hold only histograms); not
-	// the index tables, which outlive their period's dropped tables while tiers need them.
-	periods, err := db.tables.inRange(ctx, rawKind, from, to)
-	if err != nil {
-		return nil, err
-	}
-	hist, err := db.tables.inRange(ctx, histKind, from, to)
-	if err != nil {
-		return nil, err
-	}
-	periods = slices.Compact(slices.Sorted(slices.Values(append(periods, hist...))))
-	seen := map[string]bool{}
-	sel := "RowKey"
-	for _, p := range periods {
-		client := db.service.NewClient(db.names.IndexTable(p))
-		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); pager.More(); {
-			page, err := pager.NextPage(ctx)
-			if isTableGone(err) {
-				db.tables.gone(indexKind, p)
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("tsdb: index: %w", err)
-			}
-			for _, raw := range page.Entities {
-				var keys struct{ RowKey string }
-				if err := json.Unmarshal(raw, &keys); err != nil {
-					return nil, fmt.Errorf("tsdb: index: %w", err)
-				}
-				seen[keys.RowKey] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for s := range seen {
-		out = append(out, s)
-	}
-	slices.Sort(out)
-	return out, nil
+	return db.index.series(ctx, from, to)
 }
 
 // RawFrom returns the start of the oldest raw table, and false when there is none: before

@@ -3,7 +3,6 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"slices"
 	"time"
 
@@ -12,8 +11,8 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/batch"
-	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // maxRollupAttempts bounds the attempts at a series whose blocks keep changing.
@@ -118,15 +117,15 @@ func (tr *tiers) rollupRange(ctx context.Context, lo, hi uint64) error {
 // overlaps: Series', and those listed in the index of a period that has a histogram table
 // but no raw table (histogram samples only).
 func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string, error) {
-	names, err := tr.db.Series(ctx, from, to)
+	names, err := tr.index.series(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := tr.db.floats.spans(ctx, from, to)
+	raw, err := tr.floats.spans(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := tr.db.hists.spans(ctx, from, to)
+	hist, err := tr.hists.spans(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -138,23 +137,14 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 		if slices.ContainsFunc(raw, func(r span) bool { return r.period == h.period }) {
 			continue // Series read this period's index
 		}
-		q := pager.SubQuery{Select: "RowKey"}
-		var e entity.Entity
-		for page, err := range pager.Each(ctx, tr.service.NewClient(tr.db.names.IndexTable(h.period)), q, 0) {
-			if isTableGone(err) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("tsdb: index: %w", err)
-			}
-			for _, raw := range page.Entities {
-				if err := e.Decode(raw); err != nil {
-					return nil, fmt.Errorf("tsdb: index: %w", err)
-				}
-				if s := string(e.RowKey); !seen[s] {
-					seen[s] = true
-					names = append(names, s)
-				}
+		listed, err := tr.index.listedIn(ctx, h.period)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range listed {
+			if !seen[s] {
+				seen[s] = true
+				names = append(names, s)
 			}
 		}
 	}
@@ -172,12 +162,9 @@ func (tr *tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64)
 		if err != nil {
 			return err
 		}
-		var pts []tablets.Point
-		for p, err := range tr.db.Query(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
-			if err != nil {
-				return err
-			}
-			pts = append(pts, p)
+		pts, err := tr.readPoints(ctx, series, lo, hi)
+		if err != nil {
+			return err
 		}
 		hists, err := tr.readHistograms(ctx, series, lo, hi)
 		if err != nil {
@@ -191,6 +178,32 @@ func (tr *tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64)
 	return fmt.Errorf("its blocks still changed after %d attempts", maxRollupAttempts)
 }
 
+// readPoints reads the points of series in [lo, hi) (Unix seconds), its staged ones merged
+// in: the read of DB.Query, from the parts.
+func (tr *tiers) readPoints(ctx context.Context, series string, lo, hi uint64) ([]tablets.Point, error) {
+	if err := tr.floats.validate(ctx, series); err != nil {
+		return nil, fmt.Errorf("tsdb: %w", err)
+	}
+	from, to := at(lo), earlierOf(at(hi), tablets.MaxTime)
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	// The staged points first: a Fold that moves them meanwhile writes them into the raw
+	// tables before it deletes them, so the raw read that follows finds them.
+	staged, err := tr.staging.read(ctx, []string{series}, from, to)
+	if err != nil {
+		return nil, err
+	}
+	var out []tablets.Point
+	for p, err := range pointsMerge.one(tr.floats.points(ctx, series, from, to), staged[series]) {
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // readHistograms reads the histogram samples of series in [lo, hi) (Unix seconds).
 func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint64) ([]tablets.HistogramPoint, error) {
 	if len(histogramNames([]string{series})) == 0 {
@@ -202,12 +215,12 @@ func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint6
 	// The staged samples first: a Fold that moves them meanwhile writes them into the tables
 	// before deleting them, so none is missed.
 	from, to := at(lo), earlierOf(at(hi), tablets.MaxTime)
-	_, staged, err := tr.db.staging.readKinds(ctx, []string{series}, from, to, staging.Hists)
+	_, staged, err := tr.staging.readKinds(ctx, []string{series}, from, to, staging.Hists)
 	if err != nil {
 		return nil, err
 	}
 	var out []tablets.HistogramPoint
-	for p, err := range tr.db.hists.withStaged(ctx, []string{series}, from, to, staged) {
+	for p, err := range tr.hists.withStaged(ctx, []string{series}, from, to, staged) {
 		if err != nil {
 			return nil, err
 		}

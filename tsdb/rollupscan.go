@@ -47,13 +47,13 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	tiers := tr.opts.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
-	spans, err := tr.db.floats.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	spans, err := tr.floats.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
 	stores := make([]*chunked.Store, len(spans))
 	for i, sp := range spans {
-		s, err := tr.db.stores.get(sp.period)
+		s, err := tr.floats.store(sp.period)
 		if err != nil {
 			return true, err
 		}
@@ -72,7 +72,7 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
-	hist, err := tr.db.hists.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	hist, err := tr.hists.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -155,7 +155,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if all {
 		stagedOf = nil // every series: the filter need not name columns
 	}
-	staged, stagedHists, err := tr.db.staging.readKinds(ctx, stagedOf, at(lo), at(hi), staging.Both)
+	staged, stagedHists, err := tr.staging.readKinds(ctx, stagedOf, at(lo), at(hi), staging.Both)
 	if err != nil {
 		return 0, err
 	}
@@ -179,7 +179,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if err != nil {
 		return 0, err
 	}
-	hists := histPrefetch{histograms: tr.db.hists.withStaged, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
+	hists := histPrefetch{histograms: tr.hists.withStaged, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
 	err = tr.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {
@@ -220,8 +220,8 @@ const histPrefetchSeries = 64
 // histPrefetch reads the histogram samples of a group's series in [lo, hi), a few series'
 // at a time, as the rollup of the group comes to them (in the group's order).
 type histPrefetch struct {
-	// histograms reads the samples of series in [from, to), staged ones included (the DB's
-	// histogram read).
+	// histograms reads the samples of series in [from, to), staged ones included (the raw
+	// part's histogram read).
 	histograms func(ctx context.Context, names []string, from, to time.Time, staged map[string][]HistogramPoint) iter.Seq2[SeriesHistogram, error]
 	group      []string
 	lo, hi     uint64

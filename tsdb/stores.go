@@ -77,6 +77,13 @@ func (r *rawStores) len() int {
 // float kind's table of the raw part).
 type pointTable struct{ store tablets.Store }
 
+// store is period p's store of the raw layout (no request), for the reads its own type
+// offers: a batched Rollup scans a chunked one.
+func (floats *floatStore) store(p uint64) (tablets.Store, error) {
+	t, err := floats.open(p)
+	return t.store, err
+}
+
 func (t pointTable) queryMany(ctx context.Context, series []string, from, to time.Time, emit func(string, tablets.Point) bool) error {
 	for p, err := range t.store.QueryMany(ctx, series, from, to) {
 		if err != nil {

@@ -1,22 +1,24 @@
 package tsdb
 
 import (
-	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // tiers is the tiers part of a DB: the rollup of raw points into tier windows (Rollup,
 // RollupFlagged), the dirty markers late writes leave, the tier tables and
 // their block geometry and decoding, and Aggregate with its planner. It owns the cache of
-// the tier tables known to exist (tables); the catalog, the period tables and the options
-// it is given are the DB's, shared.
+// the tier tables known to exist (tables).
 //
-// A known dependency to cut: db, a back-pointer to the DB, for the reads of other parts a
-// rollup and an Aggregate make (the series index, the raw and staged points and
-// histograms, the read plan of the raw tables, the catalog's progress). The part is not
-// yet its own package because of it.
+// It is given the parts it reads, not the DB: what a rollup and an Aggregate read besides
+// the tier tables are the series index (the series of a range), the staging table (the
+// staged points and histogram samples), the raw part (the raw points and histogram
+// samples, the spans and stores of a range), the period tables (which tables exist, which
+// periods are dropped) and the catalog (dropped tables, the dirty markers). None of them
+// calls it back: the Fold is given its flagging of late points as a function.
 type tiers struct {
 	service *aztables.ServiceClient
 	names   naming.Names // the database's table names
@@ -25,18 +27,25 @@ type tiers struct {
 	periods *periodTables // which raw and histogram tables exist, which periods are dropped
 	tables  *tierTables   // which tier tables exist
 
-	db *DB // the reads of other parts (see above)
+	index   *seriesIndex  // the series of a range
+	staging *stagingTable // the staged points and histogram samples
+	floats  *floatStore   // the raw points
+	hists   *histStore    // the raw histogram samples
 }
 
-func newTiers(db *DB) *tiers {
+func newTiers(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog, periods *periodTables,
+	index *seriesIndex, staging *stagingTable, floats *floatStore, hists *histStore) *tiers {
 	return &tiers{
-		service: db.service,
-		names:   db.names,
-		opts:    db.opts,
-		catalog: db.catalog,
-		periods: db.tables,
-		tables:  newTierTables(db.service, db.catalog),
-		db:      db,
+		service: service,
+		names:   names,
+		opts:    opts,
+		catalog: c,
+		periods: periods,
+		tables:  newTierTables(service, c),
+		index:   index,
+		staging: staging,
+		floats:  floats,
+		hists:   hists,
 	}
 }
 

@@ -145,10 +145,10 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.tables = newPeriodTables(service, db.names, db.catalog, o.Now)
 	db.staging = newStagingTable(service, db.names, validator, o, db.tables.knownDropped)
 	db.index = newSeriesIndex(service, db.names, db.catalog, db.tables, o.CachedSeries)
-	db.tiers = newTiers(db)
-	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists = newRaw(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
+	db.tiers = newTiers(service, db.names, o, db.catalog, db.tables, db.index, db.staging, db.floats, db.hists)
+	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.
 	db.fold = &folder{
