@@ -19,8 +19,14 @@ import (
 // Query yields the points with from <= Time < to, oldest first, from every raw table of the
 // range and the staging table.
 func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+	return queryPoints(ctx, db.floats, db.staging, series, from, to)
+}
+
+// queryPoints is the read of one series' points, its staged ones merged in: DB.Query's, and
+// the rollup's of a series (the tiers are given the same parts).
+func queryPoints(ctx context.Context, floats *floatStore, st *stagingTable, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
-		if err := db.floats.validate(ctx, series); err != nil {
+		if err := floats.validate(ctx, series); err != nil {
 			yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
 			return
 		}
@@ -30,12 +36,12 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 		}
 		// Staged points first: a Fold that moves them meanwhile writes them into the raw
 		// tables before it deletes them, so the raw read that follows finds them.
-		staged, err := db.staging.read(ctx, []string{series}, from, to)
+		staged, err := st.read(ctx, []string{series}, from, to)
 		if err != nil {
 			yield(tablets.Point{}, err)
 			return
 		}
-		for p, err := range pointsMerge.one(db.floats.points(ctx, series, from, to), staged[series]) {
+		for p, err := range pointsMerge.one(floats.points(ctx, series, from, to), staged[series]) {
 			if !yield(p, err) || err != nil {
 				return
 			}

@@ -179,23 +179,10 @@ func (tr *tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64)
 }
 
 // readPoints reads the points of series in [lo, hi) (Unix seconds), its staged ones merged
-// in: the read of DB.Query, from the parts.
+// in: DB.Query's read, of the parts the tiers are given.
 func (tr *tiers) readPoints(ctx context.Context, series string, lo, hi uint64) ([]tablets.Point, error) {
-	if err := tr.floats.validate(ctx, series); err != nil {
-		return nil, fmt.Errorf("tsdb: %w", err)
-	}
-	from, to := at(lo), earlierOf(at(hi), tablets.MaxTime)
-	if err := rounding.CheckRange(from, to); err != nil {
-		return nil, err
-	}
-	// The staged points first: a Fold that moves them meanwhile writes them into the raw
-	// tables before it deletes them, so the raw read that follows finds them.
-	staged, err := tr.staging.read(ctx, []string{series}, from, to)
-	if err != nil {
-		return nil, err
-	}
 	var out []tablets.Point
-	for p, err := range pointsMerge.one(tr.floats.points(ctx, series, from, to), staged[series]) {
+	for p, err := range queryPoints(ctx, tr.floats, tr.staging, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
 		if err != nil {
 			return nil, err
 		}
