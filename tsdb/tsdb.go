@@ -29,7 +29,9 @@ type Options struct {
 	// written with: Layout, else the advanced layout (those versions' default). A Layout
 	// other than chunked at a millisecond with the defaults for a database that records
 	// its format is an error wrapping tablets.ErrInvalidOptions (its Concurrency is free).
-	// Options() gives back the layout in use.
+	// A Layout other than that format for a database without the record makes (or keeps) a
+	// database of that layout, unrecorded, as before: every process opening it must name
+	// it. Options() gives back the layout in use.
 	Layout func(*aztables.Client) (tablets.Store, error)
 	// RawPeriod is the span of one raw table: a whole number of seconds, epoch-aligned.
 	// Default 7 days.
