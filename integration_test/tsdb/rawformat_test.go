@@ -61,7 +61,9 @@ func TestTSDBNewDatabaseRecordsItsFormat(t *testing.T) {
 	require.ErrorIs(t, err, tablets.ErrInvalidOptions, "a recorded database opened with another layout")
 	// The recorded format at another concurrency is the same format.
 	_, err = tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{RawPeriod: 24 * time.Hour,
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, &chunked.Options{Concurrency: 2}) }})
+		Layout: func(c *aztables.Client) (tablets.Store, error) {
+			return chunked.New(c, &chunked.Options{Concurrency: 2})
+		}})
 	require.NoError(t, err)
 
 	// Two processes opening one new database at once agree.
