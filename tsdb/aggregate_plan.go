@@ -193,7 +193,7 @@ type goneRaw struct {
 func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
 	periods := []uint64{g.period(from), g.period(to.Add(-time.Nanosecond))}
 	for _, p := range periods {
-		if _, dropped := g.periods.dropped.get(p); !dropped && (g.periods.known(rawKind, p) || g.periods.known(histKind, p)) {
+		if _, dropped := g.periods.dropped.Get(p); !dropped && (g.periods.known(rawKind, p) || g.periods.known(histKind, p)) {
 			return false, nil // a table this process made or read: no request
 		}
 	}
@@ -214,7 +214,7 @@ func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
 		return false, g.err
 	}
 	for _, p := range periods {
-		if _, dropped := g.periods.dropped.get(p); !dropped && g.any && p >= g.oldest {
+		if _, dropped := g.periods.dropped.Get(p); !dropped && g.any && p >= g.oldest {
 			return false, nil
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
 )
 
 // The catalog table (name + "m") holds what every process of a database must agree on:
@@ -25,7 +27,7 @@ type catalog struct {
 	client *aztables.Client
 	// labels are label sets known registered, by series key: what a Write needs to list a
 	// series in a period's index (its partition and encoding), without reading the registry.
-	labels *genCache[string, labelEntry]
+	labels *cache.Gen[string, labelEntry]
 }
 
 // catalogDropped is the catalog partition of dropped tables: RowKey the table's name.
@@ -50,11 +52,11 @@ func labelEntryCost(k string, e labelEntry) int {
 }
 
 func newCatalog(client *aztables.Client, cachedSeries int) *catalog {
-	return &catalog{client: client, labels: newGenCache(2*cachedSeries*labelEntryBytes, labelEntryCost)}
+	return &catalog{client: client, labels: cache.New(2*cachedSeries*labelEntryBytes, labelEntryCost)}
 }
 
 func newLabelEntry(ls Labels) labelEntry {
-	return labelEntry{partition: metricPartition(ls.Get(MetricName)), encoded: appendLabels(nil, ls)}
+	return labelEntry{partition: metricPartition(ls.Get(MetricName)), encoded: labels.Append(nil, ls)}
 }
 
 // isDropped reads whether Retain dropped the table name: one request.
@@ -115,8 +117,8 @@ func (c *catalog) register(ctx context.Context, sets []Labels) ([]string, error)
 		if err != nil {
 			return nil, fmt.Errorf("tsdb: label set %d: %w", i, err)
 		}
-		keys[i] = seriesKey(canon)
-		if _, known := c.labels.get(keys[i]); known {
+		keys[i] = labels.Key(canon)
+		if _, known := c.labels.Get(keys[i]); known {
 			continue
 		}
 		if _, dup := fresh[keys[i]]; dup {
@@ -132,7 +134,7 @@ func (c *catalog) register(ctx context.Context, sets []Labels) ([]string, error)
 		return nil, fmt.Errorf("tsdb: register label sets: %w", err)
 	}
 	for k, e := range fresh {
-		c.labels.add(k, e)
+		c.labels.Add(k, e)
 	}
 	return keys, nil
 }
@@ -140,10 +142,10 @@ func (c *catalog) register(ctx context.Context, sets []Labels) ([]string, error)
 // labelsOf returns the registry's entry for a series key (the cache's, else one request),
 // and false for a plain series (a key the registry does not hold).
 func (c *catalog) labelsOf(ctx context.Context, series string) (labelEntry, bool, error) {
-	if !isLabelsKey(series) {
+	if !labels.IsKey(series) {
 		return labelEntry{}, false, nil
 	}
-	if e, known := c.labels.get(series); known {
+	if e, known := c.labels.Get(series); known {
 		return e, true, nil
 	}
 	resp, err := c.client.GetEntity(ctx, registryPartition(series), series, nil)
@@ -157,15 +159,15 @@ func (c *catalog) labelsOf(ctx context.Context, series string) (labelEntry, bool
 	if err := json.Unmarshal(resp.Value, &stored); err != nil {
 		return labelEntry{}, false, fmt.Errorf("tsdb: registry entry of %s: %w", series, err)
 	}
-	ls, err := decodeLabels(stored.L)
+	ls, err := labels.Decode(stored.L)
 	if err != nil {
 		return labelEntry{}, false, fmt.Errorf("tsdb: registry entry of %s: %w", series, err)
 	}
-	if seriesKey(ls) != series {
-		return labelEntry{}, false, fmt.Errorf("tsdb: registry entry of %s holds the labels of %s", series, seriesKey(ls))
+	if labels.Key(ls) != series {
+		return labelEntry{}, false, fmt.Errorf("tsdb: registry entry of %s holds the labels of %s", series, labels.Key(ls))
 	}
 	e := newLabelEntry(ls)
-	c.labels.add(series, e)
+	c.labels.Add(series, e)
 	return e, true, nil
 }
 

@@ -267,7 +267,7 @@ func (tr *tiers) sliceDropped(ctx context.Context, s uint64) (bool, error) {
 	end := at(s).Add(tr.slice())
 	horizon := tr.now().Add(-tr.opts.RawRetention + sealMargin)
 	for p := tr.names.PeriodOf(at(s)); tr.names.Start(p).Before(end); p += uint64(tr.opts.RawPeriod / time.Second) {
-		if _, dropped := tr.periods.dropped.get(p); dropped {
+		if _, dropped := tr.periods.dropped.Get(p); dropped {
 			return true, nil
 		}
 		if tr.opts.RawRetention <= 0 || !tr.names.End(p).Before(horizon) {
@@ -278,7 +278,7 @@ func (tr *tiers) sliceDropped(ctx context.Context, s uint64) (bool, error) {
 			return false, err
 		}
 		if dropped {
-			tr.periods.dropped.add(p, struct{}{})
+			tr.periods.dropped.Add(p, struct{}{})
 			return true, nil
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
@@ -34,14 +35,14 @@ func TestFormatDoc(t *testing.T) {
 	if string(enc) != string(formatdoc.Hex(t, "labels")) {
 		t.Errorf("label set %x", enc)
 	}
-	key := seriesKey(ls)
+	key := labels.Key(ls)
 	if want := formatdoc.Lines(t, "series-key"); len(want) != 1 || key != want[0] {
 		t.Errorf("series key %s, the document %q", key, want)
 	}
 
 	// The bodies SeriesOfMany, a Write and Retain send, built from the same parts.
-	registry := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, registryPartition(key), key), labelsProperty, appendLabels(nil, ls)))
-	index := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, metricPartition("up"), key), labelsProperty, appendLabels(nil, ls)))
+	registry := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, registryPartition(key), key), labelsProperty, labels.Append(nil, ls)))
+	index := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, metricPartition("up"), key), labelsProperty, labels.Append(nil, ls)))
 	plain := entity.AppendEnd(entity.AppendKeys(nil, indexPartition, "cpu"))
 	dropped := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDropped, db.names.RawTable(period)), entity.ValueProperty, 1))
 	for _, tc := range []struct {

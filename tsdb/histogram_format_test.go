@@ -8,6 +8,7 @@ import (
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
@@ -38,7 +39,7 @@ func TestHistogramFormatDoc(t *testing.T) {
 	if want := formatdoc.Lines(t, "hist-table"); len(want) != 1 || want[0] != db.names.HistTable(period) {
 		t.Errorf("histogram table %s, the document %q", db.names.HistTable(period), want)
 	}
-	key := seriesKey(formatHistSeries)
+	key := labels.Key(formatHistSeries)
 	samples := formatHistSamples()
 	rows := histRows(key, samples, 0x18ea95edac91e707)
 	if len(rows) != 1 {

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
@@ -74,7 +75,7 @@ type registrations struct {
 	perPeriod int // a period's cache bound, in series
 
 	mu         sync.Mutex
-	registered map[uint64]*genCache[seriesID, struct{}] // by period: the newest registeredPeriods
+	registered map[uint64]*cache.Gen[seriesID, struct{}] // by period: the newest registeredPeriods
 }
 
 // seriesID stands for a series key in the registration cache: 128 bits of two seeded hashes,
@@ -89,7 +90,7 @@ func idOf(series string) seriesID {
 }
 
 func newRegistrations(cachedSeries int) *registrations {
-	return &registrations{perPeriod: cachedSeries, registered: map[uint64]*genCache[seriesID, struct{}]{}}
+	return &registrations{perPeriod: cachedSeries, registered: map[uint64]*cache.Gen[seriesID, struct{}]{}}
 }
 
 // known reports whether series is known listed in period p's index.
@@ -100,7 +101,7 @@ func (x *registrations) known(p uint64, id seriesID) bool {
 	if c == nil {
 		return false
 	}
-	_, ok := c.get(id)
+	_, ok := c.Get(id)
 	return ok
 }
 
@@ -122,12 +123,12 @@ func (x *registrations) remember(p uint64, ids []seriesID) {
 			}
 			delete(x.registered, oldest)
 		}
-		c = newGenCache[seriesID, struct{}](2*x.perPeriod, nil) // the last perPeriod at least
+		c = cache.New[seriesID, struct{}](2*x.perPeriod, nil) // the last perPeriod at least
 		x.registered[p] = c
 	}
 	x.mu.Unlock()
 	for _, id := range ids {
-		c.add(id, struct{}{})
+		c.Add(id, struct{}{})
 	}
 }
 

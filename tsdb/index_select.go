@@ -1,13 +1,11 @@
 package tsdb
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"iter"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -17,6 +15,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
 )
 
 // SeriesInfo is a series Select found: its key and its label set.
@@ -108,7 +107,7 @@ func sortedKeys(m map[string]bool) []string {
 
 // selectSets reads the label sets of the periods [from, to) overlaps that match ms.
 func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, needSelective bool) ([]SeriesInfo, error) {
-	compiled, err := compileMatchers(ms, needSelective)
+	compiled, err := labels.Compile(ms, needSelective)
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
@@ -122,7 +121,7 @@ func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []M
 		return nil, err
 	}
 	var filters []string
-	if names, ok := nameValues(compiled); ok {
+	if names, ok := labels.NameValues(compiled); ok {
 		slices.Sort(names)
 		for _, n := range slices.Compact(names) {
 			filters = append(filters, filter.Eq("PartitionKey", metricPartition(n)).String())
@@ -149,7 +148,7 @@ func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []M
 // readIndex adds to found the label sets of one query of period p's index that match ms,
 // and flags those whose entry says they have histogram samples there.
 // A period whose index does not exist (never made, or dropped meanwhile) holds none.
-func (x *seriesIndex) readIndex(ctx context.Context, p uint64, f string, ms []matcher, found map[string]*SeriesInfo) error {
+func (x *seriesIndex) readIndex(ctx context.Context, p uint64, f string, ms []labels.Compiled, found map[string]*SeriesInfo) error {
 	client := x.service.NewClient(x.names.IndexTable(p))
 	sel := "RowKey," + labelsProperty + "," + histogramsProperty
 	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
@@ -174,31 +173,17 @@ func (x *seriesIndex) readIndex(ctx context.Context, p uint64, f string, ms []ma
 				known.Histograms = known.Histograms || e.H == 1
 				continue
 			}
-			ls, err := decodeLabels(e.L)
+			ls, err := labels.Decode(e.L)
 			if err != nil {
 				return fmt.Errorf("tsdb: index entry %s: %w", e.RowKey, err)
 			}
-			if matchesSet(ms, ls) {
+			if labels.MatchSet(ms, ls) {
 				found[e.RowKey] = &SeriesInfo{Series: e.RowKey, Labels: ls, Histograms: e.H == 1}
 			}
 		}
 	}
 	x.tables.found(indexKind, p)
 	return nil
-}
-
-// CompareLabels orders label sets as Prometheus' labels.Compare (and Select): label by label,
-// name then value, a prefix first.
-func CompareLabels(a, b Labels) int {
-	for i := range min(len(a), len(b)) {
-		if c := strings.Compare(a[i].Name, b[i].Name); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a[i].Value, b[i].Value); c != 0 {
-			return c
-		}
-	}
-	return cmp.Compare(len(a), len(b))
 }
 
 // series returns the series with points or histogram samples in the raw periods that

@@ -65,7 +65,7 @@ func TestMemoryFlatUnderSeriesChurn(t *testing.T) {
 		now := clock.Now()
 		for i := range sets {
 			n := strconv.Itoa(done + i)
-			sets[i] = Labels{{MetricName, "http_requests_total"}, {"instance", "pod-" + n + ".example.com:9100"}, {"job", "api"}}
+			sets[i] = LabelsFromStrings(MetricName, "http_requests_total", "instance", "pod-"+n+".example.com:9100", "job", "api")
 		}
 		keys, err := db.SeriesOfMany(ctx, sets)
 		if err != nil {
@@ -88,16 +88,16 @@ func TestMemoryFlatUnderSeriesChurn(t *testing.T) {
 	if stored.Load() != total {
 		t.Errorf("%d points stored, want %d", stored.Load(), total)
 	}
-	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.labels.len(), db.stores.len(), len(db.index.listed.registered))
+	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.labels.Len(), db.stores.len(), len(db.index.listed.registered))
 	if at1M > at100k+8<<20 {
 		t.Errorf("the heap grew from %d to %d bytes between 100k and 1M series", at100k, at1M)
 	}
-	if n := db.catalog.labels.size(); n > 2*cached*labelEntryBytes+1000 {
+	if n := db.catalog.labels.Size(); n > 2*cached*labelEntryBytes+1000 {
 		t.Errorf("the label cache holds %d bytes, over its bound", n)
 	}
 	for p, c := range db.index.listed.registered {
-		if c.len() > 2*cached {
-			t.Errorf("period %d: %d registrations cached, over twice CachedSeries", p, c.len())
+		if c.Len() > 2*cached {
+			t.Errorf("period %d: %d registrations cached, over twice CachedSeries", p, c.Len())
 		}
 	}
 }

@@ -3,9 +3,10 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"iter"
 	"time"
+
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"

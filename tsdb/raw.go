@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
@@ -242,11 +243,11 @@ func (r *rawStore[S, T]) compact(ctx context.Context, from, to time.Time) error 
 // passed lately: the check builds the layout's filters, a quarter of a remote write's CPU.
 type seriesCheck struct {
 	layout tablets.Store // a store of the raw layout, for its checks: a Write of no points sends nothing
-	valid  *genCache[string, struct{}]
+	valid  *cache.Gen[string, struct{}]
 }
 
 func newSeriesCheck(layout tablets.Store, cachedSeries int) *seriesCheck {
-	return &seriesCheck{layout: layout, valid: newGenCache(2*cachedSeries*validEntryBytes, validEntryCost)}
+	return &seriesCheck{layout: layout, valid: cache.New(2*cachedSeries*validEntryBytes, validEntryCost)}
 }
 
 // validEntryBytes bounds the cache of valid series: about the heap of an entry of a series
@@ -258,23 +259,23 @@ func validEntryCost(series string, _ struct{}) int { return len(series) + validE
 // check checks series for the tables of kind k (rawKind, histKind); its error is the
 // layout's, unwrapped.
 func (c *seriesCheck) check(ctx context.Context, series string, k tableKind) error {
-	if _, ok := c.valid.get(series); !ok {
+	if _, ok := c.valid.Get(series); !ok {
 		if err := c.layout.Write(ctx, series); err != nil { // no points: validates, sends nothing
 			return err
 		}
-		c.valid.add(series, struct{}{})
+		c.valid.Add(series, struct{}{})
 	}
 	if k != histKind {
 		return nil
 	}
 	key := "\x00h" + series // no series holds a control character: apart from the layout's
-	if _, ok := c.valid.get(key); ok {
+	if _, ok := c.valid.Get(key); ok {
 		return nil
 	}
 	if err := histLayout.ValidateSeries(series); err != nil {
 		return err
 	}
-	c.valid.add(key, struct{}{})
+	c.valid.Add(key, struct{}{})
 	return nil
 }
 

@@ -112,7 +112,7 @@ func (r *retention) retainHistograms(ctx context.Context, periods []uint64, cuto
 		if r.names.End(p).After(cutoff) {
 			continue
 		}
-		if _, known := r.tables.dropped.get(p); !known {
+		if _, known := r.tables.dropped.Get(p); !known {
 			if err := r.sealPeriod(ctx, p, progress); err != nil {
 				return dropped, err
 			}
@@ -209,7 +209,7 @@ func (r *retention) sealPeriod(ctx context.Context, p uint64, progress *rollupPr
 		return err
 	}
 	if recorded {
-		r.tables.dropped.add(p, struct{}{})
+		r.tables.dropped.Add(p, struct{}{})
 		r.tables.gone(rawKind, p)
 		return nil
 	}
@@ -243,8 +243,8 @@ func (r *retention) sealPeriod(ctx context.Context, p uint64, progress *rollupPr
 	if markers, err = r.tiers.readDirty(ctx, lo, hi); err != nil || len(markers) == 0 {
 		return err
 	}
-	r.tables.dropped.remove(p) // so that the rollup reads the period (a Write still asks the catalog)
-	defer r.tables.dropped.add(p, struct{}{})
+	r.tables.dropped.Remove(p) // so that the rollup reads the period (a Write still asks the catalog)
+	defer r.tables.dropped.Add(p, struct{}{})
 	if _, err := r.tiers.rollupMarkers(ctx, markers, true); err != nil {
 		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", r.names.RawTable(p), err)
 	}

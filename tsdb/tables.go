@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
@@ -69,7 +70,7 @@ type periodTables struct {
 	// sure, so a Write still makes such a table).
 	exists   [numKinds]map[uint64]bool
 	listedAt time.Time // of the last listing; zero: never listed
-	dropped  *genCache[uint64, struct{}]
+	dropped  *cache.Gen[uint64, struct{}]
 	// vanished counts the raw and histogram tables this process knew to exist that a read
 	// found gone: another process's Retain dropped them. A read that planned on them (an
 	// Aggregate that read a window raw rather than trust the tier) plans again.
@@ -78,7 +79,7 @@ type periodTables struct {
 
 func newPeriodTables(service *aztables.ServiceClient, names naming.Names, c *catalog, now func() time.Time) *periodTables {
 	return &periodTables{service: service, names: names, catalog: c, now: now, exists: newKindMaps(),
-		dropped: newGenCache[uint64, struct{}](maxDroppedCached, nil)}
+		dropped: cache.New[uint64, struct{}](maxDroppedCached, nil)}
 }
 
 func newKindMaps() [numKinds]map[uint64]bool {
@@ -157,7 +158,7 @@ func (t *periodTables) inRange(ctx context.Context, k tableKind, from, to time.T
 			if i < len(known) && known[i] == p {
 				continue
 			}
-			if _, dropped := t.dropped.get(p); dropped && k != indexKind {
+			if _, dropped := t.dropped.Get(p); dropped && k != indexKind {
 				continue
 			}
 			out = append(out, p)
@@ -254,14 +255,14 @@ func (t *periodTables) list(ctx context.Context) error {
 // (Retain drops a period's raw and histogram tables together): known from the cache, else
 // from the catalog (one request) unless the raw or histogram table is known to exist.
 func (t *periodTables) checkNotDropped(ctx context.Context, p uint64) error {
-	_, dropped := t.dropped.get(p)
+	_, dropped := t.dropped.Get(p)
 	if !dropped && !t.has(rawKind, p) && !t.has(histKind, p) {
 		var err error
 		if dropped, err = t.catalog.isDropped(ctx, t.names.RawTable(p)); err != nil {
 			return err
 		}
 		if dropped {
-			t.dropped.add(p, struct{}{})
+			t.dropped.Add(p, struct{}{})
 		}
 	}
 	if dropped {
@@ -287,7 +288,7 @@ func (t *periodTables) ensureKinds(ctx context.Context, p uint64, kinds ...table
 			known = known && t.exists[k][q]
 		}
 		t.mu.Unlock()
-		if _, dropped := t.dropped.get(q); known || dropped || t.names.Start(q).After(tablets.MaxTime) {
+		if _, dropped := t.dropped.Get(q); known || dropped || t.names.Start(q).After(tablets.MaxTime) {
 			continue
 		}
 		var err error
@@ -312,7 +313,7 @@ func (t *periodTables) recordDropped(ctx context.Context, p uint64) error {
 	if err := t.catalog.recordDropped(ctx, t.names.RawTable(p)); err != nil {
 		return err
 	}
-	t.dropped.add(p, struct{}{})
+	t.dropped.Add(p, struct{}{})
 	t.gone(rawKind, p)
 	return nil
 }
@@ -331,7 +332,7 @@ func (t *periodTables) learnDropped(ctx context.Context, from, to time.Time) err
 	}
 	first, last := t.names.PeriodOf(from), min(t.names.PeriodOf(to.Add(-time.Nanosecond)), latest)
 	for p := first; p <= last; p += t.periodSeconds() {
-		t.dropped.add(p, struct{}{})
+		t.dropped.Add(p, struct{}{})
 		t.gone(rawKind, p)
 	}
 	return nil
@@ -363,14 +364,9 @@ func (t *periodTables) oldestKeptPeriod(ctx context.Context, lo uint64, rawReten
 
 // latestDroppedCached is the latest period this process knows dropped.
 func (t *periodTables) latestDroppedCached() (uint64, bool) {
-	c := t.dropped
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	latest, ok := uint64(0), false
-	for _, m := range []map[uint64]struct{}{c.curr, c.prev} {
-		for p := range m {
-			latest, ok = max(latest, p), true
-		}
+	for _, p := range t.dropped.Keys() {
+		latest, ok = max(latest, p), true
 	}
 	return latest, ok
 }
@@ -395,6 +391,6 @@ func (t *periodTables) latestDroppedRecorded(ctx context.Context) (uint64, bool,
 
 // knownDropped reports whether period p is known to have been dropped by Retain.
 func (t *periodTables) knownDropped(p uint64) bool {
-	_, dropped := t.dropped.get(p)
+	_, dropped := t.dropped.Get(p)
 	return dropped
 }

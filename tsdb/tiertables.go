@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
 )
 
 // maxTierTablesCached bounds the cache of tier tables known to exist.
@@ -22,17 +23,17 @@ var errTierDropped = errors.New("tsdb: tier table dropped")
 type tierTables struct {
 	service *aztables.ServiceClient
 	catalog *catalog
-	known   *genCache[string, struct{}]
+	known   *cache.Gen[string, struct{}]
 }
 
 func newTierTables(service *aztables.ServiceClient, c *catalog) *tierTables {
-	return &tierTables{service: service, catalog: c, known: newGenCache[string, struct{}](maxTierTablesCached, nil)}
+	return &tierTables{service: service, catalog: c, known: cache.New[string, struct{}](maxTierTablesCached, nil)}
 }
 
 // ensure creates a tier table unless this process knows it exists, or it was dropped
 // (errTierDropped): a catalog read and a create, the first time.
 func (t *tierTables) ensure(ctx context.Context, name string) error {
-	if _, ok := t.known.get(name); ok {
+	if _, ok := t.known.Get(name); ok {
 		return nil
 	}
 	dropped, err := t.catalog.isDropped(ctx, name)
@@ -45,7 +46,7 @@ func (t *tierTables) ensure(ctx context.Context, name string) error {
 	if err := tablets.EnsureTable(ctx, t.service.NewClient(name)); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
 	}
-	t.known.add(name, struct{}{})
+	t.known.Add(name, struct{}{})
 	return nil
 }
 
@@ -54,6 +55,6 @@ func (t *tierTables) recordDropped(ctx context.Context, name string) error {
 	if err := t.catalog.recordDropped(ctx, name); err != nil {
 		return err
 	}
-	t.known.remove(name)
+	t.known.Remove(name)
 	return nil
 }

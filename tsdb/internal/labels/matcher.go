@@ -1,4 +1,4 @@
-package tsdb
+package labels
 
 import (
 	"fmt"
@@ -46,13 +46,13 @@ type Matcher struct {
 
 func (m Matcher) String() string { return m.Name + m.Type.String() + strconv.Quote(m.Value) }
 
-// matcher is a checked Matcher, its regexp compiled.
-type matcher struct {
+// Compiled is a checked Matcher, its regexp compiled.
+type Compiled struct {
 	Matcher
 	re *regexp.Regexp
 }
 
-func (m *matcher) matches(v string) bool {
+func (m *Compiled) Matches(v string) bool {
 	switch m.Type {
 	case MatchEqual:
 		return v == m.Value
@@ -65,28 +65,28 @@ func (m *matcher) matches(v string) bool {
 	}
 }
 
-// matchesSet reports whether the label set matches every matcher.
-func matchesSet(ms []matcher, ls Labels) bool {
+// MatchSet reports whether the label set matches every Compiled.
+func MatchSet(ms []Compiled, ls Labels) bool {
 	for i := range ms {
-		if !ms[i].matches(ls.Get(ms[i].Name)) {
+		if !ms[i].Matches(ls.Get(ms[i].Name)) {
 			return false
 		}
 	}
 	return true
 }
 
-// compileMatchers checks and compiles matchers, wrapping tablets.ErrInvalidMatcher. With
+// Compile checks and compiles matchers, wrapping tablets.ErrInvalidMatcher. With
 // needSelective, at least one must not match the empty string (a selector that matches every
 // series, including those without any of the labels, is refused as Prometheus does).
-func compileMatchers(ms []Matcher, needSelective bool) ([]matcher, error) {
-	out := make([]matcher, len(ms))
+func Compile(ms []Matcher, needSelective bool) ([]Compiled, error) {
+	out := make([]Compiled, len(ms))
 	selective := false
 	for i, m := range ms {
 		if m.Name == "" {
-			return nil, fmt.Errorf("%w: matcher %d has an empty label name", tablets.ErrInvalidMatcher, i)
+			return nil, fmt.Errorf("%w: Compiled %d has an empty label name", tablets.ErrInvalidMatcher, i)
 		}
 		if !utf8.ValidString(m.Name) || !utf8.ValidString(m.Value) {
-			return nil, fmt.Errorf("%w: matcher %s is not valid UTF-8", tablets.ErrInvalidMatcher, m)
+			return nil, fmt.Errorf("%w: Compiled %s is not valid UTF-8", tablets.ErrInvalidMatcher, m)
 		}
 		out[i].Matcher = m
 		switch m.Type {
@@ -95,28 +95,28 @@ func compileMatchers(ms []Matcher, needSelective bool) ([]matcher, error) {
 			// As Prometheus' labels.NewFastRegexMatcher: Perl syntax, "." matches "\n".
 			parsed, err := syntax.Parse(m.Value, syntax.Perl|syntax.DotNL)
 			if err != nil {
-				return nil, fmt.Errorf("%w: matcher %s: %v", tablets.ErrInvalidMatcher, m, err)
+				return nil, fmt.Errorf("%w: Compiled %s: %v", tablets.ErrInvalidMatcher, m, err)
 			}
 			if out[i].re, err = regexp.Compile("^(?s:" + parsed.Simplify().String() + ")$"); err != nil {
-				return nil, fmt.Errorf("%w: matcher %s: %v", tablets.ErrInvalidMatcher, m, err)
+				return nil, fmt.Errorf("%w: Compiled %s: %v", tablets.ErrInvalidMatcher, m, err)
 			}
 		default:
-			return nil, fmt.Errorf("%w: matcher %d has unknown type %d", tablets.ErrInvalidMatcher, i, m.Type)
+			return nil, fmt.Errorf("%w: Compiled %d has unknown type %d", tablets.ErrInvalidMatcher, i, m.Type)
 		}
-		if !out[i].matches("") {
+		if !out[i].Matches("") {
 			selective = true
 		}
 	}
 	if needSelective && !selective {
-		return nil, fmt.Errorf("%w: a selector needs at least one matcher that does not match the empty string", tablets.ErrInvalidMatcher)
+		return nil, fmt.Errorf("%w: a selector needs at least one Compiled that does not match the empty string", tablets.ErrInvalidMatcher)
 	}
 	return out, nil
 }
 
-// nameValues returns the metric names a Select can only match, if its matchers pin them
+// NameValues returns the metric names a Select can only match, if its matchers pin them
 // down: an equality on MetricName, or a regexp on it that matches few strings (`a|b`); ""
 // stands for label sets without a name. ok is false when any name may match.
-func nameValues(ms []matcher) (names []string, ok bool) {
+func NameValues(ms []Compiled) (names []string, ok bool) {
 	for _, m := range ms {
 		if m.Name != MetricName {
 			continue

@@ -1,8 +1,10 @@
-package tsdb
+// Package cache holds the bounded caches of a tsdb database: Gen, a map bounded by a cost in
+// two generations. Its caches only save requests: a miss is answered from the account.
+package cache
 
 import "sync"
 
-// genCache is a map bounded by a cost: two generations, as VictoriaMetrics' workingsetcache
+// Gen is a map bounded by a cost: two generations, as VictoriaMetrics' workingsetcache
 // keeps them. Entries go into the current generation; once its cost reaches half the bound,
 // it becomes the previous one and the old previous is dropped whole. A hit in the previous
 // generation moves the entry back into the current one, so what is in use survives a
@@ -11,7 +13,7 @@ import "sync"
 //
 // The caches of a DB only save requests: a miss is always answered correctly from the
 // account, at a request's cost.
-type genCache[K comparable, V any] struct {
+type Gen[K comparable, V any] struct {
 	mu       sync.Mutex
 	half     int            // a generation's cost bound
 	cost     func(K, V) int // nil: 1 an entry
@@ -21,19 +23,19 @@ type genCache[K comparable, V any] struct {
 	prevCost int
 }
 
-func newGenCache[K comparable, V any](maxCost int, cost func(K, V) int) *genCache[K, V] {
-	return &genCache[K, V]{half: max(1, maxCost/2), cost: cost, curr: map[K]V{}}
+func New[K comparable, V any](maxCost int, cost func(K, V) int) *Gen[K, V] {
+	return &Gen[K, V]{half: max(1, maxCost/2), cost: cost, curr: map[K]V{}}
 }
 
-func (c *genCache[K, V]) costOf(k K, v V) int {
+func (c *Gen[K, V]) costOf(k K, v V) int {
 	if c.cost == nil {
 		return 1
 	}
 	return c.cost(k, v)
 }
 
-// get returns the value of k, if cached.
-func (c *genCache[K, V]) get(k K) (V, bool) {
+// Get returns the value of k, if cached.
+func (c *Gen[K, V]) Get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v, ok := c.curr[k]; ok {
@@ -48,8 +50,8 @@ func (c *genCache[K, V]) get(k K) (V, bool) {
 	return v, ok
 }
 
-// add caches v for k (replacing a value cached before).
-func (c *genCache[K, V]) add(k K, v V) {
+// Add caches v for k (replacing a value cached before).
+func (c *Gen[K, V]) Add(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.curr[k]; ok {
@@ -59,7 +61,7 @@ func (c *genCache[K, V]) add(k K, v V) {
 	c.addLocked(k, v)
 }
 
-func (c *genCache[K, V]) addLocked(k K, v V) {
+func (c *Gen[K, V]) addLocked(k K, v V) {
 	n := c.costOf(k, v)
 	if c.currCost+n > c.half && len(c.curr) > 0 {
 		c.prev, c.curr, c.prevCost, c.currCost = c.curr, make(map[K]V, len(c.curr)), c.currCost, 0
@@ -68,8 +70,8 @@ func (c *genCache[K, V]) addLocked(k K, v V) {
 	c.currCost += n
 }
 
-// remove forgets k.
-func (c *genCache[K, V]) remove(k K) {
+// Remove forgets k.
+func (c *Gen[K, V]) Remove(k K) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.curr[k]; ok {
@@ -82,16 +84,30 @@ func (c *genCache[K, V]) remove(k K) {
 	}
 }
 
-// len is the number of entries cached.
-func (c *genCache[K, V]) len() int {
+// Len is the number of entries cached.
+func (c *Gen[K, V]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.curr) + len(c.prev)
 }
 
-// size is the cost of the entries cached: at most the bound, plus one entry.
-func (c *genCache[K, V]) size() int {
+// Size is the cost of the entries cached: at most the bound, plus one entry.
+func (c *Gen[K, V]) Size() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.currCost + c.prevCost
+}
+
+// Keys returns the keys cached, in no order (a copy: the cache may change meanwhile).
+func (c *Gen[K, V]) Keys() []K {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keys := make([]K, 0, len(c.curr)+len(c.prev))
+	for k := range c.curr {
+		keys = append(keys, k)
+	}
+	for k := range c.prev {
+		keys = append(keys, k)
+	}
+	return keys
 }

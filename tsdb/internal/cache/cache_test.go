@@ -1,0 +1,71 @@
+package cache
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestGenCacheBound(t *testing.T) {
+	c := New[int, string](100, func(_ int, v string) int { return len(v) })
+	for i := range 1000 {
+		c.Add(i, "0123456789") // 10 each: a generation holds 5
+	}
+	if n, size := c.Len(), c.Size(); n > 10 || size != 10*n {
+		t.Fatalf("%d entries of cost %d cached, want at most 10 (a cost of 100)", n, size)
+	}
+	if _, ok := c.Get(999); !ok {
+		t.Fatal("the newest entry is gone")
+	}
+	if _, ok := c.Get(0); ok {
+		t.Fatal("the oldest entry is still there")
+	}
+}
+
+// An entry in use survives rotations; one not used does not.
+func TestGenCacheKeepsWhatIsUsed(t *testing.T) {
+	c := New[int, struct{}](10, nil) // 5 a generation
+	c.Add(-1, struct{}{})
+	for i := range 100 {
+		c.Add(i, struct{}{})
+		if _, ok := c.Get(-1); !ok {
+			t.Fatalf("the entry in use is gone after %d adds", i+1)
+		}
+	}
+	c.Add(-2, struct{}{})
+	for i := 100; i < 110; i++ {
+		c.Add(i, struct{}{})
+	}
+	if _, ok := c.Get(-2); ok {
+		t.Fatal("an unused entry survived two generations")
+	}
+}
+
+func TestGenCacheReplaceAndRemove(t *testing.T) {
+	c := New[string, int](4, nil)
+	c.Add("a", 1)
+	c.Add("a", 2)
+	if v, _ := c.Get("a"); v != 2 || c.Len() != 1 {
+		t.Fatalf("got %d (%d entries), want 2 (1 entry)", v, c.Len())
+	}
+	c.Add("b", 3) // rotates: "a" moves to the previous generation
+	c.Add("c", 4)
+	c.Remove("a")
+	if _, ok := c.Get("a"); ok {
+		t.Fatal("a removed entry is still cached")
+	}
+	if v, ok := c.Get("b"); !ok || v != 3 {
+		t.Fatal("b is gone")
+	}
+}
+
+func TestGenCacheKeys(t *testing.T) {
+	c := New[int, struct{}](4, nil) // 2 a generation
+	for i := range 5 {
+		c.Add(i, struct{}{})
+	}
+	keys := c.Keys()
+	slices.Sort(keys)
+	if !slices.Equal(keys, []int{2, 3, 4}) {
+		t.Fatalf("keys %v, want [2 3 4] (a generation of 2 and the newest)", keys)
+	}
+}
