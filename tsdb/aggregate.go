@@ -238,12 +238,12 @@ const maxReplans = 3
 // rather than answer short).
 func (tr *tiers) aggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
 	for range maxReplans {
-		before := tr.periods.vanished.Load()
+		before := tr.periods.Vanished.Load()
 		per, f, err := tr.aggregateOnce(ctx, series, from, to, step, opts)
-		if err != nil || tr.periods.vanished.Load() == before {
+		if err != nil || tr.periods.Vanished.Load() == before {
 			return per, f, err
 		}
-		if err := tr.periods.learnDropped(ctx, from, to); err != nil {
+		if err := tr.periods.LearnDropped(ctx, from, to); err != nil {
 			return nil, 0, err
 		}
 	}

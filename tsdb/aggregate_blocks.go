@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 )
 
 // maxSeriesPerFilter keeps a block read's filter under 15 comparisons: the RowKey range (2)
@@ -103,7 +104,7 @@ func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names 
 		f := filter.And(filter.Ge("PartitionKey", names[0]), filter.Le("PartitionKey", names[len(names)-1]),
 			filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi))
 		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: sel}, 0) {
-			if isTableGone(err) {
+			if azerr.IsTableGone(err) {
 				return nil
 			}
 			if err != nil {
@@ -149,7 +150,7 @@ func (r *blockReader) readFiltered(ctx context.Context, client pager.Lister, nam
 		}
 		f := filter.And(append(slices.Clone(keys), filter.Or(eqs...))...)
 		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: sel}, 0) {
-			if isTableGone(err) {
+			if azerr.IsTableGone(err) {
 				return true, nil
 			}
 			if err != nil {

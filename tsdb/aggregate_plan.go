@@ -9,6 +9,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/sketchenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
 // tierPlan is where the windows of each series of an Aggregate come from: the tier windows
@@ -181,7 +182,7 @@ func (c *cover) add(b *tierBlock, first time.Time) {
 // most a minute ago; asked at most once an Aggregate, and only when a window the tier holds
 // cannot be trusted).
 type goneRaw struct {
-	periods *periodTables
+	periods *tables.Periods
 	period  func(time.Time) uint64 // the raw period holding a time
 	asked   bool
 	oldest  uint64 // the oldest period of a raw or histogram table
@@ -193,14 +194,14 @@ type goneRaw struct {
 func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
 	periods := []uint64{g.period(from), g.period(to.Add(-time.Nanosecond))}
 	for _, p := range periods {
-		if _, dropped := g.periods.dropped.Get(p); !dropped && (g.periods.known(rawKind, p) || g.periods.known(histKind, p)) {
+		if _, dropped := g.periods.Dropped.Get(p); !dropped && (g.periods.Known(rawKind, p) || g.periods.Known(histKind, p)) {
 			return false, nil // a table this process made or read: no request
 		}
 	}
 	if !g.asked {
 		g.asked = true
 		for _, k := range []tableKind{rawKind, histKind} {
-			periods, err := g.periods.all(ctx, k) // one listing at most
+			periods, err := g.periods.All(ctx, k) // one listing at most
 			if err != nil {
 				g.err = err
 				break
@@ -214,7 +215,7 @@ func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
 		return false, g.err
 	}
 	for _, p := range periods {
-		if _, dropped := g.periods.dropped.Get(p); !dropped && g.any && p >= g.oldest {
+		if _, dropped := g.periods.Dropped.Get(p); !dropped && g.any && p >= g.oldest {
 			return false, nil
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 )
 
 // Dirty markers (docs/format.md, "The catalog"): a Write of points or histogram samples
@@ -78,8 +79,8 @@ func (tr *tiers) readDirtyOf(ctx context.Context, lo, hi uint64, series map[stri
 	q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", catalogDirty), filter.Ge("RowKey", blockKey(lo)),
 		filter.Lt("RowKey", blockKey(hi))).String(), Select: "RowKey"}
 	var e entity.Entity
-	for page, err := range pager.Each(ctx, tr.catalog.client, q, 0) {
-		if isTableGone(err) {
+	for page, err := range pager.Each(ctx, tr.catalog.Client, q, 0) {
+		if azerr.IsTableGone(err) {
 			break // no catalog yet: nothing is dirty
 		}
 		if err != nil {
@@ -134,7 +135,7 @@ func (tr *tiers) flagStaleAt(ctx context.Context, series string, points []tablet
 		}
 		actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: appendDirty(k)})
 	}
-	if err := submitAll(ctx, tr.catalog.client, catalogDirty, actions); err != nil {
+	if err := batch.SubmitAll(ctx, tr.catalog.Client, catalogDirty, actions); err != nil {
 		return fmt.Errorf("tsdb: mark dirty slices: %w", err)
 	}
 	return nil
@@ -155,7 +156,7 @@ func (tr *tiers) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ET
 			actions[i] = aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(catalogDirty, k.rowKey()), IfMatch: &etag}
 		}
 		keys = keys[n:]
-		err := batch.Submit(ctx, tr.catalog.client, catalogDirty, actions)
+		err := batch.Submit(ctx, tr.catalog.Client, catalogDirty, actions)
 		if err == nil {
 			deleted += n
 			continue
@@ -164,7 +165,7 @@ func (tr *tiers) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ET
 			return deleted, fmt.Errorf("tsdb: delete dirty markers: %w", err)
 		}
 		for _, a := range actions {
-			err := batch.Submit(ctx, tr.catalog.client, catalogDirty, []aztables.TransactionAction{a})
+			err := batch.Submit(ctx, tr.catalog.Client, catalogDirty, []aztables.TransactionAction{a})
 			switch {
 			case err == nil:
 				deleted++
@@ -267,18 +268,18 @@ func (tr *tiers) sliceDropped(ctx context.Context, s uint64) (bool, error) {
 	end := at(s).Add(tr.slice())
 	horizon := tr.now().Add(-tr.opts.RawRetention + sealMargin)
 	for p := tr.names.PeriodOf(at(s)); tr.names.Start(p).Before(end); p += uint64(tr.opts.RawPeriod / time.Second) {
-		if _, dropped := tr.periods.dropped.Get(p); dropped {
+		if _, dropped := tr.periods.Dropped.Get(p); dropped {
 			return true, nil
 		}
 		if tr.opts.RawRetention <= 0 || !tr.names.End(p).Before(horizon) {
 			continue
 		}
-		dropped, err := tr.catalog.isDropped(ctx, tr.names.RawTable(p))
+		dropped, err := tr.catalog.IsDropped(ctx, tr.names.RawTable(p))
 		if err != nil {
 			return false, err
 		}
 		if dropped {
-			tr.periods.dropped.Add(p, struct{}{})
+			tr.periods.Dropped.Add(p, struct{}{})
 			return true, nil
 		}
 	}

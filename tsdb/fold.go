@@ -19,8 +19,10 @@ import (
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
 // FoldReport says what a Fold did.
@@ -63,7 +65,7 @@ const latePointBytes = int64(unsafe.Sizeof(tablets.Point{}))
 // of its own between Folds: one process at a time folds, by the lease.
 type folder struct {
 	staging   *stagingTable
-	tables    *periodTables    // which periods were dropped, and tables found gone
+	tables    *tables.Periods  // which periods were dropped, and tables found gone
 	names     naming.Names     // the period of a point
 	catalog   *aztables.Client // the fold lease is an entity of the catalog
 	now       func() time.Time // Options.Now
@@ -156,7 +158,7 @@ func (f *folder) listStaged(ctx context.Context, horizon uint64) (map[string][]s
 	points := 0
 	var e entity.Entity
 	for page, err := range pager.Each(ctx, f.staging.client, q, 0) {
-		if isTableGone(err) {
+		if azerr.IsTableGone(err) {
 			return nil, 0, nil
 		}
 		if err != nil {
@@ -252,7 +254,7 @@ func (f *folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 		}
 	}
 	for p := range dropped {
-		if err := f.tables.checkNotDropped(ctx, p); errors.Is(err, ErrExpired) {
+		if err := f.tables.CheckNotDropped(ctx, p); errors.Is(err, ErrExpired) {
 			dropped[p] = true
 		} else if err != nil {
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
@@ -332,7 +334,7 @@ func distinctErrors(errs []error) []error {
 // into the tables of kind k of their periods (periodOf), each period's with write (the
 // kind's codec and table, with the priority of the series' latest write). Samples of a
 // dropped period, or of a table dropped meanwhile, are left out.
-func foldSeries[S any](ctx context.Context, tables *periodTables, k tableKind, series string, samples []S, periodOf func(S) uint64,
+func foldSeries[S any](ctx context.Context, tables *tables.Periods, k tableKind, series string, samples []S, periodOf func(S) uint64,
 	dropped map[uint64]bool, write func(ctx context.Context, p uint64, samples []S) error) error {
 	byPeriod := map[uint64][]S{}
 	for _, s := range samples {
@@ -344,8 +346,8 @@ func foldSeries[S any](ctx context.Context, tables *periodTables, k tableKind, s
 			continue
 		}
 		err := write(ctx, p, byPeriod[p])
-		if isTableGone(err) {
-			tables.gone(k, p) // dropped meanwhile
+		if azerr.IsTableGone(err) {
+			tables.Gone(k, p) // dropped meanwhile
 			continue
 		}
 		if err != nil {
@@ -381,7 +383,7 @@ func (f *folder) deleteFolded(ctx context.Context, keys map[string][]string) err
 			for j := range rks {
 				rks[j] = ks[j].rk
 			}
-			if err := batch.DeleteRows(ctx, f.staging.client, ks[0].pk, rks); err != nil && !isTableGone(err) {
+			if err := batch.DeleteRows(ctx, f.staging.client, ks[0].pk, rks); err != nil && !azerr.IsTableGone(err) {
 				return err
 			}
 			ks = ks[n:]

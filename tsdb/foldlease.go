@@ -14,6 +14,8 @@ import (
 
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/priority"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 )
 
 // One Fold at a time folds a database: the one holding the fold lease, an entity of the
@@ -35,7 +37,7 @@ const (
 )
 
 // ErrFoldBusy is returned by Fold when another process is folding the database.
-var ErrFoldBusy = errors.New("tsdb: another process is folding")
+var ErrFoldBusy = sentinel.ErrFoldBusy
 
 // errFoldLeaseLost: the lease ended or was taken before the fold was done.
 var errFoldLeaseLost = errors.New("tsdb: the fold lease ended before the fold was done")
@@ -57,7 +59,7 @@ func (f *folder) takeLease(ctx context.Context) (*foldLease, error) {
 	l := &foldLease{now: f.now, client: f.catalog, holder: strconv.FormatUint(uint64(f.staging.writer), 16) + "-" + strconv.FormatUint(priority.Next(), 16)}
 	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
 	switch {
-	case isStatus(err, http.StatusNotFound):
+	case azerr.IsStatus(err, http.StatusNotFound):
 		return l, l.write(ctx, true)
 	case err != nil:
 		return nil, fmt.Errorf("tsdb: fold lease: %w", err)
@@ -92,7 +94,7 @@ func (l *foldLease) write(ctx context.Context, insert bool) error {
 		resp, err = l.client.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: &l.etag, UpdateMode: aztables.UpdateModeReplace})
 		etag = resp.ETag
 	}
-	if isStatus(err, http.StatusConflict) || isStatus(err, http.StatusPreconditionFailed) {
+	if azerr.IsStatus(err, http.StatusConflict) || azerr.IsStatus(err, http.StatusPreconditionFailed) {
 		// Our own write, retried after its reply was lost, conflicts with itself.
 		return l.mine(ctx, until)
 	}
@@ -107,7 +109,7 @@ func (l *foldLease) write(ctx context.Context, insert bool) error {
 // applied, its reply lost), it is taken; else ErrFoldBusy.
 func (l *foldLease) mine(ctx context.Context, until time.Time) error {
 	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
-	if isStatus(err, http.StatusNotFound) {
+	if azerr.IsStatus(err, http.StatusNotFound) {
 		return ErrFoldBusy
 	}
 	if err != nil {

@@ -109,11 +109,11 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 			if taken {
 				slow.onWrite = func(n int) {
 					if n == 300 { // another process takes the lease (as if it had ended)
-						other := &foldLease{now: clock.Now, client: db.catalog.client, holder: "other"}
+						other := &foldLease{now: clock.Now, client: db.catalog.Client, holder: "other"}
 						if err := other.write(ctx, true); err != nil && !errors.Is(err, ErrFoldBusy) {
 							t.Error(err)
 						}
-						resp, err := db.catalog.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
+						resp, err := db.catalog.Client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
 						if err != nil {
 							t.Error(err)
 							return

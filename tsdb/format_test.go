@@ -10,6 +10,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
@@ -41,10 +42,10 @@ func TestFormatDoc(t *testing.T) {
 	}
 
 	// The bodies SeriesOfMany, a Write and Retain send, built from the same parts.
-	registry := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, registryPartition(key), key), labelsProperty, labels.Append(nil, ls)))
-	index := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, metricPartition("up"), key), labelsProperty, labels.Append(nil, ls)))
+	registry := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, catalog.RegistryPartition(key), key), catalog.LabelsProperty, labels.Append(nil, ls)))
+	index := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, catalog.MetricPartition("up"), key), catalog.LabelsProperty, labels.Append(nil, ls)))
 	plain := entity.AppendEnd(entity.AppendKeys(nil, indexPartition, "cpu"))
-	dropped := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDropped, db.names.RawTable(period)), entity.ValueProperty, 1))
+	dropped := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalog.Dropped, db.names.RawTable(period)), entity.ValueProperty, 1))
 	for _, tc := range []struct {
 		body, doc []byte
 	}{

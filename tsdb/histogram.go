@@ -93,7 +93,7 @@ func (hists *histStore) stagedSpans(spans []span, names []string, from, to time.
 	for _, name := range names {
 		for _, h := range staged[name] {
 			p := hists.names.PeriodOf(h.Time)
-			if listed[p] || hists.tables.knownDropped(p) {
+			if listed[p] || hists.tables.KnownDropped(p) {
 				continue
 			}
 			listed[p], added = true, true

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 )
 
 // histTablesIn reports whether a histogram table of the periods [from, to) overlaps exists:
@@ -19,7 +21,7 @@ func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, er
 		return false, err
 	}
 	for _, sp := range spans {
-		if tr.periods.known(histKind, sp.period) {
+		if tr.periods.Known(histKind, sp.period) {
 			return true, nil
 		}
 	}
@@ -27,24 +29,15 @@ func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, er
 	for _, sp := range spans {
 		pager := tr.service.NewClient(tr.names.HistTable(sp.period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
 		_, err := pager.NextPage(ctx)
-		if isTableGone(err) {
-			tr.periods.gone(histKind, sp.period)
+		if azerr.IsTableGone(err) {
+			tr.periods.Gone(histKind, sp.period)
 			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("tsdb: histograms: %w", err)
 		}
-		tr.periods.found(histKind, sp.period)
+		tr.periods.Found(histKind, sp.period)
 		return true, nil
 	}
 	return false, nil
-}
-
-// known reports whether period p's table of kind k is known to exist: made, listed or
-// found by a read.
-func (t *periodTables) known(k tableKind, p uint64) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.exists[k][p]
-	return ok
 }

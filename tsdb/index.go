@@ -2,8 +2,6 @@ package tsdb
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"hash/maphash"
 	"maps"
@@ -13,32 +11,18 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
-
-// labelsProperty is the label set's property in the registry and the index: their entities
-// are specified in docs/format.md ("The catalog", "The series index").
-const labelsProperty = "L"
 
 // histogramsProperty, in a series' index entry of a period, says the series has histogram
 // samples there (Edm.Double 1). Entries are written with insert-or-merge, so that listing a
 // series for its points never erases it.
 const histogramsProperty = "H"
-
-// metricPartition is the index partition of the label sets with metric name name: "n" and
-// the name when it is short and valid in a key, else "h" and the first 16 bytes of its
-// SHA-256 in hex. Every label set's partition is in ["h", "o").
-func metricPartition(name string) string {
-	if len(name) <= 200 && entity.ValidateKey("n"+name) == nil {
-		return "n" + name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return "h" + hex.EncodeToString(sum[:16])
-}
-
-// labelPartitions bounds every label set's index partition: [labelPartitionsFrom, labelPartitionsTo).
-const labelPartitionsFrom, labelPartitionsTo = "h", "o"
 
 // registeredPeriods is how many periods' registrations the cache keeps: the newest ones,
 // where writes go (the current period, the last one's late points, the next one's early).
@@ -56,15 +40,15 @@ const registeredPeriods = 3
 // one for those flagged with histograms, each with its own lock.
 type seriesIndex struct {
 	service *aztables.ServiceClient
-	names   naming.Names  // the database's table names and raw periods
-	catalog *catalog      // the label sets of the series it lists
-	tables  *periodTables // which index tables exist
+	names   naming.Names     // the database's table names and raw periods
+	catalog *catalog.Catalog // the label sets of the series it lists
+	tables  *tables.Periods  // which index tables exist
 
 	listed     *registrations // the series known listed in each of the newest periods
 	listedHist *registrations // those known flagged with histograms there
 }
 
-func newSeriesIndex(service *aztables.ServiceClient, names naming.Names, c *catalog, tables *periodTables, cachedSeries int) *seriesIndex {
+func newSeriesIndex(service *aztables.ServiceClient, names naming.Names, c *catalog.Catalog, tables *tables.Periods, cachedSeries int) *seriesIndex {
 	return &seriesIndex{service: service, names: names, catalog: c, tables: tables,
 		listed: newRegistrations(cachedSeries), listedHist: newRegistrations(cachedSeries)}
 }
@@ -147,7 +131,7 @@ func (x *seriesIndex) register(ctx context.Context, p uint64, series map[string]
 		if histograms && x.listedHist.known(p, id) || !histograms && x.listed.known(p, id) {
 			continue
 		}
-		e, isSet, err := x.catalog.labelsOf(ctx, s)
+		e, isSet, err := x.catalog.LabelsOf(ctx, s)
 		if err != nil {
 			return err
 		}
@@ -159,9 +143,9 @@ func (x *seriesIndex) register(ctx context.Context, p uint64, series map[string]
 			addedHist = append(addedHist, id)
 		}
 	}
-	if err := submitPartitions(ctx, x.service.NewClient(x.names.IndexTable(p)), byPart); err != nil {
-		if isTableGone(err) {
-			x.tables.gone(indexKind, p)
+	if err := batch.SubmitPartitions(ctx, x.service.NewClient(x.names.IndexTable(p)), byPart); err != nil {
+		if azerr.IsTableGone(err) {
+			x.tables.Gone(indexKind, p)
 		}
 		return fmt.Errorf("tsdb: index: %w", err)
 	}
@@ -172,14 +156,14 @@ func (x *seriesIndex) register(ctx context.Context, p uint64, series map[string]
 
 // indexEntity is the index entry of series: its partition and body (docs/format.md, "The
 // series index"). e is its label set's entry when isSet.
-func indexEntity(series string, e labelEntry, isSet, histograms bool) (string, []byte) {
+func indexEntity(series string, e catalog.Entry, isSet, histograms bool) (string, []byte) {
 	pk := indexPartition
 	if isSet {
-		pk = e.partition
+		pk = e.Partition
 	}
 	b := entity.AppendKeys(nil, pk, series)
 	if isSet {
-		b = entity.AppendBinary(b, labelsProperty, e.encoded)
+		b = entity.AppendBinary(b, catalog.LabelsProperty, e.Encoded)
 	}
 	if histograms {
 		b = entity.AppendDouble(b, histogramsProperty, 1)

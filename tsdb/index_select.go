@@ -15,6 +15,8 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 )
 
@@ -116,7 +118,7 @@ func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []M
 	}
 	// The indexes, not the raw tables: a period's index outlives its raw points while a tier
 	// keeps its windows (see Retain).
-	periods, err := x.tables.inRange(ctx, indexKind, from, to)
+	periods, err := x.tables.InRange(ctx, indexKind, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -124,10 +126,10 @@ func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []M
 	if names, ok := labels.NameValues(compiled); ok {
 		slices.Sort(names)
 		for _, n := range slices.Compact(names) {
-			filters = append(filters, filter.Eq("PartitionKey", metricPartition(n)).String())
+			filters = append(filters, filter.Eq("PartitionKey", catalog.MetricPartition(n)).String())
 		}
 	} else {
-		filters = []string{filter.And(filter.Ge("PartitionKey", labelPartitionsFrom), filter.Lt("PartitionKey", labelPartitionsTo)).String()}
+		filters = []string{filter.And(filter.Ge("PartitionKey", catalog.LabelPartitionsFrom), filter.Lt("PartitionKey", catalog.LabelPartitionsTo)).String()}
 	}
 	found := map[string]*SeriesInfo{}
 	for _, p := range periods {
@@ -150,11 +152,11 @@ func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []M
 // A period whose index does not exist (never made, or dropped meanwhile) holds none.
 func (x *seriesIndex) readIndex(ctx context.Context, p uint64, f string, ms []labels.Compiled, found map[string]*SeriesInfo) error {
 	client := x.service.NewClient(x.names.IndexTable(p))
-	sel := "RowKey," + labelsProperty + "," + histogramsProperty
+	sel := "RowKey," + catalog.LabelsProperty + "," + histogramsProperty
 	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
 		page, err := pager.NextPage(ctx)
-		if isTableGone(err) {
-			x.tables.gone(indexKind, p)
+		if azerr.IsTableGone(err) {
+			x.tables.Gone(indexKind, p)
 			return nil
 		}
 		if err != nil {
@@ -182,7 +184,7 @@ func (x *seriesIndex) readIndex(ctx context.Context, p uint64, f string, ms []la
 			}
 		}
 	}
-	x.tables.found(indexKind, p)
+	x.tables.Found(indexKind, p)
 	return nil
 }
 
@@ -196,11 +198,11 @@ func (x *seriesIndex) series(ctx context.Context, from, to time.Time) ([]string,
 	}
 	// The periods with a raw or a histogram table (a period may hold only histograms); not
 	// the index tables, which outlive their period's dropped tables while tiers need them.
-	periods, err := x.tables.inRange(ctx, rawKind, from, to)
+	periods, err := x.tables.InRange(ctx, rawKind, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := x.tables.inRange(ctx, histKind, from, to)
+	hist, err := x.tables.InRange(ctx, histKind, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -211,8 +213,8 @@ func (x *seriesIndex) series(ctx context.Context, from, to time.Time) ([]string,
 		client := x.service.NewClient(x.names.IndexTable(p))
 		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); pager.More(); {
 			page, err := pager.NextPage(ctx)
-			if isTableGone(err) {
-				x.tables.gone(indexKind, p)
+			if azerr.IsTableGone(err) {
+				x.tables.Gone(indexKind, p)
 				break
 			}
 			if err != nil {
@@ -241,7 +243,7 @@ func (x *seriesIndex) listedIn(ctx context.Context, p uint64) ([]string, error) 
 	var out []string
 	var e entity.Entity
 	for page, err := range pager.Each(ctx, x.service.NewClient(x.names.IndexTable(p)), pager.SubQuery{Select: "RowKey"}, 0) {
-		if isTableGone(err) {
+		if azerr.IsTableGone(err) {
 			break
 		}
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/internal/testkit/tablefake"
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 )
 
 func heapAfterGC() uint64 {
@@ -88,11 +89,11 @@ func TestMemoryFlatUnderSeriesChurn(t *testing.T) {
 	if stored.Load() != total {
 		t.Errorf("%d points stored, want %d", stored.Load(), total)
 	}
-	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.labels.Len(), db.stores.len(), len(db.index.listed.registered))
+	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.LabelsCache().Len(), db.stores.len(), len(db.index.listed.registered))
 	if at1M > at100k+8<<20 {
 		t.Errorf("the heap grew from %d to %d bytes between 100k and 1M series", at100k, at1M)
 	}
-	if n := db.catalog.labels.Size(); n > 2*cached*labelEntryBytes+1000 {
+	if n := db.catalog.LabelsCache().Size(); n > 2*cached*catalog.EntryBytes+1000 {
 		t.Errorf("the label cache holds %d bytes, over its bound", n)
 	}
 	for p, c := range db.index.listed.registered {

@@ -11,8 +11,10 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
 // rawStore is the raw part of one kind of samples: its tables, one a period (float points:
@@ -26,7 +28,7 @@ import (
 type rawStore[S any, T rawTable[S]] struct {
 	kind   tableKind
 	names  naming.Names
-	tables *periodTables
+	tables *tables.Periods
 	series *seriesCheck
 	open   func(p uint64) (T, error) // the table of period p (no request)
 }
@@ -77,7 +79,7 @@ func (r *rawStore[S, T]) spans(ctx context.Context, from, to time.Time) ([]span,
 	if !from.Before(to) {
 		return nil, nil
 	}
-	periods, err := r.tables.inRange(ctx, r.kind, from, to)
+	periods, err := r.tables.InRange(ctx, r.kind, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -111,9 +113,9 @@ func earlierOf(a, b time.Time) time.Time {
 func (r *rawStore[S, T]) readDone(p uint64, err error) (empty bool) {
 	switch {
 	case err == nil:
-		r.tables.found(r.kind, p)
-	case isTableGone(err):
-		r.tables.gone(r.kind, p)
+		r.tables.Found(r.kind, p)
+	case azerr.IsTableGone(err):
+		r.tables.Gone(r.kind, p)
 		return true
 	}
 	return false
@@ -192,8 +194,8 @@ func (r *rawStore[S, T]) write(ctx context.Context, p uint64, series string, sam
 		return allIndexes(len(samples)), err
 	}
 	failed, err := t.write(ctx, series, samples, priority)
-	if isTableGone(err) {
-		r.tables.gone(r.kind, p) // dropped meanwhile: a retry checks the catalog
+	if azerr.IsTableGone(err) {
+		r.tables.Gone(r.kind, p) // dropped meanwhile: a retry checks the catalog
 	}
 	return failed, err
 }
@@ -282,7 +284,7 @@ func (c *seriesCheck) check(ctx context.Context, series string, k tableKind) err
 // newRaw makes the raw part's two kinds over the period tables: the float points in the
 // stores of the raw layout, the histogram samples in the histogram tables; validator is a
 // store of the raw layout, for its checks of series names. It sends no request.
-func newRaw(service *aztables.ServiceClient, names naming.Names, tables *periodTables, stores *rawStores, validator tablets.Store, cachedSeries int) (*floatStore, *histStore) {
+func newRaw(service *aztables.ServiceClient, names naming.Names, tables *tables.Periods, stores *rawStores, validator tablets.Store, cachedSeries int) (*floatStore, *histStore) {
 	series := newSeriesCheck(validator, cachedSeries)
 	floats := &rawStore[tablets.Point, pointTable]{kind: rawKind, names: names, tables: tables, series: series, open: func(p uint64) (pointTable, error) {
 		s, err := stores.get(p)

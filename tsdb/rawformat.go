@@ -16,6 +16,7 @@ import (
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
@@ -128,7 +129,7 @@ func chooseLayout(ctx context.Context, service *aztables.ServiceClient, name str
 // another version is an error: a later version made the database.
 func readRawFormat(ctx context.Context, catalog *aztables.Client) (bool, error) {
 	resp, err := catalog.GetEntity(ctx, catalogFormat, formatRawKey, nil)
-	if isStatus(err, http.StatusNotFound) {
+	if azerr.IsStatus(err, http.StatusNotFound) {
 		return false, nil
 	}
 	if err != nil {
@@ -154,7 +155,7 @@ func readRawFormat(ctx context.Context, catalog *aztables.Client) (bool, error) 
 // recordRawFormat records the raw format in the catalog (an insert: another process may
 // have recorded it first, which is the same record).
 func recordRawFormat(ctx context.Context, catalog *aztables.Client) error {
-	if _, err := catalog.AddEntity(ctx, rawFormatBody(), nil); err != nil && !isStatus(err, http.StatusConflict) {
+	if _, err := catalog.AddEntity(ctx, rawFormatBody(), nil); err != nil && !azerr.IsStatus(err, http.StatusConflict) {
 		return fmt.Errorf("tsdb: record the raw format: %w", err)
 	}
 	return nil

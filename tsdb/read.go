@@ -270,7 +270,7 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 // tables newest first, each asked for the points still wanted (a read only the float kind
 // has: tablets.Store's Latest).
 func (floats *floatStore) newest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
-	periods, err := floats.tables.all(ctx, floats.kind)
+	periods, err := floats.tables.All(ctx, floats.kind)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +456,7 @@ func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) 
 // may hold windows. The tables are the cached list's while it is younger than a minute, else
 // listed again (one request).
 func (db *DB) RawFrom(ctx context.Context) (time.Time, bool, error) {
-	periods, err := db.tables.all(ctx, rawKind)
+	periods, err := db.tables.All(ctx, rawKind)
 	if err != nil || len(periods) == 0 {
 		return time.Time{}, false, err
 	}

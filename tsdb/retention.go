@@ -11,7 +11,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
 // retention is the retention part of a DB: Retain, every step of it (sealing a raw period's
@@ -28,12 +31,12 @@ type retention struct {
 	service *aztables.ServiceClient
 	names   naming.Names // the database's table names and raw periods
 	opts    Options      // the DB's, as Open checked them
-	catalog *catalog
-	tables  *periodTables // which raw, index and histogram tables exist, which periods are dropped
-	tiers   *tiers        // the rollup that seals a period, the dirty markers, the tier tables
+	catalog *catalog.Catalog
+	tables  *tables.Periods // which raw, index and histogram tables exist, which periods are dropped
+	tiers   *tiers          // the rollup that seals a period, the dirty markers, the tier tables
 }
 
-func newRetention(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog, tables *periodTables, tr *tiers) *retention {
+func newRetention(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog.Catalog, tables *tables.Periods, tr *tiers) *retention {
 	return &retention{service: service, names: names, opts: opts, catalog: c, tables: tables, tiers: tr}
 }
 
@@ -61,11 +64,11 @@ func (r *retention) retain(ctx context.Context, now time.Time) ([]string, error)
 	if r.opts.RawRetention == 0 {
 		return r.retainTiers(ctx, now)
 	}
-	periods, err := r.tables.listed(ctx, rawKind)
+	periods, err := r.tables.Listed(ctx, rawKind)
 	if err != nil {
 		return nil, err
 	}
-	histPeriods, err := r.tables.all(ctx, histKind) // of the listing just made
+	histPeriods, err := r.tables.All(ctx, histKind) // of the listing just made
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +83,7 @@ func (r *retention) retain(ctx context.Context, now time.Time) ([]string, error)
 			return dropped, err
 		}
 		name := r.names.RawTable(p)
-		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !azerr.IsTableGone(err) {
 			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
 		dropped = append(dropped, name)
@@ -112,16 +115,16 @@ func (r *retention) retainHistograms(ctx context.Context, periods []uint64, cuto
 		if r.names.End(p).After(cutoff) {
 			continue
 		}
-		if _, known := r.tables.dropped.Get(p); !known {
+		if _, known := r.tables.Dropped.Get(p); !known {
 			if err := r.sealPeriod(ctx, p, progress); err != nil {
 				return dropped, err
 			}
 		}
 		name := r.names.HistTable(p)
-		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !azerr.IsTableGone(err) {
 			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
-		r.tables.gone(histKind, p)
+		r.tables.Gone(histKind, p)
 		dropped = append(dropped, name)
 		if err := r.clearDirty(ctx, p); err != nil {
 			return dropped, err
@@ -140,7 +143,7 @@ func (r *retention) retainIndexes(ctx context.Context, now time.Time) ([]string,
 		}
 		keep = max(keep, t.Retention)
 	}
-	periods, err := r.tables.listed(ctx, indexKind)
+	periods, err := r.tables.Listed(ctx, indexKind)
 	if err != nil {
 		return nil, err
 	}
@@ -149,14 +152,14 @@ func (r *retention) retainIndexes(ctx context.Context, now time.Time) ([]string,
 		if r.names.End(p).After(now.Add(-keep)) {
 			continue
 		}
-		if err := r.tables.recordDropped(ctx, p); err != nil { // the raw table's, if not yet
+		if err := r.tables.RecordDropped(ctx, p); err != nil { // the raw table's, if not yet
 			return dropped, err
 		}
 		name := r.names.IndexTable(p)
-		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !isTableGone(err) {
+		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !azerr.IsTableGone(err) {
 			return dropped, fmt.Errorf("tsdb: drop %s: %w", name, err)
 		}
-		r.tables.gone(indexKind, p)
+		r.tables.Gone(indexKind, p)
 		dropped = append(dropped, name)
 	}
 	return dropped, nil
@@ -187,7 +190,7 @@ func (r *retention) retainTiers(ctx context.Context, now time.Time) ([]string, e
 				if err := r.tiers.tables.recordDropped(ctx, *tb.Name); err != nil {
 					return dropped, err
 				}
-				if _, err := r.service.DeleteTable(ctx, *tb.Name, nil); err != nil && !isTableGone(err) {
+				if _, err := r.service.DeleteTable(ctx, *tb.Name, nil); err != nil && !azerr.IsTableGone(err) {
 					return dropped, fmt.Errorf("tsdb: drop %s: %w", *tb.Name, err)
 				}
 				dropped = append(dropped, *tb.Name)
@@ -202,15 +205,15 @@ func (r *retention) retainTiers(ctx context.Context, now time.Time) ([]string, e
 // killed, or of another process) is left as it is.
 func (r *retention) sealPeriod(ctx context.Context, p uint64, progress *rollupProgress) error {
 	if len(r.opts.Tiers) == 0 {
-		return r.tables.recordDropped(ctx, p)
+		return r.tables.RecordDropped(ctx, p)
 	}
-	recorded, err := r.catalog.isDropped(ctx, r.names.RawTable(p))
+	recorded, err := r.catalog.IsDropped(ctx, r.names.RawTable(p))
 	if err != nil {
 		return err
 	}
 	if recorded {
-		r.tables.dropped.Add(p, struct{}{})
-		r.tables.gone(rawKind, p)
+		r.tables.Dropped.Add(p, struct{}{})
+		r.tables.Gone(rawKind, p)
 		return nil
 	}
 	start, end := r.names.Start(p), r.names.End(p)
@@ -235,7 +238,7 @@ func (r *retention) sealPeriod(ctx context.Context, p uint64, progress *rollupPr
 	if _, err := r.tiers.rollupMarkers(ctx, markers, false); err != nil {
 		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", r.names.RawTable(p), err)
 	}
-	if err := r.tables.recordDropped(ctx, p); err != nil {
+	if err := r.tables.RecordDropped(ctx, p); err != nil {
 		return err
 	}
 	// A write that checked the period before the record may have stored points since, and
@@ -243,8 +246,8 @@ func (r *retention) sealPeriod(ctx context.Context, p uint64, progress *rollupPr
 	if markers, err = r.tiers.readDirty(ctx, lo, hi); err != nil || len(markers) == 0 {
 		return err
 	}
-	r.tables.dropped.Remove(p) // so that the rollup reads the period (a Write still asks the catalog)
-	defer r.tables.dropped.Add(p, struct{}{})
+	r.tables.Dropped.Remove(p) // so that the rollup reads the period (a Write still asks the catalog)
+	defer r.tables.Dropped.Add(p, struct{}{})
 	if _, err := r.tiers.rollupMarkers(ctx, markers, true); err != nil {
 		return fmt.Errorf("tsdb: roll up %s before dropping it: %w", r.names.RawTable(p), err)
 	}
@@ -259,9 +262,9 @@ type rollupProgress struct {
 	ok      bool
 }
 
-func (rp *rollupProgress) get(ctx context.Context, c *catalog) (time.Time, bool, error) {
+func (rp *rollupProgress) get(ctx context.Context, c *catalog.Catalog) (time.Time, bool, error) {
 	if !rp.read {
-		ms, _, ok, err := c.progress(ctx, TaskRollup) // Covered's record
+		ms, _, ok, err := c.ReadProgress(ctx, TaskRollup) // Covered's record
 		if err != nil {
 			return time.Time{}, false, err
 		}

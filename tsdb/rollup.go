@@ -6,10 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
@@ -73,7 +70,7 @@ func (tr *tiers) rollup(ctx context.Context, from, to time.Time) error {
 	span := tiers[len(tiers)-1].block()
 	lo := floorSec(unix(from), span)
 	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
-	if kept, ok, err := tr.periods.oldestKeptPeriod(ctx, lo, tr.opts.RawRetention); err != nil {
+	if kept, ok, err := tr.periods.OldestKeptPeriod(ctx, lo, tr.opts.RawRetention, sealMargin); err != nil {
 		return err
 	} else if ok {
 		// A block reaching into a period Retain may have dropped would be recomputed from
@@ -214,44 +211,4 @@ func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint6
 		out = append(out, p.HistogramPoint)
 	}
 	return out, nil
-}
-
-// submitAll sends the operations of one partition in transactions under the batch limits.
-func submitAll(ctx context.Context, client *aztables.Client, pk string, actions []aztables.TransactionAction) error {
-	start := 0
-	for _, end := range entity.Batches(len(actions), func(i int) int { return len(actions[i].Entity) + 2*len(pk) }) {
-		if err := batch.Submit(ctx, client, pk, actions[start:end]); err != nil {
-			return err
-		}
-		start = end
-	}
-	return nil
-}
-
-// submitConcurrency is how many transactions submitPartitions sends at once.
-const submitConcurrency = 8
-
-// submitPartitions sends the operations of many partitions of one table, in transactions
-// under the batch limits, submitConcurrency at a time; it returns the first error.
-func submitPartitions(ctx context.Context, client *aztables.Client, byPart map[string][]aztables.TransactionAction) error {
-	type txn struct {
-		pk      string
-		actions []aztables.TransactionAction
-	}
-	var txns []txn
-	for pk, actions := range byPart {
-		start := 0
-		for _, end := range entity.Batches(len(actions), func(i int) int { return len(actions[i].Entity) + 2*len(pk) }) {
-			txns = append(txns, txn{pk, actions[start:end]})
-			start = end
-		}
-	}
-	for _, err := range batch.Run(ctx, submitConcurrency, len(txns), func(ctx context.Context, i int) error {
-		return batch.Submit(ctx, client, txns[i].pk, txns[i].actions)
-	}) {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

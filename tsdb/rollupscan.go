@@ -13,6 +13,7 @@ import (
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -294,7 +295,7 @@ func (tr *tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan,
 	}
 	advance := func(p *puller) error {
 		sp, err, ok := p.next()
-		if err != nil && !isTableGone(err) {
+		if err != nil && !azerr.IsTableGone(err) {
 			return fmt.Errorf("tsdb: rollup: %w", err)
 		}
 		p.head, p.ok = sp, ok && err == nil

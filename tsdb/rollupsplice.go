@@ -18,6 +18,7 @@ import (
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 )
 
 // A Rollup of a slice splices it into the columnar blocks that overlap it: for each tier,
@@ -66,7 +67,7 @@ func (tr *tiers) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, 
 		var e entity.Entity
 		e.AllowStrings = true
 		for page, err := range pager.Each(ctx, tr.service.NewClient(tr.tierTable(t, p)), q, 0) {
-			if isTableGone(err) {
+			if azerr.IsTableGone(err) {
 				break
 			}
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/internal/priority"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
@@ -154,7 +155,7 @@ func (st *stagingTable) submitTxs(ctx context.Context, byPartition map[string][]
 			if err == nil {
 				continue
 			}
-			if isTableGone(err) {
+			if azerr.IsTableGone(err) {
 				st.made.Store(false)
 			}
 			for _, e := range txs[i].entities {

@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -49,7 +50,7 @@ func (st *stagingTable) delete(ctx context.Context, series string, from, to time
 func deleteFromEntity(ctx context.Context, client *aztables.Client, pk, rk, series string, lo, hi int64) error {
 	for range maxDeleteAttempts {
 		resp, err := client.GetEntity(ctx, pk, rk, nil)
-		if isStatus(err, http.StatusNotFound) {
+		if azerr.IsStatus(err, http.StatusNotFound) {
 			return nil // folded meanwhile: its points are in the raw tables, deleted next
 		}
 		if err != nil {
@@ -70,7 +71,7 @@ func deleteFromEntity(ctx context.Context, client *aztables.Client, pk, rk, seri
 		}
 		var re *azcore.ResponseError
 		switch {
-		case err == nil, isStatus(err, http.StatusNotFound):
+		case err == nil, azerr.IsStatus(err, http.StatusNotFound):
 			return nil
 		case errors.As(err, &re) && re.StatusCode == http.StatusPreconditionFailed:
 			continue // changed meanwhile: read it again

@@ -10,6 +10,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -42,7 +43,7 @@ func (st *stagingTable) entitiesIn(ctx context.Context, q pager.SubQuery, want m
 		for {
 			page, decoded, next, err := st.readPage(ctx, q, &top, cont, want, read)
 			if err != nil {
-				if !isTableGone(err) {
+				if !azerr.IsTableGone(err) {
 					yield(staging.Decoded{}, fmt.Errorf("tsdb: read staging: %w", err))
 				}
 				return

@@ -8,6 +8,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/internal/testkit/tablefake"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
 func queryAll(t *testing.T, db *DB, series string, from, to time.Time) {
@@ -57,7 +58,7 @@ func TestReadsUseTheTableCache(t *testing.T) {
 	}
 	old := base.Add(-5 * time.Hour)
 	cost("an unknown period: probed", tablefake.Stats{Requests: 1, Queries: 1}, func() { queryAll(t, db, "cpu", old, old.Add(time.Hour)) })
-	if _, ok := db.tables.exists[rawKind][db.names.PeriodOf(old)]; !ok {
+	if !db.tables.Known(rawKind, db.names.PeriodOf(old)) {
 		t.Fatal("the table a probe found is not remembered")
 	}
 	// A period with no table: probed, TableNotFound is an empty period.
@@ -70,18 +71,18 @@ func TestReadsUseTheTableCache(t *testing.T) {
 	wide := func() { queryAll(t, db, "cpu", base.Add(-10*time.Hour), base) }
 	cost("a wide range: listed", tablefake.Stats{Requests: 3, TableLists: 1, Queries: 2}, wide)
 	cost("a wide range within the minute", tablefake.Stats{Requests: 2, Queries: 2}, wide)
-	clock.Add(tableListTTL)
+	clock.Add(tables.ListTTL)
 	cost("a wide range a minute later: listed again", tablefake.Stats{Requests: 3, TableLists: 1, Queries: 2}, wide)
 
 	// A table dropped by another process: the read that finds it gone forgets it.
 	fake.DeleteTable(db.names.RawTable(db.names.PeriodOf(base)))
 	cost("a dropped table", tablefake.Stats{Requests: 1, Queries: 1, NotFound: 1}, func() { queryAll(t, db, "cpu", base, base.Add(time.Hour)) })
-	if _, ok := db.tables.exists[rawKind][db.names.PeriodOf(base)]; ok {
+	if db.tables.Known(rawKind, db.names.PeriodOf(base)) {
 		t.Fatal("a table found gone is still believed to exist")
 	}
 
 	// Latest and RawFrom: the cached list while it is fresh.
-	clock.Add(tableListTTL)
+	clock.Add(tables.ListTTL)
 	cost("RawFrom after a minute: listed", tablefake.Stats{Requests: 1, TableLists: 1}, func() {
 		from, ok, err := db.RawFrom(ctx)
 		if err != nil || !ok || !from.Equal(old) {

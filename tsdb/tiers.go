@@ -5,7 +5,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
 // tiers is the tiers part of a DB: the rollup of raw points into tier windows (Rollup,
@@ -23,9 +25,9 @@ type tiers struct {
 	service *aztables.ServiceClient
 	names   naming.Names // the database's table names
 	opts    Options      // the DB's, as Open checked them
-	catalog *catalog
-	periods *periodTables // which raw and histogram tables exist, which periods are dropped
-	tables  *tierTables   // which tier tables exist
+	catalog *catalog.Catalog
+	periods *tables.Periods // which raw and histogram tables exist, which periods are dropped
+	tables  *tierTables     // which tier tables exist
 
 	index   *seriesIndex  // the series of a range
 	staging *stagingTable // the staged points and histogram samples
@@ -33,7 +35,7 @@ type tiers struct {
 	hists   *histStore    // the raw histogram samples
 }
 
-func newTiers(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog, periods *periodTables,
+func newTiers(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog.Catalog, periods *tables.Periods,
 	index *seriesIndex, staging *stagingTable, floats *floatStore, hists *histStore) *tiers {
 	return &tiers{
 		service: service,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 )
 
 // maxTierTablesCached bounds the cache of tier tables known to exist.
@@ -22,11 +23,11 @@ var errTierDropped = errors.New("tsdb: tier table dropped")
 // creates the others unless the catalog says they were dropped.
 type tierTables struct {
 	service *aztables.ServiceClient
-	catalog *catalog
+	catalog *catalog.Catalog
 	known   *cache.Gen[string, struct{}]
 }
 
-func newTierTables(service *aztables.ServiceClient, c *catalog) *tierTables {
+func newTierTables(service *aztables.ServiceClient, c *catalog.Catalog) *tierTables {
 	return &tierTables{service: service, catalog: c, known: cache.New[string, struct{}](maxTierTablesCached, nil)}
 }
 
@@ -36,7 +37,7 @@ func (t *tierTables) ensure(ctx context.Context, name string) error {
 	if _, ok := t.known.Get(name); ok {
 		return nil
 	}
-	dropped, err := t.catalog.isDropped(ctx, name)
+	dropped, err := t.catalog.IsDropped(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (t *tierTables) ensure(ctx context.Context, name string) error {
 
 // recordDropped marks a tier table dropped in the catalog, before it goes.
 func (t *tierTables) recordDropped(ctx context.Context, name string) error {
-	if err := t.catalog.recordDropped(ctx, name); err != nil {
+	if err := t.catalog.RecordDropped(ctx, name); err != nil {
 		return err
 	}
 	t.known.Remove(name)

@@ -2,23 +2,23 @@ package tsdb
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
 // ErrExpired is wrapped by the error of a Write holding a point older than the raw
 // retention, or in a period whose table was dropped. Such a Write sends nothing.
-var ErrExpired = errors.New("tsdb: point expired")
+var ErrExpired = sentinel.ErrExpired
 
 // Options configure a DB. The zero value of each field means its default.
 type Options struct {
@@ -97,16 +97,16 @@ type DB struct {
 	opts    Options
 	names   naming.Names // the tables' names and the raw periods
 
-	catalog   *catalog      // the catalog table: dropped tables, label-set registry
-	tables    *periodTables // which raw and index tables exist, which periods are dropped
-	index     *seriesIndex  // the series index: registering series, Select
-	tiers     *tiers        // rollup, dirty markers, tier tables, Aggregate
-	retention *retention    // Retain
-	stores    *rawStores    // the raw store of each period
-	floats    *floatStore   // the raw part: float points in the raw tables,
-	hists     *histStore    // histogram samples in the histogram tables
-	staging   *stagingTable // the staging table: staged writes, their reads
-	fold      *folder       // Fold: the staged points into the raw tables
+	catalog   *catalog.Catalog // the catalog table: dropped tables, label-set registry
+	tables    *tables.Periods  // which raw and index tables exist, which periods are dropped
+	index     *seriesIndex     // the series index: registering series, Select
+	tiers     *tiers           // rollup, dirty markers, tier tables, Aggregate
+	retention *retention       // Retain
+	stores    *rawStores       // the raw store of each period
+	floats    *floatStore      // the raw part: float points in the raw tables,
+	hists     *histStore       // histogram samples in the histogram tables
+	staging   *stagingTable    // the staging table: staged writes, their reads
+	fold      *folder          // Fold: the staged points into the raw tables
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -143,9 +143,9 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
-	db.catalog = newCatalog(service.NewClient(db.names.Catalog()), o.CachedSeries)
-	db.tables = newPeriodTables(service, db.names, db.catalog, o.Now)
-	db.staging = newStagingTable(service, db.names, validator, o, db.tables.knownDropped)
+	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
+	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
+	db.staging = newStagingTable(service, db.names, validator, o, db.tables.KnownDropped)
 	db.index = newSeriesIndex(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists = newRaw(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
@@ -154,7 +154,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.
 	db.fold = &folder{
-		staging: db.staging, tables: db.tables, names: db.names, catalog: db.catalog.client,
+		staging: db.staging, tables: db.tables, names: db.names, catalog: db.catalog.Client,
 		now: o.Now, sealDelay: o.SealDelay,
 		writePoints: func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error {
 			_, err := db.floats.write(ctx, p, series, points, priority)
@@ -268,13 +268,12 @@ func (db *DB) Name() string { return db.name }
 // Options returns the database's options with defaults filled in.
 func (db *DB) Options() Options { return db.opts }
 
-func isStatus(err error, status int) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == status
-}
+// tableKind is a kind of period table: the raw points, the series index or the histogram
+// samples of a period.
+type tableKind = naming.Kind
 
-// isTableGone reports an error of a table that does not exist (dropped meanwhile).
-func isTableGone(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && (re.ErrorCode == string(aztables.TableNotFound) || re.StatusCode == http.StatusNotFound)
-}
+const (
+	rawKind   = naming.Raw
+	indexKind = naming.Index
+	histKind  = naming.Hist
+)

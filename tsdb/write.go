@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 )
 
 // writeConcurrency is how many series a Commit writes at once.
@@ -129,7 +130,7 @@ func (a *Appender) plan(ctx context.Context, strict bool) ([]planned, []*tablets
 	}
 	droppedErr := map[uint64]error{}
 	for _, p := range slices.Sorted(maps.Keys(periods)) {
-		err := db.tables.checkNotDropped(ctx, p)
+		err := db.tables.CheckNotDropped(ctx, p)
 		if errors.Is(err, ErrExpired) {
 			droppedErr[p] = err
 		} else if err != nil {
@@ -184,7 +185,7 @@ func (a *Appender) writePlanned(ctx context.Context, plans []planned) []error {
 	// period is always listed there, and flagged if they are histograms.
 	periodErr := map[uint64]error{}
 	for p, series := range bySeriesPeriod {
-		err := db.tables.ensureKinds(ctx, p, tables[p]...)
+		err := db.tables.EnsureKinds(ctx, p, tables[p]...)
 		if err == nil {
 			err = db.index.register(ctx, p, series)
 		}
@@ -262,8 +263,8 @@ func (a *Appender) writeSeries(ctx context.Context, pl planned, direct []uint64,
 		} else {
 			failed = pl.byPeriod[p]
 		}
-		if isTableGone(err) {
-			db.tables.gone(pl.kind.table, p) // dropped meanwhile: a retry checks the catalog
+		if azerr.IsTableGone(err) {
+			db.tables.Gone(pl.kind.table, p) // dropped meanwhile: a retry checks the catalog
 		}
 		for _, i := range failed {
 			lost[i] = true

@@ -1,4 +1,4 @@
-package tsdb
+package catalog
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ import (
 func TestProgressFormatDoc(t *testing.T) {
 	covered := time.Date(2024, 5, 23, 1, 0, 0, 0, time.UTC)
 	doc := formatdoc.JSON(t, "progress")
-	if body := appendProgress(TaskRollup, covered.UnixMilli()); string(body) != string(doc) {
+	if body := appendProgress("rollup", covered.UnixMilli()); string(body) != string(doc) {
 		t.Errorf("progress %s, the document %s", body, doc)
 	}
 	ms, err := decodeProgress(doc)

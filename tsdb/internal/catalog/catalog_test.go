@@ -1,4 +1,4 @@
-package tsdb
+package catalog
 
 import (
 	"strings"
@@ -11,10 +11,10 @@ import (
 
 func TestMetricPartition(t *testing.T) {
 	for _, name := range []string{"up", "", "a/b", "a#b", "a?b", "a\\b", "x\x01", strings.Repeat("n", 300), "日本"} {
-		pk := metricPartition(name)
+		pk := MetricPartition(name)
 		require.NoError(t, entity.ValidateKey(pk), name)
-		require.True(t, pk >= labelPartitionsFrom && pk < labelPartitionsTo, pk)
+		require.True(t, pk >= LabelPartitionsFrom && pk < LabelPartitionsTo, pk)
 	}
-	require.Equal(t, "nup", metricPartition("up"))
-	require.NotEqual(t, metricPartition("a/b"), metricPartition("a#b"))
+	require.Equal(t, "nup", MetricPartition("up"))
+	require.NotEqual(t, MetricPartition("a/b"), MetricPartition("a#b"))
 }
