@@ -9,6 +9,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/sketchenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
@@ -115,7 +116,7 @@ func (pl *planner) window(ctx context.Context, s string, c *cover, i int) (*Wind
 	}
 	if !c.distrust[i] {
 		_, marked := pl.dirty[dirtyKey{s, floorSec(unix(ws), pl.slice)}]
-		if !marked && len(pointsMerge.in(pl.staged[s], ws, we)) == 0 && len(histsMerge.in(pl.stagedHists[s], ws, we)) == 0 &&
+		if !marked && len(staging.PointsMerge.In(pl.staged[s], ws, we)) == 0 && len(staging.HistsMerge.In(pl.stagedHists[s], ws, we)) == 0 &&
 			(w == nil || usable(w, pl.f)) {
 			return w, true, nil
 		}

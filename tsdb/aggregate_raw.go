@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // readRawPoints adds to each series' windows its raw points in its ranges (disjoint, in
@@ -20,11 +21,11 @@ func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.
 		names := byRange[r]
 		mine := map[string][]tablets.Point{}
 		for _, s := range names {
-			if pts := pointsMerge.in(staged[s], r[0], r[1]); len(pts) > 0 {
+			if pts := staging.PointsMerge.In(staged[s], r[0], r[1]); len(pts) > 0 {
 				mine[s] = pts
 			}
 		}
-		for p, err := range pointsMerge.many(tr.floats.seriesPoints(ctx, names, r[0], r[1]), mine) {
+		for p, err := range staging.PointsMerge.Many(tr.floats.seriesPoints(ctx, names, r[0], r[1]), mine) {
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // Histogram types of the library (package tablets), here for convenience.
@@ -23,7 +24,7 @@ type (
 
 // withStaged yields the histogram samples of names (valid, distinct) in
 // [from, to) from the histogram tables, table by table, merged with staged (read before, by
-// series, each sorted, one a millisecond) by the merge of both kinds (histsMerge): where
+// series, each sorted, one a millisecond) by the merge of both kinds (staging.HistsMerge): where
 // both hold a millisecond, the staged sample is the later write. Staged samples are read
 // whatever the tables this process knows of (another may have made the table since its
 // last listing), but those of a period known to be dropped or found gone (Retain dropped
@@ -38,7 +39,7 @@ func (hists *histStore) withStaged(ctx context.Context, names []string, from, to
 		for _, sp := range hists.stagedSpans(spans, names, from, to, staged) {
 			rest := make(map[string][]HistogramPoint, len(names)) // each series' staged samples of the span
 			for _, name := range names {
-				rest[name] = histsMerge.in(staged[name], sp.from, sp.to)
+				rest[name] = staging.HistsMerge.In(staged[name], sp.from, sp.to)
 			}
 			stopped := false
 			emit := func(name string, p HistogramPoint) bool {
@@ -48,7 +49,7 @@ func (hists *histStore) withStaged(ctx context.Context, names []string, from, to
 			if !sp.stagedOnly {
 				gone, err := hists.querySpan(ctx, sp.span, names, func(name string, p HistogramPoint) bool {
 					var ok bool
-					rest[name], ok = histsMerge.upTo(rest[name], p, func(s HistogramPoint) bool { return emit(name, s) })
+					rest[name], ok = staging.HistsMerge.UpTo(rest[name], p, func(s HistogramPoint) bool { return emit(name, s) })
 					return ok
 				})
 				if stopped {

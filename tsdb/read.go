@@ -41,7 +41,7 @@ func queryPoints(ctx context.Context, floats *floatStore, st *stagingTable, seri
 			yield(tablets.Point{}, err)
 			return
 		}
-		for p, err := range pointsMerge.one(floats.points(ctx, series, from, to), staged[series]) {
+		for p, err := range staging.PointsMerge.One(floats.points(ctx, series, from, to), staged[series]) {
 			if !yield(p, err) || err != nil {
 				return
 			}
@@ -157,7 +157,7 @@ func (s *stagedSet) histsIn(series []string, from, to time.Time) (map[string][]H
 		return nil, fmt.Errorf("tsdb: %w: staged samples read without their histograms", tablets.ErrInvalidOptions)
 	}
 	return stagedIn(s, series, from, to, "samples", func(name string) ([]HistogramPoint, error) {
-		return histsMerge.in(s.hists[name], from, to), nil
+		return staging.HistsMerge.In(s.hists[name], from, to), nil
 	})
 }
 
@@ -228,7 +228,7 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 				return
 			}
 		}
-		for p, err := range pointsMerge.many(db.floats.seriesPoints(ctx, series, from, to), points) {
+		for p, err := range staging.PointsMerge.Many(db.floats.seriesPoints(ctx, series, from, to), points) {
 			if !yield(p, err) || err != nil {
 				return
 			}
@@ -263,7 +263,7 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 	if err != nil {
 		return nil, err
 	}
-	return newestWithStaged(out, staged[series], n), nil
+	return staging.NewestWithStaged(out, staged[series], n), nil
 }
 
 // newest returns the n newest points of series in the raw tables, newest first: the
@@ -366,7 +366,7 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 		rest = rest[:len(slices.DeleteFunc(slices.Clone(rest), func(p tablets.Point) bool { return p.Time.After(last) }))]
 	}
 	var merged []tablets.Point
-	for p, err := range pointsMerge.one(pointsOfSlice(raw), rest) {
+	for p, err := range staging.PointsMerge.One(staging.PointsOfSlice(raw), rest) {
 		if err != nil {
 			return tablets.Page{}, err
 		}

@@ -318,7 +318,7 @@ func (tr *tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan,
 		}
 		if s := staged[series]; len(s) > 0 {
 			var merged []tablets.Point
-			for p := range pointsMerge.one(pointsOfSlice(pts), s) {
+			for p := range staging.PointsMerge.One(staging.PointsOfSlice(pts), s) {
 				merged = append(merged, p)
 			}
 			pts = merged

@@ -1,4 +1,4 @@
-package tsdb
+package staging
 
 import (
 	"iter"
@@ -12,40 +12,42 @@ import (
 // A read of raw samples merges the staged samples of its series into them (the read path:
 // read.go, querier_read.go, querier_select.go, aggregate_raw.go, rollupscan.go, and the
 // histogram tables' read, histogram.go): a staged sample is the later write of its
-// millisecond. The merge is one code for both kinds: a stagedMerge holds the little it
+// millisecond. The merge is one code for both kinds: a Merge holds the little it
 // needs of a kind.
 
-// stagedMerge is the merge of a kind's staged samples S into its raw ones: what it needs of
+// Merge is the merge of a kind's staged samples S into its raw ones: what it needs of
 // the kind is a sample's time, and how a sample pairs with its series as P (the reads of
-// many series yield tablets.SeriesPoint and SeriesHistogram).
-type stagedMerge[S, P any] struct {
+// many series yield tablets.SeriesPoint and tablets.SeriesHistogram).
+type Merge[S, P any] struct {
 	time   func(S) time.Time
 	pair   func(series string, s S) P
 	unpair func(P) (string, S)
 }
 
-// pointsMerge merges float points, histsMerge histogram samples.
+// PointsMerge merges float points, HistsMerge histogram samples.
 var (
-	pointsMerge = stagedMerge[tablets.Point, tablets.SeriesPoint]{
+	PointsMerge = Merge[tablets.Point, tablets.SeriesPoint]{
 		time: func(p tablets.Point) time.Time { return p.Time },
 		pair: func(series string, p tablets.Point) tablets.SeriesPoint {
 			return tablets.SeriesPoint{Series: series, Point: p}
 		},
 		unpair: func(p tablets.SeriesPoint) (string, tablets.Point) { return p.Series, p.Point },
 	}
-	histsMerge = stagedMerge[HistogramPoint, SeriesHistogram]{
-		time: func(p HistogramPoint) time.Time { return p.Time },
-		pair: func(series string, p HistogramPoint) SeriesHistogram {
-			return SeriesHistogram{Series: series, HistogramPoint: p}
+	HistsMerge = Merge[tablets.HistogramPoint, tablets.SeriesHistogram]{
+		time: func(p tablets.HistogramPoint) time.Time { return p.Time },
+		pair: func(series string, p tablets.HistogramPoint) tablets.SeriesHistogram {
+			return tablets.SeriesHistogram{Series: series, HistogramPoint: p}
 		},
-		unpair: func(p SeriesHistogram) (string, HistogramPoint) { return p.Series, p.HistogramPoint },
+		unpair: func(p tablets.SeriesHistogram) (string, tablets.HistogramPoint) {
+			return p.Series, p.HistogramPoint
+		},
 	}
 )
 
-// upTo passes emit the staged samples of rest (sorted, one per time) at or before the raw
+// UpTo passes emit the staged samples of rest (sorted, one per time) at or before the raw
 // sample s, then s unless one of them holds its time (the staged sample is the later
 // write). It returns what is left of rest, and false once emit returned false.
-func (m stagedMerge[S, P]) upTo(rest []S, s S, emit func(S) bool) ([]S, bool) {
+func (m Merge[S, P]) UpTo(rest []S, s S, emit func(S) bool) ([]S, bool) {
 	at := m.time(s)
 	replaced := false
 	for len(rest) > 0 && !m.time(rest[0]).After(at) {
@@ -58,9 +60,9 @@ func (m stagedMerge[S, P]) upTo(rest []S, s S, emit func(S) bool) ([]S, bool) {
 	return rest, replaced || emit(s)
 }
 
-// one merges staged samples (sorted, one per time) into a series' raw samples (oldest
+// One merges staged samples (sorted, One per time) into a series' raw samples (oldest
 // first): where both hold a time, the staged sample is the later write.
-func (m stagedMerge[S, P]) one(raw iter.Seq2[S, error], staged []S) iter.Seq2[S, error] {
+func (m Merge[S, P]) One(raw iter.Seq2[S, error], staged []S) iter.Seq2[S, error] {
 	if len(staged) == 0 {
 		return raw
 	}
@@ -72,7 +74,7 @@ func (m stagedMerge[S, P]) one(raw iter.Seq2[S, error], staged []S) iter.Seq2[S,
 				return
 			}
 			var ok bool
-			if staged, ok = m.upTo(staged, s, emit); !ok {
+			if staged, ok = m.UpTo(staged, s, emit); !ok {
 				return
 			}
 		}
@@ -84,11 +86,11 @@ func (m stagedMerge[S, P]) one(raw iter.Seq2[S, error], staged []S) iter.Seq2[S,
 	}
 }
 
-// many merges staged samples (by series, each sorted, one per time) into the raw samples
-// of many series (each series' oldest first): a series' staged samples come just before
+// Many merges staged samples (by series, each sorted, one per time) into the raw samples
+// of Many series (each series' oldest first): a series' staged samples come just before
 // its first raw sample after them, and those left at the end, series by series in the
 // order of their names.
-func (m stagedMerge[S, P]) many(raw iter.Seq2[P, error], staged map[string][]S) iter.Seq2[P, error] {
+func (m Merge[S, P]) Many(raw iter.Seq2[P, error], staged map[string][]S) iter.Seq2[P, error] {
 	if len(staged) == 0 {
 		return raw
 	}
@@ -99,7 +101,7 @@ func (m stagedMerge[S, P]) many(raw iter.Seq2[P, error], staged map[string][]S) 
 				return
 			}
 			name, s := m.unpair(p)
-			rest, ok := m.upTo(staged[name], s, func(s S) bool { return yield(m.pair(name, s), nil) })
+			rest, ok := m.UpTo(staged[name], s, func(s S) bool { return yield(m.pair(name, s), nil) })
 			if !ok {
 				return
 			}
@@ -115,15 +117,15 @@ func (m stagedMerge[S, P]) many(raw iter.Seq2[P, error], staged map[string][]S) 
 	}
 }
 
-// in is the part of ss (sorted) in [from, to).
-func (m stagedMerge[S, P]) in(ss []S, from, to time.Time) []S {
+// In is the part of ss (sorted) In [from, to).
+func (m Merge[S, P]) In(ss []S, from, to time.Time) []S {
 	lo, _ := slices.BinarySearchFunc(ss, from, func(s S, t time.Time) int { return m.time(s).Compare(t) })
 	hi, _ := slices.BinarySearchFunc(ss, to, func(s S, t time.Time) int { return m.time(s).Compare(t) })
 	return ss[lo:max(lo, hi)]
 }
 
-// pointsOfSlice yields pts.
-func pointsOfSlice(pts []tablets.Point) iter.Seq2[tablets.Point, error] {
+// PointsOfSlice yields pts.
+func PointsOfSlice(pts []tablets.Point) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
 		for _, p := range pts {
 			if !yield(p, nil) {
@@ -133,16 +135,16 @@ func pointsOfSlice(pts []tablets.Point) iter.Seq2[tablets.Point, error] {
 	}
 }
 
-// newestWithStaged merges raw points (newest first) with staged ones (oldest first, one per
+// NewestWithStaged merges raw points (newest first) with staged ones (oldest first, one per
 // time), the staged winning a time both hold, and returns the n newest, newest first.
-func newestWithStaged(raw, staged []tablets.Point, n int) []tablets.Point {
+func NewestWithStaged(raw, staged []tablets.Point, n int) []tablets.Point {
 	if len(staged) == 0 {
 		return raw
 	}
 	oldestFirst := slices.Clone(raw)
 	slices.Reverse(oldestFirst)
 	var all []tablets.Point
-	for p, _ := range pointsMerge.one(pointsOfSlice(oldestFirst), staged) {
+	for p, _ := range PointsMerge.One(PointsOfSlice(oldestFirst), staged) {
 		all = append(all, p)
 	}
 	all = all[max(0, len(all)-n):]
