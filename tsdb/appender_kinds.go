@@ -27,7 +27,7 @@ type sample struct {
 // accounting are the same for both (write.go, staging.go).
 type sampleKind struct {
 	noun string // of a sample in messages
-	// hist: the series' index entry is flagged as having histograms (histogramsProperty).
+	// hist: the series' index entry is flagged as having histograms (see package internal/index).
 	hist bool
 	// table is the kind of the tables its samples are written into directly.
 	table tableKind

@@ -11,6 +11,7 @@ import (
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
@@ -43,14 +44,14 @@ func TestFormatDoc(t *testing.T) {
 
 	// The bodies SeriesOfMany, a Write and Retain send, built from the same parts.
 	registry := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, catalog.RegistryPartition(key), key), catalog.LabelsProperty, labels.Append(nil, ls)))
-	index := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, catalog.MetricPartition("up"), key), catalog.LabelsProperty, labels.Append(nil, ls)))
-	plain := entity.AppendEnd(entity.AppendKeys(nil, indexPartition, "cpu"))
+	indexed := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, catalog.MetricPartition("up"), key), catalog.LabelsProperty, labels.Append(nil, ls)))
+	plain := entity.AppendEnd(entity.AppendKeys(nil, index.PlainPartition, "cpu"))
 	dropped := entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalog.Dropped, db.names.RawTable(period)), entity.ValueProperty, 1))
 	for _, tc := range []struct {
 		body, doc []byte
 	}{
 		{registry, formatdoc.JSON(t, "registry")},
-		{index, formatdoc.JSON(t, "index-labels")},
+		{indexed, formatdoc.JSON(t, "index-labels")},
 		{plain, formatdoc.JSON(t, "index-plain")},
 		{dropped, formatdoc.JSON(t, "dropped")},
 		{rawFormatBody(), formatdoc.JSON(t, "raw-format")},

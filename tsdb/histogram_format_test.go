@@ -9,6 +9,7 @@ import (
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
@@ -52,8 +53,8 @@ func TestHistogramFormatDoc(t *testing.T) {
 	if want := partkey.Key(histFormat, key, histPartitionOf(samples[0].Unit)); rows[0].pk != want {
 		t.Errorf("PartitionKey %s, want %s", rows[0].pk, want)
 	}
-	_, index := indexEntity(key, catalog.NewEntry(formatHistSeries), true, true)
-	if string(index) != string(formatdoc.JSON(t, "index-histograms")) {
-		t.Errorf("index entry %s", index)
+	_, entry := index.Entity(key, catalog.NewEntry(formatHistSeries), true, true)
+	if string(entry) != string(formatdoc.JSON(t, "index-histograms")) {
+		t.Errorf("index entry %s", entry)
 	}
 }

@@ -89,16 +89,16 @@ func TestMemoryFlatUnderSeriesChurn(t *testing.T) {
 	if stored.Load() != total {
 		t.Errorf("%d points stored, want %d", stored.Load(), total)
 	}
-	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.LabelsCache().Len(), db.stores.len(), len(db.index.listed.registered))
+	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.LabelsCache().Len(), db.stores.len(), len(db.index.Cached()))
 	if at1M > at100k+8<<20 {
 		t.Errorf("the heap grew from %d to %d bytes between 100k and 1M series", at100k, at1M)
 	}
 	if n := db.catalog.LabelsCache().Size(); n > 2*cached*catalog.EntryBytes+1000 {
 		t.Errorf("the label cache holds %d bytes, over its bound", n)
 	}
-	for p, c := range db.index.listed.registered {
-		if c.Len() > 2*cached {
-			t.Errorf("period %d: %d registrations cached, over twice CachedSeries", p, c.Len())
+	for p, n := range db.index.Cached() {
+		if n > 2*cached {
+			t.Errorf("period %d: %d registrations cached, over twice CachedSeries", p, n)
 		}
 	}
 }

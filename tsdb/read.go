@@ -446,9 +446,9 @@ func decodePageToken(s string, binding [8]byte, from, to time.Time) (time.Time, 
 }
 
 // Series returns the series with points or histogram samples in the raw periods that
-// [from, to) overlaps, sorted (the series index's listing: seriesIndex.series).
+// [from, to) overlaps, sorted (the series index's listing: index.Index.Series).
 func (db *DB) Series(ctx context.Context, from, to time.Time) ([]string, error) {
-	return db.index.series(ctx, from, to)
+	return db.index.Series(ctx, from, to)
 }
 
 // RawFrom returns the start of the oldest raw table, and false when there is none: before

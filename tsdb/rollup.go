@@ -114,7 +114,7 @@ func (tr *tiers) rollupRange(ctx context.Context, lo, hi uint64) error {
 // overlaps: Series', and those listed in the index of a period that has a histogram table
 // but no raw table (histogram samples only).
 func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string, error) {
-	names, err := tr.index.series(ctx, from, to)
+	names, err := tr.index.Series(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +134,7 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 		if slices.ContainsFunc(raw, func(r span) bool { return r.period == h.period }) {
 			continue // Series read this period's index
 		}
-		listed, err := tr.index.listedIn(ctx, h.period)
+		listed, err := tr.index.ListedIn(ctx, h.period)
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
@@ -99,7 +100,7 @@ type DB struct {
 
 	catalog   *catalog.Catalog // the catalog table: dropped tables, label-set registry
 	tables    *tables.Periods  // which raw and index tables exist, which periods are dropped
-	index     *seriesIndex     // the series index: registering series, Select
+	index     *index.Index     // the series index: registering series, Select
 	tiers     *tiers           // rollup, dirty markers, tier tables, Aggregate
 	retention *retention       // Retain
 	stores    *rawStores       // the raw store of each period
@@ -146,7 +147,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
 	db.staging = newStagingTable(service, db.names, validator, o, db.tables.KnownDropped)
-	db.index = newSeriesIndex(service, db.names, db.catalog, db.tables, o.CachedSeries)
+	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists = newRaw(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
 	db.tiers = newTiers(service, db.names, o, db.catalog, db.tables, db.index, db.staging, db.floats, db.hists)

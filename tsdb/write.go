@@ -187,7 +187,7 @@ func (a *Appender) writePlanned(ctx context.Context, plans []planned) []error {
 	for p, series := range bySeriesPeriod {
 		err := db.tables.EnsureKinds(ctx, p, tables[p]...)
 		if err == nil {
-			err = db.index.register(ctx, p, series)
+			err = db.index.Register(ctx, p, series)
 		}
 		periodErr[p] = err
 	}
@@ -324,6 +324,3 @@ func serviceAnswer(err error) (int, string) {
 	}
 	return 0, ""
 }
-
-// indexPartition is the index partition of plain series (not label sets): RowKey the series.
-const indexPartition = "s"

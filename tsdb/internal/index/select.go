@@ -1,10 +1,9 @@
-package tsdb
+package index
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"slices"
 	"time"
 
@@ -18,50 +17,22 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // SeriesInfo is a series Select found: its key and its label set.
 type SeriesInfo struct {
 	Series string
-	Labels Labels
+	Labels labels.Labels
 	// Histograms: the series has histogram samples in a period of the range (its index
 	// entry there says so); read them with a Querier's Read or Select.
 	Histograms bool
 }
 
-// Select yields the label sets with points or histogram samples in the periods that [from,
-// to) overlaps (the index's granularity is the period) whose labels match every matcher,
-// sorted by labels as Prometheus sorts them; SeriesInfo.Histograms is set for those with
-// histogram samples in one of those periods (read them with a Querier's Select or Read).
-// It reads the index of each period the range covers: with an equality on MetricName (or a
-// regexp on it that is an alternation of literals) only that metric's partition, else the
-// partitions of every label set. Bad matchers, or none that does not match the empty
-// string, give an error wrapping tablets.ErrInvalidMatcher before any request.
-func (db *DB) Select(ctx context.Context, from, to time.Time, ms ...Matcher) iter.Seq2[SeriesInfo, error] {
-	return func(yield func(SeriesInfo, error) bool) {
-		found, err := db.index.selectSets(ctx, from, to, ms, true)
-		if err != nil {
-			yield(SeriesInfo{}, err)
-			return
-		}
-		for _, s := range found {
-			if !yield(s, nil) {
-				return
-			}
-		}
-	}
-}
-
 // LabelNames returns the sorted label names of the series with points in the periods [from,
-// to) overlaps that match the matchers (all series' with none), as Prometheus' API does:
-// MetricName is one of them.
-func (db *DB) LabelNames(ctx context.Context, from, to time.Time, ms ...Matcher) ([]string, error) {
-	return db.index.labelNames(ctx, from, to, ms)
-}
-
-// labelNames is DB.LabelNames.
-func (x *seriesIndex) labelNames(ctx context.Context, from, to time.Time, ms []Matcher) ([]string, error) {
-	found, err := x.selectSets(ctx, from, to, ms, len(ms) > 0)
+// to) overlaps that match ms (all series' with none): DB.LabelNames.
+func (x *Index) LabelNames(ctx context.Context, from, to time.Time, ms []labels.Matcher) ([]string, error) {
+	found, err := x.SelectSets(ctx, from, to, ms, len(ms) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -75,17 +46,12 @@ func (x *seriesIndex) labelNames(ctx context.Context, from, to time.Time, ms []M
 }
 
 // LabelValues returns the sorted values of the label name among the series LabelNames would
-// consider. A series without the label contributes no value ("" is never a value).
-func (db *DB) LabelValues(ctx context.Context, name string, from, to time.Time, ms ...Matcher) ([]string, error) {
-	return db.index.labelValues(ctx, name, from, to, ms)
-}
-
-// labelValues is DB.LabelValues.
-func (x *seriesIndex) labelValues(ctx context.Context, name string, from, to time.Time, ms []Matcher) ([]string, error) {
+// consider ("" is never a value): DB.LabelValues.
+func (x *Index) LabelValues(ctx context.Context, name string, from, to time.Time, ms []labels.Matcher) ([]string, error) {
 	if name == "" {
 		return nil, fmt.Errorf("tsdb: %w: empty label name", tablets.ErrInvalidLabels)
 	}
-	found, err := x.selectSets(ctx, from, to, ms, len(ms) > 0)
+	found, err := x.SelectSets(ctx, from, to, ms, len(ms) > 0)
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +73,10 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// selectSets reads the label sets of the periods [from, to) overlaps that match ms.
-func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []Matcher, needSelective bool) ([]SeriesInfo, error) {
+// SelectSets reads the label sets of the periods [from, to) overlaps that match ms, sorted
+// by labels: DB.Select. With needSelective, ms must hold a matcher that does not match the
+// empty string (labels.Compile); a bad matcher is an error before any request.
+func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.Matcher, needSelective bool) ([]SeriesInfo, error) {
 	compiled, err := labels.Compile(ms, needSelective)
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
@@ -118,7 +86,7 @@ func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []M
 	}
 	// The indexes, not the raw tables: a period's index outlives its raw points while a tier
 	// keeps its windows (see Retain).
-	periods, err := x.tables.InRange(ctx, indexKind, from, to)
+	periods, err := x.tables.InRange(ctx, naming.Index, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -143,20 +111,20 @@ func (x *seriesIndex) selectSets(ctx context.Context, from, to time.Time, ms []M
 	for _, s := range found {
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(a, b SeriesInfo) int { return CompareLabels(a.Labels, b.Labels) })
+	slices.SortFunc(out, func(a, b SeriesInfo) int { return labels.Compare(a.Labels, b.Labels) })
 	return out, nil
 }
 
 // readIndex adds to found the label sets of one query of period p's index that match ms,
 // and flags those whose entry says they have histogram samples there.
 // A period whose index does not exist (never made, or dropped meanwhile) holds none.
-func (x *seriesIndex) readIndex(ctx context.Context, p uint64, f string, ms []labels.Compiled, found map[string]*SeriesInfo) error {
+func (x *Index) readIndex(ctx context.Context, p uint64, f string, ms []labels.Compiled, found map[string]*SeriesInfo) error {
 	client := x.service.NewClient(x.names.IndexTable(p))
 	sel := "RowKey," + catalog.LabelsProperty + "," + histogramsProperty
 	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
 		page, err := pager.NextPage(ctx)
 		if azerr.IsTableGone(err) {
-			x.tables.Gone(indexKind, p)
+			x.tables.Gone(naming.Index, p)
 			return nil
 		}
 		if err != nil {
@@ -184,25 +152,25 @@ func (x *seriesIndex) readIndex(ctx context.Context, p uint64, f string, ms []la
 			}
 		}
 	}
-	x.tables.Found(indexKind, p)
+	x.tables.Found(naming.Index, p)
 	return nil
 }
 
-// series returns the series with points or histogram samples in the raw periods that
+// Series returns the series with points or histogram samples in the raw periods that
 // [from, to) overlaps, sorted:
 // the index of each period lists every series a Write gave points there (the index's
 // granularity is the period: a series is listed for the whole period).
-func (x *seriesIndex) series(ctx context.Context, from, to time.Time) ([]string, error) {
+func (x *Index) Series(ctx context.Context, from, to time.Time) ([]string, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
 	}
 	// The periods with a raw or a histogram table (a period may hold only histograms); not
 	// the index tables, which outlive their period's dropped tables while tiers need them.
-	periods, err := x.tables.InRange(ctx, rawKind, from, to)
+	periods, err := x.tables.InRange(ctx, naming.Raw, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := x.tables.InRange(ctx, histKind, from, to)
+	hist, err := x.tables.InRange(ctx, naming.Hist, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +182,7 @@ func (x *seriesIndex) series(ctx context.Context, from, to time.Time) ([]string,
 		for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel}); pager.More(); {
 			page, err := pager.NextPage(ctx)
 			if azerr.IsTableGone(err) {
-				x.tables.Gone(indexKind, p)
+				x.tables.Gone(naming.Index, p)
 				break
 			}
 			if err != nil {
@@ -237,9 +205,9 @@ func (x *seriesIndex) series(ctx context.Context, from, to time.Time) ([]string,
 	return out, nil
 }
 
-// listedIn returns the series period p's index lists, in its order; an index table that is
+// ListedIn returns the series period p's index lists, in its order; an index table that is
 // gone lists none.
-func (x *seriesIndex) listedIn(ctx context.Context, p uint64) ([]string, error) {
+func (x *Index) ListedIn(ctx context.Context, p uint64) ([]string, error) {
 	var out []string
 	var e entity.Entity
 	for page, err := range pager.Each(ctx, x.service.NewClient(x.names.IndexTable(p)), pager.SubQuery{Select: "RowKey"}, 0) {

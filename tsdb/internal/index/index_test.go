@@ -1,4 +1,4 @@
-package tsdb
+package index
 
 import "testing"
 

@@ -1,0 +1,197 @@
+// Package index owns the series index of a tsdb database: a table per raw period (its base
+// name + "i" + the period) listing each series a Write gave points or histogram samples there,
+// with its label set, flagged when they are histograms (docs/format.md, "The series index").
+//
+// An Index writes the entries (Register, before the series' samples there) and reads them:
+// Series lists the series of a range (DB.Series, a rollup's names), ListedIn those of one
+// period's index, and SelectSets selects label sets by matchers over a range (DB.Select;
+// LabelNames and LabelValues are built on it).
+//
+// It is given what it uses, not the DB: the service client, the table names, the catalog
+// (the label sets it lists: Catalog.LabelsOf) and the period tables (which index tables
+// exist, and those found gone). It depends on no other part. Its own state is the caches of
+// the series known listed in each of the three newest periods (where writes go), one for
+// every series and one for those flagged with histograms, each with its own lock and
+// bounded by the CachedSeries it is given (at least that many of a period's series used
+// last, up to twice as many).
+package index
+
+import (
+	"context"
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/batch"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
+	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
+)
+
+// PlainPartition is the index partition of plain series (not label sets): RowKey the series.
+const PlainPartition = "s"
+
+// histogramsProperty, in a series' index entry of a period, says the series has histogram
+// samples there (Edm.Double 1). Entries are written with insert-or-merge, so that listing a
+// series for its points never erases it.
+const histogramsProperty = "H"
+
+// registeredPeriods is how many periods' registrations the cache keeps: the newest ones,
+// where writes go (the current period, the last one's late points, the next one's early).
+const registeredPeriods = 3
+
+// Index is the series index part of a DB (see the package documentation). Its methods are
+// safe for concurrent use.
+type Index struct {
+	service *aztables.ServiceClient
+	names   naming.Names     // the database's table names and raw periods
+	catalog *catalog.Catalog // the label sets of the series it lists
+	tables  *tables.Periods  // which index tables exist
+
+	listed     *registrations // the series known listed in each of the newest periods
+	listedHist *registrations // those known flagged with histograms there
+}
+
+// New returns the index of the database names names, on service; cachedSeries bounds its
+// caches (see the package documentation).
+func New(service *aztables.ServiceClient, names naming.Names, c *catalog.Catalog, tables *tables.Periods, cachedSeries int) *Index {
+	return &Index{service: service, names: names, catalog: c, tables: tables,
+		listed: newRegistrations(cachedSeries), listedHist: newRegistrations(cachedSeries)}
+}
+
+// Cached returns how many series the cache of every series' registrations holds for each
+// period it keeps (at most registeredPeriods): what a test of the memory bound measures.
+func (x *Index) Cached() map[uint64]int {
+	x.listed.mu.Lock()
+	defer x.listed.mu.Unlock()
+	out := make(map[uint64]int, len(x.listed.registered))
+	for p, c := range x.listed.registered {
+		out[p] = c.Len()
+	}
+	return out
+}
+
+// registrations knows which series are listed in the newest periods' indexes: an index
+// entry per series and period, written before the series' points there.
+type registrations struct {
+	perPeriod int // a period's cache bound, in series
+
+	mu         sync.Mutex
+	registered map[uint64]*cache.Gen[seriesID, struct{}] // by period: the newest registeredPeriods
+}
+
+// seriesID stands for a series key in the registration cache: 128 bits of two seeded hashes,
+// 16 bytes whatever the key's length. A collision would skip a registration; its chance
+// among a million series is under 1e-26.
+type seriesID [2]uint64
+
+var seriesSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func idOf(series string) seriesID {
+	return seriesID{maphash.String(seriesSeeds[0], series), maphash.String(seriesSeeds[1], series)}
+}
+
+func newRegistrations(cachedSeries int) *registrations {
+	return &registrations{perPeriod: cachedSeries, registered: map[uint64]*cache.Gen[seriesID, struct{}]{}}
+}
+
+// known reports whether series is known listed in period p's index.
+func (x *registrations) known(p uint64, id seriesID) bool {
+	x.mu.Lock()
+	c := x.registered[p]
+	x.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	_, ok := c.Get(id)
+	return ok
+}
+
+// remember records series listed in period p's index. Only the newest registeredPeriods
+// periods are kept: an older period's registrations are not cached (a backfill lists its
+// series again, harmlessly).
+func (x *registrations) remember(p uint64, ids []seriesID) {
+	x.mu.Lock()
+	c := x.registered[p]
+	if c == nil {
+		if len(x.registered) >= registeredPeriods {
+			oldest := p
+			for q := range x.registered {
+				oldest = min(oldest, q)
+			}
+			if oldest == p {
+				x.mu.Unlock()
+				return
+			}
+			delete(x.registered, oldest)
+		}
+		c = cache.New[seriesID, struct{}](2*x.perPeriod, nil) // the last perPeriod at least
+		x.registered[p] = c
+	}
+	x.mu.Unlock()
+	for _, id := range ids {
+		c.Add(id, struct{}{})
+	}
+}
+
+// Register lists series in period p's index (the keys of series), those this process does
+// not know are there, flagging those whose value is true as having histogram samples there
+// (histogramsProperty): an entity each, in a transaction per index partition and 100
+// series. A series costs a registry read (if the catalog's cache does not hold its labels)
+// and its share of a transaction, the first time a process writes it (or its first
+// histograms) in a period; nothing after while cached. A flagged registration is cached
+// apart, and once done stands for the plain one too (the entry lists the series).
+func (x *Index) Register(ctx context.Context, p uint64, series map[string]bool) error {
+	byPart := map[string][]aztables.TransactionAction{}
+	var added, addedHist []seriesID
+	for _, s := range slices.Sorted(maps.Keys(series)) {
+		id, histograms := idOf(s), series[s]
+		if histograms && x.listedHist.known(p, id) || !histograms && x.listed.known(p, id) {
+			continue
+		}
+		e, isSet, err := x.catalog.LabelsOf(ctx, s)
+		if err != nil {
+			return err
+		}
+		pk, body := Entity(s, e, isSet, histograms)
+		// Insert or merge: a plain registration never erases another's flag.
+		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: body})
+		added = append(added, id)
+		if histograms {
+			addedHist = append(addedHist, id)
+		}
+	}
+	if err := batch.SubmitPartitions(ctx, x.service.NewClient(x.names.IndexTable(p)), byPart); err != nil {
+		if azerr.IsTableGone(err) {
+			x.tables.Gone(naming.Index, p)
+		}
+		return fmt.Errorf("tsdb: index: %w", err)
+	}
+	x.listed.remember(p, added)
+	x.listedHist.remember(p, addedHist)
+	return nil
+}
+
+// Entity is the index entry of series: its partition and body (docs/format.md, "The
+// series index"). e is its label set's entry when isSet.
+func Entity(series string, e catalog.Entry, isSet, histograms bool) (string, []byte) {
+	pk := PlainPartition
+	if isSet {
+		pk = e.Partition
+	}
+	b := entity.AppendKeys(nil, pk, series)
+	if isSet {
+		b = entity.AppendBinary(b, catalog.LabelsProperty, e.Encoded)
+	}
+	if histograms {
+		b = entity.AppendDouble(b, histogramsProperty, 1)
+	}
+	return pk, entity.AppendEnd(b)
+}
