@@ -11,6 +11,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -265,7 +266,7 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(series)))
 	for _, s := range names {
-		if err := tr.floats.validate(ctx, s); err != nil {
+		if err := tr.floats.Validate(ctx, s); err != nil {
 			return nil, 0, fmt.Errorf("tsdb: %w", err)
 		}
 	}
@@ -382,5 +383,5 @@ func (a *seriesWindows) add(t time.Time, v float64) {
 // histogramNames are the names that may hold histogram samples: those valid for the keys of
 // histogram tables (a float series' name may be too long for them, and then has none).
 func histogramNames(names []string) []string {
-	return slices.DeleteFunc(slices.Clone(names), func(s string) bool { return validateHistSeries(s) != nil })
+	return slices.DeleteFunc(slices.Clone(names), func(s string) bool { return raw.ValidateHistSeries(s) != nil })
 }

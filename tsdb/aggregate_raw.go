@@ -25,7 +25,7 @@ func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.
 				mine[s] = pts
 			}
 		}
-		for p, err := range staging.PointsMerge.Many(tr.floats.seriesPoints(ctx, names, r[0], r[1]), mine) {
+		for p, err := range staging.PointsMerge.Many(tr.floats.SeriesPoints(ctx, names, r[0], r[1]), mine) {
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ func (tr *tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]t
 		if len(names) == 0 {
 			continue
 		}
-		for sh, err := range tr.hists.withStaged(ctx, names, r[0], r[1], staged) {
+		for sh, err := range tr.hists.WithStaged(ctx, names, r[0], r[1], staged) {
 			if err != nil {
 				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
 			}

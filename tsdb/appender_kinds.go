@@ -9,6 +9,7 @@ import (
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -51,7 +52,7 @@ var floatSamples = &sampleKind{
 	noun:  "point",
 	table: rawKind,
 	validSeries: func(ctx context.Context, db *DB, series string) error {
-		return validSeries(ctx, db.floats.rawStore, series)
+		return validSeries(ctx, db.floats.Store, series)
 	},
 	check: func(s sample) error { return rounding.CheckTime(s.t) },
 	list: func(we *tablets.WriteError, samples []sample) {
@@ -61,7 +62,7 @@ var floatSamples = &sampleKind{
 	},
 	stageRecords: stagePointRecords,
 	writePeriod: func(ctx context.Context, db *DB, p uint64, series string, samples []sample, idx []int) ([]int, error) {
-		return writeSamples(ctx, db.floats.rawStore, p, series, samples, idx, func(s sample) tablets.Point { return tablets.Point{Time: s.t, Value: s.v} })
+		return writeSamples(ctx, db.floats.Store, p, series, samples, idx, func(s sample) tablets.Point { return tablets.Point{Time: s.t, Value: s.v} })
 	},
 }
 
@@ -72,13 +73,13 @@ var histSamples = &sampleKind{
 	hist:  true,
 	table: histKind,
 	validSeries: func(ctx context.Context, db *DB, series string) error {
-		return validSeries(ctx, db.hists.rawStore, series)
+		return validSeries(ctx, db.hists.Store, series)
 	},
 	check: func(s sample) error {
-		if err := validHistSample(HistogramPoint{Time: s.t, H: s.h, FH: s.fh}); err != nil {
+		if err := raw.ValidHistSample(HistogramPoint{Time: s.t, H: s.h, FH: s.fh}); err != nil {
 			return err
 		}
-		_, err := histFormat.Units(s.t)
+		_, err := raw.HistFormat.Units(s.t)
 		return err
 	},
 	list: func(we *tablets.WriteError, samples []sample) {
@@ -88,7 +89,7 @@ var histSamples = &sampleKind{
 	},
 	stageRecords: stageHistRecords,
 	writePeriod: func(ctx context.Context, db *DB, p uint64, series string, samples []sample, idx []int) ([]int, error) {
-		return writeSamples(ctx, db.hists.rawStore, p, series, samples, idx, func(s sample) HistogramPoint { return HistogramPoint{Time: s.t, H: s.h, FH: s.fh} })
+		return writeSamples(ctx, db.hists.Store, p, series, samples, idx, func(s sample) HistogramPoint { return HistogramPoint{Time: s.t, H: s.h, FH: s.fh} })
 	},
 }
 
@@ -124,7 +125,7 @@ func stagedWrites(plans []planned, staged [][]int) []staging.Write {
 // histUnit is the millisecond of a histogram sample's time (checked before: Units cannot
 // fail).
 func histUnit(t time.Time) uint64 {
-	u, _ := histFormat.Units(t)
+	u, _ := raw.HistFormat.Units(t)
 	return u
 }
 
@@ -152,8 +153,8 @@ func sortedHists(samples []sample, idx []int) ([]histenc.Sample, [][]int) {
 }
 
 // validSeries checks a series for the tables of a kind (errors wrapped once, "tsdb: ").
-func validSeries[S any, T rawTable[S]](ctx context.Context, r *rawStore[S, T], series string) error {
-	if err := r.validate(ctx, series); err != nil {
+func validSeries[S any, T raw.Table[S]](ctx context.Context, r *raw.Store[S, T], series string) error {
+	if err := r.Validate(ctx, series); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
 	}
 	return nil
@@ -162,12 +163,12 @@ func validSeries[S any, T rawTable[S]](ctx context.Context, r *rawStore[S, T], s
 // writeSamples writes the samples idx (indexes into samples) of a series into period p's
 // table of the kind of r, as sampleOf makes them, and returns the indexes (into samples) of
 // those that may not be stored, and the first failure.
-func writeSamples[S any, T rawTable[S]](ctx context.Context, r *rawStore[S, T], p uint64, series string, samples []sample, idx []int, sampleOf func(sample) S) ([]int, error) {
+func writeSamples[S any, T raw.Table[S]](ctx context.Context, r *raw.Store[S, T], p uint64, series string, samples []sample, idx []int, sampleOf func(sample) S) ([]int, error) {
 	in := make([]S, len(idx))
 	for j, i := range idx {
 		in[j] = sampleOf(samples[i])
 	}
-	failed, err := r.write(ctx, p, series, in, 0)
+	failed, err := r.Write(ctx, p, series, in, 0)
 	for j, f := range failed {
 		failed[j] = idx[f]
 	}

@@ -17,5 +17,5 @@ import (
 // processes may compact at once, and a Compact killed midway leaves every sample readable:
 // the merges are conditional on the chunks' ETags, each one transaction.
 func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
-	return errors.Join(db.floats.compact(ctx, from, to), db.hists.compact(ctx, from, to))
+	return errors.Join(db.floats.Compact(ctx, from, to), db.hists.Compact(ctx, from, to))
 }

@@ -166,7 +166,7 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 			}
 			for name, pts := range want {
 				var got []tablets.Point
-				for p, err := range db.floats.points(ctx, name, start, end) {
+				for p, err := range db.floats.Points(ctx, name, start, end) {
 					if err != nil {
 						t.Fatal(err)
 					}

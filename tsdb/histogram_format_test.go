@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 )
 
 // formatHistSeries is the label set of the histogram examples of docs/format.md.
@@ -50,7 +51,7 @@ func TestHistogramFormatDoc(t *testing.T) {
 	if string(rows[0].body) != string(formatdoc.JSON(t, "hist-chunk")) {
 		t.Errorf("histogram chunk entity %s", rows[0].body)
 	}
-	if want := partkey.Key(histFormat, key, histPartitionOf(samples[0].Unit)); rows[0].pk != want {
+	if want := partkey.Key(raw.HistFormat, key, histPartitionOf(samples[0].Unit)); rows[0].pk != want {
 		t.Errorf("PartitionKey %s, want %s", rows[0].pk, want)
 	}
 	_, entry := index.Entity(key, catalog.NewEntry(formatHistSeries), true, true)

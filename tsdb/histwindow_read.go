@@ -16,27 +16,27 @@ import (
 // the blocks' ETags, it misses none written before it: a table made later holds samples
 // that flag the blocks they are late for.
 func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, error) {
-	spans, err := tr.hists.spans(ctx, from, to)
+	spans, err := tr.hists.Spans(ctx, from, to)
 	if err != nil {
 		return false, err
 	}
 	for _, sp := range spans {
-		if tr.periods.Known(histKind, sp.period) {
+		if tr.periods.Known(histKind, sp.Period) {
 			return true, nil
 		}
 	}
 	one, sel := int32(1), "RowKey"
 	for _, sp := range spans {
-		pager := tr.service.NewClient(tr.names.HistTable(sp.period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
+		pager := tr.service.NewClient(tr.names.HistTable(sp.Period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
 		_, err := pager.NextPage(ctx)
 		if azerr.IsTableGone(err) {
-			tr.periods.Gone(histKind, sp.period)
+			tr.periods.Gone(histKind, sp.Period)
 			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("tsdb: histograms: %w", err)
 		}
-		tr.periods.Found(histKind, sp.period)
+		tr.periods.Found(histKind, sp.Period)
 		return true, nil
 	}
 	return false, nil

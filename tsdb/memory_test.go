@@ -89,7 +89,7 @@ func TestMemoryFlatUnderSeriesChurn(t *testing.T) {
 	if stored.Load() != total {
 		t.Errorf("%d points stored, want %d", stored.Load(), total)
 	}
-	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.LabelsCache().Len(), db.stores.len(), len(db.index.Cached()))
+	t.Logf("caches: %d label sets, %d stores, registrations of %d periods", db.catalog.LabelsCache().Len(), db.stores.Len(), len(db.index.Cached()))
 	if at1M > at100k+8<<20 {
 		t.Errorf("the heap grew from %d to %d bytes between 100k and 1M series", at100k, at1M)
 	}

@@ -39,9 +39,9 @@ func (qr *Querier) Read(ctx context.Context, kinds SampleKinds, series ...string
 		var names []string
 		byName := make(map[string]*Series, len(series))
 		for _, name := range series {
-			err := db.floats.validate(ctx, name)
+			err := db.floats.Validate(ctx, name)
 			if err == nil && kinds&HistogramSamples != 0 {
-				err = db.hists.validate(ctx, name)
+				err = db.hists.Validate(ctx, name)
 			}
 			if err != nil {
 				yield(nil, fmt.Errorf("tsdb: %w", err))
@@ -95,7 +95,7 @@ func (q *Queryable) readSamples(ctx context.Context, byName map[string]*Series, 
 	stagedHists map[string][]HistogramPoint, stagedPoints map[string][]tablets.Point) error {
 	db := q.db
 	if len(hists) > 0 {
-		for p, err := range db.hists.withStaged(ctx, hists, from, to, stagedHists) {
+		for p, err := range db.hists.WithStaged(ctx, hists, from, to, stagedHists) {
 			if err != nil {
 				return fmt.Errorf("tsdb: read histograms: %w", err)
 			}
@@ -109,7 +109,7 @@ func (q *Queryable) readSamples(ctx context.Context, byName map[string]*Series, 
 	if len(floats) == 0 {
 		return nil
 	}
-	for p, err := range staging.PointsMerge.Many(db.floats.seriesPoints(ctx, floats, from, to), stagedPoints) {
+	for p, err := range staging.PointsMerge.Many(db.floats.SeriesPoints(ctx, floats, from, to), stagedPoints) {
 		if err != nil {
 			return err
 		}

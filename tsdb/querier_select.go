@@ -255,7 +255,7 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 	all := make([]*Series, len(batch))
 	var withHist []string
 	for i, e := range batch {
-		if err := db.floats.validate(ctx, e.series); err != nil {
+		if err := db.floats.Validate(ctx, e.series); err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 		names[i] = e.series
@@ -339,4 +339,18 @@ func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.T
 
 func nonEmpty(all []*Series) []*Series {
 	return slices.DeleteFunc(all, func(s *Series) bool { n, _ := s.Len(); return n == 0 })
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlierOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -24,9 +25,9 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 
 // queryPoints is the read of one series' points, its staged ones merged in: DB.Query's, and
 // the rollup's of a series (the tiers are given the same parts).
-func queryPoints(ctx context.Context, floats *floatStore, st *stagingTable, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+func queryPoints(ctx context.Context, floats *raw.Floats, st *stagingTable, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
-		if err := floats.validate(ctx, series); err != nil {
+		if err := floats.Validate(ctx, series); err != nil {
 			yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
 			return
 		}
@@ -41,41 +42,8 @@ func queryPoints(ctx context.Context, floats *floatStore, st *stagingTable, seri
 			yield(tablets.Point{}, err)
 			return
 		}
-		for p, err := range staging.PointsMerge.One(floats.points(ctx, series, from, to), staged[series]) {
+		for p, err := range staging.PointsMerge.One(floats.Points(ctx, series, from, to), staged[series]) {
 			if !yield(p, err) || err != nil {
-				return
-			}
-		}
-	}
-}
-
-// points yields the points of series in the raw tables with from <= Time < to, oldest
-// first: a read of one series, which only the float kind has (tablets.Store's Query).
-func (floats *floatStore) points(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
-	return func(yield func(tablets.Point, error) bool) {
-		spans, err := floats.spans(ctx, from, to)
-		if err != nil {
-			yield(tablets.Point{}, err)
-			return
-		}
-		for _, sp := range spans {
-			stopped := false
-			_, err := floats.inTable(sp.period, func(t pointTable) error {
-				for p, err := range t.store.Query(ctx, series, sp.from, sp.to) {
-					if err != nil {
-						return err
-					}
-					if stopped = !yield(p, nil); stopped {
-						return nil
-					}
-				}
-				return nil
-			})
-			if stopped {
-				return
-			}
-			if err != nil {
-				yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
 				return
 			}
 		}
@@ -120,7 +88,7 @@ func (s *stagedSet) drop(series []string) {
 // read after the staged one misses none, but what was staged after it is not read.
 func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (*stagedSet, error) {
 	for _, name := range series {
-		if err := db.floats.validate(ctx, name); err != nil {
+		if err := db.floats.Validate(ctx, name); err != nil {
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 	}
@@ -202,7 +170,7 @@ func (db *DB) queryManyStaged(ctx context.Context, series []string, from, to tim
 func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time, staged *stagedSet) iter.Seq2[tablets.SeriesPoint, error] {
 	return func(yield func(tablets.SeriesPoint, error) bool) {
 		for _, name := range series {
-			if err := db.floats.validate(ctx, name); err != nil {
+			if err := db.floats.Validate(ctx, name); err != nil {
 				yield(tablets.SeriesPoint{}, fmt.Errorf("tsdb: %w", err))
 				return
 			}
@@ -228,7 +196,7 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 				return
 			}
 		}
-		for p, err := range staging.PointsMerge.Many(db.floats.seriesPoints(ctx, series, from, to), points) {
+		for p, err := range staging.PointsMerge.Many(db.floats.SeriesPoints(ctx, series, from, to), points) {
 			if !yield(p, err) || err != nil {
 				return
 			}
@@ -236,19 +204,11 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 	}
 }
 
-// seriesPoints yields the points of the raw tables of every named series in [from, to),
-// table by table.
-func (floats *floatStore) seriesPoints(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
-	return seriesSamples(ctx, floats.rawStore, series, from, to, func(name string, p tablets.Point) tablets.SeriesPoint {
-		return tablets.SeriesPoint{Series: name, Point: p}
-	})
-}
-
 // Latest returns the n newest points of the series, newest first: the raw tables newest
 // first, each asked for the points still wanted. The tables are the cached list's while it is
 // younger than a minute, else listed again (one request).
 func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
-	if err := db.floats.validate(ctx, series); err != nil {
+	if err := db.floats.Validate(ctx, series); err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
 	}
 	if n < 1 {
@@ -259,49 +219,11 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 	if err != nil {
 		return nil, err
 	}
-	out, err := db.floats.newest(ctx, series, n)
+	out, err := db.floats.Newest(ctx, series, n)
 	if err != nil {
 		return nil, err
 	}
 	return staging.NewestWithStaged(out, staged[series], n), nil
-}
-
-// newest returns the n newest points of series in the raw tables, newest first: the
-// tables newest first, each asked for the points still wanted (a read only the float kind
-// has: tablets.Store's Latest).
-func (floats *floatStore) newest(ctx context.Context, series string, n int) ([]tablets.Point, error) {
-	periods, err := floats.tables.All(ctx, floats.kind)
-	if err != nil {
-		return nil, err
-	}
-	out := []tablets.Point{}
-	for i := len(periods) - 1; i >= 0 && len(out) < n; i-- {
-		p := periods[i]
-		_, err := floats.inTable(p, func(t pointTable) error {
-			pts, err := latestOfPeriod(ctx, t.store, series, n-len(out), floats.names.Start(p), floats.names.End(p))
-			out = append(out, pts...)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("tsdb: %w", err)
-		}
-	}
-	return out, nil
-}
-
-// rangeLatest is implemented by the layouts' stores: the n newest points of a range (a to
-// after tablets.MaxTime reaches through it).
-type rangeLatest interface {
-	LatestIn(ctx context.Context, series string, n int, from, to time.Time) ([]tablets.Point, error)
-}
-
-// latestOfPeriod returns the n newest points of a raw table, whose points are all in
-// [start, end): bounded by them, a table that does not hold the series costs one request.
-func latestOfPeriod(ctx context.Context, s tablets.Store, series string, n int, start, end time.Time) ([]tablets.Point, error) {
-	if r, ok := s.(rangeLatest); ok {
-		return r.LatestIn(ctx, series, n, start, end)
-	}
-	return s.Latest(ctx, series, n)
 }
 
 // Delete removes the points and histogram samples with from <= Time < to from the staging
@@ -311,7 +233,7 @@ func latestOfPeriod(ctx context.Context, s tablets.Store, series string, n int, 
 // A Fold moving the same points meanwhile may write them into a raw table after the Delete:
 // delete again after a Fold to be sure (tablets maintain folds).
 func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) error {
-	if err := db.floats.validate(ctx, series); err != nil {
+	if err := db.floats.Validate(ctx, series); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
 	}
 	if err := rounding.CheckRange(from, to); err != nil {
@@ -320,13 +242,13 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 	if err := db.staging.delete(ctx, series, from, to); err != nil {
 		return err
 	}
-	if err := db.floats.delete(ctx, series, from, to); err != nil {
+	if err := db.floats.Delete(ctx, series, from, to); err != nil {
 		return err
 	}
-	if db.hists.validate(ctx, series) != nil {
+	if db.hists.Validate(ctx, series) != nil {
 		return nil // a series the histogram tables refuse has none
 	}
-	return db.hists.delete(ctx, series, from, to)
+	return db.hists.Delete(ctx, series, from, to)
 }
 
 // QueryPage returns at most limit points of [from, to) from token ("" to start). A token is
@@ -334,7 +256,7 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 // series and range; each page is a fresh query of the raw stores from there, one point past
 // the page telling whether there is a next.
 func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, limit int, token string) (tablets.Page, error) {
-	if err := db.floats.validate(ctx, series); err != nil {
+	if err := db.floats.Validate(ctx, series); err != nil {
 		return tablets.Page{}, fmt.Errorf("tsdb: %w", err)
 	}
 	if err := rounding.CheckRange(from, to); err != nil {
@@ -355,7 +277,7 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 	if err != nil {
 		return tablets.Page{}, err
 	}
-	raw, rawMore, err := db.floats.page(ctx, series, resume, to, limit)
+	raw, rawMore, err := db.floats.Page(ctx, series, resume, to, limit)
 	if err != nil {
 		return tablets.Page{}, err
 	}
@@ -382,32 +304,6 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 		out.Next = encodePageToken(binding, out.Points[len(out.Points)-1].Time.Add(time.Nanosecond))
 	}
 	return out, nil
-}
-
-// page returns at most limit points of the raw tables in [from, to), and whether there
-// are more (a read only the float kind has: tablets.Store's QueryPage).
-func (floats *floatStore) page(ctx context.Context, series string, from, to time.Time, limit int) ([]tablets.Point, bool, error) {
-	spans, err := floats.spans(ctx, from, to)
-	if err != nil {
-		return nil, false, err
-	}
-	var out []tablets.Point
-	for _, sp := range spans {
-		var page tablets.Page
-		_, err := floats.inTable(sp.period, func(t pointTable) (err error) {
-			page, err = t.store.QueryPage(ctx, series, sp.from, sp.to, limit-len(out)+1, "")
-			return err
-		})
-		if err != nil {
-			return nil, false, fmt.Errorf("tsdb: %w", err)
-		}
-		take := min(len(page.Points), limit-len(out))
-		out = append(out, page.Points[:take]...)
-		if len(page.Points) > take || page.Next != "" && len(out) > 0 {
-			return out, true, nil
-		}
-	}
-	return out, false, nil
 }
 
 // pageTokenVersion is tsdb's page token (pager's envelope, docs/format.md): two fields, the

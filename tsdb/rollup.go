@@ -9,6 +9,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -118,11 +119,11 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	raw, err := tr.floats.spans(ctx, from, to)
+	rawSpans, err := tr.floats.Spans(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := tr.hists.spans(ctx, from, to)
+	hist, err := tr.hists.Spans(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -131,10 +132,10 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 		seen[s] = true
 	}
 	for _, h := range hist {
-		if slices.ContainsFunc(raw, func(r span) bool { return r.period == h.period }) {
+		if slices.ContainsFunc(rawSpans, func(r raw.Span) bool { return r.Period == h.Period }) {
 			continue // Series read this period's index
 		}
-		listed, err := tr.index.ListedIn(ctx, h.period)
+		listed, err := tr.index.ListedIn(ctx, h.Period)
 		if err != nil {
 			return nil, err
 		}
@@ -204,7 +205,7 @@ func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint6
 		return nil, err
 	}
 	var out []tablets.HistogramPoint
-	for p, err := range tr.hists.withStaged(ctx, []string{series}, from, to, staged) {
+	for p, err := range tr.hists.WithStaged(ctx, []string{series}, from, to, staged) {
 		if err != nil {
 			return nil, err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -48,13 +49,13 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	tiers := tr.opts.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
-	spans, err := tr.floats.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	spans, err := tr.floats.Spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
 	stores := make([]*chunked.Store, len(spans))
 	for i, sp := range spans {
-		s, err := tr.floats.store(sp.period)
+		s, err := tr.floats.StoreOf(sp.Period)
 		if err != nil {
 			return true, err
 		}
@@ -73,7 +74,7 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
-	hist, err := tr.hists.spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	hist, err := tr.hists.Spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -81,8 +82,8 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	for _, s := range starts {
 		var raw []rawSpan
 		for i, sp := range spans {
-			if sp.from.Before(at(s+span)) && sp.to.After(at(s)) {
-				raw = append(raw, rawSpan{stores[i], laterOf(sp.from, at(s)), earlierOf(sp.to, at(s+span))})
+			if sp.From.Before(at(s+span)) && sp.To.After(at(s)) {
+				raw = append(raw, rawSpan{stores[i], laterOf(sp.From, at(s)), earlierOf(sp.To, at(s+span))})
 			}
 		}
 		if err := tr.ensureTierTables(ctx, s, s+span); err != nil {
@@ -113,10 +114,10 @@ func nextGroup(group, blocks, n, size int) int {
 
 // sliceStarts lists the starts of the slices of [lo, hi) (Unix seconds, multiples of
 // block) that overlap a raw table.
-func sliceStarts(spans []span, lo, hi uint64, block time.Duration) []uint64 {
+func sliceStarts(spans []raw.Span, lo, hi uint64, block time.Duration) []uint64 {
 	var starts []uint64
 	for _, sp := range spans {
-		for s := max(lo, floorSec(unix(sp.from), block)); s < hi && at(s).Before(sp.to); s += uint64(block / time.Second) {
+		for s := max(lo, floorSec(unix(sp.From), block)); s < hi && at(s).Before(sp.To); s += uint64(block / time.Second) {
 			if len(starts) == 0 || s > starts[len(starts)-1] {
 				starts = append(starts, s)
 			}
@@ -180,7 +181,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if err != nil {
 		return 0, err
 	}
-	hists := histPrefetch{histograms: tr.hists.withStaged, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
+	hists := histPrefetch{histograms: tr.hists.WithStaged, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
 	err = tr.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {

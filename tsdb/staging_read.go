@@ -11,6 +11,7 @@ import (
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -121,7 +122,7 @@ func (st *stagingTable) readKinds(ctx context.Context, series []string, from, to
 	hists := make(map[string][]HistogramPoint, len(foundHists))
 	for key, hs := range foundHists {
 		for _, s := range staging.LastWrites[histenc.Sample](hs) {
-			hists[key] = append(hists[key], pointOf(s))
+			hists[key] = append(hists[key], raw.PointOf(s))
 		}
 	}
 	return out, hists, nil
@@ -143,7 +144,7 @@ func (st *stagingTable) readPacked(ctx context.Context, series []string, from, t
 	hists := make(map[string][]HistogramPoint, len(foundHists))
 	for key, hs := range foundHists {
 		for _, s := range staging.LastWrites[histenc.Sample](hs) {
-			hists[key] = append(hists[key], pointOf(s))
+			hists[key] = append(hists[key], raw.PointOf(s))
 		}
 	}
 	return out, hists, nil

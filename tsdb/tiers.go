@@ -8,6 +8,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
@@ -32,12 +33,12 @@ type tiers struct {
 
 	index   *index.Index  // the series of a range
 	staging *stagingTable // the staged points and histogram samples
-	floats  *floatStore   // the raw points
-	hists   *histStore    // the raw histogram samples
+	floats  *raw.Floats   // the raw points
+	hists   *raw.Hists    // the raw histogram samples
 }
 
 func newTiers(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog.Catalog, periods *tables.Periods,
-	index *index.Index, staging *stagingTable, floats *floatStore, hists *histStore) *tiers {
+	index *index.Index, staging *stagingTable, floats *raw.Floats, hists *raw.Hists) *tiers {
 	return &tiers{
 		service: service,
 		names:   names,

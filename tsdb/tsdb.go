@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
@@ -103,9 +104,9 @@ type DB struct {
 	index     *index.Index     // the series index: registering series, Select
 	tiers     *tiers           // rollup, dirty markers, tier tables, Aggregate
 	retention *retention       // Retain
-	stores    *rawStores       // the raw store of each period
-	floats    *floatStore      // the raw part: float points in the raw tables,
-	hists     *histStore       // histogram samples in the histogram tables
+	stores    *raw.Stores      // the raw store of each period
+	floats    *raw.Floats      // the raw part: float points in the raw tables,
+	hists     *raw.Hists       // histogram samples in the histogram tables
 	staging   *stagingTable    // the staging table: staged writes, their reads
 	fold      *folder          // Fold: the staged points into the raw tables
 }
@@ -148,8 +149,8 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
 	db.staging = newStagingTable(service, db.names, validator, o, db.tables.KnownDropped)
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries)
-	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
-	db.floats, db.hists = newRaw(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
+	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
+	db.floats, db.hists = raw.New(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
 	db.tiers = newTiers(service, db.names, o, db.catalog, db.tables, db.index, db.staging, db.floats, db.hists)
 	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
@@ -158,11 +159,11 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 		staging: db.staging, tables: db.tables, names: db.names, catalog: db.catalog.Client,
 		now: o.Now, sealDelay: o.SealDelay,
 		writePoints: func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error {
-			_, err := db.floats.write(ctx, p, series, points, priority)
+			_, err := db.floats.Write(ctx, p, series, points, priority)
 			return err
 		},
 		writeHists: func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error {
-			_, err := db.hists.write(ctx, p, series, histPoints(samples), priority)
+			_, err := db.hists.Write(ctx, p, series, raw.HistPoints(samples), priority)
 			return err
 		},
 		flagLate: func(ctx context.Context, series string, late []tablets.Point) error {

@@ -11,7 +11,7 @@ import (
 
 // A read of raw samples merges the staged samples of its series into them (the read path:
 // read.go, querier_read.go, querier_select.go, aggregate_raw.go, rollupscan.go, and the
-// histogram tables' read, histogram.go): a staged sample is the later write of its
+// histogram tables' read, internal/raw's hists.go): a staged sample is the later write of its
 // millisecond. The merge is one code for both kinds: a Merge holds the little it
 // needs of a kind.
 

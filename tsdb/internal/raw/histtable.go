@@ -1,10 +1,11 @@
-package tsdb
+package raw
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
@@ -30,8 +31,8 @@ const (
 	histConcurrency = 8
 )
 
-// histFormat is the time key of histogram tables: milliseconds, 15 digits.
-var histFormat = func() rounding.KeyFormat {
+// HistFormat is the time key of histogram tables: milliseconds, 15 digits.
+var HistFormat = func() rounding.KeyFormat {
 	f, err := rounding.NewKeyFormat(histResolution)
 	if err != nil {
 		panic(err) // a constant resolution: never
@@ -39,27 +40,27 @@ var histFormat = func() rounding.KeyFormat {
 	return f
 }()
 
-// histLayout is the keys and codec of the histogram tables.
-var histLayout = chunks.Layout[histenc.Sample]{
+// HistLayout is the keys and codec of the histogram tables.
+var HistLayout = chunks.Layout[histenc.Sample]{
 	Name:      "histograms",
-	Format:    histFormat,
+	Format:    HistFormat,
 	PartUnits: uint64(histPartition / histResolution),
 	MaxChunk:  histMaxChunk,
 	Limits:    filter.Limits{MaxComparisons: entity.MaxFilterComparisons, MaxLength: filter.DefaultMaxLength},
 	Codec:     chunks.Histograms{},
 }
 
-// validateHistSeries checks a series name for the keys and filters of histogram tables.
-func validateHistSeries(series string) error { return histLayout.ValidateSeries(series) }
+// ValidateHistSeries checks a series name for the keys and filters of histogram tables.
+func ValidateHistSeries(series string) error { return HistLayout.ValidateSeries(series) }
 
 // histUnits returns [from, to) in milliseconds: a millisecond is in the range iff its time is.
 func histUnits(from, to time.Time) (uint64, uint64) {
 	ceil := func(t time.Time) uint64 {
-		u, err := histFormat.Units(t)
+		u, err := HistFormat.Units(t)
 		if err != nil {
-			return histFormat.Last + 1
+			return HistFormat.Last + 1
 		}
-		if histFormat.Time(u).Before(t) {
+		if HistFormat.Time(u).Before(t) {
 			u++
 		}
 		return u
@@ -67,16 +68,16 @@ func histUnits(from, to time.Time) (uint64, uint64) {
 	return ceil(from), ceil(to)
 }
 
-// pointOf is a stored sample as the API returns it.
-func pointOf(s histenc.Sample) HistogramPoint {
-	return HistogramPoint{Time: histFormat.Time(s.Unit), H: s.H, FH: s.FH}
+// PointOf is a stored sample as the API returns it.
+func PointOf(s histenc.Sample) tablets.HistogramPoint {
+	return tablets.HistogramPoint{Time: HistFormat.Time(s.Unit), H: s.H, FH: s.FH}
 }
 
-// histPoints are stored samples as the API returns them.
-func histPoints(samples []histenc.Sample) []HistogramPoint {
-	out := make([]HistogramPoint, len(samples))
+// HistPoints are stored samples as the API returns them.
+func HistPoints(samples []histenc.Sample) []tablets.HistogramPoint {
+	out := make([]tablets.HistogramPoint, len(samples))
 	for i, s := range samples {
-		out[i] = pointOf(s)
+		out[i] = PointOf(s)
 	}
 	return out
 }
@@ -86,18 +87,18 @@ type histTable struct{ chunks.Table[histenc.Sample] }
 
 // histTableOf is the table of client.
 func histTableOf(client engine.Client) histTable {
-	return histTable{chunks.Table[histenc.Sample]{Client: client, Layout: histLayout, Concurrency: histConcurrency}}
+	return histTable{chunks.Table[histenc.Sample]{Client: client, Layout: HistLayout, Concurrency: histConcurrency}}
 }
 
 // queryMany reads the series' clauses packed into filters of at most Azure's 15
 // comparisons (about five series a request for a range inside one day, two or three across
 // days).
-func (t histTable) queryMany(ctx context.Context, series []string, from, to time.Time, emit func(string, HistogramPoint) bool) error {
+func (t histTable) queryMany(ctx context.Context, series []string, from, to time.Time, emit func(string, tablets.HistogramPoint) bool) error {
 	lo, hi := histUnits(from, to)
 	if lo >= hi || len(series) == 0 {
 		return nil
 	}
-	err := t.ReadMany(ctx, series, lo, hi, func(i int, _ uint64, s histenc.Sample) bool { return emit(series[i], pointOf(s)) })
+	err := t.ReadMany(ctx, series, lo, hi, func(i int, _ uint64, s histenc.Sample) bool { return emit(series[i], PointOf(s)) })
 	if err != nil {
 		return fmt.Errorf("histograms: %w", err)
 	}
@@ -108,10 +109,10 @@ func (t histTable) queryMany(ctx context.Context, series []string, from, to time
 // partition and size, a transaction per partition and 100 chunks, each holding samples of
 // one series. Every argument whose millisecond went in a failed transaction may not be
 // stored (superseded duplicates included).
-func (t histTable) write(ctx context.Context, series string, hs []HistogramPoint, prio uint64) ([]int, error) {
+func (t histTable) write(ctx context.Context, series string, hs []tablets.HistogramPoint, prio uint64) ([]int, error) {
 	units := make([]uint64, len(hs))
 	for i, h := range hs {
-		u, err := histFormat.Units(h.Time)
+		u, err := HistFormat.Units(h.Time)
 		if err != nil {
 			return allIndexes(len(hs)), err
 		}

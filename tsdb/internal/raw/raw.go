@@ -1,4 +1,4 @@
-package tsdb
+package raw
 
 import (
 	"context"
@@ -17,36 +17,37 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
-// rawStore is the raw part of one kind of samples: its tables, one a period (float points:
-// the raw tables, a store of Options.Layout each, stores.go; native histogram samples: the
+// Store is the raw part of one kind of samples: its tables, one a period (float points:
+// the raw tables, a store of the raw layout each, stores.go; native histogram samples: the
 // histogram tables, chunks of internal/histenc, histtable.go), and the one implementation of
 // what reads and writes them whatever the kind: the spans of a range, a read of many series
 // a span, the write of a series' samples into a period, compaction and delete. S is the
 // kind's sample, T its table of a period: the kinds fork only in T, whose codec (the layout's,
 // or package chunks with internal/histenc) stores them. It is safe for concurrent use; the
 // period tables (which tables exist) and the series check are shared by both kinds.
-type rawStore[S any, T rawTable[S]] struct {
-	kind   tableKind
+type Store[S any, T Table[S]] struct {
+	kind   naming.Kind
 	names  naming.Names
 	tables *tables.Periods
 	series *seriesCheck
 	open   func(p uint64) (T, error) // the table of period p (no request)
 }
 
-// floatStore is the raw part's float points: besides what both kinds do, the reads of one
-// series that only floats have (tablets.Store's Query, QueryPage and Latest; read.go).
-type floatStore struct {
-	*rawStore[tablets.Point, pointTable]
+// Floats is the raw part's float points: besides what both kinds do, the reads of one
+// series that only floats have (tablets.Store's Query, QueryPage and Latest; floats.go).
+type Floats struct {
+	*Store[tablets.Point, pointTable]
 }
 
-// histStore is the raw part's histogram samples: besides what both kinds do, their read
-// merged with staged samples (histogram.go).
-type histStore struct {
-	*rawStore[HistogramPoint, histTable]
+// Hists is the raw part's histogram samples: besides what both kinds do, their read
+// merged with staged samples (hists.go).
+type Hists struct {
+	*Store[tablets.HistogramPoint, histTable]
 }
 
-// rawTable is a period's table of one kind of samples S.
-type rawTable[S any] interface {
+// Table is a period's table of one kind of samples S (the package's pointTable and
+// histTable).
+type Table[S any] interface {
 	// queryMany passes emit the samples of every named series (valid, distinct) with
 	// from <= Time < to, each series' oldest first, the latest write of a time winning;
 	// emit returns false to stop.
@@ -63,16 +64,16 @@ type rawTable[S any] interface {
 	compact(ctx context.Context, from, to time.Time) error
 }
 
-// span is the part of [from, to) in one raw period.
-type span struct {
-	period   uint64
-	from, to time.Time
+// Span is the part of [from, to) in one raw period.
+type Span struct {
+	Period   uint64
+	From, To time.Time
 }
 
-// spans lists, oldest first, the tables of the kind that exist or may exist (see
-// periodTables) with the part of [from, to) in each. A period without a table (never
+// Spans lists, oldest first, the tables of the kind that exist or may exist (see
+// tables.Periods.InRange) with the part of [from, to) in each. A period without a table (never
 // written, or dropped) holds nothing: a read of it reports it with readDone.
-func (r *rawStore[S, T]) spans(ctx context.Context, from, to time.Time) ([]span, error) {
+func (r *Store[S, T]) Spans(ctx context.Context, from, to time.Time) ([]Span, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
 	}
@@ -83,11 +84,11 @@ func (r *rawStore[S, T]) spans(ctx context.Context, from, to time.Time) ([]span,
 	if err != nil {
 		return nil, err
 	}
-	var out []span
+	var out []Span
 	for _, p := range periods {
 		start, end := r.names.Start(p), r.names.End(p)
 		if end.After(from) && start.Before(to) {
-			out = append(out, span{p, laterOf(from, start), earlierOf(to, end)})
+			out = append(out, Span{p, laterOf(from, start), earlierOf(to, end)})
 		}
 	}
 	return out, nil
@@ -110,7 +111,7 @@ func earlierOf(a, b time.Time) time.Time {
 // readDone records what a request to period p's table learned: the table exists (err nil),
 // or is gone (dropped meanwhile, or never made), which a read takes as an empty period (it
 // returns true).
-func (r *rawStore[S, T]) readDone(p uint64, err error) (empty bool) {
+func (r *Store[S, T]) readDone(p uint64, err error) (empty bool) {
 	switch {
 	case err == nil:
 		r.tables.Found(r.kind, p)
@@ -123,7 +124,7 @@ func (r *rawStore[S, T]) readDone(p uint64, err error) (empty bool) {
 
 // inTable calls do with period p's table and records what it learned (readDone): it
 // returns gone for a table that is gone (an empty period), and do's other errors.
-func (r *rawStore[S, T]) inTable(p uint64, do func(T) error) (gone bool, err error) {
+func (r *Store[S, T]) inTable(p uint64, do func(T) error) (gone bool, err error) {
 	t, err := r.open(p)
 	if err != nil {
 		return false, err
@@ -135,15 +136,15 @@ func (r *rawStore[S, T]) inTable(p uint64, do func(T) error) (gone bool, err err
 	return false, err
 }
 
-// validate checks a series for the kind's tables, before any request.
-func (r *rawStore[S, T]) validate(ctx context.Context, series string) error {
+// Validate checks a series for the kind's tables, before any request.
+func (r *Store[S, T]) Validate(ctx context.Context, series string) error {
 	return r.series.check(ctx, series, r.kind)
 }
 
 // queryMany passes emit the samples of every named series (valid, distinct) in [from, to),
 // table by table, each series' oldest first; emit returns false to stop.
-func (r *rawStore[S, T]) queryMany(ctx context.Context, series []string, from, to time.Time, emit func(series string, s S) bool) error {
-	spans, err := r.spans(ctx, from, to)
+func (r *Store[S, T]) queryMany(ctx context.Context, series []string, from, to time.Time, emit func(series string, s S) bool) error {
+	spans, err := r.Spans(ctx, from, to)
 	if err != nil {
 		return err
 	}
@@ -160,10 +161,10 @@ func (r *rawStore[S, T]) queryMany(ctx context.Context, series []string, from, t
 	return nil
 }
 
-// querySpan passes emit the samples of the series in span sp, from its table. It returns
+// querySpan passes emit the samples of the series in Span sp, from its table. It returns
 // gone for a table that is gone: an empty period.
-func (r *rawStore[S, T]) querySpan(ctx context.Context, sp span, series []string, emit func(series string, s S) bool) (bool, error) {
-	gone, err := r.inTable(sp.period, func(t T) error { return t.queryMany(ctx, series, sp.from, sp.to, emit) })
+func (r *Store[S, T]) querySpan(ctx context.Context, sp Span, series []string, emit func(series string, s S) bool) (bool, error) {
+	gone, err := r.inTable(sp.Period, func(t T) error { return t.queryMany(ctx, series, sp.From, sp.To, emit) })
 	if err != nil {
 		return false, fmt.Errorf("tsdb: %w", err)
 	}
@@ -172,7 +173,7 @@ func (r *rawStore[S, T]) querySpan(ctx context.Context, sp span, series []string
 
 // seriesSamples yields what queryMany passes, each sample with its series as pair makes
 // them (tablets.SeriesPoint, SeriesHistogram).
-func seriesSamples[P, S any, T rawTable[S]](ctx context.Context, r *rawStore[S, T], series []string, from, to time.Time, pair func(string, S) P) iter.Seq2[P, error] {
+func seriesSamples[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], series []string, from, to time.Time, pair func(string, S) P) iter.Seq2[P, error] {
 	return func(yield func(P, error) bool) {
 		stopped := false
 		err := r.queryMany(ctx, series, from, to, func(name string, s S) bool {
@@ -186,9 +187,9 @@ func seriesSamples[P, S any, T rawTable[S]](ctx context.Context, r *rawStore[S, 
 	}
 }
 
-// write writes a series' samples of period p into its table (see rawTable.write), and
+// Write writes a series' samples of period p into its table (see Table.write), and
 // records whether the table is gone.
-func (r *rawStore[S, T]) write(ctx context.Context, p uint64, series string, samples []S, priority uint64) ([]int, error) {
+func (r *Store[S, T]) Write(ctx context.Context, p uint64, series string, samples []S, priority uint64) ([]int, error) {
 	t, err := r.open(p)
 	if err != nil {
 		return allIndexes(len(samples)), err
@@ -208,32 +209,32 @@ func allIndexes(n int) []int {
 	return out
 }
 
-// delete removes the samples of series with from <= Time < to from every table of the
+// Delete removes the samples of series with from <= Time < to from every table of the
 // range.
-func (r *rawStore[S, T]) delete(ctx context.Context, series string, from, to time.Time) error {
-	spans, err := r.spans(ctx, from, to)
+func (r *Store[S, T]) Delete(ctx context.Context, series string, from, to time.Time) error {
+	spans, err := r.Spans(ctx, from, to)
 	if err != nil {
 		return err
 	}
 	for _, sp := range spans {
-		if _, err := r.inTable(sp.period, func(t T) error { return t.delete(ctx, series, sp.from, sp.to) }); err != nil {
+		if _, err := r.inTable(sp.Period, func(t T) error { return t.delete(ctx, series, sp.From, sp.To) }); err != nil {
 			return fmt.Errorf("tsdb: %w", err)
 		}
 	}
 	return nil
 }
 
-// compact merges the small chunks of every table of [from, to). A table that fails does
+// Compact merges the small chunks of every table of [from, to). A table that fails does
 // not stop the others.
-func (r *rawStore[S, T]) compact(ctx context.Context, from, to time.Time) error {
-	spans, err := r.spans(ctx, from, to)
+func (r *Store[S, T]) Compact(ctx context.Context, from, to time.Time) error {
+	spans, err := r.Spans(ctx, from, to)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, sp := range spans {
-		if _, err := r.inTable(sp.period, func(t T) error { return t.compact(ctx, sp.from, sp.to) }); err != nil {
-			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.period), err))
+		if _, err := r.inTable(sp.Period, func(t T) error { return t.compact(ctx, sp.From, sp.To) }); err != nil {
+			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.Period), err))
 		}
 	}
 	return errors.Join(errs...)
@@ -258,40 +259,40 @@ const validEntryBytes = 128
 
 func validEntryCost(series string, _ struct{}) int { return len(series) + validEntryBytes - 33 }
 
-// check checks series for the tables of kind k (rawKind, histKind); its error is the
+// check checks series for the tables of kind k (naming.Raw, naming.Hist); its error is the
 // layout's, unwrapped.
-func (c *seriesCheck) check(ctx context.Context, series string, k tableKind) error {
+func (c *seriesCheck) check(ctx context.Context, series string, k naming.Kind) error {
 	if _, ok := c.valid.Get(series); !ok {
 		if err := c.layout.Write(ctx, series); err != nil { // no points: validates, sends nothing
 			return err
 		}
 		c.valid.Add(series, struct{}{})
 	}
-	if k != histKind {
+	if k != naming.Hist {
 		return nil
 	}
 	key := "\x00h" + series // no series holds a control character: apart from the layout's
 	if _, ok := c.valid.Get(key); ok {
 		return nil
 	}
-	if err := histLayout.ValidateSeries(series); err != nil {
+	if err := HistLayout.ValidateSeries(series); err != nil {
 		return err
 	}
 	c.valid.Add(key, struct{}{})
 	return nil
 }
 
-// newRaw makes the raw part's two kinds over the period tables: the float points in the
+// New makes the raw part's two kinds over the period tables: the float points in the
 // stores of the raw layout, the histogram samples in the histogram tables; validator is a
 // store of the raw layout, for its checks of series names. It sends no request.
-func newRaw(service *aztables.ServiceClient, names naming.Names, tables *tables.Periods, stores *rawStores, validator tablets.Store, cachedSeries int) (*floatStore, *histStore) {
+func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Periods, stores *Stores, validator tablets.Store, cachedSeries int) (*Floats, *Hists) {
 	series := newSeriesCheck(validator, cachedSeries)
-	floats := &rawStore[tablets.Point, pointTable]{kind: rawKind, names: names, tables: tables, series: series, open: func(p uint64) (pointTable, error) {
-		s, err := stores.get(p)
+	floats := &Store[tablets.Point, pointTable]{kind: naming.Raw, names: names, tables: tables, series: series, open: func(p uint64) (pointTable, error) {
+		s, err := stores.Get(p)
 		return pointTable{s}, err
 	}}
-	hists := &rawStore[HistogramPoint, histTable]{kind: histKind, names: names, tables: tables, series: series, open: func(p uint64) (histTable, error) {
+	hists := &Store[tablets.HistogramPoint, histTable]{kind: naming.Hist, names: names, tables: tables, series: series, open: func(p uint64) (histTable, error) {
 		return histTableOf(service.NewClient(names.HistTable(p))), nil
 	}}
-	return &floatStore{floats}, &histStore{hists}
+	return &Floats{floats}, &Hists{hists}
 }

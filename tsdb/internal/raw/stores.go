@@ -1,4 +1,4 @@
-package tsdb
+package raw
 
 import (
 	"context"
@@ -18,10 +18,10 @@ import (
 // few periods in use are kept.
 const maxStores = 8
 
-// rawStores makes and keeps the raw store of each period of float points (the float kind's
+// Stores makes and keeps the raw store of each period of float points (the float kind's
 // tables of the raw part, pointTable), at most maxStores of them (the
-// least recently used goes).
-type rawStores struct {
+// least recently used goes). It is safe for concurrent use.
+type Stores struct {
 	layout  func(*aztables.Client) (tablets.Store, error)
 	service *aztables.ServiceClient
 	table   func(period uint64) string
@@ -36,12 +36,14 @@ type usedStore struct {
 	used  uint64
 }
 
-func newRawStores(layout func(*aztables.Client) (tablets.Store, error), service *aztables.ServiceClient, table func(uint64) string) *rawStores {
-	return &rawStores{layout: layout, service: service, table: table, stores: map[uint64]*usedStore{}}
+// NewStores makes the stores of layout over service's tables, period p's named table(p).
+// It sends no request.
+func NewStores(layout func(*aztables.Client) (tablets.Store, error), service *aztables.ServiceClient, table func(uint64) string) *Stores {
+	return &Stores{layout: layout, service: service, table: table, stores: map[uint64]*usedStore{}}
 }
 
-// get returns the raw store of period p.
-func (r *rawStores) get(p uint64) (tablets.Store, error) {
+// Get returns the raw store of period p.
+func (r *Stores) Get(p uint64) (tablets.Store, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.clock++
@@ -66,8 +68,8 @@ func (r *rawStores) get(p uint64) (tablets.Store, error) {
 	return s, nil
 }
 
-// len is the number of stores kept.
-func (r *rawStores) len() int {
+// Len is the number of stores kept.
+func (r *Stores) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.stores)
@@ -77,9 +79,9 @@ func (r *rawStores) len() int {
 // float kind's table of the raw part).
 type pointTable struct{ store tablets.Store }
 
-// store is period p's store of the raw layout (no request), for the reads its own type
+// StoreOf is period p's store of the raw layout (no request), for the reads its own type
 // offers: a batched Rollup scans a chunked one.
-func (floats *floatStore) store(p uint64) (tablets.Store, error) {
+func (floats *Floats) StoreOf(p uint64) (tablets.Store, error) {
 	t, err := floats.open(p)
 	return t.store, err
 }
