@@ -7,6 +7,7 @@ import (
 
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
@@ -29,14 +30,14 @@ type tiers struct {
 	periods *tables.Periods // which raw and histogram tables exist, which periods are dropped
 	tables  *tierTables     // which tier tables exist
 
-	index   *seriesIndex  // the series of a range
-	staging *stagingTable // the staged points and histogram samples
-	floats  *floatStore   // the raw points
-	hists   *histStore    // the raw histogram samples
+	index   *seriesIndex   // the series of a range
+	staging *staging.Table // the staged points and histogram samples
+	floats  *floatStore    // the raw points
+	hists   *histStore     // the raw histogram samples
 }
 
 func newTiers(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog.Catalog, periods *tables.Periods,
-	index *seriesIndex, staging *stagingTable, floats *floatStore, hists *histStore) *tiers {
+	index *seriesIndex, staging *staging.Table, floats *floatStore, hists *histStore) *tiers {
 	return &tiers{
 		service: service,
 		names:   names,

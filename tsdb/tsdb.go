@@ -105,8 +105,8 @@ type DB struct {
 	stores    *rawStores       // the raw store of each period
 	floats    *floatStore      // the raw part: float points in the raw tables,
 	hists     *histStore       // histogram samples in the histogram tables
-	staging   *stagingTable    // the staging table: staged writes, their reads
-	fold      *folder          // Fold: the staged points into the raw tables
+	staging   *staging.Table   // the staging table: staged writes, their reads
+	fold      *staging.Folder  // Fold: the staged points into the raw tables
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -145,7 +145,8 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	}
 	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
-	db.staging = newStagingTable(service, db.names, validator, o, db.tables.KnownDropped)
+	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
+		Budget: o.StagingReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped})
 	db.index = newSeriesIndex(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.stores = newRawStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists = newRaw(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
@@ -153,21 +154,20 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.
-	db.fold = &folder{
-		staging: db.staging, tables: db.tables, names: db.names, catalog: db.catalog.Client,
-		now: o.Now, sealDelay: o.SealDelay,
-		writePoints: func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error {
-			_, err := db.floats.write(ctx, p, series, points, priority)
-			return err
-		},
-		writeHists: func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error {
-			_, err := db.hists.write(ctx, p, series, histPoints(samples), priority)
-			return err
-		},
-		flagLate: func(ctx context.Context, series string, late []tablets.Point) error {
-			return db.tiers.flagStaleAt(ctx, series, late, tablets.MaxTime)
-		},
-	}
+	db.fold = staging.NewFolder(db.staging, db.tables, db.names, db.catalog.Client,
+		staging.FolderConfig{Now: o.Now, SealDelay: o.SealDelay, SealMargin: sealMargin}, staging.FoldWrites{
+			WritePoints: func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error {
+				_, err := db.floats.write(ctx, p, series, points, priority)
+				return err
+			},
+			WriteHists: func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error {
+				_, err := db.hists.write(ctx, p, series, histPoints(samples), priority)
+				return err
+			},
+			FlagLate: func(ctx context.Context, series string, late []tablets.Point) error {
+				return db.tiers.flagStaleAt(ctx, series, late, tablets.MaxTime)
+			},
+		})
 	return db, nil
 }
 
