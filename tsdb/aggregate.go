@@ -294,7 +294,7 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	var stagedHists map[string][]HistogramPoint
 	if kinds != 0 {
 		var floats map[string][]tablets.Point
-		if floats, stagedHists, err = tr.staging.readKinds(ctx, names, from, to, kinds); err != nil {
+		if floats, stagedHists, err = tr.staging.ReadKinds(ctx, names, from, to, kinds); err != nil {
 			return nil, 0, err
 		}
 		if kinds&staging.Floats != 0 {

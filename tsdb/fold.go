@@ -1,85 +1,26 @@
 package tsdb
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
-	"unsafe"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-
-	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/internal/batch"
-	"github.com/seed71701133/tablets/internal/histenc"
-	"github.com/seed71701133/tablets/internal/pager"
-	"github.com/seed71701133/tablets/tsdb/internal/azerr"
-	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
-	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
-// FoldReport says what a Fold did.
-type FoldReport struct {
-	// Entities is the number of staging entities folded (and then deleted).
-	Entities int
-	// Points is the number of staged points written to the raw tables, and of staged
-	// histogram samples written to the histogram tables.
-	Points int
-	// Series is the number of series written.
-	Series int
-	// Rounds is the number of passes over the staging entities: each writes the series of
-	// a share of the columns, so that a round holds at most about 250,000 points.
-	Rounds int
-	// Through is the end of the arrival time folded: every point staged before it (by the
-	// writers' clocks) is in the raw tables. Zero when the database does not stage.
-	Through time.Time
-}
+// The staging table, the Fold and the staging read budget are package internal/staging's;
+// these are their public names.
 
-// maxFoldPoints bounds the points a round of Fold holds. A point held costs far more than
-// its 32 bytes (its staging entity decoded, the map of points by series, the late points):
-// in the soak, where a 10-minute bucket of a tenant is 750,000 points (1,250 samples/s)
-// and a server folds every tenant's at once, a heap profile showed 150 MB held by fold
-// rounds. Rounds split the staging's columns, so that more rounds read no more bytes, only
-// a few more pages.
-var maxFoldPoints = 250_000 // a variable for the tests of rounds
+// FoldReport says what a Fold did: Entities, the number of staging entities folded (and
+// then deleted); Points, the number of staged points written to the raw tables, and of
+// staged histogram samples written to the histogram tables; Series, the number of series
+// written; Rounds, the number of passes over the staging entities (each writes the series
+// of a share of the columns, so that a round holds at most about 250,000 points); Through,
+// the end of the arrival time folded: every point staged before it (by the writers' clocks)
+// is in the raw tables. Through is zero when the database does not stage.
+type FoldReport = staging.FoldReport
 
-// foldMargin is how long after its end an arrival bucket is folded: a writer whose clock
-// is behind, or whose transaction is slow, may still add to it meanwhile (what it adds
-// later is folded by the next Fold).
-const foldMargin = 5 * time.Minute
-
-// latePointBytes is what a late point a round collects takes of the staging read budget.
-const latePointBytes = int64(unsafe.Sizeof(tablets.Point{}))
-
-// folder is a DB's part that folds: it moves the staged points out of the staging table
-// (the staging part, which it reads and empties) into the raw and histogram tables, under
-// the fold lease (foldlease.go). The raw write is given to it as functions by newDB, so that
-// neither the staging part nor the raw tables' part depends on the Fold. It holds no state
-// of its own between Folds: one process at a time folds, by the lease.
-type folder struct {
-	staging   *stagingTable
-	tables    *tables.Periods  // which periods were dropped, and tables found gone
-	names     naming.Names     // the period of a point
-	catalog   *aztables.Client // the fold lease is an entity of the catalog
-	now       func() time.Time // Options.Now
-	sealDelay time.Duration    // Options.SealDelay: which staged points are late
-	// writePoints writes a series' float points (sorted, one a millisecond) of period p into
-	// its raw table, with priority (the raw part).
-	writePoints func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error
-	// writeHists writes a series' histogram samples (sorted, one a millisecond) of period
-	// p into its histogram table, with priority.
-	writeHists func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error
-	// flagLate marks the tier windows of a series' late points stale (the tiers), once the
-	// points are in the raw tables.
-	flagLate func(ctx context.Context, series string, late []tablets.Point) error
-}
+// ErrFoldBusy is returned by Fold when another process is folding the database.
+var ErrFoldBusy = sentinel.ErrFoldBusy
 
 // Fold moves the staged points into the raw tables (and the staged histogram samples into
 // the histogram tables), and deletes them from the staging table: every staging entity of
@@ -97,301 +38,34 @@ type folder struct {
 // points written twice are the same points (a read keeps one per time), an entity not
 // deleted is folded again by the next Fold, and a lease not released ends by itself. Points
 // of a period that Retain dropped meanwhile are left out.
-func (db *DB) Fold(ctx context.Context) (FoldReport, error) { return db.fold.run(ctx) }
+func (db *DB) Fold(ctx context.Context) (FoldReport, error) { return db.fold.Run(ctx) }
 
-// run is Fold.
-func (f *folder) run(ctx context.Context) (FoldReport, error) {
-	if !f.staging.reads {
-		return FoldReport{}, nil
-	}
-	horizon := floorSec(unix(f.now().Add(-foldMargin)), staging.Bucket)
-	report := FoldReport{Through: at(horizon)}
-	keys, points, err := f.listStaged(ctx, horizon)
-	if err != nil || len(keys) == 0 {
-		return report, err
-	}
-	lease, err := f.takeLease(ctx)
-	if err != nil {
-		return FoldReport{}, err
-	}
-	defer lease.release(context.WithoutCancel(ctx))
-	// Listed again under the lease: what a fold that held it before deleted is not listed.
-	if keys, points, err = f.listStaged(ctx, horizon); err != nil || len(keys) == 0 {
-		return report, err
-	}
-	listed := map[[2]string]bool{}
-	for pk, rks := range keys {
-		for _, rk := range rks {
-			listed[[2]string{pk, rk}] = true
-		}
-	}
-	rounds := max(1, min(staging.Columns, (points+maxFoldPoints-1)/maxFoldPoints))
-	for r := range rounds {
-		if r > 0 {
-			if err := lease.renew(ctx); err != nil {
-				return report, err
-			}
-		}
-		lo, hi := r*staging.Columns/rounds, (r+1)*staging.Columns/rounds
-		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi)
-		report.Series += series
-		report.Points += n
-		report.Rounds++
-		if err != nil {
-			return report, err
-		}
-	}
-	if err := f.deleteFolded(ctx, keys); err != nil {
-		return report, err
-	}
-	for _, rks := range keys {
-		report.Entities += len(rks)
-	}
-	return report, nil
-}
+// ReadBudget bounds the memory that reads of staging tables hold at once, in bytes: the
+// pages' JSON being fetched and decoded, the decoded pages being yielded, and the staged
+// points a read collects (a query's, or a fold round's).
+//
+// A page of a staging read is up to 8 MiB of JSON, held twice over (the body and its
+// entities) while it is decoded. Each page takes that size from the budget before it is
+// requested. Once decoded, its read holds the size of its decoded series instead (16 bytes
+// a point: they may be larger than the compressed JSON) until every entity of the page was
+// yielded.
+//
+// A read of the staged points of many series (the group of a Select's batches, a fold's
+// round) collects them all, as written, before it sorts them (32 bytes a point): with an
+// hour staged and tens of queries in flight, they were the largest part of the soak's heap.
+// The points a read collects hold their bytes until it ends. So that readers holding
+// points and waiting for more cannot wait for each other forever, every staging read is a
+// read of the budget, and the oldest never waits: it may take more than there is, and when
+// it ends the next oldest goes on. The budget holds at most its size, and what the oldest
+// read takes past it.
+//
+// Other waiters wait in arrival order. A page larger than the whole budget takes all of it.
+// One budget may be shared by many DBs (Options.StagingReadBudget): a server's tenants share
+// one, so their queries together hold a bounded amount. It is safe for concurrent use. Its
+// method InUse is the bytes taken now (pages and collected points) and the number of takers
+// waiting for room.
+type ReadBudget = staging.ReadBudget
 
-// listStaged lists the keys of the staging entities before horizon, by PartitionKey, and
-// counts their points.
-func (f *folder) listStaged(ctx context.Context, horizon uint64) (map[string][]string, int, error) {
-	q := pager.SubQuery{Filter: staging.BucketsBefore(horizon), Select: "PartitionKey,RowKey," + staging.CountProp + "," + staging.VersionProp}
-	keys := map[string][]string{}
-	points := 0
-	var e entity.Entity
-	for page, err := range pager.Each(ctx, f.staging.client, q, 0) {
-		if azerr.IsTableGone(err) {
-			return nil, 0, nil
-		}
-		if err != nil {
-			return nil, 0, fmt.Errorf("tsdb: fold: list staged: %w", err)
-		}
-		for _, raw := range page.Entities {
-			if err := e.Decode(raw); err != nil {
-				return nil, 0, fmt.Errorf("tsdb: fold: list staged: %w", err)
-			}
-			pk := string(e.PartitionKey)
-			keys[pk] = append(keys[pk], string(e.RowKey))
-			n, weight := 0, 1
-			for _, p := range e.Props {
-				switch string(p.Name) {
-				case staging.CountProp:
-					n = int(p.Value)
-				case staging.VersionProp:
-					if p.Value == staging.HistVersion {
-						weight = staging.HistWeight
-					}
-				}
-			}
-			points += n * weight
-		}
-	}
-	return keys, points, nil
-}
-
-// foldRound folds the series of columns [lo, hi) of the staging entities before horizon,
-// and returns how many series and points it wrote.
-// Only the listed entities are folded: one written since (late, into an old bucket) is
-// neither written nor deleted, but folded by the next Fold.
-func (f *folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int) (int, int, error) {
-	sel := "PartitionKey,RowKey," + staging.VersionProp
-	for c := lo; c < hi; c++ {
-		sel += "," + staging.ColumnChar + strconv.Itoa(c)
-	}
-	found := map[string][]staging.Point{}
-	foundHists := map[string][]staging.Hist{}
-	lateOf := map[string][]tablets.Point{} // points and samples staged after their windows may have sealed
-	q := pager.SubQuery{Filter: staging.BucketsBefore(horizon), Select: sel}
-	// The round's points are a read of the staging read budget until they are written: a
-	// server's tenants fold at once, and their rounds share the bound with the queries.
-	read := f.staging.beginRead()
-	defer read.end()
-	for se, err := range f.staging.entitiesIn(ctx, q, nil, read) {
-		if err != nil {
-			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
-		}
-		if !listed[[2]string{se.PartitionKey, se.RowKey}] {
-			continue
-		}
-		if err := lease.keep(ctx); err != nil { // the read of a round's pages may be long too
-			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
-		}
-		arrived := staging.BucketEnd(se.PartitionKey)
-		late := arrived.Add(-(f.sealDelay - sealMargin)).UnixMilli()
-		var held int64
-		for r, s := range se.Hists {
-			for _, h := range s.Samples {
-				foundHists[s.Key] = append(foundHists[s.Key], staging.Hist{Sample: h, Stamp: se.Stamp, Record: se.Record(r)})
-				held += staging.HistBytes
-				if ms := int64(h.Unit); ms < late {
-					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC()})
-					held += latePointBytes
-				}
-			}
-		}
-		for r, s := range se.Series {
-			for i, ms := range s.Times {
-				found[s.Key] = append(found[s.Key], staging.Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
-				held += staging.PointBytes
-				if ms < late {
-					lateOf[s.Key] = append(lateOf[s.Key], tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: s.Values[i]})
-					held += latePointBytes
-				}
-			}
-		}
-		if err := read.hold(ctx, held); err != nil {
-			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
-		}
-	}
-	// Which periods were dropped: asked once a period, not once a series.
-	dropped := map[uint64]bool{}
-	for _, pts := range found {
-		for _, p := range pts {
-			dropped[f.names.PeriodOf(time.UnixMilli(p.MS))] = false
-		}
-	}
-	for _, hs := range foundHists {
-		for _, h := range hs {
-			dropped[f.names.PeriodOf(time.UnixMilli(int64(h.Sample.Unit)))] = false
-		}
-	}
-	for p := range dropped {
-		if err := f.tables.CheckNotDropped(ctx, p); errors.Is(err, ErrExpired) {
-			dropped[p] = true
-		} else if err != nil {
-			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
-		}
-	}
-	names := slices.Sorted(maps.Keys(found))
-	for name := range foundHists {
-		if _, ok := found[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	written := 0
-	errs := batch.Run(ctx, writeConcurrency, len(names), func(ctx context.Context, i int) error {
-		if err := lease.keep(ctx); err != nil {
-			return err
-		}
-		if pts := found[names[i]]; len(pts) > 0 {
-			priority := uint64(0)
-			for _, p := range pts {
-				priority = max(priority, p.Stamp)
-			}
-			err := foldSeries(ctx, f.tables, rawKind, names[i], staging.LastWrites[tablets.Point](pts), func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }, dropped,
-				func(ctx context.Context, p uint64, pts []tablets.Point) error {
-					return f.writePoints(ctx, p, names[i], pts, priority)
-				})
-			if err != nil {
-				return err
-			}
-		}
-		if hs := foundHists[names[i]]; len(hs) > 0 {
-			priority := uint64(0)
-			for _, h := range hs {
-				priority = max(priority, h.Stamp)
-			}
-			err := foldSeries(ctx, f.tables, histKind, names[i], staging.LastWrites[histenc.Sample](hs), func(s histenc.Sample) uint64 { return f.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }, dropped,
-				func(ctx context.Context, p uint64, samples []histenc.Sample) error {
-					return f.writeHists(ctx, p, names[i], samples, priority)
-				})
-			if err != nil {
-				return err
-			}
-		}
-		// Late points: mark their slices dirty, now that they are in the raw tables and
-		// before they leave the staging table (Aggregate distrusts a window a staged point is
-		// in).
-		if late := lateOf[names[i]]; len(late) > 0 {
-			return f.flagLate(ctx, names[i], late)
-		}
-		return nil
-	})
-	for _, pts := range found {
-		written += len(pts)
-	}
-	for _, hs := range foundHists {
-		written += len(hs)
-	}
-	if err := errors.Join(distinctErrors(errs)...); err != nil {
-		return len(names), written, fmt.Errorf("tsdb: fold: %w", err)
-	}
-	return len(names), written, nil
-}
-
-// distinctErrors is errs without nils and repeats of an error met before: a lost lease
-// stops each of a round's writers with the same error, which a log line should say once.
-func distinctErrors(errs []error) []error {
-	var out []error
-	for _, err := range errs {
-		if err != nil && !slices.Contains(out, err) {
-			out = append(out, err)
-		}
-	}
-	return out
-}
-
-// foldSeries writes one series' staged samples of one kind (sorted, one a millisecond)
-// into the tables of kind k of their periods (periodOf), each period's with write (the
-// kind's codec and table, with the priority of the series' latest write). Samples of a
-// dropped period, or of a table dropped meanwhile, are left out.
-func foldSeries[S any](ctx context.Context, tables *tables.Periods, k tableKind, series string, samples []S, periodOf func(S) uint64,
-	dropped map[uint64]bool, write func(ctx context.Context, p uint64, samples []S) error) error {
-	byPeriod := map[uint64][]S{}
-	for _, s := range samples {
-		p := periodOf(s)
-		byPeriod[p] = append(byPeriod[p], s)
-	}
-	for _, p := range slices.Sorted(maps.Keys(byPeriod)) {
-		if dropped[p] {
-			continue
-		}
-		err := write(ctx, p, byPeriod[p])
-		if azerr.IsTableGone(err) {
-			tables.Gone(k, p) // dropped meanwhile
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%q: %w", series, err)
-		}
-	}
-	return nil
-}
-
-// deleteFolded deletes the folded entities. A read prefers a staged point to a raw one, so
-// a Fold killed while deleting must not leave an entity whose point a newer deleted entity
-// overwrote: the entities of a partition's slots are deleted oldest first (by stamp), in
-// transactions of consecutive ones, one after the other; the slot ranges in parallel.
-func (f *folder) deleteFolded(ctx context.Context, keys map[string][]string) error {
-	type key struct{ pk, rk string }
-	bySlots := map[string][]key{} // by the partition's slots: the PartitionKey after "-"
-	for pk, rks := range keys {
-		slots := pk[strings.LastIndexByte(pk, '-')+1:]
-		for _, rk := range rks {
-			bySlots[slots] = append(bySlots[slots], key{pk, rk})
-		}
-	}
-	groups := slices.Sorted(maps.Keys(bySlots))
-	errs := batch.Run(ctx, writeConcurrency, len(groups), func(ctx context.Context, i int) error {
-		ks := bySlots[groups[i]]
-		slices.SortFunc(ks, func(a, b key) int { return cmp.Or(strings.Compare(a.rk, b.rk), strings.Compare(a.pk, b.pk)) })
-		for len(ks) > 0 {
-			n := 1
-			for n < len(ks) && n < entity.MaxBatchOperations && ks[n].pk == ks[0].pk {
-				n++
-			}
-			rks := make([]string, n)
-			for j := range rks {
-				rks[j] = ks[j].rk
-			}
-			if err := batch.DeleteRows(ctx, f.staging.client, ks[0].pk, rks); err != nil && !azerr.IsTableGone(err) {
-				return err
-			}
-			ks = ks[n:]
-		}
-		return nil
-	})
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("tsdb: fold: delete staged: %w", err)
-	}
-	return nil
-}
+// NewReadBudget returns a budget of bytes, which must be positive (else the error wraps
+// tablets.ErrInvalidOptions).
+func NewReadBudget(bytes int64) (*ReadBudget, error) { return staging.NewReadBudget(bytes) }

@@ -18,15 +18,15 @@ import (
 )
 
 // A backlog larger than a round folds in rounds, each series written once: a server down
-// for a day folds what piled up. (maxFoldPoints made small: 60 series of 40 points in
+// for a day folds what piled up. (staging.MaxFoldPoints made small: 60 series of 40 points in
 // rounds of at most 500 points.)
 func TestFoldRounds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
 	}
-	saved := maxFoldPoints
-	maxFoldPoints = 500
-	t.Cleanup(func() { maxFoldPoints = saved })
+	saved := staging.MaxFoldPoints
+	staging.MaxFoldPoints = 500
+	t.Cleanup(func() { staging.MaxFoldPoints = saved })
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	db, svc, checker := stagingDB(t, "fold", &now)
 	ctx := context.Background()
@@ -97,9 +97,9 @@ func TestFoldRoundsHistograms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
 	}
-	saved := maxFoldPoints
-	maxFoldPoints = 500
-	t.Cleanup(func() { maxFoldPoints = saved })
+	saved := staging.MaxFoldPoints
+	staging.MaxFoldPoints = 500
+	t.Cleanup(func() { staging.MaxFoldPoints = saved })
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	db, _, checker := stagingDB(t, "foldh", &now)
 	ctx := context.Background()
@@ -205,7 +205,7 @@ func TestFoldRoundsInTheReadBudget(t *testing.T) {
 	var dbs []folded
 	for _, prefix := range []string{"fba", "fbb"} {
 		db, _, _ := stagingDB(t, prefix, &now)
-		db.staging.budget = budget
+		db.staging.Budget = budget
 		start := now
 		_, want := stageWrites(t, db, 100, 8, &now)
 		dbs = append(dbs, folded{db, start, want})
@@ -226,7 +226,7 @@ func TestFoldRoundsInTheReadBudget(t *testing.T) {
 			t.Errorf("%s: folded %+v, want 800 points in a round", f.db.Name(), reports[i])
 		}
 		for name, pts := range f.want {
-			got, err := f.db.staging.read(ctx, []string{name}, f.start, now)
+			got, err := f.db.staging.Read(ctx, []string{name}, f.start, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,8 +245,8 @@ func TestFoldRoundsInTheReadBudget(t *testing.T) {
 			}
 		}
 	}
-	if round := 800 * staging.PointBytes; budget.mostUsed() < round {
-		t.Errorf("the budget held at most %d bytes, less than a round's points (%d): the rounds were not counted", budget.mostUsed(), round)
+	if round := 800 * staging.PointBytes; staging.MostUsed(budget) < round {
+		t.Errorf("the budget held at most %d bytes, less than a round's points (%d): the rounds were not counted", staging.MostUsed(budget), round)
 	}
 	if used, waiting := budget.InUse(); used != 0 || waiting != 0 {
 		t.Errorf("after the folds: %d bytes in use, %d waiting", used, waiting)

@@ -18,6 +18,7 @@ import (
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // slowFolds advances a clock on every transaction to the raw table (a series written by a
@@ -35,7 +36,7 @@ type slowFolds struct {
 }
 
 func (s *slowFolds) Do(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "PartitionKey='"+foldLeasePK+"'") {
+	if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "PartitionKey='"+staging.FoldLeasePK+"'") {
 		s.mu.Lock()
 		s.renewals++
 		s.mu.Unlock()
@@ -109,17 +110,8 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 			if taken {
 				slow.onWrite = func(n int) {
 					if n == 300 { // another process takes the lease (as if it had ended)
-						other := &foldLease{now: clock.Now, client: db.catalog.Client, holder: "other"}
-						if err := other.write(ctx, true); err != nil && !errors.Is(err, ErrFoldBusy) {
-							t.Error(err)
-						}
-						resp, err := db.catalog.Client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						other.etag = resp.ETag
-						if err := other.write(ctx, false); err != nil {
+						other := staging.FoldLeaseBody("other", clock.Now().Add(staging.FoldLeaseTerm))
+						if _, err := db.catalog.Client.UpsertEntity(ctx, other, &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
 							t.Errorf("the other process's lease: %v", err)
 						}
 					}
@@ -133,8 +125,8 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 			slow.mu.Unlock()
 			t.Logf("fold: %+v, %v; %d transactions, %d lease writes, %v passed", rep, err, writes, renewals, clock.Now().Sub(end))
 			if taken {
-				if !errors.Is(err, errFoldLeaseLost) || strings.Count(err.Error(), errFoldLeaseLost.Error()) != 1 {
-					t.Fatalf("a fold whose lease another took: %+v, %v; want errFoldLeaseLost, said once", rep, err)
+				if !errors.Is(err, staging.ErrFoldLeaseLost) || strings.Count(err.Error(), staging.ErrFoldLeaseLost.Error()) != 1 {
+					t.Fatalf("a fold whose lease another took: %+v, %v; want staging.ErrFoldLeaseLost, said once", rep, err)
 				}
 				// It learns at its next renewal (at most half a term, 100 writes, later), and
 				// the writes already admitted end.
@@ -142,7 +134,7 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 					t.Errorf("%d transactions: the fold went on long after the lease was taken at the 300th", writes)
 				}
 				// The other process's lease ends; the next Fold folds what is left.
-				clock.Add(foldLeaseTerm)
+				clock.Add(staging.FoldLeaseTerm)
 				if rep, err = db.Fold(ctx); err != nil {
 					t.Fatal(err)
 				}
@@ -157,7 +149,7 @@ func TestFoldOutlastsItsLease(t *testing.T) {
 			if rep.Entities == 0 {
 				t.Fatalf("the last fold folded nothing: %+v", rep)
 			}
-			staged, err := db.staging.read(ctx, nil, tablets.MinTime, tablets.MaxTime)
+			staged, err := db.staging.Read(ctx, nil, tablets.MinTime, tablets.MaxTime)
 			if err != nil {
 				t.Fatal(err)
 			}

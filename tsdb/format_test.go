@@ -100,8 +100,7 @@ func TestFormatDoc(t *testing.T) {
 	if body := h.Body(); string(body) != string(formatdoc.JSON(t, "staging-entity-hist")) {
 		t.Errorf("histogram staging entity %s", body)
 	}
-	lease := &foldLease{holder: "9e3779b9-18ea95edac91e707"}
-	if body := lease.body(time.UnixMilli(1716422700000)); string(body) != string(formatdoc.JSON(t, "fold-lease")) {
+	if body := staging.FoldLeaseBody("9e3779b9-18ea95edac91e707", time.UnixMilli(1716422700000)); string(body) != string(formatdoc.JSON(t, "fold-lease")) {
 		t.Errorf("fold lease %s", body)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(token)

@@ -69,7 +69,7 @@ func (qr *Querier) Read(ctx context.Context, kinds SampleKinds, series ...string
 		}
 		// The staged samples first: a Fold that moves them meanwhile writes them into the
 		// tables before deleting them, so none is missed.
-		stagedPoints, stagedHists, err := db.staging.readKinds(ctx, names, from, to, staged)
+		stagedPoints, stagedHists, err := db.staging.ReadKinds(ctx, names, from, to, staged)
 		if err != nil {
 			yield(nil, err)
 			return

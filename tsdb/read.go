@@ -25,7 +25,7 @@ func (db *DB) Query(ctx context.Context, series string, from, to time.Time) iter
 
 // queryPoints is the read of one series' points, its staged ones merged in: DB.Query's, and
 // the rollup's of a series (the tiers are given the same parts).
-func queryPoints(ctx context.Context, floats *raw.Floats, st *stagingTable, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+func queryPoints(ctx context.Context, floats *raw.Floats, st *staging.Table, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
 	return func(yield func(tablets.Point, error) bool) {
 		if err := floats.Validate(ctx, series); err != nil {
 			yield(tablets.Point{}, fmt.Errorf("tsdb: %w", err))
@@ -37,7 +37,7 @@ func queryPoints(ctx context.Context, floats *raw.Floats, st *stagingTable, seri
 		}
 		// Staged points first: a Fold that moves them meanwhile writes them into the raw
 		// tables before it deletes them, so the raw read that follows finds them.
-		staged, err := st.read(ctx, []string{series}, from, to)
+		staged, err := st.Read(ctx, []string{series}, from, to)
 		if err != nil {
 			yield(tablets.Point{}, err)
 			return
@@ -100,7 +100,7 @@ func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.
 		st.series[name] = true
 	}
 	var err error
-	if st.points, st.hists, err = db.staging.readPacked(ctx, series, from, to, kinds); err != nil {
+	if st.points, st.hists, err = db.staging.ReadPacked(ctx, series, from, to, kinds); err != nil {
 		return nil, err
 	}
 	return st, nil
@@ -185,7 +185,7 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 		var points map[string][]tablets.Point
 		if staged == nil {
 			var err error
-			if points, err = db.staging.read(ctx, series, from, to); err != nil { // first: see Query
+			if points, err = db.staging.Read(ctx, series, from, to); err != nil { // first: see Query
 				yield(tablets.SeriesPoint{}, err)
 				return
 			}
@@ -215,7 +215,7 @@ func (db *DB) Latest(ctx context.Context, series string, n int) ([]tablets.Point
 		return nil, fmt.Errorf("tsdb: latest %q: %w: n %d must be at least 1", series, tablets.ErrInvalidLimit, n)
 	}
 	// Staged points first: see Query.
-	staged, err := db.staging.read(ctx, []string{series}, tablets.MinTime, tablets.MaxTime.Add(time.Millisecond))
+	staged, err := db.staging.Read(ctx, []string{series}, tablets.MinTime, tablets.MaxTime.Add(time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +239,7 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
 	}
-	if err := db.staging.delete(ctx, series, from, to); err != nil {
+	if err := db.staging.Delete(ctx, series, from, to); err != nil {
 		return err
 	}
 	if err := db.floats.Delete(ctx, series, from, to); err != nil {
@@ -273,7 +273,7 @@ func (db *DB) QueryPage(ctx context.Context, series string, from, to time.Time, 
 			return tablets.Page{}, err
 		}
 	}
-	staged, err := db.staging.read(ctx, []string{series}, resume, to) // first: see Query
+	staged, err := db.staging.Read(ctx, []string{series}, resume, to) // first: see Query
 	if err != nil {
 		return tablets.Page{}, err
 	}

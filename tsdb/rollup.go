@@ -200,7 +200,7 @@ func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint6
 	// The staged samples first: a Fold that moves them meanwhile writes them into the tables
 	// before deleting them, so none is missed.
 	from, to := at(lo), earlierOf(at(hi), tablets.MaxTime)
-	_, staged, err := tr.staging.readKinds(ctx, []string{series}, from, to, staging.Hists)
+	_, staged, err := tr.staging.ReadKinds(ctx, []string{series}, from, to, staging.Hists)
 	if err != nil {
 		return nil, err
 	}

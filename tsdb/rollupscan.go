@@ -157,7 +157,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if all {
 		stagedOf = nil // every series: the filter need not name columns
 	}
-	staged, stagedHists, err := tr.staging.readKinds(ctx, stagedOf, at(lo), at(hi), staging.Both)
+	staged, stagedHists, err := tr.staging.ReadKinds(ctx, stagedOf, at(lo), at(hi), staging.Both)
 	if err != nil {
 		return 0, err
 	}

@@ -72,7 +72,7 @@ func TestStagedReadPagesBounded(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name+"w", nil) })
 	const pageBytes = 128 << 10
-	db.staging.page = pager.SubQuery{Top: 3, PageBytes: pageBytes}
+	db.staging.Page = pager.SubQuery{Top: 3, PageBytes: pageBytes}
 
 	// 30 writes of a point of each of 400 series: an entity a write, of about 23 KB.
 	start := now

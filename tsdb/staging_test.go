@@ -8,6 +8,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/priority"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -25,12 +26,11 @@ func bigHist(n, seed int) *tablets.Histogram {
 	return h
 }
 
-// build packs a write of histograms into entities under Azure's limits (a column under 64 KiB,
+// staging.Build packs a write of histograms into entities under Azure's limits (a column under 64 KiB,
 // an entity's columns under 768 KiB, keys of one partition), keeps every sample once, and
 // cuts a series too large for one record into several of disjoint times.
 func TestStageHistEntitiesLimits(t *testing.T) {
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-	st := &stagingTable{partitions: 1, now: func() time.Time { return now }, writer: 0x9e3779b9}
 	var plans []planned
 	var staged [][]int
 	want := map[string]int{}
@@ -56,7 +56,7 @@ func TestStageHistEntitiesLimits(t *testing.T) {
 	got := map[string]int{}
 	last := map[string]uint64{}
 	entities, records := 0, 0
-	for pk, es := range st.build(stagedWrites(plans, staged)) {
+	for pk, es := range staging.Build(stagedWrites(plans, staged), staging.BucketOf(now), priority.Next(), 0x9e3779b9, 1) {
 		for _, e := range es {
 			entities++
 			if e.PartitionKey != pk || e.Version != staging.HistVersion {
@@ -88,7 +88,7 @@ func TestStageHistEntitiesLimits(t *testing.T) {
 			for _, s := range se.Hists {
 				records++
 				slot, _ := staging.Hash(s.Key)
-				if lo, _ := staging.SlotRange(slot, 1); pk != staging.PartitionKey(floorSec(unix(now), staging.Bucket), lo) {
+				if lo, _ := staging.SlotRange(slot, 1); pk != staging.PartitionKey(staging.BucketOf(now), lo) {
 					t.Errorf("%s in partition %s", s.Key, pk)
 				}
 				for _, h := range s.Samples {
@@ -112,12 +112,11 @@ func TestStageHistEntitiesLimits(t *testing.T) {
 	}
 }
 
-// build packs a commit of both kinds into entities of both versions in the same
+// staging.Build packs a commit of both kinds into entities of both versions in the same
 // partition (so that they share its transactions), numbered apart under one stamp; each
 // entity decodes as its version, and its pieces name every staged sample exactly once.
 func TestStagingEntitiesBothKinds(t *testing.T) {
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-	st := &stagingTable{partitions: 1, now: func() time.Time { return now }, writer: 0x9e3779b9}
 	var plans []planned
 	var staged [][]int
 	for s := range 300 {
@@ -139,7 +138,7 @@ func TestStagingEntitiesBothKinds(t *testing.T) {
 			staged = append(staged, []int{0, 1, 2})
 		}
 	}
-	byPartition := st.build(stagedWrites(plans, staged))
+	byPartition := staging.Build(stagedWrites(plans, staged), staging.BucketOf(now), priority.Next(), 0x9e3779b9, 1)
 	if len(byPartition) != 1 {
 		t.Fatalf("%d partitions, want 1", len(byPartition))
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/raw"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
@@ -31,14 +32,14 @@ type tiers struct {
 	periods *tables.Periods // which raw and histogram tables exist, which periods are dropped
 	tables  *tierTables     // which tier tables exist
 
-	index   *index.Index  // the series of a range
-	staging *stagingTable // the staged points and histogram samples
-	floats  *raw.Floats   // the raw points
-	hists   *raw.Hists    // the raw histogram samples
+	index   *index.Index   // the series of a range
+	staging *staging.Table // the staged points and histogram samples
+	floats  *raw.Floats    // the raw points
+	hists   *raw.Hists     // the raw histogram samples
 }
 
 func newTiers(service *aztables.ServiceClient, names naming.Names, opts Options, c *catalog.Catalog, periods *tables.Periods,
-	index *index.Index, staging *stagingTable, floats *raw.Floats, hists *raw.Hists) *tiers {
+	index *index.Index, staging *staging.Table, floats *raw.Floats, hists *raw.Hists) *tiers {
 	return &tiers{
 		service: service,
 		names:   names,

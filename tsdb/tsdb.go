@@ -107,8 +107,8 @@ type DB struct {
 	stores    *raw.Stores      // the raw store of each period
 	floats    *raw.Floats      // the raw part: float points in the raw tables,
 	hists     *raw.Hists       // histogram samples in the histogram tables
-	staging   *stagingTable    // the staging table: staged writes, their reads
-	fold      *folder          // Fold: the staged points into the raw tables
+	staging   *staging.Table   // the staging table: staged writes, their reads
+	fold      *staging.Folder  // Fold: the staged points into the raw tables
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -147,7 +147,8 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	}
 	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
-	db.staging = newStagingTable(service, db.names, validator, o, db.tables.KnownDropped)
+	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
+		Budget: o.StagingReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped})
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists = raw.New(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
@@ -155,21 +156,20 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.
-	db.fold = &folder{
-		staging: db.staging, tables: db.tables, names: db.names, catalog: db.catalog.Client,
-		now: o.Now, sealDelay: o.SealDelay,
-		writePoints: func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error {
-			_, err := db.floats.Write(ctx, p, series, points, priority)
-			return err
-		},
-		writeHists: func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error {
-			_, err := db.hists.Write(ctx, p, series, raw.HistPoints(samples), priority)
-			return err
-		},
-		flagLate: func(ctx context.Context, series string, late []tablets.Point) error {
-			return db.tiers.flagStaleAt(ctx, series, late, tablets.MaxTime)
-		},
-	}
+	db.fold = staging.NewFolder(db.staging, db.tables, db.names, db.catalog.Client,
+		staging.FolderConfig{Now: o.Now, SealDelay: o.SealDelay, SealMargin: sealMargin}, staging.FoldWrites{
+			WritePoints: func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error {
+				_, err := db.floats.Write(ctx, p, series, points, priority)
+				return err
+			},
+			WriteHists: func(ctx context.Context, p uint64, series string, samples []histenc.Sample, priority uint64) error {
+				_, err := db.hists.Write(ctx, p, series, raw.HistPoints(samples), priority)
+				return err
+			},
+			FlagLate: func(ctx context.Context, series string, late []tablets.Point) error {
+				return db.tiers.flagStaleAt(ctx, series, late, tablets.MaxTime)
+			},
+		})
 	return db, nil
 }
 

@@ -19,6 +19,11 @@ import (
 // writeConcurrency is how many series a Commit writes at once.
 const writeConcurrency = 32
 
+// directPoints: a series with at least this many points in a period of one write is
+// written into the raw table directly, a transaction of its own being cheaper than staging
+// its points and folding them later.
+const directPoints = 100
+
 // planned is a series' samples of one kind to write, by period.
 type planned struct {
 	at       int // in the Appender: its first entry
@@ -197,14 +202,14 @@ func (a *Appender) writePlanned(ctx context.Context, plans []planned) []error {
 	direct := make([][]uint64, len(plans))
 	for i, pl := range plans {
 		for _, p := range pl.periods {
-			if db.staging.writes && periodErr[p] == nil && len(pl.byPeriod[p]) < directPoints {
+			if db.staging.Writes && periodErr[p] == nil && len(pl.byPeriod[p]) < directPoints {
 				staged[i] = append(staged[i], pl.byPeriod[p]...)
 			} else {
 				direct[i] = append(direct[i], p)
 			}
 		}
 	}
-	stageFailed, stageErrs := db.staging.stage(ctx, stagedWrites(plans, staged))
+	stageFailed, stageErrs := db.staging.Stage(ctx, stagedWrites(plans, staged))
 	// A plan wholly staged is done: its error lists what its failed transactions held, and
 	// nothing else (it sends nothing more).
 	errs := make([]error, len(plans))

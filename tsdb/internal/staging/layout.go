@@ -1,16 +1,5 @@
-// Package staging is the layout of tsdb's staging table (its base name + "w"): the keys and
-// properties of its entities, building an entity of a write, decoding one as read, the
-// query of the entities that may hold some series' points, the order of staged writes, and
-// the packed form a read keeps staged points in. docs/format.md, "Staging", has every byte.
-//
-// It sends no request: tsdb's staging table (tsdb/staging.go) runs the transactions and the
-// reads, and its Fold moves staged points into the raw tables.
-//
-// An entity holds the points of many series, in columns (stageenc columns, or histogram
-// columns of stageenc.AppendHist): a series' points go in column hash % Columns, and a read
-// of one series selects that column only. A write's entities go to the partition of its
-// arrival bucket (Bucket of the writer's clock) and of the series' slot range (the hash's
-// top byte, Options.StagingPartitions ranges), a transaction of EntitiesPerTx.
+// The layout of the staging table: the keys and properties of its entities (see doc.go).
+
 package staging
 
 import (
@@ -92,6 +81,13 @@ func TimeKey(ms int64) string {
 
 // HistTimeKey is the time key of a histogram staging entity's T or U.
 func HistTimeKey(ms int64) string { return histKeyPrefix + TimeKey(ms) }
+
+// BucketOf is the arrival bucket of a write at t: the start of its Bucket, in Unix
+// seconds.
+func BucketOf(t time.Time) uint64 {
+	n := uint64(Bucket / time.Second)
+	return uint64(t.Unix()) / n * n
+}
 
 // PartitionKey is the PartitionKey of arrival bucket start (Unix seconds) and the partition
 // whose slots start at lo: 12 decimal digits, "-", 2 hex digits.

@@ -1,4 +1,4 @@
-package tsdb
+package staging
 
 import (
 	"context"
@@ -12,25 +12,24 @@ import (
 
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
-	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
 // maxDeleteAttempts bounds the rewrites of a staging entity that keeps changing.
 const maxDeleteAttempts = 20
 
-// delete removes the staged points and histogram samples of series in [from, to): each
+// Delete removes the staged points and histogram samples of series in [from, to): each
 // staging entity whose column holds some is read whole and written again without them (or
 // deleted when nothing is left), conditionally on its ETag; one that changed meanwhile is
 // read again. One query finds the entities of both kinds.
-func (st *stagingTable) delete(ctx context.Context, series string, from, to time.Time) error {
+func (st *Table) Delete(ctx context.Context, series string, from, to time.Time) error {
 	if !st.reads || !from.Before(to) {
 		return nil
 	}
-	lo, hi := staging.EarliestMilli(from), staging.EarliestMilli(to)
+	lo, hi := EarliestMilli(from), EarliestMilli(to)
 	var keys [][2]string
-	q := staging.Query([]string{series}, from, to, staging.Both)
+	q := Query([]string{series}, from, to, Both)
 	q.Select = "PartitionKey," + q.Select // the keys of the entities to rewrite
-	for se, err := range st.entities(ctx, q, nil) {
+	for se, err := range st.Entities(ctx, q, nil) {
 		if err != nil {
 			return err
 		}
@@ -58,11 +57,11 @@ func deleteFromEntity(ctx context.Context, client *aztables.Client, pk, rk, seri
 		}
 		var e entity.Entity
 		e.AllowStrings = true
-		se, err := staging.Decode(&e, resp.Value, nil)
+		se, err := Decode(&e, resp.Value, nil)
 		if err != nil {
 			return err
 		}
-		body, empty := staging.Without(&e, se, series, lo, hi)
+		body, empty := Without(&e, se, series, lo, hi)
 		etag := resp.ETag
 		if empty {
 			_, err = client.DeleteEntity(ctx, pk, rk, &aztables.DeleteEntityOptions{IfMatch: &etag})

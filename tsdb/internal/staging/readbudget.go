@@ -1,4 +1,4 @@
-package tsdb
+package staging
 
 import (
 	"container/list"
@@ -13,7 +13,7 @@ import (
 // pages' JSON being fetched and decoded, the decoded pages being yielded, and the staged
 // points a read collects (a query's, or a fold round's).
 //
-// A page of a staging read is up to staging.PageBytes (8 MiB) of JSON, held twice over (the
+// A page of a staging read is up to PageBytes (8 MiB) of JSON, held twice over (the
 // body and its entities) while it is decoded. Each page takes that size from the budget
 // before it is requested. Once decoded, its read holds the size of its decoded series
 // instead (16 bytes a point: they may be larger than the compressed JSON) until every
@@ -29,7 +29,7 @@ import (
 // read takes past it.
 //
 // Other waiters wait in arrival order. A page larger than the whole budget takes all of it.
-// One budget may be shared by many DBs (Options.StagingReadBudget): a server's tenants share
+// One budget may be shared by many DBs (tsdb's Options.StagingReadBudget): a server's tenants share
 // one, so their queries together hold a bounded amount. It is safe for concurrent use.
 type ReadBudget struct {
 	mu      sync.Mutex
@@ -71,8 +71,9 @@ func (b *ReadBudget) InUse() (bytes int64, waiting int) {
 	return b.used, b.waiters.Len()
 }
 
-// mostUsed is the most bytes that were in use at once.
-func (b *ReadBudget) mostUsed() int64 {
+// MostUsed is the most bytes that were in use at once in b (for tests: not a method, so
+// that tsdb.ReadBudget does not have it).
+func MostUsed(b *ReadBudget) int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.most

@@ -1,4 +1,4 @@
-package tsdb
+package staging
 
 import (
 	"context"
@@ -19,34 +19,28 @@ import (
 	"github.com/seed71701133/tablets/internal/priority"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
-	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
-// The staging table (name + "w") holds the points of the series a write gives few points:
-// an entity holds many series, in columns, so a remote write costs a few transactions. Fold
-// moves them into the raw tables later. Its layout (keys, columns, the entities' bytes) is
-// internal/staging's; docs/format.md, "Staging", has every byte.
-
-// directPoints: a series with at least this many points in a period of one write is
-// written into the raw table directly, a transaction of its own being cheaper than staging
-// its points and folding them later.
-const directPoints = 100
-
-// stagingTable is a DB's part that owns the staging table: creating it, the transactions
-// of a write's staged samples (staging.go), the reads of staged points (staging_read.go)
-// and their deletion (staging_delete.go). The Fold (fold.go) reads and empties it through
-// this part. It is given what it needs at newDB, and no other part of the DB: it depends on
-// no other. Its only state that changes is made, an atomic: it needs no mutex.
-type stagingTable struct {
+// Table is the part of a tsdb DB that owns the staging table (its base name + "w"):
+// creating it, the transactions of a write's staged samples (table.go), the reads of staged
+// points (table_read.go) and their deletion (table_delete.go). The Folder (fold.go) reads
+// and empties it through it. It is given what it needs by tsdb's newDB, and no other part of
+// the DB: it depends on none. Its only state that changes is made, an atomic: it needs no
+// mutex.
+type Table struct {
 	client     *aztables.Client // of the table: names.Staging()
 	now        func() time.Time // Options.Now: the arrival bucket of a write
 	partitions int              // Options.StagingPartitions
-	budget     *ReadBudget      // Options.StagingReadBudget (nil: no bound)
 	reads      bool             // reads read the staging table (the layout allows staging)
-	writes     bool             // small writes go to the staging table (reads, unless DirectWrites)
 	writer     uint32           // random: tells this handle's staging entities apart
-	// page is the first $top and the PageBytes of staging reads (tests shrink them).
-	page pager.SubQuery
+	// Writes says whether small writes go to the staging table (the layout allows staging,
+	// and not Options.DirectWrites): the write path stages them.
+	Writes bool
+	// Budget bounds the memory of the reads (Options.StagingReadBudget; nil: no bound).
+	// Tests replace it before any read.
+	Budget *ReadBudget
+	// Page is the first $top and the PageBytes of staging reads (tests shrink them).
+	Page pager.SubQuery
 	made atomic.Bool // the staging table is known to exist
 	// dropped reports a raw period known dropped by Retain: reads leave out its staged
 	// samples, as the Fold does (nil: none is).
@@ -54,41 +48,57 @@ type stagingTable struct {
 	names   naming.Names
 }
 
-// newStagingTable makes the staging part of a DB of options o, whose raw layout is layout;
-// it sends no request.
-func newStagingTable(service *aztables.ServiceClient, names naming.Names, layout tablets.Store, o Options, dropped func(period uint64) bool) *stagingTable {
-	reads := stagingOn(layout, Options{})
-	return &stagingTable{
-		dropped:    dropped,
+// Config is what a Table is given of tsdb's Options.
+type Config struct {
+	Now          func() time.Time // Options.Now
+	Partitions   int              // Options.StagingPartitions
+	Budget       *ReadBudget      // Options.StagingReadBudget (nil: no bound)
+	DirectWrites bool             // Options.DirectWrites: no write is staged
+	// Dropped reports a raw period known dropped (the period tables' KnownDropped; nil:
+	// none is).
+	Dropped func(period uint64) bool
+}
+
+// NewTable makes the staging part of a DB of names whose raw layout is layout; it sends
+// no request.
+func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablets.Store, c Config) *Table {
+	reads := stagingOn(layout)
+	return &Table{
+		dropped:    c.Dropped,
 		names:      names,
 		client:     service.NewClient(names.Staging()),
-		now:        o.Now,
-		partitions: o.StagingPartitions,
-		budget:     o.StagingReadBudget,
+		now:        c.Now,
+		partitions: c.Partitions,
+		Budget:     c.Budget,
 		reads:      reads,
-		writes:     reads && !o.DirectWrites,
+		Writes:     reads && !c.DirectWrites,
 		writer:     rand.Uint32(),
-		page:       pager.SubQuery{Top: staging.FirstTop, PageBytes: staging.PageBytes},
+		Page:       pager.SubQuery{Top: FirstTop, PageBytes: PageBytes},
 	}
 }
 
-// stagingOn reports whether a DB of these options stages small writes: the raw layout must
-// keep exact millisecond times (chunked at a millisecond), which the staging table keeps.
-func stagingOn(layout tablets.Store, o Options) bool {
+// stagingOn reports whether a DB of the raw layout layout stages small writes: the layout
+// must keep exact millisecond times (chunked at a millisecond), which the staging table
+// keeps.
+func stagingOn(layout tablets.Store) bool {
 	c, ok := layout.(*chunked.Store)
-	return ok && !o.DirectWrites && c.Options().Resolution == time.Millisecond
+	return ok && c.Options().Resolution == time.Millisecond
 }
+
+// writeConcurrency is how many transactions a write of staged samples, and how many series
+// a Fold, has in flight at once (tsdb's Commit writes as many series at once).
+const writeConcurrency = 32
 
 // build packs the records of writes into entities, by partition, in the arrival bucket of
-// now under one stamp (see staging.Build).
-func (st *stagingTable) build(writes []staging.Write) map[string][]*staging.Entity {
-	return staging.Build(writes, floorSec(unix(st.now()), staging.Bucket), priority.Next(), st.writer, st.partitions)
+// now under one stamp (see Build).
+func (st *Table) build(writes []Write) map[string][]*Entity {
+	return Build(writes, BucketOf(st.now()), priority.Next(), st.writer, st.partitions)
 }
 
-// stage writes the records of writes into the staging table, the entities of a partition
-// (of both kinds) in transactions of staging.EntitiesPerTx, and returns the samples of each
+// Stage writes the records of writes into the staging table, the entities of a partition
+// (of both kinds) in transactions of EntitiesPerTx, and returns the samples of each
 // write (its records' Args) whose transaction failed, with the first error of each.
-func (st *stagingTable) stage(ctx context.Context, writes []staging.Write) (failed [][]int, errs []error) {
+func (st *Table) Stage(ctx context.Context, writes []Write) (failed [][]int, errs []error) {
 	failed = make([][]int, len(writes))
 	errs = make([]error, len(writes))
 	for e, err := range st.submit(ctx, st.build(writes)) {
@@ -103,9 +113,9 @@ func (st *stagingTable) stage(ctx context.Context, writes []staging.Write) (fail
 }
 
 // submit writes the entities of byPartition, those of a partition in transactions of
-// staging.EntitiesPerTx, and yields each entity not written with its error.
-func (st *stagingTable) submit(ctx context.Context, byPartition map[string][]*staging.Entity) iter.Seq2[*staging.Entity, error] {
-	return func(yield func(*staging.Entity, error) bool) {
+// EntitiesPerTx, and yields each entity not written with its error.
+func (st *Table) submit(ctx context.Context, byPartition map[string][]*Entity) iter.Seq2[*Entity, error] {
+	return func(yield func(*Entity, error) bool) {
 		if len(byPartition) == 0 {
 			return
 		}
@@ -129,16 +139,16 @@ func (st *stagingTable) submit(ctx context.Context, byPartition map[string][]*st
 
 // submitTxs runs the transactions of byPartition (the table exists) and yields the
 // entities of each failed one with its error.
-func (st *stagingTable) submitTxs(ctx context.Context, byPartition map[string][]*staging.Entity) iter.Seq2[*staging.Entity, error] {
+func (st *Table) submitTxs(ctx context.Context, byPartition map[string][]*Entity) iter.Seq2[*Entity, error] {
 	type tx struct {
 		pk       string
-		entities []*staging.Entity
+		entities []*Entity
 	}
 	var txs []tx
 	for _, pk := range slices.Sorted(maps.Keys(byPartition)) {
 		es := byPartition[pk]
 		for len(es) > 0 {
-			n := min(len(es), staging.EntitiesPerTx)
+			n := min(len(es), EntitiesPerTx)
 			txs = append(txs, tx{pk, es[:n]})
 			es = es[n:]
 		}
@@ -150,7 +160,7 @@ func (st *stagingTable) submitTxs(ctx context.Context, byPartition map[string][]
 		}
 		return batch.Submit(ctx, st.client, txs[i].pk, actions)
 	})
-	return func(yield func(*staging.Entity, error) bool) {
+	return func(yield func(*Entity, error) bool) {
 		for i, err := range txErrs {
 			if err == nil {
 				continue
@@ -168,7 +178,7 @@ func (st *stagingTable) submitTxs(ctx context.Context, byPartition map[string][]
 }
 
 // ensure creates the staging table, once a process while it is known to exist.
-func (st *stagingTable) ensure(ctx context.Context) error {
+func (st *Table) ensure(ctx context.Context) error {
 	if st.made.Load() {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package tsdb
+package staging
 
 import (
 	"context"
@@ -10,34 +10,33 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
-	"github.com/seed71701133/tablets/tsdb/internal/raw"
-	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
-// entities yields the staging entities of q, decoded, in pages of about
-// staging.PageBytes unless q sizes its own. A staging table that does not exist holds
-// nothing. It is a read of Options.StagingReadBudget of its own (see entitiesIn).
-func (st *stagingTable) entities(ctx context.Context, q pager.SubQuery, want map[string]bool) iter.Seq2[staging.Decoded, error] {
+// Entities yields the staging entities of q, decoded, in pages of about PageBytes unless q
+// sizes its own. A staging table that does not exist holds nothing. It is a read of the
+// Budget of its own (see entitiesIn).
+func (st *Table) Entities(ctx context.Context, q pager.SubQuery, want map[string]bool) iter.Seq2[Decoded, error] {
 	return st.entitiesIn(ctx, q, want, nil)
 }
 
 // beginRead starts a read of the staging read budget that collects points (see
 // ReadBudget): what it holds is given back at its end.
-func (st *stagingTable) beginRead() *collectRead { return st.budget.beginRead() }
+func (st *Table) beginRead() *collectRead { return st.Budget.beginRead() }
 
-// entitiesIn is entities as part of read, which may collect what it reads under the
+// entitiesIn is Entities as part of read, which may collect what it reads under the
 // budget (nil: a read of its own, ended with the iteration). Each page is fetched and
-// decoded under Options.StagingReadBudget; then read holds its decoded size until the
+// decoded under the Budget; then read holds its decoded size until the
 // page's last entity was yielded.
-func (st *stagingTable) entitiesIn(ctx context.Context, q pager.SubQuery, want map[string]bool, read *collectRead) iter.Seq2[staging.Decoded, error] {
-	return func(yield func(staging.Decoded, error) bool) {
+func (st *Table) entitiesIn(ctx context.Context, q pager.SubQuery, want map[string]bool, read *collectRead) iter.Seq2[Decoded, error] {
+	return func(yield func(Decoded, error) bool) {
 		if read == nil {
 			read = st.beginRead()
 			defer read.end()
 		}
 		if q.PageBytes == 0 {
-			q.Top, q.PageBytes = st.page.Top, st.page.PageBytes
+			q.Top, q.PageBytes = st.Page.Top, st.Page.PageBytes
 		}
 		top := q.Top
 		var cont pager.Continuation
@@ -45,12 +44,12 @@ func (st *stagingTable) entitiesIn(ctx context.Context, q pager.SubQuery, want m
 			page, decoded, next, err := st.readPage(ctx, q, &top, cont, want, read)
 			if err != nil {
 				if !azerr.IsTableGone(err) {
-					yield(staging.Decoded{}, fmt.Errorf("tsdb: read staging: %w", err))
+					yield(Decoded{}, fmt.Errorf("tsdb: read staging: %w", err))
 				}
 				return
 			}
 			for i, se := range page {
-				page[i] = staging.Decoded{} // what the consumer keeps of it is its to count
+				page[i] = Decoded{} // what the consumer keeps of it is its to count
 				if !yield(se, nil) {
 					read.give(decoded)
 					return
@@ -68,9 +67,9 @@ func (st *stagingTable) entitiesIn(ctx context.Context, q pager.SubQuery, want m
 // readPage fetches and decodes the page of q at cont under the staging read budget, and
 // sets *top to the $top of the next page. Its decoded size is held by read when it returns
 // (decoded): the caller gives it back.
-func (st *stagingTable) readPage(ctx context.Context, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool, read *collectRead) (
-	page []staging.Decoded, decoded int64, next pager.Continuation, err error) {
-	done, err := st.budget.take(ctx, read, int64(q.PageBytes))
+func (st *Table) readPage(ctx context.Context, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool, read *collectRead) (
+	page []Decoded, decoded int64, next pager.Continuation, err error) {
+	done, err := st.Budget.take(ctx, read, int64(q.PageBytes))
 	if err != nil {
 		return nil, 0, pager.Continuation{}, err
 	}
@@ -82,9 +81,9 @@ func (st *stagingTable) readPage(ctx context.Context, q pager.SubQuery, top *int
 	*top = pager.NextTop(q, *top, raw)
 	var e entity.Entity
 	e.AllowStrings = true
-	page = make([]staging.Decoded, 0, len(raw))
+	page = make([]Decoded, 0, len(raw))
 	for _, r := range raw {
-		se, err := staging.Decode(&e, r, want)
+		se, err := Decode(&e, r, want)
 		if err != nil {
 			return nil, 0, pager.Continuation{}, err
 		}
@@ -98,17 +97,17 @@ func (st *stagingTable) readPage(ctx context.Context, q pager.SubQuery, top *int
 	return page, decoded, next, nil
 }
 
-// read returns the staged points of series (nil: of every series) in [from, to), by
+// Read returns the staged points of series (nil: of every series) in [from, to), by
 // series, each sorted by time with the last write of a time kept. A DB that does not stage
 // reads nothing (no request).
-func (st *stagingTable) read(ctx context.Context, series []string, from, to time.Time) (map[string][]tablets.Point, error) {
-	floats, _, err := st.readKinds(ctx, series, from, to, staging.Floats)
+func (st *Table) Read(ctx context.Context, series []string, from, to time.Time) (map[string][]tablets.Point, error) {
+	floats, _, err := st.ReadKinds(ctx, series, from, to, Floats)
 	return floats, err
 }
 
-// readKinds is read of the kinds asked for, in one query: the staged points and the staged
+// ReadKinds is Read of the kinds asked for, in one query: the staged points and the staged
 // histogram samples, by series.
-func (st *stagingTable) readKinds(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (map[string][]tablets.Point, map[string][]HistogramPoint, error) {
+func (st *Table) ReadKinds(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (map[string][]tablets.Point, map[string][]tablets.HistogramPoint, error) {
 	found, foundHists, done, err := st.collect(ctx, series, from, to, kinds)
 	if err != nil {
 		return nil, nil, err
@@ -116,35 +115,35 @@ func (st *stagingTable) readKinds(ctx context.Context, series []string, from, to
 	defer done()
 	out := make(map[string][]tablets.Point, len(found))
 	for key, pts := range found {
-		out[key] = staging.LastWrites[tablets.Point](pts)
+		out[key] = LastWrites[tablets.Point](pts)
 		delete(found, key) // the writes of a series are garbage once sorted
 	}
-	hists := make(map[string][]HistogramPoint, len(foundHists))
+	hists := make(map[string][]tablets.HistogramPoint, len(foundHists))
 	for key, hs := range foundHists {
-		for _, s := range staging.LastWrites[histenc.Sample](hs) {
-			hists[key] = append(hists[key], raw.PointOf(s))
+		for _, s := range LastWrites[histenc.Sample](hs) {
+			hists[key] = append(hists[key], histPoint(s))
 		}
 	}
 	return out, hists, nil
 }
 
-// readPacked is readKinds with each series' float points packed.
-func (st *stagingTable) readPacked(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (map[string]staging.Packed, map[string][]HistogramPoint, error) {
+// ReadPacked is ReadKinds with each series' float points packed.
+func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (map[string]Packed, map[string][]tablets.HistogramPoint, error) {
 	found, foundHists, done, err := st.collect(ctx, series, from, to, kinds)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer done()
-	out := make(map[string]staging.Packed, len(found))
-	var scratch staging.PackScratch
+	out := make(map[string]Packed, len(found))
+	var scratch PackScratch
 	for key, pts := range found {
-		out[key] = scratch.Pack(staging.LastWrites[tablets.Point](pts))
+		out[key] = scratch.Pack(LastWrites[tablets.Point](pts))
 		delete(found, key)
 	}
-	hists := make(map[string][]HistogramPoint, len(foundHists))
+	hists := make(map[string][]tablets.HistogramPoint, len(foundHists))
 	for key, hs := range foundHists {
-		for _, s := range staging.LastWrites[histenc.Sample](hs) {
-			hists[key] = append(hists[key], raw.PointOf(s))
+		for _, s := range LastWrites[histenc.Sample](hs) {
+			hists[key] = append(hists[key], histPoint(s))
 		}
 	}
 	return out, hists, nil
@@ -153,10 +152,10 @@ func (st *stagingTable) readPacked(ctx context.Context, series []string, from, t
 // collect reads the staged writes of the kinds asked for in one query: each point and
 // histogram sample in [from, to) of series (nil: of every series) as written, by series,
 // in no order, but those of raw periods known dropped (which the Fold leaves out: a read
-// before the Fold answers as one after it). What it collects holds its bytes of Options.StagingReadBudget until done is
-// called (also after an error). A DB that does not stage reads nothing (no request).
-func (st *stagingTable) collect(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (
-	found map[string][]staging.Point, foundHists map[string][]staging.Hist, done func(), err error) {
+// before the Fold answers as one after it). What it collects holds its bytes of the Budget
+// until done is called (also after an error). A DB that does not stage reads nothing (no request).
+func (st *Table) collect(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (
+	found map[string][]Point, foundHists map[string][]Hist, done func(), err error) {
 	if !st.reads || !from.Before(to) {
 		return nil, nil, func() {}, nil
 	}
@@ -173,11 +172,11 @@ func (st *stagingTable) collect(ctx context.Context, series []string, from, to t
 			want[s] = true
 		}
 	}
-	lo, hi := staging.EarliestMilli(from), staging.EarliestMilli(to)
+	lo, hi := EarliestMilli(from), EarliestMilli(to)
 	dropped := st.droppedPeriods()
-	found = map[string][]staging.Point{}
-	foundHists = map[string][]staging.Hist{}
-	for se, err := range st.entitiesIn(ctx, staging.Query(series, from, to, kinds), want, read) {
+	found = map[string][]Point{}
+	foundHists = map[string][]Hist{}
+	for se, err := range st.entitiesIn(ctx, Query(series, from, to, kinds), want, read) {
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -188,7 +187,7 @@ func (st *stagingTable) collect(ctx context.Context, series []string, from, to t
 			}
 			for _, h := range s.Samples {
 				if ms := int64(h.Unit); ms >= lo && ms < hi && !dropped(ms) {
-					foundHists[s.Key] = append(foundHists[s.Key], staging.Hist{Sample: h, Stamp: se.Stamp, Record: se.Record(r)})
+					foundHists[s.Key] = append(foundHists[s.Key], Hist{Sample: h, Stamp: se.Stamp, Record: se.Record(r)})
 					hists++
 				}
 			}
@@ -199,12 +198,12 @@ func (st *stagingTable) collect(ctx context.Context, series []string, from, to t
 			}
 			for i, ms := range s.Times {
 				if ms >= lo && ms < hi && !dropped(ms) {
-					found[s.Key] = append(found[s.Key], staging.Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
+					found[s.Key] = append(found[s.Key], Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
 					points++
 				}
 			}
 		}
-		if err := read.hold(ctx, int64(points)*staging.PointBytes+int64(hists)*staging.HistBytes); err != nil {
+		if err := read.hold(ctx, int64(points)*PointBytes+int64(hists)*HistBytes); err != nil {
 			return nil, nil, nil, err
 		}
 	}
@@ -213,7 +212,7 @@ func (st *stagingTable) collect(ctx context.Context, series []string, from, to t
 
 // droppedPeriods returns whether the raw period holding a Unix millisecond is known
 // dropped, asking the period tables once a period of the read.
-func (st *stagingTable) droppedPeriods() func(ms int64) bool {
+func (st *Table) droppedPeriods() func(ms int64) bool {
 	if st.dropped == nil {
 		return func(int64) bool { return false }
 	}
@@ -227,4 +226,19 @@ func (st *stagingTable) droppedPeriods() func(ms int64) bool {
 		}
 		return d
 	}
+}
+
+// millis is the time key of histogram tables (milliseconds): a staged histogram sample's
+// Unit is its millisecond in it.
+var millis = func() rounding.KeyFormat {
+	f, err := rounding.NewKeyFormat(time.Millisecond)
+	if err != nil {
+		panic(err) // a constant resolution: never
+	}
+	return f
+}()
+
+// histPoint is a staged histogram sample as the API returns it.
+func histPoint(s histenc.Sample) tablets.HistogramPoint {
+	return tablets.HistogramPoint{Time: millis.Time(s.Unit), H: s.H, FH: s.FH}
 }

@@ -1,4 +1,4 @@
-package tsdb
+package staging
 
 import (
 	"context"
@@ -24,23 +24,21 @@ import (
 // others could write an old value of a time with the priority of a newer entity it also
 // read, over the newer value the other wrote.
 const (
-	// foldLeaseTerm is how long a lease lasts unless renewed (between rounds, and once half
+	// FoldLeaseTerm is how long a lease lasts unless renewed (between rounds, and once half
 	// of it has passed: see keep).
-	foldLeaseTerm = 5 * time.Minute
+	FoldLeaseTerm = 5 * time.Minute
 	// foldLeaseMargin: a holder stops writing this long before its lease ends, so that a
 	// write it starts ends before another process may take the lease.
 	foldLeaseMargin = 90 * time.Second
-	foldLeasePK     = "fold"
+	// FoldLeasePK and foldLeaseRK are the keys of the lease entity in the catalog.
+	FoldLeasePK     = "fold"
 	foldLeaseRK     = "lease"
 	foldLeaseUntil  = "U" // Edm.Double: Unix milliseconds the lease ends at (the holder's clock)
 	foldLeaseHolder = "H" // Edm.String: the holder's id
 )
 
-// ErrFoldBusy is returned by Fold when another process is folding the database.
-var ErrFoldBusy = sentinel.ErrFoldBusy
-
-// errFoldLeaseLost: the lease ended or was taken before the fold was done.
-var errFoldLeaseLost = errors.New("tsdb: the fold lease ended before the fold was done")
+// ErrFoldLeaseLost: the lease ended or was taken before the fold was done.
+var ErrFoldLeaseLost = errors.New("tsdb: the fold lease ended before the fold was done")
 
 // foldLease is a held lease. Its methods are safe for concurrent use by a fold's writers.
 type foldLease struct {
@@ -55,9 +53,9 @@ type foldLease struct {
 // takeLease takes the fold lease, or returns ErrFoldBusy while another holds it. Leases
 // are measured by Options.Now, like everything time-dependent in a DB. The holder is this
 // handle's writer id (its staging entities') and a stamp.
-func (f *folder) takeLease(ctx context.Context) (*foldLease, error) {
+func (f *Folder) takeLease(ctx context.Context) (*foldLease, error) {
 	l := &foldLease{now: f.now, client: f.catalog, holder: strconv.FormatUint(uint64(f.staging.writer), 16) + "-" + strconv.FormatUint(priority.Next(), 16)}
-	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
+	resp, err := l.client.GetEntity(ctx, FoldLeasePK, foldLeaseRK, nil)
 	switch {
 	case azerr.IsStatus(err, http.StatusNotFound):
 		return l, l.write(ctx, true)
@@ -71,17 +69,17 @@ func (f *folder) takeLease(ctx context.Context) (*foldLease, error) {
 	}
 	for _, p := range e.Props {
 		if string(p.Name) == foldLeaseUntil && l.now().Before(time.UnixMilli(int64(p.Value))) {
-			return nil, ErrFoldBusy
+			return nil, sentinel.ErrFoldBusy
 		}
 	}
 	l.etag = resp.ETag
 	return l, l.write(ctx, false)
 }
 
-// write takes (or renews) the lease for foldLeaseTerm from now, conditionally on the ETag
+// write takes (or renews) the lease for FoldLeaseTerm from now, conditionally on the ETag
 // read (or as new): a lease another process took meanwhile makes it ErrFoldBusy.
 func (l *foldLease) write(ctx context.Context, insert bool) error {
-	until := l.now().Add(foldLeaseTerm)
+	until := l.now().Add(FoldLeaseTerm)
 	b := l.body(until)
 	var etag azcore.ETag
 	var err error
@@ -108,9 +106,9 @@ func (l *foldLease) write(ctx context.Context, insert bool) error {
 // mine reads the lease after a conflict: held by this holder (the write that conflicted was
 // applied, its reply lost), it is taken; else ErrFoldBusy.
 func (l *foldLease) mine(ctx context.Context, until time.Time) error {
-	resp, err := l.client.GetEntity(ctx, foldLeasePK, foldLeaseRK, nil)
+	resp, err := l.client.GetEntity(ctx, FoldLeasePK, foldLeaseRK, nil)
 	if azerr.IsStatus(err, http.StatusNotFound) {
-		return ErrFoldBusy
+		return sentinel.ErrFoldBusy
 	}
 	if err != nil {
 		return fmt.Errorf("tsdb: fold lease: %w", err)
@@ -126,22 +124,25 @@ func (l *foldLease) mine(ctx context.Context, until time.Time) error {
 			return nil
 		}
 	}
-	return ErrFoldBusy
+	return sentinel.ErrFoldBusy
 }
 
 // body is the lease entity, ending at until.
-func (l *foldLease) body(until time.Time) []byte {
-	b := entity.AppendKeys(nil, foldLeasePK, foldLeaseRK)
+func (l *foldLease) body(until time.Time) []byte { return FoldLeaseBody(l.holder, until) }
+
+// FoldLeaseBody is the fold lease entity of holder, ending at until (docs/format.md).
+func FoldLeaseBody(holder string, until time.Time) []byte {
+	b := entity.AppendKeys(nil, FoldLeasePK, foldLeaseRK)
 	b = entity.AppendDouble(b, foldLeaseUntil, float64(until.UnixMilli()))
-	b = entity.AppendStringProperty(b, foldLeaseHolder, l.holder)
+	b = entity.AppendStringProperty(b, foldLeaseHolder, holder)
 	return entity.AppendEnd(b)
 }
 
-// checkLocked reports errFoldLeaseLost unless the lease lasts long enough for another
+// checkLocked reports ErrFoldLeaseLost unless the lease lasts long enough for another
 // write. Called with mu held.
 func (l *foldLease) checkLocked() error {
 	if l.now().After(l.until.Add(-foldLeaseMargin)) {
-		return errFoldLeaseLost
+		return ErrFoldLeaseLost
 	}
 	return nil
 }
@@ -155,8 +156,8 @@ func (l *foldLease) checkLocked() error {
 func (l *foldLease) keep(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.now().After(l.until.Add(-foldLeaseTerm / 2)) {
-		if err := l.renewLocked(ctx); errors.Is(err, errFoldLeaseLost) {
+	if l.now().After(l.until.Add(-FoldLeaseTerm / 2)) {
+		if err := l.renewLocked(ctx); errors.Is(err, ErrFoldLeaseLost) {
 			return err
 		}
 	}
@@ -171,8 +172,8 @@ func (l *foldLease) renew(ctx context.Context) error {
 }
 
 func (l *foldLease) renewLocked(ctx context.Context) error {
-	if err := l.write(ctx, false); errors.Is(err, ErrFoldBusy) {
-		return errFoldLeaseLost
+	if err := l.write(ctx, false); errors.Is(err, sentinel.ErrFoldBusy) {
+		return ErrFoldLeaseLost
 	} else {
 		return err
 	}
@@ -183,5 +184,5 @@ func (l *foldLease) release(ctx context.Context) {
 	l.mu.Lock()
 	etag := l.etag
 	l.mu.Unlock()
-	_, _ = l.client.DeleteEntity(ctx, foldLeasePK, foldLeaseRK, &aztables.DeleteEntityOptions{IfMatch: &etag})
+	_, _ = l.client.DeleteEntity(ctx, FoldLeasePK, foldLeaseRK, &aztables.DeleteEntityOptions{IfMatch: &etag})
 }

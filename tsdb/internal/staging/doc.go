@@ -1,0 +1,44 @@
+// Package staging is tsdb's staging part: the staging table (its base name + "w"), the
+// Fold that empties it into the raw tables, and the read budget of its reads.
+//
+// The staging table holds the samples of the series a write gives few: an entity holds
+// many series, in columns, so that a remote write costs a few transactions; the Fold moves
+// them into the raw (and histogram) tables later. docs/format.md, "Staging", has every
+// byte.
+//
+// It owns:
+//
+//   - the entities' layout, as pure code that sends no request: their keys and properties
+//     (layout.go), building the entities of a write (records.go, entity.go), decoding one
+//     as read (decode.go), the query of the entities that may hold some series' samples
+//     (query.go), the order of staged writes (writes.go), the packed form a read keeps
+//     staged points in (packed.go), and the merge of staged samples into raw ones, one code
+//     for both kinds (merge.go), which tsdb's read path and the tiers use;
+//   - the Table (table.go, table_read.go, table_delete.go): creating the staging table, the
+//     transactions of a write's staged samples (Stage), the reads of staged samples (Read,
+//     ReadKinds, ReadPacked, Entities) and their deletion (Delete). It is given the service
+//     client, the table names, the raw layout (which says whether the database stages at
+//     all) and a Config of the options it reads (the clock, StagingPartitions,
+//     StagingReadBudget, DirectWrites) with the period tables' KnownDropped as a function,
+//     and depends on no other part. It has no lock: its only state that changes (whether
+//     the table is known to exist) is an atomic;
+//   - the Folder (fold.go, foldlease.go): Run is tsdb's DB.Fold. It reads and empties the
+//     Table under the fold lease, an entity of the catalog table (taken and renewed
+//     conditionally on its ETag: one process folds at a time). It is given the period
+//     tables (tables.Periods: which periods were dropped, tables found gone), the catalog
+//     table's client, a FolderConfig (the clock, SealDelay, the tiers' seal margin) and, as
+//     functions (FoldWrites), the raw part's writes of both kinds and the tiers' flagging
+//     of late points, so that neither the Table nor the raw tables depend on it. It keeps
+//     no state between Folds; a held lease has its own mutex (its renewals by a round's
+//     writers);
+//   - the ReadBudget (readbudget.go), which tsdb re-exports: it bounds the memory that reads
+//     of staging tables hold at once, shared by the DBs of a server. It has its own mutex.
+//
+// An entity holds the points of many series, in columns (stageenc columns, or histogram
+// columns of stageenc.AppendHist): a series' points go in column hash % Columns, and a read
+// of one series selects that column only. A write's entities go to the partition of its
+// arrival bucket (Bucket of the writer's clock) and of the series' slot range (the hash's
+// top byte, Options.StagingPartitions ranges), a transaction of EntitiesPerTx.
+//
+// It caches nothing: each read of staged samples is a query of the staging table.
+package staging
