@@ -279,31 +279,13 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 		if err := lease.keep(ctx); err != nil {
 			return err
 		}
-		if pts := found[names[i]]; len(pts) > 0 {
-			priority := uint64(0)
-			for _, p := range pts {
-				priority = max(priority, p.Stamp)
-			}
-			err := foldSeries(ctx, f.tables, naming.Raw, names[i], LastWrites[tablets.Point](pts), func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }, dropped,
-				func(ctx context.Context, p uint64, pts []tablets.Point) error {
-					return f.writes.WritePoints(ctx, p, names[i], pts, priority)
-				})
-			if err != nil {
-				return err
-			}
+		pointPeriod := func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }
+		if err := foldSeries(ctx, f.tables, naming.Raw, names[i], found[names[i]], pointPeriod, dropped, f.writes.WritePoints); err != nil {
+			return err
 		}
-		if hs := foundHists[names[i]]; len(hs) > 0 {
-			priority := uint64(0)
-			for _, h := range hs {
-				priority = max(priority, h.Stamp)
-			}
-			err := foldSeries(ctx, f.tables, naming.Hist, names[i], LastWrites[histenc.Sample](hs), func(s histenc.Sample) uint64 { return f.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }, dropped,
-				func(ctx context.Context, p uint64, samples []histenc.Sample) error {
-					return f.writes.WriteHists(ctx, p, names[i], samples, priority)
-				})
-			if err != nil {
-				return err
-			}
+		histPeriod := func(s histenc.Sample) uint64 { return f.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }
+		if err := foldSeries(ctx, f.tables, naming.Hist, names[i], foundHists[names[i]], histPeriod, dropped, f.writes.WriteHists); err != nil {
+			return err
 		}
 		// Late points: mark their slices dirty, now that they are in the raw tables and
 		// before they leave the staging table (Aggregate distrusts a window a staged point is
@@ -337,12 +319,22 @@ func distinctErrors(errs []error) []error {
 	return out
 }
 
-// foldSeries writes one series' staged samples of one kind (sorted, one a millisecond)
-// into the tables of kind k of their periods (periodOf), each period's with write (the
-// kind's codec and table, with the priority of the series' latest write). Samples of a
+// foldSeries writes one series' staged writes of one kind (as read: the last write of each
+// millisecond is kept) into the tables of kind k of their periods (periodOf), each period's
+// with write (the kind's codec and table), at the priority of the series' latest write, so
+// that a later write wins a time in the raw tables too. One code for both kinds. Samples of a
 // dropped period, or of a table dropped meanwhile, are left out.
-func foldSeries[S any](ctx context.Context, tables *tables.Periods, k naming.Kind, series string, samples []S, periodOf func(S) uint64,
-	dropped map[uint64]bool, write func(ctx context.Context, p uint64, samples []S) error) error {
+func foldSeries[S any, W Written[S]](ctx context.Context, tables *tables.Periods, k naming.Kind, series string, staged []W, periodOf func(S) uint64,
+	dropped map[uint64]bool, write func(ctx context.Context, p uint64, series string, samples []S, priority uint64) error) error {
+	if len(staged) == 0 {
+		return nil
+	}
+	priority := uint64(0)
+	for _, w := range staged {
+		_, stamp, _ := w.written()
+		priority = max(priority, stamp)
+	}
+	samples := LastWrites[S](staged)
 	byPeriod := map[uint64][]S{}
 	for _, s := range samples {
 		p := periodOf(s)
@@ -352,7 +344,7 @@ func foldSeries[S any](ctx context.Context, tables *tables.Periods, k naming.Kin
 		if dropped[p] {
 			continue
 		}
-		err := write(ctx, p, byPeriod[p])
+		err := write(ctx, p, series, byPeriod[p], priority)
 		if azerr.IsTableGone(err) {
 			tables.Gone(k, p) // dropped meanwhile
 			continue
