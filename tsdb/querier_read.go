@@ -109,7 +109,7 @@ func (q *Queryable) readSamples(ctx context.Context, byName map[string]*Series, 
 	if len(floats) == 0 {
 		return nil
 	}
-	for p, err := range staging.PointsMerge.Many(db.floats.SeriesPoints(ctx, floats, from, to), stagedPoints) {
+	for p, err := range db.floats.WithStaged(ctx, floats, from, to, stagedPoints) {
 		if err != nil {
 			return err
 		}

@@ -196,7 +196,7 @@ func (db *DB) queryMany(ctx context.Context, series []string, from, to time.Time
 				return
 			}
 		}
-		for p, err := range staging.PointsMerge.Many(db.floats.SeriesPoints(ctx, series, from, to), points) {
+		for p, err := range db.floats.WithStaged(ctx, series, from, to, points) {
 			if !yield(p, err) || err != nil {
 				return
 			}

@@ -1,10 +1,12 @@
 package raw
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -14,6 +16,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
@@ -295,4 +298,117 @@ func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Per
 		return histTableOf(service.NewClient(names.HistTable(p))), nil
 	}}
 	return &Floats{floats}, &Hists{hists}
+}
+
+// WithStaged yields the samples of names (valid; a name given twice is read once) in
+// [from, to) from r's tables, table by table, merged with staged (read before, by series,
+// each sorted, one a millisecond) by merge, the kind's (staging.PointsMerge,
+// staging.HistsMerge): where both hold a millisecond, the staged sample is the later write.
+// Each series' samples come oldest first. Staged samples are read whatever the tables this
+// process knows of (another may have made the table since its last listing), but those of
+// a period known to be dropped or found gone (Retain dropped it) are left out. One code for
+// both kinds: Floats' and Hists' reads of many series with their staged samples.
+func WithStaged[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], merge staging.Merge[S, P], names []string, from, to time.Time, staged map[string][]S) iter.Seq2[P, error] {
+	return func(yield func(P, error) bool) {
+		var zero P
+		names = distinct(names)
+		spans, err := r.Spans(ctx, from, to)
+		if err != nil {
+			yield(zero, err)
+			return
+		}
+		for _, sp := range stagedSpans(r, merge, spans, names, from, to, staged) {
+			rest := make(map[string][]S, len(names)) // each series' staged samples of the span
+			for _, name := range names {
+				rest[name] = merge.In(staged[name], sp.From, sp.To)
+			}
+			stopped := false
+			emit := func(name string, s S) bool {
+				stopped = !yield(merge.Pair(name, s), nil)
+				return !stopped
+			}
+			if !sp.stagedOnly {
+				gone, err := r.querySpan(ctx, sp.Span, names, func(name string, s S) bool {
+					var ok bool
+					rest[name], ok = merge.UpTo(rest[name], s, func(st S) bool { return emit(name, st) })
+					return ok
+				})
+				if stopped {
+					return
+				}
+				if err != nil {
+					yield(zero, err)
+					return
+				}
+				if gone {
+					continue // the table is gone, and its period with it
+				}
+			}
+			for _, name := range names {
+				for _, s := range rest[name] {
+					if !emit(name, s) {
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// readSpan is a span of a read merged with staged samples: a table's, or (stagedOnly) a
+// period of staged samples whose table this process does not know of.
+type readSpan struct {
+	Span
+	stagedOnly bool
+}
+
+// stagedSpans adds to spans (oldest first) the periods of [from, to) holding staged
+// samples of names that spans lack, unless known dropped, in order.
+func stagedSpans[P, S any, T Table[S]](r *Store[S, T], merge staging.Merge[S, P], spans []Span, names []string, from, to time.Time, staged map[string][]S) []readSpan {
+	out := make([]readSpan, 0, len(spans))
+	listed := map[uint64]bool{}
+	for _, sp := range spans {
+		out = append(out, readSpan{Span: sp})
+		listed[sp.Period] = true
+	}
+	added := false
+	for _, name := range names {
+		for _, s := range staged[name] {
+			p := r.names.PeriodOf(merge.Time(s))
+			if listed[p] || r.tables.KnownDropped(p) {
+				continue
+			}
+			listed[p], added = true, true
+			out = append(out, readSpan{Span{p, laterOf(from, r.names.Start(p)), earlierOf(to, r.names.End(p))}, true})
+		}
+	}
+	if added {
+		slices.SortFunc(out, func(a, b readSpan) int { return cmp.Compare(a.Period, b.Period) })
+	}
+	return out
+}
+
+// distinct is names without repeats, in their first order.
+func distinct(names []string) []string {
+	seen := make(map[string]bool, len(names))
+	out := make([]string, 0, len(names))
+	for _, name := range names {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// WithStaged is the histogram samples' read of many series merged with staged ones (see
+// the function WithStaged).
+func (h *Hists) WithStaged(ctx context.Context, names []string, from, to time.Time, staged map[string][]tablets.HistogramPoint) iter.Seq2[tablets.SeriesHistogram, error] {
+	return WithStaged(ctx, h.Store, staging.HistsMerge, names, from, to, staged)
+}
+
+// WithStaged is the float points' read of many series merged with staged ones (see the
+// function WithStaged).
+func (f *Floats) WithStaged(ctx context.Context, names []string, from, to time.Time, staged map[string][]tablets.Point) iter.Seq2[tablets.SeriesPoint, error] {
+	return WithStaged(ctx, f.Store, staging.PointsMerge, names, from, to, staged)
 }

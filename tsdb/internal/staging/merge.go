@@ -118,6 +118,12 @@ func (m Merge[S, P]) Many(raw iter.Seq2[P, error], staged map[string][]S) iter.S
 }
 
 // In is the part of ss (sorted) In [from, to).
+// Pair is the sample s of series as a sample of many series' read.
+func (m Merge[S, P]) Pair(series string, s S) P { return m.pair(series, s) }
+
+// Time is the sample's time.
+func (m Merge[S, P]) Time(s S) time.Time { return m.time(s) }
+
 func (m Merge[S, P]) In(ss []S, from, to time.Time) []S {
 	lo, _ := slices.BinarySearchFunc(ss, from, func(s S, t time.Time) int { return m.time(s).Compare(t) })
 	hi, _ := slices.BinarySearchFunc(ss, to, func(s S, t time.Time) int { return m.time(s).Compare(t) })
