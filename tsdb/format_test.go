@@ -15,16 +15,18 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
 // The worked examples of docs/format.md that tsdb writes: table names, label sets and
-// series keys, the catalog's entities, the index's, a tier block, a page token.
+// series keys, the catalog's entities, the index's, a page token (the tier block: package
+// tiers' TestBlockFormatDoc).
 func TestFormatDoc(t *testing.T) {
 	db := &DB{name: "metrics", names: naming.Names{Base: "metrics", Period: DefaultRawPeriod}}
-	db.tiers = newTiers(db.service, db.names, db.opts, db.catalog, db.tables, db.index, db.staging, db.floats, db.hists)
+	db.tiers = tiers.New(db.service, db.names, tiers.Config{}, db.catalog, db.tables, tiers.Reads{})
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
-	tables := []string{db.names.Catalog(), db.names.RawTable(period), db.names.IndexTable(period), db.tiers.tierTable(hour, 1698278400), db.names.Staging()}
+	tables := []string{db.names.Catalog(), db.names.RawTable(period), db.names.IndexTable(period), db.tiers.TierTable(hour, 1698278400), db.names.Staging()}
 	if want := formatdoc.Lines(t, "tables"); !slices.Equal(tables, want) {
 		t.Errorf("tables %q, the document %q", tables, want)
 	}
@@ -61,20 +63,9 @@ func TestFormatDoc(t *testing.T) {
 		}
 	}
 
-	// A block of the minute tier: window 2 holds two points.
+	// A block of the minute tier, and its stale flag: see package tiers' TestBlockFormatDoc.
 	start := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	ws := time.Unix(int64(start), 0).UTC().Add(2 * time.Minute)
-	w := newWindow(ws, 0)
-	w.add(ws.Add(time.Second), 2.5)
-	w.add(ws.Add(30*time.Second), 4)
-	b := &block{start: start, rolled: float64(start + 3600)}
-	b.windows[2] = w
-	if body := appendBlock(nil, key, time.Minute, b); string(body) != string(formatdoc.JSON(t, "block")) {
-		t.Errorf("block %s", body)
-	}
-	if body := appendStale(key, start); string(body) != string(formatdoc.JSON(t, "block-stale")) {
-		t.Errorf("stale flag %s", body)
-	}
 	// A page token of a read of that series over the period's first day.
 	from, to := time.Unix(int64(period), 0).UTC(), time.Unix(int64(period), 0).UTC().Add(24*time.Hour)
 	token := encodePageToken(pageBinding(db.name, key, from, to), from.Add(90*time.Minute+500*time.Millisecond))

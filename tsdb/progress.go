@@ -7,14 +7,15 @@ import (
 
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
 // Tasks whose progress the catalog keeps (Covered, SetCovered): the maintenance scheduler
 // (internal/maintain/schedule: the server's loops, tablets maintain) records theirs under
 // these names.
 const (
-	TaskRollup  = "rollup"  // Rollup: the tier windows before it are rolled up
-	TaskCompact = "compact" // Compact: the raw chunks before it are compacted
+	TaskRollup  = tiers.TaskRollup // Rollup: the tier windows before it are rolled up
+	TaskCompact = "compact"        // Compact: the raw chunks before it are compacted
 )
 
 // Covered returns the time before which task is done, as SetCovered recorded it (ok

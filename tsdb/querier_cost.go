@@ -11,6 +11,7 @@ import (
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
 	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
 // The cost estimate of a Select (docs/tiers.md): the bytes of reply each path would read
@@ -126,9 +127,7 @@ type costModel struct {
 
 func newCostModel(o Options, raw rawLayout, batch int) *costModel {
 	m := &costModel{raw: raw, batch: batch, rawPeriod: o.RawPeriod, sealDelay: o.SealDelay, rate: newRateEstimate()}
-	if n := len(o.Tiers); n > 0 {
-		m.slice = o.Tiers[n-1].block()
-	}
+	m.slice = tiers.SliceOf(o.Tiers)
 	return m
 }
 
@@ -174,10 +173,7 @@ func (m *costModel) tierBytes(series int, t Tier, fields Fields, from, to, serve
 	if !from.Before(to) {
 		return rawPart
 	}
-	span := t.block()
-	if m.slice > 0 {
-		span = columnarSpan(t, m.slice)
-	}
+	span := tiers.ColumnarSpan(t, m.slice)
 	blocks := spans(from, to, span)
 	// The value columns hold the windows with points only: of a sparse series, some.
 	filled := min(1, perSecond*t.Step.Seconds())

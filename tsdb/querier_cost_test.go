@@ -11,6 +11,7 @@ import (
 	"github.com/seed71701133/tablets/advanced"
 	"github.com/seed71701133/tablets/basic"
 	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
 // The default tiers, their periods filled in as tsdb does.
@@ -31,8 +32,8 @@ func testModel(raw rawLayout) *costModel {
 // hours (docs/format.md).
 func TestColumnarSpan(t *testing.T) {
 	day := 24 * time.Hour
-	require.Equal(t, day, columnarSpan(minuteTier, day))
-	require.Equal(t, 14*day, columnarSpan(hourTier, day))
+	require.Equal(t, day, tiers.ColumnarSpan(minuteTier, day))
+	require.Equal(t, 14*day, tiers.ColumnarSpan(hourTier, day))
 	require.Equal(t, day, testModel(chunkedDefault).slice)
 }
 

@@ -9,7 +9,9 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
 // entry is a series a Select found: its key, its labels, and whether it has histogram
@@ -319,7 +321,12 @@ func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.T
 		byName[e.series] = all[i]
 	}
 	var points uint64
-	for w, err := range q.db.AggregateSeries(ctx, names, from, to, step, &AggregateOptions{Fields: p.fields(), staged: staged}) {
+	var stagedPoints tiers.StagedPoints // nil: the read reads them
+	if staged != nil {
+		stagedPoints = staged.in
+	}
+	opts := tiers.WithStaged(&AggregateOptions{Fields: p.fields()}, stagedPoints)
+	for w, err := range q.db.tiers.AggregateBySeries(ctx, names, from, to, step, opts) {
 		if err != nil {
 			return nil, err
 		}
@@ -353,4 +360,10 @@ func earlierOf(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// histogramNames are the names that may hold histogram samples: those valid for the keys of
+// histogram tables (a float series' name may be too long for them, and then has none).
+func histogramNames(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(s string) bool { return raw.ValidateHistSeries(s) != nil })
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/seed71701133/tablets/rounding"
 )
 
+// staleNaN is Prometheus' staleness marker.
+var staleNaN = math.Float64frombits(0x7ff0000000000002)
+
 var querierBase = time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
 
 func entriesOf(hist ...bool) []entry {

@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -13,9 +14,11 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/raw"
+	"github.com/seed71701133/tablets/tsdb/internal/retention"
 	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
+	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
 // ErrExpired is wrapped by the error of a Write holding a point older than the raw
@@ -99,16 +102,16 @@ type DB struct {
 	opts    Options
 	names   naming.Names // the tables' names and the raw periods
 
-	catalog   *catalog.Catalog // the catalog table: dropped tables, label-set registry
-	tables    *tables.Periods  // which raw and index tables exist, which periods are dropped
-	index     *index.Index     // the series index: registering series, Select
-	tiers     *tiers           // rollup, dirty markers, tier tables, Aggregate
-	retention *retention       // Retain
-	stores    *raw.Stores      // the raw store of each period
-	floats    *raw.Floats      // the raw part: float points in the raw tables,
-	hists     *raw.Hists       // histogram samples in the histogram tables
-	staging   *staging.Table   // the staging table: staged writes, their reads
-	fold      *staging.Folder  // Fold: the staged points into the raw tables
+	catalog   *catalog.Catalog     // the catalog table: dropped tables, label-set registry
+	tables    *tables.Periods      // which raw and index tables exist, which periods are dropped
+	index     *index.Index         // the series index: registering series, Select
+	tiers     *tiers.Tiers         // rollup, dirty markers, tier tables, Aggregate
+	retention *retention.Retention // Retain
+	stores    *raw.Stores          // the raw store of each period
+	floats    *raw.Floats          // the raw part: float points in the raw tables,
+	hists     *raw.Hists           // histogram samples in the histogram tables
+	staging   *staging.Table       // the staging table: staged writes, their reads
+	fold      *staging.Folder      // Fold: the staged points into the raw tables
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -152,8 +155,9 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists = raw.New(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
-	db.tiers = newTiers(service, db.names, o, db.catalog, db.tables, db.index, db.staging, db.floats, db.hists)
-	db.retention = newRetention(service, db.names, o, db.catalog, db.tables, db.tiers)
+	db.tiers = newTiers(db)
+	db.retention = retention.New(service, db.names, retention.Config{RawRetention: o.RawRetention, Tiers: o.Tiers},
+		db.catalog, db.tables, db.tiers)
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.
 	db.fold = staging.NewFolder(db.staging, db.tables, db.names, db.catalog.Client,
@@ -167,11 +171,39 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 				return err
 			},
 			FlagLate: func(ctx context.Context, series string, late []tablets.Point) error {
-				return db.tiers.flagStaleAt(ctx, series, late, tablets.MaxTime)
+				return db.tiers.FlagStaleAt(ctx, series, late, tablets.MaxTime)
 			},
 		})
 	return db, nil
 }
+
+// newTiers makes the tiers of db, whose other parts are made: they are given the options
+// they use, the leaf layer, and what they read of the series index, the staging table and
+// the raw part as functions, none of which calls them back.
+func newTiers(db *DB) *tiers.Tiers {
+	o := db.opts
+	cfg := tiers.Config{Tiers: o.Tiers, Accuracy: o.Accuracy, SealDelay: o.SealDelay, RawRetention: o.RawRetention, Now: o.Now}
+	return tiers.New(db.service, db.names, cfg, db.catalog, db.tables, tiers.Reads{
+		Series: func(ctx context.Context, from, to time.Time) ([]string, error) {
+			return db.index.Series(ctx, from, to)
+		},
+		ListedIn: func(ctx context.Context, p uint64) ([]string, error) { return db.index.ListedIn(ctx, p) },
+		Staged: func(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (map[string][]tablets.Point, map[string][]HistogramPoint, error) {
+			return db.staging.ReadKinds(ctx, series, from, to, kinds)
+		},
+		Points: func(ctx context.Context, series string, from, to time.Time) iter.Seq2[tablets.Point, error] {
+			return queryPoints(ctx, db.floats, db.staging, series, from, to)
+		},
+		RawPoints:       db.floats.WithStaged,
+		Histograms:      db.hists.WithStaged,
+		Store:           db.floats.StoreOf,
+		CheckSeries:     db.floats.Validate,
+		CheckHistSeries: raw.ValidateHistSeries,
+	})
+}
+
+// sealMargin is the clock skew between processes that sealing tolerates (tiers.SealMargin).
+const sealMargin = tiers.SealMargin
 
 // now reads the clock (Options.Now).
 func (db *DB) now() time.Time { return db.opts.Now() }
@@ -216,16 +248,16 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	if o.Tiers == nil {
 		o.Tiers = DefaultTiers
 	}
-	tiers, err := checkTiers(o.Tiers)
+	checked, err := tiers.CheckTiers(o.Tiers)
 	if err != nil {
 		return invalid("%v", err)
 	}
-	o.Tiers = tiers
-	if err := checkAccuracy(o.Accuracy); err != nil {
+	o.Tiers = checked
+	if err := tiers.CheckAccuracy(o.Accuracy); err != nil {
 		return invalid("%v", err)
 	}
 	if o.Accuracy == 0 {
-		o.Accuracy = defaultAccuracy
+		o.Accuracy = tiers.DefaultAccuracy
 	}
 	if o.SealDelay == 0 {
 		o.SealDelay = DefaultSealDelay

@@ -286,7 +286,7 @@ func (a *Appender) writeSeries(ctx context.Context, pl planned, direct []uint64,
 				times = append(times, tablets.Point{Time: pl.samples[i].t})
 			}
 		}
-		if err := db.tiers.flagStale(ctx, pl.series, times); err != nil {
+		if err := db.tiers.FlagStale(ctx, pl.series, times); err != nil {
 			status, code := serviceAnswer(err)
 			we := &tablets.WriteError{Series: pl.series, Code: code, Index: -1, Status: status,
 				Err: fmt.Errorf("the %ss are stored, but marking their rollup slices dirty failed (write them again): %w", pl.kind.noun, err)}

@@ -12,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
@@ -68,47 +67,12 @@ type Table[S any] interface {
 }
 
 // Span is the part of [from, to) in one raw period.
-type Span struct {
-	Period   uint64
-	From, To time.Time
-}
+type Span = tables.Span
 
 // Spans lists, oldest first, the tables of the kind that exist or may exist (see
-// tables.Periods.InRange) with the part of [from, to) in each. A period without a table (never
-// written, or dropped) holds nothing: a read of it reports it with readDone.
+// tables.Periods.Spans) with the part of [from, to) in each.
 func (r *Store[S, T]) Spans(ctx context.Context, from, to time.Time) ([]Span, error) {
-	if err := rounding.CheckRange(from, to); err != nil {
-		return nil, err
-	}
-	if !from.Before(to) {
-		return nil, nil
-	}
-	periods, err := r.tables.InRange(ctx, r.kind, from, to)
-	if err != nil {
-		return nil, err
-	}
-	var out []Span
-	for _, p := range periods {
-		start, end := r.names.Start(p), r.names.End(p)
-		if end.After(from) && start.Before(to) {
-			out = append(out, Span{p, laterOf(from, start), earlierOf(to, end)})
-		}
-	}
-	return out, nil
-}
-
-func laterOf(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlierOf(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
+	return r.tables.Spans(ctx, r.kind, from, to)
 }
 
 // readDone records what a request to period p's table learned: the table exists (err nil),
@@ -379,7 +343,7 @@ func stagedSpans[P, S any, T Table[S]](r *Store[S, T], merge staging.Merge[S, P]
 				continue
 			}
 			listed[p], added = true, true
-			out = append(out, readSpan{Span{p, laterOf(from, r.names.Start(p)), earlierOf(to, r.names.End(p))}, true})
+			out = append(out, readSpan{r.tables.SpanOf(p, from, to), true})
 		}
 	}
 	if added {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
@@ -397,4 +398,45 @@ func (t *Periods) Known(k naming.Kind, p uint64) bool {
 	defer t.mu.Unlock()
 	_, ok := t.exists[k][p]
 	return ok
+}
+
+// Span is the part of a range in one raw period.
+type Span struct {
+	Period   uint64
+	From, To time.Time
+}
+
+// SpanOf is the part of [from, to) in period p (From not before To when they overlap).
+func (t *Periods) SpanOf(p uint64, from, to time.Time) Span {
+	start, end := t.names.Start(p), t.names.End(p)
+	if start.Before(from) {
+		start = from
+	}
+	if end.After(to) {
+		end = to
+	}
+	return Span{Period: p, From: start, To: end}
+}
+
+// Spans lists, oldest first, the tables of kind k that exist or may exist (see InRange)
+// with the part of [from, to) in each. A period without a table (never written, or
+// dropped) holds nothing: its read finds the table gone.
+func (t *Periods) Spans(ctx context.Context, k naming.Kind, from, to time.Time) ([]Span, error) {
+	if err := rounding.CheckRange(from, to); err != nil {
+		return nil, err
+	}
+	if !from.Before(to) {
+		return nil, nil
+	}
+	periods, err := t.InRange(ctx, k, from, to)
+	if err != nil {
+		return nil, err
+	}
+	var out []Span
+	for _, p := range periods {
+		if sp := t.SpanOf(p, from, to); sp.From.Before(sp.To) {
+			out = append(out, sp)
+		}
+	}
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"context"
@@ -30,18 +30,18 @@ func TestReadDirtyOf(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := Open(ctx, svc, name, &Options{RawPeriod: 24 * time.Hour, Now: func() time.Time { return now }})
-	if err != nil {
+	tr := testTiers(t, svc, name, now)
+	if err := tablets.EnsureTable(ctx, svc.NewClient(tr.names.Catalog())); err != nil { // as Open makes it
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name+"m", nil) }) // the catalog
-	slice := db.tiers.slice()
+	slice := tr.Slice()
 	if slice == 0 {
 		t.Fatal("no tiers: nothing is marked dirty")
 	}
 	late := []tablets.Point{{Time: now.Add(-30 * time.Hour), Value: 1}, {Time: now.Add(-6 * time.Hour), Value: 2}}
 	for _, s := range []string{"a", "b", "c"} {
-		if err := db.tiers.flagStale(ctx, s, late); err != nil {
+		if err := tr.FlagStale(ctx, s, late); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,14 +57,14 @@ func TestReadDirtyOf(t *testing.T) {
 	slot := func(t time.Time) string {
 		return time.Unix(int64(floorSec(unix(t), slice)), 0).UTC().Format("01-02 15:04")
 	}
-	all, err := db.tiers.readDirty(ctx, lo, hi)
+	all, err := tr.ReadDirty(ctx, lo, hi)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := keys(tagsOf(all)); len(got) != 6 {
 		t.Fatalf("all markers: %v, want 3 series in 2 slices", got)
 	}
-	some, err := db.tiers.readDirtyOf(ctx, lo, hi, map[string]bool{"b": true, "z": true})
+	some, err := tr.readDirtyOf(ctx, lo, hi, map[string]bool{"b": true, "z": true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestReadDirtyOf(t *testing.T) {
 			t.Errorf("marker %v: ETag %q, read for all %q", k, tag, all[k])
 		}
 	}
-	first, err := db.tiers.readDirtyOf(ctx, lo, floorSec(unix(late[1].Time), slice), map[string]bool{"b": true})
+	first, err := tr.readDirtyOf(ctx, lo, floorSec(unix(late[1].Time), slice), map[string]bool{"b": true})
 	if err != nil {
 		t.Fatal(err)
 	}

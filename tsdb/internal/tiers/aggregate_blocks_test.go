@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"cmp"
@@ -17,6 +17,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // fakeTable is a table of entities answering queries as the service does: entities in key
@@ -150,8 +151,7 @@ func columnarEntity(t *testing.T, series string, start uint64, v float64) []byte
 // other series; a read of fewer sends a filter per 13 series. Columnar blocks are read with
 // the columns asked for, row blocks again whole: one more query for them all.
 func TestReadTierBlocksMany(t *testing.T) {
-	db := &DB{opts: Options{Tiers: DefaultTiers, SealDelay: DefaultSealDelay}}
-	db.tiers = newTiers(db.service, db.names, db.opts, db.catalog, db.tables, db.index, db.staging, db.floats, db.hists)
+	tr := New(nil, naming.Names{}, Config{Tiers: DefaultTiers, SealDelay: DefaultSealDelay}, nil, nil, Reads{})
 	minute := Tier{Step: time.Minute, Period: 7 * 24 * time.Hour}
 	const day = 86400
 	table := &fakeTable{t: t, pageSize: 20}
@@ -185,7 +185,7 @@ func TestReadTierBlocksMany(t *testing.T) {
 		{[]string{"m003", "z01"}, FieldLast, 1},
 	} {
 		table.queries = nil
-		r := newBlockReader(db.tiers, minute, c.fields.columns(), c.names)
+		r := newBlockReader(tr, minute, c.fields.columns(), c.names)
 		require.NoError(t, r.readTable(context.Background(), table, c.names, blockKey(0), blockKey(day)))
 		got := r.bySeries()
 		require.Len(t, got, len(c.names))

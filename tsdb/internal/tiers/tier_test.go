@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"math"

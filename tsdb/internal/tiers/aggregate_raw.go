@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // readRawPoints adds to each series' windows its raw points in its ranges (disjoint, in
 // order), merged with its staged ones (read before): the series that need the same range
 // are read together, with one QueryMany.
-func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]tablets.Point, accs map[string]*seriesWindows) error {
+func (tr *Tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]tablets.Point, accs map[string]*seriesWindows) error {
 	order, byRange := seriesByRange(ranges)
 	for _, r := range order {
 		names := byRange[r]
@@ -25,7 +25,7 @@ func (tr *tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.
 				mine[s] = pts
 			}
 		}
-		for p, err := range staging.PointsMerge.Many(tr.floats.SeriesPoints(ctx, names, r[0], r[1]), mine) {
+		for p, err := range tr.reads.RawPoints(ctx, names, r[0], r[1], mine) {
 			if err != nil {
 				return err
 			}
@@ -78,9 +78,9 @@ func appendRange(rs [][2]time.Time, r [2]time.Time) [][2]time.Time {
 // readRawHistograms reads the histogram samples of each series in its ranges (disjoint, in
 // order), merged with its staged ones (read before): a read of many series for each range
 // that several share.
-func (tr *tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]HistogramPoint) (map[string][]HistogramPoint, error) {
+func (tr *Tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]tablets.HistogramPoint) (map[string][]tablets.HistogramPoint, error) {
 	order, byRange := seriesByRange(ranges)
-	out := map[string][]HistogramPoint{}
+	out := map[string][]tablets.HistogramPoint{}
 	if len(order) == 0 {
 		return out, nil
 	}
@@ -92,11 +92,11 @@ func (tr *tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]t
 		return out, err // a database without histograms there pays one request a period
 	}
 	for _, r := range order {
-		names := histogramNames(byRange[r])
+		names := tr.histogramNames(byRange[r])
 		if len(names) == 0 {
 			continue
 		}
-		for sh, err := range tr.hists.WithStaged(ctx, names, r[0], r[1], staged) {
+		for sh, err := range tr.reads.Histograms(ctx, names, r[0], r[1], staged) {
 			if err != nil {
 				return nil, fmt.Errorf("tsdb: read histograms: %w", err)
 			}
@@ -109,7 +109,7 @@ func (tr *tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]t
 // seriesHistWindows merges the histogram samples of one series into windows of step, by
 // start: those its tier windows hold and its raw samples (disjoint in time), chained in time
 // order.
-func seriesHistWindows(tier []*Window, raw []HistogramPoint, step time.Duration) map[time.Time]*histWindow {
+func seriesHistWindows(tier []*Window, raw []tablets.HistogramPoint, step time.Duration) map[time.Time]*histWindow {
 	pieces := map[time.Time][]*histWindow{}
 	for _, w := range tier {
 		if w.hist != nil {

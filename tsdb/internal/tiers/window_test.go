@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"bytes"
@@ -99,7 +99,7 @@ func TestWindowQuantileAccuracy(t *testing.T) {
 	for _, accuracy := range []float64{0, 0.001, 0.01, 0.05} {
 		a := accuracy
 		if a == 0 {
-			a = defaultAccuracy
+			a = DefaultAccuracy
 		}
 		for di, d := range distributions {
 			for _, n := range []int{1, 2, 3, 10, 10000} {
@@ -383,7 +383,7 @@ func TestWindowNaNInf(t *testing.T) {
 	for _, tc := range []struct{ q, want float64 }{
 		{0, -inf}, {0.1, -inf}, {1.0 / 6, 1}, {0.5, 3}, {4.0 / 6, 4}, {5.0 / 6, inf}, {1, inf},
 	} {
-		if got := w.Quantile(tc.q); !withinAccuracy(got, tc.want, defaultAccuracy) {
+		if got := w.Quantile(tc.q); !withinAccuracy(got, tc.want, DefaultAccuracy) {
 			t.Errorf("Quantile(%g) = %g, want %g", tc.q, got, tc.want)
 		}
 	}
@@ -403,7 +403,7 @@ func TestWindowNaNInf(t *testing.T) {
 	// Huge and subnormal finite magnitudes.
 	big := math.MaxFloat64
 	w = build(0, []point{{at(0), big}, {at(1), big / 1.005}, {at(2), -big}, {at(3), 1}})
-	if got := w.Quantile(2.0 / 3); !withinAccuracy(got, big/1.005, defaultAccuracy) {
+	if got := w.Quantile(2.0 / 3); !withinAccuracy(got, big/1.005, DefaultAccuracy) {
 		t.Errorf("huge: Quantile(2/3) = %g, want %g", got, big/1.005)
 	}
 	if w.Quantile(0) != -big || w.Quantile(1) != big {
@@ -418,20 +418,20 @@ func TestWindowNaNInf(t *testing.T) {
 
 func TestNewWindowAccuracy(t *testing.T) {
 	for _, a := range []float64{0, 1e-6, 0.01, 0.5, 0.999} {
-		if err := checkAccuracy(a); err != nil {
-			t.Errorf("checkAccuracy(%g): %v", a, err)
+		if err := CheckAccuracy(a); err != nil {
+			t.Errorf("CheckAccuracy(%g): %v", a, err)
 		}
 		w := newWindow(t0, a)
 		if a == 0 {
-			a = defaultAccuracy
+			a = DefaultAccuracy
 		}
 		if math.Abs(w.accuracy()-a) > 1e-12 {
 			t.Errorf("newWindow(%g): accuracy %g", a, w.accuracy())
 		}
 	}
 	for _, a := range []float64{-0.01, 1e-7, 1, 2, math.NaN(), math.Inf(1)} {
-		if checkAccuracy(a) == nil {
-			t.Errorf("checkAccuracy(%g) accepts it", a)
+		if CheckAccuracy(a) == nil {
+			t.Errorf("CheckAccuracy(%g) accepts it", a)
 		}
 		func() {
 			defer func() {

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"bytes"
@@ -32,16 +32,16 @@ import (
 
 // storedSpan is the range of Unix seconds of tier t's blocks that a rollup of [lo, hi)
 // (slices) reads and rewrites: whole columnar blocks.
-func (tr *tiers) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
+func (tr *Tiers) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
 	span := tr.blockSpan(t)
 	return floorSec(lo, span), ceilSec(hi, span)
 }
 
 // readSeriesBlocks reads, per tier, the entities of series stored in the blocks that
 // overlap [lo, hi) (slices): a query per tier table.
-func (tr *tiers) readSeriesBlocks(ctx context.Context, series string, lo, hi uint64) ([][]*tierBlock, error) {
-	stored := make(storedBlocks, len(tr.opts.Tiers))
-	for i, t := range tr.opts.Tiers {
+func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, lo, hi uint64) ([][]*tierBlock, error) {
+	stored := make(storedBlocks, len(tr.cfg.Tiers))
+	for i, t := range tr.cfg.Tiers {
 		blo, bhi := tr.storedSpan(t, lo, hi)
 		f := filter.And(filter.Eq("PartitionKey", series), filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
 		err := tr.readTierEntities(ctx, t, blo, bhi, f, func(_ string, raw []byte) {
@@ -61,12 +61,12 @@ type storedBlocks [][][]byte
 
 // readTierEntities calls each with the series and JSON of every entity of tier t matching f
 // in the tier tables of [blo, bhi).
-func (tr *tiers) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, f filter.Expr, each func(series string, raw []byte)) error {
+func (tr *Tiers) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, f filter.Expr, each func(series string, raw []byte)) error {
 	q := pager.SubQuery{Filter: f.String()}
 	for p := tierPeriod(t, blo); p < bhi; p += uint64(t.Period / time.Second) {
 		var e entity.Entity
 		e.AllowStrings = true
-		for page, err := range pager.Each(ctx, tr.service.NewClient(tr.tierTable(t, p)), q, 0) {
+		for page, err := range pager.Each(ctx, tr.service.NewClient(tr.TierTable(t, p)), q, 0) {
 			if azerr.IsTableGone(err) {
 				break
 			}
@@ -85,8 +85,8 @@ func (tr *tiers) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, 
 }
 
 // decodeStored decodes the entities of one series read for a slice, per tier.
-func (tr *tiers) decodeStored(stored storedBlocks) ([][]*tierBlock, error) {
-	out := make([][]*tierBlock, len(tr.opts.Tiers))
+func (tr *Tiers) decodeStored(stored storedBlocks) ([][]*tierBlock, error) {
+	out := make([][]*tierBlock, len(tr.cfg.Tiers))
 	e := entity.Entity{AllowStrings: true}
 	for i, raws := range stored {
 		for _, raw := range raws {
@@ -96,7 +96,7 @@ func (tr *tiers) decodeStored(stored storedBlocks) ([][]*tierBlock, error) {
 			if _, err := strconv.ParseUint(string(e.RowKey), 10, 64); err != nil || len(e.RowKey) != len(blockKey(0)) {
 				return nil, fmt.Errorf("read blocks: block RowKey %q is not a block start", e.RowKey)
 			}
-			tb, err := tr.decodeTierBlock(&e, tr.opts.Tiers[i], blockenc.AllColumns)
+			tb, err := tr.decodeTierBlock(&e, tr.cfg.Tiers[i], blockenc.AllColumns)
 			if err != nil {
 				return nil, fmt.Errorf("read blocks: %w", err)
 			}
@@ -108,14 +108,14 @@ func (tr *tiers) decodeStored(stored storedBlocks) ([][]*tierBlock, error) {
 
 // computeWindows aggregates points and histogram samples (each oldest first) into tier t's
 // windows, by the Unix second of their start.
-func (tr *tiers) computeWindows(t Tier, pts []tablets.Point, hists []tablets.HistogramPoint) map[uint64]*Window {
+func (tr *Tiers) computeWindows(t Tier, pts []tablets.Point, hists []tablets.HistogramPoint) map[uint64]*Window {
 	windows := map[uint64]*Window{}
 	step := uint64(t.Step / time.Second)
 	windowOf := func(tm time.Time) *Window {
 		ws := floorSec(unix(tm), t.Step)
 		w := windows[ws]
 		if w == nil {
-			w = newWindow(at(ws), tr.opts.Accuracy)
+			w = newWindow(at(ws), tr.cfg.Accuracy)
 			windows[ws] = w
 		}
 		return w
@@ -147,7 +147,7 @@ type sliceWrite map[uint64][][]aztables.TransactionAction
 // several) from stored (the entities read in their span) and fresh (the windows of [lo, hi)
 // computed, by start), sealing those that ended SealDelay before now, and returns the
 // operations that write those that changed.
-func (tr *tiers) spliceSlice(series string, t Tier, stored []*tierBlock, fresh map[uint64]*Window, lo, hi uint64, now time.Time) (sliceWrite, error) {
+func (tr *Tiers) spliceSlice(series string, t Tier, stored []*tierBlock, fresh map[uint64]*Window, lo, hi uint64, now time.Time) (sliceWrite, error) {
 	span := tr.blockSpan(t)
 	blo, bhi := tr.storedSpan(t, lo, hi)
 	step := uint64(t.Step / time.Second)
@@ -162,7 +162,7 @@ func (tr *tiers) spliceSlice(series string, t Tier, stored []*tierBlock, fresh m
 		}
 		n := int(span / t.Step)
 		windows, sealed := overlay(in, bs, be, step, n)
-		sealBefore := unix(now.Add(-tr.opts.SealDelay))
+		sealBefore := unix(now.Add(-tr.cfg.SealDelay))
 		for ws := max(lo, bs); ws < min(hi, be); ws += step {
 			i := (ws - bs) / step
 			windows[i] = fresh[ws]
@@ -235,7 +235,7 @@ func cmpFloat(a, b float64) int {
 // blockOps returns the operations that store the block of series starting at bs (windows
 // and sealed, rolled at rolled) in place of the entities in its span (in): none when the
 // columnar block stored there already holds exactly that.
-func (tr *tiers) blockOps(series string, t Tier, bs uint64, in []*tierBlock, windows []*Window, sealed []bool, rolled float64) ([]aztables.TransactionAction, error) {
+func (tr *Tiers) blockOps(series string, t Tier, bs uint64, in []*tierBlock, windows []*Window, sealed []bool, rolled float64) ([]aztables.TransactionAction, error) {
 	var atKey *tierBlock // the entity at the block's key, of any format
 	for _, tb := range in {
 		if tb.start == bs {
@@ -276,7 +276,7 @@ func (tr *tiers) blockOps(series string, t Tier, bs uint64, in []*tierBlock, win
 // stored: when it would not fit an entity, without the windows' sketches (their quantiles
 // are then read raw, or unknown), then without their histograms (stored as too large,
 // read raw).
-func (tr *tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows []*Window, sealed []bool, rolled float64) ([]byte, []*Window, error) {
+func (tr *Tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows []*Window, sealed []bool, rolled float64) ([]byte, []*Window, error) {
 	body, err := blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, windows, sealed, rolled))
 	if !errors.Is(err, blockenc.ErrTooLarge) {
 		return body, windows, err
@@ -345,8 +345,8 @@ func sameWindow(a, b *Window) bool {
 // operations, spliceSlice's): each tier table's in as few transactions as the batch limits
 // allow, a block's operations always in one. An error that batch.IsConflict matches means
 // a block changed since it was read.
-func (tr *tiers) writeSlice(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, lo, hi uint64, now time.Time) error {
-	for i, t := range tr.opts.Tiers {
+func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, lo, hi uint64, now time.Time) error {
+	for i, t := range tr.cfg.Tiers {
 		var in []*tierBlock
 		if stored != nil {
 			in = stored[i]
@@ -356,7 +356,7 @@ func (tr *tiers) writeSlice(ctx context.Context, series string, stored [][]*tier
 			return err
 		}
 		for p, blocks := range w {
-			name := tr.tierTable(t, p)
+			name := tr.TierTable(t, p)
 			if err := tr.tables.ensure(ctx, name); errors.Is(err, errTierDropped) {
 				continue // past the tier's retention: Aggregate reads raw points there, if any
 			} else if err != nil {

@@ -1,14 +1,13 @@
-package tsdb
+package tiers
 
 import (
 	"context"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/sketchenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
@@ -21,9 +20,9 @@ type tierPlan struct {
 }
 
 // tierFor is the coarsest tier whose Step divides step.
-func (tr *tiers) tierFor(step time.Duration) (Tier, bool) {
-	for i := len(tr.opts.Tiers) - 1; i >= 0; i-- {
-		if t := tr.opts.Tiers[i]; step%t.Step == 0 {
+func (tr *Tiers) tierFor(step time.Duration) (Tier, bool) {
+	for i := len(tr.cfg.Tiers) - 1; i >= 0; i-- {
+		if t := tr.cfg.Tiers[i]; step%t.Step == 0 {
 			return t, true
 		}
 	}
@@ -33,8 +32,8 @@ func (tr *tiers) tierFor(step time.Duration) (Tier, bool) {
 // planTier reads the dirty markers and the tier blocks of names (sorted, distinct) for an
 // Aggregate of step over [from, to) with fields f, and decides, window by window, which tier
 // windows to use and what to read raw (staged: the staged points and histogram samples).
-func (tr *tiers) planTier(ctx context.Context, names []string, from, to time.Time, step time.Duration, f Fields,
-	staged map[string][]tablets.Point, stagedHists map[string][]HistogramPoint) (*tierPlan, error) {
+func (tr *Tiers) planTier(ctx context.Context, names []string, from, to time.Time, step time.Duration, f Fields,
+	staged map[string][]tablets.Point, stagedHists map[string][]tablets.HistogramPoint) (*tierPlan, error) {
 	plan := &tierPlan{tier: map[string][]*Window{}, raw: map[string][][2]time.Time{}}
 	tier, ok := tr.tierFor(step)
 	var cl, ch time.Time
@@ -49,7 +48,7 @@ func (tr *tiers) planTier(ctx context.Context, names []string, from, to time.Tim
 	}
 	// The dirty markers before the blocks: a Rollup that recomputes a dirty slice writes
 	// its block before it deletes the marker, so either the marker or the new block is read.
-	slice := tr.slice()
+	slice := tr.Slice()
 	of := make(map[string]bool, len(names))
 	for _, s := range names {
 		of[s] = true
@@ -63,7 +62,7 @@ func (tr *tiers) planTier(ctx context.Context, names []string, from, to time.Tim
 		return nil, err
 	}
 	pl := &planner{tier: tier, first: cl, f: f, slice: slice, dirty: dirty, staged: staged, stagedHists: stagedHists,
-		gone: &goneRaw{periods: tr.periods, period: tr.names.PeriodOf}, noSketch: sketchenc.New(tr.opts.Accuracy)}
+		gone: &goneRaw{periods: tr.periods, period: tr.names.PeriodOf}, noSketch: sketchenc.New(tr.cfg.Accuracy)}
 	n := int(ch.Sub(cl) / tier.Step)
 	for _, s := range names {
 		c := newCover(n)
@@ -95,9 +94,9 @@ type planner struct {
 	first       time.Time // the first window's start
 	f           Fields
 	slice       time.Duration
-	dirty       map[dirtyKey]azcore.ETag
+	dirty       Markers
 	staged      map[string][]tablets.Point
-	stagedHists map[string][]HistogramPoint
+	stagedHists map[string][]tablets.HistogramPoint
 	gone        *goneRaw
 	noSketch    *sketchenc.Sketch // of the tier windows read without theirs: never added to
 }
@@ -195,13 +194,13 @@ type goneRaw struct {
 func (g *goneRaw) at(ctx context.Context, from, to time.Time) (bool, error) {
 	periods := []uint64{g.period(from), g.period(to.Add(-time.Nanosecond))}
 	for _, p := range periods {
-		if _, dropped := g.periods.Dropped.Get(p); !dropped && (g.periods.Known(rawKind, p) || g.periods.Known(histKind, p)) {
+		if _, dropped := g.periods.Dropped.Get(p); !dropped && (g.periods.Known(naming.Raw, p) || g.periods.Known(naming.Hist, p)) {
 			return false, nil // a table this process made or read: no request
 		}
 	}
 	if !g.asked {
 		g.asked = true
-		for _, k := range []tableKind{rawKind, histKind} {
+		for _, k := range []naming.Kind{naming.Raw, naming.Hist} {
 			periods, err := g.periods.All(ctx, k) // one listing at most
 			if err != nil {
 				g.err = err

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"math"
@@ -15,7 +15,7 @@ type histBucket struct {
 // ascendingBuckets lists h's buckets from the lowest values to the highest: the negative
 // ones, the zero bucket (if it holds observations), the positive ones; as Prometheus'
 // AllBucketIterator, a bucket reaching into the zero bucket ends at its threshold.
-func ascendingBuckets(h *FloatHistogram) []histBucket {
+func ascendingBuckets(h *tablets.FloatHistogram) []histBucket {
 	d := dense{schema: h.Schema, custom: h.CustomValues}
 	var out []histBucket
 	clamp := func(b histBucket) histBucket {
@@ -53,7 +53,7 @@ func ascendingBuckets(h *FloatHistogram) []histBucket {
 // for q > 1, NaN for a NaN q or an empty or nil h; a quantile in the first custom bucket is
 // interpolated from 0 (or is its bound if that is not positive), one in the last (+Inf)
 // custom bucket is its lower bound.
-func HistogramQuantile(q float64, h *FloatHistogram) float64 {
+func HistogramQuantile(q float64, h *tablets.FloatHistogram) float64 {
 	switch {
 	case q < 0:
 		return math.Inf(-1)

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"context"
@@ -58,4 +58,10 @@ func (t *tierTables) recordDropped(ctx context.Context, name string) error {
 	}
 	t.known.Remove(name)
 	return nil
+}
+
+// RecordDropped marks tier table name dropped in the catalog, before Retain drops it: no
+// Rollup or Write of any process creates it again.
+func (tr *Tiers) RecordDropped(ctx context.Context, name string) error {
+	return tr.tables.recordDropped(ctx, name)
 }

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"errors"
@@ -71,7 +71,7 @@ type Window struct {
 }
 
 // newWindow returns an empty window starting at start whose quantiles have relative
-// accuracy accuracy: 0 for the default (1%), else in [1e-6, 1) (see checkAccuracy); another
+// accuracy accuracy: 0 for the default (1%), else in [1e-6, 1) (see CheckAccuracy); another
 // accuracy panics.
 func newWindow(start time.Time, accuracy float64) *Window {
 	return &Window{Start: start, sk: sketchenc.New(accuracy)}
@@ -80,7 +80,7 @@ func newWindow(start time.Time, accuracy float64) *Window {
 // accuracy is the relative accuracy of w's quantiles.
 func (w *Window) accuracy() float64 {
 	if w.sk == nil {
-		return defaultAccuracy
+		return DefaultAccuracy
 	}
 	return w.sk.Accuracy()
 }
@@ -92,7 +92,7 @@ func (w *Window) add(t time.Time, v float64) {
 		return
 	}
 	if w.sk == nil {
-		w.sk = sketchenc.New(defaultAccuracy)
+		w.sk = sketchenc.New(DefaultAccuracy)
 	}
 	if w.Count == 0 {
 		w.Min, w.Max, w.First, w.Last, w.firstT, w.lastT = v, v, v, v, t, t
@@ -201,17 +201,17 @@ func (w Window) FloatQuantile(q float64) float64 {
 // appendSketch appends the encoding of w's sketch to dst (docs/format.md, "Sketch").
 func (w Window) appendSketch(dst []byte) []byte {
 	if w.sk == nil {
-		return sketchenc.New(defaultAccuracy).Append(dst)
+		return sketchenc.New(DefaultAccuracy).Append(dst)
 	}
 	return w.sk.Append(dst)
 }
 
 // The accuracies of windows: a sketch's.
-const defaultAccuracy = sketchenc.DefaultAccuracy
+const DefaultAccuracy = sketchenc.DefaultAccuracy
 
-// checkAccuracy returns an error unless a is a valid relative accuracy: 0 (the default, 1%)
+// CheckAccuracy returns an error unless a is a valid relative accuracy: 0 (the default, 1%)
 // or in [1e-6, 1).
-func checkAccuracy(a float64) error {
+func CheckAccuracy(a float64) error {
 	if err := sketchenc.CheckAccuracy(a); err != nil {
 		return fmt.Errorf("tsdb: %w", err)
 	}

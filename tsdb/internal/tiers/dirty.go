@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 )
 
 // Dirty markers (docs/format.md, "The catalog"): a Write of points or histogram samples
-// into a window older than the seal delay (less sealMargin) marks the slice (Rollup's unit,
-// see DB.slice) of that series dirty, after storing them: an entity of the catalog's
+// into a window older than the seal delay (less SealMargin) marks the slice (Rollup's unit,
+// see Tiers.Slice) of that series dirty, after storing them: an entity of the catalog's
 // partition "dirty" whose RowKey is the slice start (12 digits, as a block key), "|", then
 // the series. A reader reads the windows of a dirty slice raw; RollupFlagged recomputes the
 // dirty slices and deletes their markers, each conditionally on the ETag read before it
@@ -56,24 +56,27 @@ func parseDirtyKey(rk string) (dirtyKey, bool) {
 	return dirtyKey{series: series, slice: s}, true
 }
 
+// Markers are dirty markers as read, with their ETags.
+type Markers map[dirtyKey]azcore.ETag
+
 // appendDirty is the body of a marker.
 func appendDirty(k dirtyKey) []byte {
 	return entity.AppendEnd(entity.AppendDouble(entity.AppendKeys(nil, catalogDirty, k.rowKey()), "V", dirtyVersion))
 }
 
-// readDirty reads the dirty markers of the slices starting in [lo, hi) (Unix seconds), with
+// ReadDirty reads the dirty markers of the slices starting in [lo, hi) (Unix seconds), with
 // their ETags: one query of the catalog.
-func (tr *tiers) readDirty(ctx context.Context, lo, hi uint64) (map[dirtyKey]azcore.ETag, error) {
+func (tr *Tiers) ReadDirty(ctx context.Context, lo, hi uint64) (Markers, error) {
 	return tr.readDirtyOf(ctx, lo, hi, nil)
 }
 
-// readDirtyOf is readDirty of the markers of series (nil: of all). The query reads every
+// readDirtyOf is ReadDirty of the markers of series (nil: of all). The query reads every
 // marker of the range, but keeps only those: after a backfill of an hour, the markers of
 // every series of a tenant, which each batch of a query read whole into a map (25 to 118
 // MB in the soak).
-func (tr *tiers) readDirtyOf(ctx context.Context, lo, hi uint64, series map[string]bool) (map[dirtyKey]azcore.ETag, error) {
-	out := map[dirtyKey]azcore.ETag{}
-	if len(tr.opts.Tiers) == 0 || lo >= hi {
+func (tr *Tiers) readDirtyOf(ctx context.Context, lo, hi uint64, series map[string]bool) (Markers, error) {
+	out := Markers{}
+	if len(tr.cfg.Tiers) == 0 || lo >= hi {
 		return out, nil
 	}
 	q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", catalogDirty), filter.Ge("RowKey", blockKey(lo)),
@@ -99,25 +102,25 @@ func (tr *tiers) readDirtyOf(ctx context.Context, lo, hi uint64, series map[stri
 }
 
 // readAllDirty reads every dirty marker (one query).
-func (tr *tiers) readAllDirty(ctx context.Context) (map[dirtyKey]azcore.ETag, error) {
-	return tr.readDirty(ctx, 0, unix(tablets.MaxTime)+1)
+func (tr *Tiers) readAllDirty(ctx context.Context) (Markers, error) {
+	return tr.ReadDirty(ctx, 0, unix(tablets.MaxTime)+1)
 }
 
-// flagStale marks dirty the slices of series holding points older than the seal delay (less
+// FlagStale marks dirty the slices of series holding points older than the seal delay (less
 // the clock margin): an upsert per slice, in transactions, so a Write still reads nothing.
 // It runs after the points are stored: a RollupFlagged that read the raw points before them
 // read the marker's ETag before this upsert changed it, and its delete of the marker fails.
-func (tr *tiers) flagStale(ctx context.Context, series string, points []tablets.Point) error {
-	return tr.flagStaleAt(ctx, series, points, tr.now())
+func (tr *Tiers) FlagStale(ctx context.Context, series string, points []tablets.Point) error {
+	return tr.FlagStaleAt(ctx, series, points, tr.now())
 }
 
-// flagStaleAt is flagStale of points that arrived at or before now.
-func (tr *tiers) flagStaleAt(ctx context.Context, series string, points []tablets.Point, now time.Time) error {
-	slice := tr.slice()
+// FlagStaleAt is FlagStale of points that arrived at or before now.
+func (tr *Tiers) FlagStaleAt(ctx context.Context, series string, points []tablets.Point, now time.Time) error {
+	slice := tr.Slice()
 	if slice == 0 || len(points) == 0 {
 		return nil
 	}
-	limit := now.Add(-(tr.opts.SealDelay - sealMargin))
+	limit := now.Add(-(tr.cfg.SealDelay - SealMargin))
 	starts := map[uint64]bool{}
 	for _, p := range points {
 		if p.Time.Before(limit) {
@@ -141,11 +144,11 @@ func (tr *tiers) flagStaleAt(ctx context.Context, series string, points []tablet
 	return nil
 }
 
-// deleteDirty deletes markers, each conditionally on its ETag given: a marker rewritten
+// DeleteDirty deletes markers, each conditionally on its ETag given: a marker rewritten
 // since (a later write into its slice) or gone stays as it is. In transactions of up to 100;
 // a transaction that meets a changed marker is sent again one marker a request. It returns
 // how many it deleted.
-func (tr *tiers) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ETag) (int, error) {
+func (tr *Tiers) DeleteDirty(ctx context.Context, markers Markers) (int, error) {
 	keys := slices.SortedFunc(maps.Keys(markers), func(a, b dirtyKey) int { return strings.Compare(a.rowKey(), b.rowKey()) })
 	deleted := 0
 	for len(keys) > 0 {
@@ -177,52 +180,37 @@ func (tr *tiers) deleteDirty(ctx context.Context, markers map[dirtyKey]azcore.ET
 	return deleted, nil
 }
 
-// RollupFlagged recomputes the tier windows of every slice (24 windows of the coarsest tier)
-// that a Write of late points marked dirty, and deletes those markers: a reader then trusts
-// the windows again. For each slice it reads the markers (one query for all), rolls up the
-// marked series there (a Rollup of the slice when many are marked), then deletes each marker
-// conditionally on the ETag it read before the rollup read the raw points: a marker written
-// again meanwhile (a later late point) stays for the next run. Markers of slices whose raw
-// points Retain dropped are deleted unrolled: the windows stored there are the last word.
-// It returns how many markers it cleared. A run killed anywhere leaves the markers it did not
-// delete, and the next run does their work; several processes may run it at once.
-// The server's scheduler runs it at the rollup's interval, and tablets maintain after
-// its rollup.
-func (db *DB) RollupFlagged(ctx context.Context) (int, error) {
-	return db.tiers.rollupFlagged(ctx)
-}
-
-// rollupFlagged is DB.RollupFlagged.
-func (tr *tiers) rollupFlagged(ctx context.Context) (int, error) {
-	if len(tr.opts.Tiers) == 0 {
+// RollupFlagged is DB.RollupFlagged.
+func (tr *Tiers) RollupFlagged(ctx context.Context) (int, error) {
+	if len(tr.cfg.Tiers) == 0 {
 		return 0, nil
 	}
 	markers, err := tr.readAllDirty(ctx)
 	if err != nil || len(markers) == 0 {
 		return 0, err
 	}
-	return tr.rollupMarkers(ctx, markers, false)
+	return tr.RollupMarkers(ctx, markers, false)
 }
 
 // manySeriesDirty is how many series of one slice RollupFlagged rolls up one by one; more,
 // and it rolls up the slice for every series (a scan of the slice's raw points).
 const manySeriesDirty = 32
 
-// rollupMarkers rolls up the slices of markers and deletes the markers. With dropping
+// RollupMarkers rolls up the slices of markers and deletes the markers. With dropping
 // (Retain's last look at a period it is dropping), it rolls up every marked series by
 // itself, and even in a period recorded dropped; else it skips (and clears) the slices of
 // dropped periods.
-func (tr *tiers) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.ETag, dropping bool) (int, error) {
+func (tr *Tiers) RollupMarkers(ctx context.Context, markers Markers, dropping bool) (int, error) {
 	bySlice := map[uint64][]string{}
 	for k := range markers {
 		bySlice[k.slice] = append(bySlice[k.slice], k.series)
 	}
-	span := uint64(tr.slice() / time.Second)
+	span := uint64(tr.Slice() / time.Second)
 	cleared := 0
 	for _, s := range slices.Sorted(maps.Keys(bySlice)) {
 		names := bySlice[s]
 		slices.Sort(names)
-		done := map[dirtyKey]azcore.ETag{}
+		done := Markers{}
 		for _, series := range names {
 			k := dirtyKey{series: series, slice: s}
 			done[k] = markers[k]
@@ -240,7 +228,7 @@ func (tr *tiers) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.
 		case len(names) > manySeriesDirty && !dropping:
 			// Rollup clears the markers it read before reading the raw points: these, and
 			// any written since then.
-			if err := tr.rollup(ctx, at(s), at(s+span)); err != nil {
+			if err := tr.Rollup(ctx, at(s), at(s+span)); err != nil {
 				return cleared, err
 			}
 			cleared += len(names)
@@ -252,7 +240,7 @@ func (tr *tiers) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.
 				}
 			}
 		}
-		n, err := tr.deleteDirty(ctx, done)
+		n, err := tr.DeleteDirty(ctx, done)
 		cleared += n
 		if err != nil {
 			return cleared, err
@@ -263,15 +251,15 @@ func (tr *tiers) rollupMarkers(ctx context.Context, markers map[dirtyKey]azcore.
 
 // sliceDropped reports whether a raw period that the slice starting at s overlaps is
 // recorded dropped: from the cache, else, for a period a Retain may have dropped by now
-// (see oldestKeptPeriod), one catalog request.
-func (tr *tiers) sliceDropped(ctx context.Context, s uint64) (bool, error) {
-	end := at(s).Add(tr.slice())
-	horizon := tr.now().Add(-tr.opts.RawRetention + sealMargin)
-	for p := tr.names.PeriodOf(at(s)); tr.names.Start(p).Before(end); p += uint64(tr.opts.RawPeriod / time.Second) {
+// (see tables.Periods.OldestKeptPeriod), one catalog request.
+func (tr *Tiers) sliceDropped(ctx context.Context, s uint64) (bool, error) {
+	end := at(s).Add(tr.Slice())
+	horizon := tr.now().Add(-tr.cfg.RawRetention + SealMargin)
+	for p := tr.names.PeriodOf(at(s)); tr.names.Start(p).Before(end); p += uint64(tr.names.Period / time.Second) {
 		if _, dropped := tr.periods.Dropped.Get(p); dropped {
 			return true, nil
 		}
-		if tr.opts.RawRetention <= 0 || !tr.names.End(p).Before(horizon) {
+		if tr.cfg.RawRetention <= 0 || !tr.names.End(p).Before(horizon) {
 			continue
 		}
 		dropped, err := tr.catalog.IsDropped(ctx, tr.names.RawTable(p))

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // histTablesIn reports whether a histogram table of the periods [from, to) overlaps exists:
@@ -15,13 +16,13 @@ import (
 // database without histograms pays one a period). Read before the histogram samples, after
 // the blocks' ETags, it misses none written before it: a table made later holds samples
 // that flag the blocks they are late for.
-func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, error) {
-	spans, err := tr.hists.Spans(ctx, from, to)
+func (tr *Tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, error) {
+	spans, err := tr.periods.Spans(ctx, naming.Hist, from, to)
 	if err != nil {
 		return false, err
 	}
 	for _, sp := range spans {
-		if tr.periods.Known(histKind, sp.Period) {
+		if tr.periods.Known(naming.Hist, sp.Period) {
 			return true, nil
 		}
 	}
@@ -30,13 +31,13 @@ func (tr *tiers) histTablesIn(ctx context.Context, from, to time.Time) (bool, er
 		pager := tr.service.NewClient(tr.names.HistTable(sp.Period)).NewListEntitiesPager(&aztables.ListEntitiesOptions{Top: &one, Select: &sel})
 		_, err := pager.NextPage(ctx)
 		if azerr.IsTableGone(err) {
-			tr.periods.Gone(histKind, sp.Period)
+			tr.periods.Gone(naming.Hist, sp.Period)
 			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("tsdb: histograms: %w", err)
 		}
-		tr.periods.Found(histKind, sp.Period)
+		tr.periods.Found(naming.Hist, sp.Period)
 		return true, nil
 	}
 	return false, nil

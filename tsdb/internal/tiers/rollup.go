@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/rounding"
-	"github.com/seed71701133/tablets/tsdb/internal/raw"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -30,48 +30,19 @@ func (t Tier) block() time.Duration { return t.Step * blockWindows }
 // tierPeriod is the start of tier t's table period holding Unix second s.
 func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
 
-// Rollup (re)computes every tier window overlapping [from, to) from the raw points and
-// histogram samples (see Window), for every series with either there (the series index of
-// the periods). It works whole slices (24 windows of the coarsest tier: a day by default):
-// for each series it reads the tier blocks over them (whole, with their ETags), then the raw
-// points, then writes each block with the slices' windows recomputed and its others as they
-// were, conditionally on the ETag it read (or as new): a block written from a read that a
-// concurrent Rollup has made stale fails, and that series starts again. A block it finds
-// already up to date it leaves alone, so a Rollup of a range rolled up and sealed writes
-// nothing, and rollers running at once do not fail each other. Blocks of an older format
-// over the slices are rewritten in the current one. A window is stored sealed when it is
-// computed SealDelay or more after its end (by Options.Now). It is idempotent, and safe
-// under lost replies (the retry finds the ETag changed and starts again). Run it on a timer,
-// (the server's scheduler does, and tablets maintain), to keep tiers current. It leaves alone the slices of raw periods Retain
-// recorded dropped: their raw points are gone, and the windows computed before (Retain
-// rolls a period up before it drops it) are the last word there.
-// Once done, it deletes the dirty markers of the range (see RollupFlagged) it read before
-// the raw points, each conditionally on the ETag read then.
-//
-// Over chunked raw tables it reads many series at once instead of each by itself, a slice
-// at a time: for each slice with a raw table, and a few hundred series at a time, the
-// blocks (a query per tier table), the staged points (one query) and the raw points (a
-// query per raw table, a request per 1,000 chunks), the histogram samples (a read of many
-// series a request, a few dozen series at a time, after the blocks), then it writes a
-// transaction per series and tier table whose blocks changed; a series whose write meets a
-// change is rolled up again by itself.
-func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
-	return db.tiers.rollup(ctx, from, to)
-}
-
-// rollup is DB.Rollup.
-func (tr *tiers) rollup(ctx context.Context, from, to time.Time) error {
+// Rollup is DB.Rollup.
+func (tr *Tiers) Rollup(ctx context.Context, from, to time.Time) error {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return err
 	}
-	tiers := tr.opts.Tiers
+	tiers := tr.cfg.Tiers
 	if len(tiers) == 0 || !from.Before(to) {
 		return nil
 	}
 	span := tiers[len(tiers)-1].block()
 	lo := floorSec(unix(from), span)
 	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
-	if kept, ok, err := tr.periods.OldestKeptPeriod(ctx, lo, tr.opts.RawRetention, sealMargin); err != nil {
+	if kept, ok, err := tr.periods.OldestKeptPeriod(ctx, lo, tr.cfg.RawRetention, SealMargin); err != nil {
 		return err
 	} else if ok {
 		// A block reaching into a period Retain may have dropped would be recomputed from
@@ -83,19 +54,19 @@ func (tr *tiers) rollup(ctx context.Context, from, to time.Time) error {
 	}
 	// The dirty markers of the range, read before the raw points: once every series is
 	// rolled up they are cleared, but a marker written since (a later late point) stays.
-	dirty, err := tr.readDirty(ctx, lo, hi)
+	dirty, err := tr.ReadDirty(ctx, lo, hi)
 	if err != nil {
 		return err
 	}
 	if err := tr.rollupRange(ctx, lo, hi); err != nil {
 		return err
 	}
-	_, err = tr.deleteDirty(ctx, dirty)
+	_, err = tr.DeleteDirty(ctx, dirty)
 	return err
 }
 
 // rollupRange is Rollup of [lo, hi) (Unix seconds, whole slices).
-func (tr *tiers) rollupRange(ctx context.Context, lo, hi uint64) error {
+func (tr *Tiers) rollupRange(ctx context.Context, lo, hi uint64) error {
 	names, err := tr.rollupNames(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil || len(names) == 0 {
 		return err
@@ -114,16 +85,16 @@ func (tr *tiers) rollupRange(ctx context.Context, lo, hi uint64) error {
 // rollupNames lists the series with points or histogram samples in the periods [from, to)
 // overlaps: Series', and those listed in the index of a period that has a histogram table
 // but no raw table (histogram samples only).
-func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string, error) {
-	names, err := tr.index.Series(ctx, from, to)
+func (tr *Tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string, error) {
+	names, err := tr.reads.Series(ctx, from, to)
 	if err != nil {
 		return nil, err
 	}
-	rawSpans, err := tr.floats.Spans(ctx, from, to)
+	raw, err := tr.periods.Spans(ctx, naming.Raw, from, to)
 	if err != nil {
 		return nil, err
 	}
-	hist, err := tr.hists.Spans(ctx, from, to)
+	hist, err := tr.periods.Spans(ctx, naming.Hist, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -132,10 +103,10 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 		seen[s] = true
 	}
 	for _, h := range hist {
-		if slices.ContainsFunc(rawSpans, func(r raw.Span) bool { return r.Period == h.Period }) {
+		if slices.ContainsFunc(raw, func(r span) bool { return r.Period == h.Period }) {
 			continue // Series read this period's index
 		}
-		listed, err := tr.index.ListedIn(ctx, h.Period)
+		listed, err := tr.reads.ListedIn(ctx, h.Period)
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +125,7 @@ func (tr *tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 // slices): it reads the blocks stored there, then the raw points and histogram samples,
 // then writes the blocks that changed conditionally on what it read; a block changed
 // meanwhile starts it again.
-func (tr *tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64) error {
+func (tr *Tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64) error {
 	for range maxRollupAttempts {
 		stored, err := tr.readSeriesBlocks(ctx, series, lo, hi)
 		if err != nil {
@@ -178,9 +149,9 @@ func (tr *tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64)
 
 // readPoints reads the points of series in [lo, hi) (Unix seconds), its staged ones merged
 // in: DB.Query's read, of the parts the tiers are given.
-func (tr *tiers) readPoints(ctx context.Context, series string, lo, hi uint64) ([]tablets.Point, error) {
+func (tr *Tiers) readPoints(ctx context.Context, series string, lo, hi uint64) ([]tablets.Point, error) {
 	var out []tablets.Point
-	for p, err := range queryPoints(ctx, tr.floats, tr.staging, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
+	for p, err := range tr.reads.Points(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
 		if err != nil {
 			return nil, err
 		}
@@ -190,8 +161,8 @@ func (tr *tiers) readPoints(ctx context.Context, series string, lo, hi uint64) (
 }
 
 // readHistograms reads the histogram samples of series in [lo, hi) (Unix seconds).
-func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint64) ([]tablets.HistogramPoint, error) {
-	if len(histogramNames([]string{series})) == 0 {
+func (tr *Tiers) readHistograms(ctx context.Context, series string, lo, hi uint64) ([]tablets.HistogramPoint, error) {
+	if len(tr.histogramNames([]string{series})) == 0 {
 		return nil, nil // a name no histogram table can hold
 	}
 	if exists, err := tr.histTablesIn(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime)); err != nil || !exists {
@@ -200,12 +171,12 @@ func (tr *tiers) readHistograms(ctx context.Context, series string, lo, hi uint6
 	// The staged samples first: a Fold that moves them meanwhile writes them into the tables
 	// before deleting them, so none is missed.
 	from, to := at(lo), earlierOf(at(hi), tablets.MaxTime)
-	_, staged, err := tr.staging.ReadKinds(ctx, []string{series}, from, to, staging.Hists)
+	_, staged, err := tr.reads.Staged(ctx, []string{series}, from, to, staging.Hists)
 	if err != nil {
 		return nil, err
 	}
 	var out []tablets.HistogramPoint
-	for p, err := range tr.hists.WithStaged(ctx, []string{series}, from, to, staged) {
+	for p, err := range tr.reads.Histograms(ctx, []string{series}, from, to, staged) {
 		if err != nil {
 			return nil, err
 		}

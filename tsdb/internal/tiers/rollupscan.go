@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"context"
@@ -14,8 +14,9 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
-	"github.com/seed71701133/tablets/tsdb/internal/raw"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
 
 const (
@@ -27,6 +28,9 @@ const (
 	// maxGroupBytes bounds the size of the blocks it holds at once, as read: a group after
 	// the first has fewer series when the first's blocks took more than this a series.
 	maxGroupBytes = 64 << 20
+	// writeConcurrency is how many series' blocks it writes at once (as many as the write
+	// path's writes of series).
+	writeConcurrency = 32
 )
 
 // scanRollup is Rollup over chunked raw tables: instead of reads per series, each slice of
@@ -45,17 +49,17 @@ const (
 //
 // It reports false when a raw table of the range is not chunked: the caller then rolls up
 // series by series. Slices without a raw table are left alone.
-func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bool, error) {
-	tiers := tr.opts.Tiers
+func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bool, error) {
+	tiers := tr.cfg.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
-	spans, err := tr.floats.Spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	spans, err := tr.periods.Spans(ctx, naming.Raw, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
 	stores := make([]*chunked.Store, len(spans))
 	for i, sp := range spans {
-		s, err := tr.floats.StoreOf(sp.Period)
+		s, err := tr.reads.Store(sp.Period)
 		if err != nil {
 			return true, err
 		}
@@ -74,7 +78,7 @@ func (tr *tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
-	hist, err := tr.hists.Spans(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	hist, err := tr.periods.Spans(ctx, naming.Hist, at(lo), earlierOf(at(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -114,7 +118,7 @@ func nextGroup(group, blocks, n, size int) int {
 
 // sliceStarts lists the starts of the slices of [lo, hi) (Unix seconds, multiples of
 // block) that overlap a raw table.
-func sliceStarts(spans []raw.Span, lo, hi uint64, block time.Duration) []uint64 {
+func sliceStarts(spans []span, lo, hi uint64, block time.Duration) []uint64 {
 	var starts []uint64
 	for _, sp := range spans {
 		for s := max(lo, floorSec(unix(sp.From), block)); s < hi && at(s).Before(sp.To); s += uint64(block / time.Second) {
@@ -128,15 +132,32 @@ func sliceStarts(spans []raw.Span, lo, hi uint64, block time.Duration) []uint64 
 
 // ensureTierTables makes the tier tables of [lo, hi) once, before the series' writers would
 // each try at once. A dropped one is left dropped.
-func (tr *tiers) ensureTierTables(ctx context.Context, lo, hi uint64) error {
-	for _, t := range tr.opts.Tiers {
+func (tr *Tiers) ensureTierTables(ctx context.Context, lo, hi uint64) error {
+	for _, t := range tr.cfg.Tiers {
 		for p := tierPeriod(t, lo); p < hi; p += uint64(t.Period / time.Second) {
-			if err := tr.tables.ensure(ctx, tr.tierTable(t, p)); err != nil && !errors.Is(err, errTierDropped) {
+			if err := tr.tables.ensure(ctx, tr.TierTable(t, p)); err != nil && !errors.Is(err, errTierDropped) {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// span is the part of a range in one raw period.
+type span = tables.Span
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlierOf(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // rawSpan is the part of a slice in one raw table.
@@ -148,7 +169,7 @@ type rawSpan struct {
 // rollupGroup rolls up the blocks of a group of series (sorted by chunked.CompareSeries) in
 // the slice [lo, hi), and returns the size of the blocks it read. all says the group is
 // every series.
-func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) (int, error) {
+func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) (int, error) {
 	stored, size, err := tr.groupBlocks(ctx, group, lo, hi)
 	if err != nil {
 		return 0, err
@@ -157,7 +178,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if all {
 		stagedOf = nil // every series: the filter need not name columns
 	}
-	staged, stagedHists, err := tr.staging.ReadKinds(ctx, stagedOf, at(lo), at(hi), staging.Both)
+	staged, stagedHists, err := tr.reads.Staged(ctx, stagedOf, at(lo), at(hi), staging.Both)
 	if err != nil {
 		return 0, err
 	}
@@ -181,7 +202,7 @@ func (tr *tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if err != nil {
 		return 0, err
 	}
-	hists := histPrefetch{histograms: tr.hists.WithStaged, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
+	hists := histPrefetch{histograms: tr.reads.Histograms, valid: tr.histogramNames, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
 	err = tr.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {
@@ -224,13 +245,15 @@ const histPrefetchSeries = 64
 type histPrefetch struct {
 	// histograms reads the samples of series in [from, to), staged ones included (the raw
 	// part's histogram read).
-	histograms func(ctx context.Context, names []string, from, to time.Time, staged map[string][]HistogramPoint) iter.Seq2[SeriesHistogram, error]
-	group      []string
-	lo, hi     uint64
-	none       bool                                // no histogram table: nothing to read
-	staged     map[string][]tablets.HistogramPoint // the group's staged samples, read once
-	upto       int                                 // the index in group of the first series not read yet
-	read       map[string][]tablets.HistogramPoint
+	histograms func(ctx context.Context, names []string, from, to time.Time, staged map[string][]tablets.HistogramPoint) iter.Seq2[tablets.SeriesHistogram, error]
+	// valid are the names that may hold histogram samples (histogramNames).
+	valid  func(names []string) []string
+	group  []string
+	lo, hi uint64
+	none   bool                                // no histogram table: nothing to read
+	staged map[string][]tablets.HistogramPoint // the group's staged samples, read once
+	upto   int                                 // the index in group of the first series not read yet
+	read   map[string][]tablets.HistogramPoint
 }
 
 // next returns the samples of series, the next of the group not asked for yet.
@@ -252,7 +275,7 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 	for _, s := range batch {
 		h.read[s] = nil
 	}
-	for sh, err := range h.histograms(ctx, histogramNames(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime), h.staged) {
+	for sh, err := range h.histograms(ctx, h.valid(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime), h.staged) {
 		if err != nil {
 			return nil, fmt.Errorf("tsdb: rollup: read histograms: %w", err)
 		}
@@ -267,7 +290,7 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
 // since it was read (or appeared), it rolls the series' slice up again by itself.
-func (tr *tiers) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
+func (tr *Tiers) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
 	stored, err := tr.decodeStored(j.stored)
 	if err != nil {
 		return err
@@ -281,7 +304,7 @@ func (tr *tiers) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) 
 
 // groupPoints calls each with every series of group (in order), its points in the raw
 // spans (scanned) merged with its staged ones, until each returns false.
-func (tr *tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan, staged map[string][]tablets.Point,
+func (tr *Tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan, staged map[string][]tablets.Point,
 	each func(series string, pts []tablets.Point) bool) error {
 	type puller struct {
 		next func() (chunked.SeriesPoints, error, bool)
@@ -334,7 +357,7 @@ func (tr *tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan,
 // groupBlocks reads the blocks of a group of series overlapping the slice [lo, hi) (see
 // readSeriesBlocks), by series, as read, and their size in all: per tier table, one query
 // across the partitions from the group's first name to its last.
-func (tr *tiers) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string]storedBlocks, int, error) {
+func (tr *Tiers) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string]storedBlocks, int, error) {
 	in := make(map[string]bool, len(group))
 	for _, s := range group {
 		in[s] = true
@@ -343,7 +366,7 @@ func (tr *tiers) groupBlocks(ctx context.Context, group []string, lo, hi uint64)
 	last := slices.MaxFunc(group, filter.CompareUTF16)
 	out := map[string]storedBlocks{}
 	size := 0
-	tiers := tr.opts.Tiers
+	tiers := tr.cfg.Tiers
 	for i, t := range tiers {
 		blo, bhi := tr.storedSpan(t, lo, hi)
 		f := filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),

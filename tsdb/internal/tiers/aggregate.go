@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/rounding"
-	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
@@ -39,11 +38,26 @@ type AggregateOptions struct {
 	// HistogramCount 0 without FieldHistograms), and a window that holds only histogram
 	// samples is yielded only with FieldHistograms. FieldQuantiles brings Min and Max too.
 	Fields Fields
-	// staged, if set, holds the staged points of the series (from readStagedSet of a range
-	// that covers [from, to)), which the read does not read again: the batches of a large
-	// read share one read of the staging. Staged histogram samples are still read, with
-	// FieldHistograms.
-	staged *stagedSet
+	// staged, if set, gives the staged points of the series (the read path's, read once for
+	// a range that covers [from, to)), which the read does not read again: the batches of a
+	// large read share one read of the staging. Staged histogram samples are still read, with
+	// FieldHistograms. See WithStaged.
+	staged StagedPoints
+}
+
+// StagedPoints returns the staged points of series in [from, to), read before for many
+// reads; an error where they were not read.
+type StagedPoints func(series []string, from, to time.Time) (map[string][]tablets.Point, error)
+
+// WithStaged returns a copy of opts (nil: every field) whose reads take the staged points
+// of their series from staged instead of reading them (nil: they read them).
+func WithStaged(opts *AggregateOptions, staged StagedPoints) *AggregateOptions {
+	o := AggregateOptions{}
+	if opts != nil {
+		o = *opts
+	}
+	o.staged = staged
+	return &o
 }
 
 // fields are the fields opts asks for, or an error wrapping tablets.ErrInvalidOptions.
@@ -105,15 +119,8 @@ type SeriesWindow struct {
 	Window
 }
 
-// AggregateSeries is Aggregate of each series apart: it yields the windows of each series
-// (in the order of series, a name given twice once, each oldest first), not merged,
-// reading the tier blocks and raw points of all the series together (see Aggregate).
-func (db *DB) AggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[SeriesWindow, error] {
-	return db.tiers.aggregateBySeries(ctx, series, from, to, step, opts)
-}
-
-// aggregateBySeries is DB.AggregateSeries.
-func (tr *tiers) aggregateBySeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[SeriesWindow, error] {
+// AggregateBySeries is DB.AggregateSeries.
+func (tr *Tiers) AggregateBySeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[SeriesWindow, error] {
 	return func(yield func(SeriesWindow, error) bool) {
 		per, f, err := tr.aggregateSeries(ctx, series, from, to, step, opts)
 		if err != nil {
@@ -135,43 +142,15 @@ func (tr *tiers) aggregateBySeries(ctx context.Context, series []string, from, t
 	}
 }
 
-// Aggregate yields, oldest first, one Window per epoch-aligned step window that holds points
-// in [from, to), aggregating the points of all the named series together; a window cut by
-// from or to aggregates only the points inside. It reads the coarsest tier whose Step
-// divides step (a 5-minute step reads the minute tier's windows, merged) wherever that
-// tier's windows are sealed (see Options.SealDelay), not in a slice a late write marked
-// dirty (until RollupFlagged recomputes it), and holding no staged point; and the raw
-// points elsewhere: the answer does not depend on which. Where the raw points are gone
-// (before RawFrom: dropped by Retain), every window the tier holds is used, sealed or not:
-// it is the last word.
-//
-// What it reads: the staged points (a query, for a database that stages), the dirty
-// markers of the range (a query of the catalog), the tier blocks of many series together
-// (up to 13 series a request, or a scan of the tier's partitions from the first name to
-// the last when more are asked, cut short where the partitions met are mostly of other
-// series; a page per 1,000 blocks), then the raw points where needed, with QueryMany, the
-// series that need the same range together.
-//
-// Histogram samples are aggregated too, apart from the points (see Window): the windows of
-// a histogram series hold its observations, merged exactly from the tier's windows, so that
-// Quantile over histogram series comes from their own buckets. A tier window stored without
-// its histograms (too large) is read raw. Staleness markers are not samples.
-//
-// opts (nil: every field) says which fields of the windows the caller wants: a tier read
-// selects only their columns, and the other fields are zero (see AggregateOptions).
-func (db *DB) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[Window, error] {
-	return db.tiers.aggregate(ctx, series, from, to, step, opts)
-}
-
-// aggregate is DB.Aggregate.
-func (tr *tiers) aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[Window, error] {
+// Aggregate is DB.Aggregate.
+func (tr *Tiers) Aggregate(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) iter.Seq2[Window, error] {
 	return func(yield func(Window, error) bool) {
 		per, f, err := tr.aggregateSeries(ctx, series, from, to, step, opts)
 		if err != nil {
 			yield(Window{}, err)
 			return
 		}
-		merged, err := mergeSeries(per, tr.opts.Accuracy)
+		merged, err := mergeSeries(per, tr.cfg.Accuracy)
 		if err != nil {
 			yield(Window{}, err)
 			return
@@ -237,7 +216,7 @@ const maxReplans = 3
 // such a table gone makes the answer wrong, so the Aggregate asks the catalog which of the
 // range's periods were dropped, and plans again (at most maxReplans times; then it fails
 // rather than answer short).
-func (tr *tiers) aggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
+func (tr *Tiers) aggregateSeries(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
 	for range maxReplans {
 		before := tr.periods.Vanished.Load()
 		per, f, err := tr.aggregateOnce(ctx, series, from, to, step, opts)
@@ -253,7 +232,7 @@ func (tr *tiers) aggregateSeries(ctx context.Context, series []string, from, to 
 }
 
 // aggregateOnce is aggregateSeries of one plan.
-func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
+func (tr *Tiers) aggregateOnce(ctx context.Context, series []string, from, to time.Time, step time.Duration, opts *AggregateOptions) (map[string]map[time.Time]*Window, Fields, error) {
 	if step <= 0 {
 		return nil, 0, fmt.Errorf("%w: step %v must be positive", tablets.ErrInvalidOptions, step)
 	}
@@ -266,7 +245,7 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	}
 	names := slices.Compact(slices.Sorted(slices.Values(series)))
 	for _, s := range names {
-		if err := tr.floats.Validate(ctx, s); err != nil {
+		if err := tr.reads.CheckSeries(ctx, s); err != nil {
 			return nil, 0, fmt.Errorf("tsdb: %w", err)
 		}
 	}
@@ -286,15 +265,15 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	}
 	var staged map[string][]tablets.Point
 	if opts != nil && opts.staged != nil {
-		if staged, err = opts.staged.in(names, from, to); err != nil {
+		if staged, err = opts.staged(names, from, to); err != nil {
 			return nil, 0, err
 		}
 		kinds &^= staging.Floats
 	}
-	var stagedHists map[string][]HistogramPoint
+	var stagedHists map[string][]tablets.HistogramPoint
 	if kinds != 0 {
 		var floats map[string][]tablets.Point
-		if floats, stagedHists, err = tr.staging.ReadKinds(ctx, names, from, to, kinds); err != nil {
+		if floats, stagedHists, err = tr.reads.Staged(ctx, names, from, to, kinds); err != nil {
 			return nil, 0, err
 		}
 		if kinds&staging.Floats != 0 {
@@ -307,7 +286,7 @@ func (tr *tiers) aggregateOnce(ctx context.Context, series []string, from, to ti
 	}
 	accs := make(map[string]*seriesWindows, len(names))
 	for _, s := range names {
-		accs[s] = &seriesWindows{step: step, accuracy: tr.opts.Accuracy, wins: per[s], owned: map[time.Time]bool{}}
+		accs[s] = &seriesWindows{step: step, accuracy: tr.cfg.Accuracy, wins: per[s], owned: map[time.Time]bool{}}
 		for _, w := range plan.tier[s] {
 			if err := accs[s].mergeTier(w); err != nil {
 				return nil, 0, err
@@ -382,6 +361,6 @@ func (a *seriesWindows) add(t time.Time, v float64) {
 
 // histogramNames are the names that may hold histogram samples: those valid for the keys of
 // histogram tables (a float series' name may be too long for them, and then has none).
-func histogramNames(names []string) []string {
-	return slices.DeleteFunc(slices.Clone(names), func(s string) bool { return raw.ValidateHistSeries(s) != nil })
+func (tr *Tiers) histogramNames(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(s string) bool { return tr.reads.CheckHistSeries(s) != nil })
 }

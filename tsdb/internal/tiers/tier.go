@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"fmt"
@@ -24,15 +24,15 @@ var DefaultTiers = []Tier{{Step: time.Minute, Retention: 400 * 24 * time.Hour}, 
 // at an hour a block is a day; at a minute, 24 minutes.
 const blockWindows = blockenc.Windows
 
-// DefaultSealDelay is how long after its end a window is sealed (see Options.SealDelay).
+// DefaultSealDelay is how long after its end a window is sealed (see tsdb.Options.SealDelay).
 const DefaultSealDelay = time.Hour
 
-// sealMargin is the clock skew between processes that sealing tolerates: a Write flags the
+// SealMargin is the clock skew between processes that sealing tolerates: a Write flags the
 // blocks of points older than SealDelay minus this.
-const sealMargin = 5 * time.Minute
+const SealMargin = 5 * time.Minute
 
-// checkTiers validates the tiers (already defaulted) and fills in their periods.
-func checkTiers(tiers []Tier) ([]Tier, error) {
+// CheckTiers validates the tiers (already defaulted) and fills in their periods.
+func CheckTiers(tiers []Tier) ([]Tier, error) {
 	out := make([]Tier, len(tiers))
 	for i, t := range tiers {
 		if t.Step < time.Second || t.Step%time.Second != 0 {
@@ -58,8 +58,8 @@ func checkTiers(tiers []Tier) ([]Tier, error) {
 	return out, nil
 }
 
-// tierTable is the name of the table of tier t's period starting at p (Unix seconds).
-func (tr *tiers) tierTable(t Tier, p uint64) string {
+// TierTable is the name of the table of tier t's period starting at p (Unix seconds).
+func (tr *Tiers) TierTable(t Tier, p uint64) string {
 	return tr.names.TierTable(t.Step, p)
 }
 
@@ -87,7 +87,7 @@ func appendBlock(dst []byte, series string, step time.Duration, b *block) []byte
 		}
 		sk := w.sk
 		if sk == nil {
-			sk = sketchenc.New(defaultAccuracy)
+			sk = sketchenc.New(DefaultAccuracy)
 		}
 		eb.Windows[i] = &blockenc.Window{Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
 			FirstAt: w.firstT.Sub(w.Start), LastAt: w.lastT.Sub(w.Start), Sketch: sk}

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"encoding/binary"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/histenc"
 )
 
@@ -52,7 +53,7 @@ func appendHistWindow(dst []byte, w *histWindow, start time.Time) []byte {
 }
 
 // histSample is p as a sample of a chunk: its time in milliseconds from start.
-func histSample(p HistogramPoint, start time.Time) histenc.Sample {
+func histSample(p tablets.HistogramPoint, start time.Time) histenc.Sample {
 	return histenc.Sample{Unit: uint64(p.Time.Sub(start) / time.Millisecond), H: p.H, FH: p.FH}
 }
 
@@ -87,10 +88,10 @@ func decodeHistWindow(b []byte, start time.Time, step time.Duration) (*histWindo
 	if err != nil {
 		return bad("first and last samples: %v", err)
 	}
-	var samples []HistogramPoint
+	var samples []tablets.HistogramPoint
 	var units []uint64
 	if err := histenc.Decode(chunk, func(s histenc.Sample) {
-		samples = append(samples, HistogramPoint{Time: start.Add(time.Duration(s.Unit) * time.Millisecond), H: s.H, FH: s.FH})
+		samples = append(samples, tablets.HistogramPoint{Time: start.Add(time.Duration(s.Unit) * time.Millisecond), H: s.H, FH: s.FH})
 		units = append(units, s.Unit)
 	}); err != nil {
 		return bad("first and last samples: %v", err)
@@ -124,7 +125,7 @@ func decodeHistWindow(b []byte, start time.Time, step time.Duration) (*histWindo
 			if err := checkObsLayout(got[0].FH); err != nil {
 				return bad("observations: %v", err)
 			}
-			w.obs = denseOf(HistogramPoint{FH: got[0].FH})
+			w.obs = denseOf(tablets.HistogramPoint{FH: got[0].FH})
 		} else if w.kind == histGauge {
 			return bad("a gauge window without observations")
 		}
@@ -149,7 +150,7 @@ func lengthPrefixed(b []byte) (field, rest []byte, err error) {
 
 // checkObsLayout checks the layout of a window's observations (schema, spans, bounds): their
 // counts may be negative (a counter that went down without a reset, as its hint said).
-func checkObsLayout(fh *FloatHistogram) error {
+func checkObsLayout(fh *tablets.FloatHistogram) error {
 	c := *fh
 	c.Count, c.ZeroCount = 0, 0
 	c.PositiveBuckets, c.NegativeBuckets = make([]float64, len(fh.PositiveBuckets)), make([]float64, len(fh.NegativeBuckets))

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"errors"
@@ -47,27 +47,27 @@ func allSealed(n int) []bool {
 	return s
 }
 
-func spliceDB(t *testing.T, now time.Time) *DB {
-	return openFake(t, tablefake.New(), &Options{RawPeriod: 24 * time.Hour, Now: func() time.Time { return now }})
+func spliceTiers(t *testing.T, now time.Time) *Tiers {
+	return testTiers(t, fakeService(t, tablefake.New()), "fakedb", now)
 }
 
 // A slice computed equal to what the columnar block stores, sealed bits included, writes
 // nothing; a window that differs, or a sealed bit, rewrites the block conditionally.
 func TestSpliceSkipsUnchanged(t *testing.T) {
 	now := spliceDay.Add(30 * 24 * time.Hour)
-	db := spliceDB(t, now)
-	hours := db.opts.Tiers[1]
+	tr := spliceTiers(t, now)
+	hours := tr.cfg.Tiers[1]
 	lo, hi := unix(spliceDay.Add(24*time.Hour)), unix(spliceDay.Add(48*time.Hour))
 	pts := splicePoints(spliceDay, 48*time.Hour, 1)
-	bs, _ := db.tiers.storedSpan(hours, lo, hi)
-	n := int(db.tiers.blockSpan(hours) / time.Hour)
+	bs, _ := tr.storedSpan(hours, lo, hi)
+	n := int(tr.blockSpan(hours) / time.Hour)
 	if n != 336 || bs != unix(spliceDay) {
 		t.Fatalf("block of hours: %d windows from %v", n, at(bs))
 	}
 	stored := &tierBlock{series: "a", start: bs, step: time.Hour, version: blockenc.VersionColumnar, rolled: 1, etag: azcore.ETag("e1"),
-		windows: windowsOf(db.tiers.computeWindows(hours, pts, nil), bs, time.Hour, n), sealed: allSealed(n), cols: blockenc.AllColumns}
-	fresh := db.tiers.computeWindows(hours, pts[len(pts)/2:], nil) // the second day's points only
-	w, err := db.tiers.spliceSlice("a", hours, []*tierBlock{stored}, fresh, lo, hi, now)
+		windows: windowsOf(tr.computeWindows(hours, pts, nil), bs, time.Hour, n), sealed: allSealed(n), cols: blockenc.AllColumns}
+	fresh := tr.computeWindows(hours, pts[len(pts)/2:], nil) // the second day's points only
+	w, err := tr.spliceSlice("a", hours, []*tierBlock{stored}, fresh, lo, hi, now)
 	if err != nil || len(w) != 0 {
 		t.Fatalf("unchanged: %v, %v", w, err)
 	}
@@ -76,7 +76,7 @@ func TestSpliceSkipsUnchanged(t *testing.T) {
 	if !sameWindows(stored, stored.windows, stored.sealed) {
 		t.Fatal("a block differs from itself")
 	}
-	fresh2 := db.tiers.computeWindows(hours, pts[len(pts)/2:], nil)
+	fresh2 := tr.computeWindows(hours, pts[len(pts)/2:], nil)
 	if sameWindows(stored, windowsOf(fresh2, bs, time.Hour, n), allSealed(n)) {
 		t.Fatal("a sealed bit that differs is no change")
 	}
@@ -136,8 +136,8 @@ func TestSpliceOverlay(t *testing.T) {
 // deletes of the others in its span (row blocks, flags), each conditional on its ETag; a
 // block left without windows is deleted.
 func TestSpliceBlockOps(t *testing.T) {
-	db := spliceDB(t, spliceDay.Add(30*24*time.Hour))
-	minutes := db.opts.Tiers[0]
+	tr := spliceTiers(t, spliceDay.Add(30*24*time.Hour))
+	minutes := tr.cfg.Tiers[0]
 	bs := unix(spliceDay)
 	w := []*Window{{Start: at(bs), Count: 1, Sum: 2, Min: 2, Max: 2, First: 2, Last: 2, firstT: at(bs), lastT: at(bs), sk: newWindow(at(bs), 0).sk}}
 	w[0].sk.Add(2)
@@ -165,7 +165,7 @@ func TestSpliceBlockOps(t *testing.T) {
 	}
 	check := func(what string, in []*tierBlock, windows []*Window, want ...string) {
 		t.Helper()
-		ops, err := db.tiers.blockOps("a", minutes, bs, in, windows, sealed, 1)
+		ops, err := tr.blockOps("a", minutes, bs, in, windows, sealed, 1)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -190,13 +190,13 @@ func TestSpliceBlockOps(t *testing.T) {
 // A block too large for an entity with its sketches is stored without them (never an
 // error), and a Rollup that computes it again finds it unchanged.
 func TestSpliceTooLarge(t *testing.T) {
-	db := spliceDB(t, spliceDay.Add(30*24*time.Hour))
-	minutes := db.opts.Tiers[0]
+	tr := spliceTiers(t, spliceDay.Add(30*24*time.Hour))
+	minutes := tr.cfg.Tiers[0]
 	bs := unix(spliceDay)
 	rng := rand.New(rand.NewPCG(1, 2))
 	windows := make([]*Window, 1440)
 	for i := range 1440 {
-		w := newWindow(at(bs+uint64(i)*60), db.opts.Accuracy)
+		w := newWindow(at(bs+uint64(i)*60), tr.cfg.Accuracy)
 		for j := range 2600 { // about 2,000 bins: values spread over 30 decades
 			w.add(w.Start.Add(time.Duration(j)*time.Millisecond), math.Pow(10, rng.Float64()*30))
 		}
@@ -206,7 +206,7 @@ func TestSpliceTooLarge(t *testing.T) {
 	if _, err := blockenc.AppendColumnar(nil, "a", time.Minute, toColumnar(bs, windows, sealed, 1)); !errors.Is(err, blockenc.ErrTooLarge) {
 		t.Fatalf("a block of 1440 windows of about 2000 bins each: %v, want ErrTooLarge", err)
 	}
-	body, kept, err := db.tiers.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	body, kept, err := tr.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestSpliceTooLarge(t *testing.T) {
 	if err := e.Decode(append([]byte(nil), body...)); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := db.tiers.decodeTierBlock(&e, minutes, blockenc.AllColumns)
+	stored, err := tr.decodeTierBlock(&e, minutes, blockenc.AllColumns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestSpliceTooLarge(t *testing.T) {
 			t.Fatalf("window %d stored: %+v", i, w)
 		}
 	}
-	ops, err := db.tiers.blockOps("a", minutes, bs, []*tierBlock{stored}, windows, sealed, 2)
+	ops, err := tr.blockOps("a", minutes, bs, []*tierBlock{stored}, windows, sealed, 2)
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("computed again: %d operations, %v", len(ops), err)
 	}
@@ -239,8 +239,8 @@ func TestSpliceTooLarge(t *testing.T) {
 // histograms of its windows too (each kept as too large: its samples are read raw), and a
 // Rollup that computes it again finds it unchanged.
 func TestSpliceHistogramsTooLarge(t *testing.T) {
-	db := spliceDB(t, spliceDay.Add(30*24*time.Hour))
-	minutes := db.opts.Tiers[0]
+	tr := spliceTiers(t, spliceDay.Add(30*24*time.Hour))
+	minutes := tr.cfg.Tiers[0]
 	bs := unix(spliceDay)
 	var samples []tablets.HistogramPoint
 	for i := range 1440 { // a gauge histogram a minute, of 400 buckets: about 3 KB a window
@@ -253,10 +253,10 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 		}
 		samples = append(samples, tablets.HistogramPoint{Time: at(bs + uint64(i)*60 + 7), FH: h})
 	}
-	fresh := db.tiers.computeWindows(minutes, nil, samples)
+	fresh := tr.computeWindows(minutes, nil, samples)
 	windows := windowsOf(fresh, bs, time.Minute, 1440)
 	sealed := allSealed(1440)
-	body, kept, err := db.tiers.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	body, kept, err := tr.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 	if err := e.Decode(append([]byte(nil), body...)); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := db.tiers.decodeTierBlock(&e, minutes, blockenc.AllColumns)
+	stored, err := tr.decodeTierBlock(&e, minutes, blockenc.AllColumns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 			t.Fatalf("window %d stored: %+v", i, w)
 		}
 	}
-	ops, err := db.tiers.blockOps("a", minutes, bs, []*tierBlock{stored}, windowsOf(db.tiers.computeWindows(minutes, nil, samples), bs, time.Minute, 1440), sealed, 2)
+	ops, err := tr.blockOps("a", minutes, bs, []*tierBlock{stored}, windowsOf(tr.computeWindows(minutes, nil, samples), bs, time.Minute, 1440), sealed, 2)
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("computed again: %d operations, %v", len(ops), err)
 	}

@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"cmp"
@@ -32,19 +32,19 @@ type blockRef struct {
 // windows in [lo, hi) (Unix seconds), by series: the columnar ones with cols selected, the
 // row blocks and stale flags whole (a second query for them, as they turn out to be row
 // blocks only once read).
-func (tr *tiers) readTierBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64, cols blockenc.Columns) (map[string][]*tierBlock, error) {
+func (tr *Tiers) readTierBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64, cols blockenc.Columns) (map[string][]*tierBlock, error) {
 	r := newBlockReader(tr, t, cols, names)
 	blo := floorSec(lo, tr.blockSpan(t))
 	period := uint64(t.Period / time.Second)
 	for p := tierPeriod(t, blo); p < hi; p += period {
-		if err := r.readTable(ctx, tr.service.NewClient(tr.tierTable(t, p)), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
+		if err := r.readTable(ctx, tr.service.NewClient(tr.TierTable(t, p)), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
 			return nil, fmt.Errorf("tsdb: read tier: %w", err)
 		}
 	}
 	return r.bySeries(), nil
 }
 
-func newBlockReader(tr *tiers, t Tier, cols blockenc.Columns, names []string) *blockReader {
+func newBlockReader(tr *Tiers, t Tier, cols blockenc.Columns, names []string) *blockReader {
 	r := &blockReader{tiers: tr, tier: t, cols: cols, want: make(map[string]bool, len(names)), found: map[blockRef]*tierBlock{}}
 	for _, s := range names {
 		r.want[s] = true
@@ -78,7 +78,7 @@ func (r *blockReader) bySeries() map[string][]*tierBlock {
 
 // blockReader reads the blocks of a tier's tables.
 type blockReader struct {
-	tiers *tiers
+	tiers *Tiers
 	tier  Tier
 	cols  blockenc.Columns
 	want  map[string]bool

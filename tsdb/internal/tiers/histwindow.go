@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"maps"
@@ -279,7 +279,7 @@ func (d *dense) add(o *dense, sign float64) bool {
 }
 
 // resetFrom says whether cur follows a counter reset after prev, as Prometheus'
-// FloatHistogram.DetectReset decides: by cur's hint if it says so, else when a count goes
+// tablets.FloatHistogram.DetectReset decides: by cur's hint if it says so, else when a count goes
 // down, the bounds or the zero bucket change in a way no increase makes, or the schema grows.
 func (cur *dense) resetFrom(prev *dense) bool {
 	switch cur.hint {

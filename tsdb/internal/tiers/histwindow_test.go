@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"math"
@@ -67,7 +67,7 @@ func TestHistWindowCounterIncrease(t *testing.T) {
 	}
 }
 
-func withHint(h *FloatHistogram, hint tablets.CounterResetHint) *FloatHistogram {
+func withHint(h *tablets.FloatHistogram, hint tablets.CounterResetHint) *tablets.FloatHistogram {
 	c := *h
 	c.CounterResetHint = hint
 	return &c

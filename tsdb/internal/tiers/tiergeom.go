@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"time"
@@ -18,22 +18,29 @@ import (
 // rewrites the whole block.
 const maxColumnarSlices = 14
 
-// slice is the span of Rollup's unit of work (and of the dirty markers): 24 windows of
+// Slice is the span of Rollup's unit of work (and of the dirty markers): 24 windows of
 // the coarsest tier; 0 without tiers.
-func (tr *tiers) slice() time.Duration {
-	tiers := tr.opts.Tiers
+func (tr *Tiers) Slice() time.Duration { return SliceOf(tr.cfg.Tiers) }
+
+// SliceOf is the span of Rollup's slice of tiers (finest first, as CheckTiers returns them):
+// 24 windows of the coarsest; 0 without tiers.
+func SliceOf(tiers []Tier) time.Duration {
 	if len(tiers) == 0 {
 		return 0
 	}
 	return tiers[len(tiers)-1].block()
 }
 
-// columnarSpan is the span of tier t's columnar blocks, when slice is the span of a
+// ColumnarSpan is the span of tier t's columnar blocks, when slice is the span of a
 // Rollup's slice: the longest multiple of 24 windows, of at most
 // blockenc.MaxColumnarWindows windows, that divides t's Period and either divides slice or
-// is at most maxColumnarSlices slices. 24 windows (a row block's span) always qualify.
-func columnarSpan(t Tier, slice time.Duration) time.Duration {
+// is at most maxColumnarSlices slices. 24 windows (a row block's span) always qualify, and
+// are the span when slice is 0 (no tiers).
+func ColumnarSpan(t Tier, slice time.Duration) time.Duration {
 	best := t.block()
+	if slice <= 0 {
+		return best
+	}
 	for j := 2; j*blockWindows <= blockenc.MaxColumnarWindows; j++ {
 		span := time.Duration(j) * t.block()
 		if t.Period%span != 0 {
@@ -47,4 +54,4 @@ func columnarSpan(t Tier, slice time.Duration) time.Duration {
 }
 
 // blockSpan is the span of the columnar blocks of tier t of tr.
-func (tr *tiers) blockSpan(t Tier) time.Duration { return columnarSpan(t, tr.slice()) }
+func (tr *Tiers) blockSpan(t Tier) time.Duration { return ColumnarSpan(t, tr.Slice()) }

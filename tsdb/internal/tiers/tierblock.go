@@ -1,4 +1,4 @@
-package tsdb
+package tiers
 
 import (
 	"fmt"
@@ -39,10 +39,10 @@ func (b *tierBlock) end() uint64 {
 
 // decodeTierBlock reads a tier entity of either format (decoded with AllowStrings) of tier
 // t, whose columnar blocks were read with cols selected (row blocks are read whole).
-func (tr *tiers) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (*tierBlock, error) {
+func (tr *Tiers) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (*tierBlock, error) {
 	if blockenc.IsColumnar(e) {
 		flagged := dropStaleFlag(e)
-		c, err := blockenc.DecodeColumnar(e, t.Step, tr.opts.Accuracy, cols)
+		c, err := blockenc.DecodeColumnar(e, t.Step, tr.cfg.Accuracy, cols)
 		if err != nil {
 			return nil, err
 		}
@@ -59,7 +59,7 @@ func (tr *tiers) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns
 		}
 		return tb, nil
 	}
-	b, err := decodeBlock(e, t.Step, tr.opts.Accuracy)
+	b, err := decodeBlock(e, t.Step, tr.cfg.Accuracy)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func (tr *tiers) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns
 	}
 	for i := range tb.windows {
 		end := at(b.start).Add(time.Duration(i+1) * t.Step)
-		tb.sealed[i] = !b.stale && b.rolled >= float64(end.Add(tr.opts.SealDelay).Unix())
+		tb.sealed[i] = !b.stale && b.rolled >= float64(end.Add(tr.cfg.SealDelay).Unix())
 	}
 	return tb, nil
 }
@@ -91,7 +91,7 @@ func dropStaleFlag(e *entity.Entity) bool {
 }
 
 // fromColumnar is the tierBlock of a decoded columnar block.
-func (tr *tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blockenc.Columnar) (*tierBlock, error) {
+func (tr *Tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blockenc.Columnar) (*tierBlock, error) {
 	tb := &tierBlock{series: series, start: c.Start, step: t.Step, version: blockenc.VersionColumnar, rolled: c.Rolled, etag: etag,
 		windows: make([]*Window, len(c.Windows)), sealed: c.Sealed, cols: c.Columns}
 	blockStart := at(c.Start)
@@ -113,7 +113,7 @@ func (tr *tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blocke
 			return nil, &entity.DecodeError{PartitionKey: series, RowKey: blockKey(c.Start), Reason: fmt.Sprintf("window %d: %v", i, err)}
 		}
 		if tb.windows[i] == nil {
-			tb.windows[i] = &Window{Start: ws, sk: sketchenc.New(tr.opts.Accuracy)}
+			tb.windows[i] = &Window{Start: ws, sk: sketchenc.New(tr.cfg.Accuracy)}
 		}
 		tb.windows[i].hist = h
 	}
