@@ -2,7 +2,6 @@ package staging
 
 import (
 	"iter"
-	"maps"
 	"slices"
 	"time"
 
@@ -19,9 +18,8 @@ import (
 // the kind is a sample's time, and how a sample pairs with its series as P (the reads of
 // many series yield tablets.SeriesPoint and tablets.SeriesHistogram).
 type Merge[S, P any] struct {
-	time   func(S) time.Time
-	pair   func(series string, s S) P
-	unpair func(P) (string, S)
+	time func(S) time.Time
+	pair func(series string, s S) P
 }
 
 // PointsMerge merges float points, HistsMerge histogram samples.
@@ -31,15 +29,11 @@ var (
 		pair: func(series string, p tablets.Point) tablets.SeriesPoint {
 			return tablets.SeriesPoint{Series: series, Point: p}
 		},
-		unpair: func(p tablets.SeriesPoint) (string, tablets.Point) { return p.Series, p.Point },
 	}
 	HistsMerge = Merge[tablets.HistogramPoint, tablets.SeriesHistogram]{
 		time: func(p tablets.HistogramPoint) time.Time { return p.Time },
 		pair: func(series string, p tablets.HistogramPoint) tablets.SeriesHistogram {
 			return tablets.SeriesHistogram{Series: series, HistogramPoint: p}
-		},
-		unpair: func(p tablets.SeriesHistogram) (string, tablets.HistogramPoint) {
-			return p.Series, p.HistogramPoint
 		},
 	}
 )
@@ -81,37 +75,6 @@ func (m Merge[S, P]) One(raw iter.Seq2[S, error], staged []S) iter.Seq2[S, error
 		for _, s := range staged {
 			if !emit(s) {
 				return
-			}
-		}
-	}
-}
-
-// Many merges staged samples (by series, each sorted, one per time) into the raw samples
-// of Many series (each series' oldest first): a series' staged samples come just before
-// its first raw sample after them, and those left at the end, series by series in the
-// order of their names.
-func (m Merge[S, P]) Many(raw iter.Seq2[P, error], staged map[string][]S) iter.Seq2[P, error] {
-	if len(staged) == 0 {
-		return raw
-	}
-	return func(yield func(P, error) bool) {
-		for p, err := range raw {
-			if err != nil {
-				yield(p, err)
-				return
-			}
-			name, s := m.unpair(p)
-			rest, ok := m.UpTo(staged[name], s, func(s S) bool { return yield(m.pair(name, s), nil) })
-			if !ok {
-				return
-			}
-			staged[name] = rest
-		}
-		for _, name := range slices.Sorted(maps.Keys(staged)) {
-			for _, s := range staged[name] {
-				if !yield(m.pair(name, s), nil) {
-					return
-				}
 			}
 		}
 	}

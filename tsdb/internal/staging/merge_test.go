@@ -55,26 +55,6 @@ func TestStagedMergeBothKinds(t *testing.T) {
 		t.Errorf("histograms merged: %v, want %v", got, wantH)
 	}
 
-	// Many series: the staged left after the raw ones come by name.
-	sp := func(s string, ms int64, v float64) tablets.SeriesPoint {
-		return tablets.SeriesPoint{Series: s, Point: pt(ms, v)}
-	}
-	rawMany := []tablets.SeriesPoint{sp("b", 1, 1), sp("a", 2, 1), sp("b", 4, 1)}
-	stagedMany := map[string][]tablets.Point{"c": {pt(0, 2)}, "a": {pt(2, 2), pt(3, 2)}, "b": {pt(1, 2)}}
-	wantMany := []tablets.SeriesPoint{sp("b", 1, 2), sp("a", 2, 2), sp("b", 4, 1), sp("a", 3, 2), sp("c", 0, 2)}
-	if got := collectSeq(t, PointsMerge.Many(samplesOf(rawMany), stagedMany)); !reflect.DeepEqual(got, wantMany) {
-		t.Errorf("points of many series merged: %v, want %v", got, wantMany)
-	}
-	sh := func(s string, ms int64, count uint64) tablets.SeriesHistogram {
-		return tablets.SeriesHistogram{Series: s, HistogramPoint: h(ms, count)}
-	}
-	rawManyH := []tablets.SeriesHistogram{sh("b", 1, 1), sh("a", 5, 1)}
-	stagedManyH := map[string][]tablets.HistogramPoint{"a": {h(2, 2), h(6, 2)}, "b": {h(1, 2)}}
-	wantManyH := []tablets.SeriesHistogram{sh("b", 1, 2), sh("a", 2, 2), sh("a", 5, 1), sh("a", 6, 2)}
-	if got := collectSeq(t, HistsMerge.Many(samplesOf(rawManyH), stagedManyH)); !reflect.DeepEqual(got, wantManyH) {
-		t.Errorf("histograms of many series merged: %v, want %v", got, wantManyH)
-	}
-
 	// A consumer that stops is not yielded to again (range over a func panics if it is).
 	n := 0
 	for range PointsMerge.One(samplesOf(raw), staged) {
