@@ -21,76 +21,50 @@
 //
 // # Parts
 //
-// A DB is the public face of nine parts, each with its own lock and its own file:
+// A DB is the public face of parts that each own their code, their lock and their caches,
+// each an internal package (its package documentation says what it owns, what it is given
+// and what it keeps):
 //
-//   - the catalog (catalog.go): the dropped tables and the label-set registry, with the
-//     cache of label sets;
-//   - the period tables (tables.go): which raw, index and histogram tables exist and which
-//     periods were dropped (and so where a Rollup must stop), creating a period's tables
-//     ahead, listing them. It is given the service client, the names, the catalog and the
-//     clock;
-//   - the series index (index.go, a type of its own): registering the series of each
-//     period in its index (with the caches of those each of the newest periods' indexes
-//     lists), listing the series of a range and selecting series by matchers over one
-//     (index_select.go: Series, Select, LabelNames and LabelValues delegate to it). It is
-//     given the service client, the names, the catalog and the period tables;
-//   - the tiers (tiers.go, a type of its own): the rollup of raw points into tier windows
-//     (rollup.go, rollupscan.go, rollupsplice.go; Rollup and RollupFlagged), the dirty
-//     markers late writes leave in the catalog (dirty.go),
-//     the tier tables known to exist (tiertables.go), the tier tables' names and the
-//     blocks' geometry and codec (tier.go, tiergeom.go, tierblock.go), and Aggregate with
-//     its planner (aggregate.go, aggregate_plan.go, aggregate_blocks.go, aggregate_raw.go,
-//     histwindow_read.go). DB's methods of these delegate to it. It is given the service
-//     client, the options (their clock), the catalog, the period tables and the parts it
-//     reads: the series index (the series of a range), the staging table (the staged
-//     samples) and the raw part (the raw points and histogram samples), none of which
-//     calls it back;
-//   - retention (retention.go, a type of its own): every step of Retain, which delegates
-//     to it. It is given the service client, the names, the options, the catalog, the
-//     period tables and the tiers (the rollup that seals a period before its tables go);
-//     it holds no state of its own, so needs no lock;
-//   - the raw part (raw.go): the tables of both kinds of samples, a rawStore each, over the
-//     period tables: float points in the raw tables (a store of the layout each, the 8
-//     periods used last kept: stores.go; the reads of one series only floats have, Query,
-//     QueryPage and Latest: read.go) and histogram samples in the histogram tables
-//     (histtable.go, histogram.go). The kinds fork only in their table of a period: the
-//     spans of a range, the read of many series, the write of a series' samples (a Commit's,
-//     a Fold's at its priority), Compact and Delete are one code. The histogram tables are
-//     tables of package internal/chunks, as the chunked layout's are: keys, rows, reads,
-//     compaction and deletes are written once for both codecs;
-//   - the read path (querier.go, querier_select.go, querier_read.go, querier_plan.go,
-//     querier_cost.go, querier_staged.go, querier_series.go): a Queryable's Querier selects
-//     series of both kinds, plans each Select (staging, raw, a tier) by its hints and a cost
-//     model, and reads its units ahead of the consumer; its Read reads named series raw
-//     (see The Querier);
-//   - the write path (appender.go, appender_kinds.go, write.go): an Appender's Commit plans,
-//     registers, stages and writes both kinds of samples at once (its plan, writePlanned and
-//     writeSeries), a sampleKind holding what differs between float points and histogram
-//     samples (checks, staging codec, the raw part's kind);
-//   - the staging table (staging.go, staging_read.go, staging_delete.go, a type of its own
-//     over internal/staging, which holds the entities' layout, codec and query): the
-//     transactions of a write's staged samples, the reads of staged points (which the read
-//     path merges into raw ones, one merge for both kinds: staging_merge.go) and their
-//     deletion. It is given the service client, the names and the options, and depends on
-//     no other part; see Staging;
-//   - the Fold (fold.go, foldlease.go, a type of its own): moves the staged points into the
-//     raw and histogram tables under the fold lease. It reads and empties the staging
-//     table, and is given the raw part's writes of both kinds
-//     and the tiers' flagging of late points as functions by newDB, so that neither the
-//     staging table nor the raw tables depend on it. DB.Fold delegates to it.
+//   - the leaf layer, which depends on no part: tsdb/internal/naming (the tables' names,
+//     the raw periods: part of the stored format), internal/labels (label sets, their one
+//     encoding and series key, matchers; Labels and Matcher here are its types),
+//     internal/cache (the bounded cache every part's caches are), internal/catalog (the
+//     catalog table: dropped tables, the label-set registry and its cache, the progress
+//     records), internal/tables (which period tables exist and which periods Retain
+//     dropped; the spans of a range), internal/azerr (the account's error replies) and
+//     internal/sentinel (ErrExpired, ErrFoldBusy); batching is the module's internal/batch;
+//   - the series index, internal/index: registering each period's series before their
+//     samples, listing the series of a range, selecting label sets by matchers (Select,
+//     LabelNames, LabelValues delegate to it);
+//   - staging and the Fold, internal/staging: the staging table (Table: a write's staged
+//     samples of both kinds in one set of transactions, their reads under the ReadBudget,
+//     their deletion), its entities' layout, codec and query, the merge of staged into raw
+//     samples (one code for both kinds), and the Fold (Folder), which moves them into the raw
+//     part under the fold lease. The Fold is given the raw part's writes and the tiers'
+//     flagging of late points as functions by newDB, so that it imports neither;
+//   - the raw part, internal/raw: the float points in the raw tables (a store of the layout
+//     each) and the histogram samples in the histogram tables (package internal/chunks with
+//     the histenc codec), one Store[S, T] for both kinds: the kinds fork only in their table
+//     of a period (the codec). A read of many series merged with its staged samples, a write
+//     at a priority, Compact and Delete are one code;
+//   - the tiers, internal/tiers: the rollup of raw samples into tier windows, the dirty
+//     markers late writes leave in the catalog, the tier tables, the blocks' geometry and
+//     codec, Aggregate and its planner. The tiers read the index, the staging table and the
+//     raw part through the functions of tiers.Reads, which newDB wires (tsdb.go), so that
+//     none of those parts and the tiers import each other;
+//   - retention, internal/retention: every step of Retain. It uses the tiers (the rollup that
+//     seals a period before its tables go), and nothing uses it.
 //
-// Below them all is the leaf tsdb/internal/naming (the tables' names, the raw periods).
-// Among these parts the dependencies go one way: retention uses the tiers, the period
-// tables and the catalog; the tiers the series index, the staging table, the raw part, the
-// period tables and the catalog; the series index the period tables and the catalog; the
-// period tables the catalog. The catalog and the period tables are not yet packages of their
-// own: the catalog's registry is built on Labels and the bounded cache (cache.go), which
-// every part shares, and the period tables' dropped periods are that cache too, read by
-// the tiers and the write path, whose files also hold methods of theirs.
+// Package tsdb itself holds the DB (tsdb.go: Open, Options, newDB, which makes the parts
+// and wires them), the raw format's record (rawformat.go), the write path (appender.go,
+// appender_kinds.go, write.go: an Appender's Commit plans, registers, stages and writes both
+// kinds of samples at once), the read path (querier*.go: a Queryable's Querier selects
+// series of both kinds and plans each Select between staging, raw and a tier by a cost
+// model; read.go: tablets.Store's reads), and the public names of the parts' types
+// (labels.go, index.go, fold.go, histogram.go, tierapi.go, retain.go).
 //
-// The catalog also keeps the progress of the background tasks (progress.go: Covered and
-// SetCovered: the maintenance scheduler's rollup and compaction start where the last run of
-// any process ended) and the fold lease.
+// The dependencies go one way: tsdb uses every part; retention the tiers; the parts the
+// leaf layer; and no part imports another but retention the tiers.
 //
 // # Maintenance
 //

@@ -42,14 +42,6 @@ func (floats *Floats) Points(ctx context.Context, series string, from, to time.T
 	}
 }
 
-// SeriesPoints yields the points of the raw tables of every named series in [from, to),
-// table by table.
-func (floats *Floats) SeriesPoints(ctx context.Context, series []string, from, to time.Time) iter.Seq2[tablets.SeriesPoint, error] {
-	return seriesSamples(ctx, floats.Store, series, from, to, func(name string, p tablets.Point) tablets.SeriesPoint {
-		return tablets.SeriesPoint{Series: name, Point: p}
-	})
-}
-
 // Newest returns the n newest points of series in the raw tables, newest first: the
 // tables newest first, each asked for the points still wanted (a read only the float kind
 // has: tablets.Store's Latest).

@@ -138,22 +138,6 @@ func (r *Store[S, T]) querySpan(ctx context.Context, sp Span, series []string, e
 	return gone, nil
 }
 
-// seriesSamples yields what queryMany passes, each sample with its series as pair makes
-// them (tablets.SeriesPoint, SeriesHistogram).
-func seriesSamples[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], series []string, from, to time.Time, pair func(string, S) P) iter.Seq2[P, error] {
-	return func(yield func(P, error) bool) {
-		stopped := false
-		err := r.queryMany(ctx, series, from, to, func(name string, s S) bool {
-			stopped = !yield(pair(name, s), nil)
-			return !stopped
-		})
-		if err != nil && !stopped {
-			var zero P
-			yield(zero, err)
-		}
-	}
-}
-
 // Write writes a series' samples of period p into its table (see Table.write), and
 // records whether the table is gone.
 func (r *Store[S, T]) Write(ctx context.Context, p uint64, series string, samples []S, priority uint64) ([]int, error) {
