@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/basic"
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // The cost estimate of a Select (docs/tiers.md): the bytes of reply each path would read
@@ -167,8 +168,8 @@ func (m *costModel) tierBytes(series int, t Tier, fields Fields, from, to, serve
 	served = served.Truncate(t.Step)
 	rawPart := 0.0
 	if to.After(served) {
-		rawPart = m.rawBytes(series, maxTime(from, served), to, perSecond)
-		to = maxTime(from, served)
+		rawPart = m.rawBytes(series, times.Later(from, served), to, perSecond)
+		to = times.Later(from, served)
 	}
 	if !from.Before(to) {
 		return rawPart
@@ -191,20 +192,6 @@ func (m *costModel) servedBefore(now, rolledUp time.Time) time.Time {
 		return rolledUp
 	}
 	return sealed
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // spans is how many epoch-aligned spans of d [from, to) touches (1 for d <= 0).

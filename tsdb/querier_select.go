@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // entry is a series a Select found: its key, its labels, and whether it has histogram
@@ -30,10 +31,10 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			// lookback delta of an instant one: its range is the one to read, as
 			// Prometheus' own TSDB reads it.
 			if !hints.Start.IsZero() {
-				from = laterOf(hints.Start, tablets.MinTime)
+				from = times.Later(hints.Start, tablets.MinTime)
 			}
 			if !hints.End.IsZero() {
-				to = earlierOf(hints.End, tablets.MaxTime)
+				to = times.Earlier(hints.End, tablets.MaxTime)
 			}
 		}
 		if !from.Before(to) {
@@ -346,20 +347,6 @@ func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.T
 
 func nonEmpty(all []*Series) []*Series {
 	return slices.DeleteFunc(all, func(s *Series) bool { n, _ := s.Len(); return n == 0 })
-}
-
-func laterOf(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlierOf(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }
 
 // histogramNames are the names that may hold histogram samples: those valid for the keys of

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // stagedGroupUnits is how many consecutive units of a Select (raw batches, and tier
@@ -48,8 +49,8 @@ func newStagedGroups(q *Queryable, units []unit, from, to time.Time) *stagedGrou
 	for i, u := range units {
 		sg.groupOf[i] = -1
 		if u.tier { // whole windows: from the window holding from
-			sg.from = earlierOf(sg.from, u.from)
-			sg.to = laterOf(sg.to, u.to)
+			sg.from = times.Earlier(sg.from, u.from)
+			sg.to = times.Later(sg.to, u.to)
 		}
 	}
 	for first := 0; first < len(units); first += stagedGroupUnits {

@@ -13,6 +13,7 @@ import (
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // maxSeriesPerFilter keeps a block read's filter under 15 comparisons: the RowKey range (2)
@@ -34,7 +35,7 @@ type blockRef struct {
 // blocks only once read).
 func (tr *Tiers) readTierBlocks(ctx context.Context, names []string, t Tier, lo, hi uint64, cols blockenc.Columns) (map[string][]*tierBlock, error) {
 	r := newBlockReader(tr, t, cols, names)
-	blo := floorSec(lo, tr.blockSpan(t))
+	blo := times.FloorSec(lo, tr.blockSpan(t))
 	period := uint64(t.Period / time.Second)
 	for p := tierPeriod(t, blo); p < hi; p += period {
 		if err := r.readTable(ctx, tr.service.NewClient(tr.TierTable(t, p)), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {

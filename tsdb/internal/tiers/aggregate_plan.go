@@ -10,6 +10,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // tierPlan is where the windows of each series of an Aggregate come from: the tier windows
@@ -53,11 +54,11 @@ func (tr *Tiers) planTier(ctx context.Context, names []string, from, to time.Tim
 	for _, s := range names {
 		of[s] = true
 	}
-	dirty, err := tr.readDirtyOf(ctx, floorSec(unix(cl), slice), unix(ch), of)
+	dirty, err := tr.readDirtyOf(ctx, times.FloorSec(times.Unix(cl), slice), times.Unix(ch), of)
 	if err != nil {
 		return nil, err
 	}
-	blocks, err := tr.readTierBlocks(ctx, names, tier, unix(cl), unix(ch), f.columns())
+	blocks, err := tr.readTierBlocks(ctx, names, tier, times.Unix(cl), times.Unix(ch), f.columns())
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func (pl *planner) window(ctx context.Context, s string, c *cover, i int) (*Wind
 		return nil, false, nil
 	}
 	if !c.distrust[i] {
-		_, marked := pl.dirty[dirtyKey{s, floorSec(unix(ws), pl.slice)}]
+		_, marked := pl.dirty[dirtyKey{s, times.FloorSec(times.Unix(ws), pl.slice)}]
 		if !marked && len(staging.PointsMerge.In(pl.staged[s], ws, we)) == 0 && len(staging.HistsMerge.In(pl.stagedHists[s], ws, we)) == 0 &&
 			(w == nil || usable(w, pl.f)) {
 			return w, true, nil
@@ -157,9 +158,9 @@ func newCover(n int) *cover {
 // windows, whose windows replace its.
 func (c *cover) add(b *tierBlock, first time.Time) {
 	step := b.step
-	off := int(at(b.start).Sub(first) / step) // index of b's first window
-	if at(b.start).Before(first) {
-		off = -int(first.Sub(at(b.start)) / step)
+	off := int(times.At(b.start).Sub(first) / step) // index of b's first window
+	if times.At(b.start).Before(first) {
+		off = -int(first.Sub(times.At(b.start)) / step)
 	}
 	for i := range b.windows {
 		j := off + i

@@ -10,6 +10,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // readRawPoints adds to each series' windows its raw points in its ranges (disjoint, in
@@ -69,7 +70,7 @@ func appendRange(rs [][2]time.Time, r [2]time.Time) [][2]time.Time {
 		return rs
 	}
 	if n := len(rs); n > 0 && !rs[n-1][1].Before(r[0]) {
-		rs[n-1][1] = laterOf(rs[n-1][1], r[1])
+		rs[n-1][1] = times.Later(rs[n-1][1], r[1])
 		return rs
 	}
 	return append(rs, r)
@@ -86,7 +87,7 @@ func (tr *Tiers) readRawHistograms(ctx context.Context, ranges map[string][][2]t
 	}
 	end := order[0][1]
 	for _, r := range order {
-		end = laterOf(end, r[1])
+		end = times.Later(end, r[1])
 	}
 	if exists, err := tr.histTablesIn(ctx, order[0][0], end); err != nil || !exists {
 		return out, err // a database without histograms there pays one request a period

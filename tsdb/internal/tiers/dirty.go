@@ -18,6 +18,7 @@ import (
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // Dirty markers (docs/format.md, "The catalog"): a Write of points or histogram samples
@@ -103,7 +104,7 @@ func (tr *Tiers) readDirtyOf(ctx context.Context, lo, hi uint64, series map[stri
 
 // readAllDirty reads every dirty marker (one query).
 func (tr *Tiers) readAllDirty(ctx context.Context) (Markers, error) {
-	return tr.ReadDirty(ctx, 0, unix(tablets.MaxTime)+1)
+	return tr.ReadDirty(ctx, 0, times.Unix(tablets.MaxTime)+1)
 }
 
 // FlagStale marks dirty the slices of series holding points older than the seal delay (less
@@ -124,7 +125,7 @@ func (tr *Tiers) FlagStaleAt(ctx context.Context, series string, points []tablet
 	starts := map[uint64]bool{}
 	for _, p := range points {
 		if p.Time.Before(limit) {
-			starts[floorSec(unix(p.Time), slice)] = true
+			starts[times.FloorSec(times.Unix(p.Time), slice)] = true
 		}
 	}
 	if len(starts) == 0 {
@@ -228,7 +229,7 @@ func (tr *Tiers) RollupMarkers(ctx context.Context, markers Markers, dropping bo
 		case len(names) > manySeriesDirty && !dropping:
 			// Rollup clears the markers it read before reading the raw points: these, and
 			// any written since then.
-			if err := tr.Rollup(ctx, at(s), at(s+span)); err != nil {
+			if err := tr.Rollup(ctx, times.At(s), times.At(s+span)); err != nil {
 				return cleared, err
 			}
 			cleared += len(names)
@@ -253,9 +254,9 @@ func (tr *Tiers) RollupMarkers(ctx context.Context, markers Markers, dropping bo
 // recorded dropped: from the cache, else, for a period a Retain may have dropped by now
 // (see tables.Periods.OldestKeptPeriod), one catalog request.
 func (tr *Tiers) sliceDropped(ctx context.Context, s uint64) (bool, error) {
-	end := at(s).Add(tr.Slice())
+	end := times.At(s).Add(tr.Slice())
 	horizon := tr.now().Add(-tr.cfg.RawRetention + SealMargin)
-	for p := tr.names.PeriodOf(at(s)); tr.names.Start(p).Before(end); p += uint64(tr.names.Period / time.Second) {
+	for p := tr.names.PeriodOf(times.At(s)); tr.names.Start(p).Before(end); p += uint64(tr.names.Period / time.Second) {
 		if _, dropped := tr.periods.Dropped.Get(p); dropped {
 			return true, nil
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // The dirty markers read for some series are theirs only, of the slices asked for; read
@@ -45,7 +46,7 @@ func TestReadDirtyOf(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lo, hi := floorSec(unix(now.Add(-48*time.Hour)), slice), unix(now)
+	lo, hi := times.FloorSec(times.Unix(now.Add(-48*time.Hour)), slice), times.Unix(now)
 	keys := func(m map[dirtyKey]string) []string {
 		var out []string
 		for k := range m {
@@ -55,7 +56,7 @@ func TestReadDirtyOf(t *testing.T) {
 		return out
 	}
 	slot := func(t time.Time) string {
-		return time.Unix(int64(floorSec(unix(t), slice)), 0).UTC().Format("01-02 15:04")
+		return time.Unix(int64(times.FloorSec(times.Unix(t), slice)), 0).UTC().Format("01-02 15:04")
 	}
 	all, err := tr.ReadDirty(ctx, lo, hi)
 	if err != nil {
@@ -77,7 +78,7 @@ func TestReadDirtyOf(t *testing.T) {
 			t.Errorf("marker %v: ETag %q, read for all %q", k, tag, all[k])
 		}
 	}
-	first, err := tr.readDirtyOf(ctx, lo, floorSec(unix(late[1].Time), slice), map[string]bool{"b": true})
+	first, err := tr.readDirtyOf(ctx, lo, times.FloorSec(times.Unix(late[1].Time), slice), map[string]bool{"b": true})
 	if err != nil {
 		t.Fatal(err)
 	}

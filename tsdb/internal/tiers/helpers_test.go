@@ -11,6 +11,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // fakeService is a service client of an in-memory fake account (no retries).
@@ -39,3 +40,6 @@ func testTiers(t testing.TB, svc *aztables.ServiceClient, name string, now time.
 	cfg := Config{Tiers: checked, Accuracy: DefaultAccuracy, SealDelay: DefaultSealDelay, Now: clock}
 	return New(svc, names, cfg, c, tables.NewPeriods(svc, names, c, clock), Reads{})
 }
+
+// at is Unix seconds as a time (the tests' shorthand for times.At).
+func at(s uint64) time.Time { return times.At(s) }

@@ -11,24 +11,21 @@ import (
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // maxRollupAttempts bounds the attempts at a series whose blocks keep changing.
 const maxRollupAttempts = 20
 
-// floorSec and ceilSec round Unix seconds to a multiple of d (whole seconds).
-func floorSec(s uint64, d time.Duration) uint64 { n := uint64(d / time.Second); return s / n * n }
 func ceilSec(s uint64, d time.Duration) uint64 {
 	n := uint64(d / time.Second)
 	return (s + n - 1) / n * n
 }
 
-func unix(t time.Time) uint64       { return uint64(t.Unix()) }
-func at(s uint64) time.Time         { return time.Unix(int64(s), 0).UTC() }
 func (t Tier) block() time.Duration { return t.Step * blockWindows }
 
 // tierPeriod is the start of tier t's table period holding Unix second s.
-func tierPeriod(t Tier, s uint64) uint64 { return floorSec(s, t.Period) }
+func tierPeriod(t Tier, s uint64) uint64 { return times.FloorSec(s, t.Period) }
 
 // Rollup is DB.Rollup.
 func (tr *Tiers) Rollup(ctx context.Context, from, to time.Time) error {
@@ -40,8 +37,8 @@ func (tr *Tiers) Rollup(ctx context.Context, from, to time.Time) error {
 		return nil
 	}
 	span := tiers[len(tiers)-1].block()
-	lo := floorSec(unix(from), span)
-	hi := ceilSec(unix(to.Add(-time.Nanosecond))+1, span)
+	lo := times.FloorSec(times.Unix(from), span)
+	hi := ceilSec(times.Unix(to.Add(-time.Nanosecond))+1, span)
 	if kept, ok, err := tr.periods.OldestKeptPeriod(ctx, lo, tr.cfg.RawRetention, SealMargin); err != nil {
 		return err
 	} else if ok {
@@ -67,7 +64,7 @@ func (tr *Tiers) Rollup(ctx context.Context, from, to time.Time) error {
 
 // rollupRange is Rollup of [lo, hi) (Unix seconds, whole slices).
 func (tr *Tiers) rollupRange(ctx context.Context, lo, hi uint64) error {
-	names, err := tr.rollupNames(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	names, err := tr.rollupNames(ctx, times.At(lo), times.Earlier(times.At(hi), tablets.MaxTime))
 	if err != nil || len(names) == 0 {
 		return err
 	}
@@ -151,7 +148,7 @@ func (tr *Tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64)
 // in: DB.Query's read, of the parts the tiers are given.
 func (tr *Tiers) readPoints(ctx context.Context, series string, lo, hi uint64) ([]tablets.Point, error) {
 	var out []tablets.Point
-	for p, err := range tr.reads.Points(ctx, series, at(lo), earlierOf(at(hi), tablets.MaxTime)) {
+	for p, err := range tr.reads.Points(ctx, series, times.At(lo), times.Earlier(times.At(hi), tablets.MaxTime)) {
 		if err != nil {
 			return nil, err
 		}
@@ -165,12 +162,12 @@ func (tr *Tiers) readHistograms(ctx context.Context, series string, lo, hi uint6
 	if len(tr.histogramNames([]string{series})) == 0 {
 		return nil, nil // a name no histogram table can hold
 	}
-	if exists, err := tr.histTablesIn(ctx, at(lo), earlierOf(at(hi), tablets.MaxTime)); err != nil || !exists {
+	if exists, err := tr.histTablesIn(ctx, times.At(lo), times.Earlier(times.At(hi), tablets.MaxTime)); err != nil || !exists {
 		return nil, err
 	}
 	// The staged samples first: a Fold that moves them meanwhile writes them into the tables
 	// before deleting them, so none is missed.
-	from, to := at(lo), earlierOf(at(hi), tablets.MaxTime)
+	from, to := times.At(lo), times.Earlier(times.At(hi), tablets.MaxTime)
 	_, staged, err := tr.reads.Staged(ctx, []string{series}, from, to, staging.Hists)
 	if err != nil {
 		return nil, err

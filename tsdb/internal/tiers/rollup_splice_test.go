@@ -14,6 +14,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/testkit/tablefake"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // spliceDay is the start of a day that also starts a 14-day block of hours.
@@ -57,11 +58,11 @@ func TestSpliceSkipsUnchanged(t *testing.T) {
 	now := spliceDay.Add(30 * 24 * time.Hour)
 	tr := spliceTiers(t, now)
 	hours := tr.cfg.Tiers[1]
-	lo, hi := unix(spliceDay.Add(24*time.Hour)), unix(spliceDay.Add(48*time.Hour))
+	lo, hi := times.Unix(spliceDay.Add(24*time.Hour)), times.Unix(spliceDay.Add(48*time.Hour))
 	pts := splicePoints(spliceDay, 48*time.Hour, 1)
 	bs, _ := tr.storedSpan(hours, lo, hi)
 	n := int(tr.blockSpan(hours) / time.Hour)
-	if n != 336 || bs != unix(spliceDay) {
+	if n != 336 || bs != times.Unix(spliceDay) {
 		t.Fatalf("block of hours: %d windows from %v", n, at(bs))
 	}
 	stored := &tierBlock{series: "a", start: bs, step: time.Hour, version: blockenc.VersionColumnar, rolled: 1, etag: azcore.ETag("e1"),
@@ -81,11 +82,11 @@ func TestSpliceSkipsUnchanged(t *testing.T) {
 		t.Fatal("a sealed bit that differs is no change")
 	}
 	stored.sealed[30] = true
-	fresh2[unix(spliceDay.Add(30*time.Hour))].Sum += 1
+	fresh2[times.Unix(spliceDay.Add(30*time.Hour))].Sum += 1
 	if sameWindows(stored, windowsOf(fresh2, bs, time.Hour, n), allSealed(n)) {
 		t.Fatal("a sum that differs is no change")
 	}
-	delete(fresh2, unix(spliceDay.Add(30*time.Hour)))
+	delete(fresh2, times.Unix(spliceDay.Add(30*time.Hour)))
 	if sameWindows(stored, windowsOf(fresh2, bs, time.Hour, n), allSealed(n)) {
 		t.Fatal("a window gone is no change")
 	}
@@ -138,7 +139,7 @@ func TestSpliceOverlay(t *testing.T) {
 func TestSpliceBlockOps(t *testing.T) {
 	tr := spliceTiers(t, spliceDay.Add(30*24*time.Hour))
 	minutes := tr.cfg.Tiers[0]
-	bs := unix(spliceDay)
+	bs := times.Unix(spliceDay)
 	w := []*Window{{Start: at(bs), Count: 1, Sum: 2, Min: 2, Max: 2, First: 2, Last: 2, firstT: at(bs), lastT: at(bs), sk: newWindow(at(bs), 0).sk}}
 	w[0].sk.Add(2)
 	windows := make([]*Window, 1440)
@@ -192,7 +193,7 @@ func TestSpliceBlockOps(t *testing.T) {
 func TestSpliceTooLarge(t *testing.T) {
 	tr := spliceTiers(t, spliceDay.Add(30*24*time.Hour))
 	minutes := tr.cfg.Tiers[0]
-	bs := unix(spliceDay)
+	bs := times.Unix(spliceDay)
 	rng := rand.New(rand.NewPCG(1, 2))
 	windows := make([]*Window, 1440)
 	for i := range 1440 {
@@ -241,7 +242,7 @@ func TestSpliceTooLarge(t *testing.T) {
 func TestSpliceHistogramsTooLarge(t *testing.T) {
 	tr := spliceTiers(t, spliceDay.Add(30*24*time.Hour))
 	minutes := tr.cfg.Tiers[0]
-	bs := unix(spliceDay)
+	bs := times.Unix(spliceDay)
 	var samples []tablets.HistogramPoint
 	for i := range 1440 { // a gauge histogram a minute, of 400 buckets: about 3 KB a window
 		h := &tablets.FloatHistogram{CounterResetHint: tablets.GaugeType, Sum: float64(i)}

@@ -17,6 +17,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 const (
@@ -53,7 +54,7 @@ func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	tiers := tr.cfg.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
-	spans, err := tr.periods.Spans(ctx, naming.Raw, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	spans, err := tr.periods.Spans(ctx, naming.Raw, times.At(lo), times.Earlier(times.At(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -78,7 +79,7 @@ func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	}
 	group := max(1, min(maxRollupGroup, maxGroupBlocks/blocks))
 	// Periods of histogram samples only have no raw table, but slices all the same.
-	hist, err := tr.periods.Spans(ctx, naming.Hist, at(lo), earlierOf(at(hi), tablets.MaxTime))
+	hist, err := tr.periods.Spans(ctx, naming.Hist, times.At(lo), times.Earlier(times.At(hi), tablets.MaxTime))
 	if err != nil {
 		return true, err
 	}
@@ -86,8 +87,8 @@ func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	for _, s := range starts {
 		var raw []rawSpan
 		for i, sp := range spans {
-			if sp.From.Before(at(s+span)) && sp.To.After(at(s)) {
-				raw = append(raw, rawSpan{stores[i], laterOf(sp.From, at(s)), earlierOf(sp.To, at(s+span))})
+			if sp.From.Before(times.At(s+span)) && sp.To.After(times.At(s)) {
+				raw = append(raw, rawSpan{stores[i], times.Later(sp.From, times.At(s)), times.Earlier(sp.To, times.At(s+span))})
 			}
 		}
 		if err := tr.ensureTierTables(ctx, s, s+span); err != nil {
@@ -121,7 +122,7 @@ func nextGroup(group, blocks, n, size int) int {
 func sliceStarts(spans []span, lo, hi uint64, block time.Duration) []uint64 {
 	var starts []uint64
 	for _, sp := range spans {
-		for s := max(lo, floorSec(unix(sp.From), block)); s < hi && at(s).Before(sp.To); s += uint64(block / time.Second) {
+		for s := max(lo, times.FloorSec(times.Unix(sp.From), block)); s < hi && times.At(s).Before(sp.To); s += uint64(block / time.Second) {
 			if len(starts) == 0 || s > starts[len(starts)-1] {
 				starts = append(starts, s)
 			}
@@ -146,20 +147,6 @@ func (tr *Tiers) ensureTierTables(ctx context.Context, lo, hi uint64) error {
 // span is the part of a range in one raw period.
 type span = tables.Span
 
-func laterOf(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func earlierOf(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 // rawSpan is the part of a slice in one raw table.
 type rawSpan struct {
 	store    *chunked.Store
@@ -178,7 +165,7 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if all {
 		stagedOf = nil // every series: the filter need not name columns
 	}
-	staged, stagedHists, err := tr.reads.Staged(ctx, stagedOf, at(lo), at(hi), staging.Both)
+	staged, stagedHists, err := tr.reads.Staged(ctx, stagedOf, times.At(lo), times.At(hi), staging.Both)
 	if err != nil {
 		return 0, err
 	}
@@ -198,7 +185,7 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 		}()
 	}
 	// After the ETags: a histogram table made since holds late samples that flagged blocks.
-	exists, err := tr.histTablesIn(ctx, at(lo), at(hi))
+	exists, err := tr.histTablesIn(ctx, times.At(lo), times.At(hi))
 	if err != nil {
 		return 0, err
 	}
@@ -275,7 +262,7 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 	for _, s := range batch {
 		h.read[s] = nil
 	}
-	for sh, err := range h.histograms(ctx, h.valid(batch), at(h.lo), earlierOf(at(h.hi), tablets.MaxTime), h.staged) {
+	for sh, err := range h.histograms(ctx, h.valid(batch), times.At(h.lo), times.Earlier(times.At(h.hi), tablets.MaxTime), h.staged) {
 		if err != nil {
 			return nil, fmt.Errorf("tsdb: rollup: read histograms: %w", err)
 		}

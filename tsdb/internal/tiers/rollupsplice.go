@@ -19,6 +19,7 @@ import (
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // A Rollup of a slice splices it into the columnar blocks that overlap it: for each tier,
@@ -34,7 +35,7 @@ import (
 // (slices) reads and rewrites: whole columnar blocks.
 func (tr *Tiers) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
 	span := tr.blockSpan(t)
-	return floorSec(lo, span), ceilSec(hi, span)
+	return times.FloorSec(lo, span), ceilSec(hi, span)
 }
 
 // readSeriesBlocks reads, per tier, the entities of series stored in the blocks that
@@ -112,10 +113,10 @@ func (tr *Tiers) computeWindows(t Tier, pts []tablets.Point, hists []tablets.His
 	windows := map[uint64]*Window{}
 	step := uint64(t.Step / time.Second)
 	windowOf := func(tm time.Time) *Window {
-		ws := floorSec(unix(tm), t.Step)
+		ws := times.FloorSec(times.Unix(tm), t.Step)
 		w := windows[ws]
 		if w == nil {
-			w = newWindow(at(ws), tr.cfg.Accuracy)
+			w = newWindow(times.At(ws), tr.cfg.Accuracy)
 			windows[ws] = w
 		}
 		return w
@@ -126,7 +127,7 @@ func (tr *Tiers) computeWindows(t Tier, pts []tablets.Point, hists []tablets.His
 	for len(hists) > 0 {
 		// The samples of one window, then their window (none if all are staleness markers).
 		w := windowOf(hists[0].Time)
-		end := at(unix(w.Start) + step)
+		end := times.At(times.Unix(w.Start) + step)
 		n := 1
 		for n < len(hists) && hists[n].Time.Before(end) {
 			n++
@@ -162,7 +163,7 @@ func (tr *Tiers) spliceSlice(series string, t Tier, stored []*tierBlock, fresh m
 		}
 		n := int(span / t.Step)
 		windows, sealed := overlay(in, bs, be, step, n)
-		sealBefore := unix(now.Add(-tr.cfg.SealDelay))
+		sealBefore := times.Unix(now.Add(-tr.cfg.SealDelay))
 		for ws := max(lo, bs); ws < min(hi, be); ws += step {
 			i := (ws - bs) / step
 			windows[i] = fresh[ws]

@@ -10,6 +10,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/sketchenc"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // tierBlock is a tier entity as read, of either format: a row block (versions 1 and 2: 24
@@ -70,7 +71,7 @@ func (tr *Tiers) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns
 		tb.version = 0
 	}
 	for i := range tb.windows {
-		end := at(b.start).Add(time.Duration(i+1) * t.Step)
+		end := times.At(b.start).Add(time.Duration(i+1) * t.Step)
 		tb.sealed[i] = !b.stale && b.rolled >= float64(end.Add(tr.cfg.SealDelay).Unix())
 	}
 	return tb, nil
@@ -94,7 +95,7 @@ func dropStaleFlag(e *entity.Entity) bool {
 func (tr *Tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blockenc.Columnar) (*tierBlock, error) {
 	tb := &tierBlock{series: series, start: c.Start, step: t.Step, version: blockenc.VersionColumnar, rolled: c.Rolled, etag: etag,
 		windows: make([]*Window, len(c.Windows)), sealed: c.Sealed, cols: c.Columns}
-	blockStart := at(c.Start)
+	blockStart := times.At(c.Start)
 	for i, w := range c.Windows {
 		if w == nil {
 			continue
