@@ -9,7 +9,6 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
-	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
@@ -19,14 +18,8 @@ import (
 func (tr *Tiers) readRawPoints(ctx context.Context, ranges map[string][][2]time.Time, staged map[string][]tablets.Point, accs map[string]*seriesWindows) error {
 	order, byRange := seriesByRange(ranges)
 	for _, r := range order {
-		names := byRange[r]
-		mine := map[string][]tablets.Point{}
-		for _, s := range names {
-			if pts := staging.PointsMerge.In(staged[s], r[0], r[1]); len(pts) > 0 {
-				mine[s] = pts
-			}
-		}
-		for p, err := range tr.reads.RawPoints(ctx, names, r[0], r[1], mine) {
+		// The staged points outside the range are left out by the read, span by span.
+		for p, err := range tr.reads.RawPoints(ctx, byRange[r], r[0], r[1], staged) {
 			if err != nil {
 				return err
 			}
