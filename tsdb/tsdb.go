@@ -82,7 +82,29 @@ type Options struct {
 	// Fold and deletes) hold at once: their pages, fetched and decoded, and the points
 	// queries and fold rounds collect; DBs may share one (see ReadBudget). nil: no bound.
 	StagingReadBudget *ReadBudget
+	// StagingCache keeps the columns of staging entities that queries decoded, so that a
+	// query reads again only the entities written (or changed) since: each query lists the
+	// keys and ETags of the entities its range overlaps and fetches only what the cache
+	// lacks (see StagingCache). DBs may share one (a server's tenants). nil: a cache of the
+	// DB's own of DefaultStagingCacheBytes.
+	StagingCache *StagingCache
 }
+
+// StagingCache is the cache of staging entities' columns (Options.StagingCache): bounded by
+// bytes, checked against each entity's ETag at every query, so that it never answers from
+// an entity another process folded, deleted from or rewrote. Stats reports its hits, misses
+// and size.
+type StagingCache = staging.Cache
+
+// StagingCacheStats are a StagingCache's counts.
+type StagingCacheStats = staging.CacheStats
+
+// NewStagingCache returns a StagingCache of at most about maxBytes of decoded columns (at
+// least 1 MiB).
+func NewStagingCache(maxBytes int64) *StagingCache { return staging.NewCache(maxBytes) }
+
+// DefaultStagingCacheBytes bounds the staging cache a DB makes of its own.
+const DefaultStagingCacheBytes = 64 << 20
 
 // DefaultCachedSeries is the default of Options.CachedSeries.
 const DefaultCachedSeries = 1 << 16
@@ -151,7 +173,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
 	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
-		Budget: o.StagingReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped})
+		Budget: o.StagingReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache})
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists = raw.New(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
@@ -267,6 +289,9 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.StagingCache == nil {
+		o.StagingCache = NewStagingCache(DefaultStagingCacheBytes)
 	}
 	if o.StagingPartitions == 0 {
 		o.StagingPartitions = 1

@@ -38,6 +38,7 @@ type serveFlags struct {
 	accountRequests                   int
 	backgroundJobs                    int
 	stagingReadBytes                  int64
+	stagingCacheBytes                 int64
 	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
@@ -120,6 +121,7 @@ naming another is 403.`,
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn; folds go first, with a slot of their own, but take at most half")
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
 	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries and fold rounds collect (32 bytes each); more wait their turn, but the oldest read goes on")
+	f.Int64Var(&sf.stagingCacheBytes, "staging.cache-bytes", tsdb.DefaultStagingCacheBytes*4, "bytes of decoded staging-entity columns kept for later queries, all tenants together: a refreshed query lists the entities of its range with their ETags and fetches only those written or changed since (at least 1 MiB)")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
@@ -201,6 +203,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.stagingReadBytes < 1 {
 		return usageErrorf(cmd, "--staging.max-read-bytes must be positive")
 	}
+	if sf.stagingCacheBytes < 1<<20 {
+		return usageErrorf(cmd, "--staging.cache-bytes must be at least 1 MiB")
+	}
+	dbOpts.StagingCache = tsdb.NewStagingCache(sf.stagingCacheBytes)
 	if dbOpts.StagingReadBudget, err = tsdb.NewReadBudget(sf.stagingReadBytes); err != nil {
 		return usageErrorf(cmd, "--staging.max-read-bytes: %v", err)
 	}
@@ -276,7 +282,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Query:              queryOpts,
 			RetainEvery:        sf.retain,
 			Logger:             logger,
-			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget)},
+			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache)},
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
@@ -456,6 +462,35 @@ func (m *stagingReadMetrics) Collect(ch chan<- prometheus.Metric) {
 	inUse, waiting := m.budget.InUse()
 	ch <- prometheus.MustNewConstMetric(m.inUse, prometheus.GaugeValue, float64(inUse))
 	ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(waiting))
+}
+
+func stagingCacheCollector(c *tsdb.StagingCache) prometheus.Collector {
+	return &stagingCacheMetrics{cache: c,
+		hits:    prometheus.NewDesc("tablets_staging_cache_hits_total", "Columns of staging entities queries found in the cache at their entity's ETag.", nil, nil),
+		misses:  prometheus.NewDesc("tablets_staging_cache_misses_total", "Columns of staging entities queries fetched: new, changed, or not cached.", nil, nil),
+		bytes:   prometheus.NewDesc("tablets_staging_cache_bytes", "About the memory of the staging cache's columns (--staging.cache-bytes).", nil, nil),
+		entries: prometheus.NewDesc("tablets_staging_cache_entries", "Columns of staging entities in the cache.", nil, nil),
+	}
+}
+
+type stagingCacheMetrics struct {
+	cache                        *tsdb.StagingCache
+	hits, misses, bytes, entries *prometheus.Desc
+}
+
+func (m *stagingCacheMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- m.hits
+	ch <- m.misses
+	ch <- m.bytes
+	ch <- m.entries
+}
+
+func (m *stagingCacheMetrics) Collect(ch chan<- prometheus.Metric) {
+	st := m.cache.Stats()
+	ch <- prometheus.MustNewConstMetric(m.hits, prometheus.CounterValue, float64(st.Hits))
+	ch <- prometheus.MustNewConstMetric(m.misses, prometheus.CounterValue, float64(st.Misses))
+	ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(st.Entries))
 }
 
 type accountMetrics struct {

@@ -40,5 +40,8 @@
 // arrival bucket (Bucket of the writer's clock) and of the series' slot range (the hash's
 // top byte, Options.StagingPartitions ranges), a transaction of EntitiesPerTx.
 //
-// It caches nothing: each read of staged samples is a query of the staging table.
+// Its one cache is the Cache (cache.go) of the columns queries decoded: a query lists the
+// keys and ETags of the entities of its range and fetches only what the cache lacks at
+// those ETags (the first query of a Table reads them whole, and fills it). The Fold and
+// Delete read the table itself.
 package staging

@@ -24,6 +24,23 @@ const (
 // of every series) in [from, to). A kind costs two comparisons (T and U: the time keys of
 // the two kinds do not overlap), both kinds four, the slot range two more: at most six.
 func Query(series []string, from, to time.Time, kinds Kinds) pager.SubQuery {
+	f, columns := queryParts(series, from, to, kinds)
+	sel := "RowKey," + VersionProp
+	if series == nil {
+		return pager.SubQuery{Filter: f.String()}
+	}
+	if columns == nil {
+		sel = ""
+	}
+	for _, c := range columns {
+		sel += "," + ColumnChar + strconv.Itoa(c)
+	}
+	return pager.SubQuery{Filter: f.String(), Select: sel}
+}
+
+// queryParts is Query's filter, and the columns its series are in (nil: every column,
+// when series is nil or its series fill them all), in order.
+func queryParts(series []string, from, to time.Time, kinds Kinds) (filter.Expr, []int) {
 	floats := filter.And(
 		filter.Lt(FirstProp, TimeKey(EarliestMilli(to))),
 		filter.Ge(LastProp, TimeKey(from.UnixMilli())))
@@ -39,28 +56,23 @@ func Query(series []string, from, to time.Time, kinds Kinds) pager.SubQuery {
 	default:
 		clauses = []filter.Expr{filter.Or(floats, hists)}
 	}
-	sel := "RowKey," + VersionProp
 	if series == nil {
-		return pager.SubQuery{Filter: filter.And(clauses...).String()}
+		return filter.And(clauses...), nil
 	}
 	if len(series) == 1 {
 		slot, _ := Hash(series[0])
 		hex := fmt.Sprintf("%02x", slot)
 		clauses = append(clauses, filter.Le(LoProp, hex), filter.Ge(HiProp, hex))
 	}
-	columns := map[int]bool{}
+	in := map[int]bool{}
 	for _, s := range series {
 		_, c := Hash(s)
-		columns[c] = true
+		in[c] = true
 	}
-	if len(columns) < Columns {
-		for _, c := range slices.Sorted(maps.Keys(columns)) {
-			sel += "," + ColumnChar + strconv.Itoa(c)
-		}
-	} else {
-		sel = ""
+	if len(in) == Columns {
+		return filter.And(clauses...), nil
 	}
-	return pager.SubQuery{Filter: filter.And(clauses...).String(), Select: sel}
+	return filter.And(clauses...), slices.Sorted(maps.Keys(in))
 }
 
 // EarliestMilli is the first millisecond at or after t: a point at millisecond m is before

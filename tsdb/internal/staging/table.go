@@ -41,7 +41,10 @@ type Table struct {
 	Budget *ReadBudget
 	// Page is the first $top and the PageBytes of staging reads (tests shrink them).
 	Page pager.SubQuery
-	made atomic.Bool // the staging table is known to exist
+	// cache keeps the columns queries decoded (Config.Cache; nil: none).
+	cache *Cache
+	warm  atomic.Bool // a query filled the cache (later ones list the keys first)
+	made  atomic.Bool // the staging table is known to exist
 	// dropped reports a raw period known dropped by Retain: reads leave out its staged
 	// samples, as the Fold does (nil: none is).
 	dropped func(period uint64) bool
@@ -57,6 +60,9 @@ type Config struct {
 	// Dropped reports a raw period known dropped (the period tables' KnownDropped; nil:
 	// none is).
 	Dropped func(period uint64) bool
+	// Cache keeps the entities' columns that queries decoded, checked against their ETags
+	// at every query (nil: none; see Cache). Many Tables may share one.
+	Cache *Cache
 }
 
 // NewTable makes the staging part of a DB of names whose raw layout is layout; it sends
@@ -65,6 +71,7 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 	reads := stagingOn(layout)
 	return &Table{
 		dropped:    c.Dropped,
+		cache:      c.Cache,
 		names:      names,
 		client:     service.NewClient(names.Staging()),
 		now:        c.Now,

@@ -176,7 +176,12 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	dropped := st.droppedPeriods()
 	found = map[string][]Point{}
 	foundHists = map[string][]Hist{}
-	for se, err := range st.entitiesIn(ctx, Query(series, from, to, kinds), want, read) {
+	entities := st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
+	if st.cache != nil {
+		f, columns := queryParts(series, from, to, kinds)
+		entities = st.cachedEntities(ctx, f, columns, want, read)
+	}
+	for se, err := range entities {
 		if err != nil {
 			return nil, nil, nil, err
 		}

@@ -1,0 +1,377 @@
+package staging
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"iter"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/stageenc"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
+)
+
+// Cache keeps the columns of staging entities that queries decoded, by table, entity key,
+// column and ETag, so that a query reads again only what changed since: a refreshed panel
+// lists the keys and ETags of the entities its range overlaps (a few hundred bytes an
+// entity), takes the columns it knows from the cache, and fetches the others, the new
+// entities' (one query a partition that has any).
+//
+// A staging entity is written once by the transaction of its write, rewritten only by a
+// Delete of some of its samples (a new ETag), and deleted by the Fold: the listing is read
+// from the account at every query, so a column is used only while its entity still stands
+// with the ETag it was decoded at, whichever process changed it. A cached column is never
+// the last word: the account is.
+//
+// A Cache may be shared by the Tables of many databases (a server's tenants); it is bounded
+// by the bytes of the columns it holds (two generations of cache.Gen: what a generation
+// does not use goes). Safe for concurrent use.
+type Cache struct {
+	columns *cache.Gen[columnKey, cachedColumn]
+	hits    atomic.Uint64
+	misses  atomic.Uint64
+}
+
+// CacheStats are what a Cache did and holds.
+type CacheStats struct {
+	Hits, Misses uint64 // columns of entities found, and fetched
+	Entries      int    // columns held
+	Bytes        int64  // about their memory
+}
+
+// NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB).
+func NewCache(maxBytes int64) *Cache {
+	return &Cache{columns: cache.New(int(max(maxBytes, 1<<20)), columnCost)}
+}
+
+// Stats returns the cache's counts.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: c.columns.Len(), Bytes: int64(c.columns.Size())}
+}
+
+// columnKey names a column of an entity of a staging table: wholeEntity for a read of
+// every column.
+type columnKey struct {
+	table, pk, rk string
+	column        int
+}
+
+// wholeEntity is the column of a key that holds every column of its entity.
+const wholeEntity = -1
+
+// cachedColumn is one column of an entity as decoded, at the entity's ETag: empty when the
+// entity has no such column.
+type cachedColumn struct {
+	etag    string
+	version int
+	series  []stageenc.Series
+	hists   []stageenc.HistSeries
+}
+
+func columnCost(k columnKey, c cachedColumn) int {
+	n := int(unsafe.Sizeof(k)+unsafe.Sizeof(c)) + len(k.table) + len(k.pk) + len(k.rk) + len(c.etag) + 64
+	for _, s := range c.series {
+		n += int(unsafe.Sizeof(s)) + len(s.Key) + 8*(cap(s.Times)+cap(s.Values))
+	}
+	for _, s := range c.hists {
+		n += int(unsafe.Sizeof(s)) + len(s.Key) + len(s.Samples)*int(HistBytes)
+	}
+	return n
+}
+
+// listedEntity is an entity of a listing: its keys and ETag.
+type listedEntity struct{ pk, rk, etag string }
+
+// cachedEntities yields the staging entities q's filter selects, each with the float series
+// of columns (nil: every column) that want holds (nil: all) and the histogram series of
+// those columns, as entitiesIn does, but from the cache where an entity's columns are there
+// at its ETag: one listing of the keys, then a query of each partition holding an entity
+// or column the cache lacks. An entity the Fold deleted between the listing and its fetch
+// is left out (its samples are in the raw tables by then: a read of staging comes first).
+func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, want map[string]bool, read *collectRead) iter.Seq2[Decoded, error] {
+	return func(yield func(Decoded, error) bool) {
+		fail := func(err error) {
+			if !azerr.IsTableGone(err) {
+				yield(Decoded{}, fmt.Errorf("tsdb: read staging: %w", err))
+			}
+		}
+		keys := columns
+		if keys == nil {
+			keys = []int{wholeEntity}
+		}
+		table := st.names.Staging()
+		if !st.warm.Load() {
+			// Nothing of this table is cached yet: a listing would only cost a request more.
+			// The read is the query of every entity, which fills the cache.
+			st.warm.Store(true)
+			got := map[[2]string]map[int]cachedColumn{}
+			var order []listedEntity
+			err := st.fetchColumns(ctx, f, "", nil, columns, read, func(le listedEntity, cols map[int]cachedColumn) {
+				got[[2]string{le.pk, le.rk}] = cols
+				order = append(order, le)
+			})
+			if err != nil {
+				fail(err)
+				return
+			}
+			st.yieldAssembled(ctx, order, keys, got, want, read, yield)
+			return
+		}
+		listed, err := st.listEntities(ctx, f.String())
+		if err != nil {
+			fail(err)
+			return
+		}
+		// The entities whose columns the cache lacks, by partition.
+		// The columns the cache holds are taken now (a later rotation may drop them).
+		missing := map[string][]listedEntity{}
+		got := make(map[[2]string]map[int]cachedColumn, len(listed))
+		for _, le := range listed {
+			cols := make(map[int]cachedColumn, len(keys))
+			for _, c := range keys {
+				col, ok := st.cache.lookup(columnKey{table, le.pk, le.rk, c}, le.etag)
+				if !ok {
+					missing[le.pk] = append(missing[le.pk], le)
+					cols = nil
+					break
+				}
+				cols[c] = col
+			}
+			if cols != nil {
+				got[[2]string{le.pk, le.rk}] = cols
+			}
+		}
+		for _, pk := range slices.Sorted(maps.Keys(missing)) {
+			if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, read, func(le listedEntity, cols map[int]cachedColumn) {
+				got[[2]string{le.pk, le.rk}] = cols
+			}); err != nil {
+				fail(err)
+				return
+			}
+		}
+		st.yieldAssembled(ctx, listed, keys, got, want, read, yield)
+	}
+}
+
+// yieldAssembled yields the entities of listed (in order) whose columns keys are in got,
+// their float series those want holds (nil: all), each held under the read budget while
+// the consumer has it. An entity got lacks was deleted by the Fold between the listing and
+// the fetch.
+func (st *Table) yieldAssembled(ctx context.Context, listed []listedEntity, keys []int, got map[[2]string]map[int]cachedColumn,
+	want map[string]bool, read *collectRead, yield func(Decoded, error) bool) {
+	for _, le := range listed {
+		cols, ok := got[[2]string{le.pk, le.rk}]
+		if !ok {
+			continue
+		}
+		d, ok := assemble(le, keys, cols, want)
+		if !ok {
+			continue
+		}
+		n := d.DecodedBytes()
+		if err := read.hold(ctx, n); err != nil {
+			yield(Decoded{}, err)
+			return
+		}
+		more := yield(d, nil)
+		read.give(n)
+		if !more {
+			return
+		}
+	}
+}
+
+// lookup returns k's column if it is cached at etag, counting a hit or a miss.
+func (c *Cache) lookup(k columnKey, etag string) (cachedColumn, bool) {
+	col, ok := c.columns.Get(k)
+	if !ok && k.column != wholeEntity {
+		// A read of every column holds this one too.
+		var whole cachedColumn
+		if whole, ok = c.columns.Get(columnKey{k.table, k.pk, k.rk, wholeEntity}); ok {
+			col = whole
+		}
+	}
+	if ok && col.etag == etag {
+		c.hits.Add(1)
+		return col, true
+	}
+	c.misses.Add(1)
+	return cachedColumn{}, false
+}
+
+// listEntities lists the keys and ETags of the entities f selects: one query (pages of
+// keys only).
+func (st *Table) listEntities(ctx context.Context, f string) ([]listedEntity, error) {
+	var out []listedEntity
+	var e entity.Entity
+	e.AllowStrings = true
+	for page, err := range pager.Each(ctx, st.client, pager.SubQuery{Filter: f, Select: "PartitionKey,RowKey"}, 0) {
+		if err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Entities {
+			if err := e.Decode(raw); err != nil {
+				return nil, err
+			}
+			out = append(out, listedEntity{string(e.PartitionKey), string(e.RowKey), string(e.ETag)})
+		}
+	}
+	return out, nil
+}
+
+// fetchColumns queries partition pk for the listed entities with their columns (nil: every
+// column), or with pk "" every entity f selects, caches each column at the ETag read, and
+// passes got each entity's columns, in the order read.
+func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, entities []listedEntity, columns []int, read *collectRead,
+	got func(le listedEntity, cols map[int]cachedColumn)) error {
+	q := pager.SubQuery{Filter: f.String()}
+	var wanted map[string]bool
+	if pk != "" {
+		wanted = make(map[string]bool, len(entities))
+		lo, hi := entities[0].rk, entities[0].rk
+		for _, le := range entities {
+			wanted[le.rk] = true
+			lo, hi = min(lo, le.rk), max(hi, le.rk)
+		}
+		q.Filter = filter.And(f, filter.Eq("PartitionKey", pk), filter.Ge("RowKey", lo), filter.Le("RowKey", hi)).String()
+	}
+	if columns != nil {
+		sel := "PartitionKey,RowKey," + VersionProp
+		for _, c := range columns {
+			sel += "," + ColumnChar + strconv.Itoa(c)
+		}
+		q.Select = sel
+	}
+	q.Top, q.PageBytes = st.Page.Top, st.Page.PageBytes
+	table := st.names.Staging()
+	var e entity.Entity
+	e.AllowStrings = true
+	top := q.Top
+	var cont pager.Continuation
+	for {
+		done, err := st.Budget.take(ctx, read, int64(q.PageBytes))
+		if err != nil {
+			return err
+		}
+		raw, next, err := pager.Fetch(ctx, st.client, q, top, cont)
+		if err != nil {
+			done()
+			return err
+		}
+		top = pager.NextTop(q, top, raw)
+		for _, r := range raw {
+			head, cols, err := decodeColumns(&e, r)
+			if err != nil {
+				done()
+				return err
+			}
+			if wanted != nil && !wanted[head.rk] {
+				continue // an entity the cache held, between two it lacked
+			}
+			if columns == nil {
+				whole := cachedColumn{etag: head.etag, version: head.version}
+				for _, c := range cols {
+					whole.series = append(whole.series, c.series...)
+					whole.hists = append(whole.hists, c.hists...)
+				}
+				cols = map[int]cachedColumn{wholeEntity: whole}
+			} else {
+				for _, c := range columns {
+					if _, ok := cols[c]; !ok {
+						cols[c] = cachedColumn{etag: head.etag, version: head.version} // none there
+					}
+				}
+			}
+			for c, col := range cols {
+				st.cache.columns.Add(columnKey{table, head.pk, head.rk, c}, col)
+			}
+			got(listedEntity{head.pk, head.rk, head.etag}, cols)
+		}
+		done()
+		if next.IsZero() {
+			return nil
+		}
+		cont = next
+	}
+}
+
+// entityHead is what decodeColumns reads of an entity besides its columns.
+type entityHead struct {
+	pk, rk, etag string
+	version      int
+}
+
+// decodeColumns decodes one staging entity's JSON column by column (every series of
+// each column), each at the entity's ETag.
+func decodeColumns(e *entity.Entity, raw []byte) (entityHead, map[int]cachedColumn, error) {
+	if err := e.Decode(raw); err != nil {
+		return entityHead{}, nil, err
+	}
+	head := entityHead{pk: string(e.PartitionKey), rk: string(e.RowKey), etag: string(e.ETag)}
+	version := -1.0
+	for _, p := range e.Props {
+		if string(p.Name) == VersionProp {
+			version = p.Value
+		}
+	}
+	if version != Version && version != HistVersion {
+		return entityHead{}, nil, fmt.Errorf("staging entity %q: %w %v", e.RowKey, ErrVersion, version)
+	}
+	head.version = int(version)
+	cols := map[int]cachedColumn{}
+	for _, sp := range e.Strings {
+		name := string(sp.Name)
+		if !strings.HasPrefix(name, ColumnChar) {
+			continue
+		}
+		c, err := strconv.Atoi(name[len(ColumnChar):])
+		if err != nil {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(string(sp.Value))
+		if err != nil {
+			return entityHead{}, nil, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
+		}
+		col := cachedColumn{etag: head.etag, version: head.version}
+		if head.version == HistVersion {
+			col.hists, err = stageenc.DecodeHist(b)
+		} else {
+			col.series, err = stageenc.DecodeSome(b, nil)
+		}
+		if err != nil {
+			return entityHead{}, nil, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
+		}
+		cols[c] = col
+	}
+	return head, cols, nil
+}
+
+// assemble is the listed entity le with its columns keys, its float series those want
+// holds (nil: all).
+func assemble(le listedEntity, keys []int, cols map[int]cachedColumn, want map[string]bool) (Decoded, bool) {
+	stamp, seq, ok := StampOf([]byte(le.rk))
+	if !ok {
+		return Decoded{}, false
+	}
+	d := Decoded{PartitionKey: le.pk, RowKey: le.rk, Stamp: stamp, Seq: seq}
+	for _, c := range keys {
+		col := cols[c]
+		d.Version = col.version
+		for _, s := range col.series {
+			if want == nil || want[s.Key] {
+				d.Series = append(d.Series, s)
+			}
+		}
+		d.Hists = append(d.Hists, col.hists...)
+	}
+	return d, true
+}
