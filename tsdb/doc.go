@@ -63,8 +63,11 @@
 // model; read.go: tablets.Store's reads), and the public names of the parts' types
 // (labels.go, index.go, fold.go, histogram.go, tierapi.go, retain.go).
 //
-// The dependencies go one way: tsdb uses every part; retention the tiers; the parts the
-// leaf layer; and no part imports another but retention the tiers.
+// The dependencies go one way: tsdb uses every part; retention the tiers; the raw part and
+// the tiers the staging package's pure code (the staged kinds, the merge of staged into raw
+// samples), never its Table or Folder; every part the leaf layer; and the staging package
+// and the index no other part. TestPartsDependOneWay (parts_test.go) holds the table of
+// what each package may import.
 //
 // # Maintenance
 //
