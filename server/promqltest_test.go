@@ -38,6 +38,10 @@ import (
 // the samples exactly as appended, and again with every non-gauge hint made unknown.
 func TestPromQLSuite(t *testing.T) {
 	azurite.Shared(t) // skips under -short, as every Azurite test
+	// Beside the end-to-end tests (TestE2E, TestE2ENativeHistograms), which mostly wait on
+	// Prometheus' scrapes: the suite keeps the CPU busy meanwhile. It shares nothing with
+	// them but the Azurite (its databases' names are its own).
+	t.Parallel()
 	for _, maintained := range []bool{false, true} {
 		name := "written"
 		if maintained {
