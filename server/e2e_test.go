@@ -76,6 +76,9 @@ func TestE2E(t *testing.T) {
 	}
 	promrun.Need(t) // install before the clock starts
 	azurite.Shared(t)
+	// Beside TestPromQLSuite: this test mostly waits for Prometheus' scrapes, on a database of
+	// its own.
+	t.Parallel()
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -20,10 +20,11 @@ import (
 // chunkedLayout stores the raw points in chunks (cheap to write and read back).
 func chunkedLayout(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }
 
-// yearData is a database of one tier (an hour) holding a year of 100 narrow gauges
-// ("m000".."m099", memory-like: 1e9 ± 0.5%) and 10 noisy ones ("n000".."n009": ± 50%), a
-// point every 15 minutes, rolled up. (A Rollup of a year of 100 series takes minutes on
-// Azurite: a day's slice at a time, each rewriting its 14-day block.)
+// yearData is a database of one tier (an hour) holding a year of narrowSeries narrow
+// gauges ("m000".."m039", memory-like: 1e9 ± 0.5%) and noisySeries noisy ones
+// ("n000".."n009": ± 50%), a point every 15 minutes, rolled up. (A Rollup of a year takes
+// about a second a series on Azurite: a day's slice at a time, each rewriting its 14-day
+// block.)
 func yearData(t testing.TB) (*tsdb.DB, *azurite.Checker, time.Time, time.Time, map[string][]tablets.Point) {
 	db, writer, checker := newLiveDB(t, tsdb.Options{Layout: chunkedLayout, DirectWrites: true, RawPeriod: 364 * 24 * time.Hour,
 		Tiers: []tsdb.Tier{{Step: time.Hour}}})
@@ -31,7 +32,7 @@ func yearData(t testing.TB) (*tsdb.DB, *azurite.Checker, time.Time, time.Time, m
 	from := to.AddDate(-1, 0, 0)
 	rng := rand.New(rand.NewPCG(21, 3))
 	series := map[string][]tablets.Point{}
-	for i := range 100 {
+	for i := range narrowSeries {
 		series[fmt.Sprintf("m%03d", i)] = memoryPoints(rng, from, to, 15*time.Minute, 0.005)
 		if i < noisySeries {
 			series[fmt.Sprintf("n%03d", i)] = memoryPoints(rng, from, to, 15*time.Minute, 0.5)
@@ -46,19 +47,42 @@ func yearData(t testing.TB) (*tsdb.DB, *azurite.Checker, time.Time, time.Time, m
 	return db, checker, from, to, series
 }
 
+// narrowSeries is how many narrow gauges yearData writes: more than Aggregate reads by
+// filters of 13 series (26), so that it scans the tier's partitions, as for 100. The cost
+// target is for 100 series, but a year of them takes minutes to write and roll up (about a
+// second a series): it is checked scaled to narrowSeries (its bytes are linear in the
+// series, its requests a page per 1,000 blocks of a tier table, see yearRequests).
+const narrowSeries = 40
+
 // noisySeries is how many noisy gauges yearData writes: their figure is reported per
 // series, and scaled to 100.
 const noisySeries = 10
 
-// A year at an hour of 100 series, merged, with the 99th percentile: at most 6 requests
-// and 10 MB for narrow gauges; the figure for noisy ones is reported (of 10 series, and
-// scaled to 100).
+// yearRequests is the most requests Aggregate of n series over [from, to) from the hour
+// tier may make: the dirty markers, the staged points, and a page per 1,000 blocks (14 days
+// each) of each tier table (364 days) the range touches: 6 for 100 series over a year.
+func yearRequests(n int, from, to time.Time) int {
+	const block, period = int64(14 * 24 * 3600), int64(364 * 24 * 3600)
+	blocks := map[int64]int{} // by table
+	for b := from.Unix() / block * block; b < to.Unix(); b += block {
+		blocks[b/period] += n
+	}
+	requests := 2
+	for _, k := range blocks {
+		requests += (k + 999) / 1000
+	}
+	return requests
+}
+
+// A year at an hour of narrow gauges, merged, with the 99th percentile: for 100 series at
+// most 6 requests and 10 MB, checked on narrowSeries (yearRequests, and 10 MB scaled); the
+// figure for noisy ones is reported (of 10 series, and scaled to 100).
 func TestYearOfHours(t *testing.T) {
 	ctx := context.Background()
 	db, checker, from, to, series := yearData(t)
 	fields := &tsdb.AggregateOptions{Fields: tsdb.FieldQuantiles} // and Min and Max, which bound them
 	for _, prefix := range []string{"m", "n"} {
-		n := 100
+		n := narrowSeries
 		if prefix == "n" {
 			n = noisySeries
 		}
@@ -81,8 +105,8 @@ func TestYearOfHours(t *testing.T) {
 		t.Logf("a year at 1 h of %d series (%s), merged, with p99: %d requests, %.2f MB, %.1f bytes a series' window (%.2f MB for 100 series)",
 			n, prefix, c.requests, float64(c.bytes)/1e6, float64(c.bytes)/float64(n*len(want)), float64(c.bytes)*100/float64(n)/1e6)
 		if prefix == "m" {
-			require.LessOrEqual(t, c.requests, int64(6), "requests of a year of 100 narrow gauges")
-			require.LessOrEqual(t, c.bytes, int64(10e6), "bytes of a year of 100 narrow gauges")
+			require.LessOrEqual(t, c.requests, int64(yearRequests(n, from, to)), "requests of a year of %d narrow gauges", n)
+			require.LessOrEqual(t, c.bytes, int64(10e6*n/100), "bytes of a year of %d narrow gauges (10 MB for 100)", n)
 		}
 	}
 }

@@ -384,11 +384,14 @@ func TestTSDBRollupLoopsBesideLateWriter(t *testing.T) {
 					}
 				}()
 			}
-			const lateWrites = 40
+			// 16 late points, 90 minutes apart over the day (the 40 of 35 minutes before took
+			// 80 Rollups a roller, 40 s): each followed by 2 Rollups of each roller begun after
+			// it, the two on the same blocks.
+			const lateWrites = 16
 		writes:
 			for i := range lateWrites {
 				s := names[i%len(names)]
-				p := tablets.Point{Time: itest.RollupBase.Add(time.Duration(i)*35*time.Minute + 3*time.Second), Value: float64(1000 + i)}
+				p := tablets.Point{Time: itest.RollupBase.Add(time.Duration(i)*90*time.Minute + 3*time.Second), Value: float64(1000 + i)}
 				require.NoError(t, db.Write(ctx, s, p))
 				all[s] = append(all[s], p)
 				want := [2]int64{counts[0].Load() + 2, counts[1].Load() + 2}

@@ -84,20 +84,20 @@ func collect(t *testing.T, seq func(yield func(tablets.Point, error) bool)) []ta
 	return out
 }
 
-// QueryPage through a day at 1 Hz, limit 500: at most twice the bytes of one Query of the
-// day, and at most a request per page plus one for the (single) sub-query.
+// QueryPage through 6 hours at 1 Hz (44 pages), limit 500: at most twice the bytes of one
+// Query of them, and at most a request per page plus one for the (single) sub-query.
 func testQueryPageCost(t *testing.T, h CostHarness) {
 	ctx := context.Background()
 	s, usage := h.NewMeteredStore(t)
 	start := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
-	day := oneHz(start, 86400)
-	require.NoError(t, s.Write(ctx, "cpu", day...))
-	from, to := start, start.Add(24*time.Hour)
+	points := oneHz(start, 6*3600)
+	require.NoError(t, s.Write(ctx, "cpu", points...))
+	from, to := start, start.Add(6*time.Hour)
 
 	before := usage()
 	all := collect(t, s.Query(ctx, "cpu", from, to))
 	query := usage().sub(before)
-	requirePoints(t, day, all, "Query of the day")
+	requirePoints(t, points, all, "Query of the 6 hours")
 
 	before = usage()
 	var paged []tablets.Point
@@ -112,8 +112,8 @@ func testQueryPageCost(t *testing.T, h CostHarness) {
 		}
 	}
 	paging := usage().sub(before)
-	requirePoints(t, day, paged, "QueryPage through the day")
-	t.Logf("Query of the day: %v; QueryPage (limit 500): %d pages, %v", query, pages, paging)
+	requirePoints(t, points, paged, "QueryPage through the 6 hours")
+	t.Logf("Query of 6 hours: %v; QueryPage (limit 500): %d pages, %v", query, pages, paging)
 	require.LessOrEqual(t, paging.ResponseBytes, 2*query.ResponseBytes, "QueryPage bytes against Query bytes")
 	require.LessOrEqual(t, paging.Requests, int64(pages)+1, "QueryPage: a request per page plus one per sub-query")
 }
@@ -168,15 +168,15 @@ func testQuoteCost(t *testing.T, h CostHarness) {
 	ctx := context.Background()
 	s, usage := h.NewMeteredStore(t)
 	start := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
-	pts := oneHz(start, 6*3600)
+	pts := oneHz(start, 2*3600)
 	var costs []Usage
 	for _, name := range []string{"OBrien", "O'Brien", "O''Brien'"} {
 		before := usage()
 		require.NoError(t, s.Write(ctx, name, pts...))
 		costs = append(costs, usage().sub(before))
-		requirePoints(t, pts, collect(t, s.Query(ctx, name, start, start.Add(6*time.Hour))), "Query(%q)", name)
+		requirePoints(t, pts, collect(t, s.Query(ctx, name, start, start.Add(2*time.Hour))), "Query(%q)", name)
 	}
-	t.Logf("6 h at 1 Hz written to OBrien, O'Brien, O''Brien': %d, %d, %d requests", costs[0].Requests, costs[1].Requests, costs[2].Requests)
+	t.Logf("2 h at 1 Hz written to OBrien, O'Brien, O''Brien': %d, %d, %d requests", costs[0].Requests, costs[1].Requests, costs[2].Requests)
 	require.Equal(t, costs[0].Requests, costs[1].Requests, "requests to write O'Brien")
 	require.Equal(t, costs[0].Requests, costs[2].Requests, "requests to write O''Brien'")
 }
