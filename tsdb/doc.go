@@ -103,6 +103,12 @@
 //     the entities written since, not the whole bucket again (TestTSDBStagingCache: 300
 //     series, five writes: 108 KB, then 6.6 KB). Another process's write, Delete (which
 //     rewrites an entity: a new ETag) and Fold (which deletes it) show in the next query.
+//   - tier blocks Aggregate read (Options.BlockCache, by default DefaultBlockCacheBytes of
+//     the DB's own; --tiers.cache-bytes in a server): the first read of a tier table reads
+//     its blocks as ever and keeps them; a later one lists the keys and ETags of the blocks
+//     of its range and fetches only those the cache lacks at their ETag, in one query from
+//     the smallest such key (a rollup rewrites the newest blocks, a backfill's the block it
+//     lands in): TestTSDBBlockCache, 20 series over a week at an hour: 32 KB, then 4.9 KB.
 //   - series names the layout found valid: at least the Options.CachedSeries used last
 //     (a miss costs CPU, not a request).
 //

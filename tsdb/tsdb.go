@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
@@ -88,7 +89,26 @@ type Options struct {
 	// lacks (see StagingCache). DBs may share one (a server's tenants). nil: a cache of the
 	// DB's own of DefaultStagingCacheBytes.
 	StagingCache *StagingCache
+	// BlockCache keeps the tier blocks Aggregate read, so that a read of a range lists the
+	// keys and ETags of its blocks and fetches only those rolled up (or rewritten) since:
+	// a sealed block is read once while its ETag stands. DBs may share one. nil: a cache of
+	// the DB's own of DefaultBlockCacheBytes.
+	BlockCache *BlockCache
 }
+
+// BlockCache is the cache of tier blocks (Options.BlockCache): entities as read, by key and
+// selection, used only at the ETag a listing of the account gives. Stats reports its hits,
+// misses and size.
+type BlockCache = cache.Entities
+
+// BlockCacheStats are a BlockCache's counts.
+type BlockCacheStats = cache.EntitiesStats
+
+// NewBlockCache returns a BlockCache of at most about maxBytes of blocks (at least 1 MiB).
+func NewBlockCache(maxBytes int64) *BlockCache { return cache.NewEntities(maxBytes) }
+
+// DefaultBlockCacheBytes bounds the block cache a DB makes of its own.
+const DefaultBlockCacheBytes = 64 << 20
 
 // StagingCache is the cache of staging entities' columns (Options.StagingCache): bounded by
 // bytes, checked against each entity's ETag at every query, so that it never answers from
@@ -204,7 +224,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 // the raw part as functions, none of which calls them back.
 func newTiers(db *DB) *tiers.Tiers {
 	o := db.opts
-	cfg := tiers.Config{Tiers: o.Tiers, Accuracy: o.Accuracy, SealDelay: o.SealDelay, RawRetention: o.RawRetention, Now: o.Now}
+	cfg := tiers.Config{Tiers: o.Tiers, Accuracy: o.Accuracy, SealDelay: o.SealDelay, RawRetention: o.RawRetention, Now: o.Now, Blocks: o.BlockCache}
 	return tiers.New(db.service, db.names, cfg, db.catalog, db.tables, tiers.Reads{
 		Series: func(ctx context.Context, from, to time.Time) ([]string, error) {
 			return db.index.Series(ctx, from, to)
@@ -289,6 +309,9 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.BlockCache == nil {
+		o.BlockCache = NewBlockCache(DefaultBlockCacheBytes)
 	}
 	if o.StagingCache == nil {
 		o.StagingCache = NewStagingCache(DefaultStagingCacheBytes)

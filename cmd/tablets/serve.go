@@ -39,6 +39,7 @@ type serveFlags struct {
 	backgroundJobs                    int
 	stagingReadBytes                  int64
 	stagingCacheBytes                 int64
+	blockCacheBytes                   int64
 	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
@@ -122,6 +123,7 @@ naming another is 403.`,
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
 	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries and fold rounds collect (32 bytes each); more wait their turn, but the oldest read goes on")
 	f.Int64Var(&sf.stagingCacheBytes, "staging.cache-bytes", tsdb.DefaultStagingCacheBytes*4, "bytes of decoded staging-entity columns kept for later queries, all tenants together: a refreshed query lists the entities of its range with their ETags and fetches only those written or changed since (at least 1 MiB)")
+	f.Int64Var(&sf.blockCacheBytes, "tiers.cache-bytes", tsdb.DefaultBlockCacheBytes*4, "bytes of tier blocks kept for later queries, all tenants together: a refreshed query lists the blocks of its range with their ETags and fetches only those rolled up or rewritten since (at least 1 MiB)")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
@@ -207,6 +209,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return usageErrorf(cmd, "--staging.cache-bytes must be at least 1 MiB")
 	}
 	dbOpts.StagingCache = tsdb.NewStagingCache(sf.stagingCacheBytes)
+	if sf.blockCacheBytes < 1<<20 {
+		return usageErrorf(cmd, "--tiers.cache-bytes must be at least 1 MiB")
+	}
+	dbOpts.BlockCache = tsdb.NewBlockCache(sf.blockCacheBytes)
 	if dbOpts.StagingReadBudget, err = tsdb.NewReadBudget(sf.stagingReadBytes); err != nil {
 		return usageErrorf(cmd, "--staging.max-read-bytes: %v", err)
 	}
@@ -282,7 +288,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Query:              queryOpts,
 			RetainEvery:        sf.retain,
 			Logger:             logger,
-			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache)},
+			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache), blockCacheCollector(dbOpts.BlockCache)},
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
@@ -464,33 +470,47 @@ func (m *stagingReadMetrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(waiting))
 }
 
-func stagingCacheCollector(c *tsdb.StagingCache) prometheus.Collector {
-	return &stagingCacheMetrics{cache: c,
-		hits:    prometheus.NewDesc("tablets_staging_cache_hits_total", "Columns of staging entities queries found in the cache at their entity's ETag.", nil, nil),
-		misses:  prometheus.NewDesc("tablets_staging_cache_misses_total", "Columns of staging entities queries fetched: new, changed, or not cached.", nil, nil),
-		bytes:   prometheus.NewDesc("tablets_staging_cache_bytes", "About the memory of the staging cache's columns (--staging.cache-bytes).", nil, nil),
-		entries: prometheus.NewDesc("tablets_staging_cache_entries", "Columns of staging entities in the cache.", nil, nil),
+// cacheCollector exports a cache's counts as tablets_<name>_hits_total, _misses_total,
+// _bytes and _entries; what describes the cache's hits and misses, and its flag.
+func cacheCollector(name, hit, miss, flag string, stats func() (hits, misses uint64, entries int, bytes int64)) prometheus.Collector {
+	return &cacheMetrics{stats: stats,
+		hits:    prometheus.NewDesc("tablets_"+name+"_hits_total", hit, nil, nil),
+		misses:  prometheus.NewDesc("tablets_"+name+"_misses_total", miss, nil, nil),
+		bytes:   prometheus.NewDesc("tablets_"+name+"_bytes", "About the memory of the cache ("+flag+").", nil, nil),
+		entries: prometheus.NewDesc("tablets_"+name+"_entries", "Entries in the cache.", nil, nil),
 	}
 }
 
-type stagingCacheMetrics struct {
-	cache                        *tsdb.StagingCache
+func stagingCacheCollector(c *tsdb.StagingCache) prometheus.Collector {
+	return cacheCollector("staging_cache", "Columns of staging entities queries found in the cache at their entity's ETag.",
+		"Columns of staging entities queries fetched: new, changed, or not cached.", "--staging.cache-bytes",
+		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
+}
+
+func blockCacheCollector(c *tsdb.BlockCache) prometheus.Collector {
+	return cacheCollector("tier_block_cache", "Tier blocks queries found in the cache at the ETag a listing gave.",
+		"Tier blocks queries fetched: new, rewritten, or not cached.", "--tiers.cache-bytes",
+		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
+}
+
+type cacheMetrics struct {
+	stats                        func() (hits, misses uint64, entries int, bytes int64)
 	hits, misses, bytes, entries *prometheus.Desc
 }
 
-func (m *stagingCacheMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *cacheMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.hits
 	ch <- m.misses
 	ch <- m.bytes
 	ch <- m.entries
 }
 
-func (m *stagingCacheMetrics) Collect(ch chan<- prometheus.Metric) {
-	st := m.cache.Stats()
-	ch <- prometheus.MustNewConstMetric(m.hits, prometheus.CounterValue, float64(st.Hits))
-	ch <- prometheus.MustNewConstMetric(m.misses, prometheus.CounterValue, float64(st.Misses))
-	ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(st.Bytes))
-	ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(st.Entries))
+func (m *cacheMetrics) Collect(ch chan<- prometheus.Metric) {
+	hits, misses, entries, bytes := m.stats()
+	ch <- prometheus.MustNewConstMetric(m.hits, prometheus.CounterValue, float64(hits))
+	ch <- prometheus.MustNewConstMetric(m.misses, prometheus.CounterValue, float64(misses))
+	ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(bytes))
+	ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(entries))
 }
 
 type accountMetrics struct {

@@ -69,3 +69,24 @@ func TestGenCacheKeys(t *testing.T) {
 		t.Fatalf("keys %v, want [2 3 4] (a generation of 2 and the newest)", keys)
 	}
 }
+
+// An entity is given back only at the ETag it was held at, as a copy of what was added.
+func TestEntities(t *testing.T) {
+	c := NewEntities(1 << 20)
+	k := EntityKey{Table: "t", PartitionKey: "p", RowKey: "r", Select: "A"}
+	raw := []byte(`{"A":1}`)
+	c.Add(k, `W/"1"`, raw)
+	raw[0] = 'x' // the caller's buffer is not the cache's
+	if got, ok := c.Get(k, `W/"1"`); !ok || string(got) != `{"A":1}` {
+		t.Fatalf("held: %q %v", got, ok)
+	}
+	if _, ok := c.Get(k, `W/"2"`); ok {
+		t.Fatal("given back at another ETag")
+	}
+	if _, ok := c.Get(EntityKey{Table: "t", PartitionKey: "p", RowKey: "r", Select: "B"}, `W/"1"`); ok {
+		t.Fatal("given back for another selection")
+	}
+	if st := c.Stats(); st.Hits != 1 || st.Misses != 2 || st.Entries != 1 || st.Bytes == 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -1,6 +1,7 @@
 package tiers
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/seed71701133/tablets/internal/blockenc"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
@@ -38,7 +40,9 @@ func (tr *Tiers) readTierBlocks(ctx context.Context, names []string, t Tier, lo,
 	blo := times.FloorSec(lo, tr.blockSpan(t))
 	period := uint64(t.Period / time.Second)
 	for p := tierPeriod(t, blo); p < hi; p += period {
-		if err := r.readTable(ctx, tr.service.NewClient(tr.TierTable(t, p)), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
+		table := tr.TierTable(t, p)
+		r.table = table
+		if err := r.readTable(ctx, tr.service.NewClient(table), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
 			return nil, fmt.Errorf("tsdb: read tier: %w", err)
 		}
 	}
@@ -90,6 +94,7 @@ type blockReader struct {
 	rows         map[string]bool
 	rowLo, rowHi string
 	selectsAll   bool
+	table        string // the name of the table being read
 }
 
 // readTable reads the blocks of names with keys in [rkLo, rkHi) of one tier table.
@@ -97,6 +102,17 @@ func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names 
 	sel := blockenc.SelectColumnar(r.cols)
 	r.rows, r.rowLo, r.rowHi = map[string]bool{}, "", ""
 	r.selectsAll = sel == "" // every column: the row blocks are read whole already
+	if r.tiers.cfg.Blocks != nil {
+		if _, warm := r.tiers.warm.LoadOrStore(r.table, true); warm {
+			gone, err := r.readCached(ctx, client, names, rkLo, rkHi, sel)
+			if gone || err != nil || len(r.rows) == 0 {
+				return err
+			}
+			keys := []filter.Expr{filter.Ge("RowKey", r.rowLo), filter.Le("RowKey", r.rowHi)}
+			_, err = r.readFiltered(ctx, client, slices.Sorted(maps.Keys(r.rows)), keys, "", true)
+			return err
+		}
+	}
 	rest := names
 	if len(names) > scanFilters*maxSeriesPerFilter {
 		// One scan of the partitions from the first name to the last, as long as its pages
@@ -113,6 +129,7 @@ func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names 
 			}
 			asked, last := 0, ""
 			for _, raw := range page.Entities {
+				r.hold(raw, sel)
 				pk, ok, err := r.add(raw, false)
 				if err != nil {
 					return err
@@ -158,6 +175,9 @@ func (r *blockReader) readFiltered(ctx context.Context, client pager.Lister, nam
 				return false, err
 			}
 			for _, raw := range page.Entities {
+				if !whole {
+					r.hold(raw, sel)
+				}
 				if _, _, err := r.add(raw, whole); err != nil {
 					return false, err
 				}
@@ -197,4 +217,104 @@ func (r *blockReader) add(raw []byte, whole bool) (string, bool, error) {
 	}
 	r.found[blockRef{pk, b.start}] = b
 	return pk, true, nil
+}
+
+// readCached is the first pass of readTable (the blocks of names with keys in [rkLo,
+// rkHi), selecting sel) through the block cache: it lists the keys and ETags of the
+// entities the pass reads (the scan's filter for many names, a filter a group of
+// maxSeriesPerFilter for few), takes those the cache holds at their ETag, and fetches the
+// others in one query a filter, from the smallest RowKey missing to the largest (blocks key
+// by their start: a rollup rewrites the newest ones). It reports whether the table is gone.
+func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names []string, rkLo, rkHi, sel string) (bool, error) {
+	keys := []filter.Expr{filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi)}
+	var filters []filter.Expr
+	if len(names) > scanFilters*maxSeriesPerFilter {
+		filters = []filter.Expr{filter.And(append(slices.Clone(keys), filter.Ge("PartitionKey", names[0]), filter.Le("PartitionKey", names[len(names)-1]))...)}
+	} else {
+		for i := 0; i < len(names); i += maxSeriesPerFilter {
+			group := names[i:min(i+maxSeriesPerFilter, len(names))]
+			eqs := make([]filter.Expr, len(group))
+			for j, s := range group {
+				eqs[j] = filter.Eq("PartitionKey", s)
+			}
+			filters = append(filters, filter.And(append(slices.Clone(keys), filter.Or(eqs...))...))
+		}
+	}
+	type listed struct{ pk, rk, etag string }
+	for _, f := range filters {
+		var all []listed
+		got := map[[2]string][]byte{}
+		lo, hi := "", ""
+		e := entity.Entity{AllowStrings: true, AllowNull: true}
+		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: "PartitionKey,RowKey"}, 0) {
+			if azerr.IsTableGone(err) {
+				return true, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			for _, raw := range page.Entities {
+				if err := e.Decode(raw); err != nil {
+					return false, err
+				}
+				le := listed{string(e.PartitionKey), string(e.RowKey), string(e.ETag)}
+				if !r.want[le.pk] {
+					continue
+				}
+				all = append(all, le)
+				if held, ok := r.tiers.cfg.Blocks.Get(cache.EntityKey{Table: r.table, PartitionKey: le.pk, RowKey: le.rk, Select: sel}, le.etag); ok {
+					got[[2]string{le.pk, le.rk}] = held
+					continue
+				}
+				if lo == "" || le.rk < lo {
+					lo = le.rk
+				}
+				hi = max(hi, le.rk)
+			}
+		}
+		if lo != "" {
+			fetch := filter.And(f, filter.Ge("RowKey", lo), filter.Le("RowKey", hi))
+			for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: fetch.String(), Select: sel}, 0) {
+				if azerr.IsTableGone(err) {
+					return true, nil
+				}
+				if err != nil {
+					return false, err
+				}
+				for _, raw := range page.Entities {
+					if err := e.Decode(raw); err != nil {
+						return false, err
+					}
+					k := [2]string{string(e.PartitionKey), string(e.RowKey)}
+					if _, held := got[k]; !held && r.want[k[0]] {
+						got[k] = bytes.Clone(raw)
+						r.hold(raw, sel)
+					}
+				}
+			}
+		}
+		for _, le := range all {
+			raw, ok := got[[2]string{le.pk, le.rk}]
+			if !ok {
+				continue // deleted between the listing and the fetch (Retain)
+			}
+			if _, _, err := r.add(raw, false); err != nil {
+				return false, err
+			}
+		}
+	}
+	return false, nil
+}
+
+// hold puts an entity read with sel into the block cache, if there is one.
+func (r *blockReader) hold(raw []byte, sel string) {
+	if r.tiers.cfg.Blocks == nil {
+		return
+	}
+	var e entity.Entity
+	e.AllowStrings, e.AllowNull = true, true
+	if e.Decode(raw) != nil || !r.want[string(e.PartitionKey)] {
+		return
+	}
+	r.tiers.cfg.Blocks.Add(cache.EntityKey{Table: r.table, PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Select: sel}, string(e.ETag), raw)
 }

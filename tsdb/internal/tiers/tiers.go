@@ -24,11 +24,13 @@ package tiers
 import (
 	"context"
 	"iter"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
@@ -42,6 +44,9 @@ type Config struct {
 	SealDelay    time.Duration    // how long after its end a window is sealed
 	RawRetention time.Duration    // the raw tables' retention: 0 keeps them forever
 	Now          func() time.Time // the clock
+	// Blocks keeps the tier blocks Aggregate read, checked against their ETags at every
+	// read (nil: none; see readCached).
+	Blocks *cache.Entities
 }
 
 // Reads are what the tiers read of the other parts of the database, given as functions:
@@ -94,6 +99,9 @@ type Tiers struct {
 	periods *tables.Periods // which raw and histogram tables exist, which periods are dropped
 	tables  *tierTables     // which tier tables exist
 	reads   Reads           // the series index, the staging table, the raw part
+	// warm are the tier tables a read of blocks filled the cache from: the next read of one
+	// lists its keys first (a read of a table never read pays no listing).
+	warm sync.Map
 }
 
 // New returns the tiers of the database whose tables names names; it sends no request.
