@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"slices"
@@ -103,7 +104,13 @@ func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names 
 	r.rows, r.rowLo, r.rowHi = map[string]bool{}, "", ""
 	r.selectsAll = sel == "" // every column: the row blocks are read whole already
 	if r.tiers.cfg.Blocks != nil {
-		if _, warm := r.tiers.warm.LoadOrStore(r.table, true); warm {
+		// Warm: this table was read before for the same series and columns (a panel
+		// refreshed, or zoomed): a listing then saves what the cache holds. A read of other
+		// series reads as ever, and fills the cache.
+		shape := readShape(r.table, sel, names)
+		_, warm := r.tiers.warm.Get(shape)
+		r.tiers.warm.Add(shape, struct{}{})
+		if warm {
 			gone, err := r.readCached(ctx, client, names, rkLo, rkHi, sel)
 			if gone || err != nil || len(r.rows) == 0 {
 				return err
@@ -317,4 +324,14 @@ func (r *blockReader) hold(raw []byte, sel string) {
 		return
 	}
 	r.tiers.cfg.Blocks.Add(cache.EntityKey{Table: r.table, PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Select: sel}, string(e.ETag), raw)
+}
+
+// readShape names a read of a tier table: the table, the columns selected and the series.
+func readShape(table, sel string, names []string) string {
+	h := sha256.New()
+	for _, n := range names {
+		h.Write([]byte(n))
+		h.Write([]byte{0})
+	}
+	return table + "\x00" + sel + "\x00" + string(h.Sum(nil))
 }

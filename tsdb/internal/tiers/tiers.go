@@ -24,7 +24,6 @@ package tiers
 import (
 	"context"
 	"iter"
-	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -99,9 +98,10 @@ type Tiers struct {
 	periods *tables.Periods // which raw and histogram tables exist, which periods are dropped
 	tables  *tierTables     // which tier tables exist
 	reads   Reads           // the series index, the staging table, the raw part
-	// warm are the tier tables a read of blocks filled the cache from: the next read of one
-	// lists its keys first (a read of a table never read pays no listing).
-	warm sync.Map
+	// warm are the reads of tier tables (table, columns, series: readShape) that filled the
+	// block cache: the next such read lists the keys first (one never made pays no listing).
+	// At most maxWarmShapes are remembered (a shape forgotten pays no listing once).
+	warm *cache.Gen[string, struct{}]
 }
 
 // New returns the tiers of the database whose tables names names; it sends no request.
@@ -114,8 +114,12 @@ func New(service *aztables.ServiceClient, names naming.Names, cfg Config, c *cat
 		periods: periods,
 		tables:  newTierTables(service, c),
 		reads:   reads,
+		warm:    cache.New[string, struct{}](maxWarmShapes, nil),
 	}
 }
+
+// maxWarmShapes bounds the reads of tier tables the tiers remember having cached.
+const maxWarmShapes = 4096
 
 // now reads the clock (Config.Now).
 func (tr *Tiers) now() time.Time { return tr.cfg.Now() }
