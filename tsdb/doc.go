@@ -95,16 +95,15 @@
 //     this process made or found, less those it dropped or found gone; at most 4,096
 //     periods known dropped and 4,096 tier tables known to exist.
 //   - raw stores: the 8 periods used last (a store costs no request to make).
-//   - staging entities' columns that queries decoded (Options.StagingCache, by default
-//     DefaultStagingCacheBytes of the DB's own; a server shares one among its tenants,
-//     --staging.cache-bytes): a query lists the keys and ETags of the staging entities its
+//   - staging entities' columns that queries decoded (Options.StagingCache, none by
+//     default; a server shares one among its tenants, --staging.cache-bytes): a query lists the keys and ETags of the staging entities its
 //     range overlaps (one query, a few hundred bytes an entity) and fetches only those the
 //     cache lacks at their ETag, one query a partition holding any: a refreshed panel reads
 //     the entities written since, not the whole bucket again (TestTSDBStagingCache: 300
 //     series, five writes: 108 KB, then 6.6 KB). Another process's write, Delete (which
 //     rewrites an entity: a new ETag) and Fold (which deletes it) show in the next query.
-//   - tier blocks Aggregate read (Options.BlockCache, by default DefaultBlockCacheBytes of
-//     the DB's own; --tiers.cache-bytes in a server): the first read of a tier table reads
+//   - tier blocks Aggregate read (Options.BlockCache, none by default; --tiers.cache-bytes
+//     in a server): the first read of a tier table reads
 //     its blocks as ever and keeps them; a later one lists the keys and ETags of the blocks
 //     of its range and fetches only those the cache lacks at their ETag, in one query from
 //     the smallest such key (a rollup rewrites the newest blocks, a backfill's the block it

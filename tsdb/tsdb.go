@@ -86,13 +86,15 @@ type Options struct {
 	// StagingCache keeps the columns of staging entities that queries decoded, so that a
 	// query reads again only the entities written (or changed) since: each query lists the
 	// keys and ETags of the entities its range overlaps and fetches only what the cache
-	// lacks (see StagingCache). DBs may share one (a server's tenants). nil: a cache of the
-	// DB's own of DefaultStagingCacheBytes.
+	// lacks (see StagingCache). DBs may share one (a server's tenants: tablets serve makes
+	// one, --staging.cache-bytes). nil: none, each query reads the entities it needs whole
+	// (a program that queries the same ranges again gives one: NewStagingCache(
+	// DefaultStagingCacheBytes)).
 	StagingCache *StagingCache
 	// BlockCache keeps the tier blocks Aggregate read, so that a read of a range lists the
 	// keys and ETags of its blocks and fetches only those rolled up (or rewritten) since:
-	// a sealed block is read once while its ETag stands. DBs may share one. nil: a cache of
-	// the DB's own of DefaultBlockCacheBytes.
+	// a sealed block is read once while its ETag stands. DBs may share one (tablets serve
+	// makes one, --tiers.cache-bytes). nil: none.
 	BlockCache *BlockCache
 }
 
@@ -107,7 +109,8 @@ type BlockCacheStats = cache.EntitiesStats
 // NewBlockCache returns a BlockCache of at most about maxBytes of blocks (at least 1 MiB).
 func NewBlockCache(maxBytes int64) *BlockCache { return cache.NewEntities(maxBytes) }
 
-// DefaultBlockCacheBytes bounds the block cache a DB makes of its own.
+// DefaultBlockCacheBytes is a block cache's size for one database (a server makes one four
+// times as large for all its tenants).
 const DefaultBlockCacheBytes = 64 << 20
 
 // StagingCache is the cache of staging entities' columns (Options.StagingCache): bounded by
@@ -123,7 +126,8 @@ type StagingCacheStats = staging.CacheStats
 // least 1 MiB).
 func NewStagingCache(maxBytes int64) *StagingCache { return staging.NewCache(maxBytes) }
 
-// DefaultStagingCacheBytes bounds the staging cache a DB makes of its own.
+// DefaultStagingCacheBytes is a staging cache's size for one database (a server makes one
+// four times as large for all its tenants).
 const DefaultStagingCacheBytes = 64 << 20
 
 // DefaultCachedSeries is the default of Options.CachedSeries.
@@ -309,12 +313,6 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
-	}
-	if o.BlockCache == nil {
-		o.BlockCache = NewBlockCache(DefaultBlockCacheBytes)
-	}
-	if o.StagingCache == nil {
-		o.StagingCache = NewStagingCache(DefaultStagingCacheBytes)
 	}
 	if o.StagingPartitions == 0 {
 		o.StagingPartitions = 1
