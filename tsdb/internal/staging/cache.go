@@ -192,14 +192,9 @@ func (st *Table) yieldAssembled(ctx context.Context, listed []listedEntity, keys
 
 // lookup returns k's column if it is cached at etag, counting a hit or a miss.
 func (c *Cache) lookup(k columnKey, etag string) (cachedColumn, bool) {
+	// A column is looked up alone: an entity read whole (a read of every series) is held
+	// apart, and a column taken from it would bring every other column's series along.
 	col, ok := c.columns.Get(k)
-	if !ok && k.column != wholeEntity {
-		// A read of every column holds this one too.
-		var whole cachedColumn
-		if whole, ok = c.columns.Get(columnKey{k.table, k.pk, k.rk, wholeEntity}); ok {
-			col = whole
-		}
-	}
 	if ok && col.etag == etag {
 		c.hits.Add(1)
 		return col, true
