@@ -233,10 +233,12 @@ func (r *blockReader) add(raw []byte, whole bool) (string, bool, error) {
 // others in one query a filter, from the smallest RowKey missing to the largest (blocks key
 // by their start: a rollup rewrites the newest ones). It reports whether the table is gone.
 func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names []string, rkLo, rkHi, sel string) (bool, error) {
-	keys := []filter.Expr{filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi)}
-	var filters []filter.Expr
+	// Each query's series part: the scan's partition range for many names, a group's
+	// equalities for few. The listing adds the read's RowKey range, the fetch the range of
+	// the keys missing (within it): at most 15 comparisons either way.
+	var parts []filter.Expr
 	if len(names) > scanFilters*maxSeriesPerFilter {
-		filters = []filter.Expr{filter.And(append(slices.Clone(keys), filter.Ge("PartitionKey", names[0]), filter.Le("PartitionKey", names[len(names)-1]))...)}
+		parts = []filter.Expr{filter.And(filter.Ge("PartitionKey", names[0]), filter.Le("PartitionKey", names[len(names)-1]))}
 	} else {
 		for i := 0; i < len(names); i += maxSeriesPerFilter {
 			group := names[i:min(i+maxSeriesPerFilter, len(names))]
@@ -244,11 +246,12 @@ func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names
 			for j, s := range group {
 				eqs[j] = filter.Eq("PartitionKey", s)
 			}
-			filters = append(filters, filter.And(append(slices.Clone(keys), filter.Or(eqs...))...))
+			parts = append(parts, filter.Or(eqs...))
 		}
 	}
 	type listed struct{ pk, rk, etag string }
-	for _, f := range filters {
+	for _, part := range parts {
+		f := filter.And(filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi), part)
 		var all []listed
 		got := map[[2]string][]byte{}
 		lo, hi := "", ""
@@ -280,7 +283,7 @@ func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names
 			}
 		}
 		if lo != "" {
-			fetch := filter.And(f, filter.Ge("RowKey", lo), filter.Le("RowKey", hi))
+			fetch := filter.And(filter.Ge("RowKey", lo), filter.Le("RowKey", hi), part)
 			for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: fetch.String(), Select: sel}, 0) {
 				if azerr.IsTableGone(err) {
 					return true, nil
