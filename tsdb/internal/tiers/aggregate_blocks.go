@@ -169,11 +169,7 @@ func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names 
 func (r *blockReader) readFiltered(ctx context.Context, client pager.Lister, names []string, keys []filter.Expr, sel string, whole bool) (bool, error) {
 	for i := 0; i < len(names); i += maxSeriesPerFilter {
 		group := names[i:min(i+maxSeriesPerFilter, len(names))]
-		eqs := make([]filter.Expr, len(group))
-		for j, s := range group {
-			eqs[j] = filter.Eq("PartitionKey", s)
-		}
-		f := filter.And(append(slices.Clone(keys), filter.Or(eqs...))...)
+		f := filter.And(append(slices.Clone(keys), anyPartition(group))...)
 		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: sel}, 0) {
 			if azerr.IsTableGone(err) {
 				return true, nil
@@ -242,11 +238,7 @@ func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names
 	} else {
 		for i := 0; i < len(names); i += maxSeriesPerFilter {
 			group := names[i:min(i+maxSeriesPerFilter, len(names))]
-			eqs := make([]filter.Expr, len(group))
-			for j, s := range group {
-				eqs[j] = filter.Eq("PartitionKey", s)
-			}
-			parts = append(parts, filter.Or(eqs...))
+			parts = append(parts, anyPartition(group))
 		}
 	}
 	type listed struct{ pk, rk, etag string }
@@ -337,4 +329,14 @@ func readShape(table, sel string, names []string) string {
 		h.Write([]byte{0})
 	}
 	return table + "\x00" + sel + "\x00" + string(h.Sum(nil))
+}
+
+// anyPartition is the filter of the entities of any of the series (a PartitionKey equality
+// each).
+func anyPartition(series []string) filter.Expr {
+	eqs := make([]filter.Expr, len(series))
+	for i, s := range series {
+		eqs[i] = filter.Eq("PartitionKey", s)
+	}
+	return filter.Or(eqs...)
 }
