@@ -108,6 +108,17 @@
 //     of its range and fetches only those the cache lacks at their ETag, in one query from
 //     the smallest such key (a rollup rewrites the newest blocks, a backfill's the block it
 //     lands in): TestTSDBBlockCache, 20 series over a week at an hour: 32 KB, then 4.9 KB.
+//   - raw samples reads decoded (Options.RawCache, none by default; --raw.cache-bytes in a
+//     server), by table and series, with the range read and the generation of the period's
+//     change log (raw.Changes, in the catalog) they were read at. Every change of what a
+//     raw or histogram table answers is recorded there with the range of times it touched
+//     (the Fold before deleting what it moved, a direct write, Delete, Retain before it
+//     drops): a read asks the log after its staging read and reads again only the series
+//     and times a change touched since; a read of the present reads to the period's end,
+//     so that its refresh finds the newest minutes too. TestTSDBRawCache (40 series, two
+//     days at a minute): 59 KB, then 844 bytes; another server's late point, fold,
+//     backfill, delete and retention each show in the next read. The log holds ranges, not
+//     series: a late point of one series re-reads every series' samples from its time on.
 //   - series names the layout found valid: at least the Options.CachedSeries used last
 //     (a miss costs CPU, not a request).
 //

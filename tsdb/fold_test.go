@@ -67,7 +67,8 @@ func TestFoldRounds(t *testing.T) {
 		t.Errorf("%d transactions: a series written more than once?", st.Batches)
 	}
 	// And a few other requests: the two listings, a query a round, the lease (read, take,
-	// release), a catalog read a period (not a series: 60 more).
+	// release), a catalog read a period (not a series: 60 more), the change log (read and
+	// replace a period, once a Fold).
 	if q := st.Requests - st.Batches; q > 25 {
 		t.Errorf("%d requests besides the transactions", q)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/raw"
@@ -96,7 +97,27 @@ type Options struct {
 	// a sealed block is read once while its ETag stands. DBs may share one (tablets serve
 	// makes one, --tiers.cache-bytes). nil: none.
 	BlockCache *BlockCache
+	// RawCache keeps the raw samples reads decoded, so that a read of the same series again
+	// reads only the times another write, fold, delete or retention changed since (each
+	// recorded in the catalog's change log: see RawCache). DBs may share one (tablets serve
+	// makes one, --raw.cache-bytes). nil: none.
+	RawCache *RawCache
 }
+
+// RawCache is the cache of raw samples (Options.RawCache): by table and series, with the
+// range read and the generation of the period's change log, used only while no change
+// recorded since touched that range. Stats reports its hits, misses and size.
+type RawCache = raw.Cache
+
+// RawCacheStats are a RawCache's counts.
+type RawCacheStats = raw.CacheStats
+
+// NewRawCache returns a RawCache of at most about maxBytes of samples (at least 1 MiB).
+func NewRawCache(maxBytes int64) *RawCache { return raw.NewCache(maxBytes) }
+
+// DefaultRawCacheBytes is a raw cache's size for one database (a server makes one four
+// times as large for all its tenants).
+const DefaultRawCacheBytes = 64 << 20
 
 // BlockCache is the cache of tier blocks (Options.BlockCache): entities as read, by key and
 // selection, used only at the ETag a listing of the account gives. Stats reports its hits,
@@ -156,6 +177,7 @@ type DB struct {
 	stores    *raw.Stores          // the raw store of each period
 	floats    *raw.Floats          // the raw part: float points in the raw tables,
 	hists     *raw.Hists           // histogram samples in the histogram tables
+	changes   *changelog.Log       // their change log, which the read cache is checked against
 	staging   *staging.Table       // the staging table: staged writes, their reads
 	fold      *staging.Folder      // Fold: the staged points into the raw tables
 }
@@ -200,9 +222,13 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 		Budget: o.StagingReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache})
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries)
 	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
-	db.floats, db.hists = raw.New(service, db.names, db.tables, db.stores, validator, o.CachedSeries)
+	db.floats, db.hists, db.changes = raw.New(service, db.names, db.tables, db.stores, validator, raw.Config{
+		CachedSeries: o.CachedSeries, Cache: o.RawCache, StagingReads: db.staging.ReadsDone, Now: o.Now})
 	db.tiers = newTiers(db)
-	db.retention = retention.New(service, db.names, retention.Config{RawRetention: o.RawRetention, Tiers: o.Tiers},
+	db.retention = retention.New(service, db.names, retention.Config{RawRetention: o.RawRetention, Tiers: o.Tiers,
+		Dropping: func(ctx context.Context, p uint64) error {
+			return raw.RecordSpans(ctx, db.changes, []raw.Span{{Period: p, From: db.names.Start(p), To: db.names.End(p)}})
+		}},
 		db.catalog, db.tables, db.tiers)
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.
@@ -219,6 +245,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 			FlagLate: func(ctx context.Context, series string, late []tablets.Point) error {
 				return db.tiers.FlagStaleAt(ctx, series, late, tablets.MaxTime)
 			},
+			Changed: db.changes.Record,
 		})
 	return db, nil
 }

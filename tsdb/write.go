@@ -14,6 +14,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
 
 // writeConcurrency is how many series a Commit writes at once.
@@ -237,6 +238,18 @@ func (a *Appender) writePlanned(ctx context.Context, plans []planned) []error {
 	}) {
 		errs[writing[j]] = err
 	}
+	// Announce the direct writes in the raw part's change log, after they are stored (those
+	// that failed too: some of their samples may be), so that no read cache answers without
+	// them.
+	if len(writing) > 0 {
+		if err := db.changes.Record(parent, directRanges(plans, writing, direct)); err != nil {
+			for _, i := range writing {
+				if errs[i] == nil {
+					errs[i] = unannounced(plans[i], err)
+				}
+			}
+		}
+	}
 	for i, err := range errs {
 		var we *tablets.WriteError
 		if err == nil || errors.As(err, &we) {
@@ -251,6 +264,35 @@ func (a *Appender) writePlanned(ctx context.Context, plans []planned) []error {
 		errs[i] = we
 	}
 	return errs
+}
+
+// directRanges are the ranges of times the plans writing wrote into each period directly.
+func directRanges(plans []planned, writing []int, direct [][]uint64) map[uint64]changelog.Range {
+	ranges := map[uint64]changelog.Range{}
+	for _, i := range writing {
+		pl := plans[i]
+		for _, p := range direct[i] {
+			for _, k := range pl.byPeriod[p] {
+				ms := pl.samples[k].t.UnixMilli()
+				r, ok := ranges[p]
+				if !ok {
+					r = changelog.Range{From: ms, To: ms + 1}
+				}
+				ranges[p] = changelog.Range{From: min(r.From, ms), To: max(r.To, ms+1)}
+			}
+		}
+	}
+	return ranges
+}
+
+// unannounced is the error of a plan whose direct writes are stored but not recorded in
+// the change log: written again, they are.
+func unannounced(pl planned, err error) error {
+	status, code := serviceAnswer(err)
+	we := &tablets.WriteError{Series: pl.series, Code: code, Index: -1, Status: status,
+		Err: fmt.Errorf("the %ss are stored, but recording the change for the read caches failed (write them again): %w", pl.kind.noun, err)}
+	pl.kind.list(we, pl.samples)
+	return we
 }
 
 // writeSeries writes the periods direct of one plan's samples, adds the samples that failed

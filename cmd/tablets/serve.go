@@ -40,6 +40,7 @@ type serveFlags struct {
 	stagingReadBytes                  int64
 	stagingCacheBytes                 int64
 	blockCacheBytes                   int64
+	rawCacheBytes                     int64
 	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
@@ -123,6 +124,7 @@ naming another is 403.`,
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
 	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries and fold rounds collect (32 bytes each); more wait their turn, but the oldest read goes on")
 	f.Int64Var(&sf.stagingCacheBytes, "staging.cache-bytes", tsdb.DefaultStagingCacheBytes*4, "bytes of decoded staging-entity columns kept for later queries, all tenants together: a refreshed query lists the entities of its range with their ETags and fetches only those written or changed since (at least 1 MiB)")
+	f.Int64Var(&sf.rawCacheBytes, "raw.cache-bytes", tsdb.DefaultRawCacheBytes*4, "bytes of raw samples kept for later queries, all tenants together: a refreshed query reads the change log of each raw period and reads again only the times a write, fold, delete or retention changed since (at least 1 MiB)")
 	f.Int64Var(&sf.blockCacheBytes, "tiers.cache-bytes", tsdb.DefaultBlockCacheBytes*4, "bytes of tier blocks kept for later queries, all tenants together: a refreshed query lists the blocks of its range with their ETags and fetches only those rolled up or rewritten since (at least 1 MiB)")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
@@ -213,6 +215,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return usageErrorf(cmd, "--tiers.cache-bytes must be at least 1 MiB")
 	}
 	dbOpts.BlockCache = tsdb.NewBlockCache(sf.blockCacheBytes)
+	if sf.rawCacheBytes < 1<<20 {
+		return usageErrorf(cmd, "--raw.cache-bytes must be at least 1 MiB")
+	}
+	dbOpts.RawCache = tsdb.NewRawCache(sf.rawCacheBytes)
 	if dbOpts.StagingReadBudget, err = tsdb.NewReadBudget(sf.stagingReadBytes); err != nil {
 		return usageErrorf(cmd, "--staging.max-read-bytes: %v", err)
 	}
@@ -288,7 +294,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Query:              queryOpts,
 			RetainEvery:        sf.retain,
 			Logger:             logger,
-			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache), blockCacheCollector(dbOpts.BlockCache)},
+			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache), blockCacheCollector(dbOpts.BlockCache), rawCacheCollector(dbOpts.RawCache)},
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
@@ -490,6 +496,12 @@ func stagingCacheCollector(c *tsdb.StagingCache) prometheus.Collector {
 func blockCacheCollector(c *tsdb.BlockCache) prometheus.Collector {
 	return cacheCollector("tier_block_cache", "Tier blocks queries found in the cache at the ETag a listing gave.",
 		"Tier blocks queries fetched: new, rewritten, or not cached.", "--tiers.cache-bytes",
+		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
+}
+
+func rawCacheCollector(c *tsdb.RawCache) prometheus.Collector {
+	return cacheCollector("raw_cache", "Series whose raw samples of a table reads took from the cache whole (no change recorded since in their range).",
+		"Series whose raw samples reads read from a table, whole or from a change on: new, changed, or not cached.", "--raw.cache-bytes",
 		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
 }
 

@@ -29,8 +29,16 @@
 // by its caller (tsdb's read path, the tiers), read before the raw ones; the Fold writes
 // into it through Store.Write, which newDB gives the Fold as functions.
 //
+// It owns the raw change log too (Changes, changes.go: an entity of the catalog a period,
+// docs/format.md), which every change of what its tables answer is recorded in, and the
+// read Cache checked against it (cache.go): the writers outside it (the Fold, tsdb's
+// direct writes, Delete and Retain) record through Changes, which newDB gives them.
+//
 // Locks and caches: Stores holds its stores under a mutex of its own; the series names found
 // valid are a cache.Gen (at least CachedSeries of them, up to twice as many), with its own
-// lock. Both only save work (a store costs no request to make; a miss of the names costs
+// lock. The read Cache (given, shared by
+// databases) and the log's last state read a period (Changes, under its mutex) save
+// requests; neither answers without the log read after the staging read of the same query.
+// Both only save work (a store costs no request to make; a miss of the names costs
 // CPU): the account is the only state. Everything is safe for concurrent use.
 package raw

@@ -14,6 +14,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
@@ -33,6 +34,13 @@ type Store[S any, T Table[S]] struct {
 	tables *tables.Periods
 	series *seriesCheck
 	open   func(p uint64) (T, error) // the table of period p (no request)
+
+	// The read cache (nil: none), the change log it is checked against, how the kind's
+	// samples go into it, and the clock that tells a read of the present.
+	cache   *Cache
+	changes *changelog.Log
+	cached  sampleCache[S]
+	now     func() time.Time
 }
 
 // Floats is the raw part's float points: besides what both kinds do, the reads of one
@@ -131,7 +139,13 @@ func (r *Store[S, T]) queryMany(ctx context.Context, series []string, from, to t
 // querySpan passes emit the samples of the series in Span sp, from its table. It returns
 // gone for a table that is gone: an empty period.
 func (r *Store[S, T]) querySpan(ctx context.Context, sp Span, series []string, emit func(series string, s S) bool) (bool, error) {
-	gone, err := r.inTable(sp.Period, func(t T) error { return t.queryMany(ctx, series, sp.From, sp.To, emit) })
+	var gone bool
+	var err error
+	if r.cache != nil {
+		gone, err = r.cachedSpan(ctx, sp, series, emit)
+	} else {
+		gone, err = r.inTable(sp.Period, func(t T) error { return t.queryMany(ctx, series, sp.From, sp.To, emit) })
+	}
 	if err != nil {
 		return false, fmt.Errorf("tsdb: %w", err)
 	}
@@ -233,19 +247,36 @@ func (c *seriesCheck) check(ctx context.Context, series string, k naming.Kind) e
 	return nil
 }
 
+// Config is what the raw part is given besides the account and the tables.
+type Config struct {
+	CachedSeries int // the series names found valid that are remembered (at least)
+	// Cache keeps the samples reads decoded (nil: none); StagingReads counts the reads of
+	// the staging table completed (what a read of the change log must be later than: see
+	// Cache); Now is the clock (nil: time.Now).
+	Cache        *Cache
+	StagingReads func() uint64
+	Now          func() time.Time
+}
+
 // New makes the raw part's two kinds over the period tables: the float points in the
 // stores of the raw layout, the histogram samples in the histogram tables; validator is a
-// store of the raw layout, for its checks of series names. It sends no request.
-func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Periods, stores *Stores, validator tablets.Store, cachedSeries int) (*Floats, *Hists) {
-	series := newSeriesCheck(validator, cachedSeries)
+// store of the raw layout, for its checks of series names. Both kinds share the change log
+// (the raw change log, which it returns) and c.Cache. It sends no request.
+func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Periods, stores *Stores, validator tablets.Store, c Config) (*Floats, *Hists, *changelog.Log) {
+	series := newSeriesCheck(validator, c.CachedSeries)
+	changes := changelog.New(service.NewClient(names.Catalog()), LogKey, c.StagingReads)
+	now := c.Now
+	if now == nil {
+		now = time.Now
+	}
 	floats := &Store[tablets.Point, pointTable]{kind: naming.Raw, names: names, tables: tables, series: series, open: func(p uint64) (pointTable, error) {
 		s, err := stores.Get(p)
 		return pointTable{s}, err
-	}}
+	}, cache: c.Cache, changes: changes, cached: floatCache, now: now}
 	hists := &Store[tablets.HistogramPoint, histTable]{kind: naming.Hist, names: names, tables: tables, series: series, open: func(p uint64) (histTable, error) {
 		return histTableOf(service.NewClient(names.HistTable(p))), nil
-	}}
-	return &Floats{floats}, &Hists{hists}
+	}, cache: c.Cache, changes: changes, cached: histCache, now: now}
+	return &Floats{floats}, &Hists{hists}, changes
 }
 
 // WithStaged yields the samples of names (valid; a name given twice is read once) in

@@ -52,6 +52,9 @@ type Retention struct {
 type Config struct {
 	RawRetention time.Duration // raw tables whose whole span is older are dropped; 0: none
 	Tiers        []tiers.Tier  // the tiers (their Retention), as tiers.CheckTiers returns them
+	// Dropping records in the raw part's change log that a period's raw samples go (before
+	// its tables are dropped), so that no cache answers from them after.
+	Dropping func(ctx context.Context, p uint64) error
 }
 
 // New returns the retention of the database whose tables names names; it sends no request.
@@ -80,6 +83,9 @@ func (r *Retention) Retain(ctx context.Context, now time.Time) ([]string, error)
 			continue
 		}
 		if err := r.sealPeriod(ctx, p, &progress); err != nil {
+			return dropped, err
+		}
+		if err := r.cfg.Dropping(ctx, p); err != nil {
 			return dropped, err
 		}
 		name := r.names.RawTable(p)
@@ -119,6 +125,9 @@ func (r *Retention) retainHistograms(ctx context.Context, periods []uint64, cuto
 			if err := r.sealPeriod(ctx, p, progress); err != nil {
 				return dropped, err
 			}
+		}
+		if err := r.cfg.Dropping(ctx, p); err != nil {
+			return dropped, err
 		}
 		name := r.names.HistTable(p)
 		if _, err := r.service.DeleteTable(ctx, name, nil); err != nil && !azerr.IsTableGone(err) {

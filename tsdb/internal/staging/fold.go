@@ -23,6 +23,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // FoldReport says what a Fold did.
@@ -95,6 +96,10 @@ type FoldWrites struct {
 	// FlagLate marks the tier windows of a series' late points stale (the tiers), once the
 	// points are in the raw tables.
 	FlagLate func(ctx context.Context, series string, late []tablets.Point) error
+	// Changed records in the raw part's change log the range of times the Fold wrote into
+	// each period (raw.Changes.Record), after its writes and before its samples leave the
+	// staging table.
+	Changed func(ctx context.Context, ranges map[uint64]times.MilliRange) error
 }
 
 // NewFolder makes the Fold of the staging table st over the period tables periods, its
@@ -133,6 +138,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 		}
 	}
 	rounds := max(1, min(Columns, (points+MaxFoldPoints-1)/MaxFoldPoints))
+	changed := map[uint64]times.MilliRange{} // by raw period, the times the rounds wrote
 	for r := range rounds {
 		if r > 0 {
 			if err := lease.renew(ctx); err != nil {
@@ -140,13 +146,18 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 			}
 		}
 		lo, hi := r*Columns/rounds, (r+1)*Columns/rounds
-		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi)
+		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi, changed)
 		report.Series += series
 		report.Points += n
 		report.Rounds++
 		if err != nil {
 			return report, err
 		}
+	}
+	// Recorded in the raw part's change log before the samples leave the staging table: a
+	// read that no longer finds them there finds the change in the log it reads after.
+	if err := f.writes.Changed(ctx, changed); err != nil {
+		return report, fmt.Errorf("tsdb: fold: %w", err)
 	}
 	if err := f.deleteFolded(ctx, keys); err != nil {
 		return report, err
@@ -198,7 +209,7 @@ func (f *Folder) listStaged(ctx context.Context, horizon uint64) (map[string][]s
 // and returns how many series and points it wrote.
 // Only the listed entities are folded: one written since (late, into an old bucket) is
 // neither written nor deleted, but folded by the next Fold.
-func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int) (int, int, error) {
+func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int, changed map[uint64]times.MilliRange) (int, int, error) {
 	sel := "PartitionKey,RowKey," + VersionProp
 	for c := lo; c < hi; c++ {
 		sel += "," + ColumnChar + strconv.Itoa(c)
@@ -304,7 +315,33 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 	if err := errors.Join(distinctErrors(errs)...); err != nil {
 		return len(names), written, fmt.Errorf("tsdb: fold: %w", err)
 	}
+	addFolded(changed, f.names, found, foundHists, dropped)
 	return len(names), written, nil
+}
+
+// addFolded widens changed by the times a round wrote into each period not dropped.
+func addFolded(changed map[uint64]times.MilliRange, names naming.Names, found map[string][]Point, foundHists map[string][]Hist, dropped map[uint64]bool) {
+	add := func(ms int64) {
+		p := names.PeriodOf(time.UnixMilli(ms))
+		if dropped[p] {
+			return
+		}
+		r, ok := changed[p]
+		if !ok {
+			r = times.MilliRange{From: ms, To: ms + 1}
+		}
+		changed[p] = times.MilliRange{From: min(r.From, ms), To: max(r.To, ms+1)}
+	}
+	for _, pts := range found {
+		for _, p := range pts {
+			add(p.MS)
+		}
+	}
+	for _, hs := range foundHists {
+		for _, h := range hs {
+			add(int64(h.Sample.Unit))
+		}
+	}
 }
 
 // distinctErrors is errs without nils and repeats of an error met before: a lost lease

@@ -45,6 +45,8 @@ type Table struct {
 	cache *Cache
 	warm  atomic.Bool // a query filled the cache (later ones list the keys first)
 	made  atomic.Bool // the staging table is known to exist
+	// readsDone counts the reads of staged samples completed (ReadsDone).
+	readsDone atomic.Uint64
 	// dropped reports a raw period known dropped by Retain: reads leave out its staged
 	// samples, as the Fold does (nil: none is).
 	dropped func(period uint64) bool

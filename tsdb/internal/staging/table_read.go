@@ -157,6 +157,7 @@ func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.
 func (st *Table) collect(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (
 	found map[string][]Point, foundHists map[string][]Hist, done func(), err error) {
 	if !st.reads || !from.Before(to) {
+		st.readsDone.Add(1)
 		return nil, nil, func() {}, nil
 	}
 	read := st.beginRead()
@@ -212,8 +213,14 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 			return nil, nil, nil, err
 		}
 	}
+	st.readsDone.Add(1)
 	return found, foundHists, read.end, nil
 }
+
+// ReadsDone is the number of reads of staged samples (Read, ReadKinds, ReadPacked)
+// completed so far: what the raw part's change log is read after (raw.Changes), so that a
+// sample the Fold moved out of the staging table after a read is in the log read next.
+func (st *Table) ReadsDone() uint64 { return st.readsDone.Load() }
 
 // droppedPeriods returns whether the raw period holding a Unix millisecond is known
 // dropped, asking the period tables once a period of the read.

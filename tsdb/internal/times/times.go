@@ -29,3 +29,6 @@ func Earlier(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// MilliRange is a range of Unix milliseconds, [From, To).
+type MilliRange struct{ From, To int64 }

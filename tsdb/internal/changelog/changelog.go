@@ -1,0 +1,308 @@
+// Package changelog holds the change logs of a tsdb database: an entity of the catalog a
+// period and log (docs/format.md, "The catalog": partition `changes`) that every process
+// which changes what a read of the period answers updates after the change and before
+// anything that depends on it is visible. Each update adds one to the period's generation
+// and records the range of times it touched (its last Kept updates are kept).
+//
+// The raw part keeps one (what its raw and histogram tables answer: the Fold, direct
+// writes, Delete, Retain record there), the index another (the series its index lists:
+// Register records there). It is what lets a read cache keep what it read without reading
+// it again: what a read at generation g found over [from, to) still stands at generation G
+// as long as none of the changes after g touched [from, to) (State.ValidUntil).
+//
+// A process's concurrent updates of one period are made one at a time, each taking in
+// all the changes waiting (their ranges joined): the processes of a database contend for
+// the entity, not their writes. It is a leaf: it depends on no part.
+package changelog
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
+)
+
+// Log is one change log of a database: the entities of its periods, RowKey key(p).
+type Log struct {
+	client *aztables.Client // the catalog's
+	key    func(p uint64) string
+	// after, if set, counts the reads a State must be later than (the raw part: the
+	// staging table's reads completed): a state read after the count was n is later than
+	// each of those n reads, and is reused while the count stands. nil: each State reads.
+	after func() uint64
+
+	mu      sync.Mutex
+	known   map[uint64]snapshot       // by period: the state last read
+	waiting map[uint64]*pendingChange // by period: the changes waiting for the update under way
+}
+
+// New returns the log of the catalog table client whose period p's entity has RowKey
+// key(p); after is what a State must be later than (see Log; nil: nothing, each State
+// reads the entity).
+func New(client *aztables.Client, key func(p uint64) string, after func() uint64) *Log {
+	return &Log{client: client, key: key, after: after, known: map[uint64]snapshot{}, waiting: map[uint64]*pendingChange{}}
+}
+
+// Range is the range of Unix milliseconds a change touched, [From, To).
+type Range = times.MilliRange
+
+// Kept is how many changes a period's entity records: a reader that last read the period
+// more than that many changes ago reads again all it holds of it.
+const Kept = 64
+
+// The entity.
+const (
+	Partition       = "changes"
+	formatVersion   = 1
+	versionProp     = "V" // Edm.Double: formatVersion
+	genProp         = "G" // Edm.Double: the generation, the number of changes recorded
+	rangesProp      = "C" // Edm.Binary: the last changes' ranges, oldest first, 16 bytes each
+	maxAttempts     = 30
+	recordTimeLimit = time.Minute // an update's bound, whichever caller's changes it takes in
+)
+
+// State is a period's log as read: its generation, and the ranges of its last changes,
+// oldest first (the last is generation Gen's).
+type State struct {
+	gen    uint64
+	ranges []Range
+}
+
+// Gen is the state's generation.
+func (s State) Gen() uint64 { return s.gen }
+
+// snapshot is a state with the count of Log.after when it was read.
+type snapshot struct {
+	state    State
+	afterSeq uint64
+}
+
+// pendingChange is the changes of a period waiting for an update: the hull of their ranges.
+type pendingChange struct {
+	r    Range
+	done chan struct{}
+	err  error
+}
+
+// appendEntity is the body of an entity of RowKey rowKey at state s.
+func appendEntity(rowKey string, s State) []byte {
+	b := entity.AppendKeys(nil, Partition, rowKey)
+	b = entity.AppendDouble(b, versionProp, formatVersion)
+	b = entity.AppendDouble(b, genProp, float64(s.gen))
+	ranges := make([]byte, 0, 16*len(s.ranges))
+	for _, r := range s.ranges {
+		ranges = binary.BigEndian.AppendUint64(ranges, uint64(r.From))
+		ranges = binary.BigEndian.AppendUint64(ranges, uint64(r.To))
+	}
+	return entity.AppendEnd(entity.AppendBinary(b, rangesProp, ranges))
+}
+
+// decodeEntity reads an entity of the log, or says why it cannot: another version, or
+// malformed values.
+func decodeEntity(raw []byte) (State, error) {
+	e := entity.Entity{AllowStrings: true}
+	if err := e.Decode(raw); err != nil {
+		return State{}, err
+	}
+	version, gen := math.NaN(), math.NaN()
+	for _, p := range e.Props {
+		switch string(p.Name) {
+		case versionProp:
+			version = p.Value
+		case genProp:
+			gen = p.Value
+		}
+	}
+	if version != formatVersion {
+		return State{}, fmt.Errorf("format version %v, not %d", version, formatVersion)
+	}
+	if gen != math.Trunc(gen) || gen < 0 || gen > 1<<53 {
+		return State{}, fmt.Errorf("generation %v is not a whole number in range", gen)
+	}
+	s := State{gen: uint64(gen)}
+	b64, _ := e.String(rangesProp)
+	ranges, err := base64.StdEncoding.DecodeString(string(b64))
+	switch {
+	case err != nil:
+		return State{}, fmt.Errorf("ranges: %w", err)
+	case len(ranges)%16 != 0 || len(ranges)/16 > Kept:
+		return State{}, fmt.Errorf("ranges of %d bytes: not at most %d ranges of 16 bytes", len(ranges), Kept)
+	case uint64(len(ranges)/16) > s.gen:
+		return State{}, fmt.Errorf("%d ranges for generation %d", len(ranges)/16, s.gen)
+	}
+	for i := 0; i < len(ranges); i += 16 {
+		r := Range{From: int64(binary.BigEndian.Uint64(ranges[i:])), To: int64(binary.BigEndian.Uint64(ranges[i+8:]))}
+		if r.From >= r.To {
+			return State{}, fmt.Errorf("range [%d, %d) is empty", r.From, r.To)
+		}
+		s.ranges = append(s.ranges, r)
+	}
+	return s, nil
+}
+
+// read reads period p's entity: no entity is generation 0, no change.
+func (c *Log) read(ctx context.Context, p uint64) (State, azcore.ETag, bool, error) {
+	resp, err := c.client.GetEntity(ctx, Partition, c.key(p), nil)
+	if azerr.IsStatus(err, http.StatusNotFound) || azerr.IsTableGone(err) {
+		return State{}, "", false, nil
+	}
+	if err != nil {
+		return State{}, "", false, fmt.Errorf("tsdb: change log: %w", err)
+	}
+	s, err := decodeEntity(resp.Value)
+	if err != nil {
+		return State{}, "", false, fmt.Errorf("tsdb: change log of period %d: %w", p, err)
+	}
+	return s, resp.ETag, true, nil
+}
+
+// Record records a change in each period of ranges, in the range of times it touched: one
+// generation more a period (or for several changes of this process at once). The caller
+// made the change before (a change recorded and not made only costs readers a read).
+func (c *Log) Record(ctx context.Context, ranges map[uint64]Range) error {
+	for p, r := range ranges {
+		if r.From >= r.To {
+			continue
+		}
+		if err := c.recordJoined(ctx, p, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordJoined records r in period p: with the changes waiting there if an update is under
+// way (made after it), else in an update of its own, which also takes in the changes that
+// arrive meanwhile, made by whichever caller comes first once it is done.
+func (c *Log) recordJoined(ctx context.Context, p uint64, r Range) error {
+	c.mu.Lock()
+	w, ok := c.waiting[p]
+	switch {
+	case ok && w != nil: // an update under way, and changes waiting: join them
+		w.r = Range{From: min(w.r.From, r.From), To: max(w.r.To, r.To)}
+	case ok: // an update under way: wait for it
+		w = &pendingChange{r: r, done: make(chan struct{})}
+		c.waiting[p] = w
+	default: // none: make it
+		c.waiting[p] = nil
+		c.mu.Unlock()
+		err := c.recordUpdate(ctx, p, r)
+		c.handOn(p)
+		return err
+	}
+	c.mu.Unlock()
+	select {
+	case <-w.done:
+		return w.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// handOn makes the update of the changes waiting for period p, if any, once the one under
+// way is done: in the background, bounded in time, so that no caller waits for another's.
+func (c *Log) handOn(p uint64) {
+	c.mu.Lock()
+	w := c.waiting[p]
+	if w == nil {
+		delete(c.waiting, p)
+		c.mu.Unlock()
+		return
+	}
+	c.waiting[p] = nil
+	c.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), recordTimeLimit)
+		w.err = c.recordUpdate(ctx, p, w.r)
+		cancel()
+		close(w.done)
+		c.handOn(p)
+	}()
+}
+
+// recordUpdate adds a change of r to period p's entity, conditionally on the ETag it read.
+func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range) error {
+	for range maxAttempts {
+		s, etag, ok, err := c.read(ctx, p)
+		if err != nil {
+			return err
+		}
+		s.gen++
+		s.ranges = append(s.ranges, r)
+		if len(s.ranges) > Kept {
+			s.ranges = s.ranges[len(s.ranges)-Kept:]
+		}
+		body := appendEntity(c.key(p), s)
+		if ok {
+			_, err = c.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
+		} else {
+			_, err = c.client.AddEntity(ctx, body, nil)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case azerr.IsStatus(err, http.StatusPreconditionFailed), azerr.IsStatus(err, http.StatusConflict), azerr.IsStatus(err, http.StatusNotFound):
+			// Another process recorded a change meanwhile (or this one's request whose reply
+			// was lost: the change then counts twice, which only costs a read).
+		default:
+			return fmt.Errorf("tsdb: change log: %w", err)
+		}
+	}
+	return fmt.Errorf("tsdb: change log of period %d: still changing after %d attempts", p, maxAttempts)
+}
+
+// State returns period p's log as read after every read that Log.after counts so far: the
+// state last read if it was, else read now (always, for a Log without after).
+func (c *Log) State(ctx context.Context, p uint64) (State, error) {
+	if c.after == nil {
+		s, _, _, err := c.read(ctx, p)
+		return s, err
+	}
+	seq := c.after()
+	c.mu.Lock()
+	snap, ok := c.known[p]
+	c.mu.Unlock()
+	if ok && snap.afterSeq >= seq {
+		return snap.state, nil
+	}
+	s, _, _, err := c.read(ctx, p)
+	if err != nil {
+		return State{}, err
+	}
+	c.mu.Lock()
+	if old, ok := c.known[p]; !ok || old.afterSeq <= seq {
+		c.known[p] = snapshot{state: s, afterSeq: seq}
+	}
+	c.mu.Unlock()
+	return s, nil
+}
+
+// ValidUntil returns how much of [from, to), read at generation g, still stands at state s:
+// [from, until), until the earliest start of the changes after g that overlap it; from when
+// none stands (a change from before it, or s no longer records every change after g).
+func (s State) ValidUntil(g uint64, from, to int64) int64 {
+	if g == s.gen {
+		return to
+	}
+	if g > s.gen || s.gen-g > uint64(len(s.ranges)) {
+		return from // a log that went back (recreated), or changes no longer recorded
+	}
+	until := to
+	for _, r := range s.ranges[uint64(len(s.ranges))-(s.gen-g):] {
+		if r.To > from && r.From < until {
+			until = r.From
+		}
+	}
+	return max(until, from)
+}

@@ -1,0 +1,263 @@
+package raw
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+)
+
+// Cache keeps the raw samples reads decoded, by table and series, with the range read and
+// the generation of the period's raw change log (package changelog) they were read at, so that a read
+// of the same series again (a refreshed panel, a zoom) reads only what changed since: a
+// read asks the log (one small request a period, shared by the reads after the same
+// staging reads) and reads from the tables only the series and times a change touched, or
+// that the cache lacks. A read that reaches the present reads its table to the end of the
+// period: what is after now costs nothing to read, and the next refresh finds it cached.
+//
+// Every process that changes what the tables answer records it in the log before it can
+// be seen otherwise (the Fold before deleting what it moved from the staging table, a
+// direct write, Delete, Retain before it drops), and a read asks the log after its read of
+// the staging table (Config.StagingReads): a cached sample is used only while no change recorded
+// since touched its range, whichever process made it.
+//
+// A Cache may be shared by the databases of a server (its tenants); it is bounded by the
+// bytes of the samples it holds (two generations of cache.Gen). Safe for concurrent use.
+type Cache struct {
+	entries *cache.Gen[cacheKey, cachedSamples]
+	hits    atomic.Uint64
+	misses  atomic.Uint64
+}
+
+// CacheStats are what a Cache did and holds.
+type CacheStats struct {
+	Hits, Misses uint64 // series a read took from the cache whole, and read from a table (whole or in part)
+	Entries      int    // series held
+	Bytes        int64  // about their memory
+}
+
+// NewCache returns a cache of at most about maxBytes of samples (at least 1 MiB).
+func NewCache(maxBytes int64) *Cache {
+	return &Cache{entries: cache.New(int(max(maxBytes, 1<<20)), cachedCost)}
+}
+
+// Stats returns the cache's counts.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: c.entries.Len(), Bytes: int64(c.entries.Size())}
+}
+
+type cacheKey struct{ table, series string }
+
+// cachedSamples are a series' samples of a table in [from, to) (Unix milliseconds), read at
+// generation gen of the period's change log: float points as times and values, histogram
+// samples as read. Never changed once cached (a read that extends it caches a new one).
+type cachedSamples struct {
+	gen      uint64
+	from, to int64
+	ms       []int64
+	values   []float64
+	hists    []tablets.HistogramPoint
+}
+
+// cachedOverhead is about what an entry costs besides its samples: the keys, the slices'
+// headers, the maps' share.
+const cachedOverhead = 200
+
+// histogramBytes is about what a cached histogram sample holds: its spans and buckets (a
+// typical latency histogram has 10 to 40 buckets).
+const histogramBytes = 400
+
+func cachedCost(k cacheKey, c cachedSamples) int {
+	return cachedOverhead + len(k.table) + len(k.series) + 16*len(c.ms) + histogramBytes*len(c.hists)
+}
+
+// sampleCache is how a kind's samples S go into a cache entry and back.
+type sampleCache[S any] struct {
+	// ms is a sample's time in Unix milliseconds, and whether it is a whole one (the cache
+	// holds only those).
+	ms func(S) (int64, bool)
+	// put sets the entry's samples to samples (sorted).
+	put func(c *cachedSamples, samples []S)
+	// at is the entry's i-th sample, and len their number.
+	at  func(c *cachedSamples, i int) S
+	len func(c *cachedSamples) int
+	// time is the entry's i-th sample's time.
+	time func(c *cachedSamples, i int) int64
+}
+
+var floatCache = sampleCache[tablets.Point]{
+	ms: func(p tablets.Point) (int64, bool) { return p.Time.UnixMilli(), p.Time.Nanosecond()%1e6 == 0 },
+	put: func(c *cachedSamples, pts []tablets.Point) {
+		c.ms, c.values = make([]int64, len(pts)), make([]float64, len(pts))
+		for i, p := range pts {
+			c.ms[i], c.values[i] = p.Time.UnixMilli(), p.Value
+		}
+	},
+	at: func(c *cachedSamples, i int) tablets.Point {
+		return tablets.Point{Time: time.UnixMilli(c.ms[i]).UTC(), Value: c.values[i]}
+	},
+	len:  func(c *cachedSamples) int { return len(c.ms) },
+	time: func(c *cachedSamples, i int) int64 { return c.ms[i] },
+}
+
+var histCache = sampleCache[tablets.HistogramPoint]{
+	ms: func(h tablets.HistogramPoint) (int64, bool) { return h.Time.UnixMilli(), h.Time.Nanosecond()%1e6 == 0 },
+	put: func(c *cachedSamples, hs []tablets.HistogramPoint) {
+		c.hists = slices.Clone(hs)
+	},
+	at:   func(c *cachedSamples, i int) tablets.HistogramPoint { return c.hists[i] },
+	len:  func(c *cachedSamples) int { return len(c.hists) },
+	time: func(c *cachedSamples, i int) int64 { return c.hists[i].Time.UnixMilli() },
+}
+
+// ceilMilli is t in Unix milliseconds, rounded up: a sample of whole milliseconds is at or
+// after t if and only if its milliseconds are at or after ceilMilli(t).
+func ceilMilli(t time.Time) int64 {
+	if t.Nanosecond()%1e6 != 0 {
+		return t.UnixMilli() + 1 // times of tsdb are not before the Unix epoch
+	}
+	return t.UnixMilli()
+}
+
+// liveMargin: a read whose range ends after now less this is a read of the present (a
+// dashboard's), which reads its table to the end of the period.
+const liveMargin = 5 * time.Minute
+
+// LogKey is the RowKey of period p's entity of the raw change log: its start in Unix
+// seconds, 12 digits (docs/format.md, "The catalog").
+func LogKey(p uint64) string { return fmt.Sprintf("%012d", p) }
+
+// RecordSpans records in the raw change log a change of each span's range in its period.
+func RecordSpans(ctx context.Context, log *changelog.Log, spans []Span) error {
+	ranges := map[uint64]changelog.Range{}
+	for _, sp := range spans {
+		r := changelog.Range{From: sp.From.UnixMilli(), To: ceilMilli(sp.To)}
+		if old, ok := ranges[sp.Period]; ok {
+			r = changelog.Range{From: min(old.From, r.From), To: max(old.To, r.To)}
+		}
+		ranges[sp.Period] = r
+	}
+	return log.Record(ctx, ranges)
+}
+
+// cachedSpan passes emit the samples of the series in Span sp, from the cache where the
+// change log says they still stand, else from the table (and caches them). It returns gone
+// for a table that is gone.
+func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, emit func(series string, s S) bool) (bool, error) {
+	state, err := r.changes.State(ctx, sp.Period)
+	if err != nil { // the log cannot be read: read the table, and cache nothing
+		return r.inTable(sp.Period, func(t T) error { return t.queryMany(ctx, series, sp.From, sp.To, emit) })
+	}
+	table := r.names.Table(r.kind, sp.Period)
+	from, to := ceilMilli(sp.From), ceilMilli(sp.To)
+	readTo := sp.To
+	if end := r.names.End(sp.Period); sp.To.After(r.now().Add(-liveMargin)) && end.After(readTo) {
+		readTo = end
+	}
+	// Each series is a hit (all of [from, to) cached and standing), extends its entry (from
+	// where it stops standing), or is read whole; the reads group by their start.
+	kept := make(map[string]cachedSamples, len(series))
+	starts := map[int64][]string{}
+	for _, name := range series {
+		c, ok := r.cache.entries.Get(cacheKey{table, name})
+		if ok {
+			c.to = state.ValidUntil(c.gen, c.from, c.to)
+		}
+		switch {
+		case ok && c.from <= from && c.to >= to:
+			kept[name] = c
+			r.cache.hits.Add(1)
+			continue
+		case ok && c.from <= from && c.to > from:
+			kept[name] = c // and read from where it stops standing
+			starts[c.to] = append(starts[c.to], name)
+		default:
+			starts[from] = append(starts[from], name)
+		}
+		r.cache.misses.Add(1)
+	}
+	read := make(map[string][]S, len(series))
+	for _, start := range slices.Sorted(maps.Keys(starts)) {
+		names := starts[start]
+		gone, err := r.inTable(sp.Period, func(t T) error {
+			return t.queryMany(ctx, names, time.UnixMilli(start).UTC(), readTo, func(name string, s S) bool {
+				read[name] = append(read[name], s)
+				return true
+			})
+		})
+		if err != nil || gone {
+			return gone, err
+		}
+	}
+	readEnd := ceilMilli(readTo)
+	for _, name := range series {
+		c, cached := kept[name]
+		fresh := read[name]
+		isRead := !cached || c.to < to // read from a start: whole, or from where it stops standing
+		n := 0
+		if cached {
+			n = r.cached.len(&c)
+		}
+		// Emit the cached samples of [from, c.to), then the fresh ones of [.., to).
+		for i := sort.Search(n, func(i int) bool { return r.cached.time(&c, i) >= from }); i < n; i++ {
+			if ms := r.cached.time(&c, i); ms >= c.to || ms >= to {
+				break
+			}
+			if !emit(name, r.cached.at(&c, i)) {
+				return false, nil
+			}
+		}
+		for _, s := range fresh {
+			if ms, _ := r.cached.ms(s); ms >= to {
+				break
+			}
+			if !emit(name, s) {
+				return false, nil
+			}
+		}
+		switch {
+		case cached && !isRead && c.gen != state.Gen():
+			// A hit that still stands: cached again at the current generation, as far as
+			// it stands (its samples are never changed: the slices are shared).
+			c.gen = state.Gen()
+			r.cache.entries.Add(cacheKey{table, name}, c)
+		case !cached || isRead:
+			r.store(table, name, state.Gen(), c, cached, fresh, from, readEnd)
+		}
+	}
+	return false, nil
+}
+
+// store caches a series' samples read at generation gen: those of the entry c still
+// standing (when cached), then the fresh ones read, up to end; or only the fresh ones, from
+// from. A series with a sample not of whole milliseconds is not cached.
+func (r *Store[S, T]) store(table, name string, gen uint64, c cachedSamples, cached bool, fresh []S, from, end int64) {
+	for _, s := range fresh {
+		if _, whole := r.cached.ms(s); !whole {
+			return
+		}
+	}
+	var all []S
+	start := from
+	if cached {
+		start = c.from
+		for i := range r.cached.len(&c) {
+			if r.cached.time(&c, i) >= c.to {
+				break
+			}
+			all = append(all, r.cached.at(&c, i))
+		}
+	}
+	all = append(all, fresh...)
+	var next cachedSamples
+	r.cached.put(&next, all)
+	next.gen, next.from, next.to = gen, start, end
+	r.cache.entries.Add(cacheKey{table, name}, next)
+}
