@@ -119,6 +119,12 @@
 //     days at a minute): 59 KB, then 844 bytes; another server's late point, fold,
 //     backfill, delete and retention each show in the next read. The log holds ranges, not
 //     series: a late point of one series re-reads every series' samples from its time on.
+//   - label sets Select read from a period's index (Options.IndexCache, none by default;
+//     --index.cache-bytes in a server), by index table and query, at the generation of the
+//     period's index change log: Register records there after writing new entries, Retain
+//     before dropping an index. A Select reads the log (one request a period) and the label
+//     sets only when it changed: TestTSDBIndexCache, a Grafana variable over 600 series,
+//     170 KB, then 1 request and 327 bytes.
 //   - series names the layout found valid: at least the Options.CachedSeries used last
 //     (a miss costs CPU, not a request).
 //

@@ -102,7 +102,29 @@ type Options struct {
 	// recorded in the catalog's change log: see RawCache). DBs may share one (tablets serve
 	// makes one, --raw.cache-bytes). nil: none.
 	RawCache *RawCache
+	// IndexCache keeps the label sets Select read from each period's index, so that a
+	// Select of the same metrics again (every query of a refreshed panel, a Grafana
+	// variable's label values) reads the period's index change log (one small request)
+	// instead of the label sets, while no series was registered there since (see
+	// IndexCache). DBs may share one (tablets serve makes one, --index.cache-bytes). nil:
+	// none.
+	IndexCache *IndexCache
 }
+
+// IndexCache is the cache of label sets (Options.IndexCache): by index table and query,
+// used only at the generation of the period's index change log it was read at.
+type IndexCache = index.Cache
+
+// IndexCacheStats are an IndexCache's counts.
+type IndexCacheStats = index.CacheStats
+
+// NewIndexCache returns an IndexCache of at most about maxBytes of label sets (at least 1
+// MiB).
+func NewIndexCache(maxBytes int64) *IndexCache { return index.NewCache(maxBytes) }
+
+// DefaultIndexCacheBytes is an index cache's size for one database (a server makes one four
+// times as large for all its tenants).
+const DefaultIndexCacheBytes = 16 << 20
 
 // RawCache is the cache of raw samples (Options.RawCache): by table and series, with the
 // range read and the generation of the period's change log, used only while no change
@@ -220,7 +242,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
 	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
 		Budget: o.StagingReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache})
-	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries)
+	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries, o.IndexCache)
 	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists, db.changes = raw.New(service, db.names, db.tables, db.stores, validator, raw.Config{
 		CachedSeries: o.CachedSeries, Cache: o.RawCache, StagingReads: db.staging.ReadsDone, Now: o.Now})
@@ -228,7 +250,8 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.retention = retention.New(service, db.names, retention.Config{RawRetention: o.RawRetention, Tiers: o.Tiers,
 		Dropping: func(ctx context.Context, p uint64) error {
 			return raw.RecordSpans(ctx, db.changes, []raw.Span{{Period: p, From: db.names.Start(p), To: db.names.End(p)}})
-		}},
+		},
+		DroppingIndex: db.index.Dropping},
 		db.catalog, db.tables, db.tiers)
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.

@@ -41,6 +41,7 @@ type serveFlags struct {
 	stagingCacheBytes                 int64
 	blockCacheBytes                   int64
 	rawCacheBytes                     int64
+	indexCacheBytes                   int64
 	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
@@ -125,6 +126,7 @@ naming another is 403.`,
 	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries and fold rounds collect (32 bytes each); more wait their turn, but the oldest read goes on")
 	f.Int64Var(&sf.stagingCacheBytes, "staging.cache-bytes", tsdb.DefaultStagingCacheBytes*4, "bytes of decoded staging-entity columns kept for later queries, all tenants together: a refreshed query lists the entities of its range with their ETags and fetches only those written or changed since (at least 1 MiB)")
 	f.Int64Var(&sf.rawCacheBytes, "raw.cache-bytes", tsdb.DefaultRawCacheBytes*4, "bytes of raw samples kept for later queries, all tenants together: a refreshed query reads the change log of each raw period and reads again only the times a write, fold, delete or retention changed since (at least 1 MiB)")
+	f.Int64Var(&sf.indexCacheBytes, "index.cache-bytes", tsdb.DefaultIndexCacheBytes*4, "bytes of label sets kept for later queries, all tenants together: a refreshed query (or a Grafana variable) reads the index change log of each period and reads its label sets again only when a series was registered since (at least 1 MiB)")
 	f.Int64Var(&sf.blockCacheBytes, "tiers.cache-bytes", tsdb.DefaultBlockCacheBytes*4, "bytes of tier blocks kept for later queries, all tenants together: a refreshed query lists the blocks of its range with their ETags and fetches only those rolled up or rewritten since (at least 1 MiB)")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
@@ -219,6 +221,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return usageErrorf(cmd, "--raw.cache-bytes must be at least 1 MiB")
 	}
 	dbOpts.RawCache = tsdb.NewRawCache(sf.rawCacheBytes)
+	if sf.indexCacheBytes < 1<<20 {
+		return usageErrorf(cmd, "--index.cache-bytes must be at least 1 MiB")
+	}
+	dbOpts.IndexCache = tsdb.NewIndexCache(sf.indexCacheBytes)
 	if dbOpts.StagingReadBudget, err = tsdb.NewReadBudget(sf.stagingReadBytes); err != nil {
 		return usageErrorf(cmd, "--staging.max-read-bytes: %v", err)
 	}
@@ -294,7 +300,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Query:              queryOpts,
 			RetainEvery:        sf.retain,
 			Logger:             logger,
-			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache), blockCacheCollector(dbOpts.BlockCache), rawCacheCollector(dbOpts.RawCache)},
+			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache), blockCacheCollector(dbOpts.BlockCache), rawCacheCollector(dbOpts.RawCache), indexCacheCollector(dbOpts.IndexCache)},
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
@@ -502,6 +508,12 @@ func blockCacheCollector(c *tsdb.BlockCache) prometheus.Collector {
 func rawCacheCollector(c *tsdb.RawCache) prometheus.Collector {
 	return cacheCollector("raw_cache", "Series whose raw samples of a table reads took from the cache whole (no change recorded since in their range).",
 		"Series whose raw samples reads read from a table, whole or from a change on: new, changed, or not cached.", "--raw.cache-bytes",
+		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
+}
+
+func indexCacheCollector(c *tsdb.IndexCache) prometheus.Collector {
+	return cacheCollector("index_cache", "Queries of a period's index answered from the cache (no series registered there since).",
+		"Queries of a period's index read: new series registered, or not cached.", "--index.cache-bytes",
 		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
 }
 

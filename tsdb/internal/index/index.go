@@ -13,7 +13,9 @@
 // the series known listed in each of the three newest periods (where writes go), one for
 // every series and one for those flagged with histograms, each with its own lock and
 // bounded by the CachedSeries it is given (at least that many of a period's series used
-// last, up to twice as many).
+// last, up to twice as many); and the label sets Select read (Cache, given, shared by
+// databases), checked against the index change log (package changelog) that Register
+// records in after writing new entries.
 package index
 
 import (
@@ -31,6 +33,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
@@ -57,13 +60,20 @@ type Index struct {
 
 	listed     *registrations // the series known listed in each of the newest periods
 	listedHist *registrations // those known flagged with histograms there
+
+	// Log is the index change log (LogKey): Register records there, and so must whatever
+	// drops an index table (Retain). cache (nil: none) keeps the label sets Select read.
+	Log   *changelog.Log
+	cache *Cache
 }
 
 // New returns the index of the database names names, on service; cachedSeries bounds its
-// caches (see the package documentation).
-func New(service *aztables.ServiceClient, names naming.Names, c *catalog.Catalog, tables *tables.Periods, cachedSeries int) *Index {
+// caches (see the package documentation); sets (nil: none) keeps the label sets Select
+// reads (see Cache).
+func New(service *aztables.ServiceClient, names naming.Names, c *catalog.Catalog, tables *tables.Periods, cachedSeries int, sets *Cache) *Index {
 	return &Index{service: service, names: names, catalog: c, tables: tables,
-		listed: newRegistrations(cachedSeries), listedHist: newRegistrations(cachedSeries)}
+		listed: newRegistrations(cachedSeries), listedHist: newRegistrations(cachedSeries),
+		Log: changelog.New(c.Client, LogKey, nil), cache: sets}
 }
 
 // Cached returns how many series the cache of every series' registrations holds for each
@@ -174,9 +184,27 @@ func (x *Index) Register(ctx context.Context, p uint64, series map[string]bool) 
 		}
 		return fmt.Errorf("tsdb: index: %w", err)
 	}
+	// Announced after the entries are written, before the samples: no cached Select of
+	// another process misses the series once they have samples.
+	if len(added) > 0 {
+		if err := x.Log.Record(ctx, map[uint64]changelog.Range{p: x.periodRange(p)}); err != nil {
+			return err
+		}
+	}
 	x.listed.remember(p, added)
 	x.listedHist.remember(p, addedHist)
 	return nil
+}
+
+// periodRange is period p's range: what an index change touches (a series is listed for the
+// whole period).
+func (x *Index) periodRange(p uint64) changelog.Range {
+	return changelog.Range{From: x.names.Start(p).UnixMilli(), To: x.names.End(p).UnixMilli()}
+}
+
+// Dropping records that period p's index goes (Retain, before it drops the table).
+func (x *Index) Dropping(ctx context.Context, p uint64) error {
+	return x.Log.Record(ctx, map[uint64]changelog.Range{p: x.periodRange(p)})
 }
 
 // Entity is the index entry of series: its partition and body (docs/format.md, "The

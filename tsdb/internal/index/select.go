@@ -16,6 +16,7 @@ import (
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
@@ -101,8 +102,19 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 	}
 	found := map[string]*SeriesInfo{}
 	for _, p := range periods {
+		var state changelog.State
+		if x.cache != nil {
+			if state, err = x.Log.State(ctx, p); err != nil {
+				return nil, err
+			}
+		}
 		for _, f := range filters {
-			if err := x.readIndex(ctx, p, f, compiled, found); err != nil {
+			if x.cache != nil {
+				err = x.readCached(ctx, p, state, f, compiled, found)
+			} else {
+				err = x.readIndex(ctx, p, f, compiled, found)
+			}
+			if err != nil {
 				return nil, err
 			}
 		}

@@ -55,6 +55,9 @@ type Config struct {
 	// Dropping records in the raw part's change log that a period's raw samples go (before
 	// its tables are dropped), so that no cache answers from them after.
 	Dropping func(ctx context.Context, p uint64) error
+	// DroppingIndex records in the index change log that a period's index goes (before
+	// its table is dropped).
+	DroppingIndex func(ctx context.Context, p uint64) error
 }
 
 // New returns the retention of the database whose tables names names; it sends no request.
@@ -162,6 +165,9 @@ func (r *Retention) retainIndexes(ctx context.Context, now time.Time) ([]string,
 			continue
 		}
 		if err := r.tables.RecordDropped(ctx, p); err != nil { // the raw table's, if not yet
+			return dropped, err
+		}
+		if err := r.cfg.DroppingIndex(ctx, p); err != nil {
 			return dropped, err
 		}
 		name := r.names.IndexTable(p)

@@ -1,0 +1,100 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// A Grafana variable (the label values of job among a metric's series) and a query's
+// Select read a period's label sets once: again, they read the period's index change log
+// (one request), while no series was registered there since. A series another server
+// registers, and an index another server's Retain drops, show in the next Select.
+func TestTSDBIndexCache(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
+	clk := clock.New(base.Add(6 * time.Hour))
+	opts := stagingOptions(clk)
+	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	db, svc, checker := dbtest.NewDB(t, opts)
+	open := func(o tsdb.Options) *tsdb.DB {
+		t.Helper()
+		d, err := tsdb.Open(ctx, svc, db.Name(), &o)
+		require.NoError(t, err)
+		return d
+	}
+	plain := *stagingOptions(clk)
+	other := open(plain)
+
+	write := func(d *tsdb.DB, jobs, instances int, at time.Time) {
+		t.Helper()
+		var sets []tsdb.Labels
+		for j := range jobs {
+			for i := range instances {
+				for _, code := range []string{"200", "404", "500"} {
+					sets = append(sets, tsdb.LabelsFromStrings(tsdb.MetricName, "http_requests_total", "job", fmt.Sprintf("job%02d", j),
+						"instance", fmt.Sprintf("10.0.%d.%d:9100", j, i), "code", code, "handler", "/api/v1/query_range"))
+				}
+			}
+		}
+		keys, err := d.SeriesOfMany(ctx, sets)
+		require.NoError(t, err)
+		var batch []tsdb.SeriesPoints
+		for _, k := range keys {
+			batch = append(batch, tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: 1}}})
+		}
+		require.NoError(t, d.WriteMany(ctx, batch))
+	}
+	write(other, 20, 10, base.Add(time.Hour)) // 600 series
+	metric := tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "http_requests_total"}
+	variable := func(d *tsdb.DB) []string {
+		t.Helper()
+		values, err := d.LabelValues(ctx, "job", base, clk.Now(), metric)
+		require.NoError(t, err)
+		return values
+	}
+	cost := func(what string) readCost {
+		t.Helper()
+		want := variable(open(plain))
+		checker.Reset()
+		got := variable(db)
+		st := checker.Stats()
+		require.Equal(t, want, got, what)
+		t.Logf("%s: %d requests, %d bytes read", what, st.Requests, st.ResponseBytes)
+		return readCost{st.Requests, st.ResponseBytes}
+	}
+	first := cost("the variable, first")
+	require.Len(t, variable(db), 20)
+	again := cost("the variable, again")
+	require.LessOrEqual(t, again.requests, int64(2), "a Grafana variable: 2 requests at most")
+	require.LessOrEqual(t, again.bytes, int64(20_000), "and 20 KB")
+	require.Less(t, again.bytes*20, first.bytes)
+	require.NotZero(t, opts.IndexCache.Stats().Hits)
+
+	// Another server registers a new job's series: the next Select reads the index again.
+	var sets []tsdb.Labels
+	sets = append(sets, tsdb.LabelsFromStrings(tsdb.MetricName, "http_requests_total", "job", "new", "instance", "x:1", "code", "200", "handler", "/"))
+	keys, err := other.SeriesOfMany(ctx, sets)
+	require.NoError(t, err)
+	require.NoError(t, other.Write(ctx, keys[0], tablets.Point{Time: base.Add(2 * time.Hour), Value: 1}))
+	cost("after another server's new series")
+	require.Contains(t, variable(db), "new")
+	cost("after it, again")
+
+	// Another server's Retain drops the period's index (and its raw table): no job is left.
+	clk.Set(base.Add(3 * 24 * time.Hour))
+	retainOpts := plain
+	retainOpts.RawRetention = 24 * time.Hour
+	_, err = open(retainOpts).Retain(ctx, clk.Now())
+	require.NoError(t, err)
+	cost("after another server's retention")
+	require.Empty(t, variable(db))
+}

@@ -1,0 +1,100 @@
+package index
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
+)
+
+// Cache keeps the label sets Select read from a period's index, by index table and query,
+// with the generation of the period's index change log they were read at, so that a
+// Select of the same metric again (each query of a refreshed panel; a Grafana variable's
+// label values) reads the log's entity (a few hundred bytes) instead of the label sets:
+// Register records in the log, after its entries are written, every registration that
+// wrote one; Retain records in it before dropping the index. A period's label sets are
+// used only at the generation the log has when the Select reads it.
+//
+// A Cache may be shared by the indexes of many databases (a server's tenants); it is
+// bounded by the bytes of the label sets it holds (cache.Gen). Safe for concurrent use.
+type Cache struct {
+	sets   *cache.Gen[setsKey, cachedSets]
+	hits   atomic.Uint64
+	misses atomic.Uint64
+}
+
+// CacheStats are what a Cache did and holds.
+type CacheStats struct {
+	Hits, Misses uint64 // queries of an index answered from the cache, and read
+	Entries      int    // queries held
+	Bytes        int64  // about their memory
+}
+
+// NewCache returns a cache of at most about maxBytes of label sets (at least 1 MiB).
+func NewCache(maxBytes int64) *Cache {
+	return &Cache{sets: cache.New(int(max(maxBytes, 1<<20)), setsCost)}
+}
+
+// Stats returns the cache's counts.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: c.sets.Len(), Bytes: int64(c.sets.Size())}
+}
+
+type setsKey struct{ table, filter string }
+
+// cachedSets are every entry one query of an index table read (matching or not), at
+// generation gen of the period's log.
+type cachedSets struct {
+	gen     uint64
+	entries []SeriesInfo
+}
+
+func setsCost(k setsKey, c cachedSets) int {
+	n := 100 + len(k.table) + len(k.filter)
+	for _, e := range c.entries {
+		n += 64 + len(e.Series)
+		for _, l := range e.Labels {
+			n += 32 + len(l.Name) + len(l.Value)
+		}
+	}
+	return n
+}
+
+// LogKey is the RowKey of period p's entity of the index change log: "i" and the period's
+// start in Unix seconds, 12 digits (docs/format.md, "The catalog").
+func LogKey(p uint64) string { return fmt.Sprintf("i%012d", p) }
+
+// readCached adds to found the label sets of one query f of period p's index that match
+// ms, from the cache when the log's generation is the one they were read at.
+func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State, f string, ms []labels.Compiled, found map[string]*SeriesInfo) error {
+	key := setsKey{x.names.IndexTable(p), f}
+	c, ok := x.cache.sets.Get(key)
+	if !ok || c.gen != state.Gen() {
+		x.cache.misses.Add(1)
+		all := map[string]*SeriesInfo{}
+		if err := x.readIndex(ctx, p, f, nil, all); err != nil {
+			return err
+		}
+		c = cachedSets{gen: state.Gen(), entries: make([]SeriesInfo, 0, len(all))}
+		for _, s := range all {
+			c.entries = append(c.entries, *s)
+		}
+		x.cache.sets.Add(key, c)
+	} else {
+		x.cache.hits.Add(1)
+	}
+	for _, e := range c.entries {
+		if known, ok := found[e.Series]; ok {
+			known.Histograms = known.Histograms || e.Histograms
+			continue
+		}
+		if labels.MatchSet(ms, e.Labels) {
+			s := e
+			found[e.Series] = &s
+		}
+	}
+	return nil
+}
