@@ -289,11 +289,14 @@ func BenchmarkDashboard(b *testing.B) {
 	}
 }
 
-// dashboardQuery asks h for BenchmarkDashboard's query over (start, end] and returns the
-// body of its answer.
-func dashboardQuery(tb testing.TB, h http.Handler, start, end time.Time) []byte {
+// dashboardQuery asks h for BenchmarkDashboard's query over (start, end], with the query
+// parameters params (name, value, ...), and returns the body of its answer.
+func dashboardQuery(tb testing.TB, h http.Handler, start, end time.Time, params ...string) []byte {
 	q := url.Values{"query": {`sum by (job) (rate(dash_requests_total[5m]))`}, "start": {fmt.Sprint(start.Add(time.Hour).Unix())},
 		"end": {fmt.Sprint(end.Unix())}, "step": {"3600"}}
+	for i := 0; i+1 < len(params); i += 2 {
+		q.Set(params[i], params[i+1])
+	}
 	req, _ := http.NewRequest(http.MethodGet, "/api/v1/query_range?"+q.Encode(), nil)
 	rec := newRecorder()
 	h.ServeHTTP(rec, req)

@@ -288,9 +288,12 @@
 //     its Range; for an instant selector, under the lookback delta. The answer is
 //     approximate (rate over window-end samples instead of every sample), and staleness
 //     markers are lost. Series with histogram samples read raw even then, in their place.
-//   - The choice by cost: where a tier can serve a Select, it reads the tier if that is
-//     estimated to cost fewer bytes than the raw samples, or if the raw samples of the
-//     start of its range are gone; PreferTiers always, DisableTiers never. The estimate
+//   - The choice by cost: where a tier can serve a Select, it reads the tier if the raw
+//     samples of the start of its range are gone; and, only where the Select may read
+//     approximate answers (QueryOptions.MaxResolution or SelectHints.MaxResolution:
+//     AnyResolution, or a tier Step at most a duration; by default RawResolution, none),
+//     if that is estimated to cost fewer bytes than the raw samples; PreferTiers always,
+//     DisableTiers never. The estimate
 //     (docs/tiers.md has its figures and their measurements) counts, for the float series:
 //     raw, the samples at the bytes a sample of the raw layout (1.5 in chunked's chunks,
 //     27 in advanced's slots, 150 in basic's entities, or QueryOptions.RawBytesPerSample),

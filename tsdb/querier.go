@@ -30,12 +30,30 @@ type QueryOptions struct {
 	// counter; the default for a layout of another package), 27 for advanced's slots (of
 	// integral values), 150 for basic's entity a point.
 	RawBytesPerSample float64
+	// MaxResolution is the coarsest tier Step a Select may read where raw samples of its
+	// range exist, as Thanos' max_source_resolution (a Select's hints may say another):
+	// tier answers are approximate (docs/tiers.md), so that by default (0, RawResolution)
+	// every Select reads raw samples wherever they exist, and a tier only for a range whose
+	// raw samples Retain dropped. AnyResolution: any tier that can serve the Select, where
+	// the estimate of its bytes is under raw's; a duration: the tiers of at most that Step.
+	MaxResolution time.Duration
 	// PreferTiers makes a Select read a tier wherever one can serve it (see SelectHints),
-	// whatever the estimates of the bytes each path reads.
+	// whatever the estimates of the bytes each path reads and MaxResolution: answers are
+	// approximate.
 	PreferTiers bool
 	// DisableTiers makes every Select read raw samples.
 	DisableTiers bool
 }
+
+// Resolutions of QueryOptions.MaxResolution and SelectHints.MaxResolution.
+const (
+	// RawResolution reads raw samples wherever they exist: a tier only where Retain dropped
+	// them. The default.
+	RawResolution time.Duration = -1
+	// AnyResolution reads any tier that can serve a Select, where the estimate of its bytes
+	// is under raw's: approximate answers.
+	AnyResolution time.Duration = math.MaxInt64
+)
 
 // Defaults of QueryOptions.
 const (
@@ -55,6 +73,9 @@ func (opts *QueryOptions) withDefaults() (QueryOptions, error) {
 	if o.Concurrency == 0 {
 		o.Concurrency = DefaultQueryConcurrency
 	}
+	if o.MaxResolution == 0 {
+		o.MaxResolution = RawResolution
+	}
 	invalid := func(format string, args ...any) (QueryOptions, error) {
 		return QueryOptions{}, fmt.Errorf("tsdb: %w: "+format, append([]any{tablets.ErrInvalidOptions}, args...)...)
 	}
@@ -63,6 +84,8 @@ func (opts *QueryOptions) withDefaults() (QueryOptions, error) {
 		return invalid("BatchSize %d must be positive", o.BatchSize)
 	case o.Concurrency < 1:
 		return invalid("Concurrency %d must be positive", o.Concurrency)
+	case o.MaxResolution < 0 && o.MaxResolution != RawResolution:
+		return invalid("MaxResolution %v is negative (RawResolution: raw samples)", o.MaxResolution)
 	case o.MinTierStep < 0:
 		return invalid("MinTierStep %v is negative", o.MinTierStep)
 	case o.RawBytesPerSample < 0 || math.IsNaN(o.RawBytesPerSample) || math.IsInf(o.RawBytesPerSample, 0):
@@ -93,6 +116,10 @@ type SelectHints struct {
 	LookbackDelta time.Duration
 	// Limit bounds the series returned (0: none).
 	Limit int
+	// MaxResolution, if set, is the coarsest tier Step the Select may read where raw
+	// samples exist, in place of QueryOptions.MaxResolution (RawResolution, AnyResolution
+	// or a duration): a request's max_source_resolution.
+	MaxResolution time.Duration
 	// Keep, if set, selects the series to return by their labels (Prometheus' sharding):
 	// the others are not read.
 	Keep func(Labels) bool

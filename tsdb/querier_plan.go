@@ -63,8 +63,15 @@ func (q *Queryable) choose(ctx context.Context, hints *SelectHints, from, to tim
 		return choice{}, nil
 	}
 	tiers := q.db.opts.Tiers
+	res := q.opts.MaxResolution
+	if hints != nil && hints.MaxResolution != 0 {
+		res = hints.MaxResolution
+	}
+	if q.opts.PreferTiers {
+		res = AnyResolution
+	}
 	var c choice
-	if t, p, ok := selectTier(tiers, hints, q.opts, false); ok {
+	if t, p, ok := selectTier(tiers, hints, q.opts, false, res); ok {
 		// No float series: what reads a tier reads raw (their histograms) anyway.
 		if floats == 0 || q.opts.PreferTiers {
 			return choice{tier: true, t: t, pick: p}, nil
@@ -79,10 +86,11 @@ func (q *Queryable) choose(ctx context.Context, hints *SelectHints, from, to tim
 			return c, nil
 		}
 	}
-	t, p, ok := selectTier(tiers, hints, q.opts, true)
+	t, p, ok := selectTier(tiers, hints, q.opts, true, AnyResolution)
 	if !ok {
 		return c, nil
 	}
+	// Where the raw samples of the range are gone, any tier: there is no exact answer.
 	rawFrom, haveRaw, err := q.db.RawFrom(ctx)
 	if err != nil {
 		return choice{}, err
@@ -195,9 +203,9 @@ var aggregations = map[string]bool{
 // at least MinTierStep (any, where the raw points are gone), whose Step is at most a fifth
 // of hints.Step and, for a range function, of hints.Range (else the range would hold too
 // few windows); for an instant selector, under the lookback delta (else some steps would
-// find no sample). Functions a window cannot answer (count_over_time,
+// find no sample); and of at most maxStep. Functions a window cannot answer (count_over_time,
 // sum_over_time, avg_over_time, quantiles, absent_over_time...) read raw.
-func selectTier(tiers []Tier, hints *SelectHints, o QueryOptions, rawGone bool) (Tier, pick, bool) {
+func selectTier(tiers []Tier, hints *SelectHints, o QueryOptions, rawGone bool, maxStep time.Duration) (Tier, pick, bool) {
 	if hints == nil || hints.Step <= 0 {
 		return Tier{}, 0, false
 	}
@@ -218,7 +226,7 @@ func selectTier(tiers []Tier, hints *SelectHints, o QueryOptions, rawGone bool) 
 		if t.Step < o.MinTierStep && !rawGone {
 			break // the finer ones too
 		}
-		if t.Step*tierFactor > step {
+		if t.Step*tierFactor > step || t.Step > maxStep {
 			continue
 		}
 		if hints.Range > 0 && t.Step*tierFactor > rng {

@@ -110,27 +110,34 @@ func TestSelectTier(t *testing.T) {
 		{h("timestamp", time.Hour, 0), 0, 0},
 		{h("", 4*time.Minute, 0), 0, 0},
 	} {
-		tier, p, ok := selectTier(tiers, c.hints, o, false)
+		tier, p, ok := selectTier(tiers, c.hints, o, false, AnyResolution)
 		require.Equal(t, c.step != 0, ok, "%+v", c.hints)
 		if ok {
 			require.Equal(t, c.step, tier.Step, "%+v", c.hints)
 			require.Equal(t, c.pick, p, "%+v", c.hints)
 		}
 	}
-	_, _, ok := selectTier(nil, h("rate", time.Hour, time.Hour), o, false)
+	_, _, ok := selectTier(nil, h("rate", time.Hour, time.Hour), o, false, AnyResolution)
 	require.False(t, ok, "no tier")
 	// A longer lookback delta lets an instant selector read the hour tier.
 	long := h("", 24*time.Hour, 0)
 	long.LookbackDelta = 2 * time.Hour
-	tier, _, ok := selectTier(tiers, long, o, false)
+	tier, _, ok := selectTier(tiers, long, o, false, AnyResolution)
 	require.True(t, ok)
 	require.Equal(t, time.Hour, tier.Step)
 	o.MinTierStep = time.Hour
-	_, _, ok = selectTier(tiers, h("rate", time.Hour, time.Hour), o, false)
+	_, _, ok = selectTier(tiers, h("rate", time.Hour, time.Hour), o, false, AnyResolution)
 	require.False(t, ok, "the minute tier is under MinTierStep")
-	tier, _, ok = selectTier(tiers, h("rate", 5*time.Hour, 5*time.Hour), o, false)
+	tier, _, ok = selectTier(tiers, h("rate", 5*time.Hour, 5*time.Hour), o, false, AnyResolution)
 	require.True(t, ok)
 	require.Equal(t, time.Hour, tier.Step)
+	// A resolution bounds the Step: the minute tier at most, or none (raw samples).
+	o.MinTierStep = 0
+	tier, _, ok = selectTier(tiers, h("rate", 5*time.Hour, 5*time.Hour), o, false, 5*time.Minute)
+	require.True(t, ok)
+	require.Equal(t, time.Minute, tier.Step)
+	_, _, ok = selectTier(tiers, h("rate", 5*time.Hour, 5*time.Hour), o, false, RawResolution)
+	require.False(t, ok, "raw samples only")
 }
 
 // floatsOf reads a series' samples as (time, float bits) pairs.

@@ -25,6 +25,7 @@ import (
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/limits"
+	"github.com/seed71701133/tablets/server/promstore"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -41,6 +42,7 @@ type serveFlags struct {
 	stagingCacheBytes                 int64
 	blockCacheBytes                   int64
 	rawCacheBytes                     int64
+	maxSourceResolution               string
 	indexCacheBytes                   int64
 	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
@@ -124,10 +126,11 @@ naming another is 403.`,
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn; folds go first, with a slot of their own, but take at most half")
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
 	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries and fold rounds collect (32 bytes each); more wait their turn, but the oldest read goes on")
-	f.Int64Var(&sf.stagingCacheBytes, "staging.cache-bytes", tsdb.DefaultStagingCacheBytes*4, "bytes of decoded staging-entity columns kept for later queries, all tenants together: a refreshed query lists the entities of its range with their ETags and fetches only those written or changed since (at least 1 MiB)")
-	f.Int64Var(&sf.rawCacheBytes, "raw.cache-bytes", tsdb.DefaultRawCacheBytes*4, "bytes of raw samples kept for later queries, all tenants together: a refreshed query reads the change log of each raw period and reads again only the times a write, fold, delete or retention changed since (at least 1 MiB)")
-	f.Int64Var(&sf.indexCacheBytes, "index.cache-bytes", tsdb.DefaultIndexCacheBytes*4, "bytes of label sets kept for later queries, all tenants together: a refreshed query (or a Grafana variable) reads the index change log of each period and reads its label sets again only when a series was registered since (at least 1 MiB)")
-	f.Int64Var(&sf.blockCacheBytes, "tiers.cache-bytes", tsdb.DefaultBlockCacheBytes*4, "bytes of tier blocks kept for later queries, all tenants together: a refreshed query lists the blocks of its range with their ETags and fetches only those rolled up or rewritten since (at least 1 MiB)")
+	f.Int64Var(&sf.stagingCacheBytes, "staging.cache-bytes", tsdb.DefaultStagingCacheBytes*4, "bytes of decoded staging-entity columns kept for later queries, all tenants together: a refreshed query lists the entities of its range with their ETags and fetches only those written or changed since (at least 1 MiB; not given: the default or an eighth of the memory limit, whichever is less)")
+	f.StringVar(&sf.maxSourceResolution, "query.max-source-resolution", "raw", "the coarsest rollup tier a query reads where raw samples exist, unless it says another (max_source_resolution): raw (exact answers: tiers only where raw samples are dropped), auto (any tier estimated cheaper: approximate answers, docs/tiers.md) or a duration")
+	f.Int64Var(&sf.rawCacheBytes, "raw.cache-bytes", tsdb.DefaultRawCacheBytes*4, "bytes of raw samples kept for later queries, all tenants together: a refreshed query reads the change log of each raw period and reads again only the times a write, fold, delete or retention changed since (at least 1 MiB; not given: the default or an eighth of the memory limit, whichever is less)")
+	f.Int64Var(&sf.indexCacheBytes, "index.cache-bytes", tsdb.DefaultIndexCacheBytes*4, "bytes of label sets kept for later queries, all tenants together: a refreshed query (or a Grafana variable) reads the index change log of each period and reads its label sets again only when a series was registered since (at least 1 MiB; not given: the default or a 32nd of the memory limit, whichever is less)")
+	f.Int64Var(&sf.blockCacheBytes, "tiers.cache-bytes", tsdb.DefaultBlockCacheBytes*4, "bytes of tier blocks kept for later queries, all tenants together: a refreshed query lists the blocks of its range with their ETags and fetches only those rolled up or rewritten since (at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
@@ -154,6 +157,31 @@ const defaultAccountRequests = 64
 // at once: four pages of 8 MiB. In the soak, 14 staged reads at once held 230 MB of a 390 MB
 // heap (docs/soak.md, 2026-11-28).
 const defaultStagingReadBytes = 32 << 20
+
+// sharedCacheBytes is a cache's size by default: def, or a share-th of the memory limit
+// where that is less (at least 1 MiB).
+func sharedCacheBytes(def, limit, share int64) int64 {
+	return max(min(def, limit/share), 1<<20)
+}
+
+// parseResolution reads a max source resolution: raw or 0s (tsdb.RawResolution), auto
+// (tsdb.AnyResolution) or a positive duration, as the query API's max_source_resolution.
+func parseResolution(s string) (time.Duration, error) {
+	switch s {
+	case "raw":
+		return tsdb.RawResolution, nil
+	case "auto":
+		return tsdb.AnyResolution, nil
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil || d < 0:
+		return 0, fmt.Errorf("%q is not raw, auto or a duration", s)
+	case d == 0:
+		return tsdb.RawResolution, nil
+	}
+	return d, nil
+}
 
 // queryLimitFlags are the query API's limits, named as Prometheus names its own.
 type queryLimitFlags struct {
@@ -208,6 +236,22 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	}
 	if sf.stagingReadBytes < 1 {
 		return usageErrorf(cmd, "--staging.max-read-bytes must be positive")
+	}
+	// The caches share the memory limit: a size not given is its default, or its share of
+	// the limit where that is less (together about a third of it).
+	heapLimit := memLimit.limit
+	if memLimit.keep {
+		heapLimit = debug.SetMemoryLimit(-1) // GOMEMLIMIT, as the runtime read it
+	}
+	for _, c := range []struct {
+		flag  string
+		bytes *int64
+		share int64
+	}{{"staging.cache-bytes", &sf.stagingCacheBytes, 8}, {"raw.cache-bytes", &sf.rawCacheBytes, 8},
+		{"tiers.cache-bytes", &sf.blockCacheBytes, 16}, {"index.cache-bytes", &sf.indexCacheBytes, 32}} {
+		if !cmd.Flags().Changed(c.flag) {
+			*c.bytes = sharedCacheBytes(*c.bytes, heapLimit, c.share)
+		}
 	}
 	if sf.stagingCacheBytes < 1<<20 {
 		return usageErrorf(cmd, "--staging.cache-bytes must be at least 1 MiB")
@@ -283,6 +327,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if err != nil {
 		return err
 	}
+	maxResolution, err := parseResolution(sf.maxSourceResolution)
+	if err != nil {
+		return usageErrorf(cmd, "--query.max-source-resolution: %v", err)
+	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, nil))
 	if !memLimit.keep {
 		debug.SetMemoryLimit(memLimit.limit)
@@ -298,6 +346,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			CompactEvery:       sf.compactEvery,
 			CompactCatchUp:     sf.compactCatchUp,
 			Query:              queryOpts,
+			Store:              &promstore.Options{MaxResolution: maxResolution},
 			RetainEvery:        sf.retain,
 			Logger:             logger,
 			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache), blockCacheCollector(dbOpts.BlockCache), rawCacheCollector(dbOpts.RawCache), indexCacheCollector(dbOpts.IndexCache)},

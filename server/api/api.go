@@ -27,6 +27,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/internal/redact"
+	"github.com/seed71701133/tablets/server/internal/resolution"
 )
 
 // PrometheusCompatVersion is the Prometheus version /api/v1/status/buildinfo reports.
@@ -385,7 +386,34 @@ func (a *API) withTimeout(r *http.Request) (context.Context, context.CancelFunc,
 	return ctx, cancel, nil
 }
 
-// /api/v1/query: query, time (default now), timeout, limit, lookback_delta, stats.
+// withResolution carries the request's max_source_resolution in ctx (Thanos' parameter):
+// "raw" (or 0) reads raw samples wherever they exist, exact; "auto" any rollup tier the
+// storage estimates cheaper; a duration, the tiers of at most that step. Absent: the
+// storage's default (tablets serve: --query.max-source-resolution).
+func withResolution(ctx context.Context, r *http.Request) (context.Context, *apiError) {
+	s := r.FormValue("max_source_resolution")
+	switch s {
+	case "":
+		return ctx, nil
+	case "auto":
+		return resolution.With(ctx, resolution.Any), nil
+	case "raw":
+		return resolution.With(ctx, resolution.Raw), nil
+	}
+	d, err := parseDuration(s)
+	switch {
+	case err != nil:
+		return nil, invalidParam(err, "max_source_resolution")
+	case d < 0:
+		return nil, invalidParam(errors.New("must not be negative"), "max_source_resolution")
+	case d == 0:
+		return resolution.With(ctx, resolution.Raw), nil
+	}
+	return resolution.With(ctx, d), nil
+}
+
+// /api/v1/query: query, time (default now), timeout, limit, lookback_delta, stats,
+// max_source_resolution.
 func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
 	limit, err := parseLimit(r.FormValue("limit"))
 	if err != nil {
@@ -400,6 +428,9 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 		return nil, nil, apiErr
 	}
 	defer cancel()
+	if ctx, apiErr = withResolution(ctx, r); apiErr != nil {
+		return nil, nil, apiErr
+	}
 	opts, err := queryOpts(r)
 	if err != nil {
 		return nil, nil, badData(err)
@@ -411,7 +442,8 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 	return a.exec(ctx, r, qry, limit)
 }
 
-// /api/v1/query_range: query, start, end, step, timeout, limit, lookback_delta, stats.
+// /api/v1/query_range: query, start, end, step, timeout, limit, lookback_delta, stats,
+// max_source_resolution.
 // The engine hands Select hints with Step and Range, so the storage may serve it from
 // a rollup tier.
 func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
@@ -445,6 +477,9 @@ func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *api
 		return nil, nil, apiErr
 	}
 	defer cancel()
+	if ctx, apiErr = withResolution(ctx, r); apiErr != nil {
+		return nil, nil, apiErr
+	}
 	opts, err := queryOpts(r)
 	if err != nil {
 		return nil, nil, badData(err)

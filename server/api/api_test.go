@@ -601,6 +601,8 @@ func TestBadRequests(t *testing.T) {
 		{"bad timeout", "/api/v1/query", url.Values{"query": {"up"}, "timeout": {"soon"}}, `invalid parameter "timeout"`},
 		{"bad limit", "/api/v1/query", url.Values{"query": {"up"}, "limit": {"-1"}}, `invalid parameter "limit"`},
 		{"bad lookback", "/api/v1/query", url.Values{"query": {"up"}, "lookback_delta": {"x"}}, "lookback delta"},
+		{"bad resolution", "/api/v1/query", url.Values{"query": {"up"}, "max_source_resolution": {"fine"}}, `invalid parameter "max_source_resolution"`},
+		{"range negative resolution", "/api/v1/query_range", rng("max_source_resolution", "-5m"), `invalid parameter "max_source_resolution"`},
 		{"range bad query", "/api/v1/query_range", rng("query", "rate(up)"), `invalid parameter "query"`},
 		{"range bad start", "/api/v1/query_range", rng("start", "2023-13-01T00:00:00Z"), `invalid parameter "start"`},
 		{"range missing end", "/api/v1/query_range", rng("end", ""), `invalid parameter "end"`},

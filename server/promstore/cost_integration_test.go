@@ -76,7 +76,7 @@ func TestCostChoiceMeasured(t *testing.T) {
 	}
 	// Without the rollup loops' progress in the catalog, the estimate counts on no tier
 	// window (Aggregate would read every window raw): raw.
-	noProgress, err := New(db, nil)
+	noProgress, err := New(db, &Options{MaxResolution: tsdb.AnyResolution})
 	require.NoError(t, err)
 	read(noProgress, "cost_requests_total", base)
 	require.Equal(t, Stats{RawSelects: 1, RawCheaperSelects: 1, Series: 20, Samples: noProgress.Stats().Samples}, paths(noProgress.Stats()))
@@ -91,7 +91,7 @@ func TestCostChoiceMeasured(t *testing.T) {
 			require.NoError(t, err)
 			tier, err := New(db, &Options{PreferTiers: true})
 			require.NoError(t, err)
-			byCost, err := New(db, nil)
+			byCost, err := New(db, &Options{MaxResolution: tsdb.AnyResolution}) // approximate answers where cheaper
 			require.NoError(t, err)
 			// The sample rate as the Queryable learns it from what it read.
 			read(byCost, metric, end.Add(-time.Hour))

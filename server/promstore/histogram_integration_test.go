@@ -444,7 +444,7 @@ func TestPromQLHistogramsAsPrometheus(t *testing.T) {
 	db, _, checker := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, Tiers: []tsdb.Tier{{Step: time.Minute}}})
 	sets, samples := latencyData()
 	writeMixed(t, db, sets, samples)
-	q, err := New(db, nil)
+	q, err := New(db, &Options{MaxResolution: tsdb.AnyResolution}) // a tier where cheaper
 	require.NoError(t, err)
 	ours := apiServer(t, q)
 	theirs := apiServer(t, promStorage(t, sets, samples))

@@ -443,7 +443,7 @@ func TestPromQLRateTierVsRaw(t *testing.T) {
 			require.NoError(t, err)
 			tier, err := New(db, &Options{PreferTiers: true})
 			require.NoError(t, err)
-			byCost, err := New(db, nil)
+			byCost, err := New(db, &Options{MaxResolution: tsdb.AnyResolution}) // approximate answers where cheaper
 			require.NoError(t, err)
 
 			const expr = `rate(requests_total[5m])`

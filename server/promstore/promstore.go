@@ -35,6 +35,11 @@ type Options struct {
 	// RawBytesPerSample is what the cost estimate takes a raw sample to cost on the wire
 	// (tsdb.QueryOptions; 0: by the raw layout).
 	RawBytesPerSample float64
+	// MaxResolution is the coarsest tier Step a Select may read where raw samples exist
+	// (tsdb.QueryOptions.MaxResolution: 0 or tsdb.RawResolution, raw samples, exact
+	// answers; tsdb.AnyResolution, any tier estimated cheaper; a duration). A query's
+	// max_source_resolution, in its context, takes its place.
+	MaxResolution time.Duration
 	// PreferTiers makes a Select read a tier wherever one can serve it.
 	PreferTiers bool
 	// DisableTiers makes every Select read raw samples.
@@ -75,7 +80,7 @@ func New(db *tsdb.DB, opts *Options) (*Queryable, error) {
 		return nil, fmt.Errorf("promstore: %w: LookbackDelta %v must be at least a millisecond", tablets.ErrInvalidOptions, o.LookbackDelta)
 	}
 	q, err := db.Queryable(&tsdb.QueryOptions{BatchSize: o.BatchSize, Concurrency: o.Concurrency, MinTierStep: o.MinTierStep,
-		RawBytesPerSample: o.RawBytesPerSample, PreferTiers: o.PreferTiers, DisableTiers: o.DisableTiers})
+		RawBytesPerSample: o.RawBytesPerSample, PreferTiers: o.PreferTiers, DisableTiers: o.DisableTiers, MaxResolution: o.MaxResolution})
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func TestTierWhereRawIsGone(t *testing.T) {
 	require.NoError(t, err)
 	q, err := New(db, &Options{MinTierStep: time.Hour})
 	require.NoError(t, err)
-	byCost, err := New(db, nil)
+	byCost, err := New(db, &Options{MaxResolution: tsdb.AnyResolution}) // approximate answers where cheaper
 	require.NoError(t, err)
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 5e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
 	run := func(q *Queryable) promql.Matrix {

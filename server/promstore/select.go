@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/internal/resolution"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -40,7 +41,7 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 	if !ok {
 		return storage.EmptySeriesSet()
 	}
-	th := &tsdb.SelectHints{LookbackDelta: qr.q.opts.LookbackDelta}
+	th := &tsdb.SelectHints{LookbackDelta: qr.q.opts.LookbackDelta, MaxResolution: resolution.From(ctx)}
 	if hints != nil {
 		th.Step = time.Duration(hints.Step) * time.Millisecond
 		th.Range = time.Duration(hints.Range) * time.Millisecond
