@@ -6,10 +6,17 @@ package server_test
 //
 //	go test ./server -run TestDashboardPeer -count=1 -v
 //	TABLETS_DASHBOARD_TARGETS=100 go test ./server -run TestDashboardPeer -count=1 -v -timeout 30m
+//	go test ./server -run '^$' -bench DashboardPeer
+//	TABLETS_DASHBOARD_TARGETS=100 TABLETS_DASHBOARD_DURATION=60s go test ./server -run '^$' -bench DashboardPeer -timeout 1h
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -180,3 +187,206 @@ func TestDashboardPeer(t *testing.T) {
 
 // ms is d in milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// dashDuration is how long the concurrent sub-benchmarks run: TABLETS_DASHBOARD_DURATION
+// (a Go duration), else 10 s.
+func dashDuration(tb testing.TB) time.Duration {
+	v := os.Getenv("TABLETS_DASHBOARD_DURATION")
+	if v == "" {
+		return 10 * time.Second
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		tb.Fatalf("TABLETS_DASHBOARD_DURATION=%q: want a positive duration", v)
+	}
+	return d
+}
+
+// dashClients is the number of concurrent clients of the concurrent sub-benchmarks: a few
+// people looking at the dashboard, each refreshing its panels.
+const dashClients = 6
+
+// BenchmarkDashboardPeer: each panel of TestDashboardPeer's dashboard answered by tablets
+// from a server just started (tablets-first: fresh caches, a new server an iteration, made
+// with the timer stopped), by a server that answered it before (tablets-refresh), and by
+// Prometheus' engine over its tsdb (prometheus): ms/op, and for tablets the requests and
+// bytes (sent and received) to the account an answer, counted at the transport. Then
+// dashClients clients refreshing random panels at once for TABLETS_DASHBOARD_DURATION
+// (10 s), each side alone: p50 and p99 latency, answers/s. The data (TABLETS_DASHBOARD_TARGETS
+// targets, 20 by default) is made once, before the sub-benchmarks, which share it.
+func BenchmarkDashboardPeer(b *testing.B) {
+	fx := newDashFixture(b, dashTargets(b, 20))
+	warm := fx.newServer(b, nil)
+	b.Cleanup(func() { _ = warm.Close() })
+	tiers := fx.newServer(b, &promstore.Options{PreferTiers: true}) // the panels a tier may serve, from the tier
+	b.Cleanup(func() { _ = tiers.Close() })
+	// The answers of the warm server, which the concurrent clients' must equal.
+	bodies := make([][]byte, len(dashPanels))
+	for i, p := range dashPanels {
+		body, err := p.askTablets(warm, fx.now)
+		require.NoError(b, err)
+		bodies[i] = body
+	}
+	report := func(b *testing.B, cost azurite.Stats) {
+		n := float64(b.N)
+		b.ReportMetric(ms(b.Elapsed())/n, "ms/op")
+		b.ReportMetric(float64(cost.Requests)/n, "account-requests/op")
+		b.ReportMetric(float64(cost.RequestBytes+cost.ResponseBytes)/n, "account-bytes/op")
+	}
+	for _, p := range dashPanels {
+		b.Run(p.name, func(b *testing.B) {
+			b.Run("tablets-first", func(b *testing.B) {
+				var cost azurite.Stats
+				b.StopTimer()
+				for range b.N {
+					s := fx.newServer(b, nil)
+					fx.checker.Reset()
+					b.StartTimer()
+					_, err := p.askTablets(s, fx.now)
+					b.StopTimer()
+					cost = addStats(cost, fx.checker.Stats())
+					_ = s.Close()
+					require.NoError(b, err)
+				}
+				report(b, cost)
+			})
+			b.Run("tablets-refresh", func(b *testing.B) {
+				fx.checker.Reset()
+				for range b.N {
+					_, err := p.askTablets(warm, fx.now)
+					require.NoError(b, err)
+				}
+				b.StopTimer()
+				report(b, fx.checker.Stats())
+			})
+			if p.kind == dashRange && p.step >= 5*time.Minute { // a tier may serve it
+				b.Run("tablets-tier-first", func(b *testing.B) {
+					var cost azurite.Stats
+					b.StopTimer()
+					for range b.N {
+						s := fx.newServer(b, &promstore.Options{PreferTiers: true})
+						fx.checker.Reset()
+						b.StartTimer()
+						_, err := p.askTablets(s, fx.now)
+						b.StopTimer()
+						cost = addStats(cost, fx.checker.Stats())
+						_ = s.Close()
+						require.NoError(b, err)
+					}
+					report(b, cost)
+				})
+				b.Run("tablets-tier-refresh", func(b *testing.B) {
+					_, err := p.askTablets(tiers, fx.now) // once before: the refresh of an answer given
+					require.NoError(b, err)
+					fx.checker.Reset()
+					b.ResetTimer()
+					for range b.N {
+						_, err := p.askTablets(tiers, fx.now)
+						require.NoError(b, err)
+					}
+					b.StopTimer()
+					report(b, fx.checker.Stats())
+				})
+			}
+			b.Run("prometheus", func(b *testing.B) {
+				for range b.N {
+					_, err := fx.askPrometheus(p)
+					require.NoError(b, err)
+				}
+				b.StopTimer()
+				b.ReportMetric(ms(b.Elapsed())/float64(b.N), "ms/op")
+			})
+		})
+	}
+	d := dashDuration(b)
+	b.Run("concurrent/tablets", func(b *testing.B) {
+		fx.checker.Reset()
+		lat, err := dashConcurrent(d, func(i int) error {
+			body, err := dashPanels[i].askTablets(warm, fx.now)
+			if err != nil || bytes.Equal(body, bodies[i]) {
+				return err
+			}
+			// The same answer may be written in another order (an instant vector's series
+			// come in the storage's order): compared as TestDashboardPeer compares.
+			want, err1 := answerOfJSON(dashPanels[i].kind, bodies[i])
+			got, err2 := answerOfJSON(dashPanels[i].kind, body)
+			if diff := compareAnswers(want, got); err1 != nil || err2 != nil || diff.Shape != "" || diff.Inexact > 0 {
+				return fmt.Errorf("%s: another answer under load: %v %v %s %s", dashPanels[i].name, err1, err2, diff.Shape, diff.Where)
+			}
+			return nil
+		})
+		require.NoError(b, err)
+		st := fx.checker.Stats()
+		dashReportLatencies(b, lat, d)
+		b.ReportMetric(float64(st.Requests)/float64(len(lat)), "account-requests/answer")
+		b.ReportMetric(float64(st.RequestBytes+st.ResponseBytes)/float64(len(lat)), "account-bytes/answer")
+	})
+	b.Run("concurrent/prometheus", func(b *testing.B) {
+		lat, err := dashConcurrent(d, func(i int) error {
+			_, err := fx.askPrometheus(dashPanels[i])
+			return err
+		})
+		require.NoError(b, err)
+		dashReportLatencies(b, lat, d)
+	})
+}
+
+// dashConcurrent has dashClients clients ask random panels (ask(panel index)) one after
+// another for d, and returns the latency of every answer. An error ends its client's run,
+// and is returned (the first).
+func dashConcurrent(d time.Duration, ask func(int) error) ([]time.Duration, error) {
+	var (
+		mu   sync.Mutex
+		all  []time.Duration
+		errs []error
+		wg   sync.WaitGroup
+	)
+	deadline := time.Now().Add(d)
+	for c := range dashClients {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(c), 36))
+			var lat []time.Duration
+			for time.Now().Before(deadline) {
+				start := time.Now()
+				if err := ask(rng.IntN(len(dashPanels))); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				lat = append(lat, time.Since(start))
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return all, errs[0]
+	}
+	return all, nil
+}
+
+// dashReportLatencies reports the p50 and p99 of lat (ms), and answers a second over d. A
+// concurrent sub-benchmark runs for d whatever b.N: its ns/op says nothing.
+func dashReportLatencies(b *testing.B, lat []time.Duration, d time.Duration) {
+	b.StopTimer()
+	if len(lat) == 0 {
+		b.Fatal("no answer")
+	}
+	slices.Sort(lat)
+	q := func(f float64) float64 { return ms(lat[min(len(lat)-1, int(f*float64(len(lat))))]) }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(float64(len(lat))/d.Seconds(), "answers/s")
+}
+
+// addStats is the sum of two Checker counts.
+func addStats(a, b azurite.Stats) azurite.Stats {
+	a.Requests += b.Requests
+	a.Queries += b.Queries
+	a.RequestBytes += b.RequestBytes
+	a.ResponseBytes += b.ResponseBytes
+	return a
+}
