@@ -301,7 +301,7 @@ func BenchmarkDashboardPeer(b *testing.B) {
 	d := dashDuration(b)
 	b.Run("concurrent/tablets", func(b *testing.B) {
 		fx.checker.Reset()
-		lat, err := dashConcurrent(d, func(i int) error {
+		lat, took, err := dashConcurrent(d, func(i int) error {
 			body, err := dashPanels[i].askTablets(warm, fx.now)
 			if err != nil || bytes.Equal(body, bodies[i]) {
 				return err
@@ -317,69 +317,86 @@ func BenchmarkDashboardPeer(b *testing.B) {
 		})
 		require.NoError(b, err)
 		st := fx.checker.Stats()
-		dashReportLatencies(b, lat, d)
-		b.ReportMetric(float64(st.Requests)/float64(len(lat)), "account-requests/answer")
-		b.ReportMetric(float64(st.RequestBytes+st.ResponseBytes)/float64(len(lat)), "account-bytes/answer")
+		n := dashReportLatencies(b, lat, took)
+		b.ReportMetric(float64(st.Requests)/float64(n), "account-requests/answer")
+		b.ReportMetric(float64(st.RequestBytes+st.ResponseBytes)/float64(n), "account-bytes/answer")
 	})
 	b.Run("concurrent/prometheus", func(b *testing.B) {
-		lat, err := dashConcurrent(d, func(i int) error {
+		lat, took, err := dashConcurrent(d, func(i int) error {
 			_, err := fx.askPrometheus(dashPanels[i])
 			return err
 		})
 		require.NoError(b, err)
-		dashReportLatencies(b, lat, d)
+		dashReportLatencies(b, lat, took)
 	})
 }
 
 // dashConcurrent has dashClients clients ask random panels (ask(panel index)) one after
-// another for d, and returns the latency of every answer. An error ends its client's run,
-// and is returned (the first).
-func dashConcurrent(d time.Duration, ask func(int) error) ([]time.Duration, error) {
+// another for d, and returns the latencies of their answers, by panel, and the time they
+// took (past d by the answers under way at its end). An error ends its client's run, and
+// is returned (the first).
+func dashConcurrent(d time.Duration, ask func(int) error) ([][]time.Duration, time.Duration, error) {
 	var (
 		mu   sync.Mutex
-		all  []time.Duration
+		all  = make([][]time.Duration, len(dashPanels))
 		errs []error
 		wg   sync.WaitGroup
 	)
-	deadline := time.Now().Add(d)
+	start := time.Now()
+	deadline := start.Add(d)
 	for c := range dashClients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(c), 36))
-			var lat []time.Duration
 			for time.Now().Before(deadline) {
+				i := rng.IntN(len(dashPanels))
 				start := time.Now()
-				if err := ask(rng.IntN(len(dashPanels))); err != nil {
-					mu.Lock()
+				err := ask(i)
+				took := time.Since(start)
+				mu.Lock()
+				if err != nil {
 					errs = append(errs, err)
-					mu.Unlock()
+				} else {
+					all[i] = append(all[i], took)
+				}
+				mu.Unlock()
+				if err != nil {
 					return
 				}
-				lat = append(lat, time.Since(start))
 			}
-			mu.Lock()
-			all = append(all, lat...)
-			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	took := time.Since(start)
 	if len(errs) > 0 {
-		return all, errs[0]
+		return all, took, errs[0]
 	}
-	return all, nil
+	return all, took, nil
 }
 
-// dashReportLatencies reports the p50 and p99 of lat (ms), and answers a second over d. A
-// concurrent sub-benchmark runs for d whatever b.N: its ns/op says nothing.
-func dashReportLatencies(b *testing.B, lat []time.Duration, d time.Duration) {
+// dashReportLatencies reports the p50 and p99 of the latencies (ms), and answers a second
+// over took; and logs each panel's answers, p50 and slowest. A concurrent sub-benchmark
+// runs for its duration whatever b.N: its ns/op says nothing.
+func dashReportLatencies(b *testing.B, byPanel [][]time.Duration, took time.Duration) (answers int) {
 	b.StopTimer()
+	var lat []time.Duration
+	var log strings.Builder
+	for i, l := range byPanel {
+		lat = append(lat, l...)
+		if len(l) > 0 {
+			slices.Sort(l)
+			fmt.Fprintf(&log, "%-18s %4d answers, p50 %8.1f ms, slowest %8.1f ms\n", dashPanels[i].name, len(l), ms(l[len(l)/2]), ms(l[len(l)-1]))
+		}
+	}
 	if len(lat) == 0 {
 		b.Fatal("no answer")
 	}
+	b.Logf("%d clients for %s:\n%s", dashClients, took.Round(time.Millisecond), log.String())
 	slices.Sort(lat)
 	q := func(f float64) float64 { return ms(lat[min(len(lat)-1, int(f*float64(len(lat))))]) }
 	b.ReportMetric(q(0.50), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
-	b.ReportMetric(float64(len(lat))/d.Seconds(), "answers/s")
+	b.ReportMetric(float64(len(lat))/took.Seconds(), "answers/s")
+	return len(lat)
 }
 
 // addStats is the sum of two Checker counts.
