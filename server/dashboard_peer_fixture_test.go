@@ -234,8 +234,8 @@ func dashData(targets int, now time.Time) []dashSeries {
 }
 
 // dashFixture is the dashboard's data in both stores: a tablets database on the shared
-// Azurite, maintained as `tablets maintain` does, whose requests the Checker counts; and a
-// Prometheus tsdb in a temporary directory with the engine that queries it.
+// Azurite, whose requests the Checker counts; and a Prometheus tsdb in a temporary
+// directory with the engine that queries it.
 type dashFixture struct {
 	targets int
 	now     time.Time // the dashboard's "now": the newest samples are at most this
@@ -252,7 +252,9 @@ type dashFixture struct {
 }
 
 // newDashFixture writes the dashboard's data of targets targets into a new tablets
-// database and a new Prometheus tsdb, both dropped when tb ends.
+// database and a new Prometheus tsdb, both dropped when tb ends. Into tablets, as a server
+// that has run a while holds it: the samples older than dashStaged in the raw tables,
+// compacted and rolled up; the newest staged, as remote writes left them.
 func newDashFixture(tb testing.TB, targets int) *dashFixture {
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Second) // Grafana sends whole seconds
