@@ -406,13 +406,14 @@ func dashReportLatencies(b *testing.B, byPanel [][]time.Duration, took time.Dura
 		lat = append(lat, l...)
 		if len(l) > 0 {
 			slices.Sort(l)
-			fmt.Fprintf(&log, "%-18s %4d answers, p50 %8.1f ms, slowest %8.1f ms\n", dashPanels[i].name, len(l), ms(l[len(l)/2]), ms(l[len(l)-1]))
+			fmt.Fprintf(&log, " %s %d/%.0f/%.0f", dashPanels[i].name, len(l), ms(l[len(l)/2]), ms(l[len(l)-1]))
 		}
 	}
 	if len(lat) == 0 {
 		b.Fatal("no answer")
 	}
-	b.Logf("%d clients for %s:\n%s", dashClients, took.Round(time.Millisecond), log.String())
+	// On one line: the testing package keeps 10 lines of a benchmark's log.
+	b.Logf("%d clients for %s; panel answers/p50 ms/slowest ms:%s", dashClients, took.Round(time.Millisecond), log.String())
 	slices.Sort(lat)
 	q := func(f float64) float64 { return ms(lat[min(len(lat)-1, int(f*float64(len(lat))))]) }
 	b.ReportMetric(q(0.50), "p50-ms")
