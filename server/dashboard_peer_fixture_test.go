@@ -342,7 +342,9 @@ func newDashFixture(tb testing.TB, targets int) *dashFixture {
 func (fx *dashFixture) openDB(tb testing.TB) *tsdb.DB {
 	db, err := tsdb.Open(context.Background(), fx.svc, fx.name, &tsdb.Options{Layout: chunkedLayout,
 		StagingCache: tsdb.NewStagingCache(tsdb.DefaultStagingCacheBytes * 4),
-		BlockCache:   tsdb.NewBlockCache(tsdb.DefaultBlockCacheBytes * 4)})
+		BlockCache:   tsdb.NewBlockCache(tsdb.DefaultBlockCacheBytes * 4),
+		RawCache:     tsdb.NewRawCache(tsdb.DefaultRawCacheBytes * 4),
+		IndexCache:   tsdb.NewIndexCache(tsdb.DefaultIndexCacheBytes * 4)})
 	require.NoError(tb, err)
 	return db
 }
