@@ -109,12 +109,19 @@ func (q *Queryable) readSamples(ctx context.Context, byName map[string]*Series, 
 	if len(floats) == 0 {
 		return nil
 	}
+	// A series' points come together: its Series is looked up once a run, not once a point
+	// (a refresh from the caches spends its time per point).
+	var last *Series
+	lastName := ""
 	for p, err := range db.floats.WithStaged(ctx, floats, from, to, stagedPoints) {
 		if err != nil {
 			return err
 		}
-		if s := byName[p.Series]; s != nil {
-			s.appendFloat(p.Time.UnixMilli(), p.Value)
+		if last == nil || p.Series != lastName {
+			last, lastName = byName[p.Series], p.Series
+		}
+		if last != nil {
+			last.appendFloat(p.Time.UnixMilli(), p.Value)
 		}
 	}
 	return nil

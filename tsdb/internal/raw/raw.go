@@ -307,11 +307,27 @@ func WithStaged[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], merge
 				return !stopped
 			}
 			if !sp.stagedOnly {
+				// A series' samples come together: its staged ones are looked up once a run.
+				var cur string
+				var curRest []S
+				started := false
 				gone, err := r.querySpan(ctx, sp.Span, names, func(name string, s S) bool {
+					if !started || name != cur {
+						if started {
+							rest[cur] = curRest
+						}
+						cur, curRest, started = name, rest[name], true
+					}
+					if len(curRest) == 0 {
+						return emit(name, s)
+					}
 					var ok bool
-					rest[name], ok = merge.UpTo(rest[name], s, func(st S) bool { return emit(name, st) })
+					curRest, ok = merge.UpTo(curRest, s, func(st S) bool { return emit(name, st) })
 					return ok
 				})
+				if started {
+					rest[cur] = curRest
+				}
 				if stopped {
 					return
 				}
