@@ -116,7 +116,7 @@ type Options struct {
 type IndexCache = index.Cache
 
 // IndexCacheStats are an IndexCache's counts.
-type IndexCacheStats = index.CacheStats
+type IndexCacheStats = CacheStats
 
 // NewIndexCache returns an IndexCache of at most about maxBytes of label sets (at least 1
 // MiB).
@@ -132,7 +132,7 @@ const DefaultIndexCacheBytes = 16 << 20
 type RawCache = raw.Cache
 
 // RawCacheStats are a RawCache's counts.
-type RawCacheStats = raw.CacheStats
+type RawCacheStats = CacheStats
 
 // NewRawCache returns a RawCache of at most about maxBytes of samples (at least 1 MiB).
 func NewRawCache(maxBytes int64) *RawCache { return raw.NewCache(maxBytes) }
@@ -147,7 +147,11 @@ const DefaultRawCacheBytes = 64 << 20
 type BlockCache = cache.Entities
 
 // BlockCacheStats are a BlockCache's counts.
-type BlockCacheStats = cache.EntitiesStats
+type BlockCacheStats = CacheStats
+
+// CacheStats are what a cache did and holds (each cache's Stats says what its hits and
+// misses count): every cache of a DB reports them.
+type CacheStats = cache.Stats
 
 // NewBlockCache returns a BlockCache of at most about maxBytes of blocks (at least 1 MiB).
 func NewBlockCache(maxBytes int64) *BlockCache { return cache.NewEntities(maxBytes) }
@@ -163,7 +167,7 @@ const DefaultBlockCacheBytes = 64 << 20
 type StagingCache = staging.Cache
 
 // StagingCacheStats are a StagingCache's counts.
-type StagingCacheStats = staging.CacheStats
+type StagingCacheStats = CacheStats
 
 // NewStagingCache returns a StagingCache of at most about maxBytes of decoded columns (at
 // least 1 MiB).

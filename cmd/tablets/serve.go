@@ -349,7 +349,8 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Store:              &promstore.Options{MaxResolution: maxResolution},
 			RetainEvery:        sf.retain,
 			Logger:             logger,
-			Collectors:         []prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget), stagingCacheCollector(dbOpts.StagingCache), blockCacheCollector(dbOpts.BlockCache), rawCacheCollector(dbOpts.RawCache), indexCacheCollector(dbOpts.IndexCache)},
+			Collectors: append([]prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget)},
+				cacheCollectors(dbOpts)...),
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
@@ -533,7 +534,7 @@ func (m *stagingReadMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // cacheCollector exports a cache's counts as tablets_<name>_hits_total, _misses_total,
 // _bytes and _entries; what describes the cache's hits and misses, and its flag.
-func cacheCollector(name, hit, miss, flag string, stats func() (hits, misses uint64, entries int, bytes int64)) prometheus.Collector {
+func cacheCollector(name, hit, miss, flag string, stats func() tsdb.CacheStats) prometheus.Collector {
 	return &cacheMetrics{stats: stats,
 		hits:    prometheus.NewDesc("tablets_"+name+"_hits_total", hit, nil, nil),
 		misses:  prometheus.NewDesc("tablets_"+name+"_misses_total", miss, nil, nil),
@@ -542,32 +543,23 @@ func cacheCollector(name, hit, miss, flag string, stats func() (hits, misses uin
 	}
 }
 
-func stagingCacheCollector(c *tsdb.StagingCache) prometheus.Collector {
-	return cacheCollector("staging_cache", "Columns of staging entities queries found in the cache at their entity's ETag.",
-		"Columns of staging entities queries fetched: new, changed, or not cached.", "--staging.cache-bytes",
-		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
-}
-
-func blockCacheCollector(c *tsdb.BlockCache) prometheus.Collector {
-	return cacheCollector("tier_block_cache", "Tier blocks queries found in the cache at the ETag a listing gave.",
-		"Tier blocks queries fetched: new, rewritten, or not cached.", "--tiers.cache-bytes",
-		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
-}
-
-func rawCacheCollector(c *tsdb.RawCache) prometheus.Collector {
-	return cacheCollector("raw_cache", "Series whose raw samples of a table reads took from the cache whole (no change recorded since in their range).",
-		"Series whose raw samples reads read from a table, whole or from a change on: new, changed, or not cached.", "--raw.cache-bytes",
-		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
-}
-
-func indexCacheCollector(c *tsdb.IndexCache) prometheus.Collector {
-	return cacheCollector("index_cache", "Queries of a period's index answered from the cache (no series registered there since).",
-		"Queries of a period's index read: new series registered, or not cached.", "--index.cache-bytes",
-		func() (uint64, uint64, int, int64) { st := c.Stats(); return st.Hits, st.Misses, st.Entries, st.Bytes })
+// cacheCollectors are the metrics of the read caches of dbOpts: each one's hits, misses,
+// bytes and entries.
+func cacheCollectors(o *tsdb.Options) []prometheus.Collector {
+	return []prometheus.Collector{
+		cacheCollector("staging_cache", "Columns of staging entities queries found in the cache at their entity's ETag.",
+			"Columns of staging entities queries fetched: new, changed, or not cached.", "--staging.cache-bytes", o.StagingCache.Stats),
+		cacheCollector("tier_block_cache", "Tier blocks queries found in the cache at the ETag a listing gave.",
+			"Tier blocks queries fetched: new, rewritten, or not cached.", "--tiers.cache-bytes", o.BlockCache.Stats),
+		cacheCollector("raw_cache", "Series whose raw samples of a table reads took from the cache whole (no change recorded since in their range).",
+			"Series whose raw samples reads read from a table, whole or from a change on: new, changed, or not cached.", "--raw.cache-bytes", o.RawCache.Stats),
+		cacheCollector("index_cache", "Queries of a period's index answered from the cache (no series registered there since).",
+			"Queries of a period's index read: new series registered, or not cached.", "--index.cache-bytes", o.IndexCache.Stats),
+	}
 }
 
 type cacheMetrics struct {
-	stats                        func() (hits, misses uint64, entries int, bytes int64)
+	stats                        func() tsdb.CacheStats
 	hits, misses, bytes, entries *prometheus.Desc
 }
 
@@ -579,11 +571,11 @@ func (m *cacheMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m *cacheMetrics) Collect(ch chan<- prometheus.Metric) {
-	hits, misses, entries, bytes := m.stats()
-	ch <- prometheus.MustNewConstMetric(m.hits, prometheus.CounterValue, float64(hits))
-	ch <- prometheus.MustNewConstMetric(m.misses, prometheus.CounterValue, float64(misses))
-	ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(bytes))
-	ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(entries))
+	st := m.stats()
+	ch <- prometheus.MustNewConstMetric(m.hits, prometheus.CounterValue, float64(st.Hits))
+	ch <- prometheus.MustNewConstMetric(m.misses, prometheus.CounterValue, float64(st.Misses))
+	ch <- prometheus.MustNewConstMetric(m.bytes, prometheus.GaugeValue, float64(st.Bytes))
+	ch <- prometheus.MustNewConstMetric(m.entries, prometheus.GaugeValue, float64(st.Entries))
 }
 
 type accountMetrics struct {

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"bytes"
-	"sync/atomic"
 )
 
 // Entities keeps entities as the account answered them (their JSON, as a query selected
@@ -13,8 +12,7 @@ import (
 // it holds (a Gen), safe for concurrent use, and shareable by the databases of a server.
 type Entities struct {
 	held   *Gen[EntityKey, heldEntity]
-	hits   atomic.Uint64
-	misses atomic.Uint64
+	counts Counts
 }
 
 // EntityKey names an entity of a table as a query selected it.
@@ -28,13 +26,6 @@ type heldEntity struct {
 	raw  []byte
 }
 
-// EntitiesStats are what an Entities did and holds.
-type EntitiesStats struct {
-	Hits, Misses uint64 // entities found at their ETag, and not
-	Entries      int
-	Bytes        int64
-}
-
 // NewEntities returns a cache of at most about maxBytes of entities (at least 1 MiB).
 func NewEntities(maxBytes int64) *Entities {
 	return &Entities{held: New(int(max(maxBytes, 1<<20)), func(k EntityKey, e heldEntity) int {
@@ -46,10 +37,10 @@ func NewEntities(maxBytes int64) *Entities {
 func (c *Entities) Get(k EntityKey, etag string) ([]byte, bool) {
 	e, ok := c.held.Get(k)
 	if ok && e.etag == etag {
-		c.hits.Add(1)
+		c.counts.Hit(1)
 		return e.raw, true
 	}
-	c.misses.Add(1)
+	c.counts.Miss(1)
 	return nil, false
 }
 
@@ -59,6 +50,4 @@ func (c *Entities) Add(k EntityKey, etag string, raw []byte) {
 }
 
 // Stats returns the cache's counts.
-func (c *Entities) Stats() EntitiesStats {
-	return EntitiesStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: c.held.Len(), Bytes: int64(c.held.Size())}
-}
+func (c *Entities) Stats() Stats { return StatsOf(&c.counts, c.held) }

@@ -3,7 +3,6 @@ package index
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
@@ -22,15 +21,7 @@ import (
 // bounded by the bytes of the label sets it holds (cache.Gen). Safe for concurrent use.
 type Cache struct {
 	sets   *cache.Gen[setsKey, cachedSets]
-	hits   atomic.Uint64
-	misses atomic.Uint64
-}
-
-// CacheStats are what a Cache did and holds.
-type CacheStats struct {
-	Hits, Misses uint64 // queries of an index answered from the cache, and read
-	Entries      int    // queries held
-	Bytes        int64  // about their memory
+	counts cache.Counts
 }
 
 // NewCache returns a cache of at most about maxBytes of label sets (at least 1 MiB).
@@ -38,10 +29,9 @@ func NewCache(maxBytes int64) *Cache {
 	return &Cache{sets: cache.New(int(max(maxBytes, 1<<20)), setsCost)}
 }
 
-// Stats returns the cache's counts.
-func (c *Cache) Stats() CacheStats {
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: c.sets.Len(), Bytes: int64(c.sets.Size())}
-}
+// Stats returns the cache's counts: Hits are queries of a period's index answered from the
+// cache, Misses those read.
+func (c *Cache) Stats() cache.Stats { return cache.StatsOf(&c.counts, c.sets) }
 
 type setsKey struct{ table, filter string }
 
@@ -73,7 +63,7 @@ func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State,
 	key := setsKey{x.names.IndexTable(p), f}
 	c, ok := x.cache.sets.Get(key)
 	if !ok || c.gen != state.Gen() {
-		x.cache.misses.Add(1)
+		x.cache.counts.Miss(1)
 		all := map[string]*SeriesInfo{}
 		if err := x.readIndex(ctx, p, f, nil, all); err != nil {
 			return err
@@ -84,7 +74,7 @@ func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State,
 		}
 		x.cache.sets.Add(key, c)
 	} else {
-		x.cache.hits.Add(1)
+		x.cache.counts.Hit(1)
 	}
 	for _, e := range c.entries {
 		if known, ok := found[e.Series]; ok {

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"sort"
-	"sync/atomic"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -31,16 +30,8 @@ import (
 // A Cache may be shared by the databases of a server (its tenants); it is bounded by the
 // bytes of the samples it holds (two generations of cache.Gen). Safe for concurrent use.
 type Cache struct {
+	counts  cache.Counts
 	entries *cache.Gen[cacheKey, cachedSamples]
-	hits    atomic.Uint64
-	misses  atomic.Uint64
-}
-
-// CacheStats are what a Cache did and holds.
-type CacheStats struct {
-	Hits, Misses uint64 // series a read took from the cache whole, and read from a table (whole or in part)
-	Entries      int    // series held
-	Bytes        int64  // about their memory
 }
 
 // NewCache returns a cache of at most about maxBytes of samples (at least 1 MiB).
@@ -48,10 +39,9 @@ func NewCache(maxBytes int64) *Cache {
 	return &Cache{entries: cache.New(int(max(maxBytes, 1<<20)), cachedCost)}
 }
 
-// Stats returns the cache's counts.
-func (c *Cache) Stats() CacheStats {
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: c.entries.Len(), Bytes: int64(c.entries.Size())}
-}
+// Stats returns the cache's counts: Hits are series a read took from the cache whole,
+// Misses those it read from a table (whole, or from a change on).
+func (c *Cache) Stats() cache.Stats { return cache.StatsOf(&c.counts, c.entries) }
 
 type cacheKey struct{ table, series string }
 
@@ -173,7 +163,7 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 		switch {
 		case ok && c.from <= from && c.to >= to:
 			kept[name] = c
-			r.cache.hits.Add(1)
+			r.cache.counts.Hit(1)
 			continue
 		case ok && c.from <= from && c.to > from:
 			kept[name] = c // and read from where it stops standing
@@ -181,7 +171,7 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 		default:
 			starts[from] = append(starts[from], name)
 		}
-		r.cache.misses.Add(1)
+		r.cache.counts.Miss(1)
 	}
 	read := make(map[string][]S, len(series))
 	for _, start := range slices.Sorted(maps.Keys(starts)) {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/seed71701133/tablets/entity"
@@ -36,16 +35,8 @@ import (
 // by the bytes of the columns it holds (two generations of cache.Gen: what a generation
 // does not use goes). Safe for concurrent use.
 type Cache struct {
+	counts  cache.Counts
 	columns *cache.Gen[columnKey, cachedColumn]
-	hits    atomic.Uint64
-	misses  atomic.Uint64
-}
-
-// CacheStats are what a Cache did and holds.
-type CacheStats struct {
-	Hits, Misses uint64 // columns of entities found, and fetched
-	Entries      int    // columns held
-	Bytes        int64  // about their memory
 }
 
 // NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB).
@@ -53,10 +44,9 @@ func NewCache(maxBytes int64) *Cache {
 	return &Cache{columns: cache.New(int(max(maxBytes, 1<<20)), columnCost)}
 }
 
-// Stats returns the cache's counts.
-func (c *Cache) Stats() CacheStats {
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Entries: c.columns.Len(), Bytes: int64(c.columns.Size())}
-}
+// Stats returns the cache's counts: Hits are columns of entities found at their ETag,
+// Misses those fetched.
+func (c *Cache) Stats() cache.Stats { return cache.StatsOf(&c.counts, c.columns) }
 
 // columnKey names a column of an entity of a staging table: wholeEntity for a read of
 // every column.
@@ -196,10 +186,10 @@ func (c *Cache) lookup(k columnKey, etag string) (cachedColumn, bool) {
 	// apart, and a column taken from it would bring every other column's series along.
 	col, ok := c.columns.Get(k)
 	if ok && col.etag == etag {
-		c.hits.Add(1)
+		c.counts.Hit(1)
 		return col, true
 	}
-	c.misses.Add(1)
+	c.counts.Miss(1)
 	return cachedColumn{}, false
 }
 
