@@ -31,8 +31,10 @@
 //     internal/cache (the bounded cache every part's caches are), internal/catalog (the
 //     catalog table: dropped tables, the label-set registry and its cache, the progress
 //     records), internal/tables (which period tables exist and which periods Retain
-//     dropped; the spans of a range), internal/azerr (the account's error replies) and
-//     internal/sentinel (ErrExpired, ErrFoldBusy); batching is the module's internal/batch;
+//     dropped; the spans of a range), internal/changelog (the change logs of a period in
+//     the catalog, which the read caches are checked against: the raw part's and the
+//     index's), internal/azerr (the account's error replies) and internal/sentinel
+//     (ErrExpired, ErrFoldBusy); batching is the module's internal/batch;
 //   - the series index, internal/index: registering each period's series before their
 //     samples, listing the series of a range, selecting label sets by matchers (Select,
 //     LabelNames, LabelValues delegate to it);

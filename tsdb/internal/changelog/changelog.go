@@ -182,9 +182,9 @@ func (c *Log) Record(ctx context.Context, ranges map[uint64]Range) error {
 	return nil
 }
 
-// recordJoined records r in period p: with the changes waiting there if an update is under
-// way (made after it), else in an update of its own, which also takes in the changes that
-// arrive meanwhile, made by whichever caller comes first once it is done.
+// recordJoined records r in period p: in an update of its own when none is under way;
+// else with the changes that wait for that one to end (their ranges joined), all made in
+// one update once it has (handOn). A caller returns once its change is recorded.
 func (c *Log) recordJoined(ctx context.Context, p uint64, r Range) error {
 	c.mu.Lock()
 	w, ok := c.waiting[p]
