@@ -14,18 +14,19 @@ import (
 )
 
 // Cache keeps the raw samples reads decoded, by table and series, with the range read and
-// the generation of the period's raw change log (package changelog) they were read at, so that a read
-// of the same series again (a refreshed panel, a zoom) reads only what changed since: a
-// read asks the log (one small request a period, shared by the reads after the same
-// staging reads) and reads from the tables only the series and times a change touched, or
-// that the cache lacks. A read that reaches the present reads its table to the end of the
-// period: what is after now costs nothing to read, and the next refresh finds it cached.
+// the generation of the period's raw change log (package changelog) they were read at, so
+// that a read of the same series again (a refreshed panel, a zoom) reads only what changed
+// since: a read asks the log (one small request a period, shared by the reads after the
+// same staging reads) and reads from the tables only the series and times a change
+// touched, or that the cache lacks. A read that reaches the present reads its table to
+// the end of the period: what is after now costs nothing to read, and the next refresh
+// finds it cached.
 //
 // Every process that changes what the tables answer records it in the log before it can
 // be seen otherwise (the Fold before deleting what it moved from the staging table, a
 // direct write, Delete, Retain before it drops), and a read asks the log after its read of
-// the staging table (Config.StagingReads): a cached sample is used only while no change recorded
-// since touched its range, whichever process made it.
+// the staging table (Config.StagingReads): a cached sample is used only while no change
+// recorded since touched its range, whichever process made it.
 //
 // A Cache may be shared by the databases of a server (its tenants); it is bounded by the
 // bytes of the samples it holds (two generations of cache.Gen). Safe for concurrent use.
