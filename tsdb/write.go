@@ -274,11 +274,7 @@ func directRanges(plans []planned, writing []int, direct [][]uint64) map[uint64]
 		for _, p := range direct[i] {
 			for _, k := range pl.byPeriod[p] {
 				ms := pl.samples[k].t.UnixMilli()
-				r, ok := ranges[p]
-				if !ok {
-					r = changelog.Range{From: ms, To: ms + 1}
-				}
-				ranges[p] = changelog.Range{From: min(r.From, ms), To: max(r.To, ms+1)}
+				changelog.Widen(ranges, p, ms, ms+1)
 			}
 		}
 	}

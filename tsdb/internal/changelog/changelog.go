@@ -167,6 +167,14 @@ func (c *Log) read(ctx context.Context, p uint64) (State, azcore.ETag, bool, err
 	return s, resp.ETag, true, nil
 }
 
+// Widen widens period p's range in ranges to hold [from, to).
+func Widen(ranges map[uint64]Range, p uint64, from, to int64) {
+	if r, ok := ranges[p]; ok {
+		from, to = min(r.From, from), max(r.To, to)
+	}
+	ranges[p] = Range{From: from, To: to}
+}
+
 // Record records a change in each period of ranges, in the range of times it touched: one
 // generation more a period (or for several changes of this process at once). The caller
 // made the change before (a change recorded and not made only costs readers a read).

@@ -129,11 +129,7 @@ func LogKey(p uint64) string { return fmt.Sprintf("%012d", p) }
 func RecordSpans(ctx context.Context, log *changelog.Log, spans []Span) error {
 	ranges := map[uint64]changelog.Range{}
 	for _, sp := range spans {
-		r := changelog.Range{From: sp.From.UnixMilli(), To: ceilMilli(sp.To)}
-		if old, ok := ranges[sp.Period]; ok {
-			r = changelog.Range{From: min(old.From, r.From), To: max(old.To, r.To)}
-		}
-		ranges[sp.Period] = r
+		changelog.Widen(ranges, sp.Period, sp.From.UnixMilli(), ceilMilli(sp.To))
 	}
 	return log.Record(ctx, ranges)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
@@ -322,15 +323,9 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 // addFolded widens changed by the times a round wrote into each period not dropped.
 func addFolded(changed map[uint64]times.MilliRange, names naming.Names, found map[string][]Point, foundHists map[string][]Hist, dropped map[uint64]bool) {
 	add := func(ms int64) {
-		p := names.PeriodOf(time.UnixMilli(ms))
-		if dropped[p] {
-			return
+		if p := names.PeriodOf(time.UnixMilli(ms)); !dropped[p] {
+			changelog.Widen(changed, p, ms, ms+1)
 		}
-		r, ok := changed[p]
-		if !ok {
-			r = times.MilliRange{From: ms, To: ms + 1}
-		}
-		changed[p] = times.MilliRange{From: min(r.From, ms), To: max(r.To, ms+1)}
 	}
 	for _, pts := range found {
 		for _, p := range pts {
