@@ -24,7 +24,6 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/sentinel"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
-	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // FoldReport says what a Fold did.
@@ -97,10 +96,10 @@ type FoldWrites struct {
 	// FlagLate marks the tier windows of a series' late points stale (the tiers), once the
 	// points are in the raw tables.
 	FlagLate func(ctx context.Context, series string, late []tablets.Point) error
-	// Changed records in the raw part's change log the range of times the Fold wrote into
-	// each period (raw.Changes.Record), after its writes and before its samples leave the
+	// Changed records in the raw change log the range of times the Fold wrote into each
+	// period (changelog.Log.Record), after its writes and before its samples leave the
 	// staging table.
-	Changed func(ctx context.Context, ranges map[uint64]times.MilliRange) error
+	Changed func(ctx context.Context, ranges map[uint64]changelog.Range) error
 }
 
 // NewFolder makes the Fold of the staging table st over the period tables periods, its
@@ -139,7 +138,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 		}
 	}
 	rounds := max(1, min(Columns, (points+MaxFoldPoints-1)/MaxFoldPoints))
-	changed := map[uint64]times.MilliRange{} // by raw period, the times the rounds wrote
+	changed := map[uint64]changelog.Range{} // by raw period, the times the rounds wrote
 	for r := range rounds {
 		if r > 0 {
 			if err := lease.renew(ctx); err != nil {
@@ -210,7 +209,7 @@ func (f *Folder) listStaged(ctx context.Context, horizon uint64) (map[string][]s
 // and returns how many series and points it wrote.
 // Only the listed entities are folded: one written since (late, into an old bucket) is
 // neither written nor deleted, but folded by the next Fold.
-func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int, changed map[uint64]times.MilliRange) (int, int, error) {
+func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int, changed map[uint64]changelog.Range) (int, int, error) {
 	sel := "PartitionKey,RowKey," + VersionProp
 	for c := lo; c < hi; c++ {
 		sel += "," + ColumnChar + strconv.Itoa(c)
@@ -321,7 +320,7 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 }
 
 // addFolded widens changed by the times a round wrote into each period not dropped.
-func addFolded(changed map[uint64]times.MilliRange, names naming.Names, found map[string][]Point, foundHists map[string][]Hist, dropped map[uint64]bool) {
+func addFolded(changed map[uint64]changelog.Range, names naming.Names, found map[string][]Point, foundHists map[string][]Hist, dropped map[uint64]bool) {
 	add := func(ms int64) {
 		if p := names.PeriodOf(time.UnixMilli(ms)); !dropped[p] {
 			changelog.Widen(changed, p, ms, ms+1)
