@@ -115,8 +115,8 @@
 //     change log (raw.Changes, in the catalog) they were read at. Every change of what a
 //     raw or histogram table answers is recorded there with the range of times it touched
 //     (the Fold before deleting what it moved, a direct write, Delete, Retain before it
-//     drops): a read asks the log after its staging read and reads again only the series
-//     and times a change touched since; a read of the present reads to the period's end,
+//     drops): a read asks the log after its staging read and reads again only the times a
+//     change touched since (and the series the cache lacks); a read of the present reads to the period's end,
 //     so that its refresh finds the newest minutes too. TestTSDBRawCache (40 series, two
 //     days at a minute): 59 KB, then 844 bytes; another server's late point, fold,
 //     backfill, delete and retention each show in the next read. The log holds ranges, not

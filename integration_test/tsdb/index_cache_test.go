@@ -25,12 +25,7 @@ func TestTSDBIndexCache(t *testing.T) {
 	opts := stagingOptions(clk)
 	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
 	db, svc, checker := dbtest.NewDB(t, opts)
-	open := func(o tsdb.Options) *tsdb.DB {
-		t.Helper()
-		d, err := tsdb.Open(ctx, svc, db.Name(), &o)
-		require.NoError(t, err)
-		return d
-	}
+	open := func(o tsdb.Options) *tsdb.DB { return reopen(t, svc, db.Name(), o) }
 	plain := *stagingOptions(clk)
 	other := open(plain)
 

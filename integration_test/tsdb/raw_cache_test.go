@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
@@ -26,12 +27,7 @@ func TestTSDBRawCache(t *testing.T) {
 	opts.RawCache = tsdb.NewRawCache(64 << 20)
 	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
 	db, svc, checker := dbtest.NewDB(t, opts)
-	open := func(o tsdb.Options) *tsdb.DB {
-		t.Helper()
-		d, err := tsdb.Open(ctx, svc, db.Name(), &o)
-		require.NoError(t, err)
-		return d
-	}
+	open := func(o tsdb.Options) *tsdb.DB { return reopen(t, svc, db.Name(), o) }
 	// Another server on the same database, and readers without caches, each opened anew,
 	// to hold the answers against.
 	plain := *stagingOptions(clk)
@@ -122,4 +118,13 @@ func TestTSDBRawCache(t *testing.T) {
 	gone := cost("after another server's retention")
 	require.NotZero(t, gone.requests)
 	require.Equal(t, base.Add(24*time.Hour), read(fresh())[names[0]][0].Time, "the first day is gone")
+}
+
+// reopen opens database name again with options o: another server on it, or a reader
+// without caches whose answers a test holds a cached one's against.
+func reopen(t *testing.T, svc *aztables.ServiceClient, name string, o tsdb.Options) *tsdb.DB {
+	t.Helper()
+	d, err := tsdb.Open(context.Background(), svc, name, &o)
+	require.NoError(t, err)
+	return d
 }

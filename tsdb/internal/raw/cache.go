@@ -17,8 +17,9 @@ import (
 // the generation of the period's raw change log (package changelog) they were read at, so
 // that a read of the same series again (a refreshed panel, a zoom) reads only what changed
 // since: a read asks the log (one small request a period, shared by the reads after the
-// same staging reads) and reads from the tables only the series and times a change
-// touched, or that the cache lacks. A read that reaches the present reads its table to
+// same staging reads) and reads from the tables only the times a change touched since
+// (for each series it reads: the log holds ranges, not series), and the series the cache
+// lacks. A read that reaches the present reads its table to
 // the end of the period: what is after now costs nothing to read, and the next refresh
 // finds it cached.
 //
