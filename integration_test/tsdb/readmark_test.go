@@ -1,0 +1,100 @@
+package tsdb
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// A read mark holds while nothing a read of its range answers changed, and stops holding
+// at the first change of it another server makes: a staged point, its fold, a direct write,
+// a delete, a retention. Changes outside the range leave it holding.
+func TestTSDBReadMark(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
+	clk := clock.New(base.Add(47 * time.Hour))
+	db, svc, checker := dbtest.NewDB(t, stagingOptions(clk))
+	other := reopen(t, svc, db.Name(), *stagingOptions(clk))
+
+	// The marked range: hours 20 to 30 (two periods). Series have points in both days.
+	from, to := base.Add(20*time.Hour), base.Add(30*time.Hour)
+	var pts []tablets.Point
+	for m := range 2 * 24 * 60 {
+		pts = append(pts, tablets.Point{Time: base.Add(time.Duration(m) * time.Minute), Value: float64(m)})
+	}
+	require.NoError(t, other.Write(ctx, "a", pts...))
+
+	mark := func() tsdb.ReadMark {
+		t.Helper()
+		checker.Reset()
+		m, err := db.ReadMark(ctx, from, to)
+		require.NoError(t, err)
+		st := checker.Stats()
+		t.Logf("a mark: %d requests, %d bytes", st.Requests, st.ResponseBytes)
+		require.LessOrEqual(t, st.Requests, int64(3), "a listing and the log of each of two periods")
+		return m
+	}
+	// holds checks whether a mark taken now holds since, and returns the new mark.
+	holds := func(since tsdb.ReadMark, want bool, what string) tsdb.ReadMark {
+		t.Helper()
+		m := mark()
+		require.Equal(t, want, m.Holds(since), what)
+		return m
+	}
+	m := mark()
+	m = holds(m, true, "nothing changed")
+
+	// Outside the range: a point staged at hour 40, a direct write at hours 35-37.
+	require.NoError(t, other.Write(ctx, "a", tablets.Point{Time: base.Add(40 * time.Hour), Value: 1}))
+	var outside []tablets.Point
+	for i := range 150 {
+		outside = append(outside, tablets.Point{Time: base.Add(35*time.Hour + time.Duration(i)*time.Second), Value: 2})
+	}
+	require.NoError(t, other.Write(ctx, "b", outside...))
+	m = holds(m, true, "changes outside the range")
+
+	// A point staged in the range, by another server.
+	require.NoError(t, other.Write(ctx, "a", tablets.Point{Time: base.Add(25*time.Hour + time.Second), Value: -1}))
+	m = holds(m, false, "a staged point in the range")
+	m = holds(m, true, "again")
+
+	// Its fold (the staging entities leave; the raw log records).
+	clk.Add(time.Hour)
+	_, err := other.Fold(ctx)
+	require.NoError(t, err)
+	m = holds(m, false, "the fold")
+	m = holds(m, true, "again")
+
+	// A direct write into the range (150 points of a new series: a backfill).
+	var backfill []tablets.Point
+	for i := range 150 {
+		backfill = append(backfill, tablets.Point{Time: base.Add(21*time.Hour + time.Duration(i)*time.Second), Value: 3})
+	}
+	require.NoError(t, other.Write(ctx, "c", backfill...))
+	m = holds(m, false, "a direct write")
+
+	// A part of the range keeps its own mark: a delete in the second day leaves the first
+	// day's part holding.
+	firstDay := m.Sub(from, base.Add(24*time.Hour))
+	require.NoError(t, other.Delete(ctx, "a", base.Add(26*time.Hour), base.Add(27*time.Hour)))
+	now := mark()
+	require.False(t, now.Holds(m), "a delete")
+	require.True(t, now.Holds(firstDay), "the part the delete did not touch")
+	require.False(t, now.Holds(m.Sub(base.Add(24*time.Hour), to)), "the part it touched")
+	m = now
+
+	// A retention that drops the first day.
+	clk.Set(base.Add(48*time.Hour + time.Minute))
+	retain := *stagingOptions(clk)
+	retain.RawRetention = 24 * time.Hour
+	_, err = reopen(t, svc, db.Name(), retain).Retain(ctx, clk.Now())
+	require.NoError(t, err)
+	holds(m, false, "a retention")
+}

@@ -1,0 +1,119 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+	"github.com/seed71701133/tablets/tsdb/internal/staging"
+)
+
+// A ReadMark is what the samples of a range of a database were when it was taken: the
+// staging entities that may hold some (their keys and ETags) and the raw change log of each
+// period of the range. It lets a cache of answers computed from the range (a query
+// result cache) keep one only while it still stands, whichever process changed the
+// database: take a mark before reading, and take one again before using what was read;
+// Holds says whether any change between them touched the range.
+//
+// Every change of what a read of raw samples answers shows in one of them: a staged write
+// (a new entity), a Fold (its entities leave the staging table, and it records in the raw
+// log), a direct write, a Delete and Retain (they record in the raw log). New series
+// without samples in the range change nothing a read of it answers, nor do a rollup or a
+// compaction. A read that serves tiers where raw samples exist (QueryOptions.MaxResolution
+// above RawResolution) may answer otherwise as the rollup goes on: its answers are
+// approximate, and a mark says nothing of them.
+type ReadMark struct {
+	from, to time.Time
+	taken    bool            // by DB.ReadMark (not Sub): it has the listing
+	staged   staging.Listing // when taken
+	sum      staging.Sum     // of the range
+	periods  map[uint64]changelog.State // by raw period (its start in Unix seconds)
+	period   time.Duration              // Options.RawPeriod
+}
+
+// ReadMark takes a mark of [from, to): one listing of the staging entities' keys, then the
+// raw change log of each period of the range (after the listing: a Fold that deleted
+// entities the listing missed recorded there before). It is cheap: a few hundred bytes an
+// entity staged in the range, and a request a period, whose states reads share.
+func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error) {
+	if err := rounding.CheckRange(from, to); err != nil {
+		return ReadMark{}, err
+	}
+	listed, err := db.staging.List(ctx, from, to)
+	if err != nil {
+		return ReadMark{}, err
+	}
+	m := ReadMark{from: from, to: to, taken: true, staged: listed, sum: listed.Sum(from, to),
+		periods: map[uint64]changelog.State{}, period: db.names.Period}
+	for p := db.names.PeriodOf(from); db.names.Start(p).Before(to); p = db.names.PeriodOf(db.names.End(p)) {
+		s, err := db.changes.State(ctx, p)
+		if err != nil {
+			return ReadMark{}, fmt.Errorf("tsdb: read mark: %w", err)
+		}
+		m.periods[p] = s
+	}
+	return m, nil
+}
+
+// Range is the range of times the mark is of.
+func (m ReadMark) Range() (from, to time.Time) { return m.from, m.to }
+
+// Sub is the mark of [from, to), a range within m's, as if taken when m was: a cache
+// keeps the marks of the parts of a range it took one mark of.
+func (m ReadMark) Sub(from, to time.Time) ReadMark {
+	from, to = maxTime(from, m.from), minTime(to, m.to)
+	to = maxTime(from, to)
+	s := ReadMark{from: from, to: to, sum: m.staged.Sum(from, to), periods: map[uint64]changelog.State{}, period: m.period}
+	for p, st := range m.periods {
+		if start := time.Unix(int64(p), 0); start.Before(to) && start.Add(m.period).After(from) {
+			s.periods[p] = st
+		}
+	}
+	return s
+}
+
+// Holds reports whether what a read of since's range found when since was taken still
+// stands when m was (m later, of a range holding since's): the same staging entities
+// of the range at the same ETags, and no change recorded in a period's raw log after since
+// that overlaps the range. A mark of another range, or one whose logs no longer record
+// every change after since (more than changelog.Kept), does not hold.
+func (m ReadMark) Holds(since ReadMark) bool {
+	var sum staging.Sum
+	switch {
+	case since.from.Before(m.from) || since.to.After(m.to):
+		return false
+	case m.taken:
+		sum = m.staged.Sum(since.from, since.to)
+	case m.from.Equal(since.from) && m.to.Equal(since.to):
+		sum = m.sum
+	default:
+		return false // a Sub mark has no listing to sum another range of
+	}
+	if sum != since.sum {
+		return false
+	}
+	from, to := since.from.UnixMilli(), staging.EarliestMilli(since.to)
+	for p, was := range since.periods {
+		now, ok := m.periods[p]
+		if !ok || now.ValidUntil(was.Gen(), from, to) < to {
+			return false
+		}
+	}
+	return true
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
