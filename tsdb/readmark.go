@@ -26,9 +26,9 @@ import (
 // approximate, and a mark says nothing of them.
 type ReadMark struct {
 	from, to time.Time
-	taken    bool            // by DB.ReadMark (not Sub): it has the listing
-	staged   staging.Listing // when taken
-	sum      staging.Sum     // of the range
+	taken    bool                       // by DB.ReadMark (not Sub): it has the listing
+	staged   staging.Listing            // when taken
+	sum      staging.Sum                // of the range
 	periods  map[uint64]changelog.State // by raw period (its start in Unix seconds)
 	period   time.Duration              // Options.RawPeriod
 }
