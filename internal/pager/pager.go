@@ -7,6 +7,7 @@ import (
 	"iter"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -59,6 +60,14 @@ type Page struct {
 // size), and returns its entities and the continuation of the next page (zero when the
 // sub-query is done). An empty page with a continuation is a normal answer.
 func Fetch(ctx context.Context, lister Lister, q SubQuery, top int32, cont Continuation) ([][]byte, Continuation, error) {
+	entities, next, _, err := FetchDated(ctx, lister, q, top, cont)
+	return entities, next, err
+}
+
+// FetchDated is Fetch that also returns the service's time of the reply (its Date header,
+// to the second; zero when the reply has none): what a later query of the entities written
+// since compares their Timestamp with.
+func FetchDated(ctx context.Context, lister Lister, q SubQuery, top int32, cont Continuation) ([][]byte, Continuation, time.Time, error) {
 	opts := &aztables.ListEntitiesOptions{}
 	if f := q.Filter; f != "" {
 		opts.Filter = &f
@@ -81,9 +90,13 @@ func Fetch(ctx context.Context, lister Lister, q SubQuery, top int32, cont Conti
 		err = checkEmptyReply(raw)
 	}
 	if err != nil {
-		return nil, Continuation{}, err
+		return nil, Continuation{}, time.Time{}, err
 	}
-	return resp.Entities, Continuation{deref(resp.NextPartitionKey), deref(resp.NextRowKey)}, nil
+	var date time.Time
+	if raw != nil {
+		date, _ = http.ParseTime(raw.Header.Get("Date"))
+	}
+	return resp.Entities, Continuation{deref(resp.NextPartitionKey), deref(resp.NextRowKey)}, date, nil
 }
 
 // NextTop is the $top of the page after one that asked for top and got entities.

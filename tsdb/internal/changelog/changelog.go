@@ -35,8 +35,9 @@ import (
 
 // Log is one change log of a database: the entities of its periods, RowKey key(p).
 type Log struct {
-	client *aztables.Client // the catalog's
-	key    func(p uint64) string
+	client    *aztables.Client // the catalog's (or the table the log is of)
+	partition string           // Partition, or the partition NewIn was given
+	key       func(p uint64) string
 	// after, if set, counts the reads a State must be later than (the raw part: the
 	// staging table's reads completed): a state read after the count was n is later than
 	// each of those n reads, and is reused while the count stands. nil: each State reads.
@@ -51,8 +52,17 @@ type Log struct {
 // key(p); after is what a State must be later than (see Log; nil: nothing, each State
 // reads the entity).
 func New(client *aztables.Client, key func(p uint64) string, after func() uint64) *Log {
-	return &Log{client: client, key: key, after: after, known: map[uint64]snapshot{}, waiting: map[uint64]*pendingChange{}}
+	return NewIn(client, Partition, key, after)
 }
+
+// NewIn is New of a log whose entities are in partition partition of client's table (a
+// table's own log, kept in it so that one query reads both).
+func NewIn(client *aztables.Client, partition string, key func(p uint64) string, after func() uint64) *Log {
+	return &Log{client: client, partition: partition, key: key, after: after, known: map[uint64]snapshot{}, waiting: map[uint64]*pendingChange{}}
+}
+
+// DecodeState decodes an entity of a log as a query returned it.
+func DecodeState(raw []byte) (State, error) { return decodeEntity(raw) }
 
 // Range is the range of Unix milliseconds a change touched, [From, To).
 type Range = times.MilliRange
@@ -96,8 +106,8 @@ type pendingChange struct {
 }
 
 // appendEntity is the body of an entity of RowKey rowKey at state s.
-func appendEntity(rowKey string, s State) []byte {
-	b := entity.AppendKeys(nil, Partition, rowKey)
+func appendEntity(partition, rowKey string, s State) []byte {
+	b := entity.AppendKeys(nil, partition, rowKey)
 	b = entity.AppendDouble(b, versionProp, formatVersion)
 	b = entity.AppendDouble(b, genProp, float64(s.gen))
 	ranges := make([]byte, 0, 16*len(s.ranges))
@@ -153,7 +163,7 @@ func decodeEntity(raw []byte) (State, error) {
 
 // read reads period p's entity: no entity is generation 0, no change.
 func (c *Log) read(ctx context.Context, p uint64) (State, azcore.ETag, bool, error) {
-	resp, err := c.client.GetEntity(ctx, Partition, c.key(p), nil)
+	resp, err := c.client.GetEntity(ctx, c.partition, c.key(p), nil)
 	if azerr.IsStatus(err, http.StatusNotFound) || azerr.IsTableGone(err) {
 		return State{}, "", false, nil
 	}
@@ -251,7 +261,7 @@ func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range) error {
 		if len(s.ranges) > Kept {
 			s.ranges = s.ranges[len(s.ranges)-Kept:]
 		}
-		body := appendEntity(c.key(p), s)
+		body := appendEntity(c.partition, c.key(p), s)
 		if ok {
 			_, err = c.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
 		} else {

@@ -18,7 +18,7 @@ func TestFormatDoc(t *testing.T) {
 		{From: day.Add(10 * time.Hour).UnixMilli(), To: day.Add(11 * time.Hour).UnixMilli()},
 	}}
 	doc := formatdoc.JSON(t, "raw-changes")
-	if body := appendEntity(fmt.Sprintf("%012d", day.Unix()), want); string(body) != string(doc) {
+	if body := appendEntity(Partition, fmt.Sprintf("%012d", day.Unix()), want); string(body) != string(doc) {
 		t.Errorf("changes %s, the document %s", body, doc)
 	}
 	got, err := decodeEntity(doc)
@@ -82,16 +82,26 @@ func TestValidUntil(t *testing.T) {
 
 // No input makes the decoder panic, and what it accepts it writes back the same.
 func FuzzDecode(f *testing.F) {
-	f.Add(appendEntity("001716422400", State{gen: 2, ranges: []Range{{From: 1, To: 2}, {From: 5, To: 9}}}))
+	f.Add(appendEntity(Partition, "001716422400", State{gen: 2, ranges: []Range{{From: 1, To: 2}, {From: 5, To: 9}}}))
 	f.Add([]byte(`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":3}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeEntity(b)
 		if err != nil {
 			return
 		}
-		again, err := decodeEntity(appendEntity("001716422400", s))
+		again, err := decodeEntity(appendEntity(Partition, "001716422400", s))
 		if err != nil || again.gen != s.gen || !slices.Equal(again.ranges, s.ranges) {
 			t.Fatalf("%+v written and read back: %+v, %v", s, again, err)
 		}
 	})
+}
+
+// The staging log's entity of docs/format.md ("The staging log") is a log's entity in the
+// staging table's partition.
+func TestFormatDocStaging(t *testing.T) {
+	want := State{gen: 2, ranges: []Range{{From: 0, To: 1}, {From: 0, To: 1}}}
+	doc := formatdoc.JSON(t, "staging-changes")
+	if body := appendEntity("!changes", "s", want); string(body) != string(doc) {
+		t.Errorf("changes %s, the document %s", body, doc)
+	}
 }

@@ -78,8 +78,9 @@ func columnCost(k columnKey, c cachedColumn) int {
 	return n
 }
 
-// listedEntity is an entity of a listing: its keys and ETag.
-type listedEntity struct{ pk, rk, etag string }
+// listedEntity is an entity of a listing: its keys and ETag (and its T and U, when
+// listed by listedEntities).
+type listedEntity struct{ pk, rk, etag, first, last string }
 
 // cachedEntities yields the staging entities q's filter selects, each with the float series
 // of columns (nil: every column) that want holds (nil: all) and the histogram series of
@@ -116,7 +117,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			st.yieldAssembled(ctx, order, keys, got, want, read, yield)
 			return
 		}
-		listed, err := st.listEntities(ctx, f.String())
+		listed, err := st.listedEntities(ctx, f)
 		if err != nil {
 			fail(err)
 			return
@@ -193,26 +194,6 @@ func (c *Cache) lookup(k columnKey, etag string) (cachedColumn, bool) {
 	return cachedColumn{}, false
 }
 
-// listEntities lists the keys and ETags of the entities f selects: one query (pages of
-// keys only).
-func (st *Table) listEntities(ctx context.Context, f string) ([]listedEntity, error) {
-	var out []listedEntity
-	var e entity.Entity
-	e.AllowStrings = true
-	for page, err := range pager.Each(ctx, st.client, pager.SubQuery{Filter: f, Select: "PartitionKey,RowKey"}, 0) {
-		if err != nil {
-			return nil, err
-		}
-		for _, raw := range page.Entities {
-			if err := e.Decode(raw); err != nil {
-				return nil, err
-			}
-			out = append(out, listedEntity{string(e.PartitionKey), string(e.RowKey), string(e.ETag)})
-		}
-	}
-	return out, nil
-}
-
 // fetchColumns queries partition pk for the listed entities with their columns (nil: every
 // column), or with pk "" every entity f selects, caches each column at the ETag read, and
 // passes got each entity's columns, in the order read.
@@ -279,7 +260,7 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 			for c, col := range cols {
 				st.cache.columns.Add(columnKey{table, head.pk, head.rk, c}, col)
 			}
-			got(listedEntity{head.pk, head.rk, head.etag}, cols)
+			got(listedEntity{pk: head.pk, rk: head.rk, etag: head.etag}, cols)
 		}
 		done()
 		if next.IsZero() {

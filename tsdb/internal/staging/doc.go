@@ -40,8 +40,11 @@
 // arrival bucket (Bucket of the writer's clock) and of the series' slot range (the hash's
 // top byte, Options.StagingPartitions ranges), a transaction of EntitiesPerTx.
 //
-// Its one cache is the Cache (cache.go) of the columns queries decoded: a query lists the
-// keys and ETags of the entities of its range and fetches only what the cache lacks at
-// those ETags (the first query of a Table reads them whole, and fills it). The Fold and
-// Delete read the table itself.
+// Its caches: the Cache (cache.go) of the columns queries decoded, and the Table's listing
+// of its entities' keys and ETags (listing.go). A query takes the entities of its range
+// from the listing, brought up to date by one query of the entities written since and the
+// staging log (an entity of the table: a Fold and a Delete record their changes in it, and
+// a listing whose log moved is made whole again), and fetches only the columns the Cache
+// lacks at those ETags (the first query of a Table reads them whole, and fills it). The
+// Fold and Delete read the table itself. List is the listing of a range (tsdb's ReadMark).
 package staging

@@ -159,7 +159,13 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	if err := f.writes.Changed(ctx, changed); err != nil {
 		return report, fmt.Errorf("tsdb: fold: %w", err)
 	}
-	if err := f.deleteFolded(ctx, keys); err != nil {
+	// Recorded in the staging log after the entities left, deleted or not (some may be
+	// gone): a process that listed the table before lists it whole again.
+	err = f.deleteFolded(ctx, keys)
+	if rerr := f.staging.recordChanged(ctx); err == nil && rerr != nil {
+		err = fmt.Errorf("tsdb: fold: %w", rerr)
+	}
+	if err != nil {
 		return report, err
 	}
 	for _, rks := range keys {

@@ -18,6 +18,7 @@ import (
 	"github.com/seed71701133/tablets/internal/pager"
 	"github.com/seed71701133/tablets/internal/priority"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
@@ -44,7 +45,11 @@ type Table struct {
 	// cache keeps the columns queries decoded (Config.Cache; nil: none).
 	cache *Cache
 	warm  atomic.Bool // a query filled the cache (later ones list the keys first)
-	made  atomic.Bool // the staging table is known to exist
+	// listing is what the Table knows of its entities' keys, kept up to date against the
+	// staging log (listing.go): a read lists only the entities written since.
+	listing entityListing
+	log     *changelog.Log // the staging log (listing.go), in the staging table
+	made    atomic.Bool    // the staging table is known to exist
 	// readsDone counts the reads of staged samples completed (ReadsDone).
 	readsDone atomic.Uint64
 	// dropped reports a raw period known dropped by Retain: reads leave out its staged
@@ -74,6 +79,7 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 	return &Table{
 		dropped:    c.Dropped,
 		cache:      c.Cache,
+		log:        newStagingLog(service.NewClient(names.Staging())),
 		names:      names,
 		client:     service.NewClient(names.Staging()),
 		now:        c.Now,

@@ -37,12 +37,21 @@ func (st *Table) Delete(ctx context.Context, series string, from, to time.Time) 
 			keys = append(keys, [2]string{se.PartitionKey, se.RowKey})
 		}
 	}
+	var err error
 	for _, k := range keys {
-		if err := deleteFromEntity(ctx, st.client, k[0], k[1], series, lo, hi); err != nil {
-			return fmt.Errorf("tsdb: delete staged points: %w", err)
+		if err = deleteFromEntity(ctx, st.client, k[0], k[1], series, lo, hi); err != nil {
+			err = fmt.Errorf("tsdb: delete staged points: %w", err)
+			break
 		}
 	}
-	return nil
+	// Recorded in the staging log after the entities changed, failed or not (some may
+	// have): a process that listed the table before lists it whole again.
+	if len(keys) > 0 {
+		if rerr := st.recordChanged(ctx); err == nil && rerr != nil {
+			err = fmt.Errorf("tsdb: delete staged points: %w", rerr)
+		}
+	}
+	return err
 }
 
 // deleteFromEntity rewrites one staging entity without the points of series in [lo, hi).

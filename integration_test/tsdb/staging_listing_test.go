@@ -1,0 +1,72 @@
+package tsdb
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// A server keeps the staging table's listing and asks only for the entities written since;
+// what another server deletes (a Delete that empties an entity, a Fold) shows in its next
+// read, through the staging log, although no entity was written since.
+func TestTSDBStagingListing(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 10, 0, 0, 0, time.UTC)
+	clk := clock.New(base.Add(10 * time.Minute))
+	opts := stagingOptions(clk)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	db, svc, checker := dbtest.NewDB(t, opts)
+	other := reopen(t, svc, db.Name(), *stagingOptions(clk))
+
+	read := func(series string) []tablets.Point {
+		t.Helper()
+		var out []tablets.Point
+		for p, err := range db.Query(ctx, series, base, base.Add(time.Hour)) {
+			require.NoError(t, err)
+			out = append(out, p)
+		}
+		return out
+	}
+	p := func(sec int, v float64) tablets.Point {
+		return tablets.Point{Time: base.Add(time.Duration(sec) * time.Second), Value: v}
+	}
+	require.NoError(t, db.Write(ctx, "a", p(0, 1), p(15, 2)))
+	require.NoError(t, other.Write(ctx, "b", p(0, 3)))
+	require.Equal(t, []tablets.Point{p(0, 1), p(15, 2)}, read("a"))
+	require.Equal(t, []tablets.Point{p(0, 3)}, read("b"))
+
+	// Nothing written since: the refresh lists nothing (the staging log's entity only).
+	checker.Reset()
+	require.Equal(t, []tablets.Point{p(0, 3)}, read("b"))
+	t.Logf("a refresh: %d requests, %d bytes", checker.Stats().Requests, checker.Stats().ResponseBytes)
+
+	// Another server's write shows.
+	require.NoError(t, other.Write(ctx, "b", p(30, 4)))
+	require.Equal(t, []tablets.Point{p(0, 3), p(30, 4)}, read("b"))
+
+	// Another server's delete of b's first point empties that entity (it is deleted, not
+	// rewritten: no entity is written): the staging log says so.
+	require.NoError(t, other.Delete(ctx, "b", base, base.Add(10*time.Second)))
+	require.Equal(t, []tablets.Point{p(30, 4)}, read("b"), "after another server's delete")
+
+	// Its fold empties the staging table; a point written directly after it, at a folded
+	// time, is the answer (not the folded entity's, were it still listed).
+	clk.Add(time.Hour)
+	_, err := other.Fold(ctx)
+	require.NoError(t, err)
+	var direct []tablets.Point
+	for i := range 150 {
+		direct = append(direct, p(i, -float64(i)))
+	}
+	require.NoError(t, other.Write(ctx, "a", direct...))
+	got := read("a")
+	require.Equal(t, direct[0], got[0], "after another server's fold and direct write")
+	require.Equal(t, direct[15], got[15])
+}

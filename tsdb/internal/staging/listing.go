@@ -1,0 +1,304 @@
+package staging
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+)
+
+// The staging log is a change log (package changelog) of the staging table as a whole, an
+// entity of the table itself (LogPartition, StagingLogKey): a
+// Fold records in it after deleting the entities it folded, a Delete after rewriting or
+// deleting the entities it changed. Entities are otherwise only added, so a process that
+// listed the table at generation g still knows every entity that was there, at its ETag,
+// while the log stands at g: it asks only for the entities written since.
+const (
+	// LogPartition is the PartitionKey of the staging log's entity in the staging table:
+	// it sorts before every arrival bucket's (digits), so that a query of the table reads
+	// it first.
+	LogPartition = "!changes"
+	// StagingLogKey is its RowKey (the log's one "period", 0).
+	StagingLogKey = "s"
+	// listingMargin is how long before the service's time of the last listing a later one
+	// asks for entities from (their Timestamp, the service's time of their last write):
+	// the servers of the service agree on the time within it, and the Date header of a
+	// reply is to the second.
+	listingMargin = 10 * time.Second
+	// listingRenewal bounds how long a process trusts a listing it only added to: it lists
+	// the table whole again at least that often. A process killed between a Fold's or a
+	// Delete's change and its record leaves no later reader wrong for longer.
+	listingRenewal = time.Minute
+)
+
+// newStagingLog returns the staging log of the staging table client.
+func newStagingLog(client *aztables.Client) *changelog.Log {
+	return changelog.NewIn(client, LogPartition, func(uint64) string { return StagingLogKey }, nil)
+}
+
+// recordChanged records a change of the staging table's entities in its log.
+func (st *Table) recordChanged(ctx context.Context) error {
+	if st.log == nil {
+		return nil
+	}
+	return st.log.Record(ctx, map[uint64]changelog.Range{0: {From: 0, To: 1}})
+}
+
+// entityListing is what a Table knows of its entities: their keys, ETags and the properties a
+// query's filter compares (T, U, A, B), as last listed.
+type entityListing struct {
+	refresh sync.Mutex // one refresh at a time: a reader that waited takes a later one's
+	mu      sync.Mutex // guards the fields below
+	starts  uint64     // refreshes started
+	done    uint64     // the start number of the last refresh completed
+	known   bool       // byKey holds the table's entities at gen
+	gen     uint64     // the staging log's generation when listed whole
+	whole   time.Time  // when it was listed whole (this process's clock)
+	since   time.Time  // the service's time of the last listing, less listingMargin
+	byKey   map[[2]string]listedProps
+}
+
+// listedProps is an entity as listed: its ETag and the properties a query's filter
+// compares.
+type listedProps struct {
+	etag, first, last, lo, hi string // T, U, A, B
+}
+
+// eval reports whether f selects the entity, f's properties set in props.
+func (p listedProps) eval(f filter.Expr, props map[string]string) bool {
+	for name, v := range map[string]string{FirstProp: p.first, LastProp: p.last, LoProp: p.lo, HiProp: p.hi} {
+		if v == "" {
+			delete(props, name)
+		} else {
+			props[name] = v
+		}
+	}
+	return f.Eval(props)
+}
+
+// listedEntities returns the keys and ETags of the entities f selects (f compares T, U, A and B
+// only), in key order: from what the Table listed before, and the entities written since
+// (one query of their Timestamp), or listed whole again when the staging log says a Fold
+// or a Delete changed entities since (or listingRenewal passed). What it returns was in
+// the table after the call began: a refresh that began before it is not taken.
+func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEntity, error) {
+	l := &st.listing
+	l.mu.Lock()
+	arrival := l.starts
+	l.mu.Unlock()
+	l.refresh.Lock()
+	l.mu.Lock()
+	fresh := l.done > arrival && l.known // a refresh that started after this call began
+	l.mu.Unlock()
+	if !fresh {
+		if err := st.refreshListing(ctx); err != nil {
+			l.refresh.Unlock()
+			return nil, err
+		}
+	}
+	l.mu.Lock()
+	var out []listedEntity
+	props := make(map[string]string, 4)
+	for k, le := range l.byKey {
+		if le.eval(f, props) {
+			out = append(out, listedEntity{k[0], k[1], le.etag, le.first, le.last})
+		}
+	}
+	l.mu.Unlock()
+	l.refresh.Unlock()
+	slices.SortFunc(out, func(a, b listedEntity) int {
+		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
+	})
+	return out, nil
+}
+
+// refreshListing brings the listing up to date, under l.refresh: a query of the staging
+// log's entity and the entities written since the last listing, or, when the log changed
+// (or there was none, or listingRenewal passed), of every entity. The log's entity sorts
+// before every staging entity, so a query reads it first: a Fold or Delete that recorded
+// before it was read had changed its entities before they were.
+func (st *Table) refreshListing(ctx context.Context) error {
+	l := &st.listing
+	l.mu.Lock()
+	l.starts++
+	start := l.starts
+	incremental := l.known && !l.since.IsZero() && time.Since(l.whole) < listingRenewal
+	since, known := l.since, l.gen
+	l.mu.Unlock()
+	if incremental {
+		q := pager.SubQuery{Select: listingSelect,
+			// The literal is this package's, written from a time: no user string is in it.
+			Filter: filter.Eq("PartitionKey", LogPartition).String() +
+				" or Timestamp ge datetime'" + since.UTC().Format("2006-01-02T15:04:05Z") + "'"}
+		got, gen, date, err := st.listAll(ctx, q)
+		if err == nil && gen == known {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			maps.Copy(l.byKey, got)
+			l.since, l.done = sinceOf(date), start
+			return nil
+		}
+		// Changed since (or the query failed): listed whole.
+	}
+	wholeAt := time.Now()
+	got, gen, date, err := st.listAll(ctx, pager.SubQuery{Select: listingSelect})
+	if err != nil {
+		l.mu.Lock()
+		l.known = false
+		l.mu.Unlock()
+		return fmt.Errorf("tsdb: list staging: %w", err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.byKey, l.gen, l.whole, l.known = got, gen, wholeAt, st.log != nil
+	l.since, l.done = sinceOf(date), start
+	return nil
+}
+
+// sinceOf is what the next listing asks for the entities written since: the service's time
+// of the last, less listingMargin (none without it).
+func sinceOf(date time.Time) time.Time {
+	if date.IsZero() {
+		return date
+	}
+	return date.Add(-listingMargin)
+}
+
+// listingSelect is what a listing reads of an entity: the keys and the properties that
+// queries' filters compare of a staging entity, the staging log's of its entity.
+const listingSelect = "PartitionKey,RowKey," + FirstProp + "," + LastProp + "," + LoProp + "," + HiProp + ",V,G,C"
+
+// listAll runs q (pages of keys) and returns its staging entities, the staging log's
+// generation (0 without its entity) and the service's time of its first reply. A staging
+// table that does not exist holds nothing.
+func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (map[[2]string]listedProps, uint64, time.Time, error) {
+	out := map[[2]string]listedProps{}
+	var gen uint64
+	var date time.Time
+	var e entity.Entity
+	e.AllowStrings = true
+	var cont pager.Continuation
+	for {
+		raw, next, d, err := pager.FetchDated(ctx, st.client, q, 0, cont)
+		if azerr.IsTableGone(err) {
+			return map[[2]string]listedProps{}, 0, time.Time{}, nil
+		}
+		if err != nil {
+			return nil, 0, time.Time{}, err
+		}
+		if date.IsZero() {
+			date = d
+		}
+		for _, r := range raw {
+			if err := e.Decode(r); err != nil {
+				return nil, 0, time.Time{}, err
+			}
+			if string(e.PartitionKey) == LogPartition {
+				if string(e.RowKey) == StagingLogKey {
+					s, err := changelog.DecodeState(r)
+					if err != nil {
+						return nil, 0, time.Time{}, fmt.Errorf("the staging log: %w", err)
+					}
+					gen = s.Gen()
+				}
+				continue
+			}
+			str := func(name string) string { v, _ := e.String(name); return string(v) }
+			out[[2]string{string(e.PartitionKey), string(e.RowKey)}] = listedProps{etag: string(e.ETag),
+				first: str(FirstProp), last: str(LastProp), lo: str(LoProp), hi: str(HiProp)}
+		}
+		if next.IsZero() {
+			return out, gen, date, nil
+		}
+		cont = next
+	}
+}
+
+// Listing is what the staging table held of a range of times when listed: the key, ETag
+// and time span of each entity (of either kind) that may hold a sample in it, in key order.
+// The Sums of a range in two listings are equal exactly when no staged write, Delete or
+// Fold changed what a read of that range finds between them.
+type Listing struct {
+	entities []listedSpan
+}
+
+// listedSpan is an entity of a Listing.
+type listedSpan struct {
+	pk, rk, etag string
+	first, last  int64 // the Unix milliseconds of its earliest and latest sample
+}
+
+// Sum is a Listing of a range, summed: the hash of its entities' keys and ETags.
+type Sum [sha256.Size]byte
+
+// List lists the staging entities that may hold samples of [from, to) (see
+// listedEntities: a query of the entities written since the last listing, or of all).
+// It counts as a read of staged samples (ReadsDone): a change log read after it is later
+// than it. A DB that does not stage lists nothing (no request).
+func (st *Table) List(ctx context.Context, from, to time.Time) (Listing, error) {
+	defer st.readsDone.Add(1)
+	if !st.reads || !from.Before(to) {
+		return Listing{}, nil
+	}
+	f, _ := queryParts(nil, from, to, Both)
+	listed, err := st.listedEntities(ctx, f)
+	if err != nil {
+		return Listing{}, err
+	}
+	var l Listing
+	for _, le := range listed {
+		first, err1 := timeKeyMilli(le.first)
+		last, err2 := timeKeyMilli(le.last)
+		if err := cmp.Or(err1, err2); err != nil {
+			return Listing{}, fmt.Errorf("tsdb: list staging: entity %s/%s: %w", le.pk, le.rk, err)
+		}
+		l.entities = append(l.entities, listedSpan{le.pk, le.rk, le.etag, first, last})
+	}
+	return l, nil
+}
+
+// Sum sums the entities of l that may hold samples of [from, to) (a range within the
+// listed one).
+func (l Listing) Sum(from, to time.Time) Sum {
+	lo, hi := from.UnixMilli(), EarliestMilli(to)
+	h := sha256.New()
+	for _, le := range l.entities {
+		if le.first >= hi || le.last < lo {
+			continue
+		}
+		for _, s := range []string{le.pk, le.rk, le.etag} {
+			h.Write([]byte(s))
+			h.Write([]byte{0}) // no key or ETag holds a NUL
+		}
+	}
+	var s Sum
+	h.Sum(s[:0])
+	return s
+}
+
+// timeKeyMilli is the Unix millisecond of a staging entity's T or U (of either kind).
+func timeKeyMilli(key string) (int64, error) {
+	k := strings.TrimPrefix(key, histKeyPrefix)
+	if len(k) != 16 {
+		return 0, fmt.Errorf("time key %q: not 16 hex digits", key)
+	}
+	u, err := strconv.ParseUint(k, 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("time key %q: %w", key, err)
+	}
+	return int64(u ^ 1<<63), nil
+}
