@@ -38,6 +38,7 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/promstore"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -349,12 +350,13 @@ func (fx *dashFixture) openDB(tb testing.TB) *tsdb.DB {
 	return db
 }
 
-// newServer serves the fixture's database from a fresh DB (fresh caches), with no
-// background loops (their requests would be counted with the queries'), choosing between
-// raw samples and tiers as store says (nil: by its estimate of their costs, the default).
-// The caller closes it.
+// newServer serves the fixture's database from a fresh DB (fresh caches, a fresh results
+// cache of tablets serve's size), with no background loops (their requests would be counted
+// with the queries'), choosing between raw samples and tiers as store says (nil: by its
+// estimate of their costs, the default). The caller closes it.
 func (fx *dashFixture) newServer(tb testing.TB, store *promstore.Options) *server.Server {
-	s, err := server.New(fx.openDB(tb), &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, Store: store})
+	s, err := server.New(fx.openDB(tb), &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, Store: store,
+		Query: &api.Options{ResultsCache: server.NewResultsCache(server.DefaultResultsCacheBytes)}})
 	require.NoError(tb, err)
 	return s
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/internal/redact"
+	"github.com/seed71701133/tablets/server/internal/results"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/server/otlp"
 	"github.com/seed71701133/tablets/server/promstore"
@@ -82,7 +83,8 @@ type Options struct {
 	// Now is the clock of the background loops and of the server's own timing (nil: the
 	// database's, tsdb.Options.Now).
 	Now func() time.Time
-	// Query configures the PromQL engine (nil: its defaults).
+	// Query configures the PromQL engine (nil: its defaults), and the results cache
+	// (Query.ResultsCache, from NewResultsCache; nil: none).
 	Query *api.Options
 	// Store configures the Queryable (nil: its defaults: a Select reads a tier wherever
 	// that is estimated to cost fewer bytes than the raw points, see docs/tiers.md).
@@ -112,6 +114,20 @@ type Options struct {
 	// collectors are then left to the caller, and the server's /metrics serves nothing.
 	Registerer prometheus.Registerer
 }
+
+// ResultsCache keeps the answers of range queries by step for the query API
+// (api.Options.ResultsCache): a refreshed panel computes only its newest steps. One may
+// serve many servers (the tenants of a process share one); it keeps each database's
+// answers apart, and checks them against a read mark of the database before using them.
+type ResultsCache = results.Cache
+
+// DefaultResultsCacheBytes is the size of tablets serve's results cache by default
+// (--query.results-cache-bytes).
+const DefaultResultsCacheBytes = 128 << 20
+
+// NewResultsCache returns a results cache of at most maxBytes (about their memory); its
+// Stats convert to tsdb.CacheStats.
+func NewResultsCache(maxBytes int64) *ResultsCache { return results.New(maxBytes) }
 
 // Defaults of Run (see Options).
 const (

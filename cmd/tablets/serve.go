@@ -44,6 +44,7 @@ type serveFlags struct {
 	rawCacheBytes                     int64
 	maxSourceResolution               string
 	indexCacheBytes                   int64
+	resultsCacheBytes                 int64
 	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
@@ -131,6 +132,7 @@ naming another is 403.`,
 	f.Int64Var(&sf.rawCacheBytes, "raw.cache-bytes", tsdb.DefaultRawCacheBytes*4, "bytes of raw samples kept for later queries, all tenants together: a refreshed query reads the change log of each raw period and reads again only the times a write, fold, delete or retention changed since (at least 1 MiB; not given: the default or an eighth of the memory limit, whichever is less)")
 	f.Int64Var(&sf.indexCacheBytes, "index.cache-bytes", tsdb.DefaultIndexCacheBytes*4, "bytes of label sets kept for later queries, all tenants together: a refreshed query (or a Grafana variable) reads the index change log of each period and reads its label sets again only when a series was registered since (at least 1 MiB; not given: the default or a 32nd of the memory limit, whichever is less)")
 	f.Int64Var(&sf.blockCacheBytes, "tiers.cache-bytes", tsdb.DefaultBlockCacheBytes*4, "bytes of tier blocks kept for later queries, all tenants together: a refreshed query lists the blocks of its range with their ETags and fetches only those rolled up or rewritten since (at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
+	f.Int64Var(&sf.resultsCacheBytes, "query.results-cache-bytes", server.DefaultResultsCacheBytes, "bytes of range-query answers kept by step, all tenants together: a refreshed panel computes only its steps newer than 5 minutes, and those whose samples any server changed since (checked by a read mark, a request or two); 0: no results cache (else at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
@@ -248,7 +250,8 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		bytes *int64
 		share int64
 	}{{"staging.cache-bytes", &sf.stagingCacheBytes, 8}, {"raw.cache-bytes", &sf.rawCacheBytes, 8},
-		{"tiers.cache-bytes", &sf.blockCacheBytes, 16}, {"index.cache-bytes", &sf.indexCacheBytes, 32}} {
+		{"tiers.cache-bytes", &sf.blockCacheBytes, 16}, {"index.cache-bytes", &sf.indexCacheBytes, 32},
+		{"query.results-cache-bytes", &sf.resultsCacheBytes, 16}} {
 		if !cmd.Flags().Changed(c.flag) {
 			*c.bytes = sharedCacheBytes(*c.bytes, heapLimit, c.share)
 		}
@@ -269,6 +272,18 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return usageErrorf(cmd, "--index.cache-bytes must be at least 1 MiB")
 	}
 	dbOpts.IndexCache = tsdb.NewIndexCache(sf.indexCacheBytes)
+	var collectors []prometheus.Collector
+	switch {
+	case sf.resultsCacheBytes == 0:
+	case sf.resultsCacheBytes < 1<<20:
+		return usageErrorf(cmd, "--query.results-cache-bytes must be 0 (none) or at least 1 MiB")
+	default:
+		rc := server.NewResultsCache(sf.resultsCacheBytes)
+		queryOpts.ResultsCache = rc
+		collectors = append(collectors, cacheCollector("results_cache", "Range queries that took steps from the cache (their read mark held).",
+			"Range queries that computed all their steps before the freshness horizon: none cached, or changed since.", "--query.results-cache-bytes",
+			func() tsdb.CacheStats { return tsdb.CacheStats(rc.Stats()) }))
+	}
 	if dbOpts.StagingReadBudget, err = tsdb.NewReadBudget(sf.stagingReadBytes); err != nil {
 		return usageErrorf(cmd, "--staging.max-read-bytes: %v", err)
 	}
@@ -349,8 +364,8 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Store:              &promstore.Options{MaxResolution: maxResolution},
 			RetainEvery:        sf.retain,
 			Logger:             logger,
-			Collectors: append([]prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget)},
-				cacheCollectors(dbOpts)...),
+			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget)},
+				cacheCollectors(dbOpts)...), collectors...),
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,

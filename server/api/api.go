@@ -28,6 +28,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/server/internal/resolution"
+	"github.com/seed71701133/tablets/server/internal/results"
 )
 
 // PrometheusCompatVersion is the Prometheus version /api/v1/status/buildinfo reports.
@@ -67,7 +68,8 @@ type Options struct {
 	// NoStepSubqueryInterval is the step of subqueries written without one, like
 	// foo[1h:] (default 1m, Prometheus' default evaluation interval).
 	NoStepSubqueryInterval time.Duration
-	// Now is the clock for the default time of instant queries (default time.Now).
+	// Now is the clock for the default time of instant queries and the ResultsCache's
+	// freshness horizon (default time.Now).
 	Now func() time.Time
 	// Logger receives engine and encoding errors (default: discarded).
 	Logger *slog.Logger
@@ -75,6 +77,17 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// BuildInfo, if set, replaces what /api/v1/status/buildinfo reports.
 	BuildInfo *BuildInfo
+	// ResultsCache, if set, keeps the answers of range queries by step, so that a refreshed
+	// panel computes only its newest steps (package server sets it: tablets serve
+	// --query.results-cache-bytes, shared by its tenants). Only when the Queryable is a
+	// Marker, which says whether a kept answer still stands, and only answers that read raw
+	// samples (max_source_resolution raw, the default), asked no stats, have no @ modifier,
+	// start() or end(), and had no warnings or infos. nil: no cache.
+	ResultsCache *results.Cache
+	// ResultsFreshness: the steps at or after now minus it (by Now) are always computed and
+	// never kept in the ResultsCache, as in-order ingest still fills them (default
+	// DefaultResultsFreshness, 5m).
+	ResultsFreshness time.Duration
 	// LimitHit, if set, is called with the limit a request hit, named as the server's
 	// limits file names it: LimitMaxSamplesPerQuery, LimitQueryTimeout (not when the
 	// request's own timeout parameter was shorter), LimitMaxConcurrentQueries (a timeout
@@ -102,6 +115,7 @@ func (o *Options) check() error {
 		{"MaxConcurrency", o.MaxConcurrency < 0},
 		{"MaxSeriesPerSelect", o.MaxSeriesPerSelect < 0},
 		{"NoStepSubqueryInterval", o.NoStepSubqueryInterval < 0},
+		{"ResultsFreshness", o.ResultsFreshness < 0},
 	} {
 		if f.negative {
 			return fmt.Errorf("api: %w: %s is negative", tablets.ErrInvalidOptions, f.name)
@@ -154,6 +168,13 @@ type API struct {
 	logger    *slog.Logger
 	buildInfo []byte // encoded once
 	limitHit  func(limit string)
+
+	// The results cache (results.go): nil results or marker, none.
+	results       *results.Cache
+	marker        Marker
+	freshness     time.Duration
+	lookbackDelta time.Duration
+	subqueryStep  int64 // milliseconds
 }
 
 // New returns an API evaluating queries against q with Prometheus' PromQL engine. nil
@@ -188,6 +209,9 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.ResultsFreshness == 0 {
+		o.ResultsFreshness = DefaultResultsFreshness
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -215,17 +239,23 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		// Only costs anything when a request asks for stats=all.
 		EnablePerStepStats: true,
 	})
+	marker, _ := q.(Marker) // before the wrapping below, which hides it
 	if o.MaxSeriesPerSelect > 0 {
 		q = seriesLimited{Queryable: q, max: o.MaxSeriesPerSelect}
 	}
 	return &API{
-		queryable: q,
-		engine:    engine,
-		timeout:   o.Timeout,
-		now:       o.Now,
-		logger:    o.Logger,
-		buildInfo: biJSON,
-		limitHit:  o.LimitHit,
+		results:       o.ResultsCache,
+		marker:        marker,
+		freshness:     o.ResultsFreshness,
+		lookbackDelta: o.LookbackDelta,
+		subqueryStep:  subqueryStep,
+		queryable:     q,
+		engine:        engine,
+		timeout:       o.Timeout,
+		now:           o.Now,
+		logger:        o.Logger,
+		buildInfo:     biJSON,
+		limitHit:      o.LimitHit,
 	}, nil
 }
 
@@ -483,6 +513,9 @@ func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *api
 	opts, err := queryOpts(r)
 	if err != nil {
 		return nil, nil, badData(err)
+	}
+	if data, ws, apiErr, ok := a.cachedRange(ctx, r, opts, start, end, step, limit); ok {
+		return data, ws, apiErr
 	}
 	qry, err := a.engine.NewRangeQuery(ctx, a.queryable, opts, r.FormValue("query"), start, end, step)
 	if err != nil {

@@ -38,6 +38,11 @@
 //	                                timeout: 503 timeout, "query timed out in query queue"
 //	MaxSeriesPerSelect  no limit    422 execution, ErrTooManySeries (Prometheus has none)
 //
+// With Options.ResultsCache, and a Queryable that is a Marker (takes read marks of its
+// database), the answers of range queries are kept by step: a refreshed panel has the engine
+// compute only the steps it lacks and the fresh ones (after now - ResultsFreshness), and a
+// kept step is used only while a read mark holds it (results.go, docs/results.md).
+//
 // Responses are gzip-compressed when the client accepts it (Grafana does) and the body is
 // at least 1 KiB. An error message never carries a secret of the storage account: SAS
 // signatures (sig=), account keys and Shared Key signatures are replaced by REDACTED.

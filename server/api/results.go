@@ -1,0 +1,347 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/seed71701133/tablets/server/internal/results"
+)
+
+// The results cache (Options.ResultsCache) keeps the answer of a range query by step, as
+// Mimir's query-frontend and VictoriaMetrics' rollup result cache do, so that a refreshed
+// panel (the same query, start and end moved on) computes only its newest steps. The
+// engine evaluates each step of a range query alone, from the samples of its own data range
+// (the selectors' ranges, offsets and lookback delta before it), so that the answer of a
+// step is the same whatever range it was asked in, while those samples stay the same.
+// That is what a mark checks: a cached extent (a run of steps) keeps the mark of the data
+// range of its steps, and serves only while a mark taken at the request holds it, whichever
+// server wrote, folded, deleted or retained samples meanwhile.
+//
+// Steps at or after now minus Options.ResultsFreshness are always computed and never kept:
+// in-order ingest is still filling them, and every write would otherwise spoil an extent.
+
+// DefaultResultsFreshness is the default of Options.ResultsFreshness, as VictoriaMetrics'
+// -search.cacheTimestampOffset.
+const DefaultResultsFreshness = 5 * time.Minute
+
+// Marker is a storage.Queryable whose answers a results cache can check: it takes marks of
+// the samples of its database (results.Marker), and says which queries read only what a mark
+// covers. promstore.Queryable is one.
+type Marker interface {
+	results.Marker
+	// ExactReads reports whether the Selects of a query with ctx (which carries its
+	// max_source_resolution) read raw samples wherever they exist. Tiers served where raw
+	// samples exist answer otherwise as a rollup goes on, and a mark says nothing of them.
+	ExactReads(ctx context.Context) bool
+}
+
+// resultsKey is what an extent answers: the same query of the same database, at the same
+// steps (the step and the remainder of start by it), with the same engine settings. The
+// Marker is the database: the key keeps it alive while the entry lives, so that no other
+// takes its address.
+type resultsKey struct {
+	db                     Marker
+	query                  string // parsed and printed again: spaces and the like don't matter
+	step, phase            int64  // milliseconds
+	lookback, subqueryStep int64  // milliseconds
+}
+
+// extent is the answer of a run of steps, from (the first step) to to (the last),
+// milliseconds. It is shared by the requests that find it: nothing in it is changed once it
+// is in the cache (its points are copies of the engine's, which recycles its own).
+type extent struct {
+	from, to int64
+	mark     results.Mark // of the data range of its steps
+	series   promql.Matrix
+}
+
+// rangeRequest is a range query the results cache may answer.
+type rangeRequest struct {
+	expr             parser.Expr
+	query            string // printed by the parser: the key's
+	raw              string // as asked: the engine's, whose annotations point into it
+	start, end, step int64  // milliseconds; end is the last step
+	lastOld          int64  // the last step before the freshness horizon
+	lookback         time.Duration
+	opts             promql.QueryOpts
+	limit            int
+}
+
+// cachedRange answers a range query with the results cache. ok is false when the query is
+// not one to cache: the caller then has the engine answer it whole.
+func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.QueryOpts, start, end time.Time, step time.Duration, limit int) (data []byte, ws annotations.Annotations, apiErr *apiError, ok bool) {
+	q, ok := a.cacheable(ctx, r, opts, start, end, step)
+	if !ok {
+		return nil, nil, nil, false
+	}
+	q.limit = limit
+	key := resultsKey{db: a.marker, query: q.query, step: q.step, phase: q.start % q.step,
+		lookback: q.lookback.Milliseconds(), subqueryStep: a.subqueryStep}
+	var ext *extent
+	if v, found := a.results.Get(key); found {
+		ext = v.(*extent)
+		if ext.to < q.start || ext.from > q.lastOld { // no step of this request: of no use
+			ext = nil
+		}
+	}
+	// One mark over the data range of every step that may come from the cache or go into
+	// it: the extent's, and the request's before the horizon.
+	from, to := q.start, q.lastOld
+	if ext != nil {
+		from, to = min(from, ext.from), max(to, ext.to)
+	}
+	markFrom, markTo := q.dataRange(from, to)
+	mark, err := a.marker.ReadMark(ctx, markFrom, markTo)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, classify(ctx.Err()), true
+		}
+		// The answer needs no mark: the engine gives it, uncached.
+		a.logger.Warn("results cache: taking a read mark", "err", err)
+		return nil, nil, nil, false
+	}
+	if ext != nil && !mark.Holds(ext.mark) {
+		ext = nil
+	}
+	if ext != nil {
+		a.results.Hit()
+	} else {
+		a.results.Miss()
+	}
+
+	// What the extent lacks, computed by the engine (its limits apply to each part): the
+	// steps before the extent, and those after it up to the request's end.
+	var parts []promql.Matrix
+	cachedFrom, cachedTo := q.start, q.start-q.step // none
+	if ext != nil {
+		cachedFrom, cachedTo = max(q.start, ext.from), min(q.lastOld, ext.to)
+	}
+	storable := true // no part before the horizon had annotations
+	compute := func(from, to int64) *apiError {
+		m, w, apiErr := a.computeRange(ctx, q, from, to)
+		if apiErr != nil {
+			return apiErr
+		}
+		if len(w) > 0 && from <= q.lastOld {
+			storable = false
+		}
+		ws.Merge(w)
+		parts = append(parts, m)
+		return nil
+	}
+	if cachedFrom > q.start {
+		if apiErr := compute(q.start, cachedFrom-q.step); apiErr != nil {
+			return nil, ws, apiErr, true
+		}
+	}
+	if ext != nil {
+		parts = append(parts, ext.series)
+	}
+	if cachedTo < q.end {
+		if apiErr := compute(cachedTo+q.step, q.end); apiErr != nil {
+			return nil, ws, apiErr, true
+		}
+	}
+	mat := mergeSteps(parts, q.start, q.end)
+
+	switch {
+	case !storable:
+	case ext != nil && cachedFrom == q.start && cachedTo == q.lastOld:
+		// Nothing before the horizon was computed: the extent again, with the newer mark,
+		// which later changes are checked from (logs keep a bounded number of them).
+		a.results.Put(key, &extent{from: ext.from, to: ext.to, mark: mark.Sub(q.dataRange(ext.from, ext.to)), series: ext.series}, ext.bytes())
+	default:
+		// The request's steps before the horizon. Their reads came after the mark: if
+		// anything changed in between, the next mark does not hold this one, and they are
+		// computed again.
+		keep := &extent{from: q.start, to: q.lastOld, mark: mark.Sub(q.dataRange(q.start, q.lastOld)),
+			series: mergeSteps([]promql.Matrix{mat}, q.start, q.lastOld)}
+		a.results.Put(key, keep, keep.bytes())
+	}
+
+	if q.limit > 0 && len(mat) > q.limit {
+		mat = mat[:q.limit]
+		ws = ws.Add(errors.New("results truncated due to limit"))
+	}
+	data, err = appendQueryData(nil, mat, nil)
+	if err != nil {
+		a.logger.Error("error encoding query result", "err", err)
+		return nil, nil, &apiError{typ: ErrorInternal, err: err}, true
+	}
+	return data, ws, nil, true
+}
+
+// cacheable returns the request as a rangeRequest if the results cache may answer it: the
+// API has a cache and its Queryable takes marks; the Selects read raw samples (no tiers
+// asked for by max_source_resolution or the store's default); no stats asked for (they
+// would count only what was computed); a query that parses, whose steps each depend on
+// their own time only (no @ modifier, start() or end()); whole milliseconds; some steps
+// before the freshness horizon.
+func (a *API) cacheable(ctx context.Context, r *http.Request, opts promql.QueryOpts, start, end time.Time, step time.Duration) (rangeRequest, bool) {
+	if a.results == nil || a.marker == nil || r.FormValue("stats") != "" || !a.marker.ExactReads(ctx) {
+		return rangeRequest{}, false
+	}
+	if step%time.Millisecond != 0 || start.Nanosecond()%int(time.Millisecond) != 0 || end.Nanosecond()%int(time.Millisecond) != 0 {
+		return rangeRequest{}, false
+	}
+	expr, err := parser.ParseExpr(r.FormValue("query"))
+	if err != nil {
+		return rangeRequest{}, false // the engine says what is wrong
+	}
+	if t := expr.Type(); t != parser.ValueTypeVector && t != parser.ValueTypeScalar {
+		return rangeRequest{}, false
+	}
+	if !stepLocal(expr) {
+		return rangeRequest{}, false
+	}
+	q := rangeRequest{expr: expr, query: expr.String(), raw: r.FormValue("query"), start: millis(start), step: step.Milliseconds(), opts: opts}
+	q.end = q.start + (millis(end)-q.start)/q.step*q.step
+	horizon := millis(a.now().Add(-a.freshness))
+	if q.start >= horizon {
+		return rangeRequest{}, false // every step is fresh: nothing to keep
+	}
+	q.lastOld = q.start + (min(horizon-1, q.end)-q.start)/q.step*q.step
+	q.lookback = a.lookbackDelta
+	if d := opts.LookbackDelta(); d > 0 {
+		q.lookback = d
+	}
+	return q, true
+}
+
+// stepLocal reports whether the value of expr at a step depends on the step's time alone,
+// not on the range's start or end: no @ modifier, start() or end(), on a selector or a
+// subquery.
+func stepLocal(expr parser.Expr) bool {
+	local := true
+	parser.Inspect(expr, func(node parser.Node, _ []parser.Node) error {
+		switch n := node.(type) {
+		case *parser.VectorSelector:
+			local = local && n.Timestamp == nil && n.StartOrEnd == 0
+		case *parser.SubqueryExpr:
+			local = local && n.Timestamp == nil && n.StartOrEnd == 0
+		}
+		return nil
+	})
+	return local
+}
+
+// dataRange is the range of sample times the steps from..to read, as a mark's [from, to):
+// promql.FindMinMaxTime's (selectors' ranges, offsets, subqueries and the lookback delta),
+// within the stores' times.
+func (q rangeRequest) dataRange(from, to int64) (time.Time, time.Time) {
+	mint, maxt := promql.FindMinMaxTime(&parser.EvalStmt{Expr: q.expr, Start: time.UnixMilli(from), End: time.UnixMilli(to),
+		Interval: time.Duration(q.step) * time.Millisecond, LookbackDelta: q.lookback})
+	start, end, ok := storeRange(time.UnixMilli(mint), time.UnixMilli(maxt+1))
+	if !ok { // all of it before the stores' times (negative offsets): an empty range there
+		return start, start
+	}
+	return start, end
+}
+
+// computeRange has the engine answer the steps from..to of q, and returns a copy of its
+// matrix: the engine recycles its own when the query is closed.
+func (a *API) computeRange(ctx context.Context, q rangeRequest, from, to int64) (promql.Matrix, annotations.Annotations, *apiError) {
+	qry, err := a.engine.NewRangeQuery(ctx, a.queryable, q.opts, q.raw, time.UnixMilli(from), time.UnixMilli(to), time.Duration(q.step)*time.Millisecond)
+	if err != nil {
+		return nil, nil, newQueryError(err)
+	}
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		return nil, res.Warnings, classify(res.Err)
+	}
+	m, ok := res.Value.(promql.Matrix)
+	if !ok { // a range query's value is a matrix: not expected
+		return nil, res.Warnings, &apiError{typ: ErrorInternal, err: errors.New("range query answered no matrix")}
+	}
+	return copyMatrix(m), res.Warnings, nil
+}
+
+// copyMatrix copies m deeply: labels, points and histograms.
+func copyMatrix(m promql.Matrix) promql.Matrix {
+	out := make(promql.Matrix, len(m))
+	for i, s := range m {
+		c := promql.Series{Metric: s.Metric.Copy()}
+		if len(s.Floats) > 0 {
+			c.Floats = append([]promql.FPoint(nil), s.Floats...)
+		}
+		if len(s.Histograms) > 0 {
+			c.Histograms = make([]promql.HPoint, len(s.Histograms))
+			for j, p := range s.Histograms {
+				c.Histograms[j] = promql.HPoint{T: p.T, H: p.H.Copy()}
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// mergeSteps joins the series of parts (answers of successive runs of steps, in time
+// order) by their labels, keeping the points of steps from..to, in new slices (the points
+// of one part are shared with it: nothing changes them). A series without points there is
+// left out, and the series are sorted by labels, as the engine sorts the answer of a range
+// query.
+func mergeSteps(parts []promql.Matrix, from, to int64) promql.Matrix {
+	var out promql.Matrix
+	index := map[string]int{}
+	var buf []byte
+	for _, part := range parts {
+		for _, s := range part {
+			fs := pointsWithin(s.Floats, from, to, func(p promql.FPoint) int64 { return p.T })
+			hs := pointsWithin(s.Histograms, from, to, func(p promql.HPoint) int64 { return p.T })
+			if len(fs) == 0 && len(hs) == 0 {
+				continue
+			}
+			buf = s.Metric.Bytes(buf[:0])
+			i, seen := index[string(buf)]
+			if !seen {
+				i = len(out)
+				index[string(buf)] = i
+				out = append(out, promql.Series{Metric: s.Metric})
+			}
+			if len(fs) > 0 {
+				out[i].Floats = append(out[i].Floats, fs...)
+			}
+			if len(hs) > 0 {
+				out[i].Histograms = append(out[i].Histograms, hs...)
+			}
+		}
+	}
+	if out == nil {
+		out = promql.Matrix{}
+	}
+	sort.Sort(out)
+	return out
+}
+
+// pointsWithin is the run of points (times ascending) within [from, to].
+func pointsWithin[P any](ps []P, from, to int64, t func(P) int64) []P {
+	lo := sort.Search(len(ps), func(i int) bool { return t(ps[i]) >= from })
+	hi := sort.Search(len(ps), func(i int) bool { return t(ps[i]) > to })
+	return ps[lo:hi]
+}
+
+// bytes is about the memory the extent holds.
+func (e *extent) bytes() int64 {
+	n := int64(64)
+	for _, s := range e.series {
+		n += 64 + int64(len(s.Metric.Bytes(nil))) + 16*int64(cap(s.Floats)) + 16*int64(cap(s.Histograms))
+		for _, p := range s.Histograms {
+			n += histogramBytes(p.H)
+		}
+	}
+	return n
+}
+
+// histogramBytes is about the memory of h.
+func histogramBytes(h *histogram.FloatHistogram) int64 {
+	return 128 + 8*int64(len(h.PositiveSpans)+len(h.NegativeSpans)+len(h.PositiveBuckets)+len(h.NegativeBuckets)+len(h.CustomValues))
+}

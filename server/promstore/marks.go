@@ -1,0 +1,48 @@
+package promstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/seed71701133/tablets/server/internal/resolution"
+	"github.com/seed71701133/tablets/server/internal/results"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// ReadMark takes a mark of the samples of [from, to) of the database (tsdb's DB.ReadMark),
+// for the query API's results cache (api.Marker): an answer computed from them stands
+// while a later mark holds it.
+func (q *Queryable) ReadMark(ctx context.Context, from, to time.Time) (results.Mark, error) {
+	m, err := q.db.ReadMark(ctx, from, to)
+	if err != nil {
+		return nil, err
+	}
+	return readMark{m}, nil
+}
+
+// ExactReads reports whether the Selects of a query with ctx read raw samples wherever
+// they exist (what a mark covers): its max_source_resolution, else the Queryable's
+// MaxResolution, is raw, and tiers are not preferred.
+func (q *Queryable) ExactReads(ctx context.Context) bool {
+	switch {
+	case q.opts.DisableTiers:
+		return true
+	case q.opts.PreferTiers:
+		return false
+	}
+	res := resolution.From(ctx)
+	if res == 0 {
+		res = q.opts.MaxResolution
+	}
+	return res == 0 || res == tsdb.RawResolution
+}
+
+// readMark is a tsdb.ReadMark as a results.Mark.
+type readMark struct{ m tsdb.ReadMark }
+
+func (r readMark) Holds(since results.Mark) bool {
+	s, ok := since.(readMark)
+	return ok && r.m.Holds(s.m)
+}
+
+func (r readMark) Sub(from, to time.Time) results.Mark { return readMark{r.m.Sub(from, to)} }

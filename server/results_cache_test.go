@@ -1,0 +1,140 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/server/api"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// Two servers on one database: A answers a panel with a results cache, B writes. After B
+// writes a late sample into the range A cached (staged), then 100 (into the raw table
+// directly), then deletes a range of a series, A's answer is each time a fresh server's
+// (without a results cache), not the one it gave before. A's refresh of the panel reads the
+// samples of its fresh steps only, and about the requests of a server without the cache
+// (whose raw chunks hold hours: the bytes are the same).
+func TestResultsCacheTwoServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	svc, checker := dbtest.NewService(t)
+	rnd := make([]byte, 6)
+	_, _ = rand.Read(rnd)
+	name := "res" + hex.EncodeToString(rnd)
+	dbtest.DropOnCleanup(t, name)
+	open := func() *tsdb.DB {
+		db, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout})
+		require.NoError(t, err)
+		return db
+	}
+	serve := func(db *tsdb.DB, cache *server.ResultsCache) *server.Server {
+		s, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
+			Query: &api.Options{ResultsCache: cache}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	cache := server.NewResultsCache(16 << 20)
+	a := serve(open(), cache)
+	b := serve(open(), nil)
+
+	// 100 series, a sample every 15 s over the last two hours, written by B.
+	now := time.Now().Truncate(time.Second)
+	keys := map[string]string{}
+	app := b.DB().Appender()
+	for i := range 100 {
+		k := strconv.Itoa(i)
+		if i < 2 {
+			k = []string{"a", "b"}[i]
+		}
+		key, err := b.DB().SeriesOf(ctx, tsdb.LabelsFromStrings("__name__", "m", "k", k))
+		require.NoError(t, err)
+		keys[k] = key
+		var pts []tablets.Point
+		for ts := now.Add(-2 * time.Hour); !ts.After(now); ts = ts.Add(15 * time.Second) {
+			pts = append(pts, tablets.Point{Time: ts, Value: float64(ts.Unix() % 1000)})
+		}
+		app.AppendPoints(key, pts...)
+	}
+	require.NoError(t, app.Commit(ctx))
+
+	const step = 60
+	end := now.Unix() / step * step
+	params := url.Values{"query": {`max_over_time(m{k=~"a|b|1.*"}[2m])`}, "start": {strconv.FormatInt(end-2*3600+step, 10)},
+		"end": {strconv.FormatInt(end, 10)}, "step": {strconv.Itoa(step)}}
+	ask := func(s *server.Server) string {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/query_range?"+params.Encode(), nil)
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		return rec.Body.String()
+	}
+	// fresh is the answer of a server just started, without a results cache.
+	fresh := func() string { return ask(serve(open(), nil)) }
+
+	first := ask(a)
+	require.Equal(t, fresh(), first)
+	refresh := func(s *server.Server) (samples uint64, cost azurite.Stats) {
+		before := s.Queryable().Stats().Samples
+		checker.Reset()
+		require.Equal(t, first, ask(s), "the refresh answers as the first time")
+		return s.Queryable().Stats().Samples - before, checker.Stats()
+	}
+	cachedSamples, cached := refresh(a)
+	c := serve(open(), nil)
+	ask(c) // its first answer
+	uncachedSamples, uncached := refresh(c)
+	t.Logf("refresh: with the results cache %d samples read, %d requests, %d bytes; without %d samples, %d requests, %d bytes",
+		cachedSamples, cached.Requests, cached.RequestBytes+cached.ResponseBytes, uncachedSamples, uncached.Requests, uncached.RequestBytes+uncached.ResponseBytes)
+	// The refresh computes the steps after the last one before the previous horizon: it
+	// reads their samples (7 of the 120 minutes, and the 2m range before) and a mark.
+	require.Less(t, 10*cachedSamples, uncachedSamples, "the refresh reads the samples of the fresh steps only")
+	// A raw chunk holds hours of a series: reading minutes of it reads it all. The mark is
+	// a listing and a change log a period.
+	require.LessOrEqual(t, cached.Requests, uncached.Requests+3)
+	require.Equal(t, uint64(1), cache.Stats().Hits)
+
+	// B writes a late sample an hour and a half back, far before the freshness horizon.
+	late := now.Add(-90*time.Minute + 7*time.Second)
+	require.NoError(t, b.DB().Write(ctx, keys["a"], tablets.Point{Time: late, Value: 1e6}))
+	afterWrite := ask(a)
+	require.NotEqual(t, first, afterWrite, "the late sample shows")
+	require.Equal(t, fresh(), afterWrite)
+	require.Equal(t, afterWrite, ask(a), "cached again")
+
+	// B writes 100 samples into the raw table directly (an Appender stages fewer).
+	var pts []tablets.Point
+	for i := range 100 {
+		pts = append(pts, tablets.Point{Time: now.Add(-110*time.Minute + time.Duration(i)*15*time.Second), Value: -float64(i)})
+	}
+	require.NoError(t, b.DB().Write(ctx, keys["a"], pts...))
+	afterDirect := ask(a)
+	require.NotEqual(t, afterWrite, afterDirect, "the samples written directly show")
+	require.Equal(t, fresh(), afterDirect)
+	afterWrite = afterDirect
+
+	// B deletes twenty minutes of series b.
+	require.NoError(t, b.DB().Delete(ctx, keys["b"], now.Add(-80*time.Minute), now.Add(-60*time.Minute)))
+	afterDelete := ask(a)
+	require.NotEqual(t, afterWrite, afterDelete, "the deletion shows")
+	require.Equal(t, fresh(), afterDelete)
+	st := cache.Stats()
+	require.Equal(t, uint64(2), st.Hits, "the refresh and the answer after the write")
+	require.Equal(t, uint64(4), st.Misses, "the first answer, after each write, after the delete")
+}
