@@ -250,6 +250,15 @@ type dashFixture struct {
 
 	prom   *promtsdb.DB
 	engine *promql.Engine
+
+	stagedAt time.Time // when the last staged commit returned
+}
+
+// settle waits until the staging entities' listing margin passed since the last staged
+// commit, as it has when Grafana refreshes a panel (every 30 s or more): a refresh then
+// lists only the entities written since its last listing, not those of the margin.
+func (fx *dashFixture) settle() {
+	time.Sleep(time.Until(fx.stagedAt.Add(11 * time.Second)))
 }
 
 // newDashFixture writes the dashboard's data of targets targets into a new tablets
@@ -322,6 +331,7 @@ func newDashFixture(tb testing.TB, targets int) *dashFixture {
 			break
 		}
 	}
+	fx.stagedAt = time.Now()
 	st = fx.checker.Stats()
 	tb.Logf("tablets: staged the last %s in %d commits in %s: %d requests, %d bytes sent",
 		dashStaged, commits, time.Since(start).Round(time.Millisecond), st.Requests, st.RequestBytes)

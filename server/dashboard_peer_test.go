@@ -113,6 +113,7 @@ func TestDashboardPeer(t *testing.T) {
 				p.name, d.Shape, d.MaxRel, d.Where, d.Inexact, d.Compared)
 		}
 	}
+	fx.settle()
 	for i, p := range dashPanels {
 		run, err := fx.askTablets(s, p)
 		require.NoError(t, err)
@@ -124,7 +125,7 @@ func TestDashboardPeer(t *testing.T) {
 		require.NoError(t, err, p.name)
 		results[i].refresh = run
 		d := compareAnswers(firstAnswers[i], got)
-		if first := results[i].first; first.path() != run.path() {
+		if first := results[i].first; first.path() != run.path() && first.tier+run.tier > 0 {
 			// The choice between a tier and raw samples follows the server's estimate of
 			// the sample rate, which its reads teach it: a refresh may choose otherwise,
 			// and a tier's answer may differ from raw's (issue 36's tier accuracy).
@@ -228,6 +229,7 @@ func BenchmarkDashboardPeer(b *testing.B) {
 		require.NoError(b, err)
 		bodies[i] = body
 	}
+	fx.settle() // the refreshes come later than the staging listing's margin
 	report := func(b *testing.B, cost azurite.Stats) {
 		n := float64(b.N)
 		b.ReportMetric(ms(b.Elapsed())/n, "ms/op")
