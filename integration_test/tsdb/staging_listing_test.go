@@ -70,3 +70,55 @@ func TestTSDBStagingListing(t *testing.T) {
 	require.Equal(t, direct[0], got[0], "after another server's fold and direct write")
 	require.Equal(t, direct[15], got[15])
 }
+
+// Reads of one series each fetch their column of every entity of their range, until an
+// entity was fetched by wholeAfter (3) reads: the next fetches it whole and keeps its
+// columns as read, so that later reads of other series fetch nothing of it.
+func TestTSDBStagingWholeAfterColumns(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 10, 0, 0, 0, time.UTC)
+	clk := clock.New(base.Add(10 * time.Minute))
+	opts := stagingOptions(clk)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	db, _, checker := dbtest.NewDB(t, opts)
+
+	// 200 series in 10 writes: 10 entities, each holding every series.
+	names := make([]string, 200)
+	for i := range names {
+		names[i] = "s" + itoa(int64(i))
+	}
+	value := func(i, w int) float64 { return float64(i*100 + w) }
+	for w := range 10 {
+		var batch []tsdb.SeriesPoints
+		for i, n := range names {
+			batch = append(batch, tsdb.SeriesPoints{Series: n, Points: []tablets.Point{{Time: base.Add(time.Duration(w) * time.Minute), Value: value(i, w)}}})
+		}
+		require.NoError(t, db.WriteMany(ctx, batch))
+	}
+	readCost := func(i int) int64 {
+		t.Helper()
+		checker.Reset()
+		var got []tablets.Point
+		for p, err := range db.Query(ctx, names[i], base, base.Add(time.Hour)) {
+			require.NoError(t, err)
+			got = append(got, p)
+		}
+		require.Len(t, got, 10)
+		for w, p := range got {
+			require.Equal(t, value(i, w), p.Value)
+		}
+		return checker.Stats().Requests
+	}
+	// Series of distinct columns, each read once (the first read fills nothing: it is the
+	// query of every entity without a listing, see staging.Cache).
+	var costs []int64
+	for _, i := range []int{0, 1, 2, 3, 4, 5, 6} {
+		costs = append(costs, readCost(i))
+	}
+	t.Logf("requests of reads of series 0 to 6: %v", costs)
+	// Reads 2 to 4 fetch a column (the listing, the fetch); read 5 fetches the entities
+	// whole; 6 and 7 fetch nothing but list.
+	require.Equal(t, costs[1], costs[2])
+	require.Equal(t, costs[1]-1, costs[5], "a read of another column after the whole fetch fetches nothing")
+	require.Equal(t, costs[5], costs[6])
+}

@@ -35,13 +35,15 @@ import (
 // by the bytes of the columns it holds (two generations of cache.Gen: what a generation
 // does not use goes). Safe for concurrent use.
 type Cache struct {
-	counts  cache.Counts
-	columns *cache.Gen[columnKey, cachedColumn]
+	counts   cache.Counts
+	columns  *cache.Gen[columnKey, cachedColumn]
+	maxBytes int64
 }
 
 // NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
-	return &Cache{columns: cache.New(int(max(maxBytes, 1<<20)), columnCost)}
+	maxBytes = max(maxBytes, 1<<20)
+	return &Cache{columns: cache.New(int(maxBytes), columnCost), maxBytes: maxBytes}
 }
 
 // Stats returns the cache's counts: Hits are columns of entities found at their ETag,
@@ -55,8 +57,24 @@ type columnKey struct {
 	column        int
 }
 
-// wholeEntity is the column of a key that holds every column of its entity.
-const wholeEntity = -1
+// wholeEntity is the column of a key that holds every column of its entity, decoded (a read
+// of every series); encodedEntity the column of a key that holds every column of its
+// entity as read, not decoded (see wholeAfter).
+const (
+	wholeEntity   = -1
+	encodedEntity = -2
+)
+
+// wholeAfter is how many reads fetched columns of an entity before the next fetches it whole
+// (its columns kept as read, a few bytes a sample, and decoded when a read asks for one):
+// reads of one series each (a remote read right after a burst) would otherwise each pay the
+// overhead of every entity of the burst (its keys and ETag, a couple of hundred bytes) to
+// read one column of it. The entities of one read are fetched whole only while their
+// points' bytes (encodedPointBytes a point) fit in a quarter of the cache.
+const wholeAfter = 3
+
+// encodedPointBytes is about what a point of a staging column takes, as read.
+const encodedPointBytes = 4
 
 // cachedColumn is one column of an entity as decoded, at the entity's ETag: empty when the
 // entity has no such column.
@@ -65,6 +83,7 @@ type cachedColumn struct {
 	version int
 	series  []stageenc.Series
 	hists   []stageenc.HistSeries
+	encoded map[int][]byte // of an encodedEntity key: every column's bytes, as read
 }
 
 func columnCost(k columnKey, c cachedColumn) int {
@@ -75,12 +94,18 @@ func columnCost(k columnKey, c cachedColumn) int {
 	for _, s := range c.hists {
 		n += int(unsafe.Sizeof(s)) + len(s.Key) + len(s.Samples)*int(HistBytes)
 	}
+	for _, b := range c.encoded {
+		n += 48 + cap(b)
+	}
 	return n
 }
 
 // listedEntity is an entity of a listing: its keys and ETag (and its T and U, when
 // listed by listedEntities).
-type listedEntity struct{ pk, rk, etag, first, last string }
+type listedEntity struct {
+	pk, rk, etag, first, last string
+	points, fetches           int // N, and the reads of columns that fetched it (listedEntities only)
+}
 
 // cachedEntities yields the staging entities q's filter selects, each with the float series
 // of columns (nil: every column) that want holds (nil: all) and the histogram series of
@@ -106,7 +131,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			st.warm.Store(true)
 			got := map[[2]string]map[int]cachedColumn{}
 			var order []listedEntity
-			err := st.fetchColumns(ctx, f, "", nil, columns, read, func(le listedEntity, cols map[int]cachedColumn) {
+			err := st.fetchColumns(ctx, f, "", nil, columns, false, read, func(le listedEntity, cols map[int]cachedColumn) {
 				got[[2]string{le.pk, le.rk}] = cols
 				order = append(order, le)
 			})
@@ -129,7 +154,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		for _, le := range listed {
 			cols := make(map[int]cachedColumn, len(keys))
 			for _, c := range keys {
-				col, ok := st.cache.lookup(columnKey{table, le.pk, le.rk, c}, le.etag)
+				col, ok := st.cache.lookupColumn(table, le, c)
 				if !ok {
 					missing[le.pk] = append(missing[le.pk], le)
 					cols = nil
@@ -141,12 +166,16 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 				got[[2]string{le.pk, le.rk}] = cols
 			}
 		}
+		whole := st.fetchWhole(missing, columns)
 		for _, pk := range slices.Sorted(maps.Keys(missing)) {
-			if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, read, func(le listedEntity, cols map[int]cachedColumn) {
+			if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, whole[pk], read, func(le listedEntity, cols map[int]cachedColumn) {
 				got[[2]string{le.pk, le.rk}] = cols
 			}); err != nil {
 				fail(err)
 				return
+			}
+			if !whole[pk] {
+				st.listing.fetched(missing[pk])
 			}
 		}
 		st.yieldAssembled(ctx, listed, keys, got, want, read, yield)
@@ -181,6 +210,73 @@ func (st *Table) yieldAssembled(ctx context.Context, listed []listedEntity, keys
 	}
 }
 
+// fetchWhole says, by partition, whether the entities missing of a read of columns (nil:
+// every column, which is read whole anyway) are fetched whole: when each was fetched by
+// wholeAfter reads of columns already, and their points fit in a quarter of the cache.
+func (st *Table) fetchWhole(missing map[string][]listedEntity, columns []int) map[string]bool {
+	whole := map[string]bool{}
+	if columns == nil {
+		return whole
+	}
+	budget := st.cache.maxBytes / 4
+	for pk, les := range missing {
+		var bytes int64
+		ok := true
+		for _, le := range les {
+			if le.fetches < wholeAfter {
+				ok = false
+				break
+			}
+			bytes += int64(le.points) * encodedPointBytes
+		}
+		if ok && bytes <= budget {
+			whole[pk] = true
+			budget -= bytes
+		}
+	}
+	return whole
+}
+
+// lookupColumn returns column c of the listed entity le from the cache, at le's ETag: its
+// entry, or decoded from the entity's columns as read (an entity fetched whole), counting
+// a hit or a miss.
+func (c *Cache) lookupColumn(table string, le listedEntity, column int) (cachedColumn, bool) {
+	col, ok := c.columns.Get(columnKey{table, le.pk, le.rk, column})
+	if ok && col.etag == le.etag {
+		c.counts.Hit(1)
+		return col, true
+	}
+	if column != wholeEntity {
+		if enc, ok := c.columns.Get(columnKey{table, le.pk, le.rk, encodedEntity}); ok && enc.etag == le.etag {
+			col, err := decodeColumn(enc, column)
+			if err == nil {
+				c.columns.Add(columnKey{table, le.pk, le.rk, column}, col)
+				c.counts.Hit(1)
+				return col, true
+			}
+		}
+	}
+	c.counts.Miss(1)
+	return cachedColumn{}, false
+}
+
+// decodeColumn decodes column c of an entity's columns as read (enc: an encodedEntity
+// entry): empty when the entity has none.
+func decodeColumn(enc cachedColumn, c int) (cachedColumn, error) {
+	col := cachedColumn{etag: enc.etag, version: enc.version}
+	b, ok := enc.encoded[c]
+	if !ok {
+		return col, nil
+	}
+	var err error
+	if enc.version == HistVersion {
+		col.hists, err = stageenc.DecodeHist(b)
+	} else {
+		col.series, err = stageenc.DecodeSome(b, nil)
+	}
+	return col, err
+}
+
 // lookup returns k's column if it is cached at etag, counting a hit or a miss.
 func (c *Cache) lookup(k columnKey, etag string) (cachedColumn, bool) {
 	// A column is looked up alone: an entity read whole (a read of every series) is held
@@ -197,7 +293,10 @@ func (c *Cache) lookup(k columnKey, etag string) (cachedColumn, bool) {
 // fetchColumns queries partition pk for the listed entities with their columns (nil: every
 // column), or with pk "" every entity f selects, caches each column at the ETag read, and
 // passes got each entity's columns, in the order read.
-func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, entities []listedEntity, columns []int, read *collectRead,
+//
+// With whole (a read of columns), it fetches every column of the entities, and caches them
+// as read (an encodedEntity entry) besides the columns asked for, decoded.
+func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, entities []listedEntity, columns []int, whole bool, read *collectRead,
 	got func(le listedEntity, cols map[int]cachedColumn)) error {
 	q := pager.SubQuery{Filter: f.String()}
 	var wanted map[string]bool
@@ -210,7 +309,7 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 		}
 		q.Filter = filter.And(f, filter.Eq("PartitionKey", pk), filter.Ge("RowKey", lo), filter.Le("RowKey", hi)).String()
 	}
-	if columns != nil {
+	if columns != nil && !whole {
 		sel := "PartitionKey,RowKey," + VersionProp
 		for _, c := range columns {
 			sel += "," + ColumnChar + strconv.Itoa(c)
@@ -235,7 +334,23 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 		}
 		top = pager.NextTop(q, top, raw)
 		for _, r := range raw {
-			head, cols, err := decodeColumns(&e, r)
+			var head entityHead
+			var cols map[int]cachedColumn
+			var err error
+			if whole {
+				var enc cachedColumn
+				if head, enc, err = encodedColumns(&e, r); err == nil && (wanted == nil || wanted[head.rk]) {
+					st.cache.columns.Add(columnKey{table, head.pk, head.rk, encodedEntity}, enc)
+					cols = map[int]cachedColumn{}
+					for _, c := range columns {
+						if cols[c], err = decodeColumn(enc, c); err != nil {
+							break
+						}
+					}
+				}
+			} else {
+				head, cols, err = decodeColumns(&e, r)
+			}
 			if err != nil {
 				done()
 				return err
@@ -270,17 +385,10 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 	}
 }
 
-// entityHead is what decodeColumns reads of an entity besides its columns.
-type entityHead struct {
-	pk, rk, etag string
-	version      int
-}
-
-// decodeColumns decodes one staging entity's JSON column by column (every series of
-// each column), each at the entity's ETag.
-func decodeColumns(e *entity.Entity, raw []byte) (entityHead, map[int]cachedColumn, error) {
+// decodeHead decodes a staging entity's JSON into e, and returns its keys, ETag and version.
+func decodeHead(e *entity.Entity, raw []byte) (entityHead, error) {
 	if err := e.Decode(raw); err != nil {
-		return entityHead{}, nil, err
+		return entityHead{}, err
 	}
 	head := entityHead{pk: string(e.PartitionKey), rk: string(e.RowKey), etag: string(e.ETag)}
 	version := -1.0
@@ -290,9 +398,25 @@ func decodeColumns(e *entity.Entity, raw []byte) (entityHead, map[int]cachedColu
 		}
 	}
 	if version != Version && version != HistVersion {
-		return entityHead{}, nil, fmt.Errorf("staging entity %q: %w %v", e.RowKey, ErrVersion, version)
+		return entityHead{}, fmt.Errorf("staging entity %q: %w %v", e.RowKey, ErrVersion, version)
 	}
 	head.version = int(version)
+	return head, nil
+}
+
+// entityHead is what decodeColumns reads of an entity besides its columns.
+type entityHead struct {
+	pk, rk, etag string
+	version      int
+}
+
+// decodeColumns decodes one staging entity's JSON column by column (every series of
+// each column), each at the entity's ETag.
+func decodeColumns(e *entity.Entity, raw []byte) (entityHead, map[int]cachedColumn, error) {
+	head, err := decodeHead(e, raw)
+	if err != nil {
+		return entityHead{}, nil, err
+	}
 	cols := map[int]cachedColumn{}
 	for _, sp := range e.Strings {
 		name := string(sp.Name)
@@ -319,6 +443,32 @@ func decodeColumns(e *entity.Entity, raw []byte) (entityHead, map[int]cachedColu
 		cols[c] = col
 	}
 	return head, cols, nil
+}
+
+// encodedColumns reads one staging entity's JSON keeping each column's bytes as read (not
+// decoded), at the entity's ETag.
+func encodedColumns(e *entity.Entity, raw []byte) (entityHead, cachedColumn, error) {
+	head, err := decodeHead(e, raw)
+	if err != nil {
+		return entityHead{}, cachedColumn{}, err
+	}
+	enc := cachedColumn{etag: head.etag, version: head.version, encoded: map[int][]byte{}}
+	for _, sp := range e.Strings {
+		name := string(sp.Name)
+		if !strings.HasPrefix(name, ColumnChar) {
+			continue
+		}
+		c, err := strconv.Atoi(name[len(ColumnChar):])
+		if err != nil {
+			continue
+		}
+		b, err := base64.StdEncoding.DecodeString(string(sp.Value))
+		if err != nil {
+			return entityHead{}, cachedColumn{}, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
+		}
+		enc.encoded[c] = b
+	}
+	return head, enc, nil
 }
 
 // assemble is the listed entity le with its columns keys, its float series those want

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +75,8 @@ type entityListing struct {
 // compares.
 type listedProps struct {
 	etag, first, last, lo, hi string // T, U, A, B
+	points                    int    // N
+	fetches                   int    // reads of columns that fetched it since listed (see wholeAfter)
 }
 
 // eval reports whether f selects the entity, f's properties set in props.
@@ -115,7 +116,8 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 	props := make(map[string]string, 4)
 	for k, le := range l.byKey {
 		if le.eval(f, props) {
-			out = append(out, listedEntity{k[0], k[1], le.etag, le.first, le.last})
+			out = append(out, listedEntity{pk: k[0], rk: k[1], etag: le.etag, first: le.first, last: le.last,
+				points: le.points, fetches: le.fetches})
 		}
 	}
 	l.mu.Unlock()
@@ -124,6 +126,19 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
 	})
 	return out, nil
+}
+
+// fetched counts a read of columns that fetched the entities les.
+func (l *entityListing) fetched(les []listedEntity) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, le := range les {
+		k := [2]string{le.pk, le.rk}
+		if p, ok := l.byKey[k]; ok && p.etag == le.etag {
+			p.fetches++
+			l.byKey[k] = p
+		}
+	}
 }
 
 // refreshListing brings the listing up to date, under l.refresh: a query of the staging
@@ -148,7 +163,12 @@ func (st *Table) refreshListing(ctx context.Context) error {
 		if err == nil && gen == known {
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			maps.Copy(l.byKey, got)
+			for k, p := range got {
+				if was, ok := l.byKey[k]; ok && was.etag == p.etag {
+					p.fetches = was.fetches // listed again within the margin: the same entity
+				}
+				l.byKey[k] = p
+			}
 			l.since, l.done = sinceOf(date), start
 			return nil
 		}
@@ -180,7 +200,7 @@ func sinceOf(date time.Time) time.Time {
 
 // listingSelect is what a listing reads of an entity: the keys and the properties that
 // queries' filters compare of a staging entity, the staging log's of its entity.
-const listingSelect = "PartitionKey,RowKey," + FirstProp + "," + LastProp + "," + LoProp + "," + HiProp + ",V,G,C"
+const listingSelect = "PartitionKey,RowKey," + FirstProp + "," + LastProp + "," + LoProp + "," + HiProp + "," + CountProp + ",V,G,C"
 
 // listAll runs q (pages of keys) and returns its staging entities, the staging log's
 // generation (0 without its entity) and the service's time of its first reply. A staging
@@ -218,8 +238,14 @@ func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (map[[2]string]l
 				continue
 			}
 			str := func(name string) string { v, _ := e.String(name); return string(v) }
+			points := 0
+			for _, p := range e.Props {
+				if string(p.Name) == CountProp {
+					points = int(p.Value)
+				}
+			}
 			out[[2]string{string(e.PartitionKey), string(e.RowKey)}] = listedProps{etag: string(e.ETag),
-				first: str(FirstProp), last: str(LastProp), lo: str(LoProp), hi: str(HiProp)}
+				first: str(FirstProp), last: str(LastProp), lo: str(LoProp), hi: str(HiProp), points: points}
 		}
 		if next.IsZero() {
 			return out, gen, date, nil
