@@ -97,13 +97,23 @@
 //     this process made or found, less those it dropped or found gone; at most 4,096
 //     periods known dropped and 4,096 tier tables known to exist.
 //   - raw stores: the 8 periods used last (a store costs no request to make).
+//   - the staging table's listing: the keys, ETags and time spans of its entities, as
+//     last listed. A read brings it up to date with one query of the staging log (an
+//     entity of the staging table that the Fold and Delete update after changing entities)
+//     and of the entities written since the last listing (their Timestamp, from the
+//     service's time of that listing less 10 s); when the log moved (or a minute passed), it
+//     lists the table whole again (TestTSDBStagingListing).
 //   - staging entities' columns that queries decoded (Options.StagingCache, none by
-//     default; a server shares one among its tenants, --staging.cache-bytes): a query lists the keys and ETags of the staging entities its
-//     range overlaps (one query, a few hundred bytes an entity) and fetches only those the
+//     default; a server shares one among its tenants, --staging.cache-bytes): a query takes
+//     the staging entities its range overlaps from the listing and fetches only those the
 //     cache lacks at their ETag, one query a partition holding any: a refreshed panel reads
 //     the entities written since, not the whole bucket again (TestTSDBStagingCache: 300
-//     series, five writes: 108 KB, then 6.6 KB). Another process's write, Delete (which
-//     rewrites an entity: a new ETag) and Fold (which deletes it) show in the next query.
+//     series, five writes: 108 KB, then 7 KB). Another process's write, Delete and Fold
+//     show in the next query. An entity three reads fetched columns of is fetched whole and
+//     kept as read, its columns decoded when asked (TestTSDBStagingWholeAfterColumns).
+//   - read marks (ReadMark) keep nothing: a mark is a listing of the staging entities of a
+//     range and the raw change logs of its periods, which a cache of answers (the server's
+//     results cache) keeps with what it computed and checks with a later mark (Holds).
 //   - tier blocks Aggregate read (Options.BlockCache, none by default; --tiers.cache-bytes
 //     in a server): the first read of a tier table reads
 //     its blocks as ever and keeps them; a later one lists the keys and ETags of the blocks
