@@ -323,6 +323,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "soak of %s from %s: %d tenants, %.0f samples/s asked (%d series each, scraped every %s), outage %s, tenancy %v\n",
 		r.Duration, r.Started.Format(time.RFC3339), r.Tenants, r.Rate, r.Series, r.Scrape, r.Outage, r.Tenancy)
+	if r.Backfill != "none" && r.Backfill != "" {
+		fmt.Fprintf(&b, "backfill:   %s of history written before the load, in %.0fs; background work caught up %.0fs later\n", r.Backfill, r.BackfillSeconds, r.SettleSeconds)
+	}
 	if r.Servers > 1 {
 		fmt.Fprintf(&b, "servers:    %d on the one database behind a round-robin front; CPU %.0fs over the load together; the RSS, live heap and goroutines below are their sums\n", r.Servers, r.CPUSeconds)
 		for i, s := range r.PerServer {
@@ -332,9 +335,6 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	} else {
 		fmt.Fprintf(&b, "servers:    1; CPU %.0fs over the load\n", r.CPUSeconds)
-	}
-	if r.Backfill != "none" && r.Backfill != "" {
-		fmt.Fprintf(&b, "backfill:   %s of history written before the load, in %.0fs; background work caught up %.0fs later\n", r.Backfill, r.BackfillSeconds, r.SettleSeconds)
 	}
 	fmt.Fprintf(&b, "RSS:        first %s, warmed up %s, last %s (medians: %+.1f%%), max after warm-up %s; the line after warm-up %s to %s: %+.1f%%\n",
 		mib(r.RSS.First), mib(r.RSS.WarmedUp), mib(r.RSS.Last), 100*r.RSS.MedianGrowth, mib(r.RSS.Max), mib(r.RSS.LineStart), mib(r.RSS.LineEnd), 100*r.RSS.Growth)

@@ -417,7 +417,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.progress("backfill over in %s; restarting the server with its background work, waiting (at most %s) for it to catch up", time.Since(from).Round(time.Second), cfg.Settle)
+		r.progress("backfill over in %s; restarting the %s with background work, waiting (at most %s) for the background work to catch up", time.Since(from).Round(time.Second), serversText(cfg.Servers), cfg.Settle)
 		t0 := time.Now()
 		if err := r.restart(ctx, writers); err != nil {
 			return nil, err
@@ -689,6 +689,14 @@ func (r *run) wait(ctx context.Context, began time.Time, writers []*writer, quer
 		r.progress("%s: samples sent %d, acknowledged %d; %s; query p50 1h %.3fs 7d %.3fs",
 			time.Since(began).Round(time.Second), sent, acked, r.rssText(), lat["1h"].P50, lat["7d"].P50)
 	}
+}
+
+// serversText is "server", or "2 servers".
+func serversText(n int) string {
+	if n == 1 {
+		return "server"
+	}
+	return fmt.Sprintf("%d servers", n)
 }
 
 // rssText is the servers' RSS now, for the progress: "server RSS 300 MiB", or with
