@@ -13,6 +13,10 @@ func TestSoakUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--tenants", "0"}, "0 tenants"},
+		{[]string{"--servers", "0"}, "--servers 0: at least 1"},
+		{[]string{"--servers", "-2"}, "--servers -2: at least 1"},
+		{[]string{"--servers", "65"}, "65 servers: 1 to 64"},
+		{[]string{"--servers", "x"}, "servers"},
 		{[]string{"--rate", "-5"}, "rate"},
 		{[]string{"--rate", "NaN"}, "rate"},
 		{[]string{"--duration", "0s"}, "duration"},

@@ -127,16 +127,18 @@ func TestBackfillThenLoad(t *testing.T) {
 
 // TestSettle: the server counts as caught up after settleQuiet samples in a row with every
 // tenant's first rollup and compaction done and no background job and no account request
-// waiting; a busy sample starts the count again; the wait ends at its bound.
+// waiting; a busy sample starts the count again; the wait ends at its bound. Several
+// servers count as caught up only when every one is.
 func TestSettle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var samples int
 		busy := func(n int) bool { return n <= 4 || n == 6 } // quiet at 5, 7, 8, 9
+		busyHost := ""                                       // a server always busy
 		firstRuns := func(n int) bool { return n >= 3 }
 		client := &http.Client{Transport: roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			samples++
 			jobs := "0"
-			if busy(samples) {
+			if busy(samples) || req.URL.Host == busyHost {
 				jobs = "3"
 			}
 			body := "# TYPE tablets_background_jobs_waiting gauge\ntablets_background_jobs_waiting " + jobs +
@@ -150,7 +152,7 @@ func TestSettle(t *testing.T) {
 			}
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
 		})}
-		r := &run{cfg: Config{Tenants: 2}, tenancy: true, srv: &server{internal: "http://internal"}, client: client}
+		r := &run{cfg: Config{Tenants: 2}, tenancy: true, srvs: []*server{{internal: "http://internal"}}, client: client}
 		t0 := time.Now()
 		ok, err := r.settle(context.Background(), time.Hour)
 		if err != nil || !ok {
@@ -175,6 +177,21 @@ func TestSettle(t *testing.T) {
 		}
 		if time.Since(t0) != time.Minute {
 			t.Errorf("the bound of 1m ended the wait after %s", time.Since(t0))
+		}
+
+		// Two servers, one of them busy all along: not caught up.
+		r.srvs = []*server{{internal: "http://a"}, {internal: "http://b"}}
+		busy = func(int) bool { return false }
+		busyHost = "b"
+		samples = 0
+		if ok, err := r.settle(context.Background(), 5*time.Minute); err != nil || ok || samples != 2*30 {
+			t.Errorf("one of two servers busy: settle %v, %v after %d samples", ok, err, samples)
+		}
+		// Both idle: caught up after settleQuiet rounds, each asking both servers.
+		busyHost = ""
+		samples = 0
+		if ok, err := r.settle(context.Background(), 5*time.Minute); err != nil || !ok || samples != 2*settleQuiet {
+			t.Errorf("both servers idle: settle %v, %v after %d samples", ok, err, samples)
 		}
 	})
 }

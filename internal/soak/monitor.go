@@ -3,6 +3,7 @@ package soak
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,29 +14,52 @@ import (
 	"time"
 )
 
-// Point is one sample of the server's state.
+// Point is one sample of the servers' state: the servers' figures summed (with one server,
+// its own), and each server's in Servers, in the order the servers were started.
 type Point struct {
-	At              float64 `json:"at_seconds"` // since the load started
-	RSSBytes        int64   `json:"rss_bytes"`
-	Goroutines      int64   `json:"goroutines"`
-	AccountRequests int64   `json:"account_requests"`
+	At float64 `json:"at_seconds"` // since the load started
+	ServerState
+	Servers []ServerState `json:"servers,omitempty"`
+}
+
+// ServerState is one server's state at a sample, or the sum of every server's.
+type ServerState struct {
+	RSSBytes        int64 `json:"rss_bytes"`
+	Goroutines      int64 `json:"goroutines"`
+	AccountRequests int64 `json:"account_requests"`
 	// LiveHeapBytes is the heap the last garbage collection found live (the server's
 	// go_gc_heap_live_bytes): what a leak grows, unlike the RSS, which also holds what the
 	// collector has not yet taken or returned.
 	LiveHeapBytes int64 `json:"live_heap_bytes,omitempty"`
+	// CPUSeconds is the CPU time the process has used since it started (user and system):
+	// with several servers, how the work was shared between them.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 }
 
-// observe samples the server (its RSS from /proc, its goroutines and account requests from
-// its /metrics) every interval until ctx ends, and once more at the end.
-func observe(ctx context.Context, client *http.Client, pid int, metricsURL string, began time.Time, every time.Duration, points chan<- Point) {
+func (s *ServerState) add(o ServerState) {
+	s.RSSBytes += o.RSSBytes
+	s.Goroutines += o.Goroutines
+	s.AccountRequests += o.AccountRequests
+	s.LiveHeapBytes += o.LiveHeapBytes
+	s.CPUSeconds += o.CPUSeconds
+}
+
+// observe samples the servers (their RSS and CPU time from /proc, their goroutines and
+// account requests from their /metrics) every interval until ctx ends, and once more at
+// the end. A sample in which a server does not answer is left out, so that every point
+// holds every server and its sums are comparable.
+func observe(ctx context.Context, client *http.Client, servers []*server, began time.Time, every time.Duration, points chan<- Point) {
 	defer close(points)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		p := Point{At: time.Since(began).Seconds()}
+		p := Point{At: time.Since(began).Seconds(), Servers: make([]ServerState, len(servers))}
 		var err error
-		if p.RSSBytes, err = rss(pid); err == nil {
-			err = scrapeServer(ctx, client, metricsURL, &p)
+		for i, s := range servers {
+			if err = s.state(ctx, client, &p.Servers[i]); err != nil {
+				break
+			}
+			p.add(p.Servers[i])
 		}
 		if err == nil {
 			points <- p
@@ -46,6 +70,18 @@ func observe(ctx context.Context, client *http.Client, pid int, metricsURL strin
 		case <-tick.C:
 		}
 	}
+}
+
+// state samples the server into st.
+func (s *server) state(ctx context.Context, client *http.Client, st *ServerState) error {
+	var err error
+	if st.RSSBytes, err = rss(s.p.Pid()); err != nil {
+		return err
+	}
+	if st.CPUSeconds, err = cpuSeconds(s.p.Pid()); err != nil {
+		return err
+	}
+	return scrapeServer(ctx, client, s.internal+"/metrics", st)
 }
 
 // rss is a process's resident set size, from /proc/PID/status (Linux).
@@ -68,9 +104,41 @@ func rss(pid int) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
 }
 
+// userHZ is the unit of the CPU times of /proc/PID/stat: USER_HZ, which Linux exports as
+// 100 on every architecture whatever its kernel's tick.
+const userHZ = 100
+
+// cpuSeconds is a process's CPU time, user and system, from /proc/PID/stat (Linux).
+func cpuSeconds(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseCPUSeconds(string(b))
+}
+
+// parseCPUSeconds reads utime and stime, the 14th and 15th fields of a /proc/PID/stat line;
+// the second field, the command's name in parentheses, may hold spaces and parentheses.
+func parseCPUSeconds(stat string) (float64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc stat %.40q: no command name", stat)
+	}
+	f := strings.Fields(stat[i+1:]) // from the 3rd field, the state
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc stat %.40q: %d fields", stat, len(f)+2)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc stat: %w", err)
+	}
+	return float64(utime+stime) / userHZ, nil
+}
+
 // scrapeServer reads go_goroutines, tablets_account_requests_total (summed over its series)
 // and go_gc_heap_live_bytes from a Prometheus text exposition into p.
-func scrapeServer(ctx context.Context, client *http.Client, u string, p *Point) error {
+func scrapeServer(ctx context.Context, client *http.Client, u string, p *ServerState) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return err

@@ -29,10 +29,15 @@ type Report struct {
 	// Tenancy says whether the server was given the tenants (X-Scope-OrgID and
 	// --config.file); without it one tenant writes without a header.
 	Tenancy bool `json:"tenancy"`
+	// Servers is how many `tablets serve` ran on the one database (Config.Servers), behind a
+	// round-robin front when more than one.
+	Servers int `json:"servers"`
 
 	// RSS and Goroutines: the first sample, the median around the end of the warm-up (the
 	// first third of the run) and over the last tenth of the run, the most in the last two
-	// thirds, and the growth over those two thirds (see Trend).
+	// thirds, and the growth over those two thirds (see Trend). With several servers, of
+	// their sum (the deployment's); PerServer has each server's, and the targets judge
+	// each server's.
 	RSS        Trend `json:"rss_bytes"`
 	Goroutines Trend `json:"goroutines"`
 	// LiveHeap is the same of the heap found live by the last collection: not a target,
@@ -46,9 +51,14 @@ type Report struct {
 	FirstQueryError    string                  `json:"first_query_error,omitempty"`
 	PerTenant          map[string]TenantReport `json:"per_tenant"`
 
-	AccountRequests          int64   `json:"account_requests"`
+	AccountRequests          int64   `json:"account_requests"` // every server's
 	AccountRequestsPerSample float64 `json:"account_requests_per_sample"`
 	LoadSeconds              float64 `json:"load_seconds"` // the load and its drain
+	// CPUSeconds is the CPU time the servers used over the load, together.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// PerServer is each server's figures, in the order they were started (one with one
+	// server: the same as the report's own).
+	PerServer []ServerReport `json:"per_server"`
 
 	Targets []Target `json:"targets"`
 	OK      bool     `json:"ok"`
@@ -72,6 +82,20 @@ type Trend struct {
 	LineStart    int64   `json:"line_start"`    // the line after the warm-up, at its start
 	LineEnd      int64   `json:"line_end"`      // and at the end
 	Growth       float64 `json:"growth"`        // LineEnd over LineStart, minus 1
+}
+
+// ServerReport is one server's figures over the load.
+type ServerReport struct {
+	RSS        Trend `json:"rss_bytes"`
+	LiveHeap   Trend `json:"live_heap_bytes"`
+	Goroutines Trend `json:"goroutines"`
+	// AccountRequests and CPUSeconds are the server's over the load (as the report's
+	// AccountRequests): with several servers, how their background work was shared.
+	AccountRequests int64   `json:"account_requests"`
+	CPUSeconds      float64 `json:"cpu_seconds"`
+	// Routed is the requests the round-robin front sent the server (writes, queries and
+	// the read-back), with several servers.
+	Routed int64 `json:"routed_requests,omitempty"`
 }
 
 // TenantReport is one tenant's writes and read-back.
@@ -99,7 +123,7 @@ func newReport(cfg Config, began time.Time, tenancy bool, series int) *Report {
 	}
 	return &Report{Started: began.UTC(), Duration: cfg.Duration.String(), Tenants: cfg.Tenants, Rate: cfg.Rate,
 		Series: series, Scrape: cfg.Scrape.String(), Outage: outage, Backfill: backfill, Tenancy: tenancy,
-		PerTenant: map[string]TenantReport{}}
+		Servers: max(1, cfg.Servers), PerTenant: map[string]TenantReport{}}
 }
 
 // finish computes the summaries and the targets.
@@ -122,12 +146,45 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 		unverified += t.Readback.Unverified
 		notChecked += t.Readback.NotChecked
 	}
-	// The account requests of the load: up to the last sample within the duration (not
-	// the read-back's).
-	for _, p := range points {
-		if p.At <= duration.Seconds() {
-			r.AccountRequests = p.AccountRequests - points[0].AccountRequests
+	// The account requests and CPU time of the load: up to the last sample within the
+	// duration (not the read-back's).
+	r.AccountRequests = int64(overLoad(points, duration, func(p Point) float64 { return float64(p.AccountRequests) }))
+	r.CPUSeconds = overLoad(points, duration, func(p Point) float64 { return p.CPUSeconds })
+	r.PerServer = make([]ServerReport, r.Servers)
+	for i := range r.PerServer {
+		of := func(p Point) ServerState {
+			switch {
+			case i < len(p.Servers):
+				return p.Servers[i]
+			case len(p.Servers) == 0 && r.Servers == 1: // a point without each server's: the one server's
+				return p.ServerState
+			}
+			return ServerState{}
 		}
+		r.PerServer[i] = ServerReport{
+			RSS:             trend(points, duration, func(p Point) int64 { return of(p).RSSBytes }),
+			LiveHeap:        trend(points, duration, func(p Point) int64 { return of(p).LiveHeapBytes }),
+			Goroutines:      trend(points, duration, func(p Point) int64 { return of(p).Goroutines }),
+			AccountRequests: int64(overLoad(points, duration, func(p Point) float64 { return float64(of(p).AccountRequests) })),
+			CPUSeconds:      overLoad(points, duration, func(p Point) float64 { return of(p).CPUSeconds }),
+		}
+	}
+	// The growth targets judge each server's line, naming the worst: a leak in one of three
+	// servers is a third of their sum's growth. (With one server, its line is the sum's.)
+	rssAt, goAt := 0, 0
+	for i, s := range r.PerServer {
+		if s.RSS.Growth > r.PerServer[rssAt].RSS.Growth {
+			rssAt = i
+		}
+		if goroutinesExcess(s.Goroutines) > goroutinesExcess(r.PerServer[goAt].Goroutines) {
+			goAt = i
+		}
+	}
+	rssLine, goLine := r.PerServer[rssAt].RSS, r.PerServer[goAt].Goroutines
+	rssOf, goOf := "", ""
+	if r.Servers > 1 {
+		rssOf = fmt.Sprintf(" on server %d, the most of %d", rssAt, r.Servers)
+		goOf = fmt.Sprintf(" on server %d, the most of %d", goAt, r.Servers)
 	}
 	// Per sample of the load: the backfill's went to another server, whose requests are not
 	// counted.
@@ -139,10 +196,10 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 		r.AccountRequestsPerSample = float64(r.AccountRequests) / float64(loadAcked)
 	}
 	r.Targets = []Target{
-		{"RSS growth after warm-up", fmt.Sprintf("%+.1f%% (the line from %s to %s)", 100*r.RSS.Growth, mib(r.RSS.LineStart), mib(r.RSS.LineEnd)), "<= +10%",
-			len(points) > 0 && r.RSS.Growth <= 0.10},
-		{"goroutines after warm-up", fmt.Sprintf("the line from %d to %d", r.Goroutines.LineStart, r.Goroutines.LineEnd), "flat: <= +10% + 10",
-			len(points) > 0 && float64(r.Goroutines.LineEnd) <= 1.1*float64(r.Goroutines.LineStart)+10},
+		{"RSS growth after warm-up", fmt.Sprintf("%+.1f%% (the line from %s to %s%s)", 100*rssLine.Growth, mib(rssLine.LineStart), mib(rssLine.LineEnd), rssOf), "<= +10%",
+			len(points) > 0 && rssLine.Growth <= 0.10},
+		{"goroutines after warm-up", fmt.Sprintf("the line from %d to %d%s", goLine.LineStart, goLine.LineEnd, goOf), "flat: <= +10% + 10",
+			len(points) > 0 && goroutinesExcess(goLine) <= 0},
 		{"samples acknowledged", fmt.Sprintf("%d unacknowledged", unacked), "every sample sent", unacked == 0 && acked > 0},
 		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified, %d acknowledged of series not read back (--verify)", missing, unverified, notChecked), "0 missing", missing == 0 && unverified == 0},
 		{"cross-tenant answers", fmt.Sprintf("%d answers, %d series read back", r.CrossTenantAnswers, crossSeries), "0", r.CrossTenantAnswers == 0 && crossSeries == 0},
@@ -151,6 +208,24 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 	for _, t := range r.Targets {
 		r.OK = r.OK && t.OK
 	}
+}
+
+// goroutinesExcess is how far a line of goroutines ends above its goal (flat: its start
+// + 10% + 10); more than 0 fails.
+func goroutinesExcess(t Trend) float64 {
+	return float64(t.LineEnd) - (1.1*float64(t.LineStart) + 10)
+}
+
+// overLoad is how much a counter of the points grew over the load: from the first point to
+// the last within the duration (not the drain's and the read-back's).
+func overLoad(points []Point, duration time.Duration, f func(Point) float64) float64 {
+	var d float64
+	for _, p := range points {
+		if p.At <= duration.Seconds() {
+			d = f(p) - f(points[0])
+		}
+	}
+	return d
 }
 
 // trend summarizes one quantity of the points.
@@ -250,6 +325,16 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.Duration, r.Started.Format(time.RFC3339), r.Tenants, r.Rate, r.Series, r.Scrape, r.Outage, r.Tenancy)
 	if r.Backfill != "none" && r.Backfill != "" {
 		fmt.Fprintf(&b, "backfill:   %s of history written before the load, in %.0fs; background work caught up %.0fs later\n", r.Backfill, r.BackfillSeconds, r.SettleSeconds)
+	}
+	if r.Servers > 1 {
+		fmt.Fprintf(&b, "servers:    %d on the one database behind a round-robin front; CPU %.0fs over the load together; the RSS, live heap and goroutines below are their sums\n", r.Servers, r.CPUSeconds)
+		for i, s := range r.PerServer {
+			fmt.Fprintf(&b, "  server %d: RSS line after warm-up %s to %s (%+.1f%%), max %s; live heap line %s to %s (%+.1f%%); goroutines line %d to %d; CPU %.0fs; account requests %d; requests routed %d\n",
+				i, mib(s.RSS.LineStart), mib(s.RSS.LineEnd), 100*s.RSS.Growth, mib(s.RSS.Max), mib(s.LiveHeap.LineStart), mib(s.LiveHeap.LineEnd), 100*s.LiveHeap.Growth,
+				s.Goroutines.LineStart, s.Goroutines.LineEnd, s.CPUSeconds, s.AccountRequests, s.Routed)
+		}
+	} else {
+		fmt.Fprintf(&b, "servers:    1; CPU %.0fs over the load\n", r.CPUSeconds)
 	}
 	fmt.Fprintf(&b, "RSS:        first %s, warmed up %s, last %s (medians: %+.1f%%), max after warm-up %s; the line after warm-up %s to %s: %+.1f%%\n",
 		mib(r.RSS.First), mib(r.RSS.WarmedUp), mib(r.RSS.Last), 100*r.RSS.MedianGrowth, mib(r.RSS.Max), mib(r.RSS.LineStart), mib(r.RSS.LineEnd), 100*r.RSS.Growth)

@@ -3,6 +3,8 @@ package soak
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ go_gc_heap_live_bytes 2.5e+08
 func points(rss ...int64) []Point {
 	var ps []Point
 	for i, v := range rss {
-		ps = append(ps, Point{At: float64(10 * i), RSSBytes: v, Goroutines: 100, AccountRequests: int64(1000 * i)})
+		ps = append(ps, Point{At: float64(10 * i), ServerState: ServerState{RSSBytes: v, Goroutines: 100, AccountRequests: int64(1000 * i)}})
 	}
 	return ps
 }
@@ -124,5 +126,85 @@ func TestTargets(t *testing.T) {
 	var back Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || !back.OK || back.PerTenant["soak0"].Writes.Acked != 100 || len(back.Points) != 31 {
 		t.Fatalf("the JSON report does not read back: %v\n%s", err, js.String())
+	}
+}
+
+// With several servers the report sums them, gives each its own figures, and the growth
+// targets judge each server: one server's leak fails the run though the sum grows less.
+func TestTargetsOfServers(t *testing.T) {
+	const n = 31 // 300s: the line after warm-up runs through points 10..30
+	var ps []Point
+	for i := range n {
+		steady := ServerState{RSSBytes: 100 << 20, Goroutines: 100, AccountRequests: int64(100 * i), CPUSeconds: float64(i)}
+		// Server 1 leaks: 20% more RSS over the last two thirds, and the most goroutines
+		// at the end (100 to 130: over the goal's 120).
+		leaking := ServerState{RSSBytes: 100 << 20, Goroutines: 100, AccountRequests: int64(300 * i), CPUSeconds: 3 * float64(i)}
+		if i >= 10 {
+			leaking.RSSBytes = int64(float64(100<<20) * (1 + 0.01*float64(i-10)))
+			leaking.Goroutines = int64(100 + 1.5*float64(i-10))
+		}
+		p := Point{At: float64(10 * i), Servers: []ServerState{steady, leaking, steady}}
+		for _, s := range p.Servers {
+			p.add(s)
+		}
+		ps = append(ps, p)
+	}
+	r := newReport(Config{Duration: 300 * time.Second, Tenants: 1, Rate: 10, Scrape: 15 * time.Second, Servers: 3}, time.Unix(0, 0), true, 14)
+	r.PerTenant = map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 100}, Readback: Readback{Samples: 100}}}
+	r.finish(ps, newQueryStats(), 300, 300*time.Second)
+
+	if r.Servers != 3 || len(r.PerServer) != 3 {
+		t.Fatalf("%d servers, %d reported", r.Servers, len(r.PerServer))
+	}
+	// The sums: 500 account requests and 5 CPU seconds a point, over 30 points.
+	if r.AccountRequests != 15000 || r.CPUSeconds != 150 || r.RSS.First != 300<<20 {
+		t.Errorf("sums: %d account requests, %v CPU seconds, RSS first %d", r.AccountRequests, r.CPUSeconds, r.RSS.First)
+	}
+	if s := r.PerServer[1]; s.AccountRequests != 9000 || s.CPUSeconds != 90 || s.RSS.Growth < 0.19 || s.RSS.Growth > 0.21 {
+		t.Errorf("the leaking server: %+v", s)
+	}
+	if s := r.PerServer[0]; s.AccountRequests != 3000 || s.RSS.Growth != 0 || s.Goroutines.LineEnd != 100 {
+		t.Errorf("a steady server: %+v", s)
+	}
+	if r.RSS.Growth > 0.07 { // a third of the leak, diluted in the sum
+		t.Errorf("the sum's RSS growth %v", r.RSS.Growth)
+	}
+	if r.OK || r.Targets[0].OK || r.Targets[1].OK ||
+		!strings.Contains(r.Targets[0].Value, "on server 1, the most of 3") || !strings.Contains(r.Targets[1].Value, "on server 1") {
+		t.Errorf("one server leaking passed, or is not named: %+v", r.Targets)
+	}
+
+	var text, js bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"servers:    3 on the one database behind a round-robin front", "  server 1: RSS line after warm-up"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Servers != 3 || len(back.PerServer) != 3 ||
+		len(back.Points) != n || len(back.Points[5].Servers) != 3 || back.Points[5].RSSBytes != 300<<20 {
+		t.Fatalf("the JSON report does not read back: %v\n%.2000s", err, js.String())
+	}
+}
+
+func TestParseCPUSeconds(t *testing.T) {
+	// A command name with a space and a parenthesis; utime 250 and stime 50 ticks.
+	stat := "4242 (tablets (x) y) S 1 4242 4242 0 -1 4194560 1000 0 2 0 250 50 0 0 20 0 12 0 100 2000000 5000"
+	if s, err := parseCPUSeconds(stat); err != nil || s != 3 {
+		t.Errorf("parseCPUSeconds = %v, %v; want 3s", s, err)
+	}
+	if _, err := parseCPUSeconds("4242 (tablets) S 1 2"); err == nil {
+		t.Error("a short stat line parsed")
+	}
+	if runtime.GOOS == "linux" {
+		if s, err := cpuSeconds(os.Getpid()); err != nil || s < 0 {
+			t.Errorf("this process's CPU time: %v, %v", s, err)
+		}
 	}
 }

@@ -21,7 +21,10 @@ import (
 // writes them into the raw tables directly; then 40s at 250 samples/s, a 5s outage at 15s)
 // of the tablets command built from this tree, in front of an Azurite reached through
 // Azure's limit Checker, and requires every acknowledged sample, backfilled or not, read
-// back and no cross-tenant answer.
+// back and no cross-tenant answer. It runs two servers on the one database behind the
+// round-robin front (both restarted after the backfill), so that the writes, queries and
+// read-back of a tenant alternate between them: a sample one server acknowledged and the
+// other did not read back would be missing.
 // Its RSS and goroutine targets are not asserted: 40s has no steady state.
 func TestSoakSmoke(t *testing.T) {
 	if testing.Short() {
@@ -80,7 +83,7 @@ func TestSoakSmoke(t *testing.T) {
 	const duration, rate = 40 * time.Second, 250
 	rep, err := Run(ctx, Config{
 		Duration: duration, Tenants: tenants, Rate: rate, OutageAt: 15 * time.Second, Outage: 5 * time.Second,
-		Backfill: 30 * time.Minute, Settle: time.Minute,
+		Backfill: 30 * time.Minute, Settle: time.Minute, Servers: 2,
 		ConnectionString: cs, Tablets: bin, Dir: t.TempDir(), Progress: t.Output(), Drain: 2 * time.Minute,
 	})
 	if err != nil {
@@ -96,6 +99,20 @@ func TestSoakSmoke(t *testing.T) {
 	}
 	if len(rep.PerTenant) != tenants || rep.Queries["1h"].Queries == 0 || rep.Queries["7d"].Queries == 0 || len(rep.Points) < 3 {
 		t.Errorf("tenants %d, queries %+v, %d points", len(rep.PerTenant), rep.Queries, len(rep.Points))
+	}
+	for _, p := range rep.Points {
+		if len(p.Servers) != 2 {
+			t.Fatalf("a point of %d servers", len(p.Servers))
+		}
+	}
+	if rep.Servers != 2 || len(rep.PerServer) != 2 {
+		t.Fatalf("%d servers, %d reported", rep.Servers, len(rep.PerServer))
+	}
+	for i, s := range rep.PerServer {
+		// Each server of the load took its turn of the requests and reached the account.
+		if s.Routed == 0 || s.AccountRequests == 0 || s.RSS.First == 0 {
+			t.Errorf("server %d: %d requests routed, %d account requests, RSS %d", i, s.Routed, s.AccountRequests, s.RSS.First)
+		}
 	}
 	for tenant, tr := range rep.PerTenant {
 		w := tr.Writes

@@ -3,6 +3,7 @@ package soak
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -36,10 +37,15 @@ type Config struct {
 	ConnectionString string
 	// Tablets is the tablets executable whose `serve` is soaked.
 	Tablets string
+	// Servers is how many `tablets serve` run on the one database (0: 1), each with its
+	// background work (the database's leases share it out), behind a round-robin Front that
+	// the writers, the dashboards and the read-back use: consecutive requests of a client
+	// reach different servers. One server is reached directly, as before the front.
+	Servers int
 	// ServeArgs are more flags for `tablets serve` (after the soak's own, so they win).
 	ServeArgs []string
-	// Dir receives the server's log (server.log) and configuration file; "" means a
-	// temporary directory, removed at the end.
+	// Dir receives the servers' logs (server.log, server-1.log, ...) and configuration
+	// file; "" means a temporary directory, removed at the end.
 	Dir string
 	// Progress, if set, receives a line a minute.
 	Progress io.Writer
@@ -68,6 +74,10 @@ type Config struct {
 	Verify int
 }
 
+// maxServers bounds Config.Servers: each is a process with its own caches and account
+// connections, all on one machine.
+const maxServers = 64
+
 // The tenant header, as Cortex and Mimir name it.
 const tenantHeader = "X-Scope-OrgID"
 
@@ -87,11 +97,16 @@ func (c *Config) check() error {
 	if c.Settle == 0 {
 		c.Settle = 20 * time.Minute
 	}
+	if c.Servers == 0 {
+		c.Servers = 1
+	}
 	switch {
 	case c.Duration <= 0:
 		return invalid("the duration %s is not positive", c.Duration)
 	case c.Tenants < 1 || c.Tenants > 1000:
 		return invalid("%d tenants: 1 to 1000", c.Tenants)
+	case c.Servers < 1 || c.Servers > maxServers:
+		return invalid("%d servers: 1 to %d", c.Servers, maxServers)
 	case !(c.Rate > 0) || math.IsInf(c.Rate, 0):
 		return invalid("the rate %v is not a positive number of samples/s", c.Rate)
 	case c.OutageAt < 0 || c.Outage < 0 || (c.Outage > 0 && c.OutageAt+c.Outage > c.Duration):
@@ -167,14 +182,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r := &run{cfg: cfg, tenancy: tenancy, proxy: proxy, dir: dir, connString: strings.Replace(connString, target, proxy.Addr(), 1),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if cfg.Backfill > 0 {
-		r.srv, err = startServer(ctx, cfg, dir, tenancy, r.connString, "server-backfill.log", backgroundOff...)
+		r.srvs, err = startServers(ctx, cfg, dir, tenancy, r.connString, "server-backfill", backgroundOff...)
 	} else {
-		r.srv, err = startServer(ctx, cfg, dir, tenancy, r.connString, "server.log")
+		r.srvs, err = startServers(ctx, cfg, dir, tenancy, r.connString, "server")
 	}
 	if err != nil {
 		return nil, err
 	}
-	defer func() { r.srv.stop() }()
+	defer func() { stopServers(r.srvs) }()
+	r.base = r.srvs[0].base
+	if len(r.srvs) > 1 {
+		if r.front, err = NewFront(bases(r.srvs)); err != nil {
+			return nil, err
+		}
+		defer r.front.Close()
+		r.base = r.front.URL()
+	}
 	return r.run(ctx)
 }
 
@@ -221,7 +244,7 @@ func tableEndpointHost(cs string) (string, error) {
 	return "", invalid("the connection string has no TableEndpoint (the outage proxy needs an http endpoint)")
 }
 
-// server is the `tablets serve` subprocess.
+// server is a `tablets serve` subprocess.
 type server struct {
 	p        *proc.Process
 	base     string // http://host:port of --listen
@@ -236,10 +259,68 @@ func (s *server) stop() { _ = s.p.Stop(30 * time.Second) }
 // catches up on all of it once, before the load starts (Config.Settle).
 var backgroundOff = []string{"--fold-interval=-1s", "--rollup-every=-1s", "--compact-every=-1s", "--retain-every=-1s"}
 
+// startServers starts cfg.Servers `tablets serve` on the one database (the same flags, the
+// same account, the same tenants), at once as replicas of a deployment start, and waits
+// until every one is ready; if one fails, it stops the others. Their logs are dir/log.log,
+// dir/log-1.log, ...
+func startServers(ctx context.Context, cfg Config, dir string, tenancy bool, connString, log string, extra ...string) ([]*server, error) {
+	var args []string
+	if tenancy {
+		// Written once, before any server reads it.
+		file := filepath.Join(dir, "soak-config.yml")
+		allow := make([]string, cfg.Tenants)
+		for i := range allow {
+			allow[i] = tenantID(i)
+		}
+		if err := os.WriteFile(file, []byte("tenants:\n  allow: ["+strings.Join(allow, ", ")+"]\n"), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--config.file", file)
+	}
+	args = append(append(args, extra...), cfg.ServeArgs...)
+	srvs := make([]*server, cfg.Servers)
+	errs := make([]error, cfg.Servers)
+	var wg sync.WaitGroup
+	for i := range srvs {
+		name := log + ".log"
+		if i > 0 {
+			name = fmt.Sprintf("%s-%d.log", log, i)
+		}
+		wg.Go(func() { srvs[i], errs[i] = startServer(ctx, cfg, connString, filepath.Join(dir, name), args) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		stopServers(srvs)
+		return nil, err
+	}
+	return srvs, nil
+}
+
+// stopServers stops the servers (nil ones skipped), at once: each may take its grace
+// period to finish its work.
+func stopServers(srvs []*server) {
+	var wg sync.WaitGroup
+	for _, s := range srvs {
+		if s != nil {
+			wg.Go(s.stop)
+		}
+	}
+	wg.Wait()
+}
+
+// bases are the servers' base URLs.
+func bases(srvs []*server) []string {
+	b := make([]string, len(srvs))
+	for i, s := range srvs {
+		b[i] = s.base
+	}
+	return b
+}
+
 // startServer starts `tablets serve` on two free ports, with short background intervals
 // so that folds, rollups and compactions happen during the soak (then extra, which win),
-// logging to dir/log, and waits until it is ready.
-func startServer(ctx context.Context, cfg Config, dir string, tenancy bool, connString, log string, extra ...string) (*server, error) {
+// logging to the file log, and waits until it is ready.
+func startServer(ctx context.Context, cfg Config, connString, log string, extra []string) (*server, error) {
 	listen, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -255,19 +336,8 @@ func startServer(ctx context.Context, cfg Config, dir string, tenancy bool, conn
 		"--rollup-catch-up", "1h", "--compact-catch-up", "1h",
 		"--staging-partitions", strconv.Itoa(stagingPartitions(cfg.Rate / float64(cfg.Tenants))),
 	}
-	if tenancy {
-		file := filepath.Join(dir, "soak-config.yml")
-		allow := make([]string, cfg.Tenants)
-		for i := range allow {
-			allow[i] = tenantID(i)
-		}
-		if err := os.WriteFile(file, []byte("tenants:\n  allow: ["+strings.Join(allow, ", ")+"]\n"), 0o600); err != nil {
-			return nil, err
-		}
-		args = append(args, "--config.file", file)
-	}
-	args = append(append(args, extra...), cfg.ServeArgs...)
-	p, err := proc.Start(cfg.Tablets, args, &proc.Options{LogFile: filepath.Join(dir, log)})
+	args = append(args, extra...)
+	p, err := proc.Start(cfg.Tablets, args, &proc.Options{LogFile: log})
 	if err != nil {
 		return nil, err
 	}
@@ -317,8 +387,12 @@ type run struct {
 	cfg     Config
 	tenancy bool
 	proxy   *Proxy
-	srv     *server
-	// dir and connString are the server's, for a restart.
+	srvs    []*server
+	// front is the round-robin front of several servers (nil with one); base is the URL the
+	// writers, dashboards and read-back use: the front's, or the one server's.
+	front *Front
+	base  string
+	// dir and connString are the servers', for a restart.
 	dir, connString string
 	client          *http.Client
 }
@@ -343,7 +417,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.progress("backfill over in %s; restarting the server with its background work, waiting (at most %s) for it to catch up", time.Since(from).Round(time.Second), cfg.Settle)
+		r.progress("backfill over in %s; restarting the %s with background work, waiting (at most %s) for the background work to catch up", time.Since(from).Round(time.Second), serversText(cfg.Servers), cfg.Settle)
 		t0 := time.Now()
 		if err := r.restart(ctx, writers); err != nil {
 			return nil, err
@@ -368,7 +442,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	for i, w := range writers {
 		r.progress("reading back tenant %s's series (%d)", tenantID(i), w.series.Len())
 		t0 := time.Now()
-		rb, err := readBack(ctx, r.client, r.srv.base, w.header, w.series, checkedTargets(w.series.Targets, cfg.Verify), w.acked, from.Add(-cfg.Backfill), to)
+		rb, err := readBack(ctx, r.client, r.base, w.header, w.series, checkedTargets(w.series.Targets, cfg.Verify), w.acked, from.Add(-cfg.Backfill), to)
 		if err != nil {
 			points()
 			return nil, err
@@ -378,6 +452,11 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 		rep.PerTenant[tenantID(i)] = TenantReport{Writes: w.snapshot(), Readback: rb}
 	}
 	rep.finish(points(), queries, to.Sub(began).Seconds(), cfg.Duration)
+	if r.front != nil {
+		for i, n := range r.front.Routed() {
+			rep.PerServer[i].Routed = n
+		}
+	}
 	return rep, nil
 }
 
@@ -395,17 +474,17 @@ func (r *run) writers() []*writer {
 			header = tenantID(i)
 		}
 		writers[i] = newWriter(Series{Tenant: tenantID(i), Targets: targets, Interval: r.cfg.Scrape},
-			r.srv.base+"/api/v1/write", header, r.client, shards)
+			r.base+"/api/v1/write", header, r.client, shards)
 	}
 	return writers
 }
 
-// monitor samples the server every Sample from now on; the function returned stops it and
+// monitor samples the servers every Sample from now on; the function returned stops it and
 // returns the samples.
 func (r *run) monitor(ctx context.Context, began time.Time) func() []Point {
 	ctx, stop := context.WithCancel(ctx)
 	ch := make(chan Point, 16)
-	go observe(ctx, r.client, r.srv.p.Pid(), r.srv.internal+"/metrics", began, r.cfg.Sample, ch)
+	go observe(ctx, r.client, r.srvs, began, r.cfg.Sample, ch)
 	var points []Point
 	done := make(chan struct{})
 	go func() {
@@ -443,7 +522,7 @@ func (r *run) load(ctx context.Context, began time.Time, writers []*writer) (*Qu
 		qwg.Add(1)
 		go func() {
 			defer qwg.Done()
-			refresh(queryCtx, r.client, r.srv.base, tenantID(i), w.header, r.cfg.Refresh, queries)
+			refresh(queryCtx, r.client, r.base, tenantID(i), w.header, r.cfg.Refresh, queries)
 		}()
 	}
 	outage := r.scheduleOutage(ctx)
@@ -485,34 +564,42 @@ func (r *run) scheduleOutage(ctx context.Context) <-chan error {
 	return done
 }
 
-// restart stops the server of the backfill and starts that of the load (with its
-// background work, logging to server.log), which the writers then write to.
+// restart stops the servers of the backfill and starts those of the load (with their
+// background work, logging to server.log, server-1.log, ...), which the writers then write
+// to: through the front, now in front of them, or to the one server directly.
 func (r *run) restart(ctx context.Context, writers []*writer) error {
-	r.srv.stop()
-	srv, err := startServer(ctx, r.cfg, r.dir, r.tenancy, r.connString, "server.log")
+	stopServers(r.srvs)
+	r.srvs = nil
+	srvs, err := startServers(ctx, r.cfg, r.dir, r.tenancy, r.connString, "server")
 	if err != nil {
 		return err
 	}
-	r.srv = srv
+	r.srvs = srvs
+	if r.front != nil {
+		return r.front.SetBackends(bases(srvs))
+	}
+	r.base = srvs[0].base
 	for _, w := range writers {
-		w.url = srv.base + "/api/v1/write"
+		w.url = r.base + "/api/v1/write"
 	}
 	return nil
 }
 
-// settleQuiet is how many samples in a row, 10s apart, must find the server idle for it to
-// count as caught up.
+// settleQuiet is how many samples in a row, 10s apart, must find the servers idle for them
+// to count as caught up.
 const settleQuiet = 3
 
-// settleTasks are the background tasks whose first run must be over for the server to
+// settleTasks are the background tasks whose first run must be over for a server to
 // count as caught up: the first rollup and compaction cover the backfill (as far as it is
 // sealed), and they only start at their first tick.
 var settleTasks = []string{"rollup", "compact"}
 
-// settle waits until the server's background work has caught up, or at most bound
-// (false): every tenant's first rollup and compaction done, then settleQuiet samples in a
-// row of /metrics with tablets_background_jobs_waiting and tablets_account_requests_waiting
-// 0.
+// settle waits until every server's background work has caught up, or at most bound
+// (false): each server's first rollup and compaction of every tenant done, then
+// settleQuiet samples in a row in which every server's /metrics has
+// tablets_background_jobs_waiting and tablets_account_requests_waiting 0. Every server, not
+// one: each runs its own first catch-up, and one still catching up would do it during the
+// load.
 func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 	deadline := time.Now().Add(bound)
 	quiet := 0
@@ -520,24 +607,15 @@ func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 		if !sleep(ctx, 10*time.Second) {
 			return false, ctx.Err()
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.internal+"/metrics", nil)
-		if err != nil {
-			return false, err
+		idle := true
+		for _, s := range r.srvs {
+			ok, err := r.idle(ctx, s)
+			if err != nil {
+				return false, err
+			}
+			idle = idle && ok
 		}
-		resp, err := r.client.Do(req)
-		if err != nil {
-			quiet = 0
-			continue
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			quiet = 0
-			continue
-		}
-		waiting := metricSums(bytes.NewReader(body), "tablets_background_jobs_waiting", "tablets_account_requests_waiting")
-		jobs, requests := waiting[0], waiting[1]
-		if jobs == 0 && requests == 0 && r.firstRunsDone(string(body)) {
+		if idle {
 			quiet++
 		} else {
 			quiet = 0
@@ -547,6 +625,28 @@ func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// idle reports whether a server's /metrics shows it caught up: its first runs done and no
+// background job or account request waiting. A server that does not answer is not idle;
+// the error is ctx's.
+func (r *run) idle(ctx context.Context, s *server) (bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.internal+"/metrics", nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return false, ctx.Err()
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return false, ctx.Err()
+	}
+	waiting := metricSums(bytes.NewReader(body), "tablets_background_jobs_waiting", "tablets_account_requests_waiting")
+	jobs, requests := waiting[0], waiting[1]
+	return jobs == 0 && requests == 0 && r.firstRunsDone(string(body)), nil
 }
 
 // firstRunsDone reports whether a /metrics exposition counts a successful run of each of
@@ -586,10 +686,33 @@ func (r *run) wait(ctx context.Context, began time.Time, writers []*writer, quer
 			sent, acked = sent+s.Sent, acked+s.Acked
 		}
 		lat := queries.latency()
-		rssNow, _ := rss(r.srv.p.Pid())
-		r.progress("%s: samples sent %d, acknowledged %d; server RSS %.0f MiB; query p50 1h %.3fs 7d %.3fs",
-			time.Since(began).Round(time.Second), sent, acked, float64(rssNow)/(1<<20), lat["1h"].P50, lat["7d"].P50)
+		r.progress("%s: samples sent %d, acknowledged %d; %s; query p50 1h %.3fs 7d %.3fs",
+			time.Since(began).Round(time.Second), sent, acked, r.rssText(), lat["1h"].P50, lat["7d"].P50)
 	}
+}
+
+// serversText is "server", or "2 servers".
+func serversText(n int) string {
+	if n == 1 {
+		return "server"
+	}
+	return fmt.Sprintf("%d servers", n)
+}
+
+// rssText is the servers' RSS now, for the progress: "server RSS 300 MiB", or with
+// several servers "servers' RSS 900 MiB (300+310+290)".
+func (r *run) rssText() string {
+	var total int64
+	each := make([]string, len(r.srvs))
+	for i, s := range r.srvs {
+		b, _ := rss(s.p.Pid())
+		total += b
+		each[i] = fmt.Sprintf("%.0f", float64(b)/(1<<20))
+	}
+	if len(r.srvs) == 1 {
+		return fmt.Sprintf("server RSS %.0f MiB", float64(total)/(1<<20))
+	}
+	return fmt.Sprintf("servers' RSS %.0f MiB (%s)", float64(total)/(1<<20), strings.Join(each, "+"))
 }
 
 func (r *run) progress(format string, args ...any) {
