@@ -8,6 +8,7 @@ import (
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // A ReadMark is what the samples of a range of a database were when it was taken: the
@@ -63,8 +64,8 @@ func (m ReadMark) Range() (from, to time.Time) { return m.from, m.to }
 // Sub is the mark of [from, to), a range within m's, as if taken when m was: a cache
 // keeps the marks of the parts of a range it took one mark of.
 func (m ReadMark) Sub(from, to time.Time) ReadMark {
-	from, to = maxTime(from, m.from), minTime(to, m.to)
-	to = maxTime(from, to)
+	from, to = times.Later(from, m.from), times.Earlier(to, m.to)
+	to = times.Later(from, to)
 	s := ReadMark{from: from, to: to, sum: m.staged.Sum(from, to), periods: map[uint64]changelog.State{}, period: m.period}
 	for p, st := range m.periods {
 		if start := time.Unix(int64(p), 0); start.Before(to) && start.Add(m.period).After(from) {
@@ -102,18 +103,4 @@ func (m ReadMark) Holds(since ReadMark) bool {
 		}
 	}
 	return true
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

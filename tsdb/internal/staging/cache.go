@@ -413,34 +413,15 @@ type entityHead struct {
 // decodeColumns decodes one staging entity's JSON column by column (every series of
 // each column), each at the entity's ETag.
 func decodeColumns(e *entity.Entity, raw []byte) (entityHead, map[int]cachedColumn, error) {
-	head, err := decodeHead(e, raw)
+	head, enc, err := encodedColumns(e, raw)
 	if err != nil {
 		return entityHead{}, nil, err
 	}
-	cols := map[int]cachedColumn{}
-	for _, sp := range e.Strings {
-		name := string(sp.Name)
-		if !strings.HasPrefix(name, ColumnChar) {
-			continue
+	cols := make(map[int]cachedColumn, len(enc.encoded))
+	for c := range enc.encoded {
+		if cols[c], err = decodeColumn(enc, c); err != nil {
+			return entityHead{}, nil, fmt.Errorf("staging entity %q column %s%d: %w", head.rk, ColumnChar, c, err)
 		}
-		c, err := strconv.Atoi(name[len(ColumnChar):])
-		if err != nil {
-			continue
-		}
-		b, err := base64.StdEncoding.DecodeString(string(sp.Value))
-		if err != nil {
-			return entityHead{}, nil, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
-		}
-		col := cachedColumn{etag: head.etag, version: head.version}
-		if head.version == HistVersion {
-			col.hists, err = stageenc.DecodeHist(b)
-		} else {
-			col.series, err = stageenc.DecodeSome(b, nil)
-		}
-		if err != nil {
-			return entityHead{}, nil, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
-		}
-		cols[c] = col
 	}
 	return head, cols, nil
 }
