@@ -29,6 +29,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
@@ -100,9 +101,14 @@ type snapshot struct {
 
 // pendingChange is the changes of a period waiting for an update: the hull of their ranges.
 type pendingChange struct {
-	r    Range
-	done chan struct{}
-	err  error
+	r Range
+	// values is the context whose values the update is made with (not its cancellation):
+	// a waiting remote write's when there is one, so that the update has the ingest class
+	// of the account's request limit (reqlimit) and does not wait behind queries with the
+	// write that waits for it; else the first caller's.
+	values context.Context
+	done   chan struct{}
+	err    error
 }
 
 // appendEntity is the body of an entity of RowKey rowKey at state s.
@@ -209,8 +215,11 @@ func (c *Log) recordJoined(ctx context.Context, p uint64, r Range) error {
 	switch {
 	case ok && w != nil: // an update under way, and changes waiting: join them
 		w.r = Range{From: min(w.r.From, r.From), To: max(w.r.To, r.To)}
+		if reqlimit.IsIngest(ctx) && !reqlimit.IsIngest(w.values) {
+			w.values = context.WithoutCancel(ctx)
+		}
 	case ok: // an update under way: wait for it
-		w = &pendingChange{r: r, done: make(chan struct{})}
+		w = &pendingChange{r: r, values: context.WithoutCancel(ctx), done: make(chan struct{})}
 		c.waiting[p] = w
 	default: // none: make it
 		c.waiting[p] = nil
@@ -241,7 +250,7 @@ func (c *Log) handOn(p uint64) {
 	c.waiting[p] = nil
 	c.mu.Unlock()
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), recordTimeLimit)
+		ctx, cancel := context.WithTimeout(w.values, recordTimeLimit)
 		w.err = c.recordUpdate(ctx, p, w.r)
 		cancel()
 		close(w.done)

@@ -5,11 +5,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed71701133/tablets/internal/reqlimit"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
@@ -60,4 +66,75 @@ func TestRecordConcurrent(t *testing.T) {
 	}
 	// And a range no change touched still stands.
 	require.Equal(t, int64(406), after.ValidUntil(0, 401, 406))
+}
+
+// classRecorder sends requests on, recording their reqlimit class, and holds the first
+// background one a while (so that others wait for its update).
+type classRecorder struct {
+	mu      sync.Mutex
+	classes []string
+	held    bool
+}
+
+func (r *classRecorder) Do(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	class := "other"
+	switch {
+	case reqlimit.IsIngest(ctx):
+		class = "ingest"
+	case reqlimit.IsBackground(ctx):
+		class = "background"
+	}
+	r.mu.Lock()
+	r.classes = append(r.classes, class)
+	hold := class == "background" && !r.held
+	r.held = r.held || hold
+	r.mu.Unlock()
+	if hold {
+		time.Sleep(300 * time.Millisecond)
+	}
+	return azurite.DefaultTransport().Do(req)
+}
+
+// An update made for changes that waited (in the background) has the class of the account's
+// request limit of a remote write among them, not none: else the write that waits for it
+// waits behind the queries' share of the account's requests.
+func TestRecordKeepsIngestClass(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	rec := &classRecorder{}
+	checker := azurite.NewChecker(rec, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: checker, Retry: azurite.TestRetryOptions()}})
+	require.NoError(t, err)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "log" + hex.EncodeToString(b) + "m"
+	_, err = svc.CreateTable(ctx, name, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name, nil) })
+	log := changelog.New(svc.NewClient(name), func(p uint64) string { return fmt.Sprintf("%012d", p) }, nil)
+	rec.mu.Lock()
+	rec.classes = nil
+	rec.mu.Unlock()
+
+	const p = 1716422400
+	var wg sync.WaitGroup
+	wg.Go(func() { // a fold's record: its update under way while the writes come
+		require.NoError(t, log.Record(reqlimit.Background(ctx), map[uint64]changelog.Range{p: {From: 0, To: 1}}))
+	})
+	time.Sleep(50 * time.Millisecond)
+	for i := range 5 {
+		wg.Go(func() {
+			require.NoError(t, log.Record(reqlimit.Ingest(ctx), map[uint64]changelog.Range{p: {From: int64(i + 1), To: int64(i + 2)}}))
+		})
+	}
+	wg.Wait()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	t.Logf("the updates' requests: %v", rec.classes)
+	require.Contains(t, rec.classes, "ingest", "the writes' changes were recorded by an update of their own")
+	require.NotContains(t, rec.classes, "other")
 }
