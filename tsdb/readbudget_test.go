@@ -172,3 +172,65 @@ func TestStagingReadBudgetHoldsDecodedPages(t *testing.T) {
 		t.Errorf("after a read stopped at its first entity: %d bytes in use", used)
 	}
 }
+
+// A read through the staging cache holds the columns it fetched and decoded in the budget
+// until it ends (the cache may keep them or not, the read has them): cold queries of one
+// staging table at once each decode all of it, and without the hold their copies were
+// bounded by nothing (the soak: 80 queries, 2.2 GB).
+func TestStagingReadBudgetHoldsCachedFetches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	writer, svc, _ := stagingDB(t, "stcfb", &now)
+	start := now
+	names, want := stageWrites(t, writer, 200, 12, &now)
+	budget, err := NewReadBudget(64 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(ctx, svc, writer.Name(), &Options{Tiers: []Tier{}, Now: func() time.Time { return now }, StagingReadBudget: budget,
+		StagingCache: NewStagingCache(64 << 20), Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	points := 0
+	for _, n := range names {
+		points += len(want[n])
+	}
+	collected := int64(points) * staging.PointBytes
+	for i, what := range []string{"the first read (the query of every entity)", "a read after the cache was dropped (listed, then fetched)"} {
+		if i == 1 { // another reader, with a cache of its own
+			db, err = Open(ctx, svc, writer.Name(), &Options{Tiers: []Tier{}, Now: func() time.Time { return now }, StagingReadBudget: budget,
+				StagingCache: NewStagingCache(64 << 20), Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.staging.Read(ctx, names[:1], start, now); err != nil { // warms the Table: later reads list first
+				t.Fatal(err)
+			}
+		}
+		db.staging.Page = pager.SubQuery{Top: 2, PageBytes: 32 << 10} // what a page takes is small beside the columns
+		staging.ResetMostUsed(budget)
+		got, err := db.staging.Read(ctx, names, start, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if !equalPoints(got[n], want[n]) {
+				t.Fatalf("%s: series %s: read %v, wrote %v", what, n, got[n], want[n])
+			}
+		}
+		// The decoded columns take more than 16 bytes a point (times, values, a series
+		// header and its key each): held with the collected points, the budget held more
+		// than both.
+		if most := staging.MostUsed(budget); most < collected+int64(points)*16 {
+			t.Errorf("%s: the budget held at most %d bytes; the points collected take %d, and the columns decoded more than %d",
+				what, most, collected, points*16)
+		}
+		if used, waiting := budget.InUse(); used != 0 || waiting != 0 {
+			t.Errorf("%s: after the read the budget has %d bytes in use and %d waiting", what, used, waiting)
+		}
+	}
+}

@@ -79,6 +79,13 @@ func MostUsed(b *ReadBudget) int64 {
 	return b.most
 }
 
+// ResetMostUsed forgets the most bytes in use so far (for tests, as MostUsed).
+func ResetMostUsed(b *ReadBudget) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.most = b.used
+}
+
 // take takes n bytes (at most the whole budget) for a page of read (nil: of a read that
 // collects nothing) until ctx ends, and returns the function that gives them back. A nil
 // budget admits everything.
