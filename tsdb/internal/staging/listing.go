@@ -21,9 +21,9 @@ import (
 )
 
 // The staging log is a change log (package changelog) of the staging table as a whole, an
-// entity of the table itself (LogPartition, StagingLogKey): a
-// Fold records in it after deleting the entities it folded, a Delete after rewriting or
-// deleting the entities it changed. Entities are otherwise only added, so a process that
+// entity of the table itself (LogPartition, StagingLogKey): a Fold records in it after
+// deleting the entities it folded, a Delete after rewriting or deleting the entities it
+// changed. Entities are otherwise only added, so a process that
 // listed the table at generation g still knows every entity that was there, at its ETag,
 // while the log stands at g: it asks only for the entities written since.
 const (
@@ -81,13 +81,17 @@ type listedProps struct {
 
 // eval reports whether f selects the entity, f's properties set in props.
 func (p listedProps) eval(f filter.Expr, props map[string]string) bool {
-	for name, v := range map[string]string{FirstProp: p.first, LastProp: p.last, LoProp: p.lo, HiProp: p.hi} {
+	set := func(name, v string) {
 		if v == "" {
-			delete(props, name)
+			delete(props, name) // a property the entity lacks: a comparison of it is false
 		} else {
 			props[name] = v
 		}
 	}
+	set(FirstProp, p.first)
+	set(LastProp, p.last)
+	set(LoProp, p.lo)
+	set(HiProp, p.hi)
 	return f.Eval(props)
 }
 
