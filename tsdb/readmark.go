@@ -28,6 +28,7 @@ import (
 type ReadMark struct {
 	from, to time.Time
 	taken    bool                       // by DB.ReadMark (not Sub): it has the listing
+	unknown  bool                       // a Sub of a Sub over another range: no listing to sum it
 	staged   staging.Listing            // when taken
 	sum      staging.Sum                // of the range
 	periods  map[uint64]changelog.State // by raw period (its start in Unix seconds)
@@ -62,11 +63,15 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 func (m ReadMark) Range() (from, to time.Time) { return m.from, m.to }
 
 // Sub is the mark of [from, to), a range within m's, as if taken when m was: a cache
-// keeps the marks of the parts of a range it took one mark of.
+// keeps the marks of the parts of a range it took one mark of. A Sub of a Sub has no
+// listing to sum but over its own range: over another, it holds nothing later.
 func (m ReadMark) Sub(from, to time.Time) ReadMark {
 	from, to = times.Later(from, m.from), times.Earlier(to, m.to)
 	to = times.Later(from, to)
 	s := ReadMark{from: from, to: to, sum: m.staged.Sum(from, to), periods: map[uint64]changelog.State{}, period: m.period}
+	if !m.taken {
+		s.sum, s.unknown = m.sum, m.unknown || !from.Equal(m.from) || !to.Equal(m.to)
+	}
 	for p, st := range m.periods {
 		if start := time.Unix(int64(p), 0); start.Before(to) && start.Add(m.period).After(from) {
 			s.periods[p] = st
@@ -83,7 +88,7 @@ func (m ReadMark) Sub(from, to time.Time) ReadMark {
 func (m ReadMark) Holds(since ReadMark) bool {
 	var sum staging.Sum
 	switch {
-	case since.from.Before(m.from) || since.to.After(m.to):
+	case since.unknown || m.unknown || since.from.Before(m.from) || since.to.After(m.to):
 		return false
 	case m.taken:
 		sum = m.staged.Sum(since.from, since.to)

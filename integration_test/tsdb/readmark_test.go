@@ -100,3 +100,21 @@ func TestTSDBReadMark(t *testing.T) {
 	require.NoError(t, err)
 	holds(m, false, "a retention")
 }
+
+// A Sub of a Sub over another range has no listing to sum: it holds nothing, even
+// unchanged; over its own range it is the Sub.
+func TestTSDBReadMarkSubOfSub(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
+	clk := clock.New(base.Add(47 * time.Hour))
+	db, _, _ := dbtest.NewDB(t, stagingOptions(clk))
+	require.NoError(t, db.Write(ctx, "a", tablets.Point{Time: base.Add(2 * time.Hour), Value: 1})) // staged
+	m, err := db.ReadMark(ctx, base, base.Add(10*time.Hour))
+	require.NoError(t, err)
+	sub := m.Sub(base, base.Add(5*time.Hour))
+	later, err := db.ReadMark(ctx, base, base.Add(10*time.Hour))
+	require.NoError(t, err)
+	require.True(t, later.Holds(sub))
+	require.True(t, later.Holds(sub.Sub(base, base.Add(5*time.Hour))), "a Sub over its own range")
+	require.False(t, later.Holds(sub.Sub(base.Add(3*time.Hour), base.Add(5*time.Hour))), "a Sub of a Sub over another range")
+}
