@@ -29,6 +29,10 @@ type Window struct {
 	Sum, Min, Max, First, Last float64
 	FirstAt, LastAt            time.Duration // the times of First and Last, from the window's start
 	Sketch                     *sketchenc.Sketch
+	// Resets is the sum of the values that a smaller one follows, between the window's
+	// consecutive points in time order: PromQL's counter reset correction, so that the
+	// increase over the window is Last - First + Resets. Columnar blocks with Exact only.
+	Resets float64
 }
 
 // Block is a block's content.

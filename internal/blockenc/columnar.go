@@ -33,9 +33,10 @@ const (
 	ColLast                          // Last and LastAt
 	ColSketch                        // the windows' sketches
 	ColHistogram                     // the windows' encoded histogram windows
+	ColExact                         // the exactness column: NaNs and Resets (Columnar.Exact)
 
 	// AllColumns is every column.
-	AllColumns = ColCount | ColSum | ColMin | ColMax | ColFirst | ColLast | ColSketch | ColHistogram
+	AllColumns = ColCount | ColSum | ColMin | ColMax | ColFirst | ColLast | ColSketch | ColHistogram | ColExact
 )
 
 // Columnar is a columnar block's content: one series' windows in a span of a tier, from
@@ -57,6 +58,15 @@ type Columnar struct {
 	Histograms [][]byte
 	// Columns is, of a decoded block, the columns it was decoded with.
 	Columns Columns
+	// Exact says the block has the exactness column: NaNs, and each window's Resets. To
+	// write: the column is written (rollups since it exists always write it). Decoded (with
+	// ColExact): the block had it; a block rolled up before has not, and its windows'
+	// Resets are unknown.
+	Exact bool
+	// NaNs are, with Exact, the NaN samples (staleness markers not counted) of each window:
+	// nil or len(Windows) to write (nil: none), len(Windows) when decoded. A NaN is not a
+	// point (no window counts it), but a PromQL function over the raw samples sees it.
+	NaNs []uint64
 }
 
 // ErrTooLarge is returned by AppendColumnar for a block whose entity would exceed Azure's
@@ -72,6 +82,7 @@ const (
 	propMax    = "x"
 	propFirst  = "f"
 	propLast   = "l"
+	propExact  = "r"
 	// The sketch and histogram streams are spilled over properties q0, q1, ... and h0, h1,
 	// ... of at most partBytes each.
 	sketchPrefix = "q"
@@ -147,6 +158,9 @@ func SelectColumnar(cols Columns) string {
 		if cols&vp.col != 0 {
 			sb.WriteString("," + vp.name)
 		}
+	}
+	if cols&ColExact != 0 {
+		sb.WriteString("," + propExact)
 	}
 	for _, s := range []struct {
 		col    Columns

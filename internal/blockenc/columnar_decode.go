@@ -84,6 +84,11 @@ func (d *columnarDecoder) decode(step time.Duration, accuracy float64, cols Colu
 	if reason := d.decodeValues(c, present, cols, step); reason != "" {
 		return nil, reason
 	}
+	if cols&ColExact != 0 {
+		if reason := d.decodeExact(c, present); reason != "" {
+			return nil, reason
+		}
+	}
 	if cols&ColSketch != 0 {
 		if reason := d.decodeSketches(c, present, accuracy); reason != "" {
 			return nil, reason
@@ -183,6 +188,40 @@ func (d *columnarDecoder) decodeValues(c *Columnar, present []int, cols Columns,
 		if vp.col == ColLast {
 			cv.last = v
 		}
+	}
+	return ""
+}
+
+// decodeExact decodes the exactness column, if c has it, into c.NaNs and the Resets of the
+// windows with points (present, by index).
+func (d *columnarDecoder) decodeExact(c *Columnar, present []int) string {
+	raw, ok, valid := d.binary(propExact)
+	switch {
+	case !valid:
+		return "property " + propExact + " is not base64"
+	case !ok:
+		return ""
+	}
+	r := bitcode.NewReader(raw)
+	a := bitcode.NewAdaptive()
+	c.Exact, c.NaNs = true, make([]uint64, len(c.Windows))
+	for i := range c.NaNs {
+		c.NaNs[i] = a.Read(&r)
+		if r.Err() {
+			return "column " + propExact + ": NaN counts cut short"
+		}
+	}
+	if len(present) > 0 {
+		v := make([]float64, len(present))
+		if err := (&valueColumn{}).read(&r, v); err != nil {
+			return "column " + propExact + ": " + err.Error()
+		}
+		for j, i := range present {
+			c.Windows[i].Resets = v[j]
+		}
+	}
+	if !r.AtCleanEnd() {
+		return "column " + propExact + ": bytes left over"
 	}
 	return ""
 }

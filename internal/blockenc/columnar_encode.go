@@ -33,6 +33,9 @@ func columnarProps(step time.Duration, b *Columnar) ([]binaryProp, error) {
 			props = append(props, binaryProp{vp.name, w.Finish()})
 		}
 	}
+	if b.Exact {
+		props = append(props, binaryProp{propExact, appendExact(nil, b.NaNs, len(b.Windows), present)})
+	}
 	if gamma != 0 {
 		if props, err = appendParts(props, sketchPrefix, appendSketches(nil, gamma, present)); err != nil {
 			return nil, err
@@ -55,6 +58,10 @@ func checkColumnar(step time.Duration, b *Columnar) (present []*Window, gamma fl
 		return nil, 0, fmt.Errorf("blockenc: %d windows, not in [1, %d]", nw, MaxColumnarWindows)
 	case b.Sealed != nil && len(b.Sealed) != nw:
 		return nil, 0, fmt.Errorf("blockenc: %d windows, %d sealed flags", nw, len(b.Sealed))
+	case b.NaNs != nil && len(b.NaNs) != nw:
+		return nil, 0, fmt.Errorf("blockenc: %d windows, %d NaN counts", nw, len(b.NaNs))
+	case b.NaNs != nil && !b.Exact:
+		return nil, 0, fmt.Errorf("blockenc: NaN counts without the exactness column")
 	case b.Histograms != nil && len(b.Histograms) != nw:
 		return nil, 0, fmt.Errorf("blockenc: %d windows, %d histogram windows", nw, len(b.Histograms))
 	case step <= 0:
@@ -146,6 +153,28 @@ func appendCounts(dst []byte, windows []*Window) []byte {
 		}
 		a.Write(&w, bitcode.Zigzag(int64(c-prev)))
 		prev = c
+	}
+	return w.Finish()
+}
+
+// appendExact appends the exactness column: each window's NaN count (nans nil: none), then,
+// if any window has points, the Resets of those (present) as a value column.
+func appendExact(dst []byte, nans []uint64, nw int, present []*Window) []byte {
+	w := bitcode.NewWriter(dst)
+	a := bitcode.NewAdaptive()
+	for i := range nw {
+		n := uint64(0)
+		if nans != nil {
+			n = nans[i]
+		}
+		a.Write(&w, n)
+	}
+	if len(present) > 0 {
+		resets := make([]float64, len(present))
+		for j, win := range present {
+			resets[j] = win.Resets
+		}
+		(&valueColumn{}).write(&w, resets)
 	}
 	return w.Finish()
 }

@@ -14,8 +14,8 @@ import (
 
 // exampleBlock is the worked example of docs/format.md, "Columnar tier blocks": three
 // windows of the minute tier from 2024-05-23T00:00:00Z, rolled up an hour later; window 0
-// holds 2.5 at 00:00:01 and 4 at 00:00:31, window 2 holds 5 at 00:02:01 and 6.5 at
-// 00:02:31; windows 0 and 1 are sealed.
+// holds 2.5 at 00:00:01 and 4 at 00:00:31, window 1 only a NaN, window 2 holds 5 at
+// 00:02:01 and 6.5 at 00:02:31; windows 0 and 1 are sealed.
 func exampleBlock() *Columnar {
 	win := func(a, b float64) *Window {
 		sk := sketchenc.New(0.01)
@@ -25,7 +25,7 @@ func exampleBlock() *Columnar {
 			FirstAt: time.Second, LastAt: 31 * time.Second, Sketch: sk}
 	}
 	return &Columnar{Start: 1716422400, Rolled: 1716426000, Windows: []*Window{win(2.5, 4), nil, win(5, 6.5)},
-		Sealed: []bool{true, true, false}}
+		Sealed: []bool{true, true, false}, Exact: true, NaNs: []uint64{0, 1, 0}}
 }
 
 // The worked example of docs/format.md is what the code writes, and reads back.
@@ -45,7 +45,7 @@ func TestColumnarFormatDoc(t *testing.T) {
 	for name, want := range map[string][]byte{
 		"k": formatdoc.Hex(t, "columnar-k"), "c": formatdoc.Hex(t, "columnar-c"), "s": formatdoc.Hex(t, "columnar-s"),
 		"n": formatdoc.Hex(t, "columnar-n"), "x": formatdoc.Hex(t, "columnar-x"), "l": formatdoc.Hex(t, "columnar-l"),
-		"f": formatdoc.Hex(t, "columnar-f"), "q0": formatdoc.Hex(t, "columnar-q0"),
+		"f": formatdoc.Hex(t, "columnar-f"), "q0": formatdoc.Hex(t, "columnar-q0"), "r": formatdoc.Hex(t, "columnar-r"),
 	} {
 		enc, _ := e.String(name)
 		if got, err := base64.StdEncoding.DecodeString(string(enc)); err != nil || !bytes.Equal(got, want) {

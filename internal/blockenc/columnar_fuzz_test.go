@@ -62,6 +62,12 @@ func fuzzBlock(data []byte) (*Columnar, time.Duration) {
 	if flags&2 != 0 {
 		b.Histograms = make([][]byte, nw)
 	}
+	if flags&4 != 0 {
+		b.Exact = true
+		if flags&8 != 0 {
+			b.NaNs = make([]uint64, nw)
+		}
+	}
 	lo, hi := sketchenc.KeyRange(0.01)
 	var prev Window
 	for i := range nw {
@@ -75,6 +81,9 @@ func fuzzBlock(data []byte) (*Columnar, time.Duration) {
 		if b.Histograms != nil && ctl&2 != 0 {
 			b.Histograms[i] = []byte(string(r.data[:min(int(r.take(1)%9), len(r.data))]))
 		}
+		if b.NaNs != nil && ctl&64 != 0 {
+			b.NaNs[i] = r.take(2)
+		}
 		if ctl&12 == 0 {
 			continue
 		}
@@ -85,6 +94,9 @@ func fuzzBlock(data []byte) (*Columnar, time.Duration) {
 		}
 		w.Sum, w.Min, w.Max = r.value(kinds, prev.Sum), r.value(kinds>>2, prev.Min), r.value(kinds>>4, prev.Max)
 		w.First, w.Last = r.value(kinds>>6, prev.First), r.value(kinds>>8, prev.Last)
+		if b.Exact {
+			w.Resets = r.value(kinds>>10, prev.Resets)
+		}
 		w.FirstAt = time.Duration(r.take(5) % uint64(step))
 		w.LastAt = w.FirstAt + time.Duration(r.take(5)%uint64(step-w.FirstAt))
 		if ctl&32 != 0 { // a sketch, whose count becomes the window's
@@ -158,7 +170,7 @@ func FuzzColumnarRoundTrip(f *testing.F) {
 func fuzzEntity(w uint16, props map[string][]byte) *entity.Entity {
 	e := &entity.Entity{PartitionKey: []byte("cpu"), RowKey: []byte(Key(testStart)), AllowStrings: true,
 		Props: []entity.Prop{{Name: []byte("V"), Value: VersionColumnar}, {Name: []byte("W"), Value: float64(w)}, {Name: []byte("R"), Value: 1}}}
-	for _, name := range []string{"k", "c", "s", "n", "x", "l", "f", "q0", "h0"} {
+	for _, name := range []string{"k", "c", "s", "n", "x", "l", "f", "q0", "h0", "r"} {
 		if v := props[name]; len(v) > 0 {
 			e.Strings = append(e.Strings, entity.StringProp{Name: []byte(name), Value: []byte(base64.StdEncoding.EncodeToString(v))})
 		}
@@ -179,10 +191,10 @@ func FuzzDecodeColumnar(f *testing.F) {
 		for _, p := range props {
 			m[p.name] = p.value
 		}
-		f.Add(uint16(len(b.Windows)), m["k"], m["c"], m["s"], m["n"], m["x"], m["l"], m["f"], m["q0"], m["h0"])
+		f.Add(uint16(len(b.Windows)), m["k"], m["c"], m["s"], m["n"], m["x"], m["l"], m["f"], m["q0"], m["h0"], m["r"])
 	}
-	f.Fuzz(func(t *testing.T, w uint16, k, c, s, n, x, l, fst, q, h []byte) {
-		e := fuzzEntity(w, map[string][]byte{"k": k, "c": c, "s": s, "n": n, "x": x, "l": l, "f": fst, "q0": q, "h0": h})
+	f.Fuzz(func(t *testing.T, w uint16, k, c, s, n, x, l, fst, q, h, rst []byte) {
+		e := fuzzEntity(w, map[string][]byte{"k": k, "c": c, "s": s, "n": n, "x": x, "l": l, "f": fst, "q0": q, "h0": h, "r": rst})
 		got, err := DecodeColumnar(e, time.Minute, 0.01, AllColumns)
 		if err != nil {
 			var de *entity.DecodeError

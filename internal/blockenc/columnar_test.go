@@ -32,6 +32,9 @@ func aggregate(at []time.Duration, vs []float64, accuracy float64) *Window {
 		if j == 0 || at[j] >= w.LastAt {
 			w.Last, w.LastAt = v, at[j]
 		}
+		if j > 0 && v < vs[j-1] { // in the order given: the codings store any value
+			w.Resets += vs[j-1]
+		}
 		w.Count++
 		w.Sum += v
 		w.Min, w.Max = min(w.Min, v), max(w.Max, v)
@@ -57,6 +60,7 @@ func seriesBlock(n int, step, scrape time.Duration, value func(i int, t time.Dur
 		b.Windows[wi] = aggregate(at, vs, 0.01)
 		b.Sealed[wi] = true
 	}
+	b.Exact = true
 	return b
 }
 
@@ -95,9 +99,13 @@ func noisyBlock(rng *rand.Rand, n int, step time.Duration) *Columnar {
 // oddBlock is a block of random windows: absent ones, infinities, NaN sums, negative zeros,
 // windows without sketch, histogram windows, mixed sealed flags.
 func oddBlock(rng *rand.Rand, n int, step time.Duration) *Columnar {
-	b := &Columnar{Start: testStart, Rolled: 1714600000.25, Windows: make([]*Window, n), Sealed: make([]bool, n)}
+	b := &Columnar{Start: testStart, Rolled: 1714600000.25, Windows: make([]*Window, n), Sealed: make([]bool, n),
+		Exact: true, NaNs: make([]uint64, n)}
 	for i := range n {
 		b.Sealed[i] = rng.IntN(3) > 0
+		if rng.IntN(5) == 0 {
+			b.NaNs[i] = uint64(rng.IntN(1000))
+		}
 		if rng.IntN(4) == 0 {
 			if rng.IntN(2) == 0 {
 				if b.Histograms == nil {
@@ -133,6 +141,14 @@ func oddBlock(rng *rand.Rand, n int, step time.Duration) *Columnar {
 	return b
 }
 
+// nanAt is window i's NaN count of nans (nil: none).
+func nanAt(nans []uint64, i int) uint64 {
+	if nans == nil {
+		return 0
+	}
+	return nans[i]
+}
+
 // columnarDiff says how two blocks differ in the columns cols, comparing every float bit
 // for bit and the sketches by their encodings; "" if they do not.
 func columnarDiff(a, b *Columnar, cols Columns) string {
@@ -141,6 +157,18 @@ func columnarDiff(a, b *Columnar, cols Columns) string {
 	}
 	if len(a.Windows) != len(b.Windows) || len(a.Sealed) != len(b.Sealed) {
 		return fmt.Sprintf("%d windows, %d sealed; want %d, %d", len(b.Windows), len(b.Sealed), len(a.Windows), len(a.Sealed))
+	}
+	if cols&ColExact != 0 {
+		if a.Exact != b.Exact {
+			return fmt.Sprintf("exact %v, want %v", b.Exact, a.Exact)
+		}
+		for i := range a.Windows {
+			if nanAt(a.NaNs, i) != nanAt(b.NaNs, i) {
+				return fmt.Sprintf("window %d: %d NaNs, want %d", i, nanAt(b.NaNs, i), nanAt(a.NaNs, i))
+			}
+		}
+	} else if b.Exact || b.NaNs != nil {
+		return "an exactness column not asked for"
 	}
 	for i := range a.Windows {
 		if a.Sealed[i] != b.Sealed[i] {
@@ -167,6 +195,9 @@ func columnarDiff(a, b *Columnar, cols Columns) string {
 		}
 		if cols&ColFirst != 0 && x.FirstAt != y.FirstAt || cols&ColLast != 0 && x.LastAt != y.LastAt {
 			return fmt.Sprintf("window %d: times", i)
+		}
+		if cols&ColExact != 0 && a.Exact && math.Float64bits(x.Resets) != math.Float64bits(y.Resets) {
+			return fmt.Sprintf("window %d: resets %v, want %v", i, y.Resets, x.Resets)
 		}
 		if cols&ColSketch != 0 {
 			if (x.Sketch == nil) != (y.Sketch == nil) {
@@ -256,9 +287,10 @@ func TestColumnarRoundTrip(t *testing.T) {
 			}
 			want := tc.b
 			if want.Sealed == nil {
-				want = &Columnar{Start: want.Start, Rolled: want.Rolled, Windows: want.Windows, Sealed: make([]bool, len(want.Windows)), Histograms: want.Histograms}
+				want = &Columnar{Start: want.Start, Rolled: want.Rolled, Windows: want.Windows, Sealed: make([]bool, len(want.Windows)), Histograms: want.Histograms,
+					Exact: want.Exact, NaNs: want.NaNs}
 			}
-			for _, cols := range []Columns{AllColumns, ColCount, ColSum, ColFirst, ColMin | ColMax, ColLast | ColSketch, ColHistogram} {
+			for _, cols := range []Columns{AllColumns, ColCount, ColSum, ColFirst, ColMin | ColMax, ColLast | ColSketch, ColHistogram, ColExact | ColFirst} {
 				got, err := decodeColumnarBody(t, selectBody(t, body, SelectColumnar(cols)), tc.step, cols)
 				if err != nil {
 					t.Fatalf("cols %b: %v", cols, err)

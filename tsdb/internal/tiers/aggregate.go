@@ -26,9 +26,10 @@ const (
 	FieldLast                          // Last
 	FieldQuantiles                     // Quantile and FloatQuantile: the windows' sketches (and Min and Max, which bound them)
 	FieldHistograms                    // the Histogram fields
+	FieldExact                         // NaNs and Resets (ResetsKnown): what PromQL's functions of a run of windows need besides
 
 	// AllFields is every field.
-	AllFields = FieldSum | FieldMin | FieldMax | FieldFirst | FieldLast | FieldQuantiles | FieldHistograms
+	AllFields = FieldSum | FieldMin | FieldMax | FieldFirst | FieldLast | FieldQuantiles | FieldHistograms | FieldExact
 )
 
 // AggregateOptions configure Aggregate and AggregateSeries.
@@ -72,6 +73,9 @@ func (opts *AggregateOptions) fields() (Fields, error) {
 	if f&FieldQuantiles != 0 {
 		f |= FieldMin | FieldMax // the quantiles are clamped to [Min, Max]
 	}
+	if f&FieldExact != 0 {
+		f |= FieldFirst | FieldLast // Resets across windows need their ends
+	}
 	return f, nil
 }
 
@@ -82,7 +86,8 @@ func (f Fields) columns() blockenc.Columns {
 		f Fields
 		c blockenc.Columns
 	}{{FieldSum, blockenc.ColSum}, {FieldMin, blockenc.ColMin}, {FieldMax, blockenc.ColMax}, {FieldFirst, blockenc.ColFirst},
-		{FieldLast, blockenc.ColLast}, {FieldQuantiles, blockenc.ColSketch}, {FieldHistograms, blockenc.ColHistogram}} {
+		{FieldLast, blockenc.ColLast}, {FieldQuantiles, blockenc.ColSketch}, {FieldHistograms, blockenc.ColHistogram},
+		{FieldExact, blockenc.ColExact}} {
 		if f&m.f != 0 {
 			cols |= m.c
 		}
@@ -110,6 +115,9 @@ func (f Fields) keep(w *Window) {
 	}
 	if f&FieldQuantiles == 0 {
 		w.sk = nil
+	}
+	if f&FieldExact == 0 {
+		w.NaNs, w.Resets, w.resetsUnknown = 0, 0, false
 	}
 }
 
@@ -193,7 +201,7 @@ func mergeSeries(per map[string]map[time.Time]*Window, accuracy float64) (map[ti
 func finish(ws map[time.Time]*Window, f Fields) []*Window {
 	out := make([]*Window, 0, len(ws))
 	for _, w := range ws {
-		if w.Count > 0 || w.hist != nil {
+		if w.Count > 0 || w.hist != nil || w.NaNs > 0 && f&FieldExact != 0 {
 			w.setHistograms(w.hist)
 			f.keep(w)
 			out = append(out, w)
@@ -336,7 +344,7 @@ func (a *seriesWindows) own(ws time.Time) *Window {
 
 // mergeTier merges a tier window (without its histograms: they merge in time order, apart).
 func (a *seriesWindows) mergeTier(tw *Window) error {
-	if tw.Count == 0 {
+	if tw.Count == 0 && tw.NaNs == 0 {
 		return nil
 	}
 	ws := rounding.Floor(tw.Start, a.step)

@@ -141,7 +141,7 @@ func columnarEntity(t *testing.T, series string, start uint64, v float64) []byte
 	}
 	windows[0] = newWindow(at(start), 0)
 	windows[0].add(at(start), v)
-	body, err := blockenc.AppendColumnar(nil, series, time.Minute, toColumnar(start, windows, sealed, float64(start+1e6)))
+	body, err := blockenc.AppendColumnar(nil, series, time.Minute, toColumnar(start, windows, sealed, float64(start+1e6), true))
 	require.NoError(t, err)
 	return body
 }

@@ -67,6 +67,7 @@ func (tr *Tiers) planTier(ctx context.Context, names []string, from, to time.Tim
 	n := int(ch.Sub(cl) / tier.Step)
 	for _, s := range names {
 		c := newCover(n)
+		c.needExact = f&FieldExact != 0
 		for _, b := range blocks[s] {
 			c.add(b, cl)
 		}
@@ -148,6 +149,8 @@ type cover struct {
 	windows  []*Window
 	held     []bool // a block holds the window (nil in windows: no points)
 	distrust []bool // a block covering it is not sealed there, or a flag says stale
+	// needExact distrusts the windows of blocks that did not store NaNs and Resets.
+	needExact bool
 }
 
 func newCover(n int) *cover {
@@ -167,7 +170,7 @@ func (c *cover) add(b *tierBlock, first time.Time) {
 		if j < 0 || j >= len(c.windows) {
 			continue
 		}
-		if !b.sealed[i] {
+		if !b.sealed[i] || c.needExact && !b.exact {
 			c.distrust[j] = true
 		}
 		if b.version == 0 {

@@ -117,7 +117,7 @@ func TestSpliceOverlay(t *testing.T) {
 	newer.sealed[1] = false
 	older.sealed[2] = false // the window 26, sealed in the columnar block
 	flag := mk(bs+72*60, 0, 0, 24, 0)
-	windows, sealed := overlay([]*tierBlock{newer, flag, col, older}, bs, bs+1440*60, step, 1440)
+	windows, sealed, _ := overlay([]*tierBlock{newer, flag, col, older}, bs, bs+1440*60, step, 1440)
 	for i, want := range map[int]uint64{0: 1, 24: 1, 47: 1, 48: 3, 71: 3, 72: 1, 95: 1, 96: 1} {
 		if windows[i] == nil || windows[i].Count != want {
 			t.Errorf("window %d: %+v, want count %d", i, windows[i], want)
@@ -166,7 +166,7 @@ func TestSpliceBlockOps(t *testing.T) {
 	}
 	check := func(what string, in []*tierBlock, windows []*Window, want ...string) {
 		t.Helper()
-		ops, err := tr.blockOps("a", minutes, bs, in, windows, sealed, 1)
+		ops, err := tr.blockOps("a", minutes, bs, in, windows, sealed, 1, true)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -204,10 +204,10 @@ func TestSpliceTooLarge(t *testing.T) {
 		windows[i] = w
 	}
 	sealed := allSealed(1440)
-	if _, err := blockenc.AppendColumnar(nil, "a", time.Minute, toColumnar(bs, windows, sealed, 1)); !errors.Is(err, blockenc.ErrTooLarge) {
+	if _, err := blockenc.AppendColumnar(nil, "a", time.Minute, toColumnar(bs, windows, sealed, 1, true)); !errors.Is(err, blockenc.ErrTooLarge) {
 		t.Fatalf("a block of 1440 windows of about 2000 bins each: %v, want ErrTooLarge", err)
 	}
-	body, kept, err := tr.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	body, kept, err := tr.appendColumnarFitting("a", minutes, bs, windows, sealed, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestSpliceTooLarge(t *testing.T) {
 			t.Fatalf("window %d stored: %+v", i, w)
 		}
 	}
-	ops, err := tr.blockOps("a", minutes, bs, []*tierBlock{stored}, windows, sealed, 2)
+	ops, err := tr.blockOps("a", minutes, bs, []*tierBlock{stored}, windows, sealed, 2, true)
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("computed again: %d operations, %v", len(ops), err)
 	}
@@ -257,7 +257,7 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 	fresh := tr.computeWindows(minutes, nil, samples)
 	windows := windowsOf(fresh, bs, time.Minute, 1440)
 	sealed := allSealed(1440)
-	body, kept, err := tr.appendColumnarFitting("a", minutes, bs, windows, sealed, 1)
+	body, kept, err := tr.appendColumnarFitting("a", minutes, bs, windows, sealed, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestSpliceHistogramsTooLarge(t *testing.T) {
 			t.Fatalf("window %d stored: %+v", i, w)
 		}
 	}
-	ops, err := tr.blockOps("a", minutes, bs, []*tierBlock{stored}, windowsOf(tr.computeWindows(minutes, nil, samples), bs, time.Minute, 1440), sealed, 2)
+	ops, err := tr.blockOps("a", minutes, bs, []*tierBlock{stored}, windowsOf(tr.computeWindows(minutes, nil, samples), bs, time.Minute, 1440), sealed, 2, true)
 	if err != nil || len(ops) != 0 {
 		t.Fatalf("computed again: %d operations, %v", len(ops), err)
 	}

@@ -162,17 +162,20 @@ func (tr *Tiers) spliceSlice(series string, t Tier, stored []*tierBlock, fresh m
 			}
 		}
 		n := int(span / t.Step)
-		windows, sealed := overlay(in, bs, be, step, n)
+		windows, sealed, inexact := overlay(in, bs, be, step, n)
 		sealBefore := times.Unix(now.Add(-tr.cfg.SealDelay))
 		for ws := max(lo, bs); ws < min(hi, be); ws += step {
 			i := (ws - bs) / step
-			windows[i] = fresh[ws]
-			if w := windows[i]; w != nil && w.Count == 0 && w.hist == nil {
+			windows[i], inexact[i] = fresh[ws], false
+			if w := windows[i]; w != nil && w.Count == 0 && w.hist == nil && w.NaNs == 0 {
 				windows[i] = nil // staleness markers only
 			}
 			sealed[i] = ws+step <= sealBefore
 		}
-		ops, err := tr.blockOps(series, t, bs, in, windows, sealed, float64(now.Unix()))
+		// The block stores NaNs and Resets only if it knows them for every window: those
+		// it keeps of a block that did not store them, it does not.
+		exact := !slices.Contains(inexact, true)
+		ops, err := tr.blockOps(series, t, bs, in, windows, sealed, float64(now.Unix()), exact)
 		if err != nil {
 			return nil, err
 		}
@@ -188,9 +191,11 @@ func (tr *Tiers) spliceSlice(series string, t Tier, stored []*tierBlock, fresh m
 // windows of step seconds from bs: where two entities hold a window (a row block written
 // by an older version beside a columnar block), the most recently rolled up one's, sealed
 // only if sealed in both, as a reader trusts it; the windows of a stale flag are unsealed.
-func overlay(in []*tierBlock, bs, be, step uint64, n int) ([]*Window, []bool) {
-	windows := make([]*Window, n)
-	sealed := make([]bool, n)
+// inexact says which windows came from a block that did not store their NaNs and Resets.
+func overlay(in []*tierBlock, bs, be, step uint64, n int) (windows []*Window, sealed, inexact []bool) {
+	windows = make([]*Window, n)
+	sealed = make([]bool, n)
+	inexact = make([]bool, n)
 	held := make([]bool, n)
 	order := slices.Clone(in)
 	slices.SortStableFunc(order, func(a, b *tierBlock) int {
@@ -207,7 +212,7 @@ func overlay(in []*tierBlock, bs, be, step uint64, n int) ([]*Window, []bool) {
 			}
 			i := (ws - bs) / step
 			s := j < len(tb.sealed) && tb.sealed[j]
-			windows[i], sealed[i], held[i] = w, s && (sealed[i] || !held[i]), true
+			windows[i], sealed[i], held[i], inexact[i] = w, s && (sealed[i] || !held[i]), true, !tb.exact
 		}
 	}
 	for _, tb := range in {
@@ -220,7 +225,7 @@ func overlay(in []*tierBlock, bs, be, step uint64, n int) ([]*Window, []bool) {
 			}
 		}
 	}
-	return windows, sealed
+	return windows, sealed, inexact
 }
 
 func cmpFloat(a, b float64) int {
@@ -235,25 +240,27 @@ func cmpFloat(a, b float64) int {
 
 // blockOps returns the operations that store the block of series starting at bs (windows
 // and sealed, rolled at rolled) in place of the entities in its span (in): none when the
-// columnar block stored there already holds exactly that.
-func (tr *Tiers) blockOps(series string, t Tier, bs uint64, in []*tierBlock, windows []*Window, sealed []bool, rolled float64) ([]aztables.TransactionAction, error) {
+// columnar block stored there already holds exactly that. exact: the block is written with
+// its windows' NaNs and Resets.
+func (tr *Tiers) blockOps(series string, t Tier, bs uint64, in []*tierBlock, windows []*Window, sealed []bool, rolled float64, exact bool) ([]aztables.TransactionAction, error) {
 	var atKey *tierBlock // the entity at the block's key, of any format
 	for _, tb := range in {
 		if tb.start == bs {
 			atKey = tb
 		}
 	}
-	if atKey != nil && len(in) == 1 && atKey.version == blockenc.VersionColumnar && sameWindows(atKey, windows, sealed) {
+	stored := atKey != nil && len(in) == 1 && atKey.version == blockenc.VersionColumnar && atKey.exact == exact
+	if stored && sameWindows(atKey, windows, sealed) {
 		return nil, nil
 	}
 	empty := !slices.ContainsFunc(windows, func(w *Window) bool { return w != nil })
 	var ops []aztables.TransactionAction
 	if !empty {
-		body, kept, err := tr.appendColumnarFitting(series, t, bs, windows, sealed, rolled)
+		body, kept, err := tr.appendColumnarFitting(series, t, bs, windows, sealed, rolled, exact)
 		if err != nil {
 			return nil, err
 		}
-		if atKey != nil && len(in) == 1 && atKey.version == blockenc.VersionColumnar && sameWindows(atKey, kept, sealed) {
+		if stored && sameWindows(atKey, kept, sealed) {
 			return nil, nil // as stored, once left out what does not fit
 		}
 		if atKey != nil {
@@ -277,8 +284,8 @@ func (tr *Tiers) blockOps(series string, t Tier, bs uint64, in []*tierBlock, win
 // stored: when it would not fit an entity, without the windows' sketches (their quantiles
 // are then read raw, or unknown), then without their histograms (stored as too large,
 // read raw).
-func (tr *Tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows []*Window, sealed []bool, rolled float64) ([]byte, []*Window, error) {
-	body, err := blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, windows, sealed, rolled))
+func (tr *Tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows []*Window, sealed []bool, rolled float64, exact bool) ([]byte, []*Window, error) {
+	body, err := blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, windows, sealed, rolled, exact))
 	if !errors.Is(err, blockenc.ErrTooLarge) {
 		return body, windows, err
 	}
@@ -290,7 +297,7 @@ func (tr *Tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows
 			lean[i] = &c
 		}
 	}
-	body, err = blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, lean, sealed, rolled))
+	body, err = blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, lean, sealed, rolled, exact))
 	if !errors.Is(err, blockenc.ErrTooLarge) {
 		return body, lean, err
 	}
@@ -299,7 +306,7 @@ func (tr *Tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows
 			w.hist = &histWindow{kind: histTooLarge, count: w.hist.count}
 		}
 	}
-	body, err = blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, lean, sealed, rolled))
+	body, err = blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, lean, sealed, rolled, exact))
 	if err != nil {
 		return nil, nil, fmt.Errorf("block %s: %w", blockKey(bs), err)
 	}
@@ -327,7 +334,8 @@ func sameWindow(a, b *Window) bool {
 		return a == b
 	}
 	same := func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) }
-	if a.Count != b.Count || (a.hist == nil) != (b.hist == nil) {
+	if a.Count != b.Count || (a.hist == nil) != (b.hist == nil) || a.NaNs != b.NaNs || !same(a.Resets, b.Resets) ||
+		a.resetsUnknown != b.resetsUnknown {
 		return false
 	}
 	if a.Count > 0 {

@@ -31,6 +31,9 @@ type tierBlock struct {
 	// at least the reader's SealDelay after the window's end and not flagged stale.
 	sealed []bool
 	cols   blockenc.Columns // the columns read (a row block: all)
+	// exact says the block stores its windows' NaNs and Resets (a columnar block with the
+	// exactness column, read with it): the windows of one without have them unknown.
+	exact bool
 }
 
 // end is the Unix second after the block's last window.
@@ -94,15 +97,21 @@ func dropStaleFlag(e *entity.Entity) bool {
 // fromColumnar is the tierBlock of a decoded columnar block.
 func (tr *Tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blockenc.Columnar) (*tierBlock, error) {
 	tb := &tierBlock{series: series, start: c.Start, step: t.Step, version: blockenc.VersionColumnar, rolled: c.Rolled, etag: etag,
-		windows: make([]*Window, len(c.Windows)), sealed: c.Sealed, cols: c.Columns}
+		windows: make([]*Window, len(c.Windows)), sealed: c.Sealed, cols: c.Columns, exact: c.Exact}
 	blockStart := times.At(c.Start)
 	for i, w := range c.Windows {
+		ws := blockStart.Add(time.Duration(i) * t.Step)
 		if w == nil {
+			if c.Exact && c.NaNs[i] > 0 {
+				tb.windows[i] = &Window{Start: ws, NaNs: c.NaNs[i], sk: sketchenc.New(tr.cfg.Accuracy)}
+			}
 			continue
 		}
-		ws := blockStart.Add(time.Duration(i) * t.Step)
 		tb.windows[i] = &Window{Start: ws, Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
-			firstT: ws.Add(w.FirstAt), lastT: ws.Add(w.LastAt), sk: w.Sketch}
+			firstT: ws.Add(w.FirstAt), lastT: ws.Add(w.LastAt), sk: w.Sketch, Resets: w.Resets, resetsUnknown: !c.Exact && w.Count > 1}
+		if c.Exact {
+			tb.windows[i].NaNs = c.NaNs[i]
+		}
 	}
 	for i, enc := range c.Histograms {
 		if enc == nil {
@@ -123,11 +132,17 @@ func (tr *Tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blocke
 
 // toColumnar is the columnar content of windows (by index from start, all of one block of
 // tier t), sealed as given, rolled at rolled.
-func toColumnar(start uint64, windows []*Window, sealed []bool, rolled float64) *blockenc.Columnar {
-	c := &blockenc.Columnar{Start: start, Rolled: rolled, Windows: make([]*blockenc.Window, len(windows)), Sealed: sealed}
+func toColumnar(start uint64, windows []*Window, sealed []bool, rolled float64, exact bool) *blockenc.Columnar {
+	c := &blockenc.Columnar{Start: start, Rolled: rolled, Windows: make([]*blockenc.Window, len(windows)), Sealed: sealed, Exact: exact}
 	for i, w := range windows {
 		if w == nil {
 			continue
+		}
+		if exact && w.NaNs > 0 {
+			if c.NaNs == nil {
+				c.NaNs = make([]uint64, len(windows))
+			}
+			c.NaNs[i] = w.NaNs
 		}
 		if w.hist != nil {
 			if c.Histograms == nil {
@@ -139,7 +154,7 @@ func toColumnar(start uint64, windows []*Window, sealed []bool, rolled float64) 
 			continue
 		}
 		c.Windows[i] = &blockenc.Window{Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
-			FirstAt: w.firstT.Sub(w.Start), LastAt: w.lastT.Sub(w.Start), Sketch: w.sk}
+			FirstAt: w.firstT.Sub(w.Start), LastAt: w.lastT.Sub(w.Start), Sketch: w.sk, Resets: w.Resets}
 	}
 	return c
 }

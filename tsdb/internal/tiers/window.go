@@ -65,6 +65,15 @@ type Window struct {
 	HistogramConflict             bool                    // the histograms do not add up exactly: Histogram is nil
 	FirstHistogram, LastHistogram tablets.HistogramPoint  // the earliest and latest histogram samples, as written
 
+	// NaNs are the NaN samples other than Prometheus' staleness marker: not points (no
+	// other field counts them), but a PromQL function over the raw samples sees them.
+	NaNs uint64
+	// Resets is the sum of the values that a smaller one follows, between consecutive
+	// points in time order: PromQL's counter reset correction (the increase over the
+	// window is Last - First + Resets). Of one series' points only; see ResetsKnown.
+	Resets float64
+
+	resetsUnknown bool              // points came out of time order, or a tier block did not store Resets
 	firstT, lastT time.Time         // the times of First and Last
 	sk            *sketchenc.Sketch // nil: empty, of the default accuracy
 	hist          *histWindow       // nil: no histogram sample
@@ -89,7 +98,18 @@ func (w *Window) accuracy() float64 {
 // times; of points of the same time, the one added last. A NaN v is ignored.
 func (w *Window) add(t time.Time, v float64) {
 	if math.IsNaN(v) {
+		if math.Float64bits(v) != staleNaNBits {
+			w.NaNs++
+		}
 		return
+	}
+	if w.Count > 0 {
+		switch {
+		case !t.After(w.lastT):
+			w.resetsUnknown = true
+		case v < w.Last:
+			w.Resets += w.Last
+		}
 	}
 	if w.sk == nil {
 		w.sk = sketchenc.New(DefaultAccuracy)
@@ -131,11 +151,24 @@ func (w *Window) merge(o Window) error {
 			w.hist.join(o.hist)
 		}
 	}
+	w.NaNs += o.NaNs
 	if o.Count == 0 {
 		return nil
 	}
 	if o.sk == nil {
 		return errors.New("tsdb: merging a window of points without a sketch")
+	}
+	switch {
+	case w.Count == 0:
+		w.Resets, w.resetsUnknown = o.Resets, o.resetsUnknown
+	case o.firstT.After(w.lastT): // o's points follow w's: the reset between them too
+		w.Resets += o.Resets
+		if o.First < w.Last {
+			w.Resets += w.Last
+		}
+		w.resetsUnknown = w.resetsUnknown || o.resetsUnknown
+	default:
+		w.resetsUnknown = true
 	}
 	if w.sk == nil {
 		w.sk = sketchenc.New(o.sk.Accuracy())
@@ -156,6 +189,20 @@ func (w *Window) merge(o Window) error {
 	w.Sum += o.Sum
 	return nil
 }
+
+// staleNaNBits is the bits of Prometheus' staleness marker, which no function sees.
+const staleNaNBits = 0x7ff0000000000002
+
+// ResetsKnown reports whether Resets is known: the window's points were added in time
+// order (or merged from windows that follow each other), and a tier block it was read from
+// stored them.
+func (w Window) ResetsKnown() bool { return !w.resetsUnknown }
+
+// FirstTime and LastTime are the times of First and Last (zero when Count is 0).
+func (w Window) FirstTime() time.Time { return w.firstT }
+
+// LastTime is the time of Last.
+func (w Window) LastTime() time.Time { return w.lastT }
 
 // Mean is Sum/Count: NaN when Count is 0.
 func (w Window) Mean() float64 {

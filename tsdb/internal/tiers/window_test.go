@@ -526,3 +526,51 @@ func seqOf(pts []tablets.Point) iter.Seq2[tablets.Point, error] {
 		}
 	}
 }
+
+// A window counts the NaN samples apart (not the staleness marker) and sums the values a
+// smaller one follows, as PromQL's counter reset correction does; merged windows that
+// follow each other add the reset between them; points out of order make it unknown.
+func TestWindowResetsAndNaNs(t *testing.T) {
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	w := newWindow(t0, 0)
+	for i, v := range []float64{5, 7, 2, math.NaN(), staleNaN, 3, 1, 1} {
+		w.add(at(i), v)
+	}
+	if w.Count != 6 || w.NaNs != 1 || w.Resets != 7+3 || !w.ResetsKnown() {
+		t.Fatalf("count %d, NaNs %d, resets %v (known %v); want 6, 1, 10", w.Count, w.NaNs, w.Resets, w.ResetsKnown())
+	}
+	if inc := w.Last - w.First + w.Resets; inc != 6 {
+		t.Errorf("increase %v, want 6 (5→7, 0→2, 2→3, 0→1)", inc)
+	}
+
+	a, b := newWindow(t0, 0), newWindow(t0.Add(time.Minute), 0)
+	a.add(at(0), 10)
+	a.add(at(30), 4) // reset: 10
+	b.add(at(60), 3) // reset from a's last: 4
+	b.add(at(90), 8)
+	b.add(at(91), math.NaN())
+	m := newWindow(t0, 0)
+	for _, x := range []*Window{a, b} {
+		if err := m.merge(*x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Resets != 14 || !m.ResetsKnown() || m.NaNs != 1 || m.Count != 4 {
+		t.Errorf("merged: resets %v (known %v), NaNs %d, count %d; want 14, 1, 4", m.Resets, m.ResetsKnown(), m.NaNs, m.Count)
+	}
+	back := newWindow(t0, 0)
+	for _, x := range []*Window{b, a} { // out of time order
+		if err := back.merge(*x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if back.ResetsKnown() {
+		t.Error("windows merged out of time order know their resets")
+	}
+	late := newWindow(t0, 0)
+	late.add(at(10), 1)
+	late.add(at(5), 2)
+	if late.ResetsKnown() {
+		t.Error("points added out of time order know their resets")
+	}
+}
