@@ -41,8 +41,12 @@ type QueryOptions struct {
 	// whatever the estimates of the bytes each path reads and MaxResolution: answers are
 	// approximate.
 	PreferTiers bool
-	// DisableTiers makes every Select read raw samples.
+	// DisableTiers makes every Select read raw samples, and Evaluate answer
+	// ErrNoExactTier.
 	DisableTiers bool
+	// PreferExactTiers makes Evaluate read a tier wherever one serves it, whatever the
+	// estimates (Selects are unaffected: their answers stay exact).
+	PreferExactTiers bool
 }
 
 // Resolutions of QueryOptions.MaxResolution and SelectHints.MaxResolution.
@@ -151,6 +155,10 @@ type QueryStats struct {
 	// EstimatedRawBytes and EstimatedTierBytes sum the estimates of the Selects a tier could
 	// serve, of either path.
 	EstimatedRawBytes, EstimatedTierBytes uint64
+	// Evaluate (exact answers from tiers, docs/tiers.md): ExactEvaluations read a tier;
+	// ExactRawCheaper were refused (ErrNoExactTier) for the estimate; ExactRawSeries are
+	// the series of the former computed from raw samples (their windows could not be).
+	ExactEvaluations, ExactRawCheaper, ExactRawSeries uint64
 	// SamplesPerSecond is the current estimate of a series' float samples a second, which
 	// the raw estimate scales with: a moving estimate from what reads returned, starting at
 	// a sample every 15 s.
@@ -175,6 +183,8 @@ type Queryable struct {
 	series, samples, histograms           atomic.Uint64
 	histogramRawSeries                    atomic.Uint64
 	sharedStaged                          atomic.Uint64
+	exactEvaluations, exactRawCheaper     atomic.Uint64
+	exactRawSeries                        atomic.Uint64
 }
 
 // Queryable returns a Queryable of the database. nil options mean the defaults; invalid
@@ -208,6 +218,9 @@ func (q *Queryable) Stats() QueryStats {
 		RawGoneSelects:     q.rawGone.Load(),
 		EstimatedRawBytes:  q.estRaw.Load(),
 		EstimatedTierBytes: q.estTier.Load(),
+		ExactEvaluations:   q.exactEvaluations.Load(),
+		ExactRawCheaper:    q.exactRawCheaper.Load(),
+		ExactRawSeries:     q.exactRawSeries.Load(),
 		SamplesPerSecond:   q.cost.rate.perSecond(),
 	}
 }

@@ -59,6 +59,8 @@ const (
 	windowValueBytes = 1.4
 	// windowTimeBytes: the times of first or last, in their column.
 	windowTimeBytes = 0.1
+	// windowExactBytes: the exactness column (NaN counts and resets: mostly zeros).
+	windowExactBytes = 0.3
 )
 
 // windowBytes is the estimated bytes a window costs in a read of fields from a columnar
@@ -74,6 +76,9 @@ func windowBytes(f Fields) float64 {
 		if f&v != 0 {
 			b += windowValueBytes + windowTimeBytes
 		}
+	}
+	if f&FieldExact != 0 {
+		b += windowExactBytes
 	}
 	return b
 }

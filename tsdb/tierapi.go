@@ -80,6 +80,7 @@ const (
 	FieldLast       = tiers.FieldLast       // Last
 	FieldQuantiles  = tiers.FieldQuantiles  // Quantile and FloatQuantile: the windows' sketches (and Min and Max, which bound them)
 	FieldHistograms = tiers.FieldHistograms // the Histogram fields
+	FieldExact      = tiers.FieldExact      // NaNs and Resets (Window.ResetsKnown), with First and Last: what Evaluate needs
 
 	// AllFields is every field.
 	AllFields = tiers.AllFields

@@ -162,6 +162,8 @@ func defaultBuildInfo() BuildInfo {
 // API serves the Prometheus HTTP query API over a storage.Queryable.
 type API struct {
 	queryable storage.Queryable
+	exact     exactRewriter // the queryable's exact answers from tiers, if it has them
+	maxSeries int           // Options.MaxSeriesPerSelect
 	engine    *promql.Engine
 	timeout   time.Duration
 	now       func() time.Time
@@ -240,10 +242,13 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		EnablePerStepStats: true,
 	})
 	marker, _ := q.(Marker) // before the wrapping below, which hides it
+	exact, _ := q.(exactRewriter)
 	if o.MaxSeriesPerSelect > 0 {
 		q = seriesLimited{Queryable: q, max: o.MaxSeriesPerSelect}
 	}
 	return &API{
+		exact:         exact,
+		maxSeries:     o.MaxSeriesPerSelect,
 		results:       o.ResultsCache,
 		marker:        marker,
 		freshness:     o.ResultsFreshness,
@@ -517,11 +522,33 @@ func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *api
 	if data, ws, apiErr, ok := a.cachedRange(ctx, r, opts, start, end, step, limit); ok {
 		return data, ws, apiErr
 	}
-	qry, err := a.engine.NewRangeQuery(ctx, a.queryable, opts, r.FormValue("query"), start, end, step)
+	qry, err := a.newRangeQuery(ctx, opts, r.FormValue("query"), start, end, step)
 	if err != nil {
 		return nil, nil, newQueryError(err)
 	}
 	return a.exec(ctx, r, qry, limit)
+}
+
+// exactRewriter is a Queryable that answers some range functions exactly from its tiers'
+// windows (promstore.Queryable.Exact): a range query runs rewritten over what it returns.
+type exactRewriter interface {
+	Exact(ctx context.Context, qs string, start, end time.Time, step time.Duration) (string, storage.Queryable, bool, error)
+}
+
+// newRangeQuery makes the engine's range query of qs, over the calls the queryable answers
+// exactly from its tiers where it does (docs/tiers.md, "Exact answers").
+func (a *API) newRangeQuery(ctx context.Context, opts promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
+	if a.exact != nil {
+		// Where the evaluation failed (the account, a timeout), the engine's own read
+		// meets the same and says it as a query error.
+		if rewritten, q, ok, err := a.exact.Exact(ctx, qs, start, end, step); err == nil && ok {
+			if a.maxSeries > 0 {
+				q = seriesLimited{Queryable: q, max: a.maxSeries}
+			}
+			return a.engine.NewRangeQuery(ctx, q, opts, rewritten, start, end, step)
+		}
+	}
+	return a.engine.NewRangeQuery(ctx, a.queryable, opts, qs, start, end, step)
 }
 
 // newQueryError classifies an error from creating a query. The engine parses the query

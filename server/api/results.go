@@ -249,7 +249,7 @@ func (q rangeRequest) dataRange(from, to int64) (time.Time, time.Time) {
 // computeRange has the engine answer the steps from..to of q, and returns a copy of its
 // matrix: the engine recycles its own when the query is closed.
 func (a *API) computeRange(ctx context.Context, q rangeRequest, from, to int64) (promql.Matrix, annotations.Annotations, *apiError) {
-	qry, err := a.engine.NewRangeQuery(ctx, a.queryable, q.opts, q.raw, time.UnixMilli(from), time.UnixMilli(to), time.Duration(q.step)*time.Millisecond)
+	qry, err := a.newRangeQuery(ctx, q.opts, q.raw, time.UnixMilli(from), time.UnixMilli(to), time.Duration(q.step)*time.Millisecond)
 	if err != nil {
 		return nil, nil, newQueryError(err)
 	}

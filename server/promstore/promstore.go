@@ -42,8 +42,11 @@ type Options struct {
 	MaxResolution time.Duration
 	// PreferTiers makes a Select read a tier wherever one can serve it.
 	PreferTiers bool
-	// DisableTiers makes every Select read raw samples.
+	// DisableTiers makes every Select read raw samples, and Exact rewrite nothing.
 	DisableTiers bool
+	// PreferExactTiers makes Exact read a tier wherever one serves a call, whatever the
+	// estimates (tsdb.QueryOptions.PreferExactTiers).
+	PreferExactTiers bool
 }
 
 // Defaults of Options.
@@ -80,7 +83,8 @@ func New(db *tsdb.DB, opts *Options) (*Queryable, error) {
 		return nil, fmt.Errorf("promstore: %w: LookbackDelta %v must be at least a millisecond", tablets.ErrInvalidOptions, o.LookbackDelta)
 	}
 	q, err := db.Queryable(&tsdb.QueryOptions{BatchSize: o.BatchSize, Concurrency: o.Concurrency, MinTierStep: o.MinTierStep,
-		RawBytesPerSample: o.RawBytesPerSample, PreferTiers: o.PreferTiers, DisableTiers: o.DisableTiers, MaxResolution: o.MaxResolution})
+		RawBytesPerSample: o.RawBytesPerSample, PreferTiers: o.PreferTiers, DisableTiers: o.DisableTiers, MaxResolution: o.MaxResolution,
+		PreferExactTiers: o.PreferExactTiers})
 	if err != nil {
 		return nil, err
 	}
