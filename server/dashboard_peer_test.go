@@ -40,6 +40,7 @@ type dashTabletsRun struct {
 	cost       azurite.Stats // of the account, counted at the transport
 	tier, raw  uint64        // Selects that read a tier, raw samples
 	labelsOnly uint64        // Selects of labels only (the series endpoint)
+	exact      uint64        // calls answered exactly from a tier's windows (tsdb Evaluate)
 }
 
 // askTablets has s answer the panel, counting its requests to the account alone.
@@ -51,12 +52,18 @@ func (fx *dashFixture) askTablets(s *server.Server, p dashPanel) (dashTabletsRun
 	r := dashTabletsRun{body: body, took: time.Since(start), cost: fx.checker.Stats()}
 	after := s.Queryable().Stats()
 	r.tier, r.raw, r.labelsOnly = after.TierSelects-before.TierSelects, after.RawSelects-before.RawSelects, after.LabelSelects-before.LabelSelects
+	r.exact = after.ExactEvaluations - before.ExactEvaluations
 	return r, err
 }
 
-// path says what a run read: "tier", "raw", "tier+raw", "labels" or "index".
+// path says what a run read: "exact" (tier windows, exactly) or "exact+raw", "tier", "raw",
+// "tier+raw", "labels" or "index".
 func (r dashTabletsRun) path() string {
 	switch {
+	case r.exact > 0 && r.raw > 0:
+		return "exact+raw"
+	case r.exact > 0:
+		return "exact"
 	case r.tier > 0 && r.raw > 0:
 		return "tier+raw"
 	case r.tier > 0:
@@ -71,9 +78,10 @@ func (r dashTabletsRun) path() string {
 
 // The dashboard of issue 36, answered by tablets and by Prometheus over the same samples:
 // every panel's answer from tablets is Prometheus' (the same series, timestamps and label
-// values; values within dashRawTolerance) where tablets read raw samples. Panels a tier
-// served are compared and their difference logged, not asserted: making them exact is
-// another part of issue 36. Then every panel again ("refresh", the caches warm): the same
+// values; values within dashRawTolerance) where tablets read raw samples or a tier's windows
+// exactly; the approximate answers of a tier's Selects (only where a query asks for them)
+// are compared and their difference logged. Then the 7-day panels from the tiers, exactly
+// (PreferExactTiers): Prometheus' answers. Then every panel again ("refresh", the caches warm): the same
 // answers as the first time. The requests, bytes and time of each run, and Prometheus' time,
 // are logged (time is never asserted).
 func TestDashboardPeer(t *testing.T) {
@@ -137,12 +145,13 @@ func TestDashboardPeer(t *testing.T) {
 		require.Zero(t, d.Inexact, "%s: the refresh answers as the first run: %s", p.name, d.Where)
 	}
 
-	// The panels a tier may serve (their step and range are at least five minutes),
-	// from the minute tier wherever it can (PreferTiers), as the estimate chooses it for
-	// other data: what a tier answers today, logged beside Prometheus' answer.
-	tiers := fx.newServer(t, &promstore.Options{PreferTiers: true})
+	// The panels whose functions a tier answers exactly, from the tiers wherever they can
+	// (PreferExactTiers; the default server reads them where the estimate says they cost
+	// fewer bytes than raw samples): Prometheus' answers, within dashRawTolerance.
+	tiers := fx.newServer(t, &promstore.Options{PreferExactTiers: true})
 	defer tiers.Close()
 	var tierLog strings.Builder
+	exactPanels := 0
 	for i, p := range dashPanels {
 		if p.kind != dashRange || p.step < 5*time.Minute {
 			continue
@@ -155,22 +164,23 @@ func TestDashboardPeer(t *testing.T) {
 		require.NoError(t, err, p.name)
 		want, err := fx.askPrometheus(p)
 		require.NoError(t, err, p.name)
+		require.Positive(t, first.exact, "%s: served from a tier's windows", p.name)
+		exactPanels++
 		d := compareAnswers(want, got)
+		require.Empty(t, d.Shape, "%s (from a tier, exactly): the series, timestamps and label values of Prometheus' answer", p.name)
+		require.LessOrEqual(t, d.MaxRel, dashRawTolerance, "%s (from a tier, exactly): %s", p.name, d.Where)
 		again, err := answerOfJSON(p.kind, refresh.body)
 		require.NoError(t, err, p.name)
 		same := compareAnswers(got, again)
-		require.Empty(t, same.Shape, "%s (PreferTiers): the refresh answers as the first run", p.name)
-		require.Zero(t, same.Inexact, "%s (PreferTiers): the refresh answers as the first run: %s", p.name, same.Where)
-		fmt.Fprintf(&tierLog, "%-18s %-8s %8d %10d %6.1f %8d %10d %6.1f   %.3g (%d of %d)   (the default server read %s: %d requests, %d bytes)\n", p.name, first.path(),
+		require.Empty(t, same.Shape, "%s (from a tier): the refresh answers as the first run", p.name)
+		require.Zero(t, same.Inexact, "%s (from a tier): the refresh answers as the first run: %s", p.name, same.Where)
+		fmt.Fprintf(&tierLog, "%-18s %-9s %8d %10d %6.1f %8d %10d %6.1f   %.3g (%d of %d)   (the default server read %s: %d requests, %d bytes)\n", p.name, first.path(),
 			first.cost.Requests, first.cost.RequestBytes+first.cost.ResponseBytes, ms(first.took),
 			refresh.cost.Requests, refresh.cost.RequestBytes+refresh.cost.ResponseBytes, ms(refresh.took), d.MaxRel, d.Inexact, d.Compared,
 			results[i].first.path(), results[i].first.cost.Requests, results[i].first.cost.RequestBytes+results[i].first.cost.ResponseBytes)
-		if d.Shape != "" || d.MaxRel > dashRawTolerance {
-			fmt.Fprintf(&tierLog, "    !!! DIFFERS from Prometheus (not failed: issue 36's tier accuracy): %s max relative difference %.3g at %s; %d of %d values not exact\n",
-				d.Shape, d.MaxRel, d.Where, d.Inexact, d.Compared)
-		}
 	}
-	t.Log("\nthe tier-capable panels with PreferTiers:\n" + fmt.Sprintf("%-18s %-8s %26s %26s   %s\n", "panel", "read", "first: requests bytes ms", "refresh: requests bytes ms", "vs Prometheus: max rel diff (values not exact)") + tierLog.String())
+	require.Equal(t, 3, exactPanels, "the three 7-day panels")
+	t.Log("\nthe 7-day panels from the tiers, exactly (PreferExactTiers):\n" + fmt.Sprintf("%-18s %-9s %26s %26s   %s\n", "panel", "read", "first: requests bytes ms", "refresh: requests bytes ms", "vs Prometheus: max rel diff (values not exact)") + tierLog.String())
 
 	var b strings.Builder
 	fmt.Fprintf(&b, "dashboard of %d targets (%d series, %d float and %d histogram samples), now %s\n", fx.targets, fx.series, fx.floats, fx.hists,

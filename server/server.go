@@ -415,6 +415,12 @@ func (s *Server) registerMetrics() {
 			func() float64 { return float64(s.queryable.Stats().Samples) }),
 		counter("tablets_select_shared_staged_reads_total", "Selects of several raw batches that read the staged points once for all of them.",
 			func() float64 { return float64(s.queryable.Stats().SharedStagedReads) }),
+		counter("tablets_query_exact_tier_total", "Calls of range queries answered exactly from a tier's windows (docs/tiers.md, \"Exact answers\").",
+			func() float64 { return float64(s.queryable.Stats().ExactEvaluations) }),
+		counter("tablets_query_exact_raw_cheaper_total", "Calls a tier could answer exactly, read from raw samples for the estimate of their bytes.",
+			func() float64 { return float64(s.queryable.Stats().ExactRawCheaper) }),
+		counter("tablets_query_exact_raw_series_total", "Series of calls answered from a tier that were computed from raw samples (their windows could not say).",
+			func() float64 { return float64(s.queryable.Stats().ExactRawSeries) }),
 	)
 	for _, c := range s.opts.Collectors {
 		s.registry.MustRegister(c)
