@@ -80,10 +80,10 @@ func (r dashTabletsRun) path() string {
 // every panel's answer from tablets is Prometheus' (the same series, timestamps and label
 // values; values within dashRawTolerance) where tablets read raw samples or a tier's windows
 // exactly; the approximate answers of a tier's Selects (only where a query asks for them)
-// are compared and their difference logged. Then the 7-day panels from the tiers, exactly
-// (PreferExactTiers): Prometheus' answers. Then every panel again ("refresh", the caches warm): the same
-// answers as the first time. The requests, bytes and time of each run, and Prometheus' time,
-// are logged (time is never asserted).
+// are compared and their difference logged. Then every panel again ("refresh", the caches
+// warm): the same answers as the first time. Then the 7-day panels from the tiers, exactly
+// (PreferExactTiers): Prometheus' answers. The requests, bytes and time of each run, and
+// Prometheus' time, are logged (time is never asserted).
 func TestDashboardPeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
