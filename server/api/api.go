@@ -263,6 +263,15 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 	}, nil
 }
 
+// Engine is the API's PromQL engine: its limits (MaxSamples, Timeout, MaxConcurrency)
+// apply to whatever queries it runs (package server runs the tenant's rules on it, as
+// Prometheus runs its rules on the engine of its API).
+func (a *API) Engine() promql.QueryEngine { return a.engine }
+
+// Queryable is what the API's queries read: the Queryable given to New, with the
+// MaxSeriesPerSelect limit if one is set.
+func (a *API) Queryable() storage.Queryable { return a.queryable }
+
 // Close releases the engine. In-flight requests are not interrupted.
 func (a *API) Close() error { return a.engine.Close() }
 
