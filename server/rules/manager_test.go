@@ -123,7 +123,7 @@ func TestManagerRecordsAndAlerts(t *testing.T) {
 		// The recording rule: at the group's times, every 10 s, 2x, with its label.
 		rec := store.samples(labels.MustNewMatcher(labels.MatchEqual, "__name__", "job:x:double"))
 		require.Len(t, rec, 1)
-		var recorded []sample
+		var recorded []memSample
 		for key, ss := range rec {
 			require.Equal(t, `{__name__="job:x:double", instance="a", recorded="yes"}`, key)
 			recorded = ss

@@ -67,18 +67,18 @@ func (m *memStore) WriteTimeSeries(_ context.Context, tss []prompb.TimeSeries) (
 }
 
 // samples returns the samples of the series matching ms, by series string, in time order.
-func (m *memStore) samples(ms ...*labels.Matcher) map[string][]sample {
+func (m *memStore) samples(ms ...*labels.Matcher) map[string][]memSample {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := map[string][]sample{}
+	out := map[string][]memSample{}
 	for key, s := range m.series {
 		if !matchAll(s.lset, ms) {
 			continue
 		}
 		for t, v := range s.samples {
-			out[key] = append(out[key], sample{t: t, f: v})
+			out[key] = append(out[key], memSample{t: t, f: v})
 		}
-		slices.SortFunc(out[key], func(a, b sample) int { return int(a.t - b.t) })
+		slices.SortFunc(out[key], func(a, b memSample) int { return int(a.t - b.t) })
 	}
 	return out
 }
@@ -115,7 +115,7 @@ func (q *memQuerier) Select(_ context.Context, _ bool, hints *storage.SelectHint
 		var ss []chunks.Sample
 		for t, v := range s.samples {
 			if t >= mint && t <= maxt {
-				ss = append(ss, sample{t: t, f: v})
+				ss = append(ss, memSample{t: t, f: v})
 			}
 		}
 		if len(ss) == 0 {
@@ -149,17 +149,17 @@ func (q *memQuerier) LabelNames(context.Context, *storage.LabelHints, ...*labels
 
 func (q *memQuerier) Close() error { return nil }
 
-type sample struct {
+type memSample struct {
 	t int64
 	f float64
 }
 
-func (s sample) T() int64                      { return s.t }
-func (s sample) F() float64                    { return s.f }
-func (s sample) H() *histogram.Histogram       { return nil }
-func (s sample) FH() *histogram.FloatHistogram { return nil }
-func (s sample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
-func (s sample) Copy() chunks.Sample           { return s }
+func (s memSample) T() int64                      { return s.t }
+func (s memSample) F() float64                    { return s.f }
+func (s memSample) H() *histogram.Histogram       { return nil }
+func (s memSample) FH() *histogram.FloatHistogram { return nil }
+func (s memSample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (s memSample) Copy() chunks.Sample           { return s }
 
 // postedAlert is an alert of Alertmanager's v2 API, as the notifier posts it.
 type postedAlert struct {
