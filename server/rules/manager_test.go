@@ -75,9 +75,7 @@ func testManager(t *testing.T, store *memStore, am *fakeAlertmanager, reg promet
 // feed writes x{instance="a"} every 5 s from now for d: value v(t since start).
 func feed(store *memStore, start time.Time, d time.Duration, v func(time.Duration) float64) {
 	for at := time.Duration(0); at <= d; at += 5 * time.Second {
-		store.mu.Lock()
-		store.add(labels.FromStrings("__name__", "x", "instance", "a"), start.Add(at).UnixMilli(), v(at))
-		store.mu.Unlock()
+		store.add(labels.FromStrings("__name__", "x", "instance", "a"), memSample{t: start.Add(at).UnixMilli(), f: v(at)})
 	}
 }
 

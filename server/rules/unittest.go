@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
-	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/rules"
 	"github.com/prometheus/prometheus/storage"
 )
@@ -154,20 +153,19 @@ type testGroup struct {
 }
 
 func (tg *testGroup) test(evalInterval time.Duration, groupOrderMap map[string]int, fuzzyCompare bool, ruleFiles ...string) (outErr []error) {
-	suite, err := promqltest.NewLazyLoader(tg.seriesLoadingString(), promqltest.LazyLoaderOpts{EnableAtModifier: true, EnableNegativeOffset: true})
+	suite, err := newUnitSuite(tg, evalInterval)
 	if err != nil {
 		return []error{err}
 	}
 	defer func() {
-		if err := suite.Close(); err != nil {
+		if err := suite.engine.Close(); err != nil {
 			outErr = append(outErr, err)
 		}
 	}()
-	suite.SubqueryInterval = evalInterval
 
 	m := rules.NewManager(&rules.ManagerOptions{
-		QueryFunc:  rules.EngineQueryFunc(suite.QueryEngine(), suite.Storage()),
-		Appendable: suite.Storage(),
+		QueryFunc:  rules.EngineQueryFunc(suite.engine, suite.storage),
+		Appendable: suite.storage,
 		Context:    context.Background(),
 		NotifyFunc: func(context.Context, string, ...*rules.Alert) {},
 	})
@@ -226,13 +224,10 @@ func (tg *testGroup) test(evalInterval time.Duration, groupOrderMap map[string]i
 	var errs []error
 	for ts := mint; ts.Before(maxt) || ts.Equal(maxt); ts = ts.Add(evalInterval) {
 		var evalErrs []error
-		suite.WithSamplesTill(ts, func(err error) {
-			if err != nil {
-				errs = append(errs, err)
-				return
-			}
+		suite.appendTill(ts)
+		{
 			for _, g := range groups {
-				g.Eval(suite.Context(), ts)
+				g.Eval(suite.ctx, ts)
 				for _, r := range g.Rules() {
 					if r.LastError() != nil {
 						evalErrs = append(evalErrs, fmt.Errorf("    rule: %s, time: %s, err: %w",
@@ -240,7 +235,7 @@ func (tg *testGroup) test(evalInterval time.Duration, groupOrderMap map[string]i
 					}
 				}
 			}
-		})
+		}
 		errs = append(errs, evalErrs...)
 		if len(evalErrs) > 0 {
 			return errs
@@ -302,14 +297,14 @@ func (tg *testGroup) test(evalInterval time.Duration, groupOrderMap map[string]i
 
 Outer:
 	for _, testCase := range tg.PromqlExprTests {
-		got, err := query(suite.Context(), testCase.Expr, mint.Add(time.Duration(testCase.EvalTime)), suite.QueryEngine(), suite.Queryable())
+		got, err := query(suite.ctx, testCase.Expr, mint.Add(time.Duration(testCase.EvalTime)), suite.engine, suite.storage)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("    expr: %q, time: %s, err: %s", testCase.Expr, testCase.EvalTime.String(), err.Error()))
 			continue
 		}
 		var gotSamples []parsedSample
 		for _, s := range got {
-			gotSamples = append(gotSamples, parsedSample{Labels: s.Metric.Copy(), Value: s.F, Histogram: promqltest.HistogramTestExpression(s.H)})
+			gotSamples = append(gotSamples, parsedSample{Labels: s.Metric.Copy(), Value: s.F, Histogram: histogramTestExpression(s.H)})
 		}
 		var expSamples []parsedSample
 		for _, s := range testCase.ExpSamples {
@@ -333,7 +328,7 @@ Outer:
 				errs = append(errs, fmt.Errorf("    expr: %q, time: %s, err: %w", testCase.Expr, testCase.EvalTime.String(), err))
 				continue Outer
 			}
-			expSamples = append(expSamples, parsedSample{Labels: lb, Value: s.Value, Histogram: promqltest.HistogramTestExpression(hist)})
+			expSamples = append(expSamples, parsedSample{Labels: lb, Value: s.Value, Histogram: histogramTestExpression(hist)})
 		}
 		sort.Slice(expSamples, func(i, j int) bool { return labels.Compare(expSamples[i].Labels, expSamples[j].Labels) <= 0 })
 		sort.Slice(gotSamples, func(i, j int) bool { return labels.Compare(gotSamples[i].Labels, gotSamples[j].Labels) <= 0 })
@@ -348,25 +343,81 @@ Outer:
 	return nil
 }
 
-// seriesLoadingString is the input series as a promqltest load command.
-func (tg *testGroup) seriesLoadingString() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "load %v\n", shortDuration(tg.Interval))
-	for _, is := range tg.InputSeries {
-		fmt.Fprintf(&b, "  %v %v\n", is.Series, is.Values)
-	}
-	return b.String()
+// unitSuite is promqltest's LazyLoader as promtool uses it: the input series, parsed
+// in the expanding notation (parser.ParseSeriesDesc), appended to the storage up to each
+// evaluation time; and an engine of the loader's options.
+type unitSuite struct {
+	storage *memStorage
+	engine  *promql.Engine
+	ctx     context.Context
+	defs    []inputSeries
 }
 
-func shortDuration(d model.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
+type inputSeries struct {
+	lset    labels.Labels
+	samples []memSample // not yet appended, in time order
+}
+
+func newUnitSuite(tg *testGroup, evalInterval time.Duration) (*unitSuite, error) {
+	step := time.Duration(tg.Interval)
+	byHash := map[uint64]int{}
+	var defs []inputSeries
+	for i, is := range tg.InputSeries {
+		metric, vals, err := parser.ParseSeriesDesc(is.Series + " " + is.Values)
+		if err != nil {
+			parser.EnrichParseError(err, func(e *parser.ParseErr) { e.LineOffset = i + 1 })
+			return nil, err
+		}
+		var samples []memSample
+		for j, v := range vals {
+			if v.Omitted {
+				continue
+			}
+			t := (time.Duration(j) * step).Milliseconds()
+			if v.Histogram != nil {
+				samples = append(samples, memSample{t: t, fh: v.Histogram})
+			} else {
+				samples = append(samples, memSample{t: t, f: v.Value})
+			}
+		}
+		// A series defined twice: the last definition, as the loader's.
+		if k, ok := byHash[metric.Hash()]; ok {
+			defs[k].samples = samples
+			continue
+		}
+		byHash[metric.Hash()] = len(defs)
+		defs = append(defs, inputSeries{lset: metric, samples: samples})
 	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
+	subquery := evalInterval.Milliseconds()
+	engine := promql.NewEngine(promql.EngineOpts{
+		MaxSamples:               10000,
+		Timeout:                  100 * time.Second,
+		NoStepSubqueryIntervalFn: func(int64) int64 { return subquery },
+		EnableAtModifier:         true,
+		EnableNegativeOffset:     true,
+	})
+	return &unitSuite{storage: newMemStorage(), engine: engine, ctx: context.Background(), defs: defs}, nil
+}
+
+// appendTill appends the input samples at or before ts.
+func (u *unitSuite) appendTill(ts time.Time) {
+	till := ts.Sub(time.Unix(0, 0).UTC()).Milliseconds()
+	for i := range u.defs {
+		d := &u.defs[i]
+		n := 0
+		for n < len(d.samples) && d.samples[n].t <= till {
+			u.storage.add(d.lset, d.samples[n])
+			n++
+		}
+		d.samples = d.samples[n:]
 	}
-	return s
+}
+
+func histogramTestExpression(h *histogram.FloatHistogram) string {
+	if h != nil {
+		return h.TestExpression()
+	}
+	return ""
 }
 
 // orderedGroups orders the groups by group_eval_order (a partial order).
