@@ -34,7 +34,7 @@ Both print promtool's report and exit 1 if a file fails.`,
 its fields, each expression, each label and annotation template, names, group names unique
 in a file. Recording rules recording the same series twice are a warning. Exit 1 if a file
 does not load.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: filesArgs,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			if !rules.Check(a.stdout, a.stderr, files...) {
 				return errors.New("rules check: a rule file does not load")
@@ -54,7 +54,7 @@ result at eval_time). The rules are evaluated with Prometheus' rule manager over
 in-memory test storage, as promtool does. Exit 1 if a test fails.`,
 		Example: `  tablets rules test tests/*.yml
   tablets rules test --run 'disk' alerts_test.yml`,
-		Args: cobra.MinimumNArgs(1),
+		Args: filesArgs,
 		RunE: func(cmd *cobra.Command, files []string) error {
 			opts := &rules.TestOptions{}
 			if len(run) > 0 {
@@ -112,13 +112,6 @@ func (r ruleFlags) options(cmd *cobra.Command, listen string) (*rules.Options, e
 	if r.evalInterval <= 0 || r.queryOffset < 0 || r.amTimeout <= 0 || r.queueCapacity <= 0 || r.outageTolerance <= 0 || r.gracePeriod <= 0 || r.resend <= 0 {
 		return nil, usageErrorf(cmd, "--rule.evaluation-interval, --alertmanager.* and --rules.alert.* must be positive, --rule.query-offset not negative")
 	}
-	files, err := rules.ExpandFiles(r.files)
-	if err != nil {
-		return nil, usageErrorf(cmd, "--rule.file: %v", err)
-	}
-	if _, err := rules.ParseFiles(files); err != nil {
-		return nil, fmt.Errorf("--rule.file: %w", err)
-	}
 	b := labels.NewScratchBuilder(len(r.externalLabels))
 	seen := map[string]bool{}
 	for _, kv := range r.externalLabels {
@@ -138,8 +131,23 @@ func (r ruleFlags) options(cmd *cobra.Command, listen string) (*rules.Options, e
 		}
 		url = "http://" + host
 	}
+	files, err := rules.ExpandFiles(r.files)
+	if err != nil {
+		return nil, usageErrorf(cmd, "--rule.file: %v", err)
+	}
+	if _, err := rules.ParseFiles(files); err != nil {
+		return nil, fmt.Errorf("--rule.file: %w", err)
+	}
 	return &rules.Options{Files: r.files, EvaluationInterval: r.evalInterval, QueryOffset: r.queryOffset,
 		ExternalLabels: b.Labels(), ExternalURL: url, Alertmanagers: r.alertmanagers, AlertmanagerTimeout: r.amTimeout,
 		NotificationQueueCapacity: r.queueCapacity, OutageTolerance: r.outageTolerance, ForGracePeriod: r.gracePeriod,
 		ResendDelay: r.resend}, nil
+}
+
+// filesArgs requires at least one file argument.
+func filesArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return usageErrorf(cmd, "no file given")
+	}
+	return nil
 }
