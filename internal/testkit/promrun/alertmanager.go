@@ -153,4 +153,3 @@ func RunAlertmanager(t testing.TB, config string) *Alertmanager {
 	})
 	return a
 }
-
