@@ -107,11 +107,18 @@ first write. Without the header, a request is for the tenant "default", the data
 --config.file says which tenants may exist, which basic-auth users may act for which, and
 their limits (see docs/tenants.md); it is read again on SIGHUP (a file that no longer loads
 keeps the previous configuration). Without it, only the default tenant exists: a header
-naming another is 403.`,
+naming another is 403.
+
+Rules: --rule.file evaluates Prometheus rule files (globs; read again on SIGHUP: a file
+that no longer loads keeps the rules in force) in the tenant --rule.tenant (default: the
+default tenant), with Prometheus' rule engine; recorded series and ALERTS are written as
+remote writes into that tenant's database; --alertmanager.url sends the alerts (API v2).
+/api/v1/rules and /api/v1/alerts report them. See docs/rules.md.`,
 		Example: `  tablets serve --db metrics
   tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"
   tablets serve --db metrics --listen :9201 --web.config.file web.yml --listen-internal :9202
-  tablets serve --db metrics --web.config.file web.yml --config.file tenants.yml`,
+  tablets serve --db metrics --web.config.file web.yml --config.file tenants.yml
+  tablets serve --db metrics --rule.file 'rules/*.yml' --alertmanager.url http://alertmanager:9093`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.serve(cmd, sf)
