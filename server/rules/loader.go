@@ -48,8 +48,12 @@ func ParseFiles(files []string) (map[string]*rulefmt.RuleGroups, error) {
 	var errs []error
 	for _, f := range files {
 		rgs, ferrs := rulefmt.ParseFile(f, false)
+		seen := map[string]bool{} // rulefmt may report a YAML error twice
 		for _, err := range ferrs {
-			errs = append(errs, fileError(f, err))
+			if !seen[err.Error()] {
+				seen[err.Error()] = true
+				errs = append(errs, fileError(f, err))
+			}
 		}
 		if len(ferrs) == 0 {
 			out[f] = rgs

@@ -210,11 +210,10 @@ func (m *Manager) Files() []string {
 // Reload reads the rule files again (the globs expanded anew) and, if every one loads,
 // replaces the rules with theirs: a group unchanged goes on as it was, a changed one keeps
 // its alerts' state, as on a Prometheus reload. If one does not load, the rules stay as
-// they were, and the error (wrapping ErrBadRules) names the file; it is also logged.
+// they were, and the error (wrapping ErrBadRules) names the file.
 func (m *Manager) Reload() error {
 	files, groups, err := m.read()
 	if err != nil {
-		m.log.Error("the rule files do not load; the previous rules stay", "err", err)
 		return err
 	}
 	m.mu.Lock()
@@ -264,7 +263,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	rec := &recorder{}
 	nm := notifier.NewManager(&notifier.Options{QueueCapacity: m.opts.NotificationQueueCapacity, DrainOnShutdown: true,
-		Registerer: rec, Do: m.do}, m.log.With("component", "notifier"))
+		Registerer: rec, Do: m.do}, m.log.With("part", "notifier"))
 	m.notifyReg.swap(rec.collectors)
 	if err := nm.ApplyConfig(m.amConfig); err != nil {
 		m.mu.Unlock()
@@ -282,7 +281,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		Context:         evalCtx,
 		Appendable:      appendable{m.opts.Writer},
 		Queryable:       m.opts.Queryable,
-		Logger:          m.log.With("component", "rule manager"),
+		Logger:          m.log.With("part", "rule manager"),
 		OutageTolerance: m.opts.OutageTolerance,
 		ForGracePeriod:  m.opts.ForGracePeriod,
 		ResendDelay:     m.opts.ResendDelay,
