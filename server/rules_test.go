@@ -210,3 +210,55 @@ func tenantQueryAs(t *testing.T, c tenantClient, q string) string {
 	require.Equal(t, http.StatusOK, status, string(body))
 	return strings.TrimSpace(string(body))
 }
+
+// TestRulesRestoreFromDatabase: a server restarted restores a firing alert's state from
+// the ALERTS_FOR_STATE it wrote into its database: the alert keeps its active time and
+// does not start over from pending.
+func TestRulesRestoreFromDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Azurite; skipped under -short")
+	}
+	file := filepath.Join(t.TempDir(), "r.yml")
+	require.NoError(t, os.WriteFile(file, []byte("groups:\n  - name: r\n    interval: 1s\n    rules:\n      - alert: A\n        expr: vector(1)\n        for: 3s\n"), 0o644))
+	// A grace period shorter than the for, so that the alert is restored (Prometheus skips
+	// alerts whose for is shorter than it).
+	s, _, _ := newServer(t, nil, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
+		Rules: &rules.Options{Files: []string{file}, ForGracePeriod: time.Second}})
+	alert := func() (state string, active time.Time) {
+		for _, g := range s.Rules().RuleGroups(context.Background()) {
+			for _, r := range g.Rules {
+				for _, a := range r.Alerts {
+					return a.State, a.ActiveAt
+				}
+			}
+		}
+		return "", time.Time{}
+	}
+	run := func(until func() bool) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		deadline := time.Now().Add(time.Minute)
+		for !until() {
+			require.True(t, time.Now().Before(deadline), "not within a minute")
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+		require.NoError(t, <-done)
+	}
+	run(func() bool { state, _ := alert(); return state == "firing" })
+	_, active := alert()
+	time.Sleep(2 * time.Second)
+	restarted := time.Now()
+	var pendingAfter bool
+	run(func() bool {
+		state, at := alert()
+		if state == "pending" && at.After(restarted) && time.Since(restarted) > 2500*time.Millisecond {
+			pendingAfter = true // restored it would not be pending anymore
+		}
+		return (state == "firing" && !at.After(restarted)) || pendingAfter
+	})
+	require.False(t, pendingAfter, "the alert started over after the restart")
+	_, again := alert()
+	require.Equal(t, active.Truncate(time.Second), again, "the active time restored from ALERTS_FOR_STATE")
+}
