@@ -14,19 +14,26 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/promrun"
 )
 
-// testFiles are the unit test files of testdata, whose names say whether they pass.
+// testFiles are the unit test files of testdata, whose names say whether they pass, and
+// those of the project's own alerts (docs/rules), which pass.
 func testFiles(t *testing.T) []string {
 	files, err := filepath.Glob("testdata/*.test.yml")
 	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	return files
+	own, err := filepath.Glob("../../docs/rules/*.test.yml")
+	require.NoError(t, err)
+	require.NotEmpty(t, own)
+	return append(files, own...)
+}
+
+func shouldPass(file string) bool {
+	return strings.HasPrefix(filepath.Base(file), "pass_") || strings.Contains(file, "docs/rules/")
 }
 
 func TestUnitTests(t *testing.T) {
 	for _, f := range testFiles(t) {
 		var out, errOut bytes.Buffer
 		ok := Test(&out, &errOut, nil, f)
-		want := strings.HasPrefix(filepath.Base(f), "pass_")
+		want := shouldPass(f)
 		require.Equal(t, want, ok, "%s:\n%s%s", f, out.String(), errOut.String())
 		require.Contains(t, out.String(), "Unit Testing:  "+f)
 		if ok {
@@ -61,6 +68,7 @@ func TestUnitTestsAsPromtool(t *testing.T) {
 	}
 	rulesFiles, err := filepath.Glob("testdata/rules/*.yml")
 	require.NoError(t, err)
+	rulesFiles = append(rulesFiles, "../../docs/rules/tablets-alerts.yml")
 	for _, f := range rulesFiles {
 		var out, errOut bytes.Buffer
 		ours := Check(&out, &errOut, f)
