@@ -262,3 +262,63 @@ func TestRulesRestoreFromDatabase(t *testing.T) {
 	_, again := alert()
 	require.Equal(t, active.Truncate(time.Second), again, "the active time restored from ALERTS_FOR_STATE")
 }
+
+// TestTenantRulesUnderLimits: a rule's results go through the tenant's ingest limits, as a
+// remote write: a recorded series over max_label_value_length is refused, the rule's
+// health says why, and the evaluation counts as failed. (The metric's name counts too: the
+// names here are 4 bytes.)
+func TestTenantRulesUnderLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Azurite; skipped under -short")
+	}
+	svc, _, base := tenantService(t)
+	file := filepath.Join(t.TempDir(), "r.yml")
+	require.NoError(t, os.WriteFile(file, []byte(`
+groups:
+  - name: limited
+    interval: 1s
+    rules:
+      - record: fine
+        expr: vector(1)
+        labels: {v: "abc"}
+      - record: long
+        expr: vector(1)
+        labels: {v: "abcdefgh"}
+`), 0o644))
+	cfg := newMutableConfig(t, "tenants:\n  allow: [teamb]\noverrides:\n  teamb:\n    max_label_value_length: 4\n")
+	front := newFront(t, svc, base, &server.TenantsOptions{Limits: cfg.load,
+		Rules: func(id string) *rules.Options {
+			if id != "teamb" {
+				return nil
+			}
+			return &rules.Options{Files: []string{file}}
+		}})
+	s, err := front.Open(context.Background(), "teamb")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- front.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		require.True(t, time.Now().Before(deadline), "no evaluation within a minute")
+		gs := s.Rules().RuleGroups(ctx)
+		if len(gs) == 1 && gs[0].Rules[1].Health != "unknown" {
+			short, long := gs[0].Rules[0], gs[0].Rules[1]
+			require.Equal(t, "ok", short.Health, short.LastError)
+			require.Equal(t, "err", long.Health)
+			require.Contains(t, long.LastError, "max_label_value_length")
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	hs := httptest.NewServer(front)
+	defer hs.Close()
+	c := tenantClient{base: hs.URL, tenant: "teamb"}
+	require.Contains(t, tenantQuery(t, c, "fine"), `"v":"abc"`)
+	require.NotContains(t, tenantQuery(t, c, "long"), `"long"`)
+	status, body := tenantClient{base: c.base}.do(t, http.MethodGet, "/metrics", nil, nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(body), `prometheus_rule_evaluation_failures_total{rule_group="`+file+`;limited",tenant="teamb"}`)
+	require.NotContains(t, string(body), `prometheus_rule_evaluation_failures_total{rule_group="`+file+`;limited",tenant="teamb"} 0`)
+}
