@@ -44,6 +44,7 @@ import (
 	"github.com/seed71701133/tablets/server/otlp"
 	"github.com/seed71701133/tablets/server/promstore"
 	"github.com/seed71701133/tablets/server/remote"
+	"github.com/seed71701133/tablets/server/rules"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -108,6 +109,15 @@ type Options struct {
 	// LimitHit, if set, is called with a limit's name (its name in the configuration file,
 	// like "ingestion_rate") each time a request hits it.
 	LimitHit func(limit string)
+	// Rules, if set, are the rules the server evaluates over its database while Run runs
+	// (package rules, Prometheus' rule manager): their Files, evaluation interval, external
+	// labels and URL, Alertmanagers and the rest. The server sets their QueryFunc (its
+	// query engine, with the query limits in force, over its Queryable), Queryable,
+	// Writer (its remote-write handler: the database, the tenant's ingest limits),
+	// Registerer, Logger and, for a tenant other than the default one, Tenant.
+	// /api/v1/rules and /api/v1/alerts report them. A rule file that does not load makes
+	// New fail with an error naming it (rules.ErrBadRules).
+	Rules *rules.Options
 	// Registerer, if set, receives the server's metrics in place of a registry of its own
 	// (the servers of a process's tenants share one, each through a
 	// prometheus.WrapRegistererWith adding its tenant label). The Go and process
@@ -153,6 +163,7 @@ type Server struct {
 	duration   *prometheus.HistogramVec
 	background *prometheus.CounterVec
 	covered    *prometheus.GaugeVec
+	rules      *rules.Manager // nil: no rules
 }
 
 // New makes the server of db. Bad options give an error wrapping tablets.ErrInvalidOptions.
@@ -229,6 +240,12 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 		q.Logger = o.Logger
 	}
 	q.LimitHit = o.LimitHit
+	if o.Rules != nil {
+		if s.rules, err = s.newRules(*o.Rules); err != nil {
+			return nil, err
+		}
+		q.Rules = s.rules
+	}
 	s.queries = queryAPIs{base: q, metrics: &engineMetrics{}}
 	if _, err := s.queryAPI(); err != nil { // the engine's metrics are described once registered
 		return nil, err
@@ -295,7 +312,16 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err) // New checked the options: a bug
 	}
+	if s.rules == nil {
+		s.runLoops(ctx, tasks)
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.rules.Run(ctx) }()
 	s.runLoops(ctx, tasks)
+	if err := <-done; err != nil {
+		s.log.Error("rules", "err", err)
+	}
 	return nil
 }
 

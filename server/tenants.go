@@ -23,6 +23,7 @@ import (
 	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/server/remote"
+	"github.com/seed71701133/tablets/server/rules"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -63,6 +64,11 @@ type TenantsOptions struct {
 	// BodyWait is how long a request waits for room under max_body_bytes_waiting (default
 	// DefaultBodyWait).
 	BodyWait time.Duration
+	// Rules, if set, returns the rules tenant id evaluates (nil: none), read when the
+	// tenant's server is made: the Options.Rules of its server (Server.Rules is ignored:
+	// rules are per tenant). tablets serve evaluates the rule files of --rule.file in one
+	// tenant (--rule.tenant, by default the default tenant).
+	Rules func(id string) *rules.Options
 	// MaxBackgroundJobs bounds the background jobs running at once, all tenants together
 	// (default DefaultMaxBackgroundJobs; negative: no bound). See [Jobs].
 	MaxBackgroundJobs int
@@ -193,6 +199,10 @@ func (t *Tenants) serverOptions(id string) *Options {
 	o.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"tenant": id}, t.registry)
 	o.Collectors = nil // the front's, once
 	o.Jobs = t.jobs
+	o.Rules = nil
+	if t.opts.Rules != nil {
+		o.Rules = t.opts.Rules(id)
+	}
 	if o.Logger != nil {
 		o.Logger = o.Logger.With("tenant", id)
 	}

@@ -240,3 +240,35 @@ func (t *Tenants) Tenant(id string) *Server {
 	}
 	return t.opened(id)
 }
+
+// Open returns the server of tenant id, opening it (and creating its database) if this
+// process has not: what a first write does. The tenant must be allowed by the configuration
+// in force. tablets serve opens the tenant of its rule files at start, so that they are
+// evaluated before any request comes for it.
+func (t *Tenants) Open(ctx context.Context, id string) (*Server, error) {
+	if id == "" || id == limits.DefaultTenant {
+		return t.def, nil
+	}
+	if err := checkTenantName(t.base, id); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	if !t.config().Allowed(id) {
+		return nil, fmt.Errorf("server: tenant %q is not allowed by the configuration", id)
+	}
+	return t.open(ctx, id)
+}
+
+// ReloadRules reads the rule files of every tenant server this process opened with rules
+// again (rules.Manager.Reload): a tenant whose files do not load keeps its rules, and the
+// error, joining those of every such tenant, names them.
+func (t *Tenants) ReloadRules() error {
+	var errs []error
+	for _, id := range t.Opened() {
+		if s := t.opened(id); s != nil && s.Rules() != nil {
+			if err := s.Rules().Reload(); err != nil {
+				errs = append(errs, fmt.Errorf("tenant %s: %w", id, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

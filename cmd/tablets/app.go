@@ -189,6 +189,7 @@ Exit status: 0 on success, 1 on an error, 2 on a usage error, 130 when interrupt
 		a.seriesCommand(),
 		a.labelsCommand(),
 		a.serveCommand(),
+		a.rulesCommand(),
 		a.soakCommand(),
 	)
 	for _, c := range root.Commands() {

@@ -26,6 +26,7 @@ import (
 	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/server/promstore"
+	"github.com/seed71701133/tablets/server/rules"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -54,6 +55,7 @@ type serveFlags struct {
 	webConfigFile, listenInternal     string
 	configFile                        string
 	readTimeout, writeTimeout         time.Duration
+	rules                             ruleFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -105,11 +107,18 @@ first write. Without the header, a request is for the tenant "default", the data
 --config.file says which tenants may exist, which basic-auth users may act for which, and
 their limits (see docs/tenants.md); it is read again on SIGHUP (a file that no longer loads
 keeps the previous configuration). Without it, only the default tenant exists: a header
-naming another is 403.`,
+naming another is 403.
+
+Rules: --rule.file evaluates Prometheus rule files (globs; read again on SIGHUP: a file
+that no longer loads keeps the rules in force) in the tenant --rule.tenant (default: the
+default tenant), with Prometheus' rule engine; recorded series and ALERTS are written as
+remote writes into that tenant's database; --alertmanager.url sends the alerts (API v2).
+/api/v1/rules and /api/v1/alerts report them. See docs/rules.md.`,
 		Example: `  tablets serve --db metrics
   tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"
   tablets serve --db metrics --listen :9201 --web.config.file web.yml --listen-internal :9202
-  tablets serve --db metrics --web.config.file web.yml --config.file tenants.yml`,
+  tablets serve --db metrics --web.config.file web.yml --config.file tenants.yml
+  tablets serve --db metrics --rule.file 'rules/*.yml' --alertmanager.url http://alertmanager:9093`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.serve(cmd, sf)
@@ -147,6 +156,7 @@ naming another is 403.`,
 	f.DurationVar(&sf.readTimeout, "read-timeout", server.DefaultReadTimeout, "longest time to read a request with its body (a 32 MiB remote write at 1 Mbit/s takes 4.5m; negative: none)")
 	f.DurationVar(&sf.writeTimeout, "write-timeout", server.DefaultWriteTimeout, "longest time from a request's headers to the end of its answer (negative: none)")
 	addQueryLimitFlags(cmd, &sf.query)
+	addRuleFlags(cmd, &sf.rules)
 	return cmd
 }
 
@@ -219,6 +229,17 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	cfg, err := loadServeConfig(sf.configFile, sf.query, sf.webConfigFile)
 	if err != nil {
 		return usageErrorf(cmd, "--config.file: %v", err)
+	}
+	ruleOpts, err := sf.rules.options(cmd, sf.listen)
+	if err != nil {
+		return err
+	}
+	ruleTenant := sf.rules.tenant
+	if ruleTenant == "" {
+		ruleTenant = limits.DefaultTenant
+	}
+	if ruleOpts != nil && ruleTenant != limits.DefaultTenant && !cfg.Load().Allowed(ruleTenant) {
+		return usageErrorf(cmd, "--rule.tenant %q: not a tenant --config.file allows", ruleTenant)
 	}
 	layout, err := dbLayout(sf.layout, layoutOptions{})
 	if err != nil {
@@ -369,17 +390,40 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
+		Rules: func(id string) *rules.Options {
+			if ruleOpts == nil || id != ruleTenant {
+				return nil
+			}
+			o := *ruleOpts
+			return &o
+		},
 	})
 	if err != nil {
 		return err
 	}
 	defer front.Close()
+	if ruleOpts != nil {
+		// The rules' tenant is opened now, so that its rules run before any request.
+		if _, err := front.Open(ctx, ruleTenant); err != nil {
+			return fmt.Errorf("--rule.tenant %s: %w", ruleTenant, err)
+		}
+		logger.Info("rules", "files", sf.rules.files, "tenant", ruleTenant, "alertmanagers", len(sf.rules.alertmanagers))
+	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	done := make(chan error, 1)
 	go func() { done <- front.Run(runCtx) }()
 	defer func() { stopRun(); <-done }()
-	stopHUP := a.onSIGHUP(logger, sf.webConfigFile, func() { cfg.reload(logger) })
+	stopHUP := a.onSIGHUP(logger, sf.webConfigFile, func() {
+		cfg.reload(logger)
+		if ruleOpts != nil {
+			if err := front.ReloadRules(); err != nil {
+				logger.Error("SIGHUP: the rule files do not load; the previous rules stay", "err", err)
+			} else {
+				logger.Info("SIGHUP: the rule files are loaded", "files", sf.rules.files)
+			}
+		}
+	})
 	defer stopHUP()
 	if sf.webConfigFile == "" {
 		fmt.Fprintf(a.stderr, "serving database %s (%s) on http://%s: remote write /api/v1/write, remote read /api/v1/read, Grafana's Prometheus data source URL http://%s\n",

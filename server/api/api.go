@@ -88,6 +88,8 @@ type Options struct {
 	// never kept in the ResultsCache, as in-order ingest still fills them (default
 	// DefaultResultsFreshness, 5m).
 	ResultsFreshness time.Duration
+	// Rules, if set, answers /api/v1/rules and /api/v1/alerts (nil: no rules, empty lists).
+	Rules Rules
 	// LimitHit, if set, is called with the limit a request hit, named as the server's
 	// limits file names it: LimitMaxSamplesPerQuery, LimitQueryTimeout (not when the
 	// request's own timeout parameter was shorter), LimitMaxConcurrentQueries (a timeout
@@ -170,6 +172,7 @@ type API struct {
 	logger    *slog.Logger
 	buildInfo []byte // encoded once
 	limitHit  func(limit string)
+	rules     Rules
 
 	// The results cache (results.go): nil results or marker, none.
 	results       *results.Cache
@@ -261,8 +264,18 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		logger:        o.Logger,
 		buildInfo:     biJSON,
 		limitHit:      o.LimitHit,
+		rules:         o.Rules,
 	}, nil
 }
+
+// Engine is the API's PromQL engine: its limits (MaxSamples, Timeout, MaxConcurrency)
+// apply to whatever queries it runs (package server runs the tenant's rules on it, as
+// Prometheus runs its rules on the engine of its API).
+func (a *API) Engine() promql.QueryEngine { return a.engine }
+
+// Queryable is what the API's queries read: the Queryable given to New, with the
+// MaxSeriesPerSelect limit if one is set.
+func (a *API) Queryable() storage.Queryable { return a.queryable }
 
 // Close releases the engine. In-flight requests are not interrupted.
 func (a *API) Close() error { return a.engine.Close() }
@@ -285,7 +298,7 @@ func (a *API) Register(mux *http.ServeMux) {
 	both("/api/v1/status/buildinfo", a.serveBuildInfo)
 	both("/api/v1/status/config", a.serveConfig)
 	both("/api/v1/status/flags", a.serveFlags)
-	both("/api/v1/rules", a.rules)
+	both("/api/v1/rules", a.rulesList)
 	both("/api/v1/alerts", a.alerts)
 }
 
@@ -849,15 +862,4 @@ func (a *API) serveConfig(*http.Request) ([]byte, annotations.Annotations, *apiE
 // /api/v1/status/flags: no Prometheus flags.
 func (a *API) serveFlags(*http.Request) ([]byte, annotations.Annotations, *apiError) {
 	return []byte("{}"), nil, nil
-}
-
-// /api/v1/rules: no recording or alerting rules are evaluated here. Grafana's alerting
-// UI lists data-source rules through this endpoint.
-func (a *API) rules(*http.Request) ([]byte, annotations.Annotations, *apiError) {
-	return []byte(`{"groups":[]}`), nil, nil
-}
-
-// /api/v1/alerts: no alerting rules, hence no alerts.
-func (a *API) alerts(*http.Request) ([]byte, annotations.Annotations, *apiError) {
-	return []byte(`{"alerts":[]}`), nil, nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +28,12 @@ type Config struct {
 	RemoteWrite []RemoteWrite
 	// RemoteRead lists the remote_read endpoints.
 	RemoteRead []RemoteRead
+	// RuleFiles are the rule_files (paths or globs), evaluated at the global
+	// evaluation_interval (ScrapeInterval) unless a group sets its own.
+	RuleFiles []string
+	// Alertmanagers are the URLs (http://host:port[/prefix]) of the Alertmanagers the
+	// alerts are sent to (alerting.alertmanagers, API v2, one static target each).
+	Alertmanagers []string
 	// Args are extra command-line flags, appended after the harness's (a repeated flag
 	// overrides: e.g. "--query.lookback-delta=1m", "--storage.remote.flush-deadline=10s").
 	Args []string
@@ -219,6 +226,27 @@ func (c Config) YAML(self string) ([]byte, error) {
 				w.kv(3, "send_interval", duration(rw.MetadataInterval))
 			}
 		}
+	}
+
+	if len(c.RuleFiles) > 0 {
+		w.kv(0, "rule_files", quoteList(c.RuleFiles))
+	}
+	if len(c.Alertmanagers) > 0 {
+		w.line(0, "alerting:")
+		w.line(1, "alertmanagers:")
+	}
+	for _, am := range c.Alertmanagers {
+		u, err := url.Parse(am)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("promrun: Alertmanager URL %q: want http://host:port[/prefix]", am)
+		}
+		w.kv(2, "- scheme", quote(u.Scheme))
+		w.kv(3, "api_version", "v2")
+		if u.Path != "" {
+			w.kv(3, "path_prefix", quote(u.Path))
+		}
+		w.line(3, "static_configs:")
+		w.kv(4, "- targets", quoteList([]string{u.Host}))
 	}
 
 	if len(c.RemoteRead) > 0 {
