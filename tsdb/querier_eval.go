@@ -154,8 +154,9 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 	return func(yield func(*Series, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		for i := 0; i < len(entries); i += exactBatch {
-			batch := entries[i:min(i+exactBatch, len(entries))]
+		size := exactBatchSize(e, tier)
+		for i := 0; i < len(entries); i += size {
+			batch := entries[i:min(i+size, len(entries))]
 			out, err := q.evaluateBatch(ctx, e, tier, fields, batch)
 			if err != nil {
 				yield(nil, err)
@@ -181,8 +182,16 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 // about once a minute or more: where the windows are cheaper whatever the estimate's error.
 const exactTierMargin = 3
 
-// exactBatch is how many series one read of windows asks for.
-const exactBatch = 256
+// exactBatchSize is how many series one read of windows asks for: at most 256, and so
+// many that their windows (a few hundred bytes each, decoded) number at most
+// exactBatchWindows: a 7-day range of the minute tier holds 10,080 a series.
+func exactBatchSize(e *Evaluation, tier Tier) int {
+	n := int(e.End.Sub(e.Start.Add(-e.Range))/tier.Step) + 1
+	return max(1, min(256, exactBatchWindows/n))
+}
+
+// exactBatchWindows bounds the windows an Evaluate holds at once (about 50 MB).
+const exactBatchWindows = 250_000
 
 // evaluateBatch computes e for a batch of series from tier's windows, and from the raw
 // samples of the series whose windows cannot give it exactly.
