@@ -42,6 +42,10 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
+		if hints == nil || hints.Func != "series" {
+			// The staging listing's refresh beside the series index's read, not after it.
+			ctx = q.db.staging.StartListing(ctx)
+		}
 		var entries []entry
 		for s, err := range q.db.Select(ctx, from, to, ms...) {
 			if err != nil {

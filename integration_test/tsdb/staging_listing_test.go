@@ -2,9 +2,13 @@ package tsdb
 
 import (
 	"context"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
@@ -121,4 +125,92 @@ func TestTSDBStagingWholeAfterColumns(t *testing.T) {
 	require.Equal(t, costs[1], costs[2])
 	require.Equal(t, costs[1]-1, costs[5], "a read of another column after the whole fetch fetches nothing")
 	require.Equal(t, costs[5], costs[6])
+}
+
+// listingGate holds, once armed, the first request of a read that is not to the staging
+// table until one to the staging table arrives (or a few seconds pass), and says whether
+// one did: whether the read asked for the staging listing while its first other request
+// was in flight.
+type listingGate struct {
+	next    policy.Transporter
+	staging string // the staging table's name
+
+	mu        sync.Mutex
+	armed     bool
+	held      bool          // the first other request was held
+	stagingIn chan struct{} // closed when a staging request arrives while armed
+	overlap   bool
+}
+
+func (g *listingGate) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.held, g.overlap, g.stagingIn = true, false, false, make(chan struct{})
+}
+
+func (g *listingGate) Do(req *http.Request) (*http.Response, error) {
+	g.mu.Lock()
+	armed, in := g.armed, g.stagingIn
+	isStaging := strings.Contains(req.URL.Path, "/"+g.staging+"(") || strings.HasSuffix(req.URL.Path, "/"+g.staging)
+	hold := false
+	switch {
+	case !armed:
+	case isStaging:
+		select {
+		case <-in:
+		default:
+			close(in)
+		}
+	case !g.held:
+		g.held, hold = true, true
+	}
+	g.mu.Unlock()
+	if hold {
+		select {
+		case <-in:
+			g.mu.Lock()
+			g.overlap = true
+			g.mu.Unlock()
+		case <-time.After(3 * time.Second):
+		}
+	}
+	return g.next.Do(req)
+}
+
+// A Select asks for the staging listing's refresh beside its read of the series index, not
+// after it: with the index's request held, the listing's request still arrives. (The two
+// are one round trip of the account instead of two: the floor of a refreshed panel.)
+func TestTSDBSelectListsStagingBesideIndex(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 10, 0, 0, 0, time.UTC)
+	clk := clock.New(base.Add(10 * time.Minute))
+	opts := stagingOptions(clk)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	first, _, _ := dbtest.NewDB(t, opts)
+	gate := &listingGate{staging: first.Name() + "w"}
+	db := reopenWith(t, first.Name(), opts, func(next policy.Transporter) policy.Transporter { gate.next = next; return gate })
+	key, err := db.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "up", "job", "a"))
+	require.NoError(t, err)
+	require.NoError(t, db.Write(ctx, key, tablets.Point{Time: base, Value: 1}))
+	q, err := db.Queryable(nil)
+	require.NoError(t, err)
+	sel := func() int {
+		n := 0
+		for s, err := range q.Querier(base, base.Add(time.Hour)).Select(ctx, nil, tsdb.Matcher{Type: tsdb.MatchEqual, Name: "job", Value: "a"}) {
+			require.NoError(t, err)
+			samples, _ := s.Len()
+			n += samples
+		}
+		return n
+	}
+	require.Equal(t, 1, sel(), "the staged point (the read fills the staging cache)")
+	require.NoError(t, db.Write(ctx, key, tablets.Point{Time: base.Add(15 * time.Second), Value: 2}))
+	gate.arm()
+	began := time.Now()
+	require.Equal(t, 2, sel(), "the point staged since")
+	t.Logf("the Select took %v", time.Since(began))
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	require.True(t, gate.held, "a request other than the staging table's")
+	require.True(t, gate.overlap, "the staging listing's request arrived while the index's was held")
 }

@@ -104,6 +104,9 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 	l := &st.listing
 	l.mu.Lock()
 	arrival := l.starts
+	if began, ok := ctx.Value(readBeganKey{st}).(uint64); ok {
+		arrival = min(arrival, began) // the read began with StartListing: its refresh counts
+	}
 	l.mu.Unlock()
 	l.refresh.Lock()
 	l.mu.Lock()
@@ -130,6 +133,47 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
 	})
 	return out, nil
+}
+
+// prefetchTimeout bounds a refresh StartListing began.
+const prefetchTimeout = 30 * time.Second
+
+// readBeganKey is the context key of StartListing: the listing's refresh count when a read
+// began, for the Table it names.
+type readBeganKey struct{ st *Table }
+
+// StartListing begins bringing the listing up to date for a read that begins now, and
+// returns the read's context: the read's staged entities then come from that refresh (or a
+// later one) instead of one of their own, so that the listing's request runs beside what
+// the read does first (its series index) rather than after it. What the read finds was in
+// the table after StartListing was called, as if it had listed then. A Table whose cache is
+// not warm yet (its first read lists nothing), that does not read staged samples, or that
+// keeps no staging log, starts nothing. The refresh outlives ctx (by at most
+// prefetchTimeout: one cut short would have the next read list the table whole); a failed
+// one is the read's to do again. A read that finds no series reads no staging: its refresh
+// is a request for nothing.
+func (st *Table) StartListing(ctx context.Context) context.Context {
+	if st == nil || !st.reads || st.cache == nil || st.log == nil || !st.warm.Load() {
+		return ctx
+	}
+	l := &st.listing
+	l.mu.Lock()
+	began := l.starts
+	l.mu.Unlock()
+	// Not ended with ctx: a refresh cut short lists the table whole at the next read.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prefetchTimeout)
+	go func() {
+		defer cancel()
+		l.refresh.Lock()
+		defer l.refresh.Unlock()
+		l.mu.Lock()
+		fresh := l.done > began && l.known
+		l.mu.Unlock()
+		if !fresh {
+			_ = st.refreshListing(rctx) // a failure leaves the listing to the read's own refresh
+		}
+	}()
+	return context.WithValue(ctx, readBeganKey{st}, began)
 }
 
 // fetched counts a read of columns that fetched the entities les.
