@@ -229,6 +229,15 @@ func (t *Tenants) makeEmpty() error {
 	t.emptyAPI.Register(mux)
 	mux.Handle("/api/v1/read", read)
 	t.empty = mux
+	if t.srvOpts.Ruler != nil {
+		t.empty = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isRulerPath(r.URL.Path) {
+				emptyRuler.ServeHTTP(w, r)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
 	return nil
 }
 
@@ -301,7 +310,9 @@ func (t *Tenants) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	h, err := t.handler(r.Context(), id, r.Method == http.MethodPost && writePath(r.URL.Path))
+	// A write, and a set of the ruler API, create the tenant's database.
+	create := r.Method == http.MethodPost && (writePath(r.URL.Path) || t.srvOpts.Ruler != nil && isRulerPath(r.URL.Path))
+	h, err := t.handler(r.Context(), id, create)
 	if err != nil {
 		t.log.Warn("tenant database", "tenant", id, "err", err)
 		http.Error(w, "tenant "+id+": "+redact.Secrets(err.Error()), http.StatusServiceUnavailable)
