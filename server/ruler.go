@@ -53,6 +53,15 @@ const (
 	rulerLegacyPrefix = "/api/v1/rules/"
 )
 
+// isRulerSet reports a set of the ruler API: what creates a tenant's database.
+func isRulerSet(r *http.Request) bool {
+	if r.Method != http.MethodPost || !isRulerPath(r.URL.Path) {
+		return false
+	}
+	rr, err := parseRulerPath(r)
+	return err == nil && rr.parts == 1
+}
+
 // isRulerPath reports the paths of the ruler configuration API.
 func isRulerPath(path string) bool {
 	if rest, ok := strings.CutPrefix(path, rulerConfigPrefix); ok {
@@ -325,12 +334,9 @@ func (r *ruler) limits() limits.Limits {
 // manager of this server loads it at once.
 func (r *ruler) change(w http.ResponseWriter, req *http.Request, do func(context.Context) error) {
 	if err := do(req.Context()); err != nil {
-		if errors.Is(err, rules.ErrLimit) && r.s.opts.LimitHit != nil {
-			if strings.Contains(err.Error(), "ruler_max_rules_per_rule_group") {
-				r.s.opts.LimitHit("ruler_max_rules_per_rule_group")
-			} else {
-				r.s.opts.LimitHit("ruler_max_rule_groups_per_tenant")
-			}
+		var le *rules.LimitError
+		if errors.As(err, &le) && r.s.opts.LimitHit != nil {
+			r.s.opts.LimitHit(le.Limit)
 		}
 		r.fail(w, err)
 		return

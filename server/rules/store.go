@@ -25,9 +25,20 @@ var (
 	ErrGroupNotFound = errors.New("rules: rule group not found")
 	// ErrNamespaceNotFound: no group in that namespace.
 	ErrNamespaceNotFound = errors.New("rules: namespace not found")
-	// ErrLimit: the change would pass a ruler limit (groups of a tenant, rules of a group).
+	// ErrLimit: the change would pass a ruler limit (groups of a tenant, rules of a group);
+	// the error is a *LimitError naming it.
 	ErrLimit = errors.New("rules: over a ruler limit")
 )
+
+// LimitError is a change a limit refused: Limit is the limit's name in the configuration
+// file (ruler_max_rule_groups_per_tenant, ruler_max_rules_per_rule_group). It wraps ErrLimit.
+type LimitError struct {
+	Limit string
+	msg   string
+}
+
+func (e *LimitError) Error() string { return ErrLimit.Error() + ": " + e.msg }
+func (e *LimitError) Unwrap() error { return ErrLimit }
 
 // maxAttempts bounds the attempts of a change that finds another one made meanwhile.
 const maxAttempts = 20
@@ -244,8 +255,8 @@ func (s *Store) Set(ctx context.Context, namespace string, g rulefmt.RuleGroup, 
 		return fmt.Errorf("%w: group %q: its YAML is %d bytes, over the %d a stored group may have", ErrBadRules, g.Name, len(doc), MaxStoredGroupBytes)
 	}
 	if o.MaxRulesPerGroup > 0 && len(g.Rules) > o.MaxRulesPerGroup {
-		return fmt.Errorf("%w: group %q has %d rules, over the %d a group may have (ruler_max_rules_per_rule_group)",
-			ErrLimit, g.Name, len(g.Rules), o.MaxRulesPerGroup)
+		return &LimitError{Limit: "ruler_max_rules_per_rule_group", msg: fmt.Sprintf(
+			"group %q has %d rules, over the %d a group may have (ruler_max_rules_per_rule_group)", g.Name, len(g.Rules), o.MaxRulesPerGroup)}
 	}
 	body := appendGroupEntity(nil, key, doc)
 	for range maxAttempts {
@@ -259,7 +270,8 @@ func (s *Store) Set(ctx context.Context, namespace string, g rulefmt.RuleGroup, 
 				return err
 			}
 			if !slices.Contains(keys, key) && len(keys)+1 > o.MaxGroups {
-				return fmt.Errorf("%w: the tenant has %d rule groups, the most it may have (ruler_max_rule_groups_per_tenant)", ErrLimit, len(keys))
+				return &LimitError{Limit: "ruler_max_rule_groups_per_tenant", msg: fmt.Sprintf(
+					"the tenant has %d rule groups, the most it may have (ruler_max_rule_groups_per_tenant)", len(keys))}
 			}
 		}
 		err = batch.Submit(ctx, s.client, GroupsPartition, []aztables.TransactionAction{
