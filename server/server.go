@@ -7,6 +7,8 @@
 //	POST /api/v1/otlp/v1/metrics    OTLP/HTTP metrics, stored as remote writes (package otlp)
 //	GET|POST /api/v1/query...       the query API, PromQL on Prometheus' engine (package api)
 //	                                over a storage.Queryable of the database (package promstore)
+//	/prometheus/config/v1/rules...  the ruler configuration API of Cortex and Mimir: rule
+//	                                groups stored in the database (Options.Ruler, ruler.go)
 //	GET /-/healthy, /-/ready        liveness; readiness (the catalog answers)
 //	GET /metrics                    the server's own metrics
 //
