@@ -156,7 +156,9 @@ func (r *ruler) load(ctx context.Context, last uint64, loaded bool) (uint64, err
 		r.failures.Inc()
 		r.s.log.Error("the stored rule groups", "err", err)
 	}
-	r.s.log.Info("stored rule groups loaded", "generation", gen, "groups", len(groups))
+	if gen > 0 {
+		r.s.log.Info("stored rule groups loaded", "generation", gen, "groups", len(groups))
+	}
 	return gen, nil
 }
 
