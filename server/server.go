@@ -7,6 +7,8 @@
 //	POST /api/v1/otlp/v1/metrics    OTLP/HTTP metrics, stored as remote writes (package otlp)
 //	GET|POST /api/v1/query...       the query API, PromQL on Prometheus' engine (package api)
 //	                                over a storage.Queryable of the database (package promstore)
+//	/prometheus/config/v1/rules...  the ruler configuration API of Cortex and Mimir: rule
+//	                                groups stored in the database (Options.Ruler, ruler.go)
 //	GET /-/healthy, /-/ready        liveness; readiness (the catalog answers)
 //	GET /metrics                    the server's own metrics
 //
@@ -118,6 +120,10 @@ type Options struct {
 	// /api/v1/rules and /api/v1/alerts report them. A rule file that does not load makes
 	// New fail with an error naming it (rules.ErrBadRules).
 	Rules *rules.Options
+	// Ruler, if set, serves the ruler configuration API of Cortex and Mimir and evaluates
+	// the rule groups it stores in the database's catalog (see ruler.go, docs/rules.md),
+	// with a rule manager of Rules' options (nil Rules: the defaults, no rule file).
+	Ruler *RulerOptions
 	// Registerer, if set, receives the server's metrics in place of a registry of its own
 	// (the servers of a process's tenants share one, each through a
 	// prometheus.WrapRegistererWith adding its tenant label). The Go and process
@@ -164,6 +170,7 @@ type Server struct {
 	background *prometheus.CounterVec
 	covered    *prometheus.GaugeVec
 	rules      *rules.Manager // nil: no rules
+	ruler      *ruler         // nil: no ruler API, no stored rule groups
 }
 
 // New makes the server of db. Bad options give an error wrapping tablets.ErrInvalidOptions.
@@ -240,6 +247,9 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 		q.Logger = o.Logger
 	}
 	q.LimitHit = o.LimitHit
+	if o.Ruler != nil && o.Rules == nil {
+		o.Rules = &rules.Options{}
+	}
 	if o.Rules != nil {
 		if s.rules, err = s.newRules(*o.Rules); err != nil {
 			return nil, err
@@ -251,6 +261,11 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 		return nil, err
 	}
 	s.registerMetrics()
+	if o.Ruler != nil {
+		if s.ruler, err = newRuler(s, *o.Ruler); err != nil {
+			return nil, err
+		}
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -318,7 +333,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.rules.Run(ctx) }()
+	waitRuler := s.startRuler(ctx)
 	s.runLoops(ctx, tasks)
+	waitRuler()
 	if err := <-done; err != nil {
 		s.log.Error("rules", "err", err)
 	}
@@ -377,6 +394,10 @@ func (s *Server) instrumentQueries(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/write" || r.URL.Path == "/api/v1/read" || r.URL.Path == otlpPath {
 			mux.ServeHTTP(w, r)
+			return
+		}
+		if s.ruler != nil && isRulerPath(r.URL.Path) {
+			s.instrument("ruler", s.ruler).ServeHTTP(w, r)
 			return
 		}
 		if isQueryPath(r.URL.Path) {

@@ -67,7 +67,8 @@ type TenantsOptions struct {
 	// Rules, if set, returns the rules tenant id evaluates (nil: none), read when the
 	// tenant's server is made: the Options.Rules of its server (Server.Rules is ignored:
 	// rules are per tenant). tablets serve evaluates the rule files of --rule.file in one
-	// tenant (--rule.tenant, by default the default tenant).
+	// tenant (--rule.tenant, by default the default tenant). With Server.Ruler set, every
+	// tenant has a rule manager for its stored rule groups: nil here is the defaults.
 	Rules func(id string) *rules.Options
 	// MaxBackgroundJobs bounds the background jobs running at once, all tenants together
 	// (default DefaultMaxBackgroundJobs; negative: no bound). See [Jobs].
@@ -229,6 +230,15 @@ func (t *Tenants) makeEmpty() error {
 	t.emptyAPI.Register(mux)
 	mux.Handle("/api/v1/read", read)
 	t.empty = mux
+	if t.srvOpts.Ruler != nil {
+		t.empty = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if isRulerPath(r.URL.Path) {
+				emptyRuler.ServeHTTP(w, r)
+				return
+			}
+			mux.ServeHTTP(w, r)
+		})
+	}
 	return nil
 }
 
@@ -301,7 +311,9 @@ func (t *Tenants) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	h, err := t.handler(r.Context(), id, r.Method == http.MethodPost && writePath(r.URL.Path))
+	// A write, and a set of the ruler API, create the tenant's database.
+	create := r.Method == http.MethodPost && writePath(r.URL.Path) || t.srvOpts.Ruler != nil && isRulerSet(r)
+	h, err := t.handler(r.Context(), id, create)
 	if err != nil {
 		t.log.Warn("tenant database", "tenant", id, "err", err)
 		http.Error(w, "tenant "+id+": "+redact.Secrets(err.Error()), http.StatusServiceUnavailable)

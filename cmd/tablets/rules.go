@@ -16,14 +16,16 @@ import (
 func (a *app) rulesCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rules",
-		Short: "Check and unit-test Prometheus rule files, as promtool does",
+		Short: "Check and unit-test Prometheus rule files, as promtool does; load them into a server",
 		Long: `Rule files in Prometheus' format, as 'tablets serve --rule.file' evaluates them (see
 docs/rules.md):
 
   tablets rules check FILE...   as 'promtool check rules'
   tablets rules test FILE...    as 'promtool test rules': its unit-test files
+  tablets rules sync PATH...    as 'mimirtool rules sync': into a tenant of a server,
+                                through its ruler API
 
-Both print promtool's report and exit 1 if a file fails.`,
+check and test print promtool's report and exit 1 if a file fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
@@ -71,7 +73,7 @@ in-memory test storage, as promtool does. Exit 1 if a test fails.`,
 		},
 	}
 	test.Flags().StringArrayVar(&run, "run", nil, "run only the test groups whose name matches this regular expression (repeatable: any of them)")
-	cmd.AddCommand(check, test)
+	cmd.AddCommand(check, test, a.rulesSyncCommand())
 	return cmd
 }
 
@@ -101,11 +103,13 @@ func addRuleFlags(cmd *cobra.Command, r *ruleFlags) {
 	f.DurationVar(&r.resend, "rules.alert.resend-delay", rules.DefaultResendDelay, "how often a firing alert is sent again")
 }
 
-// options are the flags as rules.Options (nil: no rule file), the rule files checked.
-func (r ruleFlags) options(cmd *cobra.Command, listen string) (*rules.Options, error) {
-	if len(r.files) == 0 {
+// options are the flags as rules.Options (nil: no rule file and no stored rule groups), the
+// rule files checked. With stored (the ruler API), they are the options of every tenant's
+// rules, the files' or not.
+func (r ruleFlags) options(cmd *cobra.Command, listen string, stored bool) (*rules.Options, error) {
+	if len(r.files) == 0 && !stored {
 		if len(r.alertmanagers) > 0 {
-			return nil, usageErrorf(cmd, "--alertmanager.url without --rule.file: no rule sends alerts")
+			return nil, usageErrorf(cmd, "--alertmanager.url without --rule.file or --ruler.enable-api: no rule sends alerts")
 		}
 		return nil, nil
 	}

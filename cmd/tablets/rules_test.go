@@ -42,7 +42,7 @@ func TestServeBadRuleFile(t *testing.T) {
 	r := cli(t, nil, "", "serve", "--db", "rulesbad", "--listen", "127.0.0.1:0", "--rule.file", bad)
 	require.Equal(t, exitError, r.code)
 	require.Contains(t, r.line(t), bad)
-	r = cli(t, nil, "", "serve", "--db", "rulesbad", "--listen", "127.0.0.1:0", "--alertmanager.url", "http://am:9093")
+	r = cli(t, nil, "", "serve", "--db", "rulesbad", "--listen", "127.0.0.1:0", "--alertmanager.url", "http://am:9093", "--ruler.enable-api=false")
 	require.Equal(t, exitUsage, r.code)
 	r = cli(t, nil, "", "serve", "--db", "rulesbad", "--listen", "127.0.0.1:0", "--rule.file", filepath.Join(dir, "*.yml"), "--rule.external-label", "nope")
 	require.Equal(t, exitUsage, r.code)

@@ -56,6 +56,7 @@ type serveFlags struct {
 	configFile                        string
 	readTimeout, writeTimeout         time.Duration
 	rules                             ruleFlags
+	ruler                             rulerFlags
 }
 
 func (a *app) serveCommand() *cobra.Command {
@@ -113,7 +114,11 @@ Rules: --rule.file evaluates Prometheus rule files (globs; read again on SIGHUP:
 that no longer loads keeps the rules in force) in the tenant --rule.tenant (default: the
 default tenant), with Prometheus' rule engine; recorded series and ALERTS are written as
 remote writes into that tenant's database; --alertmanager.url sends the alerts (API v2).
-/api/v1/rules and /api/v1/alerts report them. See docs/rules.md.`,
+/api/v1/rules and /api/v1/alerts report them. The ruler configuration API of Cortex and
+Mimir (/prometheus/config/v1/rules, what 'mimirtool rules' and 'tablets rules sync' drive;
+--ruler.enable-api, on by default) stores rule groups per tenant in the tenant's database;
+every server evaluates them beside the files, and sees a change another server made within
+--ruler.poll-interval. See docs/rules.md.`,
 		Example: `  tablets serve --db metrics
   tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"
   tablets serve --db metrics --listen :9201 --web.config.file web.yml --listen-internal :9202
@@ -157,6 +162,7 @@ remote writes into that tenant's database; --alertmanager.url sends the alerts (
 	f.DurationVar(&sf.writeTimeout, "write-timeout", server.DefaultWriteTimeout, "longest time from a request's headers to the end of its answer (negative: none)")
 	addQueryLimitFlags(cmd, &sf.query)
 	addRuleFlags(cmd, &sf.rules)
+	addRulerFlags(cmd, &sf.ruler)
 	return cmd
 }
 
@@ -226,19 +232,24 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if err != nil {
 		return err
 	}
-	cfg, err := loadServeConfig(sf.configFile, sf.query, sf.webConfigFile)
-	if err != nil {
-		return usageErrorf(cmd, "--config.file: %v", err)
-	}
-	ruleOpts, err := sf.rules.options(cmd, sf.listen)
+	rulerOpts, err := sf.ruler.options(cmd)
 	if err != nil {
 		return err
 	}
+	cfg, err := loadServeConfig(sf.configFile, sf.query, sf.ruler, sf.webConfigFile)
+	if err != nil {
+		return usageErrorf(cmd, "--config.file: %v", err)
+	}
+	ruleOpts, err := sf.rules.options(cmd, sf.listen, rulerOpts != nil)
+	if err != nil {
+		return err
+	}
+	ruleFiles := len(sf.rules.files) > 0
 	ruleTenant := sf.rules.tenant
 	if ruleTenant == "" {
 		ruleTenant = limits.DefaultTenant
 	}
-	if ruleOpts != nil && ruleTenant != limits.DefaultTenant && !cfg.Load().Allowed(ruleTenant) {
+	if ruleFiles && ruleTenant != limits.DefaultTenant && !cfg.Load().Allowed(ruleTenant) {
 		return usageErrorf(cmd, "--rule.tenant %q: not a tenant --config.file allows", ruleTenant)
 	}
 	layout, err := dbLayout(sf.layout, layoutOptions{})
@@ -384,6 +395,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			Query:              queryOpts,
 			Store:              &promstore.Options{MaxResolution: maxResolution},
 			RetainEvery:        sf.retain,
+			Ruler:              rulerOpts,
 			Logger:             logger,
 			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget)},
 				cacheCollectors(dbOpts)...), collectors...),
@@ -391,10 +403,13 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
 		Rules: func(id string) *rules.Options {
-			if ruleOpts == nil || id != ruleTenant {
+			if ruleOpts == nil || (id != ruleTenant && rulerOpts == nil) {
 				return nil
 			}
 			o := *ruleOpts
+			if id != ruleTenant {
+				o.Files = nil // the rule files are the rule tenant's; the others have their stored groups
+			}
 			return &o
 		},
 	})
@@ -402,7 +417,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return err
 	}
 	defer front.Close()
-	if ruleOpts != nil {
+	if ruleFiles {
 		// The rules' tenant is opened now, so that its rules run before any request.
 		if _, err := front.Open(ctx, ruleTenant); err != nil {
 			return fmt.Errorf("--rule.tenant %s: %w", ruleTenant, err)
@@ -416,7 +431,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	defer func() { stopRun(); <-done }()
 	stopHUP := a.onSIGHUP(logger, sf.webConfigFile, func() {
 		cfg.reload(logger)
-		if ruleOpts != nil {
+		if ruleFiles {
 			if err := front.ReloadRules(); err != nil {
 				logger.Error("SIGHUP: the rule files do not load; the previous rules stay", "err", err)
 			} else {
@@ -461,9 +476,10 @@ type serveConfig struct {
 
 // loadServeConfig reads path, the limits it leaves out taken from the --query.* flags; no
 // path: the default tenant alone, with the flags' limits.
-func loadServeConfig(path string, q queryLimitFlags, webConfigFile string) (*serveConfig, error) {
+func loadServeConfig(path string, q queryLimitFlags, r rulerFlags, webConfigFile string) (*serveConfig, error) {
 	c := &serveConfig{path: path, webConfigFile: webConfigFile, defaults: limits.Limits{MaxSamplesPerQuery: q.maxSamples,
-		QueryTimeout: model.Duration(q.timeout), MaxConcurrentQueries: q.maxConcurrency, MaxSeriesPerSelect: q.maxSeriesPerSelect}}
+		QueryTimeout: model.Duration(q.timeout), MaxConcurrentQueries: q.maxConcurrency, MaxSeriesPerSelect: q.maxSeriesPerSelect,
+		RulerMaxRuleGroupsPerTenant: r.maxGroups, RulerMaxRulesPerRuleGroup: r.maxRules}}
 	var cfg *limits.Config
 	var err error
 	if path == "" {

@@ -119,7 +119,7 @@ func TestServeConfigFileChecked(t *testing.T) {
 	assert.Contains(t, r.stderr, "alow")
 
 	path := writeFile(t, "good.yml", "tenants:\n  allow: [teama]\nlimits:\n  ingestion_rate: 10\n")
-	c, err := loadServeConfig(path, queryLimitFlags{maxSamples: 7, maxConcurrency: 3, timeout: time.Minute}, "")
+	c, err := loadServeConfig(path, queryLimitFlags{maxSamples: 7, maxConcurrency: 3, timeout: time.Minute}, rulerFlags{}, "")
 	require.NoError(t, err)
 	first := c.Load()
 	require.True(t, first.Allowed("teama"))
@@ -142,7 +142,7 @@ func TestServeConfigFileChecked(t *testing.T) {
 	users := writeFile(t, "users.yml", "tenants:\n  allow: [teama]\n  users:\n    alice: [teama]\n")
 	tlsOnly := writeFile(t, "web.yml", "tls_server_config:\n  cert_file: c.pem\n  key_file: k.pem\n")
 	for _, web := range []string{"", tlsOnly} {
-		_, err := loadServeConfig(users, queryLimitFlags{maxSamples: 7, maxConcurrency: 3, timeout: time.Minute}, web)
+		_, err := loadServeConfig(users, queryLimitFlags{maxSamples: 7, maxConcurrency: 3, timeout: time.Minute}, rulerFlags{}, web)
 		require.ErrorContains(t, err, "passwords", web)
 	}
 	r = cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--config.file", users)
@@ -150,7 +150,7 @@ func TestServeConfigFileChecked(t *testing.T) {
 	assert.Contains(t, r.stderr, "no --web.config.file")
 
 	// Without a file: the default tenant alone, with the flags' limits.
-	none, err := loadServeConfig("", queryLimitFlags{maxSamples: 7, maxConcurrency: 3, timeout: time.Minute}, "")
+	none, err := loadServeConfig("", queryLimitFlags{maxSamples: 7, maxConcurrency: 3, timeout: time.Minute}, rulerFlags{}, "")
 	require.NoError(t, err)
 	require.False(t, none.Load().Allowed("teama"))
 	require.Equal(t, 7, none.Load().For("default").MaxSamplesPerQuery)

@@ -92,6 +92,12 @@ type Limits struct {
 	// MaxSeriesPerSelect bounds the series one selector selects, in queries, the series
 	// endpoint and remote read.
 	MaxSeriesPerSelect int `yaml:"max_series_per_select"`
+
+	// RulerMaxRuleGroupsPerTenant bounds the rule groups a tenant may store through the
+	// ruler API; RulerMaxRulesPerRuleGroup the rules of one of them (Mimir's limits of the
+	// same names). A set over either is 400; groups stored before a limit was lowered stay.
+	RulerMaxRuleGroupsPerTenant int `yaml:"ruler_max_rule_groups_per_tenant"`
+	RulerMaxRulesPerRuleGroup   int `yaml:"ruler_max_rules_per_rule_group"`
 }
 
 // Requests are limits of the whole server, not of a tenant.
@@ -261,6 +267,7 @@ func (l Limits) check() error {
 		"max_label_names_per_series": l.MaxLabelNamesPerSeries, "max_label_name_length": l.MaxLabelNameLength,
 		"max_label_value_length": l.MaxLabelValueLength, "max_samples_per_query": l.MaxSamplesPerQuery,
 		"max_concurrent_queries": l.MaxConcurrentQueries, "max_series_per_select": l.MaxSeriesPerSelect,
+		"ruler_max_rule_groups_per_tenant": l.RulerMaxRuleGroupsPerTenant, "ruler_max_rules_per_rule_group": l.RulerMaxRulesPerRuleGroup,
 	} {
 		if v < 0 {
 			return fmt.Errorf("%s %d is negative", name, v)

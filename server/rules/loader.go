@@ -86,6 +86,7 @@ func fileError(file string, err error) error {
 type loader struct {
 	mu     sync.Mutex
 	groups map[string]*rulefmt.RuleGroups
+	stored map[string]*rulefmt.RuleGroups // by namespace: the groups stored in the account (stored.go)
 }
 
 func (l *loader) set(groups map[string]*rulefmt.RuleGroups) {
@@ -99,6 +100,9 @@ func (l *loader) set(groups map[string]*rulefmt.RuleGroups) {
 func (l *loader) Load(identifier string, _ bool) (*rulefmt.RuleGroups, []error) {
 	l.mu.Lock()
 	rgs := l.groups[identifier]
+	if rgs == nil {
+		rgs = l.stored[identifier]
+	}
 	l.mu.Unlock()
 	if rgs == nil {
 		return nil, []error{fmt.Errorf("%w: %s: not loaded", ErrBadRules, identifier)}

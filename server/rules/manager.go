@@ -239,7 +239,7 @@ func groupCount(groups map[string]*rulefmt.RuleGroups) int {
 
 // update gives rm the rules loaded. Called with m.mu held.
 func (m *Manager) update(rm *rules.Manager) error {
-	if err := rm.Update(m.opts.EvaluationInterval, m.files, m.opts.ExternalLabels, m.opts.ExternalURL, m.opts.EvalIteration); err != nil {
+	if err := rm.Update(m.opts.EvaluationInterval, m.identifiers(), m.opts.ExternalLabels, m.opts.ExternalURL, m.opts.EvalIteration); err != nil {
 		// The loader serves only groups that parsed: a rule that passes rulefmt's checks
 		// and fails the manager's.
 		return fmt.Errorf("%w: %v", ErrBadRules, err)
