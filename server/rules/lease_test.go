@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -411,4 +412,72 @@ func TestLeaseOptions(t *testing.T) {
 	}
 	require.Equal(t, 30*time.Second, LeaseLength(DefaultLeaseMin, time.Second))
 	require.Equal(t, 2*time.Minute, LeaseLength(DefaultLeaseMin, time.Minute))
+}
+
+// After an outage of every server (longer than a takeover), the server that takes the
+// group restores as Prometheus after a restart: an alert whose for is shorter than the
+// grace period starts over, a pending one's time down does not count.
+func TestLeaseRestoreAfterOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		file := writeFile(t, t.TempDir(), "r.yml", `
+groups:
+  - name: g
+    interval: 10s
+    rules:
+      - alert: Long
+        expr: x > 5
+        for: 15m
+      - alert: Short
+        expr: x > 5
+        for: 5m
+`)
+		store, table, log := newMemStore(), newFakeLeaseTable(), &writeLog{}
+		start := time.Now()
+		feed(store, start, time.Hour, func(time.Duration) float64 { return 10 })
+		a := newLeaseServer(t, "a", store, table, log, 0, file)
+		a.start(t)
+		active := func(s *leaseServer, rule int) time.Time {
+			for _, al := range s.m.RuleGroups(t.Context())[0].Rules[rule].Alerts {
+				return al.ActiveAt
+			}
+			return time.Time{}
+		}
+		time.Sleep(4 * time.Minute)
+		synctest.Wait()
+		long := active(a, 0)
+		require.False(t, long.IsZero())
+		a.kill(t)
+		down := time.Now()
+		time.Sleep(30 * time.Minute)
+		b := newLeaseServer(t, "b", store, table, log, 0, file)
+		b.start(t)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.True(t, b.holds(file, "g"))
+		restored := active(b, 0)
+		shift := restored.Sub(long.Truncate(time.Second))
+		require.InDelta(t, (30 * time.Minute).Seconds(), shift.Seconds(), 25, "Long's active time moved by the outage (%v)", shift)
+		require.True(t, active(b, 1).After(down.Add(30*time.Minute)), "Short started over")
+	})
+}
+
+// A reload that removes a group releases its lease.
+func TestLeaseReleasedOnReload(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		two := testRules + "  - name: h\n    rules:\n      - record: y\n        expr: vector(1)\n"
+		file := writeFile(t, t.TempDir(), "r.yml", two)
+		store, table, log := newMemStore(), newFakeLeaseTable(), &writeLog{}
+		a := newLeaseServer(t, "a", store, table, log, 0, file)
+		a.start(t)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.True(t, a.holds(file, "h"))
+		require.Equal(t, "a", table.record(t, file, "h").Holder)
+		writeFile(t, filepath.Dir(file), "r.yml", testRules)
+		require.NoError(t, a.m.Reload())
+		require.Empty(t, table.record(t, file, "h").Holder)
+		require.Equal(t, "a", table.record(t, file, "g").Holder)
+		require.True(t, a.holds(file, "g"))
+		require.Equal(t, 1.0, a.metric(t, "tablets_rule_group_leases_held"))
+	})
 }
