@@ -113,7 +113,9 @@ Rules: --rule.file evaluates Prometheus rule files (globs; read again on SIGHUP:
 that no longer loads keeps the rules in force) in the tenant --rule.tenant (default: the
 default tenant), with Prometheus' rule engine; recorded series and ALERTS are written as
 remote writes into that tenant's database; --alertmanager.url sends the alerts (API v2).
-/api/v1/rules and /api/v1/alerts report them. See docs/rules.md.`,
+/api/v1/rules and /api/v1/alerts report them. Servers sharing the database evaluate each
+rule group once: the one holding the group's lease in the account (--rule.lease), another
+taking over if it dies. See docs/rules.md.`,
 		Example: `  tablets serve --db metrics
   tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"
   tablets serve --db metrics --listen :9201 --web.config.file web.yml --listen-internal :9202
