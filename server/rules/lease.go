@@ -32,6 +32,9 @@ const DefaultLeaseMin = 30 * time.Second
 // lease's end (leaseMargin), and must have some of it left.
 const minLeaseMin = 2 * time.Second
 
+// maxLeaseMin is the most LeaseOptions.Min accepted.
+const maxLeaseMin = 12 * time.Hour
+
 // LeaseOptions make one server of many evaluate each rule group (Options.Lease): a lease per
 // group in the account, taken and renewed conditionally on its ETag. See docs/rules.md,
 // "Several servers".
@@ -48,13 +51,16 @@ type LeaseOptions struct {
 	Min time.Duration
 }
 
-// LeaseLength is the lease of a group of the interval: max(min, 2 × interval). Two
+// LeaseLength is the lease of a group of the interval: max(least, 2 × interval). Two
 // intervals, because the holder renews the lease once an interval, after the evaluation:
 // an evaluation may take up to an interval (as long as Prometheus lets one take before
 // iterations are missed) without the lease lapsing. At least min (30 s by default), so
 // that for short intervals a request the SDK retries for a while (3 retries, seconds apart)
-// does not cost the lease.
-func LeaseLength(min, interval time.Duration) time.Duration { return max(min, 2*interval) }
+// does not cost the lease. At most 366 days (a holder of a group of a longer interval
+// renews its lapsed lease at each evaluation).
+func LeaseLength(least, interval time.Duration) time.Duration {
+	return min(max(least, 2*interval), maxLeaseLength)
+}
 
 // leaseMargin is how long before its lease's end (by its own clock, from the moment it sent
 // the write that renewed the lease) the holder stops evaluating: a tenth of the lease, at
@@ -103,7 +109,7 @@ func newLeases(o *LeaseOptions, m *Options, extURL *url.URL) (*leases, error) {
 	if o.Min == 0 {
 		o.Min = DefaultLeaseMin
 	}
-	if o.Min < minLeaseMin || o.Min > maxLeaseLength/2 {
+	if o.Min < minLeaseMin || o.Min > maxLeaseMin {
 		return nil, fmt.Errorf("rules: %w: Lease.Min %v: want 2s to 12h", tablets.ErrInvalidOptions, o.Min)
 	}
 	if o.Holder == "" {

@@ -24,8 +24,8 @@ const (
 	leaseVersion = 1
 	// leaseTextMax bounds F and N (for people: the RowKey decides), in bytes.
 	leaseTextMax = 1024
-	// maxLeaseLength bounds the L a reader accepts.
-	maxLeaseLength = 24 * time.Hour
+	// maxLeaseLength bounds the L a reader accepts, and LeaseLength.
+	maxLeaseLength = 366 * 24 * time.Hour
 	// maxLeaseMillis bounds the T a reader accepts (the year 9999).
 	maxLeaseMillis = 253402300799999
 )

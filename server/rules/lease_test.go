@@ -412,6 +412,9 @@ func TestLeaseOptions(t *testing.T) {
 	}
 	require.Equal(t, 30*time.Second, LeaseLength(DefaultLeaseMin, time.Second))
 	require.Equal(t, 2*time.Minute, LeaseLength(DefaultLeaseMin, time.Minute))
+	long := LeaseLength(DefaultLeaseMin, 400*24*time.Hour)
+	_, err := decodeLease(appendLease("k", leaseRecord{Length: long, File: "f", Name: "n"}))
+	require.NoError(t, err, "the lease of a group of a very long interval reads back")
 }
 
 // After an outage of every server (longer than a takeover), the server that takes the
