@@ -54,10 +54,10 @@ type LeaseOptions struct {
 // LeaseLength is the lease of a group of the interval: max(least, 2 × interval). Two
 // intervals, because the holder renews the lease once an interval, after the evaluation:
 // an evaluation may take up to an interval (as long as Prometheus lets one take before
-// iterations are missed) without the lease lapsing. At least min (30 s by default), so
-// that for short intervals a request the SDK retries for a while (3 retries, seconds apart)
-// does not cost the lease. At most 366 days (a holder of a group of a longer interval
-// renews its lapsed lease at each evaluation).
+// iterations are missed) without the lease lapsing. At least least (LeaseOptions.Min, 30 s
+// by default), so that for short intervals a request the SDK retries for a while (3
+// retries, seconds apart) does not cost the lease. At most 366 days (a holder of a group of
+// a longer interval renews its lapsed lease at each evaluation).
 func LeaseLength(least, interval time.Duration) time.Duration {
 	return min(max(least, 2*interval), maxLeaseLength)
 }
