@@ -252,6 +252,9 @@ func TestRulesRestoreFromDatabase(t *testing.T) {
 	restarted := time.Now()
 	var pendingAfter bool
 	run(func() bool {
+		if gs := s.Rules().RuleGroups(context.Background()); len(gs) == 0 || !gs[0].LastEvaluation.After(restarted) {
+			return false // the last run's groups, or the new ones not evaluated yet
+		}
 		state, at := alert()
 		if state == "pending" && at.After(restarted) && time.Since(restarted) > 2500*time.Millisecond {
 			pendingAfter = true // restored it would not be pending anymore
