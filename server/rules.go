@@ -27,6 +27,7 @@ func (s *Server) newRules(o rules.Options) (*rules.Manager, error) {
 	}
 	o.Queryable = s.queryable
 	o.Writer = ingestWriter{s.write}
+	s.withLeaseTable(&o)
 	o.Registerer = s.registry
 	o.Logger = s.log.With("component", "rules")
 	o.Tenant = ""

@@ -257,6 +257,9 @@ func TestRulesRestoreFromDatabase(t *testing.T) {
 	var pendingAfter bool
 	restored := active.Truncate(time.Second)
 	run(func() bool {
+		if gs := s.Rules().RuleGroups(context.Background()); len(gs) == 0 || !gs[0].LastEvaluation.After(restarted) {
+			return false // the last run's groups, or the new ones not evaluated yet
+		}
 		state, at := alert()
 		// Started over: still pending after most of the for (the first evaluation after a
 		// restart makes the alert pending, and the restore that follows it sets its active

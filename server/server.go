@@ -116,7 +116,9 @@ type Options struct {
 	// labels and URL, Alertmanagers and the rest. The server sets their QueryFunc (its
 	// query engine, with the query limits in force, over its Queryable), Queryable,
 	// Writer (its remote-write handler: the database, the tenant's ingest limits),
-	// Registerer, Logger and, for a tenant other than the default one, Tenant.
+	// Registerer, Logger, for a tenant other than the default one Tenant, and, if they
+	// have a Lease without a Table, Lease.Table: the catalog of the database, so that one
+	// server of those sharing the database evaluates each group.
 	// /api/v1/rules and /api/v1/alerts report them. A rule file that does not load makes
 	// New fail with an error naming it (rules.ErrBadRules).
 	Rules *rules.Options

@@ -85,6 +85,7 @@ type ruleFlags struct {
 	amTimeout                            time.Duration
 	queueCapacity                        int
 	outageTolerance, gracePeriod, resend time.Duration
+	lease                                leaseFlags
 }
 
 func addRuleFlags(cmd *cobra.Command, r *ruleFlags) {
@@ -101,6 +102,7 @@ func addRuleFlags(cmd *cobra.Command, r *ruleFlags) {
 	f.DurationVar(&r.outageTolerance, "rules.alert.for-outage-tolerance", rules.DefaultOutageTolerance, "the longest outage after which alerts' for state is still restored")
 	f.DurationVar(&r.gracePeriod, "rules.alert.for-grace-period", rules.DefaultForGracePeriod, "the least time between a restore and an alert firing; alerts with a shorter for are not restored")
 	f.DurationVar(&r.resend, "rules.alert.resend-delay", rules.DefaultResendDelay, "how often a firing alert is sent again")
+	addLeaseFlags(f, &r.lease)
 }
 
 // options are the flags as rules.Options (nil: no rule file and no stored rule groups), the
@@ -142,10 +144,14 @@ func (r ruleFlags) options(cmd *cobra.Command, listen string, stored bool) (*rul
 	if _, err := rules.ParseFiles(files); err != nil {
 		return nil, fmt.Errorf("--rule.file: %w", err)
 	}
+	lease, err := r.lease.options(cmd)
+	if err != nil {
+		return nil, err
+	}
 	return &rules.Options{Files: r.files, EvaluationInterval: r.evalInterval, QueryOffset: r.queryOffset,
 		ExternalLabels: b.Labels(), ExternalURL: url, Alertmanagers: r.alertmanagers, AlertmanagerTimeout: r.amTimeout,
 		NotificationQueueCapacity: r.queueCapacity, OutageTolerance: r.outageTolerance, ForGracePeriod: r.gracePeriod,
-		ResendDelay: r.resend}, nil
+		ResendDelay: r.resend, Lease: lease}, nil
 }
 
 // filesArgs requires at least one file argument.

@@ -116,9 +116,11 @@ default tenant), with Prometheus' rule engine; recorded series and ALERTS are wr
 remote writes into that tenant's database; --alertmanager.url sends the alerts (API v2).
 /api/v1/rules and /api/v1/alerts report them. The ruler configuration API of Cortex and
 Mimir (/prometheus/config/v1/rules, what 'mimirtool rules' and 'tablets rules sync' drive;
---ruler.enable-api, on by default) stores rule groups per tenant in the tenant's database;
-every server evaluates them beside the files, and sees a change another server made within
---ruler.poll-interval. See docs/rules.md.`,
+--ruler.enable-api, on by default) stores rule groups per tenant in the tenant's database,
+evaluated beside the files; a server sees a change another server made within
+--ruler.poll-interval. Servers sharing the database evaluate each rule group once: the one
+holding the group's lease in the account (--rule.lease), another taking over if it dies.
+See docs/rules.md.`,
 		Example: `  tablets serve --db metrics
   tablets serve --db metrics --listen :9201 --raw-retention 720h --connection-string "$CS"
   tablets serve --db metrics --listen :9201 --web.config.file web.yml --listen-internal :9202

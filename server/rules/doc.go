@@ -14,8 +14,15 @@
 // Where rules come from: rule files (ExpandFiles, ParseFiles), checked whole before they
 // replace the rules in force. The Manager's group loader serves the groups last checked,
 // from memory, so another source (rule groups stored in the account) can feed it the same
-// way. Which server evaluates a group is left to Options.EvalIteration, called for every
-// evaluation of every group: the seam for a lease.
+// way.
+//
+// Which of several servers evaluates a group: with Options.Lease, the one holding the
+// group's lease, an entity of a LeaseTable (package server: the catalog of the tenant's
+// database; docs/format.md, "Rule group leases"), taken and renewed conditionally on its
+// ETag at each evaluation, ended by the service's clock; a server that takes a group
+// restores its alerts' state from ALERTS_FOR_STATE first (docs/rules.md, "Several
+// servers"). The leases are an Options.EvalIteration, the seam called for every evaluation
+// of every group.
 //
 // The command's `tablets rules check` and `tablets rules test` are Check and Test, the
 // latter promtool's unit tests of rules (its file format and output), run over Prometheus'

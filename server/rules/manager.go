@@ -89,6 +89,10 @@ type Options struct {
 	// rules.DefaultEvalIterationFunc, which it should call to evaluate (and may skip: the
 	// seam for a lease deciding which of several servers evaluates a group).
 	EvalIteration rules.GroupEvalIterationFunc
+	// Lease, if set, makes one server of many evaluate each group: the one holding the
+	// group's lease in Lease.Table (see LeaseOptions; EvalIteration runs for the groups
+	// this manager holds). nil: every manager evaluates every group.
+	Lease *LeaseOptions
 	// Registerer, if set, receives Prometheus' prometheus_rule_* and
 	// prometheus_notifications_* metrics.
 	Registerer prometheus.Registerer
@@ -108,6 +112,7 @@ type Manager struct {
 	amConfig  *config.Config
 	amTargets map[string][]*targetgroup.Group
 	loader    loader
+	leases    *leases // nil: no Options.Lease
 
 	// do, if set, sends the notifier's requests (tests).
 	do func(context.Context, *http.Client, *http.Request) (*http.Response, error)
@@ -170,8 +175,17 @@ func New(opts *Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	extURL, _ := url.Parse(o.ExternalURL)
+	var leases *leases
+	if o.Lease != nil {
+		lo := *o.Lease
+		if leases, err = newLeases(&lo, &o, extURL); err != nil {
+			return nil, err
+		}
+		o.EvalIteration = leases.evalIteration
+	}
 	m := &Manager{opts: o, log: o.Logger, amConfig: withExternalLabels(amConfig, o.ExternalLabels), amTargets: amTargets,
-		notifyReg: &swappable{}}
+		notifyReg: &swappable{}, leases: leases}
 	m.metrics = rules.NewGroupMetrics(o.Registerer)
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(m.notifyReg); err != nil {
@@ -224,6 +238,7 @@ func (m *Manager) Reload() error {
 		if err := m.update(m.rm); err != nil {
 			return err
 		}
+		m.releaseRemoved()
 	}
 	m.log.Info("rule files loaded", "files", len(files), "groups", groupCount(groups))
 	return nil
@@ -280,7 +295,7 @@ func (m *Manager) Run(ctx context.Context) error {
 		NotifyFunc:      rules.SendAlerts(nm, m.opts.ExternalURL),
 		Context:         evalCtx,
 		Appendable:      appendable{m.opts.Writer},
-		Queryable:       m.opts.Queryable,
+		Queryable:       m.restoreQueryable(),
 		Logger:          m.log.With("part", "rule manager"),
 		OutageTolerance: m.opts.OutageTolerance,
 		ForGracePeriod:  m.opts.ForGracePeriod,
@@ -315,6 +330,11 @@ func (m *Manager) Run(ctx context.Context) error {
 	cancelEval()
 	rm.Stop()
 	<-evaluated
+	if m.leases != nil {
+		releaseCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		m.leases.release(releaseCtx, nil)
+		cancel()
+	}
 	nm.Stop()
 	<-notified
 	return nil
@@ -359,6 +379,9 @@ func (m *Manager) RuleGroups(context.Context) []api.RuleGroup {
 				continue
 			}
 			ag.Rules = append(ag.Rules, ar)
+		}
+		if m.leases != nil && !m.leases.holds(g.File(), g.Name()) {
+			ag = notHeld(ag) // another server evaluates it
 		}
 		out = append(out, ag)
 	}
