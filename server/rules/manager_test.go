@@ -193,6 +193,19 @@ func TestManagerRecordsAndAlerts(t *testing.T) {
 			"prometheus_rule_group_interval_seconds", "prometheus_notifications_sent_total", "prometheus_notifications_queue_capacity"} {
 			require.True(t, names[n], "metric %s", n)
 		}
+		// The evaluation lag: one observation an evaluation.
+		var lagged uint64
+		var iterations float64
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case "tablets_rule_group_evaluation_lag_seconds":
+				lagged = mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			case "prometheus_rule_group_iterations_total":
+				iterations = mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		require.Positive(t, lagged)
+		require.InDelta(t, iterations, float64(lagged), 1, "an observation of the lag an evaluation")
 	})
 }
 
