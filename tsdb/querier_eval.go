@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
 // RangeFunction is a PromQL function of a range of a series' float samples that Evaluate
@@ -30,6 +31,12 @@ const (
 	FuncLastOverTime    RangeFunction = "last_over_time"
 	FuncPresentOverTime RangeFunction = "present_over_time"
 )
+
+// Evaluable reports whether Evaluate computes f.
+func (f RangeFunction) Evaluable() bool {
+	_, ok := f.fields()
+	return ok
+}
 
 // fields are the window fields f needs besides FieldExact (which brings First and Last).
 func (f RangeFunction) fields() (Fields, bool) {
@@ -374,7 +381,7 @@ func evalSamples(e *Evaluation, rs *Series, s *Series) {
 	it := rs.Iterator()
 	for it.Next() {
 		smp := it.At()
-		if smp.IsHistogram() || math.Float64bits(smp.F) == staleNaNBits {
+		if smp.IsHistogram() || math.Float64bits(smp.F) == tiers.StaleBits {
 			continue
 		}
 		ts, vs = append(ts, smp.T), append(vs, smp.F)
@@ -394,9 +401,6 @@ func evalSamples(e *Evaluation, rs *Series, s *Series) {
 		}
 	}
 }
-
-// staleNaNBits is Prometheus' staleness marker: not a sample to a function.
-const staleNaNBits = 0x7ff0000000000002
 
 // apply is e's function over the samples of sp, the range ending at t, as Prometheus'
 // (promql/functions.go: extrapolatedRate, the *_over_time functions).

@@ -63,13 +63,6 @@ type exactRewrite struct {
 	sets       [][]storage.Series // by index: each replaced call's series, sorted by labels
 }
 
-var exactFunctions = map[string]tsdb.RangeFunction{
-	"rate": tsdb.FuncRate, "increase": tsdb.FuncIncrease, "delta": tsdb.FuncDelta,
-	"sum_over_time": tsdb.FuncSumOverTime, "count_over_time": tsdb.FuncCountOverTime, "avg_over_time": tsdb.FuncAvgOverTime,
-	"min_over_time": tsdb.FuncMinOverTime, "max_over_time": tsdb.FuncMaxOverTime, "last_over_time": tsdb.FuncLastOverTime,
-	"present_over_time": tsdb.FuncPresentOverTime,
-}
-
 // walk rewrites the calls under *e it can; inSub: under a subquery, whose steps are not the
 // query's (left alone).
 func (r *exactRewrite) walk(e *parser.Expr, inSub bool) error {
@@ -114,8 +107,8 @@ func (r *exactRewrite) walk(e *parser.Expr, inSub bool) error {
 
 // call returns the selector that replaces c, or nil where c is not one Evaluate serves.
 func (r *exactRewrite) call(c *parser.Call) (parser.Expr, error) {
-	fn, ok := exactFunctions[c.Func.Name]
-	if !ok || len(c.Args) != 1 {
+	fn := tsdb.RangeFunction(c.Func.Name) // tsdb's functions are named as PromQL's
+	if !fn.Evaluable() || len(c.Args) != 1 {
 		return nil, nil
 	}
 	ms, ok := c.Args[0].(*parser.MatrixSelector)

@@ -8,17 +8,17 @@ import (
 	"github.com/seed71701133/tablets"
 )
 
-// staleBits are the bits of Prometheus' staleness marker, a NaN: a histogram sample whose Sum
+// StaleBits are the bits of Prometheus' staleness marker, a NaN: a histogram sample whose Sum
 // has them marks the series stale and is not a sample.
-const staleBits = 0x7ff0000000000002
+const StaleBits = 0x7ff0000000000002
 
 // isStaleHistogram says whether p is a staleness marker.
 func isStaleHistogram(p tablets.HistogramPoint) bool {
 	switch {
 	case p.H != nil:
-		return math.Float64bits(p.H.Sum) == staleBits
+		return math.Float64bits(p.H.Sum) == StaleBits
 	case p.FH != nil:
-		return math.Float64bits(p.FH.Sum) == staleBits
+		return math.Float64bits(p.FH.Sum) == StaleBits
 	}
 	return true // no histogram: nothing to count
 }

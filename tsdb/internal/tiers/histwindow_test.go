@@ -152,7 +152,7 @@ func TestHistWindowCustomBuckets(t *testing.T) {
 func TestHistWindowGaugeAndStale(t *testing.T) {
 	g1 := fh(tablets.GaugeType, 0, 3, 3, map[int32]float64{1: 3})
 	g2 := fh(tablets.GaugeType, 0, 1, 1.5, map[int32]float64{1: 1})
-	stale := fh(tablets.GaugeType, 0, 0, math.Float64frombits(staleBits), nil)
+	stale := fh(tablets.GaugeType, 0, 0, math.Float64frombits(StaleBits), nil)
 	w := obs(t, at0(0, g1), at0(5, stale), at0(10, g2))
 	wantHist(t, w.Histogram, fh(tablets.GaugeType, 0, 4, 4.5, map[int32]float64{1: 4}))
 	if w.HistogramCount != 2 || w.LastHistogram.FH != g2 {
@@ -161,7 +161,7 @@ func TestHistWindowGaugeAndStale(t *testing.T) {
 	// A counter across a staleness marker: the increase from the sample before it.
 	c1 := fh(0, 0, 3, 3, map[int32]float64{1: 3})
 	c2 := fh(0, 0, 5, 6, map[int32]float64{1: 5})
-	staleC := &tablets.FloatHistogram{Sum: math.Float64frombits(staleBits)}
+	staleC := &tablets.FloatHistogram{Sum: math.Float64frombits(StaleBits)}
 	wantHist(t, obs(t, at0(0, c1), at0(5, staleC), at0(10, c2)).Histogram, fh(tablets.GaugeType, 0, 2, 3, map[int32]float64{1: 2}))
 	if histWindowOf([]tablets.HistogramPoint{at0(5, staleC)}) != nil {
 		t.Error("a window of a staleness marker alone")

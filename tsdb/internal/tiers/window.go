@@ -98,7 +98,7 @@ func (w *Window) accuracy() float64 {
 // times; of points of the same time, the one added last. A NaN v is ignored.
 func (w *Window) add(t time.Time, v float64) {
 	if math.IsNaN(v) {
-		if math.Float64bits(v) != staleNaNBits {
+		if math.Float64bits(v) != StaleBits {
 			w.NaNs++
 		}
 		return
@@ -189,9 +189,6 @@ func (w *Window) merge(o Window) error {
 	w.Sum += o.Sum
 	return nil
 }
-
-// staleNaNBits is the bits of Prometheus' staleness marker, which no function sees.
-const staleNaNBits = 0x7ff0000000000002
 
 // ResetsKnown reports whether Resets is known: the window's points were added in time
 // order (or merged from windows that follow each other), and a tier block it was read from
