@@ -15,15 +15,18 @@ import (
 )
 
 // newRules makes the manager of the server's rules: its queries run on the query API's
-// engine of the limits in force (as Prometheus runs its rules on its API's engine), its
-// results go through the remote-write handler.
+// engine of the limits in force (as Prometheus runs its rules on its API's engine), the
+// rules of a group's evaluation sharing their reads, and its results go through the
+// remote-write handler.
 func (s *Server) newRules(o rules.Options) (*rules.Manager, error) {
+	shared := rules.NewSharedReads()
+	o.SharedReads = shared
 	o.QueryFunc = func(ctx context.Context, q string, t time.Time) (promql.Vector, error) {
 		api, err := s.queryAPI()
 		if err != nil {
 			return nil, err
 		}
-		return promrules.EngineQueryFunc(api.api.Engine(), api.api.Queryable())(ctx, q, t)
+		return promrules.EngineQueryFunc(api.api.Engine(), shared.Queryable(api.api.Queryable()))(ctx, q, t)
 	}
 	o.Queryable = s.queryable
 	o.Writer = ingestWriter{s.write}

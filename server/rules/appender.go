@@ -37,6 +37,7 @@ type appender struct {
 	w      Writer
 	byKey  map[string]int // labels' bytes: index in series
 	series []prompb.TimeSeries
+	labels []labels.Labels // of series
 	done   bool
 }
 
@@ -50,6 +51,7 @@ func (a *appender) of(l labels.Labels) (*prompb.TimeSeries, storage.SeriesRef, e
 		i = len(a.series)
 		a.byKey[key] = i
 		a.series = append(a.series, prompb.TimeSeries{Labels: prompb.FromLabels(l, nil)})
+		a.labels = append(a.labels, l.Copy())
 	}
 	return &a.series[i], storage.SeriesRef(i + 1), nil
 }
@@ -88,7 +90,10 @@ func (a *appender) Commit() error {
 		return nil
 	}
 	_, err := a.w.WriteTimeSeries(a.ctx, a.series)
-	a.series = nil
+	if e := evaluationOf(a.ctx); e != nil {
+		e.wrote(a.labels) // failed or not: some of it may be stored
+	}
+	a.series, a.labels = nil, nil
 	return err
 }
 
@@ -96,7 +101,7 @@ func (a *appender) Rollback() error {
 	if a.done {
 		return errAppenderDone
 	}
-	a.done, a.series = true, nil
+	a.done, a.series, a.labels = true, nil, nil
 	return nil
 }
 

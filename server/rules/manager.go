@@ -93,6 +93,9 @@ type Options struct {
 	// group's lease in Lease.Table (see LeaseOptions; EvalIteration runs for the groups
 	// this manager holds). nil: every manager evaluates every group.
 	Lease *LeaseOptions
+	// SharedReads, if set, lets the rules of an evaluation of a group share their reads
+	// (see SharedReads): QueryFunc's engine should read through its Queryable.
+	SharedReads *SharedReads
 	// Registerer, if set, receives Prometheus' prometheus_rule_* and
 	// prometheus_notifications_* metrics.
 	Registerer prometheus.Registerer
@@ -188,12 +191,20 @@ func New(opts *Options) (*Manager, error) {
 		Help:    "Time from a rule group evaluation's timestamp (its slot) to the end of the evaluation here: its queries done, its results written.",
 		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}})
 	o.EvalIteration = lagged(o.EvalIteration, lag)
+	if o.SharedReads != nil {
+		o.EvalIteration = sharing(o.EvalIteration)
+	}
 	m := &Manager{opts: o, log: o.Logger, amConfig: withExternalLabels(amConfig, o.ExternalLabels), amTargets: amTargets,
 		notifyReg: &swappable{}, leases: leases}
 	m.metrics = rules.NewGroupMetrics(o.Registerer)
 	if o.Registerer != nil {
 		if err := o.Registerer.Register(lag); err != nil {
 			return nil, fmt.Errorf("rules: registering the evaluation lag: %w", err)
+		}
+		if o.SharedReads != nil {
+			if err := o.SharedReads.register(o.Registerer); err != nil {
+				return nil, fmt.Errorf("rules: registering the shared reads' metrics: %w", err)
+			}
 		}
 		if err := o.Registerer.Register(m.notifyReg); err != nil {
 			return nil, fmt.Errorf("rules: registering the notifier's metrics: %w", err)
