@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/prometheus/config"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/spf13/cobra"
 
@@ -80,7 +81,7 @@ in-memory test storage, as promtool does. Exit 1 if a test fails.`,
 // ruleFlags are the flags of `tablets serve` for rules and alerts, named as Prometheus'.
 type ruleFlags struct {
 	files, externalLabels, alertmanagers []string
-	tenant, externalURL                  string
+	tenant, externalURL, alertingFile    string
 	evalInterval, queryOffset            time.Duration
 	amTimeout                            time.Duration
 	queueCapacity                        int
@@ -97,6 +98,7 @@ func addRuleFlags(cmd *cobra.Command, r *ruleFlags) {
 	f.StringArrayVar(&r.externalLabels, "rule.external-label", nil, "NAME=VALUE added to every alert sent, and $externalLabels in templates (repeatable; global.external_labels)")
 	f.StringVar(&r.externalURL, "web.external-url", "", "the URL tablets is reached at: alerts' generator URL, $externalURL in templates (default: http:// and --listen)")
 	f.StringArrayVar(&r.alertmanagers, "alertmanager.url", nil, "an Alertmanager to send alerts to, http(s)://host:port[/prefix], API v2; user:password@ for basic auth (repeatable)")
+	f.StringVar(&r.alertingFile, "alerting.config.file", "", "a Prometheus configuration file whose alerting section (alertmanagers with static_configs, alert_relabel_configs) says where alerts go, besides --alertmanager.url (its other sections are not read; read at start)")
 	f.DurationVar(&r.amTimeout, "alertmanager.timeout", rules.DefaultAlertmanagerTimeout, "the timeout of a request to an Alertmanager")
 	f.IntVar(&r.queueCapacity, "alertmanager.notification-queue-capacity", rules.DefaultNotificationQueueCapacity, "alerts waiting to be sent, at most (a tenant)")
 	f.DurationVar(&r.outageTolerance, "rules.alert.for-outage-tolerance", rules.DefaultOutageTolerance, "the longest outage after which alerts' for state is still restored")
@@ -110,8 +112,8 @@ func addRuleFlags(cmd *cobra.Command, r *ruleFlags) {
 // rules, the files' or not.
 func (r ruleFlags) options(cmd *cobra.Command, listen string, stored bool) (*rules.Options, error) {
 	if len(r.files) == 0 && !stored {
-		if len(r.alertmanagers) > 0 {
-			return nil, usageErrorf(cmd, "--alertmanager.url without --rule.file or --ruler.enable-api: no rule sends alerts")
+		if len(r.alertmanagers) > 0 || r.alertingFile != "" {
+			return nil, usageErrorf(cmd, "--alertmanager.url or --alerting.config.file without --rule.file or --ruler.enable-api: no rule sends alerts")
 		}
 		return nil, nil
 	}
@@ -148,7 +150,13 @@ func (r ruleFlags) options(cmd *cobra.Command, listen string, stored bool) (*rul
 	if err != nil {
 		return nil, err
 	}
-	return &rules.Options{Files: r.files, EvaluationInterval: r.evalInterval, QueryOffset: r.queryOffset,
+	var alerting *config.AlertingConfig
+	if r.alertingFile != "" {
+		if alerting, err = rules.LoadAlerting(r.alertingFile); err != nil {
+			return nil, usageErrorf(cmd, "--alerting.config.file: %v", err)
+		}
+	}
+	return &rules.Options{Alerting: alerting, Files: r.files, EvaluationInterval: r.evalInterval, QueryOffset: r.queryOffset,
 		ExternalLabels: b.Labels(), ExternalURL: url, Alertmanagers: r.alertmanagers, AlertmanagerTimeout: r.amTimeout,
 		NotificationQueueCapacity: r.queueCapacity, OutageTolerance: r.outageTolerance, ForGracePeriod: r.gracePeriod,
 		ResendDelay: r.resend, Lease: lease}, nil

@@ -46,4 +46,14 @@ func TestServeBadRuleFile(t *testing.T) {
 	require.Equal(t, exitUsage, r.code)
 	r = cli(t, nil, "", "serve", "--db", "rulesbad", "--listen", "127.0.0.1:0", "--rule.file", filepath.Join(dir, "*.yml"), "--rule.external-label", "nope")
 	require.Equal(t, exitUsage, r.code)
+	// An alerting section that is not one, or none.
+	prom := filepath.Join(dir, "prometheus.yml")
+	require.NoError(t, os.WriteFile(prom, []byte("alerting:\n  alertmanagers:\n    - dns_sd_configs: [{names: [am]}]\n"), 0o644))
+	good := filepath.Join(dir, "good.yml")
+	require.NoError(t, os.WriteFile(good, []byte("groups: []\n"), 0o644))
+	r = cli(t, nil, "", "serve", "--db", "rulesbad", "--listen", "127.0.0.1:0", "--rule.file", good, "--alerting.config.file", prom)
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.line(t), prom)
+	r = cli(t, nil, "", "serve", "--db", "rulesbad", "--listen", "127.0.0.1:0", "--alerting.config.file", prom, "--ruler.enable-api=false")
+	require.Equal(t, exitUsage, r.code)
 }

@@ -72,7 +72,10 @@ type Options struct {
 	// http(s)://host[:port][/path prefix], basic auth from its user information. None:
 	// alerts are evaluated, recorded (ALERTS) and shown, and sent nowhere.
 	Alertmanagers []string
-	// AlertmanagerTimeout bounds a request to an Alertmanager (default 10s).
+	// Alerting, if set, is Prometheus' alerting section (LoadAlerting): more Alertmanagers
+	// (static_configs), with Prometheus' options of each, and alert_relabel_configs.
+	Alerting *config.AlertingConfig
+	// AlertmanagerTimeout bounds a request to an Alertmanager of Alertmanagers (default 10s).
 	AlertmanagerTimeout time.Duration
 	// NotificationQueueCapacity bounds the alerts waiting to be sent (default 10,000).
 	NotificationQueueCapacity int
@@ -174,7 +177,7 @@ func New(opts *Options) (*Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("rules: %w: %v", tablets.ErrInvalidOptions, err)
 	}
-	amConfig, amTargets, err := alertmanagerConfigs(o.Alertmanagers, o.AlertmanagerTimeout, o.Tenant)
+	amConfig, amTargets, err := alertmanagerConfigs(o.Alertmanagers, o.Alerting, o.AlertmanagerTimeout, o.Tenant)
 	if err != nil {
 		return nil, err
 	}
