@@ -111,3 +111,19 @@ func (c *Gen[K, V]) Keys() []K {
 	}
 	return keys
 }
+
+// Update replaces k's value with f of the value cached (ok: there was one), in one step:
+// two callers adding to an entry both count.
+func (c *Gen[K, V]) Update(k K, f func(old V, ok bool) V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.curr[k]
+	if ok {
+		c.currCost -= c.costOf(k, old)
+		delete(c.curr, k)
+	} else if old, ok = c.prev[k]; ok {
+		c.prevCost -= c.costOf(k, old)
+		delete(c.prev, k)
+	}
+	c.addLocked(k, f(old, ok))
+}

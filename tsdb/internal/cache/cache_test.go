@@ -90,3 +90,24 @@ func TestEntities(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// Update sees the value cached (in either generation) and replaces it, its cost counted once.
+func TestGenCacheUpdate(t *testing.T) {
+	c := New[string, string](20, func(_ string, v string) int { return len(v) }) // 10 a generation
+	c.Update("a", func(old string, ok bool) string {
+		if ok {
+			t.Fatalf("found %q in an empty cache", old)
+		}
+		return "x"
+	})
+	c.Add("b", "123456789") // rotates: "a" in the previous generation
+	c.Update("a", func(old string, ok bool) string {
+		if !ok || old != "x" {
+			t.Fatalf("got %q %v, want the previous generation's x", old, ok)
+		}
+		return old + "y"
+	})
+	if v, ok := c.Get("a"); !ok || v != "xy" || c.Len() != 2 || c.Size() != 11 {
+		t.Fatalf("got %q %v, %d entries of cost %d; want xy, 2 entries of 11", v, ok, c.Len(), c.Size())
+	}
+}

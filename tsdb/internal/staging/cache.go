@@ -19,11 +19,11 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 )
 
-// Cache keeps the columns of staging entities that queries decoded, by table, entity key,
-// column and ETag, so that a query reads again only what changed since: a refreshed panel
-// lists the keys and ETags of the entities its range overlaps (a few hundred bytes an
-// entity), takes the columns it knows from the cache, and fetches the others, the new
-// entities' (one query a partition that has any).
+// Cache keeps the columns of staging entities that queries decoded, by table, entity key
+// and ETag, so that a query reads again only what changed since: a refreshed panel lists
+// the keys and ETags of the entities its range overlaps (a few hundred bytes an entity),
+// takes the columns it knows from the cache, and fetches the others, the new entities'
+// (one query a partition that has any).
 //
 // A staging entity is written once by the transaction of its write, rewritten only by a
 // Delete of some of its samples (a new ETag), and deleted by the Fold: the listing is read
@@ -31,39 +31,39 @@ import (
 // with the ETag it was decoded at, whichever process changed it. A cached column is never
 // the last word: the account is.
 //
+// An entry is an entity (one lookup an entity of a read, whatever columns it asks for: a
+// read of a hundred series of many entities looked up each column of each once, the
+// rules' scale's most of its time): the columns decoded so far, and its columns as read
+// when it was fetched whole. An entry does not change once cached: a read that decodes
+// more columns of it caches a new entry in its place, with them all.
+//
 // A Cache may be shared by the Tables of many databases (a server's tenants); it is bounded
 // by the bytes of the columns it holds (two generations of cache.Gen: what a generation
 // does not use goes). Safe for concurrent use.
 type Cache struct {
 	counts   cache.Counts
-	columns  *cache.Gen[columnKey, cachedColumn]
+	entities *cache.Gen[entityKey, *cachedEntity]
 	maxBytes int64
 }
 
 // NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
 	maxBytes = max(maxBytes, 1<<20)
-	return &Cache{columns: cache.New(int(maxBytes), columnCost), maxBytes: maxBytes}
+	return &Cache{entities: cache.New(int(maxBytes), entityCost), maxBytes: maxBytes}
 }
 
 // Stats returns the cache's counts: Hits are columns of entities found at their ETag,
-// Misses those fetched.
-func (c *Cache) Stats() cache.Stats { return cache.StatsOf(&c.counts, c.columns) }
+// Misses those fetched; Entries are entities.
+func (c *Cache) Stats() cache.Stats { return cache.StatsOf(&c.counts, c.entities) }
 
-// columnKey names a column of an entity of a staging table: wholeEntity for a read of
-// every column.
-type columnKey struct {
+// entityKey names an entity of a staging table.
+type entityKey struct {
 	table, pk, rk string
-	column        int
 }
 
-// wholeEntity is the column of a key that holds every column of its entity, decoded (a read
-// of every series); encodedEntity the column of a key that holds every column of its
-// entity as read, not decoded (see wholeAfter).
-const (
-	wholeEntity   = -1
-	encodedEntity = -2
-)
+// wholeEntity is the column of an entity that holds every column of it, decoded (a read of
+// every series).
+const wholeEntity = -1
 
 // wholeAfter is how many reads fetched columns of an entity before the next fetches it whole
 // (its columns kept as read, a few bytes a sample, and decoded when a read asks for one):
@@ -76,28 +76,109 @@ const wholeAfter = 3
 // encodedPointBytes is about what a point of a staging column takes, as read.
 const encodedPointBytes = 4
 
-// cachedColumn is one column of an entity as decoded, at the entity's ETag: empty when the
-// entity has no such column.
-type cachedColumn struct {
+// cachedEntity is what the cache holds of an entity at its ETag: the columns decoded, by
+// column (wholeEntity: every column's series together), and, for an entity fetched whole,
+// every column as read (encoded). Never changed once cached.
+type cachedEntity struct {
 	etag    string
 	version int
-	series  []stageenc.Series
-	hists   []stageenc.HistSeries
-	encoded map[int][]byte // of an encodedEntity key: every column's bytes, as read
+	cols    map[int]cachedColumn
+	encoded map[int][]byte
 }
 
-func columnCost(k columnKey, c cachedColumn) int {
-	n := int(unsafe.Sizeof(k)+unsafe.Sizeof(c)) + len(k.table) + len(k.pk) + len(k.rk) + len(c.etag) + 64
+// cachedColumn is one column of an entity as decoded: empty when the entity has no such
+// column.
+type cachedColumn struct {
+	series []stageenc.Series
+	hists  []stageenc.HistSeries
+}
+
+func (c cachedColumn) cost() int {
+	n := int(unsafe.Sizeof(c)) + 16
 	for _, s := range c.series {
 		n += int(unsafe.Sizeof(s)) + len(s.Key) + 8*(cap(s.Times)+cap(s.Values))
 	}
 	for _, s := range c.hists {
 		n += int(unsafe.Sizeof(s)) + len(s.Key) + len(s.Samples)*int(HistBytes)
 	}
-	for _, b := range c.encoded {
+	return n
+}
+
+func entityCost(k entityKey, e *cachedEntity) int {
+	n := int(unsafe.Sizeof(k)+unsafe.Sizeof(*e)) + len(k.table) + len(k.pk) + len(k.rk) + len(e.etag) + 64
+	for _, c := range e.cols {
+		n += c.cost()
+	}
+	for _, b := range e.encoded {
 		n += 48 + cap(b)
 	}
 	return n
+}
+
+// columns returns e's columns keys, in their order, decoding from the columns as read
+// those not decoded yet (decoded says which, to cache); ok is false when e lacks some.
+func (e *cachedEntity) columns(keys []int) (cols []cachedColumn, decoded map[int]cachedColumn, ok bool) {
+	cols = make([]cachedColumn, len(keys))
+	for i, c := range keys {
+		col, ok := e.cols[c]
+		if !ok {
+			if e.encoded == nil || c == wholeEntity {
+				return nil, nil, false
+			}
+			var err error
+			if col, err = e.decode(c); err != nil {
+				return nil, nil, false // fetched again, and its error said then
+			}
+			if decoded == nil {
+				decoded = map[int]cachedColumn{}
+			}
+			decoded[c] = col
+		}
+		cols[i] = col
+	}
+	return cols, decoded, true
+}
+
+// decode decodes column c of e's columns as read: empty when the entity has none.
+func (e *cachedEntity) decode(c int) (cachedColumn, error) {
+	var col cachedColumn
+	b, ok := e.encoded[c]
+	if !ok {
+		return col, nil
+	}
+	var err error
+	if e.version == HistVersion {
+		col.hists, err = stageenc.DecodeHist(b)
+	} else {
+		col.series, err = stageenc.DecodeSome(b, nil)
+	}
+	return col, err
+}
+
+// entity returns the entry of the listed entity le of table, if cached at le's ETag.
+func (c *Cache) entity(table string, le listedEntity) (*cachedEntity, bool) {
+	e, ok := c.entities.Get(entityKey{table, le.pk, le.rk})
+	if !ok || e.etag != le.etag {
+		return nil, false
+	}
+	return e, true
+}
+
+// add caches cols (and encoded, the columns as read, if not nil) of the entity of table
+// and head, with the columns cached of it at the same ETag.
+func (c *Cache) add(table string, head entityHead, cols map[int]cachedColumn, encoded map[int][]byte) {
+	c.entities.Update(entityKey{table, head.pk, head.rk}, func(old *cachedEntity, ok bool) *cachedEntity {
+		e := &cachedEntity{etag: head.etag, version: head.version, cols: cols, encoded: encoded}
+		if ok && old.etag == head.etag {
+			e.cols = make(map[int]cachedColumn, len(old.cols)+len(cols))
+			maps.Copy(e.cols, old.cols)
+			maps.Copy(e.cols, cols)
+			if e.encoded == nil {
+				e.encoded = old.encoded
+			}
+		}
+		return e
+	})
 }
 
 // listedEntity is an entity of a listing: its keys and ETag (and its T and U, when
@@ -129,17 +210,17 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			// Nothing of this table is cached yet: a listing would only cost a request more.
 			// The read is the query of every entity, which fills the cache.
 			st.warm.Store(true)
-			got := map[[2]string]map[int]cachedColumn{}
 			var order []listedEntity
-			err := st.fetchColumns(ctx, f, "", nil, columns, false, read, func(le listedEntity, cols map[int]cachedColumn) {
-				got[[2]string{le.pk, le.rk}] = cols
+			var got []entityColumns
+			err := st.fetchColumns(ctx, f, "", nil, columns, false, read, func(le listedEntity, version int, cols map[int]cachedColumn) {
 				order = append(order, le)
+				got = append(got, entityColumns{version, inOrder(keys, cols)})
 			})
 			if err != nil {
 				fail(err)
 				return
 			}
-			st.yieldAssembled(ctx, order, keys, got, want, read, yield)
+			st.yieldAssembled(ctx, order, got, want, read, yield)
 			return
 		}
 		listed, err := st.listedEntities(ctx, f)
@@ -150,26 +231,32 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		// The entities whose columns the cache lacks, by partition.
 		// The columns the cache holds are taken now (a later rotation may drop them).
 		missing := map[string][]listedEntity{}
-		got := make(map[[2]string]map[int]cachedColumn, len(listed))
-		for _, le := range listed {
-			cols := make(map[int]cachedColumn, len(keys))
-			for _, c := range keys {
-				col, ok := st.cache.lookupColumn(table, le, c)
-				if !ok {
-					missing[le.pk] = append(missing[le.pk], le)
-					cols = nil
-					break
+		at := map[[2]string]int{} // the missing entities' index in listed
+		got := make([]entityColumns, len(listed))
+		hits, misses := 0, 0
+		for i, le := range listed {
+			if e, ok := st.cache.entity(table, le); ok {
+				if cols, decoded, ok := e.columns(keys); ok {
+					if decoded != nil {
+						st.cache.add(table, entityHead{pk: le.pk, rk: le.rk, etag: e.etag, version: e.version}, decoded, nil)
+					}
+					got[i] = entityColumns{e.version, cols}
+					hits += len(keys)
+					continue
 				}
-				cols[c] = col
 			}
-			if cols != nil {
-				got[[2]string{le.pk, le.rk}] = cols
-			}
+			misses += len(keys)
+			missing[le.pk] = append(missing[le.pk], le)
+			at[[2]string{le.pk, le.rk}] = i
 		}
+		st.cache.counts.Hit(hits)
+		st.cache.counts.Miss(misses)
 		whole := st.fetchWhole(missing, columns)
 		for _, pk := range slices.Sorted(maps.Keys(missing)) {
-			if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, whole[pk], read, func(le listedEntity, cols map[int]cachedColumn) {
-				got[[2]string{le.pk, le.rk}] = cols
+			if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, whole[pk], read, func(le listedEntity, version int, cols map[int]cachedColumn) {
+				if i, ok := at[[2]string{le.pk, le.rk}]; ok {
+					got[i] = entityColumns{version, inOrder(keys, cols)}
+				}
 			}); err != nil {
 				fail(err)
 				return
@@ -178,22 +265,37 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 				st.listing.fetched(missing[pk])
 			}
 		}
-		st.yieldAssembled(ctx, listed, keys, got, want, read, yield)
+		st.yieldAssembled(ctx, listed, got, want, read, yield)
 	}
 }
 
-// yieldAssembled yields the entities of listed (in order) whose columns keys are in got,
-// their float series those want holds (nil: all), each held under the read budget while
-// the consumer has it. An entity got lacks was deleted by the Fold between the listing and
-// the fetch.
-func (st *Table) yieldAssembled(ctx context.Context, listed []listedEntity, keys []int, got map[[2]string]map[int]cachedColumn,
+// entityColumns are the columns of an entity a read asked for, in the order of its keys
+// (nil: the entity is gone).
+type entityColumns struct {
+	version int
+	cols    []cachedColumn
+}
+
+// inOrder is cols's columns keys, in their order.
+func inOrder(keys []int, cols map[int]cachedColumn) []cachedColumn {
+	out := make([]cachedColumn, len(keys))
+	for i, c := range keys {
+		out[i] = cols[c]
+	}
+	return out
+}
+
+// yieldAssembled yields the entities of listed (in order) whose columns got holds, their
+// float series those want holds (nil: all), each held under the read budget while the
+// consumer has it. An entity got lacks was deleted by the Fold between the listing and the
+// fetch.
+func (st *Table) yieldAssembled(ctx context.Context, listed []listedEntity, got []entityColumns,
 	want map[string]bool, read *collectRead, yield func(Decoded, error) bool) {
-	for _, le := range listed {
-		cols, ok := got[[2]string{le.pk, le.rk}]
-		if !ok {
+	for i, le := range listed {
+		if got[i].cols == nil {
 			continue
 		}
-		d, ok := assemble(le, keys, cols, want)
+		d, ok := assemble(le, got[i], want)
 		if !ok {
 			continue
 		}
@@ -237,67 +339,14 @@ func (st *Table) fetchWhole(missing map[string][]listedEntity, columns []int) ma
 	return whole
 }
 
-// lookupColumn returns column c of the listed entity le from the cache, at le's ETag: its
-// entry, or decoded from the entity's columns as read (an entity fetched whole), counting
-// a hit or a miss.
-func (c *Cache) lookupColumn(table string, le listedEntity, column int) (cachedColumn, bool) {
-	col, ok := c.columns.Get(columnKey{table, le.pk, le.rk, column})
-	if ok && col.etag == le.etag {
-		c.counts.Hit(1)
-		return col, true
-	}
-	if column != wholeEntity {
-		if enc, ok := c.columns.Get(columnKey{table, le.pk, le.rk, encodedEntity}); ok && enc.etag == le.etag {
-			col, err := decodeColumn(enc, column)
-			if err == nil {
-				c.columns.Add(columnKey{table, le.pk, le.rk, column}, col)
-				c.counts.Hit(1)
-				return col, true
-			}
-		}
-	}
-	c.counts.Miss(1)
-	return cachedColumn{}, false
-}
-
-// decodeColumn decodes column c of an entity's columns as read (enc: an encodedEntity
-// entry): empty when the entity has none.
-func decodeColumn(enc cachedColumn, c int) (cachedColumn, error) {
-	col := cachedColumn{etag: enc.etag, version: enc.version}
-	b, ok := enc.encoded[c]
-	if !ok {
-		return col, nil
-	}
-	var err error
-	if enc.version == HistVersion {
-		col.hists, err = stageenc.DecodeHist(b)
-	} else {
-		col.series, err = stageenc.DecodeSome(b, nil)
-	}
-	return col, err
-}
-
-// lookup returns k's column if it is cached at etag, counting a hit or a miss.
-func (c *Cache) lookup(k columnKey, etag string) (cachedColumn, bool) {
-	// A column is looked up alone: an entity read whole (a read of every series) is held
-	// apart, and a column taken from it would bring every other column's series along.
-	col, ok := c.columns.Get(k)
-	if ok && col.etag == etag {
-		c.counts.Hit(1)
-		return col, true
-	}
-	c.counts.Miss(1)
-	return cachedColumn{}, false
-}
-
 // fetchColumns queries partition pk for the listed entities with their columns (nil: every
-// column), or with pk "" every entity f selects, caches each column at the ETag read, and
-// passes got each entity's columns, in the order read.
+// column), or with pk "" every entity f selects, caches the columns at the ETag read, and
+// passes got each entity's version and columns, in the order read.
 //
 // With whole (a read of columns), it fetches every column of the entities, and caches them
-// as read (an encodedEntity entry) besides the columns asked for, decoded.
+// as read besides the columns asked for, decoded.
 func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, entities []listedEntity, columns []int, whole bool, read *collectRead,
-	got func(le listedEntity, cols map[int]cachedColumn)) error {
+	got func(le listedEntity, version int, cols map[int]cachedColumn)) error {
 	q := pager.SubQuery{Filter: f.String()}
 	var wanted map[string]bool
 	if pk != "" {
@@ -335,23 +384,7 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 		top = pager.NextTop(q, top, raw)
 		var held int64 // what the page's decoded columns take, which the read holds until it ends
 		for _, r := range raw {
-			var head entityHead
-			var cols map[int]cachedColumn
-			var err error
-			if whole {
-				var enc cachedColumn
-				if head, enc, err = encodedColumns(&e, r); err == nil && (wanted == nil || wanted[head.rk]) {
-					st.cache.columns.Add(columnKey{table, head.pk, head.rk, encodedEntity}, enc)
-					cols = map[int]cachedColumn{}
-					for _, c := range columns {
-						if cols[c], err = decodeColumn(enc, c); err != nil {
-							break
-						}
-					}
-				}
-			} else {
-				head, cols, err = decodeColumns(&e, r)
-			}
+			head, enc, err := encodedColumns(&e, r)
 			if err != nil {
 				done()
 				return err
@@ -359,26 +392,36 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 			if wanted != nil && !wanted[head.rk] {
 				continue // an entity the cache held, between two it lacked
 			}
+			ce := &cachedEntity{etag: head.etag, version: head.version, encoded: enc}
+			cols := map[int]cachedColumn{}
 			if columns == nil {
-				whole := cachedColumn{etag: head.etag, version: head.version}
-				for _, c := range cols {
-					whole.series = append(whole.series, c.series...)
-					whole.hists = append(whole.hists, c.hists...)
+				var all cachedColumn
+				for _, c := range slices.Sorted(maps.Keys(enc)) {
+					col, err := ce.decode(c)
+					if err != nil {
+						done()
+						return fmt.Errorf("staging entity %q column %s%d: %w", head.rk, ColumnChar, c, err)
+					}
+					all.series = append(all.series, col.series...)
+					all.hists = append(all.hists, col.hists...)
 				}
-				cols = map[int]cachedColumn{wholeEntity: whole}
+				cols[wholeEntity] = all
 			} else {
 				for _, c := range columns {
-					if _, ok := cols[c]; !ok {
-						cols[c] = cachedColumn{etag: head.etag, version: head.version} // none there
+					if cols[c], err = ce.decode(c); err != nil { // empty where the entity has none
+						done()
+						return fmt.Errorf("staging entity %q column %s%d: %w", head.rk, ColumnChar, c, err)
 					}
 				}
 			}
-			for c, col := range cols {
-				k := columnKey{table, head.pk, head.rk, c}
-				st.cache.columns.Add(k, col)
-				held += int64(columnCost(k, col))
+			if !whole {
+				enc = nil // a read of some columns, or of every column decoded: not kept as read
 			}
-			got(listedEntity{pk: head.pk, rk: head.rk, etag: head.etag}, cols)
+			st.cache.add(table, head, cols, enc)
+			for _, col := range cols {
+				held += int64(col.cost())
+			}
+			got(listedEntity{pk: head.pk, rk: head.rk, etag: head.etag}, head.version, cols)
 		}
 		// The columns fetched live in the read until it ends, whether the cache keeps them or
 		// not: they are held under the staging read budget, so that the reads of a table
@@ -421,30 +464,14 @@ type entityHead struct {
 	version      int
 }
 
-// decodeColumns decodes one staging entity's JSON column by column (every series of
-// each column), each at the entity's ETag.
-func decodeColumns(e *entity.Entity, raw []byte) (entityHead, map[int]cachedColumn, error) {
-	head, enc, err := encodedColumns(e, raw)
+// encodedColumns reads one staging entity's JSON keeping each column's bytes as read (not
+// decoded), by column.
+func encodedColumns(e *entity.Entity, raw []byte) (entityHead, map[int][]byte, error) {
+	head, err := decodeHead(e, raw)
 	if err != nil {
 		return entityHead{}, nil, err
 	}
-	cols := make(map[int]cachedColumn, len(enc.encoded))
-	for c := range enc.encoded {
-		if cols[c], err = decodeColumn(enc, c); err != nil {
-			return entityHead{}, nil, fmt.Errorf("staging entity %q column %s%d: %w", head.rk, ColumnChar, c, err)
-		}
-	}
-	return head, cols, nil
-}
-
-// encodedColumns reads one staging entity's JSON keeping each column's bytes as read (not
-// decoded), at the entity's ETag.
-func encodedColumns(e *entity.Entity, raw []byte) (entityHead, cachedColumn, error) {
-	head, err := decodeHead(e, raw)
-	if err != nil {
-		return entityHead{}, cachedColumn{}, err
-	}
-	enc := cachedColumn{etag: head.etag, version: head.version, encoded: map[int][]byte{}}
+	enc := map[int][]byte{}
 	for _, sp := range e.Strings {
 		name := string(sp.Name)
 		if !strings.HasPrefix(name, ColumnChar) {
@@ -456,24 +483,22 @@ func encodedColumns(e *entity.Entity, raw []byte) (entityHead, cachedColumn, err
 		}
 		b, err := base64.StdEncoding.DecodeString(string(sp.Value))
 		if err != nil {
-			return entityHead{}, cachedColumn{}, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
+			return entityHead{}, nil, fmt.Errorf("staging entity %q column %s: %w", e.RowKey, name, err)
 		}
-		enc.encoded[c] = b
+		enc[c] = b
 	}
 	return head, enc, nil
 }
 
-// assemble is the listed entity le with its columns keys, its float series those want
-// holds (nil: all).
-func assemble(le listedEntity, keys []int, cols map[int]cachedColumn, want map[string]bool) (Decoded, bool) {
+// assemble is the listed entity le with its columns, its float series those want holds
+// (nil: all).
+func assemble(le listedEntity, ec entityColumns, want map[string]bool) (Decoded, bool) {
 	stamp, seq, ok := StampOf([]byte(le.rk))
 	if !ok {
 		return Decoded{}, false
 	}
-	d := Decoded{PartitionKey: le.pk, RowKey: le.rk, Stamp: stamp, Seq: seq}
-	for _, c := range keys {
-		col := cols[c]
-		d.Version = col.version
+	d := Decoded{PartitionKey: le.pk, RowKey: le.rk, Stamp: stamp, Seq: seq, Version: ec.version}
+	for _, col := range ec.cols {
 		for _, s := range col.series {
 			if want == nil || want[s.Key] {
 				d.Series = append(d.Series, s)
