@@ -100,6 +100,7 @@ type groupLease struct {
 	last                int64     // the last evaluation timestamp recorded or done here, Unix ms
 	restore             bool      // restore the for state before the next evaluation
 	length              time.Duration
+	state               string // S of the last write or read: the group's state as its holder saw it
 }
 
 func newLeases(o *LeaseOptions, m *Options, extURL *url.URL) (*leases, error) {
@@ -168,6 +169,23 @@ func (l *leases) holds(file, name string) bool {
 	defer l.mu.Unlock()
 	gl := l.groups[rules.GroupKey(file, name)]
 	return gl != nil && gl.held
+}
+
+// holderState returns the state of the group name of file as the holder of its lease saw
+// it at its last evaluation, if this manager does not hold the lease and read one.
+func (l *leases) holderState(file, name string) (groupState, bool) {
+	l.mu.Lock()
+	gl := l.groups[rules.GroupKey(file, name)]
+	var state string
+	if gl != nil && !gl.held {
+		state = gl.state
+	}
+	l.mu.Unlock()
+	if state == "" {
+		return groupState{}, false
+	}
+	st, err := decodeState(state)
+	return st, err == nil
 }
 
 // setHeld records a change of gl.held. Called with l.mu held.
@@ -248,7 +266,7 @@ func (l *leases) hold(ctx context.Context, g *rules.Group, gl *groupLease, lengt
 		// so at most that early) against the Timestamp of the holder's last write.
 		return l.take(ctx, g, gl, rec, etag, length, false)
 	default:
-		l.lose(g, gl, rec.Last)
+		l.lose(g, gl, rec)
 		return false
 	}
 }
@@ -259,7 +277,8 @@ func (l *leases) take(ctx context.Context, g *rules.Group, gl *groupLease, rec l
 	l.mu.Lock()
 	last, wasMine := max(gl.last, rec.Last), rec.Holder == l.holder && !insert
 	l.mu.Unlock()
-	body := appendLease(gl.rk, leaseRecord{Holder: l.holder, Length: length, Last: last, File: gl.file, Name: gl.name})
+	// The state of the last evaluation stays until this manager records one of its own.
+	body := appendLease(gl.rk, leaseRecord{Holder: l.holder, Length: length, Last: last, File: gl.file, Name: gl.name, State: rec.State})
 	sent := time.Now()
 	var err error
 	if insert {
@@ -294,7 +313,7 @@ func (l *leases) take(ctx context.Context, g *rules.Group, gl *groupLease, rec l
 	}
 	l.setHeld(gl, true)
 	gl.mine, gl.length = true, length
-	gl.etag, gl.validUntil, gl.last = etag, sent.Add(length-leaseMargin(length)), last
+	gl.etag, gl.validUntil, gl.last, gl.state = etag, sent.Add(length-leaseMargin(length)), last, rec.State
 	return true
 }
 
@@ -302,11 +321,12 @@ func (l *leases) take(ctx context.Context, g *rules.Group, gl *groupLease, rec l
 // ETag. A conflict means another server took the lease (this one's evaluation of ts overran
 // it), unless the write was applied and its reply lost.
 func (l *leases) record(ctx context.Context, g *rules.Group, gl *groupLease, ts time.Time, length time.Duration) {
+	state := encodeState(apiGroup(g))
 	l.mu.Lock()
 	gl.last = max(gl.last, ts.UnixMilli())
 	etag, last := gl.etag, gl.last
 	l.mu.Unlock()
-	body := appendLease(gl.rk, leaseRecord{Holder: l.holder, Length: length, Last: last, File: gl.file, Name: gl.name})
+	body := appendLease(gl.rk, leaseRecord{Holder: l.holder, Length: length, Last: last, File: gl.file, Name: gl.name, State: state})
 	sent := time.Now()
 	newETag, err := l.table.Replace(ctx, body, etag)
 	if errors.Is(err, ErrLeaseConflict) {
@@ -321,7 +341,7 @@ func (l *leases) record(ctx context.Context, g *rules.Group, gl *groupLease, ts 
 				return
 			}
 		case rerr == nil && derr == nil:
-			l.lose(g, gl, rec.Last)
+			l.lose(g, gl, rec)
 			return
 		default:
 			l.fail("reading the lease after a conflict", gl, errors.Join(rerr, derr))
@@ -337,19 +357,19 @@ func (l *leases) record(ctx context.Context, g *rules.Group, gl *groupLease, ts 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	gl.etag, gl.validUntil = newETag, sent.Add(length-leaseMargin(length))
+	gl.etag, gl.validUntil, gl.state = newETag, sent.Add(length-leaseMargin(length)), state
 }
 
 // lose records that another server holds gl's lease: this manager forgets the alerts of
 // the group (the holder's state is the one that counts; if this manager takes the group
 // again it restores the state from ALERTS_FOR_STATE), and restores before it evaluates
 // again.
-func (l *leases) lose(g *rules.Group, gl *groupLease, last int64) {
+func (l *leases) lose(g *rules.Group, gl *groupLease, rec leaseRecord) {
 	l.mu.Lock()
 	wasMine := gl.mine
 	l.setHeld(gl, false)
 	gl.mine, gl.restore, gl.validUntil = false, true, time.Time{}
-	gl.last = max(gl.last, last)
+	gl.last, gl.state = max(gl.last, rec.Last), rec.State
 	l.mu.Unlock()
 	if wasMine {
 		l.lost.Inc()
@@ -396,7 +416,7 @@ func (l *leases) release(ctx context.Context, keep func(key string) bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body := appendLease(gl.rk, leaseRecord{Length: gl.length, Last: gl.last, File: gl.file, Name: gl.name})
+			body := appendLease(gl.rk, leaseRecord{Length: gl.length, Last: gl.last, File: gl.file, Name: gl.name, State: gl.state})
 			if _, err := l.table.Replace(ctx, body, gl.etag); err != nil && !errors.Is(err, ErrLeaseConflict) {
 				l.fail("releasing", gl, err)
 			}

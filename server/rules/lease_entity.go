@@ -44,6 +44,9 @@ type leaseRecord struct {
 	Last int64
 	// File and Name are the group's (for people; the RowKey is the group's identity).
 	File, Name string
+	// State is the group's rules' state at the last evaluation recorded, as its holder saw
+	// it (S, see lease_state.go; "": none).
+	State string
 	// Written is the entity's Timestamp: the service's time of its last write (decoded
 	// only: the service sets it).
 	Written time.Time
@@ -68,6 +71,9 @@ func appendLease(rk string, r leaseRecord) []byte {
 	b = entity.AppendDouble(b, "T", float64(r.Last))
 	b = entity.AppendStringProperty(b, "F", truncateText(r.File))
 	b = entity.AppendStringProperty(b, "N", truncateText(r.Name))
+	if r.State != "" {
+		b = entity.AppendStringProperty(b, "S", r.State)
+	}
 	return entity.AppendEnd(b)
 }
 
@@ -89,8 +95,9 @@ func truncateText(s string) string {
 
 // decodeLease reads a lease entity as the service returns it. Unknown properties and
 // annotations are ignored; V must be 1, L a whole number of milliseconds in (0, 24h], T a
-// whole number of milliseconds in [0, year 9999], H, F and N strings, Timestamp (when
-// present) an RFC 3339 time.
+// whole number of milliseconds in [0, year 9999], H, F and N strings, S (when present) a
+// string (its JSON is read when shown: decodeState), Timestamp (when present) an RFC 3339
+// time.
 func decodeLease(body []byte) (leaseRecord, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil {
@@ -152,6 +159,11 @@ func decodeLease(body []byte) (leaseRecord, error) {
 		to   *string
 	}{{"H", &r.Holder}, {"F", &r.File}, {"N", &r.Name}} {
 		if *p.to, err = str(p.name); err != nil {
+			return bad(err)
+		}
+	}
+	if _, ok := m["S"]; ok {
+		if r.State, err = str("S"); err != nil {
 			return bad(err)
 		}
 	}

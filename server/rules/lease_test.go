@@ -41,9 +41,9 @@ func otherOf(s, a, b *leaseServer) *leaseServer {
 var takeoverBound = leaseInterval + leaseLength + time.Second
 
 // Two servers, one group: one evaluates it at every slot, the other never; only the holder
-// sends notifications; the other's API shows the group, its rules of unknown health and no
-// alerts. Each evaluation costs one request for the lease (the holder's renewal) and each
-// other server one read an interval.
+// sends notifications; the other's API shows the holder's state, recorded in the lease.
+// Each evaluation costs one request for the lease (the holder's renewal) and each other
+// server one read an interval.
 func TestLeaseOneEvaluatorPerGroup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		file := writeFile(t, t.TempDir(), "r.yml", testRules)
@@ -83,15 +83,25 @@ func TestLeaseOneEvaluatorPerGroup(t *testing.T) {
 		require.Equal(t, "ok", hg.Rules[0].Health)
 		require.Equal(t, "firing", hg.Rules[1].State)
 		require.Len(t, hg.Rules[1].Alerts, 1)
+		// The other server shows the holder's state as recorded in the lease (read at its
+		// last interval: the holder's evaluation before the last, or the last).
 		og := other.m.RuleGroups(t.Context())[0]
 		require.Equal(t, "g", og.Name)
 		require.Len(t, og.Rules, 2)
-		require.True(t, og.LastEvaluation.IsZero())
-		for _, r := range og.Rules {
-			require.Equal(t, "unknown", r.Health)
-			require.Empty(t, r.Alerts)
+		require.WithinRange(t, og.LastEvaluation, hg.LastEvaluation.Add(-leaseInterval-time.Millisecond), hg.LastEvaluation) // (to the millisecond)
+		for i, r := range og.Rules {
+			require.Equal(t, "ok", r.Health)
+			require.Equal(t, hg.Rules[i].Name, r.Name)
+			require.Equal(t, hg.Rules[i].Query, r.Query)
 		}
-		require.Equal(t, "inactive", og.Rules[1].State)
+		require.Equal(t, "firing", og.Rules[1].State)
+		require.Len(t, og.Rules[1].Alerts, 1)
+		ha, oa := hg.Rules[1].Alerts[0], og.Rules[1].Alerts[0]
+		require.Equal(t, ha.Labels, oa.Labels)
+		require.Equal(t, ha.Annotations, oa.Annotations)
+		require.Equal(t, ha.State, oa.State)
+		require.True(t, ha.ActiveAt.Truncate(time.Millisecond).Equal(oa.ActiveAt), "active at %v, the holder's %v (to the millisecond)", oa.ActiveAt, ha.ActiveAt)
+		require.Equal(t, ha.Value, oa.Value)
 		require.NotEmpty(t, holder.am.posted())
 		require.Empty(t, other.am.posted())
 
@@ -211,7 +221,13 @@ func TestLeasePartitionedHolderStops(t *testing.T) {
 		checkTakeover(t, log, store, holder, other, cut.Add(leaseLength), takeoverBound)
 		require.Equal(t, 1.0, holder.metric(t, "tablets_rule_group_lease_losses_total"))
 		require.Greater(t, holder.metric(t, "tablets_rule_group_lease_errors_total"), 0.0)
-		require.Empty(t, holder.m.RuleGroups(t.Context())[0].Rules[1].Alerts)
+		// The server that lost the lease shows the new holder's alerts: the same alert, its
+		// active time kept across the takeover.
+		lostView, holderView := holder.m.RuleGroups(t.Context())[0].Rules[1].Alerts, other.m.RuleGroups(t.Context())[0].Rules[1].Alerts
+		require.Len(t, lostView, 1)
+		require.Len(t, holderView, 1)
+		require.Equal(t, holderView[0].Labels, lostView[0].Labels)
+		require.True(t, holderView[0].ActiveAt.Truncate(time.Millisecond).Equal(lostView[0].ActiveAt))
 		holderOf(t, file, "g", a, b)
 	})
 }

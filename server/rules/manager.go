@@ -378,35 +378,46 @@ func (m *Manager) RuleGroups(context.Context) []api.RuleGroup {
 	groups := m.ruleGroups()
 	out := make([]api.RuleGroup, 0, len(groups))
 	for _, g := range groups {
-		ag := api.RuleGroup{Name: g.Name(), File: g.File(), Interval: g.Interval(), Limit: g.Limit(),
-			EvaluationTime: g.GetEvaluationTime(), LastEvaluation: g.GetLastEvaluation()}
-		for _, r := range g.Rules() {
-			ar := api.Rule{Name: r.Name(), Query: r.Query().String(), Labels: r.Labels(), Health: string(r.Health()),
-				EvaluationTime: r.GetEvaluationDuration(), LastEvaluation: r.GetEvaluationTimestamp()}
-			if err := r.LastError(); err != nil {
-				ar.LastError = err.Error()
-			}
-			switch r := r.(type) {
-			case *rules.AlertingRule:
-				ar.Type, ar.State, ar.Annotations = api.RuleAlerting, r.State().String(), r.Annotations()
-				ar.Duration, ar.KeepFiringFor = r.HoldDuration(), r.KeepFiringFor()
-				for _, a := range r.ActiveAlerts() {
-					ar.Alerts = append(ar.Alerts, api.Alert{Labels: a.Labels, Annotations: a.Annotations, State: a.State.String(),
-						ActiveAt: a.ActiveAt, KeepFiringSince: a.KeepFiringSince, Value: a.Value})
-				}
-			case *rules.RecordingRule:
-				ar.Type = api.RuleRecording
-			default:
-				continue
-			}
-			ag.Rules = append(ag.Rules, ar)
-		}
+		ag := apiGroup(g)
 		if m.leases != nil && !m.leases.holds(g.File(), g.Name()) {
-			ag = notHeld(ag) // another server evaluates it
+			// Another server evaluates it: its state as that server recorded it.
+			if st, ok := m.leases.holderState(g.File(), g.Name()); ok {
+				ag, _ = withState(ag, st)
+			} else {
+				ag = notHeld(ag)
+			}
 		}
 		out = append(out, ag)
 	}
 	return out
+}
+
+// apiGroup is g and the state of its rules, as this manager knows them.
+func apiGroup(g *rules.Group) api.RuleGroup {
+	ag := api.RuleGroup{Name: g.Name(), File: g.File(), Interval: g.Interval(), Limit: g.Limit(),
+		EvaluationTime: g.GetEvaluationTime(), LastEvaluation: g.GetLastEvaluation()}
+	for _, r := range g.Rules() {
+		ar := api.Rule{Name: r.Name(), Query: r.Query().String(), Labels: r.Labels(), Health: string(r.Health()),
+			EvaluationTime: r.GetEvaluationDuration(), LastEvaluation: r.GetEvaluationTimestamp()}
+		if err := r.LastError(); err != nil {
+			ar.LastError = err.Error()
+		}
+		switch r := r.(type) {
+		case *rules.AlertingRule:
+			ar.Type, ar.State, ar.Annotations = api.RuleAlerting, r.State().String(), r.Annotations()
+			ar.Duration, ar.KeepFiringFor = r.HoldDuration(), r.KeepFiringFor()
+			for _, a := range r.ActiveAlerts() {
+				ar.Alerts = append(ar.Alerts, api.Alert{Labels: a.Labels, Annotations: a.Annotations, State: a.State.String(),
+					ActiveAt: a.ActiveAt, KeepFiringSince: a.KeepFiringSince, Value: a.Value})
+			}
+		case *rules.RecordingRule:
+			ar.Type = api.RuleRecording
+		default:
+			continue
+		}
+		ag.Rules = append(ag.Rules, ar)
+	}
+	return ag
 }
 
 // lagged is iterate, observing into lag each evaluation it made: the time from the
