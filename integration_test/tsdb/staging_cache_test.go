@@ -16,8 +16,9 @@ import (
 )
 
 // A query reads a staging entity once: a refreshed read lists the entities of its range
-// and fetches only those written or changed since, and it answers what another process
-// wrote, deleted or folded meanwhile, as a DB without the cache does.
+// and fetches only those written or changed since (by another process: its own writes
+// are cached as written), and it answers what another process wrote, deleted or folded
+// meanwhile, as a DB without the cache does.
 func TestTSDBStagingCache(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2024, 5, 23, 10, 0, 0, 0, time.UTC)
@@ -76,7 +77,7 @@ func TestTSDBStagingCache(t *testing.T) {
 	}
 
 	for m := range 5 {
-		write(db, m) // five writes: five sets of staging entities
+		write(other, m) // five writes: five sets of staging entities, of another server
 	}
 	want := read(fresh())
 	require.Len(t, want, len(names))
@@ -94,11 +95,20 @@ func TestTSDBStagingCache(t *testing.T) {
 	newer := cost("after another server's write", want)
 	require.Less(t, newer.bytes*3, first.bytes, "only the new write's entities are fetched")
 
+	// This server writes: it cached its entities at the ETags of its transactions' replies,
+	// and fetches none of them.
+	hits := opts.StagingCache.Stats().Hits
+	write(db, 6)
+	want = read(fresh())
+	own := cost("after this server's write", want)
+	require.Less(t, own.bytes*2, newer.bytes, "its own entities are not fetched")
+	require.Greater(t, opts.StagingCache.Stats().Hits, hits)
+
 	// Another server deletes a range of a series: the entities holding it are rewritten
 	// (new ETags), and the cached columns of their old versions are not used.
 	require.NoError(t, other.Delete(ctx, names[7], base, base.Add(3*time.Minute)))
 	want = read(fresh())
-	require.Len(t, want[names[7]], 12, "the deleted 3 minutes of 6 are gone")
+	require.Len(t, want[names[7]], 16, "the deleted 3 minutes of 7 are gone")
 	cost("after another server's delete", want)
 
 	// Another server folds: the entities are gone from the staging table, the points are in

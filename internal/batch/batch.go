@@ -110,6 +110,48 @@ func Submit(ctx context.Context, client Submitter, partitionKey string, actions 
 	return Explain(err)
 }
 
+// SubmitETags is Submit, and on success the ETag of each operation's entity as the reply
+// gives it, in the order of actions: nil where the reply does not say (aztables keeps
+// none: the reply is read again here, as the pipeline buffered it). A write needs no
+// ETag: a caller that has none just knows less.
+func SubmitETags(ctx context.Context, client Submitter, partitionKey string, actions []aztables.TransactionAction) ([]string, error) {
+	var resp *http.Response
+	if err := Submit(runtime.WithCaptureResponse(ctx, &resp), client, partitionKey, actions); err != nil {
+		return nil, err
+	}
+	if resp == nil {
+		return nil, nil
+	}
+	body, err := runtime.Payload(resp)
+	if err != nil {
+		return nil, nil
+	}
+	return replyETags(body, resp.Header.Get("Content-Type"), len(actions)), nil
+}
+
+// replyETags reads the ETags of the n operations of a successful batch reply, in order (nil
+// unless it holds n responses, each with one).
+func replyETags(body []byte, contentType string, n int) []string {
+	if len(body) == 0 || body[0] == '{' {
+		return nil
+	}
+	var etags []string
+	ok := true
+	walkParts(body, contentType, 0, func(part []byte) bool {
+		r, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(part)), nil)
+		if err != nil || r.StatusCode >= 300 || r.Header.Get("ETag") == "" {
+			ok = false
+			return false
+		}
+		etags = append(etags, r.Header.Get("ETag"))
+		return true
+	})
+	if !ok || len(etags) != n {
+		return nil
+	}
+	return etags
+}
+
 func hasQuotedRowKey(a aztables.TransactionAction) bool {
 	if a.ActionType == aztables.TransactionTypeAdd {
 		return false

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +87,37 @@ func TestIsConflict(t *testing.T) {
 		{nil, false},
 	} {
 		require.Equal(t, c.want, IsConflict(c.err), "%v", c.err)
+	}
+}
+
+// A successful batch reply, as the service frames it: the ETag of each operation, in order.
+func TestReplyETags(t *testing.T) {
+	part := func(status, etag string) string {
+		s := "--changesetresponse_c\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
+			"HTTP/1.1 " + status + "\r\nX-Content-Type-Options: nosniff\r\nCache-Control: no-cache\r\nDataServiceVersion: 1.0;\r\n"
+		if etag != "" {
+			s += "ETag: " + etag + "\r\n"
+		}
+		return s + "\r\n\r\n"
+	}
+	reply := func(parts ...string) []byte {
+		return []byte("--batchresponse_b\r\nContent-Type: multipart/mixed; boundary=changesetresponse_c\r\n\r\n" +
+			strings.Join(parts, "") + "--changesetresponse_c--\r\n--batchresponse_b--\r\n")
+	}
+	const ct = "multipart/mixed; boundary=batchresponse_b"
+	e1, e2 := `W/"datetime'2024-05-23T00%3A05%3A30.2Z'"`, `W/"datetime'2024-05-23T00%3A05%3A30.3Z'"`
+	if got := replyETags(reply(part("204 No Content", e1), part("204 No Content", e2)), ct, 2); !slices.Equal(got, []string{e1, e2}) {
+		t.Fatalf("got %q", got)
+	}
+	for name, body := range map[string][]byte{
+		"one missing":   reply(part("204 No Content", e1), part("204 No Content", "")),
+		"too few":       reply(part("204 No Content", e1)),
+		"a failure":     reply(part("204 No Content", e1), part("409 Conflict", e2)),
+		"an error body": []byte(`{"odata.error":{"code":"X"}}`),
+		"empty":         nil,
+	} {
+		if got := replyETags(body, ct, 2); got != nil {
+			t.Errorf("%s: got %q, want none", name, got)
+		}
 	}
 }

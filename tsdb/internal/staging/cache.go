@@ -31,6 +31,10 @@ import (
 // with the ETag it was decoded at, whichever process changed it. A cached column is never
 // the last word: the account is.
 //
+// A Table also caches the entities its own transactions wrote, as written, at the ETags of
+// their replies (cacheWritten): a process that ingests a series answers its last minutes
+// without fetching them.
+//
 // An entry is an entity (one lookup an entity of a read, whatever columns it asks for: a
 // read of a hundred series of many entities looked up each column of each once, the
 // rules' scale's most of its time): the columns decoded so far, and its columns as read
@@ -122,11 +126,16 @@ func (e *cachedEntity) columns(keys []int) (cols []cachedColumn, decoded map[int
 	for i, c := range keys {
 		col, ok := e.cols[c]
 		if !ok {
-			if e.encoded == nil || c == wholeEntity {
+			if e.encoded == nil {
 				return nil, nil, false
 			}
 			var err error
-			if col, err = e.decode(c); err != nil {
+			if c == wholeEntity {
+				col, err = e.decodeAll()
+			} else {
+				col, err = e.decode(c)
+			}
+			if err != nil {
 				return nil, nil, false // fetched again, and its error said then
 			}
 			if decoded == nil {
@@ -153,6 +162,39 @@ func (e *cachedEntity) decode(c int) (cachedColumn, error) {
 		col.series, err = stageenc.DecodeSome(b, nil)
 	}
 	return col, err
+}
+
+// decodeAll decodes every column of e's columns as read, in column order, as one (the
+// wholeEntity column).
+func (e *cachedEntity) decodeAll() (cachedColumn, error) {
+	var all cachedColumn
+	for _, c := range slices.Sorted(maps.Keys(e.encoded)) {
+		col, err := e.decode(c)
+		if err != nil {
+			return cachedColumn{}, fmt.Errorf("column %s%d: %w", ColumnChar, c, err)
+		}
+		all.series = append(all.series, col.series...)
+		all.hists = append(all.hists, col.hists...)
+	}
+	return all, nil
+}
+
+// cacheWritten caches the entities a transaction of this Table wrote, at the ETags of its
+// reply, as if read whole: a query of this process finds them from the listing's keys
+// and ETags alone (the panels of the last minutes, right after the writes of a server that
+// ingests them). Another process's write, or a Delete's, has another ETag: read then.
+func (st *Table) cacheWritten(entities []*Entity, etags []string) {
+	table := st.names.Staging()
+	for i, e := range entities {
+		version := Version
+		if e.Version == HistVersion {
+			version = HistVersion
+		}
+		st.cache.add(table, entityHead{pk: e.PartitionKey, rk: e.RowKey, etag: etags[i], version: version}, nil, e.Encoded())
+	}
+	// The cache holds some of the table now: the next read lists the table (keys and ETags)
+	// and fetches only what it lacks, instead of reading every entity.
+	st.warm.Store(true)
 }
 
 // entity returns the entry of the listed entity le of table, if cached at le's ETag.
@@ -395,15 +437,10 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 			ce := &cachedEntity{etag: head.etag, version: head.version, encoded: enc}
 			cols := map[int]cachedColumn{}
 			if columns == nil {
-				var all cachedColumn
-				for _, c := range slices.Sorted(maps.Keys(enc)) {
-					col, err := ce.decode(c)
-					if err != nil {
-						done()
-						return fmt.Errorf("staging entity %q column %s%d: %w", head.rk, ColumnChar, c, err)
-					}
-					all.series = append(all.series, col.series...)
-					all.hists = append(all.hists, col.hists...)
+				all, err := ce.decodeAll()
+				if err != nil {
+					done()
+					return fmt.Errorf("staging entity %q %w", head.rk, err)
 				}
 				cols[wholeEntity] = all
 			} else {

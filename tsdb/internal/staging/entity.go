@@ -33,6 +33,7 @@ type Entity struct {
 	size        int
 	points      int
 	first, last int64
+	encoded     map[int][]byte // each column's bytes, as Body wrote them
 }
 
 // Fits reports whether a record of n bytes fits in column: under Azure's limit of a
@@ -82,7 +83,7 @@ func (e *Entity) held(points int, first, last int64, piece Piece) {
 	e.Pieces = append(e.Pieces, piece)
 }
 
-// Body is the entity's JSON.
+// Body is the entity's JSON. It keeps each column's bytes (Encoded).
 func (e *Entity) Body() []byte {
 	hist := e.Version == HistVersion
 	version, timeKey := Version, TimeKey
@@ -96,17 +97,25 @@ func (e *Entity) Body() []byte {
 	b = entity.AppendStringProperty(b, FirstProp, timeKey(e.first))
 	b = entity.AppendStringProperty(b, LastProp, timeKey(e.last))
 	b = entity.AppendDouble(b, CountProp, float64(e.points))
+	e.encoded = map[int][]byte{}
 	for c := range Columns {
+		var col []byte
 		switch {
 		case hist && len(e.histRecords[c]) > 0:
-			col := append([]byte{stageenc.HistVersion}, e.histRecords[c]...)
-			b = entity.AppendBinary(b, ColumnChar+strconv.Itoa(c), col)
+			col = append([]byte{stageenc.HistVersion}, e.histRecords[c]...)
 		case !hist && len(e.columns[c]) > 0:
-			b = entity.AppendBinary(b, ColumnChar+strconv.Itoa(c), stageenc.Append(nil, e.columns[c]))
+			col = stageenc.Append(nil, e.columns[c])
+		default:
+			continue
 		}
+		b = entity.AppendBinary(b, ColumnChar+strconv.Itoa(c), col)
+		e.encoded[c] = col
 	}
 	return entity.AppendEnd(b)
 }
+
+// Encoded is each column's bytes as the last Body wrote them (nil before one).
+func (e *Entity) Encoded() map[int][]byte { return e.encoded }
 
 // SortedSeries is a series' points to stage, sorted by time with the last of a millisecond
 // kept (as a write keeps the later argument).

@@ -173,7 +173,14 @@ func (st *Table) submitTxs(ctx context.Context, byPartition map[string][]*Entity
 		for j, e := range txs[i].entities {
 			actions[j] = aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: e.Body()}
 		}
-		return batch.Submit(ctx, st.client, txs[i].pk, actions)
+		if st.cache == nil {
+			return batch.Submit(ctx, st.client, txs[i].pk, actions)
+		}
+		etags, err := batch.SubmitETags(ctx, st.client, txs[i].pk, actions)
+		if err == nil && etags != nil {
+			st.cacheWritten(txs[i].entities, etags)
+		}
+		return err
 	})
 	return func(yield func(*Entity, error) bool) {
 		for i, err := range txErrs {
