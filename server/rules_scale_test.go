@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -74,6 +76,17 @@ func (k *kindCounter) Do(req *http.Request) (*http.Response, error) {
 		kind = rest[:1]
 	} else if i := strings.IndexAny(seg, "(0123456789"); i > 0 {
 		kind = seg[:i]
+	}
+	if seg == "$batch" && req.Body != nil {
+		// The table is in the body: the first operation's URL.
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if i := bytes.Index(body, []byte("/"+k.base)); i >= 0 && i+1+len(k.base) < len(body) {
+			kind += " " + string(body[i+1+len(k.base)])
+		}
 	}
 	k.mu.Lock()
 	k.n[req.Method+" "+kind]++
