@@ -22,6 +22,7 @@ import (
 	promrules "github.com/prometheus/prometheus/rules"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/rwgen"
 	"github.com/seed71701133/tablets/server"
@@ -144,11 +145,14 @@ func BenchmarkRulesScale(b *testing.B) {
 		lags, slots = append(lags, time.Since(ts)), append(slots, ts)
 		mu.Unlock()
 	}
-	// The database as tablets serve opens it: with its read caches, of its default sizes.
+	// The database as tablets serve opens it: with its read caches (four times its default sizes:
+	// 10,000 series) and its bound on the requests in flight.
 	_, name, checker := openDB(b, nil)
 	stagingCache := tsdb.NewStagingCache(4 * tsdb.DefaultStagingCacheBytes)
 	kinds := &kindCounter{next: checker, base: name, n: map[string]int64{}}
-	db, err := tsdb.Open(context.Background(), scaleService(b, kinds), name, &tsdb.Options{Layout: chunkedLayout,
+	// tablets serve's bound on the requests in flight (64: background loops at most half).
+	limited := reqlimit.New(kinds, 64)
+	db, err := tsdb.Open(context.Background(), scaleService(b, limited), name, &tsdb.Options{Layout: chunkedLayout,
 		StagingCache: stagingCache, BlockCache: tsdb.NewBlockCache(4 * tsdb.DefaultBlockCacheBytes),
 		RawCache: tsdb.NewRawCache(4 * tsdb.DefaultRawCacheBytes), IndexCache: tsdb.NewIndexCache(4 * tsdb.DefaultIndexCacheBytes)})
 	require.NoError(b, err)
