@@ -56,7 +56,7 @@ func TestE2ENativeHistograms(t *testing.T) {
 	}
 	promrun.Need(t)
 	azurite.Shared(t)
-	t.Parallel() // beside TestPromQLSuite, as TestE2E
+	t.Parallel() // beside the other end-to-end tests, as TestE2E
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

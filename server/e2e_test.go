@@ -76,7 +76,7 @@ func TestE2E(t *testing.T) {
 	}
 	promrun.Need(t) // install before the clock starts
 	azurite.Shared(t)
-	// Beside TestPromQLSuite: this test mostly waits for Prometheus' scrapes, on a database of
+	// Beside the other end-to-end tests: this test mostly waits for Prometheus' scrapes, on a database of
 	// its own.
 	t.Parallel()
 	began := time.Now()

@@ -1,4 +1,4 @@
-package server_test
+package promqlsuite_test
 
 import (
 	"cmp"

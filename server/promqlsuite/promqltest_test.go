@@ -1,4 +1,4 @@
-package server_test
+package promqlsuite_test
 
 import (
 	"context"
@@ -38,9 +38,7 @@ import (
 // the samples exactly as appended, and again with every non-gauge hint made unknown.
 func TestPromQLSuite(t *testing.T) {
 	azurite.Shared(t) // skips under -short, as every Azurite test
-	// Beside the end-to-end tests (TestE2E, TestE2ENativeHistograms), which mostly wait on
-	// Prometheus' scrapes: the suite keeps the CPU busy meanwhile. It shares nothing with
-	// them but the Azurite (its databases' names are its own).
+	// Beside the reference runs (TestPromQLSuiteReference), which take no Azurite.
 	t.Parallel()
 	for _, maintained := range []bool{false, true} {
 		name := "written"
