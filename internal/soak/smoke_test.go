@@ -85,7 +85,7 @@ func TestSoakSmoke(t *testing.T) {
 	const duration, rate, backfill = 40 * time.Second, 250, 15 * time.Minute
 	rep, err := Run(ctx, Config{
 		Duration: duration, Tenants: tenants, Rate: rate, OutageAt: 15 * time.Second, Outage: 5 * time.Second,
-		Backfill: backfill, Settle: time.Minute, Servers: 2,
+		Backfill: backfill, Settle: 20 * time.Second, Servers: 2, // the load starts while the background work catches up
 		ConnectionString: cs, Tablets: bin, Dir: t.TempDir(), Progress: t.Output(), Drain: 2 * time.Minute,
 	})
 	if err != nil {
