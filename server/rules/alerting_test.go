@@ -2,9 +2,6 @@ package rules
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -21,20 +18,7 @@ import (
 // target, path prefix, basic auth) receives the alerts, relabeled by its
 // alert_relabel_configs, with the tenant's header; the file's other sections are not read.
 func TestManagerAlertingSection(t *testing.T) {
-	type post struct {
-		path, tenant, user, pass string
-		alerts                   []postedAlert
-	}
-	posts := make(chan post, 100)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var as []postedAlert
-		if err := json.NewDecoder(r.Body).Decode(&as); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		user, pass, _ := r.BasicAuth()
-		posts <- post{path: r.URL.Path, tenant: r.Header.Get(TenantHeader), user: user, pass: pass, alerts: as}
-	}))
+	srv, posts := alertmanagerServer(t)
 	defer srv.Close()
 	u, err := url.Parse(srv.URL)
 	require.NoError(t, err)

@@ -310,12 +310,16 @@ func TestManagerBadFiles(t *testing.T) {
 
 // The notifier posts to a real Alertmanager endpoint over HTTP: API v2 under the URL's path
 // prefix, basic auth from the URL, the tenant's header.
-func TestManagerNotifiesOverHTTP(t *testing.T) {
-	type post struct {
-		path, tenant, user, pass string
-		alerts                   []postedAlert
-	}
-	posts := make(chan post, 100)
+// amPost is a request an Alertmanager received: its path, tenant header, basic auth and
+// alerts.
+type amPost struct {
+	path, tenant, user, pass string
+	alerts                   []postedAlert
+}
+
+// alertmanagerServer is an HTTP server that records the alerts posted to it.
+func alertmanagerServer(t *testing.T) (*httptest.Server, chan amPost) {
+	posts := make(chan amPost, 100)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var as []postedAlert
 		if err := json.NewDecoder(r.Body).Decode(&as); err != nil {
@@ -323,8 +327,13 @@ func TestManagerNotifiesOverHTTP(t *testing.T) {
 			return
 		}
 		user, pass, _ := r.BasicAuth()
-		posts <- post{path: r.URL.Path, tenant: r.Header.Get(TenantHeader), user: user, pass: pass, alerts: as}
+		posts <- amPost{path: r.URL.Path, tenant: r.Header.Get(TenantHeader), user: user, pass: pass, alerts: as}
 	}))
+	return srv, posts
+}
+
+func TestManagerNotifiesOverHTTP(t *testing.T) {
+	srv, posts := alertmanagerServer(t)
 	defer srv.Close()
 	dir := t.TempDir()
 	file := writeFile(t, dir, "r.yml", "groups:\n  - name: fast\n    interval: 1s\n    rules:\n      - alert: Always\n        expr: vector(1)\n")
