@@ -397,14 +397,21 @@ func (l *leases) fail(what string, gl *groupLease, err error) {
 // evaluation and names no holder, so another server takes the group at its next iteration
 // instead of waiting for the lease to end. Best effort: a lease not released ends anyway.
 func (l *leases) release(ctx context.Context, keep func(key string) bool) {
+	type releasing struct {
+		gl   *groupLease
+		body []byte
+		etag string
+	}
 	l.mu.Lock()
-	var todo []*groupLease
+	var todo []releasing
 	for key, gl := range l.groups {
 		if keep != nil && keep(key) {
 			continue
 		}
 		if gl.held {
-			todo = append(todo, gl)
+			// What to write, read under the lock (a last evaluation may still record).
+			todo = append(todo, releasing{gl, appendLease(gl.rk, leaseRecord{Length: gl.length, Last: gl.last, File: gl.file,
+				Name: gl.name, State: gl.state}), gl.etag})
 		}
 		l.setHeld(gl, false)
 		delete(l.groups, key)
@@ -412,13 +419,12 @@ func (l *leases) release(ctx context.Context, keep func(key string) bool) {
 	}
 	l.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, gl := range todo {
+	for _, r := range todo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			body := appendLease(gl.rk, leaseRecord{Length: gl.length, Last: gl.last, File: gl.file, Name: gl.name, State: gl.state})
-			if _, err := l.table.Replace(ctx, body, gl.etag); err != nil && !errors.Is(err, ErrLeaseConflict) {
-				l.fail("releasing", gl, err)
+			if _, err := l.table.Replace(ctx, r.body, r.etag); err != nil && !errors.Is(err, ErrLeaseConflict) {
+				l.fail("releasing", r.gl, err)
 			}
 		}()
 	}
