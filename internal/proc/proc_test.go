@@ -92,8 +92,13 @@ func startHelper(t *testing.T, opts *Options, mode string, args ...string) *Proc
 }
 
 // printed is a readiness condition: the output contains line.
+// printed reports whether p printed line as a whole line: "ready" must not match the
+// "address already in use" of a helper that failed.
 func printed(p *Process, line string) func(context.Context) bool {
-	return func(context.Context) bool { return p.OutputContains(line) }
+	return func(context.Context) bool {
+		out := "\n" + p.Output()
+		return strings.Contains(out, "\n"+line+"\n")
+	}
 }
 
 func TestTailKeepsTheEnd(t *testing.T) {

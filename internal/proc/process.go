@@ -165,6 +165,11 @@ func (p *Process) WaitReady(ctx context.Context, within time.Duration, ready fun
 			return fmt.Errorf("`%s` was not ready within %s; output:\n%s", p, within, p.Output())
 		case <-tick.C:
 		}
+		// A process that printed that its port is taken is not ready, whatever ready says,
+		// even before it exits.
+		if p.portInUse != "" && p.out.Contains(p.portInUse) {
+			return fmt.Errorf("`%s`: %w", p, ErrPortInUse)
+		}
 		if ready(ctx) {
 			return nil
 		}
