@@ -256,6 +256,9 @@ func TestTransportClassShares(t *testing.T) {
 }
 
 func TestClassLimits(t *testing.T) {
+	if BusyBackgroundLimit(64) != 8 || BusyBackgroundLimit(4) != 1 {
+		t.Errorf("busy background: %d of 64, %d of 4; want 8, 1", BusyBackgroundLimit(64), BusyBackgroundLimit(4))
+	}
 	for limit, want := range map[int][2]int{1: {1, 1}, 2: {2, 1}, 3: {3, 1}, 4: {3, 2}, 64: {48, 32}} {
 		if o, b := OthersLimit(limit), BackgroundLimit(limit); o != want[0] || b != want[1] {
 			t.Errorf("limit %d: others %d, background %d; want %v", limit, o, b, want)
@@ -266,4 +269,68 @@ func TestClassLimits(t *testing.T) {
 		IsIngest(Background(Ingest(ctx))) || IsBackground(Ingest(Background(ctx))) {
 		t.Error("IsBackground and IsIngest do not follow the last mark")
 	}
+}
+
+// Background requests keep to an eighth of the slots while a query's request waits or is in
+// flight, and for QuietPeriod after the last one; then to their half again.
+func TestTransportBackgroundYieldsToQueries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &blockingNext{release: make(chan struct{}), body: "{}"}
+		close(next.release) // answers at once: a request holds its slot until its body is closed
+		tr := New(next, 16) // background: 8 idle, 2 busy
+		query := func() io.Closer {
+			resp, err := tr.Do(get(context.Background(), t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.Body
+		}
+		q := query()
+		done := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				resp, err := tr.Do(get(Background(context.Background()), t))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				<-done
+				resp.Body.Close()
+			})
+		}
+		synctest.Wait()
+		if got := next.sent.Load(); got != 1+2 {
+			t.Fatalf("%d requests sent beside a query, want the query and 2 background ones", got)
+		}
+		q.Close()
+		time.Sleep(QuietPeriod * 3 / 4)
+		query().Close() // another query within the quiet period starts it over
+		time.Sleep(QuietPeriod * 3 / 4)
+		synctest.Wait()
+		if got := next.sent.Load(); got != 2+2 {
+			t.Fatalf("%d requests sent within the quiet period, want the 2 queries and 2 background ones", got)
+		}
+		time.Sleep(QuietPeriod/4 + time.Millisecond)
+		synctest.Wait()
+		if got := next.sent.Load(); got != 2+8 {
+			t.Fatalf("%d requests sent after the quiet period, want the 2 queries and background's 8", got)
+		}
+		// A query now is sent at once: the others' share (12) has room beside background's 8.
+		q = query()
+		synctest.Wait()
+		if got := next.sent.Load(); got != 3+8 {
+			t.Fatalf("%d requests sent, want the third query too", got)
+		}
+		q.Close()
+		close(done)
+		wg.Wait()
+		if got := next.sent.Load(); got != 3+10 {
+			t.Fatalf("%d requests sent in all, want 13", got)
+		}
+		if inFlight, waiting := tr.State(); inFlight != 0 || waiting != 0 {
+			t.Fatalf("after all: State() = %d, %d; want 0, 0", inFlight, waiting)
+		}
+		time.Sleep(QuietPeriod) // the idle timer's last look
+	})
 }
