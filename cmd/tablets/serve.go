@@ -151,7 +151,7 @@ See docs/rules.md.`,
 	f.Int64Var(&sf.resultsCacheBytes, "query.results-cache-bytes", server.DefaultResultsCacheBytes, "bytes of range-query answers kept by step, all tenants together: a refreshed panel computes only its steps newer than 5 minutes, and those whose samples any server changed since (checked by a read mark, a request or two); 0: no results cache (else at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
-	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 5m; negative: never)")
+	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupCatchUp, "rollup-catch-up", 0, "how far back the first rollup of a database starts (0: 72h; never past --raw-retention)")
 	f.DurationVar(&sf.compactEvery, "compact-every", 0, "how often to compact the chunks written since the last compaction (0: 5m; negative: never)")
 	f.DurationVar(&sf.compactCatchUp, "compact-catch-up", 0, "how far back the first compaction of a database starts (0: 24h)")
