@@ -49,25 +49,27 @@ func TestTSDBRawCache(t *testing.T) {
 	}
 	require.NoError(t, other.WriteMany(ctx, batch))
 
-	read := func(d *tsdb.DB) map[string][]tablets.Point {
+	readFrom := func(d *tsdb.DB, from time.Time) map[string][]tablets.Point {
 		t.Helper()
 		out := map[string][]tablets.Point{}
-		for p, err := range d.QueryMany(ctx, names, base, clk.Now()) {
+		for p, err := range d.QueryMany(ctx, names, from, clk.Now()) {
 			require.NoError(t, err)
 			out[p.Series] = append(out[p.Series], p.Point)
 		}
 		return out
 	}
-	cost := func(what string) readCost {
+	read := func(d *tsdb.DB) map[string][]tablets.Point { return readFrom(d, base) }
+	costFrom := func(what string, from time.Time) readCost {
 		t.Helper()
-		want := read(fresh())
+		want := readFrom(fresh(), from)
 		checker.Reset()
-		got := read(db)
+		got := readFrom(db, from)
 		st := checker.Stats()
 		require.Equal(t, want, got, what)
 		t.Logf("%s: %d requests, %d bytes read", what, st.Requests, st.ResponseBytes)
 		return readCost{st.Requests, st.ResponseBytes}
 	}
+	cost := func(what string) readCost { return costFrom(what, base) }
 
 	first := cost("first read")
 	again := cost("the same read again")
@@ -88,6 +90,13 @@ func TestTSDBRawCache(t *testing.T) {
 	require.NoError(t, err)
 	got := read(fresh())
 	require.Contains(t, got[names[3]], tablets.Point{Time: late, Value: -1})
+	// A read of the hours after the late point (a panel of the last hours, a rule): the fold
+	// changed nothing there, so every series is a hit, though each entry holds the changed
+	// time too.
+	missed := opts.RawCache.Stats().Misses
+	after := costFrom("the hours after the fold's change", late.Add(time.Hour))
+	require.Equal(t, missed, opts.RawCache.Stats().Misses, "no series read again after the fold's change")
+	require.Less(t, after.bytes*20, first.bytes)
 	// The log records ranges, not series: every series' samples from the late point's time
 	// on are read again (chunks that hold it, and the newer).
 	afterFold := cost("after another server's fold")

@@ -156,7 +156,7 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 	for _, name := range series {
 		c, ok := r.cache.entries.Get(cacheKey{table, name})
 		if ok {
-			c.to = state.ValidUntil(c.gen, c.from, c.to)
+			c = standing(state, c, from)
 		}
 		switch {
 		case ok && c.from <= from && c.to >= to:
@@ -223,6 +223,24 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 	return false, nil
 }
 
+// standing is what of entry c still stands at state, for a read from from on: [c.from,
+// until), until the first change after c's generation that overlaps the entry. When that
+// change is before from, the part from from on is judged alone, and the entry then starts
+// at from: a fold records the minutes before a query's range (the fold leaves the last 5
+// to 15 minutes staged), and a rule or a refreshed panel over the last minutes must not
+// read every series again for it. Measured with 1,000 rules over 10,000 series: after the
+// hourly fold every evaluation read its series anew, and evaluations lagged by a minute.
+func standing(state changelog.State, c cachedSamples, from int64) cachedSamples {
+	until := state.ValidUntil(c.gen, c.from, c.to)
+	if until < from && c.from < from && from < c.to {
+		if u := state.ValidUntil(c.gen, from, c.to); u > from {
+			c.from, until = from, u
+		}
+	}
+	c.to = until
+	return c
+}
+
 // store caches a series' samples read at generation gen: those of the entry c still
 // standing (when cached), then the fresh ones read, up to end; or only the fresh ones, from
 // from. A series with a sample not of whole milliseconds is not cached.
@@ -236,7 +254,7 @@ func (r *Store[S, T]) store(table, name string, gen uint64, c cachedSamples, cac
 	start := from
 	if cached {
 		start = c.from
-		for i := range r.cached.len(&c) {
+		for i := sort.Search(r.cached.len(&c), func(i int) bool { return r.cached.time(&c, i) >= c.from }); i < r.cached.len(&c); i++ {
 			if r.cached.time(&c, i) >= c.to {
 				break
 			}
