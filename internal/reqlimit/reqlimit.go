@@ -170,18 +170,19 @@ func classOf(ctx context.Context) class {
 func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	var shares []*gate.Gate // taken, to give back with the slot
-	switch classOf(ctx) {
+	c := classOf(ctx)
+	switch c {
 	case classBackground:
 		shares = []*gate.Gate{t.background, t.others}
 	case classOther:
 		shares = []*gate.Gate{t.others}
 		t.queryBegan()
 	}
-	release := func(taken []*gate.Gate) {
+	release := func(taken []*gate.Gate) { // once a request, whatever its end
 		for _, g := range taken {
 			g.Release(1)
 		}
-		if classOf(ctx) == classOther {
+		if c == classOther {
 			t.queryEnded()
 		}
 	}
