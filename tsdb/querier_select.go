@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
@@ -296,6 +297,7 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 	if err != nil {
 		return nil, err
 	}
+	ctx = changelog.AfterRead(ctx, staged.after)
 	if err := q.readSamples(ctx, byName, withHist, names, from, to, stagedHists, stagedPoints); err != nil {
 		return nil, err
 	}
@@ -329,6 +331,7 @@ func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.T
 	var stagedPoints tiers.StagedPoints // nil: the read reads them
 	if staged != nil {
 		stagedPoints = staged.in
+		ctx = changelog.AfterRead(ctx, staged.after)
 	}
 	opts := tiers.WithStaged(&AggregateOptions{Fields: p.fields()}, stagedPoints)
 	for w, err := range q.db.tiers.AggregateBySeries(ctx, names, from, to, step, opts) {

@@ -62,6 +62,10 @@ func (db *DB) QueryMany(ctx context.Context, series []string, from, to time.Time
 // It is safe for concurrent use.
 type stagedSet struct {
 	from, to time.Time
+	// after is what the raw change log must be read after for the reads that go with it
+	// (changelog.AfterRead): the staging table's reads counted when it was read, or its
+	// listing's when it came from the cache whole.
+	after    uint64
 	mu       sync.Mutex // guards series, points and hists, which Drop changes
 	series   map[string]bool
 	points   map[string]staging.Packed // packed: they live while the batches are read
@@ -100,7 +104,7 @@ func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.
 		st.series[name] = true
 	}
 	var err error
-	if st.points, st.hists, err = db.staging.ReadPacked(ctx, series, from, to, kinds); err != nil {
+	if st.points, st.hists, st.after, err = db.staging.ReadPacked(ctx, series, from, to, kinds); err != nil {
 		return nil, err
 	}
 	return st, nil

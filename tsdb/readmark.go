@@ -43,6 +43,7 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 	if err := rounding.CheckRange(from, to); err != nil {
 		return ReadMark{}, err
 	}
+	db.index.Prefetch(ctx, from, to) // beside the listing: the Selects after the mark read it
 	listed, err := db.staging.List(ctx, from, to)
 	if err != nil {
 		return ReadMark{}, err
@@ -57,6 +58,17 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 		m.periods[p] = s
 	}
 	return m, nil
+}
+
+// BeginRead returns the context of a read of the database that begins now and is made of
+// several (a query: its read mark, then its Selects): each of them may take, instead of
+// reading its own, the staging listing and the change logs' states read after the read
+// began, so that a refreshed panel's mark and Selects list the staging table once and read
+// each log once. What they find was in the database after BeginRead was called, as if read
+// then: a change before it shows in all of them. A context that began already is returned
+// as is.
+func (db *DB) BeginRead(ctx context.Context) context.Context {
+	return changelog.Begin(db.staging.BeginRead(ctx))
 }
 
 // Range is the range of times the mark is of.

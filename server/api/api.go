@@ -165,6 +165,7 @@ func defaultBuildInfo() BuildInfo {
 type API struct {
 	queryable storage.Queryable
 	exact     exactRewriter // the queryable's exact answers from tiers, if it has them
+	begin     readBeginner  // the queryable's beginning of a request's reads, if it has one
 	maxSeries int           // Options.MaxSeriesPerSelect
 	engine    *promql.Engine
 	timeout   time.Duration
@@ -246,11 +247,13 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 	})
 	marker, _ := q.(Marker) // before the wrapping below, which hides it
 	exact, _ := q.(exactRewriter)
+	begin, _ := q.(readBeginner)
 	if o.MaxSeriesPerSelect > 0 {
 		q = seriesLimited{Queryable: q, max: o.MaxSeriesPerSelect}
 	}
 	return &API{
 		exact:         exact,
+		begin:         begin,
 		maxSeries:     o.MaxSeriesPerSelect,
 		results:       o.ResultsCache,
 		marker:        marker,
@@ -323,6 +326,9 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 		if err := r.ParseForm(); err != nil {
 			apiErr = badData(fmt.Errorf("error parsing form values: %w", err))
 		} else {
+			if a.begin != nil {
+				r = r.WithContext(a.begin.BeginRead(r.Context()))
+			}
 			data, ws, apiErr = f(r)
 		}
 		if apiErr != nil {
@@ -540,6 +546,13 @@ func (a *API) queryRange(r *http.Request) ([]byte, annotations.Annotations, *api
 		return nil, nil, newQueryError(err)
 	}
 	return a.exec(ctx, r, qry, limit)
+}
+
+// readBeginner is a Queryable whose reads of one request can share what each would read
+// first (promstore.Queryable: tsdb's DB.BeginRead): a request's results-cache mark and its
+// Selects list the staging table once and read each change log once.
+type readBeginner interface {
+	BeginRead(ctx context.Context) context.Context
 }
 
 // exactRewriter is a Queryable that answers some range functions exactly from its tiers'

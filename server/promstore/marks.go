@@ -20,6 +20,10 @@ func (q *Queryable) ReadMark(ctx context.Context, from, to time.Time) (results.M
 	return readMark{m}, nil
 }
 
+// BeginRead is tsdb's DB.BeginRead: the query API begins each query's read with it, so
+// that its read mark and its Selects share the staging listing and the change logs' reads.
+func (q *Queryable) BeginRead(ctx context.Context) context.Context { return q.db.BeginRead(ctx) }
+
 // ExactReads reports whether the Selects of a query with ctx read raw samples wherever
 // they exist (what a mark covers): its max_source_resolution, else the Queryable's
 // MaxResolution, is raw, and tiers are not preferred.

@@ -23,6 +23,7 @@ import (
 	"math"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -44,9 +45,19 @@ type Log struct {
 	// each of those n reads, and is reused while the count stands. nil: each State reads.
 	after func() uint64
 
-	mu      sync.Mutex
-	known   map[uint64]snapshot       // by period: the state last read
-	waiting map[uint64]*pendingChange // by period: the changes waiting for the update under way
+	mu       sync.Mutex
+	known    map[uint64]snapshot       // by period: the state last read
+	waiting  map[uint64]*pendingChange // by period: the changes waiting for the update under way
+	inFlight map[uint64]*stateRead     // by period: the newest read of State under way
+}
+
+// stateRead is a read of a period's entity for State under way, which the States that need
+// no later one wait for instead of reading it again.
+type stateRead struct {
+	afterSeq uint64 // the count of Log.after when it began
+	done     chan struct{}
+	state    State
+	err      error
 }
 
 // New returns the log of the catalog table client whose period p's entity has RowKey
@@ -59,7 +70,8 @@ func New(client *aztables.Client, key func(p uint64) string, after func() uint64
 // NewIn is New of a log whose entities are in partition partition of client's table (a
 // table's own log, kept in it so that one query reads both).
 func NewIn(client *aztables.Client, partition string, key func(p uint64) string, after func() uint64) *Log {
-	return &Log{client: client, partition: partition, key: key, after: after, known: map[uint64]snapshot{}, waiting: map[uint64]*pendingChange{}}
+	return &Log{client: client, partition: partition, key: key, after: after, known: map[uint64]snapshot{},
+		waiting: map[uint64]*pendingChange{}, inFlight: map[uint64]*stateRead{}}
 }
 
 // DecodeState decodes an entity of a log as a query returned it.
@@ -291,28 +303,123 @@ func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range) error {
 
 // State returns period p's log as read after every read that Log.after counts so far: the
 // state last read if it was, else read now (always, for a Log without after).
+// A context of AfterRead asks for the state as read after the count it carries instead.
+//
+// For a Log without after, a context of Begin takes the state last read, or the read under
+// way, if its read began after the context's read did (else it reads, as without).
 func (c *Log) State(ctx context.Context, p uint64) (State, error) {
+	if c.after == nil {
+		began, ok := ctx.Value(beganKey{}).(uint64)
+		if !ok {
+			s, _, _, err := c.read(ctx, p)
+			return s, err
+		}
+		// A read begun later took a later epoch number than the read's Begin.
+		return c.stateShared(ctx, p, began+1, func() uint64 { return epoch.Add(1) })
+	}
+	if seq, ok := ctx.Value(afterKey{}).(uint64); ok {
+		return c.StateAfter(ctx, p, seq)
+	}
+	return c.StateAfter(ctx, p, c.after())
+}
+
+// epoch orders the beginnings of reads (Begin) and of the reads of logs without after:
+// a state whose read took a later number than a read's Begin was read after it began.
+var epoch atomic.Uint64
+
+// beganKey is the context key of Begin: the epoch when the read began.
+type beganKey struct{}
+
+// Begin returns the context of a read that begins now (a query, with its read mark): the
+// States of logs without after it asks for (the index's) may be any read after it began,
+// so that its parts (a read mark, its Selects) share one request a period. A context that
+// began already is returned as is: the read began then.
+func Begin(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(beganKey{}).(uint64); ok {
+		return ctx
+	}
+	return context.WithValue(ctx, beganKey{}, epoch.Add(1))
+}
+
+// Began reports whether ctx is of a read that began (Begin).
+func Began(ctx context.Context) bool {
+	_, ok := ctx.Value(beganKey{}).(uint64)
+	return ok
+}
+
+// afterKey is the context key of AfterRead.
+type afterKey struct{}
+
+// AfterRead returns a context whose States of a log with after (the raw part's) need only
+// be read after the count reached seq: the reads of the samples a read of the staging
+// table went with, which knows what its entities were as of (staging.Table.ReadPacked).
+// Give it to those reads only: another read needs its own.
+func AfterRead(ctx context.Context, seq uint64) context.Context {
+	return context.WithValue(ctx, afterKey{}, seq)
+}
+
+// StateAfter returns period p's log as read once Log.after counted seq (at least): the
+// state last read if it was, else the read under way if it began then (concurrent reads of
+// a Select's batches, or of a read mark and the Select after it, share one request), else
+// read now. seq must be a count Log.after has reached: a read that counted (see
+// staging.Table.ReadPacked) knows it. A Log without after reads each time.
+func (c *Log) StateAfter(ctx context.Context, p uint64, seq uint64) (State, error) {
 	if c.after == nil {
 		s, _, _, err := c.read(ctx, p)
 		return s, err
 	}
-	seq := c.after()
+	// A read begun now began after the count reached now's, which is at least seq.
+	return c.stateShared(ctx, p, seq, func() uint64 { return max(seq, c.after()) })
+}
+
+// stateShared returns the state last read if its count (snapshot.afterSeq) is at least
+// need, else the read under way if its count is, else reads it with the count now gives
+// (a Log with after: after's; without: the epoch).
+func (c *Log) stateShared(ctx context.Context, p uint64, need uint64, now func() uint64) (State, error) {
 	c.mu.Lock()
-	snap, ok := c.known[p]
-	c.mu.Unlock()
-	if ok && snap.afterSeq >= seq {
+	if snap, ok := c.known[p]; ok && snap.afterSeq >= need {
+		c.mu.Unlock()
 		return snap.state, nil
 	}
-	s, _, _, err := c.read(ctx, p)
-	if err != nil {
-		return State{}, err
+	if r, ok := c.inFlight[p]; ok && r.afterSeq >= need {
+		c.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return State{}, ctx.Err()
+		}
+		if r.err == nil {
+			return r.state, nil
+		}
+		// The read it waited for failed (its caller's context, perhaps): its own.
+		c.mu.Lock()
 	}
-	c.mu.Lock()
-	if old, ok := c.known[p]; !ok || old.afterSeq <= seq {
-		c.known[p] = snapshot{state: s, afterSeq: seq}
+	return c.readShared(ctx, p, now())
+}
+
+// readShared reads period p's state, as read once the count (after's, or the epoch for a
+// Log without after) reached seq, for the States that wait for it; c.mu is held, and
+// released.
+func (c *Log) readShared(ctx context.Context, p uint64, seq uint64) (State, error) {
+	r := &stateRead{afterSeq: seq, done: make(chan struct{})}
+	if old, ok := c.inFlight[p]; !ok || old.afterSeq <= r.afterSeq {
+		c.inFlight[p] = r
 	}
 	c.mu.Unlock()
-	return s, nil
+	s, _, _, err := c.read(ctx, p)
+	r.state, r.err = s, err
+	c.mu.Lock()
+	if c.inFlight[p] == r {
+		delete(c.inFlight, p)
+	}
+	if err == nil {
+		if old, ok := c.known[p]; !ok || old.afterSeq <= r.afterSeq {
+			c.known[p] = snapshot{state: s, afterSeq: r.afterSeq}
+		}
+	}
+	c.mu.Unlock()
+	close(r.done)
+	return s, err
 }
 
 // ValidUntil returns how much of [from, to), read at generation g, still stands at state s:

@@ -74,6 +74,27 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
+// Prefetch begins reading, in the background, the index change log of each period of
+// [from, to) that has an index, for the Selects of a read that began (changelog.Begin):
+// they take it instead of reading it after the read's first request (DB.ReadMark's).
+// Without an index cache, or a read that began, it does nothing.
+func (x *Index) Prefetch(ctx context.Context, from, to time.Time) {
+	if x.cache == nil || !changelog.Began(ctx) {
+		return
+	}
+	go func() {
+		periods, err := x.tables.InRange(ctx, naming.Index, from, to)
+		if err != nil {
+			return // the Select's own read says what is wrong
+		}
+		for _, p := range periods {
+			if _, err := x.Log.State(ctx, p); err != nil {
+				return
+			}
+		}
+	}()
+}
+
 // SelectSets reads the label sets of the periods [from, to) overlaps that match ms, sorted
 // by labels: DB.Select. With needSelective, ms must hold a matcher that does not match the
 // empty string (labels.Compile); a bad matcher is an error before any request.

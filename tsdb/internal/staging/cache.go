@@ -236,7 +236,10 @@ type listedEntity struct {
 // at its ETag: one listing of the keys, then a query of each partition holding an entity
 // or column the cache lacks. An entity the Fold deleted between the listing and its fetch
 // is left out (its samples are in the raw tables by then: a read of staging comes first).
-func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, want map[string]bool, read *collectRead) iter.Seq2[Decoded, error] {
+//
+// When it yields only entities the cache held, *listedAt is set to Table.ReadsDone as of
+// the listing they come from (else left alone): what it yields is what the table held then.
+func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, want map[string]bool, read *collectRead, listedAt *uint64) iter.Seq2[Decoded, error] {
 	return func(yield func(Decoded, error) bool) {
 		fail := func(err error) {
 			if !azerr.IsTableGone(err) {
@@ -265,7 +268,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			st.yieldAssembled(ctx, order, got, want, read, yield)
 			return
 		}
-		listed, err := st.listedEntities(ctx, f)
+		listed, listedReads, err := st.listedEntities(ctx, f)
 		if err != nil {
 			fail(err)
 			return
@@ -293,6 +296,11 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		}
 		st.cache.counts.Hit(hits)
 		st.cache.counts.Miss(misses)
+		if len(missing) == 0 {
+			// Nothing fetched: an entity the listing had and a Fold deleted since is still
+			// read whole (from the cache), so what is read is the table as listed.
+			*listedAt = listedReads
+		}
 		whole := st.fetchWhole(missing, columns)
 		for _, pk := range slices.Sorted(maps.Keys(missing)) {
 			if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, whole[pk], read, func(le listedEntity, version int, cols map[int]cachedColumn) {

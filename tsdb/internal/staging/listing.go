@@ -69,6 +69,9 @@ type entityListing struct {
 	whole   time.Time  // when it was listed whole (this process's clock)
 	since   time.Time  // the service's time of the last listing, less listingMargin
 	byKey   map[[2]string]listedProps
+	// doneReads is Table.ReadsDone as the last refresh completed (counting it): a change
+	// log read once the count reached it is later than that listing (see collect).
+	doneReads uint64
 }
 
 // listedProps is an entity as listed: its ETag and the properties a query's filter
@@ -100,7 +103,7 @@ func (p listedProps) eval(f filter.Expr, props map[string]string) bool {
 // (one query of their Timestamp), or listed whole again when the staging log says a Fold
 // or a Delete changed entities since (or listingRenewal passed). What it returns was in
 // the table after the call began: a refresh that began before it is not taken.
-func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEntity, error) {
+func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEntity, uint64, error) {
 	l := &st.listing
 	l.mu.Lock()
 	arrival := l.starts
@@ -115,10 +118,11 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 	if !fresh {
 		if err := st.refreshListing(ctx); err != nil {
 			l.refresh.Unlock()
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	l.mu.Lock()
+	listedAt := l.doneReads
 	var out []listedEntity
 	props := make(map[string]string, 4)
 	for k, le := range l.byKey {
@@ -132,7 +136,7 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 	slices.SortFunc(out, func(a, b listedEntity) int {
 		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
 	})
-	return out, nil
+	return out, listedAt, nil
 }
 
 // prefetchTimeout bounds a refresh StartListing began.
@@ -159,6 +163,15 @@ func (st *Table) StartListing(ctx context.Context) context.Context {
 	l := &st.listing
 	l.mu.Lock()
 	began := l.starts
+	if b, ok := ctx.Value(readBeganKey{st}).(uint64); ok {
+		// The read began before (BeginRead): a refresh since serves it, and then none is
+		// needed.
+		began = min(began, b)
+		if l.done > began && l.known {
+			l.mu.Unlock()
+			return ctx
+		}
+	}
 	l.mu.Unlock()
 	// Not ended with ctx: a refresh cut short lists the table whole at the next read.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prefetchTimeout)
@@ -173,6 +186,24 @@ func (st *Table) StartListing(ctx context.Context) context.Context {
 			_ = st.refreshListing(rctx) // a failure leaves the listing to the read's own refresh
 		}
 	}()
+	return context.WithValue(ctx, readBeganKey{st}, began)
+}
+
+// BeginRead returns the context of a read that begins now and lists the table more than
+// once (a read mark, then the Selects of its query): a refresh of the listing that began
+// after it serves each of them, as StartListing's does a Select. A context that began
+// already is returned as is.
+func (st *Table) BeginRead(ctx context.Context) context.Context {
+	if st == nil || !st.reads || st.cache == nil || st.log == nil {
+		return ctx
+	}
+	if _, ok := ctx.Value(readBeganKey{st}).(uint64); ok {
+		return ctx
+	}
+	l := &st.listing
+	l.mu.Lock()
+	began := l.starts
+	l.mu.Unlock()
 	return context.WithValue(ctx, readBeganKey{st}, began)
 }
 
@@ -218,6 +249,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 				l.byKey[k] = p
 			}
 			l.since, l.done = sinceOf(date), start
+			l.doneReads = st.readsDone.Add(1)
 			return nil
 		}
 		// Changed since (or the query failed): listed whole.
@@ -234,6 +266,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	defer l.mu.Unlock()
 	l.byKey, l.gen, l.whole, l.known = got, gen, wholeAt, st.log != nil
 	l.since, l.done = sinceOf(date), start
+	l.doneReads = st.readsDone.Add(1)
 	return nil
 }
 
@@ -329,7 +362,7 @@ func (st *Table) List(ctx context.Context, from, to time.Time) (Listing, error) 
 		return Listing{}, nil
 	}
 	f, _ := queryParts(nil, from, to, Both)
-	listed, err := st.listedEntities(ctx, f)
+	listed, _, err := st.listedEntities(ctx, f)
 	if err != nil {
 		return Listing{}, err
 	}

@@ -108,7 +108,7 @@ func (st *Table) Read(ctx context.Context, series []string, from, to time.Time) 
 // ReadKinds is Read of the kinds asked for, in one query: the staged points and the staged
 // histogram samples, by series.
 func (st *Table) ReadKinds(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (map[string][]tablets.Point, map[string][]tablets.HistogramPoint, error) {
-	found, foundHists, done, err := st.collect(ctx, series, from, to, kinds)
+	found, foundHists, done, _, err := st.collect(ctx, series, from, to, kinds)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -127,11 +127,12 @@ func (st *Table) ReadKinds(ctx context.Context, series []string, from, to time.T
 	return out, hists, nil
 }
 
-// ReadPacked is ReadKinds with each series' float points packed.
-func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (map[string]Packed, map[string][]tablets.HistogramPoint, error) {
-	found, foundHists, done, err := st.collect(ctx, series, from, to, kinds)
+// ReadPacked is ReadKinds with each series' float points packed, and the count of
+// ReadsDone a raw change log read must have seen to be later than it (see collect).
+func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (map[string]Packed, map[string][]tablets.HistogramPoint, uint64, error) {
+	found, foundHists, done, after, err := st.collect(ctx, series, from, to, kinds)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer done()
 	out := make(map[string]Packed, len(found))
@@ -146,7 +147,7 @@ func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.
 			hists[key] = append(hists[key], histPoint(s))
 		}
 	}
-	return out, hists, nil
+	return out, hists, after, nil
 }
 
 // collect reads the staged writes of the kinds asked for in one query: each point and
@@ -154,11 +155,15 @@ func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.
 // in no order, but those of raw periods known dropped (which the Fold leaves out: a read
 // before the Fold answers as one after it). What it collects holds its bytes of the Budget
 // until done is called (also after an error). A DB that does not stage reads nothing (no request).
+//
+// after is the count of ReadsDone a change log read must have seen to be later than this
+// read (changelog.Log.StateAfter): its own, or that of the listing it read when it read
+// nothing else from the table (a refresh's reads then share the log's state the listing's
+// read mark took).
 func (st *Table) collect(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (
-	found map[string][]Point, foundHists map[string][]Hist, done func(), err error) {
+	found map[string][]Point, foundHists map[string][]Hist, done func(), after uint64, err error) {
 	if !st.reads || !from.Before(to) {
-		st.readsDone.Add(1)
-		return nil, nil, func() {}, nil
+		return nil, nil, func() {}, st.readsDone.Add(1), nil
 	}
 	read := st.beginRead()
 	defer func() {
@@ -178,13 +183,14 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	found = map[string][]Point{}
 	foundHists = map[string][]Hist{}
 	entities := st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
+	var listedAt uint64 // the listing's ReadsDone when all came from the cache
 	if st.cache != nil {
 		f, columns := queryParts(series, from, to, kinds)
-		entities = st.cachedEntities(ctx, f, columns, want, read)
+		entities = st.cachedEntities(ctx, f, columns, want, read, &listedAt)
 	}
 	for se, err := range entities {
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, 0, err
 		}
 		points, hists := 0, 0
 		for r, s := range se.Hists {
@@ -210,11 +216,14 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 			}
 		}
 		if err := read.hold(ctx, int64(points)*PointBytes+int64(hists)*HistBytes); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, 0, err
 		}
 	}
-	st.readsDone.Add(1)
-	return found, foundHists, read.end, nil
+	after = st.readsDone.Add(1)
+	if listedAt != 0 {
+		after = listedAt
+	}
+	return found, foundHists, read.end, after, nil
 }
 
 // ReadsDone is the number of reads of staged samples (Read, ReadKinds, ReadPacked)

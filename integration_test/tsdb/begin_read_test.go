@@ -1,0 +1,122 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// A refreshed query, as the query API makes it (DB.BeginRead, a read mark, then the
+// Select), with warm caches: the mark and the Select list the staging table once and read
+// each change log once (the staging listing, the raw log, the index log: three requests),
+// where each used to read its own; and the batches of a Select share the raw log's read.
+// What another server changed before the read began (a late staged point, its fold, a
+// direct write, a delete, a new series) shows in it, as in a reader without caches.
+func TestTSDBBeginReadShares(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
+	clk := clock.New(base.Add(20 * time.Hour))
+	opts := stagingOptions(clk)
+	opts.RawCache = tsdb.NewRawCache(64 << 20)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	db, svc, checker := dbtest.NewDB(t, opts)
+	plain := *stagingOptions(clk)
+	other := reopen(t, svc, db.Name(), plain)
+	fresh := func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
+
+	// 40 series of an hour at 15 s, three batches of a Select (BatchSize 16), the last
+	// minutes of it staged.
+	keys := make([]string, 40)
+	for i := range keys {
+		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "mem", "i", fmt.Sprint(i)))
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	from, to := base.Add(19*time.Hour), base.Add(20*time.Hour)
+	write := func(at time.Time, v float64) {
+		t.Helper()
+		batch := make([]tsdb.SeriesPoints, len(keys))
+		for i, k := range keys {
+			batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: v + float64(i)}}}
+		}
+		require.NoError(t, other.WriteMany(ctx, batch))
+	}
+	for at := from; at.Before(to.Add(-5 * time.Minute)); at = at.Add(15 * time.Second) {
+		write(at, float64(at.Unix()))
+	}
+	clk.Set(base.Add(21 * time.Hour)) // the hour closed: folded into the raw table
+	_, err := other.Fold(ctx)
+	require.NoError(t, err)
+	for at := to.Add(-5 * time.Minute); at.Before(to); at = at.Add(15 * time.Second) {
+		write(at, float64(at.Unix())) // late, staged
+	}
+
+	queryOpts := &tsdb.QueryOptions{BatchSize: 16}
+	selectAll := func(ctx context.Context, d *tsdb.DB) map[string][]tsdb.Sample {
+		t.Helper()
+		q, err := d.Queryable(queryOpts)
+		require.NoError(t, err)
+		out := map[string][]tsdb.Sample{}
+		for s, err := range q.Querier(from, to).Select(ctx, nil, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "mem"}) {
+			require.NoError(t, err)
+			for it := s.Iterator(); it.Next(); {
+				out[s.Labels.String()] = append(out[s.Labels.String()], it.At())
+			}
+		}
+		return out
+	}
+	// refresh is the query API's read: begun, a mark, then the Select. It returns its
+	// requests.
+	refresh := func(what string, began bool) int64 {
+		t.Helper()
+		want := selectAll(ctx, fresh())
+		rctx := ctx
+		if began {
+			rctx = db.BeginRead(ctx)
+		}
+		checker.Reset()
+		_, err := db.ReadMark(rctx, from, to)
+		require.NoError(t, err)
+		got := selectAll(rctx, db)
+		n := checker.Stats().Requests
+		require.Equal(t, want, got, what)
+		t.Logf("%s: %d requests", what, n)
+		return n
+	}
+	refresh("first", true)
+	refresh("warm", true)
+	clk.Add(30 * time.Second) // past the staging listing's margin
+	require.Greater(t, refresh("not begun: the mark's and the Select's own", false), int64(3))
+	require.Equal(t, int64(3), refresh("refreshed", true), "the listing, the raw log, the index log")
+
+	// Another server's changes, each before the read began.
+	write(to.Add(-10*time.Second), -1) // a late point
+	refresh("after another server's late point", true)
+	clk.Add(time.Hour) // its fold
+	_, err = other.Fold(ctx)
+	require.NoError(t, err)
+	refresh("after another server's fold", true)
+	var backfill []tablets.Point
+	for i := range 150 {
+		backfill = append(backfill, tablets.Point{Time: from.Add(time.Duration(i) * time.Second), Value: -2})
+	}
+	require.NoError(t, other.Write(ctx, keys[7], backfill...))
+	refresh("after another server's direct write", true)
+	require.NoError(t, other.Delete(ctx, keys[8], from.Add(10*time.Minute), from.Add(20*time.Minute)))
+	refresh("after another server's delete", true)
+	k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "mem", "i", "new"))
+	require.NoError(t, err)
+	require.NoError(t, other.Write(ctx, k, tablets.Point{Time: from.Add(time.Minute), Value: 5}))
+	refresh("after another server's new series", true)
+	clk.Add(30 * time.Second)
+	require.Equal(t, int64(3), refresh("and refreshed again", true))
+}
