@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // Cache keeps the raw samples reads decoded, by table and series, with the range read and
@@ -145,10 +147,7 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 	}
 	table := r.names.Table(r.kind, sp.Period)
 	from, to := ceilMilli(sp.From), ceilMilli(sp.To)
-	readTo := sp.To
-	if end := r.names.End(sp.Period); sp.To.After(r.now().Add(-liveMargin)) && end.After(readTo) {
-		readTo = end
-	}
+	readTo := r.liveEnd(sp)
 	// Each series is a hit (all of [from, to) cached and standing), extends its entry (from
 	// where it stops standing), or is read whole; the reads group by their start.
 	kept := make(map[string]cachedSamples, len(series))
@@ -221,6 +220,26 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 		}
 	}
 	return false, nil
+}
+
+// liveEnd is where a read of span sp reads its table to: sp's end, or for a read of the
+// present (a dashboard's, a rule's), the end of the partition holding now and liveMargin
+// (within the period): what is after now costs nothing to read, and the next refresh finds
+// it cached. Not the period's end: a range over several of a series' partitions costs its
+// filter two comparisons more, and a request reads fewer series (Azure's 15 comparisons a
+// filter): a read of the last hour at 100 targets read 3.5 series a request instead of 7.
+func (r *Store[S, T]) liveEnd(sp Span) time.Time {
+	now := r.now()
+	end := r.names.End(sp.Period)
+	if !sp.To.After(now.Add(-liveMargin)) || !end.After(sp.To) {
+		return sp.To
+	}
+	if r.partition > 0 {
+		// Partitions start at multiples of their span since the Unix epoch.
+		next := rounding.Floor(now.Add(liveMargin), r.partition).Add(r.partition)
+		end = times.Earlier(end, times.Later(next, sp.To))
+	}
+	return end
 }
 
 // standing is what of entry c still stands at state, for a read from from on: [c.from,

@@ -41,6 +41,9 @@ type Store[S any, T Table[S]] struct {
 	changes *changelog.Log
 	cached  sampleCache[S]
 	now     func() time.Time
+	// partition is the span of the tables' partitions (0: unknown): a read of the present
+	// reads to the end of the partition holding it (see cachedSpan).
+	partition time.Duration
 }
 
 // Floats is the raw part's float points: besides what both kinds do, the reads of one
@@ -256,6 +259,9 @@ type Config struct {
 	Cache        *Cache
 	StagingReads func() uint64
 	Now          func() time.Time
+	// Partition is the span of the raw layout's partitions (chunked's PartitionFactor; 0:
+	// none, or unknown), for the cache's reads of the present.
+	Partition time.Duration
 }
 
 // New makes the raw part's two kinds over the period tables: the float points in the
@@ -272,10 +278,10 @@ func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Per
 	floats := &Store[tablets.Point, pointTable]{kind: naming.Raw, names: names, tables: tables, series: series, open: func(p uint64) (pointTable, error) {
 		s, err := stores.Get(p)
 		return pointTable{s}, err
-	}, cache: c.Cache, changes: changes, cached: floatCache, now: now}
+	}, cache: c.Cache, changes: changes, cached: floatCache, now: now, partition: c.Partition}
 	hists := &Store[tablets.HistogramPoint, histTable]{kind: naming.Hist, names: names, tables: tables, series: series, open: func(p uint64) (histTable, error) {
 		return histTableOf(service.NewClient(names.HistTable(p))), nil
-	}, cache: c.Cache, changes: changes, cached: histCache, now: now}
+	}, cache: c.Cache, changes: changes, cached: histCache, now: now, partition: histPartition}
 	return &Floats{floats}, &Hists{hists}, changes
 }
 
