@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -286,7 +287,8 @@ func TestReadAhead(t *testing.T) {
 
 // Consecutive units of a Select, raw and tier, form groups of stagedGroupUnits that share a
 // read, over the range of all the units (a tier unit's starts at the window holding the
-// Select's start); a group of one reads its own.
+// Select's start); a last group of under half as many joins the one before; a group of one
+// reads its own.
 func TestStagedGroups(t *testing.T) {
 	base := querierBase
 	raw := func(series ...string) unit {
@@ -305,17 +307,29 @@ func TestStagedGroups(t *testing.T) {
 		singles = append(singles, fmt.Sprint(i))
 		units = append(units, raw(singles[i]))
 	}
-	units = append(units, raw("x", "y")) // alone in the last group
+	units = append(units, raw("x", "y")) // a remainder of one unit: joins the last group
 	sg := newStagedGroups(&Queryable{}, units, from, to)
 	require.Len(t, sg.groups, 2)
 	cut := stagedGroupUnits - 2
 	require.Equal(t, append([]string{"a", "b", "t"}, singles[:cut]...), sg.groups[0].series, "raw and tier units")
-	require.Equal(t, singles[cut:], sg.groups[1].series)
+	require.Equal(t, append(slices.Clone(singles[cut:]), "x", "y"), sg.groups[1].series)
 	require.Equal(t, 0, sg.groupOf[1], "the tier unit")
 	require.Equal(t, 1, sg.groupOf[stagedGroupUnits])
-	require.Equal(t, -1, sg.groupOf[len(units)-1], "a group of one")
+	require.Equal(t, 1, sg.groupOf[len(units)-1], "the remainder, in the group before")
 	require.Equal(t, base.Add(-time.Minute), sg.from, "from the tier unit's first window")
 	require.Equal(t, to, sg.to)
+
+	// A remainder of half a group or more is a group of its own; of one unit, it reads its own.
+	half := make([]unit, stagedGroupUnits+stagedGroupUnits/2)
+	for i := range half {
+		half[i] = raw(fmt.Sprint(i))
+	}
+	sg = newStagedGroups(&Queryable{}, half, from, to)
+	require.Len(t, sg.groups, 2)
+	require.Len(t, sg.groups[1].series, stagedGroupUnits/2)
+	sg = newStagedGroups(&Queryable{}, half[:stagedGroupUnits+1], from, to)
+	require.Len(t, sg.groups, 1, "a remainder of one joins the group")
+	require.Len(t, sg.groups[0].series, stagedGroupUnits+1)
 
 	one := newStagedGroups(&Queryable{}, []unit{raw("a", "b")}, from, to)
 	require.Empty(t, one.groups, "a single unit reads its own")

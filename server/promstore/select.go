@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/seed71701133/tablets"
@@ -74,7 +75,7 @@ type seriesSet struct {
 	mu   sync.Mutex
 	next func() (*tsdb.Series, error, bool)
 	done func() // stops what is still being read
-	at   *memSeries
+	at   storage.Series
 	err  error
 	over bool
 }
@@ -101,6 +102,13 @@ func (s *seriesSet) Next() bool {
 		s.done()
 		return false
 	}
+	if _, hists := ts.Len(); hists == 0 {
+		// Floats only: the engine iterates tsdb's own encoding, instead of this encoding them
+		// again into Prometheus' chunks (a third of a refreshed instant query's time over
+		// 1,000 series of an hour, from the caches).
+		s.at = floatSeries{lset: LabelsFromTSDB(ts.Labels), ts: ts}
+		return true
+	}
 	m, err := fromTSDB(ts)
 	if err != nil {
 		s.err, s.over = err, true
@@ -110,6 +118,58 @@ func (s *seriesSet) Next() bool {
 	s.at = m
 	return true
 }
+
+// floatSeries is a series of floats only as tsdb read it: its samples stay in tsdb's
+// encoding (internal/chunkenc: float bits unchanged, times strictly ascending, one a
+// millisecond) until the engine iterates them, one series at a time.
+type floatSeries struct {
+	lset labels.Labels
+	ts   *tsdb.Series
+}
+
+func (s floatSeries) Labels() labels.Labels { return s.lset }
+
+// Iterator decodes the samples into a list, into the one of it when it is a floatIterator
+// (the engine hands back the iterator of the series before: one list for all).
+func (s floatSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	f, ok := it.(*floatIterator)
+	if !ok {
+		f = &floatIterator{}
+	}
+	f.list = f.list[:0]
+	samples := s.ts.Iterator()
+	for samples.Next() {
+		at := samples.At()
+		f.list = append(f.list, floatSample{t: at.T, f: at.F})
+	}
+	if err := samples.Err(); err != nil { // chunks tsdb encoded: a bug
+		return errIterator{chunkenc.NewNopIterator(), err}
+	}
+	f.Iterator = storage.NewListSeriesIterator(f.list)
+	return f
+}
+
+// floatIterator is Prometheus' iterator over a list of samples (its Seek and the rest),
+// over a list it keeps for the next series.
+type floatIterator struct {
+	chunkenc.Iterator
+	list floatList
+}
+
+// errIterator is an iterator with no sample that reports an error.
+type errIterator struct {
+	chunkenc.Iterator // a NopIterator
+	err               error
+}
+
+func (e errIterator) Err() error { return e.err }
+
+// floatList is a list of float samples as storage.Samples.
+type floatList []floatSample
+
+// Get hands out a pointer into the list (exact.go's floatSample), which allocates nothing.
+func (l floatList) Get(i int) chunks.Sample { return &l[i] }
+func (l floatList) Len() int                { return len(l) }
 
 func (s *seriesSet) At() storage.Series                { return s.at }
 func (s *seriesSet) Err() error                        { return s.err }

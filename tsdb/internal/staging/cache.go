@@ -339,16 +339,27 @@ func inOrder(keys []int, cols map[int]cachedColumn) []cachedColumn {
 // float series those want holds (nil: all), each held under the read budget while the
 // consumer has it. An entity got lacks was deleted by the Fold between the listing and the
 // fetch.
+//
+// Many entities are assembled ahead, in a goroutine of their own, while the consumer takes
+// in the ones before: a refresh of 1,000 series takes the staged points of a few hundred
+// entities from the cache, and spends about as long assembling them (a lookup a series) as
+// collecting their points.
 func (st *Table) yieldAssembled(ctx context.Context, listed []listedEntity, got []entityColumns,
 	want map[string]bool, read *collectRead, yield func(Decoded, error) bool) {
-	for i, le := range listed {
-		if got[i].cols == nil {
-			continue
+	entities := func(yield func(Decoded) bool) {
+		for i, le := range listed {
+			if got[i].cols == nil {
+				continue
+			}
+			if d, ok := assemble(le, got[i], want); ok && !yield(d) {
+				return
+			}
 		}
-		d, ok := assemble(le, got[i], want)
-		if !ok {
-			continue
-		}
+	}
+	if len(listed) >= assembleAheadMin {
+		entities = ahead(entities, assembleAhead)
+	}
+	for d := range entities {
 		n := d.DecodedBytes()
 		if err := read.hold(ctx, n); err != nil {
 			yield(Decoded{}, err)
@@ -358,6 +369,38 @@ func (st *Table) yieldAssembled(ctx context.Context, listed []listedEntity, got 
 		read.give(n)
 		if !more {
 			return
+		}
+	}
+}
+
+const (
+	// assembleAheadMin is how many entities a read lists at least for them to be assembled
+	// ahead; assembleAhead, how many at most wait assembled.
+	assembleAheadMin = 16
+	assembleAhead    = 32
+)
+
+// ahead runs seq in a goroutine of its own, at most n values ahead of the consumer; it
+// stops when the consumer does.
+func ahead[V any](seq iter.Seq[V], n int) iter.Seq[V] {
+	return func(yield func(V) bool) {
+		ch := make(chan V, n)
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			defer close(ch)
+			for v := range seq {
+				select {
+				case ch <- v:
+				case <-stop:
+					return
+				}
+			}
+		}()
+		for v := range ch {
+			if !yield(v) {
+				return
+			}
 		}
 	}
 }
@@ -542,7 +585,7 @@ func assemble(le listedEntity, ec entityColumns, want map[string]bool) (Decoded,
 	if !ok {
 		return Decoded{}, false
 	}
-	d := Decoded{PartitionKey: le.pk, RowKey: le.rk, Stamp: stamp, Seq: seq, Version: ec.version}
+	d := Decoded{PartitionKey: le.pk, RowKey: le.rk, Stamp: stamp, Seq: seq, Version: ec.version, Wanted: want != nil}
 	for _, col := range ec.cols {
 		for _, s := range col.series {
 			if want == nil || want[s.Key] {

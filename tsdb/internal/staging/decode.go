@@ -25,6 +25,9 @@ type Decoded struct {
 	Version              int // Version or HistVersion
 	Series               []stageenc.Series
 	Hists                []stageenc.HistSeries
+	// Wanted: Series holds only the float series the read asked for (the cache's reads
+	// filter them as they assemble an entity), which a reader need not check again.
+	Wanted bool
 }
 
 // Record orders the records of one write: entity by entity, each in order.

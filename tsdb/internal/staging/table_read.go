@@ -205,14 +205,24 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 			}
 		}
 		for r, s := range se.Series {
-			if want != nil && !want[s.Key] {
+			if want != nil && !se.Wanted && !want[s.Key] {
 				continue
 			}
+			// The series' map entry once an entity, not once a point: a refresh of 1,000
+			// series takes their staged points from the cache, and spends its time here.
+			var pts []Point
+			had := false
 			for i, ms := range s.Times {
 				if ms >= lo && ms < hi && !dropped(ms) {
-					found[s.Key] = append(found[s.Key], Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
+					if !had {
+						pts, had = found[s.Key], true
+					}
+					pts = append(pts, Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
 					points++
 				}
+			}
+			if had {
+				found[s.Key] = pts
 			}
 		}
 		if err := read.hold(ctx, int64(points)*PointBytes+int64(hists)*HistBytes); err != nil {
