@@ -154,7 +154,11 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 func (x *Index) readIndex(ctx context.Context, p uint64, f string, ms []labels.Compiled, found map[string]*SeriesInfo) error {
 	client := x.service.NewClient(x.names.IndexTable(p))
 	sel := "RowKey," + catalog.LabelsProperty + "," + histogramsProperty
-	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel}); pager.More(); {
+	// No metadata: an entry's ETag and the binary labels' type annotation are a third of its
+	// bytes (a Grafana variable over 100 series: 21.9 KB), and the labels decode from the
+	// base64 string alone.
+	noMetadata := aztables.MetadataFormatNone
+	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f, Select: &sel, Format: &noMetadata}); pager.More(); {
 		page, err := pager.NextPage(ctx)
 		if azerr.IsTableGone(err) {
 			x.tables.Gone(naming.Index, p)
