@@ -121,7 +121,7 @@ func TestDashboardPeer(t *testing.T) {
 				p.name, d.Shape, d.MaxRel, d.Where, d.Inexact, d.Compared)
 		}
 	}
-	fx.settle()
+	fx.settle(t, s)
 	for i, p := range dashPanels {
 		run, err := fx.askTablets(s, p)
 		require.NoError(t, err)
@@ -239,7 +239,7 @@ func BenchmarkDashboardPeer(b *testing.B) {
 		require.NoError(b, err)
 		bodies[i] = body
 	}
-	fx.settle() // the refreshes come later than the staging listing's margin
+	fx.settle(b, warm, tiers) // the refreshes come later than the staging listing's margin
 	report := func(b *testing.B, cost azurite.Stats) {
 		n := float64(b.N)
 		b.ReportMetric(ms(b.Elapsed())/n, "ms/op")
