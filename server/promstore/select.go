@@ -104,8 +104,8 @@ func (s *seriesSet) Next() bool {
 	}
 	if _, hists := ts.Len(); hists == 0 {
 		// Floats only: the engine iterates tsdb's own encoding, instead of this encoding them
-		// again into Prometheus' chunks (a third of a refreshed instant query's time over
-		// 1,000 series of an hour, from the caches).
+		// again into Prometheus' chunks (a third of the CPU of a refreshed instant query
+		// over 1,000 series of an hour, from the caches).
 		s.at = floatSeries{lset: LabelsFromTSDB(ts.Labels), ts: ts}
 		return true
 	}
