@@ -16,12 +16,16 @@
 package changelog
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,15 +95,67 @@ const (
 	versionProp     = "V" // Edm.Double: formatVersion
 	genProp         = "G" // Edm.Double: the generation, the number of changes recorded
 	rangesProp      = "C" // Edm.Binary: the last changes' ranges, oldest first, 16 bytes each
+	receiptsProp    = "F" // Edm.Binary: the Folds' receipts of the last changes, oldest first, receiptBytes each
 	maxAttempts     = 30
 	recordTimeLimit = time.Minute // an update's bound, whichever caller's changes it takes in
 )
 
 // State is a period's log as read: its generation, and the ranges of its last changes,
-// oldest first (the last is generation Gen's).
+// oldest first (the last is generation Gen's), and the receipts of the Folds among them.
 type State struct {
-	gen    uint64
-	ranges []Range
+	gen      uint64
+	ranges   []Range
+	receipts []genReceipt // oldest first, of generations within the ranges kept
+}
+
+// ReceiptsKept is how many of a period's last changes keep their receipt (a Fold's): a
+// reader more changes behind reads again what they touched.
+const ReceiptsKept = 16
+
+// Receipt says what a Fold moved into the raw tables: every sample of the staging entities
+// it names, and nothing else. It names them as a set: those of the arrival buckets [From,
+// Horizon) (Unix seconds), Count of them, and the first 16 bytes of the SHA-256 of their
+// keys and ETags as the Fold read them (ReceiptDigest). A reader that knows a set of
+// entities with that digest, and holds their columns at those ETags, knows what the change
+// added to the raw tables without reading them (package raw's cache).
+type Receipt struct {
+	From, Horizon uint64
+	Count         uint64
+	Digest        [16]byte
+}
+
+// genReceipt is the receipt of generation gen's change.
+type genReceipt struct {
+	gen uint64
+	Receipt
+}
+
+// receiptBytes is a receipt's size in the entity: the generation, From, Horizon, Count (8
+// bytes each, big-endian) and the digest.
+const receiptBytes = 48
+
+// ReceiptEntity is an entity a receipt names: its keys and ETag.
+type ReceiptEntity struct{ PartitionKey, RowKey, ETag string }
+
+// ReceiptDigest is the digest of a set of entities (any order): the SHA-256 of their
+// PartitionKey, RowKey and ETag, each followed by a zero byte, the entities sorted by
+// PartitionKey, then RowKey (then ETag: a reader's candidates may hold an entity twice);
+// its first 16 bytes.
+func ReceiptDigest(entities []ReceiptEntity) [16]byte {
+	sorted := slices.Clone(entities)
+	slices.SortFunc(sorted, func(a, b ReceiptEntity) int {
+		return cmp.Or(strings.Compare(a.PartitionKey, b.PartitionKey), strings.Compare(a.RowKey, b.RowKey), strings.Compare(a.ETag, b.ETag))
+	})
+	h := sha256.New()
+	for _, e := range sorted {
+		for _, s := range []string{e.PartitionKey, e.RowKey, e.ETag} {
+			h.Write([]byte(s))
+			h.Write([]byte{0})
+		}
+	}
+	var d [16]byte
+	copy(d[:], h.Sum(nil))
+	return d
 }
 
 // Gen is the state's generation.
@@ -119,8 +175,10 @@ type pendingChange struct {
 	// of the account's request limit (reqlimit) and does not wait behind queries with the
 	// write that waits for it; else the first caller's.
 	values context.Context
-	done   chan struct{}
-	err    error
+	// receipt is the Fold's of the change, if it is one change only (nil once joined).
+	receipt *Receipt
+	done    chan struct{}
+	err     error
 }
 
 // appendEntity is the body of an entity of RowKey rowKey at state s.
@@ -133,7 +191,18 @@ func appendEntity(partition, rowKey string, s State) []byte {
 		ranges = binary.BigEndian.AppendUint64(ranges, uint64(r.From))
 		ranges = binary.BigEndian.AppendUint64(ranges, uint64(r.To))
 	}
-	return entity.AppendEnd(entity.AppendBinary(b, rangesProp, ranges))
+	b = entity.AppendBinary(b, rangesProp, ranges)
+	if len(s.receipts) > 0 {
+		receipts := make([]byte, 0, receiptBytes*len(s.receipts))
+		for _, r := range s.receipts {
+			for _, v := range []uint64{r.gen, r.From, r.Horizon, r.Count} {
+				receipts = binary.BigEndian.AppendUint64(receipts, v)
+			}
+			receipts = append(receipts, r.Digest[:]...)
+		}
+		b = entity.AppendBinary(b, receiptsProp, receipts)
+	}
+	return entity.AppendEnd(b)
 }
 
 // decodeEntity reads an entity of the log, or says why it cannot: another version, or
@@ -176,6 +245,29 @@ func decodeEntity(raw []byte) (State, error) {
 		}
 		s.ranges = append(s.ranges, r)
 	}
+	b64, _ = e.String(receiptsProp)
+	receipts, err := base64.StdEncoding.DecodeString(string(b64))
+	switch {
+	case err != nil:
+		return State{}, fmt.Errorf("receipts: %w", err)
+	case len(receipts)%receiptBytes != 0 || len(receipts)/receiptBytes > ReceiptsKept:
+		return State{}, fmt.Errorf("receipts of %d bytes: not at most %d receipts of %d bytes", len(receipts), ReceiptsKept, receiptBytes)
+	}
+	for i := 0; i < len(receipts); i += receiptBytes {
+		var r genReceipt
+		r.gen = binary.BigEndian.Uint64(receipts[i:])
+		r.From = binary.BigEndian.Uint64(receipts[i+8:])
+		r.Horizon = binary.BigEndian.Uint64(receipts[i+16:])
+		r.Count = binary.BigEndian.Uint64(receipts[i+24:])
+		copy(r.Digest[:], receipts[i+32:])
+		// A receipt of a change the ranges no longer hold, or out of order, is not this
+		// version's: an entity a writer of an earlier version replaced keeps none.
+		if r.gen > s.gen || r.gen+uint64(len(s.ranges)) <= s.gen || r.From >= r.Horizon ||
+			(len(s.receipts) > 0 && r.gen <= s.receipts[len(s.receipts)-1].gen) {
+			return State{}, fmt.Errorf("receipt of generation %d (buckets [%d, %d)) at generation %d with %d ranges", r.gen, r.From, r.Horizon, s.gen, len(s.ranges))
+		}
+		s.receipts = append(s.receipts, r)
+	}
 	return s, nil
 }
 
@@ -207,11 +299,17 @@ func Widen(ranges map[uint64]Range, p uint64, from, to int64) {
 // generation more a period (or for several changes of this process at once). The caller
 // made the change before (a change recorded and not made only costs readers a read).
 func (c *Log) Record(ctx context.Context, ranges map[uint64]Range) error {
+	return c.RecordFold(ctx, ranges, nil)
+}
+
+// RecordFold is Record of a Fold's change, with its receipt (nil: none), which the change
+// keeps when this process records it alone (not joined with another of its changes).
+func (c *Log) RecordFold(ctx context.Context, ranges map[uint64]Range, receipt *Receipt) error {
 	for p, r := range ranges {
 		if r.From >= r.To {
 			continue
 		}
-		if err := c.recordJoined(ctx, p, r); err != nil {
+		if err := c.recordJoined(ctx, p, r, receipt); err != nil {
 			return err
 		}
 	}
@@ -221,22 +319,23 @@ func (c *Log) Record(ctx context.Context, ranges map[uint64]Range) error {
 // recordJoined records r in period p: in an update of its own when none is under way;
 // else with the changes that wait for that one to end (their ranges joined), all made in
 // one update once it has (handOn). A caller returns once its change is recorded.
-func (c *Log) recordJoined(ctx context.Context, p uint64, r Range) error {
+func (c *Log) recordJoined(ctx context.Context, p uint64, r Range, receipt *Receipt) error {
 	c.mu.Lock()
 	w, ok := c.waiting[p]
 	switch {
 	case ok && w != nil: // an update under way, and changes waiting: join them
 		w.r = Range{From: min(w.r.From, r.From), To: max(w.r.To, r.To)}
+		w.receipt = nil // one change of many: it is no Fold's alone
 		if reqlimit.IsIngest(ctx) && !reqlimit.IsIngest(w.values) {
 			w.values = context.WithoutCancel(ctx)
 		}
 	case ok: // an update under way: wait for it
-		w = &pendingChange{r: r, values: context.WithoutCancel(ctx), done: make(chan struct{})}
+		w = &pendingChange{r: r, values: context.WithoutCancel(ctx), receipt: receipt, done: make(chan struct{})}
 		c.waiting[p] = w
 	default: // none: make it
 		c.waiting[p] = nil
 		c.mu.Unlock()
-		err := c.recordUpdate(ctx, p, r)
+		err := c.recordUpdate(ctx, p, r, receipt)
 		c.handOn(p)
 		return err
 	}
@@ -263,15 +362,16 @@ func (c *Log) handOn(p uint64) {
 	c.mu.Unlock()
 	go func() {
 		ctx, cancel := context.WithTimeout(w.values, recordTimeLimit)
-		w.err = c.recordUpdate(ctx, p, w.r)
+		w.err = c.recordUpdate(ctx, p, w.r, w.receipt)
 		cancel()
 		close(w.done)
 		c.handOn(p)
 	}()
 }
 
-// recordUpdate adds a change of r to period p's entity, conditionally on the ETag it read.
-func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range) error {
+// recordUpdate adds a change of r to period p's entity (with its receipt, if not nil),
+// conditionally on the ETag it read.
+func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range, receipt *Receipt) error {
 	for range maxAttempts {
 		s, etag, ok, err := c.read(ctx, p)
 		if err != nil {
@@ -282,6 +382,11 @@ func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range) error {
 		if len(s.ranges) > Kept {
 			s.ranges = s.ranges[len(s.ranges)-Kept:]
 		}
+		if receipt != nil {
+			s.receipts = append(s.receipts, genReceipt{gen: s.gen, Receipt: *receipt})
+		}
+		// The receipts of the last ReceiptsKept changes only.
+		s.receipts = slices.DeleteFunc(s.receipts, func(g genReceipt) bool { return g.gen+ReceiptsKept <= s.gen })
 		body := appendEntity(c.partition, c.key(p), s)
 		if ok {
 			_, err = c.client.UpdateEntity(ctx, body, &aztables.UpdateEntityOptions{IfMatch: &etag, UpdateMode: aztables.UpdateModeReplace})
@@ -439,4 +544,32 @@ func (s State) ValidUntil(g uint64, from, to int64) int64 {
 		}
 	}
 	return max(until, from)
+}
+
+// Folds returns the receipts of the changes after generation g that overlap [from, to), in
+// order, and whether every one of them is a Fold's with its receipt kept: false when one
+// is not (a direct write, a Delete, Retain, a Fold's joined with another change), or when s
+// no longer records every change after g (or the log went back). No change overlapping:
+// none, and true.
+func (s State) Folds(g uint64, from, to int64) ([]Receipt, bool) {
+	if g == s.gen {
+		return nil, true
+	}
+	if g > s.gen || s.gen-g > uint64(len(s.ranges)) {
+		return nil, false
+	}
+	var out []Receipt
+	first := uint64(len(s.ranges)) - (s.gen - g)
+	for i, r := range s.ranges[first:] {
+		if r.To <= from || r.From >= to {
+			continue
+		}
+		gen := g + 1 + uint64(i)
+		k, found := slices.BinarySearchFunc(s.receipts, gen, func(r genReceipt, gen uint64) int { return cmp.Compare(r.gen, gen) })
+		if !found {
+			return nil, false
+		}
+		out = append(out, s.receipts[k].Receipt)
+	}
+	return out, true
 }

@@ -1,6 +1,8 @@
 package changelog
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"testing"
@@ -27,6 +29,36 @@ func TestFormatDoc(t *testing.T) {
 	}
 }
 
+// The raw log's entity after a Fold, with its receipt (docs/format.md, "The catalog"): what
+// a writer writes, read back with the receipt, whose digest is that of the entities the
+// document names.
+func TestFormatDocFold(t *testing.T) {
+	day := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
+	entities := []ReceiptEntity{
+		{"001716426600-00", "18ea95edac91e707-5f3a9c01-0000", `W/"datetime'2024-05-23T01%3A12%3A00.1234567Z'"`},
+		{"001716426600-80", "18ea95edac91e707-5f3a9c01-0001", `W/"datetime'2024-05-23T01%3A12%3A00.1234567Z'"`},
+		{"001716427200-00", "18ea96b1e1a2c3d4-5f3a9c01-0000", `W/"datetime'2024-05-23T01%3A25%3A30.7654321Z'"`},
+	}
+	receipt := Receipt{From: uint64(day.Add(70 * time.Minute).Unix()), Horizon: uint64(day.Add(90 * time.Minute).Unix()), Count: 3,
+		Digest: ReceiptDigest(entities)}
+	want := State{gen: 8, ranges: []Range{
+		{From: day.Add(time.Hour).UnixMilli(), To: day.Add(75*time.Minute).UnixMilli() + 1},
+		{From: day.Add(10 * time.Hour).UnixMilli(), To: day.Add(11 * time.Hour).UnixMilli()},
+		{From: day.Add(70 * time.Minute).UnixMilli(), To: day.Add(90 * time.Minute).UnixMilli()},
+	}, receipts: []genReceipt{{gen: 8, Receipt: receipt}}}
+	doc := formatdoc.JSON(t, "raw-changes-fold")
+	if body := appendEntity(Partition, fmt.Sprintf("%012d", day.Unix()), want); string(body) != string(doc) {
+		t.Errorf("changes %s, the document %s", body, doc)
+	}
+	got, err := decodeEntity(doc)
+	if err != nil || got.gen != want.gen || !slices.Equal(got.ranges, want.ranges) || !slices.Equal(got.receipts, want.receipts) {
+		t.Errorf("decoded %+v, %v; want %+v", got, err, want)
+	}
+	if r, ok := got.Folds(7, 0, day.Add(24*time.Hour).UnixMilli()); !ok || !slices.Equal(r, []Receipt{receipt}) {
+		t.Errorf("folds after generation 7: %v, %v", r, ok)
+	}
+}
+
 // A reader rejects another version, a generation that is not a whole number, ranges that
 // are not 16 bytes each, empty, more than kept, or more than the generation counts.
 func TestDecode(t *testing.T) {
@@ -42,6 +74,14 @@ func TestDecode(t *testing.T) {
 		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAIAAAAAAAAAAQ=="}`,
 		// Two ranges for generation 1.
 		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAgAAAAAAAAABAAAAAAAAAAI="}`,
+		// Receipts: not 48 bytes each; of generation 2 at generation 1; of generation 0 (no
+		// change); an empty range of buckets.
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","F@odata.type":"Edm.Binary","F":"AAAB"}`,
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","F@odata.type":"Edm.Binary","F":"` + receiptB64(2, 0, 600) + `"}`,
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","F@odata.type":"Edm.Binary","F":"` + receiptB64(0, 0, 600) + `"}`,
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","F@odata.type":"Edm.Binary","F":"` + receiptB64(1, 600, 600) + `"}`,
+		// Two receipts of one generation.
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","F@odata.type":"Edm.Binary","F":"` + receiptB64(1, 0, 600, 1, 0, 600) + `"}`,
 	} {
 		if s, err := decodeEntity([]byte(bad)); err == nil {
 			t.Errorf("%s: read as %+v", bad, s)
@@ -51,6 +91,22 @@ func TestDecode(t *testing.T) {
 	if err != nil || s.gen != 3 || len(s.ranges) != 0 {
 		t.Errorf("decoded %+v, %v", s, err)
 	}
+	s, err = decodeEntity([]byte(`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","F@odata.type":"Edm.Binary","F":"` + receiptB64(1, 0, 600) + `"}`))
+	if err != nil || len(s.receipts) != 1 || s.receipts[0].gen != 1 || s.receipts[0].Horizon != 600 {
+		t.Errorf("decoded %+v, %v", s, err)
+	}
+}
+
+// receiptB64 is the F property of receipts of (generation, From, Horizon), in threes.
+func receiptB64(v ...uint64) string {
+	var b []byte
+	for i := 0; i+2 < len(v); i += 3 {
+		for _, x := range []uint64{v[i], v[i+1], v[i+2], 1} {
+			b = binary.BigEndian.AppendUint64(b, x)
+		}
+		b = append(b, make([]byte, 16)...)
+	}
+	return base64.StdEncoding.EncodeToString(b)
 }
 
 // What a cached range still holds at a later state: up to the first change after its
@@ -84,13 +140,15 @@ func TestValidUntil(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(appendEntity(Partition, "001716422400", State{gen: 2, ranges: []Range{{From: 1, To: 2}, {From: 5, To: 9}}}))
 	f.Add([]byte(`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":3}`))
+	f.Add(appendEntity(Partition, "001716422400", State{gen: 3, ranges: []Range{{From: 1, To: 2}, {From: 5, To: 9}},
+		receipts: []genReceipt{{gen: 2, Receipt: Receipt{From: 0, Horizon: 600, Count: 4, Digest: [16]byte{9}}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeEntity(b)
 		if err != nil {
 			return
 		}
 		again, err := decodeEntity(appendEntity(Partition, "001716422400", s))
-		if err != nil || again.gen != s.gen || !slices.Equal(again.ranges, s.ranges) {
+		if err != nil || again.gen != s.gen || !slices.Equal(again.ranges, s.ranges) || !slices.Equal(again.receipts, s.receipts) {
 			t.Fatalf("%+v written and read back: %+v, %v", s, again, err)
 		}
 	})

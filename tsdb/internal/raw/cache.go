@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -36,7 +37,13 @@ import (
 type Cache struct {
 	counts  cache.Counts
 	entries *cache.Gen[cacheKey, cachedSamples]
+	// foldedIn counts the entries brought up to a later generation with a Fold's samples
+	// (takeInFolds), without a read.
+	foldedIn atomic.Int64
 }
+
+// FoldedIn is how many times an entry took in a Fold's samples without reading them.
+func (c *Cache) FoldedIn() int64 { return c.foldedIn.Load() }
 
 // NewCache returns a cache of at most about maxBytes of samples (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
@@ -152,8 +159,15 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 	// where it stops standing), or is read whole; the reads group by their start.
 	kept := make(map[string]cachedSamples, len(series))
 	starts := map[int64][]string{}
+	entries := make(map[string]cachedSamples, len(series))
 	for _, name := range series {
-		c, ok := r.cache.entries.Get(cacheKey{table, name})
+		if c, ok := r.cache.entries.Get(cacheKey{table, name}); ok {
+			entries[name] = c
+		}
+	}
+	r.takeInFolds(state, table, entries)
+	for _, name := range series {
+		c, ok := entries[name]
 		if ok {
 			c = standing(state, c, from)
 		}
@@ -285,4 +299,94 @@ func (r *Store[S, T]) store(table, name string, gen uint64, c cachedSamples, cac
 	r.cached.put(&next, all)
 	next.gen, next.from, next.to = gen, start, end
 	r.cache.entries.Add(cacheKey{table, name}, next)
+}
+
+// takeInFolds brings the entries (by series) of a table up to state where every change
+// since an entry's generation that overlaps it is a Fold whose receipt this process can
+// read without a request (Store.folded: the entities the Fold moved, as its staging
+// listing and cache knew them): the Fold's samples of the entry's range join it, at state's
+// generation, as a read of the table would have found them. An entry a Fold's sample
+// would replace (a sample at the same millisecond: which one the table keeps is the
+// priorities') is left as it is, and read from the change on. Each set of receipts is
+// looked up once for all its series.
+func (r *Store[S, T]) takeInFolds(state changelog.State, table string, entries map[string]cachedSamples) {
+	if r.folded == nil {
+		return
+	}
+	type folds struct {
+		receipts []changelog.Receipt
+		names    []string
+	}
+	groups := map[string]*folds{} // by the receipts' digests
+	for name, c := range entries {
+		if c.gen == state.Gen() {
+			continue
+		}
+		receipts, ok := state.Folds(c.gen, c.from, c.to)
+		if !ok || len(receipts) == 0 {
+			continue
+		}
+		var key []byte
+		for _, rc := range receipts {
+			key = append(key, rc.Digest[:]...)
+		}
+		g := groups[string(key)]
+		if g == nil {
+			g = &folds{receipts: receipts}
+			groups[string(key)] = g
+		}
+		g.names = append(g.names, name)
+	}
+	for _, g := range groups {
+		folded := r.folded(g.receipts, g.names)
+		for _, name := range g.names {
+			samples, ok := folded[name]
+			if !ok {
+				continue
+			}
+			if next, ok := r.withFolded(entries[name], samples); ok {
+				next.gen = state.Gen()
+				entries[name] = next
+				r.cache.entries.Add(cacheKey{table, name}, next)
+				r.cache.foldedIn.Add(1)
+			}
+		}
+	}
+}
+
+// withFolded is entry c with the samples of folded (sorted) in its range, or false when one
+// is at a millisecond c holds, or is not of whole milliseconds.
+func (r *Store[S, T]) withFolded(c cachedSamples, folded []S) (cachedSamples, bool) {
+	var in []S
+	for _, s := range folded {
+		ms, whole := r.cached.ms(s)
+		if !whole {
+			return c, false
+		}
+		if ms >= c.from && ms < c.to {
+			in = append(in, s)
+		}
+	}
+	if len(in) == 0 {
+		return c, true
+	}
+	n := r.cached.len(&c)
+	all := make([]S, 0, n+len(in))
+	i := 0
+	for _, s := range in {
+		ms, _ := r.cached.ms(s)
+		for ; i < n && r.cached.time(&c, i) < ms; i++ {
+			all = append(all, r.cached.at(&c, i))
+		}
+		if i < n && r.cached.time(&c, i) == ms {
+			return c, false
+		}
+		all = append(all, s)
+	}
+	for ; i < n; i++ {
+		all = append(all, r.cached.at(&c, i))
+	}
+	next := cachedSamples{from: c.from, to: c.to}
+	r.cached.put(&next, all)
+	return next, true
 }

@@ -44,6 +44,9 @@ type Store[S any, T Table[S]] struct {
 	// partition is the span of the tables' partitions (0: unknown): a read of the present
 	// reads to the end of the partition holding it (see cachedSpan).
 	partition time.Duration
+	// folded is the samples of names the Folds of receipts wrote, where this process knows
+	// them without a request (Config.FoldedFloats; nil: never): see takeInFolds.
+	folded func(receipts []changelog.Receipt, names []string) map[string][]S
 }
 
 // Floats is the raw part's float points: besides what both kinds do, the reads of one
@@ -262,6 +265,10 @@ type Config struct {
 	// Partition is the span of the raw layout's partitions (chunked's PartitionFactor; 0:
 	// none, or unknown), for the cache's reads of the present.
 	Partition time.Duration
+	// FoldedFloats returns the float points the Folds of receipts wrote of each of names
+	// that this process knows without a request (staging.Table.FoldedFloats), so that the
+	// cache takes in a Fold without reading its samples again. nil: it reads them.
+	FoldedFloats func(receipts []changelog.Receipt, names []string) map[string][]tablets.Point
 }
 
 // New makes the raw part's two kinds over the period tables: the float points in the
@@ -278,7 +285,7 @@ func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Per
 	floats := &Store[tablets.Point, pointTable]{kind: naming.Raw, names: names, tables: tables, series: series, open: func(p uint64) (pointTable, error) {
 		s, err := stores.Get(p)
 		return pointTable{s}, err
-	}, cache: c.Cache, changes: changes, cached: floatCache, now: now, partition: c.Partition}
+	}, cache: c.Cache, changes: changes, cached: floatCache, now: now, partition: c.Partition, folded: c.FoldedFloats}
 	hists := &Store[tablets.HistogramPoint, histTable]{kind: naming.Hist, names: names, tables: tables, series: series, open: func(p uint64) (histTable, error) {
 		return histTableOf(service.NewClient(names.HistTable(p))), nil
 	}, cache: c.Cache, changes: changes, cached: histCache, now: now, partition: histPartition}

@@ -20,6 +20,7 @@ var ErrVersion = errors.New("unknown staging entity version")
 // points, or of histogram samples).
 type Decoded struct {
 	PartitionKey, RowKey string
+	ETag                 string // as read (empty from the cache's reads)
 	Stamp                uint64
 	Seq                  int // the entity's number in its write
 	Version              int // Version or HistVersion
@@ -52,7 +53,7 @@ func Decode(e *entity.Entity, raw []byte, want map[string]bool) (Decoded, error)
 	if err := e.Decode(raw); err != nil {
 		return Decoded{}, err
 	}
-	d := Decoded{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey)}
+	d := Decoded{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), ETag: string(e.ETag)}
 	stamp, seq, ok := StampOf(e.RowKey)
 	if !ok {
 		return Decoded{}, fmt.Errorf("staging entity %q: bad RowKey", e.RowKey)

@@ -97,9 +97,9 @@ type FoldWrites struct {
 	// points are in the raw tables.
 	FlagLate func(ctx context.Context, series string, late []tablets.Point) error
 	// Changed records in the raw change log the range of times the Fold wrote into each
-	// period (changelog.Log.Record), after its writes and before its samples leave the
-	// staging table.
-	Changed func(ctx context.Context, ranges map[uint64]changelog.Range) error
+	// period (changelog.Log.RecordFold), with its receipt (nil: none, see Run), after its
+	// writes and before its samples leave the staging table.
+	Changed func(ctx context.Context, ranges map[uint64]changelog.Range, receipt *changelog.Receipt) error
 }
 
 // NewFolder makes the Fold of the staging table st over the period tables periods, its
@@ -138,7 +138,8 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 		}
 	}
 	rounds := max(1, min(Columns, (points+MaxFoldPoints-1)/MaxFoldPoints))
-	changed := map[uint64]changelog.Range{} // by raw period, the times the rounds wrote
+	changed := map[uint64]changelog.Range{}      // by raw period, the times the rounds wrote
+	read := make([]map[[2]string]string, rounds) // by round, the ETags of the entities it read
 	for r := range rounds {
 		if r > 0 {
 			if err := lease.renew(ctx); err != nil {
@@ -146,7 +147,8 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 			}
 		}
 		lo, hi := r*Columns/rounds, (r+1)*Columns/rounds
-		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi, changed)
+		read[r] = map[[2]string]string{}
+		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi, changed, read[r])
 		report.Series += series
 		report.Points += n
 		report.Rounds++
@@ -156,7 +158,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	}
 	// Recorded in the raw part's change log before the samples leave the staging table: a
 	// read that no longer finds them there finds the change in the log it reads after.
-	if err := f.writes.Changed(ctx, changed); err != nil {
+	if err := f.writes.Changed(ctx, changed, receiptOf(read, horizon)); err != nil {
 		return report, fmt.Errorf("tsdb: fold: %w", err)
 	}
 	// Recorded in the staging log after the entities left, deleted or not (some may be
@@ -172,6 +174,33 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 		report.Entities += len(rks)
 	}
 	return report, nil
+}
+
+// receiptOf is the receipt of a Fold whose rounds read the entities of read (each round's
+// ETags by key) of the arrival buckets before horizon: nil when the rounds did not read the
+// same entities at the same ETags (a Delete rewrote or deleted one between two rounds), so
+// that no reader takes the Fold's change as the samples of one set of entities.
+func receiptOf(read []map[[2]string]string, horizon uint64) *changelog.Receipt {
+	if len(read) == 0 || len(read[0]) == 0 {
+		return nil
+	}
+	for _, r := range read[1:] {
+		if !maps.Equal(r, read[0]) {
+			return nil
+		}
+	}
+	receipt := &changelog.Receipt{From: horizon, Horizon: horizon, Count: uint64(len(read[0]))}
+	entities := make([]changelog.ReceiptEntity, 0, len(read[0]))
+	for k, etag := range read[0] {
+		if etag == "" {
+			return nil
+		}
+		b := BucketEnd(k[0]).Add(-Bucket).Unix()
+		receipt.From = min(receipt.From, uint64(b))
+		entities = append(entities, changelog.ReceiptEntity{PartitionKey: k[0], RowKey: k[1], ETag: etag})
+	}
+	receipt.Digest = changelog.ReceiptDigest(entities)
+	return receipt
 }
 
 // listStaged lists the keys of the staging entities before horizon, by PartitionKey, and
@@ -215,7 +244,10 @@ func (f *Folder) listStaged(ctx context.Context, horizon uint64) (map[string][]s
 // and returns how many series and points it wrote.
 // Only the listed entities are folded: one written since (late, into an old bucket) is
 // neither written nor deleted, but folded by the next Fold.
-func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int, changed map[uint64]changelog.Range) (int, int, error) {
+//
+// It sets etags[key] to the ETag of each entity it read.
+func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int, changed map[uint64]changelog.Range,
+	etags map[[2]string]string) (int, int, error) {
 	sel := "PartitionKey,RowKey," + VersionProp
 	for c := lo; c < hi; c++ {
 		sel += "," + ColumnChar + strconv.Itoa(c)
@@ -235,6 +267,7 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 		if !listed[[2]string{se.PartitionKey, se.RowKey}] {
 			continue
 		}
+		etags[[2]string{se.PartitionKey, se.RowKey}] = se.ETag
 		if err := lease.keep(ctx); err != nil { // the read of a round's pages may be long too
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
 		}

@@ -72,6 +72,45 @@ type entityListing struct {
 	// doneReads is Table.ReadsDone as the last refresh completed (counting it): a change
 	// log read once the count reached it is later than that listing (see collect).
 	doneReads uint64
+	// departed are the entities a whole listing no longer found (or found at another ETag)
+	// that the one before it had, as that one had them, for a while (departedFor): what
+	// the Folds' receipts name is mostly what they moved out of the table (folded.go).
+	departed map[[2]string]departedEntity
+	// receipts are the receipts matched against what the listing knew, by digest (folded.go).
+	receipts map[[16]byte][]listedEntity
+}
+
+// departedEntity is an entity a whole listing no longer found, and when it found so.
+type departedEntity struct {
+	etag string
+	at   time.Time
+}
+
+const (
+	// departedFor is how long a listing keeps an entity it no longer found, and maxDeparted
+	// how many at most: a reader a change of the raw log behind reads from the tables what
+	// no kept receipt tells, which costs reads, not answers.
+	departedFor = 30 * time.Minute
+	maxDeparted = 100_000
+	maxReceipts = 64
+)
+
+// depart records the entities of was that now lacks (or has at another ETag) as departed,
+// at, and forgets those departed before departedFor. l.mu is held.
+func (l *entityListing) depart(was, now map[[2]string]listedProps, at time.Time) {
+	if l.departed == nil {
+		l.departed = map[[2]string]departedEntity{}
+	}
+	for k, p := range was {
+		if n, ok := now[k]; !ok || n.etag != p.etag {
+			l.departed[k] = departedEntity{etag: p.etag, at: at}
+		}
+	}
+	for k, d := range l.departed {
+		if at.Sub(d.at) > departedFor || len(l.departed) > maxDeparted {
+			delete(l.departed, k)
+		}
+	}
 }
 
 // listedProps is an entity as listed: its ETag and the properties a query's filter
@@ -264,6 +303,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.depart(l.byKey, got, wholeAt)
 	l.byKey, l.gen, l.whole, l.known = got, gen, wholeAt, st.log != nil
 	l.since, l.done = sinceOf(date), start
 	l.doneReads = st.readsDone.Add(1)

@@ -1,0 +1,153 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// A live panel over 210 series, refreshed every minute by a server whose caches are warm
+// while another server ingests and folds: after a Fold, the refresh takes the folded
+// samples into its raw cache from the staging entities it had cached (the Fold's receipt
+// in the raw change log names them), instead of reading the folded minutes of every series
+// back from the raw table (a request per 7 series). Every refresh equals a reader's without
+// caches, also where the receipt cannot be used: a staged point rewriting a time the raw
+// table holds, a Delete before the Fold, entities written and folded between two
+// refreshes.
+func TestTSDBFoldReceipts(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
+	clk := clock.New(base.Add(19 * time.Hour))
+	opts := stagingOptions(clk)
+	opts.RawCache = tsdb.NewRawCache(64 << 20)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	db, svc, checker := dbtest.NewDB(t, opts)
+	plain := *stagingOptions(clk)
+	other := reopen(t, svc, db.Name(), plain)
+	fresh := func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
+
+	keys := make([]string, 210)
+	for i := range keys {
+		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "req", "i", fmt.Sprint(i)))
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	// scrape writes every series' point at the clock's time, as a remote write does (one
+	// point a series: staged), and moves the clock 15 s on.
+	scrape := func() {
+		t.Helper()
+		at := clk.Now()
+		batch := make([]tsdb.SeriesPoints, len(keys))
+		for i, k := range keys {
+			batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: float64(at.Unix()%100000) + float64(i)}}}
+		}
+		require.NoError(t, other.WriteMany(ctx, batch))
+		clk.Add(15 * time.Second)
+	}
+	fold := func() int {
+		t.Helper()
+		rep, err := other.Fold(ctx)
+		require.NoError(t, err)
+		return rep.Entities
+	}
+	for range 4 * 60 { // an hour
+		scrape()
+	}
+	fold()
+
+	selectAll := func(ctx context.Context, d *tsdb.DB, from, to time.Time) map[string][]tsdb.Sample {
+		t.Helper()
+		q, err := d.Queryable(nil)
+		require.NoError(t, err)
+		out := map[string][]tsdb.Sample{}
+		for s, err := range q.Querier(from, to).Select(ctx, nil, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "req"}) {
+			require.NoError(t, err)
+			for it := s.Iterator(); it.Next(); {
+				out[s.Labels.String()] = append(out[s.Labels.String()], it.At())
+			}
+		}
+		return out
+	}
+	// refresh is the query API's read of the last hour (begun, a mark, the Select); it
+	// returns its requests and how many series took in a Fold.
+	refresh := func(what string) (int64, int64) {
+		t.Helper()
+		to := clk.Now()
+		from := to.Add(-time.Hour)
+		want := selectAll(ctx, fresh(), from, to)
+		foldedIn := opts.RawCache.FoldedIn()
+		rctx := db.BeginRead(ctx)
+		checker.Reset()
+		_, err := db.ReadMark(rctx, from, to)
+		require.NoError(t, err)
+		got := selectAll(rctx, db, from, to)
+		n := checker.Stats().Requests
+		require.Equal(t, want, got, what)
+		took := opts.RawCache.FoldedIn() - foldedIn
+		t.Logf("%s: %d requests, %d series took in a fold", what, n, took)
+		return n, took
+	}
+	refresh("first")
+	refresh("warm")
+
+	// 25 minutes of a live panel refreshed every minute, beside the scrapes and the Folds.
+	folds := 0
+	for minute := range 25 {
+		for range 4 {
+			scrape()
+		}
+		if fold() > 0 {
+			folds++
+			n, took := refresh(fmt.Sprintf("minute %d, after a fold", minute))
+			require.Equal(t, int64(len(keys)), took, "every series took the fold in")
+			require.LessOrEqual(t, n, int64(6), "no raw read: the listing, the new entities, the logs")
+			continue
+		}
+		refresh(fmt.Sprintf("minute %d", minute))
+	}
+	require.GreaterOrEqual(t, folds, 2)
+
+	// A staged point rewriting a time the raw table holds, then its fold: that series reads
+	// the table (which value the table keeps is the writes' priorities'), the others not.
+	at := clk.Now().Add(-50 * time.Minute).Truncate(15 * time.Second)
+	require.NoError(t, other.WriteMany(ctx, []tsdb.SeriesPoints{{Series: keys[3], Points: []tablets.Point{{Time: at, Value: -3}}}}))
+	refresh("after a rewrite of a folded time")
+	for fold() == 0 {
+		for range 4 {
+			scrape()
+		}
+		refresh("a minute more")
+	}
+	_, took := refresh("after the rewrite's fold")
+	require.Equal(t, int64(len(keys)-1), took, "all but the rewritten series")
+
+	// A Delete, then a Fold: the Delete's change has no receipt, so the fold's minutes are
+	// read from the table.
+	require.NoError(t, other.Delete(ctx, keys[5], at.Add(-time.Minute), at.Add(time.Minute)))
+	for fold() == 0 {
+		for range 4 {
+			scrape()
+		}
+	}
+	n, took := refresh("after a delete and a fold")
+	require.Zero(t, took)
+	require.Greater(t, n, int64(len(keys)/7), "the series read again")
+
+	// Entities written and folded between two refreshes: this server never listed them.
+	for range 4 * 20 {
+		scrape()
+	}
+	require.NotZero(t, fold())
+	_, took = refresh("after 20 minutes unseen and a fold")
+	require.Zero(t, took)
+	refresh("and again")
+}
