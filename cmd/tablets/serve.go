@@ -632,6 +632,9 @@ func cacheCollectors(o *tsdb.Options) []prometheus.Collector {
 			"Series whose raw samples reads read from a table, whole or from a change on: new, changed, or not cached.", "--raw.cache-bytes", o.RawCache.Stats),
 		cacheCollector("index_cache", "Queries of a period's index answered from the cache (no series registered there since).",
 			"Queries of a period's index read: new series registered, or not cached.", "--index.cache-bytes", o.IndexCache.Stats),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_raw_cache_folds_taken_in_total",
+			Help: "Series whose cached raw samples took in a Fold's samples from the staging entities this server had cached (the Fold's receipt), without reading them."},
+			func() float64 { return float64(o.RawCache.FoldedIn()) }),
 	}
 }
 
