@@ -26,6 +26,12 @@ import (
 // the end of the period: what is after now costs nothing to read, and the next refresh
 // finds it cached.
 //
+// A Fold's change carries a receipt (changelog.Receipt): the staging entities it moved.
+// Where every change since an entry's generation that overlaps it is a Fold whose entities
+// this process listed and holds the columns of (Config.FoldedFloats), the entry takes the
+// folded points in without a read (takeInFolds): after each Fold, a refreshed panel over
+// thousands of series used to read the folded minutes of each back, seven series a request.
+//
 // Every process that changes what the tables answer records it in the log before it can
 // be seen otherwise (the Fold before deleting what it moved from the staging table, a
 // direct write, Delete, Retain before it drops), and a read asks the log after its read of

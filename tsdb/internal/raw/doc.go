@@ -32,7 +32,11 @@
 // It owns the raw change log too (Changes, changes.go: an entity of the catalog a period,
 // docs/format.md), which every change of what its tables answer is recorded in, and the
 // read Cache checked against it (cache.go): the writers outside it (the Fold, tsdb's
-// direct writes, Delete and Retain) record through Changes, which newDB gives them.
+// direct writes, Delete and Retain) record through Changes, which newDB gives them. A Fold
+// records a receipt with its change, naming the staging entities it moved: the Cache takes
+// a Fold in from the staged points this process already holds (Config.FoldedFloats, the
+// staging table's, which newDB gives it as a function) instead of reading the folded range
+// again.
 //
 // Locks and caches: Stores holds its stores under a mutex of its own; the series names found
 // valid are a cache.Gen (at least CachedSeries of them, up to twice as many), with its own

@@ -40,6 +40,12 @@
 // arrival bucket (Bucket of the writer's clock) and of the series' slot range (the hash's
 // top byte, Options.StagingPartitions ranges), a transaction of EntitiesPerTx.
 //
+// A Fold records a receipt with its change of the raw change log (receiptOf: the entities its
+// rounds read, at the ETags read); FoldedFloats (folded.go) gives a raw cache the points of
+// the Folds whose receipts match entities this Table's listings knew (those listed now, and
+// those a whole listing found gone, kept a while) and the Cache holds, so that it takes a
+// Fold in without reading the raw tables.
+//
 // Its caches: the Cache (cache.go) of the columns queries decoded, and the Table's listing
 // of its entities' keys and ETags (listing.go). A query takes the entities of its range
 // from the listing, brought up to date by one query of the entities written since and the
