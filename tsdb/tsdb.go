@@ -250,7 +250,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists, db.changes = raw.New(service, db.names, db.tables, db.stores, validator, raw.Config{
 		CachedSeries: o.CachedSeries, Cache: o.RawCache, StagingReads: db.staging.ReadsDone, Now: o.Now,
-		Partition: layoutOf(o.Layout).partition, FoldedFloats: db.staging.FoldedFloats})
+		Partition: layoutOf(o.Layout).partition, FoldedFloats: db.staging.FoldedFloats, FoldedHists: db.staging.FoldedHists})
 	db.tiers = newTiers(db)
 	db.retention = retention.New(service, db.names, retention.Config{RawRetention: o.RawRetention, Tiers: o.Tiers,
 		Dropping: func(ctx context.Context, p uint64) error {

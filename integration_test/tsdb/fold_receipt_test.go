@@ -14,7 +14,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// A live panel over 210 series, refreshed every minute by a server whose caches are warm
+// A live panel over 210 series of floats and 20 of native histograms, refreshed every minute by a server whose caches are warm
 // while another server ingests and folds: after a Fold, the refresh takes the folded
 // samples into its raw cache from the staging entities it had cached (the Fold's receipt
 // in the raw change log names them), instead of reading the folded minutes of every series
@@ -41,8 +41,16 @@ func TestTSDBFoldReceipts(t *testing.T) {
 		require.NoError(t, err)
 		keys[i] = k
 	}
-	// scrape writes every series' point at the clock's time, as a remote write does (one
-	// point a series: staged), and moves the clock 15 s on.
+	// And 20 series of native histograms.
+	histKeys := make([]string, 20)
+	for i := range histKeys {
+		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "lat", "i", fmt.Sprint(i)))
+		require.NoError(t, err)
+		histKeys[i] = k
+	}
+	// scrape writes every series' sample at the clock's time, as a remote write does (one
+	// a series: staged), and moves the clock 15 s on.
+	scraped := 0
 	scrape := func() {
 		t.Helper()
 		at := clk.Now()
@@ -50,9 +58,21 @@ func TestTSDBFoldReceipts(t *testing.T) {
 		for i, k := range keys {
 			batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: float64(at.Unix()%100000) + float64(i)}}}
 		}
-		require.NoError(t, other.WriteMany(ctx, batch))
+		hists := make([]tsdb.SeriesHistograms, len(histKeys))
+		for i, k := range histKeys {
+			h := hp(at, intHist(uint64(scraped+i)))
+			if (scraped+i)%2 == 1 {
+				h = fhp(at, floatHist(float64(scraped+i)+0.5))
+			}
+			hists[i] = tsdb.SeriesHistograms{Series: k, Histograms: []tsdb.HistogramPoint{h}}
+		}
+		require.NoError(t, other.WriteSamples(ctx, batch, hists))
+		scraped++
 		clk.Add(15 * time.Second)
 	}
+	// The entries a fold is taken into: a float series' raw samples; a histogram series'
+	// histogram samples and its (empty) float points, which a read of it reads too.
+	all := len(keys) + 2*len(histKeys)
 	fold := func() int {
 		t.Helper()
 		rep, err := other.Fold(ctx)
@@ -69,7 +89,7 @@ func TestTSDBFoldReceipts(t *testing.T) {
 		q, err := d.Queryable(nil)
 		require.NoError(t, err)
 		out := map[string][]tsdb.Sample{}
-		for s, err := range q.Querier(from, to).Select(ctx, nil, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "req"}) {
+		for s, err := range q.Querier(from, to).Select(ctx, nil, tsdb.Matcher{Type: tsdb.MatchRegexp, Name: tsdb.MetricName, Value: "req|lat"}) {
 			require.NoError(t, err)
 			for it := s.Iterator(); it.Next(); {
 				out[s.Labels.String()] = append(out[s.Labels.String()], it.At())
@@ -108,7 +128,7 @@ func TestTSDBFoldReceipts(t *testing.T) {
 		if fold() > 0 {
 			folds++
 			n, took := refresh(fmt.Sprintf("minute %d, after a fold", minute))
-			require.Equal(t, int64(len(keys)), took, "every series took the fold in")
+			require.Equal(t, int64(all), took, "every series took the fold in")
 			require.LessOrEqual(t, n, int64(6), "no raw read: the listing, the new entities, the logs")
 			continue
 		}
@@ -128,7 +148,7 @@ func TestTSDBFoldReceipts(t *testing.T) {
 		refresh("a minute more")
 	}
 	_, took := refresh("after the rewrite's fold")
-	require.Equal(t, int64(len(keys)-1), took, "all but the rewritten series")
+	require.Equal(t, int64(all-1), took, "all but the rewritten series")
 
 	// A Delete, then a Fold: the Delete's change has no receipt, so the fold's minutes are
 	// read from the table.

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
@@ -269,6 +270,8 @@ type Config struct {
 	// that this process knows without a request (staging.Table.FoldedFloats), so that the
 	// cache takes in a Fold without reading its samples again. nil: it reads them.
 	FoldedFloats func(receipts []changelog.Receipt, names []string) map[string][]tablets.Point
+	// FoldedHists is FoldedFloats of histogram samples (staging.Table.FoldedHists).
+	FoldedHists func(receipts []changelog.Receipt, names []string) map[string][]histenc.Sample
 }
 
 // New makes the raw part's two kinds over the period tables: the float points in the
@@ -289,6 +292,15 @@ func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Per
 	hists := &Store[tablets.HistogramPoint, histTable]{kind: naming.Hist, names: names, tables: tables, series: series, open: func(p uint64) (histTable, error) {
 		return histTableOf(service.NewClient(names.HistTable(p))), nil
 	}, cache: c.Cache, changes: changes, cached: histCache, now: now, partition: histPartition}
+	if c.FoldedHists != nil {
+		hists.folded = func(receipts []changelog.Receipt, names []string) map[string][]tablets.HistogramPoint {
+			out := map[string][]tablets.HistogramPoint{}
+			for name, samples := range c.FoldedHists(receipts, names) {
+				out[name] = HistPoints(samples)
+			}
+			return out
+		}
+	}
 	return &Floats{floats}, &Hists{hists}, changes
 }
 

@@ -1,10 +1,8 @@
 package staging
 
 import (
-	"slices"
-
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/stageenc"
+	"github.com/seed71701133/tablets/internal/histenc"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
 
@@ -21,6 +19,35 @@ import (
 // moved again (package raw): a refreshed panel over thousands of series read their folded
 // minutes back from the raw tables after every Fold, a request per seven series.
 func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[string][]tablets.Point {
+	return folded(st, receipts, names, Version, func(col cachedColumn, d Decoded, want map[string]bool, add func(string, Point)) {
+		for r, s := range col.series {
+			if want[s.Key] {
+				for i, ms := range s.Times {
+					add(s.Key, Point{MS: ms, Value: s.Values[i], Stamp: d.Stamp, Record: d.Record(r)})
+				}
+			}
+		}
+	})
+}
+
+// FoldedHists is FoldedFloats of native histogram samples.
+func (st *Table) FoldedHists(receipts []changelog.Receipt, names []string) map[string][]histenc.Sample {
+	return folded(st, receipts, names, HistVersion, func(col cachedColumn, d Decoded, want map[string]bool, add func(string, Hist)) {
+		for r, s := range col.hists {
+			if want[s.Key] {
+				for _, h := range s.Samples {
+					add(s.Key, Hist{Sample: h, Stamp: d.Stamp, Record: d.Record(r)})
+				}
+			}
+		}
+	})
+}
+
+// folded is FoldedFloats and FoldedHists: one code for both kinds, whose entities are of
+// version version, and whose column's staged writes of the series want holds take passes to
+// add (d: the entity's stamp and number in its write).
+func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names []string, version int,
+	take func(col cachedColumn, d Decoded, want map[string]bool, add func(string, W))) map[string][]S {
 	if st.cache == nil || len(receipts) == 0 || len(names) == 0 {
 		return nil
 	}
@@ -41,34 +68,27 @@ func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[
 		}
 	}
 	unknown := map[string]bool{}
-	out := make(map[string][]tablets.Point, len(want))
+	all := map[string][]W{}              // by series, the staged writes of every receipt
+	times := map[string]map[int64]bool{} // by series, the milliseconds of the receipts before
 	table := st.names.Staging()
 	for _, set := range sets {
-		written := map[string][]Point{}
+		written := map[string][]W{}
+		add := func(key string, w W) { written[key] = append(written[key], w) }
 		for _, le := range set {
 			e, ok := st.cache.entity(table, le)
 			if !ok {
 				return nil // not cached at the ETag the Fold read: no series is known
 			}
-			if e.version != Version {
-				continue // histogram samples only
+			if e.version != version {
+				continue // the other kind's samples only
 			}
 			stamp, seq, ok := StampOf([]byte(le.rk))
 			if !ok {
 				return nil
 			}
 			d := Decoded{Stamp: stamp, Seq: seq}
-			add := func(r int, s stageenc.Series) {
-				for i, ms := range s.Times {
-					written[s.Key] = append(written[s.Key], Point{MS: ms, Value: s.Values[i], Stamp: d.Stamp, Record: d.Record(r)})
-				}
-			}
 			if whole, ok := e.cols[wholeEntity]; ok {
-				for r, s := range whole.series {
-					if want[s.Key] {
-						add(r, s)
-					}
-				}
+				take(whole, d, want, add)
 				continue
 			}
 			for c, cnames := range byColumn {
@@ -84,55 +104,35 @@ func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[
 					}
 					continue
 				}
-				for r, s := range col.series {
-					if want[s.Key] {
-						add(r, s)
-					}
-				}
+				take(col, d, want, add)
 			}
 		}
 		for name, ws := range written {
-			pts := LastWrites[tablets.Point](ws)
-			had := out[name]
-			if len(had) > 0 && collides(had, pts) {
-				unknown[name] = true
+			seen := times[name]
+			if seen == nil {
+				seen = map[int64]bool{}
+				times[name] = seen
 			}
-			out[name] = mergeSorted(had, pts)
+			for _, w := range ws {
+				if ms, _, _ := w.written(); seen[ms] {
+					// Also held by a receipt before: which one the raw tables keep is the
+					// Folds' priorities'.
+					unknown[name] = true
+				}
+			}
+			for _, w := range ws {
+				ms, _, _ := w.written()
+				seen[ms] = true
+			}
+			all[name] = append(all[name], ws...)
 		}
 	}
+	out := make(map[string][]S, len(want))
 	for name := range want {
-		if unknown[name] {
-			delete(out, name)
-		} else if _, ok := out[name]; !ok {
-			out[name] = nil // known: none of its points were folded
+		if !unknown[name] {
+			out[name] = LastWrites[S](all[name]) // none when none of its samples were folded
 		}
 	}
-	return out
-}
-
-// collides reports whether sorted a and b hold a point at the same time.
-func collides(a, b []tablets.Point) bool {
-	i, j := 0, 0
-	for i < len(a) && j < len(b) {
-		switch c := a[i].Time.Compare(b[j].Time); {
-		case c == 0:
-			return true
-		case c < 0:
-			i++
-		default:
-			j++
-		}
-	}
-	return false
-}
-
-// mergeSorted is the points of sorted a and b, sorted (b's first where both hold a time).
-func mergeSorted(a, b []tablets.Point) []tablets.Point {
-	if len(a) == 0 {
-		return b
-	}
-	out := append(slices.Clone(a), b...)
-	slices.SortStableFunc(out, func(x, y tablets.Point) int { return x.Time.Compare(y.Time) })
 	return out
 }
 
