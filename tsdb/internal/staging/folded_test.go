@@ -1,10 +1,13 @@
 package staging
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
 // A Fold's receipt names the entities its rounds read, at the ETags read, and the buckets
@@ -77,5 +80,76 @@ func TestReceiptEntities(t *testing.T) {
 	st.listing.depart(st.listing.byKey, st.listing.byKey, now.Add(departedFor+time.Second))
 	if len(st.listing.departed) != 0 {
 		t.Errorf("still departed: %v", st.listing.departed)
+	}
+}
+
+// FoldedFloats takes the points of the receipts' entities from the cache, the last write of
+// a millisecond within a receipt; it leaves out a series two receipts hold a millisecond
+// of, and answers nothing when a receipt matches no listing or an entity is not cached at
+// the ETag the Fold read.
+func TestFoldedFloats(t *testing.T) {
+	st := &Table{cache: NewCache(1 << 20), names: naming.Names{Base: "db"}}
+	ms := func(s int) time.Time { return time.UnixMilli(1716426600000 + int64(s)*1000).UTC() }
+	pts := func(vs ...float64) []tablets.Point { // value v at second v
+		var out []tablets.Point
+		for _, v := range vs {
+			out = append(out, tablets.Point{Time: ms(int(v)), Value: v})
+		}
+		return out
+	}
+	write := func(bucket, stamp uint64, series map[string][]tablets.Point) []*Entity {
+		var writes []Write
+		for _, name := range []string{"a", "b", "c"} {
+			if p := series[name]; p != nil {
+				writes = append(writes, Write{Series: name, Records: PointRecords(name, p, nil)})
+			}
+		}
+		var out []*Entity
+		for _, es := range Build(writes, bucket, stamp, 7, 1) {
+			out = append(out, es...)
+		}
+		for _, e := range out {
+			e.Body()
+		}
+		return out
+	}
+	const b1, b2 = 1716426600, 1716427200
+	first := write(b1, 1, map[string][]tablets.Point{"a": pts(1, 2), "b": pts(1)})
+	rewrite := write(b1, 2, map[string][]tablets.Point{"a": {{Time: ms(2), Value: 20}}}) // a later write of a's second 2
+	second := write(b2, 3, map[string][]tablets.Point{"a": pts(3), "b": pts(1)})         // b's second 1 again
+	st.listing.byKey = map[[2]string]listedProps{}
+	receipt := func(bucket uint64, sets ...[]*Entity) changelog.Receipt {
+		var es []changelog.ReceiptEntity
+		for _, set := range sets {
+			for _, e := range set {
+				etag := `W/"` + e.RowKey + `"`
+				st.listing.byKey[[2]string{e.PartitionKey, e.RowKey}] = listedProps{etag: etag}
+				st.cacheWritten([]*Entity{e}, []string{etag})
+				es = append(es, changelog.ReceiptEntity{PartitionKey: e.PartitionKey, RowKey: e.RowKey, ETag: etag})
+			}
+		}
+		return changelog.Receipt{From: bucket, Horizon: bucket + 600, Count: uint64(len(es)), Digest: changelog.ReceiptDigest(es)}
+	}
+	r1, r2 := receipt(b1, first, rewrite), receipt(b2, second)
+
+	got := st.FoldedFloats([]changelog.Receipt{r1}, []string{"a", "b", "c"})
+	want := map[string][]tablets.Point{"a": {{Time: ms(1), Value: 1}, {Time: ms(2), Value: 20}}, "b": pts(1), "c": {}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("one receipt: %v, want %v", got, want)
+	}
+	got = st.FoldedFloats([]changelog.Receipt{r1, r2}, []string{"a", "b"})
+	want = map[string][]tablets.Point{"a": {{Time: ms(1), Value: 1}, {Time: ms(2), Value: 20}, {Time: ms(3), Value: 3}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("two receipts: %v, want %v (b's second 1 in both: left out)", got, want)
+	}
+	other := r2
+	other.Digest[0]++
+	if got := st.FoldedFloats([]changelog.Receipt{r1, other}, []string{"a"}); got != nil {
+		t.Errorf("a receipt no listing matches: %v", got)
+	}
+	// An entity cached at another ETag than the Fold read.
+	st.cacheWritten(second, []string{`W/"later"`})
+	if got := st.FoldedFloats([]changelog.Receipt{r2}, []string{"a"}); got != nil {
+		t.Errorf("an entity not cached at its ETag: %v", got)
 	}
 }
