@@ -63,16 +63,7 @@ func TestTSDBBeginReadShares(t *testing.T) {
 	queryOpts := &tsdb.QueryOptions{BatchSize: 16}
 	selectAll := func(ctx context.Context, d *tsdb.DB) map[string][]tsdb.Sample {
 		t.Helper()
-		q, err := d.Queryable(queryOpts)
-		require.NoError(t, err)
-		out := map[string][]tsdb.Sample{}
-		for s, err := range q.Querier(from, to).Select(ctx, nil, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "mem"}) {
-			require.NoError(t, err)
-			for it := s.Iterator(); it.Next(); {
-				out[s.Labels.String()] = append(out[s.Labels.String()], it.At())
-			}
-		}
-		return out
+		return selectSamples(ctx, t, d, queryOpts, from, to, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "mem"})
 	}
 	// refresh is the query API's read: begun, a mark, then the Select. It returns its
 	// requests.
@@ -119,4 +110,20 @@ func TestTSDBBeginReadShares(t *testing.T) {
 	refresh("after another server's new series", true)
 	clk.Add(30 * time.Second)
 	require.Equal(t, int64(3), refresh("and refreshed again", true))
+}
+
+// selectSamples is what a Querier of d over [from, to) selects by matchers: each series'
+// samples, by its labels.
+func selectSamples(ctx context.Context, t *testing.T, d *tsdb.DB, opts *tsdb.QueryOptions, from, to time.Time, matchers ...tsdb.Matcher) map[string][]tsdb.Sample {
+	t.Helper()
+	q, err := d.Queryable(opts)
+	require.NoError(t, err)
+	out := map[string][]tsdb.Sample{}
+	for s, err := range q.Querier(from, to).Select(ctx, nil, matchers...) {
+		require.NoError(t, err)
+		for it := s.Iterator(); it.Next(); {
+			out[s.Labels.String()] = append(out[s.Labels.String()], it.At())
+		}
+	}
+	return out
 }

@@ -86,16 +86,7 @@ func TestTSDBFoldReceipts(t *testing.T) {
 
 	selectAll := func(ctx context.Context, d *tsdb.DB, from, to time.Time) map[string][]tsdb.Sample {
 		t.Helper()
-		q, err := d.Queryable(nil)
-		require.NoError(t, err)
-		out := map[string][]tsdb.Sample{}
-		for s, err := range q.Querier(from, to).Select(ctx, nil, tsdb.Matcher{Type: tsdb.MatchRegexp, Name: tsdb.MetricName, Value: "req|lat"}) {
-			require.NoError(t, err)
-			for it := s.Iterator(); it.Next(); {
-				out[s.Labels.String()] = append(out[s.Labels.String()], it.At())
-			}
-		}
-		return out
+		return selectSamples(ctx, t, d, nil, from, to, tsdb.Matcher{Type: tsdb.MatchRegexp, Name: tsdb.MetricName, Value: "req|lat"})
 	}
 	// refresh is the query API's read of the last hour (begun, a mark, the Select); it
 	// returns its requests and how many series took in a Fold.
