@@ -93,15 +93,12 @@ type cachedEntity struct {
 // cachedColumn is one column of an entity as decoded: empty when the entity has no such
 // column.
 type cachedColumn struct {
-	series []stageenc.Series
+	series seriesPack
 	hists  []stageenc.HistSeries
 }
 
 func (c cachedColumn) cost() int {
-	n := int(unsafe.Sizeof(c)) + 16
-	for _, s := range c.series {
-		n += int(unsafe.Sizeof(s)) + len(s.Key) + 8*(cap(s.Times)+cap(s.Values))
-	}
+	n := int(unsafe.Sizeof(c)) + 16 + c.series.cost()
 	for _, s := range c.hists {
 		n += int(unsafe.Sizeof(s)) + len(s.Key) + len(s.Samples)*int(HistBytes)
 	}
@@ -155,12 +152,13 @@ func (e *cachedEntity) decode(c int) (cachedColumn, error) {
 	if !ok {
 		return col, nil
 	}
-	var err error
 	if e.version == HistVersion {
+		var err error
 		col.hists, err = stageenc.DecodeHist(b)
-	} else {
-		col.series, err = stageenc.DecodeSome(b, nil)
+		return col, err
 	}
+	series, err := stageenc.DecodeSome(b, nil)
+	col.series = packSeries(series)
 	return col, err
 }
 
@@ -168,14 +166,24 @@ func (e *cachedEntity) decode(c int) (cachedColumn, error) {
 // wholeEntity column).
 func (e *cachedEntity) decodeAll() (cachedColumn, error) {
 	var all cachedColumn
+	var series []stageenc.Series
 	for _, c := range slices.Sorted(maps.Keys(e.encoded)) {
-		col, err := e.decode(c)
+		b := e.encoded[c]
+		var err error
+		if e.version == HistVersion {
+			var hists []stageenc.HistSeries
+			hists, err = stageenc.DecodeHist(b)
+			all.hists = append(all.hists, hists...)
+		} else {
+			var col []stageenc.Series
+			col, err = stageenc.DecodeSome(b, nil)
+			series = append(series, col...)
+		}
 		if err != nil {
 			return cachedColumn{}, fmt.Errorf("column %s%d: %w", ColumnChar, c, err)
 		}
-		all.series = append(all.series, col.series...)
-		all.hists = append(all.hists, col.hists...)
 	}
+	all.series = packSeries(series)
 	return all, nil
 }
 
@@ -587,9 +595,9 @@ func assemble(le listedEntity, ec entityColumns, want map[string]bool) (Decoded,
 	}
 	d := Decoded{PartitionKey: le.pk, RowKey: le.rk, Stamp: stamp, Seq: seq, Version: ec.version, Wanted: want != nil}
 	for _, col := range ec.cols {
-		for _, s := range col.series {
-			if want == nil || want[s.Key] {
-				d.Series = append(d.Series, s)
+		for i := range col.series.len() {
+			if want == nil || want[col.series.key(i)] {
+				d.Series = append(d.Series, col.series.at(i))
 			}
 		}
 		d.Hists = append(d.Hists, col.hists...)

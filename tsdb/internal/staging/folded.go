@@ -20,10 +20,11 @@ import (
 // minutes back from the raw tables after every Fold, a request per seven series.
 func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[string][]tablets.Point {
 	return folded(st, receipts, names, Version, func(col cachedColumn, d Decoded, want map[string]bool, add func(string, Point)) {
-		for r, s := range col.series {
-			if want[s.Key] {
+		for r := range col.series.len() {
+			if key := col.series.key(r); want[key] {
+				s := col.series.at(r)
 				for i, ms := range s.Times {
-					add(s.Key, Point{MS: ms, Value: s.Values[i], Stamp: d.Stamp, Record: d.Record(r)})
+					add(key, Point{MS: ms, Value: s.Values[i], Stamp: d.Stamp, Record: d.Record(r)})
 				}
 			}
 		}
