@@ -122,6 +122,13 @@ func (e *cachedEntity) columns(keys []int) (cols []cachedColumn, decoded map[int
 	cols = make([]cachedColumn, len(keys))
 	for i, c := range keys {
 		col, ok := e.cols[c]
+		if !ok && c != wholeEntity {
+			// From the whole entity decoded, which a wide read cached in place of the rest.
+			if whole, has := e.cols[wholeEntity]; has {
+				cols[i] = whole.column(c)
+				continue
+			}
+		}
 		if !ok {
 			if e.encoded == nil {
 				return nil, nil, false
@@ -143,6 +150,27 @@ func (e *cachedEntity) columns(keys []int) (cols []cachedColumn, decoded map[int
 		cols[i] = col
 	}
 	return cols, decoded, true
+}
+
+// column is column c of a whole entity's columns (the wholeEntity column): its series
+// whose key's hash puts them there, copied.
+func (c cachedColumn) column(col int) cachedColumn {
+	var out cachedColumn
+	var series []stageenc.Series
+	for i := range c.series.len() {
+		if c.series.column(i) == col {
+			series = append(series, c.series.at(i))
+		}
+	}
+	if len(series) > 0 {
+		out.series = packSeries(series)
+	}
+	for _, h := range c.hists {
+		if _, hc := Hash(h.Key); hc == col {
+			out.hists = append(out.hists, h)
+		}
+	}
+	return out
 }
 
 // decode decodes column c of e's columns as read: empty when the entity has none.
@@ -191,6 +219,8 @@ func (e *cachedEntity) decodeAll() (cachedColumn, error) {
 // reply, as if read whole: a query of this process finds them from the listing's keys
 // and ETags alone (the panels of the last minutes, right after the writes of a server that
 // ingests them). Another process's write, or a Delete's, has another ETag: read then.
+// Float entities are cached decoded whole (packed: 30 bytes a point of a scrape's write,
+// where the columns as written take 47), histogram entities as written.
 func (st *Table) cacheWritten(entities []*Entity, etags []string) {
 	table := st.names.Staging()
 	for i, e := range entities {
@@ -198,7 +228,17 @@ func (st *Table) cacheWritten(entities []*Entity, etags []string) {
 		if e.Version == HistVersion {
 			version = HistVersion
 		}
-		st.cache.add(table, entityHead{pk: e.PartitionKey, rk: e.RowKey, etag: etags[i], version: version}, nil, e.Encoded())
+		head := entityHead{pk: e.PartitionKey, rk: e.RowKey, etag: etags[i], version: version}
+		if version == Version {
+			// Floats are kept decoded whole and packed: smaller than their columns as
+			// written (each series' key again in every entity), and ready for the reads.
+			written := &cachedEntity{version: version, encoded: e.Encoded()}
+			if whole, err := written.decodeAll(); err == nil {
+				st.cache.add(table, head, map[int]cachedColumn{wholeEntity: whole}, nil)
+				continue
+			}
+		}
+		st.cache.add(table, head, nil, e.Encoded())
 	}
 	// The cache holds some of the table now: the next read lists the table (keys and ETags)
 	// and fetches only what it lacks, instead of reading every entity.
@@ -226,6 +266,12 @@ func (c *Cache) add(table string, head entityHead, cols map[int]cachedColumn, en
 			if e.encoded == nil {
 				e.encoded = old.encoded
 			}
+		}
+		// The whole entity decoded holds every column: the columns as read and those
+		// decoded one by one are then only a second copy (a server's own writes, cached as
+		// written, then read whole by a wide panel, held both: twice the bytes).
+		if whole, has := e.cols[wholeEntity]; has {
+			e.cols, e.encoded = map[int]cachedColumn{wholeEntity: whole}, nil
 		}
 		return e
 	})
