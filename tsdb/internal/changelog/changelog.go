@@ -10,6 +10,10 @@
 // it again: what a read at generation g found over [from, to) still stands at generation G
 // as long as none of the changes after g touched [from, to) (State.ValidUntil).
 //
+// A Fold's change may carry its receipt (Receipt, RecordFold): the staging entities it
+// moved, so that a reader holding them takes the change in without reading the tables
+// (State.Folds).
+//
 // A process's concurrent updates of one period are made one at a time, each taking in
 // all the changes waiting (their ranges joined): the processes of a database contend for
 // the entity, not their writes. It is a leaf: it depends on no part.
