@@ -175,19 +175,24 @@ func (c cachedColumn) column(col int) cachedColumn {
 
 // decode decodes column c of e's columns as read: empty when the entity has none.
 func (e *cachedEntity) decode(c int) (cachedColumn, error) {
-	var col cachedColumn
+	series, hists, err := e.decodeColumn(c)
+	return cachedColumn{series: packSeries(series), hists: hists}, err
+}
+
+// decodeColumn decodes column c of e's columns as read, of e's kind (none when e has no
+// such column).
+func (e *cachedEntity) decodeColumn(c int) ([]stageenc.Series, []stageenc.HistSeries, error) {
 	b, ok := e.encoded[c]
-	if !ok {
-		return col, nil
+	switch {
+	case !ok:
+		return nil, nil, nil
+	case e.version == HistVersion:
+		hists, err := stageenc.DecodeHist(b)
+		return nil, hists, err
+	default:
+		series, err := stageenc.DecodeSome(b, nil)
+		return series, nil, err
 	}
-	if e.version == HistVersion {
-		var err error
-		col.hists, err = stageenc.DecodeHist(b)
-		return col, err
-	}
-	series, err := stageenc.DecodeSome(b, nil)
-	col.series = packSeries(series)
-	return col, err
 }
 
 // decodeAll decodes every column of e's columns as read, in column order, as one (the
@@ -196,20 +201,12 @@ func (e *cachedEntity) decodeAll() (cachedColumn, error) {
 	var all cachedColumn
 	var series []stageenc.Series
 	for _, c := range slices.Sorted(maps.Keys(e.encoded)) {
-		b := e.encoded[c]
-		var err error
-		if e.version == HistVersion {
-			var hists []stageenc.HistSeries
-			hists, err = stageenc.DecodeHist(b)
-			all.hists = append(all.hists, hists...)
-		} else {
-			var col []stageenc.Series
-			col, err = stageenc.DecodeSome(b, nil)
-			series = append(series, col...)
-		}
+		s, h, err := e.decodeColumn(c)
 		if err != nil {
 			return cachedColumn{}, fmt.Errorf("column %s%d: %w", ColumnChar, c, err)
 		}
+		series = append(series, s...)
+		all.hists = append(all.hists, h...)
 	}
 	all.series = packSeries(series)
 	return all, nil
