@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/seed71701133/tablets/internal/jsonscan"
 )
 
 // Prop is one Double property of a decoded entity.
@@ -66,8 +67,6 @@ func (e *DecodeError) Error() string {
 	return fmt.Sprintf("entity: PartitionKey %q RowKey %q: %s", e.PartitionKey, e.RowKey, e.Reason)
 }
 
-var errSyntax = errors.New("malformed JSON")
-
 // Decode parses one entity's JSON (as aztables returns it) into e, reusing e's storage.
 func (e *Entity) Decode(data []byte) error {
 	e.PartitionKey, e.RowKey, e.ETag = nil, nil, nil
@@ -87,13 +86,13 @@ func (e *Entity) Decode(data []byte) error {
 }
 
 func (e *Entity) decode(d []byte) (reason string) {
-	i := skipSpace(d, 0)
+	i := jsonscan.Space(d, 0)
 	if i >= len(d) || d[i] != '{' {
 		return "not a JSON object"
 	}
-	i = skipSpace(d, i+1)
+	i = jsonscan.Space(d, i+1)
 	if i < len(d) && d[i] == '}' {
-		if skipSpace(d, i+1) != len(d) {
+		if jsonscan.Space(d, i+1) != len(d) {
 			return "malformed JSON: data after the object"
 		}
 		return ""
@@ -106,11 +105,11 @@ func (e *Entity) decode(d []byte) (reason string) {
 		if err != nil {
 			return "malformed JSON: " + err.Error()
 		}
-		i = skipSpace(d, i)
+		i = jsonscan.Space(d, i)
 		if i >= len(d) || d[i] != ':' {
 			return "malformed JSON: expected ':'"
 		}
-		i = skipSpace(d, i+1)
+		i = jsonscan.Space(d, i+1)
 		if i >= len(d) {
 			return "malformed JSON: truncated"
 		}
@@ -132,7 +131,7 @@ func (e *Entity) decode(d []byte) (reason string) {
 		case bytes.IndexByte(name, '@') >= 0 || bytes.HasPrefix(name, []byte("odata.")):
 			// An annotation. Only a property's type matters: any type but Double is an error.
 			start := i
-			if i, err = skipValue(d, i); err != nil {
+			if i, err = jsonscan.Value(d, i); err != nil {
 				return "malformed JSON: " + err.Error()
 			}
 			prop, kind, _ := bytes.Cut(name, []byte("@"))
@@ -143,12 +142,12 @@ func (e *Entity) decode(d []byte) (reason string) {
 				firstBad = fmt.Sprintf("property %q is %s, not Edm.Double", prop, d[start:i])
 			}
 		case string(name) == "Timestamp":
-			if i, err = skipValue(d, i); err != nil {
+			if i, err = jsonscan.Value(d, i); err != nil {
 				return "malformed JSON: " + err.Error()
 			}
 		case e.AllowNull && bytes.HasPrefix(d[i:], []byte("null")):
 			// A property named in a $select that the entity lacks: the service answers null.
-			if i, err = skipValue(d, i); err != nil {
+			if i, err = jsonscan.Value(d, i); err != nil {
 				return "malformed JSON: " + err.Error()
 			}
 		case e.AllowStrings && d[i] == '"' && !isDoubleString(d[i:]):
@@ -170,12 +169,12 @@ func (e *Entity) decode(d []byte) (reason string) {
 			}
 			e.Props = append(e.Props, Prop{Name: name, Value: v})
 		}
-		i = skipSpace(d, i)
+		i = jsonscan.Space(d, i)
 		if i >= len(d) {
 			return "malformed JSON: truncated"
 		}
 		if d[i] == '}' {
-			if skipSpace(d, i+1) != len(d) {
+			if jsonscan.Space(d, i+1) != len(d) {
 				return "malformed JSON: data after the object"
 			}
 			return firstBad
@@ -183,7 +182,7 @@ func (e *Entity) decode(d []byte) (reason string) {
 		if d[i] != ',' {
 			return "malformed JSON: expected ',' or '}'"
 		}
-		i = skipSpace(d, i+1)
+		i = jsonscan.Space(d, i+1)
 	}
 }
 
@@ -218,7 +217,7 @@ func (e *Entity) double(d []byte, i int) (v float64, next int, ok bool, err erro
 		return 0, next, false, nil
 	}
 	if c == '-' || (c >= '0' && c <= '9') {
-		j, ok := numberEnd(d, i)
+		j, ok := jsonscan.Number(d, i)
 		if !ok {
 			return 0, j, false, fmt.Errorf("bad number %.40q", d[i:j])
 		}
@@ -228,56 +227,8 @@ func (e *Entity) double(d []byte, i int) (v float64, next int, ok bool, err erro
 		}
 		return v, j, true, nil
 	}
-	next, err = skipValue(d, i)
+	next, err = jsonscan.Value(d, i)
 	return 0, next, false, err
-}
-
-// numberEnd returns the end of the JSON number at d[i] and whether it follows the grammar:
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func numberEnd(d []byte, i int) (int, bool) {
-	digits := func(j int) int {
-		for j < len(d) && d[j] >= '0' && d[j] <= '9' {
-			j++
-		}
-		return j
-	}
-	if i < len(d) && d[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d) && d[i] == '0':
-		i++
-	case i < len(d) && d[i] >= '1' && d[i] <= '9':
-		i = digits(i)
-	default:
-		return i, false
-	}
-	if i < len(d) && d[i] == '.' {
-		j := digits(i + 1)
-		if j == i+1 {
-			return j, false
-		}
-		i = j
-	}
-	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
-		i++
-		if i < len(d) && (d[i] == '+' || d[i] == '-') {
-			i++
-		}
-		j := digits(i)
-		if j == i {
-			return j, false
-		}
-		i = j
-	}
-	return i, true
-}
-
-func skipSpace(d []byte, i int) int {
-	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // str reads a JSON string at d[i]. Without escapes the result aliases d; otherwise it is
@@ -329,13 +280,13 @@ func (e *Entity) str(d []byte, i int) ([]byte, int, error) {
 		case 't':
 			e.scratch = append(e.scratch, '\t')
 		case 'u':
-			r, ok := hex4(d, j+2)
+			r, ok := jsonscan.Hex4(d, j+2)
 			if !ok {
 				return nil, j, errors.New("bad \\u escape")
 			}
 			j += 6
 			if utf16.IsSurrogate(r) {
-				if r2, ok := hex4(d, j+2); ok && j+1 < len(d) && d[j] == '\\' && d[j+1] == 'u' {
+				if r2, ok := jsonscan.Hex4(d, j+2); ok && j+1 < len(d) && d[j] == '\\' && d[j+1] == 'u' {
 					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
 						r = dec
 						j += 6
@@ -350,87 +301,4 @@ func (e *Entity) str(d []byte, i int) ([]byte, int, error) {
 		j += 2
 	}
 	return nil, j, errors.New("unterminated string")
-}
-
-func hex4(d []byte, i int) (rune, bool) {
-	if i+4 > len(d) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range d[i : i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}
-
-// skipValue skips any JSON value at d[i].
-func skipValue(d []byte, i int) (int, error) {
-	if i >= len(d) {
-		return i, errSyntax
-	}
-	switch c := d[i]; {
-	case c == '"':
-		for j := i + 1; j < len(d); j++ {
-			switch {
-			case d[j] == '\\':
-				if j+1 >= len(d) || !strings.ContainsRune(`"\\/bfnrtu`, rune(d[j+1])) {
-					return j, errors.New("bad escape")
-				}
-				if d[j+1] == 'u' {
-					if _, ok := hex4(d, j+2); !ok {
-						return j, errors.New("bad \\u escape")
-					}
-				}
-				j++
-			case d[j] == '"':
-				return j + 1, nil
-			case d[j] < 0x20:
-				return j, errors.New("control character in a string")
-			}
-		}
-		return len(d), errors.New("unterminated string")
-	case c == '{' || c == '[':
-		depth := 0
-		for j := i; j < len(d); j++ {
-			switch d[j] {
-			case '"':
-				k, err := skipValue(d, j)
-				if err != nil {
-					return k, err
-				}
-				j = k - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1, nil
-				}
-			}
-		}
-		return len(d), errors.New("unterminated object")
-	case c == 't' && bytes.HasPrefix(d[i:], []byte("true")):
-		return i + 4, nil
-	case c == 'f' && bytes.HasPrefix(d[i:], []byte("false")):
-		return i + 5, nil
-	case c == 'n' && bytes.HasPrefix(d[i:], []byte("null")):
-		return i + 4, nil
-	case c == '-' || (c >= '0' && c <= '9'):
-		j, ok := numberEnd(d, i)
-		if !ok {
-			return j, errSyntax
-		}
-		return j, nil
-	}
-	return i, errSyntax
 }

@@ -240,65 +240,58 @@ func BenchmarkDashboardPeer(b *testing.B) {
 		bodies[i] = body
 	}
 	fx.settle(b, warm, tiers) // the refreshes come later than the staging listing's margin
-	report := func(b *testing.B, cost azurite.Stats) {
+	// report reports a sub-benchmark's time, its account requests and bytes, the time the
+	// account was busy with them, and this process' CPU (the server's and the client's).
+	report := func(b *testing.B, cost azurite.Stats, cpu time.Duration) {
 		n := float64(b.N)
 		b.ReportMetric(ms(b.Elapsed())/n, "ms/op")
 		b.ReportMetric(float64(cost.Requests)/n, "account-requests/op")
 		b.ReportMetric(float64(cost.RequestBytes+cost.ResponseBytes)/n, "account-bytes/op")
+		// The time some request waited on Azurite: of ms/op, the account's share.
+		b.ReportMetric(ms(cost.Busy)/n, "account-busy-ms/op")
+		b.ReportMetric(ms(cpu)/n, "cpu-ms/op")
 	}
 	for _, p := range dashPanels {
 		b.Run(p.name, func(b *testing.B) {
-			b.Run("tablets-first", func(b *testing.B) {
+			// first asks p of a server just started (its caches empty), each time another.
+			first := func(b *testing.B, o *promstore.Options) {
 				var cost azurite.Stats
+				var cpu time.Duration
 				b.StopTimer()
 				for range b.N {
-					s := fx.newServer(b, nil)
+					s := fx.newServer(b, o)
 					fx.checker.Reset()
+					cpu0 := cpuTime()
 					b.StartTimer()
 					_, err := p.askTablets(s, fx.now)
 					b.StopTimer()
+					cpu += cpuTime() - cpu0
 					cost = addStats(cost, fx.checker.Stats())
 					_ = s.Close()
 					require.NoError(b, err)
 				}
-				report(b, cost)
-			})
-			b.Run("tablets-refresh", func(b *testing.B) {
+				report(b, cost, cpu)
+			}
+			// refresh asks p of srv again and again.
+			refresh := func(b *testing.B, srv *server.Server) {
 				fx.checker.Reset()
+				cpu0 := cpuTime()
+				b.ResetTimer()
 				for range b.N {
-					_, err := p.askTablets(warm, fx.now)
+					_, err := p.askTablets(srv, fx.now)
 					require.NoError(b, err)
 				}
 				b.StopTimer()
-				report(b, fx.checker.Stats())
-			})
+				report(b, fx.checker.Stats(), cpuTime()-cpu0)
+			}
+			b.Run("tablets-first", func(b *testing.B) { first(b, nil) })
+			b.Run("tablets-refresh", func(b *testing.B) { refresh(b, warm) })
 			if p.kind == dashRange && p.step >= 5*time.Minute { // a tier may serve it
-				b.Run("tablets-tier-first", func(b *testing.B) {
-					var cost azurite.Stats
-					b.StopTimer()
-					for range b.N {
-						s := fx.newServer(b, &promstore.Options{PreferTiers: true})
-						fx.checker.Reset()
-						b.StartTimer()
-						_, err := p.askTablets(s, fx.now)
-						b.StopTimer()
-						cost = addStats(cost, fx.checker.Stats())
-						_ = s.Close()
-						require.NoError(b, err)
-					}
-					report(b, cost)
-				})
+				b.Run("tablets-tier-first", func(b *testing.B) { first(b, &promstore.Options{PreferTiers: true}) })
 				b.Run("tablets-tier-refresh", func(b *testing.B) {
 					_, err := p.askTablets(tiers, fx.now) // once before: the refresh of an answer given
 					require.NoError(b, err)
-					fx.checker.Reset()
-					b.ResetTimer()
-					for range b.N {
-						_, err := p.askTablets(tiers, fx.now)
-						require.NoError(b, err)
-					}
-					b.StopTimer()
-					report(b, fx.checker.Stats())
+					refresh(b, tiers)
 				})
 			}
 			b.Run("prometheus", func(b *testing.B) {
@@ -440,5 +433,6 @@ func addStats(a, b azurite.Stats) azurite.Stats {
 	a.Queries += b.Queries
 	a.RequestBytes += b.RequestBytes
 	a.ResponseBytes += b.ResponseBytes
+	a.Busy += b.Busy
 	return a
 }

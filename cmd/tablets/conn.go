@@ -81,9 +81,10 @@ func (c connFlags) describe() string {
 	return "the account of the connection string"
 }
 
-// serviceClient returns a client for the account; transport nil means the SDK's default.
+// serviceClient returns a client for the account, with tablets' reply policy
+// (tablets.ClientOptions); transport nil means the SDK's default.
 func (c connFlags) serviceClient(transport policy.Transporter) (*aztables.ServiceClient, error) {
-	opts := &aztables.ClientOptions{}
+	opts := tablets.ClientOptions(nil)
 	if transport != nil {
 		opts.Transport = transport
 	}

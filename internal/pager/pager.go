@@ -11,6 +11,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/internal/reply"
 )
 
 // Lister lists entities; *aztables.Client is one.
@@ -85,9 +87,14 @@ func FetchDated(ctx context.Context, lister Lister, q SubQuery, top int32, cont 
 		opts.NextRowKey = &cont.RowKey
 	}
 	var raw *http.Response
+	ctx, slot := reply.Catch(ctx)
 	resp, err := lister.NewListEntitiesPager(opts).NextPage(runtime.WithCaptureResponse(ctx, &raw))
-	if err == nil && len(resp.Entities) == 0 {
-		err = checkEmptyReply(raw)
+	entities, caught := slot.Entities()
+	if !caught {
+		entities = resp.Entities
+		if err == nil && len(entities) == 0 {
+			err = checkEmptyReply(raw)
+		}
 	}
 	if err != nil {
 		return nil, Continuation{}, time.Time{}, err
@@ -96,7 +103,7 @@ func FetchDated(ctx context.Context, lister Lister, q SubQuery, top int32, cont 
 	if raw != nil {
 		date, _ = http.ParseTime(raw.Header.Get("Date"))
 	}
-	return resp.Entities, Continuation{deref(resp.NextPartitionKey), deref(resp.NextRowKey)}, date, nil
+	return entities, Continuation{deref(resp.NextPartitionKey), deref(resp.NextRowKey)}, date, nil
 }
 
 // NextTop is the $top of the page after one that asked for top and got entities.

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -76,6 +77,9 @@ type Stats struct {
 	// Calls counts requests as the caller made them: attempts that share an
 	// x-ms-client-request-id (azcore's retries of one request) count once.
 	Calls int64
+	// Busy is the time during which at least one request waited for its reply's headers:
+	// of a read's time, what the account (Azurite) took, the rest being the caller's.
+	Busy time.Duration
 }
 
 // Checker is a policy.Transporter that checks every request against Azure's limits (see
@@ -95,6 +99,7 @@ type Checker struct {
 	calls      int64
 
 	wire meter.Meter // requests and body bytes, below the checks
+	busy busyTime    // Stats.Busy
 
 	queries, batches, entityWrites, deletes, other atomic.Int64
 	batchOps, entityBytes                          atomic.Int64
@@ -140,6 +145,7 @@ func (c *Checker) Stats() Stats {
 		RequestBytes:    wire.BytesSent,
 		ResponseBytes:   wire.BytesReceived,
 		Calls:           c.callCount(),
+		Busy:            c.busy.total(),
 	}
 }
 
@@ -147,6 +153,7 @@ func (c *Checker) Stats() Stats {
 // reported to the test stay reported).
 func (c *Checker) Reset() {
 	c.wire.Reset()
+	c.busy.reset()
 	for _, n := range []*atomic.Int64{&c.queries, &c.batches, &c.entityWrites,
 		&c.deletes, &c.other, &c.batchOps, &c.entityBytes} {
 		n.Store(0)
@@ -235,7 +242,7 @@ func (c *Checker) do(req *http.Request) (*http.Response, error) {
 	default:
 		c.other.Add(1)
 	}
-	return c.wire.Send(c.next, req)
+	return c.send(req)
 }
 
 // count is Do for a counter: the same Stats, no checks.
@@ -268,7 +275,7 @@ func (c *Checker) count(req *http.Request, t target) (*http.Response, error) {
 	default:
 		c.other.Add(1)
 	}
-	return c.wire.Send(c.next, req)
+	return c.send(req)
 }
 
 func (c *Checker) checkQueryString(req *http.Request) {
@@ -680,4 +687,51 @@ func parseMultipart(contentType string, body []byte, subs *[]subRequest, depth i
 			return fmt.Errorf("unexpected part Content-Type %q", ct)
 		}
 	}
+}
+
+// send forwards req to the next transport, counting its bytes and the time it waits.
+func (c *Checker) send(req *http.Request) (*http.Response, error) {
+	c.busy.begin()
+	defer c.busy.end()
+	return c.wire.Send(c.next, req)
+}
+
+// busyTime sums the time during which at least one request is under way.
+type busyTime struct {
+	mu    sync.Mutex
+	n     int       // requests under way
+	since time.Time // when n last went from 0 to 1
+	sum   time.Duration
+}
+
+func (b *busyTime) begin() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n == 0 {
+		b.since = time.Now()
+	}
+	b.n++
+}
+
+func (b *busyTime) end() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n--; b.n == 0 {
+		b.sum += time.Since(b.since)
+	}
+}
+
+func (b *busyTime) total() time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.n > 0 {
+		return b.sum + time.Since(b.since)
+	}
+	return b.sum
+}
+
+func (b *busyTime) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sum, b.since = 0, time.Now()
 }

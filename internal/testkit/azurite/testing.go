@@ -16,6 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/internal/reply"
 )
 
 // SharedStartTimeout bounds the first [Shared] call: a fresh install plus startup.
@@ -159,7 +161,7 @@ func NewTable(t testing.TB, opts *TableOptions) (*aztables.Client, *Checker) {
 	// The request ID is stamped once per call, above the retry policy, so that the Checker
 	// counts a retried request as one call (Stats.Calls).
 	client, err := srv.NewClient(name, &aztables.ClientOptions{ClientOptions: policy.ClientOptions{
-		Transport: checker, Retry: retry, PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy()}}})
+		Transport: checker, Retry: retry, PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy(), reply.Policy{}}}})
 	if err != nil {
 		t.Fatalf("azurite: client for table %s: %v", name, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
+	"github.com/seed71701133/tablets/internal/reply"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -49,7 +50,7 @@ func NewService(t testing.TB) (*aztables.ServiceClient, *azurite.Checker) {
 		}
 	})
 	svc, err := srv.NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
-		Transport: checker, Retry: azurite.TestRetryOptions(), PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy()}}})
+		Transport: checker, Retry: azurite.TestRetryOptions(), PerCallPolicies: []policy.Policy{runtime.NewRequestIDPolicy(), reply.Policy{}}}})
 	require.NoError(t, err)
 	return svc, checker
 }
