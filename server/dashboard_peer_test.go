@@ -230,7 +230,7 @@ func BenchmarkDashboardPeer(b *testing.B) {
 	fx := newDashFixture(b, dashTargets(b, 20))
 	warm := fx.newServer(b, nil)
 	b.Cleanup(func() { _ = warm.Close() })
-	tiers := fx.newServer(b, &promstore.Options{PreferTiers: true}) // the panels a tier may serve, from the tier
+	tiers := fx.newServer(b, &promstore.Options{PreferExactTiers: true}) // the panels a tier serves exactly, from the tier (as TestDashboardPeer)
 	b.Cleanup(func() { _ = tiers.Close() })
 	// The answers of the warm server, which the concurrent clients' must equal.
 	bodies := make([][]byte, len(dashPanels))
@@ -287,7 +287,7 @@ func BenchmarkDashboardPeer(b *testing.B) {
 			b.Run("tablets-first", func(b *testing.B) { first(b, nil) })
 			b.Run("tablets-refresh", func(b *testing.B) { refresh(b, warm) })
 			if p.kind == dashRange && p.step >= 5*time.Minute { // a tier may serve it
-				b.Run("tablets-tier-first", func(b *testing.B) { first(b, &promstore.Options{PreferTiers: true}) })
+				b.Run("tablets-tier-first", func(b *testing.B) { first(b, &promstore.Options{PreferExactTiers: true}) })
 				b.Run("tablets-tier-refresh", func(b *testing.B) {
 					_, err := p.askTablets(tiers, fx.now) // once before: the refresh of an answer given
 					require.NoError(b, err)
