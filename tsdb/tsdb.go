@@ -213,7 +213,8 @@ var _ tablets.Store = (*DB)(nil)
 // Open returns the database named name on service, creating its catalog table if needed.
 // name is letters and digits, starting with a letter, at most 40 characters. nil options mean
 // the defaults; invalid ones give an error wrapping tablets.ErrInvalidOptions, before any
-// request.
+// request. Build service with tablets.ClientOptions: its reads then decode each reply once
+// (the answers are the same without).
 func Open(ctx context.Context, service *aztables.ServiceClient, name string, opts *Options) (*DB, error) {
 	if service == nil {
 		return nil, fmt.Errorf("tsdb: %w: nil service client", tablets.ErrInvalidOptions)
