@@ -62,7 +62,7 @@ func Space(d []byte, i int) int {
 	return i
 }
 
-// Hex4 reads the four hex digits of a \\u escape at d[i].
+// Hex4 reads the four hex digits of a \u escape at d[i].
 func Hex4(d []byte, i int) (rune, bool) {
 	if i+4 > len(d) {
 		return 0, false
@@ -147,12 +147,12 @@ func Value(d []byte, i int) (int, error) {
 	return i, ErrSyntax
 }
 
-// MaxDepth bounds the nesting validValue follows: an entity is flat (depth 1), and a
-// reply nested deeper is no reply of the service.
+// MaxDepth bounds the nesting Strict follows: an entity is flat (depth 1), and a reply
+// nested deeper is no reply of the service.
 const MaxDepth = 16
 
-// validValue checks the JSON value at d[i] strictly (as encoding/json would accept it) and
-// returns where it ends.
+// Strict checks the JSON value at d[i], nested depth deep already, as encoding/json would
+// accept it (FuzzSplitReply compares them), and returns where it ends.
 func Strict(d []byte, i, depth int) (int, bool) {
 	if i >= len(d) {
 		return i, false
