@@ -371,8 +371,8 @@
 // before, is one after. Measured on Azurite with a 20-bucket latency histogram: 267 bytes
 // billed a sample in chunks of one, 16 once compacted (4 queries and 9 transactions for the
 // hour). A read packs many series into each request (filters of at most 15
-// comparisons: about five series a request over a range inside a day, two or three across
-// days) and reads a request per 1,000 chunks; Delete removes samples as it removes points,
+// comparisons: 13 to 15 series a request over a range inside a day, whose keys share the
+// range's comparisons, two or three across days) and reads a request per 1,000 chunks; Delete removes samples as it removes points,
 // and Retain drops a period's histogram table with its raw table.
 //
 // # Time

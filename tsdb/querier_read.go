@@ -28,7 +28,7 @@ const (
 // histogram kept where a float shares its millisecond. A series without samples there is
 // left out. It reads the samples of all the series at once, packed into few requests (the
 // float layout's QueryMany; the histogram tables' filters of at most Azure's 15
-// comparisons, about five series a request for a range inside one day). Bad input is
+// comparisons, 13 to 15 series a request for a range inside one day). Bad input is
 // yielded as an error before any request: a series the layout refuses, or with
 // HistogramSamples one the histogram tables refuse (tablets.ErrInvalidSeries); a bad range
 // (tablets.ErrInvalidTime).

@@ -138,14 +138,34 @@ func (l Layout[V]) Encode(partitionKey, rowKey string, units []uint64, values []
 // last partition those whose RowKey (first time) is below to. Six comparisons at most.
 func (l Layout[V]) Clauses(series string, from, to uint64) []filter.Expr {
 	firstPart, lastPart := l.PartitionOf(from), l.PartitionOf(to-1)
-	var head, tail filter.Expr
+	head, tail := l.narrowing(from, to)
+	return partkey.Clauses(l.Format, partkey.Escape(series), l.PartUnits, firstPart, lastPart, head, tail)
+}
+
+// narrowing is what Clauses narrows the first partition of [from, to) by (head: L >= from,
+// zero where from starts it) and its last (tail: RowKey < to, zero where to ends it).
+func (l Layout[V]) narrowing(from, to uint64) (head, tail filter.Expr) {
+	firstPart, lastPart := l.PartitionOf(from), l.PartitionOf(to-1)
 	if from > firstPart {
 		head = filter.Ge(lastProperty, l.Key(from))
 	}
 	if end := lastPart + l.PartUnits; end > lastPart && to < end {
 		tail = filter.Lt("RowKey", l.Key(to))
 	}
-	return partkey.Clauses(l.Format, partkey.Escape(series), l.PartUnits, firstPart, lastPart, head, tail)
+	return head, tail
+}
+
+// Narrowing is the comparisons every series' clause of [from, to) within one partition
+// holds besides its PartitionKey (Clauses' head and tail, those not zero).
+func (l Layout[V]) Narrowing(from, to uint64) []filter.Expr {
+	head, tail := l.narrowing(from, to)
+	var out []filter.Expr
+	for _, e := range []filter.Expr{head, tail} {
+		if !e.IsZero() {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // AtOrAfter selects the chunks of series holding times at or after u: in u's partition

@@ -22,6 +22,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/engine"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/partkey"
 )
 
 // Table is one table of chunks of V: a client of it, its layout, and how many requests
@@ -35,13 +36,18 @@ type Table[V any] struct {
 // Plan packs the clauses of the series into sub-queries, in series then time order, each
 // selecting sel.
 func (t Table[V]) Plan(series []string, from, to uint64, sel string) ([]pager.SubQuery, error) {
-	var clauses []filter.Expr
-	for _, name := range series {
-		clauses = append(clauses, t.Layout.Clauses(name, from, to)...)
-	}
-	filters, err := filter.Pack(clauses, t.Layout.Limits)
+	filters, err := t.packShared(series, from, to)
 	if err != nil {
 		return nil, err
+	}
+	if filters == nil {
+		var clauses []filter.Expr
+		for _, name := range series {
+			clauses = append(clauses, t.Layout.Clauses(name, from, to)...)
+		}
+		if filters, err = filter.Pack(clauses, t.Layout.Limits); err != nil {
+			return nil, err
+		}
 	}
 	plan := make([]pager.SubQuery, len(filters))
 	for i, f := range filters {
@@ -86,4 +92,47 @@ func (t Table[V]) Delete(ctx context.Context, series string, lo, hi uint64) erro
 		return err
 	}
 	return engine.DeleteRange[V](ctx, t.Client, t.Layout, plan, lo, hi, true, t.Concurrency)
+}
+
+// packShared packs the filters of a read of many series within one partition's span,
+// where every series' clause is its PartitionKey and the same narrowing of that partition
+// (Layout.Clauses' head and tail): (PartitionKey eq a or PartitionKey eq b ...) and head and
+// tail, which selects what the clauses OR-ed select. A series then costs one comparison of
+// Azure's 15, not up to three: 13 series a request instead of 5. nil (and no error) where
+// the range spans partitions, or for fewer than two series: Plan packs clause by clause.
+func (t Table[V]) packShared(series []string, from, to uint64) ([]filter.Expr, error) {
+	if len(series) < 2 || from >= to || t.Layout.PartitionOf(from) != t.Layout.PartitionOf(to-1) {
+		return nil, nil
+	}
+	maxCmp, maxLen := t.Layout.Limits.MaxComparisons, t.Layout.Limits.MaxLength
+	if maxCmp == 0 {
+		maxCmp = filter.MaxComparisons
+	}
+	if maxLen == 0 {
+		maxLen = filter.DefaultMaxLength
+	}
+	shared := t.Layout.Narrowing(from, to)
+	keysCmp, keysLen := maxCmp, maxLen-len("%28%29") // the keys' or, parenthesized
+	for _, e := range shared {
+		keysCmp -= e.Comparisons()
+		keysLen -= len("+and+") + e.EncodedLen()
+	}
+	if keysCmp < 1 || keysLen < 1 {
+		return nil, nil
+	}
+	keys := make([]filter.Expr, len(series))
+	for i, name := range series {
+		keys[i] = filter.Eq("PartitionKey", t.Layout.PartitionKey(partkey.Escape(name), from))
+	}
+	packed, err := filter.Pack(keys, filter.Limits{MaxComparisons: keysCmp, MaxLength: keysLen})
+	if err != nil {
+		return nil, nil // a key too long for what the narrowing leaves: clause by clause
+	}
+	for i, p := range packed {
+		packed[i] = filter.And(append([]filter.Expr{p}, shared...)...)
+		if packed[i].Comparisons() > maxCmp || packed[i].EncodedLen() > maxLen {
+			return nil, nil // never sent: Plan packs clause by clause instead
+		}
+	}
+	return packed, nil
 }
