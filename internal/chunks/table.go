@@ -36,15 +36,13 @@ type Table[V any] struct {
 // Plan packs the clauses of the series into sub-queries, in series then time order, each
 // selecting sel.
 func (t Table[V]) Plan(series []string, from, to uint64, sel string) ([]pager.SubQuery, error) {
-	filters, err := t.packShared(series, from, to)
-	if err != nil {
-		return nil, err
-	}
+	filters := t.packShared(series, from, to)
 	if filters == nil {
 		var clauses []filter.Expr
 		for _, name := range series {
 			clauses = append(clauses, t.Layout.Clauses(name, from, to)...)
 		}
+		var err error
 		if filters, err = filter.Pack(clauses, t.Layout.Limits); err != nil {
 			return nil, err
 		}
@@ -98,11 +96,12 @@ func (t Table[V]) Delete(ctx context.Context, series string, lo, hi uint64) erro
 // where every series' clause is its PartitionKey and the same narrowing of that partition
 // (Layout.Clauses' head and tail): (PartitionKey eq a or PartitionKey eq b ...) and head and
 // tail, which selects what the clauses OR-ed select. A series then costs one comparison of
-// Azure's 15, not up to three: 13 series a request instead of 5. nil (and no error) where
-// the range spans partitions, or for fewer than two series: Plan packs clause by clause.
-func (t Table[V]) packShared(series []string, from, to uint64) ([]filter.Expr, error) {
+// Azure's 15, not up to three: 13 series a request instead of 5. nil where the range spans
+// partitions, for fewer than two series, or where a key does not fit what the narrowing
+// leaves of the limits: Plan then packs clause by clause (and says what does not fit).
+func (t Table[V]) packShared(series []string, from, to uint64) []filter.Expr {
 	if len(series) < 2 || from >= to || t.Layout.PartitionOf(from) != t.Layout.PartitionOf(to-1) {
-		return nil, nil
+		return nil
 	}
 	maxCmp, maxLen := t.Layout.Limits.MaxComparisons, t.Layout.Limits.MaxLength
 	if maxCmp == 0 {
@@ -118,7 +117,7 @@ func (t Table[V]) packShared(series []string, from, to uint64) ([]filter.Expr, e
 		keysLen -= len("+and+") + e.EncodedLen()
 	}
 	if keysCmp < 1 || keysLen < 1 {
-		return nil, nil
+		return nil
 	}
 	keys := make([]filter.Expr, len(series))
 	for i, name := range series {
@@ -126,13 +125,13 @@ func (t Table[V]) packShared(series []string, from, to uint64) ([]filter.Expr, e
 	}
 	packed, err := filter.Pack(keys, filter.Limits{MaxComparisons: keysCmp, MaxLength: keysLen})
 	if err != nil {
-		return nil, nil // a key too long for what the narrowing leaves: clause by clause
+		return nil // a key too long for what the narrowing leaves
 	}
 	for i, p := range packed {
 		packed[i] = filter.And(append([]filter.Expr{p}, shared...)...)
 		if packed[i].Comparisons() > maxCmp || packed[i].EncodedLen() > maxLen {
-			return nil, nil // never sent: Plan packs clause by clause instead
+			return nil // never sent
 		}
 	}
-	return packed, nil
+	return packed
 }
