@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestSplit(t *testing.T) {
+func TestSplitReply(t *testing.T) {
 	for _, c := range []struct {
 		body string
 		want []string // nil with ok false
@@ -66,9 +66,9 @@ func nested(n int) string {
 	return b.String()
 }
 
-// FuzzSplit: what Split accepts, encoding/json accepts as an object with one
+// FuzzSplitReply: what Split accepts, encoding/json accepts as an object with one
 // member "value", an array of objects, and its entities are that array's elements.
-func FuzzSplit(f *testing.F) {
+func FuzzSplitReply(f *testing.F) {
 	for _, s := range []string{
 		`{"odata.metadata":"m","value":[{"PartitionKey":"p","RowKey":"r","V":1.5,"c@odata.type":"Edm.Binary","c":"AQI="}]}`,
 		`{"value":[]}`, `{"value":[{"a":[1,{"b":null}]}],"n":"x"}`, `{"value":[{"a":"\ud83d\ude00"}]}`,
