@@ -285,7 +285,15 @@
 //     most Concurrency+1 units beyond what the caller keeps. A unit reads the staging table
 //     once for both kinds (a group of up to 16 units shares one read of it), then the
 //     histogram tables for the series with histograms, then the raw tables (QueryMany:
-//     many series a request). Samples come back exactly: the millisecond of each sample and
+//     many series a request). A Select of at least two units cuts them in the order of
+//     the series' keys instead, and each unit reads the tables by the range of keys its
+//     series span (one query of four comparisons, pages of up to 1,000 chunks, the series
+//     not asked for dropped; a range that turns out sparse gives itself up within a page
+//     for the series' own filters, internal/chunks): series keys are hashes, so a unit of a
+//     large Select is most of its range's series, and the filters of the series' own
+//     partitions took a request per 13 to 15 series. Such a Select holds all its series
+//     before it gives the first, in labels' order (a PromQL engine holds them all anyway).
+//     Samples come back exactly: the millisecond of each sample and
 //     the float64 bits unchanged, staleness markers included. Where a float and a histogram
 //     share a millisecond, the histogram is kept (the series is a histogram series at that
 //     time). Series without a sample in the range are left out. A Series holds its floats

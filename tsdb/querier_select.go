@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/chunks"
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
@@ -94,15 +96,27 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 		fetch := func(ctx context.Context, i int) ([]*Series, error) {
 			return q.readUnit(ctx, staged, units, i, from, to)
 		}
+		inKeyOrder := len(units) > 0 && units[0].keyRange
+		var all []*Series // of units in key order, to sort by labels
 		for series, err := range readAhead(ctx, len(units), q.opts.Concurrency, fetch) {
 			if err != nil {
 				yield(nil, err)
 				return
 			}
+			if inKeyOrder {
+				all = append(all, series...)
+				continue
+			}
 			for _, s := range series {
 				if !emit(s) {
 					return
 				}
+			}
+		}
+		slices.SortFunc(all, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
+		for _, s := range all {
+			if !emit(s) {
+				return
 			}
 		}
 	}
@@ -174,6 +188,9 @@ func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []
 	if u.tier {
 		return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick, st)
 	}
+	if u.keyRange {
+		ctx = chunks.WithKeyRange(ctx)
+	}
 	return q.readRaw(ctx, u.entries, from, to, st)
 }
 
@@ -182,6 +199,9 @@ func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []
 type unit struct {
 	entries []entry
 	tier    bool
+	// Of a raw unit: its entries are a run of the Select's in key order, read by their
+	// range of keys (rawPlan).
+	keyRange bool
 	// Of a tier unit: the whole windows of step in [from, to), and what of them.
 	from, to time.Time
 	step     time.Duration

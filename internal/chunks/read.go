@@ -135,71 +135,128 @@ func (t Table[V]) Read(ctx context.Context, series string, from, to uint64, top 
 // first unit not final in fresh snapshots (Read), and its chunks elsewhere are skipped.
 // (Whether the cut fell between partitions cannot be told: continuations are opaque,
 // Azurite's and Azure's encoded.)
+//
+// With a context from WithKeyRange, and at least MinKeyRange series, it reads them by the
+// range of keys they span instead (readKeyRange).
 func (t Table[V]) ReadMany(ctx context.Context, series []string, from, to uint64, emit func(i int, u uint64, v V) bool) error {
-	plan, err := t.Plan(series, from, to, t.Layout.Select())
+	r := newManyRead(t, series, from, to, emit)
+	if keyRangeHinted(ctx) && len(series) >= MinKeyRange {
+		return r.byKeyRange(ctx)
+	}
+	return r.byPlan(ctx, allIndexes(len(series)))
+}
+
+func allIndexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// manyRead is the state of a ReadMany: each series' merger of the chunks read, the first
+// unit not final, and whether a Read of its own took it over.
+type manyRead[V any] struct {
+	t        Table[V]
+	series   []string
+	from, to uint64
+	emit     func(i int, u uint64, v V) bool
+	o        *owner
+	e        entity.Entity
+	mergers  []Merger[V]
+	newest   []uint64
+	done     []bool
+}
+
+func newManyRead[V any](t Table[V], series []string, from, to uint64, emit func(i int, u uint64, v V) bool) *manyRead[V] {
+	r := &manyRead[V]{t: t, series: series, from: from, to: to, emit: emit, o: newOwner(series),
+		e: entity.Entity{AllowStrings: true}, mergers: make([]Merger[V], len(series)),
+		newest: make([]uint64, len(series)), done: make([]bool, len(series))}
+	for i := range r.newest {
+		r.newest[i] = from
+	}
+	return r
+}
+
+// redo reads series i again from its first unit not final: the page that held its last
+// chunk read was cut. It returns false when emit stopped the read.
+func (r *manyRead[V]) redo(ctx context.Context, i int) (bool, error) {
+	r.mergers[i].Reset()
+	r.done[i] = true
+	stopped := false
+	err := r.t.Read(ctx, r.series[i], r.newest[i], r.to, 0, false, func(u uint64, v V) bool {
+		stopped = !r.emit(i, u, v)
+		return !stopped
+	})
+	return !stopped, err
+}
+
+// add takes chunk entity e of series i in: the values before its first unit are final.
+// It returns false when emit stopped the read.
+func (r *manyRead[V]) add(i int) (bool, error) {
+	first, err := r.t.add(&r.e, &r.mergers[i], r.newest[i], r.to)
+	if err != nil {
+		return false, err
+	}
+	if first > r.newest[i] {
+		if !r.mergers[i].Release(first, func(u uint64, v V) bool { return r.emit(i, u, v) }) {
+			return false, nil
+		}
+		r.newest[i] = first
+	}
+	return true, nil
+}
+
+// finish passes emit what the mergers of the series in which hold, all final. It returns
+// false when emit stopped the read.
+func (r *manyRead[V]) finish(which []int) bool {
+	for _, i := range which {
+		if !r.done[i] && !r.mergers[i].Release(r.to, func(u uint64, v V) bool { return r.emit(i, u, v) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// byPlan reads the series in which (none read yet) by their packed plan.
+func (r *manyRead[V]) byPlan(ctx context.Context, which []int) error {
+	names := make([]string, len(which))
+	for k, i := range which {
+		names[k] = r.series[i]
+	}
+	plan, err := r.t.Plan(names, r.from, r.to, r.t.Layout.Select())
 	if err != nil {
 		return err
 	}
-	e := entity.Entity{AllowStrings: true}
-	o := newOwner(series)
-	mergers := make([]Merger[V], len(series))
-	newest := make([]uint64, len(series))
-	for i := range newest {
-		newest[i] = from
-	}
-	done := make([]bool, len(series))
-	// redo reads series i again from its first unit not final: the page that held its last
-	// chunk read was cut.
-	redo := func(i int) (bool, error) {
-		mergers[i].Reset()
-		done[i] = true
-		stopped := false
-		err := t.Read(ctx, series[i], newest[i], to, 0, false, func(u uint64, v V) bool {
-			stopped = !emit(i, u, v)
-			return !stopped
-		})
-		return !stopped, err
-	}
 	prevQuery, last := -1, -1
-	for page, err := range pager.Pages(ctx, t.Client, plan, 0, pager.Continuation{}, t.Concurrency) {
+	for page, err := range pager.Pages(ctx, r.t.Client, plan, 0, pager.Continuation{}, r.t.Concurrency) {
 		if err != nil {
 			return err
 		}
-		if page.Query == prevQuery && last >= 0 && !done[last] { // the page before was cut
-			if more, err := redo(last); err != nil || !more {
+		if page.Query == prevQuery && last >= 0 && !r.done[last] { // the page before was cut
+			if more, err := r.redo(ctx, last); err != nil || !more {
 				return err
 			}
 		}
 		prevQuery, last = page.Query, -1
 		for _, raw := range page.Entities {
-			if err := e.Decode(raw); err != nil {
+			if err := r.e.Decode(raw); err != nil {
 				return err
 			}
-			i, err := of(o, t.Layout, &e)
+			i, err := of(r.o, r.t.Layout, &r.e)
 			if err != nil {
 				return err
 			}
-			if done[i] {
+			if r.done[i] {
 				continue
 			}
-			first, err := t.add(&e, &mergers[i], newest[i], to)
-			if err != nil {
+			if more, err := r.add(i); err != nil || !more {
 				return err
-			}
-			if first > newest[i] {
-				if !mergers[i].Release(first, func(u uint64, v V) bool { return emit(i, u, v) }) {
-					return nil
-				}
-				newest[i] = first
 			}
 			last = i
 		}
 	}
-	for i := range mergers {
-		if !done[i] && !mergers[i].Release(to, func(u uint64, v V) bool { return emit(i, u, v) }) {
-			return nil
-		}
-	}
+	r.finish(which)
 	return nil
 }
 

@@ -103,6 +103,10 @@ func Key(f rounding.KeyFormat, escaped string, start uint64) string {
 	return string(f.AppendUnits(b, start))
 }
 
+// Begin is at or below every PartitionKey of the escaped series, and above other series'
+// keys below them.
+func Begin(escaped string) string { return escaped + string(rune(separator)) }
+
 // End is above every PartitionKey of the escaped series, and below other series' keys.
 func End(escaped string) string { return escaped + string(rune(afterSeparator)) }
 

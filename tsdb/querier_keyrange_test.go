@@ -1,0 +1,95 @@
+package tsdb
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+)
+
+// A Select of many series (80 of a database's 100, five batches) reads each batch by the
+// range of keys it spans: one query of the raw table a batch, across midnight too (where
+// the series' own clauses take five a batch), some points still staged; and it gives every
+// series exactly, in labels' order.
+func TestSelectManyByKeyRange(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	base := querierBase.Add(46 * time.Hour) // two hours to midnight, in a raw period begun that day
+	now := base.Add(4 * time.Hour)
+	name := fmt.Sprintf("kr%d", rand.Uint32())
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	raw := &tableReads{next: checker}
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: raw}})
+	require.NoError(t, err)
+	db, err := Open(ctx, svc, name, &Options{Tiers: []Tier{}, Now: func() time.Time { return now },
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	require.NoError(t, err)
+	p := db.names.PeriodOf(base)
+	raw.table = db.names.RawTable(p)
+	require.Equal(t, p, db.names.PeriodOf(now), "the test's range is in one raw period")
+	t.Cleanup(func() {
+		for _, table := range []string{name + "m", name + "w", db.names.RawTable(p), db.names.IndexTable(p), db.names.HistTable(p)} {
+			_, _ = svc.DeleteTable(context.Background(), table, nil)
+		}
+	})
+
+	want := map[string][]string{} // of dense_total, by label i: "t:v"
+	var folded, staged []SeriesPoints
+	for i := range 100 {
+		metric := "dense_total"
+		if i >= 80 {
+			metric = "other"
+		}
+		label := fmt.Sprintf("%03d", i)
+		key, err := db.SeriesOf(ctx, Labels{{Name: "__name__", Value: metric}, {Name: "i", Value: label}})
+		require.NoError(t, err)
+		var pts []tablets.Point
+		for j := range 16 { // every 15 minutes for 4 hours, across midnight
+			at := base.Add(time.Duration(j)*15*time.Minute + time.Duration(i)*time.Second)
+			pts = append(pts, tablets.Point{Time: at, Value: float64(i*100 + j)})
+			if metric == "dense_total" {
+				want[label] = append(want[label], fmt.Sprintf("%d:%v", at.UnixMilli(), float64(i*100+j)))
+			}
+		}
+		folded = append(folded, SeriesPoints{Series: key, Points: pts[:12]})
+		staged = append(staged, SeriesPoints{Series: key, Points: pts[12:]})
+	}
+	require.NoError(t, db.WriteMany(ctx, folded))
+	_, err = db.Fold(ctx)
+	require.NoError(t, err)
+	require.NoError(t, db.WriteMany(ctx, staged))
+
+	q, err := db.Queryable(&QueryOptions{DisableTiers: true, BatchSize: 16})
+	require.NoError(t, err)
+	raw.n.Store(0)
+	got := map[string][]string{}
+	var order []Labels
+	for s, err := range q.Querier(base, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
+		require.NoError(t, err)
+		order = append(order, s.Labels)
+		it := s.Iterator()
+		for it.Next() {
+			x := it.At()
+			got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
+		}
+		require.NoError(t, it.Err())
+	}
+	require.Equal(t, want, got)
+	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
+	// Five batches of 16, each one query of the raw table (its range of keys holds about 20
+	// series, a chunk or two each); by their clauses across midnight, five queries a batch.
+	require.LessOrEqual(t, raw.n.Load(), int64(5), "raw table queries")
+	require.Positive(t, raw.n.Load())
+}
