@@ -18,39 +18,51 @@ func Decode(b []byte) ([]Series, error) { return DecodeSome(b, nil) }
 // the whole column as Decode does, but allocates nothing for the series it leaves out: a
 // read of a few series decodes staging columns that hold thousands.
 func DecodeSome(b []byte, want map[string]bool) ([]Series, error) {
+	var out []Series
+	err := DecodeEach(b, want, func(key []byte, times []int64, values []float64) {
+		out = append(out, Series{Key: string(key), Times: slices.Clone(times), Values: slices.Clone(values)})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DecodeEach is DecodeSome passing each series kept to each, in the column's order, instead
+// of returning them: its key, times and values are the decoder's own and valid only during
+// the call, so that a caller that keeps the points elsewhere (packed, interned) allocates
+// nothing a series. The column is checked whole, as Decode does; each may have been called
+// for the series before a fault.
+func DecodeEach(b []byte, want map[string]bool, each func(key []byte, times []int64, values []float64)) error {
 	if len(b) == 0 {
-		return nil, fmt.Errorf("%w: empty", ErrInvalid)
+		return fmt.Errorf("%w: empty", ErrInvalid)
 	}
 	if b[0] != Version {
-		return nil, fmt.Errorf("%w: version %d, not %d", ErrInvalid, b[0], Version)
+		return fmt.Errorf("%w: version %d, not %d", ErrInvalid, b[0], Version)
 	}
 	r := &reader{b: b, off: 1, record: -1, want: want}
 	z, err := r.uvarint("the base time")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	base := unzigzag(z)
-	var out []Series
 	baseSeen := false // some series starts at the base time
 	records := 0
 	for ; r.off < len(r.b); records++ {
 		r.record = records
-		s, first, keep, err := r.series(base)
+		first, err := r.series(base, each)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		baseSeen = baseSeen || first == base
-		if keep {
-			out = append(out, s)
-		}
 	}
 	switch {
 	case records == 0 && base != 0:
-		return nil, fmt.Errorf("%w: base time %d in a column without series (not 0)", ErrInvalid, base)
+		return fmt.Errorf("%w: base time %d in a column without series (not 0)", ErrInvalid, base)
 	case records > 0 && !baseSeen:
-		return nil, fmt.Errorf("%w: base time %d is not the column's smallest time", ErrInvalid, base)
+		return fmt.Errorf("%w: base time %d is not the column's smallest time", ErrInvalid, base)
 	}
-	return out, nil
+	return nil
 }
 
 // reader walks a column, saying where it fails.
@@ -61,8 +73,8 @@ type reader struct {
 
 	want     map[string]bool // the series kept (nil: all)
 	keyBuf   [1 + 2*seriesKeyBytes]byte
-	times64  []int64   // reused for the series left out
-	values64 []float64 // reused for the series left out
+	times64  []int64   // the series being read
+	values64 []float64 // the series being read
 }
 
 func (r *reader) errorf(format string, args ...any) error {
@@ -90,40 +102,32 @@ func (r *reader) uvarint(what string) (uint64, error) {
 	return x, nil
 }
 
-// series reads the next series: it, the time of its first point, and whether it is kept
-// (when not, s is empty and its points went into scratch slices).
-func (r *reader) series(base int64) (s Series, first int64, keep bool, err error) {
+// series reads the next series into the reader's scratch slices, passes it to each if
+// want keeps it, and returns the time of its first point.
+func (r *reader) series(base int64, each func(key []byte, times []int64, values []float64)) (first int64, err error) {
 	key, err := r.key()
 	if err != nil {
-		return Series{}, 0, false, err
+		return 0, err
 	}
-	keep = r.want == nil || r.want[string(key)]
 	n, err := r.uvarint("the point count")
 	if err != nil {
-		return Series{}, 0, false, err
+		return 0, err
 	}
 	// Each point takes at least a byte of time and a byte of value: a bound on n checked
 	// before any allocation.
 	if n == 0 || n > uint64(r.left()/2) {
-		return Series{}, 0, false, r.errorf("%d points in %d bytes", n, r.left())
+		return 0, r.errorf("%d points in %d bytes", n, r.left())
 	}
-	times, values := r.times64[:0], r.values64[:0]
-	if keep {
-		s.Key = string(key)
-		times, values = make([]int64, 0, n), make([]float64, 0, n)
+	if r.times64, err = r.times(base, int(n), r.times64); err != nil {
+		return 0, err
 	}
-	if times, err = r.times(base, int(n), times); err != nil {
-		return Series{}, 0, false, err
+	if r.values64, err = r.values(int(n), r.values64); err != nil {
+		return 0, err
 	}
-	if values, err = r.values(int(n), values); err != nil {
-		return Series{}, 0, false, err
+	if r.want == nil || r.want[string(key)] {
+		each(key, r.times64, r.values64)
 	}
-	if !keep {
-		r.times64, r.values64 = times, values
-		return Series{}, times[0], false, nil
-	}
-	s.Times, s.Values = times, values
-	return s, times[0], true, nil
+	return r.times64[0], nil
 }
 
 // key reads a series' key. It returns it in r.keyBuf or in r.b: valid until the next call.

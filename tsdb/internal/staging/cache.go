@@ -175,23 +175,24 @@ func (c cachedColumn) column(col int) cachedColumn {
 
 // decode decodes column c of e's columns as read: empty when the entity has none.
 func (e *cachedEntity) decode(c int) (cachedColumn, error) {
-	series, hists, err := e.decodeColumn(c)
-	return cachedColumn{series: packSeries(series), hists: hists}, err
+	var col cachedColumn
+	err := e.decodeColumn(c, &col)
+	return col, err
 }
 
-// decodeColumn decodes column c of e's columns as read, of e's kind (none when e has no
-// such column).
-func (e *cachedEntity) decodeColumn(c int) ([]stageenc.Series, []stageenc.HistSeries, error) {
+// decodeColumn decodes column c of e's columns as read, of e's kind, into col (nothing when
+// e has no such column).
+func (e *cachedEntity) decodeColumn(c int, col *cachedColumn) error {
 	b, ok := e.encoded[c]
 	switch {
 	case !ok:
-		return nil, nil, nil
+		return nil
 	case e.version == HistVersion:
 		hists, err := stageenc.DecodeHist(b)
-		return nil, hists, err
+		col.hists = append(col.hists, hists...)
+		return err
 	default:
-		series, err := stageenc.DecodeSome(b, nil)
-		return series, nil, err
+		return col.series.appendColumn(b)
 	}
 }
 
@@ -199,16 +200,11 @@ func (e *cachedEntity) decodeColumn(c int) ([]stageenc.Series, []stageenc.HistSe
 // wholeEntity column).
 func (e *cachedEntity) decodeAll() (cachedColumn, error) {
 	var all cachedColumn
-	var series []stageenc.Series
 	for _, c := range slices.Sorted(maps.Keys(e.encoded)) {
-		s, h, err := e.decodeColumn(c)
-		if err != nil {
+		if err := e.decodeColumn(c, &all); err != nil {
 			return cachedColumn{}, fmt.Errorf("column %s%d: %w", ColumnChar, c, err)
 		}
-		series = append(series, s...)
-		all.hists = append(all.hists, h...)
 	}
-	all.series = packSeries(series)
 	return all, nil
 }
 

@@ -69,3 +69,19 @@ func (p *seriesPack) at(i int) stageenc.Series {
 func (p *seriesPack) cost() int {
 	return int(unsafe.Sizeof(*p)) + int(unsafe.Sizeof(unique.Handle[string]{}))*cap(p.keys) + cap(p.columns) + 4*cap(p.ends) + 8*(cap(p.times)+cap(p.values))
 }
+
+// appendColumn decodes a float staging column as read (stageenc) straight into p: no
+// stageenc.Series, key string or one-point slices a series, which decoding and then
+// packing allocated (a scrape's entity holds a point of each of thousands of series).
+func (p *seriesPack) appendColumn(b []byte) error {
+	return stageenc.DecodeEach(b, nil, func(key []byte, times []int64, values []float64) {
+		// unique.Make copies a string it keeps: the key may be the decoder's buffer.
+		k := unsafe.String(unsafe.SliceData(key), len(key))
+		p.keys = append(p.keys, unique.Make(k))
+		_, c := Hash(k)
+		p.columns = append(p.columns, uint8(c))
+		p.times = append(p.times, times...)
+		p.values = append(p.values, values...)
+		p.ends = append(p.ends, uint32(len(p.times)))
+	})
+}
