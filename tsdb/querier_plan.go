@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/rounding"
 )
@@ -58,7 +59,20 @@ func (q *Queryable) rawPlan(entries []entry) []unit {
 	if len(entries) < 2*q.opts.BatchSize {
 		return rawUnits(entries, q.opts.BatchSize)
 	}
-	byKey := slices.SortedFunc(slices.Values(entries), func(a, b entry) int { return partkey.Compare(a.series, b.series) })
+	// Sorted by each series' first PartitionKey (partkey.Compare, its key made once).
+	type keyed struct {
+		key string
+		e   entry
+	}
+	ks := make([]keyed, len(entries))
+	for i, e := range entries {
+		ks[i] = keyed{partkey.Begin(partkey.Escape(e.series)), e}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return filter.CompareUTF16(a.key, b.key) })
+	byKey := make([]entry, len(ks))
+	for i, k := range ks {
+		byKey[i] = k.e
+	}
 	units := rawUnits(byKey, q.opts.BatchSize)
 	for i := range units {
 		units[i].keyRange = true
