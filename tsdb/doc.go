@@ -297,7 +297,8 @@
 //     the float64 bits unchanged, staleness markers included. Where a float and a histogram
 //     share a millisecond, the histogram is kept (the series is a histogram series at that
 //     time). Series without a sample in the range are left out. A Series holds its floats
-//     encoded (internal/chunkenc, a few bytes a sample), its histograms as read.
+//     plain (16 bytes a sample) for the first million floats of its Select, encoded
+//     beyond (internal/chunkenc, a few bytes a sample), its histograms as read.
 //   - Tier reads: as Thanos' auto-downsampling, a Select whose hints say the step is at
 //     least five times a tier's Step, and whose function a window's Min, Max or Last
 //     answers (min_over_time, max_over_time, last_over_time, rate, increase, irate, delta,

@@ -93,8 +93,9 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			return
 		}
 		staged := newStagedGroups(q, units, from, to)
+		plain := newPlainBudget(plainSelectSamples)
 		fetch := func(ctx context.Context, i int) ([]*Series, error) {
-			return q.readUnit(ctx, staged, units, i, from, to)
+			return q.readUnit(ctx, staged, units, i, from, to, plain)
 		}
 		inKeyOrder := len(units) > 0 && units[0].keyRange
 		var all []*Series // of units in key order, to sort by labels
@@ -178,7 +179,7 @@ func readAhead(ctx context.Context, n, concurrency int, fetch func(context.Conte
 }
 
 // readUnit reads unit i of units, with its group's staged samples.
-func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []unit, i int, from, to time.Time) ([]*Series, error) {
+func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []unit, i int, from, to time.Time, plain *plainBudget) ([]*Series, error) {
 	u := units[i]
 	st, err := staged.acquire(ctx, i)
 	if err != nil {
@@ -191,7 +192,7 @@ func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []
 	if u.keyRange {
 		ctx = chunks.WithKeyRange(ctx)
 	}
-	return q.readRaw(ctx, u.entries, from, to, st)
+	return q.readRaw(ctx, u.entries, from, to, st, plain)
 }
 
 // unit is what one read of a Select reads: a batch of series' raw samples, or their windows
@@ -276,7 +277,7 @@ func (q *Queryable) tierUnits(entries []entry, from, to time.Time, step time.Dur
 // samples of those that have some from the histogram tables, then the floats of all from
 // the raw tables (many series a request). It returns the series with samples, in the
 // batch's order.
-func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Time, staged *stagedSet) ([]*Series, error) {
+func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Time, staged *stagedSet, plain *plainBudget) ([]*Series, error) {
 	db := q.db
 	names := make([]string, len(batch))
 	byName := make(map[string]*Series, len(batch))
@@ -287,7 +288,7 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 		names[i] = e.series
-		all[i] = &Series{Series: e.series, Labels: e.labels}
+		all[i] = &Series{Series: e.series, Labels: e.labels, plain: plain}
 		byName[e.series] = all[i]
 		if e.hist {
 			withHist = append(withHist, e.series)

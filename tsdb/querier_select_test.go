@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,6 +194,77 @@ func TestSeriesManyChunks(t *testing.T) {
 	empty := &Series{}
 	empty.finish()
 	require.Empty(t, floatsOf(t, empty))
+}
+
+// Floats stay plain while their Select's budget lasts: the series that find it hold no
+// chunk, the one that runs it out holds what it had plain in a chunk and the rest in chunks
+// as usual, the ones after it only chunks; every bit kept in every case, a millisecond's
+// later point winning, the budget shared by concurrent series.
+func TestSeriesPlainBudget(t *testing.T) {
+	n := 2*chunkPoints + 10
+	fill := func(s *Series, k int) {
+		for i := range n {
+			s.appendFloat(int64(i)*10, float64(i*k)*0.5+math.Pi)
+			if i == 7 {
+				s.appendFloat(int64(i)*10, -1) // the later of a millisecond
+			}
+		}
+		s.finish()
+	}
+	check := func(s *Series, k int) {
+		t.Helper()
+		got := floatsOf(t, s)
+		require.Len(t, got, n)
+		for i, g := range got {
+			v := float64(i*k)*0.5 + math.Pi
+			if i == 7 {
+				v = -1
+			}
+			require.Equal(t, [2]int64{int64(i) * 10, int64(math.Float64bits(v))}, g, "sample %d", i)
+		}
+		m, _ := s.Len()
+		require.Equal(t, n, m)
+	}
+	// A budget of two series and a half, the series filled one after the other.
+	budget := newPlainBudget(int64(2*n + n/2))
+	var chunks []int
+	for k := range 4 {
+		s := &Series{plain: budget}
+		fill(s, k+1)
+		check(s, k+1)
+		chunks = append(chunks, len(s.chunks))
+	}
+	require.Equal(t, []int{0, 0, 2, 3}, chunks, "chunks a series")
+	require.Equal(t, int64(2*n+n/2-2*n-chunkPoints), budget.left.Load(), "the budget left")
+	// Filled at once, as a Select's units are read: never more than the budget plain.
+	budget = newPlainBudget(int64(2*n + n/2))
+	series := make([]*Series, 8)
+	var wg sync.WaitGroup
+	for k := range series {
+		series[k] = &Series{plain: budget}
+		wg.Go(func() { fill(series[k], k+1) })
+	}
+	wg.Wait()
+	held := 0
+	for k, s := range series {
+		check(s, k+1)
+		held += len(s.times)
+	}
+	require.LessOrEqual(t, held, 2*n+n/2, "floats held plain")
+	require.GreaterOrEqual(t, budget.left.Load(), int64(0))
+
+	// A series with histograms merges its plain floats with them.
+	h := HistogramPoint{H: &Histogram{Count: 1, Sum: 1, ZeroThreshold: 0.001, ZeroCount: 1}}
+	mixed := &Series{plain: newPlainBudget(1 << 20)}
+	mixed.appendFloat(1, 1)
+	mixed.appendFloat(3, 3)
+	require.NoError(t, mixed.appendHistogram(2, h))
+	mixed.finish()
+	var kinds []string
+	for it := mixed.Iterator(); it.Next(); {
+		kinds = append(kinds, fmt.Sprintf("%d:%v", it.At().T, it.At().IsHistogram()))
+	}
+	require.Equal(t, []string{"1:false", "2:true", "3:false"}, kinds)
 }
 
 // A series with histograms merges them with its floats by time; where both share a

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"errors"
+	"sync/atomic"
 
 	"github.com/seed71701133/tablets/internal/chunkenc"
 )
@@ -20,8 +21,9 @@ func (s Sample) IsHistogram() bool { return s.H != nil || s.FH != nil }
 
 // Series is a series a Select found, with its samples in the range, read whole.
 //
-// Floats are held encoded (the raw chunks' codec, internal/chunkenc: a few bytes a sample,
-// float bits unchanged), chunkPoints at a time. A series with histogram samples holds all
+// Floats are held plain (16 bytes a sample) while the Select's plainBudget lasts, encoded
+// beyond it (the raw chunks' codec, internal/chunkenc: a few bytes a sample, float bits
+// unchanged), chunkPoints at a time. A series with histogram samples holds all
 // its samples in one list by time instead, as read: a decoded histogram weighs far more
 // than a float anyway.
 type Series struct {
@@ -29,9 +31,13 @@ type Series struct {
 	Labels Labels
 
 	chunks [][]byte // of floats, each of at most chunkPoints
-	times  []uint64 // floats not yet in a chunk
+	times  []uint64 // floats not in a chunk: the latest
 	values []float64
-	n      int // floats, the pending one included
+	// plain, if not nil, lets floats stay out of chunks while it lasts: encoding them as
+	// they come and decoding them as they are iterated was half the CPU of a refreshed
+	// panel from the caches.
+	plain *plainBudget
+	n     int // floats, the pending one included
 
 	pending bool // a float waits for the next: a later one in its millisecond replaces it
 	pendT   int64
@@ -71,9 +77,37 @@ func (s *Series) flush() {
 	s.pending = false
 	s.times = append(s.times, uint64(s.pendT))
 	s.values = append(s.values, s.pendV)
-	if len(s.times) == chunkPoints {
+	if len(s.times)%chunkPoints == 0 && !s.plain.take(chunkPoints) {
 		s.cut()
 	}
+}
+
+// plainBudget is how many float samples the Series of one Select may hold plain (16 bytes
+// each) rather than encoded: the first come keep theirs plain, the others are encoded
+// chunkPoints at a time. Safe for concurrent use (a Select's units read at once).
+type plainBudget struct{ left atomic.Int64 }
+
+// plainSelectSamples is the plain budget of a Select: 1M samples, 16 MB. A refreshed
+// dashboard panel of a thousand series over an hour is a third of it.
+const plainSelectSamples = 1 << 20
+
+func newPlainBudget(samples int64) *plainBudget {
+	b := &plainBudget{}
+	b.left.Store(samples)
+	return b
+}
+
+// take takes n samples of the budget, reporting whether it had them (a nil budget never
+// has).
+func (b *plainBudget) take(n int) bool {
+	if b == nil {
+		return false
+	}
+	if b.left.Add(-int64(n)) >= 0 {
+		return true
+	}
+	b.left.Add(int64(n))
+	return false
 }
 
 // cut encodes the floats not yet in a chunk.
@@ -111,8 +145,14 @@ func (s *Series) appendHistogram(t int64, p HistogramPoint) error {
 // histogram).
 func (s *Series) finish() {
 	s.flush()
-	s.cut()
-	s.times, s.values = nil, nil
+	// The last floats stay plain if the budget has them; else all go into a chunk (the
+	// plain ones are always the latest).
+	if tail := len(s.times) % chunkPoints; tail > 0 && !s.plain.take(tail) {
+		s.cut()
+	}
+	if len(s.times) == 0 {
+		s.times, s.values = nil, nil
+	}
 	if len(s.hists) == 0 {
 		return
 	}
@@ -133,6 +173,7 @@ func (s *Series) finish() {
 	s.nh = len(s.hists)
 	s.n = len(out) - s.nh // the floats kept
 	s.mixed, s.hists, s.chunks = out, nil, nil
+	s.times, s.values = nil, nil
 }
 
 // Len is the number of samples of the series, and of them the histogram ones.
@@ -153,7 +194,7 @@ func (s *Series) Iterator() *SampleIterator {
 }
 
 func (s *Series) floatIterator() *SampleIterator {
-	return &SampleIterator{chunks: s.chunks, i: -1}
+	return &SampleIterator{chunks: s.chunks, times: s.times, values: s.values, i: -1}
 }
 
 // SampleIterator iterates over a Series' samples. Call Next before the first At.
@@ -161,6 +202,9 @@ type SampleIterator struct {
 	list []Sample // of a series with histograms
 
 	chunks [][]byte // of a series of floats: decoded one at a time into cur
+	times  []uint64 // of a series of floats: its plain ones, after the chunks
+	values []float64
+	plain  bool // At reads times and values at i
 	cur    []Sample
 	i      int // of the sample At returns, in list or cur
 	err    error
@@ -174,6 +218,14 @@ func (it *SampleIterator) Next() bool {
 	if it.list != nil {
 		if it.i+1 >= len(it.list) {
 			it.i = len(it.list)
+			return false
+		}
+		it.i++
+		return true
+	}
+	if it.plain {
+		if it.i+1 >= len(it.times) {
+			it.i = len(it.times)
 			return false
 		}
 		it.i++
@@ -197,7 +249,12 @@ func (it *SampleIterator) Next() bool {
 			return true
 		}
 	}
-	it.cur, it.i = nil, 0
+	it.cur = nil
+	if len(it.times) > 0 {
+		it.plain, it.i = true, 0
+		return true
+	}
+	it.i = 0
 	return false
 }
 
@@ -205,6 +262,9 @@ func (it *SampleIterator) Next() bool {
 func (it *SampleIterator) At() Sample {
 	if it.list != nil {
 		return it.list[it.i]
+	}
+	if it.plain {
+		return Sample{T: int64(it.times[it.i]), F: it.values[it.i]}
 	}
 	return it.cur[it.i]
 }
