@@ -30,7 +30,7 @@ type Series struct {
 	Series string // the series key
 	Labels Labels
 
-	chunks [][]byte // of floats, each of at most chunkPoints
+	chunks [][]byte // of floats: chunkPoints each, or what was plain when the budget ran out
 	times  []uint64 // floats not in a chunk: the latest
 	values []float64
 	// plain, if not nil, lets floats stay out of chunks while it lasts: encoding them as

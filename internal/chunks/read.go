@@ -137,7 +137,7 @@ func (t Table[V]) Read(ctx context.Context, series string, from, to uint64, top 
 // Azurite's and Azure's encoded.)
 //
 // With a context from WithKeyRange, and at least MinKeyRange series, it reads them by the
-// range of keys they span instead (readKeyRange).
+// range of keys they span instead (byKeyRange).
 func (t Table[V]) ReadMany(ctx context.Context, series []string, from, to uint64, emit func(i int, u uint64, v V) bool) error {
 	r := newManyRead(t, series, from, to, emit)
 	if keyRangeHinted(ctx) && len(series) >= MinKeyRange {

@@ -27,7 +27,7 @@ const (
 type keyRangeKey struct{}
 
 // WithKeyRange returns a context in which ReadMany reads its series by the range of keys
-// they span (readKeyRange): for a caller whose series are a dense run of a table's, in key
+// they span (byKeyRange): for a caller whose series are a dense run of a table's, in key
 // order (tsdb's Select of many series, cut in key order). It changes what a read costs,
 // never what it returns.
 func WithKeyRange(ctx context.Context) context.Context {
