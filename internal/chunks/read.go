@@ -26,15 +26,23 @@ func newOwner(series []string) *owner {
 	return o
 }
 
-// of returns the index of the series that owns an entity of layout l.
-func of[V any](o *owner, l Layout[V], e *entity.Entity) (int, error) {
+// find returns the index of the series asked for that owns an entity of layout l, if any.
+func find[V any](o *owner, l Layout[V], e *entity.Entity) (int, bool) {
 	// The service returns chunks in key order: the owner is most often the last one.
 	if l.Owns(e.PartitionKey, o.series[o.last]) {
-		return o.last, nil
+		return o.last, true
 	}
 	name, _, err := partkey.Split(l.Format, e.PartitionKey)
 	if i, ok := o.index[name]; ok && err == nil {
 		o.last = i
+		return i, true
+	}
+	return 0, false
+}
+
+// of is find for a read whose every entity belongs to a series it asked for.
+func of[V any](o *owner, l Layout[V], e *entity.Entity) (int, error) {
+	if i, ok := find(o, l, e); ok {
 		return i, nil
 	}
 	return 0, fmt.Errorf("entity PartitionKey %q RowKey %q belongs to no series this query asked for", e.PartitionKey, e.RowKey)

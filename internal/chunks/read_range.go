@@ -93,7 +93,7 @@ func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 				return err
 			}
 			lastPK = append(lastPK[:0], r.e.PartitionKey...)
-			i, ok := r.owner()
+			i, ok := find(r.o, r.t.Layout, &r.e)
 			last = i
 			if !ok {
 				skipped++
@@ -128,22 +128,6 @@ func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 	}
 	r.finish(order)
 	return nil
-}
-
-// owner is the series asked for that owns the entity just decoded, if any.
-func (r *manyRead[V]) owner() (int, bool) {
-	if r.t.Layout.Owns(r.e.PartitionKey, r.series[r.o.last]) {
-		return r.o.last, true
-	}
-	name, _, err := partkey.Split(r.t.Layout.Format, r.e.PartitionKey)
-	if err != nil {
-		return 0, false
-	}
-	i, ok := r.o.index[name]
-	if ok {
-		r.o.last = i
-	}
-	return i, ok
 }
 
 // reached splits the series (of order, by key) at pk, the PartitionKey of the last chunk a
