@@ -3,6 +3,7 @@ package staging
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -10,8 +11,9 @@ import (
 )
 
 // Packed staged points read back bit for bit, trimmed to any range as pointsIn trims the
-// points themselves: times before 1970 and at the ends of the time range, NaNs of any
-// payload (Prometheus' stale marker), infinities, irregular gaps.
+// points themselves, whether kept plain or encoded: times before 1970 and at the ends of
+// the time range, NaNs of any payload (Prometheus' stale marker), infinities, irregular
+// gaps.
 func TestPackedPointsRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	stale := math.Float64frombits(0x7ff0000000000002)
@@ -39,10 +41,14 @@ func TestPackedPointsRoundTrip(t *testing.T) {
 			pts = append(pts, tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: v})
 			ms += 1 + rng.Int64N(20_000)
 		}
-		var scratch PackScratch
+		// Even trials keep their points plain, odd ones encode them.
+		scratch := PackScratch{PlainLeft: (1 - trial%2) * n}
 		packed := scratch.Pack(pts)
-		if n > 20 && len(packed) > 12*n {
-			t.Errorf("trial %d: %d points packed in %d bytes", trial, n, len(packed))
+		if n > 0 && packed.Plain() != (trial%2 == 0) || scratch.PlainLeft != 0 {
+			t.Fatalf("trial %d: %d points plain %v, %d plain left", trial, n, packed.Plain(), scratch.PlainLeft)
+		}
+		if n > 20 && trial%2 == 1 && packed.Bytes() > 12*n {
+			t.Errorf("trial %d: %d points packed in %d bytes", trial, n, packed.Bytes())
 		}
 		ranges := [][2]time.Time{{tablets.MinTime, tablets.MaxTime}}
 		for range 5 {
@@ -69,12 +75,47 @@ func TestPackedPointsRoundTrip(t *testing.T) {
 			}
 		}
 	}
-	var scratch PackScratch
-	if p := scratch.Pack(nil); p != nil {
-		t.Errorf("no points packed in %d bytes", len(p))
+	scratch := PackScratch{PlainLeft: 10}
+	if p := scratch.Pack(nil); p.Bytes() != 0 || p.Plain() || scratch.PlainLeft != 10 {
+		t.Errorf("no points packed in %d bytes (plain %v), %d plain left", p.Bytes(), p.Plain(), scratch.PlainLeft)
 	}
-	if got, err := Packed(nil).In(tablets.MinTime, tablets.MaxTime); got != nil || err != nil {
+	if got, err := (Packed{}).In(tablets.MinTime, tablets.MaxTime); got != nil || err != nil {
 		t.Errorf("nothing packed reads %v, %v", got, err)
+	}
+}
+
+// A read keeps its first PlainLeft points plain, series by series: a series that does not
+// fit is encoded, and a smaller one after it may still fit. What In gives of a plain
+// series is read-only: an append to it copies.
+func TestPackedPlainBudget(t *testing.T) {
+	start := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	series := func(n int) []tablets.Point {
+		pts := make([]tablets.Point, n)
+		for i := range pts {
+			pts[i] = tablets.Point{Time: start.Add(time.Duration(i) * 15 * time.Second), Value: float64(i)}
+		}
+		return pts
+	}
+	scratch := PackScratch{PlainLeft: 100}
+	var got []bool
+	for _, n := range []int{60, 50, 30, 10, 1} {
+		got = append(got, scratch.Pack(series(n)).Plain())
+	}
+	if want := []bool{true, false, true, true, false}; !slices.Equal(got, want) || scratch.PlainLeft != 0 {
+		t.Errorf("plain: %v, want %v; %d left", got, want, scratch.PlainLeft)
+	}
+	pts := series(10)
+	p := (&PackScratch{PlainLeft: 10}).Pack(pts)
+	in, err := p.In(start.Add(15*time.Second), start.Add(45*time.Second))
+	if err != nil || len(in) != 2 || in[0].Value != 1 || in[1].Value != 2 {
+		t.Fatalf("In: %v, %v", in, err)
+	}
+	_ = append(in, tablets.Point{Value: -1})
+	if pts[3].Value != 3 {
+		t.Errorf("an append to what In gave changed the packed points: %v", pts[3])
+	}
+	if in, _ := p.In(start.Add(time.Millisecond), start.Add(15*time.Second)); len(in) != 0 {
+		t.Errorf("In between two points: %v", in)
 	}
 }
 
@@ -86,8 +127,8 @@ func TestPackedPointsSize(t *testing.T) {
 		pts = append(pts, tablets.Point{Time: start.Add(time.Duration(i)*15*time.Second + time.Duration(i%3)*time.Millisecond), Value: float64(1000 + 7*i)})
 	}
 	var scratch PackScratch
-	if p := scratch.Pack(pts); len(p) > 3*len(pts) {
-		t.Errorf("300 points of a counter scraped every 15 s packed in %d bytes", len(p))
+	if p := scratch.Pack(pts); p.Plain() || p.Bytes() > 3*len(pts) {
+		t.Errorf("300 points of a counter scraped every 15 s packed in %d bytes (plain %v)", p.Bytes(), p.Plain())
 	}
 }
 
