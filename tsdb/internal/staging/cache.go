@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unique"
 	"unsafe"
 
 	"github.com/seed71701133/tablets/entity"
@@ -278,7 +279,7 @@ type listedEntity struct {
 }
 
 // cachedEntities yields the staging entities q's filter selects, each with the float series
-// of columns (nil: every column) that want holds (nil: all) and the histogram series of
+// of columns (nil: every column) that want holds (nil: all; else with their slots) and the histogram series of
 // those columns, as entitiesIn does, but from the cache where an entity's columns are there
 // at its ETag: one listing of the keys, then a query of each partition holding an entity
 // or column the cache lacks. An entity the Fold deleted between the listing and its fetch
@@ -286,7 +287,7 @@ type listedEntity struct {
 //
 // When it yields only entities the cache held, *listedAt is set to Table.ReadsDone as of
 // the listing they come from (else left alone): what it yields is what the table held then.
-func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, want map[string]bool, read *collectRead, listedAt *uint64) iter.Seq2[Decoded, error] {
+func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, want map[unique.Handle[string]]int32, read *collectRead, listedAt *uint64) iter.Seq2[Decoded, error] {
 	return func(yield func(Decoded, error) bool) {
 		fail := func(err error) {
 			if !azerr.IsTableGone(err) {
@@ -392,7 +393,7 @@ func inOrder(keys []int, cols map[int]cachedColumn) []cachedColumn {
 // entities from the cache, and spends about as long assembling them (a lookup a series) as
 // collecting their points.
 func (st *Table) yieldAssembled(ctx context.Context, listed []listedEntity, got []entityColumns,
-	want map[string]bool, read *collectRead, yield func(Decoded, error) bool) {
+	want map[unique.Handle[string]]int32, read *collectRead, yield func(Decoded, error) bool) {
 	entities := func(yield func(Decoded) bool) {
 		for i, le := range listed {
 			if got[i].cols == nil {
@@ -626,17 +627,20 @@ func encodedColumns(e *entity.Entity, raw []byte) (entityHead, map[int][]byte, e
 }
 
 // assemble is the listed entity le with its columns, its float series those want holds
-// (nil: all).
-func assemble(le listedEntity, ec entityColumns, want map[string]bool) (Decoded, bool) {
+// (nil: all; else with their slots, Decoded.Slots).
+func assemble(le listedEntity, ec entityColumns, want map[unique.Handle[string]]int32) (Decoded, bool) {
 	stamp, seq, ok := StampOf([]byte(le.rk))
 	if !ok {
 		return Decoded{}, false
 	}
 	d := Decoded{PartitionKey: le.pk, RowKey: le.rk, Stamp: stamp, Seq: seq, Version: ec.version, Wanted: want != nil}
 	for _, col := range ec.cols {
-		for i := range col.series.len() {
-			if want == nil || want[col.series.key(i)] {
+		for i, key := range col.series.keys {
+			if want == nil {
 				d.Series = append(d.Series, col.series.at(i))
+			} else if slot, ok := want[key]; ok {
+				d.Series = append(d.Series, col.series.at(i))
+				d.Slots = append(d.Slots, slot)
 			}
 		}
 		d.Hists = append(d.Hists, col.hists...)

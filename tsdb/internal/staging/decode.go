@@ -29,6 +29,9 @@ type Decoded struct {
 	// Wanted: Series holds only the float series the read asked for (the cache's reads
 	// filter them as they assemble an entity), which a reader need not check again.
 	Wanted bool
+	// Slots are, for an entity the cache assembled for a read of some series, each of
+	// Series' slot in the read (seriesSlots): nil otherwise.
+	Slots []int32
 }
 
 // Record orders the records of one write: entity by entity, each in order.
@@ -36,7 +39,7 @@ func (d Decoded) Record(r int) int { return d.Seq<<20 | r }
 
 // DecodedBytes is about the memory of d's decoded series.
 func (d Decoded) DecodedBytes() int64 {
-	n := int64(unsafe.Sizeof(d))
+	n := int64(unsafe.Sizeof(d)) + 4*int64(cap(d.Slots))
 	for _, s := range d.Series {
 		n += int64(unsafe.Sizeof(s)) + int64(len(s.Key)) + 8*int64(cap(s.Times)+cap(s.Values))
 	}

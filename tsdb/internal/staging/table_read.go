@@ -187,13 +187,13 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	}
 	lo, hi := EarliestMilli(from), EarliestMilli(to)
 	dropped := st.droppedPeriods()
-	found = map[string][]Point{}
+	slots := newSeriesSlots(series)
 	foundHists = map[string][]Hist{}
 	entities := st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
 	var listedAt uint64 // the listing's ReadsDone when all came from the cache
 	if st.cache != nil {
 		f, columns := queryParts(series, from, to, kinds)
-		entities = st.cachedEntities(ctx, f, columns, want, read, &listedAt)
+		entities = st.cachedEntities(ctx, f, columns, slots.byHandle(), read, &listedAt)
 	}
 	for se, err := range entities {
 		if err != nil {
@@ -212,25 +212,23 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 			}
 		}
 		for r, s := range se.Series {
-			if want != nil && !se.Wanted && !want[s.Key] {
-				continue
+			var slot int32
+			if se.Slots != nil {
+				slot = se.Slots[r]
+			} else {
+				var ok bool
+				if slot, ok = slots.slot(s.Key); !ok {
+					continue
+				}
 			}
-			// The series' map entry once an entity, not once a point: a refresh of 1,000
-			// series takes their staged points from the cache, and spends its time here.
-			var pts []Point
-			had := false
+			pts := slots.points[slot]
 			for i, ms := range s.Times {
 				if ms >= lo && ms < hi && !dropped(ms) {
-					if !had {
-						pts, had = found[s.Key], true
-					}
 					pts = append(pts, Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
 					points++
 				}
 			}
-			if had {
-				found[s.Key] = pts
-			}
+			slots.points[slot] = pts
 		}
 		if err := read.hold(ctx, int64(points)*PointBytes+int64(hists)*HistBytes); err != nil {
 			return nil, nil, nil, 0, err
@@ -240,7 +238,7 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	if listedAt != 0 {
 		after = listedAt
 	}
-	return found, foundHists, read.end, after, nil
+	return slots.found(), foundHists, read.end, after, nil
 }
 
 // ReadsDone is the number of reads of staged samples (Read, ReadKinds, ReadPacked)
