@@ -148,17 +148,57 @@ func (m *costModel) rawBytes(series int, from, to time.Time, perSecond float64) 
 	}
 	periods := spans(from, to, m.rawPeriod)
 	requests := math.Ceil(float64(series)/float64(m.batch)) * float64(periods)
+	bytes, entities := m.rawSeriesRead(from, to, perSecond)
+	return float64(series)*(bytes+entities*rawEntityBytes) + requests*requestBytes
+}
+
+// rawSeriesRead estimates what a raw read of one series over [from, to) reads: its
+// samples' bytes and its entities (a raw period's row, or the chunks the range touches,
+// read whole).
+func (m *costModel) rawSeriesRead(from, to time.Time, perSecond float64) (bytes, entities float64) {
 	perSeriesSecond := perSecond * m.raw.bytesPerSample
-	samples, entities := to.Sub(from).Seconds()*perSeriesSecond, float64(periods)
+	bytes, entities = to.Sub(from).Seconds()*perSeriesSecond, float64(spans(from, to, m.rawPeriod))
 	if m.raw.chunkBytes > 0 && perSeriesSecond > 0 {
 		span := m.raw.partition
 		if full := time.Duration(m.raw.chunkBytes / perSeriesSecond * float64(time.Second)); full < span {
 			span = max(full, time.Second)
 		}
 		n := float64(spans(from, to, span))
-		samples, entities = n*span.Seconds()*perSeriesSecond, n
+		bytes, entities = n*span.Seconds()*perSeriesSecond, n
 	}
-	return float64(series)*(samples+entities*rawEntityBytes) + requests*requestBytes
+	return bytes, entities
+}
+
+const (
+	// keyRangeChunks is how many chunks a unit read by a range of keys is cut to hold, by
+	// the estimate: half a page of the service's (1,000 entities), the other half for
+	// the chunks of the folds not compacted yet, which the estimate does not count.
+	keyRangeChunks = 500
+	// keyRangeSamples bounds the samples of such a unit (8 MB of them decoded plain).
+	keyRangeSamples = 1 << 19
+	// keyRangeMaxBatches bounds its series, in batches (QueryOptions.BatchSize).
+	keyRangeMaxBatches = 8
+)
+
+// keyRangeBatch is how many series a unit of a Select read by ranges of keys holds
+// (rawPlan): as many batches (m.batch series) as keep its chunks within keyRangeChunks and
+// its samples within keyRangeSamples, by the estimate, at most keyRangeMaxBatches and at
+// least one. Each such unit is a query whatever its series, and each query costs a
+// transaction (and, on Azurite, a scan of the table): an hour of 1,200 series read 64
+// series a unit was 19 queries of a few hundred chunks each.
+func (m *costModel) keyRangeBatch(from, to time.Time, perSecond float64) int {
+	_, chunks := m.rawSeriesRead(from, to, perSecond)
+	samples := to.Sub(from).Seconds() * perSecond
+	k := keyRangeMaxBatches
+	if byChunks := keyRangeChunks / (float64(m.batch) * max(chunks, 1)); byChunks < float64(k) {
+		k = int(byChunks)
+	}
+	if samples > 0 {
+		if bySamples := keyRangeSamples / (float64(m.batch) * samples); bySamples < float64(k) {
+			k = int(bySamples)
+		}
+	}
+	return m.batch * max(k, 1)
 }
 
 // tierBytes estimates a read of fields of tier t's whole windows in [from, to) for series:

@@ -174,3 +174,35 @@ func TestLayoutOf(t *testing.T) {
 		require.Equal(t, c.want, layoutOf(c.layout))
 	}
 }
+
+// A Select read by ranges of keys is cut in units of as many batches as keep about half a
+// page of chunks and 512k samples: an hour or six hours of a series scraped every 15 s
+// (a chunk or two each), several batches; seven days (a chunk a day, 40,320 samples), one;
+// a series written every millisecond (its chunks full within minutes), one.
+func TestKeyRangeBatch(t *testing.T) {
+	m := testModel(chunkedDefault)
+	noon := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	scrape := 1.0 / 15
+	for _, c := range []struct {
+		name      string
+		from, to  time.Time
+		perSecond float64
+		want      int
+	}{
+		{"an hour", noon.Add(-time.Hour), noon, scrape, 7 * 64},                                   // a chunk a series: 500/64
+		{"across midnight", noon.Add(-13 * time.Hour), noon.Add(-11 * time.Hour), scrape, 3 * 64}, // two: 500/128
+		{"six hours", noon.Add(-6 * time.Hour), noon, scrape, 5 * 64},                             // 1,440 samples a series: 524,288/(64×1,440)
+		{"seven days", noon.Add(-7 * 24 * time.Hour), noon, scrape, 64},
+		{"a minute", noon.Add(-time.Minute), noon, scrape, 7 * 64},
+		{"every millisecond for an hour", noon.Add(-time.Hour), noon, 1000, 64},
+		{"nothing known of the rate", noon.Add(-time.Hour), noon, 0, 7 * 64},
+	} {
+		if got := m.keyRangeBatch(c.from, c.to, c.perSecond); got != c.want {
+			t.Errorf("%s: %d series a unit, want %d", c.name, got, c.want)
+		}
+	}
+	small := newCostModel(Options{RawPeriod: 24 * time.Hour}, chunkedDefault, 16)
+	if got := small.keyRangeBatch(noon.Add(-time.Hour), noon, scrape); got != 8*16 {
+		t.Errorf("batches of 16: %d series a unit, want %d (keyRangeMaxBatches)", got, 8*16)
+	}
+}

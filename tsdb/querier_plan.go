@@ -33,7 +33,7 @@ func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHint
 		if c.estimated {
 			q.rawCheaper.Add(1)
 		}
-		return q.rawPlan(entries), nil
+		return q.rawPlan(entries, from, to), nil
 	}
 	units := q.tierUnits(entries, from, to, c.t.Step, c.pick)
 	if floats > 0 || len(entries) == 0 {
@@ -52,10 +52,11 @@ func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHint
 // range of keys it spans (chunks.WithKeyRange): tsdb's series keys are hashes, so a batch
 // of a large selection is most of the series of its range, which one query of four
 // comparisons reads, its pages up to 1,000 chunks, where the series' own clauses take a
-// request per 13 to 15 series. A range that turns out sparse (a selection of a small part
-// of a large database) gives itself up within a page. The Select then gives its series in
-// labels' order once all are read.
-func (q *Queryable) rawPlan(entries []entry) []unit {
+// request per 13 to 15 series; and a unit holds as many batches as fill about half a page
+// by the estimate (costModel.keyRangeBatch). A range that turns out sparse (a selection of
+// a small part of a large database) gives itself up within a page. The Select then gives
+// its series in labels' order once all are read.
+func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 	if len(entries) < 2*q.opts.BatchSize {
 		return rawUnits(entries, q.opts.BatchSize)
 	}
@@ -73,7 +74,7 @@ func (q *Queryable) rawPlan(entries []entry) []unit {
 	for i, k := range ks {
 		byKey[i] = k.e
 	}
-	units := rawUnits(byKey, q.opts.BatchSize)
+	units := rawUnits(byKey, q.cost.keyRangeBatch(from, to, q.cost.rate.perSecond()))
 	for i := range units {
 		units[i].keyRange = true
 	}
