@@ -193,7 +193,7 @@ func (e *cachedEntity) decodeColumn(c int, col *cachedColumn) error {
 		col.hists = append(col.hists, hists...)
 		return err
 	default:
-		return col.series.appendColumn(b)
+		return col.series.appendColumn(b, c)
 	}
 }
 

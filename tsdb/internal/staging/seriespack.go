@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"sync/atomic"
 	"unique"
 	"unsafe"
 
@@ -70,18 +71,64 @@ func (p *seriesPack) cost() int {
 	return int(unsafe.Sizeof(*p)) + int(unsafe.Sizeof(unique.Handle[string]{}))*cap(p.keys) + cap(p.columns) + 4*cap(p.ends) + 8*(cap(p.times)+cap(p.values))
 }
 
-// appendColumn decodes a float staging column as read (stageenc) straight into p: no
-// stageenc.Series, key string or one-point slices a series, which decoding and then
-// packing allocated (a scrape's entity holds a point of each of thousands of series).
-func (p *seriesPack) appendColumn(b []byte) error {
-	return stageenc.DecodeEach(b, nil, func(key []byte, times []int64, values []float64) {
-		// unique.Make copies a string it keeps: the key may be the decoder's buffer.
-		k := unsafe.String(unsafe.SliceData(key), len(key))
-		p.keys = append(p.keys, unique.Make(k))
-		_, c := Hash(k)
-		p.columns = append(p.columns, uint8(c))
+// appendColumn decodes a float staging column as read (stageenc), property c of its
+// entity, straight into p: no stageenc.Series, key string or one-point slices a series,
+// which decoding and then packing allocated (a scrape's entity holds a point of each of
+// thousands of series). Its keys are interned as recentShapes finds them.
+func (p *seriesPack) appendColumn(b []byte, c int) error {
+	var prev *columnShape
+	if c >= 0 && c < Columns {
+		prev = recentShapes[c].Load()
+	}
+	start, at := len(p.keys), 0
+	err := stageenc.DecodeEach(b, nil, func(key []byte, times []int64, values []float64) {
+		h, col, ok := prev.find(key, &at)
+		if !ok {
+			// unique.Make copies a string it keeps: the key may be the decoder's buffer.
+			k := unsafe.String(unsafe.SliceData(key), len(key))
+			h = unique.Make(k)
+			_, hc := Hash(k)
+			col = uint8(hc)
+		}
+		p.keys = append(p.keys, h)
+		p.columns = append(p.columns, col)
 		p.times = append(p.times, times...)
 		p.values = append(p.values, values...)
 		p.ends = append(p.ends, uint32(len(p.times)))
 	})
+	if end := len(p.keys); err == nil && end > start && c >= 0 && c < Columns {
+		recentShapes[c].Store(&columnShape{keys: p.keys[start:end:end], columns: p.columns[start:end:end]})
+	}
+	return err
+}
+
+// columnShape is the series of a decoded column, in order: their interned keys and
+// columns (never changed once made).
+type columnShape struct {
+	keys    []unique.Handle[string]
+	columns []uint8
+}
+
+// recentShapes are, by property, the series of the column decoded last there (of any
+// table). The entities of a table's scrapes hold the same series in a column, mostly in
+// the same order, so that the next one decoded finds most of its keys here by comparing
+// strings, instead of interning each (unique.Make hashes the key and looks it up in a map
+// every goroutine shares) and hashing it again for its column: a tenth of the CPU of a
+// panel's first run, which decodes the staging table's half hour. A key not found is
+// interned; what is found is what interning gives.
+var recentShapes [Columns]atomic.Pointer[columnShape]
+
+// find is key's interned key and column if the shape holds it at *at or right after
+// (moving *at past it); false if not (or s is nil).
+func (s *columnShape) find(key []byte, at *int) (unique.Handle[string], uint8, bool) {
+	if s == nil {
+		return unique.Handle[string]{}, 0, false
+	}
+	for i := *at; i < *at+2 && i < len(s.keys); i++ {
+		if s.keys[i].Value() == string(key) {
+			*at = i + 1
+			return s.keys[i], s.columns[i], true
+		}
+	}
+	return unique.Handle[string]{}, 0, false
 }

@@ -3,6 +3,8 @@ package staging
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,7 +124,7 @@ func TestSeriesPackAppendColumn(t *testing.T) {
 	}
 	var p seriesPack
 	for _, col := range [][]stageenc.Series{a, b} {
-		if err := p.appendColumn(stageenc.Append(nil, col)); err != nil {
+		if err := p.appendColumn(stageenc.Append(nil, col), 7); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +137,7 @@ func TestSeriesPackAppendColumn(t *testing.T) {
 			t.Fatalf("series %d: %+v (column %d), want %+v (column %d)", i, got, p.column(i), w, want.column(i))
 		}
 	}
-	if err := p.appendColumn([]byte{stageenc.Version, 0, 1}); err == nil {
+	if err := p.appendColumn([]byte{stageenc.Version, 0, 1}, 7); err == nil {
 		t.Error("a truncated column decoded")
 	}
 }
@@ -161,10 +163,67 @@ func BenchmarkPackColumn(b *testing.B) {
 	b.Run("append-column", func(b *testing.B) {
 		for b.Loop() {
 			var p seriesPack
-			if err := p.appendColumn(enc); err != nil {
+			if err := p.appendColumn(enc, 0); err != nil {
 				b.Fatal(err)
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(col)), "ns/point")
 	})
+}
+
+// A column decoded after another of the same property finds the keys it shares with it
+// (recentShapes) and is the pack its series make all the same: interned keys and columns
+// as interning and hashing give, whatever was added, left out or moved since, and whatever
+// other goroutines decode there meanwhile.
+func TestSeriesPackRecentShapes(t *testing.T) {
+	const c = 3
+	key := func(i int) string { return fmt.Sprintf("l%032x", i*104729+5) }
+	var first []stageenc.Series
+	for i := range 100 {
+		first = append(first, stageenc.Series{Key: key(i), Times: []int64{int64(i)}, Values: []float64{float64(i)}})
+	}
+	variants := [][]stageenc.Series{first}
+	moved := slices.Clone(first)
+	moved = slices.Delete(moved, 10, 11)                                                                         // one left out
+	moved = slices.Insert(moved, 20, stageenc.Series{Key: "plain|new", Times: []int64{1}, Values: []float64{2}}) // one added
+	moved[50], moved[51] = moved[51], moved[50]                                                                  // two swapped
+	variants = append(variants, moved, first[60:], slices.Concat(first[:5], first[7:]))
+	check := func(series []stageenc.Series) error {
+		var p seriesPack
+		if err := p.appendColumn(stageenc.Append(nil, series), c); err != nil {
+			return err
+		}
+		want := packSeries(series)
+		for i := range want.len() {
+			if p.keys[i] != want.keys[i] || p.column(i) != want.column(i) || !reflect.DeepEqual(p.at(i), want.at(i)) {
+				return fmt.Errorf("series %d: %+v (column %d), want %+v (column %d)", i, p.at(i), p.column(i), want.at(i), want.column(i))
+			}
+		}
+		if p.len() != want.len() {
+			return fmt.Errorf("%d series, want %d", p.len(), want.len())
+		}
+		return nil
+	}
+	for _, v := range variants {
+		if err := check(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := recentShapes[c].Load(); s == nil || len(s.keys) != 98 {
+		t.Errorf("the shape of property %d kept: %v", c, s)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*len(variants))
+	for range 8 {
+		for _, v := range variants {
+			wg.Go(func() { errs <- check(v) })
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
