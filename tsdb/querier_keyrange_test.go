@@ -92,5 +92,21 @@ func TestSelectManyByKeyRange(t *testing.T) {
 	// page, costModel.keyRangeBatch), one query of the raw table; by their clauses across
 	// midnight, five queries a batch of 16.
 	require.Equal(t, int64(1), raw.n.Load(), "raw table queries")
+
+	// Over seven days, the same: the raw tables begin the day before, and the estimate of
+	// a series' chunks and samples counts from there (from seven days back, eight days'
+	// partitions a series made 48 series a unit: two queries).
+	raw.n.Store(0)
+	n := 0
+	for s, err := range q.Querier(now.Add(-7*24*time.Hour), now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
+		require.NoError(t, err)
+		it := s.Iterator()
+		for it.Next() {
+			n++
+		}
+		require.NoError(t, it.Err())
+	}
+	require.Equal(t, 80*16, n, "samples over seven days")
+	require.Equal(t, int64(1), raw.n.Load(), "raw table queries over seven days")
 	require.Positive(t, raw.n.Load())
 }

@@ -33,7 +33,7 @@ func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHint
 		if c.estimated {
 			q.rawCheaper.Add(1)
 		}
-		return q.rawPlan(entries, from, to), nil
+		return q.rawPlan(ctx, entries, from, to), nil
 	}
 	units := q.tierUnits(entries, from, to, c.t.Step, c.pick)
 	if floats > 0 || len(entries) == 0 {
@@ -55,10 +55,16 @@ func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHint
 // request per 13 to 15 series; and a unit holds as many batches as fill about half a page
 // by the estimate (costModel.keyRangeBatch). A range that turns out sparse (a selection of
 // a small part of a large database) gives itself up within a page. The Select then gives
-// its series in labels' order once all are read.
-func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
+// its series in labels' order once all are read. The estimate counts the range from the
+// oldest raw table on (a 7-day panel over a database of a day holds a day of samples a
+// series); what it cannot know of, it leaves to the read.
+func (q *Queryable) rawPlan(ctx context.Context, entries []entry, from, to time.Time) []unit {
 	if len(entries) < 2*q.opts.BatchSize {
 		return rawUnits(entries, q.opts.BatchSize)
+	}
+	sized := from
+	if rawFrom, ok, err := q.db.RawFrom(ctx); err == nil && ok && rawFrom.After(sized) && rawFrom.Before(to) {
+		sized = rawFrom // an error is the read's to meet
 	}
 	// Sorted by each series' first PartitionKey (partkey.Compare, its key made once).
 	type keyed struct {
@@ -74,7 +80,7 @@ func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 	for i, k := range ks {
 		byKey[i] = k.e
 	}
-	units := rawUnits(byKey, q.cost.keyRangeBatch(from, to, q.cost.rate.perSecond()))
+	units := rawUnits(byKey, q.cost.keyRangeBatch(sized, to, q.cost.rate.perSecond()))
 	for i := range units {
 		units[i].keyRange = true
 	}
