@@ -33,7 +33,7 @@ func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHint
 		if c.estimated {
 			q.rawCheaper.Add(1)
 		}
-		return q.rawPlan(ctx, entries, from, to), nil
+		return q.rawPlan(entries, from, to), nil
 	}
 	units := q.tierUnits(entries, from, to, c.t.Step, c.pick)
 	if floats > 0 || len(entries) == 0 {
@@ -56,15 +56,17 @@ func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHint
 // by the estimate (costModel.keyRangeBatch). A range that turns out sparse (a selection of
 // a small part of a large database) gives itself up within a page. The Select then gives
 // its series in labels' order once all are read. The estimate counts the range from the
-// oldest raw table on (a 7-day panel over a database of a day holds a day of samples a
-// series); what it cannot know of, it leaves to the read.
-func (q *Queryable) rawPlan(ctx context.Context, entries []entry, from, to time.Time) []unit {
+// oldest raw table this process knows of on, without a request (a 7-day panel over a
+// database of a day holds a day of samples a series).
+func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 	if len(entries) < 2*q.opts.BatchSize {
 		return rawUnits(entries, q.opts.BatchSize)
 	}
 	sized := from
-	if rawFrom, ok, err := q.db.RawFrom(ctx); err == nil && ok && rawFrom.After(sized) && rawFrom.Before(to) {
-		sized = rawFrom // an error is the read's to meet
+	if p, ok := q.db.tables.OldestKnown(rawKind); ok {
+		if rawFrom := q.db.names.Start(p); rawFrom.After(sized) && rawFrom.Before(to) {
+			sized = rawFrom
+		}
 	}
 	// Sorted by each series' first PartitionKey (partkey.Compare, its key made once).
 	type keyed struct {

@@ -279,11 +279,12 @@ type listedEntity struct {
 }
 
 // cachedEntities yields the staging entities q's filter selects, each with the float series
-// of columns (nil: every column) that want holds (nil: all; else with their slots) and the histogram series of
-// those columns, as entitiesIn does, but from the cache where an entity's columns are there
-// at its ETag: one listing of the keys, then a query of each partition holding an entity
-// or column the cache lacks. An entity the Fold deleted between the listing and its fetch
-// is left out (its samples are in the raw tables by then: a read of staging comes first).
+// of columns (nil: every column) that want holds (nil: all; else with their slots) and the
+// histogram series of those columns, as entitiesIn does, but from the cache where an
+// entity's columns are there at its ETag: one listing of the keys, then a query of each
+// partition holding an entity or column the cache lacks. An entity the Fold deleted
+// between the listing and its fetch is left out (its samples are in the raw tables by
+// then: a read of staging comes first).
 //
 // When it yields only entities the cache held, *listedAt is set to Table.ReadsDone as of
 // the listing they come from (else left alone): what it yields is what the table held then.

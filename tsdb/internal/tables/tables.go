@@ -400,6 +400,20 @@ func (t *Periods) Known(k naming.Kind, p uint64) bool {
 	return ok
 }
 
+// OldestKnown is the oldest period whose table of kind k is known to exist (made, listed
+// or found by a read), without a request: false when none is.
+func (t *Periods) OldestKnown(k naming.Kind) (uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	oldest, ok := uint64(0), false
+	for p := range t.exists[k] {
+		if !ok || p < oldest {
+			oldest, ok = p, true
+		}
+	}
+	return oldest, ok
+}
+
 // Span is the part of a range in one raw period.
 type Span struct {
 	Period   uint64

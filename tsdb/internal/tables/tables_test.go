@@ -81,3 +81,22 @@ func TestSpans(t *testing.T) {
 		t.Fatalf("an empty range: %v, %v", spans, err)
 	}
 }
+
+// OldestKnown is the oldest period of a kind this process knows a table of (made or
+// found), of that kind only, and forgets one found gone; none before any is known.
+func TestOldestKnown(t *testing.T) {
+	p := NewPeriods(nil, naming.Names{}, nil, nil)
+	if _, ok := p.OldestKnown(naming.Raw); ok {
+		t.Fatal("a period known before any")
+	}
+	p.Found(naming.Raw, 300)
+	p.Made(naming.Raw, 200)
+	p.Found(naming.Hist, 100)
+	if got, ok := p.OldestKnown(naming.Raw); !ok || got != 200 {
+		t.Errorf("oldest raw %d, %v; want 200", got, ok)
+	}
+	p.Gone(naming.Raw, 200)
+	if got, ok := p.OldestKnown(naming.Raw); !ok || got != 300 {
+		t.Errorf("oldest raw after 200 gone: %d, %v; want 300", got, ok)
+	}
+}
