@@ -185,8 +185,12 @@ const (
 // its samples within keyRangeSamples, by the estimate, at most keyRangeMaxBatches and at
 // least one. Each such unit is a query whatever its series, and each query costs a
 // transaction (and, on Azurite, a scan of the table): an hour of 1,200 series read 64
-// series a unit was 19 queries of a few hundred chunks each.
+// series a unit was 19 queries of a few hundred chunks each. Only chunked's tables are
+// read by ranges of keys: other layouts' units stay one batch.
 func (m *costModel) keyRangeBatch(from, to time.Time, perSecond float64) int {
+	if m.raw.chunkBytes == 0 {
+		return m.batch
+	}
 	_, chunks := m.rawSeriesRead(from, to, perSecond)
 	samples := to.Sub(from).Seconds() * perSecond
 	k := keyRangeMaxBatches

@@ -201,6 +201,9 @@ func TestKeyRangeBatch(t *testing.T) {
 			t.Errorf("%s: %d series a unit, want %d", c.name, got, c.want)
 		}
 	}
+	if got := testModel(rawLayout{bytesPerSample: advancedBytesPerSample}).keyRangeBatch(noon.Add(-time.Hour), noon, scrape); got != 64 {
+		t.Errorf("advanced's tables (read by the series' own filters): %d series a unit, want 64", got)
+	}
 	small := newCostModel(Options{RawPeriod: 24 * time.Hour}, chunkedDefault, 16)
 	if got := small.keyRangeBatch(noon.Add(-time.Hour), noon, scrape); got != 8*16 {
 		t.Errorf("batches of 16: %d series a unit, want %d (keyRangeMaxBatches)", got, 8*16)
