@@ -291,10 +291,11 @@
 //     not asked for dropped; a range that turns out sparse gives itself up within a page
 //     for the series' own filters, internal/chunks): series keys are hashes, so a unit of a
 //     large Select is most of its range's series, and the filters of the series' own
-//     partitions took a request per 13 to 15 series. Such a unit holds up to 8 batches of
-//     BatchSize series, as many as keep it within about 500 chunks and 512k samples by the
-//     estimate below, counted from the oldest raw table this process knows of (an hour of
-//     a scrape every 15 s: 448 series a query, where 64 took a query each). Such a Select holds all its series
+//     partitions took a request per 13 to 15 series. With BatchSize left to its default,
+//     such a unit of float series holds up to 8 batches, as many as keep it within about
+//     500 chunks and 512k samples by the estimate below, counted from the oldest raw table
+//     this process knows of (an hour of a scrape every 15 s: 448 series a query, where 64
+//     took a query each). Such a Select holds all its series
 //     before it gives the first, in labels' order (a PromQL engine holds them all anyway).
 //     Samples come back exactly: the millisecond of each sample and
 //     the float64 bits unchanged, staleness markers included. Where a float and a histogram

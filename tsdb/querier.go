@@ -16,7 +16,10 @@ import (
 type QueryOptions struct {
 	// BatchSize is the number of series one raw read (QueryMany) asks for: larger batches
 	// pack more series into each request, smaller ones hold fewer points in memory. A
-	// series with histogram samples counts as 4. Default 64.
+	// series with histogram samples counts as 4. Default 64, and a Select of float series
+	// read by ranges of keys (chunked's tables, two batches or more) then reads up to 8
+	// batches at once, as many as keep a read within about half a page of chunks and 512k
+	// samples by the cost model's estimate; a BatchSize set is kept exactly.
 	BatchSize int
 	// Concurrency is how many batches a Select reads at once ahead of its consumer.
 	// Default 4.
@@ -171,6 +174,9 @@ type Queryable struct {
 	db   *DB
 	opts QueryOptions
 	cost *costModel
+	// growKeyRange: BatchSize was left to its default, and a read by ranges of keys may
+	// take several batches at once (rawPlan).
+	growKeyRange bool
 
 	rollup struct { // the rollup progress last read (see rolledUp)
 		mu            sync.Mutex
@@ -198,7 +204,8 @@ func (db *DB) Queryable(opts *QueryOptions) (*Queryable, error) {
 	if o.RawBytesPerSample > 0 {
 		raw.bytesPerSample = o.RawBytesPerSample
 	}
-	return &Queryable{db: db, opts: o, cost: newCostModel(db.opts, raw, o.BatchSize)}, nil
+	grow := opts == nil || opts.BatchSize == 0
+	return &Queryable{db: db, opts: o, growKeyRange: grow, cost: newCostModel(db.opts, raw, o.BatchSize)}, nil
 }
 
 // Stats returns the counters.

@@ -17,10 +17,12 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
-// A Select of many series (80 of a database's 100, five batches) reads each batch by the
-// range of keys it spans: one query of the raw table a batch, across midnight too (where
-// the series' own clauses take five a batch), some points still staged; and it gives every
-// series exactly, in labels' order.
+// A Select of many series (160 of a database's 200) reads by the ranges of keys its units
+// span: one query of the raw table a unit, across midnight too (where the series' own
+// clauses take five a batch of 16), some points still staged; and it gives every series
+// exactly, in labels' order. With BatchSize left to its default, a unit holds as many
+// batches as half a page of chunks (all 160 series: one query), over six hours and over
+// seven days of a database of a day; a BatchSize set is kept (ten units of 16).
 func TestSelectManyByKeyRange(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -47,9 +49,9 @@ func TestSelectManyByKeyRange(t *testing.T) {
 
 	want := map[string][]string{} // of dense_total, by label i: "t:v"
 	var folded, staged []SeriesPoints
-	for i := range 100 {
+	for i := range 200 {
 		metric := "dense_total"
-		if i >= 80 {
+		if i >= 160 {
 			metric = "other"
 		}
 		label := fmt.Sprintf("%03d", i)
@@ -71,42 +73,45 @@ func TestSelectManyByKeyRange(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.WriteMany(ctx, staged))
 
-	q, err := db.Queryable(&QueryOptions{DisableTiers: true, BatchSize: 16})
-	require.NoError(t, err)
-	raw.n.Store(0)
-	got := map[string][]string{}
-	var order []Labels
-	for s, err := range q.Querier(base, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
-		require.NoError(t, err)
-		order = append(order, s.Labels)
-		it := s.Iterator()
-		for it.Next() {
-			x := it.At()
-			got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
+	read := func(q *Queryable, from time.Time) (map[string][]string, []Labels, int64) {
+		raw.n.Store(0)
+		got := map[string][]string{}
+		var order []Labels
+		for s, err := range q.Querier(from, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
+			require.NoError(t, err)
+			order = append(order, s.Labels)
+			it := s.Iterator()
+			for it.Next() {
+				x := it.At()
+				got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
+			}
+			require.NoError(t, it.Err())
 		}
-		require.NoError(t, it.Err())
+		return got, order, raw.n.Load()
 	}
+	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+	got, order, queries := read(q, base)
 	require.Equal(t, want, got)
 	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
-	// One unit (80 series: eight batches of 16 hold a chunk or two a series within half a
-	// page, costModel.keyRangeBatch), one query of the raw table; by their clauses across
-	// midnight, five queries a batch of 16.
-	require.Equal(t, int64(1), raw.n.Load(), "raw table queries")
+	// One unit (160 series: three batches of 64 hold a chunk or two a series within half a
+	// page, costModel.keyRangeBatch), one query of the raw table.
+	require.Equal(t, int64(1), queries, "raw table queries")
 
 	// Over seven days, the same: the raw tables begin the day before, and the estimate of
-	// a series' chunks and samples counts from there (from seven days back, eight days'
-	// partitions a series made 48 series a unit: two queries).
-	raw.n.Store(0)
-	n := 0
-	for s, err := range q.Querier(now.Add(-7*24*time.Hour), now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
-		require.NoError(t, err)
-		it := s.Iterator()
-		for it.Next() {
-			n++
-		}
-		require.NoError(t, it.Err())
-	}
-	require.Equal(t, 80*16, n, "samples over seven days")
-	require.Equal(t, int64(1), raw.n.Load(), "raw table queries over seven days")
-	require.Positive(t, raw.n.Load())
+	// a series' chunks counts from there (from seven days back, eight days' partitions a
+	// series made a batch a unit: three queries).
+	got, _, queries = read(q, now.Add(-7*24*time.Hour))
+	require.Equal(t, want, got, "over seven days")
+	require.Equal(t, int64(1), queries, "raw table queries over seven days")
+
+	// BatchSize 16, set: ten units, each one query by the range of its keys (by their
+	// clauses across midnight, five queries each).
+	q16, err := db.Queryable(&QueryOptions{DisableTiers: true, BatchSize: 16})
+	require.NoError(t, err)
+	got, order, queries = read(q16, base)
+	require.Equal(t, want, got, "BatchSize 16")
+	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
+	require.LessOrEqual(t, queries, int64(10), "raw table queries of ten units")
+	require.Greater(t, queries, int64(1), "raw table queries of ten units")
 }

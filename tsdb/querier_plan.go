@@ -52,8 +52,9 @@ func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHint
 // range of keys it spans (chunks.WithKeyRange): tsdb's series keys are hashes, so a batch
 // of a large selection is most of the series of its range, which one query of four
 // comparisons reads, its pages up to 1,000 chunks, where the series' own clauses take a
-// request per 13 to 15 series; and a unit holds as many batches as fill about half a page
-// by the estimate (costModel.keyRangeBatch). A range that turns out sparse (a selection of
+// request per 13 to 15 series; and, BatchSize left to its default, a unit of float series
+// holds as many batches as fill about half a page by the estimate
+// (costModel.keyRangeBatch). A range that turns out sparse (a selection of
 // a small part of a large database) gives itself up within a page. The Select then gives
 // its series in labels' order once all are read. The estimate counts the range from the
 // oldest raw table this process knows of on, without a request (a 7-day panel over a
@@ -62,11 +63,17 @@ func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 	if len(entries) < 2*q.opts.BatchSize {
 		return rawUnits(entries, q.opts.BatchSize)
 	}
-	sized := from
-	if p, ok := q.db.tables.OldestKnown(rawKind); ok {
-		if rawFrom := q.db.names.Start(p); rawFrom.After(sized) && rawFrom.Before(to) {
-			sized = rawFrom
+	size := q.opts.BatchSize
+	if q.growKeyRange && !slices.ContainsFunc(entries, func(e entry) bool { return e.hist }) {
+		// Histogram series keep their batches: a decoded histogram sample is hundreds of
+		// bytes, which the estimate's samples do not count.
+		sized := from
+		if p, ok := q.db.tables.OldestKnown(rawKind); ok {
+			if rawFrom := q.db.names.Start(p); rawFrom.After(sized) && rawFrom.Before(to) {
+				sized = rawFrom
+			}
 		}
+		size = q.cost.keyRangeBatch(sized, to, q.cost.rate.perSecond())
 	}
 	// Sorted by each series' first PartitionKey (partkey.Compare, its key made once).
 	type keyed struct {
@@ -82,7 +89,7 @@ func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 	for i, k := range ks {
 		byKey[i] = k.e
 	}
-	units := rawUnits(byKey, q.cost.keyRangeBatch(sized, to, q.cost.rate.perSecond()))
+	units := rawUnits(byKey, size)
 	for i := range units {
 		units[i].keyRange = true
 	}
