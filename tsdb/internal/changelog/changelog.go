@@ -165,6 +165,24 @@ func ReceiptDigest(entities []ReceiptEntity) [16]byte {
 // Gen is the state's generation.
 func (s State) Gen() uint64 { return s.gen }
 
+// Hull is the hull of the ranges of every change the period had, and true, when s still
+// records each of them (at most Kept changes; generation 0: none, an empty range); false
+// when it no longer does.
+func (s State) Hull() (Range, bool) {
+	if s.gen > uint64(len(s.ranges)) {
+		return Range{}, false
+	}
+	var h Range
+	for i, r := range s.ranges {
+		if i == 0 {
+			h = r
+			continue
+		}
+		h = Range{From: min(h.From, r.From), To: max(h.To, r.To)}
+	}
+	return h, true
+}
+
 // snapshot is a state with the count of Log.after when it was read.
 type snapshot struct {
 	state    State
@@ -430,6 +448,15 @@ func (c *Log) State(ctx context.Context, p uint64) (State, error) {
 		return c.StateAfter(ctx, p, seq)
 	}
 	return c.StateAfter(ctx, p, c.after())
+}
+
+// Known returns period p's state as last read, without a request, and whether it was
+// read: an estimate's, not a read's (it may be old).
+func (c *Log) Known(p uint64) (State, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	snap, ok := c.known[p]
+	return snap.state, ok
 }
 
 // epoch orders the beginnings of reads (Begin) and of the reads of logs without after:

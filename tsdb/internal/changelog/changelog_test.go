@@ -136,6 +136,26 @@ func TestValidUntil(t *testing.T) {
 	}
 }
 
+// The hull of a period's changes: known while the state records each of them, whatever
+// their order; a period without changes has an empty one.
+func TestStateHull(t *testing.T) {
+	for _, c := range []struct {
+		s    State
+		want Range
+		ok   bool
+	}{
+		{State{}, Range{}, true},
+		{State{gen: 1, ranges: []Range{{From: 50, To: 60}}}, Range{From: 50, To: 60}, true},
+		{State{gen: 3, ranges: []Range{{From: 200, To: 300}, {From: 50, To: 60}, {From: 120, To: 121}}}, Range{From: 50, To: 300}, true},
+		{State{gen: 4, ranges: []Range{{From: 200, To: 300}, {From: 50, To: 60}, {From: 120, To: 121}}}, Range{}, false}, // the first change is no longer recorded
+	} {
+		got, ok := c.s.Hull()
+		if got != c.want || ok != c.ok {
+			t.Errorf("%+v: Hull() = %v, %v, want %v, %v", c.s, got, ok, c.want, c.ok)
+		}
+	}
+}
+
 // No input makes the decoder panic, and what it accepts it writes back the same.
 func FuzzDecode(f *testing.F) {
 	f.Add(appendEntity(Partition, "001716422400", State{gen: 2, ranges: []Range{{From: 1, To: 2}, {From: 5, To: 9}}}))

@@ -60,6 +60,7 @@ func (g *gatedReads) waitStarted(t *testing.T) {
 // States of the raw log (a Log with after): the reads of a Select's batches that went with
 // one read of the staging table share one request, whether it is under way or done; a read
 // that needs a later one (the count moved since its staging read) waits for none of them.
+// What was read is known without a request (Known) to estimates.
 func TestStateAfterShared(t *testing.T) {
 	var count atomic.Uint64
 	count.Store(5)
@@ -84,6 +85,11 @@ func TestStateAfterShared(t *testing.T) {
 	g.release <- struct{}{}
 	wg.Wait()
 
+	_, known := log.Known(p + 1)
+	require.False(t, known, "a period not read is not known")
+	s, known := log.Known(p)
+	require.True(t, known, "a period read is known")
+	require.Zero(t, s.Gen(), "as read: no entity")
 	_, err := log.State(changelog.AfterRead(ctx, 5), p)
 	require.NoError(t, err)
 	require.EqualValues(t, 1, g.reads.Load(), "a State of a context of AfterRead(5) takes the state read at 5")
