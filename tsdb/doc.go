@@ -293,9 +293,12 @@
 //     large Select is most of its range's series, and the filters of the series' own
 //     partitions took a request per 13 to 15 series. With BatchSize left to its default,
 //     such a unit of float series holds up to 8 batches, as many as keep it within about
-//     500 chunks and 512k samples by the estimate below, counted from the oldest raw table
-//     this process knows of (an hour of a scrape every 15 s: 448 series a query, where 64
-//     took a query each). Such a Select holds all its series
+//     500 chunks and 512k samples by the estimate below, counted from where the raw
+//     samples of the range begin as far as the process knows: the oldest raw table it
+//     knows of, or the first sample of the changes of the range's first period, from its
+//     change log as last read while it records every change of the period (an hour of a
+//     scrape every 15 s: 448 series a query, where 64 took a query each; seven days of a
+//     database of an hour, the same). Such a Select holds all its series
 //     before it gives the first, in labels' order (a PromQL engine holds them all anyway).
 //     Samples come back exactly: the millisecond of each sample and
 //     the float64 bits unchanged, staleness markers included. Where a float and a histogram

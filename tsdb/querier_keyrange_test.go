@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,4 +115,103 @@ func TestSelectManyByKeyRange(t *testing.T) {
 	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
 	require.LessOrEqual(t, queries, int64(10), "raw table queries of ten units")
 	require.Greater(t, queries, int64(1), "raw table queries of ten units")
+}
+
+// A Select over seven days of a database whose samples began hours ago, in a raw period
+// begun days before them, is sized by the samples once the period's change log was read
+// (changelog.State.Hull: every change it had began at the first sample): one raw query for
+// 160 series, where the first read, which knows no log yet and sizes by the days since
+// the period began, cuts more. Every sample is exact both times.
+func TestSelectKeyRangeSizedByChanges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	begun := querierBase.Add(24 * time.Hour) // a raw period (seven days) begins
+	base := begun.Add(4*24*time.Hour + 10*time.Hour)
+	now := base.Add(4 * time.Hour)
+	var clock atomic.Int64 // the writes' arrival, then a time the Fold folds them by
+	clock.Store(now.UnixNano())
+	name := fmt.Sprintf("kc%d", rand.Uint32())
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	raw := &tableReads{next: checker}
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: raw}})
+	require.NoError(t, err)
+	opts := &Options{Tiers: []Tier{}, Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() },
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	db, err := Open(ctx, svc, name, opts)
+	require.NoError(t, err)
+	p := db.names.PeriodOf(base)
+	require.Equal(t, begun, db.names.Start(p), "the raw period began days before the samples")
+	require.Equal(t, p, db.names.PeriodOf(now))
+	raw.table = db.names.RawTable(p)
+	t.Cleanup(func() {
+		for _, table := range []string{name + "m", name + "w", db.names.RawTable(p), db.names.IndexTable(p), db.names.HistTable(p)} {
+			_, _ = svc.DeleteTable(context.Background(), table, nil)
+		}
+	})
+
+	want := map[string][]string{}
+	var all []SeriesPoints
+	for i := range 200 {
+		metric := "dense_total"
+		if i >= 160 {
+			metric = "other"
+		}
+		label := fmt.Sprintf("%03d", i)
+		key, err := db.SeriesOf(ctx, Labels{{Name: "__name__", Value: metric}, {Name: "i", Value: label}})
+		require.NoError(t, err)
+		var pts []tablets.Point
+		for j := range 16 { // every 15 minutes for 4 hours
+			at := base.Add(time.Duration(j)*15*time.Minute + time.Duration(i)*time.Second)
+			pts = append(pts, tablets.Point{Time: at, Value: float64(i*100 + j)})
+			if metric == "dense_total" {
+				want[label] = append(want[label], fmt.Sprintf("%d:%v", at.UnixMilli(), float64(i*100+j)))
+			}
+		}
+		all = append(all, SeriesPoints{Series: key, Points: pts})
+	}
+	require.NoError(t, db.WriteMany(ctx, all))
+	clock.Store(now.Add(30 * time.Minute).UnixNano())
+	rep, err := db.Fold(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 200*16, rep.Points, "points folded")
+	require.NoError(t, err)
+
+	// Other processes, their caches empty: each knows no table and no log yet.
+	read := func(db *DB, metric string, from time.Time) (map[string][]string, int64) {
+		q, err := db.Queryable(&QueryOptions{DisableTiers: true})
+		require.NoError(t, err)
+		raw.n.Store(0)
+		got := map[string][]string{}
+		for s, err := range q.Querier(from, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: metric}) {
+			require.NoError(t, err)
+			it := s.Iterator()
+			for it.Next() {
+				x := it.At()
+				got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
+			}
+			require.NoError(t, it.Err())
+		}
+		return got, raw.n.Load()
+	}
+	reader := func() *DB {
+		o := *opts
+		o.RawCache = NewRawCache(DefaultRawCacheBytes)
+		db, err := Open(ctx, svc, name, &o)
+		require.NoError(t, err)
+		return db
+	}
+	weekAgo := now.Add(-7 * 24 * time.Hour)
+	got, queries := read(reader(), "dense_total", weekAgo)
+	require.Equal(t, want, got, "a read knowing no log")
+	require.Greater(t, queries, int64(1), "raw table queries of a read knowing no log, sized by the days since the period began")
+
+	// A read of other series (40, by their clauses) reads the period's log, which the
+	// read over seven days then sizes by.
+	r := reader()
+	_, _ = read(r, "other", now.Add(-time.Hour))
+	got, queries = read(r, "dense_total", weekAgo)
+	require.Equal(t, want, got, "a read knowing the log")
+	require.Equal(t, int64(1), queries, "raw table queries of a read knowing the log, sized by the samples' four hours")
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // plan cuts the series of a Select into the units its pipeline reads, and counts the path
@@ -56,9 +57,9 @@ func (q *Queryable) plan(ctx context.Context, entries []entry, hints *SelectHint
 // holds as many batches as fill about half a page by the estimate
 // (costModel.keyRangeBatch). A range that turns out sparse (a selection of
 // a small part of a large database) gives itself up within a page. The Select then gives
-// its series in labels' order once all are read. The estimate counts the range from the
-// oldest raw table this process knows of on, without a request (a 7-day panel over a
-// database of a day holds a day of samples a series).
+// its series in labels' order once all are read. The estimate counts the range from where
+// its raw samples begin as far as this process knows without a request (rawDataFrom: a
+// 7-day panel over a database of a day holds a day of samples a series).
 func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 	if len(entries) < 2*q.opts.BatchSize {
 		return rawUnits(entries, q.opts.BatchSize)
@@ -67,13 +68,7 @@ func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 	if q.growKeyRange && !slices.ContainsFunc(entries, func(e entry) bool { return e.hist }) {
 		// Histogram series keep their batches: a decoded histogram sample is hundreds of
 		// bytes, which the estimate's samples do not count.
-		sized := from
-		if p, ok := q.db.tables.OldestKnown(rawKind); ok {
-			if rawFrom := q.db.names.Start(p); rawFrom.After(sized) && rawFrom.Before(to) {
-				sized = rawFrom
-			}
-		}
-		size = q.cost.keyRangeBatch(sized, to, q.cost.rate.perSecond())
+		size = q.cost.keyRangeBatch(q.rawDataFrom(from, to), to, q.cost.rate.perSecond())
 	}
 	// Sorted by each series' first PartitionKey (partkey.Compare, its key made once).
 	type keyed struct {
@@ -94,6 +89,38 @@ func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 		units[i].keyRange = true
 	}
 	return units
+}
+
+// rawDataFrom is where the raw samples of [from, to) begin, as far as this process knows
+// without a request: an estimate's (rawPlan's units, the sample rate's observations). It
+// is from, but where the range begins before the oldest raw table known to exist (then
+// that table's start), and where the first period of the range with a table has a change
+// log that, as last read, still records every change it had (changelog.State.Hull): then
+// the first sample any of them touched, so that a 7-day panel over a database of a day is
+// sized by the day, also in a raw period begun days before it. A period without changes
+// holds no sample (a range of none: to); one whose table is not known, or whose log was
+// not read or records no longer every change, may hold samples from its start.
+func (q *Queryable) rawDataFrom(from, to time.Time) time.Time {
+	names := q.db.names
+	oldest, ok := q.db.tables.OldestKnown(rawKind)
+	if !ok || !names.Start(oldest).Before(to) {
+		return from // no table known of the range
+	}
+	for p := names.PeriodOf(times.Later(from, names.Start(oldest))); names.Start(p).Before(to); p = names.PeriodOf(names.End(p)) {
+		s, ok := q.db.changes.Known(p)
+		if !ok || !q.db.tables.Known(rawKind, p) {
+			return times.Later(from, names.Start(p))
+		}
+		h, ok := s.Hull()
+		switch {
+		case !ok:
+			return times.Later(from, names.Start(p))
+		case h.From < h.To:
+			return times.Earlier(to, times.Later(from, time.UnixMilli(h.From)))
+		}
+		// No change: its table holds no sample yet.
+	}
+	return to // no raw sample in the range
 }
 
 // choice is the path of a Select, and why.

@@ -331,7 +331,11 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 			floatSeries++
 		}
 	}
-	q.cost.rate.observe(float64(floats), float64(floatSeries)*to.Sub(from).Seconds())
+	span := to.Sub(q.rawDataFrom(from, to)) // of the raw samples: a 7-day read of a day's
+	if span <= 0 {
+		span = to.Sub(from) // none raw known: the staged ones', over the range
+	}
+	q.cost.rate.observe(float64(floats), float64(floatSeries)*span.Seconds())
 	return nonEmpty(all), nil
 }
 
