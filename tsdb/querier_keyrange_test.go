@@ -215,3 +215,103 @@ func TestSelectKeyRangeSizedByChanges(t *testing.T) {
 	require.Equal(t, want, got, "a read knowing the log")
 	require.Equal(t, int64(1), queries, "raw table queries of a read knowing the log, sized by the samples' four hours")
 }
+
+// A raw period whose log had no change has no table: a read of a range reaching into it
+// (a 7-day panel of a database of days) finds it gone once, and caches it empty at
+// generation 0 (package raw's cache), so that the next read asks nothing of it. A point
+// written there later, by another process, shows in the next read all the same: staged,
+// then folded (its change recorded, and the period read again).
+func TestSelectCachesTableNeverMade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	begun := querierBase.Add(24 * time.Hour) // a raw period (seven days) begins
+	base := begun.Add(2*24*time.Hour + 10*time.Hour)
+	now := base.Add(time.Hour)
+	var clock atomic.Int64
+	clock.Store(now.UnixNano())
+	name := fmt.Sprintf("kn%d", rand.Uint32())
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	before := &tableReads{next: checker} // the reads of the period before's raw table
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: before}})
+	require.NoError(t, err)
+	opts := &Options{Tiers: []Tier{}, Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() },
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	writer, err := Open(ctx, svc, name, opts)
+	require.NoError(t, err)
+	p := writer.names.PeriodOf(base)
+	require.Equal(t, begun, writer.names.Start(p))
+	p0 := writer.names.PeriodOf(begun.Add(-time.Second))
+	before.table = writer.names.RawTable(p0)
+	t.Cleanup(func() {
+		for _, table := range []string{name + "m", name + "w", writer.names.RawTable(p), writer.names.IndexTable(p), writer.names.HistTable(p),
+			writer.names.RawTable(p0), writer.names.IndexTable(p0), writer.names.HistTable(p0)} {
+			_, _ = svc.DeleteTable(context.Background(), table, nil)
+		}
+	})
+
+	want := map[string][]string{}
+	var all []SeriesPoints
+	keys := map[string]string{}
+	for i := range 160 {
+		label := fmt.Sprintf("%03d", i)
+		key, err := writer.SeriesOf(ctx, Labels{{Name: "__name__", Value: "dense_total"}, {Name: "i", Value: label}})
+		require.NoError(t, err)
+		keys[label] = key
+		var pts []tablets.Point
+		for j := range 4 { // every 15 minutes for an hour
+			at := base.Add(time.Duration(j)*15*time.Minute + time.Duration(i)*time.Second)
+			pts = append(pts, tablets.Point{Time: at, Value: float64(i*100 + j)})
+			want[label] = append(want[label], fmt.Sprintf("%d:%v", at.UnixMilli(), float64(i*100+j)))
+		}
+		all = append(all, SeriesPoints{Series: key, Points: pts})
+	}
+	require.NoError(t, writer.WriteMany(ctx, all))
+	clock.Store(now.Add(30 * time.Minute).UnixNano())
+	_, err = writer.Fold(ctx)
+	require.NoError(t, err)
+
+	o := *opts
+	o.RawCache = NewRawCache(DefaultRawCacheBytes)
+	reader, err := Open(ctx, svc, name, &o)
+	require.NoError(t, err)
+	q, err := reader.Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+	read := func() (map[string][]string, int64) {
+		before.n.Store(0)
+		got := map[string][]string{}
+		for s, err := range q.Querier(now.Add(-7*24*time.Hour), now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
+			require.NoError(t, err)
+			it := s.Iterator()
+			for it.Next() {
+				x := it.At()
+				got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
+			}
+			require.NoError(t, it.Err())
+		}
+		return got, before.n.Load()
+	}
+	got, queries := read()
+	require.Equal(t, want, got, "the first read")
+	require.Positive(t, queries, "queries of the period before's table, which was never made")
+	got, queries = read()
+	require.Equal(t, want, got, "the second read")
+	require.Zero(t, queries, "queries of the period before's table, known empty at generation 0")
+
+	// Another process writes a point in the period before: staged, it shows; folded into
+	// the table it makes there, it shows again (the period's log moved: read again).
+	late := base.Add(-3 * 24 * time.Hour)
+	require.Equal(t, p0, writer.names.PeriodOf(late))
+	require.NoError(t, writer.WriteMany(ctx, []SeriesPoints{{Series: keys["007"], Points: []tablets.Point{{Time: late, Value: -1}}}}))
+	want["007"] = append([]string{fmt.Sprintf("%d:%v", late.UnixMilli(), -1.0)}, want["007"]...)
+	got, _ = read()
+	require.Equal(t, want, got, "a point staged in the period before")
+	clock.Store(now.Add(time.Hour).UnixNano())
+	rep, err := writer.Fold(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Points, "the late point folded")
+	got, queries = read()
+	require.Equal(t, want, got, "the point folded into the period before's table")
+	require.Positive(t, queries, "queries of the period before's table once its log moved")
+}

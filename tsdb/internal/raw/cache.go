@@ -199,8 +199,25 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 				return true
 			})
 		})
-		if err != nil || gone {
-			return gone, err
+		switch {
+		case err != nil:
+			return false, err
+		case gone && state.Gen() == 0:
+			// No change was ever recorded in the period: its table was never made (a range
+			// reaching back into a period before the database's first, as a 7-day panel of
+			// a young one does). Its series are cached empty at generation 0, as an empty
+			// table's would be, so that the reads of such ranges do not ask again until a
+			// change is recorded there (a write records one after storing its samples).
+			// A later read of the cache finds them empty rather than gone, which changes
+			// nothing: a period without a change was not dropped (Retain records first).
+			for _, name := range series {
+				if _, hit := kept[name]; !hit {
+					r.store(table, name, 0, cachedSamples{}, false, nil, from, ceilMilli(readTo))
+				}
+			}
+			return true, nil
+		case gone:
+			return true, nil
 		}
 	}
 	readEnd := ceilMilli(readTo)

@@ -36,7 +36,10 @@
 // records a receipt with its change, naming the staging entities it moved: the Cache takes
 // a Fold in from the staged points this process already holds (Config.FoldedFloats, the
 // staging table's, which newDB gives it as a function) instead of reading the folded range
-// again.
+// again. A table found gone while its period's log has no change was never made: its read
+// is cached empty at generation 0, as an empty table's, so that ranges reaching into a
+// period before the database's first (a 7-day panel of a young database) do not ask for
+// it again until a change is recorded there.
 //
 // Locks and caches: Stores holds its stores under a mutex of its own; the series names found
 // valid are a cache.Gen (at least CachedSeries of them, up to twice as many), with its own
