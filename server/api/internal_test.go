@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -111,6 +112,27 @@ func TestAppendHistogram(t *testing.T) {
 	b, err = appendResult(nil, m)
 	require.NoError(t, err)
 	require.Equal(t, `[{"metric":{"a":"b"},"values":[[1,"1"]],"histograms":[[2,{"count":"0","sum":"0"}]]}]`, string(b))
+}
+
+// The memo of written floats writes every value as appendFloat does, whether it wrote it
+// before or not, and once it is full.
+func TestFloatMemo(t *testing.T) {
+	m := &floatMemo{text: map[uint64]string{}}
+	values := []float64{0, math.Copysign(0, -1), 1, -1, 0.001, -0.001, 1e-7, 1e21, 123456.789,
+		math.Inf(1), math.Inf(-1), math.NaN(), math.Float64frombits(0x7ff8000000000001), math.SmallestNonzeroFloat64, math.MaxFloat64}
+	for i := -40; i <= 40; i++ { // schema 3's boundaries
+		values = append(values, math.Exp2(float64(i)/8))
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 2 * maxFloatMemo {
+		values = append(values, math.Float64frombits(r.Uint64()))
+	}
+	for round := range 2 {
+		for _, f := range values {
+			require.Equal(t, string(appendFloat([]byte("x"), f)), string(m.appendFloat([]byte("x"), f)), "%v (%x), round %d", f, math.Float64bits(f), round)
+		}
+	}
+	require.LessOrEqual(t, len(m.text), maxFloatMemo)
 }
 
 func TestEnvelope(t *testing.T) {

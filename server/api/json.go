@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -176,6 +177,8 @@ func appendHistogram(b []byte, h *histogram.FloatHistogram) []byte {
 	b = append(b, `,"sum":`...)
 	b = appendFloat(b, h.Sum)
 	found := false
+	memo := boundaryMemos.Get().(*floatMemo)
+	defer boundaryMemos.Put(memo)
 	it := h.AllBucketIterator()
 	for it.Next() {
 		bucket := it.At()
@@ -200,9 +203,9 @@ func appendHistogram(b []byte, h *histogram.FloatHistogram) []byte {
 		b = append(b, '[')
 		b = strconv.AppendInt(b, int64(boundaries), 10)
 		b = append(b, ',')
-		b = appendFloat(b, bucket.Lower)
+		b = memo.appendFloat(b, bucket.Lower)
 		b = append(b, ',')
-		b = appendFloat(b, bucket.Upper)
+		b = memo.appendFloat(b, bucket.Upper)
 		b = append(b, ',')
 		b = appendFloat(b, bucket.Count)
 		b = append(b, ']')
@@ -211,6 +214,36 @@ func appendHistogram(b []byte, h *histogram.FloatHistogram) []byte {
 		b = append(b, ']')
 	}
 	return append(b, '}')
+}
+
+// floatMemo keeps the text appendFloat wrote for some values: the boundaries of native
+// histograms' buckets, which are their schema's (and the zero bucket's), the same in
+// every sample of every series, where formatting a float (its shortest digits) was most of
+// the time a refreshed heatmap took to write. Any value is written as appendFloat would:
+// the memo is a pure function's, shared by responses through boundaryMemos.
+type floatMemo struct {
+	text map[uint64]string // by the float's bits, its text with its quotes
+}
+
+// maxFloatMemo bounds a memo's values (about 100 KB of them): schemas of a few thousand
+// boundaries in all. A full memo starts again.
+const maxFloatMemo = 4096
+
+var boundaryMemos = sync.Pool{New: func() any { return &floatMemo{text: make(map[uint64]string)} }}
+
+// appendFloat is appendFloat, from the memo when it wrote f before.
+func (m *floatMemo) appendFloat(b []byte, f float64) []byte {
+	bits := math.Float64bits(f)
+	if t, ok := m.text[bits]; ok {
+		return append(b, t...)
+	}
+	n := len(b)
+	b = appendFloat(b, f)
+	if len(m.text) >= maxFloatMemo {
+		clear(m.text)
+	}
+	m.text[bits] = string(b[n:])
+	return b
 }
 
 // appendSample writes one element of a vector:
