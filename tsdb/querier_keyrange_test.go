@@ -18,6 +18,106 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
+// keyRangeDB is a chunked database on Azurite for the tests of reads by ranges of keys: no
+// tiers, its clock the test's (clock), its requests checked against Azure's limits and
+// counted by reads (the queries of the table it is set to). Its tables of the periods of
+// the times given are deleted at the end.
+type keyRangeDB struct {
+	*DB
+	svc   *aztables.ServiceClient
+	name  string
+	opts  *Options
+	reads *tableReads
+	clock atomic.Int64 // Unix nanoseconds
+}
+
+func newKeyRangeDB(t *testing.T, prefix string, now time.Time, periodsOf ...time.Time) *keyRangeDB {
+	t.Helper()
+	k := &keyRangeDB{name: fmt.Sprintf("%s%d", prefix, rand.Uint32())}
+	k.clock.Store(now.UnixNano())
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	k.reads = &tableReads{next: checker}
+	var err error
+	k.svc, err = azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: k.reads}})
+	require.NoError(t, err)
+	k.opts = &Options{Tiers: []Tier{}, Now: func() time.Time { return time.Unix(0, k.clock.Load()).UTC() },
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	k.DB = k.open(t, false)
+	t.Cleanup(func() {
+		tables := []string{k.name + "m", k.name + "w"}
+		for _, at := range periodsOf {
+			p := k.names.PeriodOf(at)
+			tables = append(tables, k.names.RawTable(p), k.names.IndexTable(p), k.names.HistTable(p))
+		}
+		for _, table := range tables {
+			_, _ = k.svc.DeleteTable(context.Background(), table, nil)
+		}
+	})
+	return k
+}
+
+// open opens the database again, as another process would (its caches empty), with a raw
+// cache if rawCache.
+func (k *keyRangeDB) open(t *testing.T, rawCache bool) *DB {
+	t.Helper()
+	o := *k.opts
+	if rawCache {
+		o.RawCache = NewRawCache(DefaultRawCacheBytes)
+	}
+	db, err := Open(context.Background(), k.svc, k.name, &o)
+	require.NoError(t, err)
+	return db
+}
+
+// denseSeries registers n series, label i "000" on, the first dense of them dense_total and
+// the others other, and returns count points of each from base, every apart (a series a
+// second after the one before, value i*100+j), their keys by label i, and what a read of
+// dense_total gives, by label i ("t:v").
+func denseSeries(t *testing.T, db *DB, n, dense int, base time.Time, count int, every time.Duration) (points []SeriesPoints, keys map[string]string, want map[string][]string) {
+	t.Helper()
+	keys, want = map[string]string{}, map[string][]string{}
+	for i := range n {
+		metric := "dense_total"
+		if i >= dense {
+			metric = "other"
+		}
+		label := fmt.Sprintf("%03d", i)
+		key, err := db.SeriesOf(context.Background(), Labels{{Name: "__name__", Value: metric}, {Name: "i", Value: label}})
+		require.NoError(t, err)
+		keys[label] = key
+		var pts []tablets.Point
+		for j := range count {
+			at := base.Add(time.Duration(j)*every + time.Duration(i)*time.Second)
+			pts = append(pts, tablets.Point{Time: at, Value: float64(i*100 + j)})
+			if metric == "dense_total" {
+				want[label] = append(want[label], fmt.Sprintf("%d:%v", at.UnixMilli(), float64(i*100+j)))
+			}
+		}
+		points = append(points, SeriesPoints{Series: key, Points: pts})
+	}
+	return points, keys, want
+}
+
+// selectMetric reads metric's series in [from, to) with q: their samples by label i ("t:v"),
+// their labels in the order given, and the queries of k.reads' table meanwhile.
+func (k *keyRangeDB) selectMetric(t *testing.T, q *Queryable, metric string, from, to time.Time) (map[string][]string, []Labels, int64) {
+	t.Helper()
+	k.reads.n.Store(0)
+	got := map[string][]string{}
+	var order []Labels
+	for s, err := range q.Querier(from, to).Select(context.Background(), nil, Matcher{Type: MatchEqual, Name: "__name__", Value: metric}) {
+		require.NoError(t, err)
+		order = append(order, s.Labels)
+		it := s.Iterator()
+		for it.Next() {
+			x := it.At()
+			got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
+		}
+		require.NoError(t, it.Err())
+	}
+	return got, order, k.reads.n.Load()
+}
+
 // A Select of many series (160 of a database's 200) reads by the ranges of keys its units
 // span: one query of the raw table a unit, across midnight too (where the series' own
 // clauses take five a batch of 16), some points still staged; and it gives every series
@@ -31,68 +131,26 @@ func TestSelectManyByKeyRange(t *testing.T) {
 	ctx := context.Background()
 	base := querierBase.Add(46 * time.Hour) // two hours to midnight, in a raw period begun that day
 	now := base.Add(4 * time.Hour)
-	name := fmt.Sprintf("kr%d", rand.Uint32())
-	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	raw := &tableReads{next: checker}
-	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: raw}})
-	require.NoError(t, err)
-	db, err := Open(ctx, svc, name, &Options{Tiers: []Tier{}, Now: func() time.Time { return now },
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
-	require.NoError(t, err)
-	p := db.names.PeriodOf(base)
-	raw.table = db.names.RawTable(p)
-	require.Equal(t, p, db.names.PeriodOf(now), "the test's range is in one raw period")
-	t.Cleanup(func() {
-		for _, table := range []string{name + "m", name + "w", db.names.RawTable(p), db.names.IndexTable(p), db.names.HistTable(p)} {
-			_, _ = svc.DeleteTable(context.Background(), table, nil)
-		}
-	})
+	k := newKeyRangeDB(t, "kr", now, base)
+	p := k.names.PeriodOf(base)
+	k.reads.table = k.names.RawTable(p)
+	require.Equal(t, p, k.names.PeriodOf(now), "the test's range is in one raw period")
 
-	want := map[string][]string{} // of dense_total, by label i: "t:v"
+	// Every 15 minutes for 4 hours, across midnight: 3 hours folded, the last staged.
+	all, _, want := denseSeries(t, k.DB, 200, 160, base, 16, 15*time.Minute)
 	var folded, staged []SeriesPoints
-	for i := range 200 {
-		metric := "dense_total"
-		if i >= 160 {
-			metric = "other"
-		}
-		label := fmt.Sprintf("%03d", i)
-		key, err := db.SeriesOf(ctx, Labels{{Name: "__name__", Value: metric}, {Name: "i", Value: label}})
-		require.NoError(t, err)
-		var pts []tablets.Point
-		for j := range 16 { // every 15 minutes for 4 hours, across midnight
-			at := base.Add(time.Duration(j)*15*time.Minute + time.Duration(i)*time.Second)
-			pts = append(pts, tablets.Point{Time: at, Value: float64(i*100 + j)})
-			if metric == "dense_total" {
-				want[label] = append(want[label], fmt.Sprintf("%d:%v", at.UnixMilli(), float64(i*100+j)))
-			}
-		}
-		folded = append(folded, SeriesPoints{Series: key, Points: pts[:12]})
-		staged = append(staged, SeriesPoints{Series: key, Points: pts[12:]})
+	for _, sp := range all {
+		folded = append(folded, SeriesPoints{Series: sp.Series, Points: sp.Points[:12]})
+		staged = append(staged, SeriesPoints{Series: sp.Series, Points: sp.Points[12:]})
 	}
-	require.NoError(t, db.WriteMany(ctx, folded))
-	_, err = db.Fold(ctx)
+	require.NoError(t, k.WriteMany(ctx, folded))
+	_, err := k.Fold(ctx)
 	require.NoError(t, err)
-	require.NoError(t, db.WriteMany(ctx, staged))
+	require.NoError(t, k.WriteMany(ctx, staged))
 
-	read := func(q *Queryable, from time.Time) (map[string][]string, []Labels, int64) {
-		raw.n.Store(0)
-		got := map[string][]string{}
-		var order []Labels
-		for s, err := range q.Querier(from, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
-			require.NoError(t, err)
-			order = append(order, s.Labels)
-			it := s.Iterator()
-			for it.Next() {
-				x := it.At()
-				got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
-			}
-			require.NoError(t, it.Err())
-		}
-		return got, order, raw.n.Load()
-	}
-	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
+	q, err := k.Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(t, err)
-	got, order, queries := read(q, base)
+	got, order, queries := k.selectMetric(t, q, "dense_total", base, now)
 	require.Equal(t, want, got)
 	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
 	// One unit (160 series: three batches of 64 hold a chunk or two a series within half a
@@ -102,15 +160,15 @@ func TestSelectManyByKeyRange(t *testing.T) {
 	// Over seven days, the same: the raw tables begin the day before, and the estimate of
 	// a series' chunks counts from there (from seven days back, eight days' partitions a
 	// series made a batch a unit: three queries).
-	got, _, queries = read(q, now.Add(-7*24*time.Hour))
+	got, _, queries = k.selectMetric(t, q, "dense_total", now.Add(-7*24*time.Hour), now)
 	require.Equal(t, want, got, "over seven days")
 	require.Equal(t, int64(1), queries, "raw table queries over seven days")
 
 	// BatchSize 16, set: ten units, each one query by the range of its keys (by their
 	// clauses across midnight, five queries each).
-	q16, err := db.Queryable(&QueryOptions{DisableTiers: true, BatchSize: 16})
+	q16, err := k.Queryable(&QueryOptions{DisableTiers: true, BatchSize: 16})
 	require.NoError(t, err)
-	got, order, queries = read(q16, base)
+	got, order, queries = k.selectMetric(t, q16, "dense_total", base, now)
 	require.Equal(t, want, got, "BatchSize 16")
 	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
 	require.LessOrEqual(t, queries, int64(10), "raw table queries of ten units")
@@ -130,88 +188,33 @@ func TestSelectKeyRangeSizedByChanges(t *testing.T) {
 	begun := querierBase.Add(24 * time.Hour) // a raw period (seven days) begins
 	base := begun.Add(4*24*time.Hour + 10*time.Hour)
 	now := base.Add(4 * time.Hour)
-	var clock atomic.Int64 // the writes' arrival, then a time the Fold folds them by
-	clock.Store(now.UnixNano())
-	name := fmt.Sprintf("kc%d", rand.Uint32())
-	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	raw := &tableReads{next: checker}
-	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: raw}})
-	require.NoError(t, err)
-	opts := &Options{Tiers: []Tier{}, Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() },
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
-	db, err := Open(ctx, svc, name, opts)
-	require.NoError(t, err)
-	p := db.names.PeriodOf(base)
-	require.Equal(t, begun, db.names.Start(p), "the raw period began days before the samples")
-	require.Equal(t, p, db.names.PeriodOf(now))
-	raw.table = db.names.RawTable(p)
-	t.Cleanup(func() {
-		for _, table := range []string{name + "m", name + "w", db.names.RawTable(p), db.names.IndexTable(p), db.names.HistTable(p)} {
-			_, _ = svc.DeleteTable(context.Background(), table, nil)
-		}
-	})
+	k := newKeyRangeDB(t, "kc", now, base)
+	p := k.names.PeriodOf(base)
+	require.Equal(t, begun, k.names.Start(p), "the raw period began days before the samples")
+	require.Equal(t, p, k.names.PeriodOf(now))
+	k.reads.table = k.names.RawTable(p)
 
-	want := map[string][]string{}
-	var all []SeriesPoints
-	for i := range 200 {
-		metric := "dense_total"
-		if i >= 160 {
-			metric = "other"
-		}
-		label := fmt.Sprintf("%03d", i)
-		key, err := db.SeriesOf(ctx, Labels{{Name: "__name__", Value: metric}, {Name: "i", Value: label}})
-		require.NoError(t, err)
-		var pts []tablets.Point
-		for j := range 16 { // every 15 minutes for 4 hours
-			at := base.Add(time.Duration(j)*15*time.Minute + time.Duration(i)*time.Second)
-			pts = append(pts, tablets.Point{Time: at, Value: float64(i*100 + j)})
-			if metric == "dense_total" {
-				want[label] = append(want[label], fmt.Sprintf("%d:%v", at.UnixMilli(), float64(i*100+j)))
-			}
-		}
-		all = append(all, SeriesPoints{Series: key, Points: pts})
-	}
-	require.NoError(t, db.WriteMany(ctx, all))
-	clock.Store(now.Add(30 * time.Minute).UnixNano())
-	rep, err := db.Fold(ctx)
+	all, _, want := denseSeries(t, k.DB, 200, 160, base, 16, 15*time.Minute) // 4 hours
+	require.NoError(t, k.WriteMany(ctx, all))
+	k.clock.Store(now.Add(30 * time.Minute).UnixNano()) // the Fold folds them
+	rep, err := k.Fold(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 200*16, rep.Points, "points folded")
-	require.NoError(t, err)
 
 	// Other processes, their caches empty: each knows no table and no log yet.
-	read := func(db *DB, metric string, from time.Time) (map[string][]string, int64) {
-		q, err := db.Queryable(&QueryOptions{DisableTiers: true})
-		require.NoError(t, err)
-		raw.n.Store(0)
-		got := map[string][]string{}
-		for s, err := range q.Querier(from, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: metric}) {
-			require.NoError(t, err)
-			it := s.Iterator()
-			for it.Next() {
-				x := it.At()
-				got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
-			}
-			require.NoError(t, it.Err())
-		}
-		return got, raw.n.Load()
-	}
-	reader := func() *DB {
-		o := *opts
-		o.RawCache = NewRawCache(DefaultRawCacheBytes)
-		db, err := Open(ctx, svc, name, &o)
-		require.NoError(t, err)
-		return db
-	}
 	weekAgo := now.Add(-7 * 24 * time.Hour)
-	got, queries := read(reader(), "dense_total", weekAgo)
+	q, err := k.open(t, true).Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+	got, _, queries := k.selectMetric(t, q, "dense_total", weekAgo, now)
 	require.Equal(t, want, got, "a read knowing no log")
 	require.Greater(t, queries, int64(1), "raw table queries of a read knowing no log, sized by the days since the period began")
 
 	// A read of other series (40, by their clauses) reads the period's log, which the
 	// read over seven days then sizes by.
-	r := reader()
-	_, _ = read(r, "other", now.Add(-time.Hour))
-	got, queries = read(r, "dense_total", weekAgo)
+	q, err = k.open(t, true).Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+	_, _, _ = k.selectMetric(t, q, "other", now.Add(-time.Hour), now)
+	got, _, queries = k.selectMetric(t, q, "dense_total", weekAgo, now)
 	require.Equal(t, want, got, "a read knowing the log")
 	require.Equal(t, int64(1), queries, "raw table queries of a read knowing the log, sized by the samples' four hours")
 }
@@ -229,68 +232,22 @@ func TestSelectCachesTableNeverMade(t *testing.T) {
 	begun := querierBase.Add(24 * time.Hour) // a raw period (seven days) begins
 	base := begun.Add(2*24*time.Hour + 10*time.Hour)
 	now := base.Add(time.Hour)
-	var clock atomic.Int64
-	clock.Store(now.UnixNano())
-	name := fmt.Sprintf("kn%d", rand.Uint32())
-	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	before := &tableReads{next: checker} // the reads of the period before's raw table
-	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: before}})
-	require.NoError(t, err)
-	opts := &Options{Tiers: []Tier{}, Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() },
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
-	writer, err := Open(ctx, svc, name, opts)
-	require.NoError(t, err)
-	p := writer.names.PeriodOf(base)
-	require.Equal(t, begun, writer.names.Start(p))
-	p0 := writer.names.PeriodOf(begun.Add(-time.Second))
-	before.table = writer.names.RawTable(p0)
-	t.Cleanup(func() {
-		for _, table := range []string{name + "m", name + "w", writer.names.RawTable(p), writer.names.IndexTable(p), writer.names.HistTable(p),
-			writer.names.RawTable(p0), writer.names.IndexTable(p0), writer.names.HistTable(p0)} {
-			_, _ = svc.DeleteTable(context.Background(), table, nil)
-		}
-	})
+	p0 := begun.Add(-time.Second) // in the period before
+	k := newKeyRangeDB(t, "kn", now, base, p0)
+	require.Equal(t, begun, k.names.Start(k.names.PeriodOf(base)))
+	k.reads.table = k.names.RawTable(k.names.PeriodOf(p0)) // the period before's
 
-	want := map[string][]string{}
-	var all []SeriesPoints
-	keys := map[string]string{}
-	for i := range 160 {
-		label := fmt.Sprintf("%03d", i)
-		key, err := writer.SeriesOf(ctx, Labels{{Name: "__name__", Value: "dense_total"}, {Name: "i", Value: label}})
-		require.NoError(t, err)
-		keys[label] = key
-		var pts []tablets.Point
-		for j := range 4 { // every 15 minutes for an hour
-			at := base.Add(time.Duration(j)*15*time.Minute + time.Duration(i)*time.Second)
-			pts = append(pts, tablets.Point{Time: at, Value: float64(i*100 + j)})
-			want[label] = append(want[label], fmt.Sprintf("%d:%v", at.UnixMilli(), float64(i*100+j)))
-		}
-		all = append(all, SeriesPoints{Series: key, Points: pts})
-	}
-	require.NoError(t, writer.WriteMany(ctx, all))
-	clock.Store(now.Add(30 * time.Minute).UnixNano())
-	_, err = writer.Fold(ctx)
+	all, keys, want := denseSeries(t, k.DB, 160, 160, base, 4, 15*time.Minute) // an hour
+	require.NoError(t, k.WriteMany(ctx, all))
+	k.clock.Store(now.Add(30 * time.Minute).UnixNano())
+	_, err := k.Fold(ctx)
 	require.NoError(t, err)
 
-	o := *opts
-	o.RawCache = NewRawCache(DefaultRawCacheBytes)
-	reader, err := Open(ctx, svc, name, &o)
-	require.NoError(t, err)
-	q, err := reader.Queryable(&QueryOptions{DisableTiers: true})
+	q, err := k.open(t, true).Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(t, err)
 	read := func() (map[string][]string, int64) {
-		before.n.Store(0)
-		got := map[string][]string{}
-		for s, err := range q.Querier(now.Add(-7*24*time.Hour), now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
-			require.NoError(t, err)
-			it := s.Iterator()
-			for it.Next() {
-				x := it.At()
-				got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
-			}
-			require.NoError(t, it.Err())
-		}
-		return got, before.n.Load()
+		got, _, queries := k.selectMetric(t, q, "dense_total", now.Add(-7*24*time.Hour), now)
+		return got, queries
 	}
 	got, queries := read()
 	require.Equal(t, want, got, "the first read")
@@ -302,13 +259,13 @@ func TestSelectCachesTableNeverMade(t *testing.T) {
 	// Another process writes a point in the period before: staged, it shows; folded into
 	// the table it makes there, it shows again (the period's log moved: read again).
 	late := base.Add(-3 * 24 * time.Hour)
-	require.Equal(t, p0, writer.names.PeriodOf(late))
-	require.NoError(t, writer.WriteMany(ctx, []SeriesPoints{{Series: keys["007"], Points: []tablets.Point{{Time: late, Value: -1}}}}))
+	require.Equal(t, k.names.PeriodOf(p0), k.names.PeriodOf(late))
+	require.NoError(t, k.WriteMany(ctx, []SeriesPoints{{Series: keys["007"], Points: []tablets.Point{{Time: late, Value: -1}}}}))
 	want["007"] = append([]string{fmt.Sprintf("%d:%v", late.UnixMilli(), -1.0)}, want["007"]...)
 	got, _ = read()
 	require.Equal(t, want, got, "a point staged in the period before")
-	clock.Store(now.Add(time.Hour).UnixNano())
-	rep, err := writer.Fold(ctx)
+	k.clock.Store(now.Add(time.Hour).UnixNano())
+	rep, err := k.Fold(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Points, "the late point folded")
 	got, queries = read()
