@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,7 +33,7 @@ type keyRangeDB struct {
 	clock atomic.Int64 // Unix nanoseconds
 }
 
-func newKeyRangeDB(t *testing.T, prefix string, now time.Time, periodsOf ...time.Time) *keyRangeDB {
+func newKeyRangeDB(t testing.TB, prefix string, now time.Time, periodsOf ...time.Time) *keyRangeDB {
 	t.Helper()
 	k := &keyRangeDB{name: fmt.Sprintf("%s%d", prefix, rand.Uint32())}
 	k.clock.Store(now.UnixNano())
@@ -58,7 +60,7 @@ func newKeyRangeDB(t *testing.T, prefix string, now time.Time, periodsOf ...time
 
 // open opens the database again, as another process would (its caches empty), with a raw
 // cache if rawCache.
-func (k *keyRangeDB) open(t *testing.T, rawCache bool) *DB {
+func (k *keyRangeDB) open(t testing.TB, rawCache bool) *DB {
 	t.Helper()
 	o := *k.opts
 	if rawCache {
@@ -73,7 +75,7 @@ func (k *keyRangeDB) open(t *testing.T, rawCache bool) *DB {
 // the others other, and returns count points of each from base, every apart (a series a
 // second after the one before, value i*100+j), their keys by label i, and what a read of
 // dense_total gives, by label i ("t:v").
-func denseSeries(t *testing.T, db *DB, n, dense int, base time.Time, count int, every time.Duration) (points []SeriesPoints, keys map[string]string, want map[string][]string) {
+func denseSeries(t testing.TB, db *DB, n, dense int, base time.Time, count int, every time.Duration) (points []SeriesPoints, keys map[string]string, want map[string][]string) {
 	t.Helper()
 	keys, want = map[string]string{}, map[string][]string{}
 	for i := range n {
@@ -100,7 +102,7 @@ func denseSeries(t *testing.T, db *DB, n, dense int, base time.Time, count int, 
 
 // selectMetric reads metric's series in [from, to) with q: their samples by label i ("t:v"),
 // their labels in the order given, and the queries of k.reads' table meanwhile.
-func (k *keyRangeDB) selectMetric(t *testing.T, q *Queryable, metric string, from, to time.Time) (map[string][]string, []Labels, int64) {
+func (k *keyRangeDB) selectMetric(t testing.TB, q *Queryable, metric string, from, to time.Time) (map[string][]string, []Labels, int64) {
 	t.Helper()
 	k.reads.n.Store(0)
 	got := map[string][]string{}
@@ -271,4 +273,95 @@ func TestSelectCachesTableNeverMade(t *testing.T) {
 	got, queries = read()
 	require.Equal(t, want, got, "the point folded into the period before's table")
 	require.Positive(t, queries, "queries of the period before's table once its log moved")
+}
+
+// BenchmarkSelectWeekOfYoungDatabase: a dashboard of a database 40 minutes old, in a raw
+// period begun days before (TABLETS_BENCH_SERIES series, 2,000 by default, a point every
+// 15 s, folded every minute as a server does): a Select of all of them over the last hour
+// and over the last seven days, by a process that read the hour before the week (as a
+// dashboard's panels come), first (its caches empty) and again (refresh). Per Select: the
+// account's requests and bytes, counted at the transport, and the raw table's queries.
+func BenchmarkSelectWeekOfYoungDatabase(b *testing.B) {
+	ctx := context.Background()
+	begun := querierBase.Add(24 * time.Hour) // a raw period (seven days) begins
+	base := begun.Add(4*24*time.Hour + 10*time.Hour)
+	now := base.Add(41 * time.Minute)
+	k := newKeyRangeDB(b, "kb", base, base, begun.Add(-time.Second))
+	k.reads.table = k.names.RawTable(k.names.PeriodOf(base))
+	n := 2000
+	if v, err := strconv.Atoi(os.Getenv("TABLETS_BENCH_SERIES")); err == nil && v > 0 {
+		n = v
+	}
+	all, _, _ := denseSeries(b, k.DB, n, n, base, 160, 15*time.Second)
+	for m := range 40 { // a minute's points, then a Fold of what is sealed
+		var batch []SeriesPoints
+		for _, sp := range all {
+			batch = append(batch, SeriesPoints{Series: sp.Series, Points: sp.Points[4*m : 4*m+4]})
+		}
+		k.clock.Store(base.Add(time.Duration(m)*time.Minute + 59*time.Second).UnixNano())
+		require.NoError(b, k.WriteMany(ctx, batch))
+		k.clock.Store(base.Add(time.Duration(m+1)*time.Minute + 30*time.Second).UnixNano())
+		_, err := k.Fold(ctx)
+		require.NoError(b, err)
+	}
+	checker := k.reads.next.(*azurite.Checker)
+	report := func(b *testing.B, st azurite.Stats, queries int64) {
+		n := float64(b.N)
+		b.ReportMetric(float64(st.Requests)/n, "account-requests/op")
+		b.ReportMetric(float64(st.RequestBytes+st.ResponseBytes)/n, "account-bytes/op")
+		b.ReportMetric(float64(queries)/n, "raw-queries/op")
+	}
+	spans := []struct {
+		name string
+		span time.Duration
+	}{{"1h", time.Hour}, {"7d", 7 * 24 * time.Hour}}
+	b.Run("first", func(b *testing.B) {
+		for _, sp := range spans {
+			b.Run(sp.name, func(b *testing.B) {
+				var st azurite.Stats
+				var queries int64
+				for range b.N {
+					b.StopTimer()
+					q, err := k.open(b, true).Queryable(nil)
+					require.NoError(b, err)
+					if sp.name == "7d" { // the hour's panel came first
+						_, _, _ = k.selectMetric(b, q, "dense_total", now.Add(-time.Hour), now)
+					}
+					checker.Reset()
+					b.StartTimer()
+					_, _, n := k.selectMetric(b, q, "dense_total", now.Add(-sp.span), now)
+					b.StopTimer()
+					queries += n
+					st = addCheckerStats(st, checker.Stats())
+				}
+				report(b, st, queries)
+			})
+		}
+	})
+	q, err := k.open(b, true).Queryable(nil)
+	require.NoError(b, err)
+	b.Run("refresh", func(b *testing.B) {
+		for _, sp := range spans {
+			b.Run(sp.name, func(b *testing.B) {
+				_, _, _ = k.selectMetric(b, q, "dense_total", now.Add(-sp.span), now) // the first
+				checker.Reset()
+				var queries int64
+				b.ResetTimer()
+				for range b.N {
+					_, _, n := k.selectMetric(b, q, "dense_total", now.Add(-sp.span), now)
+					queries += n
+				}
+				b.StopTimer()
+				report(b, checker.Stats(), queries)
+			})
+		}
+	})
+}
+
+// addCheckerStats sums the counts of two Stats.
+func addCheckerStats(a, b azurite.Stats) azurite.Stats {
+	a.Requests += b.Requests
+	a.RequestBytes += b.RequestBytes
+	a.ResponseBytes += b.ResponseBytes
+	return a
 }
