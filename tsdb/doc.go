@@ -296,7 +296,7 @@
 //     500 chunks and 512k samples by the estimate below, counted from where the raw
 //     samples of the range begin as far as the process knows: the oldest raw table it
 //     knows of, or the first sample of the changes of the range's first period, from its
-//     change log as last read while it records every change of the period (an hour of a
+//     change log as last read (the hull of every change its entity keeps) (an hour of a
 //     scrape every 15 s: 448 series a query, where 64 took a query each; seven days of a
 //     database of an hour, the same). Such a Select holds all its series
 //     before it gives the first, in labels' order (a PromQL engine holds them all anyway).

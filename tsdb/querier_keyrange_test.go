@@ -18,6 +18,7 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
 
 // keyRangeDB is a chunked database on Azurite for the tests of reads by ranges of keys: no
@@ -202,6 +203,12 @@ func TestSelectKeyRangeSizedByChanges(t *testing.T) {
 	rep, err := k.Fold(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 200*16, rep.Points, "points folded")
+	// More changes than the log's ranges keep (as the many direct writes of a backfill
+	// make): the hull the log's entity keeps still says where the samples begin.
+	for i := range changelog.Kept + 6 {
+		at := base.Add(time.Duration(i) * time.Minute)
+		require.NoError(t, k.changes.Record(ctx, map[uint64]changelog.Range{p: {From: at.UnixMilli(), To: at.Add(time.Minute).UnixMilli()}}))
+	}
 
 	// Other processes, their caches empty: each knows no table and no log yet.
 	weekAgo := now.Add(-7 * 24 * time.Hour)

@@ -95,11 +95,13 @@ func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 // without a request: an estimate's (rawPlan's units, the sample rate's observations). It
 // is from, but where the range begins before the oldest raw table known to exist (then
 // that table's start), and where the first period of the range with a table has a change
-// log that, as last read, still records every change it had (changelog.State.Hull): then
-// the first sample any of them touched, so that a 7-day panel over a database of a day is
-// sized by the day, also in a raw period begun days before it. A period without changes
-// holds no sample (a range of none: to); one whose table is not known, or whose log was
-// not read or records no longer every change, may hold samples from its start.
+// log that, as last read, knows the hull of every change it had (changelog.State.Hull: its
+// entity keeps it, or still records every change): then the first sample any of them
+// touched, so that a 7-day panel over a database of a day is sized by the day, also in a
+// raw period begun days before it. A period without changes holds no sample (a range of
+// none: to); one whose table is not known, or whose log was not read or knows no hull
+// (written by an earlier version after more than 64 changes), may hold samples from its
+// start.
 func (q *Queryable) rawDataFrom(from, to time.Time) time.Time {
 	names := q.db.names
 	oldest, ok := q.db.tables.OldestKnown(rawKind)

@@ -100,6 +100,7 @@ const (
 	genProp         = "G" // Edm.Double: the generation, the number of changes recorded
 	rangesProp      = "C" // Edm.Binary: the last changes' ranges, oldest first, 16 bytes each
 	receiptsProp    = "F" // Edm.Binary: the Folds' receipts of the last changes, oldest first, receiptBytes each
+	hullProp        = "H" // Edm.Binary: the hull of every change's range, 16 bytes as one of C's
 	maxAttempts     = 30
 	recordTimeLimit = time.Minute // an update's bound, whichever caller's changes it takes in
 )
@@ -110,6 +111,12 @@ type State struct {
 	gen      uint64
 	ranges   []Range
 	receipts []genReceipt // oldest first, of generations within the ranges kept
+	// hull is the hull of every change's range when hullKept (H): what Hull answers once
+	// the ranges no longer record every change. A writer of an earlier version replaces
+	// the entity without it, and it is not known again in that period once the ranges
+	// have lost a change.
+	hull     Range
+	hullKept bool
 }
 
 // ReceiptsKept is how many of a period's last changes keep their receipt (a Fold's): a
@@ -165,10 +172,14 @@ func ReceiptDigest(entities []ReceiptEntity) [16]byte {
 // Gen is the state's generation.
 func (s State) Gen() uint64 { return s.gen }
 
-// Hull is the hull of the ranges of every change the period had, and true, when s still
-// records each of them (at most Kept changes; generation 0: none, an empty range); false
-// when it no longer does.
+// Hull is the hull of the ranges of every change the period had, and true, when s knows
+// it: the entity keeps it (H), or still records each change (at most Kept of them;
+// generation 0: none, an empty range); false when it knows neither (the ranges lost a
+// change while a writer of an earlier version kept no hull).
 func (s State) Hull() (Range, bool) {
+	if s.hullKept {
+		return s.hull, true
+	}
 	if s.gen > uint64(len(s.ranges)) {
 		return Range{}, false
 	}
@@ -223,6 +234,11 @@ func appendEntity(partition, rowKey string, s State) []byte {
 			receipts = append(receipts, r.Digest[:]...)
 		}
 		b = entity.AppendBinary(b, receiptsProp, receipts)
+	}
+	if s.hullKept {
+		hull := binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(s.hull.From))
+		hull = binary.BigEndian.AppendUint64(hull, uint64(s.hull.To))
+		b = entity.AppendBinary(b, hullProp, hull)
 	}
 	return entity.AppendEnd(b)
 }
@@ -289,6 +305,27 @@ func decodeEntity(raw []byte) (State, error) {
 			return State{}, fmt.Errorf("receipt of generation %d (buckets [%d, %d)) at generation %d with %d ranges", r.gen, r.From, r.Horizon, s.gen, len(s.ranges))
 		}
 		s.receipts = append(s.receipts, r)
+	}
+	b64, ok := e.String(hullProp)
+	if !ok {
+		return s, nil
+	}
+	hull, err := base64.StdEncoding.DecodeString(string(b64))
+	if err != nil || len(hull) != 16 {
+		return State{}, fmt.Errorf("hull of %d bytes (%v): not 16", len(hull), err)
+	}
+	s.hull = Range{From: int64(binary.BigEndian.Uint64(hull)), To: int64(binary.BigEndian.Uint64(hull[8:]))}
+	s.hullKept = true
+	switch {
+	case s.gen == 0 && s.hull != Range{}:
+		return State{}, fmt.Errorf("hull [%d, %d) at generation 0", s.hull.From, s.hull.To)
+	case s.gen > 0 && s.hull.From >= s.hull.To:
+		return State{}, fmt.Errorf("hull [%d, %d) is empty", s.hull.From, s.hull.To)
+	}
+	for _, r := range s.ranges {
+		if r.From < s.hull.From || r.To > s.hull.To {
+			return State{}, fmt.Errorf("hull [%d, %d) does not hold the change of [%d, %d)", s.hull.From, s.hull.To, r.From, r.To)
+		}
 	}
 	return s, nil
 }
@@ -398,6 +435,13 @@ func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range, receipt *Rece
 		s, etag, ok, err := c.read(ctx, p)
 		if err != nil {
 			return err
+		}
+		// The hull of every change, kept while it is known: Hull before this one's.
+		if h, known := s.Hull(); known {
+			s.hull, s.hullKept = r, true
+			if s.gen > 0 {
+				s.hull = Range{From: min(h.From, r.From), To: max(h.To, r.To)}
+			}
 		}
 		s.gen++
 		s.ranges = append(s.ranges, r)

@@ -59,6 +59,28 @@ func TestFormatDocFold(t *testing.T) {
 	}
 }
 
+// The raw log's entity with its hull (docs/format.md, "The catalog"): what a writer of this
+// version writes at generation 2, and what a reader of it knows once the ranges are gone.
+func TestFormatDocHull(t *testing.T) {
+	day := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
+	want := State{gen: 2, ranges: []Range{
+		{From: day.Add(time.Hour).UnixMilli(), To: day.Add(75*time.Minute).UnixMilli() + 1},
+		{From: day.UnixMilli(), To: day.Add(30 * time.Minute).UnixMilli()},
+	}, hull: Range{From: day.UnixMilli(), To: day.Add(75*time.Minute).UnixMilli() + 1}, hullKept: true}
+	doc := formatdoc.JSON(t, "raw-changes-hull")
+	if body := appendEntity(Partition, fmt.Sprintf("%012d", day.Unix()), want); string(body) != string(doc) {
+		t.Errorf("changes %s, the document %s", body, doc)
+	}
+	got, err := decodeEntity(doc)
+	if err != nil || got.gen != want.gen || !slices.Equal(got.ranges, want.ranges) || got.hull != want.hull || !got.hullKept {
+		t.Errorf("decoded %+v, %v; want %+v", got, err, want)
+	}
+	got.gen, got.ranges = 90, got.ranges[1:]
+	if h, ok := got.Hull(); !ok || h != want.hull {
+		t.Errorf("hull at generation 90: %v, %v; want %v", h, ok, want.hull)
+	}
+}
+
 // A reader rejects another version, a generation that is not a whole number, ranges that
 // are not 16 bytes each, empty, more than kept, or more than the generation counts.
 func TestDecode(t *testing.T) {
@@ -82,6 +104,12 @@ func TestDecode(t *testing.T) {
 		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","F@odata.type":"Edm.Binary","F":"` + receiptB64(1, 600, 600) + `"}`,
 		// Two receipts of one generation.
 		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","F@odata.type":"Edm.Binary","F":"` + receiptB64(1, 0, 600, 1, 0, 600) + `"}`,
+		// Hulls: not 16 bytes; empty at generation 1; not holding the change [1, 2); not empty
+		// at generation 0.
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","H@odata.type":"Edm.Binary","H":"AAAB"}`,
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","H@odata.type":"Edm.Binary","H":"` + hullB64(2, 2) + `"}`,
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":1,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","H@odata.type":"Edm.Binary","H":"` + hullB64(0, 1) + `"}`,
+		`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":0,"H@odata.type":"Edm.Binary","H":"` + hullB64(0, 1) + `"}`,
 	} {
 		if s, err := decodeEntity([]byte(bad)); err == nil {
 			t.Errorf("%s: read as %+v", bad, s)
@@ -95,6 +123,17 @@ func TestDecode(t *testing.T) {
 	if err != nil || len(s.receipts) != 1 || s.receipts[0].gen != 1 || s.receipts[0].Horizon != 600 {
 		t.Errorf("decoded %+v, %v", s, err)
 	}
+	// A hull wider than the ranges kept: the changes before them.
+	s, err = decodeEntity([]byte(`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":90,"C@odata.type":"Edm.Binary","C":"AAAAAAAAAAEAAAAAAAAAAg==","H@odata.type":"Edm.Binary","H":"` + hullB64(-5, 9) + `"}`))
+	if h, ok := s.Hull(); err != nil || !ok || h != (Range{From: -5, To: 9}) {
+		t.Errorf("decoded %+v, %v: hull %v, %v", s, err, h, ok)
+	}
+}
+
+// hullB64 is the H property of the hull [from, to).
+func hullB64(from, to int64) string {
+	b := binary.BigEndian.AppendUint64(nil, uint64(from))
+	return base64.StdEncoding.EncodeToString(binary.BigEndian.AppendUint64(b, uint64(to)))
 }
 
 // receiptB64 is the F property of receipts of (generation, From, Horizon), in threes.
@@ -148,6 +187,8 @@ func TestStateHull(t *testing.T) {
 		{State{gen: 1, ranges: []Range{{From: 50, To: 60}}}, Range{From: 50, To: 60}, true},
 		{State{gen: 3, ranges: []Range{{From: 200, To: 300}, {From: 50, To: 60}, {From: 120, To: 121}}}, Range{From: 50, To: 300}, true},
 		{State{gen: 4, ranges: []Range{{From: 200, To: 300}, {From: 50, To: 60}, {From: 120, To: 121}}}, Range{}, false}, // the first change is no longer recorded
+		// The entity keeps the hull (H): known past the changes recorded.
+		{State{gen: 4, ranges: []Range{{From: 200, To: 300}, {From: 50, To: 60}, {From: 120, To: 121}}, hull: Range{From: 10, To: 300}, hullKept: true}, Range{From: 10, To: 300}, true},
 	} {
 		got, ok := c.s.Hull()
 		if got != c.want || ok != c.ok {
@@ -162,13 +203,16 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"PartitionKey":"changes","RowKey":"001716422400","V":1,"G":3}`))
 	f.Add(appendEntity(Partition, "001716422400", State{gen: 3, ranges: []Range{{From: 1, To: 2}, {From: 5, To: 9}},
 		receipts: []genReceipt{{gen: 2, Receipt: Receipt{From: 0, Horizon: 600, Count: 4, Digest: [16]byte{9}}}}}))
+	f.Add(appendEntity(Partition, "001716422400", State{gen: 90, ranges: []Range{{From: 1, To: 2}, {From: 5, To: 9}},
+		hull: Range{From: -3, To: 9}, hullKept: true}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := decodeEntity(b)
 		if err != nil {
 			return
 		}
 		again, err := decodeEntity(appendEntity(Partition, "001716422400", s))
-		if err != nil || again.gen != s.gen || !slices.Equal(again.ranges, s.ranges) || !slices.Equal(again.receipts, s.receipts) {
+		if err != nil || again.gen != s.gen || !slices.Equal(again.ranges, s.ranges) || !slices.Equal(again.receipts, s.receipts) ||
+			again.hull != s.hull || again.hullKept != s.hullKept {
 			t.Fatalf("%+v written and read back: %+v, %v", s, again, err)
 		}
 	})

@@ -3,6 +3,8 @@ package changelog_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -137,4 +139,69 @@ func TestRecordKeepsIngestClass(t *testing.T) {
 	t.Logf("the updates' requests: %v", rec.classes)
 	require.Contains(t, rec.classes, "ingest", "the writes' changes were recorded by an update of their own")
 	require.NotContains(t, rec.classes, "other")
+}
+
+// The entity keeps the hull of every change once its ranges no longer hold them all (the
+// earliest change, at 1,000, is the first of 70); an entity a writer of an earlier version
+// replaced (no hull) knows it again from its next change only while its ranges hold every
+// change.
+func TestRecordKeepsHull(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	svc, _ := dbtest.NewService(t)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "log" + hex.EncodeToString(b) + "m"
+	_, err := svc.CreateTable(ctx, name, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name, nil) })
+	client := svc.NewClient(name)
+	key := func(p uint64) string { return fmt.Sprintf("%012d", p) }
+	log := changelog.New(client, key, nil)
+	const p, q = 1716422400, 1717027200
+
+	record := func(p uint64, from, to int64) {
+		t.Helper()
+		require.NoError(t, log.Record(ctx, map[uint64]changelog.Range{p: {From: from, To: to}}))
+	}
+	hull := func(p uint64) (changelog.Range, bool) {
+		t.Helper()
+		s, err := log.State(ctx, p)
+		require.NoError(t, err)
+		return s.Hull()
+	}
+	record(p, 1000, 2000)
+	for i := range changelog.Kept + 5 {
+		record(p, int64(5000+i*10), int64(5000+i*10+5))
+	}
+	h, ok := hull(p)
+	require.True(t, ok, "the entity keeps the hull past its ranges")
+	require.Equal(t, changelog.Range{From: 1000, To: 5000 + (changelog.Kept+4)*10 + 5}, h)
+
+	// An earlier version's writer replaces the entities without the hull: p's ranges no
+	// longer hold its first changes, q's (two changes) do.
+	earlier := func(p uint64, gen int, ranges ...int64) {
+		t.Helper()
+		var c []byte
+		for _, v := range ranges {
+			c = binary.BigEndian.AppendUint64(c, uint64(v))
+		}
+		body := fmt.Sprintf(`{"PartitionKey":%q,"RowKey":%q,"V":1,"V@odata.type":"Edm.Double","G":%d,"G@odata.type":"Edm.Double","C@odata.type":"Edm.Binary","C":%q}`,
+			changelog.Partition, key(p), gen, base64.StdEncoding.EncodeToString(c))
+		_, err := client.UpsertEntity(ctx, []byte(body), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+		require.NoError(t, err)
+	}
+	earlier(p, changelog.Kept+10, 9000, 9001)
+	earlier(q, 2, 300, 400, 100, 200)
+	_, ok = hull(p)
+	require.False(t, ok)
+	record(p, 9100, 9200)
+	_, ok = hull(p)
+	require.False(t, ok, "not known again once the ranges lost a change")
+	record(q, 500, 600)
+	h, ok = hull(q)
+	require.True(t, ok, "known again from the ranges that hold every change")
+	require.Equal(t, changelog.Range{From: 100, To: 600}, h)
 }
