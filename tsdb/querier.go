@@ -182,6 +182,12 @@ type Queryable struct {
 		mu            sync.Mutex
 		covered, read time.Time
 	}
+	dropped struct { // the latest raw period recorded dropped, as last read (see rawKeptFrom)
+		mu     sync.Mutex
+		period uint64
+		ok     bool
+		read   time.Time
+	}
 
 	rawSelects, tierSelects, labelSelects atomic.Uint64
 	rawCheaper, rawGone                   atomic.Uint64

@@ -149,9 +149,13 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 		if err != nil {
 			return nil, err
 		}
+		dataFrom, err := q.estimateFrom(ctx, from, to)
+		if err != nil {
+			return nil, err
+		}
 		rate := q.cost.rate.perSecond()
-		raw := q.cost.rawBytes(len(entries), from, to, rate)
-		tb := q.cost.tierBytes(len(entries), tier, fields, from, rounding.Floor(e.End, tier.Step).Add(tier.Step), q.cost.servedBefore(q.db.now(), rolledUp), rate)
+		raw := q.cost.rawBytes(len(entries), dataFrom, to, rate)
+		tb := q.cost.tierBytes(len(entries), tier, fields, dataFrom, rounding.Floor(e.End, tier.Step).Add(tier.Step), q.cost.servedBefore(q.db.now(), rolledUp), rate)
 		if !(tb*exactTierMargin < raw) {
 			q.exactRawCheaper.Add(1)
 			return nil, ErrNoExactTier

@@ -161,7 +161,11 @@ func (q *Queryable) choose(ctx context.Context, hints *SelectHints, from, to tim
 		if err != nil {
 			return choice{}, err
 		}
-		c = choice{t: t, pick: p, estimated: true, est: q.estimate(floats, t, p, from, to, rolledUp)}
+		dataFrom, err := q.estimateFrom(ctx, from, to)
+		if err != nil {
+			return choice{}, err
+		}
+		c = choice{t: t, pick: p, estimated: true, est: q.estimate(floats, t, p, dataFrom, to, rolledUp)}
 		if c.est.tier < c.est.raw {
 			c.tier = true
 			return c, nil
@@ -172,15 +176,74 @@ func (q *Queryable) choose(ctx context.Context, hints *SelectHints, from, to tim
 		return c, nil
 	}
 	// Where the raw samples of the range are gone, any tier: there is no exact answer.
-	rawFrom, haveRaw, err := q.db.RawFrom(ctx)
-	if err != nil {
-		return choice{}, err
-	}
-	if haveRaw && !from.Before(rawFrom) {
-		return c, nil
+	if gone, err := q.rawGoneAt(ctx, from); err != nil || !gone {
+		return c, err
 	}
 	c.tier, c.t, c.pick, c.rawGone = true, t, p, true
 	return c, nil
+}
+
+// rawGoneAt reports whether raw samples at from may be gone: from is before the oldest raw
+// table, and Retain dropped the period of a table at or after from (it drops the oldest
+// first). Before the oldest raw table a period whose table was never made held no sample
+// (a 7-day panel of a database of a day): raw answers it, exactly, where a tier's windows
+// would be all its answer (the rollups of the samples raw holds, approximate).
+func (q *Queryable) rawGoneAt(ctx context.Context, from time.Time) (bool, error) {
+	rawFrom, haveRaw, err := q.db.RawFrom(ctx)
+	if err != nil || (haveRaw && !from.Before(rawFrom)) {
+		return false, err
+	}
+	kept, dropped, err := q.rawKeptFrom(ctx)
+	return dropped && from.Before(kept), err
+}
+
+// estimateFrom is where the estimates of a read of [from, to), raw or of a tier's windows,
+// count from: where its raw samples begin as far as this process knows (rawDataFrom: a
+// 7-day read of a database of an hour estimates the hour, both ways), but from where
+// Retain dropped raw samples of the range (a tier's windows are all there is there). It
+// asks (rawGoneAt) only of a range that begins before the oldest raw table known.
+func (q *Queryable) estimateFrom(ctx context.Context, from, to time.Time) (time.Time, error) {
+	dataFrom := q.rawDataFrom(from, to)
+	if !dataFrom.After(from) {
+		return from, nil
+	}
+	if oldest, ok := q.db.tables.OldestKnown(rawKind); ok && !from.Before(q.db.names.Start(oldest)) {
+		return dataFrom, nil
+	}
+	gone, err := q.rawGoneAt(ctx, from)
+	if err != nil || gone {
+		return from, err
+	}
+	return dataFrom, nil
+}
+
+// droppedRefresh is how long a Queryable keeps the latest raw period recorded dropped that
+// it read: Retain drops a period a raw period at most, and a read that finds a table gone
+// learns the drop at once (tables.Periods.LearnDropped).
+const droppedRefresh = time.Minute
+
+// rawKeptFrom is the start of the raw period after the latest one Retain dropped, and
+// true; false if none was: the periods this process saw dropped, and the catalog's records
+// (one query, read again after droppedRefresh).
+func (q *Queryable) rawKeptFrom(ctx context.Context) (time.Time, bool, error) {
+	now := q.db.now()
+	q.dropped.mu.Lock()
+	defer q.dropped.mu.Unlock()
+	if q.dropped.read.IsZero() || now.Sub(q.dropped.read) >= droppedRefresh || now.Before(q.dropped.read) {
+		p, ok, err := q.db.tables.LatestDroppedRecorded(ctx)
+		if err != nil {
+			return time.Time{}, false, err
+		}
+		q.dropped.period, q.dropped.ok, q.dropped.read = p, ok, now
+	}
+	latest, ok := q.dropped.period, q.dropped.ok
+	if seen, seenOK := q.db.tables.LatestDroppedCached(); seenOK && (!ok || seen > latest) {
+		latest, ok = seen, true
+	}
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	return q.db.names.End(latest), true, nil
 }
 
 // estimate is the cost of reading floats series' samples in [from, to) raw, and of their
