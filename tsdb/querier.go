@@ -24,9 +24,10 @@ type QueryOptions struct {
 	// Concurrency is how many batches a Select reads at once ahead of its consumer.
 	// Default 4.
 	Concurrency int
-	// MinTierStep: tiers of a finer Step are read only for ranges that start before the
-	// oldest raw table (where Retain dropped the raw points). 0: any tier, wherever the
-	// estimate says it reads fewer bytes than raw (docs/tiers.md).
+	// MinTierStep: tiers of a finer Step are read only for ranges that start where Retain
+	// dropped the raw points (before the oldest raw table; a database that never had a
+	// table there reads raw). 0: any tier, wherever the estimate says it reads fewer bytes
+	// than raw (docs/tiers.md).
 	MinTierStep time.Duration
 	// RawBytesPerSample is what the cost estimate takes a raw sample to cost on the wire,
 	// in bytes. 0: by the raw layout of the database: 1.5 for chunked's chunks (a 15 s
@@ -183,10 +184,12 @@ type Queryable struct {
 		covered, read time.Time
 	}
 	dropped struct { // the latest raw period recorded dropped, as last read (see rawKeptFrom)
-		mu     sync.Mutex
-		period uint64
-		ok     bool
-		read   time.Time
+		mu       sync.Mutex
+		period   uint64
+		ok       bool
+		read     time.Time
+		rawFrom  time.Time // the oldest raw table's start when read
+		vanished uint64    // tables.Periods.Vanished when read
 	}
 
 	rawSelects, tierSelects, labelSelects atomic.Uint64

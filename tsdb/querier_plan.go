@@ -193,7 +193,7 @@ func (q *Queryable) rawGoneAt(ctx context.Context, from time.Time) (bool, error)
 	if err != nil || (haveRaw && !from.Before(rawFrom)) {
 		return false, err
 	}
-	kept, dropped, err := q.rawKeptFrom(ctx)
+	kept, dropped, err := q.rawKeptFrom(ctx, rawFrom)
 	return dropped && from.Before(kept), err
 }
 
@@ -218,23 +218,28 @@ func (q *Queryable) estimateFrom(ctx context.Context, from, to time.Time) (time.
 }
 
 // droppedRefresh is how long a Queryable keeps the latest raw period recorded dropped that
-// it read: Retain drops a period a raw period at most, and a read that finds a table gone
-// learns the drop at once (tables.Periods.LearnDropped).
+// it read, while the oldest raw table it knows of stays the same and no table it knew of
+// was found gone: Retain drops the oldest tables, at most one a raw period.
 const droppedRefresh = time.Minute
 
 // rawKeptFrom is the start of the raw period after the latest one Retain dropped, and
 // true; false if none was: the periods this process saw dropped, and the catalog's records
-// (one query, read again after droppedRefresh).
-func (q *Queryable) rawKeptFrom(ctx context.Context) (time.Time, bool, error) {
+// (one query), read again after droppedRefresh, or as soon as the oldest raw table known
+// (rawFrom, tables.Periods' listing) moved or a read found a table gone: another process's
+// Retain then shows in the next plan, as the listing's table did before.
+func (q *Queryable) rawKeptFrom(ctx context.Context, rawFrom time.Time) (time.Time, bool, error) {
 	now := q.db.now()
+	vanished := q.db.tables.Vanished.Load()
 	q.dropped.mu.Lock()
 	defer q.dropped.mu.Unlock()
-	if q.dropped.read.IsZero() || now.Sub(q.dropped.read) >= droppedRefresh || now.Before(q.dropped.read) {
+	if q.dropped.read.IsZero() || now.Sub(q.dropped.read) >= droppedRefresh || now.Before(q.dropped.read) ||
+		!rawFrom.Equal(q.dropped.rawFrom) || vanished != q.dropped.vanished {
 		p, ok, err := q.db.tables.LatestDroppedRecorded(ctx)
 		if err != nil {
 			return time.Time{}, false, err
 		}
 		q.dropped.period, q.dropped.ok, q.dropped.read = p, ok, now
+		q.dropped.rawFrom, q.dropped.vanished = rawFrom, vanished
 	}
 	latest, ok := q.dropped.period, q.dropped.ok
 	if seen, seenOK := q.db.tables.LatestDroppedCached(); seenOK && (!ok || seen > latest) {

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -87,40 +88,84 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			}
 			return
 		}
-		units, err := q.plan(ctx, entries, hints, from, to)
-		if err != nil {
-			yield(nil, err)
-			return
-		}
-		staged := newStagedGroups(q, units, from, to)
-		plain := newPlainBudget(plainSelectSamples)
-		fetch := func(ctx context.Context, i int) ([]*Series, error) {
-			return q.readUnit(ctx, staged, units, i, from, to, plain)
-		}
-		inKeyOrder := len(units) > 0 && units[0].keyRange
-		var all []*Series // of units in key order, to sort by labels
-		for series, err := range readAhead(ctx, len(units), q.opts.Concurrency, fetch) {
+		for plans := 1; ; plans++ {
+			all, replan, err := q.readPlanned(ctx, entries, hints, from, to, emit, plans < maxSelectPlans && emitted == 0)
 			if err != nil {
 				yield(nil, err)
 				return
 			}
-			if inKeyOrder {
-				all = append(all, series...)
+			if replan {
+				// Another process's Retain dropped raw tables the plan read (their windows
+				// are in the tiers): the catalog says which, and the next plan reads those.
+				if err := q.db.tables.LearnDropped(ctx, from, to); err != nil {
+					yield(nil, err)
+					return
+				}
 				continue
 			}
-			for _, s := range series {
+			for _, s := range all {
 				if !emit(s) {
 					return
 				}
 			}
+			return
 		}
-		slices.SortFunc(all, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
-		for _, s := range all {
+	}
+}
+
+// maxSelectPlans is how many times a Select plans its reads at most when raw tables it
+// read were found gone meanwhile.
+const maxSelectPlans = 3
+
+// errTablesDropped is a Select's error when raw tables it read were dropped by another
+// process meanwhile, after it gave series (or planned maxSelectPlans times): what it read
+// of them would be short.
+var errTablesDropped = errors.New("tsdb: select: raw tables of the range were dropped while it read them")
+
+// readPlanned plans the Select of entries and reads it: it gives the units' series to
+// emit as they come, but those of units in key order, which it returns sorted by labels.
+// When a read found a raw or histogram table this process knew of gone (another process's
+// Retain dropped it: tables.Periods.Vanished), what it read is short: with mayReplan (no
+// series given yet) it stops and says replan; else it fails (errTablesDropped).
+func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *SelectHints, from, to time.Time,
+	emit func(*Series) bool, mayReplan bool) (sorted []*Series, replan bool, err error) {
+	vanished := q.db.tables.Vanished.Load()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	units, err := q.plan(ctx, entries, hints, from, to)
+	if err != nil {
+		return nil, false, err
+	}
+	staged := newStagedGroups(q, units, from, to)
+	plain := newPlainBudget(plainSelectSamples)
+	fetch := func(ctx context.Context, i int) ([]*Series, error) {
+		return q.readUnit(ctx, staged, units, i, from, to, plain)
+	}
+	inKeyOrder := len(units) > 0 && units[0].keyRange
+	var all []*Series // of units in key order, to sort by labels
+	for series, err := range readAhead(ctx, len(units), q.opts.Concurrency, fetch) {
+		if err != nil {
+			return nil, false, err
+		}
+		if q.db.tables.Vanished.Load() != vanished {
+			if mayReplan {
+				return nil, true, nil
+			}
+			return nil, false, errTablesDropped
+		}
+		if inKeyOrder {
+			all = append(all, series...)
+			continue
+		}
+		mayReplan = false
+		for _, s := range series {
 			if !emit(s) {
-				return
+				return nil, false, nil
 			}
 		}
 	}
+	slices.SortFunc(all, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
+	return all, false, nil
 }
 
 // unitResult is what reading one unit gave.

@@ -89,3 +89,63 @@ func TestTierWhereRawIsGone(t *testing.T) {
 		}
 	}
 }
+
+// Another server's Retain drops the raw points a warm server read: the warm server's next
+// query finds the tables gone, learns the drop from the catalog and plans again, and reads
+// the tier there, with about the raw answer (it answered nothing before: the tables' listing
+// it held still had them).
+func TestTierWhereAnotherServerDroppedRaw(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	tiers := []tsdb.Tier{{Step: time.Minute}}
+	writer, svc, _ := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, Tiers: tiers})
+	now := time.Now().UTC().Truncate(time.Hour)
+	from, to := now.Add(-6*time.Hour), now.Add(-3*time.Hour)
+	sets := []labels.Labels{labels.FromStrings("__name__", "requests_total", "job", "a")}
+	var pts []tablets.Point
+	for at, c := from, 0.0; at.Before(to); at, c = at.Add(15*time.Second), c+15 {
+		pts = append(pts, tablets.Point{Time: at, Value: c})
+	}
+	write(t, writer, sets, [][]tablets.Point{pts})
+	require.NoError(t, writer.Rollup(ctx, from, to))
+
+	warm, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, Tiers: tiers})
+	require.NoError(t, err)
+	q, err := New(warm, &Options{MinTierStep: time.Hour})
+	require.NoError(t, err)
+	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 5e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
+	run := func() (float64, Stats) {
+		before := q.Stats()
+		qry, err := engine.NewRangeQuery(ctx, q, nil, `sum by (job) (rate(requests_total[10m]))`, from.Add(time.Hour), to.Add(-time.Minute), time.Hour)
+		require.NoError(t, err)
+		defer qry.Close()
+		res := qry.Exec(ctx)
+		require.NoError(t, res.Err)
+		m, err := res.Matrix()
+		require.NoError(t, err)
+		after := q.Stats()
+		v := math.NaN()
+		if len(m) > 0 {
+			v = m[0].Floats[0].F
+		}
+		return v, Stats{RawSelects: after.RawSelects - before.RawSelects, TierSelects: after.TierSelects - before.TierSelects,
+			RawGoneSelects: after.RawGoneSelects - before.RawGoneSelects}
+	}
+	rawFirst, st := run()
+	require.Equal(t, Stats{RawSelects: 1}, st, "raw points present: read them")
+
+	other, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers})
+	require.NoError(t, err)
+	dropped, err := other.Retain(ctx, now)
+	require.NoError(t, err)
+	require.NotEmpty(t, dropped)
+
+	tierFirst, st := run()
+	require.Equal(t, Stats{RawSelects: 1, TierSelects: 1, RawGoneSelects: 1}, st, "raw tables found gone: planned again, the tier")
+	require.InDelta(t, rawFirst, tierFirst, rawFirst*0.02, "the first step's rate from the tier")
+	again, st := run()
+	require.Equal(t, Stats{TierSelects: 1, RawGoneSelects: 1}, st, "the tier")
+	require.Equal(t, tierFirst, again)
+}
