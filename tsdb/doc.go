@@ -260,7 +260,12 @@
 // pattern. A dropped period is recorded in the catalog first: a Write of a point in it, or of
 // any point older than the retention by Options.Now, is rejected with ErrExpired before any
 // request, and the table is never created again (Azure answers 409 to a deleted table's name
-// for 40 seconds and more). Reads over dropped periods return what remains.
+// for 40 seconds and more). Reads over dropped periods return what remains. A Querier's
+// Select whose read found a raw table gone that it planned on (another process's Retain)
+// learns from the catalog which periods were dropped and plans again before it gives a
+// series (their tier windows, where tiers keep them), or fails rather than answer short.
+// Raw samples are gone before the oldest raw table only where Retain dropped a period:
+// before a database's first table (a 7-day range of a database of a day), raw answers.
 //
 // # Reads
 //
