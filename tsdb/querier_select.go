@@ -96,11 +96,7 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			}
 			if replan {
 				// Another process's Retain dropped raw tables the plan read (their windows
-				// are in the tiers): the catalog says which, and the next plan reads those.
-				if err := q.db.tables.LearnDropped(ctx, from, to); err != nil {
-					yield(nil, err)
-					return
-				}
+				// are in the tiers): the next plan knows them dropped.
 				continue
 			}
 			for _, s := range all {
@@ -124,9 +120,10 @@ var errTablesDropped = errors.New("tsdb: select: raw tables of the range were dr
 
 // readPlanned plans the Select of entries and reads it: it gives the units' series to
 // emit as they come, but those of units in key order, which it returns sorted by labels.
-// When a read found a raw or histogram table this process knew of gone (another process's
-// Retain dropped it: tables.Periods.Vanished), what it read is short: with mayReplan (no
-// series given yet) it stops and says replan; else it fails (errTablesDropped).
+// When a read of this process found a raw or histogram table it knew of gone
+// (tables.Periods.Vanished) and the catalog says Retain dropped a period of [from, to)
+// (another process's: LearnDropped), what it read is short: with mayReplan (no series
+// given yet) it stops and says replan; else it fails (errTablesDropped).
 func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *SelectHints, from, to time.Time,
 	emit func(*Series) bool, mayReplan bool) (sorted []*Series, replan bool, err error) {
 	vanished := q.db.tables.Vanished.Load()
@@ -147,11 +144,18 @@ func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *Sel
 		if err != nil {
 			return nil, false, err
 		}
-		if q.db.tables.Vanished.Load() != vanished {
-			if mayReplan {
+		if now := q.db.tables.Vanished.Load(); now != vanished {
+			vanished = now
+			dropped, err := q.droppedIn(ctx, from, to)
+			switch {
+			case err != nil:
+				return nil, false, err
+			case dropped && mayReplan:
 				return nil, true, nil
+			case dropped:
+				return nil, false, errTablesDropped
 			}
-			return nil, false, errTablesDropped
+			// Another Select's table, of another range.
 		}
 		if inKeyOrder {
 			all = append(all, series...)
@@ -166,6 +170,17 @@ func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *Sel
 	}
 	slices.SortFunc(all, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
 	return all, false, nil
+}
+
+// droppedIn learns from the catalog which raw periods of [from, to) Retain dropped
+// (tables.Periods.LearnDropped), and reports whether any was: Retain drops the oldest
+// periods first, so that one was where the range begins at or before the latest dropped.
+func (q *Queryable) droppedIn(ctx context.Context, from, to time.Time) (bool, error) {
+	if err := q.db.tables.LearnDropped(ctx, from, to); err != nil {
+		return false, err
+	}
+	latest, ok := q.db.tables.LatestDroppedCached()
+	return ok && q.db.names.PeriodOf(from) <= latest, nil
 }
 
 // unitResult is what reading one unit gave.
