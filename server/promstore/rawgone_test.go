@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,32 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
 )
+
+// minuteTier is the tiers of the databases of these tests.
+var minuteTier = []tsdb.Tier{{Step: time.Minute}}
+
+// rolledUpHours makes a database of raw periods of an hour and a minute tier holding n
+// counters (job "a", "b"...; the i-th growing by 15(i+1) every 15 s) from 6 to 3 hours
+// before now (the hour, truncated), rolled up.
+func rolledUpHours(t *testing.T, n int) (writer *tsdb.DB, svc *aztables.ServiceClient, now, from, to time.Time) {
+	t.Helper()
+	writer, svc, _ = dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, Tiers: minuteTier})
+	now = time.Now().UTC().Truncate(time.Hour)
+	from, to = now.Add(-6*time.Hour), now.Add(-3*time.Hour)
+	sets := make([]labels.Labels, n)
+	pts := make([][]tablets.Point, n)
+	for i := range sets {
+		sets[i] = labels.FromStrings("__name__", "requests_total", "job", string(rune('a'+i)))
+		c := 0.0
+		for at := from; at.Before(to); at = at.Add(15 * time.Second) {
+			pts[i] = append(pts[i], tablets.Point{Time: at, Value: c})
+			c += float64(i+1) * 15
+		}
+	}
+	write(t, writer, sets, pts)
+	require.NoError(t, writer.Rollup(context.Background(), from, to))
+	return writer, svc, now, from, to
+}
 
 // With MinTierStep, the minute tier answers only where Retain dropped the raw points: a
 // dashboard over raw points reads them, and the same query after the raw tables are gone
@@ -24,23 +51,8 @@ func TestTierWhereRawIsGone(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	tiers := []tsdb.Tier{{Step: time.Minute}}
-	writer, svc, _ := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, Tiers: tiers})
-	now := time.Now().UTC().Truncate(time.Hour)
-	from, to := now.Add(-6*time.Hour), now.Add(-3*time.Hour)
-	sets := []labels.Labels{labels.FromStrings("__name__", "requests_total", "job", "a"), labels.FromStrings("__name__", "requests_total", "job", "b")}
-	pts := make([][]tablets.Point, len(sets))
-	for i := range sets {
-		c := 0.0
-		for at := from; at.Before(to); at = at.Add(15 * time.Second) {
-			pts[i] = append(pts[i], tablets.Point{Time: at, Value: c})
-			c += float64(i+1) * 15
-		}
-	}
-	write(t, writer, sets, pts)
-	require.NoError(t, writer.Rollup(ctx, from, to))
-
-	db, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers})
+	writer, svc, now, from, to := rolledUpHours(t, 2)
+	db, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: minuteTier})
 	require.NoError(t, err)
 	q, err := New(db, &Options{MinTierStep: time.Hour})
 	require.NoError(t, err)
@@ -99,19 +111,8 @@ func TestTierWhereAnotherServerDroppedRaw(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	tiers := []tsdb.Tier{{Step: time.Minute}}
-	writer, svc, _ := dbtest.NewDB(t, &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, Tiers: tiers})
-	now := time.Now().UTC().Truncate(time.Hour)
-	from, to := now.Add(-6*time.Hour), now.Add(-3*time.Hour)
-	sets := []labels.Labels{labels.FromStrings("__name__", "requests_total", "job", "a")}
-	var pts []tablets.Point
-	for at, c := from, 0.0; at.Before(to); at, c = at.Add(15*time.Second), c+15 {
-		pts = append(pts, tablets.Point{Time: at, Value: c})
-	}
-	write(t, writer, sets, [][]tablets.Point{pts})
-	require.NoError(t, writer.Rollup(ctx, from, to))
-
-	warm, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, Tiers: tiers})
+	writer, svc, now, from, to := rolledUpHours(t, 1)
+	warm, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, Tiers: minuteTier})
 	require.NoError(t, err)
 	q, err := New(warm, &Options{MinTierStep: time.Hour})
 	require.NoError(t, err)
@@ -136,7 +137,7 @@ func TestTierWhereAnotherServerDroppedRaw(t *testing.T) {
 	rawFirst, st := run()
 	require.Equal(t, Stats{RawSelects: 1}, st, "raw points present: read them")
 
-	other, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: tiers})
+	other, err := tsdb.Open(ctx, svc, writer.Name(), &tsdb.Options{Layout: chunkedLayout, RawPeriod: time.Hour, RawRetention: 2 * time.Hour, Tiers: minuteTier})
 	require.NoError(t, err)
 	dropped, err := other.Retain(ctx, now)
 	require.NoError(t, err)

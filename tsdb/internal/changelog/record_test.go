@@ -31,12 +31,7 @@ func TestRecordConcurrent(t *testing.T) {
 	}
 	ctx := context.Background()
 	svc, checker := dbtest.NewService(t)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "log" + hex.EncodeToString(b) + "m"
-	_, err := svc.CreateTable(ctx, name, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name, nil) })
+	name := logTable(t, svc)
 	key := func(p uint64) string { return fmt.Sprintf("%012d", p) }
 	logs := []*changelog.Log{changelog.New(svc.NewClient(name), key, nil), changelog.New(svc.NewClient(name), key, nil)}
 	const p = 1716422400
@@ -68,6 +63,18 @@ func TestRecordConcurrent(t *testing.T) {
 	}
 	// And a range no change touched still stands.
 	require.Equal(t, int64(406), after.ValidUntil(0, 401, 406))
+}
+
+// logTable makes a table of a random name on svc for a log, deleted at the end.
+func logTable(t *testing.T, svc *aztables.ServiceClient) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "log" + hex.EncodeToString(b) + "m"
+	_, err := svc.CreateTable(context.Background(), name, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name, nil) })
+	return name
 }
 
 // classRecorder sends requests on, recording their reqlimit class, and holds the first
@@ -111,13 +118,7 @@ func TestRecordKeepsIngestClass(t *testing.T) {
 	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
 		Transport: checker, Retry: azurite.TestRetryOptions()}})
 	require.NoError(t, err)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "log" + hex.EncodeToString(b) + "m"
-	_, err = svc.CreateTable(ctx, name, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name, nil) })
-	log := changelog.New(svc.NewClient(name), func(p uint64) string { return fmt.Sprintf("%012d", p) }, nil)
+	log := changelog.New(svc.NewClient(logTable(t, svc)), func(p uint64) string { return fmt.Sprintf("%012d", p) }, nil)
 	rec.mu.Lock()
 	rec.classes = nil
 	rec.mu.Unlock()
@@ -151,13 +152,7 @@ func TestRecordKeepsHull(t *testing.T) {
 	}
 	ctx := context.Background()
 	svc, _ := dbtest.NewService(t)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "log" + hex.EncodeToString(b) + "m"
-	_, err := svc.CreateTable(ctx, name, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name, nil) })
-	client := svc.NewClient(name)
+	client := svc.NewClient(logTable(t, svc))
 	key := func(p uint64) string { return fmt.Sprintf("%012d", p) }
 	log := changelog.New(client, key, nil)
 	const p, q = 1716422400, 1717027200
