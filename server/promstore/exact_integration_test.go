@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -106,18 +105,7 @@ func TestExactTierAnswers(t *testing.T) {
 
 	run := func(q storage.Queryable, expr string, start, end time.Time, step time.Duration) promql.Matrix {
 		t.Helper()
-		qry, err := engine.NewRangeQuery(ctx, q, nil, expr, start, end, step)
-		require.NoError(t, err)
-		defer qry.Close()
-		res := qry.Exec(ctx)
-		require.NoError(t, res.Err, expr)
-		m, err := res.Matrix()
-		require.NoError(t, err)
-		out := make(promql.Matrix, len(m))
-		for i, s := range m {
-			out[i] = promql.Series{Metric: s.Metric, Floats: slices.Clone(s.Floats)}
-		}
-		return out
+		return rangeMatrix(t, engine, q, expr, start, end, step)
 	}
 	equal := func(expr string, want, got promql.Matrix) {
 		t.Helper()

@@ -46,6 +46,25 @@ func write(t *testing.T, db *tsdb.DB, sets []labels.Labels, points [][]tablets.P
 	require.NoError(t, db.WriteMany(ctx, batch))
 }
 
+// rangeMatrix runs expr over q as a range query of engine and returns a copy of its
+// floats' matrix: closing the query gives the engine's points back to its pool.
+func rangeMatrix(t *testing.T, engine *promql.Engine, q storage.Queryable, expr string, start, end time.Time, step time.Duration) promql.Matrix {
+	t.Helper()
+	ctx := context.Background()
+	qry, err := engine.NewRangeQuery(ctx, q, nil, expr, start, end, step)
+	require.NoError(t, err)
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	require.NoError(t, res.Err, expr)
+	m, err := res.Matrix()
+	require.NoError(t, err)
+	out := make(promql.Matrix, len(m))
+	for i, s := range m {
+		out[i] = promql.Series{Metric: s.Metric, Floats: slices.Clone(s.Floats)}
+	}
+	return out
+}
+
 type sample struct {
 	t    int64
 	bits uint64
@@ -421,22 +440,10 @@ func TestPromQLRateTierVsRaw(t *testing.T) {
 		t.Run(c.description, func(t *testing.T) {
 			db, checker, _, _ := tierDB(t, c.series, c.interval, false)
 			engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 5e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
-			ctx := context.Background()
 			run := func(q storage.Queryable, expr string, step time.Duration) (promql.Matrix, azurite.Stats) {
 				t.Helper()
 				checker.Reset()
-				qry, err := engine.NewRangeQuery(ctx, q, nil, expr, base.Add(10*time.Minute), base.Add(2*time.Hour+50*time.Minute), step)
-				require.NoError(t, err)
-				defer qry.Close()
-				res := qry.Exec(ctx)
-				require.NoError(t, res.Err)
-				m, err := res.Matrix()
-				require.NoError(t, err)
-				// Close gives the points back to the engine's pool: copy them.
-				out := make(promql.Matrix, len(m))
-				for i, s := range m {
-					out[i] = promql.Series{Metric: s.Metric, Floats: slices.Clone(s.Floats)}
-				}
+				out := rangeMatrix(t, engine, q, expr, base.Add(10*time.Minute), base.Add(2*time.Hour+50*time.Minute), step)
 				return out, checker.Stats()
 			}
 			raw, err := New(db, &Options{DisableTiers: true})

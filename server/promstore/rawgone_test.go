@@ -60,18 +60,7 @@ func TestTierWhereRawIsGone(t *testing.T) {
 	require.NoError(t, err)
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 5e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
 	run := func(q *Queryable) promql.Matrix {
-		qry, err := engine.NewRangeQuery(ctx, q, nil, `sum by (job) (rate(requests_total[10m]))`, from.Add(time.Hour), to.Add(-time.Minute), time.Hour)
-		require.NoError(t, err)
-		defer qry.Close()
-		res := qry.Exec(ctx)
-		require.NoError(t, res.Err)
-		m, err := res.Matrix()
-		require.NoError(t, err)
-		out := make(promql.Matrix, len(m))
-		for i, s := range m {
-			out[i] = promql.Series{Metric: s.Metric, Floats: append([]promql.FPoint(nil), s.Floats...)}
-		}
-		return out
+		return rangeMatrix(t, engine, q, `sum by (job) (rate(requests_total[10m]))`, from.Add(time.Hour), to.Add(-time.Minute), time.Hour)
 	}
 	rawAnswer := run(q)
 	require.Equal(t, Stats{RawSelects: 1, Series: 2, Samples: q.Stats().Samples}, paths(q.Stats()), "raw points present: read them")
@@ -119,13 +108,7 @@ func TestTierWhereAnotherServerDroppedRaw(t *testing.T) {
 	engine := promql.NewEngine(promql.EngineOpts{MaxSamples: 5e7, Timeout: time.Minute, LookbackDelta: 5 * time.Minute})
 	run := func() (float64, Stats) {
 		before := q.Stats()
-		qry, err := engine.NewRangeQuery(ctx, q, nil, `sum by (job) (rate(requests_total[10m]))`, from.Add(time.Hour), to.Add(-time.Minute), time.Hour)
-		require.NoError(t, err)
-		defer qry.Close()
-		res := qry.Exec(ctx)
-		require.NoError(t, res.Err)
-		m, err := res.Matrix()
-		require.NoError(t, err)
+		m := rangeMatrix(t, engine, q, `sum by (job) (rate(requests_total[10m]))`, from.Add(time.Hour), to.Add(-time.Minute), time.Hour)
 		after := q.Stats()
 		v := math.NaN()
 		if len(m) > 0 {
