@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/chunks"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
@@ -99,11 +102,12 @@ func exactTier(tiers []Tier, e *Evaluation) (Tier, bool) {
 	return Tier{}, false
 }
 
-// Evaluate computes e for each float series matching ms: the series' labels (as stored, the
-// metric name included: PromQL's functions drop it, but for last_over_time) with a float
-// sample at each step whose range holds what the function needs (two samples for rate,
-// increase and delta, one for the others), of the value Prometheus' function gives over the
-// same samples (within floating-point rounding: sums are added by window, then across).
+// Evaluate computes e for each float series matching ms, in labels' order: the series'
+// labels (as stored, the metric name included: PromQL's functions drop it, but for
+// last_over_time) with a float sample at each step whose range holds what the function
+// needs (two samples for rate, increase and delta, one for the others), of the value
+// Prometheus' function gives over the same samples (within floating-point rounding: sums
+// are added by window, then across).
 //
 // It reads the windows of the coarsest tier whose Step divides e's Step, Range and Start,
 // where the estimate of their bytes is under a third of raw's (exactTierMargin; always with
@@ -166,19 +170,39 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		size := exactBatchSize(e, tier)
+		// Many series: batches in key order, each read by the range of keys it spans (as a
+		// Select's, rawPlan), and the series given in labels' order once all are computed.
+		keyOrdered := len(entries) >= 2*q.opts.BatchSize
+		if keyOrdered {
+			entries = inKeyOrder(entries)
+		}
+		var all []*Series
+		give := func(s *Series) bool {
+			q.series.Add(1)
+			q.samples.Add(uint64(s.n))
+			return yield(s, nil)
+		}
 		for i := 0; i < len(entries); i += size {
 			batch := entries[i:min(i+size, len(entries))]
-			out, err := q.evaluateBatch(ctx, e, tier, fields, batch)
+			out, err := q.evaluateBatch(ctx, e, tier, fields, batch, keyOrdered)
 			if err != nil {
 				yield(nil, err)
 				return
 			}
+			if keyOrdered {
+				all = append(all, out...)
+				continue
+			}
 			for _, s := range out {
-				q.series.Add(1)
-				q.samples.Add(uint64(s.n))
-				if !yield(s, nil) {
+				if !give(s) {
 					return
 				}
+			}
+		}
+		slices.SortFunc(all, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
+		for _, s := range all {
+			if !give(s) {
+				return
 			}
 		}
 	}, nil
@@ -205,8 +229,10 @@ func exactBatchSize(e *Evaluation, tier Tier) int {
 const exactBatchWindows = 250_000
 
 // evaluateBatch computes e for a batch of series from tier's windows, and from the raw
-// samples of the series whose windows cannot give it exactly.
-func (q *Queryable) evaluateBatch(ctx context.Context, e *Evaluation, tier Tier, fields Fields, batch []entry) ([]*Series, error) {
+// samples of the series whose windows cannot give it exactly. A batch in keyRange is a run
+// of a large selection in key order: the raw points of its windows the tier cannot give
+// are read by the range of its keys.
+func (q *Queryable) evaluateBatch(ctx context.Context, e *Evaluation, tier Tier, fields Fields, batch []entry, keyRange bool) ([]*Series, error) {
 	w := tier.Step
 	from := e.Start.Add(-e.Range)
 	n := int(e.End.Sub(from)/w) + 1 // windows [from + i×w, +w), the last holding End's first millisecond
@@ -217,7 +243,11 @@ func (q *Queryable) evaluateBatch(ctx context.Context, e *Evaluation, tier Tier,
 		wins[en.series] = make([]*Window, n)
 	}
 	opts := &AggregateOptions{Fields: fields}
-	for sw, err := range q.db.tiers.AggregateBySeries(ctx, names, from, from.Add(time.Duration(n)*w), w, opts) {
+	actx := ctx
+	if keyRange {
+		actx = chunks.WithKeyRange(ctx) // not the fallback's: a few series of the run
+	}
+	for sw, err := range q.db.tiers.AggregateBySeries(actx, names, from, from.Add(time.Duration(n)*w), w, opts) {
 		if err != nil {
 			return nil, err
 		}
@@ -257,6 +287,7 @@ func (q *Queryable) evaluateBatch(ctx context.Context, e *Evaluation, tier Tier,
 				out = append(out, s)
 			}
 		}
+		slices.SortFunc(out, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
@@ -51,6 +52,17 @@ func newKeyRangeDB(t testing.TB, prefix string, now time.Time, periodsOf ...time
 		for _, at := range periodsOf {
 			p := k.names.PeriodOf(at)
 			tables = append(tables, k.names.RawTable(p), k.names.IndexTable(p), k.names.HistTable(p))
+		}
+		// And the tiers' tables, of whichever period.
+		f := filter.And(filter.Ge("TableName", k.name+"t"), filter.Lt("TableName", k.name+"u")).String()
+		for p := k.svc.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); p.More(); {
+			page, err := p.NextPage(context.Background())
+			if err != nil {
+				break
+			}
+			for _, tb := range page.Tables {
+				tables = append(tables, *tb.Name)
+			}
 		}
 		for _, table := range tables {
 			_, _ = k.svc.DeleteTable(context.Background(), table, nil)

@@ -70,7 +70,17 @@ func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 		// bytes, which the estimate's samples do not count.
 		size = q.cost.keyRangeBatch(q.rawDataFrom(from, to), to, q.cost.rate.perSecond())
 	}
-	// Sorted by each series' first PartitionKey (partkey.Compare, its key made once).
+	units := rawUnits(inKeyOrder(entries), size)
+	for i := range units {
+		units[i].keyRange = true
+	}
+	return units
+}
+
+// inKeyOrder returns entries sorted by each series' first PartitionKey (partkey.Compare,
+// its key made once): the order of the raw and tier tables, in which a run of a large
+// selection is most of the series of its range of keys.
+func inKeyOrder(entries []entry) []entry {
 	type keyed struct {
 		key string
 		e   entry
@@ -84,11 +94,7 @@ func (q *Queryable) rawPlan(entries []entry, from, to time.Time) []unit {
 	for i, k := range ks {
 		byKey[i] = k.e
 	}
-	units := rawUnits(byKey, size)
-	for i := range units {
-		units[i].keyRange = true
-	}
-	return units
+	return byKey
 }
 
 // rawDataFrom is where the raw samples of [from, to) begin, as far as this process knows

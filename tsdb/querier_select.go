@@ -138,8 +138,8 @@ func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *Sel
 	fetch := func(ctx context.Context, i int) ([]*Series, error) {
 		return q.readUnit(ctx, staged, units, i, from, to, plain)
 	}
-	inKeyOrder := len(units) > 0 && units[0].keyRange
-	var all []*Series // of units in key order, to sort by labels
+	keyOrdered := slices.ContainsFunc(units, func(u unit) bool { return u.keyRange })
+	var all []*Series // of a plan in key order, to sort by labels
 	for series, err := range readAhead(ctx, len(units), q.opts.Concurrency, fetch) {
 		if err != nil {
 			return nil, false, err
@@ -157,7 +157,7 @@ func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *Sel
 			}
 			// Another Select's table, of another range.
 		}
-		if inKeyOrder {
+		if keyOrdered {
 			all = append(all, series...)
 			continue
 		}
@@ -246,11 +246,11 @@ func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []
 		return nil, err
 	}
 	defer staged.release(i)
-	if u.tier {
-		return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick, st)
-	}
 	if u.keyRange {
 		ctx = chunks.WithKeyRange(ctx)
+	}
+	if u.tier {
+		return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick, st)
 	}
 	return q.readRaw(ctx, u.entries, from, to, st, plain)
 }
@@ -260,8 +260,9 @@ func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []
 type unit struct {
 	entries []entry
 	tier    bool
-	// Of a raw unit: its entries are a run of the Select's in key order, read by their
-	// range of keys (rawPlan).
+	// Its entries are a run of the Select's in key order, read by their range of keys:
+	// a raw unit's samples (rawPlan), a tier unit's raw points where the tier has no
+	// window (tierUnits).
 	keyRange bool
 	// Of a tier unit: the whole windows of step in [from, to), and what of them.
 	from, to time.Time
@@ -306,6 +307,14 @@ func rawUnits(entries []entry, size int) []unit {
 // histograms), read raw, in batches of the consecutive ones, so that the order stays the
 // labels'.
 //
+// A Select of at least two batches of float series cuts them in key order instead (as
+// rawPlan does), each unit read by the range of keys it spans: the windows the tier cannot
+// give (not rolled up yet, unsealed, marked dirty) are its raw points, one query of the
+// raw table a unit where a run in labels' order, spread over the whole table, takes a
+// request per 13 series; and its tier blocks one scan of its partitions where such a run
+// takes a filter per 13 series. Its histogram series then read raw in batches, and the
+// Select gives all its series in labels' order once read.
+//
 // Whole windows only: Aggregate reads a window cut by the range from raw points, a request
 // or two per series and a whole raw chunk in the reply. from goes down to its window's
 // start (the sample, at the window's end, is still in the range; a Min or Max may take a
@@ -314,16 +323,39 @@ func rawUnits(entries []entry, size int) []unit {
 // out just the same. Less than a window: no sample.
 func (q *Queryable) tierUnits(entries []entry, from, to time.Time, step time.Duration, p pick) []unit {
 	tfrom, tto := rounding.Floor(from, step), rounding.Floor(to, step)
+	size := q.opts.BatchSize
+	var floats, hists []entry
+	for _, e := range entries {
+		if e.hist {
+			hists = append(hists, e)
+		} else {
+			floats = append(floats, e)
+		}
+	}
 	var units []unit
+	if len(floats) >= 2*size {
+		if tfrom.Before(tto) {
+			byKey := inKeyOrder(floats)
+			for i := 0; i < len(byKey); i += size {
+				units = append(units, unit{entries: byKey[i:min(i+size, len(byKey))], tier: true, keyRange: true,
+					from: tfrom, to: tto, step: step, pick: p})
+			}
+		}
+		if len(hists) > 0 {
+			q.histogramRawSeries.Add(uint64(len(hists)))
+			units = append(units, rawUnits(hists, size)...)
+		}
+		return units
+	}
 	for i := 0; i < len(entries); {
 		j := i
-		for j < len(entries) && entries[j].hist == entries[i].hist && (entries[i].hist || j-i < q.opts.BatchSize) {
+		for j < len(entries) && entries[j].hist == entries[i].hist && (entries[i].hist || j-i < size) {
 			j++
 		}
 		switch {
 		case entries[i].hist:
 			q.histogramRawSeries.Add(uint64(j - i))
-			units = append(units, rawUnits(entries[i:j], q.opts.BatchSize)...)
+			units = append(units, rawUnits(entries[i:j], size)...)
 		case tfrom.Before(tto):
 			units = append(units, unit{entries: entries[i:j], tier: true, from: tfrom, to: tto, step: step, pick: p})
 		}

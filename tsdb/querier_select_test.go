@@ -76,9 +76,23 @@ func TestTierUnits(t *testing.T) {
 	require.Equal(t, [][]string{{"b"}}, seriesOfUnits(units))
 
 	// Consecutive float series read their windows together, BatchSize at most a read.
-	q.opts.BatchSize = 3
-	units = q.tierUnits(entriesOf(false, false, false, false, true, false, false), from, to, time.Minute, pickLast)
-	require.Equal(t, [][]string{{"a", "b", "c", "tier"}, {"d", "tier"}, {"e"}, {"f", "g", "tier"}}, seriesOfUnits(units))
+	q.opts.BatchSize = 4
+	units = q.tierUnits(entriesOf(false, false, false, false, false, true, false), from, to, time.Minute, pickLast)
+	require.Equal(t, [][]string{{"a", "b", "c", "d", "tier"}, {"e", "tier"}, {"f"}, {"g", "tier"}}, seriesOfUnits(units))
+	require.False(t, slices.ContainsFunc(units, func(u unit) bool { return u.keyRange }))
+
+	// Two batches of float series or more: in key order, each read by its range of keys;
+	// the histogram series raw, after them.
+	q.opts.BatchSize = 2
+	entries := []entry{{series: "e", labels: Labels{{Name: "i", Value: "1"}}}, {series: "h", labels: Labels{{Name: "i", Value: "2"}}, hist: true},
+		{series: "c", labels: Labels{{Name: "i", Value: "3"}}}, {series: "d", labels: Labels{{Name: "i", Value: "4"}}},
+		{series: "b", labels: Labels{{Name: "i", Value: "5"}}}}
+	units = q.tierUnits(entries, from, to, time.Minute, pickLast)
+	require.Equal(t, [][]string{{"b", "c", "tier"}, {"d", "e", "tier"}, {"h"}}, seriesOfUnits(units))
+	require.Equal(t, []bool{true, true, false}, []bool{units[0].keyRange, units[1].keyRange, units[2].keyRange})
+	// Less than a window: no tier unit.
+	units = q.tierUnits(entries, from, from.Add(20*time.Second), time.Minute, pickLast)
+	require.Equal(t, [][]string{{"h"}}, seriesOfUnits(units))
 }
 
 func TestSelectTier(t *testing.T) {

@@ -19,16 +19,22 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
 
-// tableReads counts the queries of one table's entities at the transport.
+// tableReads counts the queries of one table's entities at the transport (n), and of
+// the tables whose names begin with second if set (nSecond).
 type tableReads struct {
-	next  policy.Transporter
-	table string
-	n     atomic.Int64
+	next          policy.Transporter
+	table, second string
+	n, nSecond    atomic.Int64
 }
 
 func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/"+c.table+"()") {
-		c.n.Add(1)
+	if req.Method == http.MethodGet {
+		switch {
+		case strings.Contains(req.URL.Path, "/"+c.table+"()"):
+			c.n.Add(1)
+		case c.second != "" && strings.Contains(req.URL.Path, "/"+c.second) && strings.HasSuffix(req.URL.Path, "()"):
+			c.nSecond.Add(1)
+		}
 	}
 	return c.next.Do(req)
 }
