@@ -178,6 +178,8 @@ type Queryable struct {
 	// growKeyRange: BatchSize was left to its default, and a read by ranges of keys may
 	// take several batches at once (rawPlan).
 	growKeyRange bool
+	// exactLimit bounds Evaluate's reads (defaultExactLimit; tests' smaller).
+	exactLimit exactLimit
 
 	rollup struct { // the rollup progress last read (see rolledUp)
 		mu            sync.Mutex
@@ -214,7 +216,7 @@ func (db *DB) Queryable(opts *QueryOptions) (*Queryable, error) {
 		raw.bytesPerSample = o.RawBytesPerSample
 	}
 	grow := opts == nil || opts.BatchSize == 0
-	return &Queryable{db: db, opts: o, growKeyRange: grow, cost: newCostModel(db.opts, raw, o.BatchSize)}, nil
+	return &Queryable{db: db, opts: o, growKeyRange: grow, cost: newCostModel(db.opts, raw, o.BatchSize), exactLimit: defaultExactLimit}, nil
 }
 
 // Stats returns the counters.

@@ -169,7 +169,7 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 	return func(yield func(*Series, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		size := exactBatchSize(e, tier)
+		size, concurrency := exactBatches(e, tier, q.opts.Concurrency, q.exactLimit)
 		// Many series: batches in key order, each read by the range of keys it spans (as a
 		// Select's, rawPlan), and the series given in labels' order once all are computed.
 		keyOrdered := len(entries) >= 2*q.opts.BatchSize
@@ -182,9 +182,12 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 			q.samples.Add(uint64(s.n))
 			return yield(s, nil)
 		}
-		for i := 0; i < len(entries); i += size {
-			batch := entries[i:min(i+size, len(entries))]
-			out, err := q.evaluateBatch(ctx, e, tier, fields, batch, keyOrdered)
+		batches := (len(entries) + size - 1) / size
+		fetch := func(ctx context.Context, i int) ([]*Series, error) {
+			batch := entries[i*size : min((i+1)*size, len(entries))]
+			return q.evaluateBatch(ctx, e, tier, fields, batch, keyOrdered)
+		}
+		for out, err := range readAhead(ctx, batches, concurrency, fetch) {
 			if err != nil {
 				yield(nil, err)
 				return
@@ -217,16 +220,25 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 // about once a minute or more: where the windows are cheaper whatever the estimate's error.
 const exactTierMargin = 3
 
-// exactBatchSize is how many series one read of windows asks for: at most 256, and so
-// many that their windows (a few hundred bytes each, decoded) number at most
-// exactBatchWindows: a 7-day range of the minute tier holds 10,080 a series.
-func exactBatchSize(e *Evaluation, tier Tier) int {
+// exactBatches is how many series one read of windows asks for, and how many such reads
+// an Evaluate runs at once (at most concurrency, QueryOptions.Concurrency): a read asks
+// for at most l.series series, and so many that their windows (a few hundred bytes each,
+// decoded) number at most l.windows; and the reads under way hold at most l.windows
+// together. By default a 7-day range of the minute tier (10,080 windows a series) reads 24
+// series at a time, one read at once; an hour's range of it (60 windows and a few) 256
+// series a read, 4 at once over 1,024 series or more. The batches are not cut smaller to
+// run more of them: each costs a request or more a table whatever its size.
+func exactBatches(e *Evaluation, tier Tier, concurrency int, l exactLimit) (size, atOnce int) {
 	n := int(e.End.Sub(e.Start.Add(-e.Range))/tier.Step) + 1
-	return max(1, min(256, exactBatchWindows/n))
+	size = max(1, min(l.series, l.windows/n))
+	return size, max(1, min(concurrency, l.windows/(size*n)))
 }
 
-// exactBatchWindows bounds the windows an Evaluate holds at once (about 50 MB).
-const exactBatchWindows = 250_000
+// exactLimit bounds an Evaluate's reads: the windows they hold at once, the series a read.
+type exactLimit struct{ windows, series int }
+
+// defaultExactLimit: about 50 MB of windows.
+var defaultExactLimit = exactLimit{windows: 250_000, series: 256}
 
 // evaluateBatch computes e for a batch of series from tier's windows, and from the raw
 // samples of the series whose windows cannot give it exactly. A batch in keyRange is a run

@@ -125,13 +125,7 @@ func TestTierReadsByKeyRange(t *testing.T) {
 	}
 	t.Logf("Evaluate: %d queries of the raw table, %d of the tier's", k.reads.n.Load(), k.reads.nSecond.Load())
 	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
-	require.Equal(t, len(wantRate), len(gotRate))
-	for label, ws := range wantRate {
-		require.Len(t, gotRate[label], len(ws), label)
-		for j, w := range ws {
-			require.LessOrEqual(t, math.Abs(gotRate[label][j]-w), 1e-9*math.Abs(w), "%s step %d: %v, want %v", label, j, gotRate[label][j], w)
-		}
-	}
+	equalRates(t, wantRate, gotRate)
 	st := q.Stats()
 	require.Equal(t, uint64(1), st.ExactEvaluations)
 	// One batch (160 series): one query of the raw table for their raw points after the
@@ -142,4 +136,67 @@ func TestTierReadsByKeyRange(t *testing.T) {
 	require.LessOrEqual(t, k.reads.n.Load(), int64(2), "raw table queries")
 	require.LessOrEqual(t, k.reads.nSecond.Load(), int64(2), "tier table queries")
 	require.Positive(t, k.reads.nSecond.Load(), "tier table queries")
+
+	// Smaller reads, several at once (10 batches of 16 series, 2 at a time): the same
+	// answers, in labels' order.
+	q, err = k.open(t, false).Queryable(&QueryOptions{PreferExactTiers: true})
+	require.NoError(t, err)
+	q.exactLimit = exactLimit{windows: 4000, series: 16}
+	size, atOnce := exactBatches(e, Tier{Step: time.Minute}, q.opts.Concurrency, q.exactLimit)
+	require.Equal(t, []int{16, 2}, []int{size, atOnce})
+	seq, err = q.Querier(e.Start.Add(-e.Range), e.End.Add(time.Millisecond)).Evaluate(ctx, e, dense)
+	require.NoError(t, err)
+	order = order[:0]
+	gotRate = map[string][]float64{}
+	for s, err := range seq {
+		require.NoError(t, err)
+		order = append(order, s.Labels)
+		it := s.Iterator()
+		for it.Next() {
+			gotRate[s.Labels.Get("i")] = append(gotRate[s.Labels.Get("i")], it.At().F)
+		}
+	}
+	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
+	equalRates(t, wantRate, gotRate)
+}
+
+// equalRates requires got to hold want's series and values, within 1e-9 relative.
+func equalRates(t *testing.T, want, got map[string][]float64) {
+	t.Helper()
+	require.Equal(t, len(want), len(got))
+	for label, ws := range want {
+		require.Len(t, got[label], len(ws), label)
+		for j, w := range ws {
+			require.LessOrEqual(t, math.Abs(got[label][j]-w), 1e-9*math.Abs(w), "%s step %d: %v, want %v", label, j, got[label][j], w)
+		}
+	}
+}
+
+// An Evaluate's reads: at most 256 series each, and the windows of those under way at
+// most defaultExactLimit's; several at once only where whole reads fit.
+func TestExactBatches(t *testing.T) {
+	at := time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(span, rng time.Duration) *Evaluation {
+		return &Evaluation{Function: FuncRate, Range: rng, Start: at, End: at.Add(span), Step: 10 * time.Minute}
+	}
+	for _, c := range []struct {
+		e            *Evaluation
+		tier         time.Duration
+		size, atOnce int
+	}{
+		{ev(7*24*time.Hour, 10*time.Minute), time.Minute, 24, 1}, // 10,091 windows a series
+		{ev(time.Hour, 5*time.Minute), time.Minute, 256, 4},      // 66
+		{ev(6*time.Hour, 5*time.Minute), time.Minute, 256, 2},    // 366
+		{ev(7*24*time.Hour, time.Hour), time.Hour, 256, 4},       // 170
+		{ev(400*24*time.Hour, time.Hour), time.Minute, 1, 1},     // more windows than the bound
+	} {
+		size, atOnce := exactBatches(c.e, Tier{Step: c.tier}, 4, defaultExactLimit)
+		require.Equal(t, []int{c.size, c.atOnce}, []int{size, atOnce}, "%v of %v", c.e.End.Sub(c.e.Start), c.tier)
+		n := int(c.e.End.Sub(c.e.Start.Add(-c.e.Range))/c.tier) + 1
+		if size > 1 { // else one series holds more
+			require.LessOrEqual(t, size*atOnce*n, defaultExactLimit.windows, "windows held at once")
+		}
+	}
+	size, atOnce := exactBatches(ev(time.Hour, 5*time.Minute), Tier{Step: time.Minute}, 1, defaultExactLimit)
+	require.Equal(t, []int{256, 1}, []int{size, atOnce}, "Concurrency 1")
 }
