@@ -117,10 +117,16 @@ func denseSeries(t testing.TB, db *DB, n, dense int, base time.Time, count int, 
 // their labels in the order given, and the queries of k.reads' table meanwhile.
 func (k *keyRangeDB) selectMetric(t testing.TB, q *Queryable, metric string, from, to time.Time) (map[string][]string, []Labels, int64) {
 	t.Helper()
+	return k.selectHinted(t, q, nil, metric, from, to)
+}
+
+// selectHinted is selectMetric with hints.
+func (k *keyRangeDB) selectHinted(t testing.TB, q *Queryable, hints *SelectHints, metric string, from, to time.Time) (map[string][]string, []Labels, int64) {
+	t.Helper()
 	k.reads.n.Store(0)
 	got := map[string][]string{}
 	var order []Labels
-	for s, err := range q.Querier(from, to).Select(context.Background(), nil, Matcher{Type: MatchEqual, Name: "__name__", Value: metric}) {
+	for s, err := range q.Querier(from, to).Select(context.Background(), hints, Matcher{Type: MatchEqual, Name: "__name__", Value: metric}) {
 		require.NoError(t, err)
 		order = append(order, s.Labels)
 		it := s.Iterator()

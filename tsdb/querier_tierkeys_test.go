@@ -68,19 +68,7 @@ func TestTierReadsByKeyRange(t *testing.T) {
 	q, err := k.open(t, false).Queryable(&QueryOptions{PreferTiers: true})
 	require.NoError(t, err)
 	reset()
-	got := map[string][]string{}
-	var order []Labels
-	hints := &SelectHints{Step: 10 * time.Minute, Func: "sum"}
-	for s, err := range q.Querier(from, to).Select(ctx, hints, dense) {
-		require.NoError(t, err)
-		order = append(order, s.Labels)
-		it := s.Iterator()
-		for it.Next() {
-			x := it.At()
-			got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
-		}
-		require.NoError(t, it.Err())
-	}
+	got, order, _ := k.selectHinted(t, q, &SelectHints{Step: 10 * time.Minute, Func: "sum"}, "dense_total", from, to)
 	t.Logf("tier Select: %d queries of the raw table, %d of the tier's", k.reads.n.Load(), k.reads.nSecond.Load())
 	require.Equal(t, want, got, "the minute windows' last values")
 	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
@@ -111,18 +99,7 @@ func TestTierReadsByKeyRange(t *testing.T) {
 	q, err = k.open(t, false).Queryable(&QueryOptions{PreferExactTiers: true})
 	require.NoError(t, err)
 	reset()
-	seq, err := q.Querier(e.Start.Add(-e.Range), e.End.Add(time.Millisecond)).Evaluate(ctx, e, dense)
-	require.NoError(t, err)
-	order = order[:0]
-	gotRate := map[string][]float64{}
-	for s, err := range seq {
-		require.NoError(t, err)
-		order = append(order, s.Labels)
-		it := s.Iterator()
-		for it.Next() {
-			gotRate[s.Labels.Get("i")] = append(gotRate[s.Labels.Get("i")], it.At().F)
-		}
-	}
+	gotRate, order := evaluateRates(t, q, e, dense)
 	t.Logf("Evaluate: %d queries of the raw table, %d of the tier's", k.reads.n.Load(), k.reads.nSecond.Load())
 	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
 	equalRates(t, wantRate, gotRate)
@@ -144,20 +121,28 @@ func TestTierReadsByKeyRange(t *testing.T) {
 	q.exactLimit = exactLimit{windows: 4000, series: 16}
 	size, atOnce := exactBatches(e, Tier{Step: time.Minute}, q.opts.Concurrency, q.exactLimit)
 	require.Equal(t, []int{16, 2}, []int{size, atOnce})
-	seq, err = q.Querier(e.Start.Add(-e.Range), e.End.Add(time.Millisecond)).Evaluate(ctx, e, dense)
+	gotRate, order = evaluateRates(t, q, e, dense)
+	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
+	equalRates(t, wantRate, gotRate)
+}
+
+// evaluateRates evaluates e over the series of m with q: their values by label i, and
+// their labels in the order given.
+func evaluateRates(t *testing.T, q *Queryable, e *Evaluation, m Matcher) (map[string][]float64, []Labels) {
+	t.Helper()
+	seq, err := q.Querier(e.Start.Add(-e.Range), e.End.Add(time.Millisecond)).Evaluate(context.Background(), e, m)
 	require.NoError(t, err)
-	order = order[:0]
-	gotRate = map[string][]float64{}
+	got := map[string][]float64{}
+	var order []Labels
 	for s, err := range seq {
 		require.NoError(t, err)
 		order = append(order, s.Labels)
 		it := s.Iterator()
 		for it.Next() {
-			gotRate[s.Labels.Get("i")] = append(gotRate[s.Labels.Get("i")], it.At().F)
+			got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], it.At().F)
 		}
 	}
-	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
-	equalRates(t, wantRate, gotRate)
+	return got, order
 }
 
 // equalRates requires got to hold want's series and values, within 1e-9 relative.
