@@ -3,6 +3,7 @@ package tiers
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/blockenc"
+	"github.com/seed71701133/tablets/rounding"
 )
 
 // The fields asked for select the columns read; unknown fields are refused; the fields not
@@ -95,4 +97,85 @@ func TestAppendRange(t *testing.T) {
 	}
 	require.Equal(t, [][2]time.Time{{at(0), at(60 * 10080)}}, got)
 	require.Equal(t, 1, cap(got))
+}
+
+// seriesWindows gives the same windows whether it holds them in slots or by start: raw
+// points and tier windows (borrowed, then merged into), oldest first; what falls outside
+// its range is left out; and a range of thousands of years (Sub saturates) is held by
+// start.
+func TestSeriesWindows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	from := time.Date(2024, 5, 1, 0, 0, 30, 0, time.UTC)
+	to := from.Add(6 * time.Hour)
+	step := 5 * time.Minute
+	slots := newSeriesWindows(from, to, step, 0)
+	require.NotNil(t, slots.slots)
+	byStart := newSeriesWindows(from, to, step, 0)
+	byStart.slots, byStart.owned = nil, nil
+	byStart.byStart, byStart.sOwned = map[time.Time]*Window{}, map[time.Time]bool{}
+	var tierWins []*Window
+	for i := range 40 { // minute windows, some where raw points fall too
+		ws := rounding.Floor(from, time.Minute).Add(time.Duration(rng.IntN(360)) * time.Minute)
+		w := newWindow(ws, 0)
+		w.add(ws.Add(time.Duration(i)*time.Millisecond+time.Second), float64(i))
+		w.add(ws.Add(30*time.Second), float64(i+1))
+		tierWins = append(tierWins, w)
+	}
+	var points []time.Time
+	for range 300 {
+		points = append(points, from.Add(time.Duration(rng.Int64N(int64(to.Sub(from))))))
+	}
+	points = append(points, from.Add(-time.Hour), to.Add(step), to.Add(time.Hour)) // in windows that start at or after to, or before from's: left out
+	for _, a := range []*seriesWindows{slots, byStart} {
+		for _, w := range tierWins {
+			c := *w
+			require.NoError(t, a.mergeTier(&c))
+		}
+		for i, p := range points {
+			a.add(p, float64(i))
+		}
+	}
+	got, want := finish(slots, AllFields), finish(byStart, AllFields)
+	require.Equal(t, len(want), len(got))
+	total := uint64(0)
+	for i := range want {
+		require.Equal(t, want[i].Start, got[i].Start)
+		require.Equal(t, want[i].Count, got[i].Count)
+		require.Equal(t, want[i].Sum, got[i].Sum)
+		require.Equal(t, want[i].First, got[i].First)
+		require.Equal(t, want[i].Last, got[i].Last)
+		if i > 0 {
+			require.True(t, got[i-1].Start.Before(got[i].Start), "oldest first")
+		}
+		total += got[i].Count
+	}
+	require.Equal(t, uint64(300+2*40), total, "every point in the range, none outside")
+
+	// 1970 to 9999, by the minute or by the century: by start (the span is past what a
+	// Duration holds).
+	long := newSeriesWindows(tablets.MinTime, tablets.MaxTime, time.Minute, 0)
+	require.Nil(t, long.slots)
+	long.add(tablets.MaxTime.Add(-time.Hour), 1)
+	long.add(time.Date(2024, 5, 1, 0, 0, 0, 0, time.UTC), 2)
+	long.add(tablets.MinTime, 3)
+	ws := finish(long, AllFields)
+	require.Len(t, ws, 3)
+	require.Equal(t, []float64{3, 2, 1}, []float64{ws[0].Sum, ws[1].Sum, ws[2].Sum})
+	century := 100 * 365 * 24 * time.Hour
+	coarse := newSeriesWindows(tablets.MinTime, tablets.MaxTime, century, 0)
+	require.Nil(t, coarse.slots)
+	coarse.add(tablets.MaxTime.Add(-time.Hour), 1)
+	coarse.add(tablets.MinTime, 3)
+	ws = finish(coarse, AllFields)
+	require.Len(t, ws, 2)
+	require.Equal(t, rounding.Floor(tablets.MaxTime.Add(-time.Hour), century), ws[1].Start)
+	// Two centuries by the decade: slots.
+	decade := 10 * 365 * 24 * time.Hour
+	coarse = newSeriesWindows(tablets.MinTime, tablets.MinTime.Add(2*century), decade, 0)
+	require.Len(t, coarse.slots, 20)
+	coarse.add(tablets.MinTime.Add(2*century-time.Hour), 1)
+	coarse.add(tablets.MinTime.Add(2*century), 2) // at to: left out
+	ws = finish(coarse, AllFields)
+	require.Len(t, ws, 1)
+	require.Equal(t, tablets.MinTime.Add(19*decade), ws[0].Start)
 }

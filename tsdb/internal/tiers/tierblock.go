@@ -99,6 +99,15 @@ func (tr *Tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blocke
 	tb := &tierBlock{series: series, start: c.Start, step: t.Step, version: blockenc.VersionColumnar, rolled: c.Rolled, etag: etag,
 		windows: make([]*Window, len(c.Windows)), sealed: c.Sealed, cols: c.Columns, exact: c.Exact}
 	blockStart := times.At(c.Start)
+	// The windows of points in one allocation, not one each (a block of the minute tier
+	// holds 1,440): they live as long as the read that decoded them.
+	n := 0
+	for _, w := range c.Windows {
+		if w != nil {
+			n++
+		}
+	}
+	slab := make([]Window, n)
 	for i, w := range c.Windows {
 		ws := blockStart.Add(time.Duration(i) * t.Step)
 		if w == nil {
@@ -107,11 +116,14 @@ func (tr *Tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blocke
 			}
 			continue
 		}
-		tb.windows[i] = &Window{Start: ws, Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
+		nw := &slab[0]
+		slab = slab[1:]
+		*nw = Window{Start: ws, Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
 			firstT: ws.Add(w.FirstAt), lastT: ws.Add(w.LastAt), sk: w.Sketch, Resets: w.Resets, resetsUnknown: !c.Exact && w.Count > 1}
 		if c.Exact {
-			tb.windows[i].NaNs = c.NaNs[i]
+			nw.NaNs = c.NaNs[i]
 		}
+		tb.windows[i] = nw
 	}
 	for i, enc := range c.Histograms {
 		if enc == nil {
