@@ -74,7 +74,7 @@ func TestTierReadsByKeyRange(t *testing.T) {
 	require.True(t, slices.IsSortedFunc(order, CompareLabels), "series in labels' order")
 	require.Equal(t, uint64(1), q.Stats().TierSelects)
 	// Three units of 64 series at most: a query of the raw table each (their raw points
-	// after the rollup), and one of the tier table (labels' order: five of each a unit).
+	// after the rollup) and one of the tier table (in labels' order they took 13 and 6).
 	require.LessOrEqual(t, k.reads.n.Load(), int64(3), "raw table queries")
 	require.LessOrEqual(t, k.reads.nSecond.Load(), int64(3), "tier table queries")
 	require.Positive(t, k.reads.nSecond.Load(), "tier table queries")
