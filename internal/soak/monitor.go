@@ -18,6 +18,10 @@ import (
 // its own), and each server's in Servers, in the order the servers were started.
 type Point struct {
 	At float64 `json:"at_seconds"` // since the load started
+	// AccountCPUSeconds is the CPU time of the Azurite the soak started (0 with an account
+	// given), since it started: on Azurite every request runs on its one thread, so its
+	// share of a core over the load says how busy the account was.
+	AccountCPUSeconds float64 `json:"account_cpu_seconds,omitempty"`
 	ServerState
 	Servers []ServerState `json:"servers,omitempty"`
 }
@@ -31,6 +35,10 @@ type ServerState struct {
 	// go_gc_heap_live_bytes): what a leak grows, unlike the RSS, which also holds what the
 	// collector has not yet taken or returned.
 	LiveHeapBytes int64 `json:"live_heap_bytes,omitempty"`
+	// CacheBytes is what the server's read caches hold, together (the sum of its
+	// tablets_*_cache_bytes): memory that grows up to the caches' bounds by design, which
+	// the live heap includes.
+	CacheBytes int64 `json:"cache_bytes,omitempty"`
 	// CPUSeconds is the CPU time the process has used since it started (user and system):
 	// with several servers, how the work was shared between them.
 	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
@@ -41,14 +49,16 @@ func (s *ServerState) add(o ServerState) {
 	s.Goroutines += o.Goroutines
 	s.AccountRequests += o.AccountRequests
 	s.LiveHeapBytes += o.LiveHeapBytes
+	s.CacheBytes += o.CacheBytes
 	s.CPUSeconds += o.CPUSeconds
 }
 
-// observe samples the servers (their RSS and CPU time from /proc, their goroutines and
-// account requests from their /metrics) every interval until ctx ends, and once more at
-// the end. A sample in which a server does not answer is left out, so that every point
-// holds every server and its sums are comparable.
-func observe(ctx context.Context, client *http.Client, servers []*server, began time.Time, every time.Duration, points chan<- Point) {
+// observe samples the servers (their RSS and CPU time from /proc, their goroutines, account
+// requests, live heap and caches from their /metrics) and the CPU time of the account's
+// process accountPid (none when 0) every interval until ctx ends, and once more at the
+// end. A sample in which a server does not answer is left out, so that every point holds
+// every server and its sums are comparable.
+func observe(ctx context.Context, client *http.Client, servers []*server, accountPid int, began time.Time, every time.Duration, points chan<- Point) {
 	defer close(points)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -60,6 +70,9 @@ func observe(ctx context.Context, client *http.Client, servers []*server, began 
 				break
 			}
 			p.add(p.Servers[i])
+		}
+		if err == nil && accountPid > 0 {
+			p.AccountCPUSeconds, err = cpuSeconds(accountPid)
 		}
 		if err == nil {
 			points <- p
@@ -136,8 +149,13 @@ func parseCPUSeconds(stat string) (float64, error) {
 	return float64(utime+stime) / userHZ, nil
 }
 
-// scrapeServer reads go_goroutines, tablets_account_requests_total (summed over its series)
-// and go_gc_heap_live_bytes from a Prometheus text exposition into p.
+// cacheMetrics are the server's read caches' sizes, which scrapeServer sums.
+var cacheMetrics = []string{"tablets_staging_cache_bytes", "tablets_raw_cache_bytes", "tablets_tier_block_cache_bytes",
+	"tablets_index_cache_bytes", "tablets_results_cache_bytes"}
+
+// scrapeServer reads go_goroutines, tablets_account_requests_total (summed over its series),
+// go_gc_heap_live_bytes and the sum of the cacheMetrics from a Prometheus text exposition
+// into p.
 func scrapeServer(ctx context.Context, client *http.Client, u string, p *ServerState) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -151,8 +169,12 @@ func scrapeServer(ctx context.Context, client *http.Client, u string, p *ServerS
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
 	}
-	v := metricSums(resp.Body, "go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes")
+	v := metricSums(resp.Body, append([]string{"go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes"}, cacheMetrics...)...)
 	p.Goroutines, p.AccountRequests, p.LiveHeapBytes = int64(v[0]), int64(v[1]), int64(v[2])
+	p.CacheBytes = 0
+	for _, b := range v[3:] {
+		p.CacheBytes += int64(b)
+	}
 	return nil
 }
 

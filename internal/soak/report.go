@@ -43,6 +43,10 @@ type Report struct {
 	// LiveHeap is the same of the heap found live by the last collection: not a target,
 	// but what tells a leak (it grows) from memory the runtime holds (only the RSS grows).
 	LiveHeap Trend `json:"live_heap_bytes"`
+	// Caches is the same of what the read caches hold (they fill up to their bounds), and
+	// HeapOutsideCaches of the live heap less the caches: what a leak outside them grows.
+	Caches            Trend `json:"cache_bytes"`
+	HeapOutsideCaches Trend `json:"heap_outside_caches_bytes"`
 
 	Queries            map[string]Latency      `json:"queries"` // per dashboard range
 	CrossTenantAnswers int64                   `json:"cross_tenant_answers"`
@@ -56,6 +60,10 @@ type Report struct {
 	LoadSeconds              float64 `json:"load_seconds"` // the load and its drain
 	// CPUSeconds is the CPU time the servers used over the load, together.
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// AccountCPUSeconds is the CPU time of the Azurite the soak started, over the load (0
+	// with an account given): Azurite serves every request on one thread, so over
+	// LoadSeconds it is the share of the time the account was busy.
+	AccountCPUSeconds float64 `json:"account_cpu_seconds,omitempty"`
 	// PerServer is each server's figures, in the order they were started (one with one
 	// server: the same as the report's own).
 	PerServer []ServerReport `json:"per_server"`
@@ -86,9 +94,11 @@ type Trend struct {
 
 // ServerReport is one server's figures over the load.
 type ServerReport struct {
-	RSS        Trend `json:"rss_bytes"`
-	LiveHeap   Trend `json:"live_heap_bytes"`
-	Goroutines Trend `json:"goroutines"`
+	RSS               Trend `json:"rss_bytes"`
+	LiveHeap          Trend `json:"live_heap_bytes"`
+	Caches            Trend `json:"cache_bytes"`
+	HeapOutsideCaches Trend `json:"heap_outside_caches_bytes"`
+	Goroutines        Trend `json:"goroutines"`
 	// AccountRequests and CPUSeconds are the server's over the load (as the report's
 	// AccountRequests): with several servers, how their background work was shared.
 	AccountRequests int64   `json:"account_requests"`
@@ -133,6 +143,8 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 	r.RSS = trend(points, duration, func(p Point) int64 { return p.RSSBytes })
 	r.Goroutines = trend(points, duration, func(p Point) int64 { return p.Goroutines })
 	r.LiveHeap = trend(points, duration, func(p Point) int64 { return p.LiveHeapBytes })
+	r.Caches = trend(points, duration, func(p Point) int64 { return p.CacheBytes })
+	r.HeapOutsideCaches = trend(points, duration, func(p Point) int64 { return p.LiveHeapBytes - p.CacheBytes })
 	r.Queries = q.latency()
 	q.mu.Lock()
 	r.CrossTenantAnswers, r.EmptyAnswers, r.FirstCrossTenant, r.FirstQueryError = q.CrossTenant, q.Empty, q.FirstCrossTenant, q.FirstError
@@ -150,6 +162,7 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 	// duration (not the read-back's).
 	r.AccountRequests = int64(overLoad(points, duration, func(p Point) float64 { return float64(p.AccountRequests) }))
 	r.CPUSeconds = overLoad(points, duration, func(p Point) float64 { return p.CPUSeconds })
+	r.AccountCPUSeconds = overLoad(points, duration, func(p Point) float64 { return p.AccountCPUSeconds })
 	r.PerServer = make([]ServerReport, r.Servers)
 	for i := range r.PerServer {
 		of := func(p Point) ServerState {
@@ -162,8 +175,13 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 			return ServerState{}
 		}
 		r.PerServer[i] = ServerReport{
-			RSS:             trend(points, duration, func(p Point) int64 { return of(p).RSSBytes }),
-			LiveHeap:        trend(points, duration, func(p Point) int64 { return of(p).LiveHeapBytes }),
+			RSS:      trend(points, duration, func(p Point) int64 { return of(p).RSSBytes }),
+			LiveHeap: trend(points, duration, func(p Point) int64 { return of(p).LiveHeapBytes }),
+			Caches:   trend(points, duration, func(p Point) int64 { return of(p).CacheBytes }),
+			HeapOutsideCaches: trend(points, duration, func(p Point) int64 {
+				s := of(p)
+				return s.LiveHeapBytes - s.CacheBytes
+			}),
 			Goroutines:      trend(points, duration, func(p Point) int64 { return of(p).Goroutines }),
 			AccountRequests: int64(overLoad(points, duration, func(p Point) float64 { return float64(of(p).AccountRequests) })),
 			CPUSeconds:      overLoad(points, duration, func(p Point) float64 { return of(p).CPUSeconds }),
@@ -336,10 +354,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "servers:    1; CPU %.0fs over the load\n", r.CPUSeconds)
 	}
+	if r.AccountCPUSeconds > 0 && r.LoadSeconds > 0 {
+		fmt.Fprintf(&b, "account:    Azurite's CPU %.0fs over the load's %.0fs: busy %.0f%% of the time (it serves requests on one thread)\n",
+			r.AccountCPUSeconds, r.LoadSeconds, 100*r.AccountCPUSeconds/r.LoadSeconds)
+	}
 	fmt.Fprintf(&b, "RSS:        first %s, warmed up %s, last %s (medians: %+.1f%%), max after warm-up %s; the line after warm-up %s to %s: %+.1f%%\n",
 		mib(r.RSS.First), mib(r.RSS.WarmedUp), mib(r.RSS.Last), 100*r.RSS.MedianGrowth, mib(r.RSS.Max), mib(r.RSS.LineStart), mib(r.RSS.LineEnd), 100*r.RSS.Growth)
 	fmt.Fprintf(&b, "live heap:  first %s, warmed up %s, last %s (medians: %+.1f%%), max after warm-up %s; the line after warm-up %s to %s: %+.1f%%\n",
 		mib(r.LiveHeap.First), mib(r.LiveHeap.WarmedUp), mib(r.LiveHeap.Last), 100*r.LiveHeap.MedianGrowth, mib(r.LiveHeap.Max), mib(r.LiveHeap.LineStart), mib(r.LiveHeap.LineEnd), 100*r.LiveHeap.Growth)
+	fmt.Fprintf(&b, "caches:     first %s, warmed up %s, last %s, max after warm-up %s; the live heap outside them: the line after warm-up %s to %s: %+.1f%%\n",
+		mib(r.Caches.First), mib(r.Caches.WarmedUp), mib(r.Caches.Last), mib(r.Caches.Max), mib(r.HeapOutsideCaches.LineStart), mib(r.HeapOutsideCaches.LineEnd), 100*r.HeapOutsideCaches.Growth)
 	fmt.Fprintf(&b, "goroutines: first %d, warmed up %d, last %d, max after warm-up %d; the line after warm-up %d to %d\n",
 		r.Goroutines.First, r.Goroutines.WarmedUp, r.Goroutines.Last, r.Goroutines.Max, r.Goroutines.LineStart, r.Goroutines.LineEnd)
 	for _, rg := range ranges {

@@ -3,6 +3,9 @@ package soak
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"strings"
@@ -206,5 +209,69 @@ func TestParseCPUSeconds(t *testing.T) {
 		if s, err := cpuSeconds(os.Getpid()); err != nil || s < 0 {
 			t.Errorf("this process's CPU time: %v, %v", s, err)
 		}
+	}
+}
+
+// The caches fill up to their bounds by design: the report follows them and the live heap
+// outside them apart, and the account's CPU over the load.
+func TestCachesAndAccountCPU(t *testing.T) {
+	const n = 31 // 300s: the line after warm-up runs through points 10..30
+	var ps []Point
+	for i := range n {
+		// The caches grow by 4 MiB a point and the live heap with them: nothing grows
+		// outside the caches. Azurite works half of each 10s.
+		caches := int64(4*i) << 20
+		st := ServerState{RSSBytes: 300<<20 + 2*caches, Goroutines: 100, LiveHeapBytes: 100<<20 + caches, CacheBytes: caches}
+		p := Point{At: float64(10 * i), AccountCPUSeconds: 7 + 5*float64(i), Servers: []ServerState{st}}
+		p.add(st)
+		ps = append(ps, p)
+	}
+	r := newReport(Config{Duration: 300 * time.Second, Tenants: 1, Rate: 10, Scrape: 15 * time.Second}, time.Unix(0, 0), true, 14)
+	r.PerTenant = map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 100}, Readback: Readback{Samples: 100}}}
+	r.finish(ps, newQueryStats(), 300, 300*time.Second)
+	if r.AccountCPUSeconds != 150 {
+		t.Errorf("account CPU over the load %v, want 150", r.AccountCPUSeconds)
+	}
+	if r.Caches.LineStart != 40<<20 || r.Caches.LineEnd != 120<<20 || r.LiveHeap.Growth < 0.5 {
+		t.Errorf("caches %+v, live heap %+v", r.Caches, r.LiveHeap)
+	}
+	if h := r.HeapOutsideCaches; h.LineStart != 100<<20 || h.LineEnd != 100<<20 || h.Growth != 0 {
+		t.Errorf("the live heap outside the caches: %+v, want flat at 100 MiB", h)
+	}
+	if h := r.PerServer[0].HeapOutsideCaches; h.Growth != 0 || r.PerServer[0].Caches.LineEnd != 120<<20 {
+		t.Errorf("the server's own: caches %+v, outside them %+v", r.PerServer[0].Caches, h)
+	}
+	var text bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"account:    Azurite's CPU 150s over the load's 300s: busy 50%",
+		"caches:     first 0.0 MiB, warmed up 48.0 MiB, last 116.0 MiB, max after warm-up 120.0 MiB; the live heap outside them: the line after warm-up 100.0 MiB to 100.0 MiB: +0.0%"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+}
+
+func TestScrapeServerSumsCaches(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `go_goroutines 12
+go_gc_heap_live_bytes 1e9
+tablets_account_requests_total{class="query"} 5
+tablets_staging_cache_bytes 100
+tablets_raw_cache_bytes 20
+tablets_tier_block_cache_bytes 3
+tablets_index_cache_bytes 4000
+tablets_results_cache_bytes 50000
+tablets_raw_cache_hits_total 7
+`)
+	}))
+	defer srv.Close()
+	var st ServerState
+	if err := scrapeServer(t.Context(), srv.Client(), srv.URL, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.CacheBytes != 54123 || st.Goroutines != 12 || st.LiveHeapBytes != 1e9 || st.AccountRequests != 5 {
+		t.Errorf("scraped %+v; want caches 54123 bytes", st)
 	}
 }

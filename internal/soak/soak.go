@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer os.RemoveAll(dir)
 	}
-	connString, stopAccount, err := account(ctx, cfg.ConnectionString, cfg.Progress)
+	connString, accountPid, stopAccount, err := account(ctx, cfg.ConnectionString, cfg.Progress)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer proxy.Close()
-	r := &run{cfg: cfg, tenancy: tenancy, proxy: proxy, dir: dir, connString: strings.Replace(connString, target, proxy.Addr(), 1),
+	r := &run{cfg: cfg, tenancy: tenancy, proxy: proxy, dir: dir, accountPid: accountPid, connString: strings.Replace(connString, target, proxy.Addr(), 1),
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if cfg.Backfill > 0 {
 		r.srvs, err = startServers(ctx, cfg, dir, tenancy, r.connString, "server-backfill", backgroundOff...)
@@ -212,19 +212,19 @@ func serveHasTenants(ctx context.Context, bin string) (bool, error) {
 }
 
 // account returns the connection string of the account, starting a local Azurite if none
-// is given.
-func account(ctx context.Context, cs string, progress io.Writer) (string, func(), error) {
+// is given, and the process ID of the Azurite it started (0 for an account given).
+func account(ctx context.Context, cs string, progress io.Writer) (string, int, func(), error) {
 	if cs != "" {
-		return cs, func() {}, nil
+		return cs, 0, func() {}, nil
 	}
 	if progress != nil {
 		fmt.Fprintln(progress, "starting a local Azurite (in memory; the first run installs it from npm)...")
 	}
 	az, err := runner.Start(ctx)
 	if err != nil {
-		return "", nil, err
+		return "", 0, nil, err
 	}
-	return az.ConnectionString, func() { _ = az.Stop() }, nil
+	return az.ConnectionString, az.Pid(), func() { _ = az.Stop() }, nil
 }
 
 // tableEndpointHost is the host:port of a connection string's table endpoint, which must
@@ -394,7 +394,10 @@ type run struct {
 	base  string
 	// dir and connString are the servers', for a restart.
 	dir, connString string
-	client          *http.Client
+	// accountPid is the process of the Azurite the soak started (0: an account given), whose
+	// CPU time the samples take.
+	accountPid int
+	client     *http.Client
 }
 
 func (r *run) run(ctx context.Context) (*Report, error) {
@@ -484,7 +487,7 @@ func (r *run) writers() []*writer {
 func (r *run) monitor(ctx context.Context, began time.Time) func() []Point {
 	ctx, stop := context.WithCancel(ctx)
 	ch := make(chan Point, 16)
-	go observe(ctx, r.client, r.srvs, began, r.cfg.Sample, ch)
+	go observe(ctx, r.client, r.srvs, r.accountPid, began, r.cfg.Sample, ch)
 	var points []Point
 	done := make(chan struct{})
 	go func() {

@@ -92,6 +92,10 @@ func startOn(ctx context.Context, bin string, port int, ready time.Duration) (*S
 	return s, nil
 }
 
+// Pid is the process ID of the Azurite process: what a benchmark reads the account's CPU
+// time of (/proc/PID/stat).
+func (s *Server) Pid() int { return s.proc.Pid() }
+
 // answering is Azurite's readiness: it answers on its port with Azurite's Server header
 // while our process runs. Since another process could in principle have taken the port,
 // the process must also have logged that it started, or have kept answering for a while.
