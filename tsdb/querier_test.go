@@ -25,6 +25,8 @@ type tableReads struct {
 	next          policy.Transporter
 	table, second string
 	n, nSecond    atomic.Int64
+	// before, if set, is called before a query of table is sent.
+	before func()
 }
 
 func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
@@ -32,6 +34,9 @@ func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
 		switch {
 		case strings.Contains(req.URL.Path, "/"+c.table+"()"):
 			c.n.Add(1)
+			if c.before != nil {
+				c.before()
+			}
 		case c.second != "" && strings.Contains(req.URL.Path, "/"+c.second) && strings.HasSuffix(req.URL.Path, "()"):
 			c.nSecond.Add(1)
 		}

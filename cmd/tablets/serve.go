@@ -635,6 +635,9 @@ func cacheCollectors(o *tsdb.Options) []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_raw_cache_folds_taken_in_total",
 			Help: "Series whose cached raw samples took in a Fold's samples from the staging entities this server had cached (the Fold's receipt), without reading them."},
 			func() float64 { return float64(o.RawCache.FoldedIn()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_raw_cache_reads_shared_total",
+			Help: "Series whose raw samples a read took from another read of them under way (the panels of a dashboard opened at once), instead of reading them."},
+			func() float64 { return float64(o.RawCache.Shared()) }),
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -46,6 +47,100 @@ type Cache struct {
 	// foldedIn counts the entries brought up to a later generation with a Fold's samples
 	// (takeInFolds), without a read.
 	foldedIn atomic.Int64
+	// shared counts the series a read took from another's flight instead of reading them.
+	shared atomic.Int64
+
+	mu      sync.Mutex
+	flights map[cacheKey]*flight // the reads under way, by table and series
+}
+
+// flight is a read from a table under way (cachedSpan) of some series, from from to to
+// (Unix milliseconds), at generation gen of the period's change log; done is closed once
+// what it read is cached, or it failed.
+type flight struct {
+	gen      uint64
+	from, to int64
+	names    []string // its series
+	done     chan struct{}
+}
+
+// Shared is how many times a read took a series from another read under way (a flight)
+// instead of reading it from the table.
+func (c *Cache) Shared() int64 { return c.shared.Load() }
+
+// board takes the reads of the series of starts (by the start of each one's read, to end)
+// from table at generation gen: with share, a series another read is reading now over a
+// range holding [its start, to) at gen is left to it (taken out of starts, and returned
+// under the flight to wait for); the others are boarded on flights of this read (own,
+// one a start), which land must end. A read waits only for flights boarded before its
+// own, which never wait for it: no cycle.
+func (c *Cache) board(table string, gen uint64, starts map[int64][]string, to, end int64, share bool) (waits map[*flight][]string, own []*flight) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.flights == nil {
+		c.flights = map[cacheKey]*flight{}
+	}
+	for start, names := range starts {
+		var f *flight
+		var mine []string
+		for _, name := range names {
+			k := cacheKey{table, name}
+			if o := c.flights[k]; share && o != nil && o.gen == gen && o.from <= start && o.to >= to {
+				if waits == nil {
+					waits = map[*flight][]string{}
+				}
+				waits[o] = append(waits[o], name)
+				continue
+			}
+			if f == nil {
+				f = &flight{gen: gen, from: start, to: end, done: make(chan struct{})}
+				own = append(own, f)
+			}
+			c.flights[k] = f
+			f.names = append(f.names, name)
+			mine = append(mine, name)
+		}
+		if len(mine) == 0 {
+			delete(starts, start)
+		} else {
+			starts[start] = mine
+		}
+	}
+	return waits, own
+}
+
+// land ends this read's flights of table: their series are no longer under way here
+// (unless a later read boarded its own for them), and their waiters go on.
+func (c *Cache) land(table string, own []*flight) {
+	if len(own) == 0 {
+		return
+	}
+	c.mu.Lock()
+	for _, f := range own {
+		for _, name := range f.names {
+			if k := (cacheKey{table, name}); c.flights[k] == f {
+				delete(c.flights, k)
+			}
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range own {
+		close(f.done)
+	}
+}
+
+// waitFlights waits for the flights of waits to land, and returns the names they held.
+func waitFlights(ctx context.Context, waits map[*flight][]string) ([]string, error) {
+	var names []string
+	for f, ns := range waits {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		names = append(names, ns...)
+	}
+	return names, nil
 }
 
 // FoldedIn is how many times an entry took in a Fold's samples without reading them.
@@ -153,56 +248,136 @@ func RecordSpans(ctx context.Context, log *changelog.Log, spans []Span) error {
 // cachedSpan passes emit the samples of the series in Span sp, from the cache where the
 // change log says they still stand, else from the table (and caches them). It returns gone
 // for a table that is gone.
+//
+// A series another read is reading from the same table now (a flight: the panels of a
+// dashboard opened at once, over the same metric), over a range holding this one's, at the
+// generation of the log this read has, is not read again: this read waits for that one,
+// then takes the series from the cache as a later read would. What it still lacks then
+// (the other read failed, or cached nothing), it reads itself.
 func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, emit func(series string, s S) bool) (bool, error) {
 	state, err := r.changes.State(ctx, sp.Period)
 	if err != nil { // the log cannot be read: read the table, and cache nothing
 		return r.inTable(sp.Period, func(t T) error { return t.queryMany(ctx, series, sp.From, sp.To, emit) })
 	}
-	table := r.names.Table(r.kind, sp.Period)
-	from, to := ceilMilli(sp.From), ceilMilli(sp.To)
-	readTo := r.liveEnd(sp)
+	rd := spanRead[S]{table: r.names.Table(r.kind, sp.Period), state: state, from: ceilMilli(sp.From), to: ceilMilli(sp.To),
+		readTo: r.liveEnd(sp), kept: make(map[string]cachedSamples, len(series)), read: make(map[string][]S, len(series))}
+	pending, share := series, true
+	for len(pending) > 0 {
+		waits, gone, err := r.readMissing(ctx, sp.Period, &rd, pending, share)
+		switch {
+		case err != nil:
+			return false, err
+		case gone:
+			return true, nil
+		}
+		if pending, err = waitFlights(ctx, waits); err != nil {
+			return false, err
+		}
+		share = false // once: what another read did not leave in the cache, this one reads
+	}
+	for _, name := range series {
+		c, cached := rd.kept[name]
+		n := 0
+		if cached {
+			n = r.cached.len(&c)
+		}
+		// Emit the cached samples of [from, c.to), then the fresh ones of [.., to).
+		for i := sort.Search(n, func(i int) bool { return r.cached.time(&c, i) >= rd.from }); i < n; i++ {
+			if ms := r.cached.time(&c, i); ms >= c.to || ms >= rd.to {
+				break
+			}
+			if !emit(name, r.cached.at(&c, i)) {
+				return false, nil
+			}
+		}
+		for _, s := range rd.read[name] {
+			if ms, _ := r.cached.ms(s); ms >= rd.to {
+				break
+			}
+			if !emit(name, s) {
+				return false, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// spanRead is what a cachedSpan gathers: for each series, its entry from the cache as far
+// as it stands (kept) and the samples read from the table after it (read).
+type spanRead[S any] struct {
+	table    string
+	state    changelog.State
+	from, to int64     // the span, in Unix milliseconds
+	readTo   time.Time // where reads of the table end (liveEnd)
+	kept     map[string]cachedSamples
+	read     map[string][]S
+}
+
+// readMissing looks the series names up in the cache, reads from period p's table what does
+// not stand there, and caches it, into rd. With share, the series that another read is
+// reading now (a flight, see cachedSpan) are left for it: the flights to wait for are
+// returned, with the names each holds. gone: the table is gone.
+func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S], names []string, share bool) (map[*flight][]string, bool, error) {
+	from, to, table := rd.from, rd.to, rd.table
+	readEnd := ceilMilli(rd.readTo)
 	// Each series is a hit (all of [from, to) cached and standing), extends its entry (from
 	// where it stops standing), or is read whole; the reads group by their start.
-	kept := make(map[string]cachedSamples, len(series))
 	starts := map[int64][]string{}
-	entries := make(map[string]cachedSamples, len(series))
-	for _, name := range series {
+	entries := make(map[string]cachedSamples, len(names))
+	for _, name := range names {
 		if c, ok := r.cache.entries.Get(cacheKey{table, name}); ok {
 			entries[name] = c
 		}
 	}
-	r.takeInFolds(state, table, entries)
-	for _, name := range series {
+	r.takeInFolds(rd.state, table, entries)
+	hits := 0
+	for _, name := range names {
 		c, ok := entries[name]
 		if ok {
-			c = standing(state, c, from)
+			c = standing(rd.state, c, from)
 		}
 		switch {
 		case ok && c.from <= from && c.to >= to:
-			kept[name] = c
-			r.cache.counts.Hit(1)
-			continue
+			rd.kept[name] = c
+			hits++
+			if c.gen != rd.state.Gen() {
+				// A hit that still stands: cached again at the current generation, as far
+				// as it stands (its samples are never changed: the slices are shared).
+				c.gen = rd.state.Gen()
+				r.cache.entries.Add(cacheKey{table, name}, c)
+			}
 		case ok && c.from <= from && c.to > from:
-			kept[name] = c // and read from where it stops standing
+			rd.kept[name] = c // and read from where it stops standing
 			starts[c.to] = append(starts[c.to], name)
 		default:
+			delete(rd.kept, name)
 			starts[from] = append(starts[from], name)
 		}
-		r.cache.counts.Miss(1)
 	}
-	read := make(map[string][]S, len(series))
+	r.cache.counts.Hit(hits)
+	waits, own := r.cache.board(table, rd.state.Gen(), starts, to, readEnd, share)
+	defer r.cache.land(table, own)
+	for _, ns := range waits {
+		for _, name := range ns {
+			delete(rd.kept, name) // looked up again once the flight landed
+		}
+		r.cache.shared.Add(int64(len(ns)))
+	}
+	for _, ns := range starts {
+		r.cache.counts.Miss(len(ns))
+	}
 	for _, start := range slices.Sorted(maps.Keys(starts)) {
-		names := starts[start]
-		gone, err := r.inTable(sp.Period, func(t T) error {
-			return t.queryMany(ctx, names, time.UnixMilli(start).UTC(), readTo, func(name string, s S) bool {
-				read[name] = append(read[name], s)
+		group := starts[start]
+		gone, err := r.inTable(p, func(t T) error {
+			return t.queryMany(ctx, group, time.UnixMilli(start).UTC(), rd.readTo, func(name string, s S) bool {
+				rd.read[name] = append(rd.read[name], s)
 				return true
 			})
 		})
 		switch {
 		case err != nil:
-			return false, err
-		case gone && state.Gen() == 0:
+			return nil, false, err
+		case gone && rd.state.Gen() == 0:
 			// No change was ever recorded in the period: its table was never made (a range
 			// reaching back into a period before the database's first, as a 7-day panel of
 			// a young one does). Its series are cached empty at generation 0, as an empty
@@ -210,53 +385,23 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 			// change is recorded there (a write records one after storing its samples).
 			// A later read of the cache finds them empty rather than gone, which changes
 			// nothing: a period without a change was not dropped (Retain records first).
-			for _, name := range series {
-				if _, hit := kept[name]; !hit {
-					r.store(table, name, 0, cachedSamples{}, false, nil, from, ceilMilli(readTo))
+			for _, name := range names {
+				if _, hit := rd.kept[name]; !hit {
+					r.store(table, name, 0, cachedSamples{}, false, nil, from, readEnd)
 				}
 			}
-			return true, nil
+			return nil, true, nil
 		case gone:
-			return true, nil
+			return nil, true, nil
 		}
 	}
-	readEnd := ceilMilli(readTo)
-	for _, name := range series {
-		c, cached := kept[name]
-		fresh := read[name]
-		isRead := !cached || c.to < to // read from a start: whole, or from where it stops standing
-		n := 0
-		if cached {
-			n = r.cached.len(&c)
-		}
-		// Emit the cached samples of [from, c.to), then the fresh ones of [.., to).
-		for i := sort.Search(n, func(i int) bool { return r.cached.time(&c, i) >= from }); i < n; i++ {
-			if ms := r.cached.time(&c, i); ms >= c.to || ms >= to {
-				break
-			}
-			if !emit(name, r.cached.at(&c, i)) {
-				return false, nil
-			}
-		}
-		for _, s := range fresh {
-			if ms, _ := r.cached.ms(s); ms >= to {
-				break
-			}
-			if !emit(name, s) {
-				return false, nil
-			}
-		}
-		switch {
-		case cached && !isRead && c.gen != state.Gen():
-			// A hit that still stands: cached again at the current generation, as far as
-			// it stands (its samples are never changed: the slices are shared).
-			c.gen = state.Gen()
-			r.cache.entries.Add(cacheKey{table, name}, c)
-		case !cached || isRead:
-			r.store(table, name, state.Gen(), c, cached, fresh, from, readEnd)
+	for _, group := range starts {
+		for _, name := range group {
+			c, cached := rd.kept[name]
+			r.store(table, name, rd.state.Gen(), c, cached, rd.read[name], from, readEnd)
 		}
 	}
-	return false, nil
+	return waits, false, nil
 }
 
 // liveEnd is where a read of span sp reads its table to: sp's end, or for a read of the
