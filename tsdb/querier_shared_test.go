@@ -3,6 +3,9 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -34,7 +37,7 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 	require.NoError(t, err)
 	held := make(chan struct{})
 	var once sync.Once
-	k.reads.before = func() {
+	k.reads.before = func(*http.Request) {
 		once.Do(func() {
 			close(held)
 			for deadline := time.Now().Add(5 * time.Second); db.opts.RawCache.Shared() == 0 && time.Now().Before(deadline); {
@@ -43,19 +46,7 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 		})
 	}
 	k.reads.n.Store(0)
-	selectAll := func() (map[string][]string, error) {
-		got := map[string][]string{}
-		for s, err := range q.Querier(base, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
-			if err != nil {
-				return nil, err
-			}
-			for it := s.Iterator(); it.Next(); {
-				x := it.At()
-				got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
-			}
-		}
-		return got, nil
-	}
+	selectAll := func() (map[string][]string, error) { return selectDense(ctx, q, base, now) }
 	var first map[string][]string
 	var firstErr error
 	done := make(chan struct{})
@@ -72,4 +63,113 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 	require.Equal(t, want, second, "the second Select, from the first's read")
 	require.Equal(t, int64(1), k.reads.n.Load(), "raw table queries of both Selects (one alone takes 1)")
 	require.Equal(t, int64(160), db.opts.RawCache.Shared(), "series the second took from the first's read")
+}
+
+// Two Selects of the same staged series at once read each staging entity once: on a server
+// whose staging cache is cold, the second waits for the first's query of the whole table;
+// once warm, for the first's fetches of the partitions it lacks too (new entities). The
+// first's first fetch is held until the second waits for it (or 5 s pass: the test fails),
+// and both give every sample exactly.
+func TestConcurrentSelectsShareStagingFetches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	base := querierBase.Add(46 * time.Hour)
+	now := base.Add(2 * time.Hour)
+	k := newKeyRangeDB(t, "sf", now, base)
+	k.reads.table = k.name + "w"
+	// Two batches of writes of 100 series, an hour apart: staged, each in its own entities.
+	all, _, want := denseSeries(t, k.DB, 100, 100, base, 8, 15*time.Minute)
+	first, second := make([]SeriesPoints, len(all)), make([]SeriesPoints, len(all))
+	for i, sp := range all {
+		first[i] = SeriesPoints{Series: sp.Series, Points: sp.Points[:4]}
+		second[i] = SeriesPoints{Series: sp.Series, Points: sp.Points[4:]}
+	}
+	require.NoError(t, k.WriteMany(ctx, first))
+	firstWant := map[string][]string{}
+	for label, pts := range want {
+		firstWant[label] = pts[:4]
+	}
+
+	o := *k.opts
+	o.StagingCache = NewStagingCache(DefaultStagingCacheBytes)
+	db, err := Open(ctx, k.svc, k.name, &o)
+	require.NoError(t, err)
+	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+
+	// fetches are the staging queries of columns (not the listings), by their filter.
+	var mu sync.Mutex
+	var fetches []string
+	isFetch := regexp.MustCompile(`,V,c[0-9]`)
+	twice := func() (a, b map[string][]string) {
+		t.Helper()
+		mu.Lock()
+		fetches = nil
+		mu.Unlock()
+		shared := db.opts.StagingCache.Shared()
+		held := make(chan struct{})
+		var once sync.Once
+		k.reads.before = func(req *http.Request) {
+			sel, _ := url.QueryUnescape(req.URL.Query().Get("$select"))
+			if !isFetch.MatchString(sel) {
+				return
+			}
+			mu.Lock()
+			fetches = append(fetches, req.URL.Query().Get("$filter"))
+			mu.Unlock()
+			once.Do(func() {
+				close(held)
+				for deadline := time.Now().Add(5 * time.Second); db.opts.StagingCache.Shared() == shared && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
+			})
+		}
+		defer func() { k.reads.before = nil }()
+		var errA error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a, errA = selectDense(ctx, q, base, now)
+		}()
+		<-held // the first is fetching
+		b, err := selectDense(ctx, q, base, now)
+		require.NoError(t, err)
+		<-done
+		require.NoError(t, errA)
+		require.Greater(t, db.opts.StagingCache.Shared(), shared, "fetches the second waited for")
+		return a, b
+	}
+
+	a, b := twice()
+	require.Equal(t, firstWant, a, "the first Select, cold")
+	require.Equal(t, firstWant, b, "the second Select, cold, from the first's read")
+	require.Len(t, fetches, 1, "staging fetches of both Selects on a cold cache: the first's query of the table")
+
+	require.NoError(t, k.WriteMany(ctx, second)) // new entities, which a listing finds
+	a, b = twice()
+	require.Equal(t, want, a, "the first Select, warm")
+	require.Equal(t, want, b, "the second Select, warm, from the first's fetches")
+	require.NotEmpty(t, fetches)
+	seen := map[string]bool{}
+	for _, f := range fetches {
+		require.False(t, seen[f], "a partition fetched twice: %s", f)
+		seen[f] = true
+	}
+}
+
+// selectDense is the samples of dense_total in [from, to) by label i ("t:v").
+func selectDense(ctx context.Context, q *Queryable, from, to time.Time) (map[string][]string, error) {
+	got := map[string][]string{}
+	for s, err := range q.Querier(from, to).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}) {
+		if err != nil {
+			return nil, err
+		}
+		for it := s.Iterator(); it.Next(); {
+			x := it.At()
+			got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%v", x.T, x.F))
+		}
+	}
+	return got, nil
 }

@@ -26,7 +26,7 @@ type tableReads struct {
 	table, second string
 	n, nSecond    atomic.Int64
 	// before, if set, is called before a query of table is sent.
-	before func()
+	before func(*http.Request)
 }
 
 func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
@@ -35,7 +35,7 @@ func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
 		case strings.Contains(req.URL.Path, "/"+c.table+"()"):
 			c.n.Add(1)
 			if c.before != nil {
-				c.before()
+				c.before(req)
 			}
 		case c.second != "" && strings.Contains(req.URL.Path, "/"+c.second) && strings.HasSuffix(req.URL.Path, "()"):
 			c.nSecond.Add(1)

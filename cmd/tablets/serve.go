@@ -638,6 +638,9 @@ func cacheCollectors(o *tsdb.Options) []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_raw_cache_reads_shared_total",
 			Help: "Series whose raw samples a read took from another read of them under way (the panels of a dashboard opened at once), instead of reading them."},
 			func() float64 { return float64(o.RawCache.Shared()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_staging_cache_fetches_shared_total",
+			Help: "Fetches of staging entities under way that another query waited for, instead of fetching the same itself (a partition's, or a cold table's whole)."},
+			func() float64 { return float64(o.StagingCache.Shared()) }),
 	}
 }
 

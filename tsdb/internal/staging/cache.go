@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unique"
 	"unsafe"
 
@@ -49,7 +51,16 @@ type Cache struct {
 	counts   cache.Counts
 	entities *cache.Gen[entityKey, *cachedEntity]
 	maxBytes int64
+	// shared counts the fetches under way that another read waited for (flights.go).
+	shared atomic.Int64
+
+	mu      sync.Mutex
+	fetches map[[2]string]*fetchFlight // the fetches under way, by table and PartitionKey
 }
+
+// Shared is how many times a read waited for another's fetch under way (of a partition's
+// entities, or of every entity of a cold table) instead of fetching the same itself.
+func (c *Cache) Shared() int64 { return c.shared.Load() }
 
 // NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
@@ -300,22 +311,33 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			keys = []int{wholeEntity}
 		}
 		table := st.names.Staging()
-		if !st.warm.Load() {
+		if st.warm.CompareAndSwap(false, true) {
 			// Nothing of this table is cached yet: a listing would only cost a request more.
-			// The read is the query of every entity, which fills the cache.
-			st.warm.Store(true)
+			// The read is the query of every entity, which fills the cache. The reads that
+			// come meanwhile wait for it, when it fetches the columns they ask for.
+			cold := &fetchFlight{columns: columns, done: make(chan struct{})}
+			st.cold.Store(cold)
 			var order []listedEntity
 			var got []entityColumns
 			err := st.fetchColumns(ctx, f, "", nil, columns, false, read, func(le listedEntity, version int, cols map[int]cachedColumn) {
 				order = append(order, le)
 				got = append(got, entityColumns{version, inOrder(keys, cols)})
 			})
+			st.cold.Store(nil)
+			close(cold.done)
 			if err != nil {
 				fail(err)
 				return
 			}
 			st.yieldAssembled(ctx, order, got, want, read, yield)
 			return
+		}
+		if cold := st.cold.Load(); cold != nil && cold.holds(nil, columns) && read.unheld() {
+			st.cache.shared.Add(1)
+			if err := waitFetch(ctx, read, cold); err != nil {
+				fail(err)
+				return
+			}
 		}
 		listed, listedReads, err := st.listedEntities(ctx, f)
 		if err != nil {
@@ -327,30 +349,57 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		missing := map[string][]listedEntity{}
 		at := map[[2]string]int{} // the missing entities' index in listed
 		got := make([]entityColumns, len(listed))
-		hits, misses := 0, 0
-		for i, le := range listed {
-			if e, ok := st.cache.entity(table, le); ok {
-				if cols, decoded, ok := e.columns(keys); ok {
-					if decoded != nil {
-						st.cache.add(table, entityHead{pk: le.pk, rk: le.rk, etag: e.etag, version: e.version}, decoded, nil)
-					}
-					got[i] = entityColumns{e.version, cols}
-					hits += len(keys)
-					continue
-				}
+		hits := 0
+		fromCache := func(i int, le listedEntity) bool {
+			e, ok := st.cache.entity(table, le)
+			if !ok {
+				return false
 			}
-			misses += len(keys)
+			cols, decoded, ok := e.columns(keys)
+			if !ok {
+				return false
+			}
+			if decoded != nil {
+				st.cache.add(table, entityHead{pk: le.pk, rk: le.rk, etag: e.etag, version: e.version}, decoded, nil)
+			}
+			got[i] = entityColumns{e.version, cols}
+			hits += len(keys)
+			return true
+		}
+		for i, le := range listed {
+			if fromCache(i, le) {
+				continue
+			}
 			missing[le.pk] = append(missing[le.pk], le)
 			at[[2]string{le.pk, le.rk}] = i
 		}
-		st.cache.counts.Hit(hits)
-		st.cache.counts.Miss(misses)
 		if len(missing) == 0 {
 			// Nothing fetched: an entity the listing had and a Fold deleted since is still
 			// read whole (from the cache), so what is read is the table as listed.
 			*listedAt = listedReads
 		}
 		whole := st.fetchWhole(missing, columns)
+		// The partitions another read is fetching now are waited for, then taken from
+		// the cache; what it did not leave there, this read fetches.
+		waits, own := st.cache.boardFetches(table, missing, columns, whole, read.unheld())
+		defer func() { st.cache.landFetches(table, own) }() // on an error: own is nil once landed
+		for fl, les := range waits {
+			if err := waitFetch(ctx, read, fl); err != nil {
+				fail(err)
+				return
+			}
+			for _, le := range les {
+				if !fromCache(at[[2]string{le.pk, le.rk}], le) {
+					missing[le.pk] = append(missing[le.pk], le)
+				}
+			}
+		}
+		st.cache.counts.Hit(hits)
+		misses := 0
+		for _, les := range missing {
+			misses += len(les) * len(keys)
+		}
+		st.cache.counts.Miss(misses)
 		for _, pk := range slices.Sorted(maps.Keys(missing)) {
 			if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, whole[pk], read, func(le listedEntity, version int, cols map[int]cachedColumn) {
 				if i, ok := at[[2]string{le.pk, le.rk}]; ok {
@@ -364,6 +413,8 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 				st.listing.fetched(missing[pk])
 			}
 		}
+		st.cache.landFetches(table, own)
+		own = nil
 		st.yieldAssembled(ctx, listed, got, want, read, yield)
 	}
 }

@@ -142,6 +142,30 @@ func (r *collectRead) give(n int64) {
 	b.grantLocked()
 }
 
+// stepBack makes r the newest of the budget's reads: a read that waits for another's fetch
+// (holding nothing) must not keep the oldest read's right to take past the budget, which
+// the fetch it waits for may need.
+func (r *collectRead) stepBack() {
+	if r == nil {
+		return
+	}
+	b := r.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reads.MoveToBack(r.elem)
+	b.grantLocked()
+}
+
+// unheld says whether r holds nothing (a nil read holds nothing).
+func (r *collectRead) unheld() bool {
+	if r == nil {
+		return true
+	}
+	r.b.mu.Lock()
+	defer r.b.mu.Unlock()
+	return r.held == 0
+}
+
 // end gives back what r holds; the next oldest read no longer waits.
 func (r *collectRead) end() {
 	if r == nil {

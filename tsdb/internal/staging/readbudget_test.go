@@ -219,3 +219,50 @@ func TestReadBudgetGive(t *testing.T) {
 		}
 	})
 }
+
+// A read that steps back (it waits for another's fetch, holding nothing) is no longer the
+// oldest: the next oldest takes past the budget, where it waited for room.
+func TestReadBudgetStepBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b, err := NewReadBudget(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting, fetching := b.beginRead(), b.beginRead()
+		if !waiting.unheld() {
+			t.Fatal("a read begun holds something")
+		}
+		if err := fetching.hold(ctx, 80); err != nil {
+			t.Fatal(err)
+		}
+		went := make(chan struct{})
+		go func() {
+			if err := fetching.hold(ctx, 50); err != nil { // past the size: waits for room
+				t.Error(err)
+			}
+			close(went)
+		}()
+		synctest.Wait()
+		select {
+		case <-went:
+			t.Fatal("a read not the oldest took past the budget")
+		default:
+		}
+		waiting.stepBack()
+		synctest.Wait()
+		select {
+		case <-went:
+		default:
+			t.Fatal("the read stepped ahead of did not go on")
+		}
+		if used, n := b.InUse(); used != 130 || n != 0 || fetching.unheld() {
+			t.Fatalf("%d in use, %d waiting; want 130 and 0", used, n)
+		}
+		fetching.end()
+		waiting.end()
+		if used, _ := b.InUse(); used != 0 {
+			t.Fatalf("%d in use at the end", used)
+		}
+	})
+}

@@ -45,6 +45,9 @@ type Table struct {
 	// cache keeps the columns queries decoded (Config.Cache; nil: none).
 	cache *Cache
 	warm  atomic.Bool // a query filled the cache (later ones list the keys first)
+	// cold is the read filling the cache while it does (flights.go), which the reads
+	// meanwhile wait for.
+	cold atomic.Pointer[fetchFlight]
 	// listing is what the Table knows of its entities' keys, kept up to date against the
 	// staging log (listing.go): a read lists only the entities written since.
 	listing entityListing
