@@ -173,3 +173,56 @@ func selectDense(ctx context.Context, q *Queryable, from, to time.Time) (map[str
 	}
 	return got, nil
 }
+
+// A cached staging read of most of the columns (600 series: about 220 of 240) fetches the
+// entities whole, and a later read of other series then takes them from the cache: no
+// fetch, only the listing.
+func TestStagingReadOfMostColumnsFetchesWhole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	base := querierBase.Add(46 * time.Hour)
+	now := base.Add(time.Hour)
+	k := newKeyRangeDB(t, "sw", now, base)
+	k.reads.table = k.name + "w"
+	all, _, want := denseSeries(t, k.DB, 700, 600, base, 4, 10*time.Minute)
+	require.NoError(t, k.WriteMany(ctx, all))
+	o := *k.opts
+	o.StagingCache = NewStagingCache(DefaultStagingCacheBytes)
+	db, err := Open(ctx, k.svc, k.name, &o)
+	require.NoError(t, err)
+	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+
+	var mu sync.Mutex
+	var whole, columns int // staging queries without a $select, and of some columns
+	isFetch := regexp.MustCompile(`,V,c[0-9]`)
+	k.reads.before = func(req *http.Request) {
+		sel := req.URL.Query().Get("$select")
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case sel == "":
+			whole++
+		case isFetch.MatchString(sel):
+			columns++
+		}
+	}
+	got, err := selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, [2]int{1, 0}, [2]int{whole, columns}, "fetches whole and of columns, reading 600 series")
+
+	// The other 100 series' columns are in the cache.
+	whole, columns = 0, 0
+	n := 0
+	for s, err := range q.Querier(base, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "other"}) {
+		require.NoError(t, err)
+		for it := s.Iterator(); it.Next(); {
+			n++
+		}
+	}
+	require.Equal(t, 400, n, "samples of the other series")
+	require.Equal(t, [2]int{0, 0}, [2]int{whole, columns}, "fetches whole and of columns, reading the other 100 series")
+}

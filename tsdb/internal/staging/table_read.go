@@ -157,6 +157,10 @@ func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.
 // more (the soak's, of tens of thousands of series) packs the rest.
 const PlainPackedPoints = 1 << 18
 
+// wholeColumns is how many of the Columns a read with a cache asks for at least to read
+// its entities whole: three quarters.
+const wholeColumns = Columns * 3 / 4
+
 // collect reads the staged writes of the kinds asked for in one query: each point and
 // histogram sample in [from, to) of series (nil: of every series) as written, by series,
 // in no order, but those of raw periods known dropped (which the Fold leaves out: a read
@@ -193,6 +197,13 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	var listedAt uint64 // the listing's ReadsDone when all came from the cache
 	if st.cache != nil {
 		f, columns := queryParts(series, from, to, kinds)
+		if len(columns) >= wholeColumns {
+			// Most of the columns: every one costs a quarter more bytes at most, and the
+			// cache then serves any later read of the entities, and this read's fetch the
+			// reads at once that ask for other columns (the panels of a dashboard opened
+			// together: a metric of a thousand series holds nearly every column).
+			columns = nil
+		}
 		entities = st.cachedEntities(ctx, f, columns, slots.byHandle(), read, &listedAt)
 	}
 	for se, err := range entities {
