@@ -11,6 +11,7 @@ package server_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -224,7 +225,10 @@ const dashClients = 6
 // bytes (sent and received) to the account an answer, counted at the transport. Then
 // dashClients clients refreshing random panels at once for TABLETS_DASHBOARD_DURATION
 // (10 s), each side alone: p50 and p99 latency, answers/s; and for tablets the answers
-// not bit for bit the warm server's first (answers-not-exact). The data (TABLETS_DASHBOARD_TARGETS
+// not bit for bit the warm server's first (answers-not-exact). dashboard-load opens the
+// whole dashboard as a browser does, every panel at once dashClients at a time, on a
+// server just started (tablets-first, each answer checked against the warm server's) and
+// on Prometheus: ms/op until the last answer. The data (TABLETS_DASHBOARD_TARGETS
 // targets, 20 by default) is made once, before the sub-benchmarks, which share it.
 func BenchmarkDashboardPeer(b *testing.B) {
 	fx := newDashFixture(b, dashTargets(b, 20))
@@ -304,6 +308,59 @@ func BenchmarkDashboardPeer(b *testing.B) {
 			})
 		})
 	}
+	// load opens the whole dashboard as a browser does: every panel at once, dashClients at
+	// a time; ms/op is until the last answer.
+	load := func(b *testing.B, ask func(*testing.B, int) error) {
+		var wg sync.WaitGroup
+		errs := make([]error, len(dashPanels))
+		next := make(chan int)
+		for range dashClients {
+			wg.Go(func() {
+				for i := range next {
+					errs[i] = ask(b, i)
+				}
+			})
+		}
+		for i := range dashPanels {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		require.NoError(b, errors.Join(errs...))
+	}
+	b.Run("dashboard-load/tablets-first", func(b *testing.B) {
+		var cost azurite.Stats
+		var cpu time.Duration
+		b.StopTimer()
+		for range b.N {
+			s := fx.newServer(b, nil)
+			fx.checker.Reset()
+			cpu0 := cpuTime()
+			b.StartTimer()
+			load(b, func(b *testing.B, i int) error {
+				body, err := dashPanels[i].askTablets(s, fx.now)
+				if err == nil && !bytes.Equal(body, bodies[i]) {
+					err = sameAnswer(dashPanels[i], bodies[i], body)
+				}
+				return err
+			})
+			b.StopTimer()
+			cpu += cpuTime() - cpu0
+			cost = addStats(cost, fx.checker.Stats())
+			_ = s.Close()
+		}
+		report(b, cost, cpu)
+	})
+	b.Run("dashboard-load/prometheus", func(b *testing.B) {
+		for range b.N {
+			load(b, func(b *testing.B, i int) error {
+				_, err := fx.askPrometheus(dashPanels[i])
+				return err
+			})
+		}
+		b.StopTimer()
+		b.ReportMetric(ms(b.Elapsed())/float64(b.N), "ms/op")
+	})
 	d := dashDuration(b)
 	b.Run("concurrent/tablets", func(b *testing.B) {
 		fx.checker.Reset()
@@ -435,4 +492,22 @@ func addStats(a, b azurite.Stats) azurite.Stats {
 	a.ResponseBytes += b.ResponseBytes
 	a.Busy += b.Busy
 	return a
+}
+
+// sameAnswer is nil when got answers p as want does: the same series and points, values
+// within 1e-9 relative (a fresh server may choose another path than the one that answered
+// want, and a tier's rate may differ from raw's in the last bits).
+func sameAnswer(p dashPanel, want, got []byte) error {
+	w, err := answerOfJSON(p.kind, want)
+	if err != nil {
+		return err
+	}
+	g, err := answerOfJSON(p.kind, got)
+	if err != nil {
+		return err
+	}
+	if d := compareAnswers(w, g); d.Shape != "" || d.MaxRel > 1e-9 {
+		return fmt.Errorf("%s: %s max relative difference %.3g at %s", p.name, d.Shape, d.MaxRel, d.Where)
+	}
+	return nil
 }
