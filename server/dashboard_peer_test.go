@@ -255,26 +255,34 @@ func BenchmarkDashboardPeer(b *testing.B) {
 		b.ReportMetric(ms(cost.Busy)/n, "account-busy-ms/op")
 		b.ReportMetric(ms(cpu)/n, "cpu-ms/op")
 	}
+	// onNewServers runs ask on a server just started (its caches empty), each iteration
+	// another, and reports it.
+	onNewServers := func(b *testing.B, o *promstore.Options, ask func(*server.Server) error) {
+		var cost azurite.Stats
+		var cpu time.Duration
+		b.StopTimer()
+		for range b.N {
+			s := fx.newServer(b, o)
+			fx.checker.Reset()
+			cpu0 := cpuTime()
+			b.StartTimer()
+			err := ask(s)
+			b.StopTimer()
+			cpu += cpuTime() - cpu0
+			cost = addStats(cost, fx.checker.Stats())
+			_ = s.Close()
+			require.NoError(b, err)
+		}
+		report(b, cost, cpu)
+	}
 	for _, p := range dashPanels {
 		b.Run(p.name, func(b *testing.B) {
 			// first asks p of a server just started (its caches empty), each time another.
 			first := func(b *testing.B, o *promstore.Options) {
-				var cost azurite.Stats
-				var cpu time.Duration
-				b.StopTimer()
-				for range b.N {
-					s := fx.newServer(b, o)
-					fx.checker.Reset()
-					cpu0 := cpuTime()
-					b.StartTimer()
+				onNewServers(b, o, func(s *server.Server) error {
 					_, err := p.askTablets(s, fx.now)
-					b.StopTimer()
-					cpu += cpuTime() - cpu0
-					cost = addStats(cost, fx.checker.Stats())
-					_ = s.Close()
-					require.NoError(b, err)
-				}
-				report(b, cost, cpu)
+					return err
+				})
 			}
 			// refresh asks p of srv again and again.
 			refresh := func(b *testing.B, srv *server.Server) {
@@ -308,16 +316,16 @@ func BenchmarkDashboardPeer(b *testing.B) {
 			})
 		})
 	}
-	// load opens the whole dashboard as a browser does: every panel at once, dashClients at
-	// a time; ms/op is until the last answer.
-	load := func(b *testing.B, ask func(*testing.B, int) error) {
+	// load opens the whole dashboard as a browser does: every panel at once (ask(panel
+	// index)), dashClients at a time; ms/op is until the last answer.
+	load := func(ask func(int) error) error {
 		var wg sync.WaitGroup
 		errs := make([]error, len(dashPanels))
 		next := make(chan int)
 		for range dashClients {
 			wg.Go(func() {
 				for i := range next {
-					errs[i] = ask(b, i)
+					errs[i] = ask(i)
 				}
 			})
 		}
@@ -326,37 +334,25 @@ func BenchmarkDashboardPeer(b *testing.B) {
 		}
 		close(next)
 		wg.Wait()
-		require.NoError(b, errors.Join(errs...))
+		return errors.Join(errs...)
 	}
 	b.Run("dashboard-load/tablets-first", func(b *testing.B) {
-		var cost azurite.Stats
-		var cpu time.Duration
-		b.StopTimer()
-		for range b.N {
-			s := fx.newServer(b, nil)
-			fx.checker.Reset()
-			cpu0 := cpuTime()
-			b.StartTimer()
-			load(b, func(b *testing.B, i int) error {
+		onNewServers(b, nil, func(s *server.Server) error {
+			return load(func(i int) error {
 				body, err := dashPanels[i].askTablets(s, fx.now)
 				if err == nil && !bytes.Equal(body, bodies[i]) {
 					err = sameAnswer(dashPanels[i], bodies[i], body)
 				}
 				return err
 			})
-			b.StopTimer()
-			cpu += cpuTime() - cpu0
-			cost = addStats(cost, fx.checker.Stats())
-			_ = s.Close()
-		}
-		report(b, cost, cpu)
+		})
 	})
 	b.Run("dashboard-load/prometheus", func(b *testing.B) {
 		for range b.N {
-			load(b, func(b *testing.B, i int) error {
+			require.NoError(b, load(func(i int) error {
 				_, err := fx.askPrometheus(dashPanels[i])
 				return err
-			})
+			}))
 		}
 		b.StopTimer()
 		b.ReportMetric(ms(b.Elapsed())/float64(b.N), "ms/op")

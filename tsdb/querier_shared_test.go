@@ -92,12 +92,7 @@ func TestConcurrentSelectsShareStagingFetches(t *testing.T) {
 		firstWant[label] = pts[:4]
 	}
 
-	o := *k.opts
-	o.StagingCache = NewStagingCache(DefaultStagingCacheBytes)
-	db, err := Open(ctx, k.svc, k.name, &o)
-	require.NoError(t, err)
-	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
-	require.NoError(t, err)
+	db, q := k.openStagingCached(t)
 
 	// fetches are the staging queries of columns (not the listings), by their filter.
 	var mu sync.Mutex
@@ -188,12 +183,7 @@ func TestStagingReadOfMostColumnsFetchesWhole(t *testing.T) {
 	k.reads.table = k.name + "w"
 	all, _, want := denseSeries(t, k.DB, 700, 600, base, 4, 10*time.Minute)
 	require.NoError(t, k.WriteMany(ctx, all))
-	o := *k.opts
-	o.StagingCache = NewStagingCache(DefaultStagingCacheBytes)
-	db, err := Open(ctx, k.svc, k.name, &o)
-	require.NoError(t, err)
-	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
-	require.NoError(t, err)
+	_, q := k.openStagingCached(t)
 
 	var mu sync.Mutex
 	var whole, columns int // staging queries without a $select, and of some columns
@@ -225,4 +215,17 @@ func TestStagingReadOfMostColumnsFetchesWhole(t *testing.T) {
 	}
 	require.Equal(t, 400, n, "samples of the other series")
 	require.Equal(t, [2]int{0, 0}, [2]int{whole, columns}, "fetches whole and of columns, reading the other 100 series")
+}
+
+// openStagingCached opens the database again with a staging cache (a server's), and its
+// Queryable of raw samples.
+func (k *keyRangeDB) openStagingCached(t *testing.T) (*DB, *Queryable) {
+	t.Helper()
+	o := *k.opts
+	o.StagingCache = NewStagingCache(DefaultStagingCacheBytes)
+	db, err := Open(context.Background(), k.svc, k.name, &o)
+	require.NoError(t, err)
+	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+	return db, q
 }
