@@ -35,16 +35,8 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 	db := k.open(t, true) // a server's, with a raw cache
 	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(t, err)
-	held := make(chan struct{})
-	var once sync.Once
-	k.reads.before = func(*http.Request) {
-		once.Do(func() {
-			close(held)
-			for deadline := time.Now().Add(5 * time.Second); db.opts.RawCache.Shared() == 0 && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
-			}
-		})
-	}
+	held, hold := holdFirst(func() bool { return db.opts.RawCache.Shared() > 0 })
+	k.reads.before = func(*http.Request) { hold() }
 	k.reads.n.Store(0)
 	selectAll := func() (map[string][]string, error) { return selectDense(ctx, q, base, now) }
 	var first map[string][]string
@@ -104,8 +96,7 @@ func TestConcurrentSelectsShareStagingFetches(t *testing.T) {
 		fetches = nil
 		mu.Unlock()
 		shared := db.opts.StagingCache.Shared()
-		held := make(chan struct{})
-		var once sync.Once
+		held, hold := holdFirst(func() bool { return db.opts.StagingCache.Shared() > shared })
 		k.reads.before = func(req *http.Request) {
 			sel, _ := url.QueryUnescape(req.URL.Query().Get("$select"))
 			if !isFetch.MatchString(sel) {
@@ -114,12 +105,7 @@ func TestConcurrentSelectsShareStagingFetches(t *testing.T) {
 			mu.Lock()
 			fetches = append(fetches, req.URL.Query().Get("$filter"))
 			mu.Unlock()
-			once.Do(func() {
-				close(held)
-				for deadline := time.Now().Add(5 * time.Second); db.opts.StagingCache.Shared() == shared && time.Now().Before(deadline); {
-					time.Sleep(time.Millisecond)
-				}
-			})
+			hold()
 		}
 		defer func() { k.reads.before = nil }()
 		var errA error
@@ -228,4 +214,20 @@ func (k *keyRangeDB) openStagingCached(t *testing.T) (*DB, *Queryable) {
 	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(t, err)
 	return db, q
+}
+
+// holdFirst returns a channel closed by the first call of hold, and hold: its first call
+// waits until waited says another read waits for this one (or 5 s pass), its others
+// return at once.
+func holdFirst(waited func() bool) (held chan struct{}, hold func()) {
+	held = make(chan struct{})
+	var once sync.Once
+	return held, func() {
+		once.Do(func() {
+			close(held)
+			for deadline := time.Now().Add(5 * time.Second); !waited() && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
 }
