@@ -101,11 +101,16 @@ type SeriesWindow = tiers.SeriesWindow
 // custom bucket is its lower bound.
 func HistogramQuantile(q float64, h *FloatHistogram) float64 { return tiers.HistogramQuantile(q, h) }
 
-// Rollup (re)computes every tier window overlapping [from, to) from the raw points and
-// histogram samples (see Window), for every series with either there (the series index of
-// the periods). It works whole slices (24 windows of the coarsest tier: a day by default):
-// for each series it reads the tier blocks over them (whole, with their ETags), then the raw
-// points, then writes each block with the slices' windows recomputed and its others as they
+// Rollup (re)computes the tier windows of [from, to) from the raw points and histogram
+// samples (see Window), for every series with either there (the series index of the
+// periods): in each tier, the windows within [from, to), and those it only overlaps where
+// they are sealed (a window not sealed yet is the work of the Rollup of the range that holds
+// its end: the scheduler's ranges follow each other and end SealDelay before now, so a run
+// computes each window once, when sealed, from the raw points of the windows it computes,
+// and writes a tier's blocks only where one of its windows sealed since the last run).
+// It works a slice at a time (24 windows of the coarsest tier: a day by default):
+// for each series it reads the tier blocks holding those windows (whole, with their ETags), then the raw
+// points, then writes each block with those windows recomputed and its others as they
 // were, conditionally on the ETag it read (or as new): a block written from a read that a
 // concurrent Rollup has made stale fails, and that series starts again. A block it finds
 // already up to date it leaves alone, so a Rollup of a range rolled up and sealed writes
@@ -116,8 +121,10 @@ func HistogramQuantile(q float64, h *FloatHistogram) float64 { return tiers.Hist
 // (the server's scheduler does, and tablets maintain), to keep tiers current. It leaves alone the slices of raw periods Retain
 // recorded dropped: their raw points are gone, and the windows computed before (Retain
 // rolls a period up before it drops it) are the last word there.
-// Once done, it deletes the dirty markers of the range (see RollupFlagged) it read before
-// the raw points, each conditionally on the ETag read then.
+// Once done with a range of whole slices, it deletes the dirty markers of the range (see
+// RollupFlagged) it read before the raw points, each conditionally on the ETag read then;
+// a Rollup of part of a slice leaves them (a marker may be for a window outside its range)
+// to RollupFlagged, which recomputes the whole slice.
 //
 // Over chunked raw tables it reads many series at once instead of each by itself, a slice
 // at a time: for each slice with a raw table, and a few hundred series at a time, the

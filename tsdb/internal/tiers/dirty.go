@@ -236,7 +236,7 @@ func (tr *Tiers) RollupMarkers(ctx context.Context, markers Markers, dropping bo
 			continue
 		default:
 			for _, series := range names {
-				if err := tr.rollupSeries(ctx, series, s, s+span); err != nil {
+				if err := tr.rollupSeries(ctx, series, tr.wholeWindows(s, s+span)); err != nil {
 					return cleared, fmt.Errorf("tsdb: rollup %q: %w", series, err)
 				}
 			}

@@ -49,34 +49,93 @@ func (tr *Tiers) Rollup(ctx context.Context, from, to time.Time) error {
 	if lo >= hi {
 		return nil
 	}
+	from = times.Later(from, times.At(lo))
+	if from.After(times.At(lo)) || to.Before(times.At(hi)) {
+		// Part of a slice, as the maintenance loop rolls up the windows sealed since its
+		// last run: a late point's marker may be for a window outside the range, so the
+		// markers stay for RollupFlagged, which rolls up their whole slices.
+		return tr.rollupRange(ctx, lo, hi, from, to)
+	}
 	// The dirty markers of the range, read before the raw points: once every series is
 	// rolled up they are cleared, but a marker written since (a later late point) stays.
 	dirty, err := tr.ReadDirty(ctx, lo, hi)
 	if err != nil {
 		return err
 	}
-	if err := tr.rollupRange(ctx, lo, hi); err != nil {
+	if err := tr.rollupRange(ctx, lo, hi, from, to); err != nil {
 		return err
 	}
 	_, err = tr.DeleteDirty(ctx, dirty)
 	return err
 }
 
-// rollupRange is Rollup of [lo, hi) (Unix seconds, whole slices).
-func (tr *Tiers) rollupRange(ctx context.Context, lo, hi uint64) error {
+// rollupRange is Rollup of [from, to) within [lo, hi) (Unix seconds, whole slices).
+func (tr *Tiers) rollupRange(ctx context.Context, lo, hi uint64, from, to time.Time) error {
 	names, err := tr.rollupNames(ctx, times.At(lo), times.Earlier(times.At(hi), tablets.MaxTime))
 	if err != nil || len(names) == 0 {
 		return err
 	}
-	if scanned, err := tr.scanRollup(ctx, names, lo, hi); scanned || err != nil {
+	if scanned, err := tr.scanRollup(ctx, names, lo, hi, from, to); scanned || err != nil {
 		return err
 	}
+	w := tr.windowsOf(from, to, lo, hi, tr.now())
+	if w.none() {
+		return nil
+	}
 	for _, series := range names {
-		if err := tr.rollupSeries(ctx, series, lo, hi); err != nil {
+		if err := tr.rollupSeries(ctx, series, w); err != nil {
 			return fmt.Errorf("tsdb: rollup %q: %w", series, err)
 		}
 	}
 	return nil
+}
+
+// rollupWindows are the windows a rollup computes and writes: per tier, those of [lo, hi)
+// (Unix seconds, multiples of the tier's step; lo == hi: none), and the time whose raw
+// points they need, the hull of those spans.
+type rollupWindows struct {
+	tiers  [][2]uint64
+	lo, hi uint64
+}
+
+func (w rollupWindows) none() bool { return w.lo >= w.hi }
+
+// wholeWindows are every window of [lo, hi) (whole slices), in every tier.
+func (tr *Tiers) wholeWindows(lo, hi uint64) rollupWindows {
+	w := rollupWindows{tiers: make([][2]uint64, len(tr.cfg.Tiers)), lo: lo, hi: hi}
+	for i := range w.tiers {
+		w.tiers[i] = [2]uint64{lo, hi}
+	}
+	return w
+}
+
+// windowsOf are the windows of [lo, hi) (whole slices) that a rollup of [from, to) writes at
+// now: in each tier, those within [from, to), and those it only overlaps if they are
+// sealed. A window it overlaps that is not sealed yet is written by the rollup of the range
+// that holds its end: the maintenance loop's ranges follow each other and end the seal
+// delay before now, so each window is computed once, when sealed, and a run writes only the
+// blocks where a window sealed since the last (the minute tier's at every run, the hour
+// tier's once an hour), from the raw points of those windows only (not the whole slice's).
+func (tr *Tiers) windowsOf(from, to time.Time, lo, hi uint64, now time.Time) rollupWindows {
+	sealBefore := times.Unix(now.Add(-tr.cfg.SealDelay))
+	w := rollupWindows{tiers: make([][2]uint64, len(tr.cfg.Tiers)), lo: hi, hi: lo}
+	for i, t := range tr.cfg.Tiers {
+		step := uint64(t.Step / time.Second)
+		a := max(lo, times.FloorSec(times.Unix(from), t.Step))
+		b := min(hi, ceilSec(times.Unix(to.Add(-time.Nanosecond))+1, t.Step))
+		if a < b && times.At(a).Before(from) && a+step > sealBefore {
+			a += step // only overlapped, not sealed
+		}
+		if a < b && times.At(b).After(to) && b > sealBefore {
+			b -= step
+		}
+		if a >= b {
+			continue
+		}
+		w.tiers[i] = [2]uint64{a, b}
+		w.lo, w.hi = min(w.lo, a), max(w.hi, b)
+	}
+	return w
 }
 
 // rollupNames lists the series with points or histogram samples in the periods [from, to)
@@ -118,25 +177,24 @@ func (tr *Tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 	return names, nil
 }
 
-// rollupSeries recomputes the blocks of one series over [lo, hi) (Unix seconds, aligned to
-// slices): it reads the blocks stored there, then the raw points and histogram samples,
-// then writes the blocks that changed conditionally on what it read; a block changed
-// meanwhile starts it again.
-func (tr *Tiers) rollupSeries(ctx context.Context, series string, lo, hi uint64) error {
+// rollupSeries recomputes the windows w of one series: it reads the blocks stored where
+// they lie, then the raw points and histogram samples of w, then writes the blocks that
+// changed conditionally on what it read; a block changed meanwhile starts it again.
+func (tr *Tiers) rollupSeries(ctx context.Context, series string, w rollupWindows) error {
 	for range maxRollupAttempts {
-		stored, err := tr.readSeriesBlocks(ctx, series, lo, hi)
+		stored, err := tr.readSeriesBlocks(ctx, series, w)
 		if err != nil {
 			return err
 		}
-		pts, err := tr.readPoints(ctx, series, lo, hi)
+		pts, err := tr.readPoints(ctx, series, w.lo, w.hi)
 		if err != nil {
 			return err
 		}
-		hists, err := tr.readHistograms(ctx, series, lo, hi)
+		hists, err := tr.readHistograms(ctx, series, w.lo, w.hi)
 		if err != nil {
 			return err
 		}
-		err = tr.writeSlice(ctx, series, stored, pts, hists, lo, hi, tr.now())
+		err = tr.writeSlice(ctx, series, stored, pts, hists, w, tr.now())
 		if !batch.IsConflict(err) {
 			return err
 		}

@@ -50,7 +50,7 @@ const (
 //
 // It reports false when a raw table of the range is not chunked: the caller then rolls up
 // series by series. Slices without a raw table are left alone.
-func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) (bool, error) {
+func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64, from, to time.Time) (bool, error) {
 	tiers := tr.cfg.Tiers
 	block := tiers[len(tiers)-1].block()
 	span := uint64(block / time.Second)
@@ -85,10 +85,14 @@ func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 	}
 	starts := slices.Compact(slices.Sorted(slices.Values(append(sliceStarts(spans, lo, hi, block), sliceStarts(hist, lo, hi, block)...))))
 	for _, s := range starts {
+		w := tr.windowsOf(from, to, s, s+span, tr.now())
+		if w.none() {
+			continue
+		}
 		var raw []rawSpan
 		for i, sp := range spans {
-			if sp.From.Before(times.At(s+span)) && sp.To.After(times.At(s)) {
-				raw = append(raw, rawSpan{stores[i], times.Later(sp.From, times.At(s)), times.Earlier(sp.To, times.At(s+span))})
+			if sp.From.Before(times.At(w.hi)) && sp.To.After(times.At(w.lo)) {
+				raw = append(raw, rawSpan{stores[i], times.Later(sp.From, times.At(w.lo)), times.Earlier(sp.To, times.At(w.hi))})
 			}
 		}
 		if err := tr.ensureTierTables(ctx, s, s+span); err != nil {
@@ -96,7 +100,7 @@ func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64) 
 		}
 		for g := 0; g < len(names); {
 			n := min(group, len(names)-g)
-			size, err := tr.rollupGroup(ctx, names[g:g+n], n == len(names), raw, s, s+span)
+			size, err := tr.rollupGroup(ctx, names[g:g+n], n == len(names), raw, w)
 			if err != nil {
 				return true, err
 			}
@@ -153,11 +157,11 @@ type rawSpan struct {
 	from, to time.Time
 }
 
-// rollupGroup rolls up the blocks of a group of series (sorted by chunked.CompareSeries) in
-// the slice [lo, hi), and returns the size of the blocks it read. all says the group is
+// rollupGroup rolls up the windows w (of one slice) of a group of series (sorted by
+// chunked.CompareSeries), and returns the size of the blocks it read. all says the group is
 // every series.
-func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, lo, hi uint64) (int, error) {
-	stored, size, err := tr.groupBlocks(ctx, group, lo, hi)
+func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw []rawSpan, w rollupWindows) (int, error) {
+	stored, size, err := tr.groupBlocks(ctx, group, w)
 	if err != nil {
 		return 0, err
 	}
@@ -165,7 +169,7 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if all {
 		stagedOf = nil // every series: the filter need not name columns
 	}
-	staged, stagedHists, err := tr.reads.Staged(ctx, stagedOf, times.At(lo), times.At(hi), staging.Both)
+	staged, stagedHists, err := tr.reads.Staged(ctx, stagedOf, times.At(w.lo), times.At(w.hi), staging.Both)
 	if err != nil {
 		return 0, err
 	}
@@ -178,18 +182,18 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				if err := tr.rollupScanned(ctx, j, lo, hi); err != nil {
+				if err := tr.rollupScanned(ctx, j, w); err != nil {
 					cancel(fmt.Errorf("tsdb: rollup %q: %w", j.series, err))
 				}
 			}
 		}()
 	}
 	// After the ETags: a histogram table made since holds late samples that flagged blocks.
-	exists, err := tr.histTablesIn(ctx, times.At(lo), times.At(hi))
+	exists, err := tr.histTablesIn(ctx, times.At(w.lo), times.At(w.hi))
 	if err != nil {
 		return 0, err
 	}
-	hists := histPrefetch{histograms: tr.reads.Histograms, valid: tr.histogramNames, group: group, lo: lo, hi: hi, none: !exists, staged: stagedHists}
+	hists := histPrefetch{histograms: tr.reads.Histograms, valid: tr.histogramNames, group: group, lo: w.lo, hi: w.hi, none: !exists, staged: stagedHists}
 	err = tr.groupPoints(ctx, group, raw, staged, func(series string, pts []tablets.Point) bool {
 		hs, err := hists.next(ctx, series)
 		if err != nil {
@@ -277,14 +281,14 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
 // since it was read (or appeared), it rolls the series' slice up again by itself.
-func (tr *Tiers) rollupScanned(ctx context.Context, j rollupJob, lo, hi uint64) error {
+func (tr *Tiers) rollupScanned(ctx context.Context, j rollupJob, w rollupWindows) error {
 	stored, err := tr.decodeStored(j.stored)
 	if err != nil {
 		return err
 	}
-	err = tr.writeSlice(ctx, j.series, stored, j.points, j.hists, lo, hi, tr.now())
+	err = tr.writeSlice(ctx, j.series, stored, j.points, j.hists, w, tr.now())
 	if batch.IsConflict(err) {
-		return tr.rollupSeries(ctx, j.series, lo, hi)
+		return tr.rollupSeries(ctx, j.series, w)
 	}
 	return err
 }
@@ -341,10 +345,10 @@ func (tr *Tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan,
 	return nil
 }
 
-// groupBlocks reads the blocks of a group of series overlapping the slice [lo, hi) (see
-// readSeriesBlocks), by series, as read, and their size in all: per tier table, one query
-// across the partitions from the group's first name to its last.
-func (tr *Tiers) groupBlocks(ctx context.Context, group []string, lo, hi uint64) (map[string]storedBlocks, int, error) {
+// groupBlocks reads the blocks of a group of series that hold the windows w (see
+// readSeriesBlocks), by series, as read, and their size in all: per tier table with windows
+// in w, one query across the partitions from the group's first name to its last.
+func (tr *Tiers) groupBlocks(ctx context.Context, group []string, w rollupWindows) (map[string]storedBlocks, int, error) {
 	in := make(map[string]bool, len(group))
 	for _, s := range group {
 		in[s] = true
@@ -355,6 +359,10 @@ func (tr *Tiers) groupBlocks(ctx context.Context, group []string, lo, hi uint64)
 	size := 0
 	tiers := tr.cfg.Tiers
 	for i, t := range tiers {
+		lo, hi := w.tiers[i][0], w.tiers[i][1]
+		if lo >= hi {
+			continue
+		}
 		blo, bhi := tr.storedSpan(t, lo, hi)
 		f := filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
 			filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))

@@ -38,11 +38,15 @@ func (tr *Tiers) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
 	return times.FloorSec(lo, span), ceilSec(hi, span)
 }
 
-// readSeriesBlocks reads, per tier, the entities of series stored in the blocks that
-// overlap [lo, hi) (slices): a query per tier table.
-func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, lo, hi uint64) ([][]*tierBlock, error) {
+// readSeriesBlocks reads, per tier, the entities of series stored in the blocks that hold
+// the windows w: a query per tier table with windows in w.
+func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, w rollupWindows) ([][]*tierBlock, error) {
 	stored := make(storedBlocks, len(tr.cfg.Tiers))
 	for i, t := range tr.cfg.Tiers {
+		lo, hi := w.tiers[i][0], w.tiers[i][1]
+		if lo >= hi {
+			continue
+		}
 		blo, bhi := tr.storedSpan(t, lo, hi)
 		f := filter.And(filter.Eq("PartitionKey", series), filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
 		err := tr.readTierEntities(ctx, t, blo, bhi, f, func(_ string, raw []byte) {
@@ -350,12 +354,16 @@ func sameWindow(a, b *Window) bool {
 	return a.hist == nil || bytes.Equal(appendHistWindow(nil, a.hist, a.Start), appendHistWindow(nil, b.hist, b.Start))
 }
 
-// writeSlice writes what a rollup of [lo, hi) (a slice, or several) computed of series (each tier's
+// writeSlice writes what a rollup of the windows w computed of series (each tier's
 // operations, spliceSlice's): each tier table's in as few transactions as the batch limits
 // allow, a block's operations always in one. An error that batch.IsConflict matches means
 // a block changed since it was read.
-func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, lo, hi uint64, now time.Time) error {
+func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows, now time.Time) error {
 	for i, t := range tr.cfg.Tiers {
+		lo, hi := w.tiers[i][0], w.tiers[i][1]
+		if lo >= hi {
+			continue // no window of this tier to write
+		}
 		var in []*tierBlock
 		if stored != nil {
 			in = stored[i]
