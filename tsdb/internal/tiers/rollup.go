@@ -78,7 +78,7 @@ func (tr *Tiers) rollupRange(ctx context.Context, lo, hi uint64, from, to time.T
 	if scanned, err := tr.scanRollup(ctx, names, lo, hi, from, to); scanned || err != nil {
 		return err
 	}
-	w := tr.windowsOf(from, to, lo, hi, tr.now())
+	w := tr.windowsToRoll(from, to, lo, hi, tr.now())
 	if w.none() {
 		return nil
 	}
@@ -109,14 +109,14 @@ func (tr *Tiers) wholeWindows(lo, hi uint64) rollupWindows {
 	return w
 }
 
-// windowsOf are the windows of [lo, hi) (whole slices) that a rollup of [from, to) writes at
+// windowsToRoll are the windows of [lo, hi) (whole slices) that a rollup of [from, to) writes at
 // now: in each tier, those within [from, to), and those it only overlaps if they are
 // sealed. A window it overlaps that is not sealed yet is written by the rollup of the range
 // that holds its end: the maintenance loop's ranges follow each other and end the seal
 // delay before now, so each window is computed once, when sealed, and a run writes only the
 // blocks where a window sealed since the last (the minute tier's at every run, the hour
 // tier's once an hour), from the raw points of those windows only (not the whole slice's).
-func (tr *Tiers) windowsOf(from, to time.Time, lo, hi uint64, now time.Time) rollupWindows {
+func (tr *Tiers) windowsToRoll(from, to time.Time, lo, hi uint64, now time.Time) rollupWindows {
 	sealBefore := times.Unix(now.Add(-tr.cfg.SealDelay))
 	w := rollupWindows{tiers: make([][2]uint64, len(tr.cfg.Tiers)), lo: hi, hi: lo}
 	for i, t := range tr.cfg.Tiers {

@@ -85,7 +85,7 @@ func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64, 
 	}
 	starts := slices.Compact(slices.Sorted(slices.Values(append(sliceStarts(spans, lo, hi, block), sliceStarts(hist, lo, hi, block)...))))
 	for _, s := range starts {
-		w := tr.windowsOf(from, to, s, s+span, tr.now())
+		w := tr.windowsToRoll(from, to, s, s+span, tr.now())
 		if w.none() {
 			continue
 		}
