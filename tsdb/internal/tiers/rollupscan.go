@@ -34,19 +34,19 @@ const (
 	writeConcurrency = 32
 )
 
-// scanRollup is Rollup over chunked raw tables: instead of reads per series, each slice of
-// the range is rolled up a group of series at a time (up to maxRollupGroup, consecutive in
-// the order of their raw keys) in this order, which keeps it correct beside writers and
-// other rollers:
-//  1. the group's blocks over the slice, read whole with their ETags, a query across
-//     partitions per tier table;
-//  2. the group's staged points and histogram samples, one query;
-//  3. the group's raw points, a query across partitions per raw table (chunked's
-//     ScanPoints), streamed series by series, merged with the staged ones;
-//  4. each series' blocks that changed, the slice spliced in, a transaction per tier table,
-//     conditional on the ETags read, or as new where none was: a block that changed or
-//     appeared meanwhile fails the write, and that series' slice is rolled up again by
-//     itself.
+// scanRollup is Rollup of [from, to) over chunked raw tables: instead of reads per series,
+// the windows of each slice of the range that it computes (windowsToRoll) are rolled up a
+// group of series at a time (up to maxRollupGroup, consecutive in the order of their raw
+// keys) in this order, which keeps it correct beside writers and other rollers:
+//  1. the group's blocks holding those windows, read whole with their ETags, a query
+//     across partitions per tier table with windows to compute;
+//  2. the group's staged points and histogram samples of those windows, one query;
+//  3. the group's raw points of those windows, a query across partitions per raw table
+//     (chunked's ScanPoints), streamed series by series, merged with the staged ones;
+//  4. each series' blocks that changed, the windows spliced in, a transaction per tier
+//     table, conditional on the ETags read, or as new where none was: a block that changed
+//     or appeared meanwhile fails the write, and that series' windows are rolled up again
+//     by itself.
 //
 // It reports false when a raw table of the range is not chunked: the caller then rolls up
 // series by series. Slices without a raw table are left alone.
@@ -280,7 +280,7 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 }
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
-// since it was read (or appeared), it rolls the series' slice up again by itself.
+// since it was read (or appeared), it rolls the series' windows w up again by itself.
 func (tr *Tiers) rollupScanned(ctx context.Context, j rollupJob, w rollupWindows) error {
 	stored, err := tr.decodeStored(j.stored)
 	if err != nil {
