@@ -57,6 +57,7 @@ func TestFormatDoc(t *testing.T) {
 		{plain, formatdoc.JSON(t, "index-plain")},
 		{dropped, formatdoc.JSON(t, "dropped")},
 		{rawFormatBody(), formatdoc.JSON(t, "raw-format")},
+		{tierLayoutBody(tierLayoutPacked), formatdoc.JSON(t, "tier-layout")},
 	} {
 		if string(tc.body) != string(tc.doc) {
 			t.Errorf("%s, the document %s", tc.body, tc.doc)

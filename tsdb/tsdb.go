@@ -206,6 +206,8 @@ type DB struct {
 	changes   *changelog.Log       // their change log, which the read cache is checked against
 	staging   *staging.Table       // the staging table: staged writes, their reads
 	fold      *staging.Folder      // Fold: the staged points into the raw tables
+
+	tierLayout tiers.Layout // how the tier tables key their blocks (the catalog's record)
 }
 
 var _ tablets.Store = (*DB)(nil)
@@ -233,12 +235,16 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 	if o.Layout, err = chooseLayout(ctx, service, name, catalog, o.Layout); err != nil {
 		return nil, err
 	}
-	return newDB(service, name, o)
+	tierLayout, err := chooseTierLayout(ctx, service, name, catalog)
+	if err != nil {
+		return nil, err
+	}
+	return newDB(service, name, o, tierLayout)
 }
 
 // newDB makes the DB's parts; it sends no request.
-func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error) {
-	db := &DB{service: service, name: name, opts: o, names: naming.Names{Base: name, Period: o.RawPeriod}}
+func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout tiers.Layout) (*DB, error) {
+	db := &DB{service: service, name: name, opts: o, names: naming.Names{Base: name, Period: o.RawPeriod}, tierLayout: tierLayout}
 	validator, err := o.Layout(service.NewClient(db.names.RawTable(0)))
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)
@@ -284,7 +290,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options) (*DB, error)
 // the raw part as functions, none of which calls them back.
 func newTiers(db *DB) *tiers.Tiers {
 	o := db.opts
-	cfg := tiers.Config{Tiers: o.Tiers, Accuracy: o.Accuracy, SealDelay: o.SealDelay, RawRetention: o.RawRetention, Now: o.Now, Blocks: o.BlockCache}
+	cfg := tiers.Config{Tiers: o.Tiers, Accuracy: o.Accuracy, SealDelay: o.SealDelay, RawRetention: o.RawRetention, Now: o.Now, Blocks: o.BlockCache, Layout: db.tierLayout}
 	return tiers.New(db.service, db.names, cfg, db.catalog, db.tables, tiers.Reads{
 		Series: func(ctx context.Context, from, to time.Time) ([]string, error) {
 			return db.index.Series(ctx, from, to)

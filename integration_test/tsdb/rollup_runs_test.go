@@ -16,9 +16,10 @@ import (
 )
 
 // The maintenance loop's rollups, a minute apart as `tablets soak` runs them, write each
-// window once, when it seals: a run writes a transaction a series for the minute tier, and
-// the hour tier's only at the run that seals an hour (a Rollup of whole days rewrote both
-// tiers' blocks at every run, for the windows not sealed yet). A late point's dirty marker
+// window once, when it seals: a run writes a block a series for the minute tier, and the
+// hour tier's only at the run that seals an hour (a Rollup of whole days rewrote both tiers'
+// blocks at every run, for the windows not sealed yet); the series share a partition of
+// the packed layout, so a tier's 100 blocks go in one transaction. A late point's dirty marker
 // outlives the runs, which do not recompute its window, and RollupFlagged clears it. Every
 // sealed window then reads from the tiers exactly what the points say.
 func TestTSDBRollupRunsWriteSealedWindows(t *testing.T) {
@@ -37,9 +38,9 @@ func TestTSDBRollupRunsWriteSealedWindows(t *testing.T) {
 		names[s] = fmt.Sprintf("requests_total{instance=\"host%03d\"}", s)
 	}
 	written := map[string][]tablets.Point{}
-	mark := start // the loop's progress: everything before is rolled up
-	var minuteRuns, hourRuns []int64
-	var runs azurite.Stats // of every run, summed
+	mark := start                       // the loop's progress: everything before is rolled up
+	var minuteRuns, hourRuns [][2]int64 // transactions, blocks written
+	var runs azurite.Stats              // of every run, summed
 	late := start.Add(10*time.Minute + 7*time.Second)
 	for i := range int((2*time.Hour + 10*time.Minute) / scrape) {
 		at := start.Add(time.Duration(i) * scrape)
@@ -70,7 +71,7 @@ func TestTSDBRollupRunsWriteSealedWindows(t *testing.T) {
 		before := checker.Stats()
 		require.NoError(t, db.Rollup(ctx, mark, to))
 		after := checker.Stats()
-		txns := after.Batches - before.Batches
+		txns := [2]int64{after.Batches - before.Batches, after.BatchOperations - before.BatchOperations}
 		runs.Requests += after.Requests - before.Requests
 		runs.RequestBytes += after.RequestBytes - before.RequestBytes
 		runs.ResponseBytes += after.ResponseBytes - before.ResponseBytes
@@ -81,7 +82,7 @@ func TestTSDBRollupRunsWriteSealedWindows(t *testing.T) {
 		case to.Truncate(time.Minute).After(mark):
 			minuteRuns = append(minuteRuns, txns)
 		default:
-			require.Zero(t, txns, "a run that seals no window writes nothing")
+			require.Zero(t, txns[0], "a run that seals no window writes nothing")
 		}
 		mark = to
 	}
@@ -90,9 +91,9 @@ func TestTSDBRollupRunsWriteSealedWindows(t *testing.T) {
 	require.GreaterOrEqual(t, len(minuteRuns), 60)
 	require.Len(t, hourRuns, 1)
 	for _, n := range minuteRuns {
-		require.Equal(t, int64(series), n, "a run sealing minutes writes the minute tier's blocks only")
+		require.Equal(t, [2]int64{1, series}, n, "a run sealing minutes writes the minute tier's blocks only, in a transaction")
 	}
-	require.Equal(t, int64(2*series), hourRuns[0], "the run sealing an hour writes both tiers' blocks")
+	require.Equal(t, [2]int64{2, 2 * series}, hourRuns[0], "the run sealing an hour writes both tiers' blocks, a transaction each")
 
 	sealed := mark.Truncate(time.Minute)
 	flagged, err := db.RollupFlagged(ctx)

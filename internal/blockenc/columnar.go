@@ -110,6 +110,12 @@ var valueProps = []struct {
 // another length, a time outside the window, a sketch whose count is not the window's or
 // whose mapping differs from the others') is an error.
 func AppendColumnar(dst []byte, series string, step time.Duration, b *Columnar) ([]byte, error) {
+	return appendColumnar(dst, series, Key(b.Start), false, step, b)
+}
+
+// appendColumnar is AppendColumnar at the given keys; packed adds the block's start as
+// property T (the packed layout's).
+func appendColumnar(dst []byte, pk, rk string, packed bool, step time.Duration, b *Columnar) ([]byte, error) {
 	props, err := columnarProps(step, b)
 	if err != nil {
 		return nil, err
@@ -119,11 +125,18 @@ func AppendColumnar(dst []byte, series string, step time.Duration, b *Columnar) 
 			return nil, fmt.Errorf("%w: property %s holds %d bytes", ErrTooLarge, p.name, len(p.value))
 		}
 	}
-	if len(props)+3 > entity.MaxUserProperties {
-		return nil, fmt.Errorf("%w: %d properties", ErrTooLarge, len(props)+3)
+	head := 3 // V, W, R
+	if packed {
+		head++ // T
+	}
+	if len(props)+head > entity.MaxUserProperties {
+		return nil, fmt.Errorf("%w: %d properties", ErrTooLarge, len(props)+head)
 	}
 	from := len(dst)
-	dst = entity.AppendKeys(dst, series, Key(b.Start))
+	dst = entity.AppendKeys(dst, pk, rk)
+	if packed {
+		dst = entity.AppendStringProperty(dst, propStart, Key(b.Start))
+	}
 	dst = entity.AppendDouble(dst, "V", VersionColumnar)
 	dst = entity.AppendDouble(dst, "W", float64(len(b.Windows)))
 	dst = entity.AppendDouble(dst, "R", b.Rolled)

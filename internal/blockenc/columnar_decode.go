@@ -110,8 +110,8 @@ func (d *columnarDecoder) decode(step time.Duration, accuracy float64, cols Colu
 
 // decodeHead reads the RowKey, V, W and R: a block of W windows, all nil.
 func (d *columnarDecoder) decodeHead() (*Columnar, string) {
-	start, err := strconv.ParseUint(string(d.e.RowKey), 10, 64)
-	if err != nil || len(d.e.RowKey) != 12 {
+	start, ok := rowKeyStart(d.e)
+	if !ok {
 		return nil, "RowKey is not a block start"
 	}
 	c := &Columnar{Start: start}

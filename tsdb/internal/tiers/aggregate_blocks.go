@@ -43,7 +43,7 @@ func (tr *Tiers) readTierBlocks(ctx context.Context, names []string, t Tier, lo,
 	for p := tierPeriod(t, blo); p < hi; p += period {
 		table := tr.TierTable(t, p)
 		r.table = table
-		if err := r.readTable(ctx, tr.service.NewClient(table), names, blockKey(max(blo, p)), blockKey(min(hi, p+period))); err != nil {
+		if err := r.readTable(ctx, tr.service.NewClient(table), names, max(blo, p), min(hi, p+period)); err != nil {
 			return nil, fmt.Errorf("tsdb: read tier: %w", err)
 		}
 	}
@@ -51,7 +51,7 @@ func (tr *Tiers) readTierBlocks(ctx context.Context, names []string, t Tier, lo,
 }
 
 func newBlockReader(tr *Tiers, t Tier, cols blockenc.Columns, names []string) *blockReader {
-	r := &blockReader{tiers: tr, tier: t, cols: cols, want: make(map[string]bool, len(names)), found: map[blockRef]*tierBlock{}}
+	r := &blockReader{tiers: tr, keys: tr.keys, tier: t, cols: cols, want: make(map[string]bool, len(names)), found: map[blockRef]*tierBlock{}}
 	for _, s := range names {
 		r.want[s] = true
 	}
@@ -85,23 +85,56 @@ func (r *blockReader) bySeries() map[string][]*tierBlock {
 // blockReader reads the blocks of a tier's tables.
 type blockReader struct {
 	tiers *Tiers
+	keys  tierKeys
 	tier  Tier
 	cols  blockenc.Columns
 	want  map[string]bool
 	found map[blockRef]*tierBlock
 	e     entity.Entity
-	// rows are the series of the table being read that hold row blocks or flags, and the
-	// range of their keys: read again whole.
+	// rows are the series of the table being read that hold row blocks or flags (the
+	// series layout's older versions), and the range of their starts: read again whole.
 	rows         map[string]bool
-	rowLo, rowHi string
+	rowLo, rowHi uint64
 	selectsAll   bool
 	table        string // the name of the table being read
 }
 
-// readTable reads the blocks of names with keys in [rkLo, rkHi) of one tier table.
-func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names []string, rkLo, rkHi string) error {
+// readPart is a part of a read of many series: a scan (the keys' scanFilter) of the
+// series, or a filter of a group of them (groupFilter).
+type readPart struct {
+	names []string
+	scan  bool
+}
+
+// parts cuts the names of a read into its queries: a scan if they are more than
+// scanFilters filters would hold, else the filters of the keys' groups.
+func (r *blockReader) parts(names []string) []readPart {
+	per := maxSeriesPerFilter
+	if r.keys.packed() {
+		per = maxPackedPerFilter
+	}
+	if len(names) > scanFilters*per {
+		return []readPart{{names: names, scan: true}}
+	}
+	var out []readPart
+	for _, g := range r.keys.groups(names) {
+		out = append(out, readPart{names: g})
+	}
+	return out
+}
+
+// filter is the filter of the blocks of part starting in [lo, hi).
+func (r *blockReader) filter(part readPart, lo, hi uint64) filter.Expr {
+	if part.scan {
+		return r.keys.scanFilter(part.names, lo, hi)
+	}
+	return r.keys.groupFilter(part.names, lo, hi)
+}
+
+// readTable reads the blocks of names starting in [lo, hi) (Unix seconds) of one tier table.
+func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names []string, lo, hi uint64) error {
 	sel := blockenc.SelectColumnar(r.cols)
-	r.rows, r.rowLo, r.rowHi = map[string]bool{}, "", ""
+	r.rows, r.rowLo, r.rowHi = map[string]bool{}, 0, 0
 	r.selectsAll = sel == "" // every column: the row blocks are read whole already
 	if r.tiers.cfg.Blocks != nil {
 		// Warm: this table was read before for the same series and columns (a panel
@@ -111,23 +144,23 @@ func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names 
 		_, warm := r.tiers.warm.Get(shape)
 		r.tiers.warm.Add(shape, struct{}{})
 		if warm {
-			gone, err := r.readCached(ctx, client, names, rkLo, rkHi, sel)
+			gone, err := r.readCached(ctx, client, names, lo, hi, sel)
 			if gone || err != nil || len(r.rows) == 0 {
 				return err
 			}
-			keys := []filter.Expr{filter.Ge("RowKey", r.rowLo), filter.Le("RowKey", r.rowHi)}
-			_, err = r.readFiltered(ctx, client, slices.Sorted(maps.Keys(r.rows)), keys, "", true)
+			_, err = r.readFiltered(ctx, client, slices.Sorted(maps.Keys(r.rows)), r.rowLo, r.rowHi+1, "", true)
 			return err
 		}
 	}
-	rest := names
-	if len(names) > scanFilters*maxSeriesPerFilter {
-		// One scan of the partitions from the first name to the last, as long as its pages
+	var rest []string
+	for _, part := range r.parts(names) {
+		if !part.scan {
+			rest = append(rest, part.names...)
+			continue
+		}
+		// One scan of the series from the part's first to its last, as long as its pages
 		// hold mostly asked series; the names not reached then are read by filters.
-		rest = nil
-		f := filter.And(filter.Ge("PartitionKey", names[0]), filter.Le("PartitionKey", names[len(names)-1]),
-			filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi))
-		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: sel}, 0) {
+		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: r.filter(part, lo, hi).String(), Select: sel}, 0) {
 			if azerr.IsTableGone(err) {
 				return nil
 			}
@@ -137,39 +170,35 @@ func (r *blockReader) readTable(ctx context.Context, client pager.Lister, names 
 			asked, last := 0, ""
 			for _, raw := range page.Entities {
 				r.hold(raw, sel)
-				pk, ok, err := r.add(raw, false)
+				series, ok, err := r.add(raw, false)
 				if err != nil {
 					return err
 				}
 				if ok {
 					asked++
 				}
-				last = pk
+				last = series
 			}
 			if n := len(page.Entities); n > 0 && 2*asked < n {
-				i, _ := slices.BinarySearch(names, last)
-				rest = names[i:]
+				rest = append(rest, r.keys.notBefore(part.names, last)...)
 				break
 			}
 		}
 	}
-	keys := []filter.Expr{filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi)}
-	gone, err := r.readFiltered(ctx, client, rest, keys, sel, false)
+	gone, err := r.readFiltered(ctx, client, rest, lo, hi, sel, false)
 	if gone || err != nil || len(r.rows) == 0 {
 		return err
 	}
-	keys = []filter.Expr{filter.Ge("RowKey", r.rowLo), filter.Le("RowKey", r.rowHi)}
-	_, err = r.readFiltered(ctx, client, slices.Sorted(maps.Keys(r.rows)), keys, "", true)
+	_, err = r.readFiltered(ctx, client, slices.Sorted(maps.Keys(r.rows)), r.rowLo, r.rowHi+1, "", true)
 	return err
 }
 
-// readFiltered reads the blocks of names whose keys match keys (two comparisons),
-// maxSeriesPerFilter series a query, selecting sel (whole: "" selects all, and only the row
-// blocks and flags are kept). It reports whether the table is gone.
-func (r *blockReader) readFiltered(ctx context.Context, client pager.Lister, names []string, keys []filter.Expr, sel string, whole bool) (bool, error) {
-	for i := 0; i < len(names); i += maxSeriesPerFilter {
-		group := names[i:min(i+maxSeriesPerFilter, len(names))]
-		f := filter.And(append(slices.Clone(keys), anyPartition(group))...)
+// readFiltered reads the blocks of names starting in [lo, hi), a query a group of the keys,
+// selecting sel (whole: "" selects all, and only the row blocks and flags are kept). It
+// reports whether the table is gone.
+func (r *blockReader) readFiltered(ctx context.Context, client pager.Lister, names []string, lo, hi uint64, sel string, whole bool) (bool, error) {
+	for _, group := range r.keys.groups(names) {
+		f := r.keys.groupFilter(group, lo, hi)
 		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: sel}, 0) {
 			if azerr.IsTableGone(err) {
 				return true, nil
@@ -192,63 +221,57 @@ func (r *blockReader) readFiltered(ctx context.Context, client pager.Lister, nam
 
 // add decodes an entity read and keeps it if its series is asked for: a columnar block
 // read with r.cols; a row block or flag when read whole, else noted to be read whole. It
-// returns the entity's PartitionKey and whether its series is asked for.
+// returns the entity's series and whether it is asked for.
 func (r *blockReader) add(raw []byte, whole bool) (string, bool, error) {
 	r.e = entity.Entity{AllowStrings: true, AllowNull: true} // $select: absent columns come as null
 	if err := r.e.Decode(raw); err != nil {
 		return "", false, err
 	}
-	pk := string(r.e.PartitionKey)
-	if !r.want[pk] {
-		return pk, false, nil
+	series, start, ok := r.keys.parse(string(r.e.PartitionKey), string(r.e.RowKey))
+	if !ok {
+		return "", false, notBlock(&r.e)
+	}
+	if !r.want[series] {
+		return series, false, nil
 	}
 	columnar := blockenc.IsColumnar(&r.e)
 	if whole == columnar && !r.selectsAll {
 		if !whole {
-			rk := string(r.e.RowKey)
-			r.rows[pk] = true
-			if r.rowLo == "" || rk < r.rowLo {
-				r.rowLo = rk
+			if len(r.rows) == 0 || start < r.rowLo {
+				r.rowLo = start
 			}
-			r.rowHi = max(r.rowHi, rk)
+			r.rows[series] = true
+			r.rowHi = max(r.rowHi, start)
 		}
-		return pk, true, nil // a columnar block read whole again is already kept
+		return series, true, nil // a columnar block read whole again is already kept
 	}
 	b, err := r.tiers.decodeTierBlock(&r.e, r.tier, r.cols)
 	if err != nil {
 		return "", false, err
 	}
-	r.found[blockRef{pk, b.start}] = b
-	return pk, true, nil
+	r.found[blockRef{series, b.start}] = b
+	return series, true, nil
 }
 
-// readCached is the first pass of readTable (the blocks of names with keys in [rkLo,
-// rkHi), selecting sel) through the block cache: it lists the keys and ETags of the
-// entities the pass reads (the scan's filter for many names, a filter a group of
-// maxSeriesPerFilter for few), takes those the cache holds at their ETag, and fetches the
-// others in one query a filter, from the smallest RowKey missing to the largest (blocks key
-// by their start: a rollup rewrites the newest ones). It reports whether the table is gone.
-func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names []string, rkLo, rkHi, sel string) (bool, error) {
-	// Each query's series part: the scan's partition range for many names, a group's
-	// equalities for few. The listing adds the read's RowKey range, the fetch the range of
-	// the keys missing (within it): at most 15 comparisons either way.
-	var parts []filter.Expr
-	if len(names) > scanFilters*maxSeriesPerFilter {
-		parts = []filter.Expr{filter.And(filter.Ge("PartitionKey", names[0]), filter.Le("PartitionKey", names[len(names)-1]))}
-	} else {
-		for i := 0; i < len(names); i += maxSeriesPerFilter {
-			group := names[i:min(i+maxSeriesPerFilter, len(names))]
-			parts = append(parts, anyPartition(group))
-		}
-	}
+// notBlock is the error of a tier table's entity whose keys are no block's of the layout.
+func notBlock(e *entity.Entity) error {
+	return &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: "keys of no tier block"}
+}
+
+// readCached is the first pass of readTable (the blocks of names starting in [lo, hi),
+// selecting sel) through the block cache: it lists the keys and ETags of the entities each
+// of its queries reads (parts), takes those the cache holds at their ETag, and fetches the
+// others in one query a part, of the starts from the smallest missing to the largest (a
+// rollup rewrites the newest blocks). It reports whether the table is gone.
+func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names []string, lo, hi uint64, sel string) (bool, error) {
 	type listed struct{ pk, rk, etag string }
-	for _, part := range parts {
-		f := filter.And(filter.Ge("RowKey", rkLo), filter.Lt("RowKey", rkHi), part)
+	for _, part := range r.parts(names) {
 		var all []listed
 		got := map[[2]string][]byte{}
-		lo, hi := "", ""
+		var mlo, mhi uint64
+		missing := false
 		e := entity.Entity{AllowStrings: true, AllowNull: true}
-		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: f.String(), Select: "PartitionKey,RowKey"}, 0) {
+		for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: r.filter(part, lo, hi).String(), Select: "PartitionKey,RowKey"}, 0) {
 			if azerr.IsTableGone(err) {
 				return true, nil
 			}
@@ -260,7 +283,11 @@ func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names
 					return false, err
 				}
 				le := listed{string(e.PartitionKey), string(e.RowKey), string(e.ETag)}
-				if !r.want[le.pk] {
+				series, start, ok := r.keys.parse(le.pk, le.rk)
+				if !ok {
+					return false, notBlock(&e)
+				}
+				if !r.want[series] {
 					continue
 				}
 				all = append(all, le)
@@ -268,15 +295,14 @@ func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names
 					got[[2]string{le.pk, le.rk}] = held
 					continue
 				}
-				if lo == "" || le.rk < lo {
-					lo = le.rk
+				if !missing || start < mlo {
+					mlo = start
 				}
-				hi = max(hi, le.rk)
+				mhi, missing = max(mhi, start), true
 			}
 		}
-		if lo != "" {
-			fetch := filter.And(filter.Ge("RowKey", lo), filter.Le("RowKey", hi), part)
-			for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: fetch.String(), Select: sel}, 0) {
+		if missing {
+			for page, err := range pager.Each(ctx, client, pager.SubQuery{Filter: r.filter(part, mlo, mhi+1).String(), Select: sel}, 0) {
 				if azerr.IsTableGone(err) {
 					return true, nil
 				}
@@ -288,7 +314,8 @@ func (r *blockReader) readCached(ctx context.Context, client pager.Lister, names
 						return false, err
 					}
 					k := [2]string{string(e.PartitionKey), string(e.RowKey)}
-					if _, held := got[k]; !held && r.want[k[0]] {
+					series, _, ok := r.keys.parse(k[0], k[1])
+					if _, held := got[k]; !held && ok && r.want[series] {
 						got[k] = bytes.Clone(raw)
 						r.hold(raw, sel)
 					}
@@ -315,7 +342,10 @@ func (r *blockReader) hold(raw []byte, sel string) {
 	}
 	var e entity.Entity
 	e.AllowStrings, e.AllowNull = true, true
-	if e.Decode(raw) != nil || !r.want[string(e.PartitionKey)] {
+	if e.Decode(raw) != nil {
+		return
+	}
+	if series, _, ok := r.keys.parse(string(e.PartitionKey), string(e.RowKey)); !ok || !r.want[series] {
 		return
 	}
 	r.tiers.cfg.Blocks.Add(cache.EntityKey{Table: r.table, PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Select: sel}, string(e.ETag), raw)

@@ -186,7 +186,7 @@ func TestReadTierBlocksMany(t *testing.T) {
 	} {
 		table.queries = nil
 		r := newBlockReader(tr, minute, c.fields.columns(), c.names)
-		require.NoError(t, r.readTable(context.Background(), table, c.names, blockKey(0), blockKey(day)))
+		require.NoError(t, r.readTable(context.Background(), table, c.names, 0, day))
 		got := r.bySeries()
 		require.Len(t, got, len(c.names))
 		for _, s := range c.names {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
-	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/batch"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
@@ -44,9 +43,10 @@ const (
 //  3. the group's raw points of those windows, a query across partitions per raw table
 //     (chunked's ScanPoints), streamed series by series, merged with the staged ones;
 //  4. each series' blocks that changed, the windows spliced in, a transaction per tier
-//     table, conditional on the ETags read, or as new where none was: a block that changed
-//     or appeared meanwhile fails the write, and that series' windows are rolled up again
-//     by itself.
+//     table (packed: with the other series' of its partition, up to 100 blocks a
+//     transaction, groupWriter), conditional on the ETags read, or as new where none was: a
+//     block that changed or appeared meanwhile fails the write, and the windows of that
+//     transaction's series are rolled up again, each by itself.
 //
 // It reports false when a raw table of the range is not chunked: the caller then rolls up
 // series by series. Slices without a raw table are left alone.
@@ -175,6 +175,10 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var packer *groupWriter // packed: the group's blocks are written many series a transaction
+	if tr.keys.packed() {
+		packer = newGroupWriter(tr, w)
+	}
 	jobs := make(chan rollupJob)
 	var wg sync.WaitGroup
 	for range writeConcurrency {
@@ -182,7 +186,7 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				if err := tr.rollupScanned(ctx, j, w); err != nil {
+				if err := tr.rollupScanned(ctx, j, w, packer); err != nil {
 					cancel(fmt.Errorf("tsdb: rollup %q: %w", j.series, err))
 				}
 			}
@@ -216,7 +220,15 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	if cause := context.Cause(ctx); cause != nil {
 		return 0, cause // a writer's error, or the caller's
 	}
-	return size, err
+	if err != nil {
+		return 0, err
+	}
+	if packer != nil {
+		if err := packer.flush(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return size, nil
 }
 
 // rollupJob is one series' points of a slice, and its blocks stored there, by tier.
@@ -280,11 +292,19 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 }
 
 // rollupScanned writes one series' blocks from the points scanned; where a block changed
-// since it was read (or appeared), it rolls the series' windows w up again by itself.
-func (tr *Tiers) rollupScanned(ctx context.Context, j rollupJob, w rollupWindows) error {
+// since it was read (or appeared), it rolls the series' windows w up again by itself. With
+// a packer (packed layout) it hands them to it, which writes them with other series'.
+func (tr *Tiers) rollupScanned(ctx context.Context, j rollupJob, w rollupWindows, packer *groupWriter) error {
 	stored, err := tr.decodeStored(j.stored)
 	if err != nil {
 		return err
+	}
+	if packer != nil {
+		writes, err := tr.sliceWrites(ctx, j.series, stored, j.points, j.hists, w, tr.now())
+		if err != nil {
+			return err
+		}
+		return packer.add(ctx, writes)
 	}
 	err = tr.writeSlice(ctx, j.series, stored, j.points, j.hists, w, tr.now())
 	if batch.IsConflict(err) {
@@ -347,14 +367,12 @@ func (tr *Tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan,
 
 // groupBlocks reads the blocks of a group of series that hold the windows w (see
 // readSeriesBlocks), by series, as read, and their size in all: per tier table with windows
-// in w, one query across the partitions from the group's first name to its last.
+// in w, a scan of the keys from the group's first name to its last.
 func (tr *Tiers) groupBlocks(ctx context.Context, group []string, w rollupWindows) (map[string]storedBlocks, int, error) {
 	in := make(map[string]bool, len(group))
 	for _, s := range group {
 		in[s] = true
 	}
-	first := slices.MinFunc(group, filter.CompareUTF16) // the service's order of raw names
-	last := slices.MaxFunc(group, filter.CompareUTF16)
 	out := map[string]storedBlocks{}
 	size := 0
 	tiers := tr.cfg.Tiers
@@ -364,9 +382,7 @@ func (tr *Tiers) groupBlocks(ctx context.Context, group []string, w rollupWindow
 			continue
 		}
 		blo, bhi := tr.storedSpan(t, lo, hi)
-		f := filter.And(filter.Ge("PartitionKey", first), filter.Le("PartitionKey", last),
-			filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
-		err := tr.readTierEntities(ctx, t, blo, bhi, f, func(series string, raw []byte) {
+		err := tr.readTierEntities(ctx, t, blo, bhi, tr.keys.scanFilter(group, blo, bhi), func(series string, raw []byte) {
 			if !in[series] {
 				return
 			}

@@ -5,9 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -48,7 +48,7 @@ func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, w rollupWi
 			continue
 		}
 		blo, bhi := tr.storedSpan(t, lo, hi)
-		f := filter.And(filter.Eq("PartitionKey", series), filter.Ge("RowKey", blockKey(blo)), filter.Lt("RowKey", blockKey(bhi)))
+		f := tr.keys.groupFilter([]string{series}, blo, bhi)
 		err := tr.readTierEntities(ctx, t, blo, bhi, f, func(_ string, raw []byte) {
 			stored[i] = append(stored[i], raw)
 		})
@@ -82,7 +82,11 @@ func (tr *Tiers) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, 
 				if err := e.Decode(raw); err != nil {
 					return fmt.Errorf("read blocks: %w", err)
 				}
-				each(string(e.PartitionKey), slices.Clone(raw))
+				series, _, ok := tr.keys.parse(string(e.PartitionKey), string(e.RowKey))
+				if !ok {
+					return fmt.Errorf("read blocks: %w", notBlock(&e))
+				}
+				each(series, slices.Clone(raw))
 			}
 		}
 	}
@@ -97,9 +101,6 @@ func (tr *Tiers) decodeStored(stored storedBlocks) ([][]*tierBlock, error) {
 		for _, raw := range raws {
 			if err := e.Decode(raw); err != nil {
 				return nil, fmt.Errorf("read blocks: %w", err)
-			}
-			if _, err := strconv.ParseUint(string(e.RowKey), 10, 64); err != nil || len(e.RowKey) != len(blockKey(0)) {
-				return nil, fmt.Errorf("read blocks: block RowKey %q is not a block start", e.RowKey)
 			}
 			tb, err := tr.decodeTierBlock(&e, tr.cfg.Tiers[i], blockenc.AllColumns)
 			if err != nil {
@@ -279,7 +280,7 @@ func (tr *Tiers) blockOps(series string, t Tier, bs uint64, in []*tierBlock, win
 			continue
 		}
 		etag := tb.etag
-		ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(series, blockKey(tb.start)), IfMatch: &etag})
+		ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(tr.keys.keys(series, tb.start)), IfMatch: &etag})
 	}
 	return ops, nil
 }
@@ -289,7 +290,7 @@ func (tr *Tiers) blockOps(series string, t Tier, bs uint64, in []*tierBlock, win
 // are then read raw, or unknown), then without their histograms (stored as too large,
 // read raw).
 func (tr *Tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows []*Window, sealed []bool, rolled float64, exact bool) ([]byte, []*Window, error) {
-	body, err := blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, windows, sealed, rolled, exact))
+	body, err := tr.appendColumnar(series, t.Step, toColumnar(bs, windows, sealed, rolled, exact))
 	if !errors.Is(err, blockenc.ErrTooLarge) {
 		return body, windows, err
 	}
@@ -301,7 +302,7 @@ func (tr *Tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows
 			lean[i] = &c
 		}
 	}
-	body, err = blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, lean, sealed, rolled, exact))
+	body, err = tr.appendColumnar(series, t.Step, toColumnar(bs, lean, sealed, rolled, exact))
 	if !errors.Is(err, blockenc.ErrTooLarge) {
 		return body, lean, err
 	}
@@ -310,11 +311,19 @@ func (tr *Tiers) appendColumnarFitting(series string, t Tier, bs uint64, windows
 			w.hist = &histWindow{kind: histTooLarge, count: w.hist.count}
 		}
 	}
-	body, err = blockenc.AppendColumnar(nil, series, t.Step, toColumnar(bs, lean, sealed, rolled, exact))
+	body, err = tr.appendColumnar(series, t.Step, toColumnar(bs, lean, sealed, rolled, exact))
 	if err != nil {
 		return nil, nil, fmt.Errorf("block %s: %w", blockKey(bs), err)
 	}
 	return body, lean, nil
+}
+
+// appendColumnar is the entity of columnar block c of series, at the keys of the layout.
+func (tr *Tiers) appendColumnar(series string, step time.Duration, c *blockenc.Columnar) ([]byte, error) {
+	if tr.keys.packed() {
+		return blockenc.AppendColumnarPacked(nil, series, step, c)
+	}
+	return blockenc.AppendColumnar(nil, series, step, c)
 }
 
 // sameWindows reports whether the stored block tb holds exactly windows and sealed (its
@@ -354,11 +363,20 @@ func sameWindow(a, b *Window) bool {
 	return a.hist == nil || bytes.Equal(appendHistWindow(nil, a.hist, a.Start), appendHistWindow(nil, b.hist, b.Start))
 }
 
-// writeSlice writes what a rollup of the windows w computed of series (each tier's
-// operations, spliceSlice's): each tier table's in as few transactions as the batch limits
-// allow, a block's operations always in one. An error that batch.IsConflict matches means
-// a block changed since it was read.
-func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows, now time.Time) error {
+// blockWrite is what a rollup of windows writes of one series into one partition of a
+// tier table: the operations of each block that changed, one block's together.
+type blockWrite struct {
+	table, pk string
+	series    string
+	blocks    [][]aztables.TransactionAction
+}
+
+// sliceWrites computes what a rollup of the windows w writes of series (each tier's
+// operations, spliceSlice's), from the blocks stored there (nil: none) and its points and
+// histogram samples of w: a blockWrite per tier table, but those of tables past the tier's
+// retention (Aggregate reads raw points there, if any).
+func (tr *Tiers) sliceWrites(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows, now time.Time) ([]blockWrite, error) {
+	var out []blockWrite
 	for i, t := range tr.cfg.Tiers {
 		lo, hi := w.tiers[i][0], w.tiers[i][1]
 		if lo >= hi {
@@ -368,23 +386,53 @@ func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tier
 		if stored != nil {
 			in = stored[i]
 		}
-		w, err := tr.spliceSlice(series, t, in, tr.computeWindows(t, pts, hists), lo, hi, now)
+		sw, err := tr.spliceSlice(series, t, in, tr.computeWindows(t, pts, hists), lo, hi, now)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for p, blocks := range w {
+		for _, p := range slices.Sorted(maps.Keys(sw)) {
 			name := tr.TierTable(t, p)
 			if err := tr.tables.ensure(ctx, name); errors.Is(err, errTierDropped) {
-				continue // past the tier's retention: Aggregate reads raw points there, if any
+				continue
 			} else if err != nil {
-				return err
+				return nil, err
 			}
-			if err := submitBlocks(ctx, tr.service.NewClient(name), series, blocks); err != nil {
-				return err
-			}
+			out = append(out, blockWrite{table: name, pk: tr.keys.partition(series), series: series, blocks: sw[p]})
+		}
+	}
+	return out, nil
+}
+
+// writeSlice writes what a rollup of the windows w computed of series (sliceWrites): each
+// tier table's in as few transactions as the batch limits allow, a block's operations
+// always in one. An error that batch.IsConflict matches means a block changed since it was
+// read.
+func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows, now time.Time) error {
+	writes, err := tr.sliceWrites(ctx, series, stored, pts, hists, w, now)
+	if err != nil {
+		return err
+	}
+	for _, bw := range writes {
+		if err := submitBlocks(ctx, tr.service.NewClient(bw.table), bw.pk, bw.blocks); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// opsBytes is what operations take of a transaction's body: their entities and multipart
+// headers.
+func opsBytes(pk string, ops []aztables.TransactionAction) int {
+	n := 0
+	for _, op := range ops {
+		n += len(op.Entity) + 2*len(pk) + 512 // the operation's multipart headers
+	}
+	return n
+}
+
+// fitsBatch reports whether a transaction of n operations of size bytes can take ops too.
+func fitsBatch(n, size int, pk string, ops []aztables.TransactionAction) bool {
+	return n+len(ops) <= entity.MaxBatchOperations && size+opsBytes(pk, ops) <= entity.MaxBatchBytes-64<<10
 }
 
 // submitBlocks sends the operations of blocks of one partition, in transactions under the
@@ -392,22 +440,15 @@ func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tier
 func submitBlocks(ctx context.Context, client *aztables.Client, pk string, blocks [][]aztables.TransactionAction) error {
 	var txn []aztables.TransactionAction
 	size := 0
-	bodySize := func(ops []aztables.TransactionAction) int {
-		n := 0
-		for _, op := range ops {
-			n += len(op.Entity) + 2*len(pk) + 512 // the operation's multipart headers
-		}
-		return n
-	}
 	for _, ops := range blocks {
-		if len(txn) > 0 && (len(txn)+len(ops) > entity.MaxBatchOperations || size+bodySize(ops) > entity.MaxBatchBytes-64<<10) {
+		if len(txn) > 0 && !fitsBatch(len(txn), size, pk, ops) {
 			if err := batch.Submit(ctx, client, pk, txn); err != nil {
 				return err
 			}
 			txn, size = nil, 0
 		}
 		txn = append(txn, ops...)
-		size += bodySize(ops)
+		size += opsBytes(pk, ops)
 	}
 	if len(txn) > 0 {
 		return batch.Submit(ctx, client, pk, txn)

@@ -44,13 +44,28 @@ func (b *tierBlock) end() uint64 {
 // decodeTierBlock reads a tier entity of either format (decoded with AllowStrings) of tier
 // t, whose columnar blocks were read with cols selected (row blocks are read whole).
 func (tr *Tiers) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns) (*tierBlock, error) {
+	series, _, ok := tr.keys.parse(string(e.PartitionKey), string(e.RowKey))
+	if !ok {
+		return nil, notBlock(e)
+	}
+	if tr.keys.packed() {
+		// Packed tables hold columnar blocks only: no older version wrote them.
+		if !blockenc.IsColumnar(e) {
+			return nil, &entity.DecodeError{PartitionKey: string(e.PartitionKey), RowKey: string(e.RowKey), Reason: "not a columnar block in a packed tier table"}
+		}
+		c, err := blockenc.DecodeColumnar(e, t.Step, tr.cfg.Accuracy, cols)
+		if err != nil {
+			return nil, err
+		}
+		return tr.fromColumnar(series, azcore.ETag(e.ETag), t, c)
+	}
 	if blockenc.IsColumnar(e) {
 		flagged := dropStaleFlag(e)
 		c, err := blockenc.DecodeColumnar(e, t.Step, tr.cfg.Accuracy, cols)
 		if err != nil {
 			return nil, err
 		}
-		tb, err := tr.fromColumnar(string(e.PartitionKey), azcore.ETag(e.ETag), t, c)
+		tb, err := tr.fromColumnar(series, azcore.ETag(e.ETag), t, c)
 		if err != nil {
 			return nil, err
 		}
@@ -67,7 +82,7 @@ func (tr *Tiers) decodeTierBlock(e *entity.Entity, t Tier, cols blockenc.Columns
 	if err != nil {
 		return nil, err
 	}
-	tb := &tierBlock{series: string(e.PartitionKey), start: b.start, step: t.Step, rolled: b.rolled, etag: azcore.ETag(e.ETag),
+	tb := &tierBlock{series: series, start: b.start, step: t.Step, rolled: b.rolled, etag: azcore.ETag(e.ETag),
 		windows: b.windows[:], sealed: make([]bool, blockWindows), cols: blockenc.AllColumns}
 	tb.version = 1
 	if b.stale && b.rolled == 0 {
@@ -132,7 +147,8 @@ func (tr *Tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blocke
 		ws := blockStart.Add(time.Duration(i) * t.Step)
 		h, err := decodeHistWindow(enc, ws, t.Step)
 		if err != nil {
-			return nil, &entity.DecodeError{PartitionKey: series, RowKey: blockKey(c.Start), Reason: fmt.Sprintf("window %d: %v", i, err)}
+			pk, rk := tr.keys.keys(series, c.Start)
+			return nil, &entity.DecodeError{PartitionKey: pk, RowKey: rk, Reason: fmt.Sprintf("window %d: %v", i, err)}
 		}
 		if tb.windows[i] == nil {
 			tb.windows[i] = &Window{Start: ws, sk: sketchenc.New(tr.cfg.Accuracy)}

@@ -22,6 +22,7 @@
 package tiers
 
 import (
+	"cmp"
 	"context"
 	"iter"
 	"time"
@@ -46,6 +47,8 @@ type Config struct {
 	// Blocks keeps the tier blocks Aggregate read, checked against their ETags at every
 	// read (nil: none; see readCached).
 	Blocks *cache.Entities
+	// Layout is how the tier tables key their blocks (0: LayoutSeries).
+	Layout Layout
 }
 
 // Reads are what the tiers read of the other parts of the database, given as functions:
@@ -102,6 +105,7 @@ type Tiers struct {
 	// block cache: the next such read lists the keys first (one never made pays no listing).
 	// At most maxWarmShapes are remembered (a shape forgotten pays no listing once).
 	warm *cache.Gen[string, struct{}]
+	keys tierKeys // the keys and filters of the blocks (Config.Layout)
 }
 
 // New returns the tiers of the database whose tables names names; it sends no request.
@@ -115,6 +119,7 @@ func New(service *aztables.ServiceClient, names naming.Names, cfg Config, c *cat
 		tables:  newTierTables(service, c),
 		reads:   reads,
 		warm:    cache.New[string, struct{}](maxWarmShapes, nil),
+		keys:    tierKeys{layout: cmp.Or(cfg.Layout, LayoutSeries)},
 	}
 }
 
