@@ -26,18 +26,22 @@ import (
 
 // countingTransport counts the requests that reach it and answers each with 409
 // TableAlreadyExists: enough for tsdb.Open (its catalog table "exists"), and an answer no
-// other call takes for success; but the read of a catalog's raw format, which it answers
-// with the record (docs/format.md: the database records its format).
+// other call takes for success; but the read of a catalog's formats, which it answers with
+// the records (docs/format.md: the database records its raw format and tier layout).
 type countingTransport struct{ requests atomic.Int64 }
+
+const formatRecords = `{"value":[` +
+	`{"PartitionKey":"format","RowKey":"raw","V":1,"V@odata.type":"Edm.Double","L":"chunked/1ms"},` +
+	`{"PartitionKey":"format","RowKey":"tiers","V":2,"V@odata.type":"Edm.Double","L":"packed"}]}`
 
 func (c *countingTransport) Do(req *http.Request) (*http.Response, error) {
 	c.requests.Add(1)
-	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "m(PartitionKey='format',RowKey='raw')") {
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "m()") && strings.Contains(req.URL.Query().Get("$filter"), "'format'") {
 		return &http.Response{
 			StatusCode: http.StatusOK,
 			Status:     "200 OK",
 			Header:     http.Header{"Content-Type": {"application/json"}},
-			Body:       io.NopCloser(strings.NewReader(`{"PartitionKey":"format","RowKey":"raw","V":1,"V@odata.type":"Edm.Double","L":"chunked/1ms"}`)),
+			Body:       io.NopCloser(strings.NewReader(formatRecords)),
 			Request:    req,
 		}, nil
 	}
@@ -173,7 +177,7 @@ func TestBadInputCalls(t *testing.T) {
 	require.NoError(t, err)
 	db, err := tsdb.Open(ctx, service, "metrics", nil)
 	require.NoError(t, err)
-	require.EqualValues(t, 2, tr.requests.Load(), "Open creates the catalog table and reads its raw format, nothing else")
+	require.EqualValues(t, 2, tr.requests.Load(), "Open creates the catalog table and reads its formats, nothing else")
 
 	from := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	to := from.Add(time.Hour)

@@ -509,7 +509,7 @@ func TestTenantsSecondFront(t *testing.T) {
 	synced := checker2.Stats()
 	require.Equal(t, []string{"default", "teama", "teamc"}, second.Opened())
 	// One listing, and teama's catalog made sure of (the only table an open asks for) and
-	// its raw format read.
+	// its formats read (the raw format and the tier layout, one query).
 	require.EqualValues(t, 3, synced.Requests-sync.Requests, "Sync")
 	t.Logf("Sync opening one tenant: %d requests, %d response bytes", synced.Requests-sync.Requests, synced.ResponseBytes-sync.ResponseBytes)
 	names, _ = tenantClient{base: url2, tenant: "teama"}.names(t, "values", at)

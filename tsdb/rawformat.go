@@ -79,12 +79,12 @@ func offlineStore(name string, layout func(*aztables.Client) (tablets.Store, err
 }
 
 // chooseLayout decides the raw layout of database name, whose catalog exists, as the
-// package comment above says: one request to read the record, and for a database without
-// one, one to list a raw table and one to record the format. given is Options.Layout (nil:
-// none given).
-func chooseLayout(ctx context.Context, service *aztables.ServiceClient, name string, catalog *aztables.Client,
+// package comment above says, from its format records (readFormats): for a database without
+// the record, a request to list a raw table and one to record the format. given is
+// Options.Layout (nil: none given).
+func chooseLayout(ctx context.Context, service *aztables.ServiceClient, name string, catalog *aztables.Client, formats formatRecords,
 	given func(*aztables.Client) (tablets.Store, error)) (func(*aztables.Client) (tablets.Store, error), error) {
-	recorded, err := readRawFormat(ctx, catalog)
+	recorded, err := readRawFormat(formats)
 	if err != nil {
 		return nil, err
 	}
@@ -125,18 +125,15 @@ func chooseLayout(ctx context.Context, service *aztables.ServiceClient, name str
 	return chunkedMillisecond, nil
 }
 
-// readRawFormat reads whether the catalog records the raw format (one request). A record of
-// another version is an error: a later version made the database.
-func readRawFormat(ctx context.Context, catalog *aztables.Client) (bool, error) {
-	resp, err := catalog.GetEntity(ctx, catalogFormat, formatRawKey, nil)
-	if azerr.IsStatus(err, http.StatusNotFound) {
+// readRawFormat reads whether the catalog's format records (readFormats) hold the raw
+// format's. A record of another version is an error: a later version made the database.
+func readRawFormat(formats formatRecords) (bool, error) {
+	body, ok := formats[formatRawKey]
+	if !ok {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("tsdb: read the raw format: %w", err)
-	}
 	e := entity.Entity{AllowStrings: true}
-	if err := e.Decode(resp.Value); err != nil {
+	if err := e.Decode(body); err != nil {
 		return false, fmt.Errorf("tsdb: the raw format's record: %w", err)
 	}
 	version := math.NaN()
@@ -150,6 +147,30 @@ func readRawFormat(ctx context.Context, catalog *aztables.Client) (bool, error) 
 		return false, fmt.Errorf("tsdb: the database's raw format is version %v (%q): this version reads version %d", version, name, rawFormatVersion)
 	}
 	return true, nil
+}
+
+// formatRecords are the records of the catalog's partition "format", by RowKey, as read.
+type formatRecords map[string][]byte
+
+// readFormats reads the catalog's format records: one query (a page: the partition holds
+// two records).
+func readFormats(ctx context.Context, catalog *aztables.Client) (formatRecords, error) {
+	f := filter.Eq("PartitionKey", catalogFormat).String()
+	out := formatRecords{}
+	for pager := catalog.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &f}); pager.More(); {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("tsdb: read the formats: %w", err)
+		}
+		for _, raw := range page.Entities {
+			e := entity.Entity{AllowStrings: true}
+			if err := e.Decode(raw); err != nil {
+				return nil, fmt.Errorf("tsdb: a format record: %w", err)
+			}
+			out[string(e.RowKey)] = raw
+		}
+	}
+	return out, nil
 }
 
 // recordRawFormat records the raw format in the catalog (an insert: another process may

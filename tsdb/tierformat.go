@@ -40,10 +40,10 @@ const (
 var tierLayoutNames = map[float64]string{tierLayoutSeries: "series", tierLayoutPacked: "packed"}
 
 // chooseTierLayout reads (or decides and records) the tier layout of database name, whose
-// catalog exists: a request to read the record, and for a database without one, one to
-// list its tier tables and one to record the layout.
-func chooseTierLayout(ctx context.Context, service *aztables.ServiceClient, name string, catalog *aztables.Client) (tiers.Layout, error) {
-	if l, ok, err := readTierLayout(ctx, catalog); err != nil || ok {
+// catalog exists, from its format records (readFormats): for a database without the
+// record, a request to list its tier tables and one to record the layout.
+func chooseTierLayout(ctx context.Context, service *aztables.ServiceClient, name string, catalog *aztables.Client, formats formatRecords) (tiers.Layout, error) {
+	if l, ok, err := readTierLayout(formats); err != nil || ok {
 		return l, err
 	}
 	version := float64(tierLayoutPacked)
@@ -59,7 +59,11 @@ func chooseTierLayout(ctx context.Context, service *aztables.ServiceClient, name
 			return 0, fmt.Errorf("tsdb: record the tier layout: %w", err)
 		}
 		// Another process recorded it first: its record decides.
-		l, _, err := readTierLayout(ctx, catalog)
+		formats, err := readFormats(ctx, catalog)
+		if err != nil {
+			return 0, err
+		}
+		l, _, err := readTierLayout(formats)
 		return l, err
 	}
 	return tierLayoutOf(version), nil
@@ -72,18 +76,16 @@ func tierLayoutOf(version float64) tiers.Layout {
 	return tiers.LayoutSeries
 }
 
-// readTierLayout reads the tier layout's record (one request): ok is false without one. A
-// record of another version is an error: a later version made the database.
-func readTierLayout(ctx context.Context, catalog *aztables.Client) (tiers.Layout, bool, error) {
-	resp, err := catalog.GetEntity(ctx, catalogFormat, formatTiersKey, nil)
-	if azerr.IsStatus(err, http.StatusNotFound) {
+// readTierLayout reads the tier layout's record among the catalog's format records
+// (readFormats): ok is false without one. A record of another version is an error: a
+// later version made the database.
+func readTierLayout(formats formatRecords) (tiers.Layout, bool, error) {
+	body, ok := formats[formatTiersKey]
+	if !ok {
 		return 0, false, nil
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("tsdb: read the tier layout: %w", err)
-	}
 	e := entity.Entity{AllowStrings: true}
-	if err := e.Decode(resp.Value); err != nil {
+	if err := e.Decode(body); err != nil {
 		return 0, false, fmt.Errorf("tsdb: the tier layout's record: %w", err)
 	}
 	version := math.NaN()

@@ -232,10 +232,14 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 	if err := tablets.EnsureTable(ctx, catalog); err != nil {
 		return nil, fmt.Errorf("tsdb: catalog: %w", err)
 	}
-	if o.Layout, err = chooseLayout(ctx, service, name, catalog, o.Layout); err != nil {
+	formats, err := readFormats(ctx, catalog)
+	if err != nil {
 		return nil, err
 	}
-	tierLayout, err := chooseTierLayout(ctx, service, name, catalog)
+	if o.Layout, err = chooseLayout(ctx, service, name, catalog, formats, o.Layout); err != nil {
+		return nil, err
+	}
+	tierLayout, err := chooseTierLayout(ctx, service, name, catalog, formats)
 	if err != nil {
 		return nil, err
 	}
