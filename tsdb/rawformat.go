@@ -132,17 +132,10 @@ func readRawFormat(formats formatRecords) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	e := entity.Entity{AllowStrings: true}
-	if err := e.Decode(body); err != nil {
+	version, name, err := recordVersion(body)
+	if err != nil {
 		return false, fmt.Errorf("tsdb: the raw format's record: %w", err)
 	}
-	version := math.NaN()
-	for _, p := range e.Props {
-		if string(p.Name) == entity.ValueProperty {
-			version = p.Value
-		}
-	}
-	name, _ := e.String(formatNameProp)
 	if version != rawFormatVersion {
 		return false, fmt.Errorf("tsdb: the database's raw format is version %v (%q): this version reads version %d", version, name, rawFormatVersion)
 	}
@@ -192,13 +185,22 @@ func rawFormatBody() []byte {
 // hasRawTables reports whether database name has a raw table (one request, unless other
 // databases' tables share the prefix): a database made before the format record.
 func hasRawTables(ctx context.Context, service *aztables.ServiceClient, name string) (bool, error) {
-	prefix := name + "r"
-	// Digits only follow the prefix of a raw table ("0" to "9"; ":" sorts right after "9").
+	return hasTables(ctx, service, name+"r", "raw", func(rest string) bool {
+		_, err := strconv.ParseUint(rest, 10, 64)
+		return err == nil
+	})
+}
+
+// hasTables reports whether a table's name is prefix and a rest that is (one request,
+// unless other databases' tables share the prefix): the tables of kind (for errors) of a
+// database, whose names go on with a digit.
+func hasTables(ctx context.Context, service *aztables.ServiceClient, prefix, kind string, is func(rest string) bool) (bool, error) {
+	// Digits only follow the prefix ("0" to "9"; ":" sorts right after "9").
 	f := filter.And(filter.Ge("TableName", prefix+"0"), filter.Lt("TableName", prefix+":")).String()
 	for pager := service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
-			return false, fmt.Errorf("tsdb: list raw tables: %w", err)
+			return false, fmt.Errorf("tsdb: list %s tables: %w", kind, err)
 		}
 		for _, tb := range page.Tables {
 			if tb.Name == nil {
@@ -206,11 +208,26 @@ func hasRawTables(ctx context.Context, service *aztables.ServiceClient, name str
 			}
 			// Table names compare case-insensitively: another database "Abc" has tables
 			// "Abcr..." listed here; and "abcr0x" is another database's prefix.
-			rest, ok := strings.CutPrefix(*tb.Name, prefix)
-			if _, err := strconv.ParseUint(rest, 10, 64); ok && err == nil {
+			if rest, ok := strings.CutPrefix(*tb.Name, prefix); ok && is(rest) {
 				return true, nil
 			}
 		}
 	}
 	return false, nil
+}
+
+// recordVersion reads a format record's version (V, NaN without one) and name (L).
+func recordVersion(body []byte) (float64, string, error) {
+	e := entity.Entity{AllowStrings: true}
+	if err := e.Decode(body); err != nil {
+		return 0, "", err
+	}
+	version := math.NaN()
+	for _, p := range e.Props {
+		if string(p.Name) == entity.ValueProperty {
+			version = p.Value
+		}
+	}
+	name, _ := e.String(formatNameProp)
+	return version, string(name), nil
 }

@@ -3,7 +3,6 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
@@ -84,18 +82,11 @@ func readTierLayout(formats formatRecords) (tiers.Layout, bool, error) {
 	if !ok {
 		return 0, false, nil
 	}
-	e := entity.Entity{AllowStrings: true}
-	if err := e.Decode(body); err != nil {
+	version, name, err := recordVersion(body)
+	if err != nil {
 		return 0, false, fmt.Errorf("tsdb: the tier layout's record: %w", err)
 	}
-	version := math.NaN()
-	for _, p := range e.Props {
-		if string(p.Name) == entity.ValueProperty {
-			version = p.Value
-		}
-	}
 	if _, ok := tierLayoutNames[version]; !ok {
-		name, _ := e.String(formatNameProp)
 		return 0, false, fmt.Errorf("tsdb: the database's tier layout is version %v (%q): this version reads versions %d and %d",
 			version, name, tierLayoutSeries, tierLayoutPacked)
 	}
@@ -112,27 +103,11 @@ func tierLayoutBody(version float64) []byte {
 // hasTierTables reports whether database name has a tier table (one request, unless other
 // databases' tables share the prefix): one rolled up by a version before the record.
 func hasTierTables(ctx context.Context, service *aztables.ServiceClient, name string) (bool, error) {
-	prefix := name + "t"
-	f := filter.And(filter.Ge("TableName", prefix+"0"), filter.Lt("TableName", prefix+":")).String()
-	for pager := service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return false, fmt.Errorf("tsdb: list tier tables: %w", err)
-		}
-		for _, tb := range page.Tables {
-			if tb.Name == nil {
-				continue
-			}
-			// A tier table is prefix, the step's digits, "p" and the period's digits (case
-			// aside, names compare case-insensitively: "Abct..." is another database's).
-			rest, ok := strings.CutPrefix(*tb.Name, prefix)
-			step, period, found := strings.Cut(rest, "p")
-			if _, err := strconv.ParseUint(step, 10, 64); ok && found && err == nil {
-				if _, err := strconv.ParseUint(period, 10, 64); err == nil {
-					return true, nil
-				}
-			}
-		}
-	}
-	return false, nil
+	// A tier table is the prefix, the step's digits, "p" and the period's digits.
+	return hasTables(ctx, service, name+"t", "tier", func(rest string) bool {
+		step, period, found := strings.Cut(rest, "p")
+		_, err1 := strconv.ParseUint(step, 10, 64)
+		_, err2 := strconv.ParseUint(period, 10, 64)
+		return found && err1 == nil && err2 == nil
+	})
 }
