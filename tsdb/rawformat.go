@@ -191,10 +191,10 @@ func hasRawTables(ctx context.Context, service *aztables.ServiceClient, name str
 	})
 }
 
-// hasTables reports whether a table's name is prefix and a rest that is (one request,
-// unless other databases' tables share the prefix): the tables of kind (for errors) of a
-// database, whose names go on with a digit.
-func hasTables(ctx context.Context, service *aztables.ServiceClient, prefix, kind string, is func(rest string) bool) (bool, error) {
+// hasTables reports whether a table is named prefix followed by a rest that is accepts
+// (one request, unless other databases' tables share the prefix): the tables of kind (for
+// errors) of a database, whose names go on with a digit.
+func hasTables(ctx context.Context, service *aztables.ServiceClient, prefix, kind string, accepts func(rest string) bool) (bool, error) {
 	// Digits only follow the prefix ("0" to "9"; ":" sorts right after "9").
 	f := filter.And(filter.Ge("TableName", prefix+"0"), filter.Lt("TableName", prefix+":")).String()
 	for pager := service.NewListTablesPager(&aztables.ListTablesOptions{Filter: &f}); pager.More(); {
@@ -208,7 +208,7 @@ func hasTables(ctx context.Context, service *aztables.ServiceClient, prefix, kin
 			}
 			// Table names compare case-insensitively: another database "Abc" has tables
 			// "Abcr..." listed here; and "abcr0x" is another database's prefix.
-			if rest, ok := strings.CutPrefix(*tb.Name, prefix); ok && is(rest) {
+			if rest, ok := strings.CutPrefix(*tb.Name, prefix); ok && accepts(rest) {
 				return true, nil
 			}
 		}
