@@ -49,15 +49,15 @@ func ParsePacked(pk, rk string) (series string, start uint64, ok bool) {
 	if i < 1 || rk[i] != '|' {
 		return "", 0, false
 	}
-	start, ok = keyStart(rk[i+1:])
+	start, ok = ParseKey(rk[i+1:])
 	if !ok || pk != PackedPartition(rk[:i]) {
 		return "", 0, false
 	}
 	return rk[:i], start, true
 }
 
-// keyStart parses a Key: 12 digits.
-func keyStart(k string) (uint64, bool) {
+// ParseKey parses a Key: 12 digits.
+func ParseKey(k string) (uint64, bool) {
 	if len(k) != len(Key(0)) || strings.Trim(k, "0123456789") != "" {
 		return 0, false
 	}
@@ -71,7 +71,7 @@ func keyStart(k string) (uint64, bool) {
 func rowKeyStart(e *entity.Entity) (uint64, bool) {
 	rk := string(e.RowKey)
 	if !strings.Contains(rk, "|") {
-		return keyStart(rk)
+		return ParseKey(rk)
 	}
 	i := len(rk) - len(Key(0)) - 1
 	if i < 1 || rk[i] != '|' {
@@ -80,7 +80,7 @@ func rowKeyStart(e *entity.Entity) (uint64, bool) {
 	if t, ok := e.String(propStart); ok && string(t) != rk[i+1:] {
 		return 0, false
 	}
-	return keyStart(rk[i+1:])
+	return ParseKey(rk[i+1:])
 }
 
 // AppendColumnarPacked is AppendColumnar in the packed layout: the entity of b at series'

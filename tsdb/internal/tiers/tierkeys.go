@@ -48,23 +48,8 @@ func (k tierKeys) parse(pk, rk string) (series string, start uint64, ok bool) {
 	if k.packed() {
 		return blockenc.ParsePacked(pk, rk)
 	}
-	s, ok := parseBlockKey(rk)
+	s, ok := blockenc.ParseKey(rk)
 	return pk, s, ok && pk != ""
-}
-
-// parseBlockKey parses a block's RowKey in the series layout: 12 digits.
-func parseBlockKey(rk string) (uint64, bool) {
-	if len(rk) != len(blockKey(0)) {
-		return 0, false
-	}
-	var s uint64
-	for i := range len(rk) {
-		if rk[i] < '0' || rk[i] > '9' {
-			return 0, false
-		}
-		s = s*10 + uint64(rk[i]-'0')
-	}
-	return s, true
 }
 
 // maxPackedPerFilter keeps a packed read's filter of a group under 15 comparisons: the
