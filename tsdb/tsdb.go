@@ -258,6 +258,9 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
 		Budget: o.StagingReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache})
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries, o.IndexCache)
+	// A registration of many sets the catalog does not know (a process just started) reads
+	// the newest period's index first: the sets it lists are registered (index.Prime).
+	db.catalog.Prime = func(ctx context.Context) { db.index.Prime(ctx, db.names.PeriodOf(db.now())) }
 	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists, db.changes = raw.New(service, db.names, db.tables, db.stores, validator, raw.Config{
 		CachedSeries: o.CachedSeries, Cache: o.RawCache, StagingReads: db.staging.ReadsDone, Now: o.Now,

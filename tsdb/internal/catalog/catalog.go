@@ -19,8 +19,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -62,6 +64,10 @@ type Catalog struct {
 	// labels are label sets known registered, by series key: what a Write needs to list a
 	// series in a period's index (its partition and encoding), without reading the registry.
 	labels *cache.Gen[string, Entry]
+	// Prime, if set, may teach the cache many label sets at once (Remember) before a
+	// Register of many unknown sets writes them: the database reads its newest index there
+	// (set once, before the catalog is used).
+	Prime func(ctx context.Context)
 }
 
 // Dropped is the catalog partition of dropped tables: RowKey the table's name.
@@ -145,11 +151,12 @@ func RegistryPartition(key string) string { return "l" + key[1:2] }
 
 // Register records label sets in the registry, those the cache does not hold: in
 // transactions (one per registry partition and 100 sets). It returns their keys. Every set is
-// checked before any request.
+// checked before any request. When PrimeAt or more sets are unknown, it calls Prime first
+// (if set), which may teach the cache sets the registry holds (Remember): a process just
+// started writes the series it serves again, and they are not written again.
 func (c *Catalog) Register(ctx context.Context, sets []labels.Labels) ([]string, error) {
 	keys := make([]string, len(sets))
-	byPart := map[string][]aztables.TransactionAction{}
-	fresh := map[string]Entry{}
+	fresh := map[string]labels.Labels{}
 	for i, ls := range sets {
 		canon, err := labels.Canonical(ls)
 		if err != nil {
@@ -159,22 +166,62 @@ func (c *Catalog) Register(ctx context.Context, sets []labels.Labels) ([]string,
 		if _, known := c.labels.Get(keys[i]); known {
 			continue
 		}
-		if _, dup := fresh[keys[i]]; dup {
-			continue
+		fresh[keys[i]] = canon
+	}
+	if len(fresh) >= PrimeAt && c.Prime != nil {
+		c.Prime(ctx)
+		for k := range fresh {
+			if _, known := c.labels.Get(k); known {
+				delete(fresh, k)
+			}
 		}
-		e := NewEntry(canon)
-		fresh[keys[i]] = e
-		pk := RegistryPartition(keys[i])
-		body := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, pk, keys[i]), LabelsProperty, e.Encoded))
+	}
+	byPart := map[string][]aztables.TransactionAction{}
+	entries := make(map[string]Entry, len(fresh))
+	for _, k := range slices.Sorted(maps.Keys(fresh)) {
+		e := NewEntry(fresh[k])
+		entries[k] = e
+		pk := RegistryPartition(k)
+		body := entity.AppendEnd(entity.AppendBinary(entity.AppendKeys(nil, pk, k), LabelsProperty, e.Encoded))
 		byPart[pk] = append(byPart[pk], aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace, Entity: body})
 	}
 	if err := batch.SubmitPartitions(ctx, c.Client, byPart); err != nil {
 		return nil, fmt.Errorf("tsdb: register label sets: %w", err)
 	}
-	for k, e := range fresh {
+	for k, e := range entries {
 		c.labels.Add(k, e)
 	}
 	return keys, nil
+}
+
+// PrimeAt is how many series a registration must not know before it primes its cache
+// (Catalog.Prime, and the index's registrations of a period): a listing of a thousand
+// entries costs a request, a transaction of a hundred another.
+const PrimeAt = 100
+
+// Remember caches the label set encoded of series, which the registry holds (an index
+// entry's: the registry is written before the index); an encoding that does not decode to
+// series' labels is an error, and not cached.
+func (c *Catalog) Remember(series string, encoded []byte) error {
+	e, err := entryOf(series, encoded)
+	if err != nil {
+		return err
+	}
+	c.labels.Add(series, e)
+	return nil
+}
+
+// entryOf is the entry of series' label set encoded, read from the registry or an index
+// entry: an error unless it decodes to a set whose key is series.
+func entryOf(series string, encoded []byte) (Entry, error) {
+	ls, err := labels.Decode(encoded)
+	if err != nil {
+		return Entry{}, fmt.Errorf("tsdb: registry entry of %s: %w", series, err)
+	}
+	if labels.Key(ls) != series {
+		return Entry{}, fmt.Errorf("tsdb: registry entry of %s holds the labels of %s", series, labels.Key(ls))
+	}
+	return NewEntry(ls), nil
 }
 
 // LabelsOf returns the registry's entry for a series key (the cache's, else one request),
@@ -197,14 +244,10 @@ func (c *Catalog) LabelsOf(ctx context.Context, series string) (Entry, bool, err
 	if err := json.Unmarshal(resp.Value, &stored); err != nil {
 		return Entry{}, false, fmt.Errorf("tsdb: registry entry of %s: %w", series, err)
 	}
-	ls, err := labels.Decode(stored.L)
+	e, err := entryOf(series, stored.L)
 	if err != nil {
-		return Entry{}, false, fmt.Errorf("tsdb: registry entry of %s: %w", series, err)
+		return Entry{}, false, err
 	}
-	if labels.Key(ls) != series {
-		return Entry{}, false, fmt.Errorf("tsdb: registry entry of %s holds the labels of %s", series, labels.Key(ls))
-	}
-	e := NewEntry(ls)
 	c.labels.Add(series, e)
 	return e, true, nil
 }

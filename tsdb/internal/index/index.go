@@ -65,6 +65,9 @@ type Index struct {
 	// drops an index table (Retain). cache (nil: none) keeps the label sets Select read.
 	Log   *changelog.Log
 	cache *Cache
+
+	primeMu sync.Mutex
+	primed  map[uint64]*primeFlight // the periods read into the registrations (Prime)
 }
 
 // New returns the index of the database names names, on service; cachedSeries bounds its
@@ -157,15 +160,19 @@ func (x *registrations) remember(p uint64, ids []seriesID) {
 // series. A series costs a registry read (if the catalog's cache does not hold its labels)
 // and its share of a transaction, the first time a process writes it (or its first
 // histograms) in a period; nothing after while cached. A flagged registration is cached
-// apart, and once done stands for the plain one too (the entry lists the series).
+// apart, and once done stands for the plain one too (the entry lists the series). When
+// catalog.PrimeAt or more series are not known listed, the period's index is read first
+// (Prime: a process just started): only the series it does not list are written.
 func (x *Index) Register(ctx context.Context, p uint64, series map[string]bool) error {
+	unknown := x.unknown(p, series, slices.Sorted(maps.Keys(series)))
+	if len(unknown) >= catalog.PrimeAt {
+		x.Prime(ctx, p)
+		unknown = x.unknown(p, series, unknown)
+	}
 	byPart := map[string][]aztables.TransactionAction{}
 	var added, addedHist []seriesID
-	for _, s := range slices.Sorted(maps.Keys(series)) {
+	for _, s := range unknown {
 		id, histograms := idOf(s), series[s]
-		if histograms && x.listedHist.known(p, id) || !histograms && x.listed.known(p, id) {
-			continue
-		}
 		e, isSet, err := x.catalog.LabelsOf(ctx, s)
 		if err != nil {
 			return err
@@ -194,6 +201,20 @@ func (x *Index) Register(ctx context.Context, p uint64, series map[string]bool) 
 	x.listed.remember(p, added)
 	x.listedHist.remember(p, addedHist)
 	return nil
+}
+
+// unknown are those of names (keys of series, in order) not known listed in period p's
+// index as series says (flagged with histograms, or not).
+func (x *Index) unknown(p uint64, series map[string]bool, names []string) []string {
+	var out []string
+	for _, s := range names {
+		id, histograms := idOf(s), series[s]
+		if histograms && x.listedHist.known(p, id) || !histograms && x.listed.known(p, id) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // periodRange is period p's range: what an index change touches (a series is listed for the
