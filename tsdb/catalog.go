@@ -4,7 +4,9 @@ import "context"
 
 // SeriesOf returns the series key of a label set given in any order (labels with an empty
 // value are dropped, as in Prometheus), registering it in the catalog: one request the first
-// time a process asks, none after while the set stays cached (see Options.CachedSeries). The
+// time a process asks, none after while the set stays cached (see Options.CachedSeries; a
+// SeriesOfMany of 100 sets or more it does not know reads the newest period's index first,
+// and registers only those it does not list). The
 // key is the same in every process and version. A bad set (no labels, an empty or duplicate
 // name, invalid UTF-8, over MaxLabelsSize) gives an error wrapping tablets.ErrInvalidLabels
 // before any request.

@@ -3,10 +3,14 @@ package index
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
@@ -34,69 +38,131 @@ type primeFlight struct {
 	done chan struct{}
 }
 
+// primeWait is how long a registration waits for the read of the index it started (or
+// found under way) before it writes what it does not know, as without one: the read goes on
+// for the registrations after it. On Azure the read takes about a second; on an account
+// busy with the first loads of every dashboard (the soak, on Azurite) a page waited its
+// turn for seconds, and the remote writes waited with it.
+const primeWait = 5 * time.Second
+
+// primeTimeout bounds the read of the index, which outlives the registration that started
+// it.
+const primeTimeout = 2 * time.Minute
+
 // Prime reads period p's index into the registrations and the catalog's cache, once per
-// process and period (concurrent calls wait for the one reading; a failed read is tried
-// again by the next call), for the newest periods only (registeredPeriods: an older one's
-// registrations are not kept). At most the registrations' bound of entries is read: a period
-// with more series than the cache keeps is read in part. It never fails: a series it did not
-// learn is registered as before.
+// process and period (a failed read is tried again by the next call), for the newest
+// periods only (registeredPeriods: an older one's registrations are not kept). It waits
+// for the read at most primeWait (or until ctx ends), and never fails: a series it did not
+// learn is registered as before. At most the registrations' bound of entries is read: a
+// period with more series than the cache keeps is read in part.
 func (x *Index) Prime(ctx context.Context, p uint64) {
 	x.primeMu.Lock()
 	if x.primed == nil {
 		x.primed = map[uint64]*primeFlight{}
 	}
-	if f := x.primed[p]; f != nil {
-		x.primeMu.Unlock()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
+	f := x.primed[p]
+	if f == nil {
+		if len(x.primed) >= registeredPeriods { // the newest periods only, as the registrations
+			oldest := p
+			for q := range x.primed {
+				oldest = min(oldest, q)
+			}
+			if oldest == p { // older than those: its registrations would not be kept
+				x.primeMu.Unlock()
+				return
+			}
+			delete(x.primed, oldest)
 		}
-		return
+		f = &primeFlight{done: make(chan struct{})}
+		x.primed[p] = f
+		// The read outlives ctx (with its values: a write's requests keep their class).
+		readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), primeTimeout)
+		go func() {
+			defer cancel()
+			if err := x.readPrime(readCtx, p); err != nil {
+				x.primeMu.Lock()
+				if x.primed[p] == f {
+					delete(x.primed, p)
+				}
+				x.primeMu.Unlock()
+			}
+			close(f.done)
+		}()
 	}
-	if len(x.primed) >= registeredPeriods { // the newest periods only, as the registrations
-		oldest := p
-		for q := range x.primed {
-			oldest = min(oldest, q)
-		}
-		if oldest == p { // older than those: its registrations would not be kept
-			x.primeMu.Unlock()
-			return
-		}
-		delete(x.primed, oldest)
-	}
-	f := &primeFlight{done: make(chan struct{})}
-	x.primed[p] = f
 	x.primeMu.Unlock()
-	if err := x.readPrime(ctx, p); err != nil {
-		x.primeMu.Lock()
-		if x.primed[p] == f {
-			delete(x.primed, p)
-		}
-		x.primeMu.Unlock()
+	wait := time.NewTimer(primeWait)
+	defer wait.Stop()
+	select {
+	case <-f.done:
+	case <-wait.C:
+	case <-ctx.Done():
 	}
-	close(f.done)
 }
 
-// readPrime reads period p's index entries (at most the registrations' bound) into the
-// registrations and the catalog's cache. An index table that does not exist lists nothing.
+// primeRanges split a large index's listing by RowKey, read at once: the label sets' keys
+// ("l" and 16 hex digits, uniformly spread) by their second character, and the plain
+// series' keys outside them. A listing of 18,746 series was 19 pages one after another.
+var primeRanges = func() []filter.Expr {
+	const hex = "0123456789abcdef"
+	out := []filter.Expr{filter.Or(filter.Lt("RowKey", "l0"), filter.Ge("RowKey", "lg"))}
+	for i := range 16 {
+		to := "lg"
+		if i < 15 {
+			to = "l" + hex[i+1:i+2]
+		}
+		out = append(out, filter.And(filter.Ge("RowKey", "l"+hex[i:i+1]), filter.Lt("RowKey", to)))
+	}
+	return out
+}()
+
+// readPrime reads period p's index entries (at most about the registrations' bound) into the
+// registrations and the catalog's cache: its first page, and when there are more, the
+// whole index again by primeRanges at once. An index table that does not exist lists
+// nothing.
 func (x *Index) readPrime(ctx context.Context, p uint64) error {
+	limit := 2 * x.listed.perPeriod
+	more, err := x.readPrimeRange(ctx, p, nil, min(limit, 1000), true)
+	if err != nil || !more {
+		return err
+	}
+	errs := make([]error, len(primeRanges))
+	var wg sync.WaitGroup
+	for i, f := range primeRanges {
+		wg.Go(func() { _, errs[i] = x.readPrimeRange(ctx, p, &f, limit/len(primeRanges)+1, false) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// readPrimeRange reads at most about limit entries of period p's index that f selects (nil:
+// all), or only its first page, into the registrations and the catalog's cache; more is
+// whether the index holds entries past what was read.
+func (x *Index) readPrimeRange(ctx context.Context, p uint64, f *filter.Expr, limit int, firstPage bool) (more bool, err error) {
 	client := x.service.NewClient(x.names.IndexTable(p))
 	sel := "RowKey," + catalog.LabelsProperty + "," + histogramsProperty
 	noMetadata := aztables.MetadataFormatNone
-	limit := 2 * x.listed.perPeriod
+	opts := &aztables.ListEntitiesOptions{Select: &sel, Format: &noMetadata}
+	if f != nil {
+		q := f.String()
+		opts.Filter = &q
+	}
 	var listed, hist []seriesID
 	defer func() {
 		x.listed.remember(p, listed)
 		x.listedHist.remember(p, hist)
 	}()
-	for pager := client.NewListEntitiesPager(&aztables.ListEntitiesOptions{Select: &sel, Format: &noMetadata}); pager.More() && len(listed) < limit; {
+	pager := client.NewListEntitiesPager(opts)
+	for pager.More() && len(listed) < limit {
+		if firstPage && len(listed) > 0 {
+			return true, nil
+		}
 		page, err := pager.NextPage(ctx)
 		if azerr.IsTableGone(err) {
 			x.tables.Gone(naming.Index, p)
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return fmt.Errorf("tsdb: index: %w", err)
+			return false, fmt.Errorf("tsdb: index: %w", err)
 		}
 		for _, raw := range page.Entities {
 			var e struct {
@@ -105,7 +171,7 @@ func (x *Index) readPrime(ctx context.Context, p uint64) error {
 				H      float64 // histogramsProperty
 			}
 			if err := json.Unmarshal(raw, &e); err != nil {
-				return fmt.Errorf("tsdb: index: %w", err)
+				return false, fmt.Errorf("tsdb: index: %w", err)
 			}
 			if len(e.L) > 0 {
 				if err := x.catalog.Remember(e.RowKey, e.L); err != nil {
@@ -119,5 +185,5 @@ func (x *Index) readPrime(ctx context.Context, p uint64) error {
 			}
 		}
 	}
-	return nil
+	return pager.More(), nil
 }
