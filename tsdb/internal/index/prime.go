@@ -2,17 +2,14 @@ package index
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
-	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
@@ -100,17 +97,19 @@ func (x *Index) Prime(ctx context.Context, p uint64) {
 }
 
 // primeRanges split a large index's listing by RowKey, read at once: the label sets' keys
-// ("l" and 16 hex digits, uniformly spread) by their second character, and the plain
-// series' keys outside them. A listing of 18,746 series was 19 pages one after another.
+// (labels.KeyPrefix and 32 hex digits, uniformly spread) by their second character, and
+// the plain series' keys outside them. A listing of 18,746 series was 19 pages one after
+// another.
 var primeRanges = func() []filter.Expr {
 	const hex = "0123456789abcdef"
-	out := []filter.Expr{filter.Or(filter.Lt("RowKey", "l0"), filter.Ge("RowKey", "lg"))}
+	first, end := labels.KeyPrefix+"0", labels.KeyPrefix+"g" // "g" follows "f"
+	out := []filter.Expr{filter.Or(filter.Lt("RowKey", first), filter.Ge("RowKey", end))}
 	for i := range 16 {
-		to := "lg"
+		to := end
 		if i < 15 {
-			to = "l" + hex[i+1:i+2]
+			to = labels.KeyPrefix + hex[i+1:i+2]
 		}
-		out = append(out, filter.And(filter.Ge("RowKey", "l"+hex[i:i+1]), filter.Lt("RowKey", to)))
+		out = append(out, filter.And(filter.Ge("RowKey", labels.KeyPrefix+hex[i:i+1]), filter.Lt("RowKey", to)))
 	}
 	return out
 }()
@@ -121,37 +120,29 @@ var primeRanges = func() []filter.Expr {
 // nothing.
 func (x *Index) readPrime(ctx context.Context, p uint64) error {
 	limit := 2 * x.listed.perPeriod
-	more, err := x.readPrimeRange(ctx, p, nil, min(limit, 1000), true)
+	more, err := x.readPrimeRange(ctx, p, "", min(limit, 1000), true)
 	if err != nil || !more {
 		return err
 	}
 	errs := make([]error, len(primeRanges))
 	var wg sync.WaitGroup
 	for i, f := range primeRanges {
-		wg.Go(func() { _, errs[i] = x.readPrimeRange(ctx, p, &f, limit/len(primeRanges)+1, false) })
+		wg.Go(func() { _, errs[i] = x.readPrimeRange(ctx, p, f.String(), limit/len(primeRanges)+1, false) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
 }
 
-// readPrimeRange reads at most about limit entries of period p's index that f selects (nil:
-// all), or only its first page, into the registrations and the catalog's cache; more is
-// whether the index holds entries past what was read.
-func (x *Index) readPrimeRange(ctx context.Context, p uint64, f *filter.Expr, limit int, firstPage bool) (more bool, err error) {
-	client := x.service.NewClient(x.names.IndexTable(p))
-	sel := "RowKey," + catalog.LabelsProperty + "," + histogramsProperty
-	noMetadata := aztables.MetadataFormatNone
-	opts := &aztables.ListEntitiesOptions{Select: &sel, Format: &noMetadata}
-	if f != nil {
-		q := f.String()
-		opts.Filter = &q
-	}
+// readPrimeRange reads at most about limit entries of period p's index that filter f
+// selects ("": all), or only its first page, into the registrations and the catalog's
+// cache; more is whether the index holds entries past what was read.
+func (x *Index) readPrimeRange(ctx context.Context, p uint64, f string, limit int, firstPage bool) (more bool, err error) {
 	var listed, hist []seriesID
 	defer func() {
 		x.listed.remember(p, listed)
 		x.listedHist.remember(p, hist)
 	}()
-	pager := client.NewListEntitiesPager(opts)
+	pager := x.entriesPager(p, f)
 	for pager.More() && len(listed) < limit {
 		if firstPage && len(listed) > 0 {
 			return true, nil
@@ -165,13 +156,9 @@ func (x *Index) readPrimeRange(ctx context.Context, p uint64, f *filter.Expr, li
 			return false, fmt.Errorf("tsdb: index: %w", err)
 		}
 		for _, raw := range page.Entities {
-			var e struct {
-				RowKey string
-				L      []byte
-				H      float64 // histogramsProperty
-			}
-			if err := json.Unmarshal(raw, &e); err != nil {
-				return false, fmt.Errorf("tsdb: index: %w", err)
+			e, err := decodeEntry(raw)
+			if err != nil {
+				return false, err
 			}
 			if len(e.L) > 0 {
 				if err := x.catalog.Remember(e.RowKey, e.L); err != nil {

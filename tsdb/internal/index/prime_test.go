@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
+	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
 )
@@ -78,4 +79,24 @@ func TestPrimeWaitsBounded(t *testing.T) {
 			t.Fatal("a period read already is read again, or waited for")
 		}
 	})
+}
+
+// The ranges of a large index's read select every key exactly once: label sets' keys of
+// every second character, and plain series' keys on either side of them.
+func TestPrimeRangesCoverEveryKey(t *testing.T) {
+	keys := []string{"", "a", "k", "l", "l/", "latency", "lg", "lz", "m", "zz", "\u00e9t\u00e9"}
+	for _, c := range "0123456789abcdef" {
+		keys = append(keys, labels.KeyPrefix+string(c)+strings.Repeat("0", 31), labels.KeyPrefix+string(c)+strings.Repeat("f", 31))
+	}
+	for _, k := range keys {
+		n := 0
+		for _, f := range primeRanges {
+			if f.Eval(map[string]string{"RowKey": k}) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("key %q: in %d ranges, want 1", k, n)
+		}
+	}
 }
