@@ -582,6 +582,10 @@ func accountCollector(wire *meter.Meter, limited *reqlimit.Transport) prometheus
 		requests: prometheus.NewDesc("tablets_account_requests_total", "HTTP requests to the storage account (every attempt).", nil, nil),
 		sent:     prometheus.NewDesc("tablets_account_sent_bytes_total", "Request body bytes sent to the storage account.", nil, nil),
 		received: prometheus.NewDesc("tablets_account_received_bytes_total", "Response body bytes received from the storage account.", nil, nil),
+		classRequests: prometheus.NewDesc("tablets_account_class_requests_total",
+			"Requests to the storage account by class: ingest (remote write, OTLP, rule results), background (folds, rollups, compactions, retention), query (every other).", []string{"class"}, nil),
+		classSeconds: prometheus.NewDesc("tablets_account_class_slot_seconds_total",
+			"Seconds requests of each class held one of --account.max-requests-in-flight, from sending until their response was read: the account's time each class took.", []string{"class"}, nil),
 	}
 }
 
@@ -668,6 +672,7 @@ type accountMetrics struct {
 	wire                                        *meter.Meter
 	limited                                     *reqlimit.Transport
 	requests, sent, received, inFlight, waiting *prometheus.Desc
+	classRequests, classSeconds                 *prometheus.Desc
 }
 
 func (m *accountMetrics) Describe(ch chan<- *prometheus.Desc) {
@@ -676,6 +681,8 @@ func (m *accountMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.received
 	ch <- m.inFlight
 	ch <- m.waiting
+	ch <- m.classRequests
+	ch <- m.classSeconds
 }
 
 func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
@@ -686,4 +693,8 @@ func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
 	inFlight, waiting := m.limited.State()
 	ch <- prometheus.MustNewConstMetric(m.inFlight, prometheus.GaugeValue, float64(inFlight))
 	ch <- prometheus.MustNewConstMetric(m.waiting, prometheus.GaugeValue, float64(waiting))
+	for _, c := range m.limited.Classes() {
+		ch <- prometheus.MustNewConstMetric(m.classRequests, prometheus.CounterValue, float64(c.Requests), c.Class)
+		ch <- prometheus.MustNewConstMetric(m.classSeconds, prometheus.CounterValue, c.Held.Seconds(), c.Class)
+	}
 }

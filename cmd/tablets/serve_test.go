@@ -109,6 +109,10 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	// gauges say how many are in flight and waiting, for the whole server.
 	assert.Regexp(t, `(?m)^tablets_account_requests_in_flight [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_requests_waiting [0-9]+$`, string(exposition))
+	// Which class took the account's time: Open's reads are a query's.
+	assert.Regexp(t, `(?m)^tablets_account_class_requests_total\{class="query"\} [1-9][0-9]*$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_account_class_requests_total\{class="background"\} [0-9]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_account_class_slot_seconds_total\{class="query"\} [0-9.e+-]+$`, string(exposition))
 	// So are the background jobs of all tenants (--background.max-jobs).
 	assert.Regexp(t, `(?m)^tablets_background_jobs_running [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_background_jobs_waiting [0-9]+$`, string(exposition))

@@ -32,6 +32,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -54,6 +55,10 @@ type Transport struct {
 	// idleBackground and busyBackground are the background share's sizes without queries
 	// and with them.
 	idleBackground, busyBackground int64
+
+	// sent and held count, by class, the requests that took a slot and the nanoseconds
+	// they held it (Classes).
+	sent, held [classes]atomic.Int64
 
 	mu sync.Mutex
 	// queries are the requests of queries (unmarked) waiting or in flight; busy is whether
@@ -141,7 +146,29 @@ const (
 	classOther class = iota
 	classIngest
 	classBackground
+	classes // how many
 )
+
+// classNames are the classes' names in Classes.
+var classNames = [classes]string{classOther: "query", classIngest: "ingest", classBackground: "background"}
+
+// ClassStats are what one class of requests took of the account: the requests sent, and the
+// time they held a slot (from sending until their response body was read or closed).
+type ClassStats struct {
+	Class    string // "ingest", "query" (every unmarked request) or "background"
+	Requests int64
+	Held     time.Duration
+}
+
+// Classes returns each class's requests and slot time since the Transport was made: which
+// of the writes, the queries and the background work the account's time went to.
+func (t *Transport) Classes() []ClassStats {
+	out := make([]ClassStats, classes)
+	for c := range classes {
+		out[c] = ClassStats{Class: classNames[c], Requests: t.sent[c].Load(), Held: time.Duration(t.held[c].Load())}
+	}
+	return out
+}
 
 // Ingest marks ctx's requests as ingest (remote write, OTLP): they may take every slot.
 func Ingest(ctx context.Context) context.Context {
@@ -196,13 +223,19 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 		release(shares)
 		return nil, err
 	}
-	held := append(shares, t.gate)
+	taken := append(shares, t.gate)
+	t.sent[c].Add(1)
+	began := time.Now()
+	done := func() {
+		t.held[c].Add(int64(time.Since(began)))
+		release(taken)
+	}
 	resp, err := t.next.Do(req)
 	if err != nil || resp == nil || resp.Body == nil {
-		release(held)
+		done()
 		return resp, err
 	}
-	resp.Body = &releasingBody{ReadCloser: resp.Body, release: func() { release(held) }}
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: done}
 	return resp, nil
 }
 

@@ -334,3 +334,55 @@ func TestTransportBackgroundYieldsToQueries(t *testing.T) {
 		time.Sleep(QuietPeriod) // the idle timer's last look
 	})
 }
+
+// Classes counts each class's requests and the time they held a slot, from sending until
+// the body is done with (synctest's clock: a second in the account, a second more before
+// the body is read, or held while another waited); a request that never got a slot
+// counts nowhere.
+func TestTransportClasses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &slowNext{took: time.Second}
+		tr := New(next, 1)
+		do := func(ctx context.Context) {
+			resp, err := tr.Do(get(ctx, t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			resp.Body.Close()
+		}
+		do(Ingest(context.Background()))
+		do(Background(context.Background()))
+		do(Background(context.Background()))
+		do(context.Background())
+		// One waiting for the slot until its context ends is never sent.
+		resp, err := tr.Do(get(context.Background(), t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting, cancel := context.WithTimeout(Ingest(context.Background()), time.Second)
+		defer cancel()
+		if _, err := tr.Do(get(waiting, t)); err == nil {
+			t.Fatal("a request sent while the one slot was held")
+		}
+		resp.Body.Close()
+		want := []ClassStats{{"query", 2, 4 * time.Second}, {"ingest", 1, 2 * time.Second}, {"background", 2, 4 * time.Second}}
+		got := tr.Classes()
+		if len(got) != len(want) {
+			t.Fatalf("Classes() = %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("Classes() = %v, want %v", got, want)
+			}
+		}
+	})
+}
+
+// slowNext answers every request after took.
+type slowNext struct{ took time.Duration }
+
+func (s *slowNext) Do(req *http.Request) (*http.Response, error) {
+	time.Sleep(s.took)
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+}
