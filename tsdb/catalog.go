@@ -6,7 +6,7 @@ import "context"
 // value are dropped, as in Prometheus), registering it in the catalog: one request the first
 // time a process asks, none after while the set stays cached (see Options.CachedSeries; a
 // SeriesOfMany of 100 sets or more it does not know reads the newest period's index first,
-// and registers only those it does not list). The
+// waiting for it at most 5 s, and registers only those it does not list). The
 // key is the same in every process and version. A bad set (no labels, an empty or duplicate
 // name, invalid UTF-8, over MaxLabelsSize) gives an error wrapping tablets.ErrInvalidLabels
 // before any request.

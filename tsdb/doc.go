@@ -94,9 +94,10 @@
 //     of an index transaction (and a backfill into an older period always pays it). The
 //     series flagged there as having histograms are cached the same way, apart. A
 //     registration that misses 100 series or more at once (a process just started, writing
-//     what the last one did) first reads the period's index once, a request per 1,000
-//     entries, and both caches learn what it lists: only the series it does not list are
-//     written (the newest period's, for the label sets).
+//     what the last one did) first reads the period's index once (its first page, and a
+//     larger index again in 17 ranges of keys at once: a request per 1,000 entries and
+//     range), waiting for it at most 5 s, and both caches learn what it lists: only the
+//     series it does not list are written (the newest period's, for the label sets).
 //   - tables that exist, and periods dropped: the tables of the last listing, plus those
 //     this process made or found, less those it dropped or found gone; at most 4,096
 //     periods known dropped and 4,096 tier tables known to exist.

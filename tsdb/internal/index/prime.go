@@ -23,10 +23,10 @@ import (
 // reading the index again and again.
 //
 // So a Register (or a catalog registration, Catalog.Prime) that finds catalog.PrimeAt or
-// more series it does not know reads the period's index once instead: its keys, flags and
-// label sets (about a request per 1,000 series, the label sets' bytes), which the
-// registrations and the catalog's cache then know. Only the series the index does not list
-// are written; an index entry is never removed while its table stands, and the registry is
+// more series it does not know reads the period's index once instead, waiting for it at
+// most primeWait: its keys, flags and label sets (a request per 1,000 series and range of
+// primeRanges, the label sets' bytes), which the registrations and the catalog's cache then
+// know. Only the series the index does not list are written; an index entry is never removed while its table stands, and the registry is
 // written before any index lists a set, so what the listing shows needs no writing.
 
 // primeFlight is a process's read of a period's index into its registrations: done is
