@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -90,7 +89,7 @@ func TestServeTenantsSIGHUP(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, tenantStatus(t, base, "alice", "alicepw", "Team-A"))
 
 	writeConfig(t, cfg, "tenants:\n  allow: [teama, teamb]\n  users:\n    alice: [teama]\n    bob: [teamb, default]\n")
-	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	sighup(t)
 	deadline = time.After(time.Minute)
 	for tenantStatus(t, base, "bob", "bobpw", "teamb") != http.StatusOK {
 		select {
