@@ -38,7 +38,7 @@ func fakeQueryAPI(t *testing.T, leaker, leak string) *httptest.Server {
 func TestQueriesCountCrossTenantAnswers(t *testing.T) {
 	srv := fakeQueryAPI(t, "soak1", "soak0")
 	defer srv.Close()
-	stats := newQueryStats()
+	stats := newQueryStats(time.Now(), 0, 0)
 	for _, tenant := range []string{"soak0", "soak1"} {
 		for _, p := range dashboard() {
 			queryPanel(context.Background(), srv.Client(), srv.URL, tenant, tenant, p, stats)
@@ -87,7 +87,7 @@ func TestQueryErrors(t *testing.T) {
 		json.NewEncoder(w).Encode(map[string]string{"status": "error", "errorType": "unavailable", "error": "the account is down"})
 	}))
 	defer srv.Close()
-	stats := newQueryStats()
+	stats := newQueryStats(time.Now(), 0, 0)
 	queryPanel(context.Background(), srv.Client(), srv.URL, "soak0", "", dashboard()[0], stats)
 	if stats.Errors["1h"] != 1 || stats.latency()["1h"].Queries != 0 {
 		t.Fatalf("errors %v", stats.Errors)

@@ -222,6 +222,15 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified, %d acknowledged of series not read back (--verify)", missing, unverified, notChecked), "0 missing", missing == 0 && unverified == 0},
 		{"cross-tenant answers", fmt.Sprintf("%d answers, %d series read back", r.CrossTenantAnswers, crossSeries), "0", r.CrossTenantAnswers == 0 && crossSeries == 0},
 	}
+	// Issue 36's: every dashboard query answered, and the p99 of the answers of the queries
+	// the outage did not hold (no answer can come before the account is back).
+	for _, rg := range ranges {
+		l := r.Queries[rg.name]
+		r.Targets = append(r.Targets, Target{"dashboard queries " + rg.name,
+			fmt.Sprintf("%d answered, %d errors; p99 %.2fs outside the outage (of all %.2fs, %d answers in the outage)", l.Queries, l.Errors, l.P99OutsideOutage, l.P99, l.InOutage),
+			fmt.Sprintf("every query answered, p99 <= %s outside the outage", rg.p99Goal),
+			l.Queries > 0 && l.Errors == 0 && l.P99OutsideOutage <= rg.p99Goal.Seconds()})
+	}
 	r.OK = true
 	for _, t := range r.Targets {
 		r.OK = r.OK && t.OK
@@ -368,7 +377,19 @@ func (r *Report) WriteText(w io.Writer) error {
 		r.Goroutines.First, r.Goroutines.WarmedUp, r.Goroutines.Last, r.Goroutines.Max, r.Goroutines.LineStart, r.Goroutines.LineEnd)
 	for _, rg := range ranges {
 		l := r.Queries[rg.name]
-		fmt.Fprintf(&b, "queries %s:  %d answered, %d errors; p50 %.3fs, p99 %.3fs, max %.3fs\n", rg.name, l.Queries, l.Errors, l.P50, l.P99, l.Max)
+		fmt.Fprintf(&b, "queries %s:  %d answered, %d errors; p50 %.3fs, p99 %.3fs, max %.3fs; outside the outage p99 %.3fs (%d answers in it)\n",
+			rg.name, l.Queries, l.Errors, l.P50, l.P99, l.Max, l.P99OutsideOutage, l.InOutage)
+		var minutes []string
+		for m, ml := range l.Minutes {
+			e := ""
+			if ml.Errors > 0 {
+				e = fmt.Sprintf(" %d errors", ml.Errors)
+			}
+			minutes = append(minutes, fmt.Sprintf("%d: %d p99 %.1fs%s", m+1, ml.Queries, ml.P99, e))
+		}
+		if len(minutes) > 0 {
+			fmt.Fprintf(&b, "  by minute sent: %s\n", strings.Join(minutes, ", "))
+		}
 	}
 	fmt.Fprintf(&b, "answers:    %d cross-tenant, %d empty\n", r.CrossTenantAnswers, r.EmptyAnswers)
 	if r.FirstCrossTenant != "" {

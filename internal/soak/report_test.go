@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -42,9 +43,10 @@ func TestTargets(t *testing.T) {
 	run := func(rss []int64, tenants map[string]TenantReport, cross int64) *Report {
 		r := newReport(Config{Duration: 300 * time.Second, Tenants: len(tenants), Rate: 10, Scrape: 15 * time.Second}, time.Unix(0, 0), true, 14)
 		r.PerTenant = tenants
-		q := newQueryStats()
+		q := newQueryStats(time.Unix(0, 0), 0, 0)
 		q.CrossTenant = cross
-		q.latencies["1h"] = []time.Duration{3 * time.Second, time.Second, 2 * time.Second}
+		q.queries["1h"] = []query{{at: 0, took: 2 * time.Second}, {at: 10 * time.Second, took: time.Second}, {at: 20 * time.Second, took: 2 * time.Second}}
+		q.queries["7d"] = []query{{at: 0, took: 3 * time.Second}}
 		r.finish(points(rss...), q, 300, 300*time.Second)
 		return r
 	}
@@ -58,7 +60,7 @@ func TestTargets(t *testing.T) {
 	if !r.OK {
 		t.Fatalf("a flat run failed: %+v", r.Targets)
 	}
-	if r.Queries["1h"].P50 != 2 || r.Queries["1h"].P99 != 3 || r.Queries["1h"].Queries != 3 {
+	if r.Queries["1h"].P50 != 2 || r.Queries["1h"].P99 != 2 || r.Queries["1h"].Queries != 3 {
 		t.Errorf("1h latency %+v", r.Queries["1h"])
 	}
 	if r.AccountRequests != 30000 || r.AccountRequestsPerSample != 300 {
@@ -154,7 +156,7 @@ func TestTargetsOfServers(t *testing.T) {
 	}
 	r := newReport(Config{Duration: 300 * time.Second, Tenants: 1, Rate: 10, Scrape: 15 * time.Second, Servers: 3}, time.Unix(0, 0), true, 14)
 	r.PerTenant = map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 100}, Readback: Readback{Samples: 100}}}
-	r.finish(ps, newQueryStats(), 300, 300*time.Second)
+	r.finish(ps, newQueryStats(time.Unix(0, 0), 0, 0), 300, 300*time.Second)
 
 	if r.Servers != 3 || len(r.PerServer) != 3 {
 		t.Fatalf("%d servers, %d reported", r.Servers, len(r.PerServer))
@@ -228,7 +230,7 @@ func TestCachesAndAccountCPU(t *testing.T) {
 	}
 	r := newReport(Config{Duration: 300 * time.Second, Tenants: 1, Rate: 10, Scrape: 15 * time.Second}, time.Unix(0, 0), true, 14)
 	r.PerTenant = map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 100}, Readback: Readback{Samples: 100}}}
-	r.finish(ps, newQueryStats(), 300, 300*time.Second)
+	r.finish(ps, newQueryStats(time.Unix(0, 0), 0, 0), 300, 300*time.Second)
 	if r.AccountCPUSeconds != 150 {
 		t.Errorf("account CPU over the load %v, want 150", r.AccountCPUSeconds)
 	}
@@ -273,5 +275,67 @@ tablets_raw_cache_hits_total 7
 	}
 	if st.CacheBytes != 54123 || st.Goroutines != 12 || st.LiveHeapBytes != 1e9 || st.AccountRequests != 5 {
 		t.Errorf("scraped %+v; want caches 54123 bytes", st)
+	}
+}
+
+// The dashboards' targets judge the answers of the queries the outage did not hold; the
+// minutes say when the slow ones were sent.
+func TestDashboardTargets(t *testing.T) {
+	const outageAt, outage = 100 * time.Second, 60 * time.Second
+	q := newQueryStats(time.Unix(0, 0), outageAt, outage)
+	for i := range 50 {
+		q.queries["1h"] = append(q.queries["1h"],
+			query{at: time.Duration(i) * time.Second, took: 500 * time.Millisecond},
+			query{at: 180*time.Second + time.Duration(i)*time.Second, took: 500 * time.Millisecond})
+	}
+	for range 5 { // held by the outage
+		q.queries["1h"] = append(q.queries["1h"], query{at: 95 * time.Second, took: 70 * time.Second})
+	}
+	q.queries["1h"] = append(q.queries["1h"],
+		query{at: 90 * time.Second, took: 10 * time.Second}, // answered as the outage began
+		query{at: 160 * time.Second, took: time.Second})     // sent as it ended
+	q.queries["7d"] = []query{{at: 0, took: 6 * time.Second}}
+
+	lat := q.latency()
+	h := lat["1h"]
+	if h.Queries != 107 || h.InOutage != 5 || h.P99 != 70 || h.P99OutsideOutage != 1 || h.P50 != 0.5 {
+		t.Errorf("1h: %+v", h)
+	}
+	wantMinutes := []MinuteLatency{{Queries: 50, P50: 0.5, P99: 0.5}, {Queries: 6, P50: 70, P99: 70}, {Queries: 1, P50: 1, P99: 1}, {Queries: 50, P50: 0.5, P99: 0.5}}
+	if !slices.Equal(h.Minutes, wantMinutes) {
+		t.Errorf("1h by minute %+v, want %+v", h.Minutes, wantMinutes)
+	}
+
+	judge := func(q *QueryStats) map[string]Target {
+		r := newReport(Config{Duration: 300 * time.Second, Tenants: 1, Rate: 10, Scrape: 15 * time.Second, OutageAt: outageAt, Outage: outage}, time.Unix(0, 0), true, 14)
+		r.PerTenant = map[string]TenantReport{"soak0": {Writes: WriteStats{Sent: 100, Acked: 100}, Readback: Readback{Samples: 100}}}
+		r.finish(points(make([]int64, 31)...), q, 300, 300*time.Second)
+		byName := map[string]Target{}
+		for _, target := range r.Targets {
+			byName[target.Name] = target
+		}
+		var text bytes.Buffer
+		if err := r.WriteText(&text); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(text.String(), "  by minute sent: 1: 50 p99 0.5s, 2: 6 p99 70.0s,") {
+			t.Errorf("the text report lacks the minutes:\n%s", text.String())
+		}
+		return byName
+	}
+	targets := judge(q)
+	if h := targets["dashboard queries 1h"]; !h.OK || h.Goal != "every query answered, p99 <= 2.5s outside the outage" {
+		t.Errorf("1h, p99 1 s outside the outage: %+v", h)
+	}
+	if d := targets["dashboard queries 7d"]; d.OK { // 6 s over its 5 s
+		t.Errorf("7d, p99 6 s: %+v", d)
+	}
+	q.queries["1h"] = append(q.queries["1h"], query{at: 200 * time.Second, took: time.Minute, failed: true})
+	q.Errors["1h"]++
+	if h := judge(q)["dashboard queries 1h"]; h.OK || !strings.Contains(h.Value, "107 answered, 1 errors") {
+		t.Errorf("1h with an error: %+v", h)
+	}
+	if m := q.latency()["1h"].Minutes[3]; m.Errors != 1 || m.Queries != 50 {
+		t.Errorf("minute 4 with an error: %+v", m)
 	}
 }

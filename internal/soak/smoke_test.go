@@ -94,10 +94,19 @@ func TestSoakSmoke(t *testing.T) {
 	if err := rep.WriteText(t.Output()); err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range rep.Targets[2:] { // acknowledged, read back, cross-tenant
-		if !target.OK {
-			t.Errorf("%s: %s", target.Name, target.Value)
+	// The targets of correctness; not the growth's (too short a run) nor the dashboards'
+	// latency (CI's machine).
+	judged := map[string]bool{"samples acknowledged": true, "acknowledged samples read back": true, "cross-tenant answers": true}
+	for _, target := range rep.Targets {
+		if judged[target.Name] {
+			delete(judged, target.Name)
+			if !target.OK {
+				t.Errorf("%s: %s", target.Name, target.Value)
+			}
 		}
+	}
+	if len(judged) > 0 {
+		t.Errorf("no targets %v in the report", judged)
 	}
 	if len(rep.PerTenant) != tenants || rep.Queries["1h"].Queries == 0 || rep.Queries["7d"].Queries == 0 || len(rep.Points) < 3 {
 		t.Errorf("tenants %d, queries %+v, %d points", len(rep.PerTenant), rep.Queries, len(rep.Points))

@@ -519,7 +519,7 @@ func (r *run) load(ctx context.Context, began time.Time, writers []*writer) (*Qu
 	}
 	queryCtx, stopQueries := context.WithCancel(ctx)
 	defer stopQueries()
-	queries := newQueryStats()
+	queries := newQueryStats(began, r.cfg.OutageAt, r.cfg.Outage)
 	var qwg sync.WaitGroup
 	for i, w := range writers {
 		qwg.Add(1)
@@ -689,8 +689,8 @@ func (r *run) wait(ctx context.Context, began time.Time, writers []*writer, quer
 			sent, acked = sent+s.Sent, acked+s.Acked
 		}
 		lat := queries.latency()
-		r.progress("%s: samples sent %d, acknowledged %d; %s; query p50 1h %.3fs 7d %.3fs",
-			time.Since(began).Round(time.Second), sent, acked, r.rssText(), lat["1h"].P50, lat["7d"].P50)
+		r.progress("%s: samples sent %d, acknowledged %d; %s; query p50 1h %.3fs 7d %.3fs, p99 %.3fs %.3fs",
+			time.Since(began).Round(time.Second), sent, acked, r.rssText(), lat["1h"].P50, lat["7d"].P50, lat["1h"].P99, lat["7d"].P99)
 	}
 }
 
