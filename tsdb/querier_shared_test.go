@@ -57,6 +57,98 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 	require.Equal(t, int64(160), db.opts.RawCache.Shared(), "series the second took from the first's read")
 }
 
+// A Select over a longer range of the series another Select is reading now (a metric's
+// 7-day panel asked as its 1-hour panel reads) reads itself only the times before the
+// other's read, and takes the rest from it: both give every sample exactly, the second's
+// query of the raw table ends where the first's begins, and a third Select over the longer
+// range then finds every series cached whole (no query of the table).
+func TestConcurrentSelectsShareTheTailOfARead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	base := querierBase.Add(46 * time.Hour)
+	now := base.Add(4 * time.Hour)
+	k := newKeyRangeDB(t, "st", now, base)
+	k.reads.table = k.names.RawTable(k.names.PeriodOf(base))
+	all, _, want := denseSeries(t, k.DB, 200, 160, base, 16, 15*time.Minute)
+	require.NoError(t, k.WriteMany(ctx, all))
+	_, err := k.Fold(ctx)
+	require.NoError(t, err)
+	recent := base.Add(2 * time.Hour)
+	wantRecent := map[string][]string{}
+	for i, pts := range want {
+		wantRecent[i] = pts[8:] // 16 points 15 minutes apart: the last 8 are from recent on
+	}
+
+	db := k.open(t, true)
+	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+	held, hold := holdFirst(func() bool { return db.opts.RawCache.Shared() > 0 })
+	var filters []string
+	var mu sync.Mutex
+	k.reads.before = func(r *http.Request) {
+		mu.Lock()
+		filters = append(filters, r.URL.Query().Get("$filter"))
+		mu.Unlock()
+		hold()
+	}
+	k.reads.n.Store(0)
+	var first map[string][]string
+	var firstErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		first, firstErr = selectDense(ctx, q, recent, now)
+	}()
+	<-held // the first is reading the raw table from recent on
+	second, err := selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	<-done
+	require.NoError(t, firstErr)
+	require.Equal(t, wantRecent, first, "the first Select, of the last 2 hours")
+	require.Equal(t, want, second, "the second Select, of 4 hours: its first 2 read, the rest the first's")
+	require.Equal(t, int64(2), k.reads.n.Load(), "raw table queries of both Selects")
+	require.Equal(t, int64(160), db.opts.RawCache.Shared(), "series the second took from the first's read")
+	require.Len(t, filters, 2)
+	// The second's query ends where the first's begins (the filter compares the chunks'
+	// start, a RowKey of its Unix milliseconds).
+	recentKey := regexp.MustCompile(`RowKey lt '0*` + fmt.Sprint(recent.UnixMilli()) + `'`)
+	require.Regexp(t, recentKey, filters[1], "the second's query of the raw table")
+
+	k.reads.before = nil
+	k.reads.n.Store(0)
+	third, err := selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	require.Equal(t, want, third)
+	require.Zero(t, k.reads.n.Load(), "raw table queries of a third Select of the 4 hours")
+
+	// When the read the second waits for fails, the second reads the rest itself.
+	db = k.open(t, true)
+	q, err = db.Queryable(&QueryOptions{DisableTiers: true})
+	require.NoError(t, err)
+	firstCtx, cancelFirst := context.WithCancel(ctx)
+	defer cancelFirst()
+	held, hold = holdFirst(func() bool { return db.opts.RawCache.Shared() > 0 })
+	k.reads.before = func(*http.Request) {
+		hold()
+		cancelFirst() // a no-op for the second's: the first's query then fails
+	}
+	k.reads.n.Store(0)
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		_, firstErr = selectDense(firstCtx, q, recent, now)
+	}()
+	<-held
+	second, err = selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	<-done
+	require.ErrorIs(t, firstErr, context.Canceled)
+	require.Equal(t, want, second, "the second Select, the first's read failed")
+	require.Equal(t, int64(3), k.reads.n.Load(), "raw table queries: the first's, the second's head, then its whole read")
+}
+
 // Two Selects of the same staged series at once read each staging entity once: on a server
 // whose staging cache is cold, the second waits for the first's query of the whole table;
 // once warm, for the first's fetches of the partitions it lacks too (new entities). The

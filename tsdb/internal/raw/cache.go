@@ -74,7 +74,13 @@ func (c *Cache) Shared() int64 { return c.shared.Load() }
 // under the flight to wait for); the others are boarded on flights of this read (own,
 // one a start), which land must end. A read waits only for flights boarded before its
 // own, which never wait for it: no cycle.
-func (c *Cache) board(table string, gen uint64, starts map[int64][]string, to, end int64, share bool) (waits map[*flight][]string, own []*flight) {
+//
+// A series read whole (from from) that another read is reading from a later time to the
+// end of this one (the 1-hour panel of a metric under way as its 7-day panel asks) is
+// left to it from that time on too: it is returned under that flight to wait for, and in
+// heads by that time (the end of what this read must read itself, from from, not boarded:
+// no other read waits for it).
+func (c *Cache) board(table string, gen uint64, starts map[int64][]string, from, to, end int64, share bool) (waits map[*flight][]string, own []*flight, heads map[int64][]string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.flights == nil {
@@ -85,11 +91,17 @@ func (c *Cache) board(table string, gen uint64, starts map[int64][]string, to, e
 		var mine []string
 		for _, name := range names {
 			k := cacheKey{table, name}
-			if o := c.flights[k]; share && o != nil && o.gen == gen && o.from <= start && o.to >= to {
+			if o := c.flights[k]; share && o != nil && o.gen == gen && o.to >= to && (o.from <= start || start == from && o.from < to) {
 				if waits == nil {
 					waits = map[*flight][]string{}
 				}
 				waits[o] = append(waits[o], name)
+				if o.from > start {
+					if heads == nil {
+						heads = map[int64][]string{}
+					}
+					heads[o.from] = append(heads[o.from], name)
+				}
 				continue
 			}
 			if f == nil {
@@ -106,7 +118,7 @@ func (c *Cache) board(table string, gen uint64, starts map[int64][]string, to, e
 			starts[start] = mine
 		}
 	}
-	return waits, own
+	return waits, own, heads
 }
 
 // land ends this read's flights of table: their series are no longer under way here
@@ -252,8 +264,11 @@ func RecordSpans(ctx context.Context, log *changelog.Log, spans []Span) error {
 // A series another read is reading from the same table now (a flight: the panels of a
 // dashboard opened at once, over the same metric), over a range holding this one's, at the
 // generation of the log this read has, is not read again: this read waits for that one,
-// then takes the series from the cache as a later read would. What it still lacks then
-// (the other read failed, or cached nothing), it reads itself.
+// then takes the series from the cache as a later read would. A series this read reads
+// whole, which another read is reading from a later time to this one's end (the 1-hour
+// panel of a metric under way as its 6-hour or 7-day panel asks), this read reads itself
+// only up to that time, and joins the rest from that one's. What it still lacks then (the
+// other read failed, or cached nothing), it reads itself.
 func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, emit func(series string, s S) bool) (bool, error) {
 	state, err := r.changes.State(ctx, sp.Period)
 	if err != nil { // the log cannot be read: read the table, and cache nothing
@@ -311,6 +326,16 @@ type spanRead[S any] struct {
 	readTo   time.Time // where reads of the table end (liveEnd)
 	kept     map[string]cachedSamples
 	read     map[string][]S
+	// heads are the series whose read from from this read made only up to a time (to), the
+	// rest left to another's read under way (Cache.board): joined to what that one cached.
+	heads map[string]headRead[S]
+}
+
+// headRead is the samples of a series read from a span's start up to to (Unix
+// milliseconds), which another read's samples from to on complete.
+type headRead[S any] struct {
+	to      int64
+	samples []S
 }
 
 // readMissing looks the series names up in the cache, reads from period p's table what does
@@ -336,6 +361,15 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 		if ok {
 			c = standing(rd.state, c, from)
 		}
+		head, headed := rd.heads[name]
+		delete(rd.heads, name)
+		if headed && ok && c.from <= head.to && c.to >= to && c.from > from {
+			if j, whole := r.joined(head, c, from, rd.state.Gen()); whole {
+				rd.kept[name] = j // the head this read made, the rest another's
+				r.cache.entries.Add(cacheKey{table, name}, j)
+				continue
+			}
+		}
 		switch {
 		case ok && c.from <= from && c.to >= to:
 			rd.kept[name] = c
@@ -355,7 +389,7 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 		}
 	}
 	r.cache.counts.Hit(hits)
-	waits, own := r.cache.board(table, rd.state.Gen(), starts, to, readEnd, share)
+	waits, own, heads := r.cache.board(table, rd.state.Gen(), starts, from, to, readEnd, share)
 	defer r.cache.land(table, own)
 	for _, ns := range waits {
 		for _, name := range ns {
@@ -363,14 +397,39 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 		}
 		r.cache.shared.Add(int64(len(ns)))
 	}
-	for _, ns := range starts {
-		r.cache.counts.Miss(len(ns))
+	// The reads of the table: each group of starts to where reads end, then each group of
+	// heads from from to where another's read under way takes them up.
+	type tableRead struct {
+		from  int64
+		to    time.Time
+		names []string
+		head  bool
 	}
+	var reads []tableRead
 	for _, start := range slices.Sorted(maps.Keys(starts)) {
-		group := starts[start]
+		reads = append(reads, tableRead{start, rd.readTo, starts[start], false})
+		r.cache.counts.Miss(len(starts[start]))
+	}
+	for _, until := range slices.Sorted(maps.Keys(heads)) {
+		reads = append(reads, tableRead{from, time.UnixMilli(until).UTC(), heads[until], true})
+		r.cache.counts.Miss(len(heads[until]))
+		if rd.heads == nil {
+			rd.heads = map[string]headRead[S]{}
+		}
+		for _, name := range heads[until] {
+			rd.heads[name] = headRead[S]{to: until}
+		}
+	}
+	for _, rt := range reads {
 		gone, err := r.inTable(p, func(t T) error {
-			return t.queryMany(ctx, group, time.UnixMilli(start).UTC(), rd.readTo, func(name string, s S) bool {
-				rd.read[name] = append(rd.read[name], s)
+			return t.queryMany(ctx, rt.names, time.UnixMilli(rt.from).UTC(), rt.to, func(name string, s S) bool {
+				if rt.head {
+					h := rd.heads[name]
+					h.samples = append(h.samples, s)
+					rd.heads[name] = h
+				} else {
+					rd.read[name] = append(rd.read[name], s)
+				}
 				return true
 			})
 		})
@@ -467,6 +526,30 @@ func (r *Store[S, T]) store(table, name string, gen uint64, c cachedSamples, cac
 	r.cached.put(&next, all)
 	next.gen, next.from, next.to = gen, start, end
 	r.cache.entries.Add(cacheKey{table, name}, next)
+}
+
+// joined is the entry of a series read from from: the samples of head (read from from up
+// to head.to), then those of c (another read's, from head.to on, as far as it stands), at
+// generation gen, the state both reads were made at. whole is false when a sample of head
+// is not of whole milliseconds (the cache holds only those): the series is read again.
+func (r *Store[S, T]) joined(head headRead[S], c cachedSamples, from int64, gen uint64) (j cachedSamples, whole bool) {
+	n := r.cached.len(&c)
+	all := make([]S, 0, len(head.samples)+n)
+	for _, s := range head.samples {
+		ms, whole := r.cached.ms(s)
+		if !whole {
+			return cachedSamples{}, false
+		}
+		if ms < head.to {
+			all = append(all, s)
+		}
+	}
+	for i := sort.Search(n, func(i int) bool { return r.cached.time(&c, i) >= head.to }); i < n && r.cached.time(&c, i) < c.to; i++ {
+		all = append(all, r.cached.at(&c, i))
+	}
+	r.cached.put(&j, all)
+	j.gen, j.from, j.to = gen, from, c.to
+	return j, true
 }
 
 // takeInFolds brings the entries (by series) of a table up to state where every change
