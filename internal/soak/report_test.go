@@ -24,10 +24,17 @@ tablets_account_requests_total{tenant="b",x="}"} 5 1700000000000
 tablets_account_requests_total 1.5e3
 other{go_goroutines="1"} 3
 go_gc_heap_live_bytes 2.5e+08
+tablets_account_class_requests_total{class="ingest"} 7
+tablets_account_class_requests_total{class="query"} 11
+tablets_account_class_requests_total{class="querying"} 100
 `
-	v := metricSums(strings.NewReader(exposition), "go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes", "absent")
+	v := metricSums(strings.NewReader(exposition), "go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes", "absent",
+		`tablets_account_class_requests_total{class="query"}`, "tablets_account_class_requests_total", `tablets_account_requests_total{x="}"}`)
 	if g, r, h, a := v[0], v[1], v[2], v[3]; g != 42 || r != 1515 || h != 2.5e8 || a != 0 {
 		t.Fatalf("goroutines %v, account requests %v, live heap %v, absent %v; want 42, 1515, 2.5e8 and 0", g, r, h, a)
+	}
+	if q, all, x := v[4], v[5], v[6]; q != 11 || all != 118 || x != 5 {
+		t.Fatalf("class query %v, all classes %v, x=} %v; want 11, 118 and 5", q, all, x)
 	}
 }
 
