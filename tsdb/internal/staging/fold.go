@@ -126,7 +126,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	if err != nil {
 		return FoldReport{}, err
 	}
-	defer lease.release(context.WithoutCancel(ctx))
+	defer lease.Release(context.WithoutCancel(ctx))
 	// Listed again under the lease: what a fold that held it before deleted is not listed.
 	if keys, points, err = f.listStaged(ctx, horizon); err != nil || len(keys) == 0 {
 		return report, err
@@ -142,7 +142,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	read := make([]map[[2]string]string, rounds) // by round, the ETags of the entities it read
 	for r := range rounds {
 		if r > 0 {
-			if err := lease.renew(ctx); err != nil {
+			if err := lease.Renew(ctx); err != nil {
 				return report, err
 			}
 		}
@@ -268,7 +268,7 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 			continue
 		}
 		etags[[2]string{se.PartitionKey, se.RowKey}] = se.ETag
-		if err := lease.keep(ctx); err != nil { // the read of a round's pages may be long too
+		if err := lease.Keep(ctx); err != nil { // the read of a round's pages may be long too
 			return 0, 0, fmt.Errorf("tsdb: fold: %w", err)
 		}
 		arrived := BucketEnd(se.PartitionKey)
@@ -326,7 +326,7 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 	slices.Sort(names)
 	written := 0
 	errs := batch.Run(ctx, writeConcurrency, len(names), func(ctx context.Context, i int) error {
-		if err := lease.keep(ctx); err != nil {
+		if err := lease.Keep(ctx); err != nil {
 			return err
 		}
 		pointPeriod := func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }

@@ -1,0 +1,242 @@
+// Package lease is the leases of a database's background work, entities of its catalog
+// (docs/format.md, "The catalog"): one process at a time does a task, the one holding the
+// task's lease, taken and renewed conditionally on the entity's ETag. The fold needs one
+// to be right (two folds at once could write an old value over a newer one); compaction and
+// rollups take one so that several servers on one database do not each do the same work at
+// once (their writes are conditional and idempotent: two at once only cost requests, but
+// on the account's one partition server, or on Azurite's one thread, as many times the
+// requests as servers, and their conflicts).
+//
+// A lease lasts its term from the holder's last write, by the holder's clock (the DB's
+// Options.Now); a holder stops writing its margin before the end, so that a write it starts
+// ends before another process may take the lease.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/tsdb/internal/azerr"
+)
+
+// The lease entity: its PartitionKey is the task's, its RowKey RowKey.
+const (
+	RowKey      = "lease"
+	untilProp   = "U" // Edm.Double: Unix milliseconds the lease ends at (the holder's clock)
+	holderProp  = "H" // Edm.String: the holder's id
+	errorPrefix = "tsdb: "
+)
+
+// Kind is a task's lease: its PartitionKey, term and margin, and the errors a Lease of it
+// gives.
+type Kind struct {
+	// PartitionKey is the task's (fold, compact, rollup).
+	PartitionKey string
+	// Term is how long a lease lasts unless renewed; Margin how long before its end the
+	// holder stops writing (Check).
+	Term, Margin time.Duration
+	// Busy is Take's error while another process holds the lease; Lost Keep's and Check's
+	// once it ended or another took it.
+	Busy, Lost error
+}
+
+// Lease is a held lease. Its methods are safe for concurrent use by the task's workers.
+type Lease struct {
+	kind   Kind
+	now    func() time.Time
+	client *aztables.Client
+	holder string
+
+	mu    sync.Mutex // guards etag and until, which renewals change
+	etag  azcore.ETag
+	until time.Time
+}
+
+// Take takes kind's lease in the catalog client for holder (an id unique to the take), or
+// returns kind.Busy while another holds it. now is the clock leases are measured by.
+func Take(ctx context.Context, client *aztables.Client, kind Kind, holder string, now func() time.Time) (*Lease, error) {
+	l := &Lease{kind: kind, now: now, client: client, holder: holder}
+	resp, err := client.GetEntity(ctx, kind.PartitionKey, RowKey, nil)
+	switch {
+	case azerr.IsStatus(err, http.StatusNotFound):
+		return l, l.write(ctx, true)
+	case err != nil:
+		return nil, l.errorf(err)
+	}
+	var e entity.Entity
+	e.AllowStrings = true
+	if err := e.Decode(resp.Value); err != nil {
+		return nil, l.errorf(err)
+	}
+	for _, p := range e.Props {
+		if string(p.Name) == untilProp && now().Before(time.UnixMilli(int64(p.Value))) {
+			return nil, kind.Busy
+		}
+	}
+	l.etag = resp.ETag
+	return l, l.write(ctx, false)
+}
+
+func (l *Lease) errorf(err error) error {
+	return fmt.Errorf("%s%s lease: %w", errorPrefix, l.kind.PartitionKey, err)
+}
+
+// write takes (or renews) the lease for its term from now, conditionally on the ETag read
+// (or as new): a lease another process took meanwhile makes it Busy.
+func (l *Lease) write(ctx context.Context, insert bool) error {
+	until := l.now().Add(l.kind.Term)
+	b := Body(l.kind.PartitionKey, l.holder, until)
+	var etag azcore.ETag
+	var err error
+	if insert {
+		var resp aztables.AddEntityResponse
+		resp, err = l.client.AddEntity(ctx, b, nil)
+		etag = resp.ETag
+	} else {
+		var resp aztables.UpdateEntityResponse
+		resp, err = l.client.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: &l.etag, UpdateMode: aztables.UpdateModeReplace})
+		etag = resp.ETag
+	}
+	if azerr.IsStatus(err, http.StatusConflict) || azerr.IsStatus(err, http.StatusPreconditionFailed) {
+		// Our own write, retried after its reply was lost, conflicts with itself.
+		return l.mine(ctx, until)
+	}
+	if err != nil {
+		return l.errorf(err)
+	}
+	l.etag, l.until = etag, until
+	return nil
+}
+
+// mine reads the lease after a conflict: held by this holder (the write that conflicted was
+// applied, its reply lost), it is taken; else Busy.
+func (l *Lease) mine(ctx context.Context, until time.Time) error {
+	resp, err := l.client.GetEntity(ctx, l.kind.PartitionKey, RowKey, nil)
+	if azerr.IsStatus(err, http.StatusNotFound) {
+		return l.kind.Busy
+	}
+	if err != nil {
+		return l.errorf(err)
+	}
+	var e entity.Entity
+	e.AllowStrings = true
+	if err := e.Decode(resp.Value); err != nil {
+		return l.errorf(err)
+	}
+	for _, sp := range e.Strings {
+		if string(sp.Name) == holderProp && string(sp.Value) == l.holder {
+			l.etag, l.until = resp.ETag, until
+			return nil
+		}
+	}
+	return l.kind.Busy
+}
+
+// Body is the lease entity of task partitionKey held by holder until until (docs/format.md).
+func Body(partitionKey, holder string, until time.Time) []byte {
+	b := entity.AppendKeys(nil, partitionKey, RowKey)
+	b = entity.AppendDouble(b, untilProp, float64(until.UnixMilli()))
+	b = entity.AppendStringProperty(b, holderProp, holder)
+	return entity.AppendEnd(b)
+}
+
+// Check reports Lost unless the lease lasts long enough for another write (its margin).
+func (l *Lease) Check() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkLocked()
+}
+
+func (l *Lease) checkLocked() error {
+	if l.now().After(l.until.Add(-l.kind.Margin)) {
+		return l.kind.Lost
+	}
+	return nil
+}
+
+// Keep renews the lease once half its term has passed, then checks it (Check): a task may
+// take longer than a term. A renewal that fails for want of the account leaves the lease as
+// it was, to be tried again at the next call; one that finds the lease taken loses it.
+func (l *Lease) Keep(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.now().After(l.until.Add(-l.kind.Term / 2)) {
+		if err := l.renewLocked(ctx); errors.Is(err, l.kind.Lost) {
+			return err
+		}
+	}
+	return l.checkLocked()
+}
+
+// Renew extends the lease for its term from now.
+func (l *Lease) Renew(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.renewLocked(ctx)
+}
+
+func (l *Lease) renewLocked(ctx context.Context) error {
+	if err := l.write(ctx, false); errors.Is(err, l.kind.Busy) {
+		return l.kind.Lost
+	} else {
+		return err
+	}
+}
+
+// Release ends the lease (best effort: it ends by itself anyway).
+func (l *Lease) Release(ctx context.Context) {
+	l.mu.Lock()
+	etag := l.etag
+	l.mu.Unlock()
+	_, _ = l.client.DeleteEntity(ctx, l.kind.PartitionKey, RowKey, &aztables.DeleteEntityOptions{IfMatch: &etag})
+}
+
+// Do runs work holding kind's lease, taken for holder (kind.Busy, and no work, while
+// another process holds it): it keeps the lease every keepEvery of the real clock (Keep)
+// as work goes on, and releases it when work returns. Should the lease be lost, work's
+// context is cancelled and Do returns kind.Lost (what work did is kept: a task under a lease
+// of Do is one whose steps are each safe alone, such as compaction's and rollups'
+// conditional writes).
+func Do(ctx context.Context, client *aztables.Client, kind Kind, holder string, now func() time.Time, keepEvery time.Duration,
+	work func(context.Context) error) error {
+	l, err := Take(ctx, client, kind, holder, now)
+	if err != nil {
+		return err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	workCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := make(chan struct{})
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		t := time.NewTicker(keepEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := l.Keep(workCtx); errors.Is(err, kind.Lost) {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+	err = work(workCtx)
+	close(done)
+	<-kept
+	if cause := context.Cause(workCtx); errors.Is(cause, kind.Lost) {
+		return cause
+	}
+	return err
+}

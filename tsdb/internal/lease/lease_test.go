@@ -1,0 +1,147 @@
+package lease
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+)
+
+var (
+	errBusy = errors.New("busy")
+	errLost = errors.New("lost")
+	kind    = Kind{PartitionKey: "compact", Term: 5 * time.Minute, Margin: time.Minute, Busy: errBusy, Lost: errLost}
+)
+
+// catalog is a table of its own on the shared Azurite, through the limit Checker.
+func catalog(t *testing.T) *aztables.Client {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("lease%d", rand.Uint32())
+	c := svc.NewClient(name)
+	if _, err := c.CreateTable(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = c.Delete(context.Background(), nil) })
+	return c
+}
+
+// One holder at a time: a second Take is Busy until the lease ends (by the clock) or is
+// released; a holder whose lease another took loses it at its next renewal; Keep renews
+// only once half the term has passed, and Check counts the lease lost within its margin.
+func TestLeaseOneHolder(t *testing.T) {
+	ctx := context.Background()
+	c := catalog(t)
+	clk := clock.New(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
+	a, err := Take(ctx, c, kind, "a", clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Take(ctx, c, kind, "b", clk.Now); !errors.Is(err, errBusy) {
+		t.Fatalf("a second holder: %v, want busy", err)
+	}
+	until := func() time.Time {
+		resp, err := c.GetEntity(ctx, "compact", RowKey, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ U float64 }
+		if err := json.Unmarshal(resp.Value, &e); err != nil {
+			t.Fatal(err)
+		}
+		return time.UnixMilli(int64(e.U)).UTC()
+	}
+	if got, want := until(), clk.Now().Add(kind.Term); !got.Equal(want) {
+		t.Fatalf("the lease ends at %v, want %v", got, want)
+	}
+	clk.Add(2 * time.Minute) // before half the term: Keep writes nothing
+	if err := a.Keep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := until(), clk.Now().Add(kind.Term-2*time.Minute); !got.Equal(want) {
+		t.Fatalf("kept before half the term: ends at %v, want %v (not renewed)", got, want)
+	}
+	clk.Add(time.Minute) // past half: renewed for a term from now
+	if err := a.Keep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := until(), clk.Now().Add(kind.Term); !got.Equal(want) {
+		t.Fatalf("kept past half the term: ends at %v, want %v", got, want)
+	}
+	clk.Add(kind.Term - kind.Margin + time.Second) // within the margin: lost for writing
+	if err := a.Check(); !errors.Is(err, errLost) {
+		t.Fatalf("within the margin: %v, want lost", err)
+	}
+	clk.Add(kind.Margin) // ended: another takes it
+	b, err := Take(ctx, c, kind, "b", clk.Now)
+	if err != nil {
+		t.Fatalf("after the end: %v", err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, errLost) {
+		t.Fatalf("the first holder renewing a lease another took: %v, want lost", err)
+	}
+	b.Release(ctx)
+	if _, err := Take(ctx, c, kind, "c", clk.Now); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+}
+
+// Do runs the work only when it takes the lease, releases it after, and cancels the work
+// of a holder whose lease another process took, returning Lost.
+func TestDo(t *testing.T) {
+	ctx := context.Background()
+	c := catalog(t)
+	clk := clock.New(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
+	var ran atomic.Int32
+	work := func(context.Context) error { ran.Add(1); return nil }
+	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, work); err != nil || ran.Load() != 1 {
+		t.Fatalf("Do: %v, %d runs", err, ran.Load())
+	}
+	// Released: the next takes it at once.
+	other, err := Take(ctx, c, kind, "other", clk.Now)
+	if err != nil {
+		t.Fatalf("after Do: %v", err)
+	}
+	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, work); !errors.Is(err, errBusy) || ran.Load() != 1 {
+		t.Fatalf("Do while another holds the lease: %v, %d runs; want busy, and no run", err, ran.Load())
+	}
+	other.Release(ctx)
+
+	// A holder whose lease another took (it ended while the holder's clock said otherwise)
+	// learns at its next renewal, and its work is cancelled.
+	err = Do(ctx, c, kind, "a", clk.Now, time.Millisecond, func(ctx context.Context) error {
+		if _, err := c.UpsertEntity(ctx, Body("compact", "thief", clk.Now().Add(time.Hour)), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
+			return err
+		}
+		clk.Add(kind.Term/2 + time.Second) // Keep renews, and finds the lease taken
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute):
+			return errors.New("not cancelled in a minute")
+		}
+	})
+	if !errors.Is(err, errLost) {
+		t.Fatalf("Do whose lease another took: %v, want lost", err)
+	}
+	if _, err := Take(ctx, c, kind, "b", clk.Now); !errors.Is(err, errBusy) {
+		t.Fatalf("the thief's lease after Do: %v, want busy (Do released only its own)", err)
+	}
+}
