@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/internal/reqlimit"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 // scheduleOptions are when Run's tasks run, for the server's options o (their defaults
@@ -57,6 +59,13 @@ func (s *Server) reportStep(step schedule.Step, err error) {
 	case name == schedule.Retain && len(step.Dropped) > 0:
 		s.log.Info("retention dropped tables", "tables", step.Dropped)
 	}
+	if errors.Is(err, tsdb.ErrTaskBusy) {
+		// Another server holds the task's lease: it covers the range, and saves how far it
+		// got, which this server's next run starts from.
+		s.background.WithLabelValues(name, "busy").Inc()
+		s.log.Debug("another process is doing the background "+name, "from", step.From, "to", step.To)
+		return
+	}
 	if err != nil {
 		s.background.WithLabelValues(name, "error").Inc()
 		if step.From.IsZero() {
@@ -79,7 +88,7 @@ func (s *Server) reportStep(step schedule.Step, err error) {
 
 func (s *Server) registerLoopMetrics() {
 	s.background = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_background_runs_total",
-		Help: "Runs of the fold, compaction, rollup, dirty-slice rollup (flagged) and retention loops, by result (a run of a long range counts once per slice)."}, []string{"task", "result"})
+		Help: "Runs of the fold, compaction, rollup, dirty-slice rollup (flagged) and retention loops, by result: ok, error, or busy (another server holds the compaction or rollup lease; a run of a long range counts once per slice)."}, []string{"task", "result"})
 	s.covered = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablets_background_covered_until_seconds",
 		Help: "Unix time up to which the compaction and rollup loops have covered the database; for the fold, the arrival time up to which staged points are folded."}, []string{"task"})
 }

@@ -260,6 +260,59 @@ func TestServerCompactsDayBeforeAfterMidnight(t *testing.T) {
 	require.Equal(t, 1, entityCount(t, raw), "the day before compacted")
 }
 
+// While another server holds the compaction lease, this one's compaction runs count as busy
+// (tablets_background_runs_total{result="busy"}) and leave the progress where it was: the
+// holder covers the range and saves how far it got. Once the lease is released, the next
+// run compacts, and saves its progress.
+func TestServerLeavesTheCompactionToTheLeaseHolder(t *testing.T) {
+	ctx := context.Background()
+	db, name, _ := openDB(t, nil)
+	svc, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	catalog := svc.NewClient(name + "m")
+	// Another process's lease, as docs/format.md has it, for an hour.
+	until := strconv.FormatFloat(float64(time.Now().Add(time.Hour).UnixMilli()), 'e', -1, 64)
+	_, err = catalog.UpsertEntity(ctx, []byte(`{"PartitionKey":"compact","RowKey":"lease","U":`+until+`,"H":"another server"}`), nil)
+	require.NoError(t, err)
+	now := time.Now().UTC().Truncate(time.Second)
+	require.NoError(t, db.SetCovered(ctx, tsdb.TaskCompact, now.Add(-5*time.Minute)))
+
+	s, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
+		Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(runCtx) }()
+	defer func() { stop(); require.NoError(t, <-stopped) }()
+	runs := func(result string) int {
+		resp, err := http.Get(hs.URL + "/metrics")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := regexp.MustCompile(`(?m)^tablets_background_runs_total\{result="` + result + `",task="compact"\} (\d+)$`).FindSubmatch(body)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	require.Eventually(t, func() bool { return runs("busy") >= 3 }, time.Minute, 10*time.Millisecond, "compaction runs finding the lease busy")
+	require.Zero(t, runs("ok"))
+	require.Zero(t, runs("error"))
+	covered, _, err := db.Covered(ctx, tsdb.TaskCompact)
+	require.NoError(t, err)
+	require.Equal(t, now.Add(-5*time.Minute), covered.UTC(), "the progress while another holds the lease")
+
+	_, err = catalog.DeleteEntity(ctx, "compact", "lease", nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return runs("ok") >= 1 }, time.Minute, 10*time.Millisecond, "a compaction run once the lease is released")
+	covered, _, err = db.Covered(ctx, tsdb.TaskCompact)
+	require.NoError(t, err)
+	require.Equal(t, now, covered.UTC())
+}
+
 // Run folds what writes staged, on its own timer: the staging table empties into the raw
 // tables, the log says what was folded, and the fold's covered-until gauge is the arrival
 // time folded through.

@@ -33,8 +33,9 @@
 //     records), internal/tables (which period tables exist and which periods Retain
 //     dropped; the spans of a range), internal/changelog (the change logs of a period in
 //     the catalog, which the read caches are checked against: the raw part's and the
-//     index's), internal/azerr (the account's error replies) and internal/sentinel
-//     (ErrExpired, ErrFoldBusy); batching is the module's internal/batch;
+//     index's), internal/lease (the catalog's leases of the fold, the compaction and the
+//     rollup), internal/azerr (the account's error replies) and internal/sentinel
+//     (ErrExpired, ErrFoldBusy, ErrTaskBusy); batching is the module's internal/batch;
 //   - the series index, internal/index: registering each period's series before their
 //     samples, listing the series of a range, selecting label sets by matchers (Select,
 //     LabelNames, LabelValues delegate to it);
@@ -78,7 +79,10 @@
 // ranges not yet covered (their progress in the catalog), is the server's
 // (internal/maintain/schedule: `tablets serve` keeps running it, `tablets maintain` runs
 // each task once, now); a program of its own calls the passes itself, or runs either
-// command beside it.
+// command beside it. One process folds at a time (Fold takes a lease in the catalog,
+// internal/lease: two folds at once could be wrong); the scheduler's compactions and
+// rollups take one too (Exclusive: two at once are right, but the servers of one database
+// tick together, and each did all the work).
 //
 // # State and caches
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
+	"github.com/seed71701133/tablets/tsdb/internal/lease"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
@@ -94,6 +95,11 @@ func TestFormatDoc(t *testing.T) {
 	}
 	if body := staging.FoldLeaseBody("9e3779b9-18ea95edac91e707", time.UnixMilli(1716422700000)); string(body) != string(formatdoc.JSON(t, "fold-lease")) {
 		t.Errorf("fold lease %s", body)
+	}
+	for _, k := range []struct{ kind, golden string }{{taskLeases[TaskCompact].PartitionKey, "compact-lease"}, {taskLeases[TaskRollup].PartitionKey, "rollup-lease"}} {
+		if body := lease.Body(k.kind, "5f0e3c2a9b1d7e64", time.UnixMilli(1716422700000)); string(body) != string(formatdoc.JSON(t, k.golden)) {
+			t.Errorf("%s %s", k.golden, body)
+		}
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(token)
 	if err != nil || string(raw) != string(formatdoc.Hex(t, "tsdb-token-bytes")) {

@@ -193,11 +193,15 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 			}
 		case Compact:
 			t.Ranges = func(ctx context.Context, from, to time.Time) error {
-				return db.Compact(ctx, refolded(from, foldEvery), to)
+				return db.Exclusive(ctx, tsdb.TaskCompact, func(ctx context.Context) error {
+					return db.Compact(ctx, refolded(from, foldEvery), to)
+				})
 			}
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskCompact}
 		case Rollup:
-			t.Ranges = db.Rollup
+			t.Ranges = func(ctx context.Context, from, to time.Time) error {
+				return db.Exclusive(ctx, tsdb.TaskRollup, func(ctx context.Context) error { return db.Rollup(ctx, from, to) })
+			}
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskRollup}
 		case Flagged:
 			t.Tick = func(ctx context.Context, _ time.Time) (Step, error) {

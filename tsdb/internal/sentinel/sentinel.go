@@ -11,3 +11,6 @@ var ErrExpired = errors.New("tsdb: point expired")
 
 // ErrFoldBusy is returned by Fold when another process is folding the database.
 var ErrFoldBusy = errors.New("tsdb: another process is folding")
+
+// ErrTaskBusy is returned by Exclusive when another process is running the task.
+var ErrTaskBusy = errors.New("tsdb: another process is running the task")
