@@ -598,11 +598,11 @@ const settleQuiet = 3
 var settleTasks = []string{"rollup", "compact"}
 
 // settle waits until every server's background work has caught up, or at most bound
-// (false): each server's first rollup and compaction of every tenant done, then
-// settleQuiet samples in a row in which every server's /metrics has
-// tablets_background_jobs_waiting and tablets_account_requests_waiting 0. Every server, not
-// one: each runs its own first catch-up, and one still catching up would do it during the
-// load.
+// (false): each server's first rollup and compaction of every tenant run (done, or left to
+// the server holding the task's lease) and one of them done, then settleQuiet samples in a
+// row in which every server's /metrics has tablets_background_jobs_waiting and
+// tablets_account_requests_waiting 0. Every server, not one: one still catching up would
+// do it during the load.
 func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 	deadline := time.Now().Add(bound)
 	quiet := 0
@@ -611,13 +611,16 @@ func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 			return false, ctx.Err()
 		}
 		idle := true
+		var expositions []string
 		for _, s := range r.srvs {
-			ok, err := r.idle(ctx, s)
+			ok, exposition, err := r.idle(ctx, s)
 			if err != nil {
 				return false, err
 			}
 			idle = idle && ok
+			expositions = append(expositions, exposition)
 		}
+		idle = idle && r.firstRunsDone(expositions)
 		if idle {
 			quiet++
 		} else {
@@ -630,38 +633,51 @@ func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 	return false, nil
 }
 
-// idle reports whether a server's /metrics shows it caught up: its first runs done and no
-// background job or account request waiting. A server that does not answer is not idle;
-// the error is ctx's.
-func (r *run) idle(ctx context.Context, s *server) (bool, error) {
+// idle reports whether a server's /metrics (returned) shows no background job or account
+// request waiting. A server that does not answer is not idle; the error is ctx's.
+func (r *run) idle(ctx context.Context, s *server) (bool, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.internal+"/metrics", nil)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return false, ctx.Err()
+		return false, "", ctx.Err()
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return false, ctx.Err()
+		return false, "", ctx.Err()
 	}
 	waiting := metricSums(bytes.NewReader(body), "tablets_background_jobs_waiting", "tablets_account_requests_waiting")
 	jobs, requests := waiting[0], waiting[1]
-	return jobs == 0 && requests == 0 && r.firstRunsDone(string(body)), nil
+	return jobs == 0 && requests == 0, string(body), nil
 }
 
-// firstRunsDone reports whether a /metrics exposition counts a successful run of each of
-// settleTasks for each tenant.
-func (r *run) firstRunsDone(metrics string) bool {
+// firstRunsDone reports whether the servers' /metrics expositions count, for each tenant
+// and each of settleTasks, a run on every server (done, or "busy": another server held the
+// task's lease) and a successful one on some server.
+func (r *run) firstRunsDone(expositions []string) bool {
 	for i := range r.cfg.Tenants {
 		for _, task := range settleTasks {
-			series := `tablets_background_runs_total{result="ok",task="` + task + `"`
-			if r.tenancy {
-				series += `,tenant="` + tenantID(i) + `"`
+			done := false
+			for _, metrics := range expositions {
+				ran := false
+				for _, result := range []string{"ok", "busy"} {
+					series := `tablets_background_runs_total{result="` + result + `",task="` + task + `"`
+					if r.tenancy {
+						series += `,tenant="` + tenantID(i) + `"`
+					}
+					if strings.Contains(metrics, series+"} ") {
+						ran = true
+						done = done || result == "ok"
+					}
+				}
+				if !ran {
+					return false
+				}
 			}
-			if !strings.Contains(metrics, series+"} ") {
+			if !done {
 				return false
 			}
 		}
