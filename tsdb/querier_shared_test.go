@@ -23,14 +23,7 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	base := querierBase.Add(46 * time.Hour)
-	now := base.Add(4 * time.Hour)
-	k := newKeyRangeDB(t, "sh", now, base)
-	k.reads.table = k.names.RawTable(k.names.PeriodOf(base))
-	all, _, want := denseSeries(t, k.DB, 200, 160, base, 16, 15*time.Minute)
-	require.NoError(t, k.WriteMany(ctx, all))
-	_, err := k.Fold(ctx)
-	require.NoError(t, err)
+	k, base, now, want := foldedDense(t, "sh")
 
 	db := k.open(t, true) // a server's, with a raw cache
 	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
@@ -67,14 +60,7 @@ func TestConcurrentSelectsShareTheTailOfARead(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	base := querierBase.Add(46 * time.Hour)
-	now := base.Add(4 * time.Hour)
-	k := newKeyRangeDB(t, "st", now, base)
-	k.reads.table = k.names.RawTable(k.names.PeriodOf(base))
-	all, _, want := denseSeries(t, k.DB, 200, 160, base, 16, 15*time.Minute)
-	require.NoError(t, k.WriteMany(ctx, all))
-	_, err := k.Fold(ctx)
-	require.NoError(t, err)
+	k, base, now, want := foldedDense(t, "st")
 	recent := base.Add(2 * time.Hour)
 	wantRecent := map[string][]string{}
 	for i, pts := range want {
@@ -230,6 +216,23 @@ func TestConcurrentSelectsShareStagingFetches(t *testing.T) {
 		require.False(t, seen[f], "a partition fetched twice: %s", f)
 		seen[f] = true
 	}
+}
+
+// foldedDense is a keyRangeDB (k.reads counting its raw table's queries) of 200 series, 160
+// of them dense_total with 16 points 15 minutes apart from base, folded into the raw table;
+// now is 4 hours after base; want is what a read of dense_total gives (selectDense).
+func foldedDense(t *testing.T, prefix string) (k *keyRangeDB, base, now time.Time, want map[string][]string) {
+	t.Helper()
+	ctx := context.Background()
+	base = querierBase.Add(46 * time.Hour)
+	now = base.Add(4 * time.Hour)
+	k = newKeyRangeDB(t, prefix, now, base)
+	k.reads.table = k.names.RawTable(k.names.PeriodOf(base))
+	all, _, want := denseSeries(t, k.DB, 200, 160, base, 16, 15*time.Minute)
+	require.NoError(t, k.WriteMany(ctx, all))
+	_, err := k.Fold(ctx)
+	require.NoError(t, err)
+	return k, base, now, want
 }
 
 // selectDense is the samples of dense_total in [from, to) by label i ("t:v").
