@@ -426,3 +426,9 @@ const (
 	indexKind = naming.Index
 	histKind  = naming.Hist
 )
+
+// TableRole says what a table of a database is for, from its name: "catalog", "staging",
+// "raw", "index", "histograms" or "tier", or "" when no database's table is named so. It
+// lets what counts the requests at the transport (a request names its table) say which
+// part of the read and write paths the account's time went to.
+func TableRole(name string) string { return naming.RoleOf(name) }

@@ -368,7 +368,8 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		}()
 		conn = connFlags{connectionString: srv.ConnectionString}
 	}
-	limited := reqlimit.New(runner.DefaultTransport(), sf.accountRequests)
+	tables := &tableMeter{next: runner.DefaultTransport()}
+	limited := reqlimit.New(tables, sf.accountRequests)
 	// The requests and bytes only: a counter of entities would read and parse every page a
 	// second time (a third of the server's allocations in the soak).
 	wire := &meteredTransport{next: limited}
@@ -399,7 +400,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			RetainEvery:        sf.retain,
 			Ruler:              rulerOpts,
 			Logger:             logger,
-			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), stagingReadCollector(dbOpts.StagingReadBudget)},
+			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), tables, stagingReadCollector(dbOpts.StagingReadBudget)},
 				cacheCollectors(dbOpts)...), collectors...),
 		},
 		Limits:            cfg.Load,

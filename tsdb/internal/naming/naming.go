@@ -13,6 +13,7 @@ package naming
 
 import (
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -78,3 +79,39 @@ func (n Names) Start(p uint64) time.Time { return time.Unix(int64(p), 0).UTC() }
 
 // End is the end of the raw period p (the start of the next).
 func (n Names) End(p uint64) time.Time { return n.Start(p).Add(n.Period) }
+
+// RoleOf says which of a database's tables name is, by the suffix its role puts after the
+// database's name (whatever that name is): "catalog", "staging", "raw", "index",
+// "histograms" or "tier", and "" for a name no role gives. A table's name alone decides,
+// so that what counts requests at the transport can say what they were for.
+func RoleOf(name string) string {
+	digits := func(s string) (rest string, ok bool) {
+		t := strings.TrimRight(s, "0123456789")
+		return t, len(t) < len(s)
+	}
+	if rest, ok := digits(name); ok {
+		if rest == "" {
+			return ""
+		}
+		switch rest[len(rest)-1] {
+		case 'r':
+			return "raw"
+		case 'i':
+			return "index"
+		case 'h':
+			return "histograms"
+		case 'p':
+			if rest, ok := digits(rest[:len(rest)-1]); ok && strings.HasSuffix(rest, "t") {
+				return "tier"
+			}
+		}
+		return ""
+	}
+	switch {
+	case strings.HasSuffix(name, "m"):
+		return "catalog"
+	case strings.HasSuffix(name, "w"):
+		return "staging"
+	}
+	return ""
+}

@@ -39,3 +39,27 @@ func TestPeriods(t *testing.T) {
 		t.Fatalf("the period of just before its end is %d, want %d", got, p)
 	}
 }
+
+// RoleOf reads back every name Names gives, whatever the base, digits at its end included.
+func TestRoleOf(t *testing.T) {
+	for _, base := range []string{"metrics", "t1", "r7", "soak0x", "ap"} {
+		n := Names{Base: base, Period: 7 * 24 * time.Hour}
+		for _, c := range []struct{ name, want string }{
+			{n.Catalog(), "catalog"},
+			{n.Staging(), "staging"},
+			{n.RawTable(604800), "raw"},
+			{n.IndexTable(604800), "index"},
+			{n.HistTable(0), "histograms"},
+			{n.TierTable(time.Hour, 1209600), "tier"},
+		} {
+			if got := RoleOf(c.name); got != c.want {
+				t.Errorf("RoleOf(%q) = %q, want %q", c.name, got, c.want)
+			}
+		}
+	}
+	for _, name := range []string{"", "Tables", "$batch", "12", "x", "p12", "tp12"} {
+		if got := RoleOf(name); got != "" {
+			t.Errorf("RoleOf(%q) = %q, want none", name, got)
+		}
+	}
+}
