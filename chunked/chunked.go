@@ -159,6 +159,23 @@ func (s *Store) QueryMany(ctx context.Context, series []string, from, to time.Ti
 	return s.eng.QueryMany(ctx, series, from, to)
 }
 
+// WithSpill returns a context in which QueryMany, reading many series by the range of
+// their keys (as tsdb's Selects do), passes sink the points in its range of each series of
+// that range it was not asked for and read whole, instead of dropping them: a cache can keep
+// them for the reads that ask for those series next. Each series is passed once, from the
+// goroutine reading, before the read's iterator ends. It changes what reads cost only:
+// the answers are the same.
+func (s *Store) WithSpill(ctx context.Context, sink func(series string, points []tablets.Point)) context.Context {
+	format := s.layout.format
+	return chunks.WithSpill(ctx, func(series string, units []uint64, values []float64) {
+		pts := make([]tablets.Point, len(units))
+		for i, u := range units {
+			pts[i] = tablets.Point{Time: format.Time(u), Value: values[i]}
+		}
+		sink(series, pts)
+	})
+}
+
 // Latest returns the n newest points of series, newest first (fewer if it holds fewer),
 // paying for about what it returns: it reads windows of time backwards from now until they
 // hold n points. An n below 1 is an error wrapping tablets.ErrInvalidLimit.

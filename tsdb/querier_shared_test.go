@@ -220,7 +220,7 @@ func TestConcurrentSelectsShareStagingFetches(t *testing.T) {
 
 // foldedDense is a keyRangeDB (k.reads counting its raw table's queries) of 200 series, 160
 // of them dense_total with 16 points 15 minutes apart from base, folded into the raw table;
-// now is 4 hours after base; want is what a read of dense_total gives (selectDense).
+// now (the clock) is 4 hours after base; want is what a read of dense_total gives (selectDense).
 func foldedDense(t *testing.T, prefix string) (k *keyRangeDB, base, now time.Time, want map[string][]string) {
 	t.Helper()
 	ctx := context.Background()
@@ -230,8 +230,13 @@ func foldedDense(t *testing.T, prefix string) (k *keyRangeDB, base, now time.Tim
 	k.reads.table = k.names.RawTable(k.names.PeriodOf(base))
 	all, _, want := denseSeries(t, k.DB, 200, 160, base, 16, 15*time.Minute)
 	require.NoError(t, k.WriteMany(ctx, all))
-	_, err := k.Fold(ctx)
+	// Folded 20 minutes after the writes: a Fold leaves the arrival buckets of the last
+	// minutes staged, the writes' among them at their own time.
+	k.clock.Store(now.Add(20 * time.Minute).UnixNano())
+	rep, err := k.Fold(ctx)
 	require.NoError(t, err)
+	require.Equal(t, 200, rep.Series, "series folded into the raw table")
+	k.clock.Store(now.UnixNano())
 	return k, base, now, want
 }
 

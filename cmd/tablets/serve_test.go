@@ -132,6 +132,7 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	}
 	assert.Regexp(t, `(?m)^tablets_raw_cache_folds_taken_in_total [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_raw_cache_reads_shared_total [0-9]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_raw_cache_spilled_total [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_staging_cache_fetches_shared_total [0-9]+$`, string(exposition))
 	// The live heap, beside Go's memstats, for the soak to tell a leak from a burst.
 	assert.Regexp(t, `(?m)^go_gc_heap_live_bytes [0-9.e+]+$`, string(exposition))

@@ -62,8 +62,9 @@ func (l Layout[V]) KeyRangeFilter(first, last string, from, to uint64) filter.Ex
 // again.
 //
 // When the range turns out sparse (more than keyRangeSkips chunks dropped for each kept, past
-// keyRangeSlack), the read stops at the end of a page and the series it has not reached
-// are read by their own clauses (byPlan): a sparse range costs at most a page.
+// keyRangeSlack; keyRangeSpillSkips when they are passed on, WithSpill), the read stops at
+// the end of a page and the series it has not reached are read by their own clauses
+// (byPlan): a sparse range costs at most a page.
 func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 	order := allIndexes(len(r.series))
 	escaped := make([]string, len(r.series))
@@ -79,6 +80,12 @@ func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 		Grow: true,
 	}
 	kept, skipped := 0, 0
+	skips := keyRangeSkips
+	var spill *spiller[V]
+	if sink := spillOf[V](ctx); sink != nil {
+		spill = &spiller[V]{sink: sink, from: r.from, to: r.to}
+		skips = keyRangeSpillSkips
+	}
 	last := -1 // the series asked for that owns the last chunk read, or -1
 	var lastPK []byte
 	top := q.Top
@@ -98,7 +105,15 @@ func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 			if !ok {
 				skipped++
 				last = -1
+				if spill != nil {
+					if err := spill.add(r.t, &r.e); err != nil {
+						return err
+					}
+				}
 				continue
+			}
+			if spill != nil {
+				spill.asked()
 			}
 			if r.done[i] {
 				continue
@@ -108,6 +123,9 @@ func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 				return err
 			}
 		}
+		if spill != nil {
+			spill.pageEnd(!next.IsZero())
+		}
 		if next.IsZero() {
 			break
 		}
@@ -116,7 +134,7 @@ func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 				return err
 			}
 		}
-		if skipped > keyRangeSkips*kept+keyRangeSlack {
+		if skipped > skips*kept+keyRangeSlack {
 			// Sparse: what the range has not reached is read by its clauses.
 			reached, rest := r.reached(order, escaped, lastPK)
 			if !r.finish(reached) {
@@ -125,6 +143,9 @@ func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 			return r.byPlan(ctx, rest)
 		}
 		cont, top = next, pager.NextTop(q, top, entities)
+	}
+	if spill != nil {
+		spill.flush() // the range's last series, read to its end
 	}
 	r.finish(order)
 	return nil

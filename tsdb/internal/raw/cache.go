@@ -51,6 +51,9 @@ type Cache struct {
 	foldedIn atomic.Int64
 	// shared counts the series a read took from another's flight instead of reading them.
 	shared atomic.Int64
+	// spilled counts the series a read found beside those it was asked for and cached
+	// (spill).
+	spilled atomic.Int64
 
 	mu      sync.Mutex
 	flights map[cacheKey]*flight // the reads under way, by table and series
@@ -156,6 +159,10 @@ func waitFlights(ctx context.Context, waits map[*flight][]string) ([]string, err
 	}
 	return names, nil
 }
+
+// Spilled is how many series a read cached that it was not asked for: a read of many
+// series by the range of their keys reads every series of the range.
+func (c *Cache) Spilled() int64 { return c.spilled.Load() }
 
 // FoldedIn is how many times an entry took in a Fold's samples without reading them.
 func (c *Cache) FoldedIn() int64 { return c.foldedIn.Load() }
@@ -457,7 +464,11 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 	}
 	for _, rt := range reads {
 		gone, err := r.inTable(p, func(t T) error {
-			return t.queryMany(ctx, rt.names, time.UnixMilli(rt.from).UTC(), rt.to, func(name string, s S) bool {
+			rctx := ctx
+			if !rt.head && rt.from == from {
+				rctx = t.spilling(ctx, func(name string, samples []S) { r.spill(table, name, rd.state.Gen(), samples, from, readEnd) })
+			}
+			return t.queryMany(rctx, rt.names, time.UnixMilli(rt.from).UTC(), rt.to, func(name string, s S) bool {
 				if rt.head {
 					h := rd.heads[name]
 					h.samples = append(h.samples, s)
@@ -496,6 +507,18 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 		}
 	}
 	return waits, false, nil
+}
+
+// spill caches the samples of [from, end) of a series a read of others found beside them
+// (Table.spilling), read at generation gen, as a read of that series would have: where the
+// cache holds nothing of it. An entry there is left as it is, whatever its range: it may
+// be a later read's, and a read of the series extends it.
+func (r *Store[S, T]) spill(table, name string, gen uint64, samples []S, from, end int64) {
+	if _, ok := r.cache.entries.Get(cacheKey{table, name}); ok {
+		return
+	}
+	r.store(table, name, gen, cachedSamples{}, false, samples, from, end)
+	r.cache.spilled.Add(1)
 }
 
 // liveEnd is where a read of span sp reads its table to: sp's end, or for a read of the

@@ -98,6 +98,13 @@ func (t pointTable) queryMany(ctx context.Context, series []string, from, to tim
 	return nil
 }
 
+func (t pointTable) spilling(ctx context.Context, sink func(string, []tablets.Point)) context.Context {
+	if c, ok := t.store.(*chunked.Store); ok {
+		return c.WithSpill(ctx, sink)
+	}
+	return ctx
+}
+
 // write stores points with the layout's Write, or with priority through chunked's WriteAt
 // (the only layout that stages, and so the only one a Fold writes into). It finds the
 // points the layout lists as not stored among pts.
