@@ -84,6 +84,11 @@ type Options struct {
 	// Fold and deletes) hold at once: their pages, fetched and decoded, and the points
 	// queries and fold rounds collect; DBs may share one (see ReadBudget). nil: no bound.
 	StagingReadBudget *ReadBudget
+	// FoldReadBudget bounds the points the Folds' rounds collect and hold while they write
+	// them into the raw tables, and their pages, apart from StagingReadBudget: a round holds
+	// its points for as long as its writes take (a transaction a series), and queries that
+	// shared its budget waited for it. DBs may share one. nil: StagingReadBudget.
+	FoldReadBudget *ReadBudget
 	// StagingCache keeps the columns of staging entities that queries decoded, so that a
 	// query reads again only the entities written (or changed) since: each query lists the
 	// keys and ETags of the entities its range overlaps and fetches only what the cache
@@ -256,7 +261,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
 	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
-		Budget: o.StagingReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache})
+		Budget: o.StagingReadBudget, FoldBudget: o.FoldReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache})
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries, o.IndexCache)
 	// A registration of many sets the catalog does not know (a process just started) reads
 	// the newest period's index first: the sets it lists are registered (index.Prime).

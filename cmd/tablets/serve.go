@@ -40,6 +40,7 @@ type serveFlags struct {
 	accountRequests                   int
 	backgroundJobs                    int
 	stagingReadBytes                  int64
+	stagingFoldBytes                  int64
 	stagingCacheBytes                 int64
 	blockCacheBytes                   int64
 	rawCacheBytes                     int64
@@ -142,7 +143,8 @@ See docs/rules.md.`,
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn; folds go first, with a slot of their own, but take at most half")
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
-	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries and fold rounds collect (32 bytes each); more wait their turn, but the oldest read goes on")
+	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries collect (32 bytes each); more wait their turn, but the oldest read goes on")
+	f.Int64Var(&sf.stagingFoldBytes, "staging.max-fold-bytes", defaultStagingReadBytes, "bytes of staged points the folds' rounds collect and hold while they write them into the raw tables (32 bytes each), and of their pages, all tenants together, apart from --staging.max-read-bytes: a round holds its points for as long as its writes take, which queries must not wait for; more wait their turn, but the oldest round goes on")
 	f.Int64Var(&sf.stagingCacheBytes, "staging.cache-bytes", tsdb.DefaultStagingCacheBytes*4, "bytes of decoded staging-entity columns kept for later queries, all tenants together: a refreshed query lists the entities of its range with their ETags and fetches only those written or changed since (at least 1 MiB; not given: the default or an eighth of the memory limit, whichever is less)")
 	f.StringVar(&sf.maxSourceResolution, "query.max-source-resolution", "raw", "the coarsest rollup tier a query reads where raw samples exist, unless it says another (max_source_resolution): raw (exact answers: tiers only where raw samples are dropped), auto (any tier estimated cheaper: approximate answers, docs/tiers.md) or a duration")
 	f.Int64Var(&sf.rawCacheBytes, "raw.cache-bytes", tsdb.DefaultRawCacheBytes*4, "bytes of raw samples kept for later queries, all tenants together: a refreshed query reads the change log of each raw period and reads again only the times a write, fold, delete or retention changed since (at least 1 MiB; not given: the default or an eighth of the memory limit, whichever is less)")
@@ -273,6 +275,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.stagingReadBytes < 1 {
 		return usageErrorf(cmd, "--staging.max-read-bytes must be positive")
 	}
+	if sf.stagingFoldBytes < 1 {
+		return usageErrorf(cmd, "--staging.max-fold-bytes must be positive")
+	}
 	// The caches share the memory limit: a size not given is its default, or its share of
 	// the limit where that is less (together about a third of it).
 	heapLimit := memLimit.limit
@@ -320,6 +325,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	}
 	if dbOpts.StagingReadBudget, err = tsdb.NewReadBudget(sf.stagingReadBytes); err != nil {
 		return usageErrorf(cmd, "--staging.max-read-bytes: %v", err)
+	}
+	if dbOpts.FoldReadBudget, err = tsdb.NewReadBudget(sf.stagingFoldBytes); err != nil {
+		return usageErrorf(cmd, "--staging.max-fold-bytes: %v", err)
 	}
 	if err := tsdb.CheckOptions(sf.db, dbOpts); err != nil {
 		return usageErrorf(cmd, "%v", err)
@@ -400,7 +408,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			RetainEvery:        sf.retain,
 			Ruler:              rulerOpts,
 			Logger:             logger,
-			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), tables, stagingReadCollector(dbOpts.StagingReadBudget)},
+			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), tables,
+				stagingReadCollector(dbOpts.StagingReadBudget, "read_bytes_in_use", "reads_waiting", "Bytes of staging pages being read, decoded and yielded, and of staged points being collected by queries (--staging.max-read-bytes, and what the oldest read takes past it).", "Staging page reads and collections waiting for room under --staging.max-read-bytes."),
+				stagingReadCollector(dbOpts.FoldReadBudget, "fold_bytes_in_use", "folds_waiting", "Bytes of staged points the folds' rounds collected and hold until written, and of their pages (--staging.max-fold-bytes, and what the oldest round takes past it).", "Fold rounds' page reads and collections waiting for room under --staging.max-fold-bytes.")},
 				cacheCollectors(dbOpts)...), collectors...),
 		},
 		Limits:            cfg.Load,
@@ -590,11 +600,12 @@ func accountCollector(wire *meter.Meter, limited *reqlimit.Transport) prometheus
 	}
 }
 
-// stagingReadCollector serves the staging read budget's state.
-func stagingReadCollector(b *tsdb.ReadBudget) prometheus.Collector {
+// stagingReadCollector serves a staging read budget's state: the bytes in use and the
+// takers waiting, as tablets_staging_<inUse> and tablets_staging_<waiting>.
+func stagingReadCollector(b *tsdb.ReadBudget, inUse, waiting, inUseHelp, waitingHelp string) prometheus.Collector {
 	return &stagingReadMetrics{budget: b,
-		inUse:   prometheus.NewDesc("tablets_staging_read_bytes_in_use", "Bytes of staging pages being read, decoded and yielded, and of staged points being collected by queries and folds (--staging.max-read-bytes, and what the oldest read takes past it).", nil, nil),
-		waiting: prometheus.NewDesc("tablets_staging_reads_waiting", "Staging page reads and collections waiting for room under --staging.max-read-bytes.", nil, nil),
+		inUse:   prometheus.NewDesc("tablets_staging_"+inUse, inUseHelp, nil, nil),
+		waiting: prometheus.NewDesc("tablets_staging_"+waiting, waitingHelp, nil, nil),
 	}
 }
 

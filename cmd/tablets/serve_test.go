@@ -124,6 +124,8 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	// And the staging pages read at once (--staging.max-read-bytes).
 	assert.Regexp(t, `(?m)^tablets_staging_read_bytes_in_use [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_staging_reads_waiting [0-9]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_staging_fold_bytes_in_use [0-9]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_staging_folds_waiting [0-9]+$`, string(exposition))
 	// Each read cache's hits, misses, bytes and entries (--*.cache-bytes).
 	for _, c := range []string{"staging_cache", "tier_block_cache", "raw_cache", "index_cache"} {
 		for _, m := range []string{"hits_total", "misses_total", "bytes", "entries"} {

@@ -565,7 +565,7 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 	top := q.Top
 	var cont pager.Continuation
 	for {
-		done, err := st.Budget.take(ctx, read, int64(q.PageBytes))
+		done, err := st.Budget.budgetOf(read).take(ctx, read, int64(q.PageBytes))
 		if err != nil {
 			return err
 		}

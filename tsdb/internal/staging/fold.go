@@ -256,9 +256,11 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 	foundHists := map[string][]Hist{}
 	lateOf := map[string][]tablets.Point{} // points and samples staged after their windows may have sealed
 	q := pager.SubQuery{Filter: BucketsBefore(horizon), Select: sel}
-	// The round's points are a read of the staging read budget until they are written: a
-	// server's tenants fold at once, and their rounds share the bound with the queries.
-	read := f.staging.beginRead()
+	// The round's points are a read of the fold read budget until they are written: a
+	// server's tenants fold at once, and their rounds share that bound. Not the queries':
+	// a round holds its points while it writes them, minutes on a busy account, and the
+	// soak's dashboards answered nothing meanwhile (24 queries waiting for the budget).
+	read := f.staging.beginFoldRead()
 	defer read.end()
 	for se, err := range f.staging.entitiesIn(ctx, q, nil, read) {
 		if err != nil {

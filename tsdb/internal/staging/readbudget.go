@@ -100,6 +100,14 @@ func (b *ReadBudget) take(ctx context.Context, read *collectRead, n int64) (func
 	return func() { b.release(got) }, nil
 }
 
+// budgetOf is the budget of read's pages: read's own, or b for a read of none.
+func (b *ReadBudget) budgetOf(read *collectRead) *ReadBudget {
+	if read != nil {
+		return read.b
+	}
+	return b
+}
+
 // beginRead starts a read that collects points: it holds what it collects until end. A
 // nil budget gives a nil read, which holds nothing.
 func (b *ReadBudget) beginRead() *collectRead {

@@ -37,9 +37,10 @@ type Table struct {
 	// Writes says whether small writes go to the staging table (the layout allows staging,
 	// and not Options.DirectWrites): the write path stages them.
 	Writes bool
-	// Budget bounds the memory of the reads (Options.StagingReadBudget; nil: no bound).
-	// Tests replace it before any read.
-	Budget *ReadBudget
+	// Budget bounds the memory of the reads (Options.StagingReadBudget; nil: no bound),
+	// and FoldBudget that of the folds' rounds (Options.FoldReadBudget; nil: Budget).
+	// Tests replace them before any read.
+	Budget, FoldBudget *ReadBudget
 	// Page is the first $top and the PageBytes of staging reads (tests shrink them).
 	Page pager.SubQuery
 	// cache keeps the columns queries decoded (Config.Cache; nil: none).
@@ -66,6 +67,7 @@ type Config struct {
 	Now          func() time.Time // Options.Now
 	Partitions   int              // Options.StagingPartitions
 	Budget       *ReadBudget      // Options.StagingReadBudget (nil: no bound)
+	FoldBudget   *ReadBudget      // Options.FoldReadBudget (nil: Budget)
 	DirectWrites bool             // Options.DirectWrites: no write is staged
 	// Dropped reports a raw period known dropped (the period tables' KnownDropped; nil:
 	// none is).
@@ -88,6 +90,7 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 		now:        c.Now,
 		partitions: c.Partitions,
 		Budget:     c.Budget,
+		FoldBudget: c.FoldBudget,
 		reads:      reads,
 		Writes:     reads && !c.DirectWrites,
 		writer:     rand.Uint32(),

@@ -25,6 +25,16 @@ func (st *Table) Entities(ctx context.Context, q pager.SubQuery, want map[string
 // ReadBudget): what it holds is given back at its end.
 func (st *Table) beginRead() *collectRead { return st.Budget.beginRead() }
 
+// beginFoldRead is beginRead for a fold's round, of the FoldBudget (the Budget without
+// one): a round holds what it collected while it writes it, a transaction a series, and
+// queries waiting behind it answered nothing for minutes.
+func (st *Table) beginFoldRead() *collectRead {
+	if st.FoldBudget != nil {
+		return st.FoldBudget.beginRead()
+	}
+	return st.beginRead()
+}
+
 // entitiesIn is Entities as part of read, which may collect what it reads under the
 // budget (nil: a read of its own, ended with the iteration). Each page is fetched and
 // decoded under the Budget; then read holds its decoded size until the
@@ -69,7 +79,7 @@ func (st *Table) entitiesIn(ctx context.Context, q pager.SubQuery, want map[stri
 // (decoded): the caller gives it back.
 func (st *Table) readPage(ctx context.Context, q pager.SubQuery, top *int32, cont pager.Continuation, want map[string]bool, read *collectRead) (
 	page []Decoded, decoded int64, next pager.Continuation, err error) {
-	done, err := st.Budget.take(ctx, read, int64(q.PageBytes))
+	done, err := st.Budget.budgetOf(read).take(ctx, read, int64(q.PageBytes))
 	if err != nil {
 		return nil, 0, pager.Continuation{}, err
 	}
