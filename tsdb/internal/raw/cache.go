@@ -187,12 +187,35 @@ type cacheKey struct{ table, series string }
 // tenants of 18,746 series, an hour and more of samples each at 15 s, are 340 MB at 16
 // bytes a sample, over the default bound (256 MiB), and the soak's refreshes read back
 // from the account what the cache had just dropped. Encoded, a scraped series takes one
-// to two bytes a sample; decoding it at each hit costs a few nanoseconds a sample.
+// to two bytes a sample; decoding it at each hit costs a few nanoseconds a sample. The
+// chunk is cut every segmentPoints samples, so that a read of the entry's last minutes
+// (a refresh) decodes those, not the week before them.
 type cachedSamples struct {
 	gen      uint64
 	from, to int64
-	floats   []byte // chunkenc
+	floats   []floatSegment
 	hists    []tablets.HistogramPoint
+}
+
+// floatSegment is a run of an entry's float samples, oldest first: the Unix millisecond
+// of its last, and the samples as a chunk (chunkenc, times in milliseconds).
+type floatSegment struct {
+	last  int64
+	chunk []byte
+}
+
+// segmentPoints is how many samples a floatSegment holds at most.
+const segmentPoints = 512
+
+// segmentOverhead is about what a floatSegment costs besides its chunk.
+const segmentOverhead = 40
+
+func floatBytes(segs []floatSegment) int {
+	n := 0
+	for _, sg := range segs {
+		n += segmentOverhead + len(sg.chunk)
+	}
+	return n
 }
 
 // cachedOverhead is about what an entry costs besides its samples: the keys, the slices'
@@ -204,7 +227,7 @@ const cachedOverhead = 200
 const histogramBytes = 400
 
 func cachedCost(k cacheKey, c cachedSamples) int {
-	return cachedOverhead + len(k.table) + len(k.series) + len(c.floats) + histogramBytes*len(c.hists)
+	return cachedOverhead + len(k.table) + len(k.series) + floatBytes(c.floats) + histogramBytes*len(c.hists)
 }
 
 // sampleCache is how a kind's samples S go into a cache entry and back.
@@ -232,23 +255,31 @@ var floatCache = sampleCache[tablets.Point]{
 			times[i], values[i] = uint64(ms), p.Value
 		}
 		c.floats, c.hists = nil, nil
-		if len(pts) > 0 {
-			c.floats = chunkenc.Append(nil, times, values)
+		for i := 0; i < len(pts); i += segmentPoints {
+			j := min(i+segmentPoints, len(pts))
+			c.floats = append(c.floats, floatSegment{last: int64(times[j-1]), chunk: chunkenc.Append(nil, times[i:j], values[i:j])})
 		}
 		return true
 	},
 	each: func(c *cachedSamples, from, to int64, yield func(tablets.Point) bool) (bool, error) {
-		if len(c.floats) == 0 {
-			return true, nil
-		}
 		more := true
-		err := chunkenc.Decode(c.floats, func(t uint64, v float64) {
-			if ms := int64(t); more && ms >= from && ms < to {
-				more = yield(tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: v})
+		// The first segment whose last sample is at or after from.
+		for k := sort.Search(len(c.floats), func(k int) bool { return c.floats[k].last >= from }); more && k < len(c.floats); k++ {
+			past := false
+			err := chunkenc.Decode(c.floats[k].chunk, func(t uint64, v float64) {
+				switch ms := int64(t); {
+				case ms >= to:
+					past = true
+				case more && ms >= from:
+					more = yield(tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: v})
+				}
+			})
+			if err != nil {
+				return false, fmt.Errorf("tsdb: raw cache: %w", err)
 			}
-		})
-		if err != nil {
-			return false, fmt.Errorf("tsdb: raw cache: %w", err)
+			if past {
+				break
+			}
 		}
 		return more, nil
 	},

@@ -33,7 +33,7 @@ func TestCachedFloatsEncoded(t *testing.T) {
 	}
 	k := cacheKey{"metricsr1764201600", "0123456789abcdef"}
 	if cost := cachedCost(k, c); cost > cachedOverhead+len(k.table)+len(k.series)+3*len(pts) {
-		t.Fatalf("an hour of a counter costs %d bytes (%d encoded): not 3 bytes a sample or less", cost, len(c.floats))
+		t.Fatalf("an hour of a counter costs %d bytes (%d encoded): not 3 bytes a sample or less", cost, floatBytes(c.floats))
 	}
 	got, err := floatCache.samples(&c, math.MinInt64, math.MaxInt64)
 	if err != nil {
@@ -60,7 +60,7 @@ func TestCachedFloatsEncoded(t *testing.T) {
 		t.Fatalf("stopped at the 3rd: more %v, err %v, %d yielded", more, err, n)
 	}
 	// Empty.
-	if !floatCache.put(&c, nil) || c.floats != nil {
+	if !floatCache.put(&c, nil) || len(c.floats) != 0 {
 		t.Fatal("no samples: not an empty entry")
 	}
 	if got, err := floatCache.samples(&c, math.MinInt64, math.MaxInt64); err != nil || len(got) != 0 {
@@ -83,5 +83,43 @@ func TestCachedFloatsRefused(t *testing.T) {
 		if floatCache.put(&c, pts) {
 			t.Errorf("%s: cached", name)
 		}
+	}
+}
+
+// An entry of many samples is cut into segments: any range comes back exactly across
+// their bounds, and a range of the last minutes decodes only the segments it needs (a
+// refresh of a week's entry does not decode the week: shown by an earlier segment made
+// unreadable, which only a read reaching it finds).
+func TestCachedFloatsSegments(t *testing.T) {
+	pts := scraped(4*segmentPoints + 100)
+	var c cachedSamples
+	if !floatCache.put(&c, pts) {
+		t.Fatal("put refused")
+	}
+	if len(c.floats) != 5 {
+		t.Fatalf("%d segments of %d samples, want 5", len(c.floats), len(pts))
+	}
+	ms := func(i int) int64 { return pts[i].Time.UnixMilli() }
+	for _, r := range [][2]int{{0, len(pts)}, {segmentPoints - 1, segmentPoints + 1}, {segmentPoints, 2 * segmentPoints}, {700, 1900}, {len(pts) - 3, len(pts)}} {
+		to := int64(math.MaxInt64)
+		if r[1] < len(pts) {
+			to = ms(r[1])
+		}
+		got, err := floatCache.samples(&c, ms(r[0]), to)
+		if err != nil || len(got) != r[1]-r[0] {
+			t.Fatalf("[%d, %d): %d samples, %v", r[0], r[1], len(got), err)
+		}
+		for i, p := range got {
+			if w := pts[r[0]+i]; !p.Time.Equal(w.Time) || p.Value != w.Value {
+				t.Fatalf("[%d, %d): sample %d is %v, want %v", r[0], r[1], i, p, w)
+			}
+		}
+	}
+	c.floats[1].chunk = []byte{0xff} // not a chunk
+	if _, err := floatCache.samples(&c, ms(0), math.MaxInt64); err == nil {
+		t.Fatal("a read through an unreadable segment: no error")
+	}
+	if got, err := floatCache.samples(&c, ms(len(pts)-50), math.MaxInt64); err != nil || len(got) != 50 {
+		t.Fatalf("the last 50 samples: %d, %v (the unreadable segment decoded)", len(got), err)
 	}
 }
