@@ -48,7 +48,6 @@ type spiller[V any] struct {
 	name     string // the series being gathered, "" none
 	whole    bool   // no page's end cut it
 	m        Merger[V]
-	passed   int // series passed to sink
 }
 
 // add takes chunk entity e (decoded) of a series not asked for in.
@@ -87,7 +86,6 @@ func (s *spiller[V]) flush() {
 		})
 		if len(units) > 0 {
 			s.sink(s.name, units, values)
-			s.passed++
 		}
 	}
 	s.m.Reset()

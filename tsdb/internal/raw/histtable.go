@@ -90,14 +90,14 @@ func histTableOf(client engine.Client) histTable {
 	return histTable{chunks.Table[histenc.Sample]{Client: client, Layout: HistLayout, Concurrency: histConcurrency}}
 }
 
-// queryMany reads the series' clauses packed into filters of at most Azure's 15
-// comparisons (about five series a request for a range inside one day, two or three across
-// days).
 // spilling is ctx: a histogram table is read by its series' own clauses.
 func (t histTable) spilling(ctx context.Context, _ func(string, []tablets.HistogramPoint)) context.Context {
 	return ctx
 }
 
+// queryMany reads the series' clauses packed into filters of at most Azure's 15
+// comparisons (about five series a request for a range inside one day, two or three across
+// days).
 func (t histTable) queryMany(ctx context.Context, series []string, from, to time.Time, emit func(string, tablets.HistogramPoint) bool) error {
 	lo, hi := histUnits(from, to)
 	if lo >= hi || len(series) == 0 {
