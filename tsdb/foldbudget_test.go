@@ -54,7 +54,6 @@ func TestFoldRoundsHoldTheirOwnBudget(t *testing.T) {
 		t.Run(fmt.Sprintf("own budget %v", own), func(t *testing.T) {
 			ctx := context.Background()
 			now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-			clock := func() time.Time { return now }
 			name := fmt.Sprintf("fbud%d", rand.Uint32())
 			checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
 			hold := &heldBatches{next: checker, held: make(chan struct{}), release: make(chan struct{})}
@@ -72,7 +71,7 @@ func TestFoldRoundsHoldTheirOwnBudget(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			opts := &Options{Tiers: []Tier{}, StagingPartitions: 1, Now: func() time.Time { return clock() },
+			opts := &Options{Tiers: []Tier{}, StagingPartitions: 1, Now: func() time.Time { return now },
 				StagingReadBudget: queries, FoldReadBudget: folds,
 				Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
 			db, err := Open(ctx, svc, name, opts)
