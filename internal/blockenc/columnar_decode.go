@@ -73,13 +73,16 @@ func (d *columnarDecoder) decode(step time.Duration, accuracy float64, cols Colu
 	if !ok || !valid {
 		return nil, "no count column"
 	}
-	store := make([]Window, n)
-	present, ok := readCounts(counts, store)
+	present, presentCounts, ok := readCounts(counts, n)
 	if !ok {
 		return nil, "bad count column"
 	}
-	for _, i := range present {
-		c.Windows[i] = &store[i]
+	// One allocation for the windows that hold points: a day's block of a minute tier
+	// has 1,440 windows, of which a block rolled up a minute at a time holds few.
+	store := make([]Window, len(present))
+	for k, i := range present {
+		store[k].Count = presentCounts[k]
+		c.Windows[i] = &store[k]
 	}
 	if reason := d.decodeValues(c, present, cols, step); reason != "" {
 		return nil, reason
@@ -304,24 +307,24 @@ func readSealed(b []byte, n int) ([]bool, bool) {
 	return s, r.AtCleanEnd()
 }
 
-// readCounts reads the count column of len(ws) windows into ws, and returns the indexes of
-// the windows with points.
-func readCounts(b []byte, ws []Window) ([]int, bool) {
+// readCounts reads the count column of n windows, and returns the indexes of the windows
+// with points and their counts.
+func readCounts(b []byte, n int) (present []int, counts []uint64, ok bool) {
 	r := bitcode.NewReader(b)
 	a := bitcode.NewAdaptive()
 	prev := uint64(0)
-	var present []int
-	for i := range ws {
+	for i := range n {
 		c := prev + uint64(bitcode.Unzigzag(a.Read(&r)))
 		if r.Err() {
-			return nil, false
+			return nil, nil, false
 		}
 		if c > 0 {
 			present = append(present, i)
+			counts = append(counts, c)
 		}
-		ws[i].Count, prev = c, c
+		prev = c
 	}
-	return present, r.AtCleanEnd()
+	return present, counts, r.AtCleanEnd()
 }
 
 // readHistograms reads the histogram stream of n windows.

@@ -162,6 +162,13 @@ func (tr *Tiers) fromColumnar(series string, etag azcore.ETag, t Tier, c *blocke
 // tier t), sealed as given, rolled at rolled.
 func toColumnar(start uint64, windows []*Window, sealed []bool, rolled float64, exact bool) *blockenc.Columnar {
 	c := &blockenc.Columnar{Start: start, Rolled: rolled, Windows: make([]*blockenc.Window, len(windows)), Sealed: sealed, Exact: exact}
+	n := 0
+	for _, w := range windows {
+		if w != nil && w.Count > 0 {
+			n++
+		}
+	}
+	slab := make([]blockenc.Window, n) // one allocation, as fromColumnar's
 	for i, w := range windows {
 		if w == nil {
 			continue
@@ -181,8 +188,9 @@ func toColumnar(start uint64, windows []*Window, sealed []bool, rolled float64, 
 		if w.Count == 0 {
 			continue
 		}
-		c.Windows[i] = &blockenc.Window{Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
+		slab[0] = blockenc.Window{Count: w.Count, Sum: w.Sum, Min: w.Min, Max: w.Max, First: w.First, Last: w.Last,
 			FirstAt: w.firstT.Sub(w.Start), LastAt: w.lastT.Sub(w.Start), Sketch: w.sk, Resets: w.Resets}
+		c.Windows[i], slab = &slab[0], slab[1:]
 	}
 	return c
 }
