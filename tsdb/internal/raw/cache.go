@@ -204,8 +204,12 @@ type floatSegment struct {
 	chunk []byte
 }
 
-// segmentPoints is how many samples a floatSegment holds at most.
-const segmentPoints = 512
+// segmentPoints is how many samples a floatSegment holds at most: 32 minutes at a 15 s
+// scrape, so that a refresh's last minutes (a rate's window before the newest steps)
+// decode one or two segments, a hundred-odd samples, where segments of 512 decoded the
+// two hours before them too; a segment's overhead and its first sample's full width are
+// then about a third of a byte a sample.
+const segmentPoints = 128
 
 // segmentOverhead is about what a floatSegment costs besides its chunk.
 const segmentOverhead = 40
@@ -497,7 +501,10 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 		gone, err := r.inTable(p, func(t T) error {
 			rctx := ctx
 			if !rt.head && rt.from == from {
-				rctx = t.spilling(ctx, func(name string, samples []S) { r.spill(table, name, rd.state.Gen(), samples, from, readEnd) })
+				// Only where the cache holds nothing of the series (spill): the others'
+				// chunks are not even gathered.
+				uncached := func(name string) bool { return !r.cache.entries.Has(cacheKey{table, name}) }
+				rctx = t.spilling(ctx, uncached, func(name string, samples []S) { r.spill(table, name, rd.state.Gen(), samples, from, readEnd) })
 			}
 			return t.queryMany(rctx, rt.names, time.UnixMilli(rt.from).UTC(), rt.to, func(name string, s S) bool {
 				if rt.head {

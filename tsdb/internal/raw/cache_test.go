@@ -100,7 +100,7 @@ func TestCachedFloatsSegments(t *testing.T) {
 		t.Fatalf("%d segments of %d samples, want 5", len(c.floats), len(pts))
 	}
 	ms := func(i int) int64 { return pts[i].Time.UnixMilli() }
-	for _, r := range [][2]int{{0, len(pts)}, {segmentPoints - 1, segmentPoints + 1}, {segmentPoints, 2 * segmentPoints}, {700, 1900}, {len(pts) - 3, len(pts)}} {
+	for _, r := range [][2]int{{0, len(pts)}, {segmentPoints - 1, segmentPoints + 1}, {segmentPoints, 2 * segmentPoints}, {segmentPoints + segmentPoints/3, 3*segmentPoints + segmentPoints/2}, {len(pts) - 3, len(pts)}} {
 		to := int64(math.MaxInt64)
 		if r[1] < len(pts) {
 			to = ms(r[1])
