@@ -164,10 +164,11 @@ func (s *Store) QueryMany(ctx context.Context, series []string, from, to time.Ti
 // that range it was not asked for and read whole, instead of dropping them: a cache can keep
 // them for the reads that ask for those series next. Each series is passed once, from the
 // goroutine reading, before the read's iterator ends. It changes what reads cost only:
-// the answers are the same.
-func (s *Store) WithSpill(ctx context.Context, sink func(series string, points []tablets.Point)) context.Context {
+// the answers are the same. wants, if not nil, says which series to pass (asked once a
+// series, before its points are gathered).
+func (s *Store) WithSpill(ctx context.Context, wants func(series string) bool, sink func(series string, points []tablets.Point)) context.Context {
 	format := s.layout.format
-	return chunks.WithSpill(ctx, func(series string, units []uint64, values []float64) {
+	return chunks.WithSpill(ctx, wants, func(series string, units []uint64, values []float64) {
 		pts := make([]tablets.Point, len(units))
 		for i, u := range units {
 			pts[i] = tablets.Point{Time: format.Time(u), Value: values[i]}

@@ -82,8 +82,8 @@ func (r *manyRead[V]) byKeyRange(ctx context.Context) error {
 	kept, skipped := 0, 0
 	skips := keyRangeSkips
 	var spill *spiller[V]
-	if sink := spillOf[V](ctx); sink != nil {
-		spill = &spiller[V]{sink: sink, from: r.from, to: r.to}
+	if to, ok := spillOf[V](ctx); ok && to.sink != nil {
+		spill = &spiller[V]{spillTo: to, from: r.from, to: r.to}
 		skips = keyRangeSpillSkips
 	}
 	last := -1 // the series asked for that owns the last chunk read, or -1

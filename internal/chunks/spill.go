@@ -30,23 +30,32 @@ type spillKey struct{}
 // a snapshot as consistent as a page's (a series whose chunks a page's end cut is
 // not passed on). Each series is passed once, its values oldest first, the latest write of
 // a time winning, from the goroutine of the read, before the read returns. The sink's
-// values type must be the table's (another sink is not called).
-func WithSpill[V any](ctx context.Context, sink func(series string, units []uint64, values []V)) context.Context {
-	return context.WithValue(ctx, spillKey{}, sink)
+// values type must be the table's (another sink is not called). wants, if not nil, is
+// asked first, once a series: a series it does not want is neither gathered nor passed on
+// (a cache that holds it already would only drop what was gathered).
+func WithSpill[V any](ctx context.Context, wants func(series string) bool, sink func(series string, units []uint64, values []V)) context.Context {
+	return context.WithValue(ctx, spillKey{}, spillTo[V]{wants: wants, sink: sink})
 }
 
-func spillOf[V any](ctx context.Context) func(string, []uint64, []V) {
-	f, _ := ctx.Value(spillKey{}).(func(string, []uint64, []V))
-	return f
+// spillTo is what WithSpill put in a context.
+type spillTo[V any] struct {
+	wants func(string) bool
+	sink  func(string, []uint64, []V)
+}
+
+func spillOf[V any](ctx context.Context) (spillTo[V], bool) {
+	f, ok := ctx.Value(spillKey{}).(spillTo[V])
+	return f, ok
 }
 
 // spiller gathers the chunks of the series a read by range was not asked for, a series at
 // a time (a series' partitions are consecutive in key order).
 type spiller[V any] struct {
-	sink     func(string, []uint64, []V)
+	spillTo[V]
 	from, to uint64
 	name     string // the series being gathered, "" none
 	whole    bool   // no page's end cut it
+	wanted   bool   // wants it (its chunks are gathered)
 	m        Merger[V]
 }
 
@@ -59,6 +68,10 @@ func (s *spiller[V]) add(t Table[V], e *entity.Entity) error {
 	if name != s.name {
 		s.flush()
 		s.name, s.whole = name, true
+		s.wanted = s.wants == nil || s.wants(name)
+	}
+	if !s.wanted {
+		return nil
 	}
 	_, err = t.add(e, &s.m, s.from, s.to)
 	return err
@@ -77,7 +90,7 @@ func (s *spiller[V]) pageEnd(cut bool) {
 
 // flush passes the series being gathered to the sink if it is whole, and forgets it.
 func (s *spiller[V]) flush() {
-	if s.name != "" && s.whole {
+	if s.name != "" && s.whole && s.wanted {
 		var units []uint64
 		var values []V
 		s.m.Release(s.to, func(u uint64, v V) bool {

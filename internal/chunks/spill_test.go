@@ -10,16 +10,19 @@ import (
 	"github.com/seed71701133/tablets/internal/partkey"
 )
 
-// spillRead reads names by key range with a spill sink, and returns what it emitted of
-// them, what it passed on of the others, and the pages the table served. A series passed
-// twice fails the test.
-func spillRead(t *testing.T, m *memTable, names []string, from, to uint64) (got, spilled map[string][]histenc.Sample, pages int) {
+// spillRead reads names by key range with a spill sink wanting what wants does (nil:
+// all), and returns what it emitted of them, what it passed on of the others, and the pages
+// the table served. A series passed twice, or passed but not wanted, fails the test.
+func spillRead(t *testing.T, m *memTable, names []string, from, to uint64, wants func(string) bool) (got, spilled map[string][]histenc.Sample, pages int) {
 	t.Helper()
 	table := Table[histenc.Sample]{Client: m, Layout: histLayout(t), Concurrency: 4}
 	spilled = map[string][]histenc.Sample{}
-	ctx := WithSpill(WithKeyRange(context.Background()), func(series string, units []uint64, values []histenc.Sample) {
+	ctx := WithSpill(WithKeyRange(context.Background()), wants, func(series string, units []uint64, values []histenc.Sample) {
 		if _, twice := spilled[series]; twice {
 			t.Fatalf("%s passed twice", series)
+		}
+		if wants != nil && !wants(series) {
+			t.Fatalf("%s passed on, but not wanted", series)
 		}
 		if slices.Contains(names, series) {
 			t.Fatalf("%s passed on, but asked for", series)
@@ -60,7 +63,7 @@ func TestReadByKeyRangeSpills(t *testing.T) {
 			}
 		}
 		for _, r := range [][2]uint64{{day + 22*hour, day + 23*hour}, {day, day + 2*histDayUnits}} {
-			got, spilled, pages := spillRead(t, m, sel, r[0], r[1])
+			got, spilled, pages := spillRead(t, m, sel, r[0], r[1], nil)
 			sameSamples(t, got, wantSamples(t, m, sel, r[0], r[1]))
 			var others []string
 			for name := range spilled {
@@ -112,7 +115,7 @@ func TestReadByKeyRangeSpillsSparser(t *testing.T) {
 	want := wantSamples(t, m, sel, from, to)
 	dropped, droppedPages := readAll(t, m, sel, from, to, true)
 	sameSamples(t, dropped, want)
-	got, spilled, pages := spillRead(t, m, sel, from, to)
+	got, spilled, pages := spillRead(t, m, sel, from, to, nil)
 	sameSamples(t, got, want)
 	_, clausePages := readAll(t, m, sel, from, to, false)
 	t.Logf("%d pages passing the rest on (%d series), %d dropping it, %d by clauses", pages, len(spilled), droppedPages, clausePages)
@@ -122,6 +125,41 @@ func TestReadByKeyRangeSpillsSparser(t *testing.T) {
 	if pages >= clausePages {
 		t.Errorf("%d pages by range, %d by clauses", pages, clausePages)
 	}
+}
+
+// A sink that wants only some series gets those, as a sink wanting all gets them, and
+// none of the others; the series asked for come back the same.
+func TestReadByKeyRangeSpillWants(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	day := 20_000 * histDayUnits
+	m, series := keyRangeTable(t, rng, 120, 1000)
+	sorted := slices.SortedFunc(slices.Values(series), partkey.Compare)
+	var sel []string
+	for i, s := range sorted {
+		if i%4 == 0 || i == len(sorted)-1 {
+			sel = append(sel, s)
+		}
+	}
+	from, to := day, day+2*histDayUnits
+	_, all, _ := spillRead(t, m, sel, from, to, nil)
+	wanted := map[string]bool{}
+	for i, s := range sorted {
+		if i%3 == 0 {
+			wanted[s] = true
+		}
+	}
+	got, some, _ := spillRead(t, m, sel, from, to, func(s string) bool { return wanted[s] })
+	sameSamples(t, got, wantSamples(t, m, sel, from, to))
+	want := map[string][]histenc.Sample{}
+	for s, v := range all {
+		if wanted[s] {
+			want[s] = v
+		}
+	}
+	if len(want) == 0 || len(want) == len(all) {
+		t.Fatalf("%d of %d series passed on wanted: the test wants some and not all", len(want), len(all))
+	}
+	sameSamples(t, some, want)
 }
 
 // A read its consumer stops passes on no series it was gathering.
@@ -139,7 +177,7 @@ func TestReadByKeyRangeSpillStops(t *testing.T) {
 	from, to := day, day+2*histDayUnits
 	for _, stopAt := range []int{1, 30} {
 		passed := map[string][]histenc.Sample{}
-		ctx := WithSpill(WithKeyRange(context.Background()), func(s string, _ []uint64, v []histenc.Sample) { passed[s] = v })
+		ctx := WithSpill(WithKeyRange(context.Background()), nil, func(s string, _ []uint64, v []histenc.Sample) { passed[s] = v })
 		n := 0
 		if err := table.ReadMany(ctx, sel, from, to, func(int, uint64, histenc.Sample) bool { n++; return n < stopAt }); err != nil {
 			t.Fatal(err)
@@ -207,7 +245,7 @@ func TestReadByKeyRangeSpillAcrossRewrite(t *testing.T) {
 		}
 		m.put(histRows(l, target, rewritten, 9)...)
 	}
-	got, spilled, _ := spillRead(t, m, sel, from, to)
+	got, spilled, _ := spillRead(t, m, sel, from, to, nil)
 	sameSamples(t, got, wantSamples(t, m, sel, from, to))
 	if s, ok := spilled[target]; ok {
 		t.Fatalf("the series cut by the page's end and rewritten passed on: %d samples", len(s))

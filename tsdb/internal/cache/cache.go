@@ -50,6 +50,18 @@ func (c *Gen[K, V]) Get(k K) (V, bool) {
 	return v, ok
 }
 
+// Has reports whether k is cached, as Get would, but without using it: an entry of the
+// previous generation stays there.
+func (c *Gen[K, V]) Has(k K) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.curr[k]; ok {
+		return true
+	}
+	_, ok := c.prev[k]
+	return ok
+}
+
 // Add caches v for k (replacing a value cached before).
 func (c *Gen[K, V]) Add(k K, v V) {
 	c.mu.Lock()

@@ -91,7 +91,7 @@ func histTableOf(client engine.Client) histTable {
 }
 
 // spilling is ctx: a histogram table is read by its series' own clauses.
-func (t histTable) spilling(ctx context.Context, _ func(string, []tablets.HistogramPoint)) context.Context {
+func (t histTable) spilling(ctx context.Context, _ func(string) bool, _ func(string, []tablets.HistogramPoint)) context.Context {
 	return ctx
 }
 

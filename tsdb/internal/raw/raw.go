@@ -80,9 +80,9 @@ type Table[S any] interface {
 	// layout does not compact).
 	compact(ctx context.Context, from, to time.Time) error
 	// spilling returns a context in which queryMany passes sink the samples it read of
-	// series it was not asked for (chunked.Store.WithSpill), or ctx where the layout reads
-	// none.
-	spilling(ctx context.Context, sink func(series string, samples []S)) context.Context
+	// series it was not asked for that wants (nil: all) takes (chunked.Store.WithSpill), or
+	// ctx where the layout reads none.
+	spilling(ctx context.Context, wants func(series string) bool, sink func(series string, samples []S)) context.Context
 }
 
 // Span is the part of [from, to) in one raw period.

@@ -98,9 +98,9 @@ func (t pointTable) queryMany(ctx context.Context, series []string, from, to tim
 	return nil
 }
 
-func (t pointTable) spilling(ctx context.Context, sink func(string, []tablets.Point)) context.Context {
+func (t pointTable) spilling(ctx context.Context, wants func(string) bool, sink func(string, []tablets.Point)) context.Context {
 	if c, ok := t.store.(*chunked.Store); ok {
-		return c.WithSpill(ctx, sink)
+		return c.WithSpill(ctx, wants, sink)
 	}
 	return ctx
 }
