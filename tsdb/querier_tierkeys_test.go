@@ -28,6 +28,9 @@ func TestTierReadsByKeyRange(t *testing.T) {
 	now := base.Add(2 * time.Hour)
 	k := newKeyRangeDB(t, "kt", now, base)
 	k.opts.Tiers = []Tier{{Step: time.Minute}}
+	// The rollup computes one series at a time (its 32 writers wait for the one slot):
+	// the windows the reads below check are what it computed.
+	k.opts.RollupCompute = NewComputeLimit(1)
 	db := k.open(t, false)
 	all, _, _ := denseSeries(t, db, 200, 160, base, 480, 15*time.Second) // two hours
 	require.NoError(t, db.WriteMany(ctx, all))
@@ -35,6 +38,7 @@ func TestTierReadsByKeyRange(t *testing.T) {
 	require.NoError(t, err)
 	rolledUp := now.Add(-30 * time.Minute)
 	require.NoError(t, db.Rollup(ctx, base, rolledUp))
+	require.Equal(t, 1, k.opts.RollupCompute.Peak(), "the rollup's computations at once")
 	k.reads.table = k.names.RawTable(k.names.PeriodOf(base))
 	k.reads.second = k.names.TierTable(time.Minute, 0)[:len(k.name)+len("t60p")] // the minute tier's tables
 	dense := Matcher{Type: MatchEqual, Name: "__name__", Value: "dense_total"}

@@ -102,6 +102,11 @@ type Options struct {
 	// a sealed block is read once while its ETag stands. DBs may share one (tablets serve
 	// makes one, --tiers.cache-bytes). nil: none.
 	BlockCache *BlockCache
+	// RollupCompute bounds how many series a Rollup computes at once (decodes their
+	// blocks, splices the new windows in, encodes them): nil, the process's limit, half its
+	// cores (GOMAXPROCS), shared by every DB that names none, so that a rollup leaves the
+	// other half to the queries (see ComputeLimit).
+	RollupCompute *ComputeLimit
 	// RawCache keeps the raw samples reads decoded, so that a read of the same series again
 	// reads only the times another write, fold, delete or retention changed since (each
 	// recorded in the catalog's change log: see RawCache). DBs may share one (tablets serve
@@ -157,6 +162,15 @@ type BlockCacheStats = CacheStats
 // CacheStats are what a cache did and holds (each cache's Stats says what its hits and
 // misses count): every cache of a DB reports them.
 type CacheStats = cache.Stats
+
+// ComputeLimit bounds the computing of rollups (Options.RollupCompute): a Rollup writes
+// many series at once, each mostly waiting for the account, but decoding and encoding
+// their blocks is CPU alone; bounded, it leaves the rest of the machine to the queries.
+// Safe for concurrent use; its method Peak is the most computations that ran at once.
+type ComputeLimit = tiers.ComputeLimit
+
+// NewComputeLimit returns a limit of n computations at once (at least 1).
+func NewComputeLimit(n int) *ComputeLimit { return tiers.NewComputeLimit(n) }
 
 // NewBlockCache returns a BlockCache of at most about maxBytes of blocks (at least 1 MiB).
 func NewBlockCache(maxBytes int64) *BlockCache { return cache.NewEntities(maxBytes) }
@@ -302,7 +316,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 // the raw part as functions, none of which calls them back.
 func newTiers(db *DB) *tiers.Tiers {
 	o := db.opts
-	cfg := tiers.Config{Tiers: o.Tiers, Accuracy: o.Accuracy, SealDelay: o.SealDelay, RawRetention: o.RawRetention, Now: o.Now, Blocks: o.BlockCache, Layout: db.tierLayout}
+	cfg := tiers.Config{Tiers: o.Tiers, Accuracy: o.Accuracy, SealDelay: o.SealDelay, RawRetention: o.RawRetention, Now: o.Now, Blocks: o.BlockCache, Layout: db.tierLayout, Compute: o.RollupCompute}
 	return tiers.New(db.service, db.names, cfg, db.catalog, db.tables, tiers.Reads{
 		Series: func(ctx context.Context, from, to time.Time) ([]string, error) {
 			return db.index.Series(ctx, from, to)

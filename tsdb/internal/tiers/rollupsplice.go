@@ -412,6 +412,12 @@ func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tier
 	if err != nil {
 		return err
 	}
+	return tr.submitWrites(ctx, writes)
+}
+
+// submitWrites writes what sliceWrites computed: each tier table's in as few transactions
+// as the batch limits allow, a block's operations always in one.
+func (tr *Tiers) submitWrites(ctx context.Context, writes []blockWrite) error {
 	for _, bw := range writes {
 		if err := submitBlocks(ctx, tr.service.NewClient(bw.table), bw.pk, bw.blocks); err != nil {
 			return err

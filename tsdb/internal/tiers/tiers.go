@@ -49,6 +49,9 @@ type Config struct {
 	Blocks *cache.Entities
 	// Layout is how the tier tables key their blocks (0: LayoutSeries).
 	Layout Layout
+	// Compute bounds the rollup's computing (nil: the process's default, half its cores,
+	// shared by every Tiers that names none).
+	Compute *ComputeLimit
 }
 
 // Reads are what the tiers read of the other parts of the database, given as functions:
@@ -128,6 +131,14 @@ const maxWarmShapes = 4096
 
 // now reads the clock (Config.Now).
 func (tr *Tiers) now() time.Time { return tr.cfg.Now() }
+
+// compute is the limit of the rollup's computing: the Config's, or the process's.
+func (tr *Tiers) compute() *ComputeLimit {
+	if tr.cfg.Compute != nil {
+		return tr.cfg.Compute
+	}
+	return defaultCompute()
+}
 
 // TaskRollup is the task whose progress the catalog keeps for Rollup (tsdb.TaskRollup): the
 // tier windows before it are rolled up.
