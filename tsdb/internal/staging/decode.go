@@ -32,6 +32,8 @@ type Decoded struct {
 	// Slots are, for an entity the cache assembled for a read of some series, each of
 	// Series' slot in the read (seriesSlots): nil otherwise.
 	Slots []int32
+	// pooled holds the slices above when assemble made them of its pool (release).
+	pooled *assembled
 }
 
 // Record orders the records of one write: entity by entity, each in order.

@@ -251,6 +251,7 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 			}
 			slots.points[slot] = pts
 		}
+		se.release() // its points and samples are copied out
 		if err := read.hold(ctx, int64(points)*PointBytes+int64(hists)*HistBytes); err != nil {
 			return nil, nil, nil, 0, err
 		}
