@@ -194,7 +194,10 @@ func (tr *Tiers) rollupSeries(ctx context.Context, series string, w rollupWindow
 		if err != nil {
 			return err
 		}
-		err = tr.writeSlice(ctx, series, stored, pts, hists, w, tr.now())
+		writes, err := tr.computeWrites(ctx, series, stored, pts, hists, w)
+		if err == nil {
+			err = tr.submitWrites(ctx, writes)
+		}
 		if !batch.IsConflict(err) {
 			return err
 		}

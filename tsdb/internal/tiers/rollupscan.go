@@ -295,15 +295,7 @@ func (h *histPrefetch) next(ctx context.Context, series string) ([]tablets.Histo
 // since it was read (or appeared), it rolls the series' windows w up again by itself. With
 // a packer (packed layout) it hands them to it, which writes them with other series'.
 func (tr *Tiers) rollupScanned(ctx context.Context, j rollupJob, w rollupWindows, packer *groupWriter) error {
-	var writes []blockWrite
-	err := tr.compute().do(ctx, func() error {
-		stored, err := tr.decodeStored(j.stored)
-		if err != nil {
-			return err
-		}
-		writes, err = tr.sliceWrites(ctx, j.series, stored, j.points, j.hists, w, tr.now())
-		return err
-	})
+	writes, err := tr.computeWrites(ctx, j.series, j.stored, j.points, j.hists, w)
 	if err != nil {
 		return err
 	}

@@ -40,7 +40,7 @@ func (tr *Tiers) storedSpan(t Tier, lo, hi uint64) (uint64, uint64) {
 
 // readSeriesBlocks reads, per tier, the entities of series stored in the blocks that hold
 // the windows w: a query per tier table with windows in w.
-func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, w rollupWindows) ([][]*tierBlock, error) {
+func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, w rollupWindows) (storedBlocks, error) {
 	stored := make(storedBlocks, len(tr.cfg.Tiers))
 	for i, t := range tr.cfg.Tiers {
 		lo, hi := w.tiers[i][0], w.tiers[i][1]
@@ -56,7 +56,7 @@ func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, w rollupWi
 			return nil, err
 		}
 	}
-	return tr.decodeStored(stored)
+	return stored, nil
 }
 
 // storedBlocks are the entities of one series read in the span of a slice's blocks, per
@@ -403,20 +403,25 @@ func (tr *Tiers) sliceWrites(ctx context.Context, series string, stored [][]*tie
 	return out, nil
 }
 
-// writeSlice writes what a rollup of the windows w computed of series (sliceWrites): each
-// tier table's in as few transactions as the batch limits allow, a block's operations
-// always in one. An error that batch.IsConflict matches means a block changed since it was
-// read.
-func (tr *Tiers) writeSlice(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows, now time.Time) error {
-	writes, err := tr.sliceWrites(ctx, series, stored, pts, hists, w, now)
-	if err != nil {
+// computeWrites computes what a rollup of the windows w writes of series (sliceWrites)
+// from its entities stored there (decoded here) and its points and histogram samples of w,
+// under the rollup's compute limit: decoding and encoding blocks is CPU alone.
+func (tr *Tiers) computeWrites(ctx context.Context, series string, stored storedBlocks, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows) ([]blockWrite, error) {
+	var writes []blockWrite
+	err := tr.compute().do(ctx, func() error {
+		blocks, err := tr.decodeStored(stored)
+		if err != nil {
+			return err
+		}
+		writes, err = tr.sliceWrites(ctx, series, blocks, pts, hists, w, tr.now())
 		return err
-	}
-	return tr.submitWrites(ctx, writes)
+	})
+	return writes, err
 }
 
 // submitWrites writes what sliceWrites computed: each tier table's in as few transactions
-// as the batch limits allow, a block's operations always in one.
+// as the batch limits allow, a block's operations always in one. An error that
+// batch.IsConflict matches means a block changed since it was read.
 func (tr *Tiers) submitWrites(ctx context.Context, writes []blockWrite) error {
 	for _, bw := range writes {
 		if err := submitBlocks(ctx, tr.service.NewClient(bw.table), bw.pk, bw.blocks); err != nil {
