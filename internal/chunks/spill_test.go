@@ -46,6 +46,18 @@ func spillRead(t *testing.T, m *memTable, names []string, from, to uint64, wants
 	return got, spilled, m.pages - before
 }
 
+// everyNth is every n-th of sorted, from the first, and its last: a selection whose range
+// is all of sorted.
+func everyNth(sorted []string, n int) []string {
+	var sel []string
+	for i, s := range sorted {
+		if i%n == 0 || i == len(sorted)-1 {
+			sel = append(sel, s)
+		}
+	}
+	return sel
+}
+
 // A read by key range with a spill sink passes on each series of the range it was not
 // asked for exactly as a read of that series returns it (the latest write of a time
 // winning, within the range), whatever the pages' cuts, or not at all (a page's end cut
@@ -105,12 +117,7 @@ func TestReadByKeyRangeSpillsSparser(t *testing.T) {
 	const pageSize = 1000
 	m, series := keyRangeTable(t, rng, 400, pageSize)
 	sorted := slices.SortedFunc(slices.Values(series), partkey.Compare)
-	var sel []string
-	for i, s := range sorted {
-		if i%8 == 0 || i == len(sorted)-1 {
-			sel = append(sel, s)
-		}
-	}
+	sel := everyNth(sorted, 8)
 	from, to := day, day+2*histDayUnits
 	want := wantSamples(t, m, sel, from, to)
 	dropped, droppedPages := readAll(t, m, sel, from, to, true)
@@ -134,12 +141,7 @@ func TestReadByKeyRangeSpillWants(t *testing.T) {
 	day := 20_000 * histDayUnits
 	m, series := keyRangeTable(t, rng, 120, 1000)
 	sorted := slices.SortedFunc(slices.Values(series), partkey.Compare)
-	var sel []string
-	for i, s := range sorted {
-		if i%4 == 0 || i == len(sorted)-1 {
-			sel = append(sel, s)
-		}
-	}
+	sel := everyNth(sorted, 4)
 	from, to := day, day+2*histDayUnits
 	_, all, _ := spillRead(t, m, sel, from, to, nil)
 	wanted := map[string]bool{}
@@ -200,12 +202,7 @@ func TestReadByKeyRangeSpillAcrossRewrite(t *testing.T) {
 	l := histLayout(t)
 	m, series := keyRangeTable(t, rand.New(rand.NewPCG(17, 18)), 40, 0)
 	sorted := slices.SortedFunc(slices.Values(series), partkey.Compare)
-	var sel []string
-	for i, s := range sorted {
-		if i%2 == 0 || i == len(sorted)-1 {
-			sel = append(sel, s)
-		}
-	}
+	sel := everyNth(sorted, 2)
 	// The rows the range reads, in key order: the page's size puts its end inside a
 	// series not asked for (target).
 	f := l.KeyRangeFilter(partkey.Escape(sorted[0]), partkey.Escape(sorted[len(sorted)-1]), from, to)
