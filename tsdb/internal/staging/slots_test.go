@@ -26,7 +26,7 @@ func TestSeriesSlots(t *testing.T) {
 	if _, ok := s.slot("d"); ok || len(s.keys) != 3 || len(s.byHandle()) != 3 {
 		t.Errorf("a series not asked for has a slot: %v", s.keys)
 	}
-	s.points[2] = append(s.points[2], Point{MS: 5})
+	s.take(2, Point{MS: 5})
 	if got := s.found(); len(got) != 1 || len(got["c"]) != 1 {
 		t.Errorf("found %v", got)
 	}
@@ -40,9 +40,46 @@ func TestSeriesSlots(t *testing.T) {
 		if want := int32(min(i, 1)); !ok || got != want && key == "y" || key == "x" && got != 0 {
 			t.Errorf("slot(%q) = %d, %v", key, got, ok)
 		}
-		all.points[got] = append(all.points[got], Point{MS: int64(i)})
+		all.take(got, Point{MS: int64(i)})
 	}
-	if got := all.found(); !slices.Equal(slices.Sorted(maps.Keys(got)), []string{"x", "y"}) || len(got["x"]) != 2 {
+	if got := all.found(); !slices.Equal(slices.Sorted(maps.Keys(got)), []string{"x", "y"}) ||
+		!slices.Equal(got["x"], []Point{{MS: 0}, {MS: 2}}) || !slices.Equal(got["y"], []Point{{MS: 1}}) {
 		t.Errorf("found %v", got)
+	}
+	all.release()
+	if all.taken != nil {
+		t.Error("released slots keep their points")
+	}
+}
+
+// The points taken come out by slot, each slot's in the order taken, whatever the order
+// of the slots; a pooled arena reused by a later read starts empty.
+func TestTakenPointsBySlot(t *testing.T) {
+	for round := range 2 {
+		s := newSeriesSlots([]string{"a", "b", "c", "d"})
+		if len(s.taken.points) != 0 || len(s.taken.sorted) != 0 {
+			t.Fatalf("round %d: a new read's arena holds %d points", round, len(s.taken.points))
+		}
+		want := map[string][]Point{}
+		for i := range 50 {
+			slot := int32((i * 7) % 3) // d gets none
+			p := Point{MS: int64(100*round + i), Value: float64(i)}
+			s.take(slot, p)
+			key := s.keys[slot]
+			want[key] = append(want[key], p)
+		}
+		got := s.found()
+		if len(got) != 3 {
+			t.Errorf("round %d: %d series found, want 3", round, len(got))
+		}
+		for key, pts := range want {
+			if !slices.Equal(got[key], pts) {
+				t.Errorf("round %d: %s: %v, want %v", round, key, got[key], pts)
+			}
+			if cap(got[key]) != len(got[key]) {
+				t.Errorf("round %d: %s's slice may grow into another's", round, key)
+			}
+		}
+		s.release()
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -125,8 +126,7 @@ func (st *Table) ReadKinds(ctx context.Context, series []string, from, to time.T
 	defer done()
 	out := make(map[string][]tablets.Point, len(found))
 	for key, pts := range found {
-		out[key] = LastWrites[tablets.Point](pts)
-		delete(found, key) // the writes of a series are garbage once sorted
+		out[key] = appendLastPoints(nil, pts)
 	}
 	hists := make(map[string][]tablets.HistogramPoint, len(foundHists))
 	for key, hs := range foundHists {
@@ -148,9 +148,27 @@ func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.
 	defer done()
 	out := make(map[string]Packed, len(found))
 	scratch := PackScratch{PlainLeft: PlainPackedPoints}
+	total := 0
+	for _, pts := range found {
+		total += len(pts)
+	}
+	// The series kept plain share one array (an allocation a read, not a series): their
+	// points number min(total, PlainPackedPoints) at most. A series is sorted into spare
+	// first, and copied there if kept plain.
+	plain := make([]tablets.Point, 0, min(total, PlainPackedPoints))
+	var spare []tablets.Point
 	for key, pts := range found {
-		out[key] = scratch.Pack(LastWrites[tablets.Point](pts))
-		delete(found, key)
+		spare = appendLastPoints(spare[:0], pts)
+		switch {
+		case len(spare) > scratch.PlainLeft:
+			out[key] = scratch.Pack(spare) // encoded: Pack does not keep spare
+		case len(spare) <= cap(plain)-len(plain):
+			start := len(plain)
+			plain = append(plain, spare...)
+			out[key] = scratch.Pack(plain[start:])
+		default: // not expected: plain has room for every point kept plain
+			out[key] = scratch.Pack(slices.Clone(spare))
+		}
 	}
 	hists := make(map[string][]tablets.HistogramPoint, len(foundHists))
 	for key, hs := range foundHists {
@@ -175,7 +193,8 @@ const wholeColumns = Columns * 3 / 4
 // histogram sample in [from, to) of series (nil: of every series) as written, by series,
 // in no order, but those of raw periods known dropped (which the Fold leaves out: a read
 // before the Fold answers as one after it). What it collects holds its bytes of the Budget
-// until done is called (also after an error). A DB that does not stage reads nothing (no request).
+// until done is called (also after an error); found's slices are of arrays done gives back
+// to a pool (see takenPoints): the caller copies out what it keeps before. A DB that does not stage reads nothing (no request).
 //
 // after is the count of ReadsDone a change log read must have seen to be later than this
 // read (changelog.Log.StateAfter): its own, or that of the listing it read when it read
@@ -187,9 +206,11 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 		return nil, nil, func() {}, st.readsDone.Add(1), nil
 	}
 	read := st.beginRead()
+	slots := newSeriesSlots(series)
 	defer func() {
 		if err != nil {
 			read.end()
+			slots.release()
 		}
 	}()
 	var want map[string]bool
@@ -201,7 +222,6 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	}
 	lo, hi := EarliestMilli(from), EarliestMilli(to)
 	dropped := st.droppedPeriods()
-	slots := newSeriesSlots(series)
 	foundHists = map[string][]Hist{}
 	entities := st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
 	var listedAt uint64 // the listing's ReadsDone when all came from the cache
@@ -242,14 +262,12 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 					continue
 				}
 			}
-			pts := slots.points[slot]
 			for i, ms := range s.Times {
 				if ms >= lo && ms < hi && !dropped(ms) {
-					pts = append(pts, Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
+					slots.take(slot, Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
 					points++
 				}
 			}
-			slots.points[slot] = pts
 		}
 		se.release() // its points and samples are copied out
 		if err := read.hold(ctx, int64(points)*PointBytes+int64(hists)*HistBytes); err != nil {
@@ -260,7 +278,7 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	if listedAt != 0 {
 		after = listedAt
 	}
-	return slots.found(), foundHists, read.end, after, nil
+	return slots.found(), foundHists, func() { read.end(); slots.release() }, after, nil
 }
 
 // ReadsDone is the number of reads of staged samples (Read, ReadKinds, ReadPacked)

@@ -77,3 +77,24 @@ func LastWrites[S any, W Written[S]](ws []W) []S {
 	}
 	return out
 }
+
+// appendLastPoints appends LastWrites of staged points to dst (sorting ws): the points of
+// a series staged in time order, as scrapes stage them, are checked so and copied, not
+// sorted.
+func appendLastPoints(dst []tablets.Point, ws []Point) []tablets.Point {
+	inOrder := true
+	for i := 1; i < len(ws); i++ {
+		if ws[i].MS <= ws[i-1].MS {
+			inOrder = false
+			break
+		}
+	}
+	if !inOrder {
+		return append(dst, LastWrites[tablets.Point](ws)...)
+	}
+	dst = slices.Grow(dst, len(ws))
+	for _, w := range ws {
+		dst = append(dst, w.sample())
+	}
+	return dst
+}

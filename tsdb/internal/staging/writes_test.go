@@ -2,6 +2,7 @@ package staging
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,5 +33,24 @@ func TestLastWritesBothKinds(t *testing.T) {
 	wantH := []histenc.Sample{{Unit: 3, H: &tablets.Histogram{Count: 3}}, {Unit: 7, H: &tablets.Histogram{Count: 1}}}
 	if got := LastWrites[histenc.Sample](hs); !reflect.DeepEqual(got, wantH) {
 		t.Errorf("histograms: %v, want %v", got, wantH)
+	}
+}
+
+// appendLastPoints is LastWrites of points, appended: points in time order copied as they
+// are, others sorted with the last write of a millisecond kept.
+func TestAppendLastPoints(t *testing.T) {
+	for _, ws := range [][]Point{
+		nil,
+		{{MS: 1, Value: 1}, {MS: 2, Value: 2}, {MS: 5, Value: 3}},
+		{{MS: 5, Value: 1}, {MS: 2, Value: 2}, {MS: 9, Value: 3}},
+		{{MS: 1, Value: 1, Stamp: 2}, {MS: 1, Value: 2, Stamp: 1}, {MS: 3, Value: 3}},
+		{{MS: 4, Value: 1, Stamp: 1, Record: 1}, {MS: 4, Value: 2, Stamp: 1, Record: 0}},
+	} {
+		want := LastWrites[tablets.Point](slices.Clone(ws))
+		dst := []tablets.Point{{Value: -1}}
+		got := appendLastPoints(dst, slices.Clone(ws))
+		if len(got) != len(want)+1 || got[0].Value != -1 || !reflect.DeepEqual(got[1:], want) {
+			t.Errorf("appendLastPoints(%v) = %v, want %v after the first", ws, got, want)
+		}
 	}
 }
