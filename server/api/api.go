@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -329,7 +330,11 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 			if a.begin != nil {
 				r = r.WithContext(a.begin.BeginRead(r.Context()))
 			}
-			data, ws, apiErr = f(r)
+			// The profiles (/debug/pprof on the internal listener) say which request spent
+			// what: its path and query label its goroutines and those they start.
+			pprof.Do(r.Context(), profileLabels(r), func(ctx context.Context) {
+				data, ws, apiErr = f(r.WithContext(ctx))
+			})
 		}
 		if apiErr != nil {
 			a.hit(r, apiErr)
@@ -875,4 +880,20 @@ func (a *API) serveConfig(*http.Request) ([]byte, annotations.Annotations, *apiE
 // /api/v1/status/flags: no Prometheus flags.
 func (a *API) serveFlags(*http.Request) ([]byte, annotations.Annotations, *apiError) {
 	return []byte("{}"), nil, nil
+}
+
+// profileLabelMax is how much of a query a profile's label keeps.
+const profileLabelMax = 200
+
+// profileLabels are the pprof labels of an API request: its path, and its query (or its
+// first series selector), cut at profileLabelMax bytes.
+func profileLabels(r *http.Request) pprof.LabelSet {
+	q := r.Form.Get("query")
+	if q == "" {
+		q = r.Form.Get("match[]")
+	}
+	if len(q) > profileLabelMax {
+		q = strings.ToValidUTF8(q[:profileLabelMax], "")
+	}
+	return pprof.Labels("path", r.URL.Path, "query", q)
 }

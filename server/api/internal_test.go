@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/util/annotations"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
@@ -359,4 +361,33 @@ func refusedDial(t *testing.T) error {
 	}
 	require.Error(t, err, "a closed port accepted a connection")
 	return err
+}
+
+// TestRequestProfileLabels: an API request runs with its path and query as pprof labels
+// (a POST's form too; a series request's first selector), the query cut at
+// profileLabelMax: what /debug/pprof's profiles split the CPU by.
+func TestRequestProfileLabels(t *testing.T) {
+	long := "sum(rate(x[5m]))" + strings.Repeat(" + 1", 100)
+	post := httptest.NewRequest(http.MethodPost, "/api/v1/query_range", strings.NewReader(url.Values{"query": {long}}.Encode()))
+	post.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for _, tc := range []struct {
+		req       *http.Request
+		wantQuery string
+	}{
+		{httptest.NewRequest(http.MethodGet, "/api/v1/query?query=up", nil), "up"},
+		{post, long[:profileLabelMax]},
+		{httptest.NewRequest(http.MethodGet, "/api/v1/series?match[]=up{job=%22a%22}", nil), `up{job="a"}`},
+	} {
+		var path, query string
+		h := (&API{}).wrap(func(r *http.Request) ([]byte, annotations.Annotations, *apiError) {
+			path, _ = pprof.Label(r.Context(), "path")
+			query, _ = pprof.Label(r.Context(), "query")
+			return []byte(`[]`), nil, nil
+		})
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, tc.req)
+		if rec.Code != http.StatusOK || path != tc.req.URL.Path || query != tc.wantQuery {
+			t.Errorf("%s: status %d, labels path %q query %q, want %q and %q", tc.req.URL, rec.Code, path, query, tc.req.URL.Path, tc.wantQuery)
+		}
+	}
 }
