@@ -119,6 +119,9 @@ func (q *Queryable) readSamples(ctx context.Context, byName map[string]*Series, 
 		}
 		if last == nil || p.Series != lastName {
 			last, lastName = byName[p.Series], p.Series
+			if last != nil {
+				last.reserve(len(stagedPoints[p.Series]))
+			}
 		}
 		if last != nil {
 			last.appendFloat(p.Time.UnixMilli(), p.Value)

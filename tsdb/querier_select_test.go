@@ -190,6 +190,40 @@ func TestSeriesFloats(t *testing.T) {
 	}, floatsOf(t, s))
 }
 
+// A Series told how many floats come (reserve) takes them without growing its slices while
+// its Select's plain budget has them, and holds the same samples; without plain budget it
+// reserves a chunk's worth at most.
+func TestSeriesReserve(t *testing.T) {
+	const n = 1000
+	budget := newPlainBudget(1 << 40)
+	var s *Series
+	fill := func(reserve bool) func() {
+		return func() {
+			s = &Series{plain: budget}
+			if reserve {
+				s.reserve(n)
+			}
+			for i := range n {
+				s.appendFloat(int64(i), float64(i))
+			}
+		}
+	}
+	grown := testing.AllocsPerRun(3, fill(false))
+	// The Series, and its two slices once.
+	if reserved := testing.AllocsPerRun(3, fill(true)); reserved > 3 || grown <= reserved {
+		t.Errorf("%v allocations appending %d reserved floats (%v unreserved)", reserved, n, grown)
+	}
+	s.finish()
+	got := floatsOf(t, s)
+	require.Len(t, got, n)
+	for i, g := range got {
+		require.Equal(t, [2]int64{int64(i), int64(math.Float64bits(float64(i)))}, g)
+	}
+	encoded := &Series{}
+	encoded.reserve(n)
+	require.Equal(t, chunkPoints, cap(encoded.times))
+}
+
 // Floats are held in chunks of chunkPoints, decoded one at a time as they are iterated,
 // every bit kept.
 func TestSeriesManyChunks(t *testing.T) {

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"errors"
+	"slices"
 	"sync/atomic"
 
 	"github.com/seed71701133/tablets/internal/chunkenc"
@@ -67,6 +68,19 @@ func (s *Series) appendFloat(t int64, v float64) {
 	}
 	s.pending, s.pendT, s.pendV = true, t, v
 	s.n++
+}
+
+// reserve makes room for n more floats: a read about to add a series' staged points says
+// how many (a refresh's are mostly staged), so that its slices grow once, not a doubling
+// at a time (5% of the soak server's allocations).
+func (s *Series) reserve(n int) {
+	if s.plain == nil || s.plain.left.Load() < int64(n) {
+		n = min(n, chunkPoints) // cut into chunks as they come: the slices hold one
+	}
+	if n > 0 {
+		s.times = slices.Grow(s.times, n)
+		s.values = slices.Grow(s.values, n)
+	}
 }
 
 // flush moves the pending float into the chunks.

@@ -67,10 +67,7 @@ func (s *seriesSlots) byHandle() map[unique.Handle[string]]int32 {
 }
 
 // take adds a point of slot's series (in the order taken: a series' points keep theirs).
-func (s *seriesSlots) take(slot int32, p Point) {
-	s.taken.points = append(s.taken.points, p)
-	s.taken.slots = append(s.taken.slots, slot)
-}
+func (s *seriesSlots) take(slot int32, p Point) { s.taken.add(slot, p) }
 
 // found is the points taken, by series: those with any, each a slice of one array that
 // release gives back (the caller copies out what it keeps first).
@@ -86,59 +83,115 @@ func (s *seriesSlots) found() map[string][]Point {
 	return out
 }
 
-// release gives the arrays of the points taken back to the pool: found's slices are then
-// no longer the caller's.
+// release gives the arrays of the points taken back to their pools: found's slices are
+// then no longer the caller's.
 func (s *seriesSlots) release() {
-	t := s.taken
-	if t == nil {
-		return
+	if t := s.taken; t != nil {
+		s.taken = nil
+		t.release()
 	}
-	s.taken = nil
-	if cap(t.points) > maxPooledPoints {
-		return // a read of a rare size: not kept for the next
-	}
-	t.points, t.slots, t.sorted, t.starts = t.points[:0], t.slots[:0], t.sorted[:0], t.starts[:0]
-	takenPool.Put(t)
 }
 
 // takenPoints are the points a read collects, in the order it takes them (an entity's
-// series after another's) with each one's slot, then sorted by slot (stably: bySlot). A
-// read's points were a slice a series, each grown as the entities came, and then sorted by
-// LastWrites: in the soak, a refresh collects tens of points of each of 16,000 series
-// from the staging entities of the last minutes, and growing them was the first of the
-// server's allocations (9 GB in 280 s, of 88). Taken in two arrays (pooled), a read
-// allocates none of it.
+// series after another's) with each one's slot, in blocks of takenBlockPoints, then sorted
+// by slot (stably: bySlot) into one array. A read's points were a slice a series, each
+// grown as the entities came, and then sorted by LastWrites: in the soak, a refresh
+// collects tens of points of each of 16,000 series from the staging entities of the last
+// minutes, and growing them was the first of the server's allocations (9 GB in 280 s, of
+// 88). The blocks are pooled, and the sorted array too unless larger than
+// maxPooledPoints: a read allocates none of it but the sorted array of a large one.
 type takenPoints struct {
-	points []Point
-	slots  []int32
+	blocks []*takenBlock
+	n      int // points in the last block
 	sorted []Point
 	starts []int32
 }
 
-// maxPooledPoints is the most points a pooled takenPoints keeps room for (36 MB).
+// takenBlockPoints is how many points a block of takenPoints holds (about 600 KB).
+const takenBlockPoints = 1 << 14
+
+type takenBlock struct {
+	points [takenBlockPoints]Point
+	slots  [takenBlockPoints]int32
+}
+
+// maxPooledPoints is the most points a pooled sorted array of takenPoints holds (32 MB).
 const maxPooledPoints = 1 << 20
 
-var takenPool = sync.Pool{New: func() any { return new(takenPoints) }}
+var (
+	takenPool      = sync.Pool{New: func() any { return new(takenPoints) }}
+	takenBlockPool = sync.Pool{New: func() any { return new(takenBlock) }}
+)
+
+// add takes a point of slot.
+func (t *takenPoints) add(slot int32, p Point) {
+	if len(t.blocks) == 0 || t.n == takenBlockPoints {
+		t.blocks = append(t.blocks, takenBlockPool.Get().(*takenBlock))
+		t.n = 0
+	}
+	b := t.blocks[len(t.blocks)-1]
+	b.points[t.n], b.slots[t.n] = p, slot
+	t.n++
+}
+
+// len is the number of points taken.
+func (t *takenPoints) len() int {
+	if len(t.blocks) == 0 {
+		return 0
+	}
+	return (len(t.blocks)-1)*takenBlockPoints + t.n
+}
+
+// each calls f with each block's points and slots taken, in order.
+func (t *takenPoints) each(f func(points []Point, slots []int32)) {
+	for i, b := range t.blocks {
+		n := takenBlockPoints
+		if i == len(t.blocks)-1 {
+			n = t.n
+		}
+		f(b.points[:n], b.slots[:n])
+	}
+}
 
 // bySlot sorts the points taken by slot (of n), each slot's in the order taken, into
 // t.sorted, and returns where each slot's begin: slot i's are sorted[starts[i]:starts[i+1]].
 func (t *takenPoints) bySlot(n int) []int32 {
 	t.starts = append(t.starts[:0], make([]int32, n+1)...)
-	for _, slot := range t.slots {
-		t.starts[slot+1]++
-	}
+	t.each(func(_ []Point, slots []int32) {
+		for _, slot := range slots {
+			t.starts[slot+1]++
+		}
+	})
 	for i := 1; i <= n; i++ {
 		t.starts[i] += t.starts[i-1]
 	}
-	if cap(t.sorted) < len(t.points) {
-		t.sorted = make([]Point, len(t.points))
+	if total := t.len(); cap(t.sorted) < total {
+		t.sorted = make([]Point, total)
+	} else {
+		t.sorted = t.sorted[:total]
 	}
-	t.sorted = t.sorted[:len(t.points)]
 	next := append([]int32(nil), t.starts[:n]...)
-	for i, p := range t.points {
-		slot := t.slots[i]
-		t.sorted[next[slot]] = p
-		next[slot]++
-	}
+	t.each(func(points []Point, slots []int32) {
+		for i, p := range points {
+			slot := slots[i]
+			t.sorted[next[slot]] = p
+			next[slot]++
+		}
+	})
 	return t.starts
+}
+
+// release gives t's blocks and t back to their pools (t's sorted array with it, unless
+// larger than maxPooledPoints).
+func (t *takenPoints) release() {
+	for i, b := range t.blocks {
+		takenBlockPool.Put(b)
+		t.blocks[i] = nil
+	}
+	t.blocks, t.n, t.starts = t.blocks[:0], 0, t.starts[:0]
+	if cap(t.sorted) > maxPooledPoints {
+		t.sorted = nil
+	}
+	t.sorted = t.sorted[:0]
+	takenPool.Put(t)
 }
