@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/chunks"
 	"github.com/seed71701133/tablets/rounding"
-	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
 )
 
@@ -144,7 +144,7 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 		if s.Histograms {
 			return nil, ErrNoExactTier
 		}
-		entries = append(entries, entry{s.Series, s.Labels, false})
+		entries = append(entries, entry{s.Series, s.Labels, false, len(entries)})
 	}
 	fields, _ := e.Function.fields()
 	fields |= FieldExact | FieldFirst | FieldLast
@@ -202,7 +202,7 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 				}
 			}
 		}
-		slices.SortFunc(all, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
+		slices.SortFunc(all, func(a, b *Series) int { return cmp.Compare(a.rank, b.rank) }) // labels' order
 		for _, s := range all {
 			if !give(s) {
 				return
@@ -278,7 +278,7 @@ func (q *Queryable) evaluateBatch(ctx context.Context, e *Evaluation, tier Tier,
 			fallback = append(fallback, en)
 			continue
 		}
-		s := &Series{Series: en.series, Labels: en.labels}
+		s := &Series{Series: en.series, Labels: en.labels, rank: en.rank}
 		evalSpans(e, spans, from, w, s)
 		s.finish()
 		if s.n > 0 {
@@ -292,14 +292,14 @@ func (q *Queryable) evaluateBatch(ctx context.Context, e *Evaluation, tier Tier,
 			return nil, err
 		}
 		for _, rs := range raw {
-			s := &Series{Series: rs.Series, Labels: rs.Labels}
+			s := &Series{Series: rs.Series, Labels: rs.Labels, rank: rs.rank}
 			evalSamples(e, rs, s)
 			s.finish()
 			if s.n > 0 {
 				out = append(out, s)
 			}
 		}
-		slices.SortFunc(out, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
+		slices.SortFunc(out, func(a, b *Series) int { return cmp.Compare(a.rank, b.rank) }) // labels' order
 	}
 	return out, nil
 }

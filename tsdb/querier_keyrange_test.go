@@ -390,3 +390,52 @@ func addCheckerStats(a, b azurite.Stats) azurite.Stats {
 	a.ResponseBytes += b.ResponseBytes
 	return a
 }
+
+// A Select through an index cache gives its series in labels' order: from one period's
+// index (the cache keeps a query's label sets sorted, and the Select takes them as they
+// are), and from two, the second adding series between the first's (sorted again), on the
+// read that fills the cache and on the one that hits it, the same series as a DB without.
+func TestSelectOrderFromIndexCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	const week = 7 * 24 * time.Hour
+	second := time.Unix(querierBase.Unix()/int64(week/time.Second)*int64(week/time.Second), 0).UTC().Add(week)
+	base, now := second.Add(-2*time.Hour), second.Add(2*time.Hour)
+	k := newKeyRangeDB(t, "ko", now, base, second)
+	require.NotEqual(t, k.names.PeriodOf(base), k.names.PeriodOf(second), "the range spans two raw periods")
+	var first, both []SeriesPoints
+	for i := range 200 {
+		key, err := k.SeriesOf(ctx, Labels{{Name: "__name__", Value: "ord_total"}, {Name: "i", Value: fmt.Sprintf("%03d", i)}})
+		require.NoError(t, err)
+		if i%2 == 0 { // the first period's index holds the even ones
+			first = append(first, SeriesPoints{Series: key, Points: []tablets.Point{{Time: base.Add(time.Minute), Value: 1}}})
+		}
+		both = append(both, SeriesPoints{Series: key, Points: []tablets.Point{{Time: second.Add(time.Minute), Value: 2}}})
+	}
+	require.NoError(t, k.WriteMany(ctx, first))
+	require.NoError(t, k.WriteMany(ctx, both))
+	_, err := k.Fold(ctx)
+	require.NoError(t, err)
+
+	o := *k.opts
+	o.IndexCache = NewIndexCache(1 << 20)
+	cached, err := Open(ctx, k.svc, k.name, &o)
+	require.NoError(t, err)
+	for _, r := range [][2]time.Time{{second, now}, {base, now}} {
+		uq, err := k.Queryable(&QueryOptions{DisableTiers: true})
+		require.NoError(t, err)
+		want, wantOrder, _ := k.selectMetric(t, uq, "ord_total", r[0], r[1])
+		require.True(t, slices.IsSortedFunc(wantOrder, CompareLabels))
+		q, err := cached.Queryable(&QueryOptions{DisableTiers: true})
+		require.NoError(t, err)
+		for read := range 2 { // fills the cache, then hits it
+			got, order, _ := k.selectMetric(t, q, "ord_total", r[0], r[1])
+			require.Equal(t, want, got, "read %d of %v", read, r)
+			require.Len(t, order, 200)
+			require.True(t, slices.IsSortedFunc(order, CompareLabels), "read %d of %v: series in labels' order", read, r)
+		}
+	}
+	require.Positive(t, o.IndexCache.Stats().Hits)
+}

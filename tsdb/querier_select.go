@@ -1,6 +1,7 @@
 package tsdb
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	"github.com/seed71701133/tablets/internal/chunks"
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
-	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tiers"
@@ -25,6 +25,7 @@ type entry struct {
 	series string
 	labels Labels
 	hist   bool
+	rank   int // in the Select's labels order (its entries', which Index.Select gives sorted)
 }
 
 // selectSeries is Querier.Select of [from, to).
@@ -59,7 +60,7 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			if hints != nil && hints.Keep != nil && !hints.Keep(s.Labels) {
 				continue
 			}
-			entries = append(entries, entry{s.Series, s.Labels, s.Histograms})
+			entries = append(entries, entry{s.Series, s.Labels, s.Histograms, len(entries)})
 		}
 		limit := 0
 		if hints != nil && hints.Limit > 0 {
@@ -168,7 +169,9 @@ func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *Sel
 			}
 		}
 	}
-	slices.SortFunc(all, func(a, b *Series) int { return labels.Compare(a.Labels, b.Labels) })
+	// Back in the entries' order, labels': by rank, which compares no label (comparing the
+	// labels of a Select of 16,000 series was a percent of the soak server's CPU).
+	slices.SortFunc(all, func(a, b *Series) int { return cmp.Compare(a.rank, b.rank) })
 	return all, false, nil
 }
 
@@ -380,7 +383,7 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 			return nil, fmt.Errorf("tsdb: %w", err)
 		}
 		names[i] = e.series
-		all[i] = &Series{Series: e.series, Labels: e.labels, plain: plain}
+		all[i] = &Series{Series: e.series, Labels: e.labels, plain: plain, rank: e.rank}
 		byName[e.series] = all[i]
 		if e.hist {
 			withHist = append(withHist, e.series)
@@ -441,7 +444,7 @@ func (q *Queryable) readTier(ctx context.Context, batch []entry, from, to time.T
 	all := make([]*Series, len(batch))
 	for i, e := range batch {
 		names[i] = e.series
-		all[i] = &Series{Series: e.series, Labels: e.labels}
+		all[i] = &Series{Series: e.series, Labels: e.labels, rank: e.rank}
 		byName[e.series] = all[i]
 	}
 	var points uint64

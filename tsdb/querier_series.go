@@ -30,6 +30,7 @@ func (s Sample) IsHistogram() bool { return s.H != nil || s.FH != nil }
 type Series struct {
 	Series string // the series key
 	Labels Labels
+	rank   int // of its entry: a Select in key order sorts its series back by it
 
 	chunks [][]byte // of floats: chunkPoints each, or what was plain when the budget ran out
 	times  []uint64 // floats not in a chunk: the latest

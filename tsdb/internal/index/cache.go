@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
@@ -57,9 +58,10 @@ func setsCost(k setsKey, c cachedSets) int {
 // start in Unix seconds, 12 digits (docs/format.md, "The catalog").
 func LogKey(p uint64) string { return fmt.Sprintf("i%012d", p) }
 
-// readCached adds to found the label sets of one query f of period p's index that match
-// ms, from the cache when the log's generation is the one they were read at.
-func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State, f string, ms []labels.Compiled, found map[string]*SeriesInfo) error {
+// readCached adds to found (and to order, as found) the label sets of one query f of period
+// p's index that match ms, from the cache when the log's generation is the one they were
+// read at. The cache keeps them in labels' order.
+func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State, f string, ms []labels.Compiled, found map[string]*SeriesInfo, order *[]*SeriesInfo) error {
 	key := setsKey{x.names.IndexTable(p), f}
 	c, ok := x.cache.sets.Get(key)
 	if !ok || c.gen != state.Gen() {
@@ -72,6 +74,8 @@ func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State,
 		for _, s := range all {
 			c.entries = append(c.entries, *s)
 		}
+		// Kept in labels' order: a Select of them alone is then sorted as found.
+		slices.SortFunc(c.entries, func(a, b SeriesInfo) int { return labels.Compare(a.Labels, b.Labels) })
 		x.cache.sets.Add(key, c)
 	} else {
 		x.cache.counts.Hit(1)
@@ -84,6 +88,7 @@ func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State,
 		if labels.MatchSet(ms, e.Labels) {
 			s := e
 			found[e.Series] = &s
+			*order = append(*order, &s)
 		}
 	}
 	return nil

@@ -123,6 +123,10 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 		filters = []string{filter.And(filter.Ge("PartitionKey", catalog.LabelPartitionsFrom), filter.Lt("PartitionKey", catalog.LabelPartitionsTo)).String()}
 	}
 	found := map[string]*SeriesInfo{}
+	// From the cache, the series found in the order found; sorted while they come from
+	// one cached query (whose entries are in labels' order) or none.
+	var order []*SeriesInfo
+	sorted := x.cache != nil
 	for _, p := range periods {
 		var state changelog.State
 		if x.cache != nil {
@@ -132,7 +136,11 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 		}
 		for _, f := range filters {
 			if x.cache != nil {
-				err = x.readCached(ctx, p, state, f, compiled, found)
+				before := len(order)
+				err = x.readCached(ctx, p, state, f, compiled, found, &order)
+				if before > 0 && len(order) > before {
+					sorted = false
+				}
 			} else {
 				err = x.readIndex(ctx, p, f, compiled, found)
 			}
@@ -142,10 +150,18 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 		}
 	}
 	out := make([]SeriesInfo, 0, len(found))
-	for _, s := range found {
-		out = append(out, *s)
+	if x.cache != nil {
+		for _, s := range order {
+			out = append(out, *s)
+		}
+	} else {
+		for _, s := range found {
+			out = append(out, *s)
+		}
 	}
-	slices.SortFunc(out, func(a, b SeriesInfo) int { return labels.Compare(a.Labels, b.Labels) })
+	if !sorted {
+		slices.SortFunc(out, func(a, b SeriesInfo) int { return labels.Compare(a.Labels, b.Labels) })
+	}
 	return out, nil
 }
 
