@@ -5,8 +5,8 @@ import (
 	"unique"
 )
 
-// seriesSlots numbers the float series a read collects staged points of, and holds each
-// one's points in its slot: a refresh of a panel over a thousand series takes the staged
+// seriesSlots numbers the float series a read collects staged points of, and takes each
+// one's points with its slot (takenPoints): a refresh of a panel over a thousand series takes the staged
 // points of a hundred entities from the cache, and looking each series up in a map by its
 // key (hashing and comparing the string), once an entity, was a quarter of its staging
 // read's CPU. The cache's entities name their series by interned key (seriesPack), which

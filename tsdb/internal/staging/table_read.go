@@ -194,7 +194,8 @@ const wholeColumns = Columns * 3 / 4
 // in no order, but those of raw periods known dropped (which the Fold leaves out: a read
 // before the Fold answers as one after it). What it collects holds its bytes of the Budget
 // until done is called (also after an error); found's slices are of arrays done gives back
-// to a pool (see takenPoints): the caller copies out what it keeps before. A DB that does not stage reads nothing (no request).
+// to a pool (see takenPoints): the caller copies out what it keeps before. A DB that does
+// not stage reads nothing (no request).
 //
 // after is the count of ReadsDone a change log read must have seen to be later than this
 // read (changelog.Log.StateAfter): its own, or that of the listing it read when it read
