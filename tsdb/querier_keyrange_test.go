@@ -431,6 +431,13 @@ func TestSelectOrderFromIndexCache(t *testing.T) {
 		q, err := cached.Queryable(&QueryOptions{DisableTiers: true})
 		require.NoError(t, err)
 		for read := range 2 { // fills the cache, then hits it
+			var infos []Labels
+			for s, err := range cached.Select(ctx, r[0], r[1], Matcher{Type: MatchEqual, Name: "__name__", Value: "ord_total"}) {
+				require.NoError(t, err)
+				infos = append(infos, s.Labels)
+			}
+			require.Len(t, infos, 200, "read %d of %v: the index's answer, each series once", read, r)
+			require.True(t, slices.IsSortedFunc(infos, CompareLabels), "read %d of %v: the index's answer in labels' order", read, r)
 			got, order, _ := k.selectMetric(t, q, "ord_total", r[0], r[1])
 			require.Equal(t, want, got, "read %d of %v", read, r)
 			require.Len(t, order, 200)

@@ -58,10 +58,12 @@ func setsCost(k setsKey, c cachedSets) int {
 // start in Unix seconds, 12 digits (docs/format.md, "The catalog").
 func LogKey(p uint64) string { return fmt.Sprintf("i%012d", p) }
 
-// readCached adds to found (and to order, as found) the label sets of one query f of period
-// p's index that match ms, from the cache when the log's generation is the one they were
-// read at. The cache keeps them in labels' order.
-func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State, f string, ms []labels.Compiled, found map[string]*SeriesInfo, order *[]*SeriesInfo) error {
+// readCached appends to found the label sets of one query f of period p's index that match
+// ms, from the cache when the log's generation is the one they were read at. The cache
+// keeps them in labels' order. at, if not nil, is the index in found of each series found
+// before (by another query): those are not appended again (a histogram series' flag is
+// kept), and those appended are added to it. Without at, found holds no series of f's.
+func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State, f string, ms []labels.Compiled, found *[]SeriesInfo, at map[string]int) error {
 	key := setsKey{x.names.IndexTable(p), f}
 	c, ok := x.cache.sets.Get(key)
 	if !ok || c.gen != state.Gen() {
@@ -81,14 +83,17 @@ func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State,
 		x.cache.counts.Hit(1)
 	}
 	for _, e := range c.entries {
-		if known, ok := found[e.Series]; ok {
-			known.Histograms = known.Histograms || e.Histograms
-			continue
+		if at != nil {
+			if i, ok := at[e.Series]; ok {
+				(*found)[i].Histograms = (*found)[i].Histograms || e.Histograms
+				continue
+			}
 		}
 		if labels.MatchSet(ms, e.Labels) {
-			s := e
-			found[e.Series] = &s
-			*order = append(*order, &s)
+			if at != nil {
+				at[e.Series] = len(*found)
+			}
+			*found = append(*found, e) // a copy: the cache's entries are shared
 		}
 	}
 	return nil

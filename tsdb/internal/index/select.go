@@ -122,10 +122,12 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 	} else {
 		filters = []string{filter.And(filter.Ge("PartitionKey", catalog.LabelPartitionsFrom), filter.Lt("PartitionKey", catalog.LabelPartitionsTo)).String()}
 	}
-	found := map[string]*SeriesInfo{}
-	// From the cache, the series found in the order found; sorted while they come from
-	// one cached query (whose entries are in labels' order) or none.
-	var order []*SeriesInfo
+	found := map[string]*SeriesInfo{} // without a cache
+	// With a cache, the series found in the order found, and (once a second query adds to
+	// them) their index by key; sorted while they come from one cached query (whose
+	// entries are in labels' order), or from more that add none after the first's.
+	var out []SeriesInfo
+	var at map[string]int
 	sorted := x.cache != nil
 	for _, p := range periods {
 		var state changelog.State
@@ -136,9 +138,15 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 		}
 		for _, f := range filters {
 			if x.cache != nil {
-				before := len(order)
-				err = x.readCached(ctx, p, state, f, compiled, found, &order)
-				if before > 0 && len(order) > before {
+				before := len(out)
+				if before > 0 && at == nil {
+					at = make(map[string]int, len(out))
+					for i, s := range out {
+						at[s.Series] = i
+					}
+				}
+				err = x.readCached(ctx, p, state, f, compiled, &out, at)
+				if before > 0 && len(out) > before {
 					sorted = false
 				}
 			} else {
@@ -149,12 +157,8 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 			}
 		}
 	}
-	out := make([]SeriesInfo, 0, len(found))
-	if x.cache != nil {
-		for _, s := range order {
-			out = append(out, *s)
-		}
-	} else {
+	if x.cache == nil {
+		out = make([]SeriesInfo, 0, len(found))
 		for _, s := range found {
 			out = append(out, *s)
 		}
