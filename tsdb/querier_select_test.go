@@ -209,9 +209,10 @@ func TestSeriesReserve(t *testing.T) {
 		}
 	}
 	grown := testing.AllocsPerRun(3, fill(false))
-	// The Series, and its two slices once.
-	if reserved := testing.AllocsPerRun(3, fill(true)); reserved > 3 || grown <= reserved {
-		t.Errorf("%v allocations appending %d reserved floats (%v unreserved)", reserved, n, grown)
+	// The Series and its two slices once (3; the race detector adds some), where growing
+	// them a doubling at a time takes about ten more a slice.
+	if reserved := testing.AllocsPerRun(3, fill(true)); grown-reserved < 16 {
+		t.Errorf("%v allocations appending %d reserved floats, %v unreserved", reserved, n, grown)
 	}
 	s.finish()
 	got := floatsOf(t, s)
