@@ -3,9 +3,13 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
@@ -18,6 +22,9 @@ import (
 // Select), with warm caches: the mark and the Select list the staging table once and read
 // each change log once (the staging listing, the raw log, the index log: three requests),
 // where each used to read its own; and the batches of a Select share the raw log's read.
+// A Select that fetches the entities staged since (a late point) reads every entity the
+// listing has: the mark's raw log, read after the listing, stands for it (a fourth request,
+// the fetch, not a fifth).
 // What another server changed before the read began (a late staged point, its fold, a
 // direct write, a delete, a new series) shows in it, as in a reader without caches.
 func TestTSDBBeginReadShares(t *testing.T) {
@@ -91,7 +98,8 @@ func TestTSDBBeginReadShares(t *testing.T) {
 
 	// Another server's changes, each before the read began.
 	write(to.Add(-10*time.Second), -1) // a late point
-	refresh("after another server's late point", true)
+	require.Equal(t, int64(4), refresh("after another server's late point", true),
+		"the listing, the raw log, the index log, the new entity (the raw log read after the listing stands)")
 	clk.Add(time.Hour) // its fold
 	_, err = other.Fold(ctx)
 	require.NoError(t, err)
@@ -126,4 +134,83 @@ func selectSamples(ctx context.Context, t *testing.T, d *tsdb.DB, opts *tsdb.Que
 		}
 	}
 	return out
+}
+
+// A Fold by another server between a refreshed query's listing and its Select's fetch of
+// the entity staged since: the fetch finds the entity gone, so the Select reads the raw
+// log again (the mark's was read before the Fold) and takes the point from the raw table.
+// Nothing is lost, though every other entity came from the cache.
+func TestTSDBBeginReadFoldBeforeFetch(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
+	clk := clock.New(base.Add(20 * time.Hour))
+	plain := *stagingOptions(clk)
+	other, svc, _ := dbtest.NewDB(t, &plain)
+	fresh := func() *tsdb.DB { return reopen(t, svc, other.Name(), plain) }
+	opts := plain
+	opts.RawCache = tsdb.NewRawCache(64 << 20)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	hook := &foldBeforeFetch{staging: "/" + other.Name() + "w(", fold: func() (int, error) {
+		st, err := other.Fold(ctx)
+		return st.Entities, err
+	}}
+	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { hook.next = next; return hook })
+
+	keys := make([]string, 40)
+	for i := range keys {
+		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "mem", "i", fmt.Sprint(i)))
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	from, to := base.Add(19*time.Hour), base.Add(20*time.Hour)
+	write := func(at time.Time, v float64) {
+		t.Helper()
+		batch := make([]tsdb.SeriesPoints, len(keys))
+		for i, k := range keys {
+			batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: v + float64(i)}}}
+		}
+		require.NoError(t, other.WriteMany(ctx, batch))
+	}
+	for at := to.Add(-10 * time.Minute); at.Before(to.Add(-time.Minute)); at = at.Add(15 * time.Second) {
+		write(at, float64(at.Unix())) // staged
+	}
+	mem := tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "mem"}
+	refresh := func(what string) {
+		t.Helper()
+		rctx := db.BeginRead(ctx)
+		_, err := db.ReadMark(rctx, from, to)
+		require.NoError(t, err)
+		hook.armed.Store(what == "folded before the fetch")
+		got := selectSamples(rctx, t, db, nil, from, to, mem)
+		require.Equal(t, selectSamples(ctx, t, fresh(), nil, from, to, mem), got, what)
+	}
+	refresh("warm") // every entity cached, and the raw table's (empty) range
+	write(to.Add(-30*time.Second), -1)
+	clk.Add(2 * time.Hour) // every bucket closed: the Fold takes them all
+	refresh("folded before the fetch")
+	require.False(t, hook.armed.Load(), "the Select fetched the new entity")
+	require.Positive(t, hook.folded, "the Fold moved the staged entities")
+	require.Len(t, selectSamples(ctx, t, fresh(), nil, to.Add(-time.Minute), to, mem), len(keys), "the late point of each series, in the answer")
+}
+
+// foldBeforeFetch runs a Fold before the first request to the staging table once armed:
+// after a read mark, a Select's fetch of what the cache lacks.
+type foldBeforeFetch struct {
+	next    policy.Transporter
+	staging string // what the paths of the staging table's queries hold
+	fold    func() (int, error)
+	armed   atomic.Bool
+	folded  int
+}
+
+func (f *foldBeforeFetch) Do(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.Path, f.staging) && f.armed.CompareAndSwap(true, false) {
+		n, err := f.fold()
+		if err != nil {
+			return nil, err
+		}
+		f.folded = n
+	}
+	return f.next.Do(req)
 }

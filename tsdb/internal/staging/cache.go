@@ -297,8 +297,9 @@ type listedEntity struct {
 // between the listing and its fetch is left out (its samples are in the raw tables by
 // then: a read of staging comes first).
 //
-// When it yields only entities the cache held, *listedAt is set to Table.ReadsDone as of
-// the listing they come from (else left alone): what it yields is what the table held then.
+// When it yields every entity listed (from the cache, or fetched before a Fold deleted
+// it), *listedAt is set to Table.ReadsDone as of the listing they come from (else left
+// alone): what it yields is what the table held then.
 func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, want map[unique.Handle[string]]int32, read *collectRead, listedAt *uint64) iter.Seq2[Decoded, error] {
 	return func(yield func(Decoded, error) bool) {
 		fail := func(err error) {
@@ -373,11 +374,6 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			missing[le.pk] = append(missing[le.pk], le)
 			at[[2]string{le.pk, le.rk}] = i
 		}
-		if len(missing) == 0 {
-			// Nothing fetched: an entity the listing had and a Fold deleted since is still
-			// read whole (from the cache), so what is read is the table as listed.
-			*listedAt = listedReads
-		}
 		whole := st.fetchWhole(missing, columns)
 		// The partitions another read is fetching now are waited for, then taken from
 		// the cache; what it did not leave there, this read fetches.
@@ -415,6 +411,13 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		}
 		st.cache.landFetches(table, own)
 		own = nil
+		if !slices.ContainsFunc(got, func(e entityColumns) bool { return e.cols == nil }) {
+			// Every entity listed is read, from the cache or fetched: what is read is the
+			// table as listed, though a Fold may have deleted some since. A Fold records
+			// its change before it deletes, so a raw log read after the listing (a read
+			// mark's) has every change whose entities this read lacks: none.
+			*listedAt = listedReads
+		}
 		st.yieldAssembled(ctx, listed, got, want, read, yield)
 	}
 }

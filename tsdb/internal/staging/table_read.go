@@ -199,8 +199,8 @@ const wholeColumns = Columns * 3 / 4
 //
 // after is the count of ReadsDone a change log read must have seen to be later than this
 // read (changelog.Log.StateAfter): its own, or that of the listing it read when it read
-// nothing else from the table (a refresh's reads then share the log's state the listing's
-// read mark took).
+// every entity the listing had (a refresh's reads then share the log's state the listing's
+// read mark took, also when they fetched the entities staged since the last refresh).
 func (st *Table) collect(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (
 	found map[string][]Point, foundHists map[string][]Hist, done func(), after uint64, err error) {
 	if !st.reads || !from.Before(to) {
@@ -225,7 +225,7 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	dropped := st.droppedPeriods()
 	foundHists = map[string][]Hist{}
 	entities := st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
-	var listedAt uint64 // the listing's ReadsDone when all came from the cache
+	var listedAt uint64 // the listing's ReadsDone when every entity it listed was read
 	if st.cache != nil {
 		f, columns := queryParts(series, from, to, kinds)
 		if len(columns) >= wholeColumns {
