@@ -2,9 +2,13 @@ package tsdb
 
 import (
 	"context"
+	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
@@ -117,4 +121,60 @@ func TestTSDBReadMarkSubOfSub(t *testing.T) {
 	require.True(t, later.Holds(sub))
 	require.True(t, later.Holds(sub.Sub(base, base.Add(5*time.Hour))), "a Sub over its own range")
 	require.False(t, later.Holds(sub.Sub(base.Add(3*time.Hour), base.Add(5*time.Hour))), "a Sub of a Sub over another range")
+}
+
+// A mark of a range over two periods reads their raw logs at once, not one after the
+// other: each waits its turn at the account.
+func TestTSDBReadMarkPeriodsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
+	clk := clock.New(base.Add(47 * time.Hour))
+	plain := *stagingOptions(clk)
+	other, _, _ := dbtest.NewDB(t, &plain)
+	require.NoError(t, other.Write(ctx, "a", tablets.Point{Time: base.Add(20 * time.Hour), Value: 1},
+		tablets.Point{Time: base.Add(30 * time.Hour), Value: 2}))
+	logs := &heldLogReads{catalog: "/" + other.Name() + "m(PartitionKey='changes'", want: 2}
+	db := reopenWith(t, other.Name(), &plain, func(next policy.Transporter) policy.Transporter { logs.next = next; return logs })
+	_, err := db.ReadMark(ctx, base.Add(20*time.Hour), base.Add(30*time.Hour))
+	require.NoError(t, err)
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	require.Equal(t, 2, logs.reads, "a log read a period")
+	require.Equal(t, 2, logs.most, "both in flight at once")
+}
+
+// heldLogReads holds each read of a change log's entity until want of them are in flight
+// (or a few seconds passed), and counts them and the most in flight at once.
+type heldLogReads struct {
+	next    policy.Transporter
+	catalog string // what the paths of the log's entities begin with
+	want    int
+
+	mu               sync.Mutex
+	reads, now, most int
+	arrived          chan struct{}
+}
+
+func (h *heldLogReads) Do(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || !strings.Contains(req.URL.Path, h.catalog) {
+		return h.next.Do(req)
+	}
+	h.mu.Lock()
+	if h.arrived == nil {
+		h.arrived = make(chan struct{})
+	}
+	h.reads++
+	h.now++
+	h.most = max(h.most, h.now)
+	arrived := h.arrived
+	if h.now == h.want {
+		close(arrived)
+	}
+	h.mu.Unlock()
+	select {
+	case <-arrived:
+	case <-time.After(3 * time.Second): // one at a time: the test fails on most
+	}
+	defer func() { h.mu.Lock(); h.now--; h.mu.Unlock() }()
+	return h.next.Do(req)
 }

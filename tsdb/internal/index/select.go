@@ -88,13 +88,17 @@ func (x *Index) Prefetch(ctx context.Context, from, to time.Time) {
 		if err != nil {
 			return // the Select's own read says what is wrong
 		}
-		for _, p := range periods {
-			if _, err := x.Log.State(ctx, p); err != nil {
-				return
-			}
+		// Each period's at once, as the read mark reads the raw log's (a few at most: a
+		// Select of a longer range reads the rest itself).
+		for _, p := range periods[max(len(periods)-prefetchPeriods, 0):] {
+			go func() { _, _ = x.Log.State(ctx, p) }() // the Select's own read says what is wrong
 		}
 	}()
 }
+
+// prefetchPeriods is how many periods' logs Prefetch reads at most: the last ones of its
+// range, which a dashboard's ranges (an hour to a week, of 7-day periods) span.
+const prefetchPeriods = 4
 
 // SelectSets reads the label sets of the periods [from, to) overlaps that match ms, sorted
 // by labels: DB.Select. With needSelective, ms must hold a matcher that does not match the
