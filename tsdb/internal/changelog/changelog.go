@@ -593,8 +593,21 @@ func (c *Log) readShared(ctx context.Context, p uint64, seq uint64) (State, erro
 		delete(c.inFlight, p)
 	}
 	if err == nil {
-		if old, ok := c.known[p]; !ok || old.afterSeq <= r.afterSeq {
+		// The newest state read is kept, with the latest count of the reads: a later
+		// generation records every change an earlier one does, so it stands for any count
+		// either was read after. A read begun before another may be served after it (the
+		// account orders no two requests), and a read mark's state must not be followed by
+		// an older one (a Select's: an answer cached under the mark would lack a change
+		// the mark has). A log whose generation went back (its catalog made again) keeps
+		// the higher one known, which only makes its readers read its tables again.
+		old, ok := c.known[p]
+		switch {
+		case !ok:
 			c.known[p] = snapshot{state: s, afterSeq: r.afterSeq}
+		case s.gen >= old.state.gen:
+			c.known[p] = snapshot{state: s, afterSeq: max(old.afterSeq, r.afterSeq)}
+		default:
+			c.known[p] = snapshot{state: old.state, afterSeq: max(old.afterSeq, r.afterSeq)}
 		}
 	}
 	c.mu.Unlock()

@@ -1,9 +1,12 @@
 package changelog_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -154,4 +157,122 @@ func TestStateBeganShared(t *testing.T) {
 	g.release <- struct{}{}
 	<-done
 	require.EqualValues(t, 4, g.reads.Load(), "a read that began after the last state was read reads again")
+}
+
+// Two reads of a period's log under way, the one begun first served last, after a change:
+// the newer state is the one known, whatever order the reads began or ended in, so that a
+// State after both never answers an older one than either answered (a read mark's, then
+// its Select's).
+func TestStateKeepsNewest(t *testing.T) {
+	var count atomic.Uint64
+	count.Store(5)
+	kept := &keptEntity{next: tablefake.New()}
+	kept.next.CreateTable("logm")
+	g := &orderedReads{next: kept, started: make(chan int, 16), release: []chan struct{}{make(chan struct{}), make(chan struct{})}}
+	client := func(tr policy.Transporter) *aztables.Client {
+		svc, err := aztables.NewServiceClientWithNoCredential("http://127.0.0.1:10002/devstoreaccount1", &aztables.ClientOptions{
+			ClientOptions: policy.ClientOptions{Transport: tr, Retry: policy.RetryOptions{MaxRetries: -1}}})
+		require.NoError(t, err)
+		return svc.NewClient("logm")
+	}
+	key := func(p uint64) string { return fmt.Sprintf("%012d", p) }
+	log := changelog.New(client(g), key, count.Load)
+	writer := changelog.New(client(kept), key, nil) // another process's
+	ctx := context.Background()
+	const p = 1716422400
+
+	ended := make([]chan changelog.State, 2)
+	read := func(i int, after uint64) {
+		ended[i] = make(chan changelog.State, 1)
+		go func() {
+			s, err := log.StateAfter(ctx, p, after)
+			assert.NoError(t, err)
+			ended[i] <- s
+		}()
+		select {
+		case <-g.started: // begun, not served
+		case <-time.After(10 * time.Second):
+			t.Fatal("no read arrived")
+		}
+	}
+	read(0, 5)
+	count.Store(6)
+	read(1, 6) // after a later staging read: a read of its own
+	serve := func(i int) changelog.State {
+		t.Helper()
+		close(g.release[i])
+		select {
+		case s := <-ended[i]:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("the read did not end")
+			return changelog.State{}
+		}
+	}
+	require.Zero(t, serve(1).Gen(), "the read begun last, served first: before the change")
+	require.NoError(t, writer.Record(ctx, map[uint64]changelog.Range{p: {From: 1, To: 2}}))
+	require.EqualValues(t, 1, serve(0).Gen(), "the read begun first, served last: after it")
+
+	s, known := log.Known(p)
+	require.True(t, known)
+	require.EqualValues(t, 1, s.Gen(), "the newer state known")
+	s, err := log.StateAfter(ctx, p, 6)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, s.Gen(), "a State after both: the newer, whichever read began first")
+	require.EqualValues(t, 2, g.reads.Load(), "and without a request")
+}
+
+// orderedReads holds the i-th read of the log's entity until release[i] is closed.
+type orderedReads struct {
+	next    policy.Transporter
+	reads   atomic.Int64
+	started chan int
+	release []chan struct{}
+}
+
+func (o *orderedReads) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet {
+		i := int(o.reads.Add(1)) - 1
+		o.started <- i
+		if i < len(o.release) {
+			<-o.release[i]
+		}
+	}
+	return o.next.Do(req)
+}
+
+// keptEntity is tablefake that keeps the last entity inserted or replaced, and answers the
+// point reads of it (the fake keeps none).
+type keptEntity struct {
+	next *tablefake.Transport
+	mu   sync.Mutex
+	body []byte
+	gen  int
+}
+
+func (k *keptEntity) Do(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodPost, http.MethodPut:
+		if req.Body != nil && !strings.Contains(req.URL.Path, "Tables") {
+			body, err := io.ReadAll(req.Body)
+			if err != nil {
+				return nil, err
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			k.mu.Lock()
+			k.body, k.gen = body, k.gen+1
+			k.mu.Unlock()
+		}
+	case http.MethodGet:
+		k.mu.Lock()
+		body, gen := k.body, k.gen
+		k.mu.Unlock()
+		if body != nil && strings.Contains(req.URL.Path, "PartitionKey=") {
+			h := http.Header{}
+			h.Set("Content-Type", "application/json;odata=minimalmetadata")
+			h.Set("ETag", fmt.Sprintf("W/\"datetime'2024-05-23T00%%3A00%%3A%02d.0000000Z'\"", gen))
+			return &http.Response{StatusCode: http.StatusOK, Header: h, Body: io.NopCloser(bytes.NewReader(body)), Request: req}, nil
+		}
+	}
+	return k.next.Do(req)
 }
