@@ -2,10 +2,13 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
@@ -115,4 +118,48 @@ func (sg *stagedGroups) release(i int) {
 	if g.left.Add(-1) == 0 {
 		g.staged = nil
 	}
+}
+
+// PrefetchStaged brings into the staging cache what the Selects of a read that began
+// (BeginRead) will read of the staging table over [from, to): the staged entities the
+// cache lacks, with the columns of the series the selectors (sets of matchers, each as a
+// Select's) find in the index. A query's read mark reads the raw change log after its
+// listing, and its Selects fetch the entities staged since the last refresh after the mark:
+// run beside the mark, this has that fetch under way (or done) while the mark reads the
+// log, so that a refreshed panel waits for one request less. Without a staging cache, or a
+// read that began, it does nothing; a selector that selects every series is left out. Its
+// errors are the Selects' to find again: it only fills a cache.
+func (db *DB) PrefetchStaged(ctx context.Context, from, to time.Time, selectors ...[]Matcher) error {
+	if !db.staging.Began(ctx) {
+		return nil
+	}
+	seen := map[string]bool{}
+	var series []string
+	kinds := staging.Floats
+	// The series as the index last said, however old: which series' columns are fetched
+	// only makes the Selects' reads cheaper or not, and the index log is read with the raw
+	// log's after the mark's listing (DB.ReadMark), while this runs beside it.
+	guess := changelog.AnyKnown(ctx)
+	for _, ms := range selectors {
+		found, err := db.index.SelectSets(guess, from, to, ms, true)
+		if errors.Is(err, tablets.ErrInvalidMatcher) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for _, s := range found {
+			if !seen[s.Series] {
+				seen[s.Series] = true
+				series = append(series, s.Series)
+			}
+			if s.Histograms {
+				kinds = staging.Both
+			}
+		}
+	}
+	if len(series) == 0 {
+		return nil
+	}
+	return db.staging.Prefetch(ctx, series, from, to, kinds)
 }

@@ -3,7 +3,6 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/seed71701133/tablets/rounding"
@@ -39,48 +38,40 @@ type ReadMark struct {
 // ReadMark takes a mark of [from, to): one listing of the staging entities' keys, then the
 // raw change log of each period of the range (after the listing: a Fold that deleted
 // entities the listing missed recorded there before). It is cheap: a few hundred bytes an
-// entity staged in the range, and a request a period, whose states reads share.
+// entity staged in the range, and one request for the logs of every period (with the
+// index log's, for the Selects of a read that began: changelog.StatesTogether), whose
+// states reads share.
 func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return ReadMark{}, err
 	}
-	db.index.Prefetch(ctx, from, to) // beside the listing: the Selects after the mark read it
+	indexWants := make(chan []changelog.Want, 1) // the index's periods, beside the listing
+	go func() { indexWants <- db.index.LogWants(ctx, from, to) }()
 	listed, err := db.staging.List(ctx, from, to)
 	if err != nil {
 		return ReadMark{}, err
 	}
 	m := ReadMark{from: from, to: to, taken: true, staged: listed, sum: listed.Sum(from, to),
 		periods: map[uint64]changelog.State{}, period: db.names.Period}
-	var periods []uint64
+	var wants []changelog.Want
 	for p := db.names.PeriodOf(from); db.names.Start(p).Before(to); p = db.names.PeriodOf(db.names.End(p)) {
-		periods = append(periods, p)
+		wants = append(wants, changelog.Want{Log: db.changes, Period: p})
 	}
-	// The periods' logs at once (markReadsAtOnce at most): a 7-day panel's range spans two
-	// periods, and each read waits its turn at the account (a third of a second in the
-	// soak, where one after the other made the mark's wait twice as long).
-	states := make([]changelog.State, len(periods))
-	errs := make([]error, len(periods))
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, markReadsAtOnce)
-	for i, p := range periods {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
-			states[i], errs[i] = db.changes.State(ctx, p)
-		})
+	rawWants := len(wants)
+	// The index log's states of the periods too, which the Selects after the mark take
+	// (the logs are entities of one partition of the catalog): every period's of both logs
+	// in one request (a 7-day panel's range spans two periods), where each used to take its
+	// own, the raw log's one after the other.
+	wants = append(wants, <-indexWants...)
+	states, err := changelog.StatesTogether(ctx, wants)
+	if err != nil {
+		return ReadMark{}, fmt.Errorf("tsdb: read mark: %w", err)
 	}
-	wg.Wait()
-	for i, p := range periods {
-		if errs[i] != nil {
-			return ReadMark{}, fmt.Errorf("tsdb: read mark: %w", errs[i])
-		}
-		m.periods[p] = states[i]
+	for i, w := range wants[:rawWants] {
+		m.periods[w.Period] = states[i]
 	}
 	return m, nil
 }
-
-// markReadsAtOnce bounds the change log reads a read mark has in flight.
-const markReadsAtOnce = 8
 
 // BeginRead returns the context of a read of the database that begins now and is made of
 // several (a query: its read mark, then its Selects): each of them may take, instead of

@@ -123,9 +123,9 @@ func TestTSDBReadMarkSubOfSub(t *testing.T) {
 	require.False(t, later.Holds(sub.Sub(base.Add(3*time.Hour), base.Add(5*time.Hour))), "a Sub of a Sub over another range")
 }
 
-// A mark of a range over two periods reads their raw logs at once, not one after the
-// other: each waits its turn at the account.
-func TestTSDBReadMarkPeriodsAtOnce(t *testing.T) {
+// A mark of a range over two periods reads their raw logs in one request, and (of a read
+// that began, with an index cache) the index log's too: the Select after it reads no log.
+func TestTSDBReadMarkLogsInOneRequest(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
 	clk := clock.New(base.Add(47 * time.Hour))
@@ -133,48 +133,59 @@ func TestTSDBReadMarkPeriodsAtOnce(t *testing.T) {
 	other, _, _ := dbtest.NewDB(t, &plain)
 	require.NoError(t, other.Write(ctx, "a", tablets.Point{Time: base.Add(20 * time.Hour), Value: 1},
 		tablets.Point{Time: base.Add(30 * time.Hour), Value: 2}))
-	logs := &heldLogReads{catalog: "/" + other.Name() + "m(PartitionKey='changes'", want: 2}
-	db := reopenWith(t, other.Name(), &plain, func(next policy.Transporter) policy.Transporter { logs.next = next; return logs })
-	_, err := db.ReadMark(ctx, base.Add(20*time.Hour), base.Add(30*time.Hour))
+	_, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "m"))
 	require.NoError(t, err)
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	require.Equal(t, 2, logs.reads, "a log read a period")
-	require.Equal(t, 2, logs.most, "both in flight at once")
+	logs := &logReads{catalog: "/" + other.Name() + "m("}
+	opts := plain
+	opts.IndexCache = tsdb.NewIndexCache(1 << 20)
+	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { logs.next = next; return logs })
+	from, to := base.Add(20*time.Hour), base.Add(30*time.Hour)
+
+	_, err = db.ReadMark(ctx, from, to)
+	require.NoError(t, err)
+	require.Equal(t, []string{"PartitionKey eq 'changes' and (RowKey eq '001716422400' or RowKey eq '001716508800')"}, logs.take(),
+		"both periods' raw logs in one query")
+
+	rctx := db.BeginRead(ctx)
+	_, err = db.ReadMark(rctx, from, to)
+	require.NoError(t, err)
+	got := logs.take()
+	require.Len(t, got, 1, "one request: %q", got)
+	require.Equal(t, 4, strings.Count(got[0], "RowKey eq"), "the raw and index logs of both periods: %q", got)
+	for range db.Select(rctx, from, to, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "m"}) {
+	}
+	require.Empty(t, logs.take(), "the Select after it reads no log")
 }
 
-// heldLogReads holds each read of a change log's entity until want of them are in flight
-// (or a few seconds passed), and counts them and the most in flight at once.
-type heldLogReads struct {
+// logReads records the requests to the catalog that read change logs: a query's filter, a
+// point read's keys.
+type logReads struct {
 	next    policy.Transporter
-	catalog string // what the paths of the log's entities begin with
-	want    int
-
-	mu               sync.Mutex
-	reads, now, most int
-	arrived          chan struct{}
+	catalog string // what the paths of the catalog's requests hold
+	mu      sync.Mutex
+	filters []string
 }
 
-func (h *heldLogReads) Do(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet || !strings.Contains(req.URL.Path, h.catalog) {
-		return h.next.Do(req)
+func (l *logReads) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.Contains(req.URL.Path, l.catalog) {
+		what := req.URL.Query().Get("$filter") // a query's filter, or a point read's keys
+		if !strings.HasSuffix(req.URL.Path, "()") {
+			what = req.URL.Path[strings.Index(req.URL.Path, l.catalog)+len(l.catalog):]
+		}
+		if strings.Contains(what, "'changes'") {
+			l.mu.Lock()
+			l.filters = append(l.filters, what)
+			l.mu.Unlock()
+		}
 	}
-	h.mu.Lock()
-	if h.arrived == nil {
-		h.arrived = make(chan struct{})
-	}
-	h.reads++
-	h.now++
-	h.most = max(h.most, h.now)
-	arrived := h.arrived
-	if h.now == h.want {
-		close(arrived)
-	}
-	h.mu.Unlock()
-	select {
-	case <-arrived:
-	case <-time.After(3 * time.Second): // one at a time: the test fails on most
-	}
-	defer func() { h.mu.Lock(); h.now--; h.mu.Unlock() }()
-	return h.next.Do(req)
+	return l.next.Do(req)
+}
+
+// take returns the filters recorded since the last take.
+func (l *logReads) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.filters
+	l.filters = nil
+	return out
 }

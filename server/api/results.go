@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/annotations"
@@ -41,6 +42,14 @@ type Marker interface {
 	// max_source_resolution) read raw samples wherever they exist. Tiers served where raw
 	// samples exist answer otherwise as a rollup goes on, and a mark says nothing of them.
 	ExactReads(ctx context.Context) bool
+}
+
+// stagedPrefetcher is a Marker that can begin fetching, beside a read mark, the staged
+// samples a query's Selects will read (promstore.Queryable.PrefetchStaged): a refreshed
+// panel then waits for the mark's read of the change log and that fetch at once, not one
+// after the other.
+type stagedPrefetcher interface {
+	PrefetchStaged(ctx context.Context, from, to time.Time, selectors [][]*labels.Matcher)
 }
 
 // resultsKey is what an extent answers: the same query of the same database, at the same
@@ -99,6 +108,18 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 		from, to = min(from, ext.from), max(to, ext.to)
 	}
 	markFrom, markTo := q.dataRange(from, to)
+	if p, ok := a.marker.(stagedPrefetcher); ok {
+		// The staged samples of the steps the engine will compute (those after the
+		// extent: a refresh's last few), fetched while the mark reads the change log.
+		computeFrom := q.start
+		if ext != nil && ext.from <= q.start {
+			computeFrom = min(q.lastOld, ext.to) + q.step
+		}
+		if computeFrom <= q.end {
+			pf, pt := q.dataRange(computeFrom, q.end)
+			p.PrefetchStaged(ctx, pf, pt, parser.ExtractSelectors(q.expr))
+		}
+	}
 	mark, err := a.marker.ReadMark(ctx, markFrom, markTo)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -27,9 +27,10 @@ import (
 // change recorded since touches its range.
 type markedStore struct {
 	*memStore
-	marks   atomic.Int64 // ReadMark calls
-	mu      sync.Mutex
-	changes [][2]int64 // [from, to) milliseconds, in order
+	marks      atomic.Int64 // ReadMark calls
+	mu         sync.Mutex
+	changes    [][2]int64 // [from, to) milliseconds, in order
+	prefetches []prefetch // PrefetchStaged calls
 }
 
 func (s *markedStore) ReadMark(_ context.Context, from, to time.Time) (results.Mark, error) {
@@ -37,6 +38,28 @@ func (s *markedStore) ReadMark(_ context.Context, from, to time.Time) (results.M
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return fakeMark{s: s, from: from.UnixMilli(), to: to.UnixMilli(), gen: len(s.changes)}, nil
+}
+
+// PrefetchStaged records what it was asked for (a stagedPrefetcher, as promstore.Queryable
+// is): the range, and each selector's matchers as printed.
+func (s *markedStore) PrefetchStaged(_ context.Context, from, to time.Time, selectors [][]*labels.Matcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var printed []string
+	for _, ms := range selectors {
+		var each []string
+		for _, m := range ms {
+			each = append(each, m.String())
+		}
+		printed = append(printed, strings.Join(each, ","))
+	}
+	s.prefetches = append(s.prefetches, prefetch{from: from.UnixMilli(), to: to.UnixMilli(), selectors: printed})
+}
+
+// prefetch is a call of PrefetchStaged: [from, to) in milliseconds, the selectors printed.
+type prefetch struct {
+	from, to  int64
+	selectors []string
 }
 
 // ExactReads: raw samples unless the query asks for tiers (as promstore's default).
@@ -178,6 +201,38 @@ func TestResultsCacheRefresh(t *testing.T) {
 	_, hints = p.ask(t, rangeQuery(query, start, end, step))
 	require.Len(t, hints, 1)
 	require.Equal(t, (end-300)*1000-300_000+1, hints[0].Start)
+}
+
+// Beside its mark, a cached range query has the staged samples of the steps it computes
+// prefetched: every step's on a first answer, the fresh ones' on a refresh, for each
+// selector of the query; the range is the one the engine then reads.
+func TestResultsCachePrefetchesStaged(t *testing.T) {
+	const step = 60
+	p := newCachePair(t, testStore(), t0+3000)
+	query := `sum by (job) (rate(http_requests_total[5m])) / on (job) group_left sum by (job) (rate(http_requests_total{job="api"}[5m]))`
+	start, end := t0+600, t0+3000
+	last := func() prefetch {
+		p.store.mu.Lock()
+		defer p.store.mu.Unlock()
+		require.NotEmpty(t, p.store.prefetches)
+		pf := p.store.prefetches[len(p.store.prefetches)-1]
+		p.store.prefetches = nil
+		return pf
+	}
+	for i := range 3 {
+		_, hints := p.ask(t, rangeQuery(query, start, end, step))
+		pf := last()
+		require.Equal(t, []string{`__name__="http_requests_total"`, `job="api",__name__="http_requests_total"`}, pf.selectors, "answer %d", i)
+		require.Equal(t, hints[0].Start, pf.from, "answer %d: from the first step computed, less the range", i)
+		require.Equal(t, hints[0].End+1, pf.to, "answer %d", i)
+		if i == 0 {
+			require.Equal(t, start*1000-300_000+1, pf.from, "a first answer: every step")
+		} else {
+			require.Equal(t, (end-step-300)*1000-300_000+1, pf.from, "a refresh: the fresh steps")
+		}
+		p.clock.now.Add(step)
+		start, end = start+step, end+step
+	}
 }
 
 func withoutBytes(s results.Stats) results.Stats {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/seed71701133/tablets/server/internal/resolution"
 	"github.com/seed71701133/tablets/server/internal/results"
 	"github.com/seed71701133/tablets/tsdb"
@@ -23,6 +25,29 @@ func (q *Queryable) ReadMark(ctx context.Context, from, to time.Time) (results.M
 // BeginRead is tsdb's DB.BeginRead: the query API begins each query's read with it, so
 // that its read mark and its Selects share the staging listing and the change logs' reads.
 func (q *Queryable) BeginRead(ctx context.Context) context.Context { return q.db.BeginRead(ctx) }
+
+// PrefetchStaged begins bringing into the staging cache, in the background, what the
+// Selects of the query with ctx (which began: BeginRead) will read of the staging table
+// over [from, to) for the selectors (tsdb's DB.PrefetchStaged): the query API runs it
+// beside its read mark, so that the entities staged since the last refresh are fetched
+// while the mark reads the raw log. It ends with ctx; selectors of every series and bad
+// matchers are left out (the Selects say what is wrong), and so are its errors (the
+// Selects read what it did not).
+func (q *Queryable) PrefetchStaged(ctx context.Context, from, to time.Time, selectors [][]*labels.Matcher) {
+	var sets [][]tsdb.Matcher
+	for _, ms := range selectors {
+		if !selective(ms) {
+			continue
+		}
+		if m, err := MatchersToTSDB(ms); err == nil {
+			sets = append(sets, m)
+		}
+	}
+	if len(sets) == 0 {
+		return
+	}
+	go func() { _ = q.db.PrefetchStaged(ctx, from, to, sets...) }()
+}
 
 // ExactReads reports whether the Selects of a query with ctx read raw samples wherever
 // they exist (what a mark covers): its max_source_resolution, else the Queryable's

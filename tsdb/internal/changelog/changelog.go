@@ -477,8 +477,14 @@ func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range, receipt *Rece
 // A context of AfterRead asks for the state as read after the count it carries instead.
 //
 // For a Log without after, a context of Begin takes the state last read, or the read under
-// way, if its read began after the context's read did (else it reads, as without).
+// way, if its read began after the context's read did (else it reads, as without). A
+// context of AnyKnown takes the state last read, if any.
 func (c *Log) State(ctx context.Context, p uint64) (State, error) {
+	if ctx.Value(anyKnownKey{}) != nil {
+		if s, ok := c.Known(p); ok {
+			return s, nil
+		}
+	}
 	if c.after == nil {
 		began, ok := ctx.Value(beganKey{}).(uint64)
 		if !ok {
@@ -492,6 +498,16 @@ func (c *Log) State(ctx context.Context, p uint64) (State, error) {
 		return c.StateAfter(ctx, p, seq)
 	}
 	return c.StateAfter(ctx, p, c.after())
+}
+
+// anyKnownKey is the context key of AnyKnown.
+type anyKnownKey struct{}
+
+// AnyKnown returns a context whose States take the state last read of a period, however
+// old, where one was read: for a read whose answer only guides what another reads (a
+// prefetch of what a query's Selects will read), never for one whose answer is a read's.
+func AnyKnown(ctx context.Context) context.Context {
+	return context.WithValue(ctx, anyKnownKey{}, true)
 }
 
 // Known returns period p's state as last read, without a request, and whether it was
@@ -587,6 +603,13 @@ func (c *Log) readShared(ctx context.Context, p uint64, seq uint64) (State, erro
 	}
 	c.mu.Unlock()
 	s, _, _, err := c.read(ctx, p)
+	c.land(p, r, s, err)
+	return s, err
+}
+
+// land ends read r of period p with its state s or error: the States waiting for it take
+// it, and the state known is the newest read.
+func (c *Log) land(p uint64, r *stateRead, s State, err error) {
 	r.state, r.err = s, err
 	c.mu.Lock()
 	if c.inFlight[p] == r {
@@ -612,7 +635,6 @@ func (c *Log) readShared(ctx context.Context, p uint64, seq uint64) (State, erro
 	}
 	c.mu.Unlock()
 	close(r.done)
-	return s, err
 }
 
 // ValidUntil returns how much of [from, to), read at generation g, still stands at state s:

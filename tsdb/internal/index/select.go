@@ -75,30 +75,25 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// Prefetch begins reading, in the background, the index change log of each period of
-// [from, to) that has an index, for the Selects of a read that began (changelog.Begin):
-// they take it instead of reading it after the read's first request (DB.ReadMark's).
-// Without an index cache, or a read that began, it does nothing.
-func (x *Index) Prefetch(ctx context.Context, from, to time.Time) {
+// LogWants returns the periods of [from, to) that have an index as wants of the index
+// change log, for the Selects of a read that began (changelog.Begin) to take: a read mark
+// reads them with the raw log's (changelog.StatesTogether), after its listing. Without an
+// index cache, or a read that began, or when the periods cannot be listed, none: the
+// Selects read the log themselves (and say what is wrong).
+func (x *Index) LogWants(ctx context.Context, from, to time.Time) []changelog.Want {
 	if x.cache == nil || !changelog.Began(ctx) {
-		return
+		return nil
 	}
-	go func() {
-		periods, err := x.tables.InRange(ctx, naming.Index, from, to)
-		if err != nil {
-			return // the Select's own read says what is wrong
-		}
-		// Each period's at once, as the read mark reads the raw log's (a few at most: a
-		// Select of a longer range reads the rest itself).
-		for _, p := range periods[max(len(periods)-prefetchPeriods, 0):] {
-			go func() { _, _ = x.Log.State(ctx, p) }() // the Select's own read says what is wrong
-		}
-	}()
+	periods, err := x.tables.InRange(ctx, naming.Index, from, to)
+	if err != nil {
+		return nil
+	}
+	wants := make([]changelog.Want, len(periods))
+	for i, p := range periods {
+		wants[i] = changelog.Want{Log: x.Log, Period: p}
+	}
+	return wants
 }
-
-// prefetchPeriods is how many periods' logs Prefetch reads at most: the last ones of its
-// range, which a dashboard's ranges (an hour to a week, of 7-day periods) span.
-const prefetchPeriods = 4
 
 // SelectSets reads the label sets of the periods [from, to) overlaps that match ms, sorted
 // by labels: DB.Select. With needSelective, ms must hold a matcher that does not match the

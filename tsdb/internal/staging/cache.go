@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unique"
 	"unsafe"
 
@@ -311,7 +312,6 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		if keys == nil {
 			keys = []int{wholeEntity}
 		}
-		table := st.names.Staging()
 		if st.warm.CompareAndSwap(false, true) {
 			// Nothing of this table is cached yet: a listing would only cost a request more.
 			// The read is the query of every entity, which fills the cache. The reads that
@@ -333,84 +333,11 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			st.yieldAssembled(ctx, order, got, want, read, yield)
 			return
 		}
-		if cold := st.cold.Load(); cold != nil && cold.holds(nil, columns) && read.unheld() {
-			st.cache.shared.Add(1)
-			if err := waitFetch(ctx, read, cold); err != nil {
-				fail(err)
-				return
-			}
-		}
-		listed, listedReads, err := st.listedEntities(ctx, f)
+		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, read)
 		if err != nil {
 			fail(err)
 			return
 		}
-		// The entities whose columns the cache lacks, by partition.
-		// The columns the cache holds are taken now (a later rotation may drop them).
-		missing := map[string][]listedEntity{}
-		at := map[[2]string]int{} // the missing entities' index in listed
-		got := make([]entityColumns, len(listed))
-		hits := 0
-		fromCache := func(i int, le listedEntity) bool {
-			e, ok := st.cache.entity(table, le)
-			if !ok {
-				return false
-			}
-			cols, decoded, ok := e.columns(keys)
-			if !ok {
-				return false
-			}
-			if decoded != nil {
-				st.cache.add(table, entityHead{pk: le.pk, rk: le.rk, etag: e.etag, version: e.version}, decoded, nil)
-			}
-			got[i] = entityColumns{e.version, cols}
-			hits += len(keys)
-			return true
-		}
-		for i, le := range listed {
-			if fromCache(i, le) {
-				continue
-			}
-			missing[le.pk] = append(missing[le.pk], le)
-			at[[2]string{le.pk, le.rk}] = i
-		}
-		whole := st.fetchWhole(missing, columns)
-		// The partitions another read is fetching now are waited for, then taken from
-		// the cache; what it did not leave there, this read fetches.
-		waits, own := st.cache.boardFetches(table, missing, columns, whole, read.unheld())
-		defer func() { st.cache.landFetches(table, own) }() // on an error: own is nil once landed
-		for fl, les := range waits {
-			if err := waitFetch(ctx, read, fl); err != nil {
-				fail(err)
-				return
-			}
-			for _, le := range les {
-				if !fromCache(at[[2]string{le.pk, le.rk}], le) {
-					missing[le.pk] = append(missing[le.pk], le)
-				}
-			}
-		}
-		st.cache.counts.Hit(hits)
-		misses := 0
-		for _, les := range missing {
-			misses += len(les) * len(keys)
-		}
-		st.cache.counts.Miss(misses)
-		for _, pk := range slices.Sorted(maps.Keys(missing)) {
-			if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, whole[pk], read, func(le listedEntity, version int, cols map[int]cachedColumn) {
-				if i, ok := at[[2]string{le.pk, le.rk}]; ok {
-					got[i] = entityColumns{version, inOrder(keys, cols)}
-				}
-			}); err != nil {
-				fail(err)
-				return
-			}
-			if !whole[pk] {
-				st.listing.fetched(missing[pk])
-			}
-		}
-		st.cache.landFetches(table, own)
-		own = nil
 		if !slices.ContainsFunc(got, func(e entityColumns) bool { return e.cols == nil }) {
 			// Every entity listed is read, from the cache or fetched: what is read is the
 			// table as listed, though a Fold may have deleted some since. A Fold records
@@ -420,6 +347,117 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		}
 		st.yieldAssembled(ctx, listed, got, want, read, yield)
 	}
+}
+
+// Prefetch brings into the cache the staged entities of [from, to) the cache lacks, with the
+// columns of series (nil: whole) of the kinds asked for, as a read of them (collect) would
+// fetch them, without collecting their points: a query's read mark runs it beside its read
+// of the raw log, so that its Select, which reads the same listing after the mark, finds
+// them cached (or fetched under way) instead of fetching them after the mark. ctx should be
+// of a read that began (BeginRead): the Select then takes the same listing. A Table without
+// a cache, whose cache is not warm yet, or that does not read staged samples does nothing.
+func (st *Table) Prefetch(ctx context.Context, series []string, from, to time.Time, kinds Kinds) error {
+	if st == nil || !st.reads || st.cache == nil || !st.warm.Load() || !from.Before(to) {
+		return nil
+	}
+	read := st.beginRead()
+	defer read.end()
+	f, columns := queryParts(series, from, to, kinds)
+	if len(columns) >= wholeColumns {
+		columns = nil // as collect asks
+	}
+	if _, _, _, err := st.gatherListed(ctx, f, columns, read); err != nil && !azerr.IsTableGone(err) {
+		return fmt.Errorf("tsdb: prefetch staging: %w", err)
+	}
+	return nil
+}
+
+// gatherListed returns the entities f selects as the listing (the Table's, as of
+// listedReads) has them, in key order, and their columns (nil: every column): from the
+// cache where it holds them at the listed ETag, else fetched (and cached), a query a
+// partition. An entity the Fold deleted between the listing and its fetch has no columns.
+// The Table's cache must be warm.
+func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, read *collectRead) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
+	keys := columns
+	if keys == nil {
+		keys = []int{wholeEntity}
+	}
+	table := st.names.Staging()
+	if cold := st.cold.Load(); cold != nil && cold.holds(nil, columns) && read.unheld() {
+		st.cache.shared.Add(1)
+		if err := waitFetch(ctx, read, cold); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	listed, listedReads, err = st.listedEntities(ctx, f)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	// The entities whose columns the cache lacks, by partition.
+	// The columns the cache holds are taken now (a later rotation may drop them).
+	missing := map[string][]listedEntity{}
+	at := map[[2]string]int{} // the missing entities' index in listed
+	got = make([]entityColumns, len(listed))
+	hits := 0
+	fromCache := func(i int, le listedEntity) bool {
+		e, ok := st.cache.entity(table, le)
+		if !ok {
+			return false
+		}
+		cols, decoded, ok := e.columns(keys)
+		if !ok {
+			return false
+		}
+		if decoded != nil {
+			st.cache.add(table, entityHead{pk: le.pk, rk: le.rk, etag: e.etag, version: e.version}, decoded, nil)
+		}
+		got[i] = entityColumns{e.version, cols}
+		hits += len(keys)
+		return true
+	}
+	for i, le := range listed {
+		if fromCache(i, le) {
+			continue
+		}
+		missing[le.pk] = append(missing[le.pk], le)
+		at[[2]string{le.pk, le.rk}] = i
+	}
+	whole := st.fetchWhole(missing, columns)
+	// The partitions another read is fetching now are waited for, then taken from
+	// the cache; what it did not leave there, this read fetches.
+	waits, own := st.cache.boardFetches(table, missing, columns, whole, read.unheld())
+	defer func() { st.cache.landFetches(table, own) }() // on an error: own is nil once landed
+	for fl, les := range waits {
+		if err := waitFetch(ctx, read, fl); err != nil {
+			return nil, nil, 0, err
+		}
+		for _, le := range les {
+			if !fromCache(at[[2]string{le.pk, le.rk}], le) {
+				missing[le.pk] = append(missing[le.pk], le)
+			}
+		}
+	}
+	st.cache.counts.Hit(hits)
+	misses := 0
+	for _, les := range missing {
+		misses += len(les) * len(keys)
+	}
+	st.cache.counts.Miss(misses)
+	for _, pk := range slices.Sorted(maps.Keys(missing)) {
+		if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, whole[pk], read, func(le listedEntity, version int, cols map[int]cachedColumn) {
+			if i, ok := at[[2]string{le.pk, le.rk}]; ok {
+				got[i] = entityColumns{version, inOrder(keys, cols)}
+			}
+		}); err != nil {
+			return nil, nil, 0, err
+		}
+		if !whole[pk] {
+			st.listing.fetched(missing[pk])
+		}
+	}
+	st.cache.landFetches(table, own)
+	own = nil
+	return listed, got, listedReads, nil
 }
 
 // entityColumns are the columns of an entity a read asked for, in the order of its keys

@@ -246,6 +246,16 @@ func (st *Table) BeginRead(ctx context.Context) context.Context {
 	return context.WithValue(ctx, readBeganKey{st}, began)
 }
 
+// Began reports whether ctx is of a read that began (BeginRead or StartListing) with a
+// listing of this Table: its parts then take one listing.
+func (st *Table) Began(ctx context.Context) bool {
+	if st == nil {
+		return false
+	}
+	_, ok := ctx.Value(readBeganKey{st}).(uint64)
+	return ok
+}
+
 // fetched counts a read of columns that fetched the entities les.
 func (l *entityListing) fetched(les []listedEntity) {
 	l.mu.Lock()
