@@ -498,7 +498,35 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 	if err != nil {
 		return nil, nil, newQueryError(err)
 	}
+	if stmt, ok := qry.Statement().(*parser.EvalStmt); ok {
+		a.prepareRead(ctx, stmt)
+	}
 	return a.exec(ctx, r, qry, limit)
+}
+
+// prepareRead reads beforehand what the Selects of a query that began (readBeginner) take
+// instead of reading it themselves: a read mark of its data range, not kept (the staging
+// listing, then the raw and index logs of its periods in one request), with its staged
+// entities prefetched beside it. An instant query's Selects would list the staging table
+// beside the index log, then read the raw log: the same wait, in a request more. Only for
+// Selects that read raw samples; a mark that fails leaves the Selects to fail as they will.
+func (a *API) prepareRead(ctx context.Context, stmt *parser.EvalStmt) {
+	if a.marker == nil || a.begin == nil || !a.marker.ExactReads(ctx) {
+		return
+	}
+	selectors := parser.ExtractSelectors(stmt.Expr)
+	if len(selectors) == 0 { // nothing read (time(), vector(1))
+		return
+	}
+	mint, maxt := promql.FindMinMaxTime(stmt)
+	from, to, ok := storeRange(time.UnixMilli(mint), time.UnixMilli(maxt+1))
+	if !ok || !from.Before(to) {
+		return
+	}
+	if p, ok := a.marker.(stagedPrefetcher); ok {
+		p.PrefetchStaged(ctx, from, to, selectors)
+	}
+	_, _ = a.marker.ReadMark(ctx, from, to)
 }
 
 // /api/v1/query_range: query, start, end, step, timeout, limit, lookback_delta, stats,

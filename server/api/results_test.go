@@ -400,3 +400,41 @@ func TestResultsCacheConcurrent(t *testing.T) {
 	wg.Wait()
 	require.Positive(t, p.cache.Stats().Hits)
 }
+
+// begunStore is a markedStore whose reads begin (a readBeginner, as promstore.Queryable):
+// an instant query then has its reads prepared.
+type begunStore struct{ *markedStore }
+
+func (begunStore) BeginRead(ctx context.Context) context.Context { return ctx }
+
+// An instant query over a store whose reads begin takes a read mark of its data range
+// beforehand (the staging listing and the logs its Selects then take), with its staged
+// entities prefetched beside it; a query that reads nothing takes none, and a store whose
+// reads do not begin none either.
+func TestInstantQueryPreparesReads(t *testing.T) {
+	store := &markedStore{memStore: testStore()}
+	srv := serveAPI(t, begunStore{store}, &Options{})
+	instant := func(query string) {
+		t.Helper()
+		code, _, body := do(t, srv, http.MethodGet, "/api/v1/query", url.Values{"query": {query}, "time": {ts(t0 + 1800)}})
+		require.Equal(t, http.StatusOK, code, "%s", body)
+	}
+	instant(`sum by (job) (rate(http_requests_total{job="api"}[2m]))`)
+	require.EqualValues(t, 1, store.marks.Load(), "a mark")
+	store.mu.Lock()
+	require.Len(t, store.prefetches, 1)
+	pf := store.prefetches[0]
+	store.prefetches = nil
+	store.mu.Unlock()
+	require.Equal(t, []string{`job="api",__name__="http_requests_total"`}, pf.selectors)
+	require.Equal(t, (t0+1800)*1000-120_000+1, pf.from, "the data range: the range selector's")
+	require.Equal(t, (t0+1800)*1000+1, pf.to)
+
+	instant(`time()`)
+	require.EqualValues(t, 1, store.marks.Load(), "nothing read: no mark")
+
+	plain := &markedStore{memStore: testStore()}
+	srv = serveAPI(t, plain, &Options{})
+	instant(`http_requests_total`)
+	require.Zero(t, plain.marks.Load(), "reads that do not begin: no mark")
+}
