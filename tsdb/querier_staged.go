@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+	"github.com/seed71701133/tablets/tsdb/internal/index"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
@@ -130,19 +131,21 @@ func (sg *stagedGroups) release(i int) {
 // read that began, it does nothing; a selector that selects every series is left out. Its
 // errors are the Selects' to find again: it only fills a cache.
 func (db *DB) PrefetchStaged(ctx context.Context, from, to time.Time, selectors ...[]Matcher) error {
-	if !db.staging.Began(ctx) {
+	if !db.staging.Began(ctx) || !db.staging.Prefetches() {
 		return nil
 	}
 	seen := map[string]bool{}
 	var series []string
 	kinds := staging.Floats
-	// The series as the index last said, however old: which series' columns are fetched
-	// only makes the Selects' reads cheaper or not, and the index log is read with the raw
-	// log's after the mark's listing (DB.ReadMark), while this runs beside it.
+	// The series as the index cache last had them, however old: which series' columns are
+	// fetched only makes the Selects' reads cheaper or not, and the index log is read with
+	// the raw log's after the mark's listing (DB.ReadMark), while this runs beside it. A
+	// selector whose sets the cache lacks (a server just started) is left to the Select,
+	// which reads the index itself: this reads no index table.
 	guess := changelog.AnyKnown(ctx)
 	for _, ms := range selectors {
 		found, err := db.index.SelectSets(guess, from, to, ms, true)
-		if errors.Is(err, tablets.ErrInvalidMatcher) {
+		if errors.Is(err, tablets.ErrInvalidMatcher) || errors.Is(err, index.ErrNotCached) {
 			continue
 		}
 		if err != nil {

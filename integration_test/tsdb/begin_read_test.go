@@ -221,7 +221,8 @@ func (f *foldBeforeFetch) Do(req *http.Request) (*http.Response, error) {
 // entities its Selects read prefetched beside its read mark (PrefetchStaged): the fetch of
 // the new entity is under way while the mark reads the raw log, rather than after it, in
 // as many requests as without (the listing, the raw and index logs, the fetch), and
-// the Select answers the same.
+// the Select answers the same. It reads nothing on a server just started, nor the index
+// for a selector the index cache lacks.
 func TestTSDBPrefetchStagedBesideMark(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
@@ -275,8 +276,14 @@ func TestTSDBPrefetchStagedBesideMark(t *testing.T) {
 		require.Equal(t, selectSamples(ctx, t, fresh(), nil, from, to, mem...), got, what)
 		return n
 	}
+	probe.begin(false)
+	require.NoError(t, db.PrefetchStaged(db.BeginRead(ctx), from, to, mem))
+	require.Zero(t, probe.requests.Load(), "a server just started (its staging cache cold): nothing")
 	refresh("first", false, false)
 	refresh("warm", false, false)
+	probe.begin(false)
+	require.NoError(t, db.PrefetchStaged(db.BeginRead(ctx), from, to, []tsdb.Matcher{{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "other"}}))
+	require.Zero(t, probe.requests.Load(), "a selector whose label sets the index cache lacks: no index read")
 	write(to.Add(-30*time.Second), -1) // a late point: a new entity
 	clk.Add(30 * time.Second)          // past the staging listing's margin
 	require.Equal(t, int64(3), refresh("prefetched", true, true), "the listing, the logs, the new entity")
@@ -285,8 +292,8 @@ func TestTSDBPrefetchStagedBesideMark(t *testing.T) {
 }
 
 // fetchBesideLog counts the requests, and once begun with wait (a fetch to come), holds the
-// read of the change logs until a fetch of staging entities arrives (or a few seconds
-// passed): overlapped says whether it did.
+// read of the change logs until a fetch of staging entities has arrived (or a few seconds
+// passed): overlapped says whether one did, before the read or while it was held.
 type fetchBesideLog struct {
 	next             policy.Transporter
 	catalog, staging string // what the paths of the catalog's and the staging table's queries hold
@@ -311,8 +318,11 @@ func (f *fetchBesideLog) Do(req *http.Request) (*http.Response, error) {
 	wait, fetched := f.wait, f.fetched
 	isFetch := strings.Contains(req.URL.Path, f.staging) && strings.Contains(req.URL.Query().Get("$filter"), "RowKey ge")
 	if isFetch && wait {
-		f.wait = false
-		close(fetched)
+		select {
+		case <-fetched:
+		default:
+			close(fetched) // the first fetch: the logs' read, under way or to come, goes on
+		}
 	}
 	f.mu.Unlock()
 	if wait && strings.Contains(req.URL.Path, f.catalog) && strings.Contains(req.URL.Query().Get("$filter"), "'changes'") {

@@ -480,7 +480,7 @@ func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range, receipt *Rece
 // way, if its read began after the context's read did (else it reads, as without). A
 // context of AnyKnown takes the state last read, if any.
 func (c *Log) State(ctx context.Context, p uint64) (State, error) {
-	if ctx.Value(anyKnownKey{}) != nil {
+	if IsAnyKnown(ctx) {
 		if s, ok := c.Known(p); ok {
 			return s, nil
 		}
@@ -509,6 +509,9 @@ type anyKnownKey struct{}
 func AnyKnown(ctx context.Context) context.Context {
 	return context.WithValue(ctx, anyKnownKey{}, true)
 }
+
+// IsAnyKnown reports whether ctx is of AnyKnown: what a read with it finds only guides.
+func IsAnyKnown(ctx context.Context) bool { return ctx.Value(anyKnownKey{}) != nil }
 
 // Known returns period p's state as last read, without a request, and whether it was
 // read: an estimate's, not a read's (it may be old).

@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -58,15 +59,25 @@ func setsCost(k setsKey, c cachedSets) int {
 // start in Unix seconds, 12 digits (docs/format.md, "The catalog").
 func LogKey(p uint64) string { return fmt.Sprintf("i%012d", p) }
 
+// ErrNotCached: a Select of a context of changelog.AnyKnown (a guess) asked for label sets
+// the cache does not hold; it reads no index table.
+var ErrNotCached = errors.New("tsdb: index: not cached")
+
 // readCached appends to found the label sets of one query f of period p's index that match
-// ms, from the cache when the log's generation is the one they were read at. The cache
-// keeps them in labels' order. at, if not nil, is the index in found of each series found
+// ms, from the cache when the log's generation is the one they were read at (of a context
+// of changelog.AnyKnown: at any, and ErrNotCached when none). The cache keeps them in
+// labels' order. at, if not nil, is the index in found of each series found
 // before (by another query): those are not appended again (a histogram series' flag is
 // kept), and those appended are added to it. Without at, found holds no series of f's.
 func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State, f string, ms []labels.Compiled, found *[]SeriesInfo, at map[string]int) error {
 	key := setsKey{x.names.IndexTable(p), f}
 	c, ok := x.cache.sets.Get(key)
-	if !ok || c.gen != state.Gen() {
+	if changelog.IsAnyKnown(ctx) {
+		// A guess (changelog.AnyKnown): the sets cached, however old, or none read.
+		if !ok {
+			return ErrNotCached
+		}
+	} else if !ok || c.gen != state.Gen() {
 		x.cache.counts.Miss(1)
 		all := map[string]*SeriesInfo{}
 		if err := x.readIndex(ctx, p, f, nil, all); err != nil {

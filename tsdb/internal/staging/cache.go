@@ -357,7 +357,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 // of a read that began (BeginRead): the Select then takes the same listing. A Table without
 // a cache, whose cache is not warm yet, or that does not read staged samples does nothing.
 func (st *Table) Prefetch(ctx context.Context, series []string, from, to time.Time, kinds Kinds) error {
-	if st == nil || !st.reads || st.cache == nil || !st.warm.Load() || !from.Before(to) {
+	if !st.Prefetches() || !from.Before(to) {
 		return nil
 	}
 	read := st.beginRead()
@@ -370,6 +370,12 @@ func (st *Table) Prefetch(ctx context.Context, series []string, from, to time.Ti
 		return fmt.Errorf("tsdb: prefetch staging: %w", err)
 	}
 	return nil
+}
+
+// Prefetches reports whether Prefetch would fetch anything: the Table reads staged samples
+// and its cache is warm.
+func (st *Table) Prefetches() bool {
+	return st != nil && st.reads && st.cache != nil && st.warm.Load()
 }
 
 // gatherListed returns the entities f selects as the listing (the Table's, as of
