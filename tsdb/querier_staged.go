@@ -127,9 +127,10 @@ func (sg *stagedGroups) release(i int) {
 // Select's) find in the index. A query's read mark reads the raw change log after its
 // listing, and its Selects fetch the entities staged since the last refresh after the mark:
 // run beside the mark, this has that fetch under way (or done) while the mark reads the
-// log, so that a refreshed panel waits for one request less. Without a staging cache, or a
-// read that began, it does nothing; a selector that selects every series is left out. Its
-// errors are the Selects' to find again: it only fills a cache.
+// log, so that a refreshed panel waits for one request less. Without a staging cache (or
+// one still cold), an index cache, or a read that began, it does nothing; a selector that
+// selects every series is left out. Its errors are the Selects' to find again: it only
+// fills a cache.
 func (db *DB) PrefetchStaged(ctx context.Context, from, to time.Time, selectors ...[]Matcher) error {
 	if !db.staging.Began(ctx) || !db.staging.Prefetches() {
 		return nil

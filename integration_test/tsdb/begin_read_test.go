@@ -222,7 +222,7 @@ func (f *foldBeforeFetch) Do(req *http.Request) (*http.Response, error) {
 // the new entity is under way while the mark reads the raw log, rather than after it, in
 // as many requests as without (the listing, the raw and index logs, the fetch), and
 // the Select answers the same. It reads nothing on a server just started, nor the index
-// for a selector the index cache lacks.
+// for a selector the index cache lacks, or without an index cache.
 func TestTSDBPrefetchStagedBesideMark(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
@@ -284,6 +284,14 @@ func TestTSDBPrefetchStagedBesideMark(t *testing.T) {
 	probe.begin(false)
 	require.NoError(t, db.PrefetchStaged(db.BeginRead(ctx), from, to, []tsdb.Matcher{{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "other"}}))
 	require.Zero(t, probe.requests.Load(), "a selector whose label sets the index cache lacks: no index read")
+	noIndexCache := opts
+	noIndexCache.IndexCache = nil
+	probe2 := &fetchBesideLog{catalog: probe.catalog, staging: probe.staging}
+	db2 := reopenWith(t, other.Name(), &noIndexCache, func(next policy.Transporter) policy.Transporter { probe2.next = next; return probe2 })
+	selectSamples(ctx, t, db2, nil, from, to, mem...) // its staging cache warm
+	probe2.begin(false)
+	require.NoError(t, db2.PrefetchStaged(db2.BeginRead(ctx), from, to, mem))
+	require.Zero(t, probe2.requests.Load(), "without an index cache: no index read")
 	write(to.Add(-30*time.Second), -1) // a late point: a new entity
 	clk.Add(30 * time.Second)          // past the staging listing's margin
 	require.Equal(t, int64(3), refresh("prefetched", true, true), "the listing, the logs, the new entity")

@@ -60,7 +60,7 @@ func setsCost(k setsKey, c cachedSets) int {
 func LogKey(p uint64) string { return fmt.Sprintf("i%012d", p) }
 
 // ErrNotCached: a Select of a context of changelog.AnyKnown (a guess) asked for label sets
-// the cache does not hold; it reads no index table.
+// the cache does not hold (or of an Index without a cache); it reads no index table.
 var ErrNotCached = errors.New("tsdb: index: not cached")
 
 // readCached appends to found the label sets of one query f of period p's index that match

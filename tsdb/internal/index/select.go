@@ -106,6 +106,9 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
 	}
+	if x.cache == nil && changelog.IsAnyKnown(ctx) {
+		return nil, ErrNotCached // a guess, and no cache to guess from
+	}
 	// The indexes, not the raw tables: a period's index outlives its raw points while a tier
 	// keeps its windows (see Retain).
 	periods, err := x.tables.InRange(ctx, naming.Index, from, to)
