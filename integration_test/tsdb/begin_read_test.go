@@ -44,21 +44,8 @@ func TestTSDBBeginReadShares(t *testing.T) {
 
 	// 40 series of an hour at 15 s, three batches of a Select (BatchSize 16), the last
 	// minutes of it staged.
-	keys := make([]string, 40)
-	for i := range keys {
-		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "mem", "i", fmt.Sprint(i)))
-		require.NoError(t, err)
-		keys[i] = k
-	}
+	keys, write := memSeries(t, other)
 	from, to := base.Add(19*time.Hour), base.Add(20*time.Hour)
-	write := func(at time.Time, v float64) {
-		t.Helper()
-		batch := make([]tsdb.SeriesPoints, len(keys))
-		for i, k := range keys {
-			batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: v + float64(i)}}}
-		}
-		require.NoError(t, other.WriteMany(ctx, batch))
-	}
 	for at := from; at.Before(to.Add(-5 * time.Minute)); at = at.Add(15 * time.Second) {
 		write(at, float64(at.Unix()))
 	}
@@ -159,21 +146,8 @@ func TestTSDBBeginReadFoldBeforeFetch(t *testing.T) {
 	}}
 	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { hook.next = next; return hook })
 
-	keys := make([]string, 40)
-	for i := range keys {
-		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "mem", "i", fmt.Sprint(i)))
-		require.NoError(t, err)
-		keys[i] = k
-	}
+	keys, write := memSeries(t, other)
 	from, to := base.Add(19*time.Hour), base.Add(20*time.Hour)
-	write := func(at time.Time, v float64) {
-		t.Helper()
-		batch := make([]tsdb.SeriesPoints, len(keys))
-		for i, k := range keys {
-			batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: v + float64(i)}}}
-		}
-		require.NoError(t, other.WriteMany(ctx, batch))
-	}
 	for at := to.Add(-10 * time.Minute); at.Before(to.Add(-time.Minute)); at = at.Add(15 * time.Second) {
 		write(at, float64(at.Unix())) // staged
 	}
@@ -237,21 +211,8 @@ func TestTSDBPrefetchStagedBesideMark(t *testing.T) {
 	probe := &fetchBesideLog{catalog: "/" + other.Name() + "m(", staging: "/" + other.Name() + "w("}
 	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { probe.next = next; return probe })
 
-	keys := make([]string, 40)
-	for i := range keys {
-		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "mem", "i", fmt.Sprint(i)))
-		require.NoError(t, err)
-		keys[i] = k
-	}
+	_, write := memSeries(t, other)
 	from, to := base.Add(19*time.Hour), base.Add(20*time.Hour)
-	write := func(at time.Time, v float64) {
-		t.Helper()
-		batch := make([]tsdb.SeriesPoints, len(keys))
-		for i, k := range keys {
-			batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: v + float64(i)}}}
-		}
-		require.NoError(t, other.WriteMany(ctx, batch))
-	}
 	for at := to.Add(-10 * time.Minute); at.Before(to.Add(-time.Minute)); at = at.Add(15 * time.Second) {
 		write(at, float64(at.Unix())) // staged
 	}
@@ -341,4 +302,25 @@ func (f *fetchBesideLog) Do(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return f.next.Do(req)
+}
+
+// memSeries registers 40 series "mem" (label i) in d, and returns their keys and a write of
+// a point of each at a time, each series' value v plus its number.
+func memSeries(t *testing.T, d *tsdb.DB) ([]string, func(at time.Time, v float64)) {
+	t.Helper()
+	ctx := context.Background()
+	keys := make([]string, 40)
+	for i := range keys {
+		k, err := d.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "mem", "i", fmt.Sprint(i)))
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	return keys, func(at time.Time, v float64) {
+		t.Helper()
+		batch := make([]tsdb.SeriesPoints, len(keys))
+		for i, k := range keys {
+			batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: v + float64(i)}}}
+		}
+		require.NoError(t, d.WriteMany(ctx, batch))
+	}
 }
