@@ -38,8 +38,8 @@ type ReadMark struct {
 // ReadMark takes a mark of [from, to): one listing of the staging entities' keys, then the
 // raw change log of each period of the range (after the listing: a Fold that deleted
 // entities the listing missed recorded there before). It is cheap: a few hundred bytes an
-// entity staged in the range, and one request for the logs of every period (with the
-// index log's, for the Selects of a read that began: changelog.StatesTogether), whose
+// entity staged in the range, and a point read of the log of each period, all at once (with
+// the index log's, for the Selects of a read that began: changelog.StatesTogether), whose
 // states reads share.
 func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
@@ -58,10 +58,10 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 		wants = append(wants, changelog.Want{Log: db.changes, Period: p})
 	}
 	rawWants := len(wants)
-	// The index log's states of the periods too, which the Selects after the mark take
-	// (the logs are entities of one partition of the catalog): every period's of both logs
-	// in one request (a 7-day panel's range spans two periods), where each used to take its
-	// own, the raw log's one after the other.
+	// The index log's states of the periods too, which the Selects after the mark take:
+	// every period's of both logs read at once (a 7-day panel's range spans two periods),
+	// where the Selects used to read the index log beside the listing, and the raw log's
+	// periods were read one after the other.
 	wants = append(wants, <-indexWants...)
 	states, err := changelog.StatesTogether(ctx, wants)
 	if err != nil {

@@ -1,14 +1,6 @@
 package changelog
 
-import (
-	"context"
-	"fmt"
-
-	"github.com/seed71701133/tablets/entity"
-	"github.com/seed71701133/tablets/filter"
-	"github.com/seed71701133/tablets/internal/pager"
-	"github.com/seed71701133/tablets/tsdb/internal/azerr"
-)
+import "context"
 
 // A Want is a period of a log whose state StatesTogether returns.
 type Want struct {
@@ -16,17 +8,21 @@ type Want struct {
 	Period uint64
 }
 
-// maxTogether is how many entities a query of StatesTogether reads at most: its filter
-// compares the PartitionKey and each RowKey, and Azure takes 15 comparisons at most.
-const maxTogether = 14
+// maxTogether is how many point reads StatesTogether has under way at once.
+const maxTogether = 16
 
 // StatesTogether returns the state of each want as its log's State with ctx returns it (a
 // state known or a read under way serves it where it would serve State), but reads those
-// it must in one query of their partition (maxTogether entities a query, the queries at
-// once), where State reads each with a request of its own. The logs must have their
-// entities in one partition of one table, as a database's raw and index logs do in its
-// catalog: a read mark then reads the raw and index logs of every period of its range in
-// one request.
+// it must at once (maxTogether at a time), where States one after the other would wait for
+// each: a read mark reads the raw and index logs of every period of its range in the time
+// of one request.
+//
+// Each is a point read of its own. One query of the logs' partition would be one request
+// instead of a few, but on Azurite a query scans every entity of its table, and a
+// database's logs share the catalog with its label-set registry (an entity a series): in
+// the soak (docs/soak.md, run 60) such a query took 20 to 24 ms of Azurite's one thread,
+// a point read 0.1 ms, and the queries of the logs were 30% of its time. On Azure both are
+// a transaction, and a point read is the cheapest there is.
 func StatesTogether(ctx context.Context, wants []Want) ([]State, error) {
 	out := make([]State, len(wants))
 	type pending struct {
@@ -55,26 +51,22 @@ func StatesTogether(ctx context.Context, wants []Want) ([]State, error) {
 		c.mu.Unlock()
 		reads = append(reads, pending{i, r})
 	}
-	// Each query's reads, landed (their waiters served) whatever happens.
-	errs := make(chan error, (len(reads)+maxTogether-1)/maxTogether)
-	for lo := 0; lo < len(reads); lo += maxTogether {
-		part := reads[lo:min(lo+maxTogether, len(reads))]
+	// Each read landed (its waiters served) whatever happens.
+	errs := make(chan error, len(reads))
+	slots := make(chan struct{}, maxTogether)
+	for _, pd := range reads {
 		go func() {
-			ws := make([]Want, len(part))
-			for j, pd := range part {
-				ws[j] = wants[pd.i]
-			}
-			states, err := readTogether(ctx, ws)
-			for j, pd := range part {
-				w := wants[pd.i]
-				w.Log.land(w.Period, pd.r, states[j], err)
-				out[pd.i] = states[j]
-			}
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			w := wants[pd.i]
+			s, _, _, err := w.Log.read(ctx, w.Period)
+			w.Log.land(w.Period, pd.r, s, err)
+			out[pd.i] = s
 			errs <- err
 		}()
 	}
 	var first error
-	for lo := 0; lo < len(reads); lo += maxTogether {
+	for range reads {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
@@ -120,47 +112,4 @@ func (c *Log) need(ctx context.Context) (uint64, func() uint64) {
 		seq = c.after()
 	}
 	return seq, func() uint64 { return max(seq, c.after()) }
-}
-
-// readTogether reads the entities of wants (at most maxTogether, of logs of one partition
-// of one table) in one query: a period without an entity is generation 0.
-func readTogether(ctx context.Context, wants []Want) ([]State, error) {
-	states := make([]State, len(wants))
-	first := wants[0].Log
-	byKey := make(map[string][]int, len(wants))
-	keys := make([]filter.Expr, 0, len(wants))
-	for i, w := range wants {
-		if w.Log.partition != first.partition {
-			return states, fmt.Errorf("tsdb: change log: logs of partitions %q and %q read together", first.partition, w.Log.partition)
-		}
-		k := w.Log.key(w.Period)
-		if _, ok := byKey[k]; !ok {
-			keys = append(keys, filter.Eq("RowKey", k))
-		}
-		byKey[k] = append(byKey[k], i)
-	}
-	q := pager.SubQuery{Filter: filter.And(filter.Eq("PartitionKey", first.partition), filter.Or(keys...)).String()}
-	var e entity.Entity
-	e.AllowStrings = true
-	for page, err := range pager.Each(ctx, first.client, q, 0) {
-		if azerr.IsTableGone(err) {
-			return states, nil // no table: no entity
-		}
-		if err != nil {
-			return states, fmt.Errorf("tsdb: change log: %w", err)
-		}
-		for _, raw := range page.Entities {
-			if err := e.Decode(raw); err != nil {
-				return states, fmt.Errorf("tsdb: change log: %w", err)
-			}
-			s, err := decodeEntity(raw)
-			if err != nil {
-				return states, fmt.Errorf("tsdb: change log entity %s: %w", e.RowKey, err)
-			}
-			for _, i := range byKey[string(e.RowKey)] {
-				states[i] = s
-			}
-		}
-	}
-	return states, nil
 }
