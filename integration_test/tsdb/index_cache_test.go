@@ -3,8 +3,13 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 
 	"github.com/stretchr/testify/require"
 
@@ -93,3 +98,64 @@ func TestTSDBIndexCache(t *testing.T) {
 	cost("after another server's retention")
 	require.Empty(t, variable(db))
 }
+
+// A rollup lists every series of its periods at each run (DB.Series). With an index cache,
+// a listing is kept at the generation of the period's index log: the next reads the log
+// alone (a point read), and a series another server registered since is listed again.
+func TestTSDBSeriesListingCached(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
+	clk := clock.New(base.Add(6 * time.Hour))
+	plain := *stagingOptions(clk)
+	other, svc, _ := dbtest.NewDB(t, &plain)
+	write := func(from, n int) {
+		t.Helper()
+		for i := from; i < from+n; i++ {
+			k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "m", "i", fmt.Sprint(i)))
+			require.NoError(t, err)
+			require.NoError(t, other.Write(ctx, k, tablets.Point{Time: base.Add(time.Hour), Value: 1}))
+		}
+	}
+	write(0, 30)
+	index := &tableRequests{table: "/" + other.Name() + "i"}
+	opts := plain
+	opts.IndexCache = tsdb.NewIndexCache(1 << 20)
+	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { index.next = next; return index })
+	want := func() []string {
+		t.Helper()
+		s, err := reopen(t, svc, other.Name(), plain).Series(ctx, base, clk.Now())
+		require.NoError(t, err)
+		return s
+	}
+	list := func(what string) []string {
+		t.Helper()
+		s, err := db.Series(ctx, base, clk.Now())
+		require.NoError(t, err)
+		require.Equal(t, want(), s, what)
+		return s
+	}
+	require.Len(t, list("first"), 30)
+	require.Positive(t, index.take(), "the first lists the index")
+	require.Len(t, list("again"), 30)
+	require.Zero(t, index.take(), "unchanged: the index log alone, from the catalog")
+	write(30, 2) // another server's new series
+	require.Len(t, list("after another server's registrations"), 32)
+	require.Positive(t, index.take(), "the log changed: listed again")
+}
+
+// tableRequests counts the requests whose path holds table.
+type tableRequests struct {
+	next  policy.Transporter
+	table string
+	n     atomic.Int64
+}
+
+func (r *tableRequests) Do(req *http.Request) (*http.Response, error) {
+	if strings.Contains(req.URL.Path, r.table) {
+		r.n.Add(1)
+	}
+	return r.next.Do(req)
+}
+
+// take returns the count since the last take.
+func (r *tableRequests) take() int64 { return r.n.Swap(0) }
