@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
@@ -15,11 +16,14 @@ import (
 )
 
 // A database of chunked tables compacts the chunk-a-write of a frequent writer, in every
-// period, and reads the same points after; compacting again costs a scan a table.
+// period, and reads the same points after. Compacting again reads each period's change log
+// and scans no table: nothing was written since. Another process's write is compacted by
+// the next run, and a process that did not compact scans.
 func TestTSDBCompact(t *testing.T) {
 	ctx := context.Background()
-	db, svc, checker := newDB(t, &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+	opts := &tsdb.Options{RawPeriod: time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	db, svc, checker := newDB(t, opts)
 	start := time.Date(2024, 5, 20, 10, 30, 0, 0, time.UTC) // two periods
 	want := map[string][]tablets.Point{}
 	for i := range 40 {
@@ -47,8 +51,22 @@ func TestTSDBCompact(t *testing.T) {
 	require.LessOrEqual(t, chunks(), 6, "a chunk per series and period")
 	before := checker.Stats().Requests
 	require.NoError(t, db.Compact(ctx, start, start.Add(2*time.Hour)))
-	// The range's third period, 12:00, has no table: a scan finds that.
-	require.Equal(t, int64(3), checker.Stats().Requests-before, "nothing left to merge: a scan a table")
+	// The range's third period, 12:00, has no table.
+	require.Equal(t, int64(3), checker.Stats().Requests-before, "nothing written since: a period's change log each, no scan")
+
+	raw := &tableRequests{table: "/" + db.Name() + "r"}
+	other := reopenWith(t, db.Name(), opts, func(next policy.Transporter) policy.Transporter { raw.next = next; return raw })
+	require.NoError(t, other.Compact(ctx, start, start.Add(2*time.Hour)))
+	require.Positive(t, raw.take(), "a process that did not compact scans")
+	require.NoError(t, other.Compact(ctx, start, start.Add(2*time.Hour)))
+	require.Zero(t, raw.take(), "then it does not")
+	late := tablets.Point{Time: start.Add(time.Minute), Value: -1}
+	require.NoError(t, db.Write(ctx, "s1", late)) // another process's write: a chunk more
+	want["s1"] = append(want["s1"][:1], append([]tablets.Point{late}, want["s1"][1:]...)...)
+	require.Greater(t, chunks(), 6)
+	require.NoError(t, other.Compact(ctx, start, start.Add(2*time.Hour)))
+	require.Positive(t, raw.take(), "a write since: scanned")
+	require.LessOrEqual(t, chunks(), 6, "and compacted")
 	for series, pts := range want {
 		var got []tablets.Point
 		for p, err := range db.Query(ctx, series, start, start.Add(2*time.Hour)) {

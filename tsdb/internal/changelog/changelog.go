@@ -500,6 +500,18 @@ func (c *Log) State(ctx context.Context, p uint64) (State, error) {
 	return c.StateAfter(ctx, p, c.after())
 }
 
+// ReadNow reads period p's state now, whatever is known or under way: for work that must
+// see every change recorded before it began (a compaction that skips a table unchanged
+// since its last run). The state read is known to the States after it, as theirs are.
+func (c *Log) ReadNow(ctx context.Context, p uint64) (State, error) {
+	now := func() uint64 { return epoch.Add(1) }
+	if c.after != nil {
+		now = c.after
+	}
+	c.mu.Lock()
+	return c.readShared(ctx, p, now())
+}
+
 // anyKnownKey is the context key of AnyKnown.
 type anyKnownKey struct{}
 

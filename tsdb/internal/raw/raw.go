@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -19,6 +20,7 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 	"github.com/seed71701133/tablets/tsdb/internal/tables"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // Store is the raw part of one kind of samples: its tables, one a period (float points:
@@ -48,6 +50,16 @@ type Store[S any, T Table[S]] struct {
 	// folded is the samples of names the Folds of receipts wrote, where this process knows
 	// them without a request (Config.FoldedFloats; nil: never): see takeInFolds.
 	folded func(receipts []changelog.Receipt, names []string) map[string][]S
+
+	compactMu sync.Mutex
+	compacted map[uint64]compactedSpan // by period: what the last Compacts did (Compact)
+}
+
+// compactedSpan is a range of a period that Compacts of this process merged whole while the
+// period's change log stood at generation gen.
+type compactedSpan struct {
+	gen      uint64
+	from, to time.Time
 }
 
 // Floats is the raw part's float points: besides what both kinds do, the reads of one
@@ -202,6 +214,14 @@ func (r *Store[S, T]) Delete(ctx context.Context, series string, from, to time.T
 
 // Compact merges the small chunks of every table of [from, to). A table that fails does
 // not stop the others.
+//
+// A table whose range this process compacted whole since the last change recorded in the
+// period's change log is skipped: what a compaction merges only a write makes, and every
+// write records in the log (a direct write after it is stored, a Fold before it deletes what
+// it moved, Delete, Retain). The log is read before the table is scanned, so a write the
+// scan missed changed it. A compaction scans its whole range of the table for partitions
+// of several chunks (a request per 1,000 chunks, and on Azurite each page scans and sorts
+// the whole table): the soak's, every two minutes, found nothing between its folds.
 func (r *Store[S, T]) Compact(ctx context.Context, from, to time.Time) error {
 	spans, err := r.Spans(ctx, from, to)
 	if err != nil {
@@ -209,11 +229,45 @@ func (r *Store[S, T]) Compact(ctx context.Context, from, to time.Time) error {
 	}
 	var errs []error
 	for _, sp := range spans {
+		state, err := r.changes.ReadNow(ctx, sp.Period)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.Period), err))
+			continue
+		}
+		if r.compactedSince(sp, state.Gen()) {
+			continue
+		}
 		if _, err := r.inTable(sp.Period, func(t T) error { return t.compact(ctx, sp.From, sp.To) }); err != nil {
 			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.Period), err))
+			continue
 		}
+		r.noteCompacted(sp, state.Gen())
 	}
 	return errors.Join(errs...)
+}
+
+// compactedSince reports whether span sp was compacted whole at generation gen.
+func (r *Store[S, T]) compactedSince(sp Span, gen uint64) bool {
+	r.compactMu.Lock()
+	defer r.compactMu.Unlock()
+	c, ok := r.compacted[sp.Period]
+	return ok && c.gen == gen && !sp.From.Before(c.from) && !sp.To.After(c.to)
+}
+
+// noteCompacted notes that span sp was compacted whole at generation gen: with what was
+// noted at gen, where the two meet.
+func (r *Store[S, T]) noteCompacted(sp Span, gen uint64) {
+	r.compactMu.Lock()
+	defer r.compactMu.Unlock()
+	if r.compacted == nil {
+		r.compacted = map[uint64]compactedSpan{}
+	}
+	c, ok := r.compacted[sp.Period]
+	if ok && c.gen == gen && !sp.From.After(c.to) && !sp.To.Before(c.from) {
+		r.compacted[sp.Period] = compactedSpan{gen: gen, from: times.Earlier(c.from, sp.From), to: times.Later(c.to, sp.To)}
+		return
+	}
+	r.compacted[sp.Period] = compactedSpan{gen: gen, from: sp.From, to: sp.To}
 }
 
 // seriesCheck checks series names before any request, for the tables of each kind: with
