@@ -15,7 +15,9 @@ import (
 // become chunks of up to 16 KiB, each written with the highest priority of the chunks it
 // replaces, in one transaction that deletes those only if unchanged (their ETags). Several
 // processes may compact at once, and a Compact killed midway leaves every sample readable:
-// the merges are conditional on the chunks' ETags, each one transaction.
+// the merges are conditional on the chunks' ETags, each one transaction. A table this
+// process compacted over the range since the last change its period's raw change log
+// records is not scanned again: a request (the log's entity) instead of a scan.
 func (db *DB) Compact(ctx context.Context, from, to time.Time) error {
 	return errors.Join(db.floats.Compact(ctx, from, to), db.hists.Compact(ctx, from, to))
 }

@@ -60,6 +60,8 @@ func TestTSDBCompact(t *testing.T) {
 	require.Positive(t, raw.take(), "a process that did not compact scans")
 	require.NoError(t, other.Compact(ctx, start, start.Add(2*time.Hour)))
 	require.Zero(t, raw.take(), "then it does not")
+	require.NoError(t, other.Compact(ctx, start.Add(10*time.Minute), start.Add(2*time.Hour+5*time.Minute)))
+	require.Zero(t, raw.take(), "nor over a range slid within the partitions it compacted (the maintenance loop's next)")
 	late := tablets.Point{Time: start.Add(time.Minute), Value: -1}
 	require.NoError(t, db.Write(ctx, "s1", late)) // another process's write: a chunk more
 	want["s1"] = append(want["s1"][:1], append([]tablets.Point{late}, want["s1"][1:]...)...)

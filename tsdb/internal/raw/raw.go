@@ -14,6 +14,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
@@ -255,8 +256,15 @@ func (r *Store[S, T]) compactedSince(sp Span, gen uint64) bool {
 }
 
 // noteCompacted notes that span sp was compacted whole at generation gen: with what was
-// noted at gen, where the two meet.
+// noted at gen, where the two meet. A compaction merges the chunks of every partition its
+// range overlaps, whole (chunks.Layout.ScanFilter), so the span noted is of whole
+// partitions: the maintenance loop's ranges slide with the clock, within a partition.
 func (r *Store[S, T]) noteCompacted(sp Span, gen uint64) {
+	if r.partition > 0 {
+		// Partitions start at multiples of their span since the Unix epoch.
+		sp.From = rounding.Floor(sp.From, r.partition)
+		sp.To = rounding.Floor(sp.To.Add(-time.Nanosecond), r.partition).Add(r.partition)
+	}
 	r.compactMu.Lock()
 	defer r.compactMu.Unlock()
 	if r.compacted == nil {
