@@ -159,3 +159,34 @@ func (r *tableRequests) Do(req *http.Request) (*http.Response, error) {
 
 // take returns the count since the last take.
 func (r *tableRequests) take() int64 { return r.n.Swap(0) }
+
+// A listing of more than a quarter of the index cache is not kept (it would drop the label
+// sets the queries use): 3,000 series in a cache of 1 MiB are listed again each time.
+func TestTSDBSeriesListingTooLargeNotCached(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
+	clk := clock.New(base.Add(6 * time.Hour))
+	plain := *stagingOptions(clk)
+	other, _, _ := dbtest.NewDB(t, &plain)
+	sets := make([]tsdb.Labels, 3000)
+	for i := range sets {
+		sets[i] = tsdb.LabelsFromStrings(tsdb.MetricName, "m", "i", fmt.Sprint(i))
+	}
+	keys, err := other.SeriesOfMany(ctx, sets)
+	require.NoError(t, err)
+	var batch []tsdb.SeriesPoints
+	for _, k := range keys {
+		batch = append(batch, tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: base.Add(time.Hour), Value: 1}}})
+	}
+	require.NoError(t, other.WriteMany(ctx, batch))
+	index := &tableRequests{table: "/" + other.Name() + "i"}
+	opts := plain
+	opts.IndexCache = tsdb.NewIndexCache(1 << 20)
+	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { index.next = next; return index })
+	for range 2 {
+		s, err := db.Series(ctx, base, clk.Now())
+		require.NoError(t, err)
+		require.Len(t, s, 3000)
+		require.Positive(t, index.take(), "listed each time")
+	}
+}

@@ -22,13 +22,15 @@ import (
 // A Cache may be shared by the indexes of many databases (a server's tenants); it is
 // bounded by the bytes of the label sets it holds (cache.Gen). Safe for concurrent use.
 type Cache struct {
-	sets   *cache.Gen[setsKey, cachedSets]
-	counts cache.Counts
+	sets     *cache.Gen[setsKey, cachedSets]
+	counts   cache.Counts
+	maxBytes int
 }
 
 // NewCache returns a cache of at most about maxBytes of label sets (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
-	return &Cache{sets: cache.New(int(max(maxBytes, 1<<20)), setsCost)}
+	n := int(max(maxBytes, 1<<20))
+	return &Cache{sets: cache.New(n, setsCost), maxBytes: n}
 }
 
 // Stats returns the cache's counts: Hits are queries of a period's index answered from the

@@ -334,7 +334,11 @@ func (x *Index) listedKeys(ctx context.Context, p uint64) ([]string, bool, error
 		for i, k := range keys {
 			c.entries[i] = SeriesInfo{Series: k}
 		}
-		x.cache.sets.Add(key, c)
+		// A listing of more than a quarter of the cache would drop the label sets the
+		// queries use (a million series is about 100 MB): it is read again next time.
+		if setsCost(key, c) <= x.cache.maxBytes/4 {
+			x.cache.sets.Add(key, c)
+		}
 	}
 	return keys, false, nil
 }
