@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
