@@ -74,6 +74,12 @@ type Options struct {
 	// progress of a rollup (default DefaultRollupCatchUp; never past the database's
 	// RawRetention, whose points may be gone).
 	RollupCatchUp time.Duration
+	// RollupGrain is the span of sealed windows a rollup waits for (default
+	// DefaultRollupGrain; negative: none): rollups cover whole spans of it, aligned to the
+	// Unix epoch, so that one every minute runs at every quarter of an hour. Each rewrites
+	// every series' block of the finest tier (a day of minutes by default): at every minute,
+	// each block 1,440 times a day.
+	RollupGrain time.Duration
 	// CompactEvery is how often Run compacts the chunks written since its last successful
 	// compaction (default 5m; negative: never).
 	CompactEvery time.Duration
@@ -158,6 +164,7 @@ const (
 	// ingest's), and on Azurite made rule evaluations lag by a minute and more.
 	DefaultRollupEvery    = time.Hour
 	DefaultRollupCatchUp  = schedule.DefaultRollupCatchUp
+	DefaultRollupGrain    = schedule.DefaultRollupGrain
 	DefaultCompactCatchUp = schedule.DefaultCompactCatchUp
 )
 

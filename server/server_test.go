@@ -207,8 +207,9 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	raw := rawTable(t, name, db, hour)
 	require.Equal(t, 20, entityCount(t, raw))
 
-	covered := runLoopsUntil(t, db, now, map[string]time.Time{"rollup": now.Add(-tsdb.DefaultSealDelay), "compact": now})
-	require.Equal(t, now.Add(-tsdb.DefaultSealDelay), covered["rollup"].to)
+	sealed := now.Add(-tsdb.DefaultSealDelay).Truncate(server.DefaultRollupGrain) // whole quarters of an hour
+	covered := runLoopsUntil(t, db, now, map[string]time.Time{"rollup": sealed, "compact": now})
+	require.Equal(t, sealed, covered["rollup"].to)
 	require.Equal(t, now, covered["compact"].to)
 	// The progress is in the database, to the millisecond.
 	for task, c := range covered {

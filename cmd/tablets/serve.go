@@ -52,6 +52,7 @@ type serveFlags struct {
 	foldEvery                         time.Duration
 	stagingPartitions                 int
 	rollupCatchUp, compactCatchUp     time.Duration
+	rollupGrain                       time.Duration
 	shutdownTimeout                   time.Duration
 	webConfigFile, listenInternal     string
 	configFile                        string
@@ -154,6 +155,7 @@ See docs/rules.md.`,
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 1h; negative: never)")
+	f.DurationVar(&sf.rollupGrain, "rollup-grain", 0, "the span of sealed windows a rollup waits for: rollups cover whole spans of it, so that one every minute runs at every quarter of an hour (each rewrites every series' day block of the minute tier; 0: 15m; negative: none, every tick rolls up)")
 	f.DurationVar(&sf.rollupCatchUp, "rollup-catch-up", 0, "how far back the first rollup of a database starts (0: 72h; never past --raw-retention)")
 	f.DurationVar(&sf.compactEvery, "compact-every", 0, "how often to compact the chunks written since the last compaction (0: 5m; negative: never)")
 	f.DurationVar(&sf.compactCatchUp, "compact-catch-up", 0, "how far back the first compaction of a database starts (0: 24h)")
@@ -401,6 +403,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			FoldEvery:          sf.foldEvery,
 			RollupEvery:        sf.rollupEvery,
 			RollupCatchUp:      sf.rollupCatchUp,
+			RollupGrain:        sf.rollupGrain,
 			CompactEvery:       sf.compactEvery,
 			CompactCatchUp:     sf.compactCatchUp,
 			Query:              queryOpts,

@@ -8,7 +8,9 @@
 // once the task succeeds again. The first tick starts at the stored progress (below), else at
 // the catch-up horizon, so a process started after downtime covers what was missed
 // meanwhile. A long range is cut into slices aligned to the Unix epoch, and the mark advances
-// slice by slice: one call's memory and time stay bounded.
+// slice by slice: one call's memory and time stay bounded. A grain (Options.Grain) makes a
+// loop that ticks often cover the time in whole spans of it, for a task whose every call
+// costs much more than its range.
 //
 // With Options.Progress the mark is also kept outside the process (tsdb keeps it in its
 // catalog): each tick starts from the later of its own mark and the stored one, so a process
@@ -74,6 +76,14 @@ type Options struct {
 	// Slice bounds the range of one call: ranges are cut at multiples of Slice since the Unix
 	// epoch (0: no cut).
 	Slice time.Duration
+	// Grain, when positive, cuts the end of a tick's range down to a multiple of Grain since
+	// the Unix epoch: the time after it waits for a later tick. A loop that ticks more often
+	// than Grain then covers the time in whole spans of Grain, each once, for a task whose
+	// every call costs much more than its range (a rollup rewrites whole blocks of windows
+	// for the few it adds). A tick whose range the cut leaves empty reports a Run with From
+	// equal to To (nothing covered, no error): the loop is alive, and waits. Once does not
+	// cut: it covers up to now less Lag.
+	Grain time.Duration
 	// Progress keeps the mark outside the process (nil: in memory only). Each tick loads it
 	// first: a tick whose Load fails is reported (a Run with only Err) and covers nothing,
 	// and the next tries again. Falling back to the horizon instead would skip, for good,
@@ -83,7 +93,8 @@ type Options struct {
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 	// Report is told of every call, successful or not, except one cut short because ctx
-	// ended, and of every failed Load of Progress (nil: none).
+	// ended, of every failed Load of Progress, and of every tick Grain left nothing to
+	// cover (nil: none).
 	Report func(Run)
 }
 
@@ -98,8 +109,8 @@ func (o *Options) Check() error {
 // checkRange checks the options of the range a tick covers (all but Every).
 func (o *Options) checkRange() error {
 	switch {
-	case o.Lag < 0 || o.CatchUp < 0 || o.Limit < 0 || o.Slice < 0:
-		return fmt.Errorf("%w: lag %v, catch-up %v, limit %v and slice %v must not be negative", tablets.ErrInvalidOptions, o.Lag, o.CatchUp, o.Limit, o.Slice)
+	case o.Lag < 0 || o.CatchUp < 0 || o.Limit < 0 || o.Slice < 0 || o.Grain < 0:
+		return fmt.Errorf("%w: lag %v, catch-up %v, limit %v, slice %v and grain %v must not be negative", tablets.ErrInvalidOptions, o.Lag, o.CatchUp, o.Limit, o.Slice, o.Grain)
 	case o.CatchUp != 0 && o.CatchUp < o.Lag:
 		return fmt.Errorf("%w: catch-up %v is shorter than the lag %v", tablets.ErrInvalidOptions, o.CatchUp, o.Lag)
 	case o.Limit != 0 && o.Limit < o.Lag:
@@ -135,6 +146,7 @@ func Once(ctx context.Context, task RangeTask, opts *Options) (Run, error) {
 	if err := o.checkRange(); err != nil {
 		return Run{}, err
 	}
+	o.Grain = 0 // a run by hand covers everything there is
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -229,6 +241,15 @@ func (p *progress) run(ctx context.Context, task RangeTask, now time.Time) Run {
 		from = later(from, now.Add(-o.Limit))
 	}
 	covered := Run{From: from, To: from}
+	if o.Grain > 0 && from.Before(end) {
+		end = lastBoundary(end, o.Grain)
+		if !from.Before(end) {
+			if o.Report != nil {
+				o.Report(covered) // less than a grain to cover: it waits
+			}
+			return covered
+		}
+	}
 	for from.Before(end) && ctx.Err() == nil {
 		to := end
 		if o.Slice > 0 {
@@ -300,6 +321,9 @@ func nextBoundary(t time.Time, d time.Duration) time.Time {
 	}
 	return t.Add(d - r)
 }
+
+// lastBoundary is the last multiple of d since the Unix epoch at or before t.
+func lastBoundary(t time.Time, d time.Duration) time.Time { return nextBoundary(t, d).Add(-d) }
 
 func later(a, b time.Time) time.Time {
 	if a.After(b) {

@@ -96,6 +96,41 @@ func TestRangesLongIntervalCoversEverything(t *testing.T) {
 	})
 }
 
+// A grain of 15 minutes makes a loop that ticks every minute cover whole quarters of an
+// hour, each once: the ticks between report that they wait, and call nothing. Once is not
+// cut.
+func TestRangesGrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now() // a midnight
+		m := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Minute) }
+		r := &recorder{}
+		o := Options{Every: time.Minute, Lag: time.Hour, Grain: 15 * time.Minute}
+		stop := start(t, r, o)
+		time.Sleep(31*time.Minute + time.Second) // ticks at 1 to 31 minutes
+		synctest.Wait()
+		stop()
+		// The first tick (t0+1m) sets the start at t0-59m; the tick at t0+15m is the first
+		// whose range reaches a quarter past its start (t0-45m), the one at t0+30m the next.
+		assert.Equal(t, []Run{{From: m(-59), To: m(-45)}, {From: m(-45), To: m(-30)}}, r.takeCalls())
+		var waits []Run
+		for _, rep := range r.reports {
+			if rep.From.Equal(rep.To) {
+				waits = append(waits, rep)
+			}
+		}
+		assert.Len(t, r.reports, 30, "the two calls, and every tick but the first")
+		assert.Len(t, waits, 28)
+		assert.Equal(t, Run{From: m(-59), To: m(-59)}, waits[0])
+		assert.Equal(t, Run{From: m(-30), To: m(-30)}, waits[len(waits)-1], "the tick at t0+31m")
+
+		now := m(7)
+		got, err := Once(context.Background(), r.task, &Options{Lag: time.Hour, CatchUp: 2 * time.Hour, Grain: 15 * time.Minute,
+			Now: func() time.Time { return now }})
+		require.NoError(t, err)
+		assert.Equal(t, Run{From: m(-113), To: m(-53)}, got, "Once covers up to now less the lag")
+	})
+}
+
 // The ticker runs at the configured interval: one call per tick, at the tick's time.
 func TestRangesTicksAtInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -295,6 +330,7 @@ func TestOptionsChecked(t *testing.T) {
 		"negative interval": {Every: -time.Second},
 		"negative lag":      {Every: time.Second, Lag: -time.Second},
 		"negative slice":    {Every: time.Second, Slice: -time.Second},
+		"negative grain":    {Every: time.Second, Grain: -time.Second},
 		"catch-up < lag":    {Every: time.Second, Lag: time.Hour, CatchUp: time.Minute},
 		"limit < lag":       {Every: time.Second, Lag: time.Hour, Limit: time.Minute},
 	} {

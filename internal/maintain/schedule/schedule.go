@@ -36,6 +36,7 @@ const (
 const (
 	DefaultRollupCatchUp  = 72 * time.Hour
 	DefaultCompactCatchUp = 24 * time.Hour
+	DefaultRollupGrain    = 15 * time.Minute
 )
 
 // Options are when the tasks run (the server's options, their defaults applied). A task
@@ -56,6 +57,14 @@ type Options struct {
 	// SealDelay (a catch-up within it covers nothing at first: windows are trusted once
 	// sealed) and at most its RawRetention (the raw points of older windows may be gone).
 	RollupCatchUp time.Duration
+	// RollupGrain is the span of sealed windows a rollup waits for (0: DefaultRollupGrain;
+	// negative: none): its ranges end at multiples of it since the Unix epoch, so that a
+	// rollup every minute runs at every quarter of an hour (internal/maintain's
+	// Options.Grain). A rollup rewrites every series' block of the finest tier (a day of
+	// minutes by default) for the windows sealed since the last: at every minute, each block
+	// 1,440 times a day; at every quarter of an hour, 96. The windows not rolled up yet are
+	// read raw.
+	RollupGrain time.Duration
 	// RetainEvery is the interval of retention.
 	RetainEvery time.Duration
 	// Now is the clock of the ranges and of retention (nil: the database's,
@@ -137,8 +146,9 @@ func Plan(o Options, db tsdb.Options) ([]Task, error) {
 		if len(db.Tiers) > 0 {
 			slice = db.Tiers[len(db.Tiers)-1].Step * tierBlockWindows
 		}
+		grain := max(orDefault(o.RollupGrain, DefaultRollupGrain), 0)
 		tasks = append(tasks, Task{Name: Rollup, Opts: maintain.Options{Every: o.RollupEvery, Lag: db.SealDelay,
-			CatchUp: catchUp, Limit: limit, Slice: slice}})
+			CatchUp: catchUp, Limit: limit, Slice: slice, Grain: grain}})
 		if len(db.Tiers) > 0 {
 			tasks = append(tasks, Task{Name: Flagged, Opts: maintain.Options{Every: o.RollupEvery}})
 		}

@@ -33,21 +33,28 @@ func TestPlan(t *testing.T) {
 	o := Options{RollupEvery: time.Minute, CompactEvery: 2 * time.Minute, RetainEvery: time.Hour}
 	got := byName(Plan(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers}))
 	assert.Equal(t, map[string]maintain.Options{
-		"rollup":  {Every: time.Minute, Lag: time.Hour, CatchUp: 3 * day, Slice: day},
+		"rollup":  {Every: time.Minute, Lag: time.Hour, CatchUp: 3 * day, Slice: day, Grain: 15 * time.Minute},
 		"flagged": {Every: time.Minute},
 		"compact": {Every: 2 * time.Minute, CatchUp: day, Slice: day},
 		"retain":  {Every: time.Hour},
-	}, got, "the default catch-ups")
+	}, got, "the default catch-ups and grain")
 
 	got = byName(Plan(o, tsdb.Options{SealDelay: 10 * time.Minute, RawRetention: 2 * day,
 		Tiers: []tsdb.Tier{{Step: time.Minute}, {Step: 10 * time.Minute}}}))
-	assert.Equal(t, maintain.Options{Every: time.Minute, Lag: 10 * time.Minute, CatchUp: 2 * day, Limit: 2 * day, Slice: 240 * time.Minute}, got["rollup"])
+	assert.Equal(t, maintain.Options{Every: time.Minute, Lag: 10 * time.Minute, CatchUp: 2 * day, Limit: 2 * day, Slice: 240 * time.Minute, Grain: 15 * time.Minute}, got["rollup"])
+
+	// A grain of its own, or none.
+	o.RollupGrain = time.Hour
+	assert.Equal(t, time.Hour, byName(Plan(o, tsdb.Options{SealDelay: time.Hour}))["rollup"].Grain)
+	o.RollupGrain = -1
+	assert.Zero(t, byName(Plan(o, tsdb.Options{SealDelay: time.Hour}))["rollup"].Grain)
+	o.RollupGrain = 0
 
 	// A rollup's catch-up within the seal delay is the seal delay (its first tick covers
 	// nothing: windows are trusted once sealed); a database without tiers has no dirty
 	// slices to roll up.
 	got = byName(Plan(Options{RollupEvery: time.Minute, RollupCatchUp: 10 * time.Minute}, tsdb.Options{SealDelay: time.Hour}))
-	assert.Equal(t, map[string]maintain.Options{"rollup": {Every: time.Minute, Lag: time.Hour, CatchUp: time.Hour}}, got)
+	assert.Equal(t, map[string]maintain.Options{"rollup": {Every: time.Minute, Lag: time.Hour, CatchUp: time.Hour, Grain: 15 * time.Minute}}, got)
 
 	o.FoldEvery, o.CompactCatchUp, o.RollupCatchUp = 2*time.Hour, 5*time.Hour, 7*time.Hour
 	tasks, err := Plan(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers})
@@ -241,7 +248,8 @@ func (p *memProgress) Save(_ context.Context, t time.Time) error {
 
 // A scheduler down 6 hours catches up from the rollup's progress, whatever its interval and
 // catch-up: its first tick covers every instant since the last rollup of any process, in
-// slices, up to the seal delay ago; none is covered twice, none skipped.
+// slices, up to the seal delay ago (cut down to the grain); none is covered twice, none
+// skipped.
 func TestRollupCatchesUpAfterOutage(t *testing.T) {
 	for _, c := range []struct {
 		every, catchUp time.Duration
@@ -276,8 +284,8 @@ func TestRollupCatchesUpAfterOutage(t *testing.T) {
 			for i := 1; i < len(calls); i++ {
 				assert.Equal(t, calls[i-1].To, calls[i].From, "every %v: contiguous", c.every)
 			}
-			end := first.Add(-time.Hour)
-			assert.Equal(t, end, calls[len(calls)-1].To, "every %v: up to the seal", c.every)
+			end := first.Add(-time.Hour).Truncate(DefaultRollupGrain) // a multiple of the epoch's too
+			assert.Equal(t, end, calls[len(calls)-1].To, "every %v: up to the last whole grain sealed", c.every)
 			assert.Equal(t, end, stored.covered)
 		})
 	}
