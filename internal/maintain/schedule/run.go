@@ -18,8 +18,10 @@ type Hooks struct {
 	// call's turn among its background jobs, and marks its requests background.
 	Do func(ctx context.Context, task string, call func(context.Context) error) error
 	// Report is told of each call of a step, with its error (nil: done), except a call cut
-	// short because ctx ended; and of each failure to read a ranged task's progress (a Step
-	// with only Task, and the error), after which that tick does nothing.
+	// short because ctx ended; of each failure to read a ranged task's progress (a Step
+	// with only Task, and the error), after which that tick does nothing; and of each tick
+	// of the rollup that its grain left nothing to cover (a Step whose From equals To, no
+	// error).
 	Report func(Step, error)
 }
 
