@@ -125,15 +125,16 @@ func TestJobsWaitEndsWithContext(t *testing.T) {
 }
 
 // Every loop's task runs with a context marked as background work, so that its requests to
-// the account take only the background share of them (reqlimit); the context a server
-// serves requests with is not.
+// the account take only the background share of them (reqlimit), and named with its task,
+// which the account's metrics count them by; the context a server serves requests with is
+// not.
 func TestLoopsAreBackground(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		seen := map[string]bool{}
 		record := func(name string, ctx context.Context) {
 			mu.Lock()
-			seen[name] = reqlimit.IsBackground(ctx)
+			seen[name] = reqlimit.IsBackground(ctx) && reqlimit.TaskOf(ctx) == name
 			mu.Unlock()
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -153,7 +154,7 @@ func TestLoopsAreBackground(t *testing.T) {
 		if !seen["fold"] || !seen["rollup"] || len(seen) != 2 {
 			t.Errorf("background marks of the loops' contexts: %v", seen)
 		}
-		if reqlimit.IsBackground(ctx) {
+		if reqlimit.IsBackground(ctx) || reqlimit.TaskOf(ctx) != "" {
 			t.Error("runLoops marked its caller's context")
 		}
 	})

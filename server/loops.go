@@ -32,7 +32,7 @@ func (s *Server) runLoops(ctx context.Context, tasks []schedule.Task) {
 // behind a catch-up (reqlimit), and it waits for its turn under the options' Jobs (a fold
 // ahead of the others).
 func (s *Server) doJob(ctx context.Context, task string, call func(context.Context) error) error {
-	ctx = reqlimit.Background(ctx)
+	ctx = reqlimit.WithTask(reqlimit.Background(ctx), task)
 	do := s.opts.Jobs.do
 	if task == schedule.Fold {
 		do = s.opts.Jobs.doFirst

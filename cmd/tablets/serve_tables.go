@@ -15,8 +15,9 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// tableMeter counts the requests sent to the account by class (ingest, query, background)
-// and by the role of the table each names (tsdb.TableRole: staging, raw, tier, ...; "batch"
+// tableMeter counts the requests sent to the account by class (ingest, query, background),
+// by background task (fold, compact, rollup, flagged, retain: reqlimit.TaskOf; none for
+// the other classes) and by the role of the table each names (tsdb.TableRole: staging, raw, tier, ...; "batch"
 // for an entity group transaction, whose tables are in its body; "tables" for the table
 // service's own): the requests, the response bytes read and the seconds from sending to
 // the end of the response. It sits below the request limit, so that its seconds are the
@@ -27,7 +28,7 @@ type tableMeter struct {
 	by   map[tableKey]*tableCounts
 }
 
-type tableKey struct{ class, table string }
+type tableKey struct{ class, task, table string }
 
 type tableCounts struct {
 	requests, received int64
@@ -58,18 +59,20 @@ func tableOf(u *url.URL) string {
 	return "other"
 }
 
-func classOfRequest(req *http.Request) string {
-	switch {
-	case reqlimit.IsIngest(req.Context()):
-		return "ingest"
-	case reqlimit.IsBackground(req.Context()):
-		return "background"
+// classOfRequest is the class of req's requests, and its background task.
+func classOfRequest(req *http.Request) (class, task string) {
+	switch ctx := req.Context(); {
+	case reqlimit.IsIngest(ctx):
+		return "ingest", ""
+	case reqlimit.IsBackground(ctx):
+		return "background", reqlimit.TaskOf(ctx)
 	}
-	return "query"
+	return "query", ""
 }
 
 func (m *tableMeter) Do(req *http.Request) (*http.Response, error) {
-	key := tableKey{classOfRequest(req), tableOf(req.URL)}
+	class, task := classOfRequest(req)
+	key := tableKey{class, task, tableOf(req.URL)}
 	began := time.Now()
 	resp, err := m.next.Do(req)
 	if err != nil || resp == nil || resp.Body == nil {
@@ -121,11 +124,11 @@ func (b *meteredBody) Close() error {
 
 var (
 	tableRequestsDesc = prometheus.NewDesc("tablets_account_table_requests_total",
-		"Requests to the storage account by class and by the role of the table they name (staging, raw, tier, index, histograms, catalog; batch: a transaction; tables: the table service's).", []string{"class", "table"}, nil)
+		"Requests to the storage account by class, background task (fold, compact, rollup, flagged, retain) and the role of the table they name (staging, raw, tier, index, histograms, catalog; batch: a transaction; tables: the table service's).", []string{"class", "task", "table"}, nil)
 	tableReceivedDesc = prometheus.NewDesc("tablets_account_table_received_bytes_total",
-		"Response body bytes from the storage account by class and table role.", []string{"class", "table"}, nil)
+		"Response body bytes from the storage account by class, background task and table role.", []string{"class", "task", "table"}, nil)
 	tableSecondsDesc = prometheus.NewDesc("tablets_account_table_seconds_total",
-		"Seconds from sending requests to the storage account to the end of their responses, by class and table role (after the wait for a slot).", []string{"class", "table"}, nil)
+		"Seconds from sending requests to the storage account to the end of their responses, by class, background task and table role (after the wait for a slot).", []string{"class", "task", "table"}, nil)
 )
 
 func (m *tableMeter) Describe(ch chan<- *prometheus.Desc) {
@@ -138,8 +141,8 @@ func (m *tableMeter) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, c := range m.by {
-		ch <- prometheus.MustNewConstMetric(tableRequestsDesc, prometheus.CounterValue, float64(c.requests), k.class, k.table)
-		ch <- prometheus.MustNewConstMetric(tableReceivedDesc, prometheus.CounterValue, float64(c.received), k.class, k.table)
-		ch <- prometheus.MustNewConstMetric(tableSecondsDesc, prometheus.CounterValue, c.seconds, k.class, k.table)
+		ch <- prometheus.MustNewConstMetric(tableRequestsDesc, prometheus.CounterValue, float64(c.requests), k.class, k.task, k.table)
+		ch <- prometheus.MustNewConstMetric(tableReceivedDesc, prometheus.CounterValue, float64(c.received), k.class, k.task, k.table)
+		ch <- prometheus.MustNewConstMetric(tableSecondsDesc, prometheus.CounterValue, c.seconds, k.class, k.task, k.table)
 	}
 }

@@ -21,9 +21,9 @@ func (b bodyTransport) Do(*http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(string(b)))}, nil
 }
 
-// The table meter counts each request under its class and the role of the table its path
-// names, Azurite's (the account in the path) and Azure's alike, with the bytes of the
-// response once read.
+// The table meter counts each request under its class, its background task and the role of
+// the table its path names, Azurite's (the account in the path) and Azure's alike, with the
+// bytes of the response once read.
 func TestTableMeter(t *testing.T) {
 	m := &tableMeter{next: bodyTransport("12345")}
 	send := func(ctx context.Context, url string) {
@@ -39,6 +39,9 @@ func TestTableMeter(t *testing.T) {
 	send(context.Background(), "http://127.0.0.1:10002/devstoreaccount1/soak0w()?$filter=x")
 	send(context.Background(), "https://a.table.core.windows.net/soak0w()")
 	send(bg, "https://a.table.core.windows.net/soak0r1764547200(PartitionKey='a',RowKey='b')")
+	send(reqlimit.WithTask(bg, "fold"), "https://a.table.core.windows.net/$batch")
+	send(reqlimit.WithTask(bg, "compact"), "https://a.table.core.windows.net/$batch")
+	send(reqlimit.WithTask(bg, "compact"), "https://a.table.core.windows.net/$batch")
 	send(reqlimit.Ingest(context.Background()), "http://127.0.0.1:10002/devstoreaccount1/$batch")
 	send(context.Background(), "https://a.table.core.windows.net/soak0t600p1764547200()")
 	send(context.Background(), "https://a.table.core.windows.net/Tables")
@@ -46,20 +49,24 @@ func TestTableMeter(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
 	want := `
-# HELP tablets_account_table_requests_total Requests to the storage account by class and by the role of the table they name (staging, raw, tier, index, histograms, catalog; batch: a transaction; tables: the table service's).
+# HELP tablets_account_table_requests_total Requests to the storage account by class, background task (fold, compact, rollup, flagged, retain) and the role of the table they name (staging, raw, tier, index, histograms, catalog; batch: a transaction; tables: the table service's).
 # TYPE tablets_account_table_requests_total counter
-tablets_account_table_requests_total{class="background",table="raw"} 1
-tablets_account_table_requests_total{class="ingest",table="batch"} 1
-tablets_account_table_requests_total{class="query",table="staging"} 2
-tablets_account_table_requests_total{class="query",table="tables"} 1
-tablets_account_table_requests_total{class="query",table="tier"} 1
-# HELP tablets_account_table_received_bytes_total Response body bytes from the storage account by class and table role.
+tablets_account_table_requests_total{class="background",table="batch",task="compact"} 2
+tablets_account_table_requests_total{class="background",table="batch",task="fold"} 1
+tablets_account_table_requests_total{class="background",table="raw",task=""} 1
+tablets_account_table_requests_total{class="ingest",table="batch",task=""} 1
+tablets_account_table_requests_total{class="query",table="staging",task=""} 2
+tablets_account_table_requests_total{class="query",table="tables",task=""} 1
+tablets_account_table_requests_total{class="query",table="tier",task=""} 1
+# HELP tablets_account_table_received_bytes_total Response body bytes from the storage account by class, background task and table role.
 # TYPE tablets_account_table_received_bytes_total counter
-tablets_account_table_received_bytes_total{class="background",table="raw"} 5
-tablets_account_table_received_bytes_total{class="ingest",table="batch"} 5
-tablets_account_table_received_bytes_total{class="query",table="staging"} 10
-tablets_account_table_received_bytes_total{class="query",table="tables"} 5
-tablets_account_table_received_bytes_total{class="query",table="tier"} 5
+tablets_account_table_received_bytes_total{class="background",table="batch",task="compact"} 10
+tablets_account_table_received_bytes_total{class="background",table="batch",task="fold"} 5
+tablets_account_table_received_bytes_total{class="background",table="raw",task=""} 5
+tablets_account_table_received_bytes_total{class="ingest",table="batch",task=""} 5
+tablets_account_table_received_bytes_total{class="query",table="staging",task=""} 10
+tablets_account_table_received_bytes_total{class="query",table="tables",task=""} 5
+tablets_account_table_received_bytes_total{class="query",table="tier",task=""} 5
 `
 	assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want),
 		"tablets_account_table_requests_total", "tablets_account_table_received_bytes_total"))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
@@ -103,10 +104,7 @@ func TestTSDBIndexCache(t *testing.T) {
 // alone (a point read), and a series another server registered since is listed again.
 func TestTSDBSeriesListingCached(t *testing.T) {
 	ctx := context.Background()
-	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
-	clk := clock.New(base.Add(6 * time.Hour))
-	plain := *stagingOptions(clk)
-	other, svc, _ := dbtest.NewDB(t, &plain)
+	base, clk, plain, other, svc := newListingDB(t)
 	write := func(from, n int) {
 		t.Helper()
 		for i := from; i < from+n; i++ {
@@ -116,10 +114,7 @@ func TestTSDBSeriesListingCached(t *testing.T) {
 		}
 	}
 	write(0, 30)
-	index := &tableRequests{table: "/" + other.Name() + "i"}
-	opts := plain
-	opts.IndexCache = tsdb.NewIndexCache(1 << 20)
-	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { index.next = next; return index })
+	db, index := reopenIndexCached(t, other, plain)
 	want := func() []string {
 		t.Helper()
 		s, err := reopen(t, svc, other.Name(), plain).Series(ctx, base, clk.Now())
@@ -163,10 +158,7 @@ func (r *tableRequests) take() int64 { return r.n.Swap(0) }
 // sets the queries use): 3,000 series in a cache of 1 MiB are listed again each time.
 func TestTSDBSeriesListingTooLargeNotCached(t *testing.T) {
 	ctx := context.Background()
-	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
-	clk := clock.New(base.Add(6 * time.Hour))
-	plain := *stagingOptions(clk)
-	other, _, _ := dbtest.NewDB(t, &plain)
+	base, clk, plain, other, _ := newListingDB(t)
 	sets := make([]tsdb.Labels, 3000)
 	for i := range sets {
 		sets[i] = tsdb.LabelsFromStrings(tsdb.MetricName, "m", "i", fmt.Sprint(i))
@@ -178,14 +170,30 @@ func TestTSDBSeriesListingTooLargeNotCached(t *testing.T) {
 		batch = append(batch, tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: base.Add(time.Hour), Value: 1}}})
 	}
 	require.NoError(t, other.WriteMany(ctx, batch))
-	index := &tableRequests{table: "/" + other.Name() + "i"}
-	opts := plain
-	opts.IndexCache = tsdb.NewIndexCache(1 << 20)
-	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { index.next = next; return index })
+	db, index := reopenIndexCached(t, other, plain)
 	for range 2 {
 		s, err := db.Series(ctx, base, clk.Now())
 		require.NoError(t, err)
 		require.Len(t, s, 3000)
 		require.Positive(t, index.take(), "listed each time")
 	}
+}
+
+// newListingDB is the database of the series-listing tests, with staging, on a clock 6
+// hours past base, and its options (without an index cache).
+func newListingDB(t *testing.T) (base time.Time, clk *clock.Clock, plain tsdb.Options, db *tsdb.DB, svc *aztables.ServiceClient) {
+	base = time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
+	clk = clock.New(base.Add(6 * time.Hour))
+	plain = *stagingOptions(clk)
+	db, svc, _ = dbtest.NewDB(t, &plain)
+	return base, clk, plain, db, svc
+}
+
+// reopenIndexCached opens db's database again with plain's options and an index cache of
+// 1 MiB, and counts its requests to the index table.
+func reopenIndexCached(t *testing.T, db *tsdb.DB, plain tsdb.Options) (*tsdb.DB, *tableRequests) {
+	index := &tableRequests{table: "/" + db.Name() + "i"}
+	opts := plain
+	opts.IndexCache = tsdb.NewIndexCache(1 << 20)
+	return reopenWith(t, db.Name(), &opts, func(next policy.Transporter) policy.Transporter { index.next = next; return index }), index
 }

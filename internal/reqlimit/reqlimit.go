@@ -181,6 +181,20 @@ func Background(ctx context.Context) context.Context {
 	return context.WithValue(ctx, classKey{}, classBackground)
 }
 
+type taskKey struct{}
+
+// WithTask names the background task whose requests ctx's are (a fold, a rollup...), for
+// the metrics that count them by task; it changes nothing of their class or share.
+func WithTask(ctx context.Context, task string) context.Context {
+	return context.WithValue(ctx, taskKey{}, task)
+}
+
+// TaskOf is the task WithTask named for ctx ("" if none).
+func TaskOf(ctx context.Context) string {
+	t, _ := ctx.Value(taskKey{}).(string)
+	return t
+}
+
 // IsIngest reports whether ctx is marked Ingest (and not Background since).
 func IsIngest(ctx context.Context) bool { return classOf(ctx) == classIngest }
 
