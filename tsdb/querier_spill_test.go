@@ -2,8 +2,8 @@ package tsdb
 
 import (
 	"context"
-
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -47,4 +47,40 @@ func mustQueryable(t *testing.T, db *DB) *Queryable {
 	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(t, err)
 	return q
+}
+
+// A read by the range of keys that reaches further back than what the cache holds of the
+// series beside it widens their entries: after a 1-hour panel of dense_total (which spills
+// the hour of other), a 4-hour panel of dense_total holds the 4 hours of other too, and a
+// 4-hour panel of other then reads no raw table. Each 7-day panel of a dashboard, over its
+// own metric, read the hour the 1-hour panels had cached again, whole key ranges of it.
+func TestSelectWidensTheEntriesItsRangeReadHolds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	k, base, now, want := foldedDense(t, "sw")
+	truth, _, _ := k.selectMetric(t, mustQueryable(t, k.DB), "other", base, now) // uncached
+	require.Len(t, truth, 40)
+
+	db := k.open(t, true)
+	q := mustQueryable(t, db)
+	hour := now.Add(-time.Hour)
+	_, err := selectDense(ctx, q, hour, now)
+	require.NoError(t, err)
+	spilledByHour := db.opts.RawCache.Spilled()
+	require.Greater(t, spilledByHour, int64(20), "the hour of most of other, beside dense_total's")
+	got, err := selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	widened := db.opts.RawCache.Spilled() - spilledByHour
+	require.Equal(t, spilledByHour, widened, "each series of other the hour spilled, widened to the 4 hours")
+
+	others, _, reads := k.selectMetric(t, q, "other", base, now)
+	require.Equal(t, truth, others, "the other series, from the cache where widened")
+	if spilledByHour == 40 {
+		require.Zero(t, reads, "raw table queries of a Select the widened entries hold whole")
+	} else {
+		require.LessOrEqual(t, reads, int64(4), "raw table queries of the series not spilled only")
+	}
 }

@@ -62,6 +62,18 @@ func (c *Gen[K, V]) Has(k K) bool {
 	return ok
 }
 
+// Peek returns the value of k, if cached, as Get would, but without using it: an entry of
+// the previous generation stays there.
+func (c *Gen[K, V]) Peek(k K) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.curr[k]; ok {
+		return v, true
+	}
+	v, ok := c.prev[k]
+	return v, ok
+}
+
 // Add caches v for k (replacing a value cached before).
 func (c *Gen[K, V]) Add(k K, v V) {
 	c.mu.Lock()

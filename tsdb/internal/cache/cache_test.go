@@ -21,6 +21,22 @@ func TestGenCacheBound(t *testing.T) {
 	}
 }
 
+// Peek and Has find an entry of either generation without using it: one only peeked at does
+// not survive two rotations.
+func TestGenCachePeekDoesNotUse(t *testing.T) {
+	c := New[int, string](10, nil) // 5 a generation
+	c.Add(-1, "x")
+	for i := range 12 {
+		c.Add(i, "")
+		if v, ok := c.Peek(-1); i < 5 && (!ok || v != "x" || !c.Has(-1)) {
+			t.Fatalf("after %d adds: Peek gave %q, %v", i+1, v, ok)
+		}
+	}
+	if _, ok := c.Peek(-1); ok {
+		t.Fatal("an entry only peeked at survived two generations")
+	}
+}
+
 // An entry in use survives rotations; one not used does not.
 func TestGenCacheKeepsWhatIsUsed(t *testing.T) {
 	c := New[int, struct{}](10, nil) // 5 a generation

@@ -160,8 +160,9 @@ func waitFlights(ctx context.Context, waits map[*flight][]string) ([]string, err
 	return names, nil
 }
 
-// Spilled is how many series a read cached that it was not asked for: a read of many
-// series by the range of their keys reads every series of the range.
+// Spilled is how many series a read cached that it was not asked for (or more of them than
+// was cached): a read of many series by the range of their keys reads every series of the
+// range.
 func (c *Cache) Spilled() int64 { return c.spilled.Load() }
 
 // FoldedIn is how many times an entry took in a Fold's samples without reading them.
@@ -501,10 +502,10 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 		gone, err := r.inTable(p, func(t T) error {
 			rctx := ctx
 			if !rt.head && rt.from == from {
-				// Only where the cache holds nothing of the series (spill): the others'
-				// chunks are not even gathered.
-				uncached := func(name string) bool { return !r.cache.entries.Has(cacheKey{table, name}) }
-				rctx = t.spilling(ctx, uncached, func(name string, samples []S) { r.spill(table, name, rd.state.Gen(), samples, from, readEnd) })
+				// Only where the cache holds less of the series than this read (spill): the
+				// others' chunks are not even gathered.
+				widens := func(name string) bool { return r.spillWidens(table, name, from, readEnd) }
+				rctx = t.spilling(ctx, widens, func(name string, samples []S) { r.spill(table, name, rd.state.Gen(), samples, from, readEnd) })
 			}
 			return t.queryMany(rctx, rt.names, time.UnixMilli(rt.from).UTC(), rt.to, func(name string, s S) bool {
 				if rt.head {
@@ -549,14 +550,25 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 
 // spill caches the samples of [from, end) of a series a read of others found beside them
 // (Table.spilling), read at generation gen, as a read of that series would have: where the
-// cache holds nothing of it. An entry there is left as it is, whatever its range: it may
-// be a later read's, and a read of the series extends it.
+// cache holds less of it (spillWidens).
 func (r *Store[S, T]) spill(table, name string, gen uint64, samples []S, from, end int64) {
-	if _, ok := r.cache.entries.Get(cacheKey{table, name}); ok {
+	if !r.spillWidens(table, name, from, end) {
 		return
 	}
 	r.store(table, name, gen, cachedSamples{}, false, samples, from, end)
 	r.cache.spilled.Add(1)
+}
+
+// spillWidens says whether a read of [from, end) of a series beside those it was asked for
+// holds more of it than the cache: the cache holds nothing of it, or an entry within
+// [from, end) that begins later (a 1-hour panel's, beside a read of a 7-day panel's
+// series: each 7-day panel over other series read the hour's chunks again, whole key ranges
+// of them). An entry that reaches further than end is left as it is: a read of the series
+// extends it. The entry replaced may be of a later generation than the read: the read's
+// samples stand where no change since its generation overlaps them, as any entry's.
+func (r *Store[S, T]) spillWidens(table, name string, from, end int64) bool {
+	c, ok := r.cache.entries.Peek(cacheKey{table, name})
+	return !ok || from < c.from && c.to <= end
 }
 
 // liveEnd is where a read of span sp reads its table to: sp's end, or for a read of the
