@@ -17,9 +17,9 @@ import (
 
 // tableMeter counts the requests sent to the account by class (ingest, query, background),
 // by background task (fold, compact, rollup, flagged, retain: reqlimit.TaskOf; none for
-// the other classes) and by the role of the table each names (tsdb.TableRole: staging, raw, tier, ...; "batch"
-// for an entity group transaction, whose tables are in its body; "tables" for the table
-// service's own): the requests, the response bytes read and the seconds from sending to
+// the other classes) and by the role of the table each names (tsdb.TableRole: staging,
+// raw, tier, ...; "batch" for an entity group transaction, whose tables are in its body;
+// "tables" for the table service's own): the requests, the response bytes read and the seconds from sending to
 // the end of the response. It sits below the request limit, so that its seconds are the
 // account's time, not the wait for a slot: where a slow read spent it.
 type tableMeter struct {

@@ -119,7 +119,7 @@ func TestRangesGrain(t *testing.T) {
 			}
 		}
 		assert.Len(t, r.reports, 30, "the two calls, and every tick but the first")
-		assert.Len(t, waits, 28)
+		require.Len(t, waits, 28)
 		assert.Equal(t, Run{From: m(-59), To: m(-59)}, waits[0])
 		assert.Equal(t, Run{From: m(-30), To: m(-30)}, waits[len(waits)-1], "the tick at t0+31m")
 

@@ -50,18 +50,6 @@ func (c *Gen[K, V]) Get(k K) (V, bool) {
 	return v, ok
 }
 
-// Has reports whether k is cached, as Get would, but without using it: an entry of the
-// previous generation stays there.
-func (c *Gen[K, V]) Has(k K) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.curr[k]; ok {
-		return true
-	}
-	_, ok := c.prev[k]
-	return ok
-}
-
 // Peek returns the value of k, if cached, as Get would, but without using it: an entry of
 // the previous generation stays there.
 func (c *Gen[K, V]) Peek(k K) (V, bool) {

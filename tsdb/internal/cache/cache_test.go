@@ -21,14 +21,14 @@ func TestGenCacheBound(t *testing.T) {
 	}
 }
 
-// Peek and Has find an entry of either generation without using it: one only peeked at does
-// not survive two rotations.
+// Peek finds an entry of either generation without using it: one only peeked at does not
+// survive two rotations.
 func TestGenCachePeekDoesNotUse(t *testing.T) {
 	c := New[int, string](10, nil) // 5 a generation
 	c.Add(-1, "x")
 	for i := range 12 {
 		c.Add(i, "")
-		if v, ok := c.Peek(-1); i < 5 && (!ok || v != "x" || !c.Has(-1)) {
+		if v, ok := c.Peek(-1); i < 5 && (!ok || v != "x") {
 			t.Fatalf("after %d adds: Peek gave %q, %v", i+1, v, ok)
 		}
 	}
