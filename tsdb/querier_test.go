@@ -25,11 +25,13 @@ type tableReads struct {
 	next          policy.Transporter
 	table, second string
 	n, nSecond    atomic.Int64
+	all           atomic.Int64 // every request, of any table
 	// before, if set, is called before a query of table is sent.
 	before func(*http.Request)
 }
 
 func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
+	c.all.Add(1)
 	if req.Method == http.MethodGet {
 		switch {
 		case strings.Contains(req.URL.Path, "/"+c.table+"()"):

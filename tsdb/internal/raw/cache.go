@@ -44,8 +44,9 @@ import (
 // A Cache may be shared by the databases of a server (its tenants); it is bounded by the
 // bytes of the samples it holds (two generations of cache.Gen). Safe for concurrent use.
 type Cache struct {
-	counts  cache.Counts
-	entries *cache.Gen[cacheKey, cachedSamples]
+	maxBytes int64
+	counts   cache.Counts
+	entries  *cache.Gen[cacheKey, cachedSamples]
 	// foldedIn counts the entries brought up to a later generation with a Fold's samples
 	// (takeInFolds), without a read.
 	foldedIn atomic.Int64
@@ -170,7 +171,8 @@ func (c *Cache) FoldedIn() int64 { return c.foldedIn.Load() }
 
 // NewCache returns a cache of at most about maxBytes of samples (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
-	return &Cache{entries: cache.New(int(max(maxBytes, 1<<20)), cachedCost)}
+	maxBytes = max(maxBytes, 1<<20)
+	return &Cache{maxBytes: maxBytes, entries: cache.New(int(maxBytes), cachedCost)}
 }
 
 // Stats returns the cache's counts: Hits are series a read took from the cache whole,

@@ -2,6 +2,7 @@ package raw
 
 import (
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -121,5 +122,24 @@ func TestCachedFloatsSegments(t *testing.T) {
 	}
 	if got, err := floatCache.samples(&c, ms(len(pts)-50), math.MaxInt64); err != nil || len(got) != 50 {
 		t.Fatalf("the last 50 samples: %d, %v (the unreadable segment decoded)", len(got), err)
+	}
+}
+
+// A warm-up stops once the cache holds half its bound: the current generation's, past which
+// what it added first would be pushed out.
+func TestCacheFullAtHalfItsBound(t *testing.T) {
+	c := NewCache(1 << 20)
+	var entry cachedSamples
+	if !floatCache.put(&entry, scraped(240)) {
+		t.Fatal("put refused an hour of a counter")
+	}
+	for i := 0; !c.full(); i++ {
+		if size := c.entries.Size(); size >= 1<<19 {
+			t.Fatalf("not full at %d bytes of %d", size, 1<<20)
+		}
+		c.entries.Add(cacheKey{"t", strconv.Itoa(i)}, entry)
+	}
+	if size := c.entries.Size(); size < 1<<19 || size > 1<<19+cachedCost(cacheKey{"t", "0000"}, entry) {
+		t.Fatalf("full at %d bytes, want half the bound (%d) and at most an entry more", size, 1<<19)
 	}
 }

@@ -1,0 +1,84 @@
+package raw
+
+import (
+	"context"
+	"time"
+
+	"github.com/seed71701133/tablets/chunked"
+)
+
+// Warmed is what a Warm brought into the cache.
+type Warmed struct {
+	Series int   // the entries cached (a series a period)
+	Points int   // their points
+	Bytes  int64 // the cache's bytes they took
+	Full   bool  // the cache reached the bound of a warm-up: the scan stopped there
+}
+
+// Warm brings into the cache the float points of every series from from to the present,
+// as the reads of a dashboard's panels over that range would (the entries end where a read
+// of the present ends, liveEnd), with one scan of each period's table by ranges of keys
+// (chunked's ScanPoints, pages of 1,000 chunks) instead of a read of each panel's series:
+// a server just started answers its first dashboards from the cache. Each entry is of the
+// generation of the period's change log read before the scan, so the reads after it check
+// it against the changes since as any other (a change made during the scan makes the
+// entries it overlaps read again, never kept stale). A series the cache holds as much of
+// or more is left as it is. It stops once the cache holds half its bound (Full): a
+// warm-up must not push out what it warms. Without a cache, or with a raw layout that does
+// not scan (only chunked does), it does nothing.
+func (floats *Floats) Warm(ctx context.Context, from time.Time) (Warmed, error) {
+	var w Warmed
+	r := floats.Store
+	if r.cache == nil {
+		return w, nil
+	}
+	now := r.now()
+	spans, err := r.Spans(ctx, from, now)
+	if err != nil {
+		return w, err
+	}
+	for _, sp := range spans {
+		if r.cache.full() {
+			w.Full = true
+			return w, nil
+		}
+		state, err := r.changes.State(ctx, sp.Period)
+		if err != nil {
+			return w, err
+		}
+		table, start, end := r.names.Table(r.kind, sp.Period), ceilMilli(sp.From), r.liveEnd(sp)
+		_, err = r.inTable(sp.Period, func(t pointTable) error {
+			scanner, ok := t.store.(*chunked.Store)
+			if !ok {
+				return nil
+			}
+			for s, err := range scanner.ScanPoints(ctx, time.UnixMilli(start).UTC(), end, nil) {
+				if err != nil {
+					return err
+				}
+				if r.cache.full() {
+					w.Full = true
+					return nil
+				}
+				if !r.spillWidens(table, s.Series, start, ceilMilli(end)) {
+					continue
+				}
+				before := r.cache.entries.Size()
+				r.store(table, s.Series, state.Gen(), cachedSamples{}, false, s.Points, start, ceilMilli(end))
+				w.Series++
+				w.Points += len(s.Points)
+				w.Bytes += int64(r.cache.entries.Size() - before)
+			}
+			return nil
+		})
+		if err != nil || w.Full {
+			return w, err
+		}
+	}
+	return w, nil
+}
+
+// full says whether the cache holds half its bound or more: where a warm-up stops (the
+// cache's current generation is half the bound; what a warm-up adds past it pushes out
+// what it added first).
+func (c *Cache) full() bool { return int64(c.entries.Size()) >= c.maxBytes/2 }
