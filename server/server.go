@@ -89,6 +89,12 @@ type Options struct {
 	// RetainEvery is how often Run drops tables past their retention (default 1h; negative:
 	// never).
 	RetainEvery time.Duration
+	// WarmCache is how far back Run reads the raw points into the database's raw cache
+	// when it starts (default DefaultWarmCache; negative: no warm-up), with a scan of
+	// the raw tables by ranges of keys, so that the first dashboards after a start are
+	// answered from the cache (tsdb.DB.WarmRawCache; nothing without a raw cache). It
+	// stops once the cache, shared by a process's tenants, is half full.
+	WarmCache time.Duration
 	// Jobs, if set, bounds the background jobs running at once, in this server and the
 	// others sharing it (a [Tenants] front shares one among its tenants). nil: no bound.
 	Jobs *Jobs
@@ -212,6 +218,9 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	}
 	if o.FoldEvery == 0 {
 		o.FoldEvery = DefaultFoldEvery
+	}
+	if o.WarmCache == 0 {
+		o.WarmCache = DefaultWarmCache
 	}
 	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 {
 		return nil, fmt.Errorf("server: %w: RollupCatchUp %v and CompactCatchUp %v must not be negative", tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp)
@@ -338,12 +347,19 @@ func (s *Server) Close() error {
 }
 
 // Run keeps the database folded, compacted, rolled up and within its retention until ctx is
-// done, then returns nil. Errors are logged and counted; the loops go on.
+// done, then returns nil; it first warms the raw cache up (Options.WarmCache), beside the
+// loops. Errors are logged and counted; the loops go on.
 func (s *Server) Run(ctx context.Context) error {
 	tasks, err := schedule.Tasks(s.db, scheduleOptions(s.opts))
 	if err != nil {
 		return fmt.Errorf("server: %w", err) // New checked the options: a bug
 	}
+	warmed := make(chan struct{})
+	go func() {
+		defer close(warmed)
+		s.warm(ctx)
+	}()
+	defer func() { <-warmed }()
 	if s.rules == nil {
 		s.runLoops(ctx, tasks)
 		return nil

@@ -126,7 +126,7 @@ func TestBackfillThenLoad(t *testing.T) {
 }
 
 // TestSettle: the server counts as caught up after settleQuiet samples in a row with every
-// tenant's first rollup and compaction done and no background job and no account request
+// tenant's first rollup and compaction (and warm-up) done and no background job and no account request
 // waiting; a busy sample starts the count again; the wait ends at its bound. Several
 // servers count as caught up only when every one is.
 func TestSettle(t *testing.T) {
@@ -146,7 +146,9 @@ func TestSettle(t *testing.T) {
 				`tablets_background_runs_total{result="ok",task="fold",tenant="soak1"} 2` + "\n" +
 				`tablets_background_runs_total{result="ok",task="rollup",tenant="soak0"} 1` + "\n" +
 				`tablets_background_runs_total{result="ok",task="rollup",tenant="soak1"} 1` + "\n" +
-				`tablets_background_runs_total{result="ok",task="compact",tenant="soak0"} 1` + "\n"
+				`tablets_background_runs_total{result="ok",task="compact",tenant="soak0"} 1` + "\n" +
+				`tablets_background_runs_total{result="ok",task="warm",tenant="soak0"} 1` + "\n" +
+				`tablets_background_runs_total{result="ok",task="warm",tenant="soak1"} 1` + "\n"
 			if firstRuns(samples) {
 				body += `tablets_background_runs_total{result="ok",task="compact",tenant="soak1"} 1` + "\n"
 			}

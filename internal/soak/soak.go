@@ -594,8 +594,10 @@ const settleQuiet = 3
 
 // settleTasks are the background tasks whose first run must be over for a server to
 // count as caught up: the first rollup and compaction cover the backfill (as far as it is
-// sealed), and they only start at their first tick.
-var settleTasks = []string{"rollup", "compact"}
+// sealed), and they only start at their first tick; the warm-up of the raw cache at start
+// (warm) reads the backfill's last hours into it, as a server started before a dashboard
+// is opened has.
+var settleTasks = []string{"rollup", "compact", "warm"}
 
 // settle waits until every server's background work has caught up, or at most bound
 // (false): each server's first rollup and compaction of every tenant run (done, or left to

@@ -1,0 +1,43 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/seed71701133/tablets/internal/maintain/schedule"
+)
+
+// TaskWarm is the name of the warm-up of the raw cache at Run's start (warm), as the
+// metrics and logs of the background tasks name it.
+const TaskWarm = "warm"
+
+// DefaultWarmCache is how far back Run's warm-up reads by default (Options.WarmCache): the
+// 1-hour panels of a dashboard, with the ranges of their rates.
+const DefaultWarmCache = 2 * time.Hour
+
+// warm brings into the database's raw cache the float points of the last WarmCache
+// (tsdb.DB.WarmRawCache: one scan of the raw tables by ranges of keys), once, when Run
+// starts: a server just started (a deploy, a restart, one more behind a front) answers its
+// first dashboards from the cache instead of reading each panel's series from the account.
+// It is a background job (its turn under Jobs, its requests a background share), counted
+// and logged as the loops' runs are; a failed one is not retried (the queries read what it
+// did not cache).
+func (s *Server) warm(ctx context.Context) {
+	if s.opts.WarmCache < 0 {
+		return
+	}
+	from := s.opts.Now().Add(-s.opts.WarmCache)
+	started := time.Now()
+	err := s.doJob(ctx, TaskWarm, func(ctx context.Context) error {
+		rep, err := s.db.WarmRawCache(ctx, from)
+		if err == nil {
+			s.log.Info("warmed the raw cache", "from", from, "series", rep.Series, "points", rep.Points,
+				"bytes", rep.Bytes, "full", rep.Full, "took", time.Since(started).Round(time.Millisecond))
+		}
+		return err
+	})
+	if ctx.Err() != nil {
+		return // stopped: neither done nor failed
+	}
+	s.reportStep(schedule.Step{Task: TaskWarm, Took: time.Since(started)}, err)
+}
