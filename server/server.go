@@ -92,8 +92,9 @@ type Options struct {
 	// WarmCache is how far back Run reads the raw points into the database's raw cache
 	// when it starts (default DefaultWarmCache; negative: no warm-up), with a scan of
 	// the raw tables by ranges of keys, so that the first dashboards after a start are
-	// answered from the cache (tsdb.DB.WarmRawCache; nothing without a raw cache). It
-	// stops once the cache, shared by a process's tenants, is half full.
+	// answered from the cache; the warm-up also reads the present period's index into the
+	// registrations, which the first writes would (tsdb.DB.Warm). It stops once the raw
+	// cache, shared by a process's tenants, is half full.
 	WarmCache time.Duration
 	// Jobs, if set, bounds the background jobs running at once, in this server and the
 	// others sharing it (a [Tenants] front shares one among its tenants). nil: no bound.

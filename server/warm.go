@@ -15,10 +15,12 @@ const TaskWarm = "warm"
 // 1-hour panels of a dashboard, with the ranges of their rates.
 const DefaultWarmCache = 2 * time.Hour
 
-// warm brings into the database's raw cache the float points of the last WarmCache
-// (tsdb.DB.WarmRawCache: one scan of the raw tables by ranges of keys), once, when Run
-// starts: a server just started (a deploy, a restart, one more behind a front) answers its
-// first dashboards from the cache instead of reading each panel's series from the account.
+// warm warms the database up once, when Run starts (tsdb.DB.Warm): the present period's
+// index registrations, and the float points of the last WarmCache into the raw cache with
+// one scan of the raw tables by ranges of keys. A server just started (a deploy, a
+// restart, one more behind a front) takes its first writes without reading the index for
+// them, and answers its first dashboards from the cache instead of reading each panel's
+// series from the account.
 // It is a background job (its turn under Jobs, its requests a background share), counted
 // and logged as the loops' runs are; a failed one is not retried (the queries read what it
 // did not cache).
@@ -29,7 +31,7 @@ func (s *Server) warm(ctx context.Context) {
 	from := s.opts.Now().Add(-s.opts.WarmCache)
 	started := time.Now()
 	err := s.doJob(ctx, TaskWarm, func(ctx context.Context) error {
-		rep, err := s.db.WarmRawCache(ctx, from)
+		rep, err := s.db.Warm(ctx, from)
 		if err == nil {
 			s.log.Info("warmed the raw cache", "from", from, "series", rep.Series, "points", rep.Points,
 				"bytes", rep.Bytes, "full", rep.Full, "took", time.Since(started).Round(time.Millisecond))

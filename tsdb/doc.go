@@ -140,6 +140,9 @@
 //     days at a minute): 59 KB, then 844 bytes; another server's late point, fold,
 //     backfill, delete and retention each show in the next read. The log holds ranges, not
 //     series: a late point of one series re-reads every series' samples from its time on.
+//     Warm fills it from a time to the present with one scan of the raw tables by
+//     ranges of keys (a server's start: TestWarmAnswersTheFirstSelects, 200 series
+//     in one query, then two Selects of them without a query of the raw table).
 //   - label sets Select read from a period's index (Options.IndexCache, none by default;
 //     --index.cache-bytes in a server), by index table and query, at the generation of the
 //     period's index change log: Register records there after writing new entries, Retain

@@ -219,12 +219,18 @@ func TestConcurrentSelectsShareStagingFetches(t *testing.T) {
 }
 
 // foldedDense is a keyRangeDB (k.reads counting its raw table's queries) of 200 series, 160
-// of them dense_total with 16 points 15 minutes apart from base, folded into the raw table;
-// now (the clock) is 4 hours after base; want is what a read of dense_total gives (selectDense).
+// of them dense_total with 16 points 15 minutes apart from base (two hours before the
+// second midnight of a raw period), folded into the raw table; now (the clock) is 4 hours
+// after base; want is what a read of dense_total gives (selectDense).
 func foldedDense(t *testing.T, prefix string) (k *keyRangeDB, base, now time.Time, want map[string][]string) {
 	t.Helper()
+	return foldedDenseFrom(t, prefix, querierBase.Add(46*time.Hour))
+}
+
+// foldedDenseFrom is foldedDense from base.
+func foldedDenseFrom(t *testing.T, prefix string, base time.Time) (k *keyRangeDB, _, now time.Time, want map[string][]string) {
+	t.Helper()
 	ctx := context.Background()
-	base = querierBase.Add(46 * time.Hour)
 	now = base.Add(4 * time.Hour)
 	k = newKeyRangeDB(t, prefix, now, base)
 	k.reads.table = k.names.RawTable(k.names.PeriodOf(base))

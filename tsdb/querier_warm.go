@@ -8,7 +8,7 @@ import (
 	"github.com/seed71701133/tablets"
 )
 
-// WarmReport is what a WarmRawCache brought into the raw cache.
+// WarmReport is what a Warm brought into the raw cache.
 type WarmReport struct {
 	// Series is the number of entries cached (a series a raw table), Points their points,
 	// Bytes the cache's bytes they take.
@@ -18,23 +18,33 @@ type WarmReport struct {
 	Full bool
 }
 
-// WarmRawCache brings into the raw cache (Options.RawCache) the float points of every
-// series of the raw tables from from to the present, as the reads of a dashboard over that
-// range would cache them, with one scan of each table by ranges of keys (pages of 1,000
-// chunks) instead of a read of each panel's series: a server just started (a deploy, a
-// restart) answers its first dashboards from the cache rather than reading every series
-// again, panel by panel. What it caches is checked against the raw change log like any
-// other entry: a write, fold, delete or retention made since, by any process, is read
-// again where it touched. It stops once the cache holds half its bound (the cache is
-// shared by a server's tenants: the first warmed take the room), and leaves a series the
-// cache holds as much of as it is. The staged points are not read (a query reads those
-// through the staging cache), nor native histograms (their tables have no scan); with a
-// raw layout that does not scan (only chunked does) or without a raw cache it does
-// nothing. from must not be after now.
-func (db *DB) WarmRawCache(ctx context.Context, from time.Time) (WarmReport, error) {
+// Warm brings up what a process just started (a deploy, a restart, one more server behind a
+// front) lacks before the writes and queries that would fill it, at their cost:
+//
+//   - the registrations of the present period's index: its label sets and keys, read once
+//     (a request per 1,000 series, ranges of keys at once), as the first write of a hundred
+//     series it does not know would read them (and wait for them up to 5 seconds);
+//   - the raw cache (Options.RawCache): the float points of every series of the raw tables
+//     from from to the present, as the reads of a dashboard over that range would cache
+//     them, with one scan of each table by ranges of keys (pages of 1,000 chunks) instead
+//     of a read of each panel's series. In a table whose chunks all lie in days after its
+//     period's first (a young database) the entries begin at the period's start, so that
+//     a 7-day panel's read finds them too. What it caches is checked against the raw
+//     change log like any other entry: a write, fold, delete or retention made since, by
+//     any process, is read again where it touched. It stops once the cache holds half its
+//     bound (the cache is shared by a server's tenants: the first warmed take the room),
+//     and leaves a series the cache holds as much of as it is. The staged points are not
+//     read (a query reads those through the staging cache), nor native histograms (their
+//     tables have no scan); with a raw layout that does not scan (only chunked does) or
+//     without a raw cache it caches nothing.
+//
+// from must not be after now. The priming does not fail (a series it did not learn is
+// registered as without it); an error is the raw cache's.
+func (db *DB) Warm(ctx context.Context, from time.Time) (WarmReport, error) {
 	if from.After(db.now()) {
 		return WarmReport{}, fmt.Errorf("tsdb: %w: warm-up from %v, after now", tablets.ErrInvalidTime, from)
 	}
+	db.index.PrimeWhole(ctx, db.names.PeriodOf(db.now()))
 	w, err := db.floats.Warm(ctx, from)
 	if err != nil {
 		err = fmt.Errorf("tsdb: warming the raw cache: %w", err)

@@ -15,7 +15,7 @@ import (
 // as the reads of a dashboard would: the Selects after it (of two metrics, the whole range)
 // answer exactly without a query of the raw table. A point written after the warm-up (a
 // late write, recorded in the change log) is read again, not hidden by the warm entry.
-func TestWarmRawCacheAnswersTheFirstSelects(t *testing.T) {
+func TestWarmAnswersTheFirstSelects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
 	}
@@ -25,32 +25,38 @@ func TestWarmRawCacheAnswersTheFirstSelects(t *testing.T) {
 	require.Len(t, truth, 40)
 
 	db := k.open(t, true)
-	_, err := db.WarmRawCache(ctx, now.Add(time.Minute))
+	_, err := db.Warm(ctx, now.Add(time.Minute))
 	require.ErrorIs(t, err, tablets.ErrInvalidTime, "a warm-up from after now")
 
 	k.reads.n.Store(0)
-	rep, err := db.WarmRawCache(ctx, base)
+	k.reads.second = k.names.IndexTable(k.names.PeriodOf(now))
+	rep, err := db.Warm(ctx, base)
 	require.NoError(t, err)
 	scans := k.reads.n.Load()
+	require.Positive(t, k.reads.nSecond.Load(), "the index read into the registrations")
 	t.Logf("warm-up: %+v in %d queries of the raw table", rep, scans)
 	require.Equal(t, WarmReport{Series: 200, Points: 200 * 16, Bytes: rep.Bytes}, rep, "every series, every point, not full")
 	require.Positive(t, rep.Bytes)
 	require.EqualValues(t, db.opts.RawCache.Stats().Bytes, rep.Bytes, "the bytes the cache holds, all the warm-up's")
 	require.LessOrEqual(t, scans, int64(2), "one scan of the table (200 series, a page)")
 
+	// The table holds nothing older than the day of base, the first of its period: the
+	// entries begin at the period's start, and a read from there (a 7-day panel's) hits.
+	periodStart := k.names.Start(k.names.PeriodOf(base))
+	require.True(t, periodStart.Before(base))
 	q := mustQueryable(t, db)
 	k.reads.n.Store(0)
-	got, err := selectDense(ctx, q, base, now)
+	got, err := selectDense(ctx, q, periodStart, now)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 	require.Zero(t, k.reads.n.Load(), "raw table queries of dense_total after the warm-up")
-	others, _, reads := k.selectMetric(t, q, "other", base, now)
+	others, _, reads := k.selectMetric(t, q, "other", periodStart, now)
 	require.Equal(t, truth, others)
 	require.Zero(t, reads, "raw table queries of other after the warm-up")
 	require.EqualValues(t, 200, db.opts.RawCache.Stats().Hits)
 
 	// A second warm-up finds every series held and caches none again.
-	again, err := db.WarmRawCache(ctx, base)
+	again, err := db.Warm(ctx, base)
 	require.NoError(t, err)
 	require.Zero(t, again.Series, "series the cache held already")
 
@@ -62,6 +68,20 @@ func TestWarmRawCacheAnswersTheFirstSelects(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, got["005"], fmt.Sprintf("%d:-1", late.UnixMilli()), "the late point, past the warm entry")
 	require.Len(t, got["005"], 17)
+
+	// The registrations were primed: a write of the 200 series (which a process that did
+	// not know them would prime its registrations for) reads no index.
+	k.reads.nSecond.Store(0)
+	var batch []SeriesPoints
+	for i := range 200 {
+		metric := "dense_total"
+		if i >= 160 {
+			metric = "other"
+		}
+		batch = append(batch, SeriesPoints{Series: seriesOfLabel(t, db, metric, fmt.Sprintf("%03d", i)), Points: []tablets.Point{{Time: now.Add(-time.Minute), Value: 1}}})
+	}
+	require.NoError(t, db.WriteMany(ctx, batch))
+	require.Zero(t, k.reads.nSecond.Load(), "index queries of a write of series the warm-up primed")
 }
 
 // seriesOfLabel is the key of metric's series of label i.
@@ -72,15 +92,70 @@ func seriesOfLabel(t *testing.T, db *DB, metric, i string) string {
 	return key
 }
 
-// Without a raw cache a warm-up does nothing, and sends no request.
-func TestWarmRawCacheWithoutCache(t *testing.T) {
+// Without a raw cache a warm-up caches no samples, and reads nothing but the index (of a
+// database without series: one query, of a table that does not exist).
+func TestWarmWithoutCache(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
 	}
 	k := newKeyRangeDB(t, "wn", querierBase.Add(time.Hour))
 	before := k.reads.all.Load()
-	rep, err := k.WarmRawCache(context.Background(), querierBase)
+	rep, err := k.Warm(context.Background(), querierBase)
 	require.NoError(t, err)
 	require.Zero(t, rep)
-	require.Equal(t, before, k.reads.all.Load(), "requests of a warm-up without a cache")
+	require.Equal(t, before+1, k.reads.all.Load(), "requests of a warm-up without a cache")
+}
+
+// A warm-up from a time in a day after the table's first (the table holds older chunks)
+// caches from that time only: a read from further back reads the table, exactly.
+func TestWarmOfAnOlderTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	k, base, now, want := foldedDense(t, "wo")
+	db := k.open(t, true)
+	late := now.Add(-30 * time.Minute) // after midnight: base's day holds older chunks
+	require.NotEqual(t, base.Truncate(24*time.Hour), late.Truncate(24*time.Hour))
+	rep, err := db.Warm(ctx, late)
+	require.NoError(t, err)
+	require.Equal(t, 200, rep.Series)
+	require.Less(t, rep.Points, 200*16, "the points from late on only")
+
+	q := mustQueryable(t, db)
+	k.reads.n.Store(0)
+	got, err := selectDense(ctx, q, late, now)
+	require.NoError(t, err)
+	require.Zero(t, k.reads.n.Load(), "raw table queries of the warmed range")
+	for i, pts := range got {
+		require.Subset(t, want[i], pts)
+	}
+	got, err = selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "the whole range, read where the warm-up did not cache")
+	require.Positive(t, k.reads.n.Load(), "raw table queries of the range before the warm-up's")
+}
+
+// A table whose chunks all lie in days after its period's first (a database begun in the
+// middle of a period) is warmed from its period's start: a read from there (a 7-day
+// panel's) hits, without a query of the table.
+func TestWarmOfAYoungTable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	k, base, now, want := foldedDenseFrom(t, "wy", querierBase.Add(58*time.Hour)) // the period's second day, 10:00
+	periodStart := k.names.Start(k.names.PeriodOf(base))
+	require.Equal(t, 24*time.Hour, base.Truncate(24*time.Hour).Sub(periodStart), "base in the period's second day")
+	db := k.open(t, true)
+	rep, err := db.Warm(ctx, now.Add(-time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, WarmReport{Series: 200, Points: 200 * 16, Bytes: rep.Bytes}, rep, "every point of the partition, older than from too")
+
+	q := mustQueryable(t, db)
+	k.reads.n.Store(0)
+	got, err := selectDense(ctx, q, periodStart, now)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Zero(t, k.reads.n.Load(), "raw table queries of the period after the warm-up")
 }

@@ -52,7 +52,14 @@ const primeTimeout = 2 * time.Minute
 // for the read at most primeWait (or until ctx ends), and never fails: a series it did not
 // learn is registered as before. At most the registrations' bound of entries is read: a
 // period with more series than the cache keeps is read in part.
-func (x *Index) Prime(ctx context.Context, p uint64) {
+func (x *Index) Prime(ctx context.Context, p uint64) { x.prime(ctx, p, primeWait) }
+
+// PrimeWhole is Prime waiting for the read to end (or ctx): a process that starts primes
+// before its first writes need it (tsdb.DB.Warm).
+func (x *Index) PrimeWhole(ctx context.Context, p uint64) { x.prime(ctx, p, primeTimeout) }
+
+// prime is Prime waiting at most wait.
+func (x *Index) prime(ctx context.Context, p uint64, wait time.Duration) {
 	x.primeMu.Lock()
 	if x.primed == nil {
 		x.primed = map[uint64]*primeFlight{}
@@ -87,11 +94,11 @@ func (x *Index) Prime(ctx context.Context, p uint64) {
 		}()
 	}
 	x.primeMu.Unlock()
-	wait := time.NewTimer(primeWait)
-	defer wait.Stop()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case <-f.done:
-	case <-wait.C:
+	case <-timer.C:
 	case <-ctx.Done():
 	}
 }

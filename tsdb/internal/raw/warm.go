@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // Warmed is what a Warm brought into the cache.
@@ -17,7 +19,8 @@ type Warmed struct {
 
 // Warm brings into the cache the float points of every series from from to the present,
 // as the reads of a dashboard's panels over that range would (the entries end where a read
-// of the present ends, liveEnd), with one scan of each period's table by ranges of keys
+// of the present ends, liveEnd; they begin at from, or earlier in a young table: see
+// warmStart), with one scan of each period's table by ranges of keys
 // (chunked's ScanPoints, pages of 1,000 chunks) instead of a read of each panel's series:
 // a server just started answers its first dashboards from the cache. Each entry is of the
 // generation of the period's change log read before the scan, so the reads after it check
@@ -46,13 +49,17 @@ func (floats *Floats) Warm(ctx context.Context, from time.Time) (Warmed, error) 
 		if err != nil {
 			return w, err
 		}
-		table, start, end := r.names.Table(r.kind, sp.Period), ceilMilli(sp.From), r.liveEnd(sp)
+		table, end := r.names.Table(r.kind, sp.Period), r.liveEnd(sp)
 		_, err = r.inTable(sp.Period, func(t pointTable) error {
 			scanner, ok := t.store.(*chunked.Store)
 			if !ok {
 				return nil
 			}
-			for s, err := range scanner.ScanPoints(ctx, time.UnixMilli(start).UTC(), end, nil) {
+			scanFrom, start, err := r.warmStart(ctx, scanner, sp)
+			if err != nil {
+				return err
+			}
+			for s, err := range scanner.ScanPoints(ctx, scanFrom, end, nil) {
 				if err != nil {
 					return err
 				}
@@ -76,6 +83,30 @@ func (floats *Floats) Warm(ctx context.Context, from time.Time) (Warmed, error) 
 		}
 	}
 	return w, nil
+}
+
+// warmStart is where Warm scans span sp's table from (scanFrom) and where its entries
+// begin (start, Unix milliseconds): sp's start, or, where no chunk of the table is older
+// than the partition holding sp's start (a table begun since: a young database, the
+// first days of a period), that partition's start and the period's start. A scan reads
+// whole partitions, so scanning from the partition's start costs no more, and a read of
+// the whole period (a 7-day panel of a young database reads its raw table from the
+// period's start) then finds its series cached. One query of the table's keys (the first
+// chunk before the partition, if any) tells.
+func (r *Store[S, T]) warmStart(ctx context.Context, scanner *chunked.Store, sp Span) (scanFrom time.Time, start int64, err error) {
+	scanFrom, start = sp.From, ceilMilli(sp.From)
+	periodStart := r.names.Start(sp.Period)
+	if r.partition <= 0 {
+		return scanFrom, start, nil
+	}
+	partStart := times.Later(rounding.Floor(sp.From, r.partition), periodStart)
+	if partStart.After(periodStart) {
+		for _, err := range scanner.ScanChunks(ctx, periodStart, partStart) {
+			// A chunk (or an error): the table holds older samples, or may.
+			return scanFrom, start, err
+		}
+	}
+	return partStart, periodStart.UnixMilli(), nil
 }
 
 // full says whether the cache holds half its bound or more: where a warm-up stops (the
