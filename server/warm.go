@@ -16,8 +16,8 @@ const TaskWarm = "warm"
 const DefaultWarmCache = 2 * time.Hour
 
 // warm warms the database up once, when Run starts (tsdb.DB.Warm): the present period's
-// index registrations, and the float points of the last WarmCache into the raw cache with
-// one scan of the raw tables by ranges of keys. A server just started (a deploy, a
+// index registrations and label sets, and the float points of the last WarmCache into the
+// raw cache with one scan of the raw tables by ranges of keys. A server just started (a deploy, a
 // restart, one more behind a front) takes its first writes without reading the index for
 // them, and answers its first dashboards from the cache instead of reading each panel's
 // series from the account.
@@ -33,8 +33,8 @@ func (s *Server) warm(ctx context.Context) {
 	err := s.doJob(ctx, TaskWarm, func(ctx context.Context) error {
 		rep, err := s.db.Warm(ctx, from)
 		if err == nil {
-			s.log.Info("warmed the raw cache", "from", from, "series", rep.Series, "points", rep.Points,
-				"bytes", rep.Bytes, "full", rep.Full, "took", time.Since(started).Round(time.Millisecond))
+			s.log.Info("warmed the caches up", "from", from, "series", rep.Series, "points", rep.Points,
+				"bytes", rep.Bytes, "full", rep.Full, "metrics", rep.Metrics, "took", time.Since(started).Round(time.Millisecond))
 		}
 		return err
 	})

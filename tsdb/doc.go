@@ -142,7 +142,8 @@
 //     series: a late point of one series re-reads every series' samples from its time on.
 //     Warm fills it from a time to the present with one scan of the raw tables by
 //     ranges of keys (a server's start: TestWarmAnswersTheFirstSelects, 200 series
-//     in one query, then two Selects of them without a query of the raw table).
+//     in one query, then two Selects of them without a query of the raw table), and the
+//     index cache below with the present period's label sets, metric by metric.
 //   - label sets Select read from a period's index (Options.IndexCache, none by default;
 //     --index.cache-bytes in a server), by index table and query, at the generation of the
 //     period's index change log: Register records there after writing new entries, Retain

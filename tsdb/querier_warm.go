@@ -16,6 +16,8 @@ type WarmReport struct {
 	Bytes          int64
 	// Full is set when the warm-up stopped at its bound: half the cache.
 	Full bool
+	// Metrics is the number of metrics whose label sets the index cache took.
+	Metrics int
 }
 
 // Warm brings up what a process just started (a deploy, a restart, one more server behind a
@@ -24,6 +26,9 @@ type WarmReport struct {
 //   - the registrations of the present period's index: its label sets and keys, read once
 //     (a request per 1,000 series, ranges of keys at once), as the first write of a hundred
 //     series it does not know would read them (and wait for them up to 5 seconds);
+//   - the index cache (Options.IndexCache): the present period's label sets, metric by
+//     metric, as the Selects of a dashboard's panels by metric read them (one listing of
+//     the index, unless it would fill more than half the cache);
 //   - the raw cache (Options.RawCache): the float points of every series of the raw tables
 //     from from to the present, as the reads of a dashboard over that range would cache
 //     them, with one scan of each table by ranges of keys (pages of 1,000 chunks) instead
@@ -39,15 +44,20 @@ type WarmReport struct {
 //     without a raw cache it caches nothing.
 //
 // from must not be after now. The priming does not fail (a series it did not learn is
-// registered as without it); an error is the raw cache's.
+// registered as without it); a failed read of the index stops the warm-up there.
 func (db *DB) Warm(ctx context.Context, from time.Time) (WarmReport, error) {
 	if from.After(db.now()) {
 		return WarmReport{}, fmt.Errorf("tsdb: %w: warm-up from %v, after now", tablets.ErrInvalidTime, from)
 	}
-	db.index.PrimeWhole(ctx, db.names.PeriodOf(db.now()))
+	present := db.names.PeriodOf(db.now())
+	db.index.PrimeWhole(ctx, present)
+	metrics, err := db.index.WarmCache(ctx, present)
+	if err != nil {
+		return WarmReport{}, fmt.Errorf("tsdb: warming the index cache: %w", err)
+	}
 	w, err := db.floats.Warm(ctx, from)
 	if err != nil {
 		err = fmt.Errorf("tsdb: warming the raw cache: %w", err)
 	}
-	return WarmReport{Series: w.Series, Points: w.Points, Bytes: w.Bytes, Full: w.Full}, err
+	return WarmReport{Series: w.Series, Points: w.Points, Bytes: w.Bytes, Full: w.Full, Metrics: metrics}, err
 }

@@ -24,7 +24,7 @@ func TestWarmAnswersTheFirstSelects(t *testing.T) {
 	truth, _, _ := k.selectMetric(t, mustQueryable(t, k.DB), "other", base, now) // uncached
 	require.Len(t, truth, 40)
 
-	db := k.open(t, true)
+	db := k.openCached(t)
 	_, err := db.Warm(ctx, now.Add(time.Minute))
 	require.ErrorIs(t, err, tablets.ErrInvalidTime, "a warm-up from after now")
 
@@ -35,7 +35,7 @@ func TestWarmAnswersTheFirstSelects(t *testing.T) {
 	scans := k.reads.n.Load()
 	require.Positive(t, k.reads.nSecond.Load(), "the index read into the registrations")
 	t.Logf("warm-up: %+v in %d queries of the raw table", rep, scans)
-	require.Equal(t, WarmReport{Series: 200, Points: 200 * 16, Bytes: rep.Bytes}, rep, "every series, every point, not full")
+	require.Equal(t, WarmReport{Series: 200, Points: 200 * 16, Bytes: rep.Bytes, Metrics: 2}, rep, "every series, every point, not full; both metrics")
 	require.Positive(t, rep.Bytes)
 	require.EqualValues(t, db.opts.RawCache.Stats().Bytes, rep.Bytes, "the bytes the cache holds, all the warm-up's")
 	require.LessOrEqual(t, scans, int64(2), "one scan of the table (200 series, a page)")
@@ -46,6 +46,7 @@ func TestWarmAnswersTheFirstSelects(t *testing.T) {
 	require.True(t, periodStart.Before(base))
 	q := mustQueryable(t, db)
 	k.reads.n.Store(0)
+	k.reads.nSecond.Store(0)
 	got, err := selectDense(ctx, q, periodStart, now)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
@@ -53,6 +54,8 @@ func TestWarmAnswersTheFirstSelects(t *testing.T) {
 	others, _, reads := k.selectMetric(t, q, "other", periodStart, now)
 	require.Equal(t, truth, others)
 	require.Zero(t, reads, "raw table queries of other after the warm-up")
+	require.Zero(t, k.reads.nSecond.Load(), "index queries of the Selects after the warm-up")
+	require.EqualValues(t, 2, db.opts.IndexCache.Stats().Hits, "each metric's Select, from the cache")
 	require.EqualValues(t, 200, db.opts.RawCache.Stats().Hits)
 
 	// A second warm-up finds every series held and caches none again.
@@ -82,6 +85,24 @@ func TestWarmAnswersTheFirstSelects(t *testing.T) {
 	}
 	require.NoError(t, db.WriteMany(ctx, batch))
 	require.Zero(t, k.reads.nSecond.Load(), "index queries of a write of series the warm-up primed")
+
+	// A series registered after the warm-up shows in the next Select: the index log moved
+	// past the warmed label sets' generation.
+	fresh := seriesOfLabel(t, db, "dense_total", "new")
+	require.NoError(t, db.WriteMany(ctx, []SeriesPoints{{Series: fresh, Points: []tablets.Point{{Time: now.Add(-time.Minute), Value: 7}}}}))
+	got, err = selectDense(ctx, q, periodStart, now)
+	require.NoError(t, err)
+	require.Equal(t, []string{fmt.Sprintf("%d:7", now.Add(-time.Minute).UnixMilli())}, got["new"], "the series registered after the warm-up")
+}
+
+// openCached opens the database again with a raw cache and an index cache.
+func (k *keyRangeDB) openCached(t *testing.T) *DB {
+	t.Helper()
+	o := *k.opts
+	o.RawCache, o.IndexCache = NewRawCache(DefaultRawCacheBytes), NewIndexCache(DefaultIndexCacheBytes)
+	db, err := Open(context.Background(), k.svc, k.name, &o)
+	require.NoError(t, err)
+	return db
 }
 
 // seriesOfLabel is the key of metric's series of label i.
@@ -150,7 +171,7 @@ func TestWarmOfAYoungTable(t *testing.T) {
 	db := k.open(t, true)
 	rep, err := db.Warm(ctx, now.Add(-time.Hour))
 	require.NoError(t, err)
-	require.Equal(t, WarmReport{Series: 200, Points: 200 * 16, Bytes: rep.Bytes}, rep, "every point of the partition, older than from too")
+	require.Equal(t, WarmReport{Series: 200, Points: 200 * 16, Bytes: rep.Bytes}, rep, "every point of the partition, older than from too (no index cache)")
 
 	q := mustQueryable(t, db)
 	k.reads.n.Store(0)

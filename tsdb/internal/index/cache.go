@@ -49,10 +49,16 @@ type cachedSets struct {
 func setsCost(k setsKey, c cachedSets) int {
 	n := 100 + len(k.table) + len(k.filter)
 	for _, e := range c.entries {
-		n += 64 + len(e.Series)
-		for _, l := range e.Labels {
-			n += 32 + len(l.Name) + len(l.Value)
-		}
+		n += entryCost(e)
+	}
+	return n
+}
+
+// entryCost is about the memory of a series' entry in the cache.
+func entryCost(e SeriesInfo) int {
+	n := 64 + len(e.Series)
+	for _, l := range e.Labels {
+		n += 32 + len(l.Name) + len(l.Value)
 	}
 	return n
 }

@@ -122,7 +122,7 @@ func (x *Index) SelectSets(ctx context.Context, from, to time.Time, ms []labels.
 			filters = append(filters, filter.Eq("PartitionKey", catalog.MetricPartition(n)).String())
 		}
 	} else {
-		filters = []string{filter.And(filter.Ge("PartitionKey", catalog.LabelPartitionsFrom), filter.Lt("PartitionKey", catalog.LabelPartitionsTo)).String()}
+		filters = []string{allMetricsFilter()}
 	}
 	found := map[string]*SeriesInfo{} // without a cache
 	// With a cache, the series found in the order found, and (once a second query adds to
