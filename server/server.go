@@ -93,8 +93,8 @@ type Options struct {
 	// when it starts (default DefaultWarmCache; negative: no warm-up), with a scan of
 	// the raw tables by ranges of keys, so that the first dashboards after a start are
 	// answered from the cache; the warm-up also reads the present period's index into the
-	// registrations, which the first writes would (tsdb.DB.Warm). It stops once the raw
-	// cache, shared by a process's tenants, is half full.
+	// registrations, which the first writes would, and into the index cache (tsdb.DB.Warm).
+	// It stops once the raw cache, shared by a process's tenants, is half full.
 	WarmCache time.Duration
 	// Jobs, if set, bounds the background jobs running at once, in this server and the
 	// others sharing it (a [Tenants] front shares one among its tenants). nil: no bound.
@@ -348,8 +348,8 @@ func (s *Server) Close() error {
 }
 
 // Run keeps the database folded, compacted, rolled up and within its retention until ctx is
-// done, then returns nil; it first warms the raw cache up (Options.WarmCache), beside the
-// loops. Errors are logged and counted; the loops go on.
+// done, then returns nil; it first warms the database's caches up (Options.WarmCache),
+// beside the loops. Errors are logged and counted; the loops go on.
 func (s *Server) Run(ctx context.Context) error {
 	tasks, err := schedule.Tasks(s.db, scheduleOptions(s.opts))
 	if err != nil {

@@ -7,8 +7,8 @@ import (
 	"github.com/seed71701133/tablets/internal/maintain/schedule"
 )
 
-// TaskWarm is the name of the warm-up of the raw cache at Run's start (warm), as the
-// metrics and logs of the background tasks name it.
+// TaskWarm is the name of the warm-up of the caches at Run's start (warm), as the metrics
+// and logs of the background tasks name it.
 const TaskWarm = "warm"
 
 // DefaultWarmCache is how far back Run's warm-up reads by default (Options.WarmCache): the
@@ -17,11 +17,10 @@ const DefaultWarmCache = 2 * time.Hour
 
 // warm warms the database up once, when Run starts (tsdb.DB.Warm): the present period's
 // index registrations and label sets, and the float points of the last WarmCache into the
-// raw cache with one scan of the raw tables by ranges of keys. A server just started (a deploy, a
-// restart, one more behind a front) takes its first writes without reading the index for
-// them, and answers its first dashboards from the cache instead of reading each panel's
-// series from the account.
-// It is a background job (its turn under Jobs, its requests a background share), counted
+// raw cache with one scan of the raw tables by ranges of keys. A server just started (a
+// deploy, a restart, one more behind a front) takes its first writes without reading the
+// index for them, and answers its first dashboards from the caches instead of reading each
+// panel's series from the account. It is a background job (its turn under Jobs, its requests a background share), counted
 // and logged as the loops' runs are; a failed one is not retried (the queries read what it
 // did not cache).
 func (s *Server) warm(ctx context.Context) {

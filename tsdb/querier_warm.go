@@ -8,7 +8,7 @@ import (
 	"github.com/seed71701133/tablets"
 )
 
-// WarmReport is what a Warm brought into the raw cache.
+// WarmReport is what a Warm brought into the caches.
 type WarmReport struct {
 	// Series is the number of entries cached (a series a raw table), Points their points,
 	// Bytes the cache's bytes they take.
