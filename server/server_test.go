@@ -287,18 +287,7 @@ func TestServerLeavesTheCompactionToTheLeaseHolder(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Run(runCtx) }()
 	defer func() { stop(); require.NoError(t, <-stopped) }()
-	runs := func(result string) int {
-		resp, err := http.Get(hs.URL + "/metrics")
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		m := regexp.MustCompile(`(?m)^tablets_background_runs_total\{result="` + result + `",task="compact"\} (\d+)$`).FindSubmatch(body)
-		if m == nil {
-			return 0
-		}
-		n, _ := strconv.Atoi(string(m[1]))
-		return n
-	}
+	runs := func(result string) int { return backgroundRuns(t, hs.URL, "compact", result) }
 	require.Eventually(t, func() bool { return runs("busy") >= 3 }, time.Minute, 10*time.Millisecond, "compaction runs finding the lease busy")
 	require.Zero(t, runs("ok"))
 	require.Zero(t, runs("error"))
@@ -447,6 +436,22 @@ func runLoopsUntil(t *testing.T, db *tsdb.DB, now time.Time, until map[string]ti
 	stop()
 	require.NoError(t, <-stopped)
 	return covered
+}
+
+// backgroundRuns is tablets_background_runs_total of task and result in the /metrics of the
+// server at base (0 when absent).
+func backgroundRuns(t *testing.T, base, task, result string) int {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`(?m)^tablets_background_runs_total\{result="` + result + `",task="` + task + `"\} (\d+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n
 }
 
 // loopDone is a background loop's successful run, as its debug log says.

@@ -4,11 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -65,18 +62,7 @@ func TestServerRunWarmsTheRawCache(t *testing.T) {
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.Run(runCtx) }()
 	defer func() { stop(); require.NoError(t, <-stopped) }()
-	warmRuns := func() int {
-		resp, err := http.Get(hs.URL + "/metrics")
-		require.NoError(t, err)
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		m := regexp.MustCompile(`(?m)^tablets_background_runs_total\{result="ok",task="warm"\} (\d+)$`).FindSubmatch(body)
-		if m == nil {
-			return 0
-		}
-		n, _ := strconv.Atoi(string(m[1]))
-		return n
-	}
+	warmRuns := func() int { return backgroundRuns(t, hs.URL, server.TaskWarm, "ok") }
 	require.Eventually(t, func() bool { return warmRuns() == 1 }, time.Minute, 10*time.Millisecond, "the warm-up's run")
 	require.Equal(t, 10, cache.Stats().Entries, "the 10 series warmed")
 	require.Zero(t, cache.Stats().Hits)
