@@ -38,18 +38,35 @@ func (s *Store) Compact(ctx context.Context, series string, from, to time.Time) 
 	return nil
 }
 
+// CompactOptions are the options of CompactAll; nil means the defaults.
+type CompactOptions struct {
+	// Growing, if not zero, is the time from which the series are still being written (the
+	// present, for a writer that keeps writing): a partition that ends after it gets a
+	// chunk a write, and is compacted only once it holds 4 to 7 chunks (by a hash of its
+	// key), not at its second, so that a series written every few minutes is not read and
+	// rewritten whole after each write. The others, and all when Growing is zero, are
+	// compacted as soon as two of their chunks merge.
+	Growing time.Time
+}
+
 // CompactAll is Compact of every series of the table: a key scan of the partitions that
 // [from, to) overlaps (ScanChunks: one query, a page per 1,000 chunks) finds those that hold
-// runs worth merging, and only those are read and compacted, as Compact does them (each run
-// conditional on its chunks' ETags), Concurrency partitions at a time. A table whose
-// partitions hold a chunk each costs the scan only. A partition that fails does not stop
-// the others; the error names each series that failed.
-func (s *Store) CompactAll(ctx context.Context, from, to time.Time) error {
+// runs worth merging (see CompactOptions), and only those are read and compacted, as Compact
+// does them (each run conditional on its chunks' ETags), Concurrency partitions at a time.
+// A table whose partitions hold a chunk each costs the scan only. A partition that fails
+// does not stop the others; the error names each series that failed.
+func (s *Store) CompactAll(ctx context.Context, from, to time.Time, opts *CompactOptions) error {
 	lo, hi, err := s.scanUnits(from, to)
 	if err != nil {
 		return err
 	}
-	return s.table().CompactAll(ctx, lo, hi)
+	growing := ^uint64(0)
+	if opts != nil && !opts.Growing.IsZero() {
+		if growing, err = s.layout.format.Units(opts.Growing); err != nil {
+			return fmt.Errorf("chunked: compact: growing: %w", err)
+		}
+	}
+	return s.table().CompactAll(ctx, lo, hi, growing)
 }
 
 // units returns [from, to) as units: the floor of from, the ceiling of to.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/chunks"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 )
@@ -242,7 +243,7 @@ func TestScanRejectsForeignEntities(t *testing.T) {
 		}
 		require.Error(t, scanErr)
 		require.Error(t, keysErr)
-		require.Error(t, s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour)))
+		require.Error(t, s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), nil))
 	}
 }
 
@@ -262,9 +263,10 @@ func TestCompactAll(t *testing.T) {
 	from, to := scanDay.Add(time.Hour), scanDay.Add(2*time.Hour) // whole partitions are compacted
 	want := queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour))
 	st.checker.Reset()
-	require.NoError(t, s.CompactAll(ctx, from, to))
-	// The scan, and for each of 3 partitions: a read, a transaction, a read that finds it done.
-	require.Equal(t, int64(1+3*3), st.checker.Stats().Requests)
+	require.NoError(t, s.CompactAll(ctx, from, to, nil))
+	// The scan, and for each of 3 partitions: a read and a transaction (one run of all its
+	// chunks, merged: nothing is left to read again for).
+	require.Equal(t, int64(1+3*2), st.checker.Stats().Requests)
 	perSeries := map[string]int{}
 	for k, err := range s.ScanChunks(ctx, scanDay, scanDay.Add(24*time.Hour)) {
 		require.NoError(t, err)
@@ -276,8 +278,63 @@ func TestCompactAll(t *testing.T) {
 	require.Equal(t, want, queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour)))
 
 	st.checker.Reset()
-	require.NoError(t, s.CompactAll(ctx, from, to))
+	require.NoError(t, s.CompactAll(ctx, from, to, nil))
 	require.Equal(t, int64(1), st.checker.Stats().Requests, "nothing to merge: the scan only")
-	require.NoError(t, s.CompactAll(ctx, to, to), "an empty range")
-	require.ErrorIs(t, s.CompactAll(ctx, tablets.MinTime.Add(-time.Hour), to), tablets.ErrInvalidTime)
+	require.NoError(t, s.CompactAll(ctx, to, to, nil), "an empty range")
+	require.ErrorIs(t, s.CompactAll(ctx, tablets.MinTime.Add(-time.Hour), to, nil), tablets.ErrInvalidTime)
+}
+
+// A partition still being written (it ends after CompactOptions.Growing) is compacted only
+// once it holds chunks.GrowingChunks of them; once the present has left it, at two.
+func TestCompactAllWaitsForGrowingPartitions(t *testing.T) {
+	ctx := context.Background()
+	st := newScanTable(t, "-")
+	s := st.store
+	var names []string
+	writes := map[string]int{}
+	for i := range 12 {
+		name := fmt.Sprintf("g%d", i)
+		names = append(names, name)
+		writes[name] = 2 + i%7 // 2 to 8 chunks
+		for w := range writes[name] {
+			require.NoError(t, s.Write(ctx, name, tablets.Point{Time: scanDay.Add(time.Duration(w) * time.Minute), Value: float64(w)}))
+		}
+	}
+	want := queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour))
+	count := func() map[string]int {
+		n := map[string]int{}
+		for k, err := range s.ScanChunks(ctx, scanDay, scanDay.Add(24*time.Hour)) {
+			require.NoError(t, err)
+			n[k.Series]++
+		}
+		return n
+	}
+	growing := &CompactOptions{Growing: scanDay.Add(12 * time.Hour)}
+	require.NoError(t, s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), growing))
+	expect := map[string]int{}
+	waiting := 0
+	for _, name := range names {
+		day, err := s.layout.format.Units(scanDay)
+		require.NoError(t, err)
+		pk := s.layout.partitionKey(partkey.Escape(name), s.layout.partitionOf(day))
+		if writes[name] >= chunks.GrowingChunks(pk) {
+			expect[name] = 1
+		} else {
+			expect[name] = writes[name]
+			waiting++
+		}
+	}
+	require.Equal(t, expect, count())
+	require.Positive(t, waiting, "some partitions wait")
+	require.Less(t, waiting, len(names), "some are compacted")
+	require.Equal(t, want, queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour)))
+
+	// The present has left the day: every partition of two chunks or more is compacted.
+	ended := &CompactOptions{Growing: scanDay.Add(24 * time.Hour)}
+	require.NoError(t, s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), ended))
+	for _, name := range names {
+		expect[name] = 1
+	}
+	require.Equal(t, expect, count())
+	require.Equal(t, want, queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour)))
 }

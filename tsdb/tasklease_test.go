@@ -63,7 +63,9 @@ func TestExclusiveTasks(t *testing.T) {
 			_, _ = svc.DeleteTable(context.Background(), db.names.TierTable(tier.Step, db.names.PeriodOf(start)), nil)
 		}
 	})
-	for i := range 3 { // three chunks of the series in its day's partition
+	// Eight chunks of the series in its day's partition: one still being written (it holds
+	// now) is compacted once it holds 4 to 7 (chunked.CompactOptions).
+	for i := range 8 {
 		if err := db.Write(ctx, "s", tablets.Point{Time: start.Add(time.Duration(i) * time.Minute), Value: float64(i)}); err != nil {
 			t.Fatal(err)
 		}
@@ -80,8 +82,8 @@ func TestExclusiveTasks(t *testing.T) {
 		}
 		return n
 	}
-	if n := chunks(); n != 3 {
-		t.Fatalf("%d chunks written, want 3", n)
+	if n := chunks(); n != 8 {
+		t.Fatalf("%d chunks written, want 8", n)
 	}
 
 	for _, task := range []struct {

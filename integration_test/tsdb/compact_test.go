@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/chunked"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -80,5 +81,50 @@ func TestTSDBCompact(t *testing.T) {
 			require.True(t, pts[i].Time.Equal(got[i].Time), "%s %d", series, i)
 			require.Equal(t, pts[i].Value, got[i].Value)
 		}
+	}
+}
+
+// The partition holding the present is still written: a compaction leaves it until it holds
+// a few chunks (chunked.CompactOptions), and compacts it once the present has left it, with
+// nothing written since (the change log as it was: the compaction is not skipped).
+func TestTSDBCompactWaitsForTheGrowingDay(t *testing.T) {
+	ctx := context.Background()
+	day := time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)
+	clk := clock.New(day.Add(10 * time.Hour))
+	opts := &tsdb.Options{Now: clk.Now, RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	db, svc, _ := newDB(t, opts)
+	var want []tablets.Point
+	for i := range 3 { // fewer than chunks.GrowingChunks, whatever the key
+		p := tablets.Point{Time: day.Add(9*time.Hour + time.Duration(i)*time.Minute), Value: float64(i)}
+		require.NoError(t, db.Write(ctx, "s", p))
+		want = append(want, p)
+	}
+	chunks := func() int {
+		n := 0
+		client := svc.NewClient(fmt.Sprintf("%sr%d", db.Name(), day.Unix()))
+		for pager := client.NewListEntitiesPager(nil); pager.More(); {
+			page, err := pager.NextPage(ctx)
+			require.NoError(t, err)
+			n += len(page.Entities)
+		}
+		return n
+	}
+	require.Equal(t, 3, chunks())
+	require.NoError(t, db.Compact(ctx, day.Add(8*time.Hour), clk.Now()))
+	require.Equal(t, 3, chunks(), "the day is still written: its chunks wait")
+
+	clk.Set(day.Add(24*time.Hour + 30*time.Minute))
+	require.NoError(t, db.Compact(ctx, day.Add(8*time.Hour), day.Add(10*time.Hour)))
+	require.Equal(t, 1, chunks(), "the day has ended: compacted, though nothing was written since")
+	var got []tablets.Point
+	for p, err := range db.Query(ctx, "s", day, day.Add(24*time.Hour)) {
+		require.NoError(t, err)
+		got = append(got, p)
+	}
+	require.Len(t, got, len(want))
+	for i := range got {
+		require.True(t, want[i].Time.Equal(got[i].Time))
+		require.Equal(t, want[i].Value, got[i].Value)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"iter"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -26,6 +27,16 @@ const (
 	// maxConflicts bounds the attempts at a partition that keeps changing.
 	maxConflicts = 20
 )
+
+// GrowingChunks is how many chunks CompactAll waits for in a partition still being written
+// before it compacts it: 4 to 7, by a hash of its key, so that the series a writer writes
+// together (a fold writes every series) are not all compacted by the same run, but a few
+// at every run. A partition holds that many more chunks at most, all in one read.
+func GrowingChunks(pk string) int {
+	h := fnv.New32a()
+	h.Write([]byte(pk))
+	return 4 + int(h.Sum32()%4)
+}
 
 // Keys are the keys of a chunk as a key scan reads them.
 type Keys struct {
@@ -109,16 +120,29 @@ func (t Table[V]) ScanKeys(ctx context.Context, lo, hi uint64) iter.Seq2[Keys, e
 // are read and compacted (CompactPartition), Concurrency partitions at a time. A table whose
 // partitions hold a chunk each costs the scan only. A partition that fails does not stop
 // the others; the error names each series that failed.
-func (t Table[V]) CompactAll(ctx context.Context, lo, hi uint64) error {
+//
+// A partition that ends after unit growing is still being written, a chunk a write: it is
+// compacted once it holds GrowingChunks of them (growing ^uint64(0): none is), not at its
+// second, so that a series written every few minutes is not read and rewritten whole after
+// every write (the soak's compactions, after each fold, read and rewrote every series of
+// every tenant, and held the account for longer than the folds' interval).
+func (t Table[V]) CompactAll(ctx context.Context, lo, hi, growing uint64) error {
 	if lo >= hi {
 		return nil
 	}
-	type partition struct{ pk, series string }
+	type partition struct {
+		pk, series string
+		start      uint64
+	}
 	var todo []partition
 	var cur partition
 	var chunks []Chunk
 	done := func() {
-		if len(chunks) >= 2 && len(t.runs(chunks)) > 0 {
+		least := 2
+		if end := cur.start + t.Layout.PartUnits; end > growing || end < cur.start {
+			least = GrowingChunks(cur.pk)
+		}
+		if len(chunks) >= least && len(t.runs(chunks)) > 0 {
 			todo = append(todo, cur)
 		}
 		chunks = chunks[:0]
@@ -129,7 +153,7 @@ func (t Table[V]) CompactAll(ctx context.Context, lo, hi uint64) error {
 		}
 		if k.PartitionKey != cur.pk {
 			done()
-			cur = partition{k.PartitionKey, k.Series}
+			cur = partition{k.PartitionKey, k.Series, k.Start}
 		}
 		// The sizes are unknown: a run of full chunks is read, and found compact.
 		chunks = append(chunks, Chunk{First: k.First, Last: k.Last})
@@ -146,7 +170,11 @@ func (t Table[V]) CompactAll(ctx context.Context, lo, hi uint64) error {
 
 // CompactPartition merges runs of one partition until none is worth merging: runs of small
 // or overlapping chunks become as few chunks of up to MaxChunk bytes as hold their values
-// (the latest write of each time kept), with the highest priority of the run. Each run is
+// (the latest write of each time kept), with the highest priority of the run. The
+// partition is read again after a pass that merged several runs (their chunks may merge
+// further) or met a conflict; not after one run of all its chunks merged, the common case
+// (a chunk a write since the last compaction): a chunk written meanwhile waits for the next
+// compaction. Each run is
 // replaced in one transaction, which deletes the chunks it read only if they are unchanged
 // (their ETags), so a concurrent delete or compaction makes it start again, and a
 // concurrent write is never lost: a write adds a chunk of its own, and a later write has a
@@ -158,7 +186,8 @@ func (t Table[V]) CompactPartition(ctx context.Context, pk string) error {
 			return err
 		}
 		conflict, merged := false, false
-		for _, run := range t.runs(chunks) {
+		runs := t.runs(chunks)
+		for _, run := range runs {
 			did, err := t.mergeRun(ctx, pk, run)
 			if batch.IsConflict(err) {
 				conflict = true
@@ -169,7 +198,9 @@ func (t Table[V]) CompactPartition(ctx context.Context, pk string) error {
 			}
 			merged = merged || did
 		}
-		if !conflict && !merged {
+		// One run of every chunk, merged: its chunks are as few as hold the values, and
+		// nothing is left beside them to merge with. Not read again to find that.
+		if !conflict && (!merged || len(runs) == 1 && len(runs[0]) == len(chunks)) {
 			return nil
 		}
 	}

@@ -160,7 +160,11 @@ func (t histTable) delete(ctx context.Context, series string, from, to time.Time
 	return nil
 }
 
-func (t histTable) compact(ctx context.Context, from, to time.Time) error {
+func (t histTable) compact(ctx context.Context, from, to, growing time.Time) error {
 	lo, hi := histUnits(from, to)
-	return t.CompactAll(ctx, lo, hi)
+	g, err := HistFormat.Units(growing)
+	if err != nil {
+		return fmt.Errorf("histograms: compact: %w", err)
+	}
+	return t.CompactAll(ctx, lo, hi, g)
 }

@@ -57,10 +57,12 @@ type Store[S any, T Table[S]] struct {
 }
 
 // compactedSpan is a range of a period that Compacts of this process merged whole while the
-// period's change log stood at generation gen.
+// period's change log stood at generation gen and the partition growing began (the one
+// holding the present, which a Compact leaves until it holds a few chunks).
 type compactedSpan struct {
 	gen      uint64
 	from, to time.Time
+	growing  time.Time
 }
 
 // Floats is the raw part's float points: besides what both kinds do, the reads of one
@@ -90,8 +92,9 @@ type Table[S any] interface {
 	// delete removes the samples of series with from <= Time < to.
 	delete(ctx context.Context, series string, from, to time.Time) error
 	// compact merges the small chunks of [from, to) in every series (nothing where the
-	// layout does not compact).
-	compact(ctx context.Context, from, to time.Time) error
+	// layout does not compact); those of partitions that end after growing (still being
+	// written) once there are a few (chunked.CompactOptions).
+	compact(ctx context.Context, from, to, growing time.Time) error
 	// spilling returns a context in which queryMany passes sink the samples it read of
 	// series it was not asked for that wants (nil: all) takes (chunked.Store.WithSpill), or
 	// ctx where the layout reads none.
@@ -228,6 +231,10 @@ func (r *Store[S, T]) Compact(ctx context.Context, from, to time.Time) error {
 	if err != nil {
 		return err
 	}
+	// The partition holding the present is still written (by every fold, in a staging
+	// database): it is compacted once it holds a few chunks (chunked.CompactOptions), and
+	// whole once the present has left it.
+	growing := r.now()
 	var errs []error
 	for _, sp := range spans {
 		state, err := r.changes.ReadNow(ctx, sp.Period)
@@ -235,31 +242,41 @@ func (r *Store[S, T]) Compact(ctx context.Context, from, to time.Time) error {
 			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.Period), err))
 			continue
 		}
-		if r.compactedSince(sp, state.Gen()) {
+		if r.compactedSince(sp, state.Gen(), growing) {
 			continue
 		}
-		if _, err := r.inTable(sp.Period, func(t T) error { return t.compact(ctx, sp.From, sp.To) }); err != nil {
+		if _, err := r.inTable(sp.Period, func(t T) error { return t.compact(ctx, sp.From, sp.To, growing) }); err != nil {
 			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.Period), err))
 			continue
 		}
-		r.noteCompacted(sp, state.Gen())
+		r.noteCompacted(sp, state.Gen(), growing)
 	}
 	return errors.Join(errs...)
 }
 
-// compactedSince reports whether span sp was compacted whole at generation gen.
-func (r *Store[S, T]) compactedSince(sp Span, gen uint64) bool {
+// compactedSince reports whether span sp was compacted whole at generation gen, while the
+// partition growing is in was the one still written.
+func (r *Store[S, T]) compactedSince(sp Span, gen uint64, growing time.Time) bool {
 	r.compactMu.Lock()
 	defer r.compactMu.Unlock()
 	c, ok := r.compacted[sp.Period]
-	return ok && c.gen == gen && !sp.From.Before(c.from) && !sp.To.After(c.to)
+	return ok && c.gen == gen && c.growing.Equal(r.partitionOf(growing)) && !sp.From.Before(c.from) && !sp.To.After(c.to)
+}
+
+// partitionOf is the start of the partition holding t (zero when the partitions are
+// unknown: a layout that does not compact).
+func (r *Store[S, T]) partitionOf(t time.Time) time.Time {
+	if r.partition <= 0 {
+		return time.Time{}
+	}
+	return rounding.Floor(t, r.partition)
 }
 
 // noteCompacted notes that span sp was compacted whole at generation gen: with what was
 // noted at gen, where the two meet. A compaction merges the chunks of every partition its
 // range overlaps, whole (chunks.Layout.ScanFilter), so the span noted is of whole
 // partitions: the maintenance loop's ranges slide with the clock, within a partition.
-func (r *Store[S, T]) noteCompacted(sp Span, gen uint64) {
+func (r *Store[S, T]) noteCompacted(sp Span, gen uint64, growing time.Time) {
 	if r.partition > 0 {
 		// Partitions start at multiples of their span since the Unix epoch.
 		sp.From = rounding.Floor(sp.From, r.partition)
@@ -270,12 +287,13 @@ func (r *Store[S, T]) noteCompacted(sp Span, gen uint64) {
 	if r.compacted == nil {
 		r.compacted = map[uint64]compactedSpan{}
 	}
+	growing = r.partitionOf(growing)
 	c, ok := r.compacted[sp.Period]
-	if ok && c.gen == gen && !sp.From.After(c.to) && !sp.To.Before(c.from) {
-		r.compacted[sp.Period] = compactedSpan{gen: gen, from: times.Earlier(c.from, sp.From), to: times.Later(c.to, sp.To)}
+	if ok && c.gen == gen && c.growing.Equal(growing) && !sp.From.After(c.to) && !sp.To.Before(c.from) {
+		r.compacted[sp.Period] = compactedSpan{gen: gen, from: times.Earlier(c.from, sp.From), to: times.Later(c.to, sp.To), growing: growing}
 		return
 	}
-	r.compacted[sp.Period] = compactedSpan{gen: gen, from: sp.From, to: sp.To}
+	r.compacted[sp.Period] = compactedSpan{gen: gen, from: sp.From, to: sp.To, growing: growing}
 }
 
 // seriesCheck checks series names before any request, for the tables of each kind: with

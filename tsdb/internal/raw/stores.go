@@ -151,13 +151,13 @@ func (t pointTable) delete(ctx context.Context, series string, from, to time.Tim
 // tableCompacter is a raw store that merges small chunks, finding for the whole table the
 // partitions worth compacting (chunked).
 type tableCompacter interface {
-	CompactAll(ctx context.Context, from, to time.Time) error
+	CompactAll(ctx context.Context, from, to time.Time, opts *chunked.CompactOptions) error
 }
 
 // compact compacts a table of a layout that compacts (chunked), and does nothing else.
-func (t pointTable) compact(ctx context.Context, from, to time.Time) error {
+func (t pointTable) compact(ctx context.Context, from, to, growing time.Time) error {
 	if c, ok := t.store.(tableCompacter); ok {
-		return c.CompactAll(ctx, from, to)
+		return c.CompactAll(ctx, from, to, &chunked.CompactOptions{Growing: growing})
 	}
 	return nil
 }
