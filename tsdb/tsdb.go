@@ -275,7 +275,8 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
 	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
-		Budget: o.StagingReadBudget, FoldBudget: o.FoldReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache})
+		Budget: o.StagingReadBudget, FoldBudget: o.FoldReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache,
+		KeepFolds: o.RawCache != nil})
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries, o.IndexCache)
 	// A registration of many sets the catalog does not know (a process just started) reads
 	// the newest period's index first: the sets it lists are registered (index.Prime).

@@ -163,3 +163,92 @@ func TestTSDBFoldReceipts(t *testing.T) {
 	require.Zero(t, took)
 	refresh("and again")
 }
+
+// A server that folds keeps what its Folds wrote (the staging cache aside): its raw cache
+// takes each of its own Folds in without reading the folded minutes back, also when it
+// holds none of the entities the Fold moved (it has no staging cache here), and when they
+// were written and folded between two of its refreshes. Another server's Fold it reads as
+// before. Every refresh equals a reader's without caches.
+func TestTSDBFoldKeepsWhatItWrote(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
+	clk := clock.New(base.Add(19 * time.Hour))
+	opts := stagingOptions(clk)
+	opts.RawCache = tsdb.NewRawCache(64 << 20)
+	db, svc, checker := dbtest.NewDB(t, opts)
+	plain := *stagingOptions(clk)
+	other := reopen(t, svc, db.Name(), plain)
+	fresh := func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
+
+	keys := make([]string, 120)
+	for i := range keys {
+		k, err := db.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "req", "i", fmt.Sprint(i)))
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	scrape := func(minutes int) {
+		t.Helper()
+		for range 4 * minutes {
+			at := clk.Now()
+			batch := make([]tsdb.SeriesPoints, len(keys))
+			for i, k := range keys {
+				batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: float64(at.Unix()%100000) + float64(i)}}}
+			}
+			require.NoError(t, db.WriteMany(ctx, batch))
+			clk.Add(15 * time.Second)
+		}
+	}
+	fold := func(by *tsdb.DB) {
+		t.Helper()
+		rep, err := by.Fold(ctx)
+		require.NoError(t, err)
+		require.Positive(t, rep.Entities)
+	}
+	refresh := func(what string) (requests, took int64) {
+		t.Helper()
+		to := clk.Now()
+		from := to.Add(-time.Hour)
+		match := tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "req"}
+		want := selectSamples(ctx, t, fresh(), nil, from, to, match)
+		foldedIn := opts.RawCache.FoldedIn()
+		rctx := db.BeginRead(ctx)
+		checker.Reset()
+		_, err := db.ReadMark(rctx, from, to)
+		require.NoError(t, err)
+		got := selectSamples(rctx, t, db, nil, from, to, match)
+		requests = checker.Stats().Requests
+		require.Equal(t, want, got, what)
+		took = opts.RawCache.FoldedIn() - foldedIn
+		t.Logf("%s: %d requests, %d series took in a fold", what, requests, took)
+		return requests, took
+	}
+	scrape(60)
+	fold(db)
+	refresh("first")
+	refresh("warm")
+
+	scrape(20)
+	fold(db)
+	_, took := refresh("after its own fold")
+	require.Equal(t, int64(len(keys)), took, "every series took the fold in, from what the fold wrote")
+	misses := opts.RawCache.Stats().Misses
+	refresh("again")
+	require.Zero(t, opts.RawCache.Stats().Misses-misses)
+
+	// Written and folded between two refreshes: never listed, still taken in.
+	scrape(20)
+	fold(db)
+	scrape(20)
+	fold(db)
+	n, took := refresh("after two folds unseen")
+	require.Equal(t, int64(len(keys)), took)
+	require.LessOrEqual(t, n, int64(8), "no raw read")
+
+	// Another server's fold: this one reads the folded minutes back.
+	scrape(20)
+	fold(other)
+	misses = opts.RawCache.Stats().Misses
+	_, took = refresh("after another's fold")
+	require.Zero(t, took)
+	require.GreaterOrEqual(t, opts.RawCache.Stats().Misses-misses, uint64(len(keys)))
+}

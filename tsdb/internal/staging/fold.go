@@ -140,6 +140,10 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	rounds := max(1, min(Columns, (points+MaxFoldPoints-1)/MaxFoldPoints))
 	changed := map[uint64]changelog.Range{}      // by raw period, the times the rounds wrote
 	read := make([]map[[2]string]string, rounds) // by round, the ETags of the entities it read
+	var wrote *memoFold                          // what the rounds wrote, kept after (foldMemo)
+	if f.staging.folds != nil {
+		wrote = newMemoFold()
+	}
 	for r := range rounds {
 		if r > 0 {
 			if err := lease.Renew(ctx); err != nil {
@@ -148,7 +152,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 		}
 		lo, hi := r*Columns/rounds, (r+1)*Columns/rounds
 		read[r] = map[[2]string]string{}
-		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi, changed, read[r])
+		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi, changed, read[r], wrote)
 		report.Series += series
 		report.Points += n
 		report.Rounds++
@@ -158,8 +162,12 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	}
 	// Recorded in the raw part's change log before the samples leave the staging table: a
 	// read that no longer finds them there finds the change in the log it reads after.
-	if err := f.writes.Changed(ctx, changed, receiptOf(read, horizon)); err != nil {
+	receipt := receiptOf(read, horizon)
+	if err := f.writes.Changed(ctx, changed, receipt); err != nil {
 		return report, fmt.Errorf("tsdb: fold: %w", err)
+	}
+	if receipt != nil {
+		f.staging.folds.keep(receipt.Digest, wrote)
 	}
 	// Recorded in the staging log after the entities left, deleted or not (some may be
 	// gone): a process that listed the table before lists it whole again.
@@ -245,9 +253,10 @@ func (f *Folder) listStaged(ctx context.Context, horizon uint64) (map[string][]s
 // Only the listed entities are folded: one written since (late, into an old bucket) is
 // neither written nor deleted, but folded by the next Fold.
 //
-// It sets etags[key] to the ETag of each entity it read.
+// It sets etags[key] to the ETag of each entity it read, and adds to wrote (nil: none) the
+// samples it wrote of each series.
 func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int, changed map[uint64]changelog.Range,
-	etags map[[2]string]string) (int, int, error) {
+	etags map[[2]string]string, wrote *memoFold) (int, int, error) {
 	sel := "PartitionKey,RowKey," + VersionProp
 	for c := lo; c < hi; c++ {
 		sel += "," + ColumnChar + strconv.Itoa(c)
@@ -332,13 +341,17 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 			return err
 		}
 		pointPeriod := func(p tablets.Point) uint64 { return f.names.PeriodOf(p.Time) }
-		if err := foldSeries(ctx, f.tables, naming.Raw, names[i], found[names[i]], pointPeriod, dropped, f.writes.WritePoints); err != nil {
+		points, err := foldSeries(ctx, f.tables, naming.Raw, names[i], found[names[i]], pointPeriod, dropped, f.writes.WritePoints)
+		if err != nil {
 			return err
 		}
+		wrote.addFloats(names[i], points)
 		histPeriod := func(s histenc.Sample) uint64 { return f.names.PeriodOf(time.UnixMilli(int64(s.Unit))) }
-		if err := foldSeries(ctx, f.tables, naming.Hist, names[i], foundHists[names[i]], histPeriod, dropped, f.writes.WriteHists); err != nil {
+		samples, err := foldSeries(ctx, f.tables, naming.Hist, names[i], foundHists[names[i]], histPeriod, dropped, f.writes.WriteHists)
+		if err != nil {
 			return err
 		}
+		wrote.addHists(names[i], samples)
 		// Late points: mark their slices dirty, now that they are in the raw tables and
 		// before they leave the staging table (Aggregate distrusts a window a staged point is
 		// in).
@@ -395,11 +408,12 @@ func distinctErrors(errs []error) []error {
 // millisecond is kept) into the tables of kind k of their periods (periodOf), each period's
 // with write (the kind's codec and table), at the priority of the series' latest write, so
 // that a later write wins a time in the raw tables too. One code for both kinds. Samples of a
-// dropped period, or of a table dropped meanwhile, are left out.
+// dropped period, or of a table dropped meanwhile, are left out. It returns the samples it
+// wrote, sorted.
 func foldSeries[S any, W Written[S]](ctx context.Context, tables *tables.Periods, k naming.Kind, series string, staged []W, periodOf func(S) uint64,
-	dropped map[uint64]bool, write func(ctx context.Context, p uint64, series string, samples []S, priority uint64) error) error {
+	dropped map[uint64]bool, write func(ctx context.Context, p uint64, series string, samples []S, priority uint64) error) ([]S, error) {
 	if len(staged) == 0 {
-		return nil
+		return nil, nil
 	}
 	priority := uint64(0)
 	for _, w := range staged {
@@ -412,6 +426,7 @@ func foldSeries[S any, W Written[S]](ctx context.Context, tables *tables.Periods
 		p := periodOf(s)
 		byPeriod[p] = append(byPeriod[p], s)
 	}
+	var wrote []S
 	for _, p := range slices.Sorted(maps.Keys(byPeriod)) {
 		if dropped[p] {
 			continue
@@ -422,10 +437,11 @@ func foldSeries[S any, W Written[S]](ctx context.Context, tables *tables.Periods
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%q: %w", series, err)
+			return nil, fmt.Errorf("%q: %w", series, err)
 		}
+		wrote = append(wrote, byPeriod[p]...)
 	}
-	return nil
+	return wrote, nil
 }
 
 // deleteFolded deletes the folded entities. A read prefers a staged point to a raw one, so

@@ -9,7 +9,7 @@ import (
 // FoldedFloats returns, by series of names, the float points that the Folds of receipts
 // (changes of the raw change log, oldest first) wrote into the raw tables, as each wrote
 // them (the last write of a millisecond): from what this process knows without a request,
-// the entities its listings had (each receipt's set, matched by its digest) and their
+// what its own Folds wrote (foldMemo), or else the entities its listings had (each receipt's set, matched by its digest) and their
 // columns in the Cache at the ETags the Fold read. A series is left out when some of it is
 // not known so (a receipt no listing matches, a column no longer cached), or when two
 // receipts hold one of its milliseconds (which of them the raw tables keep is the Folds'
@@ -19,6 +19,9 @@ import (
 // moved again (package raw): a refreshed panel over thousands of series read their folded
 // minutes back from the raw tables after every Fold, a request per seven series.
 func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[string][]tablets.Point {
+	if out, ok := st.folds.memoFloats(receipts, names); ok {
+		return out
+	}
 	return folded(st, receipts, names, Version, func(col cachedColumn, d Decoded, want map[string]bool, add func(string, Point)) {
 		for r := range col.series.len() {
 			if key := col.series.key(r); want[key] {
@@ -33,6 +36,9 @@ func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[
 
 // FoldedHists is FoldedFloats of native histogram samples.
 func (st *Table) FoldedHists(receipts []changelog.Receipt, names []string) map[string][]histenc.Sample {
+	if out, ok := st.folds.memoHists(receipts, names); ok {
+		return out
+	}
 	return folded(st, receipts, names, HistVersion, func(col cachedColumn, d Decoded, want map[string]bool, add func(string, Hist)) {
 		for r, s := range col.hists {
 			if want[s.Key] {

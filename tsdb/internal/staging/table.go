@@ -45,6 +45,8 @@ type Table struct {
 	Page pager.SubQuery
 	// cache keeps the columns queries decoded (Config.Cache; nil: none).
 	cache *Cache
+	// folds keeps what this process's last Folds wrote (Config.KeepFolds; nil: none).
+	folds *foldMemo
 	warm  atomic.Bool // a query filled the cache (later ones list the keys first)
 	// cold is the read filling the cache while it does (flights.go), which the reads
 	// meanwhile wait for.
@@ -75,13 +77,21 @@ type Config struct {
 	// Cache keeps the entities' columns that queries decoded, checked against their ETags
 	// at every query (nil: none; see Cache). Many Tables may share one.
 	Cache *Cache
+	// KeepFolds says whether this process's Folds keep what they wrote for FoldedFloats
+	// and FoldedHists (foldMemo): where a raw cache takes Folds in (Options.RawCache).
+	KeepFolds bool
 }
 
 // NewTable makes the staging part of a DB of names whose raw layout is layout; it sends
 // no request.
 func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablets.Store, c Config) *Table {
 	reads := stagingOn(layout)
+	var folds *foldMemo
+	if c.KeepFolds {
+		folds = &foldMemo{}
+	}
 	return &Table{
+		folds:      folds,
 		dropped:    c.Dropped,
 		cache:      c.Cache,
 		log:        newStagingLog(service.NewClient(names.Staging())),
