@@ -29,8 +29,9 @@
 //     table's client, a FolderConfig (the clock, SealDelay, the tiers' seal margin) and, as
 //     functions (FoldWrites), the raw part's writes of both kinds and the tiers' flagging
 //     of late points, so that neither the Table nor the raw tables depend on it. It keeps
-//     no state between Folds; a held lease has its own mutex (its renewals by a round's
-//     writers);
+//     no state between Folds but what they wrote, in the Table's foldMemo (foldmemo.go:
+//     the last few Folds' points, encoded, by receipt; its own mutex); a held lease has its
+//     own mutex (its renewals by a round's writers);
 //   - the ReadBudget (readbudget.go), which tsdb re-exports: it bounds the memory that reads
 //     of staging tables hold at once, shared by the DBs of a server. It has its own mutex.
 //
@@ -42,9 +43,10 @@
 //
 // A Fold records a receipt with its change of the raw change log (receiptOf: the entities its
 // rounds read, at the ETags read); FoldedFloats (folded.go) gives a raw cache the points of
-// the Folds whose receipts match entities this Table's listings knew (those listed now, and
-// those a whole listing found gone, kept a while) and the Cache holds, so that it takes a
-// Fold in without reading the raw tables.
+// the Folds this process made (the foldMemo, Config.KeepFolds), or else of those whose
+// receipts match entities this Table's listings knew (those listed now, and those a whole
+// listing found gone, kept a while) and the Cache holds, so that it takes a Fold in without
+// reading the raw tables.
 //
 // Its caches: the Cache (cache.go) of the columns queries decoded, and the Table's listing
 // of its entities' keys and ETags (listing.go). A query takes the entities of its range
