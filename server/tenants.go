@@ -263,7 +263,10 @@ func (t *Tenants) registerMetrics() {
 			func() float64 { n, _ := t.jobs.State(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_background_jobs_waiting",
 			Help: "Background jobs waiting for their turn under the bound of jobs at once."},
-			func() float64 { _, n := t.jobs.State(); return float64(n) }))
+			func() float64 { _, n := t.jobs.State(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_folds_kept_bytes",
+			Help: "Bytes of what this server's last folds wrote, kept for its raw cache to take them in (tsdb.DB.FoldsKept: the last 3 folds at most, and 32 MiB, a tenant), all tenants together."},
+			func() float64 { return float64(t.foldsKeptBytes()) }))
 	for _, c := range t.srvOpts.Collectors {
 		t.registry.MustRegister(c)
 	}

@@ -218,6 +218,21 @@ func (t *Tenants) Running() []string {
 	return out
 }
 
+// foldsKeptBytes is the bytes the opened tenants' databases keep of their last folds
+// (tsdb.DB.FoldsKept).
+func (t *Tenants) foldsKeptBytes() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var n int64
+	for _, e := range t.tenants {
+		if e.srv != nil {
+			_, b := e.srv.DB().FoldsKept()
+			n += b
+		}
+	}
+	return n
+}
+
 // Opened returns, sorted, the tenants whose server this process opened, the default one
 // included.
 func (t *Tenants) Opened() []string {

@@ -40,6 +40,13 @@ var ErrFoldBusy = sentinel.ErrFoldBusy
 // of a period that Retain dropped meanwhile are left out.
 func (db *DB) Fold(ctx context.Context) (FoldReport, error) { return db.fold.Run(ctx) }
 
+// FoldsKept returns how many of its last Folds this DB keeps what they wrote of, and the
+// bytes they take: where the DB has a raw cache (Options.RawCache), it takes each Fold of
+// this process in from them, without reading the folded range back, whenever the Fold ends
+// (the staging cache may no longer hold the entities the Fold moved). The last 3 Folds
+// at most, and 32 MiB, a DB; each series' points encoded as raw chunks are.
+func (db *DB) FoldsKept() (folds int, bytes int64) { return db.staging.Kept() }
+
 // ReadBudget bounds the memory that reads of staging tables hold at once, in bytes: the
 // pages' JSON being fetched and decoded, the decoded pages being yielded, and the staged
 // points a read collects (a query's, or a fold round's).

@@ -121,6 +121,8 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	// So are the background jobs of all tenants (--background.max-jobs).
 	assert.Regexp(t, `(?m)^tablets_background_jobs_running [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_background_jobs_waiting [0-9]+$`, string(exposition))
+	// And what the tenants' last folds wrote, kept for their raw caches to take in.
+	assert.Regexp(t, `(?m)^tablets_folds_kept_bytes [0-9]+$`, string(exposition))
 	// And the staging pages read at once (--staging.max-read-bytes).
 	assert.Regexp(t, `(?m)^tablets_staging_read_bytes_in_use [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_staging_reads_waiting [0-9]+$`, string(exposition))

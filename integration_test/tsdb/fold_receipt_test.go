@@ -243,6 +243,11 @@ func TestTSDBFoldKeepsWhatItWrote(t *testing.T) {
 	n, took := refresh("after two folds unseen")
 	require.Equal(t, int64(len(keys)), took)
 	require.LessOrEqual(t, n, int64(8), "no raw read")
+	kept, bytes := db.FoldsKept()
+	require.Equal(t, 3, kept, "its last 3 folds of 4")
+	require.Positive(t, bytes)
+	kept, _ = other.FoldsKept()
+	require.Zero(t, kept, "a DB without a raw cache keeps none")
 
 	// Another server's fold: this one reads the folded minutes back.
 	scrape(20)

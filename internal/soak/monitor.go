@@ -163,7 +163,7 @@ func parseCPUSeconds(stat string) (float64, error) {
 
 // cacheMetrics are the server's read caches' sizes, which scrapeServer sums.
 var cacheMetrics = []string{"tablets_staging_cache_bytes", "tablets_raw_cache_bytes", "tablets_tier_block_cache_bytes",
-	"tablets_index_cache_bytes", "tablets_results_cache_bytes"}
+	"tablets_index_cache_bytes", "tablets_results_cache_bytes", "tablets_folds_kept_bytes"}
 
 // scrapeServer reads go_goroutines, tablets_account_requests_total (summed over its series),
 // go_gc_heap_live_bytes and the sum of the cacheMetrics from a Prometheus text exposition

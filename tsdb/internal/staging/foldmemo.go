@@ -122,6 +122,18 @@ func (m *foldMemo) keep(digest [16]byte, f *memoFold) {
 	}
 }
 
+// Kept returns how many Folds the Table keeps what they wrote of (Config.KeepFolds), and
+// the bytes it counts for them.
+func (st *Table) Kept() (folds int, bytes int64) {
+	m := st.folds
+	if m == nil {
+		return 0, 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.folds), m.bytes
+}
+
 // find returns the kept Folds of receipts, in their order, or false when one is not kept.
 func (m *foldMemo) find(receipts []changelog.Receipt) ([]*memoFold, bool) {
 	if m == nil || len(receipts) == 0 {
