@@ -170,15 +170,14 @@ func (t Table[V]) CompactAll(ctx context.Context, lo, hi, growing uint64) error 
 
 // CompactPartition merges runs of one partition until none is worth merging: runs of small
 // or overlapping chunks become as few chunks of up to MaxChunk bytes as hold their values
-// (the latest write of each time kept), with the highest priority of the run. The
-// partition is read again after a pass that merged several runs (their chunks may merge
-// further) or met a conflict; not after one run of all its chunks merged, the common case
-// (a chunk a write since the last compaction): a chunk written meanwhile waits for the next
-// compaction. Each run is
+// (the latest write of each time kept), with the highest priority of the run. Each run is
 // replaced in one transaction, which deletes the chunks it read only if they are unchanged
 // (their ETags), so a concurrent delete or compaction makes it start again, and a
 // concurrent write is never lost: a write adds a chunk of its own, and a later write has a
-// higher priority than any chunk compacted before it.
+// higher priority than any chunk compacted before it. The partition is read again after a
+// pass that merged several runs (their chunks may merge further) or met a conflict; not
+// after one run of all its chunks merged, the common case (a chunk a write since the last
+// compaction): a chunk written meanwhile waits for the next compaction.
 func (t Table[V]) CompactPartition(ctx context.Context, pk string) error {
 	for range maxConflicts {
 		chunks, err := t.readPartition(ctx, pk)

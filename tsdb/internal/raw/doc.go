@@ -36,7 +36,8 @@
 // records a receipt with its change, naming the staging entities it moved: the Cache takes
 // a Fold in from the points this process already holds (Config.FoldedFloats, the staging
 // table's, which newDB gives it as a function: what its own Folds wrote, or the staged
-// entities it listed and cached) instead of reading the folded range again. A table found gone while its period's log has no change was never made: its read
+// entities it listed and cached) instead of reading the folded range again. A table found
+// gone while its period's log has no change was never made: its read
 // is cached empty at generation 0, as an empty table's, so that ranges reaching into a
 // period before the database's first (a 7-day panel of a young database) do not ask for
 // it again until a change is recorded there.
