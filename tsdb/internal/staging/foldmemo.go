@@ -19,7 +19,7 @@ import (
 // minutes back from the raw tables (soak run 69: 47,000 series, while the next Fold wrote).
 //
 // A Fold's float points are kept encoded (chunkenc, a few bytes a point: the soak's 750,000
-// points of a tenant's bucket in about 3 MB with the series' names), its histogram samples
+// points of a tenant's bucket in 2.4 MB with the series' names), its histogram samples
 // as they are (rare). It keeps the last memoFolds Folds, up to memoBytes in all. Safe for
 // concurrent use.
 type foldMemo struct {
