@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"time"
@@ -203,7 +204,7 @@ func memoSamples[S any](m *foldMemo, receipts []changelog.Receipt, names []strin
 			continue
 		}
 		if len(folds) > 1 {
-			slices.SortStableFunc(all, func(a, b S) int { return cmpInt64(ms(a), ms(b)) })
+			slices.SortStableFunc(all, func(a, b S) int { return cmp.Compare(ms(a), ms(b)) })
 			for i := 1; i < len(all); i++ {
 				if ms(all[i]) == ms(all[i-1]) {
 					known = false
@@ -219,14 +220,4 @@ func memoSamples[S any](m *foldMemo, receipts []changelog.Receipt, names []strin
 		}
 	}
 	return out, true
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
