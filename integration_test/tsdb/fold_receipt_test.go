@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/clock"
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/tsdb"
@@ -84,28 +85,11 @@ func TestTSDBFoldReceipts(t *testing.T) {
 	}
 	fold()
 
-	selectAll := func(ctx context.Context, d *tsdb.DB, from, to time.Time) map[string][]tsdb.Sample {
-		t.Helper()
-		return selectSamples(ctx, t, d, nil, from, to, tsdb.Matcher{Type: tsdb.MatchRegexp, Name: tsdb.MetricName, Value: "req|lat"})
-	}
-	// refresh is the query API's read of the last hour (begun, a mark, the Select); it
-	// returns its requests and how many series took in a Fold.
+	// refresh is the query API's read of the last hour: its requests and how many series
+	// took in a Fold.
 	refresh := func(what string) (int64, int64) {
 		t.Helper()
-		to := clk.Now()
-		from := to.Add(-time.Hour)
-		want := selectAll(ctx, fresh(), from, to)
-		foldedIn := opts.RawCache.FoldedIn()
-		rctx := db.BeginRead(ctx)
-		checker.Reset()
-		_, err := db.ReadMark(rctx, from, to)
-		require.NoError(t, err)
-		got := selectAll(rctx, db, from, to)
-		n := checker.Stats().Requests
-		require.Equal(t, want, got, what)
-		took := opts.RawCache.FoldedIn() - foldedIn
-		t.Logf("%s: %d requests, %d series took in a fold", what, n, took)
-		return n, took
+		return refreshHour(ctx, t, db, fresh(), opts.RawCache, checker, clk, what, tsdb.Matcher{Type: tsdb.MatchRegexp, Name: tsdb.MetricName, Value: "req|lat"})
 	}
 	refresh("first")
 	refresh("warm")
@@ -204,23 +188,9 @@ func TestTSDBFoldKeepsWhatItWrote(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, rep.Entities)
 	}
-	refresh := func(what string) (requests, took int64) {
+	refresh := func(what string) (int64, int64) {
 		t.Helper()
-		to := clk.Now()
-		from := to.Add(-time.Hour)
-		match := tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "req"}
-		want := selectSamples(ctx, t, fresh(), nil, from, to, match)
-		foldedIn := opts.RawCache.FoldedIn()
-		rctx := db.BeginRead(ctx)
-		checker.Reset()
-		_, err := db.ReadMark(rctx, from, to)
-		require.NoError(t, err)
-		got := selectSamples(rctx, t, db, nil, from, to, match)
-		requests = checker.Stats().Requests
-		require.Equal(t, want, got, what)
-		took = opts.RawCache.FoldedIn() - foldedIn
-		t.Logf("%s: %d requests, %d series took in a fold", what, requests, took)
-		return requests, took
+		return refreshHour(ctx, t, db, fresh(), opts.RawCache, checker, clk, what, tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "req"})
 	}
 	scrape(60)
 	fold(db)
@@ -256,4 +226,26 @@ func TestTSDBFoldKeepsWhatItWrote(t *testing.T) {
 	_, took = refresh("after another's fold")
 	require.Zero(t, took)
 	require.GreaterOrEqual(t, opts.RawCache.Stats().Misses-misses, uint64(len(keys)))
+}
+
+// refreshHour is the query API's read of the last hour of the series match selects, by db
+// (begun, a mark, the Select), checked against fresh's (a reader without caches): it
+// returns its requests and how many series took in a Fold (cache's).
+func refreshHour(ctx context.Context, t *testing.T, db, fresh *tsdb.DB, cache *tsdb.RawCache, checker *azurite.Checker, clk *clock.Clock,
+	what string, match tsdb.Matcher) (requests, took int64) {
+	t.Helper()
+	to := clk.Now()
+	from := to.Add(-time.Hour)
+	want := selectSamples(ctx, t, fresh, nil, from, to, match)
+	foldedIn := cache.FoldedIn()
+	rctx := db.BeginRead(ctx)
+	checker.Reset()
+	_, err := db.ReadMark(rctx, from, to)
+	require.NoError(t, err)
+	got := selectSamples(rctx, t, db, nil, from, to, match)
+	requests = checker.Stats().Requests
+	require.Equal(t, want, got, what)
+	took = cache.FoldedIn() - foldedIn
+	t.Logf("%s: %d requests, %d series took in a fold", what, requests, took)
+	return requests, took
 }
