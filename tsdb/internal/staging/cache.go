@@ -120,8 +120,11 @@ func (c cachedColumn) cost() int {
 
 func entityCost(k entityKey, e *cachedEntity) int {
 	n := int(unsafe.Sizeof(k)+unsafe.Sizeof(*e)) + len(k.table) + len(k.pk) + len(k.rk) + len(e.etag) + 64
-	for _, c := range e.cols {
+	for col, c := range e.cols {
 		n += c.cost()
+		if col == wholeEntity && e.version == Version {
+			n += indexRefBytes * c.series.len() // its records in the Table's seriesIndex
+		}
 	}
 	for _, b := range e.encoded {
 		n += 48 + cap(b)
@@ -301,7 +304,8 @@ type listedEntity struct {
 // When it yields every entity listed (from the cache, or fetched before a Fold deleted
 // it), *listedAt is set to Table.ReadsDone as of the listing they come from (else left
 // alone): what it yields is what the table held then.
-func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, want map[unique.Handle[string]]int32, read *collectRead, listedAt *uint64) iter.Seq2[Decoded, error] {
+func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, slots *seriesSlots, read *collectRead, listedAt *uint64,
+	take takeFunc, held func() error) iter.Seq2[Decoded, error] {
 	return func(yield func(Decoded, error) bool) {
 		fail := func(err error) {
 			if !azerr.IsTableGone(err) {
@@ -322,7 +326,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			var got []entityColumns
 			err := st.fetchColumns(ctx, f, "", nil, columns, false, read, func(le listedEntity, version int, cols map[int]cachedColumn) {
 				order = append(order, le)
-				got = append(got, entityColumns{version, inOrder(keys, cols)})
+				got = append(got, entityColumns{version: version, cols: inOrder(keys, cols), whole: columns == nil})
 			})
 			st.cold.Store(nil)
 			close(cold.done)
@@ -330,7 +334,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 				fail(err)
 				return
 			}
-			st.yieldAssembled(ctx, order, got, want, read, yield)
+			st.yieldListed(ctx, order, got, slots, read, take, held, yield)
 			return
 		}
 		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, read)
@@ -345,7 +349,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			// mark's) has every change whose entities this read lacks: none.
 			*listedAt = listedReads
 		}
-		st.yieldAssembled(ctx, listed, got, want, read, yield)
+		st.yieldListed(ctx, listed, got, slots, read, take, held, yield)
 	}
 }
 
@@ -410,6 +414,14 @@ func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int,
 		if !ok {
 			return false
 		}
+		if whole, has := e.cols[wholeEntity]; has && e.version == Version {
+			// A whole float entity: its series are taken through the series index, or
+			// assembled from it by the read's series, whatever columns the read asked for
+			// (taking its columns out of it copied them at every read).
+			got[i] = entityColumns{version: e.version, cols: []cachedColumn{whole}, whole: true}
+			hits += len(keys)
+			return true
+		}
 		cols, decoded, ok := e.columns(keys)
 		if !ok {
 			return false
@@ -417,7 +429,7 @@ func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int,
 		if decoded != nil {
 			st.cache.add(table, entityHead{pk: le.pk, rk: le.rk, etag: e.etag, version: e.version}, decoded, nil)
 		}
-		got[i] = entityColumns{e.version, cols}
+		got[i] = entityColumns{version: e.version, cols: cols, whole: len(keys) == 1 && keys[0] == wholeEntity}
 		hits += len(keys)
 		return true
 	}
@@ -452,7 +464,7 @@ func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int,
 	for _, pk := range slices.Sorted(maps.Keys(missing)) {
 		if err := st.fetchColumns(ctx, f, pk, missing[pk], columns, whole[pk], read, func(le listedEntity, version int, cols map[int]cachedColumn) {
 			if i, ok := at[[2]string{le.pk, le.rk}]; ok {
-				got[i] = entityColumns{version, inOrder(keys, cols)}
+				got[i] = entityColumns{version: version, cols: inOrder(keys, cols), whole: columns == nil}
 			}
 		}); err != nil {
 			return nil, nil, 0, err
@@ -467,10 +479,12 @@ func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int,
 }
 
 // entityColumns are the columns of an entity a read asked for, in the order of its keys
-// (nil: the entity is gone).
+// (nil: the entity is gone), or its whole entity's (whole: every column's series as one,
+// whatever the read asked for).
 type entityColumns struct {
 	version int
 	cols    []cachedColumn
+	whole   bool
 }
 
 // inOrder is cols's columns keys, in their order.
@@ -480,6 +494,30 @@ func inOrder(keys []int, cols map[int]cachedColumn) []cachedColumn {
 		out[i] = cols[c]
 	}
 	return out
+}
+
+// yieldListed collects what a read of slots' series asks for of the entities of listed (in
+// order) whose columns got holds: the points of the whole float entities through the
+// Table's series index, straight to take (held then holds them under the read budget),
+// and the other entities assembled, yielded (yieldAssembled).
+func (st *Table) yieldListed(ctx context.Context, listed []listedEntity, got []entityColumns, slots *seriesSlots,
+	read *collectRead, take takeFunc, held func() error, yield func(Decoded, error) bool) {
+	if st.index != nil && !slots.all {
+		rest, err := st.index.take(listed, got, slots.keys, take, held)
+		if err != nil {
+			yield(Decoded{}, err)
+			return
+		}
+		restListed, restGot := make([]listedEntity, len(rest)), make([]entityColumns, len(rest))
+		for j, i := range rest {
+			restListed[j], restGot[j] = listed[i], got[i]
+		}
+		listed, got = restListed, restGot
+	}
+	if len(listed) == 0 {
+		return
+	}
+	st.yieldAssembled(ctx, listed, got, slots.byHandle(), read, yield)
 }
 
 // yieldAssembled yields the entities of listed (in order) whose columns got holds, their

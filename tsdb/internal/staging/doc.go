@@ -20,8 +20,8 @@
 //     client, the table names, the raw layout (which says whether the database stages at
 //     all) and a Config of the options it reads (the clock, StagingPartitions,
 //     StagingReadBudget, DirectWrites) with the period tables' KnownDropped as a function,
-//     and depends on no other part. It has no lock: its only state that changes (whether
-//     the table is known to exist) is an atomic;
+//     and depends on no other part. Its own state that changes (whether the table is
+//     known to exist) is an atomic; its caches have their own locks (below);
 //   - the Folder (fold.go, foldlease.go): Run is tsdb's DB.Fold. It reads and empties the
 //     Table under the fold lease, an entity of the catalog table (taken and renewed
 //     conditionally on its ETag: one process folds at a time). It is given the period
@@ -53,6 +53,10 @@
 // from the listing, brought up to date by one query of the entities written since and the
 // staging log (an entity of the table: a Fold and a Delete record their changes in it, and
 // a listing whose log moved is made whole again), and fetches only the columns the Cache
-// lacks at those ETags (the first query of a Table reads them whole, and fills it). The
-// Fold and Delete read the table itself. List is the listing of a range (tsdb's ReadMark).
+// lacks at those ETags (the first query of a Table reads them whole, and fills it). A
+// Table's series index (seriesindex.go) says where each series is among the whole float
+// entities its reads got from the Cache, so that a read takes the points of its own series
+// of them rather than looking at every series of every entity; it is derived from the
+// Cache, prunes what the Cache dropped, and has its own lock. The Fold and Delete read the
+// table itself. List is the listing of a range (tsdb's ReadMark).
 package staging

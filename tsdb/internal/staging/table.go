@@ -45,6 +45,9 @@ type Table struct {
 	Page pager.SubQuery
 	// cache keeps the columns queries decoded (Config.Cache; nil: none).
 	cache *Cache
+	// index is where each series is among the cache's whole float entities of the table
+	// (seriesindex.go; nil without a cache).
+	index *seriesIndex
 	// folds keeps what this process's last Folds wrote (Config.KeepFolds; nil: none).
 	folds *foldMemo
 	warm  atomic.Bool // a query filled the cache (later ones list the keys first)
@@ -90,7 +93,12 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 	if c.KeepFolds {
 		folds = &foldMemo{}
 	}
+	var index *seriesIndex
+	if c.Cache != nil {
+		index = newSeriesIndex(c.Cache, names.Staging(), c.Now)
+	}
 	return &Table{
+		index:      index,
 		folds:      folds,
 		dropped:    c.Dropped,
 		cache:      c.Cache,

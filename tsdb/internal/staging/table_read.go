@@ -185,6 +185,10 @@ func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.
 // more (the soak's, of tens of thousands of series) packs the rest.
 const PlainPackedPoints = 1 << 18
 
+// heldPoints is how many points a read takes through the series index before it holds
+// them under its budget (about 300 KB).
+const heldPoints = 8192
+
 // wholeColumns is how many of the Columns a read with a cache asks for at least to read
 // its entities whole: three quarters.
 const wholeColumns = Columns * 3 / 4
@@ -223,6 +227,15 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	}
 	lo, hi := EarliestMilli(from), EarliestMilli(to)
 	dropped := st.droppedPeriods()
+	points := 0 // taken since the read last held them
+	takeSeries := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
+		for i, ms := range times {
+			if ms >= lo && ms < hi && !dropped(ms) {
+				slots.take(slot, Point{MS: ms, Value: values[i], Stamp: stamp, Record: record})
+				points++
+			}
+		}
+	}
 	foundHists = map[string][]Hist{}
 	entities := st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
 	var listedAt uint64 // the listing's ReadsDone when every entity it listed was read
@@ -235,13 +248,22 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 			// together: a metric of a thousand series holds nearly every column).
 			columns = nil
 		}
-		entities = st.cachedEntities(ctx, f, columns, slots.byHandle(), read, &listedAt)
+		// The points the series index gives are held as they come, every heldPoints.
+		held := func() error {
+			if points < heldPoints {
+				return nil
+			}
+			n := points
+			points = 0
+			return read.hold(ctx, int64(n)*PointBytes)
+		}
+		entities = st.cachedEntities(ctx, f, columns, slots, read, &listedAt, takeSeries, held)
 	}
 	for se, err := range entities {
 		if err != nil {
 			return nil, nil, nil, 0, err
 		}
-		points, hists := 0, 0
+		hists := 0
 		for r, s := range se.Hists {
 			if want != nil && !want[s.Key] {
 				continue
@@ -263,17 +285,17 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 					continue
 				}
 			}
-			for i, ms := range s.Times {
-				if ms >= lo && ms < hi && !dropped(ms) {
-					slots.take(slot, Point{MS: ms, Value: s.Values[i], Stamp: se.Stamp, Record: se.Record(r)})
-					points++
-				}
-			}
+			takeSeries(slot, se.Stamp, se.Record(r), s.Times, s.Values)
 		}
 		se.release() // its points and samples are copied out
 		if err := read.hold(ctx, int64(points)*PointBytes+int64(hists)*HistBytes); err != nil {
 			return nil, nil, nil, 0, err
 		}
+		points = 0
+	}
+	// The points the cache's series index gave (seriesIndex), after the last entity.
+	if err := read.hold(ctx, int64(points)*PointBytes); err != nil {
+		return nil, nil, nil, 0, err
 	}
 	after = st.readsDone.Add(1)
 	if listedAt != 0 {
@@ -294,12 +316,21 @@ func (st *Table) droppedPeriods() func(ms int64) bool {
 		return func(int64) bool { return false }
 	}
 	known := map[uint64]bool{}
+	// The period last asked of, in Unix milliseconds (none at first): a read's points are
+	// mostly of one period, and this is asked of each.
+	lo, hi, last := int64(1), int64(0), false
 	return func(ms int64) bool {
+		if ms >= lo && ms < hi {
+			return last
+		}
 		p := st.names.PeriodOf(time.UnixMilli(ms))
 		d, ok := known[p]
 		if !ok {
 			d = st.dropped(p)
 			known[p] = d
+		}
+		if ms >= 0 { // PeriodOf's periods are of times since 1970
+			lo, hi, last = st.names.Start(p).UnixMilli(), st.names.End(p).UnixMilli(), d
 		}
 		return d
 	}

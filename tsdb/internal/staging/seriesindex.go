@@ -1,0 +1,223 @@
+package staging
+
+import (
+	"sync"
+	"time"
+	"unique"
+	"unsafe"
+)
+
+// seriesIndex is, for a Table with a cache, where each float series is among the whole
+// float entities its reads took from the cache: by series key, its records (the entity's
+// pack, the record's place in it). A staging entity holds a point of each of the thousands
+// of series of a scrape, so that a read that assembled its series from every entity it
+// listed looked at every series of every entity: in the soak (18,746 series a tenant), a
+// Select of 5,000 series read the staging in five groups, and each looked up the 750,000
+// staged records of the tenant's last ten minutes to take the 200,000 of its own (the
+// staging read's most of its CPU, which grew with the staging bucket until the fold).
+// Through the index, a read looks at the records of its own series only, as Prometheus'
+// head keeps each series' samples apart.
+//
+// The index is derived from the cache and never the last word: a read takes through it
+// only the packs of the entities it listed at their ETag and got from the cache (or
+// fetched) itself, each pack by its identity (the array of its keys, which a cached entry
+// never changes); what the index says of other packs is not read. A pack enters the index
+// the first time a read gets it, and leaves once the cache no longer holds it (prune: when
+// the index has twice the packs the last prune kept, and at least every pruneEvery). Its cost is counted with the cached entity's (indexRefBytes a record), under the
+// cache's bound.
+type seriesIndex struct {
+	cache *Cache
+	table string
+	now   func() time.Time
+
+	mu     sync.RWMutex
+	packs  []indexedPack                    // by number
+	number map[*unique.Handle[string]]int32 // a pack's number, by its keys' array
+	refs   map[string][]packRef             // each series' records, in the order indexed
+	live   int                              // packs the last prune kept
+	pruned time.Time                        // when (now)
+}
+
+// indexedPack is a pack of the index: its entity, and its series.
+type indexedPack struct {
+	key  entityKey
+	pack seriesPack
+}
+
+// packRef is a record of a series: its pack's number, and its place in the pack.
+type packRef struct {
+	pack, i int32
+}
+
+// indexRefBytes is about what a record costs the index: a packRef, and the slack of the
+// slices it is appended to.
+const indexRefBytes = 12
+
+// prunePacks is how many packs the index holds at least before it prunes those the cache
+// no longer holds: it prunes once it holds twice as many as the last prune kept, and more.
+const prunePacks = 256
+
+// pruneEvery is how often at least the index prunes: a Table that reads no new entity
+// (nothing written, or a fold moved them all) adds none.
+const pruneEvery = time.Minute
+
+func newSeriesIndex(cache *Cache, table string, now func() time.Time) *seriesIndex {
+	return &seriesIndex{cache: cache, table: table, now: now, pruned: now(),
+		number: map[*unique.Handle[string]]int32{}, refs: map[string][]packRef{}}
+}
+
+// packID is a pack's identity: the array of its keys (nil for a pack of no series).
+func packID(p *seriesPack) *unique.Handle[string] { return unsafe.SliceData(p.keys) }
+
+// takeFunc takes the points of a series record a read collects: its slot in the read, its
+// entity's Stamp, and its Record (Decoded.Record).
+type takeFunc func(slot int32, stamp uint64, record int, times []int64, values []float64)
+
+// take takes, of the listed entities whose got columns are a whole float entity, the records
+// of the series keys names (by slot), through the index, and returns the places in listed
+// of those it did not take (to assemble). An entity whose RowKey holds no stamp is left
+// out, as assemble leaves it. It calls held after each series' records (where the read
+// holds what it took under its budget), and stops at its error.
+func (x *seriesIndex) take(listed []listedEntity, got []entityColumns, keys []string, take takeFunc, held func() error) (rest []int, err error) {
+	ids := make([]*unique.Handle[string], len(listed))
+	stamps := make([]uint64, len(listed))
+	seqs := make([]int, len(listed))
+	var missing []int // listed entities whose pack is not indexed yet
+	x.mu.RLock()
+	for i, le := range listed {
+		ec := got[i]
+		if ec.cols == nil {
+			continue // gone: the Fold deleted it after the listing
+		}
+		if !ec.whole || ec.version != Version {
+			rest = append(rest, i)
+			continue
+		}
+		stamp, seq, ok := StampOf([]byte(le.rk))
+		pack := &ec.cols[0].series
+		if !ok || pack.len() == 0 {
+			continue
+		}
+		ids[i], stamps[i], seqs[i] = packID(pack), stamp, seq
+		if _, ok := x.number[ids[i]]; !ok {
+			missing = append(missing, i)
+		}
+	}
+	due := len(x.packs) > 0 && x.now().Sub(x.pruned) >= pruneEvery
+	x.mu.RUnlock()
+	if len(missing) > 0 || due {
+		x.add(listed, got, missing)
+	}
+
+	x.mu.RLock()
+	read := make([]int32, len(x.packs)) // by pack number: its place in listed, -1 if none
+	for n := range read {
+		read[n] = -1
+	}
+	for i, id := range ids {
+		if id != nil {
+			read[x.number[id]] = int32(i)
+		}
+	}
+	records := make([][]packRef, len(keys))
+	for slot, key := range keys {
+		records[slot] = x.refs[key]
+	}
+	// The slices taken are read after the lock: the index only appends to them past their
+	// length, or makes new ones (prune).
+	x.mu.RUnlock()
+
+	for slot, rs := range records {
+		for _, r := range rs {
+			if int(r.pack) >= len(read) {
+				continue // a pack indexed since: not this read's
+			}
+			i := read[r.pack]
+			if i < 0 {
+				continue
+			}
+			times, values := got[i].cols[0].series.points(int(r.i))
+			take(int32(slot), stamps[i], seqs[i]<<20|int(r.i), times, values)
+		}
+		if err := held(); err != nil {
+			return nil, err
+		}
+	}
+	return rest, nil
+}
+
+// add indexes the packs of the listed entities at missing (those of got that are not yet),
+// and prunes when due.
+func (x *seriesIndex) add(listed []listedEntity, got []entityColumns, missing []int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, i := range missing {
+		pack := got[i].cols[0].series
+		id := packID(&pack)
+		if _, ok := x.number[id]; ok {
+			continue // indexed by another read meanwhile
+		}
+		n := int32(len(x.packs))
+		x.packs = append(x.packs, indexedPack{key: entityKey{x.table, listed[i].pk, listed[i].rk}, pack: pack})
+		x.number[id] = n
+		for j, h := range pack.keys {
+			key := h.Value()
+			x.refs[key] = append(x.refs[key], packRef{pack: n, i: int32(j)})
+		}
+	}
+	if len(x.packs) >= max(2*x.live, prunePacks) || x.now().Sub(x.pruned) >= pruneEvery {
+		x.prune()
+	}
+}
+
+// prune drops the packs the cache no longer holds (evicted, or replaced by another read's
+// decoding of the same entity), renumbering the others: x.mu is held. It makes new slices
+// of records (a read may still hold the old ones).
+func (x *seriesIndex) prune() {
+	renumber := make([]int32, len(x.packs))
+	var packs []indexedPack
+	number := make(map[*unique.Handle[string]]int32, len(x.packs))
+	for n, p := range x.packs {
+		renumber[n] = -1
+		if !x.cache.holds(p.key, &p.pack) {
+			continue
+		}
+		renumber[n] = int32(len(packs))
+		number[packID(&p.pack)] = int32(len(packs))
+		packs = append(packs, p)
+	}
+	refs := make(map[string][]packRef, len(x.refs))
+	for key, rs := range x.refs {
+		var kept []packRef
+		for _, r := range rs {
+			if n := renumber[r.pack]; n >= 0 {
+				kept = append(kept, packRef{pack: n, i: r.i})
+			}
+		}
+		if len(kept) > 0 {
+			refs[key] = kept
+		}
+	}
+	x.packs, x.number, x.refs, x.live, x.pruned = packs, number, refs, len(packs), x.now()
+}
+
+// holds reports whether the cache holds pack as its entity key's whole float entity,
+// without counting it as used.
+func (c *Cache) holds(key entityKey, pack *seriesPack) bool {
+	e, ok := c.entities.Peek(key)
+	if !ok {
+		return false
+	}
+	whole, ok := e.cols[wholeEntity]
+	return ok && packID(&whole.series) == packID(pack)
+}
+
+// points are series i's times and values, sharing p's arrays (full slices).
+func (p *seriesPack) points(i int) ([]int64, []float64) {
+	start := uint32(0)
+	if i > 0 {
+		start = p.ends[i-1]
+	}
+	end := p.ends[i]
+	return p.times[start:end:end], p.values[start:end:end]
+}

@@ -1,0 +1,306 @@
+package staging
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+	"unique"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/stageenc"
+)
+
+// indexFixture is a staging table's cached entities as a read lists and gets them: whole
+// float entities of random series (a series in many, one twice in an entity, the same
+// millisecond written by two entities and by two records of one), and the cache holding
+// them.
+type indexFixture struct {
+	clock  time.Time
+	cache  *Cache
+	index  *seriesIndex
+	keys   []string // every series
+	listed []listedEntity
+	got    []entityColumns
+}
+
+const indexTable = "tindex"
+
+func (f *indexFixture) now() time.Time { return f.clock }
+
+func newIndexFixture(t *testing.T, rng *rand.Rand, entities int) *indexFixture {
+	t.Helper()
+	f := &indexFixture{cache: NewCache(256 << 20)}
+	f.index = newSeriesIndex(f.cache, indexTable, f.now)
+	for i := range 120 {
+		f.keys = append(f.keys, fmt.Sprintf(`m{i="%03d"}`, i))
+	}
+	for e := range entities {
+		f.put(rng, e)
+	}
+	return f
+}
+
+// put caches entity e anew (a new pack: what a read decoding it again leaves in the cache),
+// as the e-th listed.
+func (f *indexFixture) put(rng *rand.Rand, e int) {
+	var series []stageenc.Series
+	for _, key := range f.keys {
+		if rng.IntN(3) > 0 {
+			continue
+		}
+		s := stageenc.Series{Key: key}
+		ms := int64(e/2)*1000 + rng.Int64N(3)*500 // entities two by two share milliseconds
+		for range 1 + rng.IntN(3) {
+			s.Times = append(s.Times, ms)
+			s.Values = append(s.Values, rng.Float64())
+			ms += 1 + rng.Int64N(400)
+		}
+		if rng.IntN(10) == 0 {
+			// The same series again, later in the entity, at a millisecond no other entity
+			// writes: the later record wins.
+			only := int64(10_000_000 + e)
+			s.Times, s.Values = append(s.Times, only), append(s.Values, 1)
+			series = append(series, s, stageenc.Series{Key: key, Times: []int64{only}, Values: []float64{math.NaN()}})
+		} else {
+			series = append(series, s)
+		}
+	}
+	// In column order, as a whole entity decoded is.
+	slices.SortStableFunc(series, func(a, b stageenc.Series) int {
+		_, ca := Hash(a.Key)
+		_, cb := Hash(b.Key)
+		return ca - cb
+	})
+	le := listedEntity{pk: "0001", rk: RowKey(uint64(1000+e/2), 7, e%2), etag: fmt.Sprintf("W/%d", rng.Uint32())}
+	whole := cachedColumn{series: packSeries(series)}
+	f.cache.add(indexTable, entityHead{pk: le.pk, rk: le.rk, etag: le.etag, version: Version}, map[int]cachedColumn{wholeEntity: whole}, nil)
+	ec := entityColumns{version: Version, cols: []cachedColumn{whole}, whole: true}
+	if e < len(f.listed) {
+		f.listed[e], f.got[e] = le, ec
+	} else {
+		f.listed, f.got = append(f.listed, le), append(f.got, ec)
+	}
+}
+
+// read is what a read of keys takes of the entities at which (in order), with the index or
+// (index nil) by assembling every entity: each series' points, as collect answers them.
+func (f *indexFixture) read(t *testing.T, index *seriesIndex, which []int, keys []string) map[string][]tablets.Point {
+	t.Helper()
+	var listed []listedEntity
+	var got []entityColumns
+	for _, i := range which {
+		listed, got = append(listed, f.listed[i]), append(got, f.got[i])
+	}
+	slots := newSeriesSlots(keys)
+	defer slots.release()
+	take := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
+		for i, ms := range times {
+			slots.take(slot, Point{MS: ms, Value: values[i], Stamp: stamp, Record: record})
+		}
+	}
+	rest := make([]int, len(listed))
+	for i := range rest {
+		rest[i] = i
+	}
+	if index != nil {
+		var err error
+		if rest, err = index.take(listed, got, slots.keys, take, func() error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := slots.byHandle()
+	for _, i := range rest {
+		if got[i].cols == nil {
+			continue
+		}
+		d, ok := assemble(listed[i], got[i], want)
+		if !ok {
+			continue
+		}
+		for r, s := range d.Series {
+			take(d.Slots[r], d.Stamp, d.Record(r), s.Times, s.Values)
+		}
+		d.release()
+	}
+	out := map[string][]tablets.Point{}
+	for key, pts := range slots.found() {
+		out[key] = appendLastPoints(nil, pts)
+	}
+	return out
+}
+
+func samePoints(a, b map[string][]tablets.Point) error {
+	if len(a) != len(b) {
+		return fmt.Errorf("%d series, want %d", len(a), len(b))
+	}
+	for key, want := range b {
+		got := a[key]
+		if len(got) != len(want) {
+			return fmt.Errorf("%s: %d points, want %d", key, len(got), len(want))
+		}
+		for i := range want {
+			if !got[i].Time.Equal(want[i].Time) || math.Float64bits(got[i].Value) != math.Float64bits(want[i].Value) {
+				return fmt.Errorf("%s point %d: %v %v, want %v %v", key, i, got[i].Time, got[i].Value, want[i].Time, want[i].Value)
+			}
+		}
+	}
+	return nil
+}
+
+// A read through the series index takes what assembling every entity takes: read after
+// read of random series and entities, while packs are added, an entity is decoded again
+// (a new pack), entities leave the cache and the index prunes them; with entities the
+// Fold deleted after the listing, histogram entities and a RowKey without a stamp, which
+// the index leaves to assemble.
+func TestSeriesIndexTakesWhatAssembleTakes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	f := newIndexFixture(t, rng, 80)
+	// A histogram entity and an entity whose RowKey holds no stamp, listed among the others.
+	hist := entityColumns{version: HistVersion, cols: []cachedColumn{{hists: []stageenc.HistSeries{{Key: f.keys[0]}}}}}
+	f.listed = append(f.listed, listedEntity{pk: "0001", rk: RowKey(999, 7, 0)}, listedEntity{pk: "0001", rk: "nostamp"})
+	f.got = append(f.got, hist, f.got[3])
+	special := []int{len(f.listed) - 2, len(f.listed) - 1}
+
+	for round := range 60 {
+		var which []int
+		for i := range 80 {
+			if rng.IntN(4) > 0 {
+				which = append(which, i)
+			}
+		}
+		which = append(which, special...)
+		var keys []string
+		for _, key := range f.keys {
+			if rng.IntN(3) == 0 {
+				keys = append(keys, key)
+			}
+		}
+		keys = append(keys, `never{}`)
+		gone := which[rng.IntN(len(which))]
+		saved := f.got[gone]
+		f.got[gone].cols = nil // deleted by the Fold between the listing and the fetch
+		want := f.read(t, nil, which, keys)
+		if err := samePoints(f.read(t, f.index, which, keys), want); err != nil {
+			t.Fatalf("round %d: through the index: %v", round, err)
+		}
+		f.got[gone] = saved
+		switch round % 4 {
+		case 1: // an entity decoded again: the index holds two packs of it until a prune
+			f.put(rng, rng.IntN(80))
+		case 2: // an entity leaves the cache
+			i := rng.IntN(80)
+			f.cache.entities.Remove(entityKey{indexTable, f.listed[i].pk, f.listed[i].rk})
+		case 3:
+			f.index.mu.Lock()
+			f.index.prune()
+			held := len(f.index.packs)
+			f.index.mu.Unlock()
+			if cached := f.cache.entities.Len(); held > cached {
+				t.Fatalf("round %d: the index holds %d packs after a prune, the cache %d entities", round, held, cached)
+			}
+		}
+	}
+	if f.index.live == 0 {
+		t.Fatal("the index never pruned")
+	}
+}
+
+// The index prunes what the cache no longer holds, and keeps the rest: the records of a
+// series are those of the packs the cache holds, renumbered.
+func TestSeriesIndexPrune(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 1))
+	f := newIndexFixture(t, rng, 40)
+	all := make([]int, 40)
+	for i := range all {
+		all[i] = i
+	}
+	if err := samePoints(f.read(t, f.index, all, f.keys), f.read(t, nil, all, f.keys)); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.index.packs) != 40 {
+		t.Fatalf("indexed %d packs, want 40", len(f.index.packs))
+	}
+	for i := 0; i < 40; i += 2 {
+		f.cache.entities.Remove(entityKey{indexTable, f.listed[i].pk, f.listed[i].rk})
+	}
+	f.index.mu.Lock()
+	f.index.prune()
+	f.index.mu.Unlock()
+	if len(f.index.packs) != 20 || len(f.index.number) != 20 || f.index.live != 20 {
+		t.Fatalf("after the prune: %d packs, %d numbered, live %d; want 20", len(f.index.packs), len(f.index.number), f.index.live)
+	}
+	records := 0
+	for key, rs := range f.index.refs {
+		for _, r := range rs {
+			p := f.index.packs[r.pack].pack
+			if p.keys[r.i] != unique.Make(key) {
+				t.Fatalf("record of %s points at %s", key, p.key(int(r.i)))
+			}
+			records++
+		}
+	}
+	kept := 0
+	for i := 1; i < 40; i += 2 {
+		kept += f.got[i].cols[0].series.len()
+	}
+	if records != kept {
+		t.Fatalf("%d records after the prune, want %d (the packs kept)", records, kept)
+	}
+	// The entities the cache dropped, fetched again, are indexed anew; the reads agree.
+	for i := 0; i < 40; i += 2 {
+		f.put(rng, i)
+	}
+	if err := samePoints(f.read(t, f.index, all, f.keys), f.read(t, nil, all, f.keys)); err != nil {
+		t.Fatal(err)
+	}
+	// With nothing new to index, a read prunes what the cache dropped once pruneEvery passed.
+	f.cache.entities.Remove(entityKey{indexTable, f.listed[1].pk, f.listed[1].rk})
+	others := all[2:]
+	f.read(t, f.index, others, f.keys)
+	if len(f.index.packs) != 40 {
+		t.Fatalf("the index holds %d packs before pruneEvery passed, want 40", len(f.index.packs))
+	}
+	f.clock = f.clock.Add(pruneEvery)
+	if err := samePoints(f.read(t, f.index, others, f.keys), f.read(t, nil, others, f.keys)); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.index.packs) != 39 {
+		t.Fatalf("the index holds %d packs after pruneEvery passed, want 39", len(f.index.packs))
+	}
+}
+
+// Reads through the index at once, while others add packs and prune, take what assembling
+// takes (run with -race).
+func TestSeriesIndexConcurrentReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	f := newIndexFixture(t, rng, 60)
+	all := make([]int, 60)
+	for i := range all {
+		all[i] = i
+	}
+	want := f.read(t, nil, all, f.keys)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for range 20 {
+				if err := samePoints(f.read(t, f.index, all, f.keys), want); err != nil {
+					errs <- fmt.Errorf("reader %d: %w", g, err)
+					return
+				}
+				f.index.mu.Lock()
+				f.index.prune()
+				f.index.mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
