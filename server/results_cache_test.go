@@ -137,4 +137,23 @@ func TestResultsCacheTwoServers(t *testing.T) {
 	st := cache.Stats()
 	require.Equal(t, uint64(2), st.Hits, "the refresh and the answer after the write")
 	require.Equal(t, uint64(4), st.Misses, "the first answer, after each write, after the delete")
+
+	// A server an hour ahead folds every staged sample into the raw tables: A's answer
+	// stands, from the cache (its listing knew the entities the fold moved).
+	folder, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	require.NoError(t, err)
+	folded, err := folder.Fold(ctx)
+	require.NoError(t, err)
+	require.Positive(t, folded.Points)
+	require.Equal(t, afterDelete, ask(a), "the fold changes no answer")
+	require.Equal(t, uint64(3), cache.Stats().Hits, "the answer after the fold, from the cache")
+
+	// B stages a late sample, which is folded before A asks again: it shows.
+	require.NoError(t, b.DB().Write(ctx, keys["a"], tablets.Point{Time: now.Add(-70*time.Minute + 7*time.Second), Value: 2e6}))
+	_, err = folder.Fold(ctx)
+	require.NoError(t, err)
+	afterFold := ask(a)
+	require.NotEqual(t, afterDelete, afterFold, "the sample folded since shows")
+	require.Equal(t, fresh(), afterFold)
+	require.Equal(t, uint64(5), cache.Stats().Misses)
 }

@@ -19,8 +19,10 @@ import (
 // Holds says whether any change between them touched the range.
 //
 // Every change of what a read of raw samples answers shows in one of them: a staged write
-// (a new entity), a Fold (its entities leave the staging table, and it records in the raw
-// log), a direct write, a Delete and Retain (they record in the raw log). New series
+// (a new entity), a direct write, a Delete and Retain (they record in the raw log). A Fold
+// changes both (its entities leave the staging table, and it records in the raw log) but
+// not what a read answers: a mark still holds across Folds whose receipts name exactly the
+// entities that left (see Holds). New series
 // without samples in the range change nothing a read of it answers, nor do a rollup or a
 // compaction. A read that serves tiers where raw samples exist (QueryOptions.MaxResolution
 // above RawResolution) may answer otherwise as the rollup goes on: its answers are
@@ -33,6 +35,9 @@ type ReadMark struct {
 	sum      staging.Sum                // of the range
 	periods  map[uint64]changelog.State // by raw period (its start in Unix seconds)
 	period   time.Duration              // Options.RawPeriod
+	// moved gives the entities a Fold's receipt names, as the staging listings knew them
+	// (staging.Table.Moved): of a mark DB.ReadMark took.
+	moved func(changelog.Receipt) (staging.Listing, bool)
 }
 
 // ReadMark takes a mark of [from, to): one listing of the staging entities' keys, then the
@@ -52,7 +57,7 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 		return ReadMark{}, err
 	}
 	m := ReadMark{from: from, to: to, taken: true, staged: listed, sum: listed.Sum(from, to),
-		periods: map[uint64]changelog.State{}, period: db.names.Period}
+		periods: map[uint64]changelog.State{}, period: db.names.Period, moved: db.staging.Moved}
 	var wants []changelog.Want
 	for p := db.names.PeriodOf(from); db.names.Start(p).Before(to); p = db.names.PeriodOf(db.names.End(p)) {
 		wants = append(wants, changelog.Want{Log: db.changes, Period: p})
@@ -108,8 +113,15 @@ func (m ReadMark) Sub(from, to time.Time) ReadMark {
 // Holds reports whether what a read of since's range found when since was taken still
 // stands when m was (m later, of a range holding since's): the same staging entities
 // of the range at the same ETags, and no change recorded in a period's raw log after since
-// that overlaps the range. A mark of another range, or one whose logs no longer record
-// every change after since (more than changelog.Kept), does not hold.
+// that overlaps the range; or, where m was taken by DB.ReadMark, only Folds whose receipts
+// this process matched to the entities they moved (staging.Table.Moved), and since's
+// entities are m's with those. A Fold moves staged samples into the raw tables as a read
+// of both answered them (the last write of a millisecond, periods known dropped left out),
+// so that what was read still stands: a refreshed panel's cached steps outlive every Fold
+// (each Fold spoilt every extent overlapping its bucket, and the panels computed their
+// whole range again at once, in the soak beside the Fold and the rollup). A mark of
+// another range, or one whose logs no longer record every change after since (more than
+// changelog.Kept), does not hold.
 func (m ReadMark) Holds(since ReadMark) bool {
 	var sum staging.Sum
 	switch {
@@ -122,15 +134,32 @@ func (m ReadMark) Holds(since ReadMark) bool {
 	default:
 		return false // a Sub mark has no listing to sum another range of
 	}
-	if sum != since.sum {
-		return false
-	}
 	from, to := since.from.UnixMilli(), staging.EarliestMilli(since.to)
+	var folds []changelog.Receipt // the changes of the range since: Folds'
 	for p, was := range since.periods {
 		now, ok := m.periods[p]
-		if !ok || now.ValidUntil(was.Gen(), from, to) < to {
+		if !ok {
 			return false
 		}
+		if now.ValidUntil(was.Gen(), from, to) >= to {
+			continue
+		}
+		receipts, ok := now.Folds(was.Gen(), from, to)
+		if !ok || !m.taken || m.moved == nil {
+			return false // another change, or one this mark cannot check
+		}
+		folds = append(folds, receipts...)
 	}
-	return true
+	if len(folds) == 0 {
+		return sum == since.sum
+	}
+	moved := make([]staging.Listing, 0, len(folds))
+	for _, r := range folds {
+		l, ok := m.moved(r)
+		if !ok {
+			return false
+		}
+		moved = append(moved, l)
+	}
+	return m.staged.SumWith(moved, since.from, since.to) == since.sum
 }

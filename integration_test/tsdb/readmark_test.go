@@ -18,8 +18,11 @@ import (
 )
 
 // A read mark holds while nothing a read of its range answers changed, and stops holding
-// at the first change of it another server makes: a staged point, its fold, a direct write,
-// a delete, a retention. Changes outside the range leave it holding.
+// at the first change of it another server makes: a staged point, a direct write, a
+// delete, a retention. Changes outside the range leave it holding, and so does a fold of
+// what the mark read (the fold moves it into the raw tables as a read answered it), when
+// this server's listings knew the entities the fold moved; a fold of a point staged after
+// the mark does not.
 func TestTSDBReadMark(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
@@ -71,12 +74,36 @@ func TestTSDBReadMark(t *testing.T) {
 	m = holds(m, false, "a staged point in the range")
 	m = holds(m, true, "again")
 
-	// Its fold (the staging entities leave; the raw log records).
+	// Its fold (the staging entities leave; the raw log records): what the mark read
+	// stands, in the raw tables.
 	clk.Add(time.Hour)
 	_, err := other.Fold(ctx)
 	require.NoError(t, err)
-	m = holds(m, false, "the fold")
+	m = holds(m, true, "the fold of what the mark read")
+
+	// A point staged in the range after the mark, folded before the next: it changed the
+	// answer, and the fold's receipt names an entity the mark did not have (which this
+	// server listed, in a mark of another range: it knows what the fold moved).
+	require.NoError(t, other.Write(ctx, "a", tablets.Point{Time: base.Add(25*time.Hour + 2*time.Second), Value: -2}))
+	_, err = db.ReadMark(ctx, base, base.Add(time.Hour))
+	require.NoError(t, err)
+	clk.Add(time.Hour)
+	_, err = other.Fold(ctx)
+	require.NoError(t, err)
+	m = holds(m, false, "a point staged and folded since the mark")
 	m = holds(m, true, "again")
+
+	// A fold a server's listings never knew the entities of: it cannot tell what moved.
+	require.NoError(t, other.Write(ctx, "a", tablets.Point{Time: base.Add(25*time.Hour + 3*time.Second), Value: -3}))
+	m = holds(m, false, "a staged point in the range")
+	clk.Add(time.Hour)
+	_, err = other.Fold(ctx)
+	require.NoError(t, err)
+	started := reopen(t, svc, db.Name(), *stagingOptions(clk)) // a server started after the fold
+	later, err := started.ReadMark(ctx, from, to)
+	require.NoError(t, err)
+	require.False(t, later.Holds(m), "a fold the server's listings did not know")
+	m = holds(m, true, "the fold, to the server that listed its entities")
 
 	// A direct write into the range (150 points of a new series: a backfill).
 	var backfill []tablets.Point

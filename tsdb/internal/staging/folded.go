@@ -162,12 +162,12 @@ func (st *Table) receiptEntities(r changelog.Receipt) ([]listedEntity, bool) {
 	var keys []changelog.ReceiptEntity
 	for k, p := range l.byKey {
 		if inBuckets(k[0]) {
-			set = append(set, listedEntity{pk: k[0], rk: k[1], etag: p.etag})
+			set = append(set, listedEntity{pk: k[0], rk: k[1], etag: p.etag, first: p.first, last: p.last})
 		}
 	}
 	for k, d := range l.departed {
 		if inBuckets(k[0]) {
-			set = append(set, listedEntity{pk: k[0], rk: k[1], etag: d.etag})
+			set = append(set, listedEntity{pk: k[0], rk: k[1], etag: d.etag, first: d.first, last: d.last})
 		}
 	}
 	if uint64(len(set)) != r.Count {

@@ -80,10 +80,11 @@ type entityListing struct {
 	receipts map[[16]byte][]listedEntity
 }
 
-// departedEntity is an entity a whole listing no longer found, and when it found so.
+// departedEntity is an entity a whole listing no longer found (its ETag, T and U as listed
+// before), and when it found so.
 type departedEntity struct {
-	etag string
-	at   time.Time
+	etag, first, last string
+	at                time.Time
 }
 
 const (
@@ -103,7 +104,7 @@ func (l *entityListing) depart(was, now map[[2]string]listedProps, at time.Time)
 	}
 	for k, p := range was {
 		if n, ok := now[k]; !ok || n.etag != p.etag {
-			l.departed[k] = departedEntity{etag: p.etag, at: at}
+			l.departed[k] = departedEntity{etag: p.etag, first: p.first, last: p.last, at: at}
 		}
 	}
 	for k, d := range l.departed {
@@ -445,6 +446,44 @@ func (l Listing) Sum(from, to time.Time) Sum {
 	var s Sum
 	h.Sum(s[:0])
 	return s
+}
+
+// SumWith is the Sum of l with the entities of moved (listings the Folds' receipts name,
+// Moved) over [from, to): what a listing taken before those Folds summed, when they moved
+// exactly the entities it had that l lacks. An entity in both (listed before its Fold
+// deleted it, whose change a later read of the log saw) counts once.
+func (l Listing) SumWith(moved []Listing, from, to time.Time) Sum {
+	all := slices.Clone(l.entities)
+	for _, m := range moved {
+		all = append(all, m.entities...)
+	}
+	slices.SortFunc(all, func(a, b listedSpan) int {
+		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk), strings.Compare(a.etag, b.etag))
+	})
+	all = slices.CompactFunc(all, func(a, b listedSpan) bool { return a.pk == b.pk && a.rk == b.rk && a.etag == b.etag })
+	return Listing{entities: all}.Sum(from, to)
+}
+
+// Moved is the listing of the entities the Fold of receipt r moved out of the table (their
+// keys, ETags and times as listed), and true, when this Table's listings knew them:
+// matched by the receipt's digest against those listed now and those a whole listing
+// found gone (see receiptEntities). A read mark taken after the Fold then knows what the
+// Fold moved, and that it moved nothing else (tsdb's ReadMark.Holds).
+func (st *Table) Moved(r changelog.Receipt) (Listing, bool) {
+	set, ok := st.receiptEntities(r)
+	if !ok {
+		return Listing{}, false
+	}
+	var l Listing
+	for _, le := range set {
+		first, err1 := timeKeyMilli(le.first)
+		last, err2 := timeKeyMilli(le.last)
+		if err1 != nil || err2 != nil {
+			return Listing{}, false // listed before its times were known: not summed
+		}
+		l.entities = append(l.entities, listedSpan{le.pk, le.rk, le.etag, first, last})
+	}
+	return l, true
 }
 
 // timeKeyMilli is the Unix millisecond of a staging entity's T or U (of either kind).
