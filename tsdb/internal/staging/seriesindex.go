@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"slices"
 	"sync"
 	"time"
 	"unique"
@@ -76,8 +77,8 @@ type takeFunc func(slot int32, stamp uint64, record int, times []int64, values [
 // take takes, of the listed entities whose got columns are a whole float entity, the records
 // of the series keys names (by slot), through the index, and returns the places in listed
 // of those it did not take (to assemble). An entity whose RowKey holds no stamp is left
-// out, as assemble leaves it. It calls held after each series' records (where the read
-// holds what it took under its budget), and stops at its error.
+// out, as assemble leaves it. It calls held every heldRecords records or so, and at the
+// end (where the read holds what it took under its budget), and stops at its error.
 func (x *seriesIndex) take(listed []listedEntity, got []entityColumns, keys []string, take takeFunc, held func() error) (rest []int, err error) {
 	ids := make([]*unique.Handle[string], len(listed))
 	stamps := make([]uint64, len(listed))
@@ -127,24 +128,73 @@ func (x *seriesIndex) take(listed []listedEntity, got []entityColumns, keys []st
 	// length, or makes new ones (prune).
 	x.mu.RUnlock()
 
+	// The records are taken entity by entity, in the order listed: a series' records are
+	// each in another entity's arrays, and reading them series by series missed the
+	// processor's cache at every point (the staging read's CPU grew by half).
+	sc := takeScratchPool.Get().(*takeScratch)
+	defer takeScratchPool.Put(sc)
+	starts := append(sc.starts[:0], make([]int32, len(listed)+1)...)
+	for _, rs := range records {
+		for _, r := range rs {
+			if int(r.pack) < len(read) && read[r.pack] >= 0 { // else a pack indexed since, or not this read's
+				starts[read[r.pack]+1]++
+			}
+		}
+	}
+	for i := 1; i < len(starts); i++ {
+		starts[i] += starts[i-1]
+	}
+	n := int(starts[len(listed)])
+	byEntity := slices.Grow(sc.records[:0], n)[:n]
+	next := append(sc.next[:0], starts[:len(listed)]...)
 	for slot, rs := range records {
 		for _, r := range rs {
-			if int(r.pack) >= len(read) {
-				continue // a pack indexed since: not this read's
+			if int(r.pack) < len(read) && read[r.pack] >= 0 {
+				i := read[r.pack]
+				byEntity[next[i]] = slotRecord{slot: int32(slot), i: r.i}
+				next[i]++
 			}
-			i := read[r.pack]
-			if i < 0 {
-				continue
+		}
+	}
+	sc.starts, sc.next, sc.records = starts, next, byEntity
+	taken := 0
+	for i := range listed {
+		if starts[i] == starts[i+1] {
+			continue // none of the read's series, or not taken through the index
+		}
+		pack := &got[i].cols[0].series
+		for _, sr := range byEntity[starts[i]:starts[i+1]] {
+			times, values := pack.points(int(sr.i))
+			take(sr.slot, stamps[i], seqs[i]<<20|int(sr.i), times, values)
+		}
+		if taken += int(starts[i+1] - starts[i]); taken >= heldRecords {
+			taken = 0
+			if err := held(); err != nil {
+				return nil, err
 			}
-			times, values := got[i].cols[0].series.points(int(r.i))
-			take(int32(slot), stamps[i], seqs[i]<<20|int(r.i), times, values)
 		}
-		if err := held(); err != nil {
-			return nil, err
-		}
+	}
+	if err := held(); err != nil {
+		return nil, err
 	}
 	return rest, nil
 }
+
+// heldRecords is how many records take takes at most before it calls held.
+const heldRecords = 1024
+
+// slotRecord is a record a read takes: its series' slot, and its place in its pack.
+type slotRecord struct {
+	slot, i int32
+}
+
+// takeScratch is what take orders a read's records in, reused from read to read.
+type takeScratch struct {
+	starts, next []int32
+	records      []slotRecord
+}
+
+var takeScratchPool = sync.Pool{New: func() any { return new(takeScratch) }}
 
 // add indexes the packs of the listed entities at missing (those of got that are not yet),
 // and prunes when due.

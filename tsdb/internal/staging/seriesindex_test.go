@@ -304,3 +304,71 @@ func TestSeriesIndexConcurrentReads(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkSeriesIndexTake is a group's read of the soak's shape: a tenant of 18,746 series
+// scraped every 15 s into entities of a remote write's 550 series each (a point each), ten
+// minutes of them (about 750 entities), and a read of 1,024 of the series, through the
+// index or by assembling every entity.
+func BenchmarkSeriesIndexTake(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const series, perEntity, entities, wanted = 18_746, 550, 750, 1024
+	keys := make([]string, series)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`soak_http_requests_total{code="200",instance="host-%d:9100",k="%d"}`, i/14, i%14)
+	}
+	cache := NewCache(1 << 30)
+	index := newSeriesIndex(cache, indexTable, time.Now)
+	var listed []listedEntity
+	var got []entityColumns
+	for e := range entities {
+		first := (e * perEntity) % series
+		var ss []stageenc.Series
+		for j := range perEntity {
+			ss = append(ss, stageenc.Series{Key: keys[(first+j)%series], Times: []int64{int64(e) * 1000}, Values: []float64{rng.Float64()}})
+		}
+		slices.SortStableFunc(ss, func(a, b stageenc.Series) int {
+			_, ca := Hash(a.Key)
+			_, cb := Hash(b.Key)
+			return ca - cb
+		})
+		le := listedEntity{pk: "0001", rk: RowKey(uint64(e), 1, 0), etag: "W/1"}
+		whole := cachedColumn{series: packSeries(ss)}
+		cache.add(indexTable, entityHead{pk: le.pk, rk: le.rk, etag: le.etag, version: Version}, map[int]cachedColumn{wholeEntity: whole}, nil)
+		listed = append(listed, le)
+		got = append(got, entityColumns{version: Version, cols: []cachedColumn{whole}, whole: true})
+	}
+	read := keys[:0:0]
+	for _, i := range rng.Perm(series)[:wanted] {
+		read = append(read, keys[i])
+	}
+	run := func(b *testing.B, viaIndex bool) {
+		points := 0
+		for b.Loop() {
+			slots := newSeriesSlots(read)
+			take := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
+				for i, ms := range times {
+					slots.take(slot, Point{MS: ms, Value: values[i], Stamp: stamp, Record: record})
+				}
+			}
+			if viaIndex {
+				if _, err := index.take(listed, got, slots.keys, take, func() error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			} else {
+				want := slots.byHandle()
+				for i, le := range listed {
+					d, _ := assemble(le, got[i], want)
+					for r, s := range d.Series {
+						take(d.Slots[r], d.Stamp, d.Record(r), s.Times, s.Values)
+					}
+					d.release()
+				}
+			}
+			points = slots.taken.len()
+			slots.release()
+		}
+		b.ReportMetric(float64(points), "points/op")
+	}
+	b.Run("assemble", func(b *testing.B) { run(b, false) })
+	b.Run("index", func(b *testing.B) { run(b, true) })
+}
