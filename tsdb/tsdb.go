@@ -193,8 +193,10 @@ type StagingCacheStats = CacheStats
 func NewStagingCache(maxBytes int64) *StagingCache { return staging.NewCache(maxBytes) }
 
 // DefaultStagingCacheBytes is a staging cache's size for one database (a server makes one
-// four times as large for all its tenants).
-const DefaultStagingCacheBytes = 64 << 20
+// four times as large for all its tenants). It was 64 MiB until the cache counted the
+// series index's records (12 bytes each, where a staged point takes about 29): 96 MiB
+// hold the same staged minutes.
+const DefaultStagingCacheBytes = 96 << 20
 
 // DefaultCachedSeries is the default of Options.CachedSeries.
 const DefaultCachedSeries = 1 << 16
