@@ -24,8 +24,9 @@ import (
 // fetched) itself, each pack by its identity (the array of its keys, which a cached entry
 // never changes); what the index says of other packs is not read. A pack enters the index
 // the first time a read gets it, and leaves once the cache no longer holds it (prune: when
-// the index has twice the packs the last prune kept, and at least every pruneEvery). Its cost is counted with the cached entity's (indexRefBytes a record), under the
-// cache's bound.
+// the index has twice the packs the last prune kept, and at least every pruneEvery). Its
+// cost is counted with the cached entity's (indexRefBytes a record), under the cache's
+// bound.
 type seriesIndex struct {
 	cache *Cache
 	table string
@@ -116,9 +117,18 @@ func (x *seriesIndex) take(listed []listedEntity, got []entityColumns, keys []st
 		read[n] = -1
 	}
 	for i, id := range ids {
-		if id != nil {
-			read[x.number[id]] = int32(i)
+		if id == nil {
+			continue
 		}
+		n, ok := x.number[id]
+		if !ok {
+			// Pruned since it was added (the cache dropped or replaced its entry
+			// meanwhile): assembled.
+			ids[i] = nil
+			rest = append(rest, i)
+			continue
+		}
+		read[n] = int32(i)
 	}
 	records := make([][]packRef, len(keys))
 	for slot, key := range keys {
@@ -177,6 +187,7 @@ func (x *seriesIndex) take(listed []listedEntity, got []entityColumns, keys []st
 	if err := held(); err != nil {
 		return nil, err
 	}
+	slices.Sort(rest)
 	return rest, nil
 }
 

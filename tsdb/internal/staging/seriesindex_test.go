@@ -273,6 +273,28 @@ func TestSeriesIndexPrune(t *testing.T) {
 	}
 }
 
+// An entity the cache no longer holds, which a read got (fetched, or taken before the cache
+// dropped it), is added to the index and pruned at once when a prune is due: the read
+// assembles it instead, and takes what assembling every entity takes.
+func TestSeriesIndexPrunedWhileRead(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 8))
+	f := newIndexFixture(t, rng, 20)
+	all := make([]int, 20)
+	for i := range all {
+		all[i] = i
+	}
+	for _, i := range []int{3, 11} {
+		f.cache.entities.Remove(entityKey{indexTable, f.listed[i].pk, f.listed[i].rk})
+	}
+	f.clock = f.clock.Add(pruneEvery)
+	if err := samePoints(f.read(t, f.index, all, f.keys), f.read(t, nil, all, f.keys)); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.index.packs) != 18 {
+		t.Fatalf("the index holds %d packs, want 18 (the cache's)", len(f.index.packs))
+	}
+}
+
 // Reads through the index at once, while others add packs and prune, take what assembling
 // takes (run with -race).
 func TestSeriesIndexConcurrentReads(t *testing.T) {
