@@ -140,7 +140,8 @@ func (x *seriesIndex) take(listed []listedEntity, got []entityColumns, keys []st
 
 	// The records are taken entity by entity, in the order listed: a series' records are
 	// each in another entity's arrays, and reading them series by series missed the
-	// processor's cache at every point (the staging read's CPU grew by half).
+	// processor's cache at every point (in the soak's profile, 3.7 s of a minute stalled on
+	// the first comparison of each point).
 	sc := takeScratchPool.Get().(*takeScratch)
 	defer takeScratchPool.Put(sc)
 	starts := append(sc.starts[:0], make([]int32, len(listed)+1)...)

@@ -133,6 +133,37 @@ func (f *indexFixture) read(t *testing.T, index *seriesIndex, which []int, keys 
 	return out
 }
 
+// entities are the places of the fixture's first n entities.
+func entities(n int) []int {
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}
+
+// drop has the cache drop entity i.
+func (f *indexFixture) drop(i int) {
+	f.cache.entities.Remove(entityKey{indexTable, f.listed[i].pk, f.listed[i].rk})
+}
+
+// prune prunes the index, and returns how many packs it kept.
+func (f *indexFixture) prune() int {
+	f.index.mu.Lock()
+	defer f.index.mu.Unlock()
+	f.index.prune()
+	return len(f.index.packs)
+}
+
+// agree fails t unless a read of keys of the entities at which takes through the index what
+// assembling every entity takes.
+func (f *indexFixture) agree(t *testing.T, which []int, keys []string) {
+	t.Helper()
+	if err := samePoints(f.read(t, f.index, which, keys), f.read(t, nil, which, keys)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func samePoints(a, b map[string][]tablets.Point) error {
 	if len(a) != len(b) {
 		return fmt.Errorf("%d series, want %d", len(a), len(b))
@@ -192,14 +223,9 @@ func TestSeriesIndexTakesWhatAssembleTakes(t *testing.T) {
 		case 1: // an entity decoded again: the index holds two packs of it until a prune
 			f.put(rng, rng.IntN(80))
 		case 2: // an entity leaves the cache
-			i := rng.IntN(80)
-			f.cache.entities.Remove(entityKey{indexTable, f.listed[i].pk, f.listed[i].rk})
+			f.drop(rng.IntN(80))
 		case 3:
-			f.index.mu.Lock()
-			f.index.prune()
-			held := len(f.index.packs)
-			f.index.mu.Unlock()
-			if cached := f.cache.entities.Len(); held > cached {
+			if held, cached := f.prune(), f.cache.entities.Len(); held > cached {
 				t.Fatalf("round %d: the index holds %d packs after a prune, the cache %d entities", round, held, cached)
 			}
 		}
@@ -214,22 +240,15 @@ func TestSeriesIndexTakesWhatAssembleTakes(t *testing.T) {
 func TestSeriesIndexPrune(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 1))
 	f := newIndexFixture(t, rng, 40)
-	all := make([]int, 40)
-	for i := range all {
-		all[i] = i
-	}
-	if err := samePoints(f.read(t, f.index, all, f.keys), f.read(t, nil, all, f.keys)); err != nil {
-		t.Fatal(err)
-	}
+	all := entities(40)
+	f.agree(t, all, f.keys)
 	if len(f.index.packs) != 40 {
 		t.Fatalf("indexed %d packs, want 40", len(f.index.packs))
 	}
 	for i := 0; i < 40; i += 2 {
-		f.cache.entities.Remove(entityKey{indexTable, f.listed[i].pk, f.listed[i].rk})
+		f.drop(i)
 	}
-	f.index.mu.Lock()
-	f.index.prune()
-	f.index.mu.Unlock()
+	f.prune()
 	if len(f.index.packs) != 20 || len(f.index.number) != 20 || f.index.live != 20 {
 		t.Fatalf("after the prune: %d packs, %d numbered, live %d; want 20", len(f.index.packs), len(f.index.number), f.index.live)
 	}
@@ -254,20 +273,16 @@ func TestSeriesIndexPrune(t *testing.T) {
 	for i := 0; i < 40; i += 2 {
 		f.put(rng, i)
 	}
-	if err := samePoints(f.read(t, f.index, all, f.keys), f.read(t, nil, all, f.keys)); err != nil {
-		t.Fatal(err)
-	}
+	f.agree(t, all, f.keys)
 	// With nothing new to index, a read prunes what the cache dropped once pruneEvery passed.
-	f.cache.entities.Remove(entityKey{indexTable, f.listed[1].pk, f.listed[1].rk})
+	f.drop(1)
 	others := all[2:]
 	f.read(t, f.index, others, f.keys)
 	if len(f.index.packs) != 40 {
 		t.Fatalf("the index holds %d packs before pruneEvery passed, want 40", len(f.index.packs))
 	}
 	f.clock = f.clock.Add(pruneEvery)
-	if err := samePoints(f.read(t, f.index, others, f.keys), f.read(t, nil, others, f.keys)); err != nil {
-		t.Fatal(err)
-	}
+	f.agree(t, others, f.keys)
 	if len(f.index.packs) != 39 {
 		t.Fatalf("the index holds %d packs after pruneEvery passed, want 39", len(f.index.packs))
 	}
@@ -279,17 +294,10 @@ func TestSeriesIndexPrune(t *testing.T) {
 func TestSeriesIndexPrunedWhileRead(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 8))
 	f := newIndexFixture(t, rng, 20)
-	all := make([]int, 20)
-	for i := range all {
-		all[i] = i
-	}
-	for _, i := range []int{3, 11} {
-		f.cache.entities.Remove(entityKey{indexTable, f.listed[i].pk, f.listed[i].rk})
-	}
+	f.drop(3)
+	f.drop(11)
 	f.clock = f.clock.Add(pruneEvery)
-	if err := samePoints(f.read(t, f.index, all, f.keys), f.read(t, nil, all, f.keys)); err != nil {
-		t.Fatal(err)
-	}
+	f.agree(t, entities(20), f.keys)
 	if len(f.index.packs) != 18 {
 		t.Fatalf("the index holds %d packs, want 18 (the cache's)", len(f.index.packs))
 	}
@@ -300,10 +308,7 @@ func TestSeriesIndexPrunedWhileRead(t *testing.T) {
 func TestSeriesIndexConcurrentReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	f := newIndexFixture(t, rng, 60)
-	all := make([]int, 60)
-	for i := range all {
-		all[i] = i
-	}
+	all := entities(60)
 	want := f.read(t, nil, all, f.keys)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -314,9 +319,7 @@ func TestSeriesIndexConcurrentReads(t *testing.T) {
 					errs <- fmt.Errorf("reader %d: %w", g, err)
 					return
 				}
-				f.index.mu.Lock()
-				f.index.prune()
-				f.index.mu.Unlock()
+				f.prune()
 			}
 		})
 	}

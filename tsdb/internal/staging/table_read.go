@@ -186,7 +186,7 @@ func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.
 const PlainPackedPoints = 1 << 18
 
 // heldPoints is how many points a read takes through the series index before it holds
-// them under its budget (about 300 KB).
+// them under its budget (256 KB of them).
 const heldPoints = 8192
 
 // wholeColumns is how many of the Columns a read with a cache asks for at least to read
