@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seed71701133/tablets/internal/chunks"
 	"github.com/seed71701133/tablets/internal/partkey"
 	"github.com/seed71701133/tablets/rounding"
 )
@@ -55,19 +56,30 @@ type CompactOptions struct {
 // does them (each run conditional on its chunks' ETags), Concurrency partitions at a time.
 // A table whose partitions hold a chunk each costs the scan only. A partition that fails
 // does not stop the others; the error names each series that failed.
-func (s *Store) CompactAll(ctx context.Context, from, to time.Time, opts *CompactOptions) error {
+//
+// Without an error it reports what it did and the range's headroom (Compacted): a Write
+// of a series adds a chunk to each partition it writes (more only where its points of a
+// partition fill a chunk), so a caller that knows fewer writes than the headroom came
+// since, each of a chunk a partition, can skip the next CompactAll of the range (with the
+// same Growing partition): it would find nothing.
+func (s *Store) CompactAll(ctx context.Context, from, to time.Time, opts *CompactOptions) (Compacted, error) {
 	lo, hi, err := s.scanUnits(from, to)
 	if err != nil {
-		return err
+		return Compacted{}, err
 	}
 	growing := ^uint64(0)
 	if opts != nil && !opts.Growing.IsZero() {
 		if growing, err = s.layout.format.Units(opts.Growing); err != nil {
-			return fmt.Errorf("chunked: compact: growing: %w", err)
+			return Compacted{}, fmt.Errorf("chunked: compact: growing: %w", err)
 		}
 	}
 	return s.table().CompactAll(ctx, lo, hi, growing)
 }
+
+// Compacted is what a CompactAll found and did: the partitions it compacted, and the
+// fewest chunks any partition of its range can gain before one is worth compacting (at
+// least 1).
+type Compacted = chunks.Compacted
 
 // units returns [from, to) as units: the floor of from, the ceiling of to.
 func (s *Store) units(from, to time.Time) (uint64, uint64, error) {

@@ -243,7 +243,8 @@ func TestScanRejectsForeignEntities(t *testing.T) {
 		}
 		require.Error(t, scanErr)
 		require.Error(t, keysErr)
-		require.Error(t, s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), nil))
+		_, err = s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), nil)
+		require.Error(t, err)
 	}
 }
 
@@ -263,7 +264,10 @@ func TestCompactAll(t *testing.T) {
 	from, to := scanDay.Add(time.Hour), scanDay.Add(2*time.Hour) // whole partitions are compacted
 	want := queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour))
 	st.checker.Reset()
-	require.NoError(t, s.CompactAll(ctx, from, to, nil))
+	did, err := s.CompactAll(ctx, from, to, nil)
+	require.NoError(t, err)
+	// A partition that has ended is worth compacting at its second chunk: one more of any.
+	require.Equal(t, Compacted{Partitions: 3, Headroom: 1}, did)
 	// The scan, and for each of 3 partitions: a read and a transaction (one run of all its
 	// chunks, merged: nothing is left to read again for).
 	require.Equal(t, int64(1+3*2), st.checker.Stats().Requests)
@@ -278,10 +282,14 @@ func TestCompactAll(t *testing.T) {
 	require.Equal(t, want, queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour)))
 
 	st.checker.Reset()
-	require.NoError(t, s.CompactAll(ctx, from, to, nil))
+	did, err = s.CompactAll(ctx, from, to, nil)
+	require.NoError(t, err)
+	require.Equal(t, Compacted{Partitions: 0, Headroom: 1}, did)
 	require.Equal(t, int64(1), st.checker.Stats().Requests, "nothing to merge: the scan only")
-	require.NoError(t, s.CompactAll(ctx, to, to, nil), "an empty range")
-	require.ErrorIs(t, s.CompactAll(ctx, tablets.MinTime.Add(-time.Hour), to, nil), tablets.ErrInvalidTime)
+	_, err = s.CompactAll(ctx, to, to, nil)
+	require.NoError(t, err, "an empty range")
+	_, err = s.CompactAll(ctx, tablets.MinTime.Add(-time.Hour), to, nil)
+	require.ErrorIs(t, err, tablets.ErrInvalidTime)
 }
 
 // A partition still being written (it ends after CompactOptions.Growing) is compacted only
@@ -310,9 +318,10 @@ func TestCompactAllWaitsForGrowingPartitions(t *testing.T) {
 		return n
 	}
 	growing := &CompactOptions{Growing: scanDay.Add(12 * time.Hour)}
-	require.NoError(t, s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), growing))
+	did, err := s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), growing)
+	require.NoError(t, err)
 	expect := map[string]int{}
-	waiting := 0
+	waiting, headroom := 0, 4 // a series new to the day waits for 4 chunks at least
 	for _, name := range names {
 		day, err := s.layout.format.Units(scanDay)
 		require.NoError(t, err)
@@ -323,18 +332,83 @@ func TestCompactAllWaitsForGrowingPartitions(t *testing.T) {
 			expect[name] = writes[name]
 			waiting++
 		}
+		headroom = min(headroom, chunks.GrowingChunks(pk)-expect[name])
 	}
 	require.Equal(t, expect, count())
+	require.Equal(t, Compacted{Partitions: len(names) - waiting, Headroom: headroom}, did)
 	require.Positive(t, waiting, "some partitions wait")
 	require.Less(t, waiting, len(names), "some are compacted")
 	require.Equal(t, want, queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour)))
 
 	// The present has left the day: every partition of two chunks or more is compacted.
 	ended := &CompactOptions{Growing: scanDay.Add(24 * time.Hour)}
-	require.NoError(t, s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), ended))
+	did, err = s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), ended)
+	require.NoError(t, err)
+	require.Equal(t, 1, did.Headroom)
 	for _, name := range names {
 		expect[name] = 1
 	}
 	require.Equal(t, expect, count())
 	require.Equal(t, want, queryAll(t, s, names, scanDay, scanDay.Add(24*time.Hour)))
+}
+
+// CompactAll's headroom is exact: after that many writes of a chunk to every partition, and
+// not before, a CompactAll finds one worth compacting.
+func TestCompactAllHeadroom(t *testing.T) {
+	ctx := context.Background()
+	st := newScanTable(t, "-")
+	s := st.store
+	growing := &CompactOptions{Growing: scanDay.Add(12 * time.Hour)}
+	day, err := s.layout.format.Units(scanDay)
+	require.NoError(t, err)
+	var names []string
+	written := map[string]int{}
+	write := func(name string) {
+		require.NoError(t, s.Write(ctx, name, tablets.Point{Time: scanDay.Add(time.Duration(written[name]) * time.Minute), Value: 1}))
+		written[name]++
+	}
+	headroom := 4 // a series new to the day
+	for i := range 20 {
+		name := fmt.Sprintf("h%d", i)
+		names = append(names, name)
+		for range 1 + i%2 {
+			write(name)
+		}
+		pk := s.layout.partitionKey(partkey.Escape(name), s.layout.partitionOf(day))
+		headroom = min(headroom, chunks.GrowingChunks(pk)-written[name])
+	}
+	did, err := s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), growing)
+	require.NoError(t, err)
+	require.Equal(t, Compacted{Partitions: 0, Headroom: headroom}, did)
+	require.GreaterOrEqual(t, headroom, 2)
+
+	for range headroom - 1 {
+		for _, name := range names {
+			write(name)
+		}
+	}
+	did, err = s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), growing)
+	require.NoError(t, err)
+	require.Equal(t, 0, did.Partitions, "fewer writes than the headroom: nothing to compact")
+	require.Equal(t, 1, did.Headroom)
+
+	for _, name := range names {
+		write(name)
+	}
+	did, err = s.CompactAll(ctx, scanDay, scanDay.Add(time.Hour), growing)
+	require.NoError(t, err)
+	require.Positive(t, did.Partitions, "as many writes as the headroom: some are compacted")
+	// Counted as the compaction left them: a chunk where it merged.
+	held := map[string]int{}
+	for k, err := range s.ScanChunks(ctx, scanDay, scanDay.Add(24*time.Hour)) {
+		require.NoError(t, err)
+		held[k.Series]++
+	}
+	headroom = 4
+	for _, name := range names {
+		pk := s.layout.partitionKey(partkey.Escape(name), s.layout.partitionOf(day))
+		headroom = min(headroom, max(chunks.GrowingChunks(pk)-held[name], 1))
+	}
+	require.Equal(t, headroom, did.Headroom)
+	require.Contains(t, held, names[0])
 }

@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -127,4 +128,102 @@ func TestTSDBCompactWaitsForTheGrowingDay(t *testing.T) {
 		require.True(t, want[i].Time.Equal(got[i].Time))
 		require.Equal(t, want[i].Value, got[i].Value)
 	}
+}
+
+// A compaction of the day still written leaves each partition until it holds 4 to 7 chunks
+// (chunks.GrowingChunks), so after a scan that found the fullest 3 short of that, the next
+// compactions skip the scan until 3 changes were recorded since: a write of a chunk to every
+// series each, they could not have made one worth compacting. Every point reads back, and no
+// partition ever holds more chunks than it waits for.
+func TestTSDBCompactSkipsScansWithinTheHeadroom(t *testing.T) {
+	ctx := context.Background()
+	day := time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)
+	clk := clock.New(day.Add(10 * time.Hour))
+	opts := &tsdb.Options{Now: clk.Now, RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	db, svc, _ := newDB(t, opts)
+	raw := &tableRequests{table: "/" + db.Name() + "r"}
+	compacter := reopenWith(t, db.Name(), opts, func(next policy.Transporter) policy.Transporter { raw.next = next; return raw })
+	names := make([]string, 12)
+	for i := range names {
+		names[i] = fmt.Sprintf("s%d", i)
+	}
+	want := map[string][]tablets.Point{}
+	writes := 0
+	write := func() { // a chunk to every series, one change
+		var batch []tsdb.SeriesPoints
+		for i, name := range names {
+			p := tablets.Point{Time: day.Add(time.Duration(writes)*time.Minute + time.Duration(i)*time.Millisecond), Value: float64(writes)}
+			batch = append(batch, tsdb.SeriesPoints{Series: name, Points: []tablets.Point{p}})
+			want[name] = append(want[name], p)
+		}
+		require.NoError(t, db.WriteMany(ctx, batch))
+		writes++
+	}
+	chunksOf := func() map[string]int {
+		n := map[string]int{}
+		client := svc.NewClient(fmt.Sprintf("%sr%d", db.Name(), day.Unix()))
+		for pager := client.NewListEntitiesPager(nil); pager.More(); {
+			page, err := pager.NextPage(ctx)
+			require.NoError(t, err)
+			for _, e := range page.Entities {
+				var keys struct{ PartitionKey string }
+				require.NoError(t, json.Unmarshal(e, &keys))
+				n[keys.PartitionKey]++
+			}
+		}
+		return n
+	}
+	compact := func() bool {
+		require.NoError(t, compacter.Compact(ctx, day.Add(time.Hour), clk.Now()))
+		return raw.take() > 0
+	}
+
+	write()
+	require.True(t, compact(), "the first compaction scans")
+	// A chunk each: the fullest is 3 chunks or more short of its threshold.
+	write()
+	require.False(t, compact(), "a change since: no partition can be worth compacting")
+	write()
+	require.False(t, compact(), "two")
+	require.False(t, compact(), "nothing new")
+	scans, merged := 0, false
+	for range 12 {
+		write()
+		if compact() {
+			scans++
+		}
+		held := chunksOf()
+		require.Len(t, held, len(names))
+		for pk, n := range held {
+			require.Less(t, n, 7, "%s holds more chunks than any partition waits for", pk)
+			merged = merged || n < writes
+		}
+	}
+	require.True(t, merged, "partitions were compacted")
+	require.Less(t, scans, 12, "some compactions skipped the scan")
+	require.Positive(t, scans)
+	for _, name := range names {
+		var got []tablets.Point
+		for p, err := range db.Query(ctx, name, day, day.Add(24*time.Hour)) {
+			require.NoError(t, err)
+			got = append(got, p)
+		}
+		require.Len(t, got, len(want[name]))
+		for i := range got {
+			require.True(t, want[name][i].Time.Equal(got[i].Time))
+			require.Equal(t, want[name][i].Value, got[i].Value)
+		}
+	}
+
+	// Another change counts whoever made it: a Delete of one series' minute, a change over
+	// the span; the compacter scans once the changes reach the headroom, never later.
+	before := scans
+	for range 7 {
+		require.NoError(t, db.Delete(ctx, names[0], day.Add(time.Minute), day.Add(2*time.Minute)))
+		if compact() {
+			scans++
+		}
+	}
+	require.Greater(t, scans, before, "changes of any kind reach the headroom")
 }

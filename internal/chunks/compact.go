@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"iter"
+	"math"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -35,8 +36,29 @@ const (
 func GrowingChunks(pk string) int {
 	h := fnv.New32a()
 	h.Write([]byte(pk))
-	return 4 + int(h.Sum32()%4)
+	return minGrowingChunks + int(h.Sum32()%4)
 }
+
+// minGrowingChunks is the fewest GrowingChunks.
+const minGrowingChunks = 4
+
+// Compacted is what a CompactAll found and did.
+type Compacted struct {
+	// Partitions is how many partitions it read and compacted.
+	Partitions int
+	// Headroom is the fewest chunks any partition of the range can gain before a CompactAll
+	// of the same range (and the same growing) finds one worth compacting: at least 1,
+	// counting the partitions it found none of (a new series') and those it compacted, as
+	// they were left. A writer that adds a chunk a partition a write (a write whose points
+	// of a partition fit in one chunk) can skip the scan while fewer writes than that
+	// came since: nothing would be found.
+	Headroom int
+}
+
+// headroomOf is the chunks a partition of n chunks, worth compacting from least, can gain
+// before it is: 1 where it holds least or more but no run worth merging (full chunks), as
+// its next chunk may make one.
+func headroomOf(n, least int) int { return max(least-n, 1) }
 
 // Keys are the keys of a chunk as a key scan reads them.
 type Keys struct {
@@ -126,46 +148,69 @@ func (t Table[V]) ScanKeys(ctx context.Context, lo, hi uint64) iter.Seq2[Keys, e
 // second, so that a series written every few minutes is not read and rewritten whole after
 // every write (the soak's compactions, after each fold, read and rewrote every series of
 // every tenant, and held the account for longer than the folds' interval).
-func (t Table[V]) CompactAll(ctx context.Context, lo, hi, growing uint64) error {
+//
+// It reports the partitions compacted and the range's headroom (Compacted), which is
+// meaningful only without an error.
+func (t Table[V]) CompactAll(ctx context.Context, lo, hi, growing uint64) (Compacted, error) {
 	if lo >= hi {
-		return nil
+		return Compacted{Headroom: math.MaxInt}, nil
 	}
 	type partition struct {
 		pk, series string
 		start      uint64
+		least      int
+	}
+	least := func(pk string, start uint64) int {
+		if end := start + t.Layout.PartUnits; end > growing || end < start {
+			return GrowingChunks(pk)
+		}
+		return 2
+	}
+	// A partition of the range the scan finds no chunk of (a series new to it) can gain as
+	// many as the least of any partition of the range.
+	headroom := minGrowingChunks
+	if first := t.Layout.PartitionOf(lo); first+t.Layout.PartUnits <= growing && first+t.Layout.PartUnits > first {
+		headroom = 2 // the first partition has ended
 	}
 	var todo []partition
 	var cur partition
 	var chunks []Chunk
 	done := func() {
-		least := 2
-		if end := cur.start + t.Layout.PartUnits; end > growing || end < cur.start {
-			least = GrowingChunks(cur.pk)
+		if cur.pk == "" {
+			return
 		}
-		if len(chunks) >= least && len(t.runs(chunks)) > 0 {
+		if len(chunks) >= cur.least && len(t.runs(chunks)) > 0 {
 			todo = append(todo, cur)
+		} else {
+			headroom = min(headroom, headroomOf(len(chunks), cur.least))
 		}
 		chunks = chunks[:0]
 	}
 	for k, err := range t.ScanKeys(ctx, lo, hi) {
 		if err != nil {
-			return fmt.Errorf("%s: compact: scan: %w", t.Layout.Name, err)
+			return Compacted{}, fmt.Errorf("%s: compact: scan: %w", t.Layout.Name, err)
 		}
 		if k.PartitionKey != cur.pk {
 			done()
-			cur = partition{k.PartitionKey, k.Series, k.Start}
+			cur = partition{k.PartitionKey, k.Series, k.Start, least(k.PartitionKey, k.Start)}
 		}
 		// The sizes are unknown: a run of full chunks is read, and found compact.
 		chunks = append(chunks, Chunk{First: k.First, Last: k.Last})
 	}
 	done()
+	left := make([]int, len(todo))
 	errs := batch.Run(ctx, t.Concurrency, len(todo), func(ctx context.Context, i int) error {
-		if err := t.CompactPartition(ctx, todo[i].pk); err != nil {
+		n, err := t.compactPartition(ctx, todo[i].pk)
+		if err != nil {
 			return fmt.Errorf("%s: compact %q: %w", t.Layout.Name, todo[i].series, err)
 		}
+		left[i] = n
 		return nil
 	})
-	return errors.Join(errs...)
+	for i, p := range todo {
+		headroom = min(headroom, headroomOf(left[i], p.least))
+	}
+	return Compacted{Partitions: len(todo), Headroom: headroom}, errors.Join(errs...)
 }
 
 // CompactPartition merges runs of one partition until none is worth merging: runs of small
@@ -179,31 +224,40 @@ func (t Table[V]) CompactAll(ctx context.Context, lo, hi, growing uint64) error 
 // after one run of all its chunks merged, the common case (a chunk a write since the last
 // compaction): a chunk written meanwhile waits for the next compaction.
 func (t Table[V]) CompactPartition(ctx context.Context, pk string) error {
+	_, err := t.compactPartition(ctx, pk)
+	return err
+}
+
+// compactPartition is CompactPartition; it returns how many chunks it left in the partition
+// (those written meanwhile aside).
+func (t Table[V]) compactPartition(ctx context.Context, pk string) (int, error) {
 	for range maxConflicts {
 		chunks, err := t.readPartition(ctx, pk)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		conflict, merged := false, false
+		conflict, merged, left := false, false, len(chunks)
 		runs := t.runs(chunks)
 		for _, run := range runs {
-			did, err := t.mergeRun(ctx, pk, run)
+			replaced, err := t.mergeRun(ctx, pk, run)
 			if batch.IsConflict(err) {
 				conflict = true
 				break
 			}
 			if err != nil {
-				return err
+				return 0, err
 			}
-			merged = merged || did
+			if replaced > 0 {
+				merged, left = true, left-len(run)+replaced
+			}
 		}
 		// One run of every chunk, merged: its chunks are as few as hold the values, and
 		// nothing is left beside them to merge with. Not read again to find that.
 		if !conflict && (!merged || len(runs) == 1 && len(runs[0]) == len(chunks)) {
-			return nil
+			return left, nil
 		}
 	}
-	return fmt.Errorf("partition %q still changing after %d attempts", pk, maxConflicts)
+	return 0, fmt.Errorf("partition %q still changing after %d attempts", pk, maxConflicts)
 }
 
 // readPartition reads every chunk of a partition, in key order (first time).
@@ -270,15 +324,15 @@ func (t Table[V]) runs(chunks []Chunk) [][]Chunk {
 }
 
 // mergeRun replaces a run by the fewest chunks that hold its values, in one transaction. It
-// reports whether it did (false: the run is already as compact, or its replacement would
-// not fit one transaction).
-func (t Table[V]) mergeRun(ctx context.Context, pk string, run []Chunk) (bool, error) {
+// returns how many chunks replaced it (0: none did, as the run is already as compact, or
+// its replacement would not fit one transaction).
+func (t Table[V]) mergeRun(ctx context.Context, pk string, run []Chunk) (int, error) {
 	var m Merger[V]
 	var prio uint64
 	for _, c := range run {
 		prio = max(prio, c.Prio)
 		if err := t.Layout.Values(c, 0, ^uint64(0), func(u uint64, v V) { m.Add(u, v, c.Prio) }); err != nil {
-			return false, err
+			return 0, err
 		}
 	}
 	var units []uint64
@@ -295,7 +349,7 @@ func (t Table[V]) mergeRun(ctx context.Context, pk string, run []Chunk) (bool, e
 		i += n
 	}
 	if len(rows) >= len(run) || len(rows)+len(run) > entity.MaxBatchOperations {
-		return false, nil
+		return 0, nil
 	}
 	old := make(map[string]bool, len(run))
 	for _, c := range run {
@@ -316,5 +370,5 @@ func (t Table[V]) mergeRun(ctx context.Context, pk string, run []Chunk) (bool, e
 			actions = append(actions, aztables.TransactionAction{ActionType: aztables.TransactionTypeDelete, Entity: batch.KeysBody(pk, c.RowKey), IfMatch: &etag})
 		}
 	}
-	return true, batch.Submit(ctx, t.Client, pk, actions)
+	return len(rows), batch.Submit(ctx, t.Client, pk, actions)
 }

@@ -671,6 +671,22 @@ func (s State) ValidUntil(g uint64, from, to int64) int64 {
 	return max(until, from)
 }
 
+// Changes returns how many of the changes after generation g overlap [from, to), and
+// whether s records every change after g (false also when the log went back: none is
+// counted then).
+func (s State) Changes(g uint64, from, to int64) (int, bool) {
+	if g > s.gen || s.gen-g > uint64(len(s.ranges)) {
+		return 0, false
+	}
+	n := 0
+	for _, r := range s.ranges[uint64(len(s.ranges))-(s.gen-g):] {
+		if r.To > from && r.From < to {
+			n++
+		}
+	}
+	return n, true
+}
+
 // Folds returns the receipts of the changes after generation g that overlap [from, to), in
 // order, and whether every one of them is a Fold's with its receipt kept: false when one
 // is not (a direct write, a Delete, Retain, a Fold's joined with another change), or when s

@@ -175,6 +175,32 @@ func TestValidUntil(t *testing.T) {
 	}
 }
 
+// How many changes after a generation overlap a range: counted while the state records each
+// of them.
+func TestStateChanges(t *testing.T) {
+	s := State{gen: 10, ranges: []Range{{From: 50, To: 60}, {From: 200, To: 300}, {From: 120, To: 121}}}
+	for _, c := range []struct {
+		gen      uint64
+		from, to int64
+		want     int
+		known    bool
+	}{
+		{10, 0, 1000, 0, true},
+		{9, 0, 1000, 1, true},
+		{9, 121, 1000, 0, true}, // the last change ends where the range starts
+		{7, 0, 1000, 3, true},
+		{7, 55, 250, 3, true},
+		{7, 60, 120, 0, true}, // between them all
+		{7, 100, 1000, 2, true},
+		{6, 0, 1000, 0, false},  // a change after generation 6 is no longer recorded
+		{11, 0, 1000, 0, false}, // a log that went back
+	} {
+		if got, known := s.Changes(c.gen, c.from, c.to); got != c.want || known != c.known {
+			t.Errorf("Changes(%d, %d, %d) = %d, %v, want %d, %v", c.gen, c.from, c.to, got, known, c.want, c.known)
+		}
+	}
+}
+
 // The hull of a period's changes: known while the state records each of them, whatever
 // their order; a period without changes has an empty one.
 func TestStateHull(t *testing.T) {

@@ -160,11 +160,12 @@ func (t histTable) delete(ctx context.Context, series string, from, to time.Time
 	return nil
 }
 
-func (t histTable) compact(ctx context.Context, from, to, growing time.Time) error {
+func (t histTable) compact(ctx context.Context, from, to, growing time.Time) (int, error) {
 	lo, hi := histUnits(from, to)
 	g, err := HistFormat.Units(growing)
 	if err != nil {
-		return fmt.Errorf("histograms: compact: %w", err)
+		return 0, fmt.Errorf("histograms: compact: %w", err)
 	}
-	return t.CompactAll(ctx, lo, hi, g)
+	did, err := t.CompactAll(ctx, lo, hi, g)
+	return did.Headroom, err
 }

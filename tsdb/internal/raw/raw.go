@@ -58,11 +58,14 @@ type Store[S any, T Table[S]] struct {
 
 // compactedSpan is a range of a period that Compacts of this process merged whole while the
 // period's change log stood at generation gen and the partition growing began (the one
-// holding the present, which a Compact leaves until it holds a few chunks).
+// holding the present, which a Compact leaves until it holds a few chunks), and the fewest
+// chunks a partition of it could gain then before one is worth compacting (headroom, at
+// least 1).
 type compactedSpan struct {
 	gen      uint64
 	from, to time.Time
 	growing  time.Time
+	headroom int
 }
 
 // Floats is the raw part's float points: besides what both kinds do, the reads of one
@@ -93,8 +96,10 @@ type Table[S any] interface {
 	delete(ctx context.Context, series string, from, to time.Time) error
 	// compact merges the small chunks of [from, to) in every series (nothing where the
 	// layout does not compact); those of partitions that end after growing (still being
-	// written) once there are a few (chunked.CompactOptions).
-	compact(ctx context.Context, from, to, growing time.Time) error
+	// written) once there are a few (chunked.CompactOptions). It returns the range's
+	// headroom (chunks.Compacted): the fewest chunks a partition can gain before one is
+	// worth compacting.
+	compact(ctx context.Context, from, to, growing time.Time) (int, error)
 	// spilling returns a context in which queryMany passes sink the samples it read of
 	// series it was not asked for that wants (nil: all) takes (chunked.Store.WithSpill), or
 	// ctx where the layout reads none.
@@ -219,13 +224,21 @@ func (r *Store[S, T]) Delete(ctx context.Context, series string, from, to time.T
 // Compact merges the small chunks of every table of [from, to). A table that fails does
 // not stop the others.
 //
-// A table whose range this process compacted whole since the last change recorded in the
-// period's change log is skipped: what a compaction merges only a write makes, and every
-// write records in the log (a direct write after it is stored, a Fold before it deletes what
-// it moved, Delete, Retain). The log is read before the table is scanned, so a write the
-// scan missed changed it. A compaction scans its whole range of the table for partitions
-// of several chunks (a request per 1,000 chunks, and on Azurite each page scans and sorts
-// the whole table): the soak's, every two minutes, found nothing between its folds.
+// A table whose range this process compacted whole is skipped while the changes recorded
+// in the period's change log since, over that range, are fewer than the headroom the
+// compaction left (chunks.Compacted): what a compaction merges only a write makes, and
+// every write records in the log (a direct write after it is stored, a Fold before it
+// deletes what it moved, Delete, Retain). A change is counted as one chunk a partition: a
+// Fold writes each series it moves once, a direct write each series of its batch once, a
+// chunk a partition unless the points fill one (16 KiB, hours of a series scraped every
+// second). Where a change wrote more, or one process's concurrent writes were recorded as
+// one change, the partitions wait for a later scan, at most the headroom's changes later,
+// or the one after the present has left them: only the reads of those partitions cost
+// more meanwhile, and every sample stays readable. The log is read before the table is
+// scanned, so a write the scan missed is a change after it. A compaction scans its whole
+// range of the table for partitions of several chunks (a request per 1,000 chunks, and on
+// Azurite each page scans and sorts the whole table): the soak's, every two minutes, found
+// nothing between its folds, and after each fold nothing until the fourth.
 func (r *Store[S, T]) Compact(ctx context.Context, from, to time.Time) error {
 	spans, err := r.Spans(ctx, from, to)
 	if err != nil {
@@ -242,25 +255,39 @@ func (r *Store[S, T]) Compact(ctx context.Context, from, to time.Time) error {
 			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.Period), err))
 			continue
 		}
-		if r.compactedSince(sp, state.Gen(), growing) {
+		if r.compactedSince(sp, state, growing) {
 			continue
 		}
-		if _, err := r.inTable(sp.Period, func(t T) error { return t.compact(ctx, sp.From, sp.To, growing) }); err != nil {
+		headroom := 1
+		gone, err := r.inTable(sp.Period, func(t T) error {
+			var err error
+			headroom, err = t.compact(ctx, sp.From, sp.To, growing)
+			return err
+		})
+		if err != nil {
 			errs = append(errs, fmt.Errorf("tsdb: compact %s: %w", r.names.Table(r.kind, sp.Period), err))
 			continue
 		}
-		r.noteCompacted(sp, state.Gen(), growing)
+		if gone {
+			headroom = 1 // no table: a change may make one
+		}
+		r.noteCompacted(sp, state.Gen(), growing, headroom)
 	}
 	return errors.Join(errs...)
 }
 
-// compactedSince reports whether span sp was compacted whole at generation gen, while the
-// partition growing is in was the one still written.
-func (r *Store[S, T]) compactedSince(sp Span, gen uint64, growing time.Time) bool {
+// compactedSince reports whether span sp was compacted whole, while the partition growing
+// is in was the one still written, with fewer changes over it since, as state records
+// them, than its headroom.
+func (r *Store[S, T]) compactedSince(sp Span, state changelog.State, growing time.Time) bool {
 	r.compactMu.Lock()
 	defer r.compactMu.Unlock()
 	c, ok := r.compacted[sp.Period]
-	return ok && c.gen == gen && c.growing.Equal(r.partitionOf(growing)) && !sp.From.Before(c.from) && !sp.To.After(c.to)
+	if !ok || !c.growing.Equal(r.partitionOf(growing)) || sp.From.Before(c.from) || sp.To.After(c.to) {
+		return false
+	}
+	n, known := state.Changes(c.gen, c.from.UnixMilli(), ceilMilli(c.to))
+	return known && n < c.headroom
 }
 
 // partitionOf is the start of the partition holding t (zero when the partitions are
@@ -272,11 +299,11 @@ func (r *Store[S, T]) partitionOf(t time.Time) time.Time {
 	return rounding.Floor(t, r.partition)
 }
 
-// noteCompacted notes that span sp was compacted whole at generation gen: with what was
-// noted at gen, where the two meet. A compaction merges the chunks of every partition its
-// range overlaps, whole (chunks.Layout.ScanFilter), so the span noted is of whole
-// partitions: the maintenance loop's ranges slide with the clock, within a partition.
-func (r *Store[S, T]) noteCompacted(sp Span, gen uint64, growing time.Time) {
+// noteCompacted notes that span sp was compacted whole at generation gen, leaving headroom:
+// with what was noted at gen, where the two meet. A compaction merges the chunks of every
+// partition its range overlaps, whole (chunks.Layout.ScanFilter), so the span noted is of
+// whole partitions: the maintenance loop's ranges slide with the clock, within a partition.
+func (r *Store[S, T]) noteCompacted(sp Span, gen uint64, growing time.Time, headroom int) {
 	if r.partition > 0 {
 		// Partitions start at multiples of their span since the Unix epoch.
 		sp.From = rounding.Floor(sp.From, r.partition)
@@ -289,11 +316,13 @@ func (r *Store[S, T]) noteCompacted(sp Span, gen uint64, growing time.Time) {
 	}
 	growing = r.partitionOf(growing)
 	c, ok := r.compacted[sp.Period]
+	headroom = max(headroom, 1)
 	if ok && c.gen == gen && c.growing.Equal(growing) && !sp.From.After(c.to) && !sp.To.Before(c.from) {
-		r.compacted[sp.Period] = compactedSpan{gen: gen, from: times.Earlier(c.from, sp.From), to: times.Later(c.to, sp.To), growing: growing}
+		r.compacted[sp.Period] = compactedSpan{gen: gen, from: times.Earlier(c.from, sp.From), to: times.Later(c.to, sp.To),
+			growing: growing, headroom: min(c.headroom, headroom)}
 		return
 	}
-	r.compacted[sp.Period] = compactedSpan{gen: gen, from: sp.From, to: sp.To, growing: growing}
+	r.compacted[sp.Period] = compactedSpan{gen: gen, from: sp.From, to: sp.To, growing: growing, headroom: headroom}
 }
 
 // seriesCheck checks series names before any request, for the tables of each kind: with

@@ -148,16 +148,13 @@ func (t pointTable) delete(ctx context.Context, series string, from, to time.Tim
 	return t.store.Delete(ctx, series, from, to)
 }
 
-// tableCompacter is a raw store that merges small chunks, finding for the whole table the
-// partitions worth compacting (chunked).
-type tableCompacter interface {
-	CompactAll(ctx context.Context, from, to time.Time, opts *chunked.CompactOptions) error
-}
-
-// compact compacts a table of a layout that compacts (chunked), and does nothing else.
-func (t pointTable) compact(ctx context.Context, from, to, growing time.Time) error {
-	if c, ok := t.store.(tableCompacter); ok {
-		return c.CompactAll(ctx, from, to, &chunked.CompactOptions{Growing: growing})
+// compact compacts a table of a layout that compacts (chunked), and does nothing else (its
+// headroom is then unbounded).
+func (t pointTable) compact(ctx context.Context, from, to, growing time.Time) (int, error) {
+	c, ok := t.store.(*chunked.Store)
+	if !ok {
+		return math.MaxInt, nil
 	}
-	return nil
+	did, err := c.CompactAll(ctx, from, to, &chunked.CompactOptions{Growing: growing})
+	return did.Headroom, err
 }
