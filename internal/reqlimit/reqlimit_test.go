@@ -386,3 +386,104 @@ func (s *slowNext) Do(req *http.Request) (*http.Response, error) {
 	time.Sleep(s.took)
 	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("{}"))}, nil
 }
+
+// A background request weighs in its share by the bytes it sends: while a query runs (a
+// share of 2 of 16 slots), a transaction of 300 KB takes both slots and waits for the small
+// requests before it; small ones go two at a time again once it is done. Without queries
+// (a share of 8), a request of 4 MB takes at most the busy share's 2: 6 small ones go beside
+// it.
+func TestTransportBackgroundWeighsBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &blockingNext{release: make(chan struct{}), body: "{}"}
+		close(next.release)
+		tr := New(next, 16) // background: 8 idle, 2 busy
+		body := func(n int) *http.Request {
+			req, err := http.NewRequestWithContext(Background(context.Background()), http.MethodPost,
+				"http://account.invalid/$batch", strings.NewReader(strings.Repeat("x", n)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return req
+		}
+		if w := tr.backgroundWeight(body(BackgroundWeightBytes)); w != 1 {
+			t.Fatalf("weight of %d bytes = %d, want 1", BackgroundWeightBytes, w)
+		}
+		if w := tr.backgroundWeight(body(BackgroundWeightBytes + 1)); w != 2 {
+			t.Fatalf("weight of %d bytes = %d, want 2", BackgroundWeightBytes+1, w)
+		}
+		if w := tr.backgroundWeight(get(Background(context.Background()), t)); w != 1 {
+			t.Fatalf("weight of a GET = %d, want 1", w)
+		}
+		send := func(req *http.Request, hold chan struct{}) chan struct{} {
+			sent := make(chan struct{})
+			go func() {
+				resp, err := tr.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				close(sent)
+				<-hold
+				resp.Body.Close()
+			}()
+			return sent
+		}
+		q, err := tr.Do(get(context.Background(), t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		holdSmall, holdLarge := make(chan struct{}), make(chan struct{})
+		send(body(100), holdSmall)
+		synctest.Wait()
+		large := send(body(300<<10), holdLarge)
+		synctest.Wait()
+		select {
+		case <-large:
+			t.Fatal("a transaction of 300 KB went beside a small request in a busy share of 2")
+		default:
+		}
+		smallAfter := send(body(100), holdSmall)
+		synctest.Wait()
+		select {
+		case <-smallAfter:
+			t.Fatal("a small request went ahead of the large one waiting")
+		default:
+		}
+		close(holdSmall)
+		synctest.Wait()
+		select {
+		case <-large:
+		default:
+			t.Fatal("the large transaction waits once the small ones are done")
+		}
+		if got := next.sent.Load(); got != 3 {
+			t.Fatalf("%d requests sent, want the query, a small one and the large one", got)
+		}
+		close(holdLarge)
+		synctest.Wait()
+		q.Body.Close()
+
+		// No query for the quiet period: the idle share of 8, a request of 4 MB takes the busy
+		// share's 2 of them.
+		time.Sleep(QuietPeriod + time.Millisecond)
+		synctest.Wait()
+		before := next.sent.Load()
+		hold := make(chan struct{})
+		send(body(4<<20), hold)
+		for range 8 {
+			send(body(100), hold)
+		}
+		synctest.Wait()
+		if got := next.sent.Load() - before; got != 1+6 {
+			t.Fatalf("%d background requests in flight in an idle share of 8, want the 4 MB one and 6 small", got)
+		}
+		close(hold)
+		synctest.Wait()
+		if got := next.sent.Load() - before; got != 9 {
+			t.Fatalf("%d sent in all, want 9", got)
+		}
+		if inFlight, waiting := tr.State(); inFlight != 0 || waiting != 0 {
+			t.Fatalf("after all: State() = %d, %d; want 0, 0", inFlight, waiting)
+		}
+	})
+}
