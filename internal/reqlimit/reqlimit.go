@@ -229,7 +229,7 @@ func classOf(ctx context.Context) class {
 // waits gets the context's error and is never sent.
 func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	var shares []*gate.Gate // taken, to give back with the slot
+	var shares []*gate.Gate      // taken, to give back with the slot
 	weights := [3]int64{1, 1, 1} // of each share, then the slot
 	c := classOf(ctx)
 	switch c {
