@@ -31,8 +31,9 @@
 // (up to 4 MB) holds the account (Azurite's one thread, or an Azure partition server) as
 // long as a hundred of a fold's transactions, each a chunk or two: in the soak, eight of
 // them in flight beside the dashboards made each query's point read of a change log wait
-// 0.5 s, where the folds' eight small ones made it wait 0.03 s. While queries run, one such
-// transaction is in flight at a time, beside small ones.
+// 0.26 to 0.53 s, where the folds' small ones made it wait about 0.1 s. While queries run,
+// one such transaction is in flight at a time, beside small ones: the reads then waited
+// 0.14 to 0.24 s beside the rollup (docs/soak.md, runs 79 and 80).
 package reqlimit
 
 import (
