@@ -23,9 +23,9 @@ import (
 // changes both (its entities leave the staging table, and it records in the raw log) but
 // not what a read answers: a mark still holds across Folds whose receipts name exactly the
 // entities that left (see Holds). New series without samples in the range change nothing a
-// read of it answers, nor do a rollup or a compaction. A read that serves tiers where raw samples exist (QueryOptions.MaxResolution
-// above RawResolution) may answer otherwise as the rollup goes on: its answers are
-// approximate, and a mark says nothing of them.
+// read of it answers, nor do a rollup or a compaction. A read that serves tiers where raw
+// samples exist (QueryOptions.MaxResolution above RawResolution) may answer otherwise as
+// the rollup goes on: its answers are approximate, and a mark says nothing of them.
 type ReadMark struct {
 	from, to time.Time
 	taken    bool                       // by DB.ReadMark (not Sub): it has the listing

@@ -72,17 +72,33 @@ func TestTSDBCompact(t *testing.T) {
 	require.Positive(t, raw.take(), "a write since: scanned")
 	require.LessOrEqual(t, chunks(), 6, "and compacted")
 	for series, pts := range want {
-		var got []tablets.Point
-		for p, err := range db.Query(ctx, series, start, start.Add(2*time.Hour)) {
-			require.NoError(t, err)
-			got = append(got, p)
-		}
-		require.Len(t, got, len(pts))
-		for i := range got {
-			require.True(t, pts[i].Time.Equal(got[i].Time), "%s %d", series, i)
-			require.Equal(t, pts[i].Value, got[i].Value)
-		}
+		requirePoints(t, db, series, start, start.Add(2*time.Hour), pts)
 	}
+}
+
+// requirePoints requires db's points of series in [from, to) to be want.
+func requirePoints(t *testing.T, db *tsdb.DB, series string, from, to time.Time, want []tablets.Point) {
+	t.Helper()
+	var got []tablets.Point
+	for p, err := range db.Query(context.Background(), series, from, to) {
+		require.NoError(t, err)
+		got = append(got, p)
+	}
+	require.Len(t, got, len(want), series)
+	for i := range got {
+		require.True(t, want[i].Time.Equal(got[i].Time), "%s %d", series, i)
+		require.Equal(t, want[i].Value, got[i].Value, "%s %d", series, i)
+	}
+}
+
+// growingDayOptions are the options of a database of chunked day tables, direct writes and
+// no tiers, on a clock at 10:00 of day: the day partition is the one still written.
+func growingDayOptions() (day time.Time, clk *clock.Clock, opts *tsdb.Options) {
+	day = time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)
+	clk = clock.New(day.Add(10 * time.Hour))
+	opts = &tsdb.Options{Now: clk.Now, RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
+		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	return day, clk, opts
 }
 
 // The partition holding the present is still written: a compaction leaves it until it holds
@@ -90,10 +106,7 @@ func TestTSDBCompact(t *testing.T) {
 // nothing written since (the change log as it was: the compaction is not skipped).
 func TestTSDBCompactWaitsForTheGrowingDay(t *testing.T) {
 	ctx := context.Background()
-	day := time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)
-	clk := clock.New(day.Add(10 * time.Hour))
-	opts := &tsdb.Options{Now: clk.Now, RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	day, clk, opts := growingDayOptions()
 	db, svc, _ := newDB(t, opts)
 	var want []tablets.Point
 	for i := range 3 { // fewer than chunks.GrowingChunks, whatever the key
@@ -118,16 +131,7 @@ func TestTSDBCompactWaitsForTheGrowingDay(t *testing.T) {
 	clk.Set(day.Add(24*time.Hour + 30*time.Minute))
 	require.NoError(t, db.Compact(ctx, day.Add(8*time.Hour), day.Add(10*time.Hour)))
 	require.Equal(t, 1, chunks(), "the day has ended: compacted, though nothing was written since")
-	var got []tablets.Point
-	for p, err := range db.Query(ctx, "s", day, day.Add(24*time.Hour)) {
-		require.NoError(t, err)
-		got = append(got, p)
-	}
-	require.Len(t, got, len(want))
-	for i := range got {
-		require.True(t, want[i].Time.Equal(got[i].Time))
-		require.Equal(t, want[i].Value, got[i].Value)
-	}
+	requirePoints(t, db, "s", day, day.Add(24*time.Hour), want)
 }
 
 // A compaction of the day still written leaves each partition until it holds 4 to 7 chunks
@@ -137,10 +141,7 @@ func TestTSDBCompactWaitsForTheGrowingDay(t *testing.T) {
 // partition ever holds more chunks than it waits for.
 func TestTSDBCompactSkipsScansWithinTheHeadroom(t *testing.T) {
 	ctx := context.Background()
-	day := time.Date(2024, 5, 20, 0, 0, 0, 0, time.UTC)
-	clk := clock.New(day.Add(10 * time.Hour))
-	opts := &tsdb.Options{Now: clk.Now, RawPeriod: 24 * time.Hour, Tiers: []tsdb.Tier{}, DirectWrites: true,
-		Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }}
+	day, clk, opts := growingDayOptions()
 	db, svc, _ := newDB(t, opts)
 	raw := &tableRequests{table: "/" + db.Name() + "r"}
 	compacter := reopenWith(t, db.Name(), opts, func(next policy.Transporter) policy.Transporter { raw.next = next; return raw })
@@ -204,16 +205,7 @@ func TestTSDBCompactSkipsScansWithinTheHeadroom(t *testing.T) {
 	require.Less(t, scans, 12, "some compactions skipped the scan")
 	require.Positive(t, scans)
 	for _, name := range names {
-		var got []tablets.Point
-		for p, err := range db.Query(ctx, name, day, day.Add(24*time.Hour)) {
-			require.NoError(t, err)
-			got = append(got, p)
-		}
-		require.Len(t, got, len(want[name]))
-		for i := range got {
-			require.True(t, want[name][i].Time.Equal(got[i].Time))
-			require.Equal(t, want[name][i].Value, got[i].Value)
-		}
+		requirePoints(t, db, name, day, day.Add(24*time.Hour), want[name])
 	}
 
 	// Another change counts whoever made it: a Delete of one series' minute, a change over
