@@ -89,13 +89,9 @@ func (s *stagedSet) drop(series []string) {
 // one query (with staging.Both, the histogram samples too: see histsIn), for the units of a
 // Select that share it (queryManyStaged, AggregateOptions.staged). Call it before the reads
 // that use it, and not long before: a fold moves staged points to the raw tables, so a raw
-// read after the staged one misses none, but what was staged after it is not read.
+// read after the staged one misses none, but what was staged after it is not read. The
+// series are the index's (a Select's), checked as their entries were read.
 func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (*stagedSet, error) {
-	for _, name := range series {
-		if err := db.floats.Validate(ctx, name); err != nil {
-			return nil, fmt.Errorf("tsdb: %w", err)
-		}
-	}
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
 	}

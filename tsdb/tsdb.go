@@ -279,7 +279,10 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
 		Budget: o.StagingReadBudget, FoldBudget: o.FoldReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache,
 		KeepFolds: o.RawCache != nil})
-	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries, o.IndexCache)
+	// The index checks the series its Selects read with the raw layout's rules, once an
+	// entry read (db.floats is made below, before any read).
+	checkSeries := func(series string) error { return db.floats.Validate(context.Background(), series) }
+	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries, o.IndexCache, checkSeries)
 	// A registration of many sets the catalog does not know (a process just started) reads
 	// the newest period's index first: the sets it lists are registered (index.Prime).
 	db.catalog.Prime = func(ctx context.Context) { db.index.Prime(ctx, db.names.PeriodOf(db.now())) }

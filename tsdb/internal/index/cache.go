@@ -101,6 +101,12 @@ func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State,
 	} else {
 		x.cache.counts.Hit(1)
 	}
+	if len(*found) == 0 && namesOnly(ms) {
+		// Every entry of the metric's partition matches: room for all at once, where the
+		// copies grown a doubling at a time were 5% of a soak server's allocations (a
+		// dashboard's selectors most often name a metric alone).
+		*found = slices.Grow(*found, len(c.entries))
+	}
 	for _, e := range c.entries {
 		if at != nil {
 			if i, ok := at[e.Series]; ok {
@@ -116,4 +122,15 @@ func (x *Index) readCached(ctx context.Context, p uint64, state changelog.State,
 		}
 	}
 	return nil
+}
+
+// namesOnly reports whether every matcher of ms is the metric name's equality: what the
+// query of a metric's index partition already selects.
+func namesOnly(ms []labels.Compiled) bool {
+	for _, m := range ms {
+		if m.Name != labels.MetricName || m.Type != labels.MatchEqual {
+			return false
+		}
+	}
+	return true
 }

@@ -65,6 +65,10 @@ type Index struct {
 	// drops an index table (Retain). cache (nil: none) keeps the label sets Select read.
 	Log   *changelog.Log
 	cache *Cache
+	// check checks a series key an entry read from an index table names (the raw layout's
+	// rules): a Select's series are checked once, as their entries are read, not by each
+	// read of their samples (which then sends them as they are). Nil: none.
+	check func(series string) error
 
 	primeMu sync.Mutex
 	primed  map[uint64]*primeFlight // the periods read into the registrations (Prime)
@@ -72,11 +76,12 @@ type Index struct {
 
 // New returns the index of the database names names, on service; cachedSeries bounds its
 // caches (see the package documentation); sets (nil: none) keeps the label sets Select
-// reads (see Cache).
-func New(service *aztables.ServiceClient, names naming.Names, c *catalog.Catalog, tables *tables.Periods, cachedSeries int, sets *Cache) *Index {
+// reads (see Cache); check (nil: none) checks the series key of each entry Select reads,
+// and an entry it refuses fails the Select (an index table is network input).
+func New(service *aztables.ServiceClient, names naming.Names, c *catalog.Catalog, tables *tables.Periods, cachedSeries int, sets *Cache, check func(series string) error) *Index {
 	return &Index{service: service, names: names, catalog: c, tables: tables,
 		listed: newRegistrations(cachedSeries), listedHist: newRegistrations(cachedSeries),
-		Log: changelog.New(c.Client, LogKey, nil), cache: sets}
+		Log: changelog.New(c.Client, LogKey, nil), cache: sets, check: check}
 }
 
 // Cached returns how many series the cache of every series' registrations holds for each

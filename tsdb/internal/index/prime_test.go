@@ -51,7 +51,7 @@ func TestPrimeWaitsBounded(t *testing.T) {
 		}
 		names := naming.Names{Base: "db", Period: 24 * time.Hour}
 		cat := catalog.New(svc.NewClient(names.Catalog()), 100)
-		x := New(svc, names, cat, tables.NewPeriods(svc, names, cat, nil), 100, nil)
+		x := New(svc, names, cat, tables.NewPeriods(svc, names, cat, nil), 100, nil, nil)
 		const p = 86400
 		ctx := context.Background()
 

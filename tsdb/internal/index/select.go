@@ -201,6 +201,16 @@ func decodeEntry(raw []byte) (indexEntry, error) {
 	return e, nil
 }
 
+// infoOf is the SeriesInfo of entry e, its labels ls: an error when check refuses its key.
+func (x *Index) infoOf(e indexEntry, ls labels.Labels) (SeriesInfo, error) {
+	if x.check != nil {
+		if err := x.check(e.RowKey); err != nil {
+			return SeriesInfo{}, fmt.Errorf("tsdb: index entry %q: %w", e.RowKey, err)
+		}
+	}
+	return SeriesInfo{Series: e.RowKey, Labels: ls, Histograms: e.H == 1}, nil
+}
+
 // readIndex adds to found the label sets of one query of period p's index that match ms,
 // and flags those whose entry says they have histogram samples there.
 // A period whose index does not exist (never made, or dropped meanwhile) holds none.
@@ -228,7 +238,11 @@ func (x *Index) readIndex(ctx context.Context, p uint64, f string, ms []labels.C
 				return fmt.Errorf("tsdb: index entry %s: %w", e.RowKey, err)
 			}
 			if labels.MatchSet(ms, ls) {
-				found[e.RowKey] = &SeriesInfo{Series: e.RowKey, Labels: ls, Histograms: e.H == 1}
+				info, err := x.infoOf(e, ls)
+				if err != nil {
+					return err
+				}
+				found[e.RowKey] = &info
 			}
 		}
 	}
