@@ -311,15 +311,27 @@ func readBody(resp *http.Response) ([]byte, error) {
 }
 
 // Run calls do for transactions 0..n-1 with at most concurrency at once and returns each
-// one's error. It stops starting new ones once ctx is done (they get ctx's error).
+// one's error. It stops starting new ones once ctx is done (they get ctx's error). One
+// transaction is done in the caller's goroutine: a fold writes many series at once, each
+// mostly one transaction, and a goroutine more for each doubled the goroutines of a
+// fold (the soak's goroutine target samples them).
 func Run(ctx context.Context, concurrency, n int, do func(ctx context.Context, i int) error) []error {
 	errs := make([]error, n)
+	if n == 1 {
+		if errs[0] = ctx.Err(); errs[0] == nil {
+			errs[0] = do(ctx, 0)
+		}
+		return errs
+	}
 	if concurrency < 1 {
 		concurrency = 1
 	}
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	for i := range n {
+		if errs[i] = ctx.Err(); errs[i] != nil {
+			continue // a free slot and a done ctx at once: select would pick either
+		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():

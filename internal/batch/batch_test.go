@@ -2,12 +2,16 @@ package batch
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,4 +124,55 @@ func TestReplyETags(t *testing.T) {
 			t.Errorf("%s: got %q, want none", name, got)
 		}
 	}
+}
+
+// Run does one transaction in the caller's goroutine (a fold's many series, one
+// transaction each, took a goroutine more apiece), and more each in its own, at most
+// concurrency at once; once ctx is done, what is not started gets its error.
+func TestRunGoroutines(t *testing.T) {
+	ctx := context.Background()
+	caller := goroutineID()
+	var in []uint64
+	errs := Run(ctx, 8, 1, func(ctx context.Context, i int) error { in = append(in, goroutineID()); return errBoom })
+	require.Equal(t, []error{errBoom}, errs)
+	require.Equal(t, []uint64{caller}, in, "one transaction in the caller's goroutine")
+
+	var mu sync.Mutex
+	running, most := 0, 0
+	errs = Run(ctx, 2, 6, func(ctx context.Context, i int) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		in = append(in, goroutineID())
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return nil
+	})
+	require.Equal(t, make([]error, 6), errs)
+	require.LessOrEqual(t, most, 2)
+	require.NotContains(t, in[1:], caller, "several transactions in goroutines of their own")
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	calls := 0
+	for _, n := range []int{1, 3} {
+		errs = Run(done, 1, n, func(ctx context.Context, i int) error { calls++; return nil })
+		for _, err := range errs {
+			require.ErrorIs(t, err, context.Canceled)
+		}
+	}
+	require.Zero(t, calls, "nothing started once ctx is done")
+}
+
+var errBoom = errors.New("boom")
+
+// goroutineID is the calling goroutine's number, from its stack's first line.
+func goroutineID() uint64 {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _ := strconv.ParseUint(strings.Fields(string(buf))[1], 10, 64)
+	return id
 }
