@@ -144,6 +144,9 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 		if s.Histograms {
 			return nil, ErrNoExactTier
 		}
+		if err := s.Invalid(); err != nil {
+			return nil, fmt.Errorf("tsdb: %w", err)
+		}
 		entries = append(entries, entry{s.Series, s.Labels, false, len(entries)})
 	}
 	fields, _ := e.Function.fields()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 	"slices"
 	"time"
@@ -51,6 +52,7 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			ctx = q.db.staging.StartListing(ctx)
 		}
 		var entries []entry
+		labelsOnly := hints != nil && hints.Func == "series"
 		for s, err := range q.db.Select(ctx, from, to, ms...) {
 			if err != nil {
 				yield(nil, err)
@@ -58,6 +60,11 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			}
 			if hints != nil && hints.Keep != nil && !hints.Keep(s.Labels) {
 				continue
+			}
+			if err := s.Invalid(); err != nil && !labelsOnly {
+				// Before any read: a key the raw layout refuses (the index checked it).
+				yield(nil, fmt.Errorf("tsdb: %w", err))
+				return
 			}
 			entries = append(entries, entry{s.Series, s.Labels, s.Histograms, len(entries)})
 		}
@@ -77,7 +84,7 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			q.histograms.Add(uint64(h))
 			return yield(s, nil)
 		}
-		if hints != nil && hints.Func == "series" {
+		if labelsOnly {
 			// Labels only, as Prometheus' own TSDB gives them to the series API: no sample is
 			// read (a series is listed for the whole raw period its index covers).
 			q.labelSelects.Add(1)

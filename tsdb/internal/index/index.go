@@ -65,9 +65,9 @@ type Index struct {
 	// drops an index table (Retain). cache (nil: none) keeps the label sets Select read.
 	Log   *changelog.Log
 	cache *Cache
-	// check checks a series key an entry read from an index table names (the raw layout's
-	// rules): a Select's series are checked once, as their entries are read, not by each
-	// read of their samples (which then sends them as they are). Nil: none.
+	// check checks the series key of an entry read from an index table (the raw layout's
+	// rules), once as the entry is read (SeriesInfo.Invalid), not by each read of its
+	// samples, which then sends it as it is. Nil: none.
 	check func(series string) error
 
 	primeMu sync.Mutex
@@ -76,8 +76,8 @@ type Index struct {
 
 // New returns the index of the database names names, on service; cachedSeries bounds its
 // caches (see the package documentation); sets (nil: none) keeps the label sets Select
-// reads (see Cache); check (nil: none) checks the series key of each entry Select reads,
-// and an entry it refuses fails the Select (an index table is network input).
+// reads (see Cache); check (nil: none) checks the series key of each entry Select reads
+// (an index table is network input): SeriesInfo.Invalid says what it refused.
 func New(service *aztables.ServiceClient, names naming.Names, c *catalog.Catalog, tables *tables.Periods, cachedSeries int, sets *Cache, check func(series string) error) *Index {
 	return &Index{service: service, names: names, catalog: c, tables: tables,
 		listed: newRegistrations(cachedSeries), listedHist: newRegistrations(cachedSeries),

@@ -29,7 +29,14 @@ type SeriesInfo struct {
 	// Histograms: the series has histogram samples in a period of the range (its index
 	// entry there says so); read them with a Querier's Read or Select.
 	Histograms bool
+	invalid    error // the check's refusal of its key (see New)
 }
+
+// Invalid is why the raw layout refuses the series' key (an entry another writer made; it
+// wraps tablets.ErrInvalidSeries), nil when its samples can be read. The index checks
+// each entry's key once as it reads it (New's check), not each read of its samples; a
+// listing of series or of label values still lists such an entry.
+func (s SeriesInfo) Invalid() error { return s.invalid }
 
 // LabelNames returns the sorted label names of the series with points in the periods [from,
 // to) overlaps that match ms (all series' with none): DB.LabelNames.
@@ -201,14 +208,15 @@ func decodeEntry(raw []byte) (indexEntry, error) {
 	return e, nil
 }
 
-// infoOf is the SeriesInfo of entry e, its labels ls: an error when check refuses its key.
-func (x *Index) infoOf(e indexEntry, ls labels.Labels) (SeriesInfo, error) {
+// infoOf is the SeriesInfo of entry e, its labels ls, with check's refusal of its key.
+func (x *Index) infoOf(e indexEntry, ls labels.Labels) SeriesInfo {
+	info := SeriesInfo{Series: e.RowKey, Labels: ls, Histograms: e.H == 1}
 	if x.check != nil {
 		if err := x.check(e.RowKey); err != nil {
-			return SeriesInfo{}, fmt.Errorf("tsdb: index entry %q: %w", e.RowKey, err)
+			info.invalid = fmt.Errorf("index entry %s: %w", e.RowKey, err)
 		}
 	}
-	return SeriesInfo{Series: e.RowKey, Labels: ls, Histograms: e.H == 1}, nil
+	return info
 }
 
 // readIndex adds to found the label sets of one query of period p's index that match ms,
@@ -238,10 +246,7 @@ func (x *Index) readIndex(ctx context.Context, p uint64, f string, ms []labels.C
 				return fmt.Errorf("tsdb: index entry %s: %w", e.RowKey, err)
 			}
 			if labels.MatchSet(ms, ls) {
-				info, err := x.infoOf(e, ls)
-				if err != nil {
-					return err
-				}
+				info := x.infoOf(e, ls)
 				found[e.RowKey] = &info
 			}
 		}

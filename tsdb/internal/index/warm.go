@@ -54,12 +54,8 @@ func (x *Index) WarmCache(ctx context.Context, p uint64) (int, error) {
 			if err != nil {
 				return 0, fmt.Errorf("tsdb: index entry %s: %w", e.RowKey, err)
 			}
-			info, err := x.infoOf(e, ls)
-			if err != nil {
-				return 0, err
-			}
 			seen[e.RowKey] = len(entries)
-			entries = append(entries, info)
+			entries = append(entries, x.infoOf(e, ls))
 			cost += entryCost(entries[len(entries)-1])
 		}
 		if x.cache.sets.Size()+cost > x.cache.maxBytes/2 {
