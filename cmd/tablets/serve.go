@@ -47,6 +47,7 @@ type serveFlags struct {
 	maxSourceResolution               string
 	indexCacheBytes                   int64
 	resultsCacheBytes                 int64
+	resultsFreshness                  time.Duration
 	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
@@ -152,7 +153,8 @@ See docs/rules.md.`,
 	f.Int64Var(&sf.rawCacheBytes, "raw.cache-bytes", tsdb.DefaultRawCacheBytes*4, "bytes of raw samples kept for later queries, all tenants together: a refreshed query reads the change log of each raw period and reads again only the times a write, fold, delete or retention changed since (at least 1 MiB; not given: the default or an eighth of the memory limit, whichever is less)")
 	f.Int64Var(&sf.indexCacheBytes, "index.cache-bytes", tsdb.DefaultIndexCacheBytes*4, "bytes of label sets kept for later queries, all tenants together: a refreshed query (or a Grafana variable) reads the index change log of each period and reads its label sets again only when a series was registered since (at least 1 MiB; not given: the default or a 32nd of the memory limit, whichever is less)")
 	f.Int64Var(&sf.blockCacheBytes, "tiers.cache-bytes", tsdb.DefaultBlockCacheBytes*4, "bytes of tier blocks kept for later queries, all tenants together: a refreshed query lists the blocks of its range with their ETags and fetches only those rolled up or rewritten since (at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
-	f.Int64Var(&sf.resultsCacheBytes, "query.results-cache-bytes", server.DefaultResultsCacheBytes, "bytes of range-query answers kept by step, all tenants together: a refreshed panel computes only its steps newer than 5 minutes, and those whose samples any server changed since (checked by a read mark, a request or two); 0: no results cache (else at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
+	f.Int64Var(&sf.resultsCacheBytes, "query.results-cache-bytes", server.DefaultResultsCacheBytes, "bytes of range-query answers kept by step, all tenants together: a refreshed panel computes only its steps newer than --query.results-freshness, and those whose samples any server changed since (checked by a read mark, a request or two); 0: no results cache (else at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
+	f.DurationVar(&sf.resultsFreshness, "query.results-freshness", api.DefaultResultsFreshness, "the newest steps of a range query, always computed and never kept in the results cache: remote writes are still filling them. A write later than it into the steps kept has those computed again (only the young ones, newer than 5 minutes, while it is within them); raise it when remote writes arrive later than that")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 1h; negative: never)")
@@ -315,6 +317,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return usageErrorf(cmd, "--index.cache-bytes must be at least 1 MiB")
 	}
 	dbOpts.IndexCache = tsdb.NewIndexCache(sf.indexCacheBytes)
+	if sf.resultsFreshness <= 0 {
+		return usageErrorf(cmd, "--query.results-freshness must be positive")
+	}
 	var collectors []prometheus.Collector
 	switch {
 	case sf.resultsCacheBytes == 0:
@@ -323,6 +328,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	default:
 		rc := server.NewResultsCache(sf.resultsCacheBytes)
 		queryOpts.ResultsCache = rc
+		queryOpts.ResultsFreshness = sf.resultsFreshness
 		collectors = append(collectors, cacheCollector("results_cache", "Range queries that took steps from the cache (their read mark held).",
 			"Range queries that computed all their steps before the freshness horizon: none cached, or changed since.", "--query.results-cache-bytes",
 			func() tsdb.CacheStats { return tsdb.CacheStats(rc.Stats()) }))

@@ -21,6 +21,16 @@ func TestServeQueryLimitsChecked(t *testing.T) {
 	}
 }
 
+// A results freshness that is not positive is a usage error, before any request or
+// listener.
+func TestServeResultsFreshnessChecked(t *testing.T) {
+	for _, v := range []string{"0s", "-1m"} {
+		r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--listen", "256.0.0.1:1", "--query.results-freshness", v)
+		assert.Equal(t, exitUsage, r.code, v)
+		assert.Contains(t, r.stderr, "--query.results-freshness must be positive", v)
+	}
+}
+
 // The flags default to Prometheus' limits and fill api.Options.
 func TestServeQueryLimitFlags(t *testing.T) {
 	cmd := &cobra.Command{}

@@ -87,8 +87,13 @@ type Options struct {
 	ResultsCache *results.Cache
 	// ResultsFreshness: the steps at or after now minus it (by Now) are always computed and
 	// never kept in the ResultsCache, as in-order ingest still fills them (default
-	// DefaultResultsFreshness, 5m).
+	// DefaultResultsFreshness, 1m).
 	ResultsFreshness time.Duration
+	// ResultsSettled: the steps kept at or after now minus it (by Now; it is at least
+	// ResultsFreshness) are young. A cached answer keeps a mark of its settled steps
+	// apart, so that a write a little late, into the samples of its young steps, has
+	// only those computed again (default DefaultResultsSettled, 5m).
+	ResultsSettled time.Duration
 	// Rules, if set, answers /api/v1/rules and /api/v1/alerts (nil: no rules, empty lists).
 	Rules Rules
 	// LimitHit, if set, is called with the limit a request hit, named as the server's
@@ -119,6 +124,7 @@ func (o *Options) check() error {
 		{"MaxSeriesPerSelect", o.MaxSeriesPerSelect < 0},
 		{"NoStepSubqueryInterval", o.NoStepSubqueryInterval < 0},
 		{"ResultsFreshness", o.ResultsFreshness < 0},
+		{"ResultsSettled", o.ResultsSettled < 0},
 	} {
 		if f.negative {
 			return fmt.Errorf("api: %w: %s is negative", tablets.ErrInvalidOptions, f.name)
@@ -180,6 +186,7 @@ type API struct {
 	results       *results.Cache
 	marker        Marker
 	freshness     time.Duration
+	settled       time.Duration // at least freshness
 	lookbackDelta time.Duration
 	subqueryStep  int64 // milliseconds
 }
@@ -219,6 +226,10 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 	if o.ResultsFreshness == 0 {
 		o.ResultsFreshness = DefaultResultsFreshness
 	}
+	if o.ResultsSettled == 0 {
+		o.ResultsSettled = DefaultResultsSettled
+	}
+	o.ResultsSettled = max(o.ResultsSettled, o.ResultsFreshness)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -259,6 +270,7 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		results:       o.ResultsCache,
 		marker:        marker,
 		freshness:     o.ResultsFreshness,
+		settled:       o.ResultsSettled,
 		lookbackDelta: o.LookbackDelta,
 		subqueryStep:  subqueryStep,
 		queryable:     q,

@@ -28,10 +28,21 @@ import (
 //
 // Steps at or after now minus Options.ResultsFreshness are always computed and never kept:
 // in-order ingest is still filling them, and every write would otherwise spoil an extent.
+// The steps kept after now minus Options.ResultsSettled are young: a remote write a little
+// late (a Prometheus behind by a minute or two) still reaches their samples. An extent
+// keeps a second mark, of its settled steps alone, so that such a write has only the young
+// steps computed again, where it would spoil the whole extent.
 
-// DefaultResultsFreshness is the default of Options.ResultsFreshness, as VictoriaMetrics'
-// -search.cacheTimestampOffset.
-const DefaultResultsFreshness = 5 * time.Minute
+// DefaultResultsFreshness is the default of Options.ResultsFreshness: a remote write's
+// samples are a few seconds old when they are stored (Prometheus sends them every 5 s at
+// most), so that the steps a minute old are complete, as Cortex' max_cache_freshness (1m)
+// assumes. A later write is not lost: the extent's mark no longer holds, and its young
+// steps are computed again.
+const DefaultResultsFreshness = time.Minute
+
+// DefaultResultsSettled is the default of Options.ResultsSettled, as VictoriaMetrics'
+// -search.cacheTimestampOffset (5m): the steps before it are kept apart from the young ones.
+const DefaultResultsSettled = 5 * time.Minute
 
 // Marker is a storage.Queryable whose answers a results cache can check: it takes marks of
 // the samples of its database (results.Marker), and says which queries read only what a mark
@@ -70,6 +81,34 @@ type extent struct {
 	from, to int64
 	mark     results.Mark // of the data range of its steps
 	series   promql.Matrix
+	// settledTo is the last of its steps that was before the settled horizon when mark was
+	// taken, settled the mark of the data range of the steps from..settledTo: what serves
+	// when mark no longer holds (a write a little late, into the young steps' samples).
+	// settled is nil when every step is settled (mark serves), or none is.
+	settledTo int64
+	settled   results.Mark
+}
+
+// newExtent is the extent of the steps from..to of mat, stamped with (sub-marks of) mark:
+// the steps up to lastSettled are the settled ones.
+func newExtent(q rangeRequest, mark results.Mark, from, to, lastSettled int64, mat promql.Matrix) *extent {
+	e := &extent{from: from, to: to, mark: mark.Sub(q.dataRange(from, to)), series: mat, settledTo: min(lastSettled, to)}
+	if e.settledTo >= from && e.settledTo < to {
+		e.settled = mark.Sub(q.dataRange(from, e.settledTo))
+	}
+	return e
+}
+
+// holding is how much of e a mark m taken now holds: to its last step (e.to), to its last
+// settled one, or none (ok false).
+func (e *extent) holding(m results.Mark) (to int64, ok bool) {
+	switch {
+	case m.Holds(e.mark):
+		return e.to, true
+	case e.settled != nil && m.Holds(e.settled):
+		return e.settledTo, true
+	}
+	return 0, false
 }
 
 // rangeRequest is a range query the results cache may answer.
@@ -78,7 +117,8 @@ type rangeRequest struct {
 	query            string // printed by the parser: the key's
 	raw              string // as asked: the engine's, whose annotations point into it
 	start, end, step int64  // milliseconds; end is the last step
-	lastOld          int64  // the last step before the freshness horizon
+	lastOld          int64  // the last step before the freshness horizon: the last kept
+	lastSettled      int64  // the last step before the settled horizon (<= lastOld)
 	lookback         time.Duration
 	opts             promql.QueryOpts
 	limit            int
@@ -129,8 +169,12 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 		a.logger.Warn("results cache: taking a read mark", "err", err)
 		return nil, nil, nil, false
 	}
-	if ext != nil && !mark.Holds(ext.mark) {
-		ext = nil
+	extTo := int64(0) // the extent's last step that still stands
+	if ext != nil {
+		var holds bool
+		if extTo, holds = ext.holding(mark); !holds {
+			ext = nil
+		}
 	}
 	if ext != nil {
 		a.results.Hit()
@@ -143,7 +187,7 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 	var parts []promql.Matrix
 	cachedFrom, cachedTo := q.start, q.start-q.step // none
 	if ext != nil {
-		cachedFrom, cachedTo = max(q.start, ext.from), min(q.lastOld, ext.to)
+		cachedFrom, cachedTo = max(q.start, ext.from), min(q.lastOld, extTo)
 	}
 	storable := true // no part before the horizon had annotations
 	compute := func(from, to int64) *apiError {
@@ -163,7 +207,11 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 			return nil, ws, apiErr, true
 		}
 	}
-	if ext != nil {
+	if ext != nil && cachedTo < ext.to {
+		// Its young steps no longer stand (or lie past the request's horizon): only the
+		// points up to cachedTo are taken.
+		parts = append(parts, mergeSteps([]promql.Matrix{ext.series}, cachedFrom, cachedTo))
+	} else if ext != nil {
 		parts = append(parts, ext.series)
 	}
 	if cachedTo < q.end {
@@ -175,16 +223,18 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 
 	switch {
 	case !storable:
-	case ext != nil && cachedFrom == q.start && cachedTo == q.lastOld:
+	case ext != nil && cachedFrom == q.start && cachedTo == q.lastOld && cachedTo == ext.to:
 		// Nothing before the horizon was computed: the extent again, with the newer mark,
-		// which later changes are checked from (logs keep a bounded number of them).
-		a.results.Put(key, &extent{from: ext.from, to: ext.to, mark: mark.Sub(q.dataRange(ext.from, ext.to)), series: ext.series}, ext.bytes())
+		// which later changes are checked from (logs keep a bounded number of them). The
+		// whole extent stood at it, so that its steps now before the settled horizon are
+		// settled as of it.
+		again := newExtent(q, mark, ext.from, ext.to, q.lastSettled, ext.series)
+		a.results.Put(key, again, again.bytes())
 	default:
 		// The request's steps before the horizon. Their reads came after the mark: if
 		// anything changed in between, the next mark does not hold this one, and they are
 		// computed again.
-		keep := &extent{from: q.start, to: q.lastOld, mark: mark.Sub(q.dataRange(q.start, q.lastOld)),
-			series: mergeSteps([]promql.Matrix{mat}, q.start, q.lastOld)}
+		keep := newExtent(q, mark, q.start, q.lastOld, q.lastSettled, mergeSteps([]promql.Matrix{mat}, q.start, q.lastOld))
 		a.results.Put(key, keep, keep.bytes())
 	}
 
@@ -230,6 +280,10 @@ func (a *API) cacheable(ctx context.Context, r *http.Request, opts promql.QueryO
 		return rangeRequest{}, false // every step is fresh: nothing to keep
 	}
 	q.lastOld = q.start + (min(horizon-1, q.end)-q.start)/q.step*q.step
+	q.lastSettled = q.start - q.step // none
+	if settled := millis(a.now().Add(-a.settled)); settled > q.start {
+		q.lastSettled = q.start + (min(settled-1, q.lastOld)-q.start)/q.step*q.step
+	}
 	q.lookback = a.lookbackDelta
 	if d := opts.LookbackDelta(); d > 0 {
 		q.lookback = d

@@ -168,8 +168,8 @@ func rangeQuery(query string, start, end, step int64) url.Values {
 }
 
 // A refreshed panel (now, start and end a step on) computes only the steps after those the
-// cache kept: the steps from the last one before the previous freshness horizon on. Its
-// answer is the engine's over the whole range, byte for byte.
+// cache kept: the steps from the last one before the previous freshness horizon (a minute)
+// on. Its answer is the engine's over the whole range, byte for byte.
 func TestResultsCacheRefresh(t *testing.T) {
 	const step = 60
 	p := newCachePair(t, testStore(), t0+3000)
@@ -184,9 +184,9 @@ func TestResultsCacheRefresh(t *testing.T) {
 		p.clock.now.Add(step)
 		start, end = start+step, end+step
 		_, hints = p.ask(t, rangeQuery(query, start, end, step))
-		// Kept: the steps before the previous horizon, now-step-5m: the last is end-step-5m-1m
+		// Kept: the steps before the previous horizon, now-step-1m: the last is end-step-1m-1m
 		// (the horizon is on a step, which is fresh).
-		firstComputed := end - step - 300
+		firstComputed := end - step - 60
 		require.Len(t, hints, 1, "refresh %d", i)
 		require.Equal(t, firstComputed*1000-300_000+1, hints[0].Start, "refresh %d computes from %d on", i, firstComputed)
 		require.Equal(t, end*1000, hints[0].End)
@@ -200,7 +200,7 @@ func TestResultsCacheRefresh(t *testing.T) {
 	// The same request again computes only the fresh steps.
 	_, hints = p.ask(t, rangeQuery(query, start, end, step))
 	require.Len(t, hints, 1)
-	require.Equal(t, (end-300)*1000-300_000+1, hints[0].Start)
+	require.Equal(t, (end-60)*1000-300_000+1, hints[0].Start)
 }
 
 // Beside its mark, a cached range query has the staged samples of the steps it computes
@@ -228,7 +228,7 @@ func TestResultsCachePrefetchesStaged(t *testing.T) {
 		if i == 0 {
 			require.Equal(t, start*1000-300_000+1, pf.from, "a first answer: every step")
 		} else {
-			require.Equal(t, (end-step-300)*1000-300_000+1, pf.from, "a refresh: the fresh steps")
+			require.Equal(t, (end-step-60)*1000-300_000+1, pf.from, "a refresh: the fresh steps")
 		}
 		p.clock.now.Add(step)
 		start, end = start+step, end+step
@@ -248,7 +248,7 @@ func TestResultsCacheChangedMarkRecomputes(t *testing.T) {
 	params := rangeQuery(query, t0+600, t0+3000, 60)
 	first, _ := p.ask(t, params)
 	_, hints := p.ask(t, params)
-	require.Equal(t, (t0+3000-300)*1000-300_000+1, hints[0].Start, "warm: only the fresh steps")
+	require.Equal(t, (t0+3000-60)*1000-300_000+1, hints[0].Start, "warm: only the fresh steps")
 
 	// A late sample far before the horizon: counter "a" jumps at t0+1000.
 	p.store.change(labels.FromStrings("__name__", "http_requests_total", "job", "api", "instance", "a"), (t0+1000)*1000, 1e6)
@@ -260,7 +260,46 @@ func TestResultsCacheChangedMarkRecomputes(t *testing.T) {
 
 	// Then cached again.
 	_, hints = p.ask(t, params)
-	require.Equal(t, (t0+3000-300)*1000-300_000+1, hints[0].Start)
+	require.Equal(t, (t0+3000-60)*1000-300_000+1, hints[0].Start)
+}
+
+// A write a little late, into the samples of the young steps kept (after the settled
+// horizon, 5 minutes, and before the fresh one, 1 minute), has only those computed again:
+// the settled steps stand by their own mark. One into a settled step's samples has every
+// step computed again. Every answer is the engine's, byte for byte.
+func TestResultsCacheLateWriteSpoilsYoungSteps(t *testing.T) {
+	p := newCachePair(t, testStore(), t0+3000)
+	query := `sum by (job) (rate(http_requests_total[5m]))`
+	params := rangeQuery(query, t0+600, t0+3000, 60)
+	p.ask(t, params)
+	// Kept: the steps up to t0+2880 (before now-1m); settled: up to t0+2640 (before now-5m).
+	_, hints := p.ask(t, params)
+	require.Len(t, hints, 1)
+	require.Equal(t, (t0+2940)*1000-300_000+1, hints[0].Start, "warm: only the fresh steps")
+
+	series := labels.FromStrings("__name__", "http_requests_total", "job", "api", "instance", "a")
+	p.store.change(series, (t0+2800)*1000, 1e6) // read by the steps t0+2820 on: young ones
+	_, hints = p.ask(t, params)
+	require.Len(t, hints, 1)
+	require.Equal(t, (t0+2700)*1000-300_000+1, hints[0].Start, "the steps after the settled ones computed again")
+	require.Equal(t, results.Stats{Hits: 2, Misses: 1, Entries: 1}, withoutBytes(p.cache.Stats()))
+	_, hints = p.ask(t, params)
+	require.Equal(t, (t0+2940)*1000-300_000+1, hints[0].Start, "then the whole extent stands again")
+
+	p.store.change(series, (t0+2000)*1000, 2e6) // read by settled steps
+	_, hints = p.ask(t, params)
+	require.Equal(t, (t0+600)*1000-300_000+1, hints[0].Start, "every step computed again")
+	require.Equal(t, uint64(2), p.cache.Stats().Misses)
+
+	// A minute on, the steps that were young and stood are settled as of the newest mark:
+	// a late write into the steps now young spares them.
+	p.clock.now.Add(60)
+	params = rangeQuery(query, t0+660, t0+3060, 60)
+	_, hints = p.ask(t, params)
+	require.Equal(t, (t0+2940)*1000-300_000+1, hints[0].Start, "a refresh: the steps after those kept")
+	p.store.change(series, (t0+2860)*1000, 3e6) // read by the steps t0+2880 on
+	_, hints = p.ask(t, params)
+	require.Equal(t, (t0+2760)*1000-300_000+1, hints[0].Start, "the steps after the settled ones (now-5m) computed again")
 }
 
 // A request that starts before the cached steps (a panel zoomed out) computes those before
@@ -332,7 +371,7 @@ func TestResultsCacheNotCached(t *testing.T) {
 			return v
 		}()},
 		{"warnings", rangeQuery(`rate(temperature[5m])`, t0+600, t0+3600, 60)}, // info: not a counter
-		{"fresh", rangeQuery(`up`, t0+3600-240, t0+3600, 60)},
+		{"fresh", rangeQuery(`up`, t0+3600-60, t0+3600, 30)},
 	} {
 		marks := p.store.marks.Load()
 		entries := p.cache.Stats().Entries
