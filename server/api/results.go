@@ -172,7 +172,9 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 	extTo := int64(0) // the extent's last step that still stands
 	if ext != nil {
 		var holds bool
-		if extTo, holds = ext.holding(mark); !holds {
+		// What stands may end before the request's first step (a panel zoomed in on the
+		// young steps): then nothing of it serves.
+		if extTo, holds = ext.holding(mark); !holds || extTo < q.start {
 			ext = nil
 		}
 	}
@@ -401,6 +403,9 @@ func mergeSteps(parts []promql.Matrix, from, to int64) promql.Matrix {
 func pointsWithin[P any](ps []P, from, to int64, t func(P) int64) []P {
 	lo := sort.Search(len(ps), func(i int) bool { return t(ps[i]) >= from })
 	hi := sort.Search(len(ps), func(i int) bool { return t(ps[i]) > to })
+	if hi < lo { // from after to: none
+		return nil
+	}
 	return ps[lo:hi]
 }
 

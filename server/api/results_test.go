@@ -300,6 +300,14 @@ func TestResultsCacheLateWriteSpoilsYoungSteps(t *testing.T) {
 	p.store.change(series, (t0+2860)*1000, 3e6) // read by the steps t0+2880 on
 	_, hints = p.ask(t, params)
 	require.Equal(t, (t0+2760)*1000-300_000+1, hints[0].Start, "the steps after the settled ones (now-5m) computed again")
+
+	// A panel zoomed in on young steps, after a late write into them: what still stands
+	// (the settled steps) ends before its first step, and it computes all of its own.
+	p.ask(t, params)
+	p.store.change(series, (t0+2870)*1000, 4e6)
+	_, hints = p.ask(t, rangeQuery(query, t0+2820, t0+3060, 60))
+	require.Len(t, hints, 1)
+	require.Equal(t, (t0+2820)*1000-300_000+1, hints[0].Start, "every step of its own, once")
 }
 
 // A request that starts before the cached steps (a panel zoomed out) computes those before
