@@ -31,9 +31,13 @@
 // (up to 4 MB) holds the account (Azurite's one thread, or an Azure partition server) as
 // long as a hundred of a fold's transactions, each a chunk or two: in the soak, eight of
 // them in flight beside the dashboards made each query's point read of a change log wait
-// 0.26 to 0.53 s, where the folds' small ones made it wait about 0.1 s. While queries run,
-// one such transaction is in flight at a time, beside small ones: the reads then waited
-// 0.14 to 0.24 s beside the rollup (docs/soak.md, runs 79 and 80).
+// 0.26 to 0.53 s, where the folds' small ones made it wait about 0.1 s. A slot a 256 KiB
+// still let eight of the rollup's usual transactions in flight at once while queries ran
+// (about 128 KiB each: 1,838 of them rewrote the 235 MB of tier blocks the rollup read),
+// and in the rollup's minutes each point read waited 0.17 to 0.47 s (docs/soak.md, run
+// 84). A slot a 32 KiB lets at most 256 KiB of
+// background bodies in flight while queries run: two such transactions, or eight of a
+// fold's.
 package reqlimit
 
 import (
@@ -105,7 +109,7 @@ func BusyBackgroundLimit(limit int) int { return max(limit/8, 1) }
 
 // BackgroundWeightBytes is the bytes a background request sends for each slot of its share
 // it takes (package doc).
-const BackgroundWeightBytes = 256 << 10
+const BackgroundWeightBytes = 32 << 10
 
 // backgroundWeight is the slots of the background share req takes: one for each
 // BackgroundWeightBytes of its body begun (a request of no body, or of a length unknown,

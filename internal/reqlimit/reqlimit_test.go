@@ -414,6 +414,11 @@ func TestTransportBackgroundWeighsBytes(t *testing.T) {
 		if w := tr.backgroundWeight(get(Background(context.Background()), t)); w != 1 {
 			t.Fatalf("weight of a GET = %d, want 1", w)
 		}
+		// tablets serve's 64 slots: a rollup's usual transaction of tier blocks (128 KiB)
+		// takes 4 of the busy share's 8, so that two are in flight beside the queries.
+		if w := New(next, 64).backgroundWeight(body(128 << 10)); w != 4 {
+			t.Fatalf("weight of 128 KiB of 64 slots = %d, want 4", w)
+		}
 		send := func(req *http.Request, hold chan struct{}) chan struct{} {
 			sent := make(chan struct{})
 			go func() {
