@@ -234,6 +234,10 @@ func dashData(targets int, now time.Time) []dashSeries {
 	return out
 }
 
+// dashRefreshAfter is how long after the dashboard's now its panels are asked, for the
+// results cache's freshness horizon: a refresh 10 s after the newest scrape.
+const dashRefreshAfter = 10 * time.Second
+
 // dashFixture is the dashboard's data in both stores: a tablets database on the shared
 // Azurite, whose requests the Checker counts; and a Prometheus tsdb in a temporary
 // directory with the engine that queries it.
@@ -372,9 +376,14 @@ func (fx *dashFixture) openDB(tb testing.TB) *tsdb.DB {
 // cache of tablets serve's size), with no background loops (their requests would be counted
 // with the queries'), choosing between raw samples and tiers as store says (nil: by its
 // estimate of their costs, the default). The caller closes it.
+//
+// Its results cache's clock is dashRefreshAfter past the dashboard's now, however long the
+// test has run: a refresh then computes the steps of the freshness horizon, as a panel
+// refreshed while samples arrive does, and not none (the wall clock minutes later).
 func (fx *dashFixture) newServer(tb testing.TB, store *promstore.Options) *server.Server {
 	s, err := server.New(fx.openDB(tb), &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, Store: store,
-		Query: &api.Options{ResultsCache: server.NewResultsCache(server.DefaultResultsCacheBytes)}})
+		Query: &api.Options{ResultsCache: server.NewResultsCache(server.DefaultResultsCacheBytes),
+			Now: func() time.Time { return fx.now.Add(dashRefreshAfter) }}})
 	require.NoError(tb, err)
 	return s
 }
