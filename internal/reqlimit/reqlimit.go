@@ -35,9 +35,9 @@
 // still let eight of the rollup's usual transactions in flight at once while queries ran
 // (about 128 KiB each: 1,838 of them rewrote the 235 MB of tier blocks the rollup read),
 // and in the rollup's minutes each point read waited 0.17 to 0.47 s (docs/soak.md, run
-// 84). A slot a 32 KiB lets at most 256 KiB of
-// background bodies in flight while queries run: two such transactions, or eight of a
-// fold's.
+// 84). A slot a 32 KiB lets at most 256 KiB of background bodies in flight while queries
+// run: two such transactions, or eight of a fold's; the reads then waited 0.11 s beside the
+// rollup (run 85).
 package reqlimit
 
 import (
