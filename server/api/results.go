@@ -209,12 +209,14 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 			return nil, ws, apiErr, true
 		}
 	}
-	if ext != nil && cachedTo < ext.to {
-		// Its young steps no longer stand (or lie past the request's horizon): only the
-		// points up to cachedTo are taken.
-		parts = append(parts, mergeSteps([]promql.Matrix{ext.series}, cachedFrom, cachedTo))
-	} else if ext != nil {
-		parts = append(parts, ext.series)
+	if ext != nil {
+		cached := ext.series
+		if cachedTo < ext.to {
+			// Its young steps no longer stand (or lie past the request's horizon): only the
+			// points up to cachedTo are taken.
+			cached = mergeSteps([]promql.Matrix{cached}, cachedFrom, cachedTo)
+		}
+		parts = append(parts, cached)
 	}
 	if cachedTo < q.end {
 		if apiErr := compute(cachedTo+q.step, q.end); apiErr != nil {
