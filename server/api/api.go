@@ -44,7 +44,12 @@ const (
 	DefaultMaxSamples             = 50_000_000
 	DefaultMaxConcurrency         = 20
 	DefaultNoStepSubqueryInterval = time.Minute
+	DefaultRetryPause             = time.Second
 )
+
+// maxRetryPause is the longest pause between two tries of a request whose account was
+// unavailable: RetryPause doubles up to it.
+const maxRetryPause = 8 * time.Second
 
 // Options configures the query engine and the API. Zero values mean the defaults.
 type Options struct {
@@ -96,6 +101,13 @@ type Options struct {
 	ResultsSettled time.Duration
 	// Rules, if set, answers /api/v1/rules and /api/v1/alerts (nil: no rules, empty lists).
 	Rules Rules
+	// RetryPause: a request whose account was unavailable (errorType unavailable: the
+	// account unreachable, throttled or answering 5xx) is tried again after RetryPause,
+	// the pause doubling up to 8s, for as long as its timeout leaves time for another try
+	// (default DefaultRetryPause, 1s). A short outage of the account then delays answers
+	// instead of failing them, as Mimir's and Thanos' query-frontends retry 5xx. Negative:
+	// never tried again, answered 503 at once, as Prometheus answers.
+	RetryPause time.Duration
 	// LimitHit, if set, is called with the limit a request hit, named as the server's
 	// limits file names it: LimitMaxSamplesPerQuery, LimitQueryTimeout (not when the
 	// request's own timeout parameter was shorter), LimitMaxConcurrentQueries (a timeout
@@ -176,11 +188,15 @@ type API struct {
 	maxSeries int           // Options.MaxSeriesPerSelect
 	engine    *promql.Engine
 	timeout   time.Duration
-	now       func() time.Time
-	logger    *slog.Logger
-	buildInfo []byte // encoded once
-	limitHit  func(limit string)
-	rules     Rules
+	// A request whose account was unavailable is tried again after retryPause (negative:
+	// never), counted in retries.
+	retryPause time.Duration
+	retries    prometheus.Counter
+	now        func() time.Time
+	logger     *slog.Logger
+	buildInfo  []byte // encoded once
+	limitHit   func(limit string)
+	rules      Rules
 
 	// The results cache (results.go): nil results or marker, none.
 	results       *results.Cache
@@ -223,6 +239,9 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.RetryPause == 0 {
+		o.RetryPause = DefaultRetryPause
+	}
 	if o.ResultsFreshness == 0 {
 		o.ResultsFreshness = DefaultResultsFreshness
 	}
@@ -257,6 +276,13 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		// Only costs anything when a request asks for stats=all.
 		EnablePerStepStats: true,
 	})
+	retries := prometheus.NewCounter(prometheus.CounterOpts{Name: "tablets_query_retries_total",
+		Help: "Requests of the query API tried again because the account was unavailable (Options.RetryPause)."})
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(retries); err != nil {
+			return nil, err
+		}
+	}
 	marker, _ := q.(Marker) // before the wrapping below, which hides it
 	exact, _ := q.(exactRewriter)
 	begin, _ := q.(readBeginner)
@@ -276,6 +302,8 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		queryable:     q,
 		engine:        engine,
 		timeout:       o.Timeout,
+		retryPause:    o.RetryPause,
+		retries:       retries,
 		now:           o.Now,
 		logger:        o.Logger,
 		buildInfo:     biJSON,
@@ -339,14 +367,7 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 		if err := r.ParseForm(); err != nil {
 			apiErr = badData(fmt.Errorf("error parsing form values: %w", err))
 		} else {
-			if a.begin != nil {
-				r = r.WithContext(a.begin.BeginRead(r.Context()))
-			}
-			// The profiles (/debug/pprof on the internal listener) say which request spent
-			// what: its path and query label its goroutines and those they start.
-			pprof.Do(r.Context(), profileLabels(r), func(ctx context.Context) {
-				data, ws, apiErr = f(r.WithContext(ctx))
-			})
+			data, ws, apiErr = a.tries(r, f)
 		}
 		if apiErr != nil {
 			a.hit(r, apiErr)
@@ -364,6 +385,63 @@ func (a *API) wrap(f handlerFunc) http.Handler {
 		}
 		a.write(w, r, http.StatusOK, appendEnvelopeSuccess(nil, data, warnings, infos))
 	})
+}
+
+// tries runs f, and runs it again while the account is unavailable and the request's
+// timeout leaves time for another try (Options.RetryPause). Every try shares the request's
+// deadline (began), and reads afresh: its own BeginRead, so that nothing the failed try
+// read or failed to read is taken again.
+func (a *API) tries(r *http.Request, f handlerFunc) (data []byte, ws annotations.Annotations, apiErr *apiError) {
+	began := time.Now()
+	ctx := context.WithValue(r.Context(), beganKey{}, began)
+	for try, pause := 1, a.retryPause; ; try, pause = try+1, min(2*pause, maxRetryPause) {
+		tctx := ctx
+		if a.begin != nil {
+			tctx = a.begin.BeginRead(tctx)
+		}
+		// The profiles (/debug/pprof on the internal listener) say which request spent
+		// what: its path and query label its goroutines and those they start.
+		pprof.Do(tctx, profileLabels(r), func(tctx context.Context) {
+			data, ws, apiErr = f(r.WithContext(tctx))
+		})
+		if apiErr == nil || apiErr.typ != ErrorUnavailable || pause < 0 {
+			return data, ws, apiErr
+		}
+		// Another try only if it has at least a pause's time before the deadline: else
+		// it would only turn "unavailable" into a timeout.
+		deadline, ok := a.deadline(r, began)
+		if !ok || time.Until(deadline) < 2*pause {
+			return data, ws, apiErr
+		}
+		a.logger.Debug("the account was unavailable: the request is tried again", "url", r.URL.Path, "try", try, "pause", pause, "err", apiErr.err)
+		t := time.NewTimer(pause)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return data, ws, apiErr
+		case <-t.C:
+		}
+		a.retries.Inc()
+	}
+}
+
+// beganKey is the context key of the time a request began (API.tries): every try of it
+// shares the deadline it set.
+type beganKey struct{}
+
+// deadline is when a request that began at began times out: Options.Timeout, or its
+// timeout parameter when that is shorter. ok is false when the parameter is not valid (its
+// try has already said so).
+func (a *API) deadline(r *http.Request, began time.Time) (time.Time, bool) {
+	d := a.timeout
+	if s := r.FormValue("timeout"); s != "" {
+		p, err := parseDuration(s)
+		if err != nil {
+			return time.Time{}, false
+		}
+		d = min(d, p)
+	}
+	return began.Add(d), true
 }
 
 // hit reports the limit an error hit, if any. A timeout is the limit's only when the
@@ -445,15 +523,16 @@ func queryOpts(r *http.Request) (promql.QueryOpts, error) {
 // request also ends the wait for a concurrency slot, which in Prometheus lasts as long as
 // the client waits. It is measured on the real clock, not Options.Now.
 func (a *API) withTimeout(r *http.Request) (context.Context, context.CancelFunc, *apiError) {
-	d := a.timeout
-	if s := r.FormValue("timeout"); s != "" {
-		p, err := parseDuration(s)
-		if err != nil {
-			return nil, nil, invalidParam(err, "timeout")
-		}
-		d = min(d, p)
+	began, ok := r.Context().Value(beganKey{}).(time.Time)
+	if !ok {
+		began = time.Now()
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), d)
+	deadline, ok := a.deadline(r, began)
+	if !ok {
+		_, err := parseDuration(r.FormValue("timeout"))
+		return nil, nil, invalidParam(err, "timeout")
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	return ctx, cancel, nil
 }
 

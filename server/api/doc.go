@@ -38,6 +38,11 @@
 //	                                timeout: 503 timeout, "query timed out in query queue"
 //	MaxSeriesPerSelect  no limit    422 execution, ErrTooManySeries (Prometheus has none)
 //
+// A request that fails because the account is unavailable (unreachable, throttled, 5xx)
+// is tried again after Options.RetryPause (1s), the pause doubling up to 8s, while its
+// timeout leaves time for another try; every try reads afresh and shares the request's
+// deadline. A short outage then delays the answers instead of failing them.
+//
 // With Options.ResultsCache, and a Queryable that is a Marker (takes read marks of its
 // database), the answers of range queries are kept by step: a refreshed panel has the engine
 // compute only the steps it lacks and the fresh ones (after now - ResultsFreshness), and a

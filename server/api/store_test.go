@@ -23,7 +23,8 @@ type memStore struct {
 	mu        sync.Mutex
 	hints     []storage.SelectHints // every Select's hints, in call order
 	selects   int
-	selectErr error         // returned by every Select when set
+	selectErr error         // returned by every Select when set (but see failFor)
+	failFor   int           // when > 0, only the first failFor Selects return selectErr
 	warning   error         // a warning of every Select when set
 	block     chan struct{} // when set, Select waits for it to close or ctx to end
 	entered   chan struct{} // when set, Select sends on it before blocking
@@ -90,6 +91,9 @@ func (q *memQuerier) Select(ctx context.Context, _ bool, hints *storage.SelectHi
 		m.hints = append(m.hints, *hints)
 	}
 	err := m.selectErr
+	if m.failFor > 0 && m.selects > m.failFor {
+		err = nil
+	}
 	m.mu.Unlock()
 	if err != nil {
 		return storage.ErrSeriesSet(err)
