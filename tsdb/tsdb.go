@@ -189,7 +189,8 @@ type StagingCache = staging.Cache
 type StagingCacheStats = CacheStats
 
 // NewStagingCache returns a StagingCache of at most about maxBytes of decoded columns (at
-// least 1 MiB).
+// least 1 MiB). Like every read cache of a DB (NewRawCache, NewBlockCache, NewIndexCache),
+// it drops an entry unused for 5 minutes, within 10, whatever it holds.
 func NewStagingCache(maxBytes int64) *StagingCache { return staging.NewCache(maxBytes) }
 
 // DefaultStagingCacheBytes is a staging cache's size for one database (a server makes one

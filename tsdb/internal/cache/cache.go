@@ -2,7 +2,18 @@
 // two generations. Its caches only save requests: a miss is answered from the account.
 package cache
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
+
+// Idle is how long an entry of a read cache (NewIdle) may go unused before it goes: it is
+// dropped between Idle and twice Idle after its last use. A panel refreshed at least every
+// 5 minutes (Grafana's refresh choices up to "5m") keeps what it reads; what nothing reads
+// any more (a folded bucket's staging entities, a panel closed) goes within minutes instead
+// of holding memory until the cache's bound, so that a server's memory is that of what it
+// serves.
+const Idle = 5 * time.Minute
 
 // Gen is a map bounded by a cost: two generations, as VictoriaMetrics' workingsetcache
 // keeps them. Entries go into the current generation; once its cost reaches half the bound,
@@ -10,6 +21,10 @@ import "sync"
 // generation moves the entry back into the current one, so what is in use survives a
 // rotation: least-recently-used eviction, approximately, without a list per entry. It holds
 // at most the bound's cost (plus one entry). Safe for concurrent use.
+//
+// A Gen of NewIdle also rotates once idle has passed since its last rotation (checked at
+// each use, and at Len and Size, which a server's metrics read): an entry unused for
+// between idle and twice idle goes, whatever the cost held.
 //
 // The caches of a DB only save requests: a miss is always answered correctly from the
 // account, at a request's cost.
@@ -21,10 +36,42 @@ type Gen[K comparable, V any] struct {
 	prev     map[K]V
 	currCost int
 	prevCost int
+	idle     time.Duration // 0: rotations by cost only
+	rotated  time.Time     // the last rotation, or the first use (with idle)
 }
 
 func New[K comparable, V any](maxCost int, cost func(K, V) int) *Gen[K, V] {
 	return &Gen[K, V]{half: max(1, maxCost/2), cost: cost, curr: map[K]V{}}
+}
+
+// NewIdle is New whose entries also go once unused for idle (between idle and twice idle).
+func NewIdle[K comparable, V any](maxCost int, cost func(K, V) int, idle time.Duration) *Gen[K, V] {
+	c := New(maxCost, cost)
+	c.idle = idle
+	return c
+}
+
+// expireLocked rotates the generations once idle has passed since the last rotation: the
+// previous generation's entries were last used before that one, idle ago at least.
+func (c *Gen[K, V]) expireLocked() {
+	if c.idle <= 0 {
+		return
+	}
+	now := time.Now()
+	switch {
+	case c.rotated.IsZero():
+		c.rotated = now
+	case now.Sub(c.rotated) >= c.idle:
+		c.rotateLocked()
+	}
+}
+
+// rotateLocked makes the current generation the previous one, dropping the previous.
+func (c *Gen[K, V]) rotateLocked() {
+	c.prev, c.curr, c.prevCost, c.currCost = c.curr, make(map[K]V, len(c.curr)), c.currCost, 0
+	if c.idle > 0 {
+		c.rotated = time.Now()
+	}
 }
 
 func (c *Gen[K, V]) costOf(k K, v V) int {
@@ -38,6 +85,7 @@ func (c *Gen[K, V]) costOf(k K, v V) int {
 func (c *Gen[K, V]) Get(k K) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expireLocked()
 	if v, ok := c.curr[k]; ok {
 		return v, true
 	}
@@ -66,6 +114,7 @@ func (c *Gen[K, V]) Peek(k K) (V, bool) {
 func (c *Gen[K, V]) Add(k K, v V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expireLocked()
 	if old, ok := c.curr[k]; ok {
 		c.currCost -= c.costOf(k, old)
 		delete(c.curr, k)
@@ -76,7 +125,7 @@ func (c *Gen[K, V]) Add(k K, v V) {
 func (c *Gen[K, V]) addLocked(k K, v V) {
 	n := c.costOf(k, v)
 	if c.currCost+n > c.half && len(c.curr) > 0 {
-		c.prev, c.curr, c.prevCost, c.currCost = c.curr, make(map[K]V, len(c.curr)), c.currCost, 0
+		c.rotateLocked()
 	}
 	c.curr[k] = v
 	c.currCost += n
@@ -100,6 +149,7 @@ func (c *Gen[K, V]) Remove(k K) {
 func (c *Gen[K, V]) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expireLocked()
 	return len(c.curr) + len(c.prev)
 }
 
@@ -107,6 +157,7 @@ func (c *Gen[K, V]) Len() int {
 func (c *Gen[K, V]) Size() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expireLocked()
 	return c.currCost + c.prevCost
 }
 
@@ -129,6 +180,7 @@ func (c *Gen[K, V]) Keys() []K {
 func (c *Gen[K, V]) Update(k K, f func(old V, ok bool) V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.expireLocked()
 	old, ok := c.curr[k]
 	if ok {
 		c.currCost -= c.costOf(k, old)

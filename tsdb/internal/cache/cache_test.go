@@ -3,6 +3,8 @@ package cache
 import (
 	"slices"
 	"testing"
+	"testing/synctest"
+	"time"
 )
 
 func TestGenCacheBound(t *testing.T) {
@@ -126,4 +128,73 @@ func TestGenCacheUpdate(t *testing.T) {
 	if v, ok := c.Get("a"); !ok || v != "xy" || c.Len() != 2 || c.Size() != 11 {
 		t.Fatalf("got %q %v, %d entries of cost %d; want xy, 2 entries of 11", v, ok, c.Len(), c.Size())
 	}
+}
+
+// A Gen of NewIdle drops what went unused for between idle and twice idle, whatever the
+// cost it holds, and keeps what is used at least every idle; a Gen of New rotates by cost
+// only.
+func TestGenCacheIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewIdle[string, int](1000, nil, time.Minute)
+		plain := New[string, int](1000, nil)
+		c.Add("a", 1)
+		c.Add("b", 2)
+		plain.Add("a", 1)
+		time.Sleep(61 * time.Second)
+		c.Add("c", 3) // a rotation: a and b in the previous generation
+		if c.Len() != 3 {
+			t.Fatalf("%d entries a minute after, want 3 (nothing unused for two minutes)", c.Len())
+		}
+		time.Sleep(29 * time.Second)
+		if _, ok := c.Get("a"); !ok {
+			t.Fatal("a went after 90s")
+		}
+		time.Sleep(32 * time.Second) // 122s: Size rotates, b goes (unused for 122s)
+		if n, size := c.Len(), c.Size(); n != 2 || size != 2 {
+			t.Fatalf("%d entries of cost %d, want a and c", n, size)
+		}
+		if _, ok := c.Peek("b"); ok {
+			t.Fatal("b, unused for two minutes, is still cached")
+		}
+		for range 10 { // used every 50s: kept
+			time.Sleep(50 * time.Second)
+			if _, ok := c.Get("c"); !ok {
+				t.Fatal("c, used every 50s, went")
+			}
+		}
+		if _, ok := c.Peek("a"); ok {
+			t.Fatal("a, unused for more than two minutes, is still cached")
+		}
+		time.Sleep(time.Hour)
+		if c.Len() != 1 || c.Size() != 1 { // the first rotation after the hour: c in the previous
+			t.Fatalf("after an hour: %d entries, cost %d", c.Len(), c.Size())
+		}
+		time.Sleep(time.Minute)
+		if c.Len() != 0 {
+			t.Fatal("c, unused for an hour, survived a second rotation")
+		}
+		if _, ok := plain.Get("a"); !ok || plain.Len() != 1 {
+			t.Fatal("a Gen of New dropped an entry by time")
+		}
+	})
+}
+
+// The tier blocks' cache (NewEntities) drops a block no read asked for in twice Idle,
+// and keeps one read at every refresh.
+func TestEntitiesIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewEntities(1 << 20)
+		used, unused := EntityKey{Table: "t", RowKey: "used"}, EntityKey{Table: "t", RowKey: "unused"}
+		c.Add(used, "e1", []byte("x"))
+		c.Add(unused, "e1", []byte("y"))
+		for range 2 * Idle / time.Minute {
+			time.Sleep(time.Minute)
+			if _, ok := c.Get(used, "e1"); !ok {
+				t.Fatal("a block read every minute went")
+			}
+		}
+		if s := c.Stats(); s.Entries != 1 {
+			t.Fatalf("%d blocks held after %s, want the one in use", s.Entries, 2*Idle)
+		}
+	})
 }

@@ -28,9 +28,9 @@ type heldEntity struct {
 
 // NewEntities returns a cache of at most about maxBytes of entities (at least 1 MiB).
 func NewEntities(maxBytes int64) *Entities {
-	return &Entities{held: New(int(max(maxBytes, 1<<20)), func(k EntityKey, e heldEntity) int {
+	return &Entities{held: NewIdle(int(max(maxBytes, 1<<20)), func(k EntityKey, e heldEntity) int {
 		return len(k.Table) + len(k.PartitionKey) + len(k.RowKey) + len(k.Select) + len(e.etag) + len(e.raw) + 96
-	})}
+	}, Idle)}
 }
 
 // Get returns the entity of k if it is held at etag, counting a hit or a miss.

@@ -66,7 +66,7 @@ func (c *Cache) Shared() int64 { return c.shared.Load() }
 // NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
 	maxBytes = max(maxBytes, 1<<20)
-	return &Cache{entities: cache.New(int(maxBytes), entityCost), maxBytes: maxBytes}
+	return &Cache{entities: cache.NewIdle(int(maxBytes), entityCost, cache.Idle), maxBytes: maxBytes}
 }
 
 // Stats returns the cache's counts: Hits are columns of entities found at their ETag,
