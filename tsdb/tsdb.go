@@ -189,8 +189,10 @@ type StagingCache = staging.Cache
 type StagingCacheStats = CacheStats
 
 // NewStagingCache returns a StagingCache of at most about maxBytes of decoded columns (at
-// least 1 MiB). Like every read cache of a DB (NewRawCache, NewBlockCache, NewIndexCache),
-// it drops an entry unused for 5 minutes, within 10, whatever it holds.
+// least 1 MiB). It drops an entry unused for 5 minutes, within 10, whatever it holds: the
+// entities of a folded bucket are gone from the account, and their columns go from the
+// cache soon after, not at its bound. (So does a BlockCache. The raw and index caches keep
+// what the server's warm-up read until the first dashboards use it, however late.)
 func NewStagingCache(maxBytes int64) *StagingCache { return staging.NewCache(maxBytes) }
 
 // DefaultStagingCacheBytes is a staging cache's size for one database (a server makes one

@@ -30,7 +30,7 @@ type Cache struct {
 // NewCache returns a cache of at most about maxBytes of label sets (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
 	n := int(max(maxBytes, 1<<20))
-	return &Cache{sets: cache.NewIdle(n, setsCost, cache.Idle), maxBytes: n}
+	return &Cache{sets: cache.New(n, setsCost), maxBytes: n}
 }
 
 // Stats returns the cache's counts: Hits are queries of a period's index answered from the

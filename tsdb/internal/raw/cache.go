@@ -172,7 +172,7 @@ func (c *Cache) FoldedIn() int64 { return c.foldedIn.Load() }
 // NewCache returns a cache of at most about maxBytes of samples (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
 	maxBytes = max(maxBytes, 1<<20)
-	return &Cache{maxBytes: maxBytes, entries: cache.NewIdle(int(maxBytes), cachedCost, cache.Idle)}
+	return &Cache{maxBytes: maxBytes, entries: cache.New(int(maxBytes), cachedCost)}
 }
 
 // Stats returns the cache's counts: Hits are series a read took from the cache whole,

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -142,4 +143,18 @@ func TestCacheFullAtHalfItsBound(t *testing.T) {
 	if size := c.entries.Size(); size < 1<<19 || size > 1<<19+cachedCost(cacheKey{"t", "0000"}, entry) {
 		t.Fatalf("full at %d bytes, want half the bound (%d) and at most an entry more", size, 1<<19)
 	}
+}
+
+// The raw cache keeps what the warm-up read until the first dashboards come, however late:
+// it has no idle expiry (the staging cache has, cache.Idle).
+func TestCacheKeepsTheWarmUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache(64 << 20)
+		k := cacheKey{"raw", "s"}
+		c.entries.Add(k, cachedSamples{from: 0, to: 1})
+		time.Sleep(time.Hour)
+		if _, ok := c.entries.Get(k); !ok {
+			t.Fatal("a warmed series went unused for an hour")
+		}
+	})
 }
