@@ -407,8 +407,8 @@ func (a *API) tries(r *http.Request, f handlerFunc) (data []byte, ws annotations
 		if apiErr == nil || apiErr.typ != ErrorUnavailable || pause < 0 {
 			return data, ws, apiErr
 		}
-		// Another try only if it has at least a pause's time before the deadline: else
-		// it would only turn "unavailable" into a timeout.
+		// Another try only if, after the pause, it has at least a pause's time before
+		// the deadline: else it would only turn "unavailable" into a timeout.
 		deadline, ok := a.deadline(r, began)
 		if !ok || time.Until(deadline) < 2*pause {
 			return data, ws, apiErr
