@@ -273,13 +273,3 @@ func (c *Cache) holds(key entityKey, pack *seriesPack) bool {
 	whole, ok := e.cols[wholeEntity]
 	return ok && packID(&whole.series) == packID(pack)
 }
-
-// points are series i's times and values, sharing p's arrays (full slices).
-func (p *seriesPack) points(i int) ([]int64, []float64) {
-	start := uint32(0)
-	if i > 0 {
-		start = p.ends[i-1]
-	}
-	end := p.ends[i]
-	return p.times[start:end:end], p.values[start:end:end]
-}
