@@ -230,7 +230,7 @@ func (e *cachedEntity) decodeAll() (cachedColumn, error) {
 // reply, as if read whole: a query of this process finds them from the listing's keys
 // and ETags alone (the panels of the last minutes, right after the writes of a server that
 // ingests them). Another process's write, or a Delete's, has another ETag: read then.
-// Float entities are cached decoded whole (packed and sealed: 18 bytes a point of a
+// Float entities are cached decoded whole (packed and sealed: 19 to 22 bytes a point of a
 // scrape's write, where the columns as written take 47), histogram entities as written.
 func (st *Table) cacheWritten(entities []*Entity, etags []string) {
 	table := st.names.Staging()

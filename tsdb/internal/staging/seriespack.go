@@ -19,8 +19,9 @@ import (
 // missed seven columns in eight.
 //
 // Sealed (seal, once the last column is in), a pack of one point a series, as a scrape's
-// write is, costs 18 bytes a point: no ends, and each point's time as its place among the
-// pack's few distinct times (a remote write's batch holds the scrapes of a few targets).
+// write is, keeps no ends, and each point's time as its place among the pack's distinct
+// times: 19 bytes a point where the batch holds a few targets' scrapes, about 22 where it
+// holds some hundreds (the soak's).
 // The staging cache is most of a server's heap in the soak (150 of 500 MB a server, the
 // last 15 minutes of four tenants' writes), and what it holds grows with the staged window
 // after a server starts.
@@ -34,7 +35,7 @@ type seriesPack struct {
 	// times are the points' times; where timeAt is not nil (one point a series), the
 	// pack's distinct times, series i's at timeAt[i].
 	times  []int64
-	timeAt []uint8
+	timeAt []uint16
 	values []float64
 }
 
@@ -59,12 +60,22 @@ func packSeries(series []stageenc.Series) seriesPack {
 }
 
 // maxSealedTimes is how many distinct times a sealed pack of one point a series indexes
-// (timeAt is a byte); a pack with more keeps a time a point.
-const maxSealedTimes = 256
+// (timeAt holds uint16s); a pack with more keeps a time a point.
+const maxSealedTimes = 1 << 16
+
+// linearTimes is how many distinct times seal looks through one by one before it looks
+// them up in a map.
+const linearTimes = 16
 
 // seal makes p, whose columns are all in, as small as it can be held: a pack of one point
-// a series (a scrape's write) drops its ends, and, with at most maxSealedTimes distinct
-// times, keeps those and each point's place among them. Its series are what they were.
+// a series (a scrape's write) drops its ends, and keeps its distinct times and each
+// point's place among them where that is smaller than a time a point (fewer distinct
+// times than three in four points, and at most maxSealedTimes). Its series are what they
+// were.
+//
+// A remote write's batch holds samples of many targets, each at its target's scrape time:
+// in the soak (Prometheus' sharding by series, 14 series a target) a batch of 2,000 holds
+// some hundreds of distinct times.
 func (p *seriesPack) seal() {
 	if p.ends == nil || len(p.values) != len(p.keys) {
 		return // sealed already, or some series has more points (or none)
@@ -75,25 +86,45 @@ func (p *seriesPack) seal() {
 		}
 	}
 	p.ends = nil
-	// The distinct times, found by looking back through those found so far: a batch's
-	// points come target by target, so the last one found is mostly the one.
+	// The distinct times: a batch's points come mostly target by target, so the last one
+	// found is mostly the one; past a few, a map finds the others.
 	var distinct []int64
-	at := make([]uint8, len(p.times))
+	var index map[int64]uint16
+	at := make([]uint16, len(p.times))
 	last := 0
 	for i, t := range p.times {
 		if len(distinct) > 0 && distinct[last] == t {
-			at[i] = uint8(last)
+			at[i] = uint16(last)
 			continue
 		}
-		k := slices.Index(distinct, t)
+		k := -1
+		if index != nil {
+			if v, ok := index[t]; ok {
+				k = int(v)
+			}
+		} else {
+			k = slices.Index(distinct, t)
+		}
 		if k < 0 {
 			if len(distinct) == maxSealedTimes {
 				return // a time a point, as it is
 			}
 			k = len(distinct)
 			distinct = append(distinct, t)
+			switch {
+			case index != nil:
+				index[t] = uint16(k)
+			case len(distinct) > linearTimes:
+				index = make(map[int64]uint16, 4*len(distinct))
+				for d, dt := range distinct {
+					index[dt] = uint16(d)
+				}
+			}
 		}
-		at[i], last = uint8(k), k
+		at[i], last = uint16(k), k
+	}
+	if 4*len(distinct) >= 3*len(p.times) {
+		return // a place a point and the distinct times are not smaller
 	}
 	p.times, p.timeAt = slices.Clip(distinct), at
 }
@@ -140,7 +171,7 @@ func (p *seriesPack) at(i int) stageenc.Series {
 // cost is about the memory p holds (the interned keys are shared by every column that
 // holds the series, and counted nowhere: a few MB for a hundred thousand series).
 func (p *seriesPack) cost() int {
-	return int(unsafe.Sizeof(*p)) + int(unsafe.Sizeof(unique.Handle[string]{}))*cap(p.keys) + cap(p.columns) + 4*cap(p.ends) + 8*(cap(p.times)+cap(p.values)) + cap(p.timeAt)
+	return int(unsafe.Sizeof(*p)) + int(unsafe.Sizeof(unique.Handle[string]{}))*cap(p.keys) + cap(p.columns) + 4*cap(p.ends) + 8*(cap(p.times)+cap(p.values)) + 2*cap(p.timeAt)
 }
 
 // appendColumn decodes a float staging column as read (stageenc), property c of its
