@@ -21,8 +21,7 @@ import (
 // Sealed (seal, once the last column is in), a pack of one point a series, as a scrape's
 // write is, keeps no ends, and each point's time as its place among the pack's distinct
 // times: 19 bytes a point where the batch holds a few targets' scrapes, about 22 where it
-// holds some hundreds (the soak's).
-// The staging cache is most of a server's heap in the soak (150 of 500 MB a server, the
+// holds some hundreds (the soak's). The staging cache is most of a server's heap in the soak (150 of 500 MB a server, the
 // last 15 minutes of four tenants' writes), and what it holds grows with the staged window
 // after a server starts.
 //
@@ -175,9 +174,10 @@ func (p *seriesPack) cost() int {
 }
 
 // appendColumn decodes a float staging column as read (stageenc), property c of its
-// entity, straight into p (not sealed: the caller seals it once its last column is in): no stageenc.Series, key string or one-point slices a series,
-// which decoding and then packing allocated (a scrape's entity holds a point of each of
-// thousands of series). Its keys are interned as recentShapes finds them.
+// entity, straight into p (not sealed: the caller seals it once its last column is in):
+// no stageenc.Series, key string or one-point slices a series, which decoding and then
+// packing allocated (a scrape's entity holds a point of each of thousands of series). Its
+// keys are interned as recentShapes finds them.
 func (p *seriesPack) appendColumn(b []byte, c int) error {
 	var prev *columnShape
 	if c >= 0 && c < Columns {
