@@ -94,3 +94,84 @@ func tagsOf[T ~string](m map[dirtyKey]T) map[dirtyKey]string {
 	}
 	return out
 }
+
+// DeleteDirty after another process deleted some of the markers and a late write rewrote
+// others: it deletes the rest, leaves the rewritten ones, and sends a few requests a
+// transaction (its delete, the read of its markers again, its delete of those still as
+// read), not one a marker (250 markers: 9 requests, where sending each again was 253).
+func TestDeleteDirtyAfterAnother(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	name := fmt.Sprintf("dirtydel%d", rand.Uint32())
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := testTiers(t, svc, name, now)
+	if err := tablets.EnsureTable(ctx, svc.NewClient(tr.names.Catalog())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name+"m", nil) })
+	late := []tablets.Point{{Time: now.Add(-6 * time.Hour), Value: 1}}
+	series := make([]string, 250)
+	for i := range series {
+		series[i] = fmt.Sprintf("s%03d", i)
+		if err := tr.FlagStale(ctx, series[i], late); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := times.Unix(tablets.MaxTime) + 1
+	read, err := tr.ReadDirty(ctx, 0, all)
+	if err != nil || len(read) != len(series) {
+		t.Fatalf("%d markers read, %v; want %d", len(read), err, len(series))
+	}
+	// Another process deletes every other marker, and a late write rewrites every tenth of
+	// the others.
+	others, rewritten := Markers{}, map[string]bool{}
+	for k, etag := range read {
+		var i int
+		if _, err := fmt.Sscanf(k.series, "s%d", &i); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case i%2 == 0:
+			others[k] = etag
+		case i%10 == 1:
+			rewritten[k.series] = true
+			if err := tr.FlagStale(ctx, k.series, late); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n, err := tr.DeleteDirty(ctx, others); err != nil || n != len(others) {
+		t.Fatalf("the other process deleted %d, %v; want %d", n, err, len(others))
+	}
+
+	checker.Reset()
+	n, err := tr.DeleteDirty(ctx, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := len(series) - len(others) - len(rewritten); n != want {
+		t.Errorf("deleted %d markers, want %d", n, want)
+	}
+	if got := checker.Stats().Requests; got != 9 {
+		t.Errorf("%d requests, want 9 (3 transactions, each sent, its markers read again, sent again)", got)
+	}
+	left, err := tr.ReadDirty(ctx, 0, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for k := range left {
+		got = append(got, k.series)
+	}
+	slices.Sort(got)
+	if want := slices.Sorted(maps.Keys(rewritten)); !slices.Equal(got, want) {
+		t.Errorf("markers left %v, want the rewritten ones %v", got, want)
+	}
+}
