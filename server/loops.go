@@ -88,7 +88,7 @@ func (s *Server) reportStep(step schedule.Step, err error) {
 
 func (s *Server) registerLoopMetrics() {
 	s.background = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_background_runs_total",
-		Help: "Runs of the fold, compaction, rollup, dirty-slice rollup (flagged) and retention loops, and of the raw cache's warm-up at start (warm), by result: ok, error, or busy (another server holds the compaction or rollup lease; a run of a long range counts once per slice)."}, []string{"task", "result"})
+		Help: "Runs of the fold, compaction, rollup, dirty-slice rollup (flagged) and retention loops, and of the raw cache's warm-up at start (warm), by result: ok, error, or busy (another server holds the compaction, rollup or flagged lease; a run of a long range counts once per slice)."}, []string{"task", "result"})
 	s.covered = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "tablets_background_covered_until_seconds",
 		Help: "Unix time up to which the compaction and rollup loops have covered the database; for the fold, the arrival time up to which staged points are folded."}, []string{"task"})
 }

@@ -303,6 +303,59 @@ func TestServerLeavesTheCompactionToTheLeaseHolder(t *testing.T) {
 	require.Equal(t, now, covered.UTC())
 }
 
+// While another server holds the lease of the rollup of dirty slices, this one's runs of
+// it count as busy and leave the markers to the holder; once the lease is released, the
+// next run rolls the slice up and clears its marker. (Three servers that each rolled up
+// every dirty slice after a backfill, and then sent the deletes of the markers the first
+// had cleared one a request, held the account for minutes in the 3-server soak.)
+func TestServerLeavesTheDirtySlicesToTheLeaseHolder(t *testing.T) {
+	ctx := context.Background()
+	db, name, _ := openDB(t, nil)
+	svc, err := azurite.Shared(t).NewServiceClient(nil)
+	require.NoError(t, err)
+	catalog := svc.NewClient(name + "m")
+	until := strconv.FormatFloat(float64(time.Now().Add(time.Hour).UnixMilli()), 'e', -1, 64)
+	_, err = catalog.UpsertEntity(ctx, []byte(`{"PartitionKey":"flagged","RowKey":"lease","U":`+until+`,"H":"another server"}`), nil)
+	require.NoError(t, err)
+	// A late point, older than the seal delay: its write marks its slice dirty.
+	writer, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, DirectWrites: true})
+	require.NoError(t, err)
+	require.NoError(t, writer.Write(ctx, "late", tablets.Point{Time: time.Now().Add(-2 * time.Hour).Truncate(time.Millisecond), Value: 1}))
+	markers := func() int {
+		filter := "PartitionKey eq 'dirty'"
+		n := 0
+		for p := catalog.NewListEntitiesPager(&aztables.ListEntitiesOptions{Filter: &filter}); p.More(); {
+			page, err := p.NextPage(ctx)
+			require.NoError(t, err)
+			n += len(page.Entities)
+		}
+		return n
+	}
+	require.Equal(t, 1, markers(), "the late write's marker")
+	now := time.Now().UTC().Truncate(time.Second)
+	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, now)) // the rollup loop has nothing to cover
+
+	s, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: 10 * time.Millisecond, CompactEvery: -1, RetainEvery: -1,
+		Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	defer hs.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(runCtx) }()
+	defer func() { stop(); require.NoError(t, <-stopped) }()
+	runs := func(result string) int { return backgroundRuns(t, hs.URL, "flagged", result) }
+	require.Eventually(t, func() bool { return runs("busy") >= 3 }, time.Minute, 10*time.Millisecond, "runs finding the lease busy")
+	require.Zero(t, runs("ok"))
+	require.Zero(t, runs("error"))
+	require.Equal(t, 1, markers(), "the marker while another holds the lease")
+
+	_, err = catalog.DeleteEntity(ctx, "flagged", "lease", nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return runs("ok") >= 1 }, time.Minute, 10*time.Millisecond, "a run once the lease is released")
+	require.Zero(t, markers(), "the marker once the slice is rolled up")
+}
+
 // Run folds what writes staged, on its own timer: the staging table empties into the raw
 // tables, the log says what was folded, and the fold's covered-until gauge is the arrival
 // time folded through.

@@ -21,7 +21,13 @@ var taskLeases = map[string]lease.Kind{
 		Busy: ErrTaskBusy, Lost: errors.New("tsdb: the compaction lease ended before the compaction was done")},
 	TaskRollup: {PartitionKey: TaskRollup, Term: taskLeaseTerm, Margin: taskLeaseMargin,
 		Busy: ErrTaskBusy, Lost: errors.New("tsdb: the rollup lease ended before the rollup was done")},
+	TaskFlagged: {PartitionKey: TaskFlagged, Term: taskLeaseTerm, Margin: taskLeaseMargin,
+		Busy: ErrTaskBusy, Lost: errors.New("tsdb: the lease of the rollup of dirty slices ended before it was done")},
 }
+
+// TaskFlagged is the scheduler's RollupFlagged (the slices late writes marked dirty), which
+// Exclusive runs too: it keeps no progress.
+const TaskFlagged = "flagged"
 
 const (
 	// taskLeaseTerm is how long a task's lease lasts unless renewed (by Options.Now), and
@@ -33,24 +39,26 @@ const (
 	taskLeaseKeepEvery = 15 * time.Second
 )
 
-// Exclusive runs work as task (TaskCompact or TaskRollup: the scheduler's run of Compact or
-// Rollup) in one process at a time of those that share the database: the one holding the
+// Exclusive runs work as task (TaskCompact, TaskRollup or TaskFlagged: the scheduler's run
+// of Compact, Rollup or RollupFlagged) in one process at a time of those that share the database: the one holding the
 // task's lease in the catalog (taken conditionally on its ETag, 5 minutes by Options.Now,
 // renewed as work goes, released when it returns). While another process holds it,
 // Exclusive returns ErrTaskBusy without calling work, having sent one request. A holder
 // whose lease another process took (it outlasted it without a renewal) has work's context
 // cancelled, and gets an error.
 //
-// Compact and Rollup are each right when several processes run them at once (their writes
-// are conditional and idempotent); the lease is for their cost. The servers of one
-// database tick together (the scheduler's timers follow the clock), and each did all the
-// work of every run: in the soak's three servers, a compaction after a Fold merged every
+// Compact, Rollup and RollupFlagged are each right when several processes run them at once
+// (their writes are conditional and idempotent); the lease is for their cost. The servers
+// of one database tick together (the scheduler's timers follow the clock), and each did all
+// the work of every run: in the soak's three servers, a compaction after a Fold merged every
 // series' chunks three times over, each meeting the others' merges, and the dashboards of
-// all three waited on the account for minutes.
+// all three waited on the account for minutes. After a backfill, each rolled up the slices
+// it marked dirty for every series of the tenant, and those that came last met markers the
+// first had deleted.
 func (db *DB) Exclusive(ctx context.Context, task string, work func(context.Context) error) error {
 	kind, ok := taskLeases[task]
 	if !ok {
-		return fmt.Errorf("tsdb: %w: Exclusive of task %q (%s or %s)", tablets.ErrInvalidOptions, task, TaskCompact, TaskRollup)
+		return fmt.Errorf("tsdb: %w: Exclusive of task %q (%s, %s or %s)", tablets.ErrInvalidOptions, task, TaskCompact, TaskRollup, TaskFlagged)
 	}
 	holder := fmt.Sprintf("%016x", rand.Uint64())
 	return lease.Do(ctx, db.catalog.Client, kind, holder, db.now, taskLeaseKeepEvery, work)

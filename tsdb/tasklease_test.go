@@ -31,11 +31,12 @@ func (c *counted) Do(req *http.Request) (*http.Response, error) {
 	return c.next.Do(req)
 }
 
-// The scheduler's compaction and rollup run in one process at a time (Exclusive): while
-// another holds the task's lease, Exclusive returns ErrTaskBusy having sent one request (the
-// lease's read) and not run the work; once it is released, the work runs (a series' chunks
-// of three writes merged into one; its minute windows rolled up) and the lease is released.
-// A task Exclusive does not know is an error before any request.
+// The scheduler's compaction, rollup and rollup of dirty slices run in one process at a
+// time (Exclusive): while another holds the task's lease, Exclusive returns ErrTaskBusy
+// having sent one request (the lease's read) and not run the work; once it is released, the
+// work runs (a series' chunks of three writes merged into one; its minute windows rolled
+// up; its dirty slice rolled up) and the lease is released. A task Exclusive does not know
+// is an error before any request.
 func TestExclusiveTasks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -93,6 +94,15 @@ func TestExclusiveTasks(t *testing.T) {
 		{TaskCompact, func(ctx context.Context) error { return db.Compact(ctx, start, clk.Now()) }},
 		{TaskRollup, func(ctx context.Context) error {
 			return db.Rollup(ctx, start.Truncate(time.Hour), clk.Now().Truncate(time.Hour))
+		}},
+		// The writes, older than the seal delay, marked their slice dirty; the rollup
+		// above covered only part of it.
+		{TaskFlagged, func(ctx context.Context) error {
+			n, err := db.RollupFlagged(ctx)
+			if err == nil && n != 1 {
+				err = fmt.Errorf("%d dirty markers cleared, want 1", n)
+			}
+			return err
 		}},
 	} {
 		other, err := lease.Take(ctx, db.catalog.Client, taskLeases[task.name], "another process", clk.Now)

@@ -215,7 +215,11 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskRollup}
 		case Flagged:
 			t.Tick = func(ctx context.Context, _ time.Time) (Step, error) {
-				n, err := db.RollupFlagged(ctx)
+				var n int
+				err := db.Exclusive(ctx, tsdb.TaskFlagged, func(ctx context.Context) (err error) {
+					n, err = db.RollupFlagged(ctx)
+					return err
+				})
 				return Step{Flagged: n}, err
 			}
 		case Retain:
