@@ -126,8 +126,9 @@ func TestBackfillThenLoad(t *testing.T) {
 }
 
 // TestSettle: the server counts as caught up after settleQuiet samples in a row with every
-// tenant's first rollup and compaction (and warm-up) done and no background job and no account request
-// waiting; a busy sample starts the count again; the wait ends at its bound. Several
+// tenant's first rollup, compaction and rollup of dirty slices (a run on every server, one
+// of them done, the others' may be busy) and warm-up done, and no background job and no
+// account request waiting; a busy sample starts the count again; the wait ends at its bound. Several
 // servers count as caught up only when every one is.
 func TestSettle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -147,10 +148,13 @@ func TestSettle(t *testing.T) {
 				`tablets_background_runs_total{result="ok",task="rollup",tenant="soak0"} 1` + "\n" +
 				`tablets_background_runs_total{result="ok",task="rollup",tenant="soak1"} 1` + "\n" +
 				`tablets_background_runs_total{result="ok",task="compact",tenant="soak0"} 1` + "\n" +
+				`tablets_background_runs_total{result="ok",task="flagged",tenant="soak0"} 1` + "\n" +
+				`tablets_background_runs_total{result="busy",task="flagged",tenant="soak1"} 1` + "\n" +
 				`tablets_background_runs_total{result="ok",task="warm",tenant="soak0"} 1` + "\n" +
 				`tablets_background_runs_total{result="ok",task="warm",tenant="soak1"} 1` + "\n"
 			if firstRuns(samples) {
-				body += `tablets_background_runs_total{result="ok",task="compact",tenant="soak1"} 1` + "\n"
+				body += `tablets_background_runs_total{result="ok",task="compact",tenant="soak1"} 1` + "\n" +
+					`tablets_background_runs_total{result="ok",task="flagged",tenant="soak1"} 1` + "\n"
 			}
 			return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
 		})}

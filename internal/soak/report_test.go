@@ -347,17 +347,19 @@ func TestDashboardTargets(t *testing.T) {
 	}
 }
 
-// The settle counts a server's first rollup and compaction run when it did them or found
-// another server holding their lease, and the task caught up once some server did it; and
-// it waits for every server's warm-up of its raw cache.
+// The settle counts a server's first rollup, compaction and rollup of dirty slices when it
+// did them or found another server holding their lease, and the task caught up once some
+// server did it; and it waits for every server's warm-up of its raw cache.
 func TestFirstRunsDone(t *testing.T) {
 	r := &run{cfg: Config{Tenants: 2}, tenancy: true}
 	runs := func(result, task, tenant string) string {
 		return `tablets_background_runs_total{result="` + result + `",task="` + task + `",tenant="` + tenant + `"} 1` + "\n"
 	}
 	warm := runs("ok", "warm", "soak0") + runs("ok", "warm", "soak1") // each server warms its own cache
-	holder := runs("ok", "rollup", "soak0") + runs("ok", "compact", "soak0") + runs("ok", "rollup", "soak1") + runs("ok", "compact", "soak1") + warm
-	other := runs("busy", "rollup", "soak0") + runs("busy", "compact", "soak0") + runs("busy", "rollup", "soak1") + runs("ok", "compact", "soak1") + warm
+	holder := runs("ok", "rollup", "soak0") + runs("ok", "compact", "soak0") + runs("ok", "rollup", "soak1") + runs("ok", "compact", "soak1") +
+		runs("ok", "flagged", "soak0") + runs("ok", "flagged", "soak1") + warm
+	other := runs("busy", "rollup", "soak0") + runs("busy", "compact", "soak0") + runs("busy", "rollup", "soak1") + runs("ok", "compact", "soak1") +
+		runs("busy", "flagged", "soak0") + runs("busy", "flagged", "soak1") + warm
 	for _, c := range []struct {
 		name        string
 		expositions []string
@@ -367,6 +369,8 @@ func TestFirstRunsDone(t *testing.T) {
 		{"the other found them busy", []string{holder, other}, true},
 		{"busy everywhere: nobody did soak0's rollup yet", []string{other, other}, false},
 		{"a server has not run soak1's rollup", []string{holder, strings.Replace(other, runs("busy", "rollup", "soak1"), "", 1)}, false},
+		{"a server has not rolled up soak0's dirty slices", []string{holder, strings.Replace(other, runs("busy", "flagged", "soak0"), "", 1)}, false},
+		{"busy everywhere: nobody rolled up soak1's dirty slices", []string{strings.Replace(holder, runs("ok", "flagged", "soak1"), runs("busy", "flagged", "soak1"), 1), other}, false},
 		{"a server has not warmed soak1's cache up", []string{holder, strings.Replace(other, runs("ok", "warm", "soak1"), "", 1)}, false},
 		{"an error is not a run", []string{holder, strings.Replace(other, `result="busy",task="compact",tenant="soak0"`, `result="error",task="compact",tenant="soak0"`, 1)}, false},
 	} {

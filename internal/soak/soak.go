@@ -594,10 +594,12 @@ const settleQuiet = 3
 
 // settleTasks are the background tasks whose first run must be over for a server to
 // count as caught up: the first rollup and compaction cover the backfill (as far as it is
-// sealed), and they only start at their first tick; the warm-up of the raw cache at start
-// (warm) reads the backfill's last hours into it, as a server started before a dashboard
-// is opened has.
-var settleTasks = []string{"rollup", "compact", "warm"}
+// sealed), and they only start at their first tick; the first rollup of dirty slices
+// (flagged) rolls up again the slices the backfill's late points marked dirty, every
+// series' (it ran for minutes into the load, where the settle took the servers for idle
+// because nothing waited); the warm-up of the raw cache at start (warm) reads the
+// backfill's last hours into it, as a server started before a dashboard is opened has.
+var settleTasks = []string{"rollup", "compact", "flagged", "warm"}
 
 // settle waits until every server's background work has caught up, or at most bound
 // (false): each server's first rollup and compaction of every tenant run (done, or left to
