@@ -40,9 +40,9 @@ const (
 )
 
 // Exclusive runs work as task (TaskCompact, TaskRollup or TaskFlagged: the scheduler's run
-// of Compact, Rollup or RollupFlagged) in one process at a time of those that share the database: the one holding the
-// task's lease in the catalog (taken conditionally on its ETag, 5 minutes by Options.Now,
-// renewed as work goes, released when it returns). While another process holds it,
+// of Compact, Rollup or RollupFlagged) in one process at a time of those that share the
+// database: the one holding the task's lease in the catalog (taken conditionally on its
+// ETag, 5 minutes by Options.Now, renewed as work goes, released when it returns). While another process holds it,
 // Exclusive returns ErrTaskBusy without calling work, having sent one request. A holder
 // whose lease another process took (it outlasted it without a renewal) has work's context
 // cancelled, and gets an error.
@@ -53,8 +53,8 @@ const (
 // the work of every run: in the soak's three servers, a compaction after a Fold merged every
 // series' chunks three times over, each meeting the others' merges, and the dashboards of
 // all three waited on the account for minutes. After a backfill, each rolled up the slices
-// it marked dirty for every series of the tenant, and those that came last met markers the
-// first had deleted.
+// the backfill marked dirty, for every series of the tenant, and those that came last met
+// markers the first had deleted.
 func (db *DB) Exclusive(ctx context.Context, task string, work func(context.Context) error) error {
 	kind, ok := taskLeases[task]
 	if !ok {

@@ -602,10 +602,10 @@ const settleQuiet = 3
 var settleTasks = []string{"rollup", "compact", "flagged", "warm"}
 
 // settle waits until every server's background work has caught up, or at most bound
-// (false): each server's first rollup and compaction of every tenant run (done, or left to
-// the server holding the task's lease) and one of them done, then settleQuiet samples in a
-// row in which every server's /metrics has tablets_background_jobs_waiting and
-// tablets_account_requests_waiting 0. Every server, not one: one still catching up would
+// (false): each server's first rollup, compaction and rollup of dirty slices of every
+// tenant run (done, or left to the server holding the task's lease) and one of them done,
+// then settleQuiet samples in a row in which every server's /metrics has
+// tablets_background_jobs_waiting and tablets_account_requests_waiting 0. Every server, not one: one still catching up would
 // do it during the load.
 func (r *run) settle(ctx context.Context, bound time.Duration) (bool, error) {
 	deadline := time.Now().Add(bound)
