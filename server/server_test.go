@@ -278,16 +278,9 @@ func TestServerLeavesTheCompactionToTheLeaseHolder(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	require.NoError(t, db.SetCovered(ctx, tsdb.TaskCompact, now.Add(-5*time.Minute)))
 
-	s, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
+	base := serveAndRun(t, db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
 		Now: func() time.Time { return now }})
-	require.NoError(t, err)
-	hs := httptest.NewServer(s)
-	defer hs.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- s.Run(runCtx) }()
-	defer func() { stop(); require.NoError(t, <-stopped) }()
-	runs := func(result string) int { return backgroundRuns(t, hs.URL, "compact", result) }
+	runs := func(result string) int { return backgroundRuns(t, base, "compact", result) }
 	require.Eventually(t, func() bool { return runs("busy") >= 3 }, time.Minute, 10*time.Millisecond, "compaction runs finding the lease busy")
 	require.Zero(t, runs("ok"))
 	require.Zero(t, runs("error"))
@@ -335,16 +328,9 @@ func TestServerLeavesTheDirtySlicesToTheLeaseHolder(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Second)
 	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, now)) // the rollup loop has nothing to cover
 
-	s, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: 10 * time.Millisecond, CompactEvery: -1, RetainEvery: -1,
+	base := serveAndRun(t, db, &server.Options{FoldEvery: -1, RollupEvery: 10 * time.Millisecond, CompactEvery: -1, RetainEvery: -1,
 		Now: func() time.Time { return now }})
-	require.NoError(t, err)
-	hs := httptest.NewServer(s)
-	defer hs.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- s.Run(runCtx) }()
-	defer func() { stop(); require.NoError(t, <-stopped) }()
-	runs := func(result string) int { return backgroundRuns(t, hs.URL, "flagged", result) }
+	runs := func(result string) int { return backgroundRuns(t, base, "flagged", result) }
 	require.Eventually(t, func() bool { return runs("busy") >= 3 }, time.Minute, 10*time.Millisecond, "runs finding the lease busy")
 	require.Zero(t, runs("ok"))
 	require.Zero(t, runs("error"))
@@ -489,6 +475,24 @@ func runLoopsUntil(t *testing.T, db *tsdb.DB, now time.Time, until map[string]ti
 	stop()
 	require.NoError(t, <-stopped)
 	return covered
+}
+
+// serveAndRun makes a server of db with opts, serves it over HTTP and runs its loops until
+// the test ends (the loops stopped without an error); it returns the server's base URL.
+func serveAndRun(t *testing.T, db *tsdb.DB, opts *server.Options) string {
+	t.Helper()
+	s, err := server.New(db, opts)
+	require.NoError(t, err)
+	hs := httptest.NewServer(s)
+	runCtx, stop := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		require.NoError(t, <-stopped)
+		hs.Close()
+	})
+	return hs.URL
 }
 
 // backgroundRuns is tablets_background_runs_total of task and result in the /metrics of the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"testing"
@@ -54,20 +53,13 @@ func TestServerRunWarmsTheRawCache(t *testing.T) {
 	require.NoError(t, db.WriteMany(ctx, batch))
 	require.Zero(t, cache.Stats().Entries, "nothing cached before the warm-up")
 
-	s, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, WarmCache: 2 * time.Hour})
-	require.NoError(t, err)
-	hs := httptest.NewServer(s)
-	defer hs.Close()
-	runCtx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() { stopped <- s.Run(runCtx) }()
-	defer func() { stop(); require.NoError(t, <-stopped) }()
-	warmRuns := func() int { return backgroundRuns(t, hs.URL, server.TaskWarm, "ok") }
+	base := serveAndRun(t, db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, WarmCache: 2 * time.Hour})
+	warmRuns := func() int { return backgroundRuns(t, base, server.TaskWarm, "ok") }
 	require.Eventually(t, func() bool { return warmRuns() == 1 }, time.Minute, 10*time.Millisecond, "the warm-up's run")
 	require.Equal(t, 10, cache.Stats().Entries, "the 10 series warmed")
 	require.Zero(t, cache.Stats().Hits)
 
-	out := getJSON(t, hs.URL+"/api/v1/query", url.Values{"query": {"count_over_time(warm_total[1h])"}, "time": {strconv.FormatInt(now.Unix(), 10)}})
+	out := getJSON(t, base+"/api/v1/query", url.Values{"query": {"count_over_time(warm_total[1h])"}, "time": {strconv.FormatInt(now.Unix(), 10)}})
 	result := out["data"].(map[string]any)["result"].([]any)
 	require.Len(t, result, 10)
 	for _, r := range result {

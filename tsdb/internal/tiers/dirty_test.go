@@ -25,17 +25,7 @@ func TestReadDirtyOf(t *testing.T) {
 	}
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
-	name := fmt.Sprintf("dirtyof%d", rand.Uint32())
-	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := testTiers(t, svc, name, now)
-	if err := tablets.EnsureTable(ctx, svc.NewClient(tr.names.Catalog())); err != nil { // as Open makes it
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name+"m", nil) }) // the catalog
+	tr, _ := catalogTiers(t, "dirtyof", now)
 	slice := tr.Slice()
 	if slice == 0 {
 		t.Fatal("no tiers: nothing is marked dirty")
@@ -87,6 +77,24 @@ func TestReadDirtyOf(t *testing.T) {
 	}
 }
 
+// catalogTiers is testTiers of a new database named prefix and a random number, with its
+// catalog made (as Open makes it, and dropped when the test ends), through a Checker.
+func catalogTiers(t *testing.T, prefix string, now time.Time) (*Tiers, *azurite.Checker) {
+	t.Helper()
+	name := fmt.Sprintf("%s%d", prefix, rand.Uint32())
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := testTiers(t, svc, name, now)
+	if err := tablets.EnsureTable(context.Background(), svc.NewClient(tr.names.Catalog())); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), tr.names.Catalog(), nil) })
+	return tr, checker
+}
+
 func tagsOf[T ~string](m map[dirtyKey]T) map[dirtyKey]string {
 	out := make(map[dirtyKey]string, len(m))
 	for k, v := range maps.All(m) {
@@ -105,17 +113,7 @@ func TestDeleteDirtyAfterAnother(t *testing.T) {
 	}
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
-	name := fmt.Sprintf("dirtydel%d", rand.Uint32())
-	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := testTiers(t, svc, name, now)
-	if err := tablets.EnsureTable(ctx, svc.NewClient(tr.names.Catalog())); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = svc.DeleteTable(context.Background(), name+"m", nil) })
+	tr, checker := catalogTiers(t, "dirtydel", now)
 	late := []tablets.Point{{Time: now.Add(-6 * time.Hour), Value: 1}}
 	series := make([]string, 250)
 	for i := range series {
