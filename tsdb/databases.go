@@ -18,8 +18,8 @@ import (
 // and digits, starting with a letter, at most 40 characters; else the error wraps
 // tablets.ErrInvalidOptions, before any request.
 //
-// Of a database's tables, only its catalog's name ends with "m" (the others end with a digit
-// or "w"; see docs/format.md, "tsdb: table names"), so each catalog names one database. A
+// Of a database's tables, only its catalog's name ends with "m" (the others end with a digit,
+// "w" or "q"; see docs/format.md, "tsdb: table names"), so each catalog names one database. A
 // database whose catalog was made by Open is listed, whoever made it.
 func Databases(ctx context.Context, service *aztables.ServiceClient, prefix string) ([]string, error) {
 	if service == nil {

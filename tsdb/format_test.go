@@ -27,7 +27,7 @@ func TestFormatDoc(t *testing.T) {
 	db.tiers = tiers.New(db.service, db.names, tiers.Config{}, db.catalog, db.tables, tiers.Reads{})
 	period := uint64(time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC).Unix())
 	hour := Tier{Step: time.Hour, Period: 364 * 24 * time.Hour}
-	tables := []string{db.names.Catalog(), db.names.RawTable(period), db.names.IndexTable(period), db.tiers.TierTable(hour, 1698278400), db.names.Staging()}
+	tables := []string{db.names.Catalog(), db.names.RawTable(period), db.names.IndexTable(period), db.tiers.TierTable(hour, 1698278400), db.names.Staging(), db.names.Answers()}
 	if want := formatdoc.Lines(t, "tables"); !slices.Equal(tables, want) {
 		t.Errorf("tables %q, the document %q", tables, want)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/histenc"
+	"github.com/seed71701133/tablets/tsdb/internal/answers"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/catalog"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
@@ -230,6 +231,7 @@ type DB struct {
 	changes   *changelog.Log       // their change log, which the read cache is checked against
 	staging   *staging.Table       // the staging table: staged writes, their reads
 	fold      *staging.Folder      // Fold: the staged points into the raw tables
+	answers   *answers.Table       // the kept answers of queries (answers.go)
 
 	tierLayout tiers.Layout // how the tier tables key their blocks (the catalog's record)
 }
@@ -279,6 +281,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	}
 	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
+	db.answers = answers.New(service.NewClient(db.names.Answers()))
 	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
 		Budget: o.StagingReadBudget, FoldBudget: o.FoldReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache,
 		KeepFolds: o.RawCache != nil})
@@ -456,7 +459,7 @@ const (
 )
 
 // TableRole says what a table of a database is for, from its name: "catalog", "staging",
-// "raw", "index", "histograms" or "tier", or "" when no database's table is named so. It
-// lets what counts the requests at the transport (a request names its table) say which
-// part of the read and write paths the account's time went to.
+// "raw", "index", "histograms", "tier" or "answers", or "" when no database's table is
+// named so. It lets what counts the requests at the transport (a request names its table)
+// say which part of the read and write paths the account's time went to.
 func TableRole(name string) string { return naming.RoleOf(name) }

@@ -29,7 +29,7 @@ const (
 	Compact = "compact" // tsdb.DB.Compact of the time since the last compaction
 	Rollup  = "rollup"  // tsdb.DB.Rollup of the windows sealed since the last rollup
 	Flagged = "flagged" // tsdb.DB.RollupFlagged: the slices late writes marked dirty
-	Retain  = "retain"  // tsdb.DB.Retain: drop the tables past their retention
+	Retain  = "retain"  // tsdb.DB.Retain: drop the tables past their retention; expire kept answers
 )
 
 // Defaults of Options.
@@ -110,8 +110,11 @@ type Step struct {
 	// Dropped are the tables retention dropped (Task Retain).
 	Dropped []string
 	// Skipped is set for a retention of a database without a raw or tier retention: there
-	// is nothing to drop, and no request is sent.
+	// is nothing to drop (the kept answers are still expired).
 	Skipped bool
+	// Expired is how many kept answers nobody wrote for tsdb.AnswerLife the retention
+	// deleted (Task Retain).
+	Expired int
 }
 
 // tierBlockWindows is the number of windows of a tier block (docs/format.md).
@@ -224,11 +227,15 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 			}
 		case Retain:
 			t.Tick = func(ctx context.Context, now time.Time) (Step, error) {
+				expired, err := db.ExpireAnswers(ctx, now)
+				if err != nil {
+					return Step{}, err
+				}
 				if !hasRetention(dbOpts) {
-					return Step{Skipped: true}, nil
+					return Step{Skipped: true, Expired: expired}, nil
 				}
 				dropped, err := db.Retain(ctx, now)
-				return Step{Dropped: dropped}, err
+				return Step{Dropped: dropped, Expired: expired}, err
 			}
 		}
 	}

@@ -172,6 +172,13 @@ func ReceiptDigest(entities []ReceiptEntity) [16]byte {
 // Gen is the state's generation.
 func (s State) Gen() uint64 { return s.gen }
 
+// StateOfGen is the state of a log known only by its generation: what a read mark kept in
+// the database (tsdb's kept answers) records of each period. As the earlier state of a
+// comparison (the g of ValidUntil, Changes, Folds) it is as good as the state it was read
+// as; as the later one it records no change, so that a generation other than its own is
+// never valid against it.
+func StateOfGen(gen uint64) State { return State{gen: gen} }
+
 // Hull is the hull of the ranges of every change the period had, and true, when s knows
 // it: the entity keeps it (H), or still records each change (at most Kept of them;
 // generation 0: none, an empty range); false when it knows neither (the ranges lost a

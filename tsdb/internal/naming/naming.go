@@ -5,6 +5,7 @@
 // A database named B has:
 //   - B + "m": the catalog;
 //   - B + "w": the staging table;
+//   - B + "q": the kept answers of queries;
 //   - B + "r" + p: the raw table of the period starting at Unix second p, in decimal;
 //   - B + "i" + p: that period's series index;
 //   - B + "h" + p: that period's histogram table;
@@ -42,6 +43,9 @@ func (n Names) Catalog() string { return n.Base + "m" }
 
 // Staging is the name of the staging table.
 func (n Names) Staging() string { return n.Base + "w" }
+
+// Answers is the name of the table of kept answers.
+func (n Names) Answers() string { return n.Base + "q" }
 
 // RawTable is the name of the raw table of the period starting at p.
 func (n Names) RawTable(p uint64) string { return n.Base + "r" + strconv.FormatUint(p, 10) }
@@ -82,8 +86,8 @@ func (n Names) End(p uint64) time.Time { return n.Start(p).Add(n.Period) }
 
 // RoleOf says which of a database's tables name is, by the suffix its role puts after the
 // database's name (whatever that name is): "catalog", "staging", "raw", "index",
-// "histograms" or "tier", and "" for a name no role gives. A table's name alone decides,
-// so that what counts requests at the transport can say what they were for.
+// "histograms", "tier" or "answers", and "" for a name no role gives. A table's name alone
+// decides, so that what counts requests at the transport can say what they were for.
 func RoleOf(name string) string {
 	digits := func(s string) (rest string, ok bool) {
 		t := strings.TrimRight(s, "0123456789")
@@ -112,6 +116,8 @@ func RoleOf(name string) string {
 		return "catalog"
 	case strings.HasSuffix(name, "w"):
 		return "staging"
+	case strings.HasSuffix(name, "q"):
+		return "answers"
 	}
 	return ""
 }

@@ -51,6 +51,7 @@ func TestRoleOf(t *testing.T) {
 			{n.IndexTable(604800), "index"},
 			{n.HistTable(0), "histograms"},
 			{n.TierTable(time.Hour, 1209600), "tier"},
+			{n.Answers(), "answers"},
 		} {
 			if got := RoleOf(c.name); got != c.want {
 				t.Errorf("RoleOf(%q) = %q, want %q", c.name, got, c.want)
