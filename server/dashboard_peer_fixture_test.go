@@ -381,11 +381,23 @@ func (fx *dashFixture) openDB(tb testing.TB) *tsdb.DB {
 // test has run: a refresh then computes the steps of the freshness horizon, as a panel
 // refreshed while samples arrive does, and not none (the wall clock minutes later).
 func (fx *dashFixture) newServer(tb testing.TB, store *promstore.Options) *server.Server {
+	s, _ := fx.newServerOf(tb, store, false)
+	return s
+}
+
+// newKeepingServer is a newServer that keeps its answers in the database (and finds those
+// other servers kept), and its results cache.
+func (fx *dashFixture) newKeepingServer(tb testing.TB) (*server.Server, *server.ResultsCache) {
+	return fx.newServerOf(tb, nil, true)
+}
+
+func (fx *dashFixture) newServerOf(tb testing.TB, store *promstore.Options, keep bool) (*server.Server, *server.ResultsCache) {
+	cache := server.NewResultsCache(server.DefaultResultsCacheBytes)
 	s, err := server.New(fx.openDB(tb), &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, Store: store,
-		Query: &api.Options{ResultsCache: server.NewResultsCache(server.DefaultResultsCacheBytes),
+		Query: &api.Options{ResultsCache: cache, KeepAnswers: keep,
 			Now: func() time.Time { return fx.now.Add(dashRefreshAfter) }}})
 	require.NoError(tb, err)
-	return s
+	return s, cache
 }
 
 // appendBefore appends to app the samples of data[i] from next[i] on that are before to

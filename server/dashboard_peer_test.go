@@ -220,7 +220,9 @@ const dashClients = 6
 
 // BenchmarkDashboardPeer: each panel of TestDashboardPeer's dashboard answered by tablets
 // from a server just started (tablets-first: fresh caches, a new server an iteration, made
-// with the timer stopped), by a server that answered it before (tablets-refresh), and by
+// with the timer stopped), by a server that answered it before (tablets-refresh), by a
+// server just started that finds the answer another server kept in the database (a range
+// query's: tablets-first-kept, api.Options.KeepAnswers), and by
 // Prometheus' engine over its tsdb (prometheus): ms/op, and for tablets the requests and
 // bytes (sent and received) to the account an answer, counted at the transport. Then
 // dashClients clients refreshing random panels at once for TABLETS_DASHBOARD_DURATION
@@ -256,13 +258,17 @@ func BenchmarkDashboardPeer(b *testing.B) {
 		b.ReportMetric(ms(cpu)/n, "cpu-ms/op")
 	}
 	// onNewServers runs ask on a server just started (its caches empty), each iteration
-	// another, and reports it.
+	// another, and reports it; onNew on those newServer makes.
+	var onNew func(b *testing.B, newServer func() *server.Server, ask func(*server.Server) error)
 	onNewServers := func(b *testing.B, o *promstore.Options, ask func(*server.Server) error) {
+		onNew(b, func() *server.Server { return fx.newServer(b, o) }, ask)
+	}
+	onNew = func(b *testing.B, newServer func() *server.Server, ask func(*server.Server) error) {
 		var cost azurite.Stats
 		var cpu time.Duration
 		b.StopTimer()
 		for range b.N {
-			s := fx.newServer(b, o)
+			s := newServer()
 			fx.checker.Reset()
 			cpu0 := cpuTime()
 			b.StartTimer()
@@ -275,7 +281,7 @@ func BenchmarkDashboardPeer(b *testing.B) {
 		}
 		report(b, cost, cpu)
 	}
-	for _, p := range dashPanels {
+	for i, p := range dashPanels {
 		b.Run(p.name, func(b *testing.B) {
 			// first asks p of a server just started (its caches empty), each time another.
 			first := func(b *testing.B, o *promstore.Options) {
@@ -298,6 +304,24 @@ func BenchmarkDashboardPeer(b *testing.B) {
 			}
 			b.Run("tablets-first", func(b *testing.B) { first(b, nil) })
 			b.Run("tablets-refresh", func(b *testing.B) { refresh(b, warm) })
+			if p.kind == dashRange && !bytes.Contains(bodies[i], []byte(`"histograms"`)) { // answers with histograms are not kept
+				// Another server answered p and kept its answer in the database: a server
+				// just started reads it and computes the steps after it (the refresh's).
+				b.Run("tablets-first-kept", func(b *testing.B) {
+					keeper, cache := fx.newKeepingServer(b)
+					defer keeper.Close()
+					_, err := p.askTablets(keeper, fx.now)
+					require.NoError(b, err)
+					// Kept by it, or by the keeper of a run before (b.N grows): found.
+					for deadline := time.Now().Add(time.Minute); cache.SharedStats().Kept+cache.SharedStats().Hits == 0; time.Sleep(10 * time.Millisecond) {
+						require.True(b, time.Now().Before(deadline), "%s: no answer kept (%+v)", p.name, cache.SharedStats())
+					}
+					onNew(b, func() *server.Server { s, _ := fx.newKeepingServer(b); return s }, func(s *server.Server) error {
+						_, err := p.askTablets(s, fx.now)
+						return err
+					})
+				})
+			}
 			if p.kind == dashRange && p.step >= 5*time.Minute { // a tier may serve it
 				b.Run("tablets-tier-first", func(b *testing.B) { first(b, &promstore.Options{PreferExactTiers: true}) })
 				b.Run("tablets-tier-refresh", func(b *testing.B) {

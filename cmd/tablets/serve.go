@@ -48,6 +48,7 @@ type serveFlags struct {
 	indexCacheBytes                   int64
 	resultsCacheBytes                 int64
 	resultsFreshness                  time.Duration
+	resultsKeep                       bool
 	memoryLimit                       string
 	rollupEvery, compactEvery, retain time.Duration
 	foldEvery                         time.Duration
@@ -154,6 +155,7 @@ See docs/rules.md.`,
 	f.Int64Var(&sf.indexCacheBytes, "index.cache-bytes", tsdb.DefaultIndexCacheBytes*4, "bytes of label sets kept for later queries, all tenants together: a refreshed query (or a Grafana variable) reads the index change log of each period and reads its label sets again only when a series was registered since (at least 1 MiB; not given: the default or a 32nd of the memory limit, whichever is less)")
 	f.Int64Var(&sf.blockCacheBytes, "tiers.cache-bytes", tsdb.DefaultBlockCacheBytes*4, "bytes of tier blocks kept for later queries, all tenants together: a refreshed query lists the blocks of its range with their ETags and fetches only those rolled up or rewritten since (at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
 	f.Int64Var(&sf.resultsCacheBytes, "query.results-cache-bytes", server.DefaultResultsCacheBytes, "bytes of range-query answers kept by step, all tenants together: a refreshed panel computes only its steps newer than --query.results-freshness, and those whose samples any server changed since (checked by a read mark, a request or two); 0: no results cache (else at least 1 MiB; not given: the default or a 16th of the memory limit, whichever is less)")
+	f.BoolVar(&sf.resultsKeep, "query.results-keep", true, "keep the results cache's answers in the database too, for every server sharing it (each tenant's table of kept answers, docs/format.md): a range query none of this server's answers serves reads the one another server kept (a request) and computes only the steps after it, while a read mark holds it; an answer is kept when computed whole, and again at most once a minute a query, a request each")
 	f.DurationVar(&sf.resultsFreshness, "query.results-freshness", api.DefaultResultsFreshness, "the newest steps of a range query, always computed and never kept in the results cache: remote writes are still filling them. A write later than it into the steps kept has those computed again (only the young ones, newer than 5 minutes, while it is within them); raise it when remote writes arrive later than that")
 	f.IntVar(&sf.stagingPartitions, "staging-partitions", 0, "partitions a remote write's staged samples spread over: a power of two; double it each time the rate doubles past ~1,300 samples/s (0: 1)")
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
@@ -329,9 +331,23 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		rc := server.NewResultsCache(sf.resultsCacheBytes)
 		queryOpts.ResultsCache = rc
 		queryOpts.ResultsFreshness = sf.resultsFreshness
+		queryOpts.KeepAnswers = sf.resultsKeep
 		collectors = append(collectors, cacheCollector("results_cache", "Range queries that took steps from the cache (their read mark held).",
 			"Range queries that computed all their steps before the freshness horizon: none cached, or changed since.", "--query.results-cache-bytes",
 			func() tsdb.CacheStats { return tsdb.CacheStats(rc.Stats()) }))
+		for _, c := range []struct {
+			outcome string
+			count   func() uint64
+		}{
+			{"hit", func() uint64 { return rc.SharedStats().Hits }},
+			{"miss", func() uint64 { return rc.SharedStats().Misses }},
+			{"kept", func() uint64 { return rc.SharedStats().Kept }},
+			{"failed", func() uint64 { return rc.SharedStats().Failed }},
+		} {
+			collectors = append(collectors, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_results_kept_answers_total",
+				Help:        "Answers kept in the database for every server (--query.results-keep): lookups of range queries none of this server's answers served that found one that served (hit), or none that held (miss); answers kept (kept); keeps that failed or were left out, as many being under way (failed).",
+				ConstLabels: prometheus.Labels{"outcome": c.outcome}}, func() float64 { return float64(c.count()) }))
+		}
 	}
 	if dbOpts.StagingReadBudget, err = tsdb.NewReadBudget(sf.stagingReadBytes); err != nil {
 		return usageErrorf(cmd, "--staging.max-read-bytes: %v", err)

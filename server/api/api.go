@@ -99,6 +99,14 @@ type Options struct {
 	// apart, so that a write a little late, into the samples of its young steps, has
 	// only those computed again (default DefaultResultsSettled, 5m).
 	ResultsSettled time.Duration
+	// KeepAnswers has the ResultsCache keep its answers in the database too, for every
+	// server sharing it, when the Queryable is a results.Keeper (promstore.Queryable: tsdb's
+	// kept answers): a range query no answer of this process serves reads the one another
+	// server kept (a request), and serves from it while a read mark holds it, as from one of
+	// its own; an answer computed whole is kept, one computed in part again at most every
+	// KeepEvery, in the background (at most MaxKeeps at once). Answers with histograms are
+	// not kept. tablets serve sets it (--query.results-keep).
+	KeepAnswers bool
 	// Rules, if set, answers /api/v1/rules and /api/v1/alerts (nil: no rules, empty lists).
 	Rules Rules
 	// RetryPause: a request whose account was unavailable (errorType unavailable: the
@@ -201,6 +209,8 @@ type API struct {
 	// The results cache (results.go): nil results or marker, none.
 	results       *results.Cache
 	marker        Marker
+	keeper        results.Keeper // nil: answers are not kept in the database
+	keeps         chan struct{}  // the keeps under way, at most MaxKeeps
 	freshness     time.Duration
 	settled       time.Duration // at least freshness
 	lookbackDelta time.Duration
@@ -284,6 +294,10 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		}
 	}
 	marker, _ := q.(Marker) // before the wrapping below, which hides it
+	var keeper results.Keeper
+	if k, ok := marker.(results.Keeper); ok && o.KeepAnswers && o.ResultsCache != nil {
+		keeper = k
+	}
 	exact, _ := q.(exactRewriter)
 	begin, _ := q.(readBeginner)
 	if o.MaxSeriesPerSelect > 0 {
@@ -295,6 +309,8 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		maxSeries:     o.MaxSeriesPerSelect,
 		results:       o.ResultsCache,
 		marker:        marker,
+		keeper:        keeper,
+		keeps:         make(chan struct{}, MaxKeeps),
 		freshness:     o.ResultsFreshness,
 		settled:       o.ResultsSettled,
 		lookbackDelta: o.LookbackDelta,

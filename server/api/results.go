@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"runtime/debug"
 	"sort"
 	"time"
 
@@ -44,6 +46,19 @@ const DefaultResultsFreshness = time.Minute
 // -search.cacheTimestampOffset (5m): the steps before it are kept apart from the young ones.
 const DefaultResultsSettled = 5 * time.Minute
 
+// KeepEvery is how often an answer computed in part (a refreshed panel's) is kept in the
+// database again (Options.KeepAnswers): an answer computed whole is kept at once. A server
+// that finds it computes the steps after it, a minute of them at most.
+const KeepEvery = time.Minute
+
+// MaxKeeps is how many answers an API keeps in the database at once (Options.KeepAnswers):
+// a keep is a write in the background, after the answer; one over the bound is left out
+// (counted Failed), and the answer is kept at a later refresh.
+const MaxKeeps = 4
+
+// keepTimeout bounds a keep, which outlives its request.
+const keepTimeout = 30 * time.Second
+
 // Marker is a storage.Queryable whose answers a results cache can check: it takes marks of
 // the samples of its database (results.Marker), and says which queries read only what a mark
 // covers. promstore.Queryable is one.
@@ -81,12 +96,94 @@ type extent struct {
 	from, to int64
 	mark     results.Mark // of the data range of its steps
 	series   promql.Matrix
+	// keptAt is when the answer it extends, or it, was last kept in the database (zero:
+	// never, or not by this process), by the API's clock (Options.KeepAnswers).
+	keptAt time.Time
 	// settledTo is the last of its steps that was before the settled horizon when mark was
 	// taken, settled the mark of the data range of the steps from..settledTo: what serves
 	// when mark no longer holds (a write a little late, into the young steps' samples).
 	// settled is nil when every step is settled (mark serves), or none is.
 	settledTo int64
 	settled   results.Mark
+}
+
+// sharedKey is the name of key's answers among the database's kept answers: what an
+// answer depends on besides its database, the same in every server of every version that
+// computes the same answers (the version of Prometheus' engine, which computes them, is
+// part of it).
+func (k resultsKey) sharedKey() string {
+	return fmt.Sprintf("range v1 %s step %d phase %d lookback %d subquery %d: %s",
+		engineVersion, k.step, k.phase, k.lookback, k.subqueryStep, k.query)
+}
+
+// engineVersion is the version of the Prometheus module this program was built with
+// ("devel" when unknown, as in tests).
+var engineVersion = func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range bi.Deps {
+			if m.Path == "github.com/prometheus/prometheus" {
+				if m.Replace != nil {
+					return m.Replace.Path + "@" + m.Replace.Version
+				}
+				return m.Version
+			}
+		}
+	}
+	return "devel"
+}()
+
+// keptExtent reads the answer another server kept for key, as an extent, when it has
+// steps of q: nil when there is none (or it cannot be read: the request computes what it
+// lacks, as without).
+func (a *API) keptExtent(ctx context.Context, key resultsKey, q rangeRequest) *extent {
+	k, ok, err := a.keeper.KeptAnswer(ctx, key.sharedKey())
+	if err != nil {
+		if ctx.Err() == nil {
+			a.logger.Warn("results cache: reading a kept answer", "err", err)
+		}
+		return nil
+	}
+	if !ok || k.Last < q.start || k.First > q.lastOld {
+		return nil
+	}
+	// Kept now, as far as this process goes: it does not keep it again for KeepEvery.
+	return &extent{from: k.First, to: k.Last, mark: k.Mark, series: k.Series, settledTo: k.LastSettled,
+		settled: k.Settled, keptAt: a.now()}
+}
+
+// keep keeps e in the database for every server, in the background, unless MaxKeeps
+// keeps are under way; it reports whether it began.
+func (a *API) keep(ctx context.Context, key resultsKey, e *extent) bool {
+	select {
+	case a.keeps <- struct{}{}:
+	default:
+		a.results.CountShared(results.SharedStats{Failed: 1})
+		return false
+	}
+	k := results.Kept{First: e.from, Last: e.to, LastSettled: e.settledTo, Mark: e.mark, Settled: e.settled, Series: e.series}
+	ctx = context.WithoutCancel(ctx) // the request's values (tenant, class), not its end
+	go func() {
+		defer func() { <-a.keeps }()
+		ctx, cancel := context.WithTimeout(ctx, keepTimeout)
+		defer cancel()
+		if err := a.keeper.KeepAnswer(ctx, key.sharedKey(), k); err != nil {
+			a.results.CountShared(results.SharedStats{Failed: 1})
+			a.logger.Debug("results cache: keeping an answer", "err", err)
+			return
+		}
+		a.results.CountShared(results.SharedStats{Kept: 1})
+	}()
+	return true
+}
+
+// hasHistograms reports whether a series of m has histogram samples.
+func hasHistograms(m promql.Matrix) bool {
+	for _, s := range m {
+		if len(s.Histograms) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // newExtent is the extent of the steps from..to of mat, stamped with (sub-marks of) mark:
@@ -141,6 +238,13 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 			ext = nil
 		}
 	}
+	// None of this process's: another server's, kept in the database. (One of this
+	// process's that no longer holds is not looked for there: the change that spoilt it
+	// spoilt the kept one too, unless another server computed it since, which is rare.)
+	triedKept := false
+	if ext == nil && a.keeper != nil {
+		ext, triedKept = a.keptExtent(ctx, key, q), true
+	}
 	// One mark over the data range of every step that may come from the cache or go into
 	// it: the extent's, and the request's before the horizon.
 	from, to := q.start, q.lastOld
@@ -182,6 +286,13 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 		a.results.Hit()
 	} else {
 		a.results.Miss()
+	}
+	if triedKept {
+		if ext != nil {
+			a.results.CountShared(results.SharedStats{Hits: 1})
+		} else {
+			a.results.CountShared(results.SharedStats{Misses: 1})
+		}
 	}
 
 	// What the extent lacks, computed by the engine (its limits apply to each part): the
@@ -233,12 +344,23 @@ func (a *API) cachedRange(ctx context.Context, r *http.Request, opts promql.Quer
 		// whole extent stood at it, so that its steps now before the settled horizon are
 		// settled as of it.
 		again := newExtent(q, mark, ext.from, ext.to, q.lastSettled, ext.series)
+		again.keptAt = ext.keptAt
 		a.results.Put(key, again, again.bytes())
 	default:
 		// The request's steps before the horizon. Their reads came after the mark: if
 		// anything changed in between, the next mark does not hold this one, and they are
 		// computed again.
 		keep := newExtent(q, mark, q.start, q.lastOld, q.lastSettled, mergeSteps([]promql.Matrix{mat}, q.start, q.lastOld))
+		if ext != nil {
+			keep.keptAt = ext.keptAt
+		}
+		// Kept in the database too when computed whole, or when what the database keeps is
+		// older than KeepEvery: another server then computes a minute of steps at most.
+		if a.keeper != nil && (ext == nil || a.now().Sub(keep.keptAt) >= KeepEvery) && !hasHistograms(keep.series) {
+			if now := a.now(); a.keep(ctx, key, keep) {
+				keep.keptAt = now
+			}
+		}
 		a.results.Put(key, keep, keep.bytes())
 	}
 

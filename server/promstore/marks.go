@@ -2,9 +2,12 @@ package promstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 
 	"github.com/seed71701133/tablets/server/internal/resolution"
 	"github.com/seed71701133/tablets/server/internal/results"
@@ -75,3 +78,58 @@ func (r readMark) Holds(since results.Mark) bool {
 }
 
 func (r readMark) Sub(from, to time.Time) results.Mark { return readMark{r.m.Sub(from, to)} }
+
+// errNotKept is the error of KeepAnswer for an answer it cannot keep: marks of another
+// Marker, or histograms (a kept answer holds floats).
+var errNotKept = errors.New("promstore: an answer that cannot be kept")
+
+// KeepAnswer keeps an answer of the query API's results cache in the database, for every
+// server sharing it (tsdb's DB.KeepAnswer; results.Keeper): one request.
+func (q *Queryable) KeepAnswer(ctx context.Context, key string, k results.Kept) error {
+	mark, ok := k.Mark.(readMark)
+	if !ok {
+		return fmt.Errorf("%w: a mark of %T", errNotKept, k.Mark)
+	}
+	a := tsdb.KeptAnswer{First: k.First, Last: k.Last, Mark: mark.m, LastSettled: k.LastSettled}
+	if k.Settled != nil {
+		settled, ok := k.Settled.(readMark)
+		if !ok {
+			return fmt.Errorf("%w: a mark of %T", errNotKept, k.Settled)
+		}
+		a.Settled, a.HasSettled = settled.m, true
+	}
+	a.Series = make([]tsdb.AnswerSeries, len(k.Series))
+	for i, s := range k.Series {
+		if len(s.Histograms) > 0 {
+			return fmt.Errorf("%w: histograms", errNotKept)
+		}
+		ts, vs := make([]int64, len(s.Floats)), make([]float64, len(s.Floats))
+		for j, p := range s.Floats {
+			ts[j], vs[j] = p.T, p.F
+		}
+		a.Series[i] = tsdb.AnswerSeries{Labels: LabelsToTSDB(s.Metric), Times: ts, Values: vs}
+	}
+	return q.db.KeepAnswer(ctx, key, a)
+}
+
+// KeptAnswer reads the answer kept under key (tsdb's DB.KeptAnswer; results.Keeper): one
+// request.
+func (q *Queryable) KeptAnswer(ctx context.Context, key string) (results.Kept, bool, error) {
+	a, ok, err := q.db.KeptAnswer(ctx, key)
+	if err != nil || !ok {
+		return results.Kept{}, false, err
+	}
+	k := results.Kept{First: a.First, Last: a.Last, LastSettled: a.LastSettled, Mark: readMark{a.Mark},
+		Series: make(promql.Matrix, len(a.Series))}
+	if a.HasSettled {
+		k.Settled = readMark{a.Settled}
+	}
+	for i, s := range a.Series {
+		ps := make([]promql.FPoint, len(s.Times))
+		for j, t := range s.Times {
+			ps[j] = promql.FPoint{T: t, F: s.Values[j]}
+		}
+		k.Series[i] = promql.Series{Metric: LabelsFromTSDB(s.Labels), Floats: ps}
+	}
+	return k, true, nil
+}

@@ -1,9 +1,10 @@
 // Package results is the query API's results cache: the answers of range queries, by step,
 // kept while the samples they were computed from stand. It holds the cache's memory (a
 // least-recently-used list bounded by bytes, shared by the APIs of every tenant of a
-// process) and what a cached answer is checked against, a Mark of the samples of its data
-// range (tsdb's ReadMark). What a query answers and how answers are split and merged is
-// the API's (package api): this package knows nothing of PromQL.
+// process), what a cached answer is checked against, a Mark of the samples of its data
+// range (tsdb's ReadMark), and what keeps answers in the database for every server (a
+// Keeper). What a query answers and how answers are split and merged is the API's (package
+// api): this package evaluates no PromQL.
 package results
 
 import (
@@ -11,6 +12,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/prometheus/prometheus/promql"
 )
 
 // A Mark is what the samples of a range of a database were when it was taken (tsdb's
@@ -50,6 +53,7 @@ type Cache struct {
 	lru          list.List // of *entry, the most recently used first
 	byKey        map[any]*list.Element
 	hits, misses uint64
+	shared       SharedStats
 }
 
 type entry struct {
@@ -134,4 +138,50 @@ func (c *Cache) Stats() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return Stats{Hits: c.hits, Misses: c.misses, Entries: len(c.byKey), Bytes: c.bytes}
+}
+
+// A Kept is an answer kept in the database for every server sharing it (a Keeper's): the
+// steps First..Last of a range query (Unix milliseconds), the mark of the samples they read,
+// and, when LastSettled is before Last, Settled, the mark of the samples of the steps
+// First..LastSettled (nil: none).
+type Kept struct {
+	First, Last, LastSettled int64
+	Mark, Settled            Mark
+	Series                   promql.Matrix // floats only
+}
+
+// A Keeper is a Marker that keeps answers in its database, for every server sharing it
+// (promstore.Queryable: tsdb's DB.KeepAnswer and DB.KeptAnswer). A kept answer serves, as an
+// answer of the process's own cache does, only while a mark taken at the request holds its
+// marks.
+type Keeper interface {
+	// KeepAnswer keeps k under key, in place of what the key kept: one request.
+	KeepAnswer(ctx context.Context, key string, k Kept) error
+	// KeptAnswer reads the answer kept under key: one request; ok false: none.
+	KeptAnswer(ctx context.Context, key string) (k Kept, ok bool, err error)
+}
+
+// SharedStats count what the query API did with its Keeper's answers, all tenants
+// together: the lookups that found one that served (Hits), those that found none or one
+// that no longer held (Misses), the answers kept (Kept), and the keeps that failed, or
+// that were not tried because as many were already under way as may be (Failed).
+type SharedStats struct {
+	Hits, Misses, Kept, Failed uint64
+}
+
+// CountShared adds to the counts of the Keeper's answers (SharedStats).
+func (c *Cache) CountShared(d SharedStats) {
+	c.mu.Lock()
+	c.shared.Hits += d.Hits
+	c.shared.Misses += d.Misses
+	c.shared.Kept += d.Kept
+	c.shared.Failed += d.Failed
+	c.mu.Unlock()
+}
+
+// SharedStats returns the counts of the Keeper's answers since New.
+func (c *Cache) SharedStats() SharedStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.shared
 }
