@@ -25,6 +25,7 @@ func TestPartsDependOneWay(t *testing.T) {
 		"raw":       append(slices.Clone(leaf), "staging"), // the merge of staged samples (pure code)
 		"tiers":     append(slices.Clone(leaf), "staging"), // the staged kinds and the merge
 		"retention": append(slices.Clone(leaf), "tiers"),
+		"answers":   {"azerr"}, // the kept answers' table: bytes by key, what they hold is tsdb's
 	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {

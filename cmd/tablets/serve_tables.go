@@ -124,7 +124,7 @@ func (b *meteredBody) Close() error {
 
 var (
 	tableRequestsDesc = prometheus.NewDesc("tablets_account_table_requests_total",
-		"Requests to the storage account by class, background task (fold, compact, rollup, flagged, retain) and the role of the table they name (staging, raw, tier, index, histograms, catalog; batch: a transaction; tables: the table service's).", []string{"class", "task", "table"}, nil)
+		"Requests to the storage account by class, background task (fold, compact, rollup, flagged, retain) and the role of the table they name (staging, raw, tier, index, histograms, catalog, answers; batch: a transaction; tables: the table service's).", []string{"class", "task", "table"}, nil)
 	tableReceivedDesc = prometheus.NewDesc("tablets_account_table_received_bytes_total",
 		"Response body bytes from the storage account by class, background task and table role.", []string{"class", "task", "table"}, nil)
 	tableSecondsDesc = prometheus.NewDesc("tablets_account_table_seconds_total",

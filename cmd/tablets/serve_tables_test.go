@@ -49,7 +49,7 @@ func TestTableMeter(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(m))
 	want := `
-# HELP tablets_account_table_requests_total Requests to the storage account by class, background task (fold, compact, rollup, flagged, retain) and the role of the table they name (staging, raw, tier, index, histograms, catalog; batch: a transaction; tables: the table service's).
+# HELP tablets_account_table_requests_total Requests to the storage account by class, background task (fold, compact, rollup, flagged, retain) and the role of the table they name (staging, raw, tier, index, histograms, catalog, answers; batch: a transaction; tables: the table service's).
 # TYPE tablets_account_table_requests_total counter
 tablets_account_table_requests_total{class="background",table="batch",task="compact"} 2
 tablets_account_table_requests_total{class="background",table="batch",task="fold"} 1

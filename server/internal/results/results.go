@@ -150,10 +150,10 @@ type Kept struct {
 	Series                   promql.Matrix // floats only
 }
 
-// A Keeper is a Marker that keeps answers in its database, for every server sharing it
-// (promstore.Queryable: tsdb's DB.KeepAnswer and DB.KeptAnswer). A kept answer serves, as an
-// answer of the process's own cache does, only while a mark taken at the request holds its
-// marks.
+// A Keeper keeps answers in the database of its Marker, for every server sharing it
+// (promstore.Queryable is both: tsdb's DB.KeepAnswer and DB.KeptAnswer). A kept answer
+// serves, as an answer of the process's own cache does, only while a mark taken at the
+// request holds its marks.
 type Keeper interface {
 	// KeepAnswer keeps k under key, in place of what the key kept: one request.
 	KeepAnswer(ctx context.Context, key string, k Kept) error
