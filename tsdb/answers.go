@@ -24,36 +24,46 @@ const AnswerLife = 24 * time.Hour
 // is over what one entity keeps (704 KiB, and 4 KiB of key), before any request.
 var ErrAnswerTooLarge = answers.ErrTooLarge
 
-// KeepAnswer keeps a in the database under key (any string of at most 4 KiB: the query and
+// Answers is the part of a database that keeps answers of queries (DB.Answers): one
+// entity a key in the table of kept answers, read back by any process.
+type Answers struct {
+	table  *answers.Table
+	period time.Duration // the database's raw period, which a kept mark's reader needs
+}
+
+// Answers returns the database's kept answers.
+func (db *DB) Answers() *Answers { return &Answers{table: db.answers, period: db.names.Period} }
+
+// Keep keeps a in the database under key (any string of at most 4 KiB: the query and
 // what else its answer depends on), replacing what the key kept: one request. A's marks
 // must be of this database, taken by ReadMark (or their Subs); the answer is later used
-// only while a mark holds them (see KeptAnswer).
-func (db *DB) KeepAnswer(ctx context.Context, key string, a KeptAnswer) error {
+// only while a mark holds them (see Kept).
+func (an *Answers) Keep(ctx context.Context, key string, a KeptAnswer) error {
 	b, err := appendAnswer(nil, a)
 	if err != nil {
 		return err
 	}
-	return db.answers.Put(ctx, key, b)
+	return an.table.Put(ctx, key, b)
 }
 
-// KeptAnswer reads the answer kept under key: one request; ok false when there is none (or
+// Kept reads the answer kept under key: one request; ok false when there is none (or
 // it was kept by a newer program, in a format this one does not read). Its marks are as
 // they were when it was kept: use its steps only while a mark taken now holds them (the
 // later mark's Holds), as with an answer of this process.
-func (db *DB) KeptAnswer(ctx context.Context, key string) (a KeptAnswer, ok bool, err error) {
-	b, _, found, err := db.answers.Get(ctx, key)
+func (an *Answers) Kept(ctx context.Context, key string) (a KeptAnswer, ok bool, err error) {
+	b, _, found, err := an.table.Get(ctx, key)
 	if err != nil || !found {
 		return KeptAnswer{}, false, err
 	}
-	if a, err = decodeAnswer(b, db.names.Period); err != nil {
+	if a, err = decodeAnswer(b, an.period); err != nil {
 		return KeptAnswer{}, false, nil // a newer program's, or damaged: none
 	}
 	return a, true, nil
 }
 
-// ExpireAnswers deletes the kept answers no process wrote in the AnswerLife before now, and
+// Expire deletes the kept answers no process wrote in the AnswerLife before now, and
 // returns how many: one query of the answers' keys and times, and a request an answer.
 // Another process may run it at the same time: an answer written again meanwhile stays.
-func (db *DB) ExpireAnswers(ctx context.Context, now time.Time) (int, error) {
-	return db.answers.Expire(ctx, now.Add(-AnswerLife))
+func (an *Answers) Expire(ctx context.Context, now time.Time) (int, error) {
+	return an.table.Expire(ctx, now.Add(-AnswerLife))
 }

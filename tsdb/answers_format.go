@@ -14,8 +14,8 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 )
 
-// The encoding of a kept answer (docs/format.md, "Kept answers"): what DB.KeepAnswer
-// stores and DB.KeptAnswer reads back, in any process of any later version.
+// The encoding of a kept answer (docs/format.md, "Kept answers"): what Answers.Keep
+// stores and Answers.Kept reads back, in any process of any later version.
 
 // answerVersion is the first byte of an encoded answer.
 const answerVersion = 1
@@ -148,7 +148,7 @@ func (r *answerReader) mark(period time.Duration) ReadMark {
 }
 
 // A KeptAnswer is the answer of a run of steps of a query (the query API's results cache:
-// its extent), kept in the database for every process that shares it (DB.KeepAnswer). It
+// its extent), kept in the database for every process that shares it (Answers.Keep). It
 // serves while a mark taken later holds its Mark (or its Settled, for the steps up to
 // LastSettled).
 type KeptAnswer struct {

@@ -18,7 +18,7 @@ import (
 // An answer one process keeps is read back by another, whole (an answer of 10,000 series,
 // several of the entity's binary properties), and its mark holds in the other's mark
 // taken later, until a write into its range; another key has none. A key over 4 KiB is an
-// error before any request. ExpireAnswers deletes the answers written before AnswerLife
+// error before any request. Answers().Expire deletes the answers written before AnswerLife
 // ago, and none younger; a database that never kept one has none to expire.
 func TestKeptAnswers(t *testing.T) {
 	if testing.Short() {
@@ -27,7 +27,7 @@ func TestKeptAnswers(t *testing.T) {
 	ctx := context.Background()
 	a, svc, checker := dbtest.NewDB(t, nil)
 	// The other process: no answer kept yet, no table of them.
-	expired, err := a.ExpireAnswers(ctx, time.Now())
+	expired, err := a.Answers().Expire(ctx, time.Now())
 	require.NoError(t, err)
 	require.Zero(t, expired)
 	b, err := tsdb.Open(ctx, svc, a.Name(), nil)
@@ -52,11 +52,11 @@ func TestKeptAnswers(t *testing.T) {
 			Times: []int64{from.UnixMilli(), to.UnixMilli()}, Values: []float64{float64(i), -float64(i) / 3}})
 	}
 	checker.Reset()
-	require.NoError(t, a.KeepAnswer(ctx, "sum(m)", answer))
+	require.NoError(t, a.Answers().Keep(ctx, "sum(m)", answer))
 	require.Equal(t, int64(3), checker.Stats().Requests, "the upsert, the table made, the upsert again")
 
 	checker.Reset()
-	got, ok, err := b.KeptAnswer(ctx, "sum(m)")
+	got, ok, err := b.Answers().Kept(ctx, "sum(m)")
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, int64(1), checker.Stats().Requests)
@@ -71,7 +71,7 @@ func TestKeptAnswers(t *testing.T) {
 	require.True(t, later.Holds(got.Mark), "nothing changed: the kept mark holds in another process")
 	require.True(t, later.Holds(got.Settled), "and its settled mark")
 
-	_, ok, err = b.KeptAnswer(ctx, "sum(n)")
+	_, ok, err = b.Answers().Kept(ctx, "sum(n)")
 	require.NoError(t, err)
 	require.False(t, ok, "another key")
 
@@ -82,17 +82,17 @@ func TestKeptAnswers(t *testing.T) {
 	require.False(t, afterWrite.Holds(got.Mark), "the late point spoils the kept answer")
 
 	checker.Reset()
-	err = a.KeepAnswer(ctx, strings.Repeat("x", 4097), answer)
+	err = a.Answers().Keep(ctx, strings.Repeat("x", 4097), answer)
 	require.True(t, errors.Is(err, tsdb.ErrAnswerTooLarge), "%v", err)
 	require.Zero(t, checker.Stats().Requests)
 
-	expired, err = b.ExpireAnswers(ctx, time.Now())
+	expired, err = b.Answers().Expire(ctx, time.Now())
 	require.NoError(t, err)
 	require.Zero(t, expired, "written just now")
-	expired, err = b.ExpireAnswers(ctx, time.Now().Add(tsdb.AnswerLife+time.Minute))
+	expired, err = b.Answers().Expire(ctx, time.Now().Add(tsdb.AnswerLife+time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, 1, expired)
-	_, ok, err = a.KeptAnswer(ctx, "sum(m)")
+	_, ok, err = a.Answers().Kept(ctx, "sum(m)")
 	require.NoError(t, err)
 	require.False(t, ok, "expired")
 }

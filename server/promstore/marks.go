@@ -84,7 +84,7 @@ func (r readMark) Sub(from, to time.Time) results.Mark { return readMark{r.m.Sub
 var errNotKept = errors.New("promstore: an answer that cannot be kept")
 
 // KeepAnswer keeps an answer of the query API's results cache in the database, for every
-// server sharing it (tsdb's DB.KeepAnswer; results.Keeper): one request.
+// server sharing it (tsdb's Answers.Keep; results.Keeper): one request.
 func (q *Queryable) KeepAnswer(ctx context.Context, key string, k results.Kept) error {
 	mark, ok := k.Mark.(readMark)
 	if !ok {
@@ -109,13 +109,13 @@ func (q *Queryable) KeepAnswer(ctx context.Context, key string, k results.Kept) 
 		}
 		a.Series[i] = tsdb.AnswerSeries{Labels: LabelsToTSDB(s.Metric), Times: ts, Values: vs}
 	}
-	return q.db.KeepAnswer(ctx, key, a)
+	return q.db.Answers().Keep(ctx, key, a)
 }
 
-// KeptAnswer reads the answer kept under key (tsdb's DB.KeptAnswer; results.Keeper): one
+// KeptAnswer reads the answer kept under key (tsdb's Answers.Kept; results.Keeper): one
 // request.
 func (q *Queryable) KeptAnswer(ctx context.Context, key string) (results.Kept, bool, error) {
-	a, ok, err := q.db.KeptAnswer(ctx, key)
+	a, ok, err := q.db.Answers().Kept(ctx, key)
 	if err != nil || !ok {
 		return results.Kept{}, false, err
 	}

@@ -227,7 +227,7 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 			}
 		case Retain:
 			t.Tick = func(ctx context.Context, now time.Time) (Step, error) {
-				expired, err := db.ExpireAnswers(ctx, now)
+				expired, err := db.Answers().Expire(ctx, now)
 				if err != nil {
 					return Step{}, err
 				}

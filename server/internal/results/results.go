@@ -151,7 +151,7 @@ type Kept struct {
 }
 
 // A Keeper keeps answers in the database of its Marker, for every server sharing it
-// (promstore.Queryable is both: tsdb's DB.KeepAnswer and DB.KeptAnswer). A kept answer
+// (promstore.Queryable is both: tsdb's Answers.Keep and Answers.Kept). A kept answer
 // serves, as an answer of the process's own cache does, only while a mark taken at the
 // request holds its marks.
 type Keeper interface {

@@ -1,6 +1,6 @@
 // Package answers is a database's table of kept answers (names.Answers(): name + "q"): the
 // answers of queries one process computed, which every process sharing the database may
-// use while they still stand (tsdb's DB.KeepAnswer and DB.KeptAnswer say when). It stores
+// use while they still stand (tsdb's Answers.Keep and Answers.Kept say when). It stores
 // and reads opaque bytes by key, one entity a key; what the bytes hold, and whether they
 // still stand, is tsdb's. The entity is in docs/format.md ("Kept answers").
 package answers
