@@ -333,7 +333,7 @@ func dashboardData(tb testing.TB, s *server.Server, start, end time.Time) *tsdb.
 	// up again, and its progress recorded.
 	_, err = db.RollupFlagged(ctx)
 	require.NoError(tb, err)
-	require.NoError(tb, db.SetCovered(ctx, tsdb.TaskRollup, end))
+	require.NoError(tb, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, end))
 	return db
 }
 

@@ -17,7 +17,7 @@
 // timer; several servers may run them at once (their writes are conditional on ETags).
 // Rollup and compaction cover the time since their last successful run, whatever the
 // interval: a run that fails is retried from the same start, so an outage of the account is
-// caught up. Their progress is kept in the database (tsdb's DB.Covered), shared by every
+// caught up. Their progress is kept in the database (tsdb's DB.Tasks().Covered), shared by every
 // server: a server restarted after hours down starts where the last run of any server ended,
 // and only a database that never ran them starts from a catch-up horizon
 // (Options.RollupCatchUp, Options.CompactCatchUp). The tasks and their timing are the

@@ -213,7 +213,7 @@ func TestServerRunRollsUpAndCompacts(t *testing.T) {
 	require.Equal(t, now, covered["compact"].to)
 	// The progress is in the database, to the millisecond.
 	for task, c := range covered {
-		stored, ok, err := db.Covered(ctx, task)
+		stored, ok, err := db.Tasks().Covered(ctx, task)
 		require.NoError(t, err)
 		require.True(t, ok, task)
 		require.Equal(t, c.to.Truncate(time.Millisecond), stored, task)
@@ -254,8 +254,8 @@ func TestServerCompactsDayBeforeAfterMidnight(t *testing.T) {
 	require.Equal(t, 20, entityCount(t, raw))
 	// The last compaction ended at 00:25: the next covers [00:25, 00:30), and the fold
 	// interval and a quarter of an hour before it.
-	require.NoError(t, db.SetCovered(ctx, tsdb.TaskCompact, now.Add(-5*time.Minute)))
-	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, now))
+	require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskCompact, now.Add(-5*time.Minute)))
+	require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, now))
 	covered := runLoopsUntil(t, db, now, map[string]time.Time{"compact": now})
 	require.Equal(t, loopDone{task: "compact", from: now.Add(-5 * time.Minute), to: now}, covered["compact"])
 	require.Equal(t, 1, entityCount(t, raw), "the day before compacted")
@@ -276,7 +276,7 @@ func TestServerLeavesTheCompactionToTheLeaseHolder(t *testing.T) {
 	_, err = catalog.UpsertEntity(ctx, []byte(`{"PartitionKey":"compact","RowKey":"lease","U":`+until+`,"H":"another server"}`), nil)
 	require.NoError(t, err)
 	now := time.Now().UTC().Truncate(time.Second)
-	require.NoError(t, db.SetCovered(ctx, tsdb.TaskCompact, now.Add(-5*time.Minute)))
+	require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskCompact, now.Add(-5*time.Minute)))
 
 	base := serveAndRun(t, db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: 10 * time.Millisecond, RetainEvery: -1,
 		Now: func() time.Time { return now }})
@@ -284,14 +284,14 @@ func TestServerLeavesTheCompactionToTheLeaseHolder(t *testing.T) {
 	require.Eventually(t, func() bool { return runs("busy") >= 3 }, time.Minute, 10*time.Millisecond, "compaction runs finding the lease busy")
 	require.Zero(t, runs("ok"))
 	require.Zero(t, runs("error"))
-	covered, _, err := db.Covered(ctx, tsdb.TaskCompact)
+	covered, _, err := db.Tasks().Covered(ctx, tsdb.TaskCompact)
 	require.NoError(t, err)
 	require.Equal(t, now.Add(-5*time.Minute), covered.UTC(), "the progress while another holds the lease")
 
 	_, err = catalog.DeleteEntity(ctx, "compact", "lease", nil)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return runs("ok") >= 1 }, time.Minute, 10*time.Millisecond, "a compaction run once the lease is released")
-	covered, _, err = db.Covered(ctx, tsdb.TaskCompact)
+	covered, _, err = db.Tasks().Covered(ctx, tsdb.TaskCompact)
 	require.NoError(t, err)
 	require.Equal(t, now, covered.UTC())
 }
@@ -326,7 +326,7 @@ func TestServerLeavesTheDirtySlicesToTheLeaseHolder(t *testing.T) {
 	}
 	require.Equal(t, 1, markers(), "the late write's marker")
 	now := time.Now().UTC().Truncate(time.Second)
-	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, now)) // the rollup loop has nothing to cover
+	require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, now)) // the rollup loop has nothing to cover
 
 	base := serveAndRun(t, db, &server.Options{FoldEvery: -1, RollupEvery: 10 * time.Millisecond, CompactEvery: -1, RetainEvery: -1,
 		Now: func() time.Time { return now }})
@@ -432,7 +432,7 @@ func TestServerRunResumes(t *testing.T) {
 	db, _, _ := openDB(t, nil)
 	stopped := time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Millisecond)
 	for _, task := range []string{tsdb.TaskRollup, tsdb.TaskCompact} {
-		require.NoError(t, db.SetCovered(ctx, task, stopped))
+		require.NoError(t, db.Tasks().SetCovered(ctx, task, stopped))
 	}
 	now := time.Now().UTC()
 	first := map[string]loopDone{}

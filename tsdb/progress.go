@@ -18,14 +18,27 @@ const (
 	TaskCompact = "compact"        // Compact: the raw chunks before it are compacted
 )
 
+// Tasks is the part of a database that coordinates its background tasks between the
+// processes sharing it (DB.Tasks): the progress each task recorded in the catalog
+// (Covered, SetCovered), and the lease under which one process at a time runs it
+// (Exclusive). The maintenance scheduler (internal/maintain/schedule) is its user: what
+// it runs catches up from the recorded progress, whichever process ran it last.
+type Tasks struct {
+	catalog *catalog.Catalog
+	now     func() time.Time // Options.Now: the leases' clock
+}
+
+// Tasks returns the database's task coordination.
+func (db *DB) Tasks() *Tasks { return &Tasks{catalog: db.catalog, now: db.opts.Now} }
+
 // Covered returns the time before which task is done, as SetCovered recorded it (ok
 // false: never recorded): one request. A bad task name gives an error wrapping
 // tablets.ErrInvalidOptions before any request.
-func (db *DB) Covered(ctx context.Context, task string) (covered time.Time, ok bool, err error) {
+func (tk *Tasks) Covered(ctx context.Context, task string) (covered time.Time, ok bool, err error) {
 	if err := catalog.CheckTask(task); err != nil {
 		return time.Time{}, false, err
 	}
-	ms, _, ok, err := db.catalog.ReadProgress(ctx, task)
+	ms, _, ok, err := tk.catalog.ReadProgress(ctx, task)
 	if err != nil || !ok {
 		return time.Time{}, false, err
 	}
@@ -40,14 +53,14 @@ func (db *DB) Covered(ctx context.Context, task string) (covered time.Time, ok b
 // wrote meanwhile: two requests, one when the record is already as late. A bad task name
 // gives an error wrapping tablets.ErrInvalidOptions, a time outside [tablets.MinTime,
 // tablets.MaxTime] one wrapping tablets.ErrInvalidTime, before any request.
-func (db *DB) SetCovered(ctx context.Context, task string, t time.Time) error {
+func (tk *Tasks) SetCovered(ctx context.Context, task string, t time.Time) error {
 	if err := catalog.CheckTask(task); err != nil {
 		return err
 	}
 	if err := rounding.CheckTime(t); err != nil {
 		return fmt.Errorf("tsdb: progress of %s: %w", task, err)
 	}
-	if err := db.catalog.RaiseProgress(ctx, task, t.UnixMilli()); err != nil {
+	if err := tk.catalog.RaiseProgress(ctx, task, t.UnixMilli()); err != nil {
 		return fmt.Errorf("tsdb: progress of %s: %w", task, err)
 	}
 	return nil

@@ -162,7 +162,7 @@ func (qr *Querier) Evaluate(ctx context.Context, e *Evaluation, ms ...Matcher) (
 		}
 		rate := q.cost.rate.perSecond()
 		raw := q.cost.rawBytes(len(entries), dataFrom, to, rate)
-		tb := q.cost.tierBytes(len(entries), tier, fields, dataFrom, rounding.Floor(e.End, tier.Step).Add(tier.Step), q.cost.servedBefore(q.db.now(), rolledUp), rate)
+		tb := q.cost.tierBytes(len(entries), tier, fields, dataFrom, rounding.Floor(e.End, tier.Step).Add(tier.Step), q.cost.servedBefore(q.db.opts.Now(), rolledUp), rate)
 		if !(tb*exactTierMargin < raw) {
 			q.exactRawCheaper.Add(1)
 			return nil, ErrNoExactTier

@@ -234,7 +234,7 @@ const droppedRefresh = time.Minute
 // (rawFrom, tables.Periods' listing) moved or a read found a table gone: another process's
 // Retain then shows in the next plan, as the listing's table did before.
 func (q *Queryable) rawKeptFrom(ctx context.Context, rawFrom time.Time) (time.Time, bool, error) {
-	now := q.db.now()
+	now := q.db.opts.Now()
 	vanished := q.db.tables.Vanished.Load()
 	q.dropped.mu.Lock()
 	defer q.dropped.mu.Unlock()
@@ -262,7 +262,7 @@ func (q *Queryable) rawKeptFrom(ctx context.Context, rawFrom time.Time) (time.Ti
 // tiers are rolled up before rolledUp.
 func (q *Queryable) estimate(floats int, t Tier, p pick, from, to, rolledUp time.Time) estimate {
 	rate := q.cost.rate.perSecond()
-	served := q.cost.servedBefore(q.db.now(), rolledUp)
+	served := q.cost.servedBefore(q.db.opts.Now(), rolledUp)
 	tfrom, tto := rounding.Floor(from, t.Step), rounding.Floor(to, t.Step)
 	return estimate{
 		raw:  q.cost.rawBytes(floats, from, to, rate),
@@ -278,13 +278,13 @@ const rolledUpRefresh = time.Minute
 // the rollup loops says (TaskRollup; the zero time if none ran), read again after
 // rolledUpRefresh.
 func (q *Queryable) rolledUp(ctx context.Context) (time.Time, error) {
-	now := q.db.now()
+	now := q.db.opts.Now()
 	q.rollup.mu.Lock()
 	defer q.rollup.mu.Unlock()
 	if !q.rollup.read.IsZero() && now.Sub(q.rollup.read) < rolledUpRefresh && !now.Before(q.rollup.read) {
 		return q.rollup.covered, nil
 	}
-	covered, _, err := q.db.Covered(ctx, TaskRollup)
+	covered, _, err := q.db.Tasks().Covered(ctx, TaskRollup)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -46,10 +46,10 @@ type WarmReport struct {
 // from must not be after now. The priming does not fail (a series it did not learn is
 // registered as without it); a failed read of the index stops the warm-up there.
 func (db *DB) Warm(ctx context.Context, from time.Time) (WarmReport, error) {
-	if from.After(db.now()) {
+	if from.After(db.opts.Now()) {
 		return WarmReport{}, fmt.Errorf("tsdb: %w: warm-up from %v, after now", tablets.ErrInvalidTime, from)
 	}
-	present := db.names.PeriodOf(db.now())
+	present := db.names.PeriodOf(db.opts.Now())
 	db.index.PrimeWhole(ctx, present)
 	metrics, err := db.index.WarmCache(ctx, present)
 	if err != nil {

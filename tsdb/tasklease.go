@@ -55,11 +55,11 @@ const (
 // all three waited on the account for minutes. After a backfill, each rolled up the slices
 // the backfill marked dirty, for every series of the tenant, and those that came last met
 // markers the first had deleted.
-func (db *DB) Exclusive(ctx context.Context, task string, work func(context.Context) error) error {
+func (tk *Tasks) Exclusive(ctx context.Context, task string, work func(context.Context) error) error {
 	kind, ok := taskLeases[task]
 	if !ok {
 		return fmt.Errorf("tsdb: %w: Exclusive of task %q (%s, %s or %s)", tablets.ErrInvalidOptions, task, TaskCompact, TaskRollup, TaskFlagged)
 	}
 	holder := fmt.Sprintf("%016x", rand.Uint64())
-	return lease.Do(ctx, db.catalog.Client, kind, holder, db.now, taskLeaseKeepEvery, work)
+	return lease.Do(ctx, tk.catalog.Client, kind, holder, tk.now, taskLeaseKeepEvery, work)
 }

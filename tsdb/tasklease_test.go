@@ -110,7 +110,7 @@ func TestExclusiveTasks(t *testing.T) {
 			t.Fatal(err)
 		}
 		before, ran := requests.n.Load(), false
-		err = db.Exclusive(ctx, task.name, func(context.Context) error { ran = true; return nil })
+		err = db.Tasks().Exclusive(ctx, task.name, func(context.Context) error { ran = true; return nil })
 		if !errors.Is(err, ErrTaskBusy) || ran {
 			t.Fatalf("%s while another holds the lease: %v, work run %v; want ErrTaskBusy, not run", task.name, err, ran)
 		}
@@ -118,7 +118,7 @@ func TestExclusiveTasks(t *testing.T) {
 			t.Errorf("%s while another holds the lease sent %d requests, want 1 (the lease's read)", task.name, n)
 		}
 		other.Release(ctx)
-		if err := db.Exclusive(ctx, task.name, task.work); err != nil {
+		if err := db.Tasks().Exclusive(ctx, task.name, task.work); err != nil {
 			t.Fatalf("%s once released: %v", task.name, err)
 		}
 		if _, err := db.catalog.Client.GetEntity(ctx, task.name, lease.RowKey, nil); err == nil {
@@ -126,7 +126,7 @@ func TestExclusiveTasks(t *testing.T) {
 		}
 	}
 	before := requests.n.Load()
-	if err := db.Exclusive(ctx, "fold", func(context.Context) error { return nil }); !errors.Is(err, tablets.ErrInvalidOptions) || requests.n.Load() != before {
+	if err := db.Tasks().Exclusive(ctx, "fold", func(context.Context) error { return nil }); !errors.Is(err, tablets.ErrInvalidOptions) || requests.n.Load() != before {
 		t.Errorf("Exclusive of the fold: %v, %d requests; want ErrInvalidOptions, none", err, requests.n.Load()-before)
 	}
 	if n := chunks(); n != 1 {

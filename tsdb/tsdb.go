@@ -291,7 +291,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	db.index = index.New(service, db.names, db.catalog, db.tables, o.CachedSeries, o.IndexCache, checkSeries)
 	// A registration of many sets the catalog does not know (a process just started) reads
 	// the newest period's index first: the sets it lists are registered (index.Prime).
-	db.catalog.Prime = func(ctx context.Context) { db.index.Prime(ctx, db.names.PeriodOf(db.now())) }
+	db.catalog.Prime = func(ctx context.Context) { db.index.Prime(ctx, db.names.PeriodOf(db.opts.Now())) }
 	db.stores = raw.NewStores(o.Layout, service, db.names.RawTable)
 	db.floats, db.hists, db.changes = raw.New(service, db.names, db.tables, db.stores, validator, raw.Config{
 		CachedSeries: o.CachedSeries, Cache: o.RawCache, StagingReads: db.staging.ReadsDone, Now: o.Now,
@@ -350,9 +350,6 @@ func newTiers(db *DB) *tiers.Tiers {
 
 // sealMargin is the clock skew between processes that sealing tolerates (tiers.SealMargin).
 const sealMargin = tiers.SealMargin
-
-// now reads the clock (Options.Now).
-func (db *DB) now() time.Time { return db.opts.Now() }
 
 // CheckOptions reports, without any request, the error Open would give for a bad name or
 // options (wrapping tablets.ErrInvalidOptions), or nil.

@@ -53,7 +53,7 @@ func (a *Appender) plan(ctx context.Context, strict bool) ([]planned, []*tablets
 	db, entries := a.db, a.entries
 	var expiredBefore time.Time
 	if db.opts.RawRetention > 0 {
-		expiredBefore = db.now().Add(-db.opts.RawRetention)
+		expiredBefore = db.opts.Now().Add(-db.opts.RawRetention)
 	}
 	type indexed struct {
 		at int // in entries

@@ -75,7 +75,7 @@ func TestMaintain(t *testing.T) {
 	require.NoError(t, err)
 	covered := func(task string) time.Time {
 		t.Helper()
-		c, ok, err := db.Covered(ctx, task)
+		c, ok, err := db.Tasks().Covered(ctx, task)
 		require.NoError(t, err)
 		require.True(t, ok, task)
 		return c

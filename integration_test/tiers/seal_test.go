@@ -73,7 +73,7 @@ func TestTSDBRetainRollsUpFirst(t *testing.T) {
 
 	clk.Add(50 * time.Hour) // the first 2 days are sealed
 	require.NoError(t, db.Rollup(ctx, sealDay, sealDay.Add(48*time.Hour)))
-	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, sealDay.Add(48*time.Hour)))
+	require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, sealDay.Add(48*time.Hour)))
 
 	late := minutePoints(1, sealDay.Add(24*time.Hour), sealDay.Add(48*time.Hour), 30*time.Second)
 	require.NoError(t, db.Write(ctx, "b", late...))
@@ -275,7 +275,7 @@ func TestTSDBOutageBackfillRetain(t *testing.T) {
 		writeUpTo(sealDay.Add(time.Duration(h+6) * time.Hour))
 	}
 	stop()
-	stored, ok, err := db.Covered(ctx, tsdb.TaskRollup)
+	stored, ok, err := db.Tasks().Covered(ctx, tsdb.TaskRollup)
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Equal(t, covered, stored)

@@ -32,37 +32,37 @@ func TestTSDBProgress(t *testing.T) {
 
 	var ok bool
 	var err error
-	assert.Equal(t, int64(1), requests(func() { _, ok, err = db.Covered(ctx, tsdb.TaskRollup) }))
+	assert.Equal(t, int64(1), requests(func() { _, ok, err = db.Tasks().Covered(ctx, tsdb.TaskRollup) }))
 	require.NoError(t, err)
 	require.False(t, ok, "never recorded")
 
 	t1 := time.Date(2024, 5, 23, 1, 0, 0, 999_999_999, time.UTC)
-	assert.Equal(t, int64(2), requests(func() { require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, t1)) }), "a read, an insert")
-	covered, ok, err := db.Covered(ctx, tsdb.TaskRollup)
+	assert.Equal(t, int64(2), requests(func() { require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, t1)) }), "a read, an insert")
+	covered, ok, err := db.Tasks().Covered(ctx, tsdb.TaskRollup)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, time.Date(2024, 5, 23, 1, 0, 0, 999_000_000, time.UTC), covered, "to the millisecond, rounded down")
-	_, ok, err = db.Covered(ctx, tsdb.TaskCompact)
+	_, ok, err = db.Tasks().Covered(ctx, tsdb.TaskCompact)
 	require.NoError(t, err)
 	assert.False(t, ok, "each task its own")
 
-	assert.Equal(t, int64(1), requests(func() { require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, t1.Add(-time.Hour))) }), "an earlier time: a read only")
-	covered, _, _ = db.Covered(ctx, tsdb.TaskRollup)
+	assert.Equal(t, int64(1), requests(func() { require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, t1.Add(-time.Hour))) }), "an earlier time: a read only")
+	covered, _, _ = db.Tasks().Covered(ctx, tsdb.TaskRollup)
 	assert.Equal(t, t1.Truncate(time.Millisecond), covered, "never backward")
 
 	t2 := t1.Add(24 * time.Hour)
-	assert.Equal(t, int64(2), requests(func() { require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, t2)) }), "a read, a conditional update")
-	covered, _, _ = db.Covered(ctx, tsdb.TaskRollup)
+	assert.Equal(t, int64(2), requests(func() { require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, t2)) }), "a read, a conditional update")
+	covered, _, _ = db.Tasks().Covered(ctx, tsdb.TaskRollup)
 	assert.Equal(t, t2.Truncate(time.Millisecond), covered)
 
 	assert.Zero(t, requests(func() {
 		for _, task := range []string{"", "a/b", "roll up", string(make([]byte, 65))} {
-			assert.ErrorIs(t, db.SetCovered(ctx, task, t1), tablets.ErrInvalidOptions, "%q", task)
-			_, _, err := db.Covered(ctx, task)
+			assert.ErrorIs(t, db.Tasks().SetCovered(ctx, task, t1), tablets.ErrInvalidOptions, "%q", task)
+			_, _, err := db.Tasks().Covered(ctx, task)
 			assert.ErrorIs(t, err, tablets.ErrInvalidOptions, "%q", task)
 		}
-		assert.ErrorIs(t, db.SetCovered(ctx, tsdb.TaskRollup, time.Unix(-1, 0)), tablets.ErrInvalidTime)
-		assert.ErrorIs(t, db.SetCovered(ctx, tsdb.TaskRollup, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)), tablets.ErrInvalidTime)
+		assert.ErrorIs(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, time.Unix(-1, 0)), tablets.ErrInvalidTime)
+		assert.ErrorIs(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)), tablets.ErrInvalidTime)
 	}), "bad input: no request")
 }
 
@@ -88,7 +88,7 @@ func TestTSDBProgressRace(t *testing.T) {
 			for i := range each {
 				// Interleaved times, each writer's increasing: the latest is the last writer's last.
 				at := base.Add(time.Duration(i*writers+w) * time.Minute)
-				assert.NoError(t, other.SetCovered(ctx, tsdb.TaskCompact, at))
+				assert.NoError(t, other.Tasks().SetCovered(ctx, tsdb.TaskCompact, at))
 			}
 		})
 	}
@@ -103,7 +103,7 @@ func TestTSDBProgressRace(t *testing.T) {
 				return
 			default:
 			}
-			covered, ok, err := db.Covered(ctx, tsdb.TaskCompact)
+			covered, ok, err := db.Tasks().Covered(ctx, tsdb.TaskCompact)
 			if !assert.NoError(t, err) {
 				return
 			}
@@ -117,7 +117,7 @@ func TestTSDBProgressRace(t *testing.T) {
 	wg.Wait()
 	close(writing)
 	<-done
-	covered, ok, err := db.Covered(ctx, tsdb.TaskCompact)
+	covered, ok, err := db.Tasks().Covered(ctx, tsdb.TaskCompact)
 	require.NoError(t, err)
 	require.True(t, ok)
 	assert.Equal(t, base.Add((writers*each-1)*time.Minute), covered)
@@ -131,7 +131,7 @@ func TestTSDBScheduledCompactionResumes(t *testing.T) {
 	ctx := context.Background()
 	db, svc, _ := newDB(t, nil)
 	stopped := time.Now().UTC().Add(-5 * time.Hour).Truncate(time.Millisecond)
-	require.NoError(t, db.SetCovered(ctx, tsdb.TaskCompact, stopped))
+	require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskCompact, stopped))
 	other, err := tsdb.Open(ctx, svc, db.Name(), nil)
 	require.NoError(t, err)
 	runs, stop := itest.Schedule(t, other, schedule.Options{CompactEvery: 500 * time.Millisecond, CompactCatchUp: 24 * time.Hour}, schedule.Compact)
@@ -140,7 +140,7 @@ func TestTSDBScheduledCompactionResumes(t *testing.T) {
 	require.NoError(t, r.Err)
 	assert.Equal(t, schedule.Compact, r.Task)
 	assert.Equal(t, stopped, r.From, "from the stored progress, not 24 h ago")
-	covered, _, err := db.Covered(ctx, tsdb.TaskCompact)
+	covered, _, err := db.Tasks().Covered(ctx, tsdb.TaskCompact)
 	require.NoError(t, err)
 	assert.Equal(t, r.To.UTC().Truncate(time.Millisecond), covered)
 }

@@ -80,7 +80,7 @@ func TestCostChoiceMeasured(t *testing.T) {
 	require.NoError(t, err)
 	read(noProgress, "cost_requests_total", base)
 	require.Equal(t, Stats{RawSelects: 1, RawCheaperSelects: 1, Series: 20, Samples: noProgress.Stats().Samples}, paths(noProgress.Stats()))
-	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, end))
+	require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, end))
 
 	t.Logf("%-19s %-6s %22s %22s %24s %s", "series", "range", "raw (requests, bytes)", "tier (requests, bytes)", "estimates (raw, tier)", "default reads")
 	rawWon, tierWon := 0, 0

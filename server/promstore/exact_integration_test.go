@@ -79,7 +79,7 @@ func exactDB(t *testing.T) (*tsdb.DB, []labels.Labels) {
 	require.NoError(t, db.Rollup(ctx, base, end))
 	_, err := db.RollupFlagged(ctx)
 	require.NoError(t, err)
-	require.NoError(t, db.SetCovered(ctx, tsdb.TaskRollup, end))
+	require.NoError(t, db.Tasks().SetCovered(ctx, tsdb.TaskRollup, end))
 	// A late point between two of exact_total i0's, in a rolled-up window: its slice is
 	// marked dirty, so the windows there are computed from the raw points.
 	late := pts[0][len(pts[0])/2]

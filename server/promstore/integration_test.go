@@ -352,7 +352,7 @@ func tierDB(t *testing.T, n int, interval time.Duration, gauges bool) (*tsdb.DB,
 	// and their progress recorded (the estimate counts on the tier before it).
 	_, err := db.RollupFlagged(context.Background())
 	require.NoError(t, err)
-	require.NoError(t, db.SetCovered(context.Background(), tsdb.TaskRollup, base.Add(3*time.Hour)))
+	require.NoError(t, db.Tasks().SetCovered(context.Background(), tsdb.TaskRollup, base.Add(3*time.Hour)))
 	checker.Reset()
 	return db, checker, sets, pts
 }

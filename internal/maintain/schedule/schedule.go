@@ -206,20 +206,20 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 			}
 		case Compact:
 			t.Ranges = func(ctx context.Context, from, to time.Time) error {
-				return db.Exclusive(ctx, tsdb.TaskCompact, func(ctx context.Context) error {
+				return db.Tasks().Exclusive(ctx, tsdb.TaskCompact, func(ctx context.Context) error {
 					return db.Compact(ctx, refolded(from, foldEvery), to)
 				})
 			}
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskCompact}
 		case Rollup:
 			t.Ranges = func(ctx context.Context, from, to time.Time) error {
-				return db.Exclusive(ctx, tsdb.TaskRollup, func(ctx context.Context) error { return db.Rollup(ctx, from, to) })
+				return db.Tasks().Exclusive(ctx, tsdb.TaskRollup, func(ctx context.Context) error { return db.Rollup(ctx, from, to) })
 			}
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskRollup}
 		case Flagged:
 			t.Tick = func(ctx context.Context, _ time.Time) (Step, error) {
 				var n int
-				err := db.Exclusive(ctx, tsdb.TaskFlagged, func(ctx context.Context) (err error) {
+				err := db.Tasks().Exclusive(ctx, tsdb.TaskFlagged, func(ctx context.Context) (err error) {
 					n, err = db.RollupFlagged(ctx)
 					return err
 				})
@@ -279,9 +279,9 @@ type progress struct {
 }
 
 func (p progress) Load(ctx context.Context) (time.Time, bool, error) {
-	return p.db.Covered(ctx, p.task)
+	return p.db.Tasks().Covered(ctx, p.task)
 }
 
 func (p progress) Save(ctx context.Context, t time.Time) error {
-	return p.db.SetCovered(ctx, p.task, t)
+	return p.db.Tasks().SetCovered(ctx, p.task, t)
 }
