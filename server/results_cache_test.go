@@ -2,12 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,10 +9,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
-	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/server"
-	"github.com/seed71701133/tablets/server/api"
-	"github.com/seed71701133/tablets/tsdb"
 )
 
 // Two servers on one database: A answers a panel with a results cache, B writes. After B
@@ -32,61 +23,19 @@ func TestResultsCacheTwoServers(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	svc, checker := dbtest.NewService(t)
-	rnd := make([]byte, 6)
-	_, _ = rand.Read(rnd)
-	name := "res" + hex.EncodeToString(rnd)
-	dbtest.DropOnCleanup(t, name)
-	open := func() *tsdb.DB {
-		db, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout})
-		require.NoError(t, err)
-		return db
-	}
-	serve := func(db *tsdb.DB, cache *server.ResultsCache) *server.Server {
-		s, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
-			Query: &api.Options{ResultsCache: cache}})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	f := newSharedDB(t, "res", `max_over_time(m{k=~"a|b|1.*"}[2m])`)
 	cache := server.NewResultsCache(16 << 20)
-	a := serve(open(), cache)
-	b := serve(open(), nil)
-
-	// 100 series, a sample every 15 s over the last two hours, written by B.
-	now := time.Now().Truncate(time.Second)
-	keys := map[string]string{}
-	app := b.DB().Appender()
-	for i := range 100 {
-		k := strconv.Itoa(i)
-		if i < 2 {
-			k = []string{"a", "b"}[i]
-		}
-		key, err := b.DB().SeriesOf(ctx, tsdb.LabelsFromStrings("__name__", "m", "k", k))
-		require.NoError(t, err)
-		keys[k] = key
-		var pts []tablets.Point
-		for ts := now.Add(-2 * time.Hour); !ts.After(now); ts = ts.Add(15 * time.Second) {
-			pts = append(pts, tablets.Point{Time: ts, Value: float64(ts.Unix() % 1000)})
-		}
-		app.AppendPoints(key, pts...)
-	}
-	require.NoError(t, app.Commit(ctx))
-
-	const step = 60
-	end := now.Unix() / step * step
-	params := url.Values{"query": {`max_over_time(m{k=~"a|b|1.*"}[2m])`}, "start": {strconv.FormatInt(end-2*3600+step, 10)},
-		"end": {strconv.FormatInt(end, 10)}, "step": {strconv.Itoa(step)}}
+	a := f.serve(cache, false)
+	b := f.serve(nil, false)
+	f.write(b.DB()) // B writes
+	now, keys, checker := f.now, f.keys, f.checker
 	ask := func(s *server.Server) string {
 		t.Helper()
-		req := httptest.NewRequest(http.MethodGet, "/api/v1/query_range?"+params.Encode(), nil)
-		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-		return rec.Body.String()
+		answer, _ := f.ask(s)
+		return answer
 	}
 	// fresh is the answer of a server just started, without a results cache.
-	fresh := func() string { return ask(serve(open(), nil)) }
+	fresh := func() string { return ask(f.serve(nil, false)) }
 
 	first := ask(a)
 	require.Equal(t, fresh(), first)
@@ -97,7 +46,7 @@ func TestResultsCacheTwoServers(t *testing.T) {
 		return s.Queryable().Stats().Samples - before, checker.Stats()
 	}
 	cachedSamples, cached := refresh(a)
-	c := serve(open(), nil)
+	c := f.serve(nil, false)
 	ask(c) // its first answer
 	uncachedSamples, uncached := refresh(c)
 	t.Logf("refresh: with the results cache %d samples read, %d requests, %d bytes; without %d samples, %d requests, %d bytes",
@@ -140,8 +89,7 @@ func TestResultsCacheTwoServers(t *testing.T) {
 
 	// A server an hour ahead folds every staged sample into the raw tables: A's answer
 	// stands, from the cache (its listing knew the entities the fold moved).
-	folder, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, Now: func() time.Time { return time.Now().Add(time.Hour) }})
-	require.NoError(t, err)
+	folder := f.open(func() time.Time { return time.Now().Add(time.Hour) })
 	folded, err := folder.Fold(ctx)
 	require.NoError(t, err)
 	require.Positive(t, folded.Points)

@@ -2,22 +2,13 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/server"
-	"github.com/seed71701133/tablets/server/api"
-	"github.com/seed71701133/tablets/tsdb"
 )
 
 // Servers on one database keep their answers in it (api.Options.KeepAnswers): a server
@@ -32,65 +23,14 @@ func TestKeptAnswersAcrossServers(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	svc, checker := dbtest.NewService(t)
-	rnd := make([]byte, 6)
-	_, _ = rand.Read(rnd)
-	name := "kept" + hex.EncodeToString(rnd)
-	dbtest.DropOnCleanup(t, name)
-	open := func() *tsdb.DB {
-		db, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout})
-		require.NoError(t, err)
-		return db
-	}
-	serve := func(cache *server.ResultsCache) *server.Server {
-		s, err := server.New(open(), &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
-			Query: &api.Options{ResultsCache: cache, KeepAnswers: cache != nil}})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
+	f := newSharedDB(t, "kept", `sum by (k) (max_over_time(m{k=~"a|b|1.*"}[2m]))`)
 	keeping := func() (*server.Server, *server.ResultsCache) {
 		cache := server.NewResultsCache(16 << 20)
-		return serve(cache), cache
+		return f.serve(cache, true), cache
 	}
-	w := serve(nil) // the writer
-
-	// 100 series, a sample every 15 s over the last two hours.
-	now := time.Now().Truncate(time.Second)
-	keys := map[string]string{}
-	app := w.DB().Appender()
-	for i := range 100 {
-		k := strconv.Itoa(i)
-		if i < 2 {
-			k = []string{"a", "b"}[i]
-		}
-		key, err := w.DB().SeriesOf(ctx, tsdb.LabelsFromStrings("__name__", "m", "k", k))
-		require.NoError(t, err)
-		keys[k] = key
-		var pts []tablets.Point
-		for ts := now.Add(-2 * time.Hour); !ts.After(now); ts = ts.Add(15 * time.Second) {
-			pts = append(pts, tablets.Point{Time: ts, Value: float64(ts.Unix() % 1000)})
-		}
-		app.AppendPoints(key, pts...)
-	}
-	require.NoError(t, app.Commit(ctx))
-
-	const step = 60
-	end := now.Unix() / step * step
-	params := url.Values{"query": {`sum by (k) (max_over_time(m{k=~"a|b|1.*"}[2m]))`}, "start": {strconv.FormatInt(end-2*3600+step, 10)},
-		"end": {strconv.FormatInt(end, 10)}, "step": {strconv.Itoa(step)}}
-	ask := func(s *server.Server) (answer string, samples uint64) {
-		t.Helper()
-		before := s.Queryable().Stats().Samples
-		req := httptest.NewRequest(http.MethodGet, "/api/v1/query_range?"+params.Encode(), nil)
-		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
-		return rec.Body.String(), s.Queryable().Stats().Samples - before
-	}
-	// fresh is the answer of a server just started, without a results cache, and the
-	// samples it read.
-	fresh := func() (string, uint64) { return ask(serve(nil)) }
+	w := f.serve(nil, false) // the writer
+	f.write(w.DB())
+	now, keys, ask, fresh := f.now, f.keys, f.ask, f.fresh
 	// kept waits for cache's server to have kept n answers (they are kept in the
 	// background, after the answer).
 	kept := func(cache *server.ResultsCache, n uint64) {
@@ -113,10 +53,10 @@ func TestKeptAnswersAcrossServers(t *testing.T) {
 	// B, its caches empty, answers from A's kept answer: one request more than A's refresh
 	// would send (the kept answer's read), and the samples of the fresh steps only.
 	b, cacheB := keeping()
-	checker.Reset()
+	f.checker.Reset()
 	got, samples := ask(b)
 	require.Equal(t, first, got)
-	t.Logf("B's first answer from A's kept answer: %d samples read (a fresh server %d), %d requests", samples, freshSamples, checker.Stats().Requests)
+	t.Logf("B's first answer from A's kept answer: %d samples read (a fresh server %d), %d requests", samples, freshSamples, f.checker.Stats().Requests)
 	require.Less(t, 10*samples, freshSamples, "B computed the fresh steps only")
 	st := cacheB.SharedStats()
 	require.Equal(t, uint64(1), st.Hits)
@@ -154,8 +94,7 @@ func TestKeptAnswersAcrossServers(t *testing.T) {
 
 	// A server an hour ahead folds every staged sample into the raw tables: the answers
 	// stand, from a kept answer or recomputed.
-	folder, err := tsdb.Open(ctx, svc, name, &tsdb.Options{Layout: chunkedLayout, Now: func() time.Time { return time.Now().Add(time.Hour) }})
-	require.NoError(t, err)
+	folder := f.open(func() time.Time { return time.Now().Add(time.Hour) })
 	want, _ = fresh()
 	folded, err := folder.Fold(ctx)
 	require.NoError(t, err)
