@@ -21,6 +21,12 @@ func scheduleOptions(o Options) schedule.Options {
 // runLoops runs tasks until ctx is done (the scheduler's Run), each call of a step in its
 // turn under the options' Jobs, counting and logging their calls.
 func (s *Server) runLoops(ctx context.Context, tasks []schedule.Task) {
+	if len(tasks) == 0 {
+		// Every loop off (a backfill's server): nothing to run or report until ctx ends.
+		// The scheduler would return at once, which is no stop to log.
+		<-ctx.Done()
+		return
+	}
 	err := schedule.Run(ctx, tasks, &schedule.Hooks{Do: s.doJob, Report: s.reportStep})
 	if ctx.Err() == nil {
 		s.log.Error("background tasks stopped", "err", err) // options New let through: a bug

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -118,3 +119,37 @@ func TestScheduleOptions(t *testing.T) {
 	assert.Equal(t, "rollup", loops[0].Name)
 	assert.Equal(t, 72*time.Hour, loops[0].Opts.CatchUp)
 }
+
+// A server whose every loop is off (a backfill's) runs none until its context ends, and
+// logs no stop of its background tasks: the scheduler with no task returns at once, which
+// runLoops logged at ERROR with a nil error.
+func TestRunLoopsNoneUntilDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logged recordingHandler
+		s := &Server{opts: defaults(Options{}), log: slog.New(&logged)}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.runLoops(ctx, nil); close(done) }()
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("runLoops returned before its context ended")
+		default:
+		}
+		cancel()
+		<-done
+		assert.Zero(t, logged.n.Load(), "records logged")
+	})
+}
+
+// recordingHandler is a slog.Handler that counts the records logged at any level.
+type recordingHandler struct{ n atomic.Int64 }
+
+func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordingHandler) Handle(context.Context, slog.Record) error {
+	h.n.Add(1)
+	return nil
+}
+func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
