@@ -22,9 +22,9 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// sharedDB is a database on Azurite (through the limit Checker) that tests of servers
-// sharing one database open as many servers on as they need, each with background loops
-// off, and a range panel they ask each of them: the tests of results caches across servers.
+// sharedDB is a database on Azurite (through the limit Checker) for the tests of results
+// caches across servers: they start as many servers on it as they need (background loops
+// off) and ask each the same range panel.
 type sharedDB struct {
 	t       *testing.T
 	svc     *aztables.ServiceClient
