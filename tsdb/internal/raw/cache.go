@@ -469,6 +469,16 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 		}
 	}
 	r.cache.counts.Hit(hits)
+	// A group whose read would find nothing is not read: the log, at this read's state,
+	// knows that no change of the period touched its range (noSamplesIn).
+	var empty []string
+	for start, group := range starts {
+		if noSamplesIn(rd.state, start) {
+			empty = append(empty, group...)
+			delete(starts, start)
+			r.cache.counts.Miss(len(group))
+		}
+	}
 	waits, own, heads := r.cache.board(table, rd.state.Gen(), starts, from, to, readEnd, share)
 	defer r.cache.land(table, own)
 	for _, ns := range waits {
@@ -541,13 +551,32 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 			return nil, true, nil
 		}
 	}
-	for _, group := range starts {
+	for _, group := range append(slices.Collect(maps.Values(starts)), empty) {
 		for _, name := range group {
 			c, cached := rd.kept[name]
 			r.store(table, name, rd.state.Gen(), c, cached, rd.read[name], from, readEnd)
 		}
 	}
 	return waits, false, nil
+}
+
+// noSamplesIn reports whether a period's table holds no sample from from on (Unix
+// milliseconds) at state: the log has recorded changes and knows the hull of them all, and
+// every one ended by from. Each sample the table holds was written by a recorded change
+// (every writer records), so that a read of the present (a rule's, an instant query's, a
+// panel's newest steps) before the next Fold costs no request of the table: the staged
+// samples are all there is. The answer is as good as the state, as a read of the table at
+// it would be: a change recorded later makes what was cached empty stand only where it does
+// not overlap. Only what comes after the hull is taken as empty, and never at generation
+// 0: a table written by a version before the logs (2026-11-29) holds samples no change
+// recorded, before the changes recorded since (a table of no change is read, found gone
+// or not, and cached at generation 0 as before).
+func noSamplesIn(state changelog.State, from int64) bool {
+	if state.Gen() == 0 {
+		return false
+	}
+	h, ok := state.Hull()
+	return ok && h.To <= from
 }
 
 // spill caches the samples of [from, end) of a series a read of others found beside them
