@@ -37,6 +37,7 @@ import (
 	"github.com/seed71701133/tablets/internal/maintain/schedule"
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
+	"github.com/seed71701133/tablets/internal/testkit/promjson"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/api"
 	"github.com/seed71701133/tablets/server/promstore"
@@ -563,6 +564,51 @@ func (p dashPanel) askTablets(h http.Handler, now time.Time) ([]byte, error) {
 // askPrometheus answers the panel from the Prometheus tsdb: PromQL by the engine, the
 // variables by a Querier as Prometheus' API does.
 func (fx *dashFixture) askPrometheus(p dashPanel) (dashAnswer, error) {
+	v, err := fx.evalPrometheus(p)
+	if err != nil {
+		return dashAnswer{}, err
+	}
+	switch v := v.(type) {
+	case parser.Value:
+		return answerOfPromQL(v)
+	case []string:
+		a := dashAnswer{Values: slices.Clone(v)}
+		slices.Sort(a.Values)
+		return a, nil
+	case []labels.Labels:
+		var a dashAnswer
+		for _, ls := range v {
+			a.Series = append(a.Series, dashSeriesAnswer{Labels: ls.String()})
+		}
+		a.sort()
+		return a, nil
+	}
+	return dashAnswer{}, fmt.Errorf("unexpected answer %T", v)
+}
+
+// servePrometheus answers the panel as Prometheus' HTTP API does: the engine's answer (a
+// Querier's for a variable), then the JSON web/api/v1 writes of it (package promjson), as
+// tablets' answers are timed with their JSON. It returns the time the engine (or Querier)
+// took too, of the whole.
+func (fx *dashFixture) servePrometheus(p dashPanel) ([]byte, time.Duration, error) {
+	start := time.Now()
+	v, err := fx.evalPrometheus(p)
+	engine := time.Since(start)
+	if err != nil {
+		return nil, engine, err
+	}
+	var body []byte
+	if pv, ok := v.(parser.Value); ok {
+		body, err = promjson.Answer(pv)
+	} else {
+		body, err = promjson.Marshal(promjson.Response{Status: "success", Data: v})
+	}
+	return body, engine, err
+}
+
+// evalPrometheus is the panel's answer from the Prometheus tsdb: the engine's result
+// (parser.Value), or a variable's label values ([]string) or series ([]labels.Labels).
+func (fx *dashFixture) evalPrometheus(p dashPanel) (any, error) {
 	ctx := context.Background()
 	start, end := p.times(fx.now)
 	var (
@@ -578,40 +624,37 @@ func (fx *dashFixture) askPrometheus(p dashPanel) (dashAnswer, error) {
 		return fx.promMetadata(ctx, p, start, end)
 	}
 	if err != nil {
-		return dashAnswer{}, err
+		return nil, err
 	}
 	defer qry.Close()
 	res := qry.Exec(ctx)
 	if res.Err != nil {
-		return dashAnswer{}, res.Err
+		return nil, res.Err
 	}
-	return answerOfPromQL(res.Value)
+	return res.Value, nil
 }
 
-// promMetadata answers a variable from the Prometheus tsdb.
-func (fx *dashFixture) promMetadata(ctx context.Context, p dashPanel, start, end int64) (dashAnswer, error) {
+// promMetadata answers a variable from the Prometheus tsdb: label values, or label sets.
+func (fx *dashFixture) promMetadata(ctx context.Context, p dashPanel, start, end int64) (any, error) {
 	ms, err := parser.ParseMetricSelector(p.expr)
 	if err != nil {
-		return dashAnswer{}, err
+		return nil, err
 	}
 	q, err := fx.prom.Querier(start, end)
 	if err != nil {
-		return dashAnswer{}, err
+		return nil, err
 	}
 	defer q.Close()
-	var a dashAnswer
 	if p.kind == dashLabelValues {
 		vals, _, err := q.LabelValues(ctx, p.label, &storage.LabelHints{}, ms...)
-		a.Values = slices.Clone(vals)
-		slices.Sort(a.Values)
-		return a, err
+		return slices.Clone(vals), err
 	}
+	var sets []labels.Labels
 	set := q.Select(ctx, false, &storage.SelectHints{Start: start, End: end, Func: "series"}, ms...)
 	for set.Next() {
-		a.Series = append(a.Series, dashSeriesAnswer{Labels: set.At().Labels().String()})
+		sets = append(sets, set.At().Labels())
 	}
-	a.sort()
-	return a, set.Err()
+	return sets, set.Err()
 }
 
 // dashAnswer is a panel's answer in one form for both sides: series sorted by their label

@@ -13,14 +13,14 @@ import (
 	"testing"
 	"time"
 
-	jsoniter "github.com/json-iterator/go"
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
-	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/teststorage"
 	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets/internal/testkit/promjson"
 )
 
 // The native histogram tests: the same samples in the memStore behind the API and in
@@ -208,7 +208,7 @@ func TestHistogramQueriesAsPrometheus(t *testing.T) {
 		res := q.Exec(ctx)
 		require.NoError(t, res.Err, query)
 		warnings, infos := res.Warnings.AsStrings(query, 10, 10)
-		return promJSON(t, promResponse{Status: "success", Data: promQueryData{ResultType: res.Value.Type(), Result: res.Value}, Warnings: warnings, Infos: infos})
+		return promJSON(t, promjson.Response{Status: "success", Data: promjson.QueryData{ResultType: res.Value.Type(), Result: res.Value}, Warnings: warnings, Infos: infos})
 	}
 	histograms := 0
 	for _, query := range histQueries {
@@ -304,29 +304,9 @@ func within(w, g any, path string) (string, bool) {
 	return path, w == g
 }
 
-// The JSON of Prometheus' web/api/v1 (v0.305.1), which cannot be imported here (it drags
-// in scraping, rules, remote write...): its Response and QueryData, and the jsoniter
-// encoders of web/api/v1/json_codec.go registered as it does, around util/jsonutil's
-// MarshalHistogram, MarshalFloat and MarshalTimestamp, which write the values.
-
-type promResponse struct {
-	Status    string   `json:"status"`
-	Data      any      `json:"data,omitempty"`
-	ErrorType string   `json:"errorType,omitempty"`
-	Error     string   `json:"error,omitempty"`
-	Warnings  []string `json:"warnings,omitempty"`
-	Infos     []string `json:"infos,omitempty"`
-}
-
-type promQueryData struct {
-	ResultType parser.ValueType `json:"resultType"`
-	Result     parser.Value     `json:"result"`
-}
-
-func promJSON(t *testing.T, r promResponse) []byte {
+func promJSON(t *testing.T, r promjson.Response) []byte {
 	t.Helper()
-	registerPromCodec()
-	b, err := jsoniter.ConfigCompatibleWithStandardLibrary.Marshal(r)
+	b, err := promjson.Marshal(r)
 	require.NoError(t, err)
 	return b
 }
@@ -411,11 +391,11 @@ func TestHistogramJSONAsPrometheus(t *testing.T) {
 		v := promql.Vector{{Metric: ls, T: tm, H: h}, {Metric: ls, T: tm, F: rng.NormFloat64()}}
 		got, err := appendResult(nil, v)
 		require.NoError(t, err)
-		require.Equal(t, string(promJSON(t, promResponse{Status: "success", Data: v}))[len(`{"status":"success","data":`):], string(got)+"}", "%d: %v", i, h)
+		require.Equal(t, string(promJSON(t, promjson.Response{Status: "success", Data: v}))[len(`{"status":"success","data":`):], string(got)+"}", "%d: %v", i, h)
 
 		m := promql.Matrix{{Metric: ls, Floats: []promql.FPoint{{T: tm, F: 1}}, Histograms: []promql.HPoint{{T: tm, H: h}, {T: tm + 1, H: randomHistogram(rng)}}}}
 		got, err = appendResult(nil, m)
 		require.NoError(t, err)
-		require.Equal(t, string(promJSON(t, promResponse{Status: "success", Data: m}))[len(`{"status":"success","data":`):], string(got)+"}", "%d: %v", i, h)
+		require.Equal(t, string(promJSON(t, promjson.Response{Status: "success", Data: m}))[len(`{"status":"success","data":`):], string(got)+"}", "%d: %v", i, h)
 	}
 }

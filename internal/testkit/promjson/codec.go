@@ -1,8 +1,11 @@
-package api
-
-// The jsoniter encoders of Prometheus' web/api/v1/json_codec.go at v0.305.1 (Copyright
-// 2016 The Prometheus Authors, Apache License 2.0), copied for the tests: the reference
-// the API's JSON is compared with byte for byte.
+// Package promjson writes PromQL answers as Prometheus' HTTP API does: the JSON of
+// web/api/v1 (v0.305.1), which cannot be imported by the tests (it drags in scraping,
+// rules, remote write...). Its Response and QueryData, and the jsoniter encoders of
+// web/api/v1/json_codec.go (Copyright 2016 The Prometheus Authors, Apache License 2.0),
+// copied and registered as it registers them, around util/jsonutil's MarshalHistogram,
+// MarshalFloat and MarshalTimestamp, which write the values. The tests compare the API's
+// JSON with it byte for byte; the dashboard benchmark times Prometheus' answers with it.
+package promjson
 
 import (
 	"sync"
@@ -11,13 +14,42 @@ import (
 	jsoniter "github.com/json-iterator/go"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/jsonutil"
 )
 
-var promCodecOnce sync.Once
+// Response is web/api/v1's Response.
+type Response struct {
+	Status    string   `json:"status"`
+	Data      any      `json:"data,omitempty"`
+	ErrorType string   `json:"errorType,omitempty"`
+	Error     string   `json:"error,omitempty"`
+	Warnings  []string `json:"warnings,omitempty"`
+	Infos     []string `json:"infos,omitempty"`
+}
 
-func registerPromCodec() {
-	promCodecOnce.Do(func() {
+// QueryData is web/api/v1's QueryData (without its statistics).
+type QueryData struct {
+	ResultType parser.ValueType `json:"resultType"`
+	Result     parser.Value     `json:"result"`
+}
+
+// Marshal writes r as web/api/v1's JSONCodec does.
+func Marshal(r Response) ([]byte, error) {
+	register()
+	return jsoniter.ConfigCompatibleWithStandardLibrary.Marshal(r)
+}
+
+// Answer is the JSON of a query's successful answer v, as the API writes it.
+func Answer(v parser.Value) ([]byte, error) {
+	return Marshal(Response{Status: "success", Data: QueryData{ResultType: v.Type(), Result: v}})
+}
+
+var registerOnce sync.Once
+
+// register registers the encoders with jsoniter, once, as web/api/v1's init does.
+func register() {
+	registerOnce.Do(func() {
 		jsoniter.RegisterTypeEncoderFunc("promql.Vector", unsafeMarshalVectorJSON, neverEmpty)
 		jsoniter.RegisterTypeEncoderFunc("promql.Matrix", unsafeMarshalMatrixJSON, neverEmpty)
 		jsoniter.RegisterTypeEncoderFunc("promql.Series", unsafeMarshalSeriesJSON, neverEmpty)
