@@ -470,10 +470,10 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 	}
 	r.cache.counts.Hit(hits)
 	// A group whose read would find nothing is not read: the log, at this read's state,
-	// knows that no change of the period touched its range (noSamplesIn).
+	// knows that no change of the period touched its range (noSamplesFrom).
 	var empty []string
 	for start, group := range starts {
-		if noSamplesIn(rd.state, start) {
+		if noSamplesFrom(rd.state, start) {
 			empty = append(empty, group...)
 			delete(starts, start)
 			r.cache.counts.Miss(len(group))
@@ -560,7 +560,7 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 	return waits, false, nil
 }
 
-// noSamplesIn reports whether a period's table holds no sample from from on (Unix
+// noSamplesFrom reports whether a period's table holds no sample from from on (Unix
 // milliseconds) at state: the log has recorded changes and knows the hull of them all, and
 // every one ended by from. Each sample the table holds was written by a recorded change
 // (every writer records), so that a read of the present (a rule's, an instant query's, a
@@ -571,7 +571,7 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 // 0: a table written by a version before the logs (2026-11-29) holds samples no change
 // recorded, before the changes recorded since (a table of no change is read, found gone
 // or not, and cached at generation 0 as before).
-func noSamplesIn(state changelog.State, from int64) bool {
+func noSamplesFrom(state changelog.State, from int64) bool {
 	if state.Gen() == 0 {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
 
 // scraped is an hour of a counter scraped every 15 s, as the soak's series are.
@@ -157,4 +158,16 @@ func TestCacheKeepsTheWarmUp(t *testing.T) {
 			t.Fatal("a warmed series went unused for an hour")
 		}
 	})
+}
+
+// A log of no change, or one that does not know the hull of its changes, never says a
+// range is empty: a table written before the logs holds samples no change recorded (the
+// case of a hull that ended before the range: TestSelectOfThePresentSkipsAnEmptyRawRange).
+func TestNoSamplesFromOnlyAfterAKnownHull(t *testing.T) {
+	if noSamplesFrom(changelog.StateOfGen(0), time.Now().UnixMilli()) {
+		t.Error("generation 0: taken as empty")
+	}
+	if noSamplesFrom(changelog.StateOfGen(7), time.Now().UnixMilli()) {
+		t.Error("a log that does not know its hull: taken as empty")
+	}
 }
