@@ -569,8 +569,9 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 // it would be: a change recorded later makes what was cached empty stand only where it does
 // not overlap. Only what comes after the hull is taken as empty, and never at generation
 // 0: a table written by a version before the logs (2026-11-29) holds samples no change
-// recorded, before the changes recorded since (a table of no change is read, found gone
-// or not, and cached at generation 0 as before).
+// recorded, after the hull's end only until the first Fold recorded in its period (a
+// Fold records the newest minutes); a table of no change is read, found gone or not, and
+// cached at generation 0 as before.
 func noSamplesFrom(state changelog.State, from int64) bool {
 	if state.Gen() == 0 {
 		return false
