@@ -39,9 +39,10 @@ func TestSelectOfThePresentSkipsAnEmptyRawRange(t *testing.T) {
 
 	// Another process writes a point 2 minutes ago and folds it into the raw table.
 	other := k.open(t, false)
-	keys := denseKeys(t, other, 160)
+	key, err := other.SeriesOf(ctx, Labels{{Name: "__name__", Value: "dense_total"}, {Name: "i", Value: "007"}})
+	require.NoError(t, err)
 	at := now.Add(-2 * time.Minute)
-	require.NoError(t, other.WriteMany(ctx, []SeriesPoints{{Series: keys["007"], Points: []tablets.Point{{Time: at, Value: 42}}}}))
+	require.NoError(t, other.WriteMany(ctx, []SeriesPoints{{Series: key, Points: []tablets.Point{{Time: at, Value: 42}}}}))
 	k.clock.Store(now.Add(20 * time.Minute).UnixNano())
 	rep, err := other.Fold(ctx)
 	require.NoError(t, err)
@@ -56,17 +57,4 @@ func TestSelectOfThePresentSkipsAnEmptyRawRange(t *testing.T) {
 	got, _, reads = k.selectMetric(t, fresh, "dense_total", now.Add(-5*time.Minute), now)
 	require.Equal(t, map[string][]string{"007": {fmt.Sprintf("%d:42", at.UnixMilli())}}, got, "a new process' Select")
 	require.Positive(t, reads, "raw table queries of a range a fold touched")
-}
-
-// denseKeys is the series keys of denseSeries' first n series (dense_total), by label i.
-func denseKeys(t testing.TB, db *DB, n int) map[string]string {
-	t.Helper()
-	keys := map[string]string{}
-	for i := range n {
-		label := fmt.Sprintf("%03d", i)
-		key, err := db.SeriesOf(context.Background(), Labels{{Name: "__name__", Value: "dense_total"}, {Name: "i", Value: label}})
-		require.NoError(t, err)
-		keys[label] = key
-	}
-	return keys
 }
