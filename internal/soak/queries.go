@@ -1,6 +1,7 @@
 package soak
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -85,8 +86,9 @@ type QueryStats struct {
 // A query is one dashboard query: when it was sent (from the load's start), how long its
 // answer took, and whether it failed.
 type query struct {
-	at, took time.Duration
-	failed   bool
+	at, took     time.Duration
+	failed       bool
+	tenant, expr string
 }
 
 // overlaps says whether the query was in flight during [from, to).
@@ -148,7 +150,7 @@ func queryPanel(ctx context.Context, client *http.Client, base, tenant, header s
 	}
 	stats.mu.Lock()
 	defer stats.mu.Unlock()
-	stats.queries[p.rng] = append(stats.queries[p.rng], query{at: began.Sub(stats.began), took: took, failed: err != nil})
+	stats.queries[p.rng] = append(stats.queries[p.rng], query{at: began.Sub(stats.began), took: took, failed: err != nil, tenant: tenant, expr: p.expr})
 	if err != nil {
 		stats.Errors[p.rng]++
 		if stats.FirstError == "" {
@@ -230,15 +232,32 @@ type Latency struct {
 	// Minutes are the queries sent in each minute of the load, in order: when the slow
 	// answers were (a server's first loads, the outage, a fold).
 	Minutes []MinuteLatency `json:"minutes,omitempty"`
+	// Slowest are the slowest answers outside the outage (at most slowestKept), slowest
+	// first: which panels of which tenants, sent when, make the p99.
+	Slowest []SlowQuery `json:"slowest,omitempty"`
 }
 
-// MinuteLatency is the answers of the queries sent in one minute of the load.
+// MinuteLatency is the answers of the queries sent in one minute of the load. OverGoal
+// counts those outside the outage slower than the range's p99 goal: the p99 of the run
+// allows a hundredth of its answers over it, and the minutes say where they were spent.
 type MinuteLatency struct {
-	Queries int64   `json:"queries"`
-	Errors  int64   `json:"errors"`
-	P50     float64 `json:"p50_seconds"`
-	P99     float64 `json:"p99_seconds"`
+	Queries  int64   `json:"queries"`
+	Errors   int64   `json:"errors"`
+	P50      float64 `json:"p50_seconds"`
+	P99      float64 `json:"p99_seconds"`
+	OverGoal int64   `json:"over_goal"`
 }
+
+// SlowQuery is one answer of Latency.Slowest.
+type SlowQuery struct {
+	Tenant  string  `json:"tenant"`
+	Expr    string  `json:"expr"`
+	At      float64 `json:"sent_at_seconds"` // from the load's start
+	Seconds float64 `json:"seconds"`
+}
+
+// slowestKept is how many of a range's slowest answers the report names.
+const slowestKept = 10
 
 // latency summarizes the queries of each range.
 func (s *QueryStats) latency() map[string]Latency {
@@ -248,12 +267,13 @@ func (s *QueryStats) latency() map[string]Latency {
 	for _, r := range ranges {
 		var all, outside []time.Duration
 		var minutes [][]time.Duration
-		var minuteErrors []int64
+		var minuteErrors, minuteOver []int64
+		var slowest []query
 		l := Latency{Errors: s.Errors[r.name]}
 		for _, q := range s.queries[r.name] {
 			m := max(int(q.at/time.Minute), 0)
 			for len(minutes) <= m {
-				minutes, minuteErrors = append(minutes, nil), append(minuteErrors, 0)
+				minutes, minuteErrors, minuteOver = append(minutes, nil), append(minuteErrors, 0), append(minuteOver, 0)
 			}
 			if q.failed {
 				minuteErrors[m]++
@@ -263,8 +283,15 @@ func (s *QueryStats) latency() map[string]Latency {
 			if q.overlaps(s.outage[0], s.outage[1]) {
 				l.InOutage++
 			} else {
-				outside = append(outside, q.took)
+				outside, slowest = append(outside, q.took), append(slowest, q)
+				if q.took > r.p99Goal {
+					minuteOver[m]++
+				}
 			}
+		}
+		slices.SortStableFunc(slowest, func(a, b query) int { return cmp.Compare(b.took, a.took) })
+		for _, q := range slowest[:min(len(slowest), slowestKept)] {
+			l.Slowest = append(l.Slowest, SlowQuery{Tenant: q.tenant, Expr: q.expr, At: q.at.Seconds(), Seconds: q.took.Seconds()})
 		}
 		l.Queries = int64(len(all))
 		if len(all) > 0 {
@@ -276,7 +303,7 @@ func (s *QueryStats) latency() map[string]Latency {
 			l.P99OutsideOutage = quantile(outside, 0.99).Seconds()
 		}
 		for m, d := range minutes {
-			ml := MinuteLatency{Queries: int64(len(d)), Errors: minuteErrors[m]}
+			ml := MinuteLatency{Queries: int64(len(d)), Errors: minuteErrors[m], OverGoal: minuteOver[m]}
 			if len(d) > 0 {
 				slices.Sort(d)
 				ml.P50, ml.P99 = quantile(d, 0.5).Seconds(), quantile(d, 0.99).Seconds()

@@ -385,10 +385,19 @@ func (r *Report) WriteText(w io.Writer) error {
 			if ml.Errors > 0 {
 				e = fmt.Sprintf(" %d errors", ml.Errors)
 			}
+			if ml.OverGoal > 0 {
+				e += fmt.Sprintf(" (%d over %s)", ml.OverGoal, rg.p99Goal)
+			}
 			minutes = append(minutes, fmt.Sprintf("%d: %d p99 %.1fs%s", m+1, ml.Queries, ml.P99, e))
 		}
 		if len(minutes) > 0 {
 			fmt.Fprintf(&b, "  by minute sent: %s\n", strings.Join(minutes, ", "))
+		}
+		for i, q := range l.Slowest {
+			if i == 0 {
+				fmt.Fprintf(&b, "  slowest outside the outage:\n")
+			}
+			fmt.Fprintf(&b, "    %.2fs, sent at %.0fs, tenant %s: %s\n", q.Seconds, q.At, q.Tenant, q.Expr)
 		}
 	}
 	fmt.Fprintf(&b, "answers:    %d cross-tenant, %d empty\n", r.CrossTenantAnswers, r.EmptyAnswers)

@@ -299,7 +299,7 @@ func TestDashboardTargets(t *testing.T) {
 		q.queries["1h"] = append(q.queries["1h"], query{at: 95 * time.Second, took: 70 * time.Second})
 	}
 	q.queries["1h"] = append(q.queries["1h"],
-		query{at: 90 * time.Second, took: 10 * time.Second}, // answered as the outage began
+		query{at: 90 * time.Second, took: 10 * time.Second, tenant: "soak0", expr: "up"}, // answered as the outage began
 		query{at: 160 * time.Second, took: time.Second})     // sent as it ended
 	q.queries["7d"] = []query{{at: 0, took: 6 * time.Second}}
 
@@ -308,9 +308,15 @@ func TestDashboardTargets(t *testing.T) {
 	if h.Queries != 107 || h.InOutage != 5 || h.P99 != 70 || h.P99OutsideOutage != 1 || h.P50 != 0.5 {
 		t.Errorf("1h: %+v", h)
 	}
-	wantMinutes := []MinuteLatency{{Queries: 50, P50: 0.5, P99: 0.5}, {Queries: 6, P50: 70, P99: 70}, {Queries: 1, P50: 1, P99: 1}, {Queries: 50, P50: 0.5, P99: 0.5}}
+	wantMinutes := []MinuteLatency{{Queries: 50, P50: 0.5, P99: 0.5}, {Queries: 6, P50: 70, P99: 70, OverGoal: 1}, {Queries: 1, P50: 1, P99: 1}, {Queries: 50, P50: 0.5, P99: 0.5}}
 	if !slices.Equal(h.Minutes, wantMinutes) {
 		t.Errorf("1h by minute %+v, want %+v", h.Minutes, wantMinutes)
+	}
+	// The slowest answers outside the outage: the one answered as it began, then the one
+	// sent as it ended, then the half-second ones.
+	if len(h.Slowest) != slowestKept || h.Slowest[0] != (SlowQuery{Tenant: "soak0", Expr: "up", At: 90, Seconds: 10}) ||
+		h.Slowest[1].Seconds != 1 || h.Slowest[1].At != 160 || h.Slowest[slowestKept-1].Seconds != 0.5 {
+		t.Errorf("1h slowest %+v", h.Slowest)
 	}
 
 	judge := func(q *QueryStats) map[string]Target {
@@ -325,7 +331,8 @@ func TestDashboardTargets(t *testing.T) {
 		if err := r.WriteText(&text); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(text.String(), "  by minute sent: 1: 50 p99 0.5s, 2: 6 p99 70.0s,") {
+		if !strings.Contains(text.String(), "  by minute sent: 1: 50 p99 0.5s, 2: 6 p99 70.0s (1 over 2.5s),") ||
+			!strings.Contains(text.String(), "    10.00s, sent at 90s, tenant soak0: up\n") {
 			t.Errorf("the text report lacks the minutes:\n%s", text.String())
 		}
 		return byName
