@@ -235,6 +235,9 @@ type Latency struct {
 	// Slowest are the slowest answers outside the outage (at most slowestKept), slowest
 	// first: which panels of which tenants, sent when, make the p99.
 	Slowest []SlowQuery `json:"slowest,omitempty"`
+	// OverGoalByPanel counts, by panel, the answers outside the outage slower than the
+	// range's p99 goal: which panels spend the run's hundredth.
+	OverGoalByPanel map[string]int64 `json:"over_goal_by_panel,omitempty"`
 }
 
 // MinuteLatency is the answers of the queries sent in one minute of the load. OverGoal
@@ -286,6 +289,10 @@ func (s *QueryStats) latency() map[string]Latency {
 				outside, slowest = append(outside, q.took), append(slowest, q)
 				if q.took > r.p99Goal {
 					minuteOver[m]++
+					if l.OverGoalByPanel == nil {
+						l.OverGoalByPanel = map[string]int64{}
+					}
+					l.OverGoalByPanel[q.expr]++
 				}
 			}
 		}

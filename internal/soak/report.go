@@ -1,9 +1,11 @@
 package soak
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -392,6 +394,14 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 		if len(minutes) > 0 {
 			fmt.Fprintf(&b, "  by minute sent: %s\n", strings.Join(minutes, ", "))
+		}
+		if len(l.OverGoalByPanel) > 0 {
+			panels := slices.Sorted(maps.Keys(l.OverGoalByPanel))
+			slices.SortStableFunc(panels, func(a, b string) int { return cmp.Compare(l.OverGoalByPanel[b], l.OverGoalByPanel[a]) })
+			fmt.Fprintf(&b, "  over %s outside the outage, by panel:\n", rg.p99Goal)
+			for _, p := range panels {
+				fmt.Fprintf(&b, "    %d: %s\n", l.OverGoalByPanel[p], p)
+			}
 		}
 		for i, q := range l.Slowest {
 			if i == 0 {

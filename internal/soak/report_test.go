@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -300,7 +301,7 @@ func TestDashboardTargets(t *testing.T) {
 	}
 	q.queries["1h"] = append(q.queries["1h"],
 		query{at: 90 * time.Second, took: 10 * time.Second, tenant: "soak0", expr: "up"}, // answered as the outage began
-		query{at: 160 * time.Second, took: time.Second})     // sent as it ended
+		query{at: 160 * time.Second, took: time.Second})                                  // sent as it ended
 	q.queries["7d"] = []query{{at: 0, took: 6 * time.Second}}
 
 	lat := q.latency()
@@ -318,6 +319,9 @@ func TestDashboardTargets(t *testing.T) {
 		h.Slowest[1].Seconds != 1 || h.Slowest[1].At != 160 || h.Slowest[slowestKept-1].Seconds != 0.5 {
 		t.Errorf("1h slowest %+v", h.Slowest)
 	}
+	if !maps.Equal(h.OverGoalByPanel, map[string]int64{"up": 1}) {
+		t.Errorf("1h over the goal by panel: %v", h.OverGoalByPanel)
+	}
 
 	judge := func(q *QueryStats) map[string]Target {
 		r := newReport(Config{Duration: 300 * time.Second, Tenants: 1, Rate: 10, Scrape: 15 * time.Second, OutageAt: outageAt, Outage: outage}, time.Unix(0, 0), true, 14)
@@ -332,7 +336,8 @@ func TestDashboardTargets(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.Contains(text.String(), "  by minute sent: 1: 50 p99 0.5s, 2: 6 p99 70.0s (1 over 2.5s),") ||
-			!strings.Contains(text.String(), "    10.00s, sent at 90s, tenant soak0: up\n") {
+			!strings.Contains(text.String(), "    10.00s, sent at 90s, tenant soak0: up\n") ||
+			!strings.Contains(text.String(), "  over 2.5s outside the outage, by panel:\n    1: up\n") {
 			t.Errorf("the text report lacks the minutes:\n%s", text.String())
 		}
 		return byName
