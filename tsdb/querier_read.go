@@ -6,6 +6,7 @@ import (
 	"iter"
 	"time"
 
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 
 	"github.com/seed71701133/tablets"
@@ -109,37 +110,48 @@ func (q *Queryable) readSamples(ctx context.Context, byName map[string]*Series, 
 	if len(floats) == 0 {
 		return nil
 	}
-	return appendFloatRuns(byName, db.floats.WithStaged(ctx, floats, from, to, stagedPoints), stagedPoints)
+	return appendFloatRuns(byName, stagedPoints, func(point func(tablets.SeriesPoint) bool, run func(raw.FloatRun) bool) error {
+		return db.floats.ReadRuns(ctx, floats, from, to, stagedPoints, point, run)
+	})
 }
 
-// appendFloatRuns appends the points of points to the series of byName they name (others
-// are left out), the points of a series coming together (a run; a series may have more
-// than one, one a period), times ascending in each.
+// appendFloatRuns appends the points read (read passes them to point and run) to the
+// series of byName they name (others are left out), the points of a series coming
+// together (a run; a series may have more than one, one a period), times ascending in
+// each. Runs of cached points come whole, still encoded (raw.FloatRun), and the Series
+// keeps them so.
 //
 // A series is looked up once a run, not once a point (a refresh from the caches spends its
-// time per point). Each run reserves what the run before it held, or its staged points if
-// more: the series of a panel hold about as many points each, and raw points appended a
-// doubling at a time were 3.4 s of a soak's first minute (run 81, growing slices). A run
-// much shorter than the one before leaves room unused, never more than that one's points.
-func appendFloatRuns(byName map[string]*Series, points iter.Seq2[tablets.SeriesPoint, error], stagedPoints map[string][]tablets.Point) error {
+// time per point). Each run reserves what the run before it held plain, or its staged
+// points if more: the series of a panel hold about as many points each, and raw points
+// appended a doubling at a time were 3.4 s of a soak's first minute (run 81, growing
+// slices). A run much shorter than the one before leaves room unused, never more than
+// that one's points.
+func appendFloatRuns(byName map[string]*Series, stagedPoints map[string][]tablets.Point,
+	read func(point func(tablets.SeriesPoint) bool, run func(raw.FloatRun) bool) error) error {
 	var last *Series
 	lastName, started := "", false
-	run := 0
-	for p, err := range points {
-		if err != nil {
-			return err
-		}
-		if !started || p.Series != lastName {
-			last, lastName, started = byName[p.Series], p.Series, true
+	plain := 0
+	seriesOf := func(name string) *Series {
+		if !started || name != lastName {
+			last, lastName, started = byName[name], name, true
 			if last != nil {
-				last.reserve(max(run, len(stagedPoints[p.Series])))
+				last.reserve(max(plain, len(stagedPoints[name])))
 			}
-			run = 0
+			plain = 0
 		}
-		if last != nil {
-			last.appendFloat(p.Time.UnixMilli(), p.Value)
-			run++
-		}
+		return last
 	}
-	return nil
+	return read(func(p tablets.SeriesPoint) bool {
+		if s := seriesOf(p.Series); s != nil {
+			s.appendFloat(p.Time.UnixMilli(), p.Value)
+			plain++
+		}
+		return true
+	}, func(fr raw.FloatRun) bool {
+		if s := seriesOf(fr.Series); s != nil {
+			s.appendRun(fr.Chunk, fr.N)
+		}
+		return true
+	})
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/chunkenc"
 	"github.com/seed71701133/tablets/rounding"
+	"github.com/seed71701133/tablets/tsdb/internal/raw"
 )
 
 // staleNaN is Prometheus' staleness marker.
@@ -505,14 +507,15 @@ func TestAppendFloatRunsReserves(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("s%02d", i)
 	}
-	runs := func(yield func(tablets.SeriesPoint, error) bool) {
+	runs := func(point func(tablets.SeriesPoint) bool, _ func(raw.FloatRun) bool) error {
 		for _, name := range append(names, "unasked") {
 			for j := range points {
-				if !yield(tablets.SeriesPoint{Series: name, Point: tablets.Point{Time: time.UnixMilli(int64(j)), Value: float64(j)}}, nil) {
-					return
+				if !point(tablets.SeriesPoint{Series: name, Point: tablets.Point{Time: time.UnixMilli(int64(j)), Value: float64(j)}}) {
+					return nil
 				}
 			}
 		}
+		return nil
 	}
 	budget := newPlainBudget(1 << 40)
 	var byName map[string]*Series
@@ -521,7 +524,7 @@ func TestAppendFloatRunsReserves(t *testing.T) {
 		for _, name := range names {
 			byName[name] = &Series{Series: name, plain: budget}
 		}
-		if err := appendFloatRuns(byName, runs, nil); err != nil {
+		if err := appendFloatRuns(byName, nil, runs); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -561,4 +564,28 @@ func BenchmarkSeriesIterateChunks(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/sample")
+}
+
+// A run appended whole (a raw.FloatRun) goes in after the floats before it, which go into a
+// chunk ahead of it (the pending one too), and before those after it: every bit kept, and
+// the run's chunk is the Series' own, not a copy.
+func TestSeriesAppendRun(t *testing.T) {
+	s := &Series{plain: newPlainBudget(1 << 40)}
+	s.appendFloat(1, 1)
+	s.appendFloat(2, 2) // pending when the run comes
+	times, values := []uint64{10, 20, 30}, []float64{10.5, math.Inf(1), staleNaN}
+	run := chunkenc.Append(nil, times, values)
+	s.appendRun(run, len(times))
+	s.appendFloat(40, 4)
+	s.appendFloat(40, 5) // the later of a millisecond
+	s.finish()
+	n, _ := s.Len()
+	require.Equal(t, 6, n)
+	require.Len(t, s.chunks, 2, "the floats before the run, then the run")
+	require.Same(t, &run[0], &s.chunks[1][0], "the run's chunk, shared")
+	require.Equal(t, [][2]int64{
+		{1, int64(math.Float64bits(1))}, {2, int64(math.Float64bits(2))},
+		{10, int64(math.Float64bits(10.5))}, {20, int64(math.Float64bits(math.Inf(1)))}, {30, int64(math.Float64bits(staleNaN))},
+		{40, int64(math.Float64bits(5))},
+	}, floatsOf(t, s))
 }

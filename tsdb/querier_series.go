@@ -71,6 +71,17 @@ func (s *Series) appendFloat(t int64, v float64) {
 	s.n++
 }
 
+// appendRun adds n floats encoded as chunk (internal/chunkenc: a raw.FloatRun, shared with
+// the raw cache and never changed), all after the floats appended before it and before
+// those appended after it. The floats held plain go into a chunk first: the chunks hold
+// the earlier floats.
+func (s *Series) appendRun(chunk []byte, n int) {
+	s.flush()
+	s.cut()
+	s.chunks = append(s.chunks, chunk)
+	s.n += n
+}
+
 // reserve makes room for n more floats: a read about to add a series' staged points says
 // how many (a refresh's are mostly staged), so that its slices grow once, not a doubling
 // at a time (5% of the soak server's allocations).
@@ -221,8 +232,9 @@ type SampleIterator struct {
 	values []float64
 	plain  bool // At reads times and values at i
 	// curT and curF are the decoded chunk: floats only, so that the garbage collector
-	// does not scan them, made once an iterator at a chunk's size (grown a doubling at a
-	// time, they were 4% of a soak's first minute, its first loads' series in chunks).
+	// does not scan them, made once an iterator at its largest chunk's size (grown a
+	// doubling at a time, they were 4% of a soak's first minute, its first loads' series in
+	// chunks).
 	curT []int64
 	curF []float64
 	i    int // of the sample At returns, in list or curT and curF
@@ -256,7 +268,15 @@ func (it *SampleIterator) Next() bool {
 	}
 	for len(it.chunks) > 0 {
 		if it.curT == nil {
-			it.curT, it.curF = make([]int64, 0, chunkPoints), make([]float64, 0, chunkPoints)
+			// As large as the largest chunk: chunkPoints for the Series' own, a raw cache
+			// segment (128) for the runs it took whole.
+			n := 0
+			for _, c := range it.chunks {
+				if k, _, _, err := chunkenc.Header(c); err == nil {
+					n = max(n, k)
+				}
+			}
+			it.curT, it.curF = make([]int64, 0, n), make([]float64, 0, n)
 		}
 		it.curT, it.curF, it.i = it.curT[:0], it.curF[:0], 0
 		err := chunkenc.Decode(it.chunks[0], func(t uint64, v float64) {

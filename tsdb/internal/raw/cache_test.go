@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/chunkenc"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
 
@@ -169,5 +170,75 @@ func TestNoSamplesFromOnlyAfterAKnownHull(t *testing.T) {
 	}
 	if noSamplesFrom(changelog.StateOfGen(7), time.Now().UnixMilli()) {
 		t.Error("a log that does not know its hull: taken as empty")
+	}
+}
+
+// A read with run takes the segments of an entry that lie whole in its range as they are
+// kept (FloatRun: the cache's own chunk, its count and times), and decodes the others
+// (the range's first and last, cut by it; one run refuses) sample by sample: together,
+// exactly the samples of the range, in order. A run or an emit that says stop stops it.
+func TestCachedRuns(t *testing.T) {
+	pts := scraped(4*segmentPoints + 100)
+	var c cachedSamples
+	if !floatCache.put(&c, pts) {
+		t.Fatal("put refused")
+	}
+	r := &Store[tablets.Point, pointTable]{cached: floatCache}
+	ms := func(i int) int64 { return pts[i].Time.UnixMilli() }
+	from, to := ms(50), ms(4*segmentPoints+50) // inside the first segment, inside the last
+	read := func(refuse int64, stopAt int) (got []tablets.Point, runs []FloatRun, more bool) {
+		more, err := r.eachRun(&c, "s", from, to, func(name string, p tablets.Point) bool {
+			got = append(got, p)
+			return len(got) != stopAt
+		}, func(fr FloatRun) (bool, bool) {
+			if fr.First == refuse {
+				return false, true
+			}
+			runs = append(runs, fr)
+			err := chunkenc.Decode(fr.Chunk, func(t uint64, v float64) {
+				got = append(got, tablets.Point{Time: time.UnixMilli(int64(t)).UTC(), Value: v})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return true, stopAt != -len(runs)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, runs, more
+	}
+	check := func(what string, got []tablets.Point) {
+		t.Helper()
+		if want := pts[50 : 4*segmentPoints+50]; len(got) != len(want) {
+			t.Fatalf("%s: %d samples, want %d", what, len(got), len(want))
+		}
+		for i, p := range got {
+			if w := pts[50+i]; !p.Time.Equal(w.Time) || p.Value != w.Value {
+				t.Fatalf("%s: sample %d is %v, want %v", what, i, p, w)
+			}
+		}
+	}
+	got, runs, more := read(-1, 0)
+	check("every whole segment a run", got)
+	if !more || len(runs) != 3 {
+		t.Fatalf("more %v, %d runs, want segments 1 to 3", more, len(runs))
+	}
+	for i, fr := range runs {
+		seg := c.floats[i+1]
+		if fr.Series != "s" || fr.N != segmentPoints || fr.First != ms((i+1)*segmentPoints) || fr.Last != seg.last || &fr.Chunk[0] != &seg.chunk[0] {
+			t.Fatalf("run %d: %+v, not segment %d as cached", i, fr, i+1)
+		}
+	}
+	got, runs, _ = read(ms(2*segmentPoints), 0)
+	check("segment 2 refused", got)
+	if len(runs) != 2 {
+		t.Fatalf("%d runs, want segments 1 and 3", len(runs))
+	}
+	if got, _, more = read(-1, 10); more || len(got) != 10 {
+		t.Fatalf("emit stops at the 10th: more %v, %d samples", more, len(got))
+	}
+	if _, runs, more = read(-1, -2); more || len(runs) != 2 {
+		t.Fatalf("run stops at the 2nd: more %v, %d runs", more, len(runs))
 	}
 }

@@ -160,7 +160,7 @@ func (r *Store[S, T]) queryMany(ctx context.Context, series []string, from, to t
 		_, err := r.querySpan(ctx, sp, series, func(name string, s S) bool {
 			stopped = !emit(name, s)
 			return !stopped
-		})
+		}, nil)
 		if err != nil || stopped {
 			return err
 		}
@@ -170,11 +170,11 @@ func (r *Store[S, T]) queryMany(ctx context.Context, series []string, from, to t
 
 // querySpan passes emit the samples of the series in Span sp, from its table. It returns
 // gone for a table that is gone: an empty period.
-func (r *Store[S, T]) querySpan(ctx context.Context, sp Span, series []string, emit func(series string, s S) bool) (bool, error) {
+func (r *Store[S, T]) querySpan(ctx context.Context, sp Span, series []string, emit func(series string, s S) bool, run func(FloatRun) (taken, more bool)) (bool, error) {
 	var gone bool
 	var err error
 	if r.cache != nil {
-		gone, err = r.cachedSpan(ctx, sp, series, emit)
+		gone, err = r.cachedSpan(ctx, sp, series, emit, run)
 	} else {
 		gone, err = r.inTable(sp.Period, func(t T) error { return t.queryMany(ctx, series, sp.From, sp.To, emit) })
 	}
@@ -427,65 +427,105 @@ func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Per
 // both kinds: Floats' and Hists' reads of many series with their staged samples.
 func WithStaged[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], merge staging.Merge[S, P], names []string, from, to time.Time, staged map[string][]S) iter.Seq2[P, error] {
 	return func(yield func(P, error) bool) {
-		var zero P
-		names = distinct(names)
-		spans, err := r.Spans(ctx, from, to)
-		if err != nil {
+		stopped := false
+		err := withStaged(ctx, r, merge, names, from, to, staged, func(p P) bool {
+			stopped = !yield(p, nil)
+			return !stopped
+		}, nil)
+		if err != nil && !stopped {
+			var zero P
 			yield(zero, err)
-			return
 		}
-		for _, sp := range stagedSpans(r, merge, spans, names, from, to, staged) {
-			rest := make(map[string][]S, len(names)) // each series' staged samples of the span
-			for _, name := range names {
-				rest[name] = merge.In(staged[name], sp.From, sp.To)
+	}
+}
+
+// withStaged is WithStaged passing each sample to yield (until it returns false) and, with
+// run, the runs of cached floats that no staged sample falls among to run whole (see
+// Floats.ReadRuns).
+func withStaged[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], merge staging.Merge[S, P], names []string, from, to time.Time, staged map[string][]S,
+	yield func(P) bool, run func(FloatRun) bool) error {
+	names = distinct(names)
+	spans, err := r.Spans(ctx, from, to)
+	if err != nil {
+		return err
+	}
+	for _, sp := range stagedSpans(r, merge, spans, names, from, to, staged) {
+		rest := make(map[string][]S, len(names)) // each series' staged samples of the span
+		for _, name := range names {
+			rest[name] = merge.In(staged[name], sp.From, sp.To)
+		}
+		stopped := false
+		emit := func(name string, s S) bool {
+			stopped = !yield(merge.Pair(name, s))
+			return !stopped
+		}
+		if !sp.stagedOnly {
+			// A series' samples come together: its staged ones are looked up once a run.
+			var cur string
+			var curRest []S
+			started := false
+			switchTo := func(name string) {
+				if !started || name != cur {
+					if started {
+						rest[cur] = curRest
+					}
+					cur, curRest, started = name, rest[name], true
+				}
 			}
-			stopped := false
-			emit := func(name string, s S) bool {
-				stopped = !yield(merge.Pair(name, s), nil)
-				return !stopped
-			}
-			if !sp.stagedOnly {
-				// A series' samples come together: its staged ones are looked up once a run.
-				var cur string
-				var curRest []S
-				started := false
-				gone, err := r.querySpan(ctx, sp.Span, names, func(name string, s S) bool {
-					if !started || name != cur {
-						if started {
-							rest[cur] = curRest
+			var runWhole func(FloatRun) (bool, bool)
+			if run != nil {
+				runWhole = func(fr FloatRun) (bool, bool) {
+					switchTo(fr.Series)
+					// The staged samples before the run go first; one in its milliseconds
+					// leaves the run to be decoded, sample by sample, for the merge.
+					i := 0
+					for i < len(curRest) && merge.Time(curRest[i]).UnixMilli() < fr.First {
+						i++
+					}
+					if i < len(curRest) && merge.Time(curRest[i]).UnixMilli() <= fr.Last {
+						return false, true
+					}
+					for _, st := range curRest[:i] {
+						if !emit(fr.Series, st) {
+							return false, false
 						}
-						cur, curRest, started = name, rest[name], true
 					}
-					if len(curRest) == 0 {
-						return emit(name, s)
-					}
-					var ok bool
-					curRest, ok = merge.UpTo(curRest, s, func(st S) bool { return emit(name, st) })
-					return ok
-				})
-				if started {
-					rest[cur] = curRest
-				}
-				if stopped {
-					return
-				}
-				if err != nil {
-					yield(zero, err)
-					return
-				}
-				if gone {
-					continue // the table is gone, and its period with it
+					curRest = curRest[i:]
+					stopped = !run(fr)
+					return true, !stopped
 				}
 			}
-			for _, name := range names {
-				for _, s := range rest[name] {
-					if !emit(name, s) {
-						return
-					}
+			gone, err := r.querySpan(ctx, sp.Span, names, func(name string, s S) bool {
+				switchTo(name)
+				if len(curRest) == 0 {
+					return emit(name, s)
+				}
+				var ok bool
+				curRest, ok = merge.UpTo(curRest, s, func(st S) bool { return emit(name, st) })
+				return ok
+			}, runWhole)
+			if started {
+				rest[cur] = curRest
+			}
+			if stopped {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if gone {
+				continue // the table is gone, and its period with it
+			}
+		}
+		for _, name := range names {
+			for _, s := range rest[name] {
+				if !emit(name, s) {
+					return nil
 				}
 			}
 		}
 	}
+	return nil
 }
 
 // readSpan is a span of a read merged with staged samples: a table's, or (stagedOnly) a
@@ -544,4 +584,14 @@ func (h *Hists) WithStaged(ctx context.Context, names []string, from, to time.Ti
 // function WithStaged).
 func (f *Floats) WithStaged(ctx context.Context, names []string, from, to time.Time, staged map[string][]tablets.Point) iter.Seq2[tablets.SeriesPoint, error] {
 	return WithStaged(ctx, f.Store, staging.PointsMerge, names, from, to, staged)
+}
+
+// ReadRuns is WithStaged passing the points to point (until it returns false), but the
+// runs of cached points that no staged point of their series falls among (FloatRun: all
+// of a cache segment inside the range) to run, whole and still encoded, in their place
+// among the series' points. A reader that keeps points encoded anyway (a Series) takes
+// most of a read from the cache without decoding it.
+func (f *Floats) ReadRuns(ctx context.Context, names []string, from, to time.Time, staged map[string][]tablets.Point,
+	point func(tablets.SeriesPoint) bool, run func(FloatRun) bool) error {
+	return withStaged(ctx, f.Store, staging.PointsMerge, names, from, to, staged, point, run)
 }
