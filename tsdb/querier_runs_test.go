@@ -114,11 +114,7 @@ func BenchmarkSelectCachedRaw(b *testing.B) {
 		all = append(all, SeriesPoints{Series: key, Points: pts})
 	}
 	require.NoError(b, k.WriteMany(ctx, all))
-	o := *k.opts
-	o.RawCache, o.IndexCache = NewRawCache(DefaultRawCacheBytes), NewIndexCache(DefaultIndexCacheBytes)
-	db, err := Open(ctx, k.svc, k.name, &o)
-	require.NoError(b, err)
-	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
+	q, err := k.openCached(b).Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(b, err)
 	from, to := now.Add(-time.Hour-5*time.Minute), now // a 1-hour panel's rate over 5m
 	read := func() (n int) {

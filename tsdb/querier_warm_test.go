@@ -96,7 +96,7 @@ func TestWarmAnswersTheFirstSelects(t *testing.T) {
 }
 
 // openCached opens the database again with a raw cache and an index cache.
-func (k *keyRangeDB) openCached(t *testing.T) *DB {
+func (k *keyRangeDB) openCached(t testing.TB) *DB {
 	t.Helper()
 	o := *k.opts
 	o.RawCache, o.IndexCache = NewRawCache(DefaultRawCacheBytes), NewIndexCache(DefaultIndexCacheBytes)
