@@ -38,12 +38,24 @@
 // 84). A slot a 32 KiB lets at most 256 KiB of background bodies in flight while queries
 // run: two such transactions, or eight of a fold's; the reads then waited 0.11 s beside the
 // rollup (run 85).
+//
+// A background read weighs by the bytes it is expected to receive, as a write by those it
+// sends: the bytes the last reads of its kind received (the same task, method and table,
+// the digits of tenants and periods left out of its name). A read's cost is its answer: the
+// account serializes it, and Azurite does so on its one thread. A fold reads its staging
+// entities a page of whole entities at a time, a rollup its tier blocks and raw chunks a
+// page of up to 1,000; in the soak's fold minutes, with eight such pages in flight, Azurite
+// was busy all the time with 40 to 60 requests a second, the server's CPU a quarter used,
+// and the dashboards answered half their queries (run 105 of docs/soak.md, its 30th
+// minute). Weighed by their answers (a megabyte of tier blocks takes the whole busy share),
+// they go one at a time while queries run, beside the queries' small reads.
 package reqlimit
 
 import (
 	"context"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,6 +84,11 @@ type Transport struct {
 	// sent and held count, by class, the requests that took a slot and the nanoseconds
 	// they held it (Classes).
 	sent, held [classes]atomic.Int64
+
+	// answers are the bytes the background reads of each kind (answerKind) received of
+	// late: a moving average, which weighs the next read of the kind.
+	answersMu sync.Mutex
+	answers   map[string]int64
 
 	mu sync.Mutex
 	// queries are the requests of queries (unmarked) waiting or in flight; busy is whether
@@ -112,10 +129,58 @@ func BusyBackgroundLimit(limit int) int { return max(limit/8, 1) }
 const BackgroundWeightBytes = 32 << 10
 
 // backgroundWeight is the slots of the background share req takes: one for each
-// BackgroundWeightBytes of its body begun (a request of no body, or of a length unknown,
-// one), at most the busy share.
+// BackgroundWeightBytes begun of its body, or of the answer its kind of request is expected
+// to receive (answerKind), whichever is more (a request of neither, one); at most the busy
+// share.
 func (t *Transport) backgroundWeight(req *http.Request) int64 {
-	return min(1+max(req.ContentLength-1, 0)/BackgroundWeightBytes, t.busyBackground)
+	bytes := max(req.ContentLength, t.expectedAnswer(answerKind(req)))
+	return min(1+max(bytes-1, 0)/BackgroundWeightBytes, t.busyBackground)
+}
+
+// maxAnswerKinds bounds the kinds of background reads whose answers a Transport keeps: more
+// (many tenants' tables) start the count over.
+const maxAnswerKinds = 1024
+
+// answerKind is what a background request's answer is expected to be like: its task
+// (WithTask), method and table, the digits of the table's name left out (a tenant's, a
+// period's) and what follows it (keys, a filter).
+func answerKind(req *http.Request) string {
+	name := req.URL.Path[strings.LastIndexByte(req.URL.Path, '/')+1:]
+	if i := strings.IndexByte(name, '('); i >= 0 {
+		name = name[:i]
+	}
+	name = strings.Map(func(r rune) rune {
+		if r >= '0' && r <= '9' {
+			return -1
+		}
+		return r
+	}, name)
+	return TaskOf(req.Context()) + " " + req.Method + " " + name
+}
+
+// expectedAnswer is the bytes a background request of kind is expected to receive: the
+// moving average of those of its kind (0: none yet).
+func (t *Transport) expectedAnswer(kind string) int64 {
+	t.answersMu.Lock()
+	defer t.answersMu.Unlock()
+	return t.answers[kind]
+}
+
+// answered counts the bytes a background request of kind received in its moving average:
+// a quarter of the new, three quarters of the old, so that one large page among small ones
+// weighs the next reads but does not set them.
+func (t *Transport) answered(kind string, bytes int64) {
+	t.answersMu.Lock()
+	defer t.answersMu.Unlock()
+	old, ok := t.answers[kind]
+	if !ok {
+		if t.answers == nil || len(t.answers) >= maxAnswerKinds {
+			t.answers = map[string]int64{}
+		}
+		t.answers[kind] = bytes
+		return
+	}
+	t.answers[kind] = (3*old + bytes) / 4
 }
 
 // queryBegan counts a query's request; the first makes the background share its busy size
@@ -237,10 +302,12 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	var shares []*gate.Gate      // taken, to give back with the slot
 	weights := [3]int64{1, 1, 1} // of each share, then the slot
 	c := classOf(ctx)
+	var kind string // of a background request's answer
 	switch c {
 	case classBackground:
 		shares = []*gate.Gate{t.background, t.others}
 		weights[0] = t.backgroundWeight(req)
+		kind = answerKind(req)
 	case classOther:
 		shares = []*gate.Gate{t.others}
 		t.queryBegan()
@@ -277,7 +344,14 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 		done()
 		return resp, err
 	}
-	resp.Body = &releasingBody{ReadCloser: resp.Body, release: done}
+	body := &releasingBody{ReadCloser: resp.Body, release: done}
+	if c == classBackground {
+		body.release = func() {
+			t.answered(kind, body.read)
+			done()
+		}
+	}
+	resp.Body = body
 	return resp, nil
 }
 
@@ -295,10 +369,12 @@ type releasingBody struct {
 	io.ReadCloser
 	once    sync.Once
 	release func()
+	read    int64 // the bytes read of it
 }
 
 func (b *releasingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	b.read += int64(n)
 	if err != nil {
 		b.once.Do(b.release)
 	}

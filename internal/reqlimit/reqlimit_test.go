@@ -492,3 +492,128 @@ func TestTransportBackgroundWeighsBytes(t *testing.T) {
 		}
 	})
 }
+
+// sizedNext answers every request at once with a body of the size its path asks for
+// (sizes, by the URL's path; 2 bytes otherwise).
+type sizedNext struct {
+	sizes map[string]int
+	sent  atomic.Int64
+}
+
+func (s *sizedNext) Do(req *http.Request) (*http.Response, error) {
+	s.sent.Add(1)
+	n, ok := s.sizes[req.URL.Path]
+	if !ok {
+		n = 2
+	}
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(strings.Repeat("x", n)))}, nil
+}
+
+// A background read weighs by the answers of its kind: the same task, method and table,
+// whatever the digits of the table's name. While a query runs (a busy share of 2 of 16
+// slots), reads of a kind that received 100 KB go one at a time, those of a kind that
+// received 2 bytes two at a time; a kind's weight follows its answers' moving average.
+func TestTransportBackgroundWeighsAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &sizedNext{sizes: map[string]int{
+			"/acct/tenant1w()": 100 << 10, "/acct/tenant2w()": 100 << 10, "/acct/tenant3w()": 10,
+		}}
+		tr := New(next, 16) // background: 8 idle, 2 busy
+		fold := WithTask(Background(context.Background()), "fold")
+		read := func(ctx context.Context, path string) *http.Request {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://account.invalid"+path+"?$filter=PartitionKey%20lt%20'5'", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return req
+		}
+		if got, want := answerKind(read(fold, "/acct/tenant1w(PartitionKey='1',RowKey='2')")), "fold GET tenantw"; got != want {
+			t.Fatalf("answerKind = %q, want %q", got, want)
+		}
+		if w := tr.backgroundWeight(read(fold, "/acct/tenant2w()")); w != 1 {
+			t.Fatalf("weight of a read of a kind not answered yet = %d, want 1", w)
+		}
+		whole := func(req *http.Request) {
+			resp, err := tr.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+		whole(read(fold, "/acct/tenant1w()"))                             // 100 KB: the kind "fold GET tenantw"
+		whole(read(fold, "/acct/tenant1m()"))                             // 2 bytes: "fold GET tenantm"
+		whole(read(Background(context.Background()), "/acct/tenant1w()")) // another task's kind
+		if w := tr.backgroundWeight(read(fold, "/acct/tenant2w()")); w != 2 {
+			t.Fatalf("weight of a read of a kind that received 100 KB = %d, want the busy share's 2", w)
+		}
+		if w := New(next, 64).backgroundWeight(read(fold, "/acct/tenant2w()")); w != 1 {
+			t.Fatalf("a new Transport's weight = %d, want 1: it knows no answers yet", w)
+		}
+
+		q, err := tr.Do(get(context.Background(), t)) // a query: the busy share
+		if err != nil {
+			t.Fatal(err)
+		}
+		send := func(req *http.Request, hold chan struct{}) chan struct{} {
+			sent := make(chan struct{})
+			go func() {
+				resp, err := tr.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				close(sent)
+				<-hold
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}()
+			return sent
+		}
+		hold := make(chan struct{})
+		first := send(read(fold, "/acct/tenant2w()"), hold)
+		synctest.Wait()
+		second := send(read(fold, "/acct/tenant2w()"), hold)
+		synctest.Wait()
+		<-first
+		select {
+		case <-second:
+			t.Fatal("two reads of a kind that received 100 KB went at once in a busy share of 2")
+		default:
+		}
+		close(hold)
+		synctest.Wait()
+		<-second
+
+		hold = make(chan struct{})
+		small1 := send(read(fold, "/acct/tenant1m()"), hold)
+		small2 := send(read(fold, "/acct/tenant9m()"), hold)
+		synctest.Wait()
+		<-small1
+		<-small2 // both in flight: a weight of 1 each
+		close(hold)
+		synctest.Wait()
+		q.Body.Close()
+
+		// The kind's answers shrink: its weight follows their moving average (100 KB, then
+		// a quarter less at each answer of 10 bytes), down to 1 once under 32 KiB.
+		expected := int64(100 << 10)
+		for i := range 5 {
+			whole(read(fold, "/acct/tenant3w()"))
+			expected = (3*expected + 10) / 4
+			want := 1 + (expected-1)/BackgroundWeightBytes
+			if w := tr.backgroundWeight(read(fold, "/acct/tenant2w()")); w != min(want, 2) {
+				t.Fatalf("after %d small answers: weight %d, want %d", i+1, w, min(want, 2))
+			}
+		}
+		if w := tr.backgroundWeight(read(fold, "/acct/tenant2w()")); w != 1 {
+			t.Fatalf("after small answers: weight %d, want 1", w)
+		}
+		if inFlight, waiting := tr.State(); inFlight != 0 || waiting != 0 {
+			t.Fatalf("after all: State() = %d, %d; want 0, 0", inFlight, waiting)
+		}
+		time.Sleep(QuietPeriod) // the idle timer's last look
+	})
+}
