@@ -39,16 +39,20 @@
 // run: two such transactions, or eight of a fold's; the reads then waited 0.11 s beside the
 // rollup (run 85).
 //
-// A background read weighs by the bytes it is expected to receive, as a write by those it
-// sends: the bytes the last reads of its kind received (the same task, method and table,
-// the digits of tenants and periods left out of its name). A read's cost is its answer: the
-// account serializes it, and Azurite does so on its one thread. A fold reads its staging
-// entities a page of whole entities at a time, a rollup its tier blocks and raw chunks a
-// page of up to 1,000; in the soak's fold minutes, with eight such pages in flight, Azurite
-// was busy all the time with 40 to 60 requests a second, the server's CPU a quarter used,
-// and the dashboards answered half their queries (run 105 of docs/soak.md, its 30th
-// minute). Weighed by their answers (a megabyte of tier blocks takes the whole busy share),
-// they go one at a time while queries run, beside the queries' small reads.
+// A background request also weighs by what the last requests of its kind cost (the same
+// task, method and table, the digits of tenants and periods left out of its name): the
+// bytes they received, a slot a BackgroundWeightBytes as for a body, and the time they held
+// their slot, a slot a BackgroundWeightTime. A read's cost is its answer, or the scan behind
+// it: the account serializes a page, and filters every entity of a query across partitions,
+// and Azurite does both on its one thread. A fold reads its staging entities a page of
+// whole entities at a time, a rollup its tier blocks and raw chunks a page of up to 1,000;
+// in the soak's fold minutes, with eight such pages in flight, Azurite was busy all the time
+// with 40 to 60 requests a second, the server's CPU a quarter used, and the dashboards
+// answered half their queries (run 105 of docs/soak.md, its 30th minute). Weighed by their
+// answers, they went one at a time beside the queries (run 108), but a compaction's scans
+// of a raw table, small answers after long filters, still made each query's point read wait
+// 0.2 to 0.36 s for two minutes. Weighed by their time too, a request of a kind that took
+// the account most of a second takes the whole busy share.
 package reqlimit
 
 import (
@@ -85,10 +89,10 @@ type Transport struct {
 	// they held it (Classes).
 	sent, held [classes]atomic.Int64
 
-	// answers are the bytes the background reads of each kind (answerKind) received of
-	// late: a moving average, which weighs the next read of the kind.
+	// answers are what the background requests of each kind (answerKind) cost of late: a
+	// moving average, which weighs the next request of the kind.
 	answersMu sync.Mutex
-	answers   map[string]int64
+	answers   map[string]answerCost
 
 	mu sync.Mutex
 	// queries are the requests of queries (unmarked) waiting or in flight; busy is whether
@@ -133,8 +137,22 @@ const BackgroundWeightBytes = 32 << 10
 // to receive (answerKind), whichever is more (a request of neither, one); at most the busy
 // share.
 func (t *Transport) backgroundWeight(req *http.Request) int64 {
-	bytes := max(req.ContentLength, t.expectedAnswer(answerKind(req)))
-	return min(1+max(bytes-1, 0)/BackgroundWeightBytes, t.busyBackground)
+	cost := t.expectedCost(answerKind(req))
+	bytes := max(req.ContentLength, cost.bytes)
+	w := max(1+max(bytes-1, 0)/BackgroundWeightBytes, 1+int64(cost.held/BackgroundWeightTime))
+	return min(w, t.busyBackground)
+}
+
+// BackgroundWeightTime is the time the requests of a background request's kind held their
+// slot for each slot of its share it takes, beyond the first (package doc): while queries
+// run, at most 8 of tablets serve's 64 slots, a kind that takes 0.8 s goes one at a time.
+const BackgroundWeightTime = 100 * time.Millisecond
+
+// answerCost is what the requests of a kind cost: the bytes they received, and how long they
+// held their slot, from sending until the body was read or closed.
+type answerCost struct {
+	bytes int64
+	held  time.Duration
 }
 
 // maxAnswerKinds bounds the kinds of background reads whose answers a Transport keeps: more
@@ -158,29 +176,29 @@ func answerKind(req *http.Request) string {
 	return TaskOf(req.Context()) + " " + req.Method + " " + name
 }
 
-// expectedAnswer is the bytes a background request of kind is expected to receive: the
-// moving average of those of its kind (0: none yet).
-func (t *Transport) expectedAnswer(kind string) int64 {
+// expectedCost is what a background request of kind is expected to cost: the moving
+// average of those of its kind (zero: none yet).
+func (t *Transport) expectedCost(kind string) answerCost {
 	t.answersMu.Lock()
 	defer t.answersMu.Unlock()
 	return t.answers[kind]
 }
 
-// answered counts the bytes a background request of kind received in its moving average:
-// a quarter of the new, three quarters of the old, so that one large page among small ones
-// weighs the next reads but does not set them.
-func (t *Transport) answered(kind string, bytes int64) {
+// answered counts what a background request of kind cost in its moving average: a quarter
+// of the new, three quarters of the old, so that one large page among small ones weighs the
+// next requests but does not set them.
+func (t *Transport) answered(kind string, c answerCost) {
 	t.answersMu.Lock()
 	defer t.answersMu.Unlock()
 	old, ok := t.answers[kind]
 	if !ok {
 		if t.answers == nil || len(t.answers) >= maxAnswerKinds {
-			t.answers = map[string]int64{}
+			t.answers = map[string]answerCost{}
 		}
-		t.answers[kind] = bytes
+		t.answers[kind] = c
 		return
 	}
-	t.answers[kind] = (3*old + bytes) / 4
+	t.answers[kind] = answerCost{bytes: (3*old.bytes + c.bytes) / 4, held: (3*old.held + c.held) / 4}
 }
 
 // queryBegan counts a query's request; the first makes the background share its busy size
@@ -347,7 +365,7 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	body := &releasingBody{ReadCloser: resp.Body, release: done}
 	if c == classBackground {
 		body.release = func() {
-			t.answered(kind, body.read)
+			t.answered(kind, answerCost{bytes: body.read, held: time.Since(began)})
 			done()
 		}
 	}

@@ -617,3 +617,94 @@ func TestTransportBackgroundWeighsAnswers(t *testing.T) {
 		time.Sleep(QuietPeriod) // the idle timer's last look
 	})
 }
+
+// timedNext answers every request after the time its path asks for (took, by the URL's
+// path; at once otherwise), with a small body.
+type timedNext struct {
+	took map[string]time.Duration
+	sent atomic.Int64
+}
+
+func (s *timedNext) Do(req *http.Request) (*http.Response, error) {
+	s.sent.Add(1)
+	time.Sleep(s.took[req.URL.Path])
+	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader("{}"))}, nil
+}
+
+// A background request weighs by the time the requests of its kind held their slot too: a
+// scan that answers little after a long filter. While a query runs (a busy share of 2 of
+// 16 slots), requests of a kind that took a second go one at a time; those of a kind that
+// took 50 ms two at a time.
+func TestTransportBackgroundWeighsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &timedNext{took: map[string]time.Duration{"/acct/raw1": time.Second, "/acct/raw2": time.Second, "/acct/log1": 50 * time.Millisecond}}
+		tr := New(next, 16) // background: 8 idle, 2 busy
+		compact := WithTask(Background(context.Background()), "compact")
+		read := func(path string) *http.Request {
+			req, err := http.NewRequestWithContext(compact, http.MethodGet, "http://account.invalid"+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return req
+		}
+		whole := func(req *http.Request) {
+			resp, err := tr.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		whole(read("/acct/raw1"))
+		whole(read("/acct/log1"))
+		if w := New(next, 64).backgroundWeight(read("/acct/raw2")); w != 1 {
+			t.Fatalf("a new Transport's weight = %d, want 1", w)
+		}
+		if w := tr.backgroundWeight(read("/acct/raw2")); w != 2 {
+			t.Fatalf("weight of a kind that took a second = %d, want the busy share's 2", w)
+		}
+		if w := tr.backgroundWeight(read("/acct/log2")); w != 1 {
+			t.Fatalf("weight of a kind that took 50 ms = %d, want 1", w)
+		}
+		// tablets serve's 64 slots (a busy share of 8): a slot a 100 ms begun past the first.
+		serve := New(next, 64)
+		serve.answered("compact GET raw", answerCost{held: 350 * time.Millisecond})
+		if got := serve.backgroundWeight(read("/acct/raw2")); got != 4 {
+			t.Fatalf("of 64 slots, weight of a kind that took 350 ms = %d, want 4", got)
+		}
+
+		q, err := tr.Do(get(context.Background(), t)) // a query: the busy share
+		if err != nil {
+			t.Fatal(err)
+		}
+		most := func(path string) int64 { // of 4 requests of path at once
+			var inFlight, top atomic.Int64
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Go(func() {
+					resp, err := tr.Do(read(path))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					n := inFlight.Add(1)
+					for m := top.Load(); n > m && !top.CompareAndSwap(m, n); m = top.Load() {
+					}
+					time.Sleep(time.Millisecond)
+					inFlight.Add(-1)
+					resp.Body.Close()
+				})
+			}
+			wg.Wait()
+			return top.Load()
+		}
+		if got := most("/acct/raw2"); got != 1 {
+			t.Fatalf("%d requests of a kind that took a second answered at once beside a query, want 1", got)
+		}
+		if got := most("/acct/log2"); got != 2 {
+			t.Fatalf("%d requests of a kind that took 50 ms answered at once beside a query, want 2", got)
+		}
+		q.Body.Close()
+		time.Sleep(QuietPeriod) // the idle timer's last look
+	})
+}
