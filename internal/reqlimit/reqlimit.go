@@ -132,10 +132,10 @@ func BusyBackgroundLimit(limit int) int { return max(limit/8, 1) }
 // it takes (package doc).
 const BackgroundWeightBytes = 32 << 10
 
-// backgroundWeight is the slots of the background share req takes: one for each
-// BackgroundWeightBytes begun of its body, or of the answer its kind of request is expected
-// to receive (answerKind), whichever is more (a request of neither, one); at most the busy
-// share.
+// backgroundWeight is the slots of the background share req takes, the most of: one for
+// each BackgroundWeightBytes begun of its body, or of the answer its kind of request
+// (answerKind) is expected to receive; and one, and one more for each whole
+// BackgroundWeightTime its kind is expected to hold its slot. At most the busy share.
 func (t *Transport) backgroundWeight(req *http.Request) int64 {
 	cost := t.expectedCost(answerKind(req))
 	bytes := max(req.ContentLength, cost.bytes)
@@ -155,8 +155,8 @@ type answerCost struct {
 	held  time.Duration
 }
 
-// maxAnswerKinds bounds the kinds of background reads whose answers a Transport keeps: more
-// (many tenants' tables) start the count over.
+// maxAnswerKinds bounds the kinds of background requests whose costs a Transport keeps:
+// more (many tenants' tables) start the count over.
 const maxAnswerKinds = 1024
 
 // answerKind is what a background request's answer is expected to be like: its task
