@@ -543,11 +543,14 @@ func TestTransportBackgroundWeighsAnswers(t *testing.T) {
 			}
 			resp.Body.Close()
 		}
-		whole(read(fold, "/acct/tenant1w()"))                             // 100 KB: the kind "fold GET tenantw"
-		whole(read(fold, "/acct/tenant1m()"))                             // 2 bytes: "fold GET tenantm"
-		whole(read(Background(context.Background()), "/acct/tenant1w()")) // another task's kind
+		whole(read(fold, "/acct/tenant1w()")) // 100 KB: the kind "fold GET tenantw"
+		whole(read(fold, "/acct/tenant1m()")) // 2 bytes: "fold GET tenantm"
 		if w := tr.backgroundWeight(read(fold, "/acct/tenant2w()")); w != 2 {
 			t.Fatalf("weight of a read of a kind that received 100 KB = %d, want the busy share's 2", w)
+		}
+		compact := WithTask(Background(context.Background()), "compact")
+		if w := tr.backgroundWeight(read(compact, "/acct/tenant2w()")); w != 1 {
+			t.Fatalf("weight of another task's read of the same table = %d, want 1: another kind", w)
 		}
 		if w := New(next, 64).backgroundWeight(read(fold, "/acct/tenant2w()")); w != 1 {
 			t.Fatalf("a new Transport's weight = %d, want 1: it knows no answers yet", w)
