@@ -379,6 +379,24 @@ func TestTransportClasses(t *testing.T) {
 	})
 }
 
+// sendHeld sends req through tr in a goroutine, and returns a channel closed once its
+// response came; the response's body is read to its end and closed once hold is closed.
+func sendHeld(t *testing.T, tr *Transport, req *http.Request, hold chan struct{}) chan struct{} {
+	sent := make(chan struct{})
+	go func() {
+		resp, err := tr.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		close(sent)
+		<-hold
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
+	return sent
+}
+
 // slowNext answers every request after took.
 type slowNext struct{ took time.Duration }
 
@@ -419,20 +437,7 @@ func TestTransportBackgroundWeighsBytes(t *testing.T) {
 		if w := New(next, 64).backgroundWeight(body(128 << 10)); w != 4 {
 			t.Fatalf("weight of 128 KiB of 64 slots = %d, want 4", w)
 		}
-		send := func(req *http.Request, hold chan struct{}) chan struct{} {
-			sent := make(chan struct{})
-			go func() {
-				resp, err := tr.Do(req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				close(sent)
-				<-hold
-				resp.Body.Close()
-			}()
-			return sent
-		}
+		send := func(req *http.Request, hold chan struct{}) chan struct{} { return sendHeld(t, tr, req, hold) }
 		q, err := tr.Do(get(context.Background(), t))
 		if err != nil {
 			t.Fatal(err)
@@ -560,21 +565,7 @@ func TestTransportBackgroundWeighsAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		send := func(req *http.Request, hold chan struct{}) chan struct{} {
-			sent := make(chan struct{})
-			go func() {
-				resp, err := tr.Do(req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				close(sent)
-				<-hold
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-			}()
-			return sent
-		}
+		send := func(req *http.Request, hold chan struct{}) chan struct{} { return sendHeld(t, tr, req, hold) }
 		hold := make(chan struct{})
 		first := send(read(fold, "/acct/tenant2w()"), hold)
 		synctest.Wait()
