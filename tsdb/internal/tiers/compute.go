@@ -18,9 +18,11 @@ import (
 //
 // It is safe for concurrent use.
 type ComputeLimit struct {
-	slots chan struct{}
-	busy  atomic.Int64
-	peak  atomic.Int64
+	slots       chan struct{}
+	busy        atomic.Int64
+	peak        atomic.Int64
+	callers     atomic.Int64 // in do: waiting for a slot or running
+	peakCallers atomic.Int64
 }
 
 // NewComputeLimit returns a limit of n computations at once (at least 1).
@@ -36,14 +38,14 @@ var defaultCompute = sync.OnceValue(func() *ComputeLimit {
 
 // do runs f once a slot is free, or returns ctx's error.
 func (l *ComputeLimit) do(ctx context.Context, f func() error) error {
+	raise(&l.peakCallers, l.callers.Add(1))
+	defer l.callers.Add(-1)
 	select {
 	case l.slots <- struct{}{}:
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-	n := l.busy.Add(1)
-	for p := l.peak.Load(); n > p && !l.peak.CompareAndSwap(p, n); p = l.peak.Load() {
-	}
+	raise(&l.peak, l.busy.Add(1))
 	defer func() {
 		l.busy.Add(-1)
 		<-l.slots
@@ -51,5 +53,18 @@ func (l *ComputeLimit) do(ctx context.Context, f func() error) error {
 	return f()
 }
 
+// raise sets peak to n if n is more.
+func raise(peak *atomic.Int64, n int64) {
+	for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+	}
+}
+
 // Peak is the most computations that ran at once.
 func (l *ComputeLimit) Peak() int { return int(l.peak.Load()) }
+
+// PeakCallers is the most computations that were waiting for a slot or running at once:
+// the goroutines the limit held.
+func (l *ComputeLimit) PeakCallers() int { return int(l.peakCallers.Load()) }
+
+// Slots is how many computations may run at once.
+func (l *ComputeLimit) Slots() int { return cap(l.slots) }

@@ -48,6 +48,12 @@ func testComputeLimit(t *testing.T) {
 	if l.Peak() != 2 {
 		t.Errorf("peak %d, want 2", l.Peak())
 	}
+	if l.PeakCallers() != 11 { // the ten, and the wait whose context ended among them
+		t.Errorf("peak of callers %d, want 11", l.PeakCallers())
+	}
+	if l.Slots() != 2 {
+		t.Errorf("%d slots, want 2", l.Slots())
+	}
 	if NewComputeLimit(0).Peak() != 0 || cap(NewComputeLimit(0).slots) != 1 {
 		t.Error("a limit of 0 is not a limit of 1")
 	}

@@ -181,7 +181,7 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 	}
 	jobs := make(chan rollupJob)
 	var wg sync.WaitGroup
-	for range writeConcurrency {
+	for range tr.rollupWorkers(packer != nil) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -229,6 +229,24 @@ func (tr *Tiers) rollupGroup(ctx context.Context, group []string, all bool, raw 
 		}
 	}
 	return size, nil
+}
+
+// packedSenders is how many of a packed rollup's workers may be sending a full transaction
+// while the others compute.
+const packedSenders = 4
+
+// rollupWorkers is how many goroutines roll up a group's series. A series layout's rollup
+// writes a transaction a series, so it wants writeConcurrency of them. A packed one writes a
+// transaction for up to 100 series: its workers mostly compute, and the computations take
+// turns in the ComputeLimit. It has as many as that limit's slots, and packedSenders more to
+// send what fills while the others compute. With 32, soak run 110 had a hundred goroutines
+// of the four tenants' rollups waiting (for the limit, or for the account's requests) for
+// each one working.
+func (tr *Tiers) rollupWorkers(packed bool) int {
+	if !packed {
+		return writeConcurrency
+	}
+	return min(writeConcurrency, tr.compute().Slots()+packedSenders)
 }
 
 // rollupJob is one series' points of a slice, and its blocks stored there, by tier.
