@@ -196,13 +196,14 @@ func (q *Queryable) droppedIn(ctx context.Context, from, to time.Time) (bool, er
 type unitResult struct {
 	series []*Series
 	err    error
-	token  bool // its reading held a token, which taking it frees
 }
 
 // readAhead reads n units with fetch, concurrency at once ahead of the consumer, and
 // yields what each gave, in order, whatever order they finish in: at most concurrency
 // units are being read or wait, whatever the consumer's pace. Stopping the iteration (or
-// the first error) stops the reads.
+// the first error) stops the reads. The consumer starts the reads itself (unit
+// i+concurrency when it takes unit i), so that a Select waiting for its units holds no
+// goroutine beyond theirs.
 func readAhead(ctx context.Context, n, concurrency int, fetch func(context.Context, int) ([]*Series, error)) iter.Seq2[[]*Series, error] {
 	return func(yield func([]*Series, error) bool) {
 		if n == 0 {
@@ -214,32 +215,30 @@ func readAhead(ctx context.Context, n, concurrency int, fetch func(context.Conte
 		for i := range results {
 			results[i] = make(chan unitResult, 1) // a reader never blocks
 		}
-		tokens := make(chan struct{}, concurrency)
-		go func() {
-			for i := range n {
-				select {
-				case tokens <- struct{}{}:
-				case <-ctx.Done():
-					for j := i; j < n; j++ {
-						results[j] <- unitResult{err: ctx.Err()}
-					}
-					return
-				}
-				go func() {
-					r, err := fetch(ctx, i)
-					results[i] <- unitResult{r, err, true}
-				}()
+		start := func(i int) {
+			if i >= n {
+				return
 			}
-		}()
+			if err := ctx.Err(); err != nil {
+				results[i] <- unitResult{err: err}
+				return
+			}
+			go func() {
+				r, err := fetch(ctx, i)
+				results[i] <- unitResult{r, err}
+			}()
+		}
+		concurrency = max(concurrency, 1)
+		for i := range min(n, concurrency) {
+			start(i)
+		}
 		for i := range n {
 			r := <-results[i]
-			if r.token {
-				<-tokens
-			}
 			if r.err != nil {
 				yield(nil, r.err)
 				return
 			}
+			start(i + concurrency) // before yielding: it reads while the consumer works
 			if !yield(r.series, nil) {
 				return
 			}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -406,6 +408,56 @@ func TestReadAhead(t *testing.T) {
 	cancel()
 	_, err = collect(readAhead(cctx, 5, 2, fetch), 0)
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// While a consumer of readAhead works, the units being read are its only goroutines: at
+// most concurrency of them, and none to start the others.
+func TestReadAheadGoroutines(t *testing.T) {
+	const n, concurrency = 10, 3
+	label := fmt.Sprintf("read-ahead-%p", t)
+	release := make(chan struct{})
+	var inFetch sync.WaitGroup
+	inFetch.Add(concurrency)
+	fetch := func(ctx context.Context, i int) ([]*Series, error) {
+		if i < concurrency {
+			inFetch.Done()
+		}
+		<-release
+		return nil, nil
+	}
+	// The goroutines labeled as this test's: those readAhead starts inherit the label.
+	labeled := func() int {
+		var b strings.Builder
+		require.NoError(t, pprof.Lookup("goroutine").WriteTo(&b, 1))
+		count := 0
+		for block := range strings.SplitSeq(b.String(), "\n\n") {
+			if !strings.Contains(block, label) {
+				continue
+			}
+			var k int
+			if _, err := fmt.Sscanf(block, "%d @", &k); err == nil {
+				count += k
+			} else if _, err := fmt.Sscanf(block[strings.Index(block, "\n")+1:], "%d @", &k); err == nil {
+				count += k // the profile's first block, after its header
+			}
+		}
+		return count
+	}
+	done := make(chan int)
+	pprof.Do(context.Background(), pprof.Labels("test", label), func(ctx context.Context) {
+		go func() { // labeled too: the consumer
+			taken := 0
+			for _, err := range readAhead(ctx, n, concurrency, fetch) {
+				require.NoError(t, err)
+				taken++
+			}
+			done <- taken
+		}()
+	})
+	inFetch.Wait() // the units were started: by whatever starts them
+	require.Equal(t, 1+concurrency, labeled(), "the consumer and the units being read")
+	close(release)
+	require.Equal(t, n, <-done)
 }
 
 // Consecutive units of a Select, raw and tier, form groups of stagedGroupUnits that share a
