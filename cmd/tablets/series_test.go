@@ -99,8 +99,10 @@ func TestLabelledSeries(t *testing.T) {
 	out = ok(t, env, "", append([]string{"query", `http_requests_total{code=~"5.."}`, "--from", "-1h"}, flags...)...)
 	assert.Equal(t, fmt.Sprintf("%-30s  %-*s  VALUE\n", "TIME", len(web), "SERIES")+
 		fmt.Sprintf("%-30s  %s  5\n%-30s  %s  6\n%-30s  %s  7\n", ts(30), web, ts(20), web, ts(10), web), out)
-	// With a step (from the raw points: the range is not rolled up), in JSON lines.
-	out = ok(t, env, "", append([]string{"query", `{job=~"api|web"}`, `{instance="b"}`, "--from", "-1h", "--step", "1000h", "--agg", "sum", "--format", "json"}, flags...)...)
+	// With a step (from the raw points: the range is not rolled up), in JSON lines. The step's
+	// windows start at multiples of it from 1970: the last before these points began in 2015,
+	// the next in 2038 (with 1000h one began at 2026-12-04T16:00Z, between two points).
+	out = ok(t, env, "", append([]string{"query", `{job=~"api|web"}`, `{instance="b"}`, "--from", "-1h", "--step", "200000h", "--agg", "sum", "--format", "json"}, flags...)...)
 	var sums []string
 	for line := range strings.Lines(out) {
 		var rec struct {
