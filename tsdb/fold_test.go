@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,6 +91,86 @@ func TestFoldRounds(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A Fold writes at most Options.FoldWriters series at once: 40 series, each a transaction
+// the account holds for 20 ms, with 2 writers, go two at a time, and every point is folded.
+func TestFoldWriters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	db, _, checker := stagingDB(t, "foldw", &now)
+	ctx := context.Background()
+	start := now
+	var batch []SeriesPoints
+	for s := range 40 {
+		batch = append(batch, SeriesPoints{Series: fmt.Sprintf("s%02d", s), Points: []tablets.Point{{Time: now, Value: float64(s)}}})
+	}
+	if err := db.WriteMany(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(time.Hour)
+	held := &heldTransactions{next: checker, hold: 20 * time.Millisecond}
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: held}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := db.opts
+	opts.FoldWriters = 2
+	folder, err := Open(ctx, svc, db.Name(), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := folder.Fold(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Series != 40 || rep.Points != 40 {
+		t.Errorf("folded %+v, want 40 points of 40 series", rep)
+	}
+	if held.peak != 2 {
+		t.Errorf("%d transactions at once, want 2", held.peak)
+	}
+	for s := range 40 {
+		var got []tablets.Point
+		for p, err := range db.Query(ctx, fmt.Sprintf("s%02d", s), start, now) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, p)
+		}
+		if len(got) != 1 || got[0].Value != float64(s) {
+			t.Errorf("s%02d: %v", s, got)
+		}
+	}
+}
+
+// heldTransactions holds each transaction for hold before sending it on, and counts the
+// most in flight at once.
+type heldTransactions struct {
+	next     policy.Transporter
+	hold     time.Duration
+	mu       sync.Mutex
+	inFlight int
+	peak     int
+}
+
+func (h *heldTransactions) Do(req *http.Request) (*http.Response, error) {
+	if !strings.HasSuffix(req.URL.Path, "/$batch") {
+		return h.next.Do(req)
+	}
+	h.mu.Lock()
+	h.inFlight++
+	h.peak = max(h.peak, h.inFlight)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.inFlight--
+		h.mu.Unlock()
+	}()
+	time.Sleep(h.hold)
+	return h.next.Do(req)
 }
 
 // Histogram samples weigh 16 points in a round's budget (decoded, they are that much

@@ -16,3 +16,13 @@ func TestCachedSeriesOption(t *testing.T) {
 		t.Fatalf("defaults: %+v, %v", o, err)
 	}
 }
+
+func TestFoldWritersOption(t *testing.T) {
+	if err := CheckOptions("abc", &Options{FoldWriters: -1}); !errors.Is(err, tablets.ErrInvalidOptions) {
+		t.Fatalf("a negative FoldWriters: %v", err)
+	}
+	o, err := withDefaults("abc", nil)
+	if err != nil || o.FoldWriters != DefaultFoldWriters {
+		t.Fatalf("defaults: %d, %v", o.FoldWriters, err)
+	}
+}

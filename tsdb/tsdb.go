@@ -69,6 +69,12 @@ type Options struct {
 	// Each costs a transaction a write, and divides what a read of one series' staged
 	// points reads (see the package documentation, "Staging", for how to choose it). 0: 1.
 	StagingPartitions int
+	// FoldWriters is how many series a Fold writes at once (and how many groups of
+	// partitions it deletes from at once). A Fold's writes mostly wait for the account:
+	// more than the account's requests a process gives its Folds only wait longer, each in
+	// a goroutine (tablets serve gives its Folds running at once the background's share of
+	// --account.max-requests-in-flight together: 16 each by default). 0: 32.
+	FoldWriters int
 	// DirectWrites writes every point into the raw tables at once, a transaction per
 	// series, as versions before staging did. Staging is used only with the chunked layout
 	// at a millisecond (its exact times); other layouts always write directly.
@@ -202,6 +208,9 @@ func NewStagingCache(maxBytes int64) *StagingCache { return staging.NewCache(max
 // hold the same staged minutes.
 const DefaultStagingCacheBytes = 96 << 20
 
+// DefaultFoldWriters is the default of Options.FoldWriters.
+const DefaultFoldWriters = 32
+
 // DefaultCachedSeries is the default of Options.CachedSeries.
 const DefaultCachedSeries = 1 << 16
 
@@ -282,7 +291,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	db.catalog = catalog.New(service.NewClient(db.names.Catalog()), o.CachedSeries)
 	db.tables = tables.NewPeriods(service, db.names, db.catalog, o.Now)
 	db.answers = answers.New(service.NewClient(db.names.Answers()))
-	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions,
+	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions, FoldWriters: o.FoldWriters,
 		Budget: o.StagingReadBudget, FoldBudget: o.FoldReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache,
 		KeepFolds: o.RawCache != nil})
 	// The index checks the series its Selects read with the raw layout's rules, once an
@@ -416,6 +425,12 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	}
 	if p := o.StagingPartitions; p < 1 || p > staging.Slots || p&(p-1) != 0 {
 		return invalid("StagingPartitions %d is not a power of two from 1 to %d", p, staging.Slots)
+	}
+	switch {
+	case o.FoldWriters < 0:
+		return invalid("FoldWriters %d is negative", o.FoldWriters)
+	case o.FoldWriters == 0:
+		o.FoldWriters = DefaultFoldWriters
 	}
 	switch {
 	case o.CachedSeries < 0:

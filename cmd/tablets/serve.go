@@ -183,6 +183,16 @@ See docs/rules.md.`,
 // reused rather than opened and closed again.
 const defaultAccountRequests = 64
 
+// foldWriters is how many series each fold writes at once (tsdb.Options.FoldWriters): the
+// folds that may run at once (half the background jobs, rounded up) together take the
+// background's share of the account's requests (reqlimit.BackgroundLimit), and no more
+// than a fold's default. More would only wait for the account, a goroutine each: while soak
+// run 109's last folds ran, the server's goroutines went from about 110 to over 200.
+func foldWriters(accountRequests, backgroundJobs int) int {
+	folds := (backgroundJobs + 1) / 2
+	return max(1, min(tsdb.DefaultFoldWriters, reqlimit.BackgroundLimit(accountRequests)/folds))
+}
+
 // defaultStagingReadBytes bounds the staging pages that the tenants' queries and folds read
 // at once: four pages of 8 MiB. In the soak, 14 staged reads at once held 230 MB of a 390 MB
 // heap (docs/soak.md, 2026-11-28).
@@ -367,6 +377,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.backgroundJobs < 1 {
 		return usageErrorf(cmd, "--background.max-jobs must be positive")
 	}
+	dbOpts.FoldWriters = foldWriters(sf.accountRequests, sf.backgroundJobs)
 	if sf.rollupCatchUp < 0 || sf.compactCatchUp < 0 {
 		return usageErrorf(cmd, "--rollup-catch-up and --compact-catch-up must not be negative")
 	}

@@ -23,6 +23,19 @@ func TestParseResolution(t *testing.T) {
 
 // A cache not sized by its flag takes its share of the memory limit where that is less
 // than its default, and at least 1 MiB.
+// The folds that may run at once share the background's half of the account's requests:
+// 16 writers each at the defaults (64 requests, 4 jobs, 2 of them folds), never more than a
+// fold's default, never none.
+func TestFoldWriters(t *testing.T) {
+	for _, c := range []struct{ requests, jobs, want int }{
+		{64, 4, 16}, {64, 1, 32}, {64, 2, 32}, {256, 4, 32}, {16, 4, 4}, {4, 8, 1}, {1, 1, 1},
+	} {
+		if got := foldWriters(c.requests, c.jobs); got != c.want {
+			t.Errorf("foldWriters(%d, %d) = %d, want %d", c.requests, c.jobs, got, c.want)
+		}
+	}
+}
+
 func TestSharedCacheBytes(t *testing.T) {
 	for _, c := range []struct{ def, limit, share, want int64 }{
 		{256 << 20, 1 << 62, 8, 256 << 20}, // no limit to speak of: the default

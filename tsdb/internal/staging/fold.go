@@ -336,7 +336,7 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 	}
 	slices.Sort(names)
 	written := 0
-	errs := batch.Run(ctx, writeConcurrency, len(names), func(ctx context.Context, i int) error {
+	errs := batch.Run(ctx, f.staging.foldWriters, len(names), func(ctx context.Context, i int) error {
 		if err := lease.Keep(ctx); err != nil {
 			return err
 		}
@@ -458,7 +458,7 @@ func (f *Folder) deleteFolded(ctx context.Context, keys map[string][]string) err
 		}
 	}
 	groups := slices.Sorted(maps.Keys(bySlots))
-	errs := batch.Run(ctx, writeConcurrency, len(groups), func(ctx context.Context, i int) error {
+	errs := batch.Run(ctx, f.staging.foldWriters, len(groups), func(ctx context.Context, i int) error {
 		ks := bySlots[groups[i]]
 		slices.SortFunc(ks, func(a, b key) int { return cmp.Or(strings.Compare(a.rk, b.rk), strings.Compare(a.pk, b.pk)) })
 		for len(ks) > 0 {

@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"iter"
@@ -32,8 +33,10 @@ type Table struct {
 	client     *aztables.Client // of the table: names.Staging()
 	now        func() time.Time // Options.Now: the arrival bucket of a write
 	partitions int              // Options.StagingPartitions
-	reads      bool             // reads read the staging table (the layout allows staging)
-	writer     uint32           // random: tells this handle's staging entities apart
+	// foldWriters is how many series a Fold writes at once (Options.FoldWriters).
+	foldWriters int
+	reads       bool   // reads read the staging table (the layout allows staging)
+	writer      uint32 // random: tells this handle's staging entities apart
 	// Writes says whether small writes go to the staging table (the layout allows staging,
 	// and not Options.DirectWrites): the write path stages them.
 	Writes bool
@@ -71,6 +74,7 @@ type Table struct {
 type Config struct {
 	Now          func() time.Time // Options.Now
 	Partitions   int              // Options.StagingPartitions
+	FoldWriters  int              // Options.FoldWriters (0: writeConcurrency)
 	Budget       *ReadBudget      // Options.StagingReadBudget (nil: no bound)
 	FoldBudget   *ReadBudget      // Options.FoldReadBudget (nil: Budget)
 	DirectWrites bool             // Options.DirectWrites: no write is staged
@@ -98,21 +102,22 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 		index = newSeriesIndex(c.Cache, names.Staging(), c.Now)
 	}
 	return &Table{
-		index:      index,
-		folds:      folds,
-		dropped:    c.Dropped,
-		cache:      c.Cache,
-		log:        newStagingLog(service.NewClient(names.Staging())),
-		names:      names,
-		client:     service.NewClient(names.Staging()),
-		now:        c.Now,
-		partitions: c.Partitions,
-		Budget:     c.Budget,
-		FoldBudget: c.FoldBudget,
-		reads:      reads,
-		Writes:     reads && !c.DirectWrites,
-		writer:     rand.Uint32(),
-		Page:       pager.SubQuery{Top: FirstTop, PageBytes: PageBytes},
+		index:       index,
+		folds:       folds,
+		dropped:     c.Dropped,
+		cache:       c.Cache,
+		log:         newStagingLog(service.NewClient(names.Staging())),
+		names:       names,
+		client:      service.NewClient(names.Staging()),
+		now:         c.Now,
+		partitions:  c.Partitions,
+		foldWriters: cmp.Or(c.FoldWriters, writeConcurrency),
+		Budget:      c.Budget,
+		FoldBudget:  c.FoldBudget,
+		reads:       reads,
+		Writes:      reads && !c.DirectWrites,
+		writer:      rand.Uint32(),
+		Page:        pager.SubQuery{Top: FirstTop, PageBytes: PageBytes},
 	}
 }
 
@@ -124,8 +129,8 @@ func stagingOn(layout tablets.Store) bool {
 	return ok && c.Options().Resolution == time.Millisecond
 }
 
-// writeConcurrency is how many transactions a write of staged samples, and how many series
-// a Fold, has in flight at once (tsdb's Commit writes as many series at once).
+// writeConcurrency is how many transactions a write of staged samples, and by default how
+// many series a Fold, has in flight at once (tsdb's Commit writes as many series at once).
 const writeConcurrency = 32
 
 // build packs the records of writes into entities, by partition, in the arrival bucket of

@@ -9,7 +9,7 @@ import (
 
 // ComputeLimit bounds how many goroutines compute rollups at once: decode the blocks they
 // read, splice the new windows in and encode the blocks they write. A batched Rollup
-// writes 32 series at once, each of them mostly waiting for the account; but decoding a
+// wrote 32 series at once, each of them mostly waiting for the account; but decoding a
 // day's block of the minute tier to splice a minute in is CPU alone, and a server rolling
 // up four tenants every minute (the soak) ran 128 of those at once, so that the queries
 // in flight got a small share of the machine's cores for as long as the rollup ran, and
