@@ -80,7 +80,8 @@ func offlineStore(name string, layout func(*aztables.Client) (tablets.Store, err
 
 // chooseLayout decides the raw layout of database name, whose catalog exists, as the
 // package comment above says, from its format records (readFormats): for a database without
-// the record, a request to list a raw table and one to record the format. given is
+// the record, a request to list a raw table and one to record the format (or, with a raw
+// table, one to read the records again). given is
 // Options.Layout (nil: none given).
 func chooseLayout(ctx context.Context, service *aztables.ServiceClient, name string, catalog *aztables.Client, formats formatRecords,
 	given func(*aztables.Client) (tablets.Store, error)) (func(*aztables.Client) (tablets.Store, error), error) {
@@ -117,6 +118,19 @@ func chooseLayout(ctx context.Context, service *aztables.ServiceClient, name str
 		return nil, err
 	}
 	if legacy {
+		// A process that makes a database records its format before it makes any raw
+		// table, but formats were read before this listing: the table may be of a process
+		// that opened the new database meanwhile. Only a table with no record after it is
+		// a database made before the record. (Without this read, of three servers opening
+		// a new database at once, one took it for an old one and wrote its points in the
+		// advanced layout, where no reader looked: soak run 111.)
+		again, err := readFormats(ctx, catalog)
+		if err != nil {
+			return nil, err
+		}
+		if recorded, err := readRawFormat(again); err != nil || recorded {
+			return chunkedMillisecond, err
+		}
 		return legacyLayout, nil
 	}
 	if err := recordRawFormat(ctx, catalog); err != nil {
