@@ -128,8 +128,12 @@ func chooseLayout(ctx context.Context, service *aztables.ServiceClient, name str
 		if err != nil {
 			return nil, err
 		}
-		if recorded, err := readRawFormat(again); err != nil || recorded {
-			return chunkedMillisecond, err
+		recorded, err := readRawFormat(again)
+		switch {
+		case err != nil:
+			return nil, err
+		case recorded:
+			return chunkedMillisecond, nil
 		}
 		return legacyLayout, nil
 	}

@@ -173,7 +173,8 @@ type CacheStats = cache.Stats
 // ComputeLimit bounds the computing of rollups (Options.RollupCompute): a Rollup writes
 // many series at once, each mostly waiting for the account, but decoding and encoding
 // their blocks is CPU alone; bounded, it leaves the rest of the machine to the queries.
-// Safe for concurrent use; its method Peak is the most computations that ran at once.
+// Safe for concurrent use; its method Peak is the most computations that ran at once,
+// PeakCallers the most goroutines it held (waiting or computing).
 type ComputeLimit = tiers.ComputeLimit
 
 // NewComputeLimit returns a limit of n computations at once (at least 1).

@@ -239,9 +239,9 @@ const packedSenders = 4
 // writes a transaction a series, so it wants writeConcurrency of them. A packed one writes a
 // transaction for up to 100 series: its workers mostly compute, and the computations take
 // turns in the ComputeLimit. It has as many as that limit's slots, and packedSenders more to
-// send what fills while the others compute. With 32, soak run 110 had a hundred goroutines
-// of the four tenants' rollups waiting (for the limit, or for the account's requests) for
-// each one working.
+// send what fills while the others compute. With 32, soak run 110 had about a hundred
+// goroutines of the four tenants' rollups waiting (for a series, for the limit or for the
+// account's requests) while one computed.
 func (tr *Tiers) rollupWorkers(packed bool) int {
 	if !packed {
 		return writeConcurrency
