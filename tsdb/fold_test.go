@@ -111,7 +111,9 @@ func TestFoldWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(time.Hour)
-	held := &heldTransactions{next: checker, hold: 20 * time.Millisecond}
+	held := &heldRequests{next: checker, hold: 20 * time.Millisecond, match: func(req *http.Request) bool {
+		return strings.HasSuffix(req.URL.Path, "/$batch")
+	}}
 	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: held}})
 	if err != nil {
 		t.Fatal(err)
@@ -129,8 +131,8 @@ func TestFoldWriters(t *testing.T) {
 	if rep.Series != 40 || rep.Points != 40 {
 		t.Errorf("folded %+v, want 40 points of 40 series", rep)
 	}
-	if held.peak != 2 {
-		t.Errorf("%d transactions at once, want 2", held.peak)
+	if held.most != 2 {
+		t.Errorf("%d transactions at once, want 2", held.most)
 	}
 	for s := range 40 {
 		var got []tablets.Point
@@ -144,33 +146,6 @@ func TestFoldWriters(t *testing.T) {
 			t.Errorf("s%02d: %v", s, got)
 		}
 	}
-}
-
-// heldTransactions holds each transaction for hold before sending it on, and counts the
-// most in flight at once.
-type heldTransactions struct {
-	next     policy.Transporter
-	hold     time.Duration
-	mu       sync.Mutex
-	inFlight int
-	peak     int
-}
-
-func (h *heldTransactions) Do(req *http.Request) (*http.Response, error) {
-	if !strings.HasSuffix(req.URL.Path, "/$batch") {
-		return h.next.Do(req)
-	}
-	h.mu.Lock()
-	h.inFlight++
-	h.peak = max(h.peak, h.inFlight)
-	h.mu.Unlock()
-	defer func() {
-		h.mu.Lock()
-		h.inFlight--
-		h.mu.Unlock()
-	}()
-	time.Sleep(h.hold)
-	return h.next.Do(req)
 }
 
 // Histogram samples weigh 16 points in a round's budget (decoded, they are that much

@@ -20,31 +20,32 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/staging"
 )
 
-// stagingInFlight counts the staging table's queries in flight, holding each a moment so
-// that concurrent readers overlap.
-type stagingInFlight struct {
+// heldRequests holds each request match selects for hold before sending it on, so that
+// concurrent senders overlap, and counts the most in flight at once.
+type heldRequests struct {
 	next  policy.Transporter
-	table string
+	match func(*http.Request) bool
+	hold  time.Duration
 
 	mu        sync.Mutex
 	now, most int
 }
 
-func (s *stagingInFlight) Do(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodGet || !strings.HasSuffix(req.URL.Path, "/"+s.table+"()") {
-		return s.next.Do(req)
+func (h *heldRequests) Do(req *http.Request) (*http.Response, error) {
+	if !h.match(req) {
+		return h.next.Do(req)
 	}
-	s.mu.Lock()
-	s.now++
-	s.most = max(s.most, s.now)
-	s.mu.Unlock()
+	h.mu.Lock()
+	h.now++
+	h.most = max(h.most, h.now)
+	h.mu.Unlock()
 	defer func() {
-		s.mu.Lock()
-		s.now--
-		s.mu.Unlock()
+		h.mu.Lock()
+		h.now--
+		h.mu.Unlock()
 	}()
-	time.Sleep(30 * time.Millisecond)
-	return s.next.Do(req)
+	time.Sleep(h.hold)
+	return h.next.Do(req)
 }
 
 // Readers of the staging table that share a budget of two pages have at most three pages in
@@ -59,7 +60,10 @@ func TestStagingReadBudgetBoundsPagesInFlight(t *testing.T) {
 	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
 	name := fmt.Sprintf("stbud%d", rand.Uint32())
 	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
-	rec := &stagingInFlight{next: checker, table: name + "w"}
+	// The staging table's queries.
+	rec := &heldRequests{next: checker, hold: 30 * time.Millisecond, match: func(req *http.Request) bool {
+		return req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/"+name+"w()")
+	}}
 	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: rec}})
 	if err != nil {
 		t.Fatal(err)

@@ -21,8 +21,6 @@ func TestParseResolution(t *testing.T) {
 	}
 }
 
-// A cache not sized by its flag takes its share of the memory limit where that is less
-// than its default, and at least 1 MiB.
 // The folds that may run at once share the background's half of the account's requests:
 // 16 writers each at the defaults (64 requests, 4 jobs, 2 of them folds), never more than a
 // fold's default, never none.
@@ -36,6 +34,8 @@ func TestFoldWriters(t *testing.T) {
 	}
 }
 
+// A cache not sized by its flag takes its share of the memory limit where that is less
+// than its default, and at least 1 MiB.
 func TestSharedCacheBytes(t *testing.T) {
 	for _, c := range []struct{ def, limit, share, want int64 }{
 		{256 << 20, 1 << 62, 8, 256 << 20}, // no limit to speak of: the default
