@@ -214,7 +214,7 @@ func TestFoldRoundsHistograms(t *testing.T) {
 // shared Azurite, every request through a Checker, its clock reading *now; its tables (the
 // catalog, the staging, and the raw, index and histogram tables of three periods from
 // *now's) are dropped when the test ends.
-func stagingDB(t *testing.T, prefix string, now *time.Time) (*DB, *aztables.ServiceClient, *azurite.Checker) {
+func stagingDB(t testing.TB, prefix string, now *time.Time) (*DB, *aztables.ServiceClient, *azurite.Checker) {
 	t.Helper()
 	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
 	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: checker}})
