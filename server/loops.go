@@ -37,7 +37,13 @@ func (s *Server) runLoops(ctx context.Context, tasks []schedule.Task) {
 // most a share of the account's requests in flight, so that writes and queries never queue
 // behind a catch-up (reqlimit), and it waits for its turn under the options' Jobs (a fold
 // ahead of the others).
+//
+// Without the account's background lease (Options.BackgroundHeld), the call is not made: it
+// is another server's, and counts as busy.
 func (s *Server) doJob(ctx context.Context, task string, call func(context.Context) error) error {
+	if held := s.opts.BackgroundHeld; held != nil && !held() {
+		return tsdb.ErrTaskBusy
+	}
 	ctx = reqlimit.WithTask(reqlimit.Background(ctx), task)
 	do := s.opts.Jobs.do
 	if task == schedule.Fold {

@@ -116,6 +116,12 @@ type Options struct {
 	// the account.
 	Collectors []prometheus.Collector
 
+	// BackgroundHeld, if set, says whether this process may run background jobs now (a
+	// [Tenants] front's hold of the account's background lease: TenantsOptions.
+	// BackgroundServers): while it answers false, Run's folds, rollups, compactions and
+	// retention passes do nothing and count as busy, another server doing them.
+	BackgroundHeld func() bool
+
 	// Tenant is the tenant whose database this is (default limits.DefaultTenant): it
 	// picks the tenant's limits in the configuration Limits returns.
 	Tenant string

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -73,7 +74,23 @@ type TenantsOptions struct {
 	// MaxBackgroundJobs bounds the background jobs running at once, all tenants together
 	// (default DefaultMaxBackgroundJobs; negative: no bound). See [Jobs].
 	MaxBackgroundJobs int
+	// BackgroundServers is how many servers of the account run background work at once:
+	// Run holds one of this many slots of a lease in the base database's catalog
+	// (tsdb.TaskBackground), or none while the others hold them all, and its tenants'
+	// folds, rollups, compactions and retention passes run only while it holds one. Each
+	// server bounds its own background requests (reqlimit); without the lease, N servers
+	// send N times as many to the one account, and their queries wait behind them. A server
+	// that stops gives its slot back; one killed holds it until its term ends (a minute),
+	// and another takes it then. 0 (the default): every server runs its own.
+	BackgroundServers int
+	// BackgroundRetry is how often a server without a slot tries to take one (default
+	// DefaultBackgroundRetry).
+	BackgroundRetry time.Duration
 }
+
+// DefaultBackgroundRetry is how often a server without a slot of the background lease
+// tries to take one (TenantsOptions.BackgroundRetry).
+const DefaultBackgroundRetry = 30 * time.Second
 
 // Tenants serves the tenants of one base database: each tenant is a database of its own,
 // named base + "x" + the tenant ID, served by a [Server] of its own. The tenant of a request
@@ -83,19 +100,22 @@ type TenantsOptions struct {
 // The user a configuration binds to tenants is the request's basic-auth user, taken as is:
 // serve the front with [Serve] and a web config whose basic_auth_users checks the passwords.
 type Tenants struct {
-	service   *aztables.ServiceClient
-	base      string
-	opts      TenantsOptions
-	srvOpts   Options
-	limits    func() *limits.Config
-	defaults  *limits.Config // without a configuration: the default tenant alone
-	now       func() time.Time
-	log       *slog.Logger
-	def       *Server
-	empty     http.Handler // the answers of a tenant with no database yet
-	emptyAPI  *api.API
-	gate      *gate.Gate // the request body bytes being served, all tenants together
-	jobs      *Jobs      // the background jobs running, all tenants together
+	service  *aztables.ServiceClient
+	base     string
+	opts     TenantsOptions
+	srvOpts  Options
+	limits   func() *limits.Config
+	defaults *limits.Config // without a configuration: the default tenant alone
+	now      func() time.Time
+	log      *slog.Logger
+	def      *Server
+	empty    http.Handler // the answers of a tenant with no database yet
+	emptyAPI *api.API
+	gate     *gate.Gate // the request body bytes being served, all tenants together
+	jobs     *Jobs      // the background jobs running, all tenants together
+	// holding is whether this process holds a slot of the background lease (with
+	// BackgroundServers above 0: else every server runs its background work).
+	holding   atomic.Bool
 	registry  *prometheus.Registry
 	metrics   http.Handler
 	hits      *prometheus.CounterVec
@@ -126,9 +146,10 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 	if opts != nil {
 		o = *opts
 	}
-	if o.ListEvery < 0 || o.MissingFor < 0 || o.BodyWait < 0 {
-		return nil, fmt.Errorf("server: %w: ListEvery, MissingFor and BodyWait must not be negative", tablets.ErrInvalidOptions)
+	if o.ListEvery < 0 || o.MissingFor < 0 || o.BodyWait < 0 || o.BackgroundServers < 0 || o.BackgroundRetry < 0 {
+		return nil, fmt.Errorf("server: %w: ListEvery, MissingFor, BodyWait, BackgroundServers and BackgroundRetry must not be negative", tablets.ErrInvalidOptions)
 	}
+	o.BackgroundRetry = orDuration(o.BackgroundRetry, DefaultBackgroundRetry)
 	o.ListEvery = orDuration(o.ListEvery, DefaultListTenantsEvery)
 	o.MissingFor = orDuration(o.MissingFor, DefaultMissingTenantFor)
 	o.BodyWait = orDuration(o.BodyWait, DefaultBodyWait)
@@ -197,6 +218,9 @@ func (t *Tenants) serverOptions(id string) *Options {
 	o.Tenant = id
 	o.Limits = t.config
 	o.LimitHit = func(limit string) { t.hits.WithLabelValues(id, limit).Inc() }
+	if t.opts.BackgroundServers > 0 {
+		o.BackgroundHeld = t.holding.Load
+	}
 	o.Registerer = prometheus.WrapRegistererWith(prometheus.Labels{"tenant": id}, t.registry)
 	o.Collectors = nil // the front's, once
 	o.Jobs = t.jobs
@@ -266,7 +290,15 @@ func (t *Tenants) registerMetrics() {
 			func() float64 { _, n := t.jobs.State(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_folds_kept_bytes",
 			Help: "Bytes of what this server's last folds wrote, kept for its raw cache to take them in (tsdb.DB.FoldsKept: the last 3 folds at most, and 32 MiB, a tenant), all tenants together."},
-			func() float64 { return float64(t.foldsKeptBytes()) }))
+			func() float64 { return float64(t.foldsKeptBytes()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_background_lease_held",
+			Help: "1 while this server holds a slot of the account's background lease (--background.max-servers) and runs its tenants' background work, else 0; 1 when every server runs its own."},
+			func() float64 {
+				if t.opts.BackgroundServers == 0 || t.holding.Load() {
+					return 1
+				}
+				return 0
+			}))
 	for _, c := range t.srvOpts.Collectors {
 		t.registry.MustRegister(c)
 	}

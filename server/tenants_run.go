@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -121,6 +122,9 @@ func (t *Tenants) Run(ctx context.Context) error {
 		t.startLocked(e)
 	}
 	t.mu.Unlock()
+	if t.opts.BackgroundServers > 0 && t.backgroundOn() {
+		t.runs.Go(func() { t.holdBackground(ctx) })
+	}
 
 	tick := time.NewTicker(t.opts.ListEvery)
 	defer tick.Stop()
@@ -286,4 +290,43 @@ func (t *Tenants) ReloadRules() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// backgroundOn reports whether the servers' options run any background loop (a backfill's
+// server runs none, and takes no slot of the background lease).
+func (t *Tenants) backgroundOn() bool {
+	o := t.srvOpts
+	return o.FoldEvery >= 0 || o.RollupEvery >= 0 || o.CompactEvery >= 0 || o.RetainEvery >= 0
+}
+
+// holdBackground takes a slot of the background lease (TenantsOptions.BackgroundServers)
+// in the base database's catalog and holds it until ctx ends, giving it back then; while
+// every slot is another's, or after one is lost, it tries again every BackgroundRetry. Its
+// requests are ingest's: they never wait behind the background work they let run.
+func (t *Tenants) holdBackground(ctx context.Context) {
+	ctx = reqlimit.Ingest(ctx)
+	tasks := t.def.db.Tasks()
+	for {
+		for slot := range t.opts.BackgroundServers {
+			err := tasks.Exclusive(ctx, tsdb.BackgroundTask(slot), func(ctx context.Context) error {
+				t.holding.Store(true)
+				t.log.Info("holding a slot of the background lease: this server runs the background work", "slot", slot)
+				<-ctx.Done()
+				t.holding.Store(false)
+				return nil
+			})
+			if errors.Is(err, tsdb.ErrTaskBusy) {
+				continue
+			}
+			if err != nil && ctx.Err() == nil {
+				t.log.Warn("the background lease: this server runs no background work until it takes a slot", "slot", slot, "err", err)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(t.opts.BackgroundRetry):
+		}
+	}
 }

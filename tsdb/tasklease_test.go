@@ -139,3 +139,20 @@ func TestExclusiveTasks(t *testing.T) {
 		t.Errorf("the minute tier after the rollup: %d blocks, %v; want 1", len(page.Entities), err)
 	}
 }
+
+// The slots of the background lease are tasks of their own, each a lease of a minute in the
+// catalog's partition of its name; other names are not Exclusive's.
+func TestBackgroundTask(t *testing.T) {
+	for slot, want := range []string{"background", "background1", "background2"} {
+		task := BackgroundTask(slot)
+		kind, ok := backgroundLease(task)
+		if task != want || !ok || kind.PartitionKey != want || kind.Term != time.Minute {
+			t.Errorf("slot %d: task %q (%v), lease %+v; want %q of a minute", slot, task, ok, kind, want)
+		}
+	}
+	for _, task := range []string{"background01", "backgroundx", "background-1", "backgroun", "fold"} {
+		if _, ok := backgroundLease(task); ok {
+			t.Errorf("%q taken for a slot of the background lease", task)
+		}
+	}
+}

@@ -39,6 +39,7 @@ type serveFlags struct {
 	maxInFlight                       int
 	accountRequests                   int
 	backgroundJobs                    int
+	backgroundServers                 int
 	stagingReadBytes                  int64
 	stagingFoldBytes                  int64
 	stagingCacheBytes                 int64
@@ -145,6 +146,7 @@ See docs/rules.md.`,
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
+	f.IntVar(&sf.backgroundServers, "background.max-servers", 1, "servers of one database that run background work (folds, rollups, compactions, retention) at once, each holding a slot of a lease in the database's catalog; the others serve writes and queries only, and take a slot when one is given back, or a minute after its holder was killed. Each server bounds its own background requests to the account, so N servers running theirs send N times as many; 0: every server runs its own")
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn; folds go first, with a slot of their own, but take at most half")
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
 	f.Int64Var(&sf.stagingReadBytes, "staging.max-read-bytes", defaultStagingReadBytes, "bytes of staging-table reads in memory at once, all tenants together: pages being read and decoded (queries' recent samples, folds; a page is up to 8 MiB of JSON, held about twice while decoded, then 16 bytes a point while yielded) and the staged points queries collect (32 bytes each); more wait their turn, but the oldest read goes on")
@@ -374,6 +376,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.accountRequests < 1 {
 		return usageErrorf(cmd, "--account.max-requests-in-flight must be positive")
 	}
+	if sf.backgroundServers < 0 {
+		return usageErrorf(cmd, "--background.max-servers must not be negative")
+	}
 	if sf.backgroundJobs < 1 {
 		return usageErrorf(cmd, "--background.max-jobs must be positive")
 	}
@@ -454,6 +459,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		},
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
+		BackgroundServers: sf.backgroundServers,
 		Rules: func(id string) *rules.Options {
 			if ruleOpts == nil || (id != ruleTenant && rulerOpts == nil) {
 				return nil
