@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/seed71701133/tablets/internal/reqlimit"
@@ -118,13 +119,23 @@ func (t *Tenants) Run(ctx context.Context) error {
 		return fmt.Errorf("server: Tenants.Run is already running")
 	}
 	t.runCtx = ctx
+	t.mu.Unlock()
+	if t.opts.BackgroundServers > 0 && t.backgroundOn() {
+		// The loops start once the lease was tried: their first ticks (at start) are then
+		// this server's if it took a slot, not skipped for a lease about to be taken. (A
+		// tenant opened meanwhile starts its own at once.)
+		tried := make(chan struct{})
+		t.runs.Go(func() { t.holdBackground(ctx, sync.OnceFunc(func() { close(tried) })) })
+		select {
+		case <-tried:
+		case <-ctx.Done():
+		}
+	}
+	t.mu.Lock()
 	for _, e := range t.tenants {
 		t.startLocked(e)
 	}
 	t.mu.Unlock()
-	if t.opts.BackgroundServers > 0 && t.backgroundOn() {
-		t.runs.Go(func() { t.holdBackground(ctx) })
-	}
 
 	tick := time.NewTicker(t.opts.ListEvery)
 	defer tick.Stop()
@@ -301,15 +312,18 @@ func (t *Tenants) backgroundOn() bool {
 
 // holdBackground takes a slot of the background lease (TenantsOptions.BackgroundServers)
 // in the base database's catalog and holds it until ctx ends, giving it back then; while
-// every slot is another's, or after one is lost, it tries again every BackgroundRetry. Its
-// requests are ingest's: they never wait behind the background work they let run.
-func (t *Tenants) holdBackground(ctx context.Context) {
+// every slot is another's, or after one is lost, it tries again every BackgroundRetry. It
+// calls tried once the first try is over (a slot taken, or none). Its requests are
+// ingest's: they never wait behind the background work they let run.
+func (t *Tenants) holdBackground(ctx context.Context, tried func()) {
+	defer tried()
 	ctx = reqlimit.Ingest(ctx)
 	tasks := t.def.db.Tasks()
 	for {
 		for slot := range t.opts.BackgroundServers {
 			err := tasks.Exclusive(ctx, tsdb.BackgroundTask(slot), func(ctx context.Context) error {
 				t.holding.Store(true)
+				tried()
 				t.log.Info("holding a slot of the background lease: this server runs the background work", "slot", slot)
 				<-ctx.Done()
 				t.holding.Store(false)
@@ -323,6 +337,7 @@ func (t *Tenants) holdBackground(ctx context.Context) {
 			}
 			break
 		}
+		tried()
 		select {
 		case <-ctx.Done():
 			return
