@@ -81,7 +81,8 @@ type TenantsOptions struct {
 	// server bounds its own background requests (reqlimit); without the lease, N servers
 	// send N times as many to the one account, and their queries wait behind them. A server
 	// that stops gives its slot back; one killed holds it until its term ends (a minute),
-	// and another takes it then. 0 (the default): every server runs its own.
+	// and another takes it then. 0 (the default): every server runs its own. Measured on
+	// Azurite (docs/soak.md, run 115), one holder of three servers was slower than none.
 	BackgroundServers int
 	// BackgroundRetry is how often a server without a slot tries to take one (default
 	// DefaultBackgroundRetry).
