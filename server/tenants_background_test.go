@@ -48,13 +48,13 @@ var (
 	loopsOff = Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
 )
 
-// running is a front's Run, stopped (and waited for) by stop, or when the test ends.
+// running is a front's Run (runFront), stopped (and waited for) by stop, or when the test ends.
 type running struct {
 	stop func()
 	done chan error
 }
 
-func run(t *testing.T, front *Tenants) *running {
+func runFront(t *testing.T, front *Tenants) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{stop: cancel, done: make(chan error, 1)}
 	go func() { r.done <- front.Run(ctx) }()
@@ -102,9 +102,9 @@ func ranJob(front *Tenants) (bool, error) {
 func TestTenantsBackgroundLease(t *testing.T) {
 	fronts := backgroundFronts(t, 1, loopsOn, loopsOn)
 	a, b := fronts[0], fronts[1]
-	ra := run(t, a)
+	ra := runFront(t, a)
 	eventually(t, "the first server takes the lease", func() bool { return leaseHeld(t, a) == 1 })
-	run(t, b)
+	runFront(t, b)
 	time.Sleep(10 * backgroundRetry) // b tries ten times
 	if leaseHeld(t, a) != 1 || leaseHeld(t, b) != 0 {
 		t.Fatalf("lease held: a %v, b %v; want a alone", leaseHeld(t, a), leaseHeld(t, b))
@@ -134,13 +134,13 @@ func TestTenantsBackgroundLease(t *testing.T) {
 // server whose loops are all off (a backfill's) takes no slot.
 func TestTenantsBackgroundLeaseSlots(t *testing.T) {
 	fronts := backgroundFronts(t, 2, loopsOff, loopsOn, loopsOn, loopsOn)
-	run(t, fronts[0])
+	runFront(t, fronts[0])
 	time.Sleep(5 * backgroundRetry)
 	for _, f := range fronts[1:3] {
-		run(t, f)
+		runFront(t, f)
 		eventually(t, "a server takes a free slot", func() bool { return leaseHeld(t, f) == 1 })
 	}
-	run(t, fronts[3])
+	runFront(t, fronts[3])
 	time.Sleep(10 * backgroundRetry)
 	for i, want := range []float64{0, 1, 1, 0} {
 		if got := leaseHeld(t, fronts[i]); got != want {
