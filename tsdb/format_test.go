@@ -105,9 +105,9 @@ func TestFormatDoc(t *testing.T) {
 	if body := lease.Body(taskLeases[TaskFlagged].PartitionKey, "5f0e3c2a9b1d7e64", time.UnixMilli(1716422700000)); string(body) != string(formatdoc.JSON(t, "flagged-lease")) {
 		t.Errorf("flagged lease %s", body)
 	}
-	for slot, name := range []string{"background-lease", "background1-lease"} {
+	for slot, golden := range [][]byte{formatdoc.JSON(t, "background-lease"), formatdoc.JSON(t, "background1-lease")} {
 		kind, _ := backgroundLease(BackgroundTask(slot))
-		if body := lease.Body(kind.PartitionKey, "5f0e3c2a9b1d7e64", time.UnixMilli(1716422700000)); string(body) != string(formatdoc.JSON(t, name)) {
+		if body := lease.Body(kind.PartitionKey, "5f0e3c2a9b1d7e64", time.UnixMilli(1716422700000)); string(body) != string(golden) {
 			t.Errorf("background lease, slot %d: %s", slot, body)
 		}
 	}
