@@ -102,6 +102,8 @@ type Transport struct {
 	busy      bool
 	lastQuery time.Time
 	idleTimer *time.Timer
+	// latency caps the background share by the account's point reads (latency.go).
+	latency latencyCap
 }
 
 // QuietPeriod is how long after the last request of a query background requests keep to
@@ -113,7 +115,8 @@ func New(next policy.Transporter, limit int) *Transport {
 	limit = max(limit, 1)
 	return &Transport{next: next, gate: gate.New(int64(limit)),
 		others: gate.New(int64(OthersLimit(limit))), background: gate.New(int64(BackgroundLimit(limit))),
-		idleBackground: int64(BackgroundLimit(limit)), busyBackground: int64(BusyBackgroundLimit(limit))}
+		idleBackground: int64(BackgroundLimit(limit)), busyBackground: int64(BusyBackgroundLimit(limit)),
+		latency: newLatencyCap(int64(BackgroundLimit(limit)))}
 }
 
 // OthersLimit is the share of limit slots that requests not marked Ingest may hold:
@@ -209,7 +212,7 @@ func (t *Transport) queryBegan() {
 	t.queries++
 	if !t.busy {
 		t.busy = true
-		t.background.Resize(t.busyBackground)
+		t.resizeBackgroundLocked()
 	}
 }
 
@@ -242,7 +245,7 @@ func (t *Transport) maybeIdle() {
 		return
 	}
 	t.busy = false
-	t.background.Resize(t.idleBackground)
+	t.resizeBackgroundLocked()
 }
 
 type classKey struct{}
@@ -323,6 +326,7 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	var kind string // of a background request's answer
 	switch c {
 	case classBackground:
+		t.backgroundBegins()
 		shares = []*gate.Gate{t.background, t.others}
 		weights[0] = t.backgroundWeight(req)
 		kind = answerKind(req)
@@ -353,8 +357,13 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	taken := append(shares, t.gate)
 	t.sent[c].Add(1)
 	began := time.Now()
+	pointRead := isPointRead(req)
 	done := func() {
-		t.held[c].Add(int64(time.Since(began)))
+		took := time.Since(began)
+		t.held[c].Add(int64(took))
+		if pointRead {
+			t.pointReadDone(took)
+		}
 		release(taken)
 	}
 	resp, err := t.next.Do(req)
