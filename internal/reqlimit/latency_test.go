@@ -28,7 +28,7 @@ func TestLatencyCap(t *testing.T) {
 		c.observe(3*time.Millisecond, at(time.Duration(i)*time.Millisecond))
 	}
 	c.observe(200*time.Millisecond, at(500*time.Millisecond)) // one slow of 11: a tenth or less
-	if c.advance(at(1100*time.Millisecond)); c.cap != 32 {
+	if c.advance(at(1100 * time.Millisecond)); c.cap != 32 {
 		t.Fatalf("after a window with 1 slow read of 11: cap %d, want 32", c.cap)
 	}
 	// Two slow reads of 11: more than a tenth.
