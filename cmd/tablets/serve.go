@@ -642,12 +642,8 @@ func accountCollector(wire *meter.Meter, limited *reqlimit.Transport) prometheus
 			"Requests to the storage account by class: ingest (remote write, OTLP, rule results), background (folds, rollups, compactions, retention), query (every other).", []string{"class"}, nil),
 		classSeconds: prometheus.NewDesc("tablets_account_class_slot_seconds_total",
 			"Seconds requests of each class held one of --account.max-requests-in-flight, from sending until their response was read: the account's time each class took.", []string{"class"}, nil),
-		backgroundCap: prometheus.NewDesc("tablets_account_background_cap",
-			"Requests in flight background work may take now (weighed by their cost), set by the account's point reads: halved after a second in which more than a tenth of them were slow, a slot more after any other second.", nil, nil),
-		pointReads: prometheus.NewDesc("tablets_account_point_reads_total",
-			"Point reads (one entity by its keys) sent to the storage account, of every class.", nil, nil),
-		slowPointReads: prometheus.NewDesc("tablets_account_slow_point_reads_total",
-			"Point reads that took over 50 ms more than the fastest of the last 5 to 10 minutes: a queue at the account.", nil, nil),
+		pointReads: prometheus.NewDesc("tablets_account_point_read_seconds",
+			"Seconds point reads (one entity by its keys, of every class) took, from sending until their response was read: how long a request waits at the account behind what is queued there, whichever server sent it.", nil, nil),
 	}
 }
 
@@ -739,7 +735,7 @@ type accountMetrics struct {
 	limited                                     *reqlimit.Transport
 	requests, sent, received, inFlight, waiting *prometheus.Desc
 	classRequests, classSeconds                 *prometheus.Desc
-	backgroundCap, pointReads, slowPointReads   *prometheus.Desc
+	pointReads                                  *prometheus.Desc
 }
 
 func (m *accountMetrics) Describe(ch chan<- *prometheus.Desc) {
@@ -750,9 +746,7 @@ func (m *accountMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.waiting
 	ch <- m.classRequests
 	ch <- m.classSeconds
-	ch <- m.backgroundCap
 	ch <- m.pointReads
-	ch <- m.slowPointReads
 }
 
 func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
@@ -767,8 +761,12 @@ func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.classRequests, prometheus.CounterValue, float64(c.Requests), c.Class)
 		ch <- prometheus.MustNewConstMetric(m.classSeconds, prometheus.CounterValue, c.Held.Seconds(), c.Class)
 	}
-	l := m.limited.Latency()
-	ch <- prometheus.MustNewConstMetric(m.backgroundCap, prometheus.GaugeValue, float64(l.Cap))
-	ch <- prometheus.MustNewConstMetric(m.pointReads, prometheus.CounterValue, float64(l.PointReads))
-	ch <- prometheus.MustNewConstMetric(m.slowPointReads, prometheus.CounterValue, float64(l.SlowPointReads))
+	pr := m.limited.PointReads()
+	buckets := make(map[float64]uint64, len(reqlimit.PointReadBuckets))
+	var cumulative uint64
+	for i, bound := range reqlimit.PointReadBuckets {
+		cumulative += uint64(pr.Counts[i])
+		buckets[bound.Seconds()] = cumulative
+	}
+	ch <- prometheus.MustNewConstHistogram(m.pointReads, uint64(pr.Count()), pr.Sum.Seconds(), buckets)
 }

@@ -115,9 +115,9 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	assert.Regexp(t, `(?m)^tablets_account_class_requests_total\{class="query"\} [1-9][0-9]*$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_class_requests_total\{class="background"\} [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_class_slot_seconds_total\{class="query"\} [0-9.e+-]+$`, string(exposition))
-	assert.Regexp(t, `(?m)^tablets_account_background_cap [1-9][0-9]*$`, string(exposition))
-	assert.Regexp(t, `(?m)^tablets_account_point_reads_total [1-9][0-9]*$`, string(exposition))
-	assert.Regexp(t, `(?m)^tablets_account_slow_point_reads_total [0-9]+$`, string(exposition))
+	// Open reads the catalog's entities by their keys: point reads, in the histogram.
+	assert.Regexp(t, `(?m)^tablets_account_point_read_seconds_bucket\{le="0.001"\} [0-9]+$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_account_point_read_seconds_count [1-9][0-9]*$`, string(exposition))
 	// And which tables: Open reads its catalog (a query's: no background task).
 	assert.Regexp(t, `(?m)^tablets_account_table_requests_total\{class="query",table="catalog",task=""\} [1-9][0-9]*$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_table_received_bytes_total\{class="query",table="catalog",task=""\} [1-9][0-9.e+]*$`, string(exposition))

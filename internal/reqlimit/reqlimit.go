@@ -88,6 +88,8 @@ type Transport struct {
 	// sent and held count, by class, the requests that took a slot and the nanoseconds
 	// they held it (Classes).
 	sent, held [classes]atomic.Int64
+	// pointReads is the histogram of the point reads' times (pointreads.go).
+	pointReads pointReads
 
 	// answers are what the background requests of each kind (answerKind) cost of late: a
 	// moving average, which weighs the next request of the kind.
@@ -102,8 +104,6 @@ type Transport struct {
 	busy      bool
 	lastQuery time.Time
 	idleTimer *time.Timer
-	// latency caps the background share by the account's point reads (latency.go).
-	latency latencyCap
 }
 
 // QuietPeriod is how long after the last request of a query background requests keep to
@@ -115,8 +115,7 @@ func New(next policy.Transporter, limit int) *Transport {
 	limit = max(limit, 1)
 	return &Transport{next: next, gate: gate.New(int64(limit)),
 		others: gate.New(int64(OthersLimit(limit))), background: gate.New(int64(BackgroundLimit(limit))),
-		idleBackground: int64(BackgroundLimit(limit)), busyBackground: int64(BusyBackgroundLimit(limit)),
-		latency: newLatencyCap(int64(BackgroundLimit(limit)))}
+		idleBackground: int64(BackgroundLimit(limit)), busyBackground: int64(BusyBackgroundLimit(limit))}
 }
 
 // OthersLimit is the share of limit slots that requests not marked Ingest may hold:
@@ -212,7 +211,7 @@ func (t *Transport) queryBegan() {
 	t.queries++
 	if !t.busy {
 		t.busy = true
-		t.resizeBackgroundLocked()
+		t.background.Resize(t.busyBackground)
 	}
 }
 
@@ -245,7 +244,7 @@ func (t *Transport) maybeIdle() {
 		return
 	}
 	t.busy = false
-	t.resizeBackgroundLocked()
+	t.background.Resize(t.idleBackground)
 }
 
 type classKey struct{}
@@ -326,7 +325,6 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	var kind string // of a background request's answer
 	switch c {
 	case classBackground:
-		t.backgroundBegins()
 		shares = []*gate.Gate{t.background, t.others}
 		weights[0] = t.backgroundWeight(req)
 		kind = answerKind(req)
@@ -362,7 +360,7 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 		took := time.Since(began)
 		t.held[c].Add(int64(took))
 		if pointRead {
-			t.pointReadDone(took)
+			t.pointReads.observe(took)
 		}
 		release(taken)
 	}

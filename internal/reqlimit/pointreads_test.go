@@ -1,0 +1,58 @@
+package reqlimit
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// Point reads of every class are counted in the histogram by the time they held their slot
+// (synctest's clock: the time the account took); listings and writes are not.
+func TestTransportPointReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const fast, slow = "/acct/logs(PartitionKey='a',RowKey='b')", "/acct/logs(PartitionKey='a',RowKey='c')"
+		next := &timedNext{took: map[string]time.Duration{fast: time.Millisecond, slow: 200 * time.Millisecond,
+			"/acct/logs()": 300 * time.Millisecond, "/acct/$batch": 300 * time.Millisecond}}
+		tr := New(next, 16)
+		do := func(ctx context.Context, method, path string) {
+			req, err := http.NewRequestWithContext(ctx, method, "http://account.invalid"+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := tr.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		do(context.Background(), http.MethodGet, fast)
+		do(Background(context.Background()), http.MethodGet, fast)
+		do(Ingest(context.Background()), http.MethodGet, slow)
+		do(context.Background(), http.MethodGet, "/acct/logs()")  // a listing
+		do(context.Background(), http.MethodPost, "/acct/$batch") // a transaction
+		do(context.Background(), http.MethodDelete, slow)         // not a read
+		got := tr.PointReads()
+		if got.Count() != 3 || got.Sum != 202*time.Millisecond {
+			t.Fatalf("PointReads() = %d reads taking %v, want 3 taking 202ms", got.Count(), got.Sum)
+		}
+		if len(got.Counts) != len(PointReadBuckets)+1 {
+			t.Fatalf("%d counts for %d bounds", len(got.Counts), len(PointReadBuckets))
+		}
+		for i, n := range got.Counts {
+			want := int64(0)
+			switch {
+			case i == 0: // up to 1 ms: the two fast reads
+				want = 2
+			case PointReadBuckets[i-1] < 200*time.Millisecond && i < len(PointReadBuckets) && 200*time.Millisecond <= PointReadBuckets[i]:
+				want = 1
+			}
+			if n != want {
+				t.Errorf("bucket %d: %d reads, want %d", i, n, want)
+			}
+		}
+	})
+}
