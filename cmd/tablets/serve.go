@@ -644,6 +644,8 @@ func accountCollector(wire *meter.Meter, limited *reqlimit.Transport) prometheus
 			"Seconds requests of each class held one of --account.max-requests-in-flight, from sending until their response was read: the account's time each class took.", []string{"class"}, nil),
 		pointReads: prometheus.NewDesc("tablets_account_point_read_seconds",
 			"Seconds point reads (one entity by its keys, of every class) took, from sending until their response was read: how long a request waits at the account behind what is queued there, whichever server sent it.", nil, nil),
+		pointReadPhases: prometheus.NewDesc("tablets_account_point_read_phase_seconds",
+			"Seconds of the point reads' phases, as the HTTP client saw them: connection (until it had one), answer (from the request written to the answer's first byte: the account and the network), body (until the answer was read to its end).", []string{"phase"}, nil),
 	}
 }
 
@@ -735,7 +737,7 @@ type accountMetrics struct {
 	limited                                     *reqlimit.Transport
 	requests, sent, received, inFlight, waiting *prometheus.Desc
 	classRequests, classSeconds                 *prometheus.Desc
-	pointReads                                  *prometheus.Desc
+	pointReads, pointReadPhases                 *prometheus.Desc
 }
 
 func (m *accountMetrics) Describe(ch chan<- *prometheus.Desc) {
@@ -747,6 +749,7 @@ func (m *accountMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.classRequests
 	ch <- m.classSeconds
 	ch <- m.pointReads
+	ch <- m.pointReadPhases
 }
 
 func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
@@ -761,12 +764,19 @@ func (m *accountMetrics) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(m.classRequests, prometheus.CounterValue, float64(c.Requests), c.Class)
 		ch <- prometheus.MustNewConstMetric(m.classSeconds, prometheus.CounterValue, c.Held.Seconds(), c.Class)
 	}
-	pr := m.limited.PointReads()
+	ch <- pointReadHistogram(m.pointReads, m.limited.PointReads())
+	for i, phase := range m.limited.PointReadPhases() {
+		ch <- pointReadHistogram(m.pointReadPhases, phase, reqlimit.PhaseNames[i])
+	}
+}
+
+// pointReadHistogram is a histogram of point reads' times in Prometheus' form.
+func pointReadHistogram(desc *prometheus.Desc, s reqlimit.PointReadStats, labels ...string) prometheus.Metric {
 	buckets := make(map[float64]uint64, len(reqlimit.PointReadBuckets))
 	var cumulative uint64
 	for i, bound := range reqlimit.PointReadBuckets {
-		cumulative += uint64(pr.Counts[i])
+		cumulative += uint64(s.Counts[i])
 		buckets[bound.Seconds()] = cumulative
 	}
-	ch <- prometheus.MustNewConstHistogram(m.pointReads, uint64(pr.Count()), pr.Sum.Seconds(), buckets)
+	return prometheus.MustNewConstHistogram(desc, uint64(s.Count()), s.Sum.Seconds(), buckets, labels...)
 }

@@ -118,6 +118,7 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	// Open reads the catalog's entities by their keys: point reads, in the histogram.
 	assert.Regexp(t, `(?m)^tablets_account_point_read_seconds_bucket\{le="0.001"\} [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_point_read_seconds_count [1-9][0-9]*$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_account_point_read_phase_seconds_count\{phase="answer"\} [1-9][0-9]*$`, string(exposition))
 	// And which tables: Open reads its catalog (a query's: no background task).
 	assert.Regexp(t, `(?m)^tablets_account_table_requests_total\{class="query",table="catalog",task=""\} [1-9][0-9]*$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_table_received_bytes_total\{class="query",table="catalog",task=""\} [1-9][0-9.e+]*$`, string(exposition))

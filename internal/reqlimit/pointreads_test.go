@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -55,4 +56,52 @@ func TestTransportPointReads(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A point read's time is split into its phases as the HTTP client saw them: the account's
+// wait before its answer's first byte goes to the answer phase, a body sent slowly to the
+// body phase. (Real time over a real connection: the phases are checked against what the
+// handler waited at least, never at most.)
+func TestTransportPointReadPhases(t *testing.T) {
+	const answerWait, bodyWait = 30 * time.Millisecond, 20 * time.Millisecond
+	account := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(answerWait)
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"PartitionKey":`)
+		w.(http.Flusher).Flush()
+		time.Sleep(bodyWait)
+		io.WriteString(w, `"a"}`)
+	}))
+	defer account.Close()
+	tr := New(account.Client(), 4)
+	for _, path := range []string{"/acct/logs(PartitionKey='a',RowKey='b')", "/acct/logs()"} {
+		req, err := http.NewRequest(http.MethodGet, account.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := tr.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	whole, phases := tr.PointReads(), tr.PointReadPhases()
+	if whole.Count() != 1 || whole.Sum < answerWait+bodyWait {
+		t.Fatalf("PointReads() = %d taking %v, want 1 taking %v or more", whole.Count(), whole.Sum, answerWait+bodyWait)
+	}
+	for i, s := range phases {
+		if s.Count() != 1 {
+			t.Fatalf("phase %s: %d point reads, want 1", PhaseNames[i], s.Count())
+		}
+	}
+	if got := phases[PhaseAnswer].Sum; got < answerWait {
+		t.Errorf("answer phase %v, want %v or more (the account's wait)", got, answerWait)
+	}
+	if got := phases[PhaseBody].Sum; got < bodyWait {
+		t.Errorf("body phase %v, want %v or more (the body sent slowly)", got, bodyWait)
+	}
+	if sum := phases[PhaseConnection].Sum + phases[PhaseAnswer].Sum + phases[PhaseBody].Sum; sum > whole.Sum {
+		t.Errorf("the phases add up to %v, more than the whole read's %v", sum, whole.Sum)
+	}
 }

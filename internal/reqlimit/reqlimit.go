@@ -59,6 +59,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -355,12 +356,16 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	taken := append(shares, t.gate)
 	t.sent[c].Add(1)
 	began := time.Now()
-	pointRead := isPointRead(req)
+	var phases *phaseTimes // of a point read
+	if isPointRead(req) {
+		phases = &phaseTimes{}
+		req = req.WithContext(httptrace.WithClientTrace(ctx, phases.trace()))
+	}
 	done := func() {
 		took := time.Since(began)
 		t.held[c].Add(int64(took))
-		if pointRead {
-			t.pointReads.observe(took)
+		if phases != nil {
+			t.pointReads.observe(took, phases.split(began, time.Now()))
 		}
 		release(taken)
 	}
