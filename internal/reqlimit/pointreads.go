@@ -16,8 +16,8 @@ import (
 // load, while the servers' background work held at most a few slots: the queue was the
 // queries' and the writes' own.
 
-// PointReadBuckets are the upper bounds of the point reads' histogram.
-var PointReadBuckets = []time.Duration{
+// PointReadBuckets are the upper bounds of the point reads' histograms.
+var PointReadBuckets = [...]time.Duration{
 	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
 	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
 	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second,
@@ -42,8 +42,8 @@ var PhaseNames = [Phases]string{PhaseConnection: "connection", PhaseAnswer: "ans
 
 // histogram counts durations in PointReadBuckets and one past the last, and their sum.
 type histogram struct {
-	counts [13]atomic.Int64 // len(PointReadBuckets)+1
-	sum    atomic.Int64     // nanoseconds
+	counts [len(PointReadBuckets) + 1]atomic.Int64
+	sum    atomic.Int64 // nanoseconds
 }
 
 func (h *histogram) observe(took time.Duration) {

@@ -89,7 +89,8 @@ type Transport struct {
 	// sent and held count, by class, the requests that took a slot and the nanoseconds
 	// they held it (Classes).
 	sent, held [classes]atomic.Int64
-	// pointReads is the histogram of the point reads' times (pointreads.go).
+	// pointReads are the histograms of the point reads' times, whole and by phase
+	// (pointreads.go).
 	pointReads pointReads
 
 	// answers are what the background requests of each kind (answerKind) cost of late: a
