@@ -19,16 +19,7 @@ func TestTransportPointReads(t *testing.T) {
 			"/acct/logs()": 300 * time.Millisecond, "/acct/$batch": 300 * time.Millisecond}}
 		tr := New(next, 16)
 		do := func(ctx context.Context, method, path string) {
-			req, err := http.NewRequestWithContext(ctx, method, "http://account.invalid"+path, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp, err := tr.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+			sendWhole(t, tr, ctx, method, "http://account.invalid"+path)
 		}
 		do(context.Background(), http.MethodGet, fast)
 		do(Background(context.Background()), http.MethodGet, fast)
@@ -75,16 +66,7 @@ func TestTransportPointReadPhases(t *testing.T) {
 	defer account.Close()
 	tr := New(account.Client(), 4)
 	for _, path := range []string{"/acct/logs(PartitionKey='a',RowKey='b')", "/acct/logs()"} {
-		req, err := http.NewRequest(http.MethodGet, account.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := tr.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		sendWhole(t, tr, context.Background(), http.MethodGet, account.URL+path)
 	}
 	whole, phases := tr.PointReads(), tr.PointReadPhases()
 	if whole.Count() != 1 || whole.Sum < answerWait+bodyWait {
@@ -104,4 +86,19 @@ func TestTransportPointReadPhases(t *testing.T) {
 	if sum := phases[PhaseConnection].Sum + phases[PhaseAnswer].Sum + phases[PhaseBody].Sum; sum > whole.Sum {
 		t.Errorf("the phases add up to %v, more than the whole read's %v", sum, whole.Sum)
 	}
+}
+
+// sendWhole sends a request of method to url through tr and reads its answer to the end.
+func sendWhole(t *testing.T, tr *Transport, ctx context.Context, method, url string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 }
