@@ -249,3 +249,65 @@ func refreshHour(ctx context.Context, t *testing.T, db, fresh *tsdb.DB, cache *t
 	t.Logf("%s: %d requests, %d series took in a fold", what, requests, took)
 	return requests, took
 }
+
+// A server keeps its own staged writes whole, and its panels over some of their series
+// find those through the staging cache's series index; another server's Fold of them is
+// taken in through the same index (staging.FoldedFloats), each batch looking at its own
+// series' records only, not at every series of every entity the Fold moved. Every refresh
+// equals a reader's without caches.
+func TestTSDBFoldReceiptsThroughTheSeriesIndex(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
+	clk := clock.New(base.Add(19 * time.Hour))
+	opts := stagingOptions(clk)
+	opts.RawCache = tsdb.NewRawCache(64 << 20)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	db, svc, checker := dbtest.NewDB(t, opts)
+	plain := *stagingOptions(clk)
+	other := reopen(t, svc, db.Name(), plain)
+	fresh := func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
+
+	keys := make([]string, 300)
+	for i := range keys {
+		k, err := db.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "req", "i", fmt.Sprint(i), "half", fmt.Sprint(i%2)))
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	scrape := func(minutes int) {
+		t.Helper()
+		for range 4 * minutes {
+			at := clk.Now()
+			batch := make([]tsdb.SeriesPoints, len(keys))
+			for i, k := range keys {
+				batch[i] = tsdb.SeriesPoints{Series: k, Points: []tablets.Point{{Time: at, Value: float64(at.Unix()%100000) + float64(i)}}}
+			}
+			require.NoError(t, db.WriteMany(ctx, batch))
+			clk.Add(15 * time.Second)
+		}
+	}
+	refresh := func(what string) (int64, int64) {
+		t.Helper()
+		return refreshHour(ctx, t, db, fresh(), opts.RawCache, checker, clk, what, tsdb.Matcher{Type: tsdb.MatchEqual, Name: "half", Value: "0"})
+	}
+	scrape(60)
+	_, err := other.Fold(ctx)
+	require.NoError(t, err)
+	refresh("first")
+	refresh("warm")
+	folds := 0
+	for minute := range 25 {
+		scrape(1)
+		rep, err := other.Fold(ctx)
+		require.NoError(t, err)
+		if rep.Entities == 0 {
+			refresh(fmt.Sprintf("minute %d", minute))
+			continue
+		}
+		folds++
+		n, took := refresh(fmt.Sprintf("minute %d, after another server's fold", minute))
+		require.Equal(t, int64(len(keys)/2), took, "every series of the panel took the fold in")
+		require.LessOrEqual(t, n, int64(6), "no raw read: the listing, the logs")
+	}
+	require.GreaterOrEqual(t, folds, 2)
+}

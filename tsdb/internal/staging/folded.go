@@ -23,16 +23,19 @@ func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[
 	if out, ok := st.folds.memoFloats(receipts, names); ok {
 		return out
 	}
+	row := func(col cachedColumn, d Decoded, r int, add func(string, Point)) {
+		key, s := col.series.key(r), col.series.at(r)
+		for i, ms := range s.Times {
+			add(key, Point{MS: ms, Value: s.Values[i], Stamp: d.Stamp, Record: d.Record(r)})
+		}
+	}
 	return folded(st, receipts, names, Version, func(col cachedColumn, d Decoded, want map[string]bool, add func(string, Point)) {
 		for r := range col.series.len() {
-			if key := col.series.key(r); want[key] {
-				s := col.series.at(r)
-				for i, ms := range s.Times {
-					add(key, Point{MS: ms, Value: s.Values[i], Stamp: d.Stamp, Record: d.Record(r)})
-				}
+			if want[col.series.key(r)] {
+				row(col, d, r, add)
 			}
 		}
-	})
+	}, row)
 }
 
 // FoldedHists is FoldedFloats of native histogram samples.
@@ -48,14 +51,18 @@ func (st *Table) FoldedHists(receipts []changelog.Receipt, names []string) map[s
 				}
 			}
 		}
-	})
+	}, nil)
 }
 
 // folded is FoldedFloats and FoldedHists: one code for both kinds, whose entities are of
 // version version, and whose column's staged writes of the series want holds take passes to
-// add (d: the entity's stamp and number in its write).
+// add (d: the entity's stamp and number in its write). With row (floats), the whole
+// entities' records of names are found through the Table's series index, and row passes
+// each to add (r: its row in the entity's pack); take then looks only at the entities the
+// index does not hold.
 func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names []string, version int,
-	take func(col cachedColumn, d Decoded, want map[string]bool, add func(string, W))) map[string][]S {
+	take func(col cachedColumn, d Decoded, want map[string]bool, add func(string, W)),
+	row func(col cachedColumn, d Decoded, r int, add func(string, W))) map[string][]S {
 	if st.cache == nil || len(receipts) == 0 || len(names) == 0 {
 		return nil
 	}
@@ -68,13 +75,16 @@ func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names 
 	}
 	want := make(map[string]bool, len(names))
 	byColumn := map[int][]string{}
+	var distinct []string
 	for _, name := range names {
 		if !want[name] {
 			want[name] = true
+			distinct = append(distinct, name)
 			_, c := Hash(name)
 			byColumn[c] = append(byColumn[c], name)
 		}
 	}
+	viaIndex := row != nil && st.index != nil
 	unknown := map[string]bool{}
 	all := map[string][]W{}              // by series, the staged writes of every receipt
 	times := map[string]map[int64]bool{} // by series, the milliseconds of the receipts before
@@ -82,7 +92,13 @@ func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names 
 	for _, set := range sets {
 		written := map[string][]W{}
 		add := func(key string, w W) { written[key] = append(written[key], w) }
-		for _, le := range set {
+		var packs []*seriesPack // by place in set: the whole entities left to the index
+		var wholes []cachedColumn
+		var decoded []Decoded
+		if viaIndex {
+			packs, wholes, decoded = make([]*seriesPack, len(set)), make([]cachedColumn, len(set)), make([]Decoded, len(set))
+		}
+		for i, le := range set {
 			e, ok := st.cache.entity(table, le)
 			if !ok {
 				return nil // not cached at the ETag the Fold read: no series is known
@@ -96,6 +112,11 @@ func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names 
 			}
 			d := Decoded{Stamp: stamp, Seq: seq}
 			if whole, ok := e.cols[wholeEntity]; ok {
+				if viaIndex {
+					wholes[i], decoded[i] = whole, d
+					packs[i] = &wholes[i].series
+					continue
+				}
 				take(whole, d, want, add)
 				continue
 			}
@@ -113,6 +134,12 @@ func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names 
 					continue
 				}
 				take(col, d, want, add)
+			}
+		}
+		if viaIndex {
+			unindexed := st.index.eachRecord(packs, distinct, func(i, r int) { row(wholes[i], decoded[i], r, add) })
+			for _, i := range unindexed {
+				take(wholes[i], decoded[i], want, add)
 			}
 		}
 		for name, ws := range written {

@@ -1,11 +1,15 @@
 package staging
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/stageenc"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
@@ -132,15 +136,44 @@ func TestFoldedFloats(t *testing.T) {
 	}
 	r1, r2 := receipt(b1, first, rewrite), receipt(b2, second)
 
-	got := st.FoldedFloats([]changelog.Receipt{r1}, []string{"a", "b", "c"})
-	want := map[string][]tablets.Point{"a": {{Time: ms(1), Value: 1}, {Time: ms(2), Value: 20}}, "b": pts(1), "c": {}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("one receipt: %v, want %v", got, want)
+	// The same answers with no series index (the entities' rows looked at one by one), with
+	// every entity's pack in the index (the series' records found through it), and with
+	// some of them only (the others looked at).
+	var listed []listedEntity
+	var got []entityColumns
+	for _, e := range slices.Concat(first, rewrite, second) {
+		le := listedEntity{pk: e.PartitionKey, rk: e.RowKey, etag: `W/"` + e.RowKey + `"`}
+		ce, ok := st.cache.entity(st.names.Staging(), le)
+		whole, isWhole := ce.cols[wholeEntity]
+		if !ok || !isWhole {
+			t.Fatalf("entity %s not cached whole", e.RowKey)
+		}
+		listed = append(listed, le)
+		got = append(got, entityColumns{version: Version, cols: []cachedColumn{whole}, whole: true})
 	}
-	got = st.FoldedFloats([]changelog.Receipt{r1, r2}, []string{"a", "b"})
-	want = map[string][]tablets.Point{"a": {{Time: ms(1), Value: 1}, {Time: ms(2), Value: 20}, {Time: ms(3), Value: 3}}}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("two receipts: %v, want %v (b's second 1 in both: left out)", got, want)
+	all := make([]int, len(listed))
+	for i := range all {
+		all[i] = i
+	}
+	if len(all) < 3 {
+		t.Fatalf("%d entities", len(all))
+	}
+	for _, indexed := range [][]int{nil, all, {0, 2}} {
+		st.index = nil
+		if indexed != nil {
+			st.index = newSeriesIndex(st.cache, st.names.Staging(), time.Now)
+			st.index.add(listed, got, indexed)
+		}
+		got := st.FoldedFloats([]changelog.Receipt{r1}, []string{"a", "b", "c"})
+		want := map[string][]tablets.Point{"a": {{Time: ms(1), Value: 1}, {Time: ms(2), Value: 20}}, "b": pts(1), "c": {}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("indexed %v: one receipt: %v, want %v", indexed, got, want)
+		}
+		got = st.FoldedFloats([]changelog.Receipt{r1, r2}, []string{"a", "b", "a"})
+		want = map[string][]tablets.Point{"a": {{Time: ms(1), Value: 1}, {Time: ms(2), Value: 20}, {Time: ms(3), Value: 3}}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("indexed %v: two receipts: %v, want %v (b's second 1 in both: left out)", indexed, got, want)
+		}
 	}
 	other := r2
 	other.Digest[0]++
@@ -152,4 +185,69 @@ func TestFoldedFloats(t *testing.T) {
 	if got := st.FoldedFloats([]changelog.Receipt{r2}, []string{"a"}); got != nil {
 		t.Errorf("an entity not cached at its ETag: %v", got)
 	}
+}
+
+// BenchmarkFoldedFloats is what a raw cache's take-in of another process's Fold costs a
+// batch of its series (raw.takeInFolds calls FoldedFloats once a batch of 64): the soak's
+// bucket of one tenant, 750 whole entities of 550 series each (18,746 series, 40 scrapes),
+// which the queries' reads put in the series index (indexed), or not yet (unindexed).
+func BenchmarkFoldedFloats(b *testing.B) {
+	b.Run("indexed", func(b *testing.B) { benchmarkFoldedFloats(b, true) })
+	b.Run("unindexed", func(b *testing.B) { benchmarkFoldedFloats(b, false) })
+}
+
+func benchmarkFoldedFloats(b *testing.B, indexed bool) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const series, perEntity, entities, batch = 18_746, 550, 750, 64
+	const bucket = 1716426600
+	keys := make([]string, series)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`soak_http_requests_total{code="200",instance="host-%d:9100",k="%d"}`, i/14, i%14)
+	}
+	st := &Table{cache: NewCache(1 << 30), names: naming.Names{Base: "db"}}
+	st.listing.byKey = map[[2]string]listedProps{}
+	st.index = newSeriesIndex(st.cache, st.names.Staging(), time.Now)
+	pk := PartitionKey(bucket, 0)
+	var es []changelog.ReceiptEntity
+	var listed []listedEntity
+	var got []entityColumns
+	var all []int
+	for e := range entities {
+		first := (e * perEntity) % series
+		var ss []stageenc.Series
+		for j := range perEntity {
+			ss = append(ss, stageenc.Series{Key: keys[(first+j)%series], Times: []int64{bucket*1000 + int64(e)*15_000/19}, Values: []float64{rng.Float64()}})
+		}
+		slices.SortStableFunc(ss, func(a, b stageenc.Series) int {
+			_, ca := Hash(a.Key)
+			_, cb := Hash(b.Key)
+			return ca - cb
+		})
+		rk, etag := RowKey(uint64(e+1), 1, 0), fmt.Sprintf(`W/"%d"`, e)
+		whole := cachedColumn{series: packSeries(ss)}
+		st.cache.add(st.names.Staging(), entityHead{pk: pk, rk: rk, etag: etag, version: Version},
+			map[int]cachedColumn{wholeEntity: whole}, nil)
+		listed = append(listed, listedEntity{pk: pk, rk: rk, etag: etag})
+		got = append(got, entityColumns{version: Version, cols: []cachedColumn{whole}, whole: true})
+		all = append(all, e)
+		st.listing.byKey[[2]string{pk, rk}] = listedProps{etag: etag}
+		es = append(es, changelog.ReceiptEntity{PartitionKey: pk, RowKey: rk, ETag: etag})
+	}
+	receipts := []changelog.Receipt{{From: bucket, Horizon: bucket + 600, Count: entities, Digest: changelog.ReceiptDigest(es)}}
+	if indexed {
+		st.index.add(listed, got, all)
+	}
+	points := 0
+	for b.Loop() {
+		first := rng.IntN(series - batch)
+		got := st.FoldedFloats(receipts, keys[first:first+batch])
+		if len(got) != batch {
+			b.Fatalf("%d series of %d", len(got), batch)
+		}
+		points = 0
+		for _, p := range got {
+			points += len(p)
+		}
+	}
+	b.ReportMetric(float64(points), "points/op")
 }

@@ -273,3 +273,41 @@ func (c *Cache) holds(key entityKey, pack *seriesPack) bool {
 	whole, ok := e.cols[wholeEntity]
 	return ok && packID(&whole.series) == packID(pack)
 }
+
+// eachRecord calls f with the records of the series keys names in packs (by place: a whole
+// float entity's pack, or nil), as the index holds them: each record's place in packs and
+// its row in the pack. It returns the places of the packs the index does not hold (not
+// yet taken by a read, or pruned): their records are not given. It is how a raw cache's
+// take-in of a Fold (FoldedFloats) finds its series' points among the thousands of every
+// entity the Fold moved without looking at each of them (the soak's take-in of another
+// server's Fold looked up 412,500 records a batch of 64 series, for 1,408 of its own).
+func (x *seriesIndex) eachRecord(packs []*seriesPack, keys []string, f func(place int, row int)) (unindexed []int) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	place := make([]int32, len(x.packs)) // by pack number: its place in packs, -1 if none
+	for n := range place {
+		place[n] = -1
+	}
+	for i, p := range packs {
+		if p == nil {
+			continue
+		}
+		n, ok := x.number[packID(p)]
+		if !ok {
+			unindexed = append(unindexed, i)
+			continue
+		}
+		place[n] = int32(i)
+	}
+	if len(unindexed) == len(packs) {
+		return unindexed
+	}
+	for _, key := range keys {
+		for _, r := range x.refs[key] {
+			if int(r.pack) < len(place) && place[r.pack] >= 0 {
+				f(int(place[r.pack]), int(r.i))
+			}
+		}
+	}
+	return unindexed
+}
