@@ -144,8 +144,11 @@ func TestFoldedFloats(t *testing.T) {
 	for _, e := range slices.Concat(first, rewrite, second) {
 		le := listedEntity{pk: e.PartitionKey, rk: e.RowKey, etag: `W/"` + e.RowKey + `"`}
 		ce, ok := st.cache.entity(st.names.Staging(), le)
-		whole, isWhole := ce.cols[wholeEntity]
-		if !ok || !isWhole {
+		if !ok {
+			t.Fatalf("entity %s not cached", e.RowKey)
+		}
+		whole, ok := ce.cols[wholeEntity]
+		if !ok {
 			t.Fatalf("entity %s not cached whole", e.RowKey)
 		}
 		listed = append(listed, le)
