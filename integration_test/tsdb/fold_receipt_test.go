@@ -27,14 +27,7 @@ func TestTSDBFoldReceipts(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
 	clk := clock.New(base.Add(19 * time.Hour))
-	opts := stagingOptions(clk)
-	opts.RawCache = tsdb.NewRawCache(64 << 20)
-	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
-	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
-	db, svc, checker := dbtest.NewDB(t, opts)
-	plain := *stagingOptions(clk)
-	other := reopen(t, svc, db.Name(), plain)
-	fresh := func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
+	opts, db, checker, other, fresh := warmAndPlainServers(t, clk)
 
 	keys := make([]string, 210)
 	for i := range keys {
@@ -228,6 +221,21 @@ func TestTSDBFoldKeepsWhatItWrote(t *testing.T) {
 	require.GreaterOrEqual(t, opts.RawCache.Stats().Misses-misses, uint64(len(keys)))
 }
 
+// warmAndPlainServers opens a new database at clk's time as db, a server with a raw, a
+// staging and an index cache (opts), and beside it other, a server of the same database
+// without caches; fresh opens a reader without caches. checker counts db's requests.
+func warmAndPlainServers(t *testing.T, clk *clock.Clock) (opts *tsdb.Options, db *tsdb.DB, checker *azurite.Checker, other *tsdb.DB, fresh func() *tsdb.DB) {
+	t.Helper()
+	opts = stagingOptions(clk)
+	opts.RawCache = tsdb.NewRawCache(64 << 20)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	db, svc, checker := dbtest.NewDB(t, opts)
+	plain := *stagingOptions(clk)
+	other = reopen(t, svc, db.Name(), plain)
+	return opts, db, checker, other, func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
+}
+
 // refreshHour is the query API's read of the last hour of the series match selects, by db
 // (begun, a mark, the Select), checked against fresh's (a reader without caches): it
 // returns its requests and how many series took in a Fold (cache's).
@@ -259,14 +267,7 @@ func TestTSDBFoldReceiptsThroughTheSeriesIndex(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
 	clk := clock.New(base.Add(19 * time.Hour))
-	opts := stagingOptions(clk)
-	opts.RawCache = tsdb.NewRawCache(64 << 20)
-	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
-	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
-	db, svc, checker := dbtest.NewDB(t, opts)
-	plain := *stagingOptions(clk)
-	other := reopen(t, svc, db.Name(), plain)
-	fresh := func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
+	opts, db, checker, other, fresh := warmAndPlainServers(t, clk)
 
 	keys := make([]string, 300)
 	for i := range keys {

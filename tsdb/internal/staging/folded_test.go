@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets"
-	"github.com/seed71701133/tablets/internal/stageenc"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
@@ -203,10 +202,7 @@ func benchmarkFoldedFloats(b *testing.B, indexed bool) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const series, perEntity, entities, batch = 18_746, 550, 750, 64
 	const bucket = 1716426600
-	keys := make([]string, series)
-	for i := range keys {
-		keys[i] = fmt.Sprintf(`soak_http_requests_total{code="200",instance="host-%d:9100",k="%d"}`, i/14, i%14)
-	}
+	keys, scrapes := soakScrapes(rng, series, perEntity, entities, func(e int) int64 { return bucket*1000 + int64(e)*15_000/19 })
 	st := &Table{cache: NewCache(1 << 30), names: naming.Names{Base: "db"}}
 	st.listing.byKey = map[[2]string]listedProps{}
 	st.index = newSeriesIndex(st.cache, st.names.Staging(), time.Now)
@@ -215,17 +211,7 @@ func benchmarkFoldedFloats(b *testing.B, indexed bool) {
 	var listed []listedEntity
 	var got []entityColumns
 	var all []int
-	for e := range entities {
-		first := (e * perEntity) % series
-		var ss []stageenc.Series
-		for j := range perEntity {
-			ss = append(ss, stageenc.Series{Key: keys[(first+j)%series], Times: []int64{bucket*1000 + int64(e)*15_000/19}, Values: []float64{rng.Float64()}})
-		}
-		slices.SortStableFunc(ss, func(a, b stageenc.Series) int {
-			_, ca := Hash(a.Key)
-			_, cb := Hash(b.Key)
-			return ca - cb
-		})
+	for e, ss := range scrapes {
 		rk, etag := RowKey(uint64(e+1), 1, 0), fmt.Sprintf(`W/"%d"`, e)
 		whole := cachedColumn{series: packSeries(ss)}
 		st.cache.add(st.names.Staging(), entityHead{pk: pk, rk: rk, etag: etag, version: Version},

@@ -112,24 +112,10 @@ func (x *seriesIndex) take(listed []listedEntity, got []entityColumns, keys []st
 	}
 
 	x.mu.RLock()
-	read := make([]int32, len(x.packs)) // by pack number: its place in listed, -1 if none
-	for n := range read {
-		read[n] = -1
-	}
-	for i, id := range ids {
-		if id == nil {
-			continue
-		}
-		n, ok := x.number[id]
-		if !ok {
-			// Pruned since it was added (the cache dropped or replaced its entry
-			// meanwhile): assembled.
-			ids[i] = nil
-			rest = append(rest, i)
-			continue
-		}
-		read[n] = int32(i)
-	}
+	// Those not held were pruned since they were added (the cache dropped or replaced their
+	// entries meanwhile): assembled.
+	read, pruned := x.places(ids) // by pack number: its place in listed, -1 if none
+	rest = append(rest, pruned...)
 	records := make([][]packRef, len(keys))
 	for slot, key := range keys {
 		records[slot] = x.refs[key]
@@ -190,6 +176,28 @@ func (x *seriesIndex) take(listed []listedEntity, got []entityColumns, keys []st
 	}
 	slices.Sort(rest)
 	return rest, nil
+}
+
+// places returns, by pack number, the place in ids of each pack the index holds (-1: none
+// of ids), and the places in ids of the packs it does not hold (a nil id is neither): x.mu
+// is held.
+func (x *seriesIndex) places(ids []*unique.Handle[string]) (place []int32, missing []int) {
+	place = make([]int32, len(x.packs))
+	for n := range place {
+		place[n] = -1
+	}
+	for i, id := range ids {
+		if id == nil {
+			continue
+		}
+		n, ok := x.number[id]
+		if !ok {
+			missing = append(missing, i)
+			continue
+		}
+		place[n] = int32(i)
+	}
+	return place, missing
 }
 
 // heldRecords is how many records take takes at most before it calls held.
@@ -282,26 +290,15 @@ func (c *Cache) holds(key entityKey, pack *seriesPack) bool {
 // entity the Fold moved without looking at each of them (the soak's take-in of another
 // server's Fold looked up 412,500 records a batch of 64 series, for 1,408 of its own).
 func (x *seriesIndex) eachRecord(packs []*seriesPack, keys []string, f func(place int, row int)) (unindexed []int) {
+	ids := make([]*unique.Handle[string], len(packs))
+	for i, p := range packs {
+		if p != nil {
+			ids[i] = packID(p)
+		}
+	}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	place := make([]int32, len(x.packs)) // by pack number: its place in packs, -1 if none
-	for n := range place {
-		place[n] = -1
-	}
-	for i, p := range packs {
-		if p == nil {
-			continue
-		}
-		n, ok := x.number[packID(p)]
-		if !ok {
-			unindexed = append(unindexed, i)
-			continue
-		}
-		place[n] = int32(i)
-	}
-	if len(unindexed) == len(packs) {
-		return unindexed
-	}
+	place, unindexed := x.places(ids) // by pack number: its place in packs, -1 if none
 	for _, key := range keys {
 		for _, r := range x.refs[key] {
 			if int(r.pack) < len(place) && place[r.pack] >= 0 {

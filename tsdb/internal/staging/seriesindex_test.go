@@ -337,25 +337,12 @@ func TestSeriesIndexConcurrentReads(t *testing.T) {
 func BenchmarkSeriesIndexTake(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const series, perEntity, entities, wanted = 18_746, 550, 750, 1024
-	keys := make([]string, series)
-	for i := range keys {
-		keys[i] = fmt.Sprintf(`soak_http_requests_total{code="200",instance="host-%d:9100",k="%d"}`, i/14, i%14)
-	}
+	keys, scrapes := soakScrapes(rng, series, perEntity, entities, func(e int) int64 { return int64(e) * 1000 })
 	cache := NewCache(1 << 30)
 	index := newSeriesIndex(cache, indexTable, time.Now)
 	var listed []listedEntity
 	var got []entityColumns
-	for e := range entities {
-		first := (e * perEntity) % series
-		var ss []stageenc.Series
-		for j := range perEntity {
-			ss = append(ss, stageenc.Series{Key: keys[(first+j)%series], Times: []int64{int64(e) * 1000}, Values: []float64{rng.Float64()}})
-		}
-		slices.SortStableFunc(ss, func(a, b stageenc.Series) int {
-			_, ca := Hash(a.Key)
-			_, cb := Hash(b.Key)
-			return ca - cb
-		})
+	for e, ss := range scrapes {
 		le := listedEntity{pk: "0001", rk: RowKey(uint64(e), 1, 0), etag: "W/1"}
 		whole := cachedColumn{series: packSeries(ss)}
 		cache.add(indexTable, entityHead{pk: le.pk, rk: le.rk, etag: le.etag, version: Version}, map[int]cachedColumn{wholeEntity: whole}, nil)
@@ -396,4 +383,28 @@ func BenchmarkSeriesIndexTake(b *testing.B) {
 	}
 	b.Run("assemble", func(b *testing.B) { run(b, false) })
 	b.Run("index", func(b *testing.B) { run(b, true) })
+}
+
+// soakScrapes is the soak's staged scrapes of one tenant's bucket, for the benchmarks: the
+// keys of series series, and entities entities of perEntity of them each (in the order of
+// their columns), entity e's point of each at Unix millisecond at(e).
+func soakScrapes(rng *rand.Rand, series, perEntity, entities int, at func(e int) int64) (keys []string, scrapes [][]stageenc.Series) {
+	keys = make([]string, series)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`soak_http_requests_total{code="200",instance="host-%d:9100",k="%d"}`, i/14, i%14)
+	}
+	for e := range entities {
+		first := (e * perEntity) % series
+		var ss []stageenc.Series
+		for j := range perEntity {
+			ss = append(ss, stageenc.Series{Key: keys[(first+j)%series], Times: []int64{at(e)}, Values: []float64{rng.Float64()}})
+		}
+		slices.SortStableFunc(ss, func(a, b stageenc.Series) int {
+			_, ca := Hash(a.Key)
+			_, cb := Hash(b.Key)
+			return ca - cb
+		})
+		scrapes = append(scrapes, ss)
+	}
+	return keys, scrapes
 }
