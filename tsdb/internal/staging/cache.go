@@ -649,69 +649,63 @@ func (st *Table) fetchColumns(ctx context.Context, f filter.Expr, pk string, ent
 	table := st.names.Staging()
 	var e entity.Entity
 	e.AllowStrings = true
-	top := q.Top
-	var cont pager.Continuation
-	for {
-		done, err := st.Budget.budgetOf(read).take(ctx, read, int64(q.PageBytes))
+	for page, err := range st.pagesAhead(ctx, q, read) {
 		if err != nil {
 			return err
 		}
-		raw, next, err := pager.Fetch(ctx, st.client, q, top, cont)
+		held, err := st.cacheColumns(&e, table, page.entities, wanted, columns, whole, got)
+		if err == nil {
+			// The columns fetched live in the read until it ends, whether the cache keeps
+			// them or not: they are held under the staging read budget, so that the reads
+			// of a table that every cold query fetches at once wait their turn instead of
+			// each holding a decoded copy (the soak: 80 queries, 2.2 GB).
+			err = read.hold(ctx, held)
+		}
+		page.done()
 		if err != nil {
-			done()
 			return err
 		}
-		top = pager.NextTop(q, top, raw)
-		var held int64 // what the page's decoded columns take, which the read holds until it ends
-		for _, r := range raw {
-			head, enc, err := encodedColumns(&e, r)
-			if err != nil {
-				done()
-				return err
-			}
-			if wanted != nil && !wanted[head.rk] {
-				continue // an entity the cache held, between two it lacked
-			}
-			ce := &cachedEntity{etag: head.etag, version: head.version, encoded: enc}
-			cols := map[int]cachedColumn{}
-			if columns == nil {
-				all, err := ce.decodeAll()
-				if err != nil {
-					done()
-					return fmt.Errorf("staging entity %q %w", head.rk, err)
-				}
-				cols[wholeEntity] = all
-			} else {
-				for _, c := range columns {
-					if cols[c], err = ce.decode(c); err != nil { // empty where the entity has none
-						done()
-						return fmt.Errorf("staging entity %q column %s%d: %w", head.rk, ColumnChar, c, err)
-					}
-				}
-			}
-			if !whole {
-				enc = nil // a read of some columns, or of every column decoded: not kept as read
-			}
-			st.cache.add(table, head, cols, enc)
-			for _, col := range cols {
-				held += int64(col.cost())
-			}
-			got(listedEntity{pk: head.pk, rk: head.rk, etag: head.etag}, head.version, cols)
-		}
-		// The columns fetched live in the read until it ends, whether the cache keeps them or
-		// not: they are held under the staging read budget, so that the reads of a table
-		// that every cold query fetches at once wait their turn instead of each holding a
-		// decoded copy (the soak: 80 queries, 2.2 GB).
-		if err := read.hold(ctx, held); err != nil {
-			done()
-			return err
-		}
-		done()
-		if next.IsZero() {
-			return nil
-		}
-		cont = next
 	}
+	return nil
+}
+
+// cacheColumns decodes a page of fetchColumns (the entities wanted holds, nil: all), caches
+// their columns, passes got each, and returns what the columns take.
+func (st *Table) cacheColumns(e *entity.Entity, table string, page [][]byte, wanted map[string]bool, columns []int, whole bool,
+	got func(le listedEntity, version int, cols map[int]cachedColumn)) (held int64, err error) {
+	for _, r := range page {
+		head, enc, err := encodedColumns(e, r)
+		if err != nil {
+			return 0, err
+		}
+		if wanted != nil && !wanted[head.rk] {
+			continue // an entity the cache held, between two it lacked
+		}
+		ce := &cachedEntity{etag: head.etag, version: head.version, encoded: enc}
+		cols := map[int]cachedColumn{}
+		if columns == nil {
+			all, err := ce.decodeAll()
+			if err != nil {
+				return 0, fmt.Errorf("staging entity %q %w", head.rk, err)
+			}
+			cols[wholeEntity] = all
+		} else {
+			for _, c := range columns {
+				if cols[c], err = ce.decode(c); err != nil { // empty where the entity has none
+					return 0, fmt.Errorf("staging entity %q column %s%d: %w", head.rk, ColumnChar, c, err)
+				}
+			}
+		}
+		if !whole {
+			enc = nil // a read of some columns, or of every column decoded: not kept as read
+		}
+		st.cache.add(table, head, cols, enc)
+		for _, col := range cols {
+			held += int64(col.cost())
+		}
+		got(listedEntity{pk: head.pk, rk: head.rk, etag: head.etag}, head.version, cols)
+	}
+	return held, nil
 }
 
 // decodeHead decodes a staging entity's JSON into e, and returns its keys, ETag and version.

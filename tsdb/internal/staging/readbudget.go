@@ -15,7 +15,8 @@ import (
 //
 // A page of a staging read is up to PageBytes (8 MiB) of JSON, held twice over (the
 // body and its entities) while it is decoded. Each page takes that size from the budget
-// before it is requested. Once decoded, its read holds the size of its decoded series
+// before it is requested. A read through the cache asks for its next page while it decodes
+// one (pagesAhead): it holds two pages' size at most. Once decoded, its read holds the size of its decoded series
 // instead (16 bytes a point: they may be larger than the compressed JSON) until every
 // entity of the page was yielded.
 //
