@@ -502,6 +502,8 @@ func (s *Server) registerMetrics() {
 			func() float64 { return float64(s.queryable.Stats().Samples) }),
 		counter("tablets_select_shared_staged_reads_total", "Selects of several raw batches that read the staged points once for all of them.",
 			func() float64 { return float64(s.queryable.Stats().SharedStagedReads) }),
+		counter("tablets_select_raw_prefetches_total", "Raw batches of Selects whose raw points were read into the raw cache beside their staged points.",
+			func() float64 { return float64(s.queryable.Stats().RawPrefetches) }),
 		counter("tablets_query_exact_tier_total", "Calls of range queries answered exactly from a tier's windows (docs/tiers.md, \"Exact answers\").",
 			func() float64 { return float64(s.queryable.Stats().ExactEvaluations) }),
 		counter("tablets_query_exact_raw_cheaper_total", "Calls a tier could answer exactly, read from raw samples for the estimate of their bytes.",

@@ -136,7 +136,10 @@
 //     (the Fold before deleting what it moved, a direct write, Delete, Retain before it
 //     drops): a read asks the log after its staging read and reads again only the times a
 //     change touched since (and the series the cache lacks); a read of the present reads to the period's end,
-//     so that its refresh finds the newest minutes too. TestTSDBRawCache (40 series, two
+//     so that its refresh finds the newest minutes too. The series it holds nothing of
+//     are read into it while the staging read is under way (raw.Floats.Prefetch, at the
+//     log's last known state), which that read after the staging read then checks as any
+//     other entry (TestSelectRawPrefetchThenAFold). TestTSDBRawCache (40 series, two
 //     days at a minute): 59 KB, then 844 bytes; another server's late point, fold,
 //     backfill, delete and retention each show in the next read. The log holds ranges, not
 //     series: a late point of one series re-reads every series' samples from its time on.

@@ -150,6 +150,10 @@ type QueryStats struct {
 	// SharedStagedReads: reads of the staged samples shared by a group of a Select's
 	// batches, instead of each batch reading the staging table.
 	SharedStagedReads uint64
+	// RawPrefetches: batches whose raw points (of series the raw cache held nothing of) were
+	// read into the raw cache beside their staged points' read, for the read of the tables
+	// after it to take them from the cache.
+	RawPrefetches uint64
 
 	// The choice by cost (docs/tiers.md). A Select a tier can serve (by its step and its
 	// function) reads it where the estimate of its bytes is under raw's, or where raw
@@ -199,7 +203,7 @@ type Queryable struct {
 	estRaw, estTier                       atomic.Uint64
 	series, samples, histograms           atomic.Uint64
 	histogramRawSeries                    atomic.Uint64
-	sharedStaged                          atomic.Uint64
+	sharedStaged, rawPrefetches           atomic.Uint64
 	exactEvaluations, exactRawCheaper     atomic.Uint64
 	exactRawSeries                        atomic.Uint64
 }
@@ -231,6 +235,7 @@ func (q *Queryable) Stats() QueryStats {
 
 		HistogramRawSeries: q.histogramRawSeries.Load(),
 		SharedStagedReads:  q.sharedStaged.Load(),
+		RawPrefetches:      q.rawPrefetches.Load(),
 
 		RawCheaperSelects:  q.rawCheaper.Load(),
 		RawGoneSelects:     q.rawGone.Load(),

@@ -249,18 +249,42 @@ func readAhead(ctx context.Context, n, concurrency int, fetch func(context.Conte
 // readUnit reads unit i of units, with its group's staged samples.
 func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []unit, i int, from, to time.Time, plain *plainBudget) ([]*Series, error) {
 	u := units[i]
+	if u.keyRange {
+		ctx = chunks.WithKeyRange(ctx)
+	}
+	if !u.tier && staged.unread(i) {
+		q.prefetchRaw(ctx, u.entries, from, to)
+	}
 	st, err := staged.acquire(ctx, i)
 	if err != nil {
 		return nil, err
 	}
 	defer staged.release(i)
-	if u.keyRange {
-		ctx = chunks.WithKeyRange(ctx)
-	}
 	if u.tier {
 		return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick, st)
 	}
 	return q.readRaw(ctx, u.entries, from, to, st, plain)
+}
+
+// prefetchRaw starts reading into the raw cache the float points of batch in [from, to)
+// that it lacks (raw.Floats.Prefetch), while the batch's staged points are read: the read
+// of the tables must follow that of the staged points, and then finds them cached, or
+// being read. The first run of a dashboard's 1-hour panel read its staged hour (two pages,
+// 120 ms of Azurite's time) and only then its raw points (three queries, 100 ms more).
+// It ends with ctx (the Select's plan); its errors are the read's to find again.
+func (q *Queryable) prefetchRaw(ctx context.Context, batch []entry, from, to time.Time) {
+	if q.db.opts.RawCache == nil {
+		return
+	}
+	names := make([]string, len(batch))
+	for i, e := range batch {
+		names[i] = e.series
+	}
+	go func() {
+		if n, _ := q.db.floats.Prefetch(ctx, names, from, to); n > 0 {
+			q.rawPrefetches.Add(1)
+		}
+	}()
 }
 
 // unit is what one read of a Select reads: a batch of series' raw samples, or their windows

@@ -16,8 +16,9 @@ import (
 // Two Selects of the same series over the same range at once (the panels of a dashboard
 // opened together, over one metric) read the raw table once: the second waits for the
 // first's read under way and takes the series from the cache, and both give every sample
-// exactly. The first's raw query is held until the second waits for it (or 5 s pass, and
-// the second reads the table itself: the test fails).
+// exactly. The first's raw query (its prefetch's, which its own read of the tables after
+// its staged read joins too) is held until the second waits for it as well (or 5 s pass,
+// and the second reads the table itself: the test fails).
 func TestConcurrentSelectsShareRawReads(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -28,7 +29,7 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 	db := k.open(t, true) // a server's, with a raw cache
 	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(t, err)
-	held, hold := holdFirst(func() bool { return db.opts.RawCache.Shared() > 0 })
+	held, hold := holdFirst(func() bool { return db.opts.RawCache.Shared() >= 2*160 })
 	k.reads.before = func(*http.Request) { hold() }
 	k.reads.n.Store(0)
 	selectAll := func() (map[string][]string, error) { return selectDense(ctx, q, base, now) }
@@ -47,7 +48,7 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 	require.Equal(t, want, first, "the first Select")
 	require.Equal(t, want, second, "the second Select, from the first's read")
 	require.Equal(t, int64(1), k.reads.n.Load(), "raw table queries of both Selects (one alone takes 1)")
-	require.Equal(t, int64(160), db.opts.RawCache.Shared(), "series the second took from the first's read")
+	require.Equal(t, int64(2*160), db.opts.RawCache.Shared(), "series the first's and the second's reads of the tables took from the first's prefetch")
 }
 
 // A Select over a longer range of the series another Select is reading now (a metric's
@@ -70,7 +71,8 @@ func TestConcurrentSelectsShareTheTailOfARead(t *testing.T) {
 	db := k.open(t, true)
 	q, err := db.Queryable(&QueryOptions{DisableTiers: true})
 	require.NoError(t, err)
-	held, hold := holdFirst(func() bool { return db.opts.RawCache.Shared() > 0 })
+	// Held until the first's own read of the tables and the second's both wait for it.
+	held, hold := holdFirst(func() bool { return db.opts.RawCache.Shared() >= 2*160 })
 	var filters []string
 	var mu sync.Mutex
 	k.reads.before = func(r *http.Request) {
@@ -95,7 +97,7 @@ func TestConcurrentSelectsShareTheTailOfARead(t *testing.T) {
 	require.Equal(t, wantRecent, first, "the first Select, of the last 2 hours")
 	require.Equal(t, want, second, "the second Select, of 4 hours: its first 2 read, the rest the first's")
 	require.Equal(t, int64(2), k.reads.n.Load(), "raw table queries of both Selects")
-	require.Equal(t, int64(160), db.opts.RawCache.Shared(), "series the second took from the first's read")
+	require.Equal(t, int64(2*160), db.opts.RawCache.Shared(), "series the first's read of the tables and the second took from the first's prefetch")
 	require.Len(t, filters, 2)
 	// The second's query ends where the first's begins (the filter compares the chunks'
 	// start, a RowKey of its Unix milliseconds).
@@ -115,7 +117,7 @@ func TestConcurrentSelectsShareTheTailOfARead(t *testing.T) {
 	require.NoError(t, err)
 	firstCtx, cancelFirst := context.WithCancel(ctx)
 	defer cancelFirst()
-	held, hold = holdFirst(func() bool { return db.opts.RawCache.Shared() > 0 })
+	held, hold = holdFirst(func() bool { return db.opts.RawCache.Shared() >= 2*160 })
 	k.reads.before = func(*http.Request) {
 		hold()
 		cancelFirst() // a no-op for the second's: the first's query then fails

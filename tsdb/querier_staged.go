@@ -46,6 +46,7 @@ type stagedGroup struct {
 	once   sync.Once
 	staged *stagedSet
 	err    error
+	read   atomic.Bool  // once has run
 	left   atomic.Int32 // units not yet released
 }
 
@@ -98,8 +99,15 @@ func (sg *stagedGroups) acquire(ctx context.Context, i int) (*stagedSet, error) 
 		}
 		g.staged, g.err = sg.q.db.readStagedSet(ctx, g.series, sg.from, sg.to, kinds)
 		g.series = nil // read: the Staged holds what the units need
+		g.read.Store(true)
 	})
 	return g.staged, g.err
+}
+
+// unread reports whether unit i's staged points are still to be read: its group's read
+// did not end yet, or it reads its own.
+func (sg *stagedGroups) unread(i int) bool {
+	return sg.groupOf[i] < 0 || !sg.groups[sg.groupOf[i]].read.Load()
 }
 
 // release says unit i is read: its staged points are dropped, and the last unit of its

@@ -127,6 +127,23 @@ func (c *Cache) board(table string, gen uint64, starts map[int64][]string, from,
 	return waits, own, heads
 }
 
+// untouched returns the series of names that the cache holds nothing of in table and that
+// no read is reading from it now: those a prefetch reads (Floats.Prefetch). A series
+// under way is left to the reads that wait for it, which a prefetch could only make read
+// more (the head of a longer read is not a flight others join).
+func (c *Cache) untouched(table string, names []string) []string {
+	var out []string
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, name := range names {
+		k := cacheKey{table, name}
+		if _, cached := c.entries.Peek(k); !cached && c.flights[k] == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // land ends this read's flights of table: their series are no longer under way here
 // (unless a later read boarded its own for them), and their waiters go on.
 func (c *Cache) land(table string, own []*flight) {

@@ -595,3 +595,40 @@ func (f *Floats) ReadRuns(ctx context.Context, names []string, from, to time.Tim
 	point func(tablets.SeriesPoint) bool, run func(FloatRun) bool) error {
 	return withStaged(ctx, f.Store, staging.PointsMerge, names, from, to, staged, point, run)
 }
+
+// Prefetch reads into the cache the float points of the series of names in [from, to) that
+// it holds nothing of, table by table, at the state of the change log last read (of any
+// age; read now where none was), as ReadRuns would read them, and passes none on. A Select
+// runs it beside its read of the staged points, which a read of the tables must follow (a
+// Fold writes the tables before it deletes what it moved): the read after the staged one
+// reads the log again, takes from the cache what still stands at that state (or joins this
+// read where it is still under way at the same generation), and reads what changed since
+// itself. A series the cache holds something of is left to that read, which knows what of
+// it still stands (a refresh costs the lookups, nothing more), and so is one another read
+// is reading now (Cache.untouched). It returns the number of
+// series it read from a table (one a table). Without a cache it does nothing.
+func (f *Floats) Prefetch(ctx context.Context, names []string, from, to time.Time) (int, error) {
+	if f.cache == nil {
+		return 0, nil
+	}
+	ctx = changelog.AnyKnown(ctx)
+	spans, err := f.Spans(ctx, from, to)
+	if err != nil {
+		return 0, err
+	}
+	read := 0
+	names = distinct(names)
+	for _, sp := range spans {
+		absent := f.cache.untouched(f.names.Table(f.kind, sp.Period), names)
+		if len(absent) == 0 {
+			continue
+		}
+		_, err := f.querySpan(ctx, sp, absent, func(string, tablets.Point) bool { return true },
+			func(FloatRun) (taken, more bool) { return true, true })
+		if err != nil {
+			return read, err
+		}
+		read += len(absent)
+	}
+	return read, nil
+}
