@@ -144,6 +144,7 @@ func TestPagesAheadStops(t *testing.T) {
 		// and does not take the pages it got for the whole read.
 		st, fake := pagedStaging(t, 4, -1)
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
 		pages := 0
 		var last error
 		for page, err := range st.pagesAhead(ctx, pager.SubQuery{Top: 3, PageBytes: pageBytes}, nil) {
