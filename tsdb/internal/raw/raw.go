@@ -605,8 +605,8 @@ func (f *Floats) ReadRuns(ctx context.Context, names []string, from, to time.Tim
 // read where it is still under way at the same generation), and reads what changed since
 // itself. A series the cache holds something of is left to that read, which knows what of
 // it still stands (a refresh costs the lookups, nothing more), and so is one another read
-// is reading now (Cache.untouched). It returns the number of
-// series it read from a table (one a table). Without a cache it does nothing.
+// is reading now (Cache.untouched). It returns how many series it read from the tables
+// (once a table). Without a cache it does nothing.
 func (f *Floats) Prefetch(ctx context.Context, names []string, from, to time.Time) (int, error) {
 	if f.cache == nil {
 		return 0, nil
