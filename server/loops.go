@@ -15,7 +15,7 @@ import (
 // applied): a negative interval, never.
 func scheduleOptions(o Options) schedule.Options {
 	return schedule.Options{FoldEvery: o.FoldEvery, CompactEvery: o.CompactEvery, CompactCatchUp: o.CompactCatchUp,
-		RollupEvery: o.RollupEvery, RollupCatchUp: o.RollupCatchUp, RollupGrain: o.RollupGrain, RetainEvery: o.RetainEvery, Now: o.Now}
+		RollupEvery: o.RollupEvery, RollupCatchUp: o.RollupCatchUp, RollupGrain: o.RollupGrain, RollupDelay: o.RollupDelay, RetainEvery: o.RetainEvery, Now: o.Now}
 }
 
 // runLoops runs tasks until ctx is done (the scheduler's Run), each call of a step in its

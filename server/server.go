@@ -80,6 +80,10 @@ type Options struct {
 	// every series' block of the finest tier (a day of minutes by default): at every minute,
 	// each block 1,440 times a day.
 	RollupGrain time.Duration
+	// RollupDelay is how much further behind the database's SealDelay the rollups' ranges
+	// end: a [Tenants] front spreads its tenants' rollups by it (TenantsOptions.Spread).
+	// 0: none.
+	RollupDelay time.Duration
 	// CompactEvery is how often Run compacts the chunks written since its last successful
 	// compaction (default 5m; negative: never).
 	CompactEvery time.Duration
@@ -229,8 +233,8 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	if o.WarmCache == 0 {
 		o.WarmCache = DefaultWarmCache
 	}
-	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 {
-		return nil, fmt.Errorf("server: %w: RollupCatchUp %v and CompactCatchUp %v must not be negative", tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp)
+	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 || o.RollupDelay < 0 {
+		return nil, fmt.Errorf("server: %w: RollupCatchUp %v, CompactCatchUp %v and RollupDelay %v must not be negative", tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp, o.RollupDelay)
 	}
 	if o.RollupCatchUp == 0 {
 		o.RollupCatchUp = DefaultRollupCatchUp

@@ -87,6 +87,17 @@ type TenantsOptions struct {
 	// BackgroundRetry is how often a server without a slot tries to take one (default
 	// DefaultBackgroundRetry).
 	BackgroundRetry time.Duration
+	// Spread is how far apart the tenants' folds and rollups are spread: each tenant's
+	// database leaves a bucket staged longer (tsdb.Options.FoldDelay, unless DB sets one),
+	// and its rollups lag further behind its SealDelay (Options.RollupDelay), by a share of
+	// Spread its database's name fixes, the same on every server. Without it, every
+	// tenant's fold of a bucket begins at the same minute, and so do their rollups of the
+	// windows sealed, each at the account's pace, and the queries of all of them wait
+	// behind all of it. A tenant's staged points then wait up to Spread longer before they
+	// are folded (a query reads them staged meanwhile), and its tier windows are rolled up
+	// up to Spread later (read raw meanwhile). 0: DefaultSpread; negative: none; at most
+	// tsdb.MaxFoldDelay.
+	Spread time.Duration
 }
 
 // DefaultBackgroundRetry is how often a server without a slot of the background lease
@@ -150,6 +161,10 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 	if o.ListEvery < 0 || o.MissingFor < 0 || o.BodyWait < 0 || o.BackgroundServers < 0 || o.BackgroundRetry < 0 {
 		return nil, fmt.Errorf("server: %w: ListEvery, MissingFor, BodyWait, BackgroundServers and BackgroundRetry must not be negative", tablets.ErrInvalidOptions)
 	}
+	if o.Spread > tsdb.MaxFoldDelay {
+		return nil, fmt.Errorf("server: %w: Spread %v is over %v", tablets.ErrInvalidOptions, o.Spread, tsdb.MaxFoldDelay)
+	}
+	o.Spread = orDuration(o.Spread, DefaultSpread)
 	o.BackgroundRetry = orDuration(o.BackgroundRetry, DefaultBackgroundRetry)
 	o.ListEvery = orDuration(o.ListEvery, DefaultListTenantsEvery)
 	o.MissingFor = orDuration(o.MissingFor, DefaultMissingTenantFor)
@@ -190,7 +205,7 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 		}
 	}
 	t.registerMetrics()
-	db, err := tsdb.Open(ctx, service, base, o.DB)
+	db, err := tsdb.Open(ctx, service, base, spreadDB(o.DB, base, o.Spread))
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +232,9 @@ func (t *Tenants) config() *limits.Config {
 func (t *Tenants) serverOptions(id string) *Options {
 	o := t.srvOpts
 	o.Tenant = id
+	if o.RollupDelay == 0 {
+		o.RollupDelay = spreadOf(t.databaseOf(id), t.opts.Spread)
+	}
 	o.Limits = t.config
 	o.LimitHit = func(limit string) { t.hits.WithLabelValues(id, limit).Inc() }
 	if t.opts.BackgroundServers > 0 {

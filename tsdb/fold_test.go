@@ -2,6 +2,7 @@ package tsdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -308,5 +309,56 @@ func TestFoldRoundsInTheReadBudget(t *testing.T) {
 	}
 	if used, waiting := budget.InUse(); used != 0 || waiting != 0 {
 		t.Errorf("after the folds: %d bytes in use, %d waiting", used, waiting)
+	}
+}
+
+// A FoldDelay leaves a bucket staged that much longer than the 5 minutes after its end
+// (without one, a Fold at 09:15 folds the bucket of 09:00 to 09:10: TestFoldWriters and the
+// others), and then it folds as without one; a delay outside [0, MaxFoldDelay] is refused
+// before any request.
+func TestFoldDelay(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, MaxFoldDelay + time.Second} {
+		if err := CheckOptions("fdelay", &Options{FoldDelay: d}); !errors.Is(err, tablets.ErrInvalidOptions) {
+			t.Errorf("FoldDelay %v: %v, want ErrInvalidOptions", d, err)
+		}
+	}
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	now := time.Date(2025, 3, 10, 9, 1, 0, 0, time.UTC) // in the bucket 09:00 to 09:10
+	db, svc, _ := stagingDB(t, "fdelay", &now)
+	ctx := context.Background()
+	if err := db.WriteMany(ctx, []SeriesPoints{{Series: "s", Points: []tablets.Point{{Time: now, Value: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	opts := db.opts
+	opts.FoldDelay = 3 * time.Minute
+	delayed, err := Open(ctx, svc, db.Name(), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		at      string
+		points  int
+		through string
+	}{{"09:17:59", 0, "09:00"}, {"09:18:00", 1, "09:10"}} {
+		now, _ = time.Parse(time.DateTime, "2025-03-10 "+step.at)
+		rep, err := delayed.Fold(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Points != step.points || rep.Through.Format("15:04") != step.through {
+			t.Errorf("at %s: folded %d points through %s, want %d through %s", step.at, rep.Points, rep.Through.Format("15:04"), step.points, step.through)
+		}
+	}
+	var got []tablets.Point
+	for p, err := range db.Query(ctx, "s", now.Add(-time.Hour), now) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, p)
+	}
+	if len(got) != 1 || got[0].Value != 1 {
+		t.Errorf("read back %v", got)
 	}
 }

@@ -75,6 +75,13 @@ type Options struct {
 	// a goroutine (tablets serve gives its Folds running at once the background's share of
 	// --account.max-requests-in-flight together: 16 each by default). 0: 32.
 	FoldWriters int
+	// FoldDelay is how much longer than the 5 minutes after its end a Fold leaves an arrival
+	// bucket (10 minutes of writes) staged. The databases of one account fold their buckets
+	// at the same minutes otherwise, each at the account's pace: a server's tenants, or
+	// any application's databases, share its time, and its queries wait behind all their
+	// folds at once. tablets serve gives each tenant a delay its name fixes
+	// (--fold.spread). 0: none; at most MaxFoldDelay.
+	FoldDelay time.Duration
 	// DirectWrites writes every point into the raw tables at once, a transaction per
 	// series, as versions before staging did. Staging is used only with the chunked layout
 	// at a millisecond (its exact times); other layouts always write directly.
@@ -209,6 +216,10 @@ func NewStagingCache(maxBytes int64) *StagingCache { return staging.NewCache(max
 // hold the same staged minutes.
 const DefaultStagingCacheBytes = 96 << 20
 
+// MaxFoldDelay bounds Options.FoldDelay: a bucket's fold may wait at most as long as the
+// bucket lasts, so that a database holds at most three buckets staged.
+const MaxFoldDelay = staging.Bucket
+
 // DefaultFoldWriters is the default of Options.FoldWriters.
 const DefaultFoldWriters = 32
 
@@ -316,7 +327,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	// The Fold is given the raw writes and the tiers' flagging as functions: neither the raw
 	// tables nor the staging table depend on it.
 	db.fold = staging.NewFolder(db.staging, db.tables, db.names, db.catalog.Client,
-		staging.FolderConfig{Now: o.Now, SealDelay: o.SealDelay, SealMargin: sealMargin}, staging.FoldWrites{
+		staging.FolderConfig{Now: o.Now, SealDelay: o.SealDelay, SealMargin: sealMargin, Delay: o.FoldDelay}, staging.FoldWrites{
 			WritePoints: func(ctx context.Context, p uint64, series string, points []tablets.Point, priority uint64) error {
 				_, err := db.floats.Write(ctx, p, series, points, priority)
 				return err
@@ -426,6 +437,9 @@ func withDefaults(name string, opts *Options) (Options, error) {
 	}
 	if p := o.StagingPartitions; p < 1 || p > staging.Slots || p&(p-1) != 0 {
 		return invalid("StagingPartitions %d is not a power of two from 1 to %d", p, staging.Slots)
+	}
+	if o.FoldDelay < 0 || o.FoldDelay > MaxFoldDelay {
+		return invalid("FoldDelay %v is not from 0 to %v", o.FoldDelay, MaxFoldDelay)
 	}
 	switch {
 	case o.FoldWriters < 0:

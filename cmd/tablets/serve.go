@@ -40,6 +40,7 @@ type serveFlags struct {
 	accountRequests                   int
 	backgroundJobs                    int
 	backgroundServers                 int
+	backgroundSpread                  time.Duration
 	stagingReadBytes                  int64
 	stagingFoldBytes                  int64
 	stagingCacheBytes                 int64
@@ -146,6 +147,7 @@ See docs/rules.md.`,
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
+	f.DurationVar(&sf.backgroundSpread, "background.spread", server.DefaultSpread, "how far apart the tenants' folds and rollups begin: each tenant's waits a share of it that its database's name fixes (the same on every server), so that the account does not serve every tenant's at once; at most 10m, 0: none")
 	f.IntVar(&sf.backgroundServers, "background.max-servers", 0, "servers of one database that run background work (folds, rollups, compactions, retention) at once, each holding a slot of a lease in the database's catalog; the others serve writes and queries only, and take a slot when one is given back, or a minute after its holder was killed; 0: every server runs its own (each task under its own lease)")
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn; folds go first, with a slot of their own, but take at most half")
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
@@ -376,6 +378,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.accountRequests < 1 {
 		return usageErrorf(cmd, "--account.max-requests-in-flight must be positive")
 	}
+	if sf.backgroundSpread < 0 || sf.backgroundSpread > tsdb.MaxFoldDelay {
+		return usageErrorf(cmd, "--background.spread %v is not from 0 to %v", sf.backgroundSpread, tsdb.MaxFoldDelay)
+	}
 	if sf.backgroundServers < 0 {
 		return usageErrorf(cmd, "--background.max-servers must not be negative")
 	}
@@ -460,6 +465,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		Limits:            cfg.Load,
 		MaxBackgroundJobs: sf.backgroundJobs,
 		BackgroundServers: sf.backgroundServers,
+		Spread:            spreadOption(sf.backgroundSpread),
 		Rules: func(id string) *rules.Options {
 			if ruleOpts == nil || (id != ruleTenant && rulerOpts == nil) {
 				return nil
@@ -779,4 +785,13 @@ func pointReadHistogram(desc *prometheus.Desc, s reqlimit.PointReadStats, labels
 		buckets[bound.Seconds()] = cumulative
 	}
 	return prometheus.MustNewConstHistogram(desc, uint64(s.Count()), s.Sum.Seconds(), buckets, labels...)
+}
+
+// spreadOption is --background.spread as server.TenantsOptions.Spread: 0 is none there
+// (negative), the flag's default its default.
+func spreadOption(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

@@ -65,6 +65,10 @@ type Options struct {
 	// 1,440 times a day; at every quarter of an hour, 96. The windows not rolled up yet are
 	// read raw.
 	RollupGrain time.Duration
+	// RollupDelay is how much further behind the database's SealDelay the rollup's ranges
+	// end (0: none; not negative): tablets serve spreads its tenants' rollups, which would
+	// all begin at the same minute, by a delay each tenant's name fixes.
+	RollupDelay time.Duration
 	// RetainEvery is the interval of retention.
 	RetainEvery time.Duration
 	// Now is the clock of the ranges and of retention (nil: the database's,
@@ -125,9 +129,9 @@ const tierBlockWindows = 24
 // fold, compact, rollup, flagged, retain. A negative catch-up gives an error wrapping
 // tablets.ErrInvalidOptions.
 func Plan(o Options, db tsdb.Options) ([]Task, error) {
-	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 {
-		return nil, fmt.Errorf("schedule: %w: RollupCatchUp %v and CompactCatchUp %v must not be negative",
-			tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp)
+	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 || o.RollupDelay < 0 {
+		return nil, fmt.Errorf("schedule: %w: RollupCatchUp %v, CompactCatchUp %v and RollupDelay %v must not be negative",
+			tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp, o.RollupDelay)
 	}
 	var tasks []Task
 	if o.FoldEvery > 0 {
@@ -140,9 +144,10 @@ func Plan(o Options, db tsdb.Options) ([]Task, error) {
 	}
 	if o.RollupEvery > 0 {
 		// Windows are trusted once sealed; their raw points are kept RawRetention at least.
-		catchUp, limit := max(orDefault(o.RollupCatchUp, DefaultRollupCatchUp), db.SealDelay), time.Duration(0)
+		lag := db.SealDelay + o.RollupDelay
+		catchUp, limit := max(orDefault(o.RollupCatchUp, DefaultRollupCatchUp), lag), time.Duration(0)
 		if db.RawRetention > 0 {
-			limit = max(db.RawRetention, db.SealDelay)
+			limit = max(db.RawRetention, lag)
 			catchUp = min(catchUp, limit)
 		}
 		var slice time.Duration // a block of the coarsest tier: Rollup works whole ones
@@ -150,7 +155,7 @@ func Plan(o Options, db tsdb.Options) ([]Task, error) {
 			slice = db.Tiers[len(db.Tiers)-1].Step * tierBlockWindows
 		}
 		grain := max(orDefault(o.RollupGrain, DefaultRollupGrain), 0)
-		tasks = append(tasks, Task{Name: Rollup, Opts: maintain.Options{Every: o.RollupEvery, Lag: db.SealDelay,
+		tasks = append(tasks, Task{Name: Rollup, Opts: maintain.Options{Every: o.RollupEvery, Lag: lag,
 			CatchUp: catchUp, Limit: limit, Slice: slice, Grain: grain}})
 		if len(db.Tiers) > 0 {
 			tasks = append(tasks, Task{Name: Flagged, Opts: maintain.Options{Every: o.RollupEvery}})
@@ -207,7 +212,7 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 		case Compact:
 			t.Ranges = func(ctx context.Context, from, to time.Time) error {
 				return db.Tasks().Exclusive(ctx, tsdb.TaskCompact, func(ctx context.Context) error {
-					return db.Compact(ctx, refolded(from, foldEvery), to)
+					return db.Compact(ctx, refolded(from, max(foldEvery, 0)+dbOpts.FoldDelay), to)
 				})
 			}
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskCompact}
@@ -243,7 +248,8 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 }
 
 // stagedFor is about how long a staged point may wait after its arrival before a Fold may
-// fold it: tsdb folds an arrival bucket (10 minutes) 5 minutes after its end.
+// fold it: tsdb folds an arrival bucket (10 minutes) 5 minutes after its end, and its
+// Options.FoldDelay later (added to the fold's interval where refolded is called).
 const stagedFor = 15 * time.Minute
 
 // refolded is where a compaction of a range starting at from starts, when folds run every

@@ -50,6 +50,15 @@ func TestPlan(t *testing.T) {
 	assert.Zero(t, byName(Plan(o, tsdb.Options{SealDelay: time.Hour}))["rollup"].Grain)
 	o.RollupGrain = 0
 
+	// A rollup delay (a tenant's share of tablets serve's spread) ends the ranges further
+	// behind, and a catch-up or a retention within it grows to it.
+	o.RollupDelay = 4 * time.Minute
+	assert.Equal(t, maintain.Options{Every: time.Minute, Lag: time.Hour + 4*time.Minute, CatchUp: 3 * day, Slice: day, Grain: 15 * time.Minute},
+		byName(Plan(o, tsdb.Options{SealDelay: time.Hour, Tiers: tsdb.DefaultTiers}))["rollup"])
+	assert.Equal(t, maintain.Options{Every: time.Minute, Lag: time.Hour + 4*time.Minute, CatchUp: time.Hour + 4*time.Minute, Limit: time.Hour + 4*time.Minute, Grain: 15 * time.Minute},
+		byName(Plan(o, tsdb.Options{SealDelay: time.Hour, RawRetention: time.Hour}))["rollup"])
+	o.RollupDelay = 0
+
 	// A rollup's catch-up within the seal delay is the seal delay (its first tick covers
 	// nothing: windows are trusted once sealed); a database without tiers has no dirty
 	// slices to roll up.
@@ -83,7 +92,7 @@ func TestPlan(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, at.Add(time.Hour), tasks[0].Opts.Now())
 
-	for _, bad := range []Options{{RollupEvery: time.Minute, RollupCatchUp: -time.Hour}, {CompactEvery: time.Minute, CompactCatchUp: -1}} {
+	for _, bad := range []Options{{RollupEvery: time.Minute, RollupCatchUp: -time.Hour}, {CompactEvery: time.Minute, CompactCatchUp: -1}, {RollupEvery: time.Minute, RollupDelay: -1}} {
 		_, err := Plan(bad, tsdb.Options{})
 		assert.ErrorIs(t, err, tablets.ErrInvalidOptions, "%+v", bad)
 	}

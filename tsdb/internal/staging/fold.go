@@ -73,6 +73,7 @@ type Folder struct {
 	now        func() time.Time // Options.Now
 	sealDelay  time.Duration    // Options.SealDelay: which staged points are late
 	sealMargin time.Duration    // the tiers' seal margin: which staged points are late
+	delay      time.Duration    // Options.FoldDelay: added to foldMargin
 	writes     FoldWrites
 }
 
@@ -83,6 +84,9 @@ type FolderConfig struct {
 	// SealMargin is the clock skew sealing tolerates (the tiers'): a staged point more than
 	// SealDelay - SealMargin older than its arrival bucket's end is late.
 	SealMargin time.Duration
+	// Delay is how much later than foldMargin after its end a bucket is folded
+	// (Options.FoldDelay).
+	Delay time.Duration
 }
 
 // FoldWrites are the writes of the other parts a Folder makes, given as functions.
@@ -106,17 +110,17 @@ type FoldWrites struct {
 // lease in the catalog table catalog; it sends no request.
 func NewFolder(st *Table, periods *tables.Periods, names naming.Names, catalog *aztables.Client, c FolderConfig, w FoldWrites) *Folder {
 	return &Folder{staging: st, tables: periods, names: names, catalog: catalog,
-		now: c.Now, sealDelay: c.SealDelay, sealMargin: c.SealMargin, writes: w}
+		now: c.Now, sealDelay: c.SealDelay, sealMargin: c.SealMargin, delay: c.Delay, writes: w}
 }
 
 // Run is a Fold (tsdb's DB.Fold, which delegates to it, documents it): it lists the staging
-// entities of the arrival buckets that ended foldMargin ago, takes the fold lease, lists them
+// entities of the arrival buckets that ended foldMargin (and the delay) ago, takes the fold lease, lists them
 // again, folds their series in rounds (foldRound), then deletes them (deleteFolded).
 func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	if !f.staging.reads {
 		return FoldReport{}, nil
 	}
-	horizon := BucketOf(f.now().Add(-foldMargin))
+	horizon := BucketOf(f.now().Add(-foldMargin - f.delay))
 	report := FoldReport{Through: time.Unix(int64(horizon), 0).UTC()}
 	keys, points, err := f.listStaged(ctx, horizon)
 	if err != nil || len(keys) == 0 {
