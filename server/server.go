@@ -61,7 +61,8 @@ type Options struct {
 	// makes staging cheap: an hour of a series' points cost one transaction instead of
 	// one each. Reads see staged points meanwhile. Each compaction also compacts again the
 	// fold interval before its range, and a quarter of an hour and the database's FoldDelay
-	// more (a point may wait that long before a fold may fold it): a day is compacted once its points are folded in.
+	// more (a point may wait that long before a fold may fold it): a day is compacted once
+	// its points are folded in.
 	// A fold that finds another process folding leaves it to that one.
 	FoldEvery time.Duration
 	// RollupEvery is how often Run rolls up the tier windows sealed since its last
