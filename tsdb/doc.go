@@ -217,7 +217,8 @@
 // staged point is the later write.
 //
 // Fold moves the staged points of the arrival buckets (10 minutes of the writers' clocks)
-// that ended at least 5 minutes ago into the raw tables, and deletes them: one transaction per
+// that ended at least 5 minutes ago (and Options.FoldDelay more: tablets serve spreads its
+// tenants' folds apart) into the raw tables, and deletes them: one transaction per
 // series and raw partition (a day), whatever the number of writes, with the priority of the
 // series' latest write (chunked's WriteAt), so that the later write wins a time in the raw
 // tables too. One process folds at a time (a lease in the catalog); a Fold killed anywhere is
