@@ -80,7 +80,7 @@ type Options struct {
 	// at the same minutes otherwise, each at the account's pace: a server's tenants, or
 	// any application's databases, share its time, and its queries wait behind all their
 	// folds at once. tablets serve gives each tenant a delay its name fixes
-	// (--fold.spread). 0: none; at most MaxFoldDelay.
+	// (--background.spread). 0: none; at most MaxFoldDelay.
 	FoldDelay time.Duration
 	// DirectWrites writes every point into the raw tables at once, a transaction per
 	// series, as versions before staging did. Staging is used only with the chunked layout

@@ -114,8 +114,9 @@ func NewFolder(st *Table, periods *tables.Periods, names naming.Names, catalog *
 }
 
 // Run is a Fold (tsdb's DB.Fold, which delegates to it, documents it): it lists the staging
-// entities of the arrival buckets that ended foldMargin (and the delay) ago, takes the fold lease, lists them
-// again, folds their series in rounds (foldRound), then deletes them (deleteFolded).
+// entities of the arrival buckets that ended foldMargin (and the delay) ago, takes the fold
+// lease, lists them again, folds their series in rounds (foldRound), then deletes them
+// (deleteFolded).
 func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	if !f.staging.reads {
 		return FoldReport{}, nil
