@@ -90,7 +90,8 @@ type TenantsOptions struct {
 	// Spread is how far apart the tenants' folds and rollups are spread: each tenant's
 	// database leaves a bucket staged longer (tsdb.Options.FoldDelay, unless DB sets one),
 	// and its rollups lag further behind its SealDelay (Options.RollupDelay), by a share of
-	// Spread its database's name fixes, the same on every server. Without it, every
+	// Spread: its rank's where the configuration's allow list names it (spreadRanked), else
+	// one its database's name fixes (spreadOf); the same on every server. Without it, every
 	// tenant's fold of a bucket begins at the same minute, and so do their rollups of the
 	// windows sealed, each at the account's pace, and the queries of all of them wait
 	// behind all of it. A tenant's staged points then wait up to Spread longer before they
@@ -205,7 +206,7 @@ func NewTenants(ctx context.Context, service *aztables.ServiceClient, base strin
 		}
 	}
 	t.registerMetrics()
-	db, err := tsdb.Open(ctx, service, base, spreadDB(o.DB, base, o.Spread))
+	db, err := tsdb.Open(ctx, service, base, spreadDB(o.DB, t.spreadOfTenant(limits.DefaultTenant)))
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +234,7 @@ func (t *Tenants) serverOptions(id string) *Options {
 	o := t.srvOpts
 	o.Tenant = id
 	if o.RollupDelay == 0 {
-		o.RollupDelay = spreadOf(t.databaseOf(id), t.opts.Spread)
+		o.RollupDelay = t.spreadOfTenant(id)
 	}
 	o.Limits = t.config
 	o.LimitHit = func(limit string) { t.hits.WithLabelValues(id, limit).Inc() }

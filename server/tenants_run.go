@@ -66,7 +66,7 @@ func (t *Tenants) open(ctx context.Context, id string) (*Server, error) {
 	if s := t.opened(id); s != nil {
 		return s, nil
 	}
-	db, err := tsdb.Open(ctx, t.service, t.databaseOf(id), spreadDB(t.opts.DB, t.databaseOf(id), t.opts.Spread))
+	db, err := tsdb.Open(ctx, t.service, t.databaseOf(id), spreadDB(t.opts.DB, t.spreadOfTenant(id)))
 	if err != nil {
 		return nil, err
 	}

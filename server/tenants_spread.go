@@ -2,8 +2,10 @@ package server
 
 import (
 	"hash/fnv"
+	"slices"
 	"time"
 
+	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -30,15 +32,49 @@ func spreadOf(name string, spread time.Duration) time.Duration {
 	return time.Duration(h.Sum64() % uint64(spread))
 }
 
-// spreadDB is opts (nil: the defaults) with the FoldDelay of database name, unless opts set
-// one.
-func spreadDB(opts *tsdb.Options, name string, spread time.Duration) *tsdb.Options {
+// spreadRanked is the share of spread that tenant id waits when the configuration's allow
+// list names the tenants: the default tenant ranks first, the others follow in order, and
+// the n-th of m waits n/m of the spread, as far from each other as they can be. Every
+// server reading the same configuration ranks them alike. Two hashes (spreadOf) can land
+// close together (in the soak, soak0 and soak3 both waited 4.0 minutes, and their folds
+// began together: docs/soak.md, run 128); ranks cannot. ok is false when the list allows
+// any tenant ("*") or does not name id: then the hash of its database's name decides.
+func spreadRanked(id string, allow []string, spread time.Duration) (d time.Duration, ok bool) {
+	if spread <= 0 || slices.Contains(allow, "*") {
+		return 0, false
+	}
+	ranked := []string{limits.DefaultTenant}
+	for _, a := range slices.Sorted(slices.Values(allow)) {
+		if a != limits.DefaultTenant && a != ranked[len(ranked)-1] {
+			ranked = append(ranked, a)
+		}
+	}
+	n := slices.Index(ranked, id)
+	if n < 0 {
+		return 0, false
+	}
+	return spread * time.Duration(n) / time.Duration(len(ranked)), true
+}
+
+// spreadOfTenant is the share of the spread tenant id's database waits, by its rank in the
+// configuration in force (spreadRanked), else by its name (spreadOf). A database keeps the
+// share it was opened with: a configuration reloaded later moves only those opened after
+// it, and two servers giving one database different shares only fold it at other times.
+func (t *Tenants) spreadOfTenant(id string) time.Duration {
+	if d, ok := spreadRanked(id, t.config().Tenants.Allow, t.opts.Spread); ok {
+		return d
+	}
+	return spreadOf(t.databaseOf(id), t.opts.Spread)
+}
+
+// spreadDB is opts (nil: the defaults) with the FoldDelay delay, unless opts set one.
+func spreadDB(opts *tsdb.Options, delay time.Duration) *tsdb.Options {
 	o := tsdb.Options{}
 	if opts != nil {
 		o = *opts
 	}
 	if o.FoldDelay == 0 {
-		o.FoldDelay = spreadOf(name, spread)
+		o.FoldDelay = delay
 	}
 	return &o
 }

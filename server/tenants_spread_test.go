@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/testkit/tablefake"
+	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -37,9 +38,35 @@ func TestSpreadOf(t *testing.T) {
 	}
 }
 
-// The front gives every tenant's database the FoldDelay of its name and every tenant's
-// server the RollupDelay, unless the options set a FoldDelay of their own or no spread; a
-// spread over tsdb.MaxFoldDelay is refused.
+// With an allow list naming the tenants, the default tenant ranks first and the others
+// follow in order, each waiting its rank's share of the spread; a list allowing any tenant,
+// or a tenant it does not name, leaves the share to the hash of the name.
+func TestSpreadRanked(t *testing.T) {
+	const spread = 5 * time.Minute
+	allow := []string{"soak3", "soak1", "soak0", "soak2", "soak1", "default"}
+	for id, want := range map[string]time.Duration{"default": 0, "soak0": time.Minute, "soak1": 2 * time.Minute, "soak2": 3 * time.Minute, "soak3": 4 * time.Minute} {
+		if d, ok := spreadRanked(id, allow, spread); !ok || d != want {
+			t.Errorf("%s: %v %v, want %v", id, d, ok, want)
+		}
+	}
+	if d, ok := spreadRanked("teama", []string{"teamb", "teama"}, spread); !ok || d != spread/3 {
+		t.Errorf("teama of [default teama teamb]: %v %v", d, ok)
+	}
+	for _, tc := range []struct {
+		id     string
+		allow  []string
+		spread time.Duration
+	}{{"soak4", allow, spread}, {"soak0", []string{"soak0", "*"}, spread}, {"soak0", allow, 0}} {
+		if d, ok := spreadRanked(tc.id, tc.allow, tc.spread); ok || d != 0 {
+			t.Errorf("%s of %v, spread %v: %v %v, want the hash's", tc.id, tc.allow, tc.spread, d, ok)
+		}
+	}
+}
+
+// The front gives every tenant's database its FoldDelay and every tenant's server its
+// RollupDelay: by rank where the configuration's allow list names the tenant, else by the
+// hash of its database's name; unless the options set a FoldDelay of their own or no
+// spread. A spread over tsdb.MaxFoldDelay is refused.
 func TestTenantsSpread(t *testing.T) {
 	ctx := context.Background()
 	svc, err := aztables.NewServiceClientWithNoCredential("http://127.0.0.1:10002/devstoreaccount1", &aztables.ClientOptions{
@@ -47,20 +74,38 @@ func TestTenantsSpread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listed, err := limits.Parse([]byte("tenants:\n  allow: [teamb, teama]\n"), limits.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	anyone, err := limits.Parse([]byte("tenants:\n  allow: ['*']\n"), limits.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	off := &Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1}
+	hashed := func(spread time.Duration) func(string, string) time.Duration {
+		return func(_, db string) time.Duration { return spreadOf(db, spread) }
+	}
+	ranked := func(spread time.Duration) func(string, string) time.Duration {
+		return func(id, _ string) time.Duration {
+			return map[string]time.Duration{"default": 0, "teama": spread / 3, "teamb": 2 * spread / 3}[id]
+		}
+	}
 	for _, tc := range []struct {
 		name         string
 		opts         TenantsOptions
-		fold, rollup func(db string) time.Duration
+		fold, rollup func(id, db string) time.Duration
 	}{
-		{"the default", TenantsOptions{Server: off},
-			func(db string) time.Duration { return spreadOf(db, DefaultSpread) }, func(db string) time.Duration { return spreadOf(db, DefaultSpread) }},
-		{"8 minutes", TenantsOptions{Server: off, Spread: 8 * time.Minute},
-			func(db string) time.Duration { return spreadOf(db, 8*time.Minute) }, func(db string) time.Duration { return spreadOf(db, 8*time.Minute) }},
-		{"none", TenantsOptions{Server: off, Spread: -1},
-			func(string) time.Duration { return 0 }, func(string) time.Duration { return 0 }},
-		{"a FoldDelay set", TenantsOptions{Server: off, DB: &tsdb.Options{FoldDelay: time.Minute}},
-			func(string) time.Duration { return time.Minute }, func(db string) time.Duration { return spreadOf(db, DefaultSpread) }},
+		{"listed", TenantsOptions{Server: off, Limits: func() *limits.Config { return listed }}, ranked(DefaultSpread), ranked(DefaultSpread)},
+		{"listed, 9 minutes", TenantsOptions{Server: off, Limits: func() *limits.Config { return listed }, Spread: 9 * time.Minute},
+			ranked(9 * time.Minute), ranked(9 * time.Minute)},
+		{"any tenant", TenantsOptions{Server: off, Limits: func() *limits.Config { return anyone }}, hashed(DefaultSpread), hashed(DefaultSpread)},
+		{"any tenant, 8 minutes", TenantsOptions{Server: off, Limits: func() *limits.Config { return anyone }, Spread: 8 * time.Minute},
+			hashed(8 * time.Minute), hashed(8 * time.Minute)},
+		{"none", TenantsOptions{Server: off, Limits: func() *limits.Config { return listed }, Spread: -1},
+			func(string, string) time.Duration { return 0 }, func(string, string) time.Duration { return 0 }},
+		{"a FoldDelay set", TenantsOptions{Server: off, Limits: func() *limits.Config { return listed }, DB: &tsdb.Options{FoldDelay: time.Minute}},
+			func(string, string) time.Duration { return time.Minute }, ranked(DefaultSpread)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			front, err := NewTenants(ctx, svc, "spread", &tc.opts)
@@ -74,10 +119,10 @@ func TestTenantsSpread(t *testing.T) {
 					t.Fatal(err)
 				}
 				db := s.db.Name()
-				if got, want := s.db.Options().FoldDelay, tc.fold(db); got != want {
+				if got, want := s.db.Options().FoldDelay, tc.fold(id, db); got != want {
 					t.Errorf("%s: FoldDelay %v, want %v", db, got, want)
 				}
-				if got, want := s.opts.RollupDelay, tc.rollup(db); got != want {
+				if got, want := s.opts.RollupDelay, tc.rollup(id, db); got != want {
 					t.Errorf("%s: RollupDelay %v, want %v", db, got, want)
 				}
 			}

@@ -79,8 +79,9 @@ type Options struct {
 	// bucket (10 minutes of writes) staged. The databases of one account fold their buckets
 	// at the same minutes otherwise, each at the account's pace: a server's tenants, or
 	// any application's databases, share its time, and its queries wait behind all their
-	// folds at once. tablets serve gives each tenant a delay its name fixes
-	// (--background.spread). 0: none; at most MaxFoldDelay.
+	// folds at once. tablets serve gives each tenant a share of --background.spread, by
+	// its rank among the tenants its configuration names, else by its name. 0: none; at
+	// most MaxFoldDelay.
 	FoldDelay time.Duration
 	// DirectWrites writes every point into the raw tables at once, a transaction per
 	// series, as versions before staging did. Staging is used only with the chunked layout
