@@ -124,6 +124,7 @@ func (k *keyRangeDB) selectMetric(t testing.TB, q *Queryable, metric string, fro
 func (k *keyRangeDB) selectHinted(t testing.TB, q *Queryable, hints *SelectHints, metric string, from, to time.Time) (map[string][]string, []Labels, int64) {
 	t.Helper()
 	k.reads.n.Store(0)
+	k.reads.Trace()
 	got := map[string][]string{}
 	var order []Labels
 	for s, err := range q.Querier(from, to).Select(context.Background(), hints, Matcher{Type: MatchEqual, Name: "__name__", Value: metric}) {
@@ -243,7 +244,7 @@ func TestSelectKeyRangeSizedByChanges(t *testing.T) {
 	_, _, _ = k.selectMetric(t, q, "other", now.Add(-time.Hour), now)
 	got, _, queries = k.selectMetric(t, q, "dense_total", weekAgo, now)
 	require.Equal(t, want, got, "a read knowing the log")
-	require.Equal(t, int64(1), queries, "raw table queries of a read knowing the log, sized by the samples' four hours")
+	require.Equal(t, int64(1), queries, "raw table queries of a read knowing the log, sized by the samples' four hours:\n%s", k.reads.Trace())
 }
 
 // A raw period whose log had no change has no table: a read of a range reaching into it

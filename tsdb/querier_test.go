@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,6 +29,20 @@ type tableReads struct {
 	all           atomic.Int64 // every request, of any table
 	// before, if set, is called before a query of table is sent.
 	before func(*http.Request)
+	// seen traces the queries of table n counted since Trace was last called: what a
+	// failed count prints (a retry of one query, or two of the plan).
+	mu   sync.Mutex
+	seen []string
+}
+
+// Trace returns the queries of table counted since its last call (their query strings
+// and outcomes), and forgets them.
+func (c *tableReads) Trace() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := strings.Join(c.seen, "\n")
+	c.seen = nil
+	return s
 }
 
 func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
@@ -39,6 +54,15 @@ func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
 			if c.before != nil {
 				c.before(req)
 			}
+			resp, err := c.next.Do(req)
+			outcome := fmt.Sprint(err)
+			if err == nil {
+				outcome = resp.Status
+			}
+			c.mu.Lock()
+			c.seen = append(c.seen, fmt.Sprintf("%s -> %s", req.URL.RawQuery, outcome))
+			c.mu.Unlock()
+			return resp, err
 		case c.second != "" && strings.Contains(req.URL.Path, "/"+c.second) && strings.HasSuffix(req.URL.Path, "()"):
 			c.nSecond.Add(1)
 		}
