@@ -20,6 +20,13 @@ import (
 // 2.5 s were in those minutes.
 const DefaultSpread = 5 * time.Minute
 
+// DefaultFoldPace is the default of tablets serve's --background.fold-pace
+// (tsdb.Options.FoldPace): a tenant's fold of a bucket writes over at least a minute, the
+// time between two tenants' folds where the spread (DefaultSpread) ranks four, as the
+// soak's. Unpaced, each fold wrote its 18,700 series in 40-45 s (docs/soak.md, run 129),
+// as fast as the account allowed, and most answers over 2.5 s fell in those seconds.
+const DefaultFoldPace = time.Minute
+
 // spreadOf is the share of spread that database name's fold and rollups wait: a fraction of
 // it fixed by the name (FNV-1a), so that every server of the account gives the database the
 // same delay.

@@ -312,6 +312,62 @@ func TestFoldRoundsInTheReadBudget(t *testing.T) {
 	}
 }
 
+// A FoldPace spreads a Fold's writes over it: a Fold of ten series paced over 2 s begins
+// the last one's writes 1.8 s after the first (a bound the pace's waits make, which a
+// slow machine only lengthens), and folds every point as an unpaced one does. A pace
+// outside [0, MaxFoldPace] is refused before any request. (That a Fold catching up does
+// not wait: staging's TestFoldRoundSpan.)
+func TestFoldPace(t *testing.T) {
+	for _, d := range []time.Duration{-time.Second, MaxFoldPace + time.Second} {
+		if err := CheckOptions("fpace", &Options{FoldPace: d}); !errors.Is(err, tablets.ErrInvalidOptions) {
+			t.Errorf("FoldPace %v: %v, want ErrInvalidOptions", d, err)
+		}
+	}
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	now := time.Date(2025, 3, 10, 9, 1, 0, 0, time.UTC) // in the bucket 09:00 to 09:10
+	db, svc, _ := stagingDB(t, "fpace", &now)
+	ctx := context.Background()
+	var written []SeriesPoints
+	for i := range 10 {
+		written = append(written, SeriesPoints{Series: fmt.Sprintf("s%d", i), Points: []tablets.Point{{Time: now.Add(time.Duration(i) * time.Second), Value: float64(i)}}})
+	}
+	if err := db.WriteMany(ctx, written); err != nil {
+		t.Fatal(err)
+	}
+	opts := db.opts
+	opts.FoldPace = 2 * time.Second
+	paced, err := Open(ctx, svc, db.Name(), &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(14 * time.Minute) // 09:15: the bucket is due
+	began := time.Now()
+	rep, err := paced.Fold(ctx)
+	if took := time.Since(began); took < 1800*time.Millisecond {
+		t.Errorf("the paced Fold took %v, under the 1.8 s its pace waits", took)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Points != 10 || rep.Series != 10 {
+		t.Errorf("folded %d points of %d series, want 10 of 10", rep.Points, rep.Series)
+	}
+	for _, sp := range written {
+		var got []tablets.Point
+		for p, err := range db.Query(ctx, sp.Series, now.Add(-time.Hour), now) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, p)
+		}
+		if !equalPoints(got, sp.Points) {
+			t.Errorf("%s: read back %v, wrote %v", sp.Series, got, sp.Points)
+		}
+	}
+}
+
 // A FoldDelay leaves a bucket staged that much longer than the 5 minutes after its end
 // (without one, a Fold at 09:15 folds the bucket of 09:00 to 09:10: TestFoldWriters and the
 // others), and then it folds as without one; a delay outside [0, MaxFoldDelay] is refused

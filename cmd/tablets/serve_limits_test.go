@@ -44,3 +44,12 @@ func TestServeQueryLimitFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, &api.Options{MaxSamples: 1000, Timeout: 30 * time.Second, MaxConcurrency: 4, MaxSeriesPerSelect: 500}, o)
 }
+
+// A fold pace outside [0, 5m] is a usage error, before any request or listener.
+func TestServeFoldPaceChecked(t *testing.T) {
+	for _, v := range []string{"-1s", "5m1s"} {
+		r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--listen", "256.0.0.1:1", "--background.fold-pace", v)
+		assert.Equal(t, exitUsage, r.code, v)
+		assert.Contains(t, r.stderr, "--background.fold-pace "+v+" is not from 0 to 5m0s", v)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
@@ -316,6 +317,15 @@ func readBody(resp *http.Response) ([]byte, error) {
 // mostly one transaction, and a goroutine more for each doubled the goroutines of a
 // fold (the soak's goroutine target samples them).
 func Run(ctx context.Context, concurrency, n int, do func(ctx context.Context, i int) error) []error {
+	return RunPaced(ctx, concurrency, n, 0, do)
+}
+
+// RunPaced is Run, but it starts transaction i no earlier than span*i/n after it began:
+// the transactions begin evenly over span (at most concurrency at once all the same), so
+// that a burst of them (a fold's) does not take the whole account for its length. A span
+// of 0 is Run's pace, as fast as concurrency allows. Waiting ends with ctx, as starting
+// does.
+func RunPaced(ctx context.Context, concurrency, n int, span time.Duration, do func(ctx context.Context, i int) error) []error {
 	errs := make([]error, n)
 	if n == 1 {
 		if errs[0] = ctx.Err(); errs[0] == nil {
@@ -328,9 +338,29 @@ func Run(ctx context.Context, concurrency, n int, do func(ctx context.Context, i
 	}
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
+	began := time.Now()
+	var pace *time.Timer
+	defer func() {
+		if pace != nil {
+			pace.Stop()
+		}
+	}()
 	for i := range n {
 		if errs[i] = ctx.Err(); errs[i] != nil {
 			continue // a free slot and a done ctx at once: select would pick either
+		}
+		if wait := time.Until(began.Add(span * time.Duration(i) / time.Duration(n))); span > 0 && wait > 0 {
+			if pace == nil {
+				pace = time.NewTimer(wait)
+			} else {
+				pace.Reset(wait)
+			}
+			select {
+			case <-pace.C:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				continue
+			}
 		}
 		select {
 		case sem <- struct{}{}:

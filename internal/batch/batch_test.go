@@ -12,7 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -175,4 +177,54 @@ func goroutineID() uint64 {
 	buf = buf[:runtime.Stack(buf, false)]
 	id, _ := strconv.ParseUint(strings.Fields(string(buf))[1], 10, 64)
 	return id
+}
+
+// RunPaced begins its transactions evenly over its span, whatever their concurrency
+// allows: transaction i of 8 over 8 s at i seconds, though 4 may run at once and each
+// takes 100 ms. A slow one holds its slot all the same (transactions of 3 s, 2 at once:
+// the third waits for the first to end). Cancelled while waiting, the rest get ctx's
+// error and none begins; a span of 0 is Run's.
+func TestRunPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		began := time.Now()
+		var mu sync.Mutex
+		at := make([]time.Duration, 8)
+		errs := RunPaced(ctx, 4, 8, 8*time.Second, func(ctx context.Context, i int) error {
+			mu.Lock()
+			at[i] = time.Since(began)
+			mu.Unlock()
+			time.Sleep(100 * time.Millisecond)
+			return nil
+		})
+		require.Equal(t, make([]error, 8), errs)
+		for i, d := range at {
+			require.Equal(t, time.Duration(i)*time.Second, d, "transaction %d", i)
+		}
+		require.Equal(t, 7100*time.Millisecond, time.Since(began), "the last begins at 7 s and takes 100 ms")
+
+		began = time.Now()
+		_ = RunPaced(ctx, 2, 4, 4*time.Second, func(ctx context.Context, i int) error {
+			mu.Lock()
+			at[i] = time.Since(began)
+			mu.Unlock()
+			time.Sleep(3 * time.Second)
+			return nil
+		})
+		require.Equal(t, []time.Duration{0, time.Second, 3 * time.Second, 4 * time.Second}, at[:4], "the third waits for a slot")
+
+		cctx, cancel := context.WithCancel(ctx)
+		began = time.Now()
+		var calls atomic.Int32
+		time.AfterFunc(2500*time.Millisecond, cancel)
+		errs = RunPaced(cctx, 4, 5, 5*time.Second, func(ctx context.Context, i int) error { calls.Add(1); return nil })
+		require.Equal(t, int32(3), calls.Load(), "0, 1 and 2 began before the cancel")
+		require.Equal(t, []error{nil, nil, nil, context.Canceled, context.Canceled}, errs)
+		require.Equal(t, 2500*time.Millisecond, time.Since(began), "no wait after the cancel")
+
+		began = time.Now()
+		errs = RunPaced(ctx, 1, 3, 0, func(ctx context.Context, i int) error { return nil })
+		require.Equal(t, make([]error, 3), errs)
+		require.Zero(t, time.Since(began), "no span, no wait")
+	})
 }

@@ -74,6 +74,7 @@ type Folder struct {
 	sealDelay  time.Duration    // Options.SealDelay: which staged points are late
 	sealMargin time.Duration    // the tiers' seal margin: which staged points are late
 	delay      time.Duration    // Options.FoldDelay: added to foldMargin
+	pace       time.Duration    // Options.FoldPace: the least time the writes of a Fold on time take
 	writes     FoldWrites
 }
 
@@ -87,6 +88,9 @@ type FolderConfig struct {
 	// Delay is how much later than foldMargin after its end a bucket is folded
 	// (Options.FoldDelay).
 	Delay time.Duration
+	// Pace is the least time the writes of a Fold of one bucket take (Options.FoldPace):
+	// its series' writes begin evenly over it. 0: as fast as FoldWriters allow.
+	Pace time.Duration
 }
 
 // FoldWrites are the writes of the other parts a Folder makes, given as functions.
@@ -110,7 +114,7 @@ type FoldWrites struct {
 // lease in the catalog table catalog; it sends no request.
 func NewFolder(st *Table, periods *tables.Periods, names naming.Names, catalog *aztables.Client, c FolderConfig, w FoldWrites) *Folder {
 	return &Folder{staging: st, tables: periods, names: names, catalog: catalog,
-		now: c.Now, sealDelay: c.SealDelay, sealMargin: c.SealMargin, delay: c.Delay, writes: w}
+		now: c.Now, sealDelay: c.SealDelay, sealMargin: c.SealMargin, delay: c.Delay, pace: c.Pace, writes: w}
 }
 
 // Run is a Fold (tsdb's DB.Fold, which delegates to it, documents it): it lists the staging
@@ -143,6 +147,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 		}
 	}
 	rounds := max(1, min(Columns, (points+MaxFoldPoints-1)/MaxFoldPoints))
+	span := f.roundSpan(keys, horizon, rounds)
 	changed := map[uint64]changelog.Range{}      // by raw period, the times the rounds wrote
 	read := make([]map[[2]string]string, rounds) // by round, the ETags of the entities it read
 	var wrote *memoFold                          // what the rounds wrote, kept after (foldMemo)
@@ -157,7 +162,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 		}
 		lo, hi := r*Columns/rounds, (r+1)*Columns/rounds
 		read[r] = map[[2]string]string{}
-		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi, changed, read[r], wrote)
+		series, n, err := f.foldRound(ctx, lease, listed, horizon, lo, hi, span, changed, read[r], wrote)
 		report.Series += series
 		report.Points += n
 		report.Rounds++
@@ -187,6 +192,23 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 		report.Entities += len(rks)
 	}
 	return report, nil
+}
+
+// roundSpan is how long each of rounds spreads its writes over (batch.RunPaced): its share
+// of the pace, where the Fold is on time (every key listed is of the one bucket that ended
+// at horizon). A Fold that catches up (after an outage, or a backlog of buckets, or a late
+// write into one folded before) writes as fast as it can: the pace is for the account's
+// other readers in the steady state, not a bound on how far behind the raw tables fall.
+func (f *Folder) roundSpan(keys map[string][]string, horizon uint64, rounds int) time.Duration {
+	if f.pace <= 0 {
+		return 0
+	}
+	for pk := range keys {
+		if BucketEnd(pk).Unix() != int64(horizon) {
+			return 0
+		}
+	}
+	return f.pace / time.Duration(rounds)
 }
 
 // receiptOf is the receipt of a Fold whose rounds read the entities of read (each round's
@@ -254,13 +276,14 @@ func (f *Folder) listStaged(ctx context.Context, horizon uint64) (map[string][]s
 }
 
 // foldRound folds the series of columns [lo, hi) of the staging entities before horizon,
-// and returns how many series and points it wrote.
+// and returns how many series and points it wrote. Its series' writes begin evenly over
+// span (0: at once, FoldWriters at a time).
 // Only the listed entities are folded: one written since (late, into an old bucket) is
 // neither written nor deleted, but folded by the next Fold.
 //
 // It sets etags[key] to the ETag of each entity it read, and adds to wrote (nil: none) the
 // samples it wrote of each series.
-func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int, changed map[uint64]changelog.Range,
+func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]string]bool, horizon uint64, lo, hi int, span time.Duration, changed map[uint64]changelog.Range,
 	etags map[[2]string]string, wrote *memoFold) (int, int, error) {
 	sel := "PartitionKey,RowKey," + VersionProp
 	for c := lo; c < hi; c++ {
@@ -341,7 +364,7 @@ func (f *Folder) foldRound(ctx context.Context, lease *foldLease, listed map[[2]
 	}
 	slices.Sort(names)
 	written := 0
-	errs := batch.Run(ctx, f.staging.foldWriters, len(names), func(ctx context.Context, i int) error {
+	errs := batch.RunPaced(ctx, f.staging.foldWriters, len(names), span, func(ctx context.Context, i int) error {
 		if err := lease.Keep(ctx); err != nil {
 			return err
 		}
