@@ -221,8 +221,11 @@
 // tenants' folds apart) into the raw tables, and deletes them: one transaction per
 // series and raw partition (a day), whatever the number of writes, with the priority of the
 // series' latest write (chunked's WriteAt), so that the later write wins a time in the raw
-// tables too. One process folds at a time (a lease in the catalog); a Fold killed anywhere is
-// finished by the next. Run it on a timer (tablets serve does, hourly) or with tablets
+// tables too. Options.FoldPace spreads a Fold's writes of the bucket just due over at least
+// that long (tablets serve: a minute), so that the account's queries are not served behind
+// all of them at once; a Fold catching up on older buckets writes as fast as it can. One
+// process folds at a time (a lease in the catalog); a Fold killed anywhere is finished by
+// the next. Run it on a timer (tablets serve does, hourly) or with tablets
 // maintain. Points staged but never folded are still read: folding only makes reads and
 // retention cheaper.
 //

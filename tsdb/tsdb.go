@@ -164,6 +164,14 @@ const DefaultIndexCacheBytes = 16 << 20
 // recorded since touched that range. Stats reports its hits, misses and size.
 type RawCache = raw.Cache
 
+// RawFoldMiss is why a RawCache entry that Folds changed read its table again instead of
+// taking their samples in from the staging entities the process had cached
+// (RawCache.FoldMisses).
+type RawFoldMiss = raw.FoldMiss
+
+// RawFoldMisses are the reasons of RawFoldMiss, each once: log, receipt, column, overlap.
+var RawFoldMisses = []RawFoldMiss{raw.FoldMissLog, raw.FoldMissReceipt, raw.FoldMissColumn, raw.FoldMissOverlap}
+
 // RawCacheStats are a RawCache's counts.
 type RawCacheStats = CacheStats
 

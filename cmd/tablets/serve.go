@@ -712,6 +712,7 @@ func cacheCollectors(o *tsdb.Options) []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_raw_cache_folds_taken_in_total",
 			Help: "Series whose cached raw samples took in a Fold's samples from the staging entities this server had cached (the Fold's receipt), without reading them."},
 			func() float64 { return float64(o.RawCache.FoldedIn()) }),
+		foldMisses(o.RawCache),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_raw_cache_reads_shared_total",
 			Help: "Series whose raw samples a read took from another read of them under way (the panels of a dashboard opened at once), instead of reading them."},
 			func() float64 { return float64(o.RawCache.Shared()) }),
@@ -721,6 +722,28 @@ func cacheCollectors(o *tsdb.Options) []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_staging_cache_fetches_shared_total",
 			Help: "Fetches of staging entities under way that another query waited for, instead of fetching the same itself (a partition's, or a cold table's whole)."},
 			func() float64 { return float64(o.StagingCache.Shared()) }),
+	}
+}
+
+// foldMisses is tablets_raw_cache_folds_missed_total, by reason (tsdb.RawFoldMiss): the
+// series whose cached raw samples another server's Fold changed, and which read the raw
+// table again instead of taking the Fold in from the staging entities this server had.
+func foldMisses(c *tsdb.RawCache) prometheus.Collector {
+	return &foldMissMetrics{c: c, desc: prometheus.NewDesc("tablets_raw_cache_folds_missed_total",
+		"Series whose cached raw samples a Fold changed and which read the raw table again, by why the Fold could not be taken in: log (a change other than a Fold's since, or more than the log keeps), receipt (the Fold's staging entities not all cached here at the ETags it read), column (the series' column of one not cached), overlap (a folded sample at a millisecond the cache held).",
+		[]string{"reason"}, nil)}
+}
+
+type foldMissMetrics struct {
+	c    *tsdb.RawCache
+	desc *prometheus.Desc
+}
+
+func (m *foldMissMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- m.desc }
+
+func (m *foldMissMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range tsdb.RawFoldMisses {
+		ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(m.c.FoldMisses(r)), r.String())
 	}
 }
 

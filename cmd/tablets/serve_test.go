@@ -139,6 +139,9 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 		}
 	}
 	assert.Regexp(t, `(?m)^tablets_raw_cache_folds_taken_in_total [0-9]+$`, string(exposition))
+	for _, reason := range []string{"log", "receipt", "column", "overlap"} {
+		assert.Regexp(t, `(?m)^tablets_raw_cache_folds_missed_total\{reason="`+reason+`"\} [0-9]+$`, string(exposition))
+	}
 	assert.Regexp(t, `(?m)^tablets_raw_cache_reads_shared_total [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_raw_cache_spilled_total [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_staging_cache_fetches_shared_total [0-9]+$`, string(exposition))

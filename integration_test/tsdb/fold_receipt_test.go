@@ -3,6 +3,8 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -115,8 +117,10 @@ func TestTSDBFoldReceipts(t *testing.T) {
 		}
 		refresh("a minute more")
 	}
+	missed := foldMisses(opts.RawCache)
 	_, took := refresh("after the rewrite's fold")
 	require.Equal(t, int64(all-1), took, "all but the rewritten series")
+	require.Equal(t, map[tsdb.RawFoldMiss]int64{tsdb.RawFoldMisses[3]: 1}, foldMisses(opts.RawCache).since(missed), "the rewritten series missed by overlap")
 
 	// A Delete, then a Fold: the Delete's change has no receipt, so the fold's minutes are
 	// read from the table.
@@ -127,18 +131,47 @@ func TestTSDBFoldReceipts(t *testing.T) {
 		}
 	}
 	misses := opts.RawCache.Stats().Misses
+	missed = foldMisses(opts.RawCache)
 	_, took = refresh("after a delete and a fold")
 	require.Zero(t, took)
 	require.GreaterOrEqual(t, opts.RawCache.Stats().Misses-misses, uint64(len(keys)), "every float series read again from the table")
+	byLog := foldMisses(opts.RawCache).since(missed)
+	require.GreaterOrEqual(t, byLog[tsdb.RawFoldMisses[0]], int64(len(keys)), "missed by the log: %v", byLog)
 
 	// Entities written and folded between two refreshes: this server never listed them.
 	for range 4 * 20 {
 		scrape()
 	}
 	require.NotZero(t, fold())
+	missed = foldMisses(opts.RawCache)
 	_, took = refresh("after 20 minutes unseen and a fold")
 	require.Zero(t, took)
+	byReceipt := foldMisses(opts.RawCache).since(missed)
+	require.Equal(t, []tsdb.RawFoldMiss{tsdb.RawFoldMisses[1]}, slices.Collect(maps.Keys(byReceipt)), "missed by the receipt alone: %v", byReceipt)
+	require.GreaterOrEqual(t, byReceipt[tsdb.RawFoldMisses[1]], int64(len(keys)))
 	refresh("and again")
+}
+
+// rawFoldMisses is a RawCache's FoldMisses by reason, at one time.
+type rawFoldMisses map[tsdb.RawFoldMiss]int64
+
+func foldMisses(c *tsdb.RawCache) rawFoldMisses {
+	m := rawFoldMisses{}
+	for _, r := range tsdb.RawFoldMisses {
+		m[r] = c.FoldMisses(r)
+	}
+	return m
+}
+
+// since is the reasons that grew after before, by how much.
+func (m rawFoldMisses) since(before rawFoldMisses) map[tsdb.RawFoldMiss]int64 {
+	out := map[tsdb.RawFoldMiss]int64{}
+	for r, n := range m {
+		if d := n - before[r]; d != 0 {
+			out[r] = d
+		}
+	}
+	return out
 }
 
 // A server that folds keeps what its Folds wrote (the staging cache aside): its raw cache

@@ -50,6 +50,9 @@ type Cache struct {
 	// foldedIn counts the entries brought up to a later generation with a Fold's samples
 	// (takeInFolds), without a read.
 	foldedIn atomic.Int64
+	// notTakenIn counts, by FoldMiss, the entries a Fold's samples could not be taken
+	// into: each then reads the table from the change on.
+	notTakenIn [foldMisses]atomic.Int64
 	// shared counts the series a read took from another's flight instead of reading them.
 	shared atomic.Int64
 	// spilled counts the series a read found beside those it was asked for and cached
@@ -185,6 +188,35 @@ func (c *Cache) Spilled() int64 { return c.spilled.Load() }
 
 // FoldedIn is how many times an entry took in a Fold's samples without reading them.
 func (c *Cache) FoldedIn() int64 { return c.foldedIn.Load() }
+
+// FoldMiss is why an entry changed by Folds did not take their samples in (takeInFolds),
+// and read its table from the change on instead.
+type FoldMiss int
+
+const (
+	// FoldMissLog: the change log does not say that Folds with their receipts were every
+	// change since the entry was read (a direct write, a Delete or Retain; a Fold whose
+	// rounds read different entities; more changes since than the log keeps).
+	FoldMissLog FoldMiss = iota
+	// FoldMissReceipt: a receipt's entities are not all known at the ETags the Fold read
+	// (no listing of this process matched it, or an entity left the staging cache).
+	FoldMissReceipt
+	// FoldMissColumn: the series' column of an entity the Fold read is not cached.
+	FoldMissColumn
+	// FoldMissOverlap: a folded sample is at a millisecond the entry holds (which one
+	// the table keeps is the writes' priorities').
+	FoldMissOverlap
+	foldMisses
+)
+
+// String is the reason's label value: log, receipt, column or overlap.
+func (m FoldMiss) String() string {
+	return [...]string{"log", "receipt", "column", "overlap"}[m]
+}
+
+// FoldMisses is how many times an entry changed by Folds read its table instead of taking
+// their samples in, by reason.
+func (c *Cache) FoldMisses(m FoldMiss) int64 { return c.notTakenIn[m].Load() }
 
 // NewCache returns a cache of at most about maxBytes of samples (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
@@ -789,7 +821,11 @@ func (r *Store[S, T]) takeInFolds(state changelog.State, table string, entries m
 			continue
 		}
 		receipts, ok := state.Folds(c.gen, c.from, c.to)
-		if !ok || len(receipts) == 0 {
+		if !ok {
+			r.cache.notTakenIn[FoldMissLog].Add(1)
+			continue
+		}
+		if len(receipts) == 0 {
 			continue
 		}
 		var key []byte
@@ -807,7 +843,12 @@ func (r *Store[S, T]) takeInFolds(state changelog.State, table string, entries m
 		folded := r.folded(g.receipts, g.names)
 		for _, name := range g.names {
 			samples, ok := folded[name]
-			if !ok {
+			switch {
+			case !ok && folded == nil:
+				r.cache.notTakenIn[FoldMissReceipt].Add(1)
+				continue
+			case !ok:
+				r.cache.notTakenIn[FoldMissColumn].Add(1)
 				continue
 			}
 			if next, ok := r.withFolded(entries[name], samples); ok {
@@ -815,6 +856,8 @@ func (r *Store[S, T]) takeInFolds(state changelog.State, table string, entries m
 				entries[name] = next
 				r.cache.entries.Add(cacheKey{table, name}, next)
 				r.cache.foldedIn.Add(1)
+			} else {
+				r.cache.notTakenIn[FoldMissOverlap].Add(1)
 			}
 		}
 	}

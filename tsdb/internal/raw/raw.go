@@ -407,8 +407,12 @@ func New(service *aztables.ServiceClient, names naming.Names, tables *tables.Per
 	}, cache: c.Cache, changes: changes, cached: histCache, now: now, partition: histPartition}
 	if c.FoldedHists != nil {
 		hists.folded = func(receipts []changelog.Receipt, names []string) map[string][]tablets.HistogramPoint {
+			folded := c.FoldedHists(receipts, names)
+			if folded == nil {
+				return nil // no series known (takeInFolds tells why: FoldMissReceipt)
+			}
 			out := map[string][]tablets.HistogramPoint{}
-			for name, samples := range c.FoldedHists(receipts, names) {
+			for name, samples := range folded {
 				out[name] = HistPoints(samples)
 			}
 			return out
