@@ -326,7 +326,7 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	db.answers = answers.New(service.NewClient(db.names.Answers()))
 	db.staging = staging.NewTable(service, db.names, validator, staging.Config{Now: o.Now, Partitions: o.StagingPartitions, FoldWriters: o.FoldWriters,
 		Budget: o.StagingReadBudget, FoldBudget: o.FoldReadBudget, DirectWrites: o.DirectWrites, Dropped: db.tables.KnownDropped, Cache: o.StagingCache,
-		KeepFolds: o.RawCache != nil})
+		KeepFolds: o.RawCache != nil, FoldDelay: o.FoldDelay, FoldPace: o.FoldPace})
 	// The index checks the series its Selects read with the raw layout's rules, once an
 	// entry read (db.floats is made below, before any read).
 	checkSeries := func(series string) error { return db.floats.Validate(context.Background(), series) }

@@ -38,6 +38,9 @@ type Gen[K comparable, V any] struct {
 	prevCost int
 	idle     time.Duration // 0: rotations by cost only
 	rotated  time.Time     // the last rotation, or the first use (with idle)
+	// keep, if set, holds the entries that an idle rotation keeps, however long unused
+	// (KeepIdle).
+	keep func(K, V) bool
 }
 
 func New[K comparable, V any](maxCost int, cost func(K, V) int) *Gen[K, V] {
@@ -51,8 +54,15 @@ func NewIdle[K comparable, V any](maxCost int, cost func(K, V) int, idle time.Du
 	return c
 }
 
+// KeepIdle makes the idle rotations of a Gen of NewIdle keep the entries keep holds, as if
+// they had been used: what is unused but still needed (a staging entity whose bucket is not
+// folded yet) goes only when keep no longer holds it, or by the bound of the cost, as any
+// entry does. Called before any use; keep runs under the Gen's lock.
+func (c *Gen[K, V]) KeepIdle(keep func(K, V) bool) { c.keep = keep }
+
 // expireLocked rotates the generations once idle has passed since the last rotation: the
-// previous generation's entries were last used before that one, idle ago at least.
+// previous generation's entries were last used before that one, idle ago at least (but
+// those keep holds, carried into the new current one).
 func (c *Gen[K, V]) expireLocked() {
 	if c.idle <= 0 {
 		return
@@ -62,7 +72,21 @@ func (c *Gen[K, V]) expireLocked() {
 	case c.rotated.IsZero():
 		c.rotated = now
 	case now.Sub(c.rotated) >= c.idle:
+		var kept map[K]V
+		if c.keep != nil {
+			for k, v := range c.prev {
+				if c.keep(k, v) {
+					if kept == nil {
+						kept = map[K]V{}
+					}
+					kept[k] = v
+				}
+			}
+		}
 		c.rotateLocked()
+		for k, v := range kept {
+			c.addLocked(k, v)
+		}
 	}
 }
 

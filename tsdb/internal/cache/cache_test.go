@@ -179,6 +179,45 @@ func TestGenCacheIdle(t *testing.T) {
 	})
 }
 
+// A Gen with KeepIdle keeps, unused, the entries keep holds through its idle rotations,
+// and drops them at the first rotation after keep stops holding them; the others go as
+// without it, and the bound of the cost drops kept entries too.
+func TestGenCacheKeepIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		until := time.Now().Add(10 * time.Minute) // "pinned" is kept until then
+		c := NewIdle[string, int](1000, nil, time.Minute)
+		c.KeepIdle(func(k string, _ int) bool { return k == "pinned" && time.Now().Before(until) })
+		c.Add("pinned", 1)
+		c.Add("other", 2)
+		for range 9 {
+			time.Sleep(time.Minute)
+			c.Len() // a rotation a minute
+		}
+		if _, ok := c.Peek("pinned"); !ok {
+			t.Fatal("the kept entry went, unused for 9 minutes")
+		}
+		if _, ok := c.Peek("other"); ok {
+			t.Fatal("an entry keep does not hold stayed unused for 9 minutes")
+		}
+		for range 3 {
+			time.Sleep(time.Minute)
+			c.Len()
+		}
+		if c.Len() != 0 {
+			t.Fatal("the kept entry stayed two rotations after keep let it go")
+		}
+
+		bounded := NewIdle[string, int](4, nil, time.Minute) // generations of 2
+		bounded.KeepIdle(func(string, int) bool { return true })
+		for _, k := range []string{"a", "b", "c", "d", "e"} {
+			bounded.Add(k, 1)
+		}
+		if _, ok := bounded.Peek("a"); ok {
+			t.Fatal("keep held an entry past the bound of the cost")
+		}
+	})
+}
+
 // The tier blocks' cache (NewEntities) drops a block no read asked for in twice Idle,
 // and keeps one read at every refresh.
 func TestEntitiesIdle(t *testing.T) {

@@ -31,3 +31,44 @@ func TestCacheDropsIdleEntities(t *testing.T) {
 		}
 	})
 }
+
+// The entities of a bucket whose Fold is not due yet stay cached unused (every process's
+// raw cache takes the Fold in from them, a refreshed panel reading only its newest
+// minutes), until the hold its Table registered has passed since the bucket's end; then
+// they go as any unused entity. Those of a bucket long due, and of a table that
+// registered none, go after twice cache.Idle unused as before.
+func TestCacheKeepsUnfoldedEntities(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache(64 << 20)
+		hold := 12 * time.Minute
+		c.keepUnfolded("t", hold, time.Now)
+		bucket := BucketOf(time.Now()) - uint64(Bucket/time.Second) // the bucket that just ended
+		due := bucket - 3*uint64(Bucket/time.Second)
+		unfolded := entityKey{"t", PartitionKey(bucket, 0), "a"}
+		folded := entityKey{"t", PartitionKey(due, 0), "b"}
+		unregistered := entityKey{"u", PartitionKey(bucket, 0), "c"}
+		for _, k := range []entityKey{unfolded, folded, unregistered} {
+			c.entities.Add(k, &cachedEntity{etag: "e"})
+		}
+		ended := BucketEnd(unfolded.pk)
+		for time.Since(ended) < hold {
+			time.Sleep(10 * time.Second)
+			c.Stats() // the metrics' reads: the rotations
+			if _, ok := c.entities.Peek(unfolded); !ok {
+				t.Fatalf("the entity of a bucket not yet due went %v after its end, unused", time.Since(ended))
+			}
+		}
+		for _, k := range []entityKey{folded, unregistered} {
+			if _, ok := c.entities.Peek(k); ok {
+				t.Errorf("%v stayed unused for %v", k, hold)
+			}
+		}
+		for range 2*cache.Idle/(10*time.Second) + 1 {
+			time.Sleep(10 * time.Second)
+			c.Stats()
+		}
+		if s := c.Stats(); s.Entries != 0 {
+			t.Fatalf("%d entities cached twice cache.Idle after the hold, want none", s.Entries)
+		}
+	})
+}

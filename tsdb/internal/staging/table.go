@@ -87,7 +87,15 @@ type Config struct {
 	// KeepFolds says whether this process's Folds keep what they wrote for FoldedFloats
 	// and FoldedHists (foldMemo): where a raw cache takes Folds in (Options.RawCache).
 	KeepFolds bool
+	// FoldDelay and FoldPace are Options.FoldDelay and Options.FoldPace: when a bucket's
+	// Fold is due, and how long it may take. The Cache keeps the entities of a bucket
+	// until then (Cache.keepUnfolded).
+	FoldDelay, FoldPace time.Duration
 }
+
+// unfoldedSlack is how long after its Fold is due and paced a bucket's entities stay
+// cached all the same: for the Fold's own work, and for the refreshes that take it in.
+const unfoldedSlack = 2 * time.Minute
 
 // NewTable makes the staging part of a DB of names whose raw layout is layout; it sends
 // no request.
@@ -100,6 +108,11 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 	var index *seriesIndex
 	if c.Cache != nil {
 		index = newSeriesIndex(c.Cache, names.Staging(), c.Now)
+		now := c.Now
+		if now == nil {
+			now = time.Now
+		}
+		c.Cache.keepUnfolded(names.Staging(), foldMargin+c.FoldDelay+c.FoldPace+unfoldedSlack, now)
 	}
 	return &Table{
 		index:       index,
