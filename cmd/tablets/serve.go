@@ -405,12 +405,15 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return usageErrorf(cmd, "--listen %s: %v", sf.listen, err)
 	}
 	defer listener.Close()
+	conns := &serveConns{}
+	listener = conns.public.Listener(listener)
 	var internal net.Listener
 	if sf.listenInternal != "" {
 		if internal, err = net.Listen("tcp", sf.listenInternal); err != nil {
 			return usageErrorf(cmd, "--listen-internal %s: %v", sf.listenInternal, err)
 		}
 		defer internal.Close()
+		internal = conns.internal.Listener(internal)
 	}
 	conn, haveAccount, err := sf.conn.resolve(cmd, a.env)
 	if err != nil {
@@ -429,7 +432,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		}()
 		conn = connFlags{connectionString: srv.ConnectionString}
 	}
-	tables := &tableMeter{next: runner.DefaultTransport()}
+	// Its own client, not the process's shared one, so that the connections it counts are
+	// the account's.
+	tables := &tableMeter{next: runner.NewTransport(conns.account.Dial)}
 	limited := reqlimit.New(tables, sf.accountRequests)
 	// The requests and bytes only: a counter of entities would read and parse every page a
 	// second time (a third of the server's allocations in the soak).
@@ -463,7 +468,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			RetainEvery:        sf.retain,
 			Ruler:              rulerOpts,
 			Logger:             logger,
-			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), tables,
+			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), tables, connCollector(conns),
 				stagingReadCollector(dbOpts.StagingReadBudget, "read_bytes_in_use", "reads_waiting", "Bytes of staging pages being read, decoded and yielded, and of staged points being collected by queries (--staging.max-read-bytes, and what the oldest read takes past it).", "Staging page reads and collections waiting for room under --staging.max-read-bytes."),
 				stagingReadCollector(dbOpts.FoldReadBudget, "fold_bytes_in_use", "folds_waiting", "Bytes of staged points the folds' rounds collected and hold until written, and of their pages (--staging.max-fold-bytes, and what the oldest round takes past it).", "Fold rounds' page reads and collections waiting for room under --staging.max-fold-bytes.")},
 				cacheCollectors(dbOpts)...), collectors...),

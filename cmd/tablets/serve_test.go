@@ -111,6 +111,12 @@ func TestServeAuthInternalAndSIGHUP(t *testing.T) {
 	// gauges say how many are in flight and waiting, for the whole server.
 	assert.Regexp(t, `(?m)^tablets_account_requests_in_flight [0-9]+$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_requests_waiting [0-9]+$`, string(exposition))
+	// The connections: the account's (Open's requests opened at least one, and it is kept
+	// for the next), and the internal listener's (this scrape's, open while it is answered).
+	assert.Regexp(t, `(?m)^tablets_account_connections [1-9][0-9]*$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_account_connections_opened_total [1-9][0-9]*$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_http_connections\{listener="internal"\} [1-9][0-9]*$`, string(exposition))
+	assert.Regexp(t, `(?m)^tablets_http_connections_accepted_total\{listener="public"\} [1-9][0-9]*$`, string(exposition))
 	// Which class took the account's time: Open's reads are a query's.
 	assert.Regexp(t, `(?m)^tablets_account_class_requests_total\{class="query"\} [1-9][0-9]*$`, string(exposition))
 	assert.Regexp(t, `(?m)^tablets_account_class_requests_total\{class="background"\} [0-9]+$`, string(exposition))

@@ -51,6 +51,13 @@ type ServerState struct {
 	QueryRequests  int64 `json:"query_requests,omitempty"`
 	RawCacheMisses int64 `json:"raw_cache_misses,omitempty"`
 	FoldsTakenIn   int64 `json:"folds_taken_in,omitempty"`
+	// ConnGoroutines are the goroutines that the server's connections hold and that wait
+	// for the account: two a connection to the account (tablets_account_connections), one a
+	// connection its listeners hold (tablets_http_connections), one a request waiting for a
+	// slot (tablets_account_requests_waiting). They follow the requests in flight over the
+	// last 90 s (the account client's idle timeout), not the server's age (docs/soak.md, run
+	// 135's goroutine profiles); the goroutine target judges the others.
+	ConnGoroutines int64 `json:"connection_goroutines,omitempty"`
 }
 
 func (s *ServerState) add(o ServerState) {
@@ -63,6 +70,7 @@ func (s *ServerState) add(o ServerState) {
 	s.QueryRequests += o.QueryRequests
 	s.RawCacheMisses += o.RawCacheMisses
 	s.FoldsTakenIn += o.FoldsTakenIn
+	s.ConnGoroutines += o.ConnGoroutines
 }
 
 // observe samples the servers (their RSS and CPU time from /proc, their goroutines, account
@@ -166,8 +174,8 @@ var cacheMetrics = []string{"tablets_staging_cache_bytes", "tablets_raw_cache_by
 	"tablets_index_cache_bytes", "tablets_results_cache_bytes", "tablets_folds_kept_bytes"}
 
 // scrapeServer reads go_goroutines, tablets_account_requests_total (summed over its series),
-// go_gc_heap_live_bytes and the sum of the cacheMetrics from a Prometheus text exposition
-// into p.
+// go_gc_heap_live_bytes, the goroutines of its connections (ConnGoroutines) and the sum of
+// the cacheMetrics from a Prometheus text exposition into p.
 func scrapeServer(ctx context.Context, client *http.Client, u string, p *ServerState) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -182,11 +190,13 @@ func scrapeServer(ctx context.Context, client *http.Client, u string, p *ServerS
 		return fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
 	}
 	v := metricSums(resp.Body, append([]string{"go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes",
-		`tablets_account_class_requests_total{class="query"}`, "tablets_raw_cache_misses_total", "tablets_raw_cache_folds_taken_in_total"}, cacheMetrics...)...)
+		`tablets_account_class_requests_total{class="query"}`, "tablets_raw_cache_misses_total", "tablets_raw_cache_folds_taken_in_total",
+		"tablets_account_connections", "tablets_http_connections", "tablets_account_requests_waiting"}, cacheMetrics...)...)
 	p.Goroutines, p.AccountRequests, p.LiveHeapBytes = int64(v[0]), int64(v[1]), int64(v[2])
 	p.QueryRequests, p.RawCacheMisses, p.FoldsTakenIn = int64(v[3]), int64(v[4]), int64(v[5])
+	p.ConnGoroutines = int64(2*v[6] + v[7] + v[8])
 	p.CacheBytes = 0
-	for _, b := range v[6:] {
+	for _, b := range v[9:] {
 		p.CacheBytes += int64(b)
 	}
 	return nil

@@ -42,6 +42,10 @@ type Report struct {
 	// each server's.
 	RSS        Trend `json:"rss_bytes"`
 	Goroutines Trend `json:"goroutines"`
+	// GoroutinesOutsideConnections is the same of the goroutines less those the server's
+	// connections hold and those waiting for the account (ServerState.ConnGoroutines): the
+	// goroutine target judges its line, since those come and go with the requests in flight.
+	GoroutinesOutsideConnections Trend `json:"goroutines_outside_connections"`
 	// LiveHeap is the same of the heap found live by the last collection: not a target,
 	// but what tells a leak (it grows) from memory the runtime holds (only the RSS grows).
 	LiveHeap Trend `json:"live_heap_bytes"`
@@ -101,6 +105,8 @@ type ServerReport struct {
 	Caches            Trend `json:"cache_bytes"`
 	HeapOutsideCaches Trend `json:"heap_outside_caches_bytes"`
 	Goroutines        Trend `json:"goroutines"`
+	// GoroutinesOutsideConnections: as the Report's.
+	GoroutinesOutsideConnections Trend `json:"goroutines_outside_connections"`
 	// AccountRequests and CPUSeconds are the server's over the load (as the report's
 	// AccountRequests): with several servers, how their background work was shared.
 	AccountRequests int64   `json:"account_requests"`
@@ -144,6 +150,7 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 	r.LoadSeconds = loadSeconds
 	r.RSS = trend(points, duration, func(p Point) int64 { return p.RSSBytes })
 	r.Goroutines = trend(points, duration, func(p Point) int64 { return p.Goroutines })
+	r.GoroutinesOutsideConnections = trend(points, duration, func(p Point) int64 { return p.Goroutines - p.ConnGoroutines })
 	r.LiveHeap = trend(points, duration, func(p Point) int64 { return p.LiveHeapBytes })
 	r.Caches = trend(points, duration, func(p Point) int64 { return p.CacheBytes })
 	r.HeapOutsideCaches = trend(points, duration, func(p Point) int64 { return p.LiveHeapBytes - p.CacheBytes })
@@ -184,7 +191,11 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 				s := of(p)
 				return s.LiveHeapBytes - s.CacheBytes
 			}),
-			Goroutines:      trend(points, duration, func(p Point) int64 { return of(p).Goroutines }),
+			Goroutines: trend(points, duration, func(p Point) int64 { return of(p).Goroutines }),
+			GoroutinesOutsideConnections: trend(points, duration, func(p Point) int64 {
+				s := of(p)
+				return s.Goroutines - s.ConnGoroutines
+			}),
 			AccountRequests: int64(overLoad(points, duration, func(p Point) float64 { return float64(of(p).AccountRequests) })),
 			CPUSeconds:      overLoad(points, duration, func(p Point) float64 { return of(p).CPUSeconds }),
 		}
@@ -196,11 +207,11 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 		if s.RSS.Growth > r.PerServer[rssAt].RSS.Growth {
 			rssAt = i
 		}
-		if goroutinesExcess(s.Goroutines) > goroutinesExcess(r.PerServer[goAt].Goroutines) {
+		if goroutinesExcess(s.GoroutinesOutsideConnections) > goroutinesExcess(r.PerServer[goAt].GoroutinesOutsideConnections) {
 			goAt = i
 		}
 	}
-	rssLine, goLine := r.PerServer[rssAt].RSS, r.PerServer[goAt].Goroutines
+	rssLine, goLine, goAll := r.PerServer[rssAt].RSS, r.PerServer[goAt].GoroutinesOutsideConnections, r.PerServer[goAt].Goroutines
 	rssOf, goOf := "", ""
 	if r.Servers > 1 {
 		rssOf = fmt.Sprintf(" on server %d, the most of %d", rssAt, r.Servers)
@@ -218,7 +229,7 @@ func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, dura
 	r.Targets = []Target{
 		{"RSS growth after warm-up", fmt.Sprintf("%+.1f%% (the line from %s to %s%s)", 100*rssLine.Growth, mib(rssLine.LineStart), mib(rssLine.LineEnd), rssOf), "<= +10%",
 			len(points) > 0 && rssLine.Growth <= 0.10},
-		{"goroutines after warm-up", fmt.Sprintf("the line from %d to %d%s", goLine.LineStart, goLine.LineEnd, goOf), "flat: <= +10% + 10",
+		{"goroutines after warm-up, outside connections", fmt.Sprintf("the line from %d to %d%s (with the connections' and the account queue's: %d to %d)", goLine.LineStart, goLine.LineEnd, goOf, goAll.LineStart, goAll.LineEnd), "flat: <= +10% + 10",
 			len(points) > 0 && goroutinesExcess(goLine) <= 0},
 		{"samples acknowledged", fmt.Sprintf("%d unacknowledged", unacked), "every sample sent", unacked == 0 && acked > 0},
 		{"acknowledged samples read back", fmt.Sprintf("%d missing, %d not verified, %d acknowledged of series not read back (--verify)", missing, unverified, notChecked), "0 missing", missing == 0 && unverified == 0},
@@ -358,9 +369,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.Servers > 1 {
 		fmt.Fprintf(&b, "servers:    %d on the one database behind a round-robin front; CPU %.0fs over the load together; the RSS, live heap and goroutines below are their sums\n", r.Servers, r.CPUSeconds)
 		for i, s := range r.PerServer {
-			fmt.Fprintf(&b, "  server %d: RSS line after warm-up %s to %s (%+.1f%%), max %s; live heap line %s to %s (%+.1f%%); goroutines line %d to %d; CPU %.0fs; account requests %d; requests routed %d\n",
+			fmt.Fprintf(&b, "  server %d: RSS line after warm-up %s to %s (%+.1f%%), max %s; live heap line %s to %s (%+.1f%%); goroutines line %d to %d (outside connections %d to %d); CPU %.0fs; account requests %d; requests routed %d\n",
 				i, mib(s.RSS.LineStart), mib(s.RSS.LineEnd), 100*s.RSS.Growth, mib(s.RSS.Max), mib(s.LiveHeap.LineStart), mib(s.LiveHeap.LineEnd), 100*s.LiveHeap.Growth,
-				s.Goroutines.LineStart, s.Goroutines.LineEnd, s.CPUSeconds, s.AccountRequests, s.Routed)
+				s.Goroutines.LineStart, s.Goroutines.LineEnd, s.GoroutinesOutsideConnections.LineStart, s.GoroutinesOutsideConnections.LineEnd, s.CPUSeconds, s.AccountRequests, s.Routed)
 		}
 	} else {
 		fmt.Fprintf(&b, "servers:    1; CPU %.0fs over the load\n", r.CPUSeconds)
@@ -375,8 +386,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		mib(r.LiveHeap.First), mib(r.LiveHeap.WarmedUp), mib(r.LiveHeap.Last), 100*r.LiveHeap.MedianGrowth, mib(r.LiveHeap.Max), mib(r.LiveHeap.LineStart), mib(r.LiveHeap.LineEnd), 100*r.LiveHeap.Growth)
 	fmt.Fprintf(&b, "caches:     first %s, warmed up %s, last %s, max after warm-up %s; the live heap outside them: the line after warm-up %s to %s: %+.1f%%\n",
 		mib(r.Caches.First), mib(r.Caches.WarmedUp), mib(r.Caches.Last), mib(r.Caches.Max), mib(r.HeapOutsideCaches.LineStart), mib(r.HeapOutsideCaches.LineEnd), 100*r.HeapOutsideCaches.Growth)
-	fmt.Fprintf(&b, "goroutines: first %d, warmed up %d, last %d, max after warm-up %d; the line after warm-up %d to %d\n",
-		r.Goroutines.First, r.Goroutines.WarmedUp, r.Goroutines.Last, r.Goroutines.Max, r.Goroutines.LineStart, r.Goroutines.LineEnd)
+	fmt.Fprintf(&b, "goroutines: first %d, warmed up %d, last %d, max after warm-up %d; the line after warm-up %d to %d; outside the connections and the account queue %d to %d\n",
+		r.Goroutines.First, r.Goroutines.WarmedUp, r.Goroutines.Last, r.Goroutines.Max, r.Goroutines.LineStart, r.Goroutines.LineEnd,
+		r.GoroutinesOutsideConnections.LineStart, r.GoroutinesOutsideConnections.LineEnd)
 	for _, rg := range ranges {
 		l := r.Queries[rg.name]
 		fmt.Fprintf(&b, "queries %s:  %d answered, %d errors; p50 %.3fs, p99 %.3fs, max %.3fs; outside the outage p99 %.3fs (%d answers in it)\n",

@@ -156,7 +156,14 @@ func TestTargetsOfServers(t *testing.T) {
 			leaking.RSSBytes = int64(float64(100<<20) * (1 + 0.01*float64(i-10)))
 			leaking.Goroutines = int64(100 + 1.5*float64(i-10))
 		}
-		p := Point{At: float64(10 * i), Servers: []ServerState{steady, leaking, steady}}
+		// Server 2's goroutines grow as much, all of them its connections' and the account
+		// queue's: the load's, not a leak.
+		busier := steady
+		if i >= 10 {
+			busier.ConnGoroutines = int64(1.5 * float64(i-10))
+			busier.Goroutines += busier.ConnGoroutines
+		}
+		p := Point{At: float64(10 * i), Servers: []ServerState{steady, leaking, busier}}
 		for _, s := range p.Servers {
 			p.add(s)
 		}
@@ -179,12 +186,33 @@ func TestTargetsOfServers(t *testing.T) {
 	if s := r.PerServer[0]; s.AccountRequests != 3000 || s.RSS.Growth != 0 || s.Goroutines.LineEnd != 100 {
 		t.Errorf("a steady server: %+v", s)
 	}
+	if s := r.PerServer[2]; s.Goroutines.LineEnd != 130 || s.GoroutinesOutsideConnections.LineEnd != 100 {
+		t.Errorf("the server of more connections: goroutines %+v, outside its connections %+v", s.Goroutines, s.GoroutinesOutsideConnections)
+	}
 	if r.RSS.Growth > 0.07 { // a third of the leak, diluted in the sum
 		t.Errorf("the sum's RSS growth %v", r.RSS.Growth)
 	}
 	if r.OK || r.Targets[0].OK || r.Targets[1].OK ||
 		!strings.Contains(r.Targets[0].Value, "on server 1, the most of 3") || !strings.Contains(r.Targets[1].Value, "on server 1") {
 		t.Errorf("one server leaking passed, or is not named: %+v", r.Targets)
+	}
+
+	// Without the leaking server, the goroutine target passes: server 2's grew only with
+	// its connections.
+	var calm []Point
+	for _, p := range ps {
+		c := Point{At: p.At, Servers: []ServerState{p.Servers[0], p.Servers[2]}}
+		for _, s := range c.Servers {
+			c.add(s)
+		}
+		calm = append(calm, c)
+	}
+	rc := newReport(Config{Duration: 300 * time.Second, Tenants: 1, Rate: 10, Scrape: 15 * time.Second, Servers: 2}, time.Unix(0, 0), true, 14)
+	rc.PerTenant = r.PerTenant
+	rc.finish(calm, newQueryStats(time.Unix(0, 0), 0, 0), 300, 300*time.Second)
+	if !rc.Targets[1].OK || !strings.Contains(rc.Targets[1].Value, "the line from 100 to 100 on server 0") ||
+		!strings.Contains(rc.Targets[1].Value, "(with the connections' and the account queue's: 100 to 100)") {
+		t.Errorf("goroutines of connections judged as a leak: %+v", rc.Targets[1])
 	}
 
 	var text, js bytes.Buffer
@@ -274,6 +302,10 @@ tablets_tier_block_cache_bytes 3
 tablets_index_cache_bytes 4000
 tablets_results_cache_bytes 50000
 tablets_raw_cache_hits_total 7
+tablets_account_connections 9
+tablets_http_connections{listener="public"} 4
+tablets_http_connections{listener="internal"} 1
+tablets_account_requests_waiting 2
 `)
 	}))
 	defer srv.Close()
@@ -281,8 +313,8 @@ tablets_raw_cache_hits_total 7
 	if err := scrapeServer(t.Context(), srv.Client(), srv.URL, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.CacheBytes != 54123 || st.Goroutines != 12 || st.LiveHeapBytes != 1e9 || st.AccountRequests != 5 {
-		t.Errorf("scraped %+v; want caches 54123 bytes", st)
+	if st.CacheBytes != 54123 || st.Goroutines != 12 || st.LiveHeapBytes != 1e9 || st.AccountRequests != 5 || st.ConnGoroutines != 2*9+4+1+2 {
+		t.Errorf("scraped %+v; want caches 54123 bytes, the connections' goroutines 25", st)
 	}
 }
 
