@@ -19,7 +19,7 @@ func connCollector(c *serveConns) prometheus.Collector {
 		account: prometheus.NewDesc("tablets_account_connections",
 			"Connections to the storage account open, idle or in use (the client keeps up to 64 idle for 90 s; each holds two goroutines).", nil, nil),
 		accountOpened: prometheus.NewDesc("tablets_account_connections_opened_total",
-			"Connections to the storage account opened: growing with the requests rather than with time, connections are not reused.", nil, nil),
+			"Connections to the storage account opened. Where it grows with the requests rather than now and then, connections are not reused.", nil, nil),
 		http: prometheus.NewDesc("tablets_http_connections",
 			"Connections the server's listeners accepted and hold open (each holds a goroutine).", []string{"listener"}, nil),
 		httpAccepted: prometheus.NewDesc("tablets_http_connections_accepted_total",
