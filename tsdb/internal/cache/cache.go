@@ -215,3 +215,18 @@ func (c *Gen[K, V]) Update(k K, f func(old V, ok bool) V) {
 	}
 	c.addLocked(k, f(old, ok))
 }
+
+// RemoveIf forgets k if its value is one drop holds (a caller that looked at it before
+// leaves alone what replaced it since).
+func (c *Gen[K, V]) RemoveIf(k K, drop func(V) bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.curr[k]; ok && drop(old) {
+		c.currCost -= c.costOf(k, old)
+		delete(c.curr, k)
+	}
+	if old, ok := c.prev[k]; ok && drop(old) {
+		c.prevCost -= c.costOf(k, old)
+		delete(c.prev, k)
+	}
+}

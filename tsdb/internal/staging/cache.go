@@ -62,6 +62,8 @@ type Cache struct {
 	// unfolded holds, by table, how long after its arrival bucket's end an entity stays
 	// cached unused (a tableHold: its Table's registration, keepUnfolded).
 	unfolded sync.Map
+	// frozen are the points of the entities held for the Folds, frozen (frozen.go).
+	frozen frozenStore
 }
 
 // tableHold is how long a table's entities stay cached unused after their bucket's end,
@@ -103,14 +105,20 @@ func (c *Cache) Shared() int64 { return c.shared.Load() }
 // NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB).
 func NewCache(maxBytes int64) *Cache {
 	maxBytes = max(maxBytes, 1<<20)
-	c := &Cache{entities: cache.NewIdle(int(maxBytes), entityCost, cache.Idle), maxBytes: maxBytes}
+	c := &Cache{entities: cache.NewIdle(int(maxBytes-maxBytes/frozenShare), entityCost, cache.Idle), maxBytes: maxBytes}
 	c.entities.KeepIdle(c.kept)
 	return c
 }
 
 // Stats returns the cache's counts: Hits are columns of entities found at their ETag,
 // Misses those fetched; Entries are entities.
-func (c *Cache) Stats() cache.Stats { return cache.StatsOf(&c.counts, c.entities) }
+func (c *Cache) Stats() cache.Stats {
+	s := cache.StatsOf(&c.counts, c.entities)
+	frozen, entities := c.Frozen()
+	s.Bytes += frozen
+	s.Entries += entities
+	return s
+}
 
 // entityKey names an entity of a staging table.
 type entityKey struct {
@@ -140,6 +148,9 @@ type cachedEntity struct {
 	version int
 	cols    map[int]cachedColumn
 	encoded map[int][]byte
+	// used is when a read last took the entry (or it was cached), in Unix nanoseconds: a
+	// held entity unused for freezeIdle is frozen (frozen.go).
+	used atomic.Int64
 }
 
 // cachedColumn is one column of an entity as decoded: empty when the entity has no such
@@ -301,6 +312,7 @@ func (c *Cache) entity(table string, le listedEntity) (*cachedEntity, bool) {
 	if !ok || e.etag != le.etag {
 		return nil, false
 	}
+	e.used.Store(time.Now().UnixNano())
 	return e, true
 }
 
@@ -309,6 +321,7 @@ func (c *Cache) entity(table string, le listedEntity) (*cachedEntity, bool) {
 func (c *Cache) add(table string, head entityHead, cols map[int]cachedColumn, encoded map[int][]byte) {
 	c.entities.Update(entityKey{table, head.pk, head.rk}, func(old *cachedEntity, ok bool) *cachedEntity {
 		e := &cachedEntity{etag: head.etag, version: head.version, cols: cols, encoded: encoded}
+		e.used.Store(time.Now().UnixNano())
 		if ok && old.etag == head.etag {
 			e.cols = make(map[int]cachedColumn, len(old.cols)+len(cols))
 			maps.Copy(e.cols, old.cols)
@@ -325,6 +338,7 @@ func (c *Cache) add(table string, head entityHead, cols map[int]cachedColumn, en
 		}
 		return e
 	})
+	c.maybeFreeze()
 }
 
 // listedEntity is an entity of a listing: its keys and ETag (and its T and U, when

@@ -11,7 +11,7 @@ import (
 // them (the last write of a millisecond): from what this process knows without a request,
 // what its own Folds wrote (foldMemo), or else the entities its listings had (each
 // receipt's set, matched by its digest) and their columns in the Cache at the ETags the
-// Fold read. A series is left out when some of it is
+// Fold read, or their buckets' frozen points (frozen.go). A series is left out when some of it is
 // not known so (a receipt no listing matches, a column no longer cached), or when two
 // receipts hold one of its milliseconds (which of them the raw tables keep is the Folds'
 // priorities'): its reader reads the tables.
@@ -35,7 +35,9 @@ func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[
 				row(col, d, r, add)
 			}
 		}
-	}, row)
+	}, row, func(b *frozenBucket, at []int32, names []string, add func(string, Point), unknown func(string)) bool {
+		return b.take(at, names, func(key string, p Point) { add(key, p) }, unknown)
+	})
 }
 
 // FoldedHists is FoldedFloats of native histogram samples.
@@ -51,7 +53,7 @@ func (st *Table) FoldedHists(receipts []changelog.Receipt, names []string) map[s
 				}
 			}
 		}
-	}, nil)
+	}, nil, nil)
 }
 
 // folded is FoldedFloats and FoldedHists: one code for both kinds, whose entities are of
@@ -62,7 +64,8 @@ func (st *Table) FoldedHists(receipts []changelog.Receipt, names []string) map[s
 // index does not hold.
 func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names []string, version int,
 	take func(col cachedColumn, d Decoded, want map[string]bool, add func(string, W)),
-	row func(col cachedColumn, d Decoded, r int, add func(string, W))) map[string][]S {
+	row func(col cachedColumn, d Decoded, r int, add func(string, W)),
+	fromFrozen func(b *frozenBucket, at []int32, names []string, add func(string, W), unknown func(string)) bool) map[string][]S {
 	if st.cache == nil || len(receipts) == 0 || len(names) == 0 {
 		return nil
 	}
@@ -98,9 +101,18 @@ func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names 
 		if viaIndex {
 			packs, wholes, decoded = make([]*seriesPack, len(set)), make([]cachedColumn, len(set)), make([]Decoded, len(set))
 		}
+		frozen := map[*frozenBucket][]int32{} // the entities of set frozen, by bucket
 		for i, le := range set {
 			e, ok := st.cache.entity(table, le)
 			if !ok {
+				if b, at, ok := st.cache.frozen.entity(table, le); ok {
+					// A float entity, frozen: its points are taken from its bucket's
+					// frozen points (only the floats' take-in has them).
+					if version == Version {
+						frozen[b] = append(frozen[b], at)
+					}
+					continue
+				}
 				return nil // not cached at the ETag the Fold read: no series is known
 			}
 			if e.version != version {
@@ -134,6 +146,11 @@ func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names 
 					continue
 				}
 				take(col, d, want, add)
+			}
+		}
+		for b, at := range frozen {
+			if fromFrozen == nil || !fromFrozen(b, at, distinct, add, func(name string) { unknown[name] = true }) {
+				return nil
 			}
 		}
 		if viaIndex {

@@ -1,0 +1,415 @@
+package staging
+
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/chunkenc"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
+)
+
+// The staging cache holds a staged entity decoded (a seriesPack, 20 bytes a point, and 12
+// more of the series index over it) while queries read it, and, for the Folds' take-in,
+// until its bucket's Fold is due (keepUnfolded): about 20 minutes of every tenant's points on
+// every server. In the soak with three servers (docs/soak.md, runs 135 to 137) that was a
+// server's staging cache growing by 10 MB a minute for the first 16 to 25 minutes of a run,
+// and its RSS by 40 to 56% after the warm-up. But a refreshed panel reads only its newest
+// minutes (the results cache keeps the steps before), and what holds the older entities is
+// the take-in alone (FoldedFloats), which reads them series by series.
+//
+// So a cached whole float entity of a held bucket that no read used for freezeIdle moves
+// into its bucket's frozen points (a frozenBucket): the points of the bucket's frozen
+// entities series by series, each series' as a chunk (package chunkenc: its times and
+// values, as the raw cache keeps them) and the place of each point's entity. A scraped
+// series then takes about 5 bytes a point where the entity cached took 38
+// (BenchmarkFrozenBytes). Reads do not use them: an entity frozen is fetched again by a read
+// that lists it (a panel's first run over the bucket), as it was before the hold kept it.
+// The take-in does: it takes a Fold's points of the entities frozen from their bucket's
+// frozen points.
+
+// freezeIdle is how long a held entity goes unused before the cache freezes it: as long as
+// any cached entity is kept unused (cache.Idle), so that a panel refreshed at least every 5
+// minutes keeps what it reads cached.
+const freezeIdle = cache.Idle
+
+// freezeEvery is how often at most the cache looks for entities to freeze (Cache.add
+// starts it).
+const freezeEvery = time.Minute
+
+// frozenShare is the share of the cache's bound its frozen points may take (1/frozenShare;
+// the entities cached take the rest): past it the buckets that end first go.
+const frozenShare = 8
+
+// frozenKey names a bucket's frozen points: its table and partition.
+type frozenKey struct{ table, pk string }
+
+// frozenBucket is the frozen points of the entities of one partition of an arrival bucket
+// (those of a table whose Folds the cache holds entities for). Never changed once made: a
+// freeze that adds entities makes a new one in its place.
+type frozenBucket struct {
+	entities []frozenEntity
+	byRK     map[string]int32        // an entity's place in entities, by RowKey
+	series   map[string]frozenSeries // by series key
+	// unknown are the series that two entities hold a point of at one millisecond: which
+	// one the Fold keeps is the writes' order, and the chunk holds one point a time. Their
+	// points are not kept, and the take-in reads them from the table.
+	unknown map[string]bool
+	data    []byte
+	size    int // cost, once made
+}
+
+// frozenEntity is an entity frozen: its keys, ETag, stamp and number in its write.
+type frozenEntity struct {
+	rk, etag string
+	stamp    uint64
+	seq      int
+}
+
+// frozenSeries is where a series' points are in its bucket's data: [off, mid) the chunk,
+// [mid, end) its points' entities (each an uvarint of the zigzag of its place in entities
+// less the one before).
+type frozenSeries struct{ off, mid, end uint32 }
+
+// frozenPoint is a point being frozen: its time, value, and entity's place (and its row in
+// its entity: the later row of a time in one entity is its last write).
+type frozenPoint struct {
+	ms    int64
+	value float64
+	ent   int32
+	row   int32
+}
+
+// frozenInput is a whole float entity to freeze.
+type frozenInput struct {
+	frozenEntity
+	pack *seriesPack
+}
+
+// cost is about what b holds.
+func (b *frozenBucket) cost() int {
+	n := int(unsafe.Sizeof(*b)) + cap(b.data)
+	for _, e := range b.entities {
+		n += int(unsafe.Sizeof(e)) + len(e.rk) + len(e.etag) + 48 // and its byRK entry
+	}
+	n += len(b.series) * (int(unsafe.Sizeof(frozenSeries{})) + 16 + 16) // the key's header, the map's share
+	n += len(b.unknown) * 40
+	return n
+}
+
+// freeze returns old (nil: none) with the entities of in added: an entity old holds at the
+// same ETag is not added again, and one it holds at another (a Delete rewrote it) replaces
+// it.
+func freeze(old *frozenBucket, in []frozenInput) (*frozenBucket, error) {
+	b := &frozenBucket{byRK: map[string]int32{}, series: map[string]frozenSeries{}, unknown: map[string]bool{}}
+	points := map[string][]frozenPoint{}
+	incoming := map[string]string{} // the ETags of in, by RowKey
+	for _, e := range in {
+		incoming[e.rk] = e.etag
+	}
+	if old != nil {
+		remap := make([]int32, len(old.entities))
+		for i, e := range old.entities {
+			remap[i] = -1
+			if etag, ok := incoming[e.rk]; !ok || etag == e.etag {
+				remap[i] = int32(len(b.entities))
+				b.byRK[e.rk] = remap[i]
+				b.entities = append(b.entities, e)
+			}
+		}
+		for key := range old.unknown {
+			b.unknown[key] = true
+		}
+		for key := range old.series {
+			err := old.points(key, func(ms int64, v float64, ent int32) {
+				if to := remap[ent]; to >= 0 {
+					points[key] = append(points[key], frozenPoint{ms: ms, value: v, ent: to})
+				}
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, e := range in {
+		if i, ok := b.byRK[e.rk]; ok && b.entities[i].etag == e.etag {
+			continue
+		}
+		ent := int32(len(b.entities))
+		b.byRK[e.rk] = ent
+		b.entities = append(b.entities, e.frozenEntity)
+		for r := range e.pack.len() {
+			key := e.pack.keys[r].Value()
+			times, values := e.pack.points(r)
+			for i, ms := range times {
+				points[key] = append(points[key], frozenPoint{ms: ms, value: values[i], ent: ent, row: int32(r)})
+			}
+		}
+	}
+	var times []uint64
+	var values []float64
+	for _, key := range slices.Sorted(maps.Keys(points)) {
+		if b.unknown[key] {
+			continue
+		}
+		ps := points[key]
+		slices.SortStableFunc(ps, func(a, c frozenPoint) int {
+			if a.ms != c.ms {
+				return cmpInt(a.ms, c.ms)
+			}
+			if a.ent != c.ent {
+				return cmpInt(int64(a.ent), int64(c.ent))
+			}
+			return cmpInt(int64(a.row), int64(c.row))
+		})
+		times, values = times[:0], values[:0]
+		var ents []int32
+		for i, p := range ps {
+			if i+1 < len(ps) && ps[i+1].ms == p.ms {
+				if ps[i+1].ent != p.ent {
+					b.unknown[key] = true
+					break
+				}
+				continue // the later row of the entity is its last write of the time
+			}
+			times, values, ents = append(times, uint64(p.ms)), append(values, p.value), append(ents, p.ent)
+		}
+		if b.unknown[key] || len(times) == 0 {
+			continue
+		}
+		s := frozenSeries{off: uint32(len(b.data))}
+		b.data = chunkenc.Append(b.data, times, values)
+		s.mid = uint32(len(b.data))
+		prev := int32(0)
+		for _, ent := range ents {
+			b.data = binary.AppendUvarint(b.data, zigzag(int64(ent-prev)))
+			prev = ent
+		}
+		s.end = uint32(len(b.data))
+		b.series[key] = s
+	}
+	b.data = fitted(b.data)
+	return b, nil
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
+func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
+
+// points passes f series key's points, oldest first, each with its entity's place.
+func (b *frozenBucket) points(key string, f func(ms int64, v float64, ent int32)) error {
+	s, ok := b.series[key]
+	if !ok {
+		return nil
+	}
+	ents := b.data[s.mid:s.end]
+	prev := int64(0)
+	var bad error
+	err := chunkenc.Decode(b.data[s.off:s.mid], func(t uint64, v float64) {
+		if bad != nil {
+			return
+		}
+		d, n := binary.Uvarint(ents)
+		if n <= 0 {
+			bad = fmt.Errorf("staging: frozen series %q: its entities end before its points", key)
+			return
+		}
+		ents = ents[n:]
+		prev += unzigzag(d)
+		if prev < 0 || prev >= int64(len(b.entities)) {
+			bad = fmt.Errorf("staging: frozen series %q: entity %d of %d", key, prev, len(b.entities))
+			return
+		}
+		f(int64(t), v, int32(prev))
+	})
+	if err != nil {
+		return err
+	}
+	return bad
+}
+
+// frozenStore is a Cache's frozen points, by table and partition.
+type frozenStore struct {
+	mu      sync.Mutex
+	buckets map[frozenKey]*frozenBucket
+	bytes   int64
+	last    time.Time // the last freeze's start
+	running bool
+}
+
+// entity returns the frozen bucket that holds entity le of table at le's ETag, and its
+// place there.
+func (fs *frozenStore) entity(table string, le listedEntity) (*frozenBucket, int32, bool) {
+	fs.mu.Lock()
+	b := fs.buckets[frozenKey{table, le.pk}]
+	fs.mu.Unlock()
+	if b == nil {
+		return nil, 0, false
+	}
+	i, ok := b.byRK[le.rk]
+	if !ok || b.entities[i].etag != le.etag {
+		return nil, 0, false
+	}
+	return b, i, true
+}
+
+// chunkable reports whether p's times can be held in a chunk: none before 1970.
+func (p *seriesPack) chunkable() bool {
+	return !slices.ContainsFunc(p.times, func(t int64) bool { return t < 0 })
+}
+
+// maybeFreeze starts a freeze (freezeHeld) if none ran for freezeEvery.
+func (c *Cache) maybeFreeze() {
+	fs := &c.frozen
+	fs.mu.Lock()
+	now := time.Now()
+	if fs.running || now.Sub(fs.last) < freezeEvery {
+		fs.mu.Unlock()
+		return
+	}
+	fs.running, fs.last = true, now
+	fs.mu.Unlock()
+	go func() {
+		defer func() {
+			fs.mu.Lock()
+			fs.running = false
+			fs.mu.Unlock()
+		}()
+		c.freezeHeld()
+	}()
+}
+
+// freezeHeld moves the whole float entities that the cache holds for a Fold not due yet
+// (keepUnfolded) and that no read used for freezeIdle into their buckets' frozen points, then drops the frozen points of the buckets whose hold has passed, and, past
+// the frozen points' share of the bound, those of the buckets that end first. An entity
+// is in the frozen points before it leaves the entities cached: a take-in finds it in
+// one or the other throughout.
+func (c *Cache) freezeHeld() {
+	type frozenFrom struct {
+		key  entityKey
+		etag string
+	}
+	groups := map[frozenKey][]frozenInput{}
+	from := map[frozenKey][]frozenFrom{}
+	for _, k := range c.entities.Keys() {
+		h, ok := c.unfolded.Load(k.table)
+		if !ok {
+			continue
+		}
+		hold := h.(tableHold)
+		now := hold.now()
+		if end := BucketEnd(k.pk); end == tablets.MaxTime || !now.Before(end.Add(hold.hold)) {
+			continue // not held: it goes unused as any entity
+		}
+		e, ok := c.entities.Peek(k)
+		if !ok || e.version != Version {
+			continue
+		}
+		whole, ok := e.cols[wholeEntity]
+		if !ok {
+			continue
+		}
+		if time.Since(time.Unix(0, e.used.Load())) < freezeIdle || !whole.series.chunkable() {
+			continue
+		}
+		stamp, seq, ok := StampOf([]byte(k.rk))
+		if !ok {
+			continue
+		}
+		fk := frozenKey{k.table, k.pk}
+		pack := whole.series
+		groups[fk] = append(groups[fk], frozenInput{frozenEntity: frozenEntity{rk: k.rk, etag: e.etag, stamp: stamp, seq: seq}, pack: &pack})
+		from[fk] = append(from[fk], frozenFrom{k, e.etag})
+	}
+	fs := &c.frozen
+	for fk, in := range groups {
+		fs.mu.Lock()
+		old := fs.buckets[fk]
+		fs.mu.Unlock()
+		b, err := freeze(old, in)
+		if err != nil {
+			continue // they stay as they are cached
+		}
+		b.size = b.cost()
+		fs.mu.Lock()
+		if fs.buckets == nil {
+			fs.buckets = map[frozenKey]*frozenBucket{}
+		}
+		if old != nil {
+			fs.bytes -= int64(old.size)
+		}
+		fs.buckets[fk] = b
+		fs.bytes += int64(b.size)
+		fs.mu.Unlock()
+		for _, f := range from[fk] {
+			c.entities.RemoveIf(f.key, func(e *cachedEntity) bool { return e.etag == f.etag })
+		}
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for fk, b := range fs.buckets {
+		h, ok := c.unfolded.Load(fk.table)
+		if !ok || !h.(tableHold).now().Before(BucketEnd(fk.pk).Add(h.(tableHold).hold)) {
+			delete(fs.buckets, fk)
+			fs.bytes -= int64(b.size)
+		}
+	}
+	for fs.bytes > c.maxBytes/frozenShare && len(fs.buckets) > 0 {
+		first := slices.MinFunc(slices.Collect(maps.Keys(fs.buckets)), func(a, b frozenKey) int {
+			return BucketEnd(a.pk).Compare(BucketEnd(b.pk))
+		})
+		fs.bytes -= int64(fs.buckets[first].size)
+		delete(fs.buckets, first)
+	}
+}
+
+// Frozen is about the bytes the frozen points hold, and the entities they hold.
+func (c *Cache) Frozen() (bytes int64, entities int) {
+	fs := &c.frozen
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, b := range fs.buckets {
+		entities += len(b.entities)
+	}
+	return fs.bytes, entities
+}
+
+// take passes add the points of the series of names that b's entities at places at hold,
+// as staged Points (their entity's stamp and number in its write), and unknown the series
+// b does not know the points of; false if b's data is corrupt (no series is known then).
+func (b *frozenBucket) take(at []int32, names []string, add func(string, Point), unknown func(string)) bool {
+	taken := make([]bool, len(b.entities))
+	for _, i := range at {
+		taken[i] = true
+	}
+	for _, name := range names {
+		if b.unknown[name] {
+			unknown(name)
+			continue
+		}
+		err := b.points(name, func(ms int64, v float64, ent int32) {
+			if taken[ent] {
+				e := b.entities[ent]
+				add(name, Point{MS: ms, Value: v, Stamp: e.stamp, Record: Decoded{Seq: e.seq}.Record(0)})
+			}
+		})
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}

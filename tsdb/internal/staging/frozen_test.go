@@ -1,0 +1,418 @@
+package staging
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/stageenc"
+	"github.com/seed71701133/tablets/tsdb/internal/changelog"
+	"github.com/seed71701133/tablets/tsdb/internal/naming"
+)
+
+// frozenWant is what a bucket frozen from entities must give of a series: by entity, the
+// last row's value at each millisecond; a series two entities hold one millisecond of is
+// unknown (nil, true).
+func frozenWant(entities []frozenInput, key string) (points map[[2]int64]float64, unknown bool) {
+	points = map[[2]int64]float64{} // by entity place and millisecond
+	owner := map[int64]int{}
+	for e, in := range entities {
+		for r := range in.pack.len() {
+			if in.pack.key(r) != key {
+				continue
+			}
+			times, values := in.pack.points(r)
+			for i, ms := range times {
+				if o, ok := owner[ms]; ok && o != e {
+					return nil, true
+				}
+				owner[ms] = e
+				points[[2]int64{int64(e), ms}] = values[i]
+			}
+		}
+	}
+	return points, false
+}
+
+// A frozen bucket gives each series' points as its entities held them, with each point's
+// entity: the last row of a millisecond in one entity (its last write), every entity added
+// by later freezes, an entity frozen again at its ETag once, and one frozen at another
+// ETag (a Delete rewrote it) in place of the one before. A series two entities hold a
+// millisecond of is unknown.
+func TestFreezeKeepsPoints(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	keys := []string{"a", "b", "c", "d", "e"}
+	entity := func(i int, etag string, base int64, dup bool) frozenInput {
+		var ss []stageenc.Series
+		for _, k := range keys {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			n := 1 + rng.IntN(3)
+			s := stageenc.Series{Key: k}
+			for j := range n {
+				s.Times = append(s.Times, base+int64(j)*15_000+int64(rng.IntN(3)))
+				s.Values = append(s.Values, math.Floor(rng.Float64()*1000))
+			}
+			ss = append(ss, s)
+			if dup && k == "b" { // the same series again later in the entity: its last write
+				ss = append(ss, stageenc.Series{Key: k, Times: s.Times[:1], Values: []float64{-1}})
+			}
+		}
+		p := packSeries(ss)
+		return frozenInput{frozenEntity: frozenEntity{rk: fmt.Sprint("r", i), etag: etag, stamp: uint64(i + 1), seq: i % 2}, pack: &p}
+	}
+	var all []frozenInput
+	for i := range 8 {
+		all = append(all, entity(i, "1", int64(i)*100_000, i == 3))
+	}
+	all = append(all, entity(8, "1", 200_000, false)) // overlaps entity 2's times: some series unknown
+	b, err := freeze(nil, all[:4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = freeze(b, slices.Concat(all[2:3], all[4:])) // entity 2 again, at its ETag
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten := entity(5, "2", 500_000, false)
+	if b, err = freeze(b, []frozenInput{rewritten}); err != nil {
+		t.Fatal(err)
+	}
+	want := slices.Clone(all)
+	want[5] = rewritten
+	if len(b.entities) != len(want) {
+		t.Fatalf("%d entities frozen, want %d", len(b.entities), len(want))
+	}
+	place := map[string]int{}
+	for i, e := range b.entities {
+		place[e.rk] = i
+		if e.etag != b.entities[b.byRK[e.rk]].etag {
+			t.Fatalf("entity %s: by RowKey at another place", e.rk)
+		}
+	}
+	if b.entities[place["r5"]].etag != "2" {
+		t.Errorf("entity r5 at ETag %s, want the rewrite's", b.entities[place["r5"]].etag)
+	}
+	unknowns := 0
+	for _, key := range keys {
+		wantPoints, unknown := frozenWant(want, key)
+		if unknown != b.unknown[key] {
+			t.Errorf("series %s: unknown %v, want %v", key, b.unknown[key], unknown)
+		}
+		if unknown {
+			unknowns++
+			continue
+		}
+		got := map[[2]int64]float64{}
+		last := int64(math.MinInt64)
+		if err := b.points(key, func(ms int64, v float64, ent int32) {
+			if ms <= last {
+				t.Errorf("series %s: %d after %d", key, ms, last)
+			}
+			last = ms
+			e := slices.IndexFunc(want, func(in frozenInput) bool { return in.rk == b.entities[ent].rk })
+			got[[2]int64{int64(e), ms}] = v
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, wantPoints) {
+			t.Errorf("series %s: %v, want %v", key, got, wantPoints)
+		}
+	}
+	if unknowns == 0 || unknowns == len(keys) {
+		t.Errorf("%d series unknown: the test's overlap should make some", unknowns)
+	}
+
+	// take gives the points of the entities asked for only, as staged Points of their
+	// entity, and says which series it does not know.
+	some := []int32{int32(place["r1"]), int32(place["r5"])}
+	taken := map[string][]Point{}
+	var unknown []string
+	if !b.take(some, keys, func(key string, p Point) { taken[key] = append(taken[key], p) }, func(key string) { unknown = append(unknown, key) }) {
+		t.Fatal("take: corrupt")
+	}
+	for _, key := range keys {
+		if b.unknown[key] != slices.Contains(unknown, key) {
+			t.Errorf("take: series %s unknown %v", key, slices.Contains(unknown, key))
+		}
+		if b.unknown[key] {
+			continue
+		}
+		wantPoints, _ := frozenWant(want, key)
+		var wantTaken []Point
+		for _, e := range []int{1, 5} {
+			for k, v := range wantPoints {
+				if k[0] == int64(e) {
+					wantTaken = append(wantTaken, Point{MS: k[1], Value: v, Stamp: want[e].stamp, Record: want[e].seq << 20})
+				}
+			}
+		}
+		sortPoints := func(ps []Point) { slices.SortFunc(ps, func(a, b Point) int { return cmpInt(a.MS, b.MS) }) }
+		sortPoints(wantTaken)
+		sortPoints(taken[key])
+		if !reflect.DeepEqual(taken[key], wantTaken) && len(taken[key])+len(wantTaken) > 0 {
+			t.Errorf("take: series %s: %v, want %v", key, taken[key], wantTaken)
+		}
+	}
+}
+
+// freezeEntities moves the cached entities of es (cached whole at the ETags etag gives)
+// into their buckets' frozen points, as the cache's freeze does.
+func freezeEntities(t *testing.T, st *Table, es []*Entity, etag func(*Entity) string) {
+	t.Helper()
+	table := st.names.Staging()
+	byBucket := map[frozenKey][]frozenInput{}
+	for _, e := range es {
+		ce, ok := st.cache.entity(table, listedEntity{pk: e.PartitionKey, rk: e.RowKey, etag: etag(e)})
+		if !ok {
+			t.Fatalf("entity %s not cached", e.RowKey)
+		}
+		whole := ce.cols[wholeEntity].series
+		stamp, seq, _ := StampOf([]byte(e.RowKey))
+		fk := frozenKey{table, e.PartitionKey}
+		byBucket[fk] = append(byBucket[fk], frozenInput{frozenEntity{rk: e.RowKey, etag: ce.etag, stamp: stamp, seq: seq}, &whole})
+	}
+	fs := &st.cache.frozen
+	for fk, in := range byBucket {
+		b, err := freeze(fs.buckets[fk], in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs.buckets == nil {
+			fs.buckets = map[frozenKey]*frozenBucket{}
+		}
+		fs.buckets[fk] = b
+	}
+	for _, e := range es {
+		st.cache.entities.Remove(entityKey{table, e.PartitionKey, e.RowKey})
+	}
+}
+
+// FoldedFloats takes the points of frozen entities from their buckets' frozen points, as
+// it takes those of the entities cached: the same answers whichever are frozen, an entity
+// frozen and fetched again counted once, and nothing when an entity is frozen at another
+// ETag than the Fold read. Where one bucket's frozen points hold two writes of a
+// millisecond (a later write of it), the series is left out, where the entities cached
+// give the last.
+func TestFoldedFloatsFrozen(t *testing.T) {
+	ms := func(s int) time.Time { return time.UnixMilli(1716426600000 + int64(s)*1000).UTC() }
+	pts := func(vs ...float64) []tablets.Point {
+		var out []tablets.Point
+		for _, v := range vs {
+			out = append(out, tablets.Point{Time: ms(int(v)), Value: v})
+		}
+		return out
+	}
+	write := func(bucket, stamp uint64, series map[string][]tablets.Point) []*Entity {
+		var writes []Write
+		for _, name := range []string{"a", "b", "c"} {
+			if p := series[name]; p != nil {
+				writes = append(writes, Write{Series: name, Records: PointRecords(name, p, nil)})
+			}
+		}
+		var out []*Entity
+		for _, es := range Build(writes, bucket, stamp, 7, 1) {
+			out = append(out, es...)
+		}
+		for _, e := range out {
+			e.Body()
+		}
+		return out
+	}
+	const b1, b2 = 1716426600, 1716427200
+	etag := func(e *Entity) string { return `W/"` + e.RowKey + `"` }
+	type world struct {
+		st                     *Table
+		first, rewrite, second []*Entity
+		r1, r2                 changelog.Receipt
+	}
+	setUp := func() world {
+		w := world{st: &Table{cache: NewCache(1 << 20), names: naming.Names{Base: "db"}}}
+		w.first = write(b1, 1, map[string][]tablets.Point{"a": pts(1, 2), "b": pts(1)})
+		w.rewrite = write(b1, 2, map[string][]tablets.Point{"a": {{Time: ms(2), Value: 20}}})
+		w.second = write(b2, 3, map[string][]tablets.Point{"a": pts(3), "b": pts(1)})
+		w.st.listing.byKey = map[[2]string]listedProps{}
+		receipt := func(bucket uint64, sets ...[]*Entity) changelog.Receipt {
+			var es []changelog.ReceiptEntity
+			for _, set := range sets {
+				for _, e := range set {
+					w.st.listing.byKey[[2]string{e.PartitionKey, e.RowKey}] = listedProps{etag: etag(e)}
+					w.st.cacheWritten([]*Entity{e}, []string{etag(e)})
+					es = append(es, changelog.ReceiptEntity{PartitionKey: e.PartitionKey, RowKey: e.RowKey, ETag: etag(e)})
+				}
+			}
+			return changelog.Receipt{From: bucket, Horizon: bucket + 600, Count: uint64(len(es)), Digest: changelog.ReceiptDigest(es)}
+		}
+		w.r1, w.r2 = receipt(b1, w.first, w.rewrite), receipt(b2, w.second)
+		return w
+	}
+	one := map[string][]tablets.Point{"a": {{Time: ms(1), Value: 1}, {Time: ms(2), Value: 20}}, "b": pts(1), "c": {}}
+	two := map[string][]tablets.Point{"a": {{Time: ms(1), Value: 1}, {Time: ms(2), Value: 20}, {Time: ms(3), Value: 3}}}
+	for _, c := range []struct {
+		name     string
+		frozen   func(w world) []*Entity
+		one, two map[string][]tablets.Point
+	}{
+		{"none", func(w world) []*Entity { return nil }, one, two},
+		{"the first write", func(w world) []*Entity { return w.first }, one, two},
+		{"the first write and the later bucket", func(w world) []*Entity { return slices.Concat(w.first, w.second) }, one, two},
+		{"every entity", func(w world) []*Entity { return slices.Concat(w.first, w.rewrite, w.second) },
+			map[string][]tablets.Point{"b": pts(1), "c": {}}, map[string][]tablets.Point{}},
+	} {
+		w := setUp()
+		freezeEntities(t, w.st, c.frozen(w), etag)
+		if got := w.st.FoldedFloats([]changelog.Receipt{w.r1}, []string{"a", "b", "c"}); !reflect.DeepEqual(got, c.one) {
+			t.Errorf("%s frozen: one receipt: %v, want %v", c.name, got, c.one)
+		}
+		if got := w.st.FoldedFloats([]changelog.Receipt{w.r1, w.r2}, []string{"a", "b", "a"}); !reflect.DeepEqual(got, c.two) {
+			t.Errorf("%s frozen: two receipts: %v, want %v", c.name, got, c.two)
+		}
+	}
+
+	// Frozen, then fetched again (cached at the same ETag): once.
+	w := setUp()
+	freezeEntities(t, w.st, w.first, etag)
+	w.st.cacheWritten(w.first, []string{etag(w.first[0])})
+	if got := w.st.FoldedFloats([]changelog.Receipt{w.r1}, []string{"a", "b", "c"}); !reflect.DeepEqual(got, one) {
+		t.Errorf("frozen and cached: %v, want %v", got, one)
+	}
+	// Frozen at another ETag than the Fold read, and not cached: nothing known.
+	w = setUp()
+	freezeEntities(t, w.st, w.second, etag)
+	fk := frozenKey{w.st.names.Staging(), w.second[0].PartitionKey}
+	w.st.cache.frozen.buckets[fk].entities[0].etag = `W/"later"`
+	if got := w.st.FoldedFloats([]changelog.Receipt{w.r2}, []string{"a"}); got != nil {
+		t.Errorf("an entity frozen at another ETag: %v", got)
+	}
+}
+
+// The cache freezes the whole float entities of a held bucket that no read used for
+// freezeIdle, and leaves cached those a read used since, those of a table that holds none
+// for its Folds, and histogram entities; the frozen points count in its bytes and entries,
+// and go once the bucket's hold has passed.
+func TestCacheFreezesHeldEntities(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache(64 << 20)
+		hold := 15 * time.Minute
+		c.keepUnfolded("t", hold, time.Now)
+		pk := PartitionKey(BucketOf(time.Now()), 0)
+		add := func(table, rk string, version int) entityKey {
+			at := time.Now().UnixMilli()
+			p := packSeries([]stageenc.Series{{Key: "x", Times: []int64{at}, Values: []float64{1}}, {Key: "y", Times: []int64{at}, Values: []float64{2}}})
+			c.add(table, entityHead{pk: pk, rk: rk, etag: "e", version: version}, map[int]cachedColumn{wholeEntity: {series: p}}, nil)
+			return entityKey{table, pk, rk}
+		}
+		idle := add("t", RowKey(1, 0, 0), Version)
+		read := add("t", RowKey(2, 0, 0), Version)
+		unheld := add("u", RowKey(3, 0, 0), Version)
+		hist := add("t", RowKey(4, 0, 0), HistVersion)
+		time.Sleep(freezeIdle - 10*time.Second)
+		if _, ok := c.entity("t", listedEntity{pk: pk, rk: read.rk, etag: "e"}); !ok {
+			t.Fatal("the entity read is not cached")
+		}
+		time.Sleep(10 * time.Second)
+		young := add("t", RowKey(5, 0, 0), Version) // a freeze starts
+		synctest.Wait()
+		if _, ok := c.entities.Peek(idle); ok {
+			t.Errorf("an entity unused for %v is still cached", freezeIdle)
+		}
+		for _, k := range []entityKey{read, young, unheld, hist} {
+			if _, ok := c.entities.Peek(k); !ok {
+				t.Errorf("entity %v is no longer cached", k)
+			}
+		}
+		b, at, ok := c.frozen.entity("t", listedEntity{pk: pk, rk: idle.rk, etag: "e"})
+		if !ok {
+			t.Fatal("the idle entity is not frozen")
+		}
+		var got []float64
+		b.take([]int32{at}, []string{"x", "y"}, func(_ string, p Point) { got = append(got, p.Value) }, func(string) { t.Error("unknown") })
+		if !reflect.DeepEqual(got, []float64{1, 2}) {
+			t.Errorf("frozen values %v", got)
+		}
+		frozen, entities := c.Frozen()
+		if frozen <= 0 || entities != 1 {
+			t.Errorf("frozen %d bytes of %d entities", frozen, entities)
+		}
+		if s := c.Stats(); s.Entries != 5 || s.Bytes < frozen {
+			t.Errorf("stats %+v", s)
+		}
+		// Unused since, the others held are frozen by a later freeze, into the same
+		// bucket's; the bucket's frozen points go once its hold has passed.
+		time.Sleep(freezeIdle)
+		add("u", RowKey(6, 0, 0), Version)
+		synctest.Wait()
+		for _, k := range []entityKey{read, young} {
+			if _, ok := c.entities.Peek(k); ok {
+				t.Errorf("entity %v, unused for %v, is still cached", k, freezeIdle)
+			}
+		}
+		if _, entities := c.Frozen(); entities != 3 {
+			t.Errorf("%d entities frozen, want 3", entities)
+		}
+		time.Sleep(time.Until(BucketEnd(pk).Add(hold)))
+		add("u", RowKey(7, 0, 0), Version)
+		synctest.Wait()
+		if frozen, entities := c.Frozen(); frozen != 0 || entities != 0 {
+			t.Errorf("%d bytes of %d entities frozen after the hold", frozen, entities)
+		}
+	})
+}
+
+// BenchmarkFrozenBytes is what the staging cache holds a point of the soak's (one tenant's
+// 10-minute bucket: 18,746 series of 14 a target scraped every 15 s, 550 series an entity,
+// counters and a gauge as the soak writes them) cached whole and indexed, and frozen.
+func BenchmarkFrozenBytes(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const series, perEntity, scrapes = 18_746, 550, 40
+	const bucket = 1716426600
+	keys := make([]string, series)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`soak_http_requests_total{code="200",instance="host-%d:9100",job="job%d",k="%d",soak_tenant="soak0"}`, i/14, i/14%10, i%14)
+	}
+	value := func(i int, ms int64) float64 {
+		sec, pace := float64(ms/1000), float64(1+(i/14)%5)
+		if i%14 == 2 {
+			return 1e8 + float64((uint64(ms/1000)*2654435761+uint64(i/14))%1_000_000)
+		}
+		return math.Floor(sec * pace * float64(1+i%14) / 14)
+	}
+	var inputs []frozenInput
+	c := NewCache(1 << 30)
+	points := 0
+	for s := range scrapes {
+		at := int64(bucket)*1000 + int64(s)*15_000
+		for first := 0; first < series; first += perEntity {
+			var ss []stageenc.Series
+			for i := first; i < min(first+perEntity, series); i++ {
+				ss = append(ss, stageenc.Series{Key: keys[i], Times: []int64{at + int64(rng.IntN(1000))}, Values: []float64{value(i, at)}})
+			}
+			p := packSeries(ss)
+			rk, etag := RowKey(uint64(s*100+first/perEntity+1), 0, 0), fmt.Sprint(len(inputs))
+			inputs = append(inputs, frozenInput{frozenEntity{rk: rk, etag: etag, stamp: uint64(s*100 + first/perEntity + 1)}, &p})
+			c.add("t", entityHead{pk: PartitionKey(bucket, 0), rk: rk, etag: etag, version: Version}, map[int]cachedColumn{wholeEntity: {series: p}}, nil)
+			points += len(ss)
+		}
+	}
+	cached := c.entities.Size()
+	var frozen *frozenBucket
+	for b.Loop() {
+		var err error
+		if frozen, err = freeze(nil, inputs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(frozen.unknown) > 0 || len(frozen.series) != series {
+		b.Fatalf("%d series frozen, %d unknown", len(frozen.series), len(frozen.unknown))
+	}
+	b.ReportMetric(float64(cached)/float64(points), "cached-B/point")
+	b.ReportMetric(float64(frozen.cost())/float64(points), "frozen-B/point")
+	b.ReportMetric(float64(points), "points")
+}
