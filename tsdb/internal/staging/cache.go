@@ -102,7 +102,8 @@ func (c *Cache) kept(k entityKey, _ *cachedEntity) bool {
 // entities, or of every entity of a cold table) instead of fetching the same itself.
 func (c *Cache) Shared() int64 { return c.shared.Load() }
 
-// NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB).
+// NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB),
+// an eighth of them for the frozen points of the entities held for the Folds (frozen.go).
 func NewCache(maxBytes int64) *Cache {
 	maxBytes = max(maxBytes, 1<<20)
 	c := &Cache{entities: cache.NewIdle(int(maxBytes-maxBytes/frozenShare), entityCost, cache.Idle), maxBytes: maxBytes}
@@ -148,9 +149,9 @@ type cachedEntity struct {
 	version int
 	cols    map[int]cachedColumn
 	encoded map[int][]byte
-	// used is when a read last took the entry (or it was cached), in Unix nanoseconds: a
-	// held entity unused for freezeIdle is frozen (frozen.go).
-	used atomic.Int64
+	// cachedAt is when the entry was cached: a held entity is frozen freezeAfter later
+	// (frozen.go).
+	cachedAt time.Time
 }
 
 // cachedColumn is one column of an entity as decoded: empty when the entity has no such
@@ -312,7 +313,6 @@ func (c *Cache) entity(table string, le listedEntity) (*cachedEntity, bool) {
 	if !ok || e.etag != le.etag {
 		return nil, false
 	}
-	e.used.Store(time.Now().UnixNano())
 	return e, true
 }
 
@@ -320,8 +320,7 @@ func (c *Cache) entity(table string, le listedEntity) (*cachedEntity, bool) {
 // and head, with the columns cached of it at the same ETag.
 func (c *Cache) add(table string, head entityHead, cols map[int]cachedColumn, encoded map[int][]byte) {
 	c.entities.Update(entityKey{table, head.pk, head.rk}, func(old *cachedEntity, ok bool) *cachedEntity {
-		e := &cachedEntity{etag: head.etag, version: head.version, cols: cols, encoded: encoded}
-		e.used.Store(time.Now().UnixNano())
+		e := &cachedEntity{etag: head.etag, version: head.version, cols: cols, encoded: encoded, cachedAt: time.Now()}
 		if ok && old.etag == head.etag {
 			e.cols = make(map[int]cachedColumn, len(old.cols)+len(cols))
 			maps.Copy(e.cols, old.cols)
@@ -392,7 +391,10 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			st.yieldListed(ctx, order, got, slots, read, take, held, yield)
 			return
 		}
-		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, read)
+		// The entities frozen are taken series by series, as the series index takes the
+		// others (yieldListed): a read of every series assembles entities, and fetches them.
+		frozenOK := st.index != nil && slots != nil && !slots.all
+		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, frozenOK, read)
 		if err != nil {
 			fail(err)
 			return
@@ -425,7 +427,7 @@ func (st *Table) Prefetch(ctx context.Context, series []string, from, to time.Ti
 	if len(columns) >= wholeColumns {
 		columns = nil // as collect asks
 	}
-	if _, _, _, err := st.gatherListed(ctx, f, columns, read); err != nil && !azerr.IsTableGone(err) {
+	if _, _, _, err := st.gatherListed(ctx, f, columns, st.index != nil && series != nil, read); err != nil && !azerr.IsTableGone(err) {
 		return fmt.Errorf("tsdb: prefetch staging: %w", err)
 	}
 	return nil
@@ -441,8 +443,10 @@ func (st *Table) Prefetches() bool {
 // listedReads) has them, in key order, and their columns (nil: every column): from the
 // cache where it holds them at the listed ETag, else fetched (and cached), a query a
 // partition. An entity the Fold deleted between the listing and its fetch has no columns.
-// The Table's cache must be warm.
-func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, read *collectRead) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
+// An entity frozen (frozen.go) is taken from its bucket's frozen points when frozenOK (the
+// read takes its series through the series index), else fetched. The Table's cache must be
+// warm.
+func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, frozenOK bool, read *collectRead) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
 	keys := columns
 	if keys == nil {
 		keys = []int{wholeEntity}
@@ -467,7 +471,15 @@ func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int,
 	fromCache := func(i int, le listedEntity) bool {
 		e, ok := st.cache.entity(table, le)
 		if !ok {
-			return false
+			if !frozenOK {
+				return false
+			}
+			b, at, ok := st.cache.frozen.entity(table, le)
+			if ok {
+				got[i] = entityColumns{version: Version, cols: []cachedColumn{}, frozen: b, at: at}
+				hits += len(keys)
+			}
+			return ok
 		}
 		if whole, has := e.cols[wholeEntity]; has && e.version == Version {
 			// A whole float entity: its series are taken through the series index, or
@@ -540,6 +552,10 @@ type entityColumns struct {
 	version int
 	cols    []cachedColumn
 	whole   bool
+	// frozen, if not nil, holds the entity's points, at place at (frozen.go): cols is then
+	// empty (not nil: the entity is read).
+	frozen *frozenBucket
+	at     int32
 }
 
 // inOrder is cols's columns keys, in their order.
@@ -558,6 +574,11 @@ func inOrder(keys []int, cols map[int]cachedColumn) []cachedColumn {
 func (st *Table) yieldListed(ctx context.Context, listed []listedEntity, got []entityColumns, slots *seriesSlots,
 	read *collectRead, take takeFunc, held func() error, yield func(Decoded, error) bool) {
 	if st.index != nil && !slots.all {
+		var err error
+		if listed, got, err = takeFrozen(listed, got, slots.keys, take, held); err != nil {
+			yield(Decoded{}, err)
+			return
+		}
 		rest, err := st.index.take(listed, got, slots.keys, take, held)
 		if err != nil {
 			yield(Decoded{}, err)

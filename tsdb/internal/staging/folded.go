@@ -35,8 +35,8 @@ func (st *Table) FoldedFloats(receipts []changelog.Receipt, names []string) map[
 				row(col, d, r, add)
 			}
 		}
-	}, row, func(b *frozenBucket, at []int32, names []string, add func(string, Point), unknown func(string)) bool {
-		return b.take(at, names, func(key string, p Point) { add(key, p) }, unknown)
+	}, row, func(b *frozenBucket, at []int32, names []string, add func(string, Point)) bool {
+		return b.take(at, names, add)
 	})
 }
 
@@ -65,7 +65,7 @@ func (st *Table) FoldedHists(receipts []changelog.Receipt, names []string) map[s
 func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names []string, version int,
 	take func(col cachedColumn, d Decoded, want map[string]bool, add func(string, W)),
 	row func(col cachedColumn, d Decoded, r int, add func(string, W)),
-	fromFrozen func(b *frozenBucket, at []int32, names []string, add func(string, W), unknown func(string)) bool) map[string][]S {
+	fromFrozen func(b *frozenBucket, at []int32, names []string, add func(string, W)) bool) map[string][]S {
 	if st.cache == nil || len(receipts) == 0 || len(names) == 0 {
 		return nil
 	}
@@ -149,7 +149,7 @@ func folded[S any, W Written[S]](st *Table, receipts []changelog.Receipt, names 
 			}
 		}
 		for b, at := range frozen {
-			if fromFrozen == nil || !fromFrozen(b, at, distinct, add, func(name string) { unknown[name] = true }) {
+			if fromFrozen == nil || !fromFrozen(b, at, distinct, add) {
 				return nil
 			}
 		}

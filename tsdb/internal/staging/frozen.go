@@ -3,6 +3,7 @@ package staging
 import (
 	"encoding/binary"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"sync"
@@ -11,32 +12,31 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/chunkenc"
-	"github.com/seed71701133/tablets/tsdb/internal/cache"
 )
 
 // The staging cache holds a staged entity decoded (a seriesPack, 20 bytes a point, and 12
 // more of the series index over it) while queries read it, and, for the Folds' take-in,
 // until its bucket's Fold is due (keepUnfolded): about 20 minutes of every tenant's points on
-// every server. In the soak with three servers (docs/soak.md, runs 135 to 137) that was a
+// every server. In the soak with three servers (docs/soak.md, runs 135 to 138) that was a
 // server's staging cache growing by 10 MB a minute for the first 16 to 25 minutes of a run,
-// and its RSS by 40 to 56% after the warm-up. But a refreshed panel reads only its newest
-// minutes (the results cache keeps the steps before), and what holds the older entities is
-// the take-in alone (FoldedFloats), which reads them series by series.
+// and its RSS by 40 to 56% after the warm-up. Decoded entity by entity, a scrape's points
+// are a point of each of thousands of series; series by series, they compress as the raw
+// cache's do.
 //
-// So a cached whole float entity of a held bucket that no read used for freezeIdle moves
+// So a cached whole float entity of a held bucket moves, freezeAfter after it was cached,
 // into its bucket's frozen points (a frozenBucket): the points of the bucket's frozen
 // entities series by series, each series' as a chunk (package chunkenc: its times and
 // values, as the raw cache keeps them) and the place of each point's entity. A scraped
 // series then takes about 5 bytes a point where the entity cached took 38
-// (BenchmarkFrozenBytes). Reads do not use them: an entity frozen is fetched again by a read
-// that lists it (a panel's first run over the bucket), as it was before the hold kept it.
-// The take-in does: it takes a Fold's points of the entities frozen from their bucket's
-// frozen points.
+// (BenchmarkFrozenBytes). A read that takes its series through the series index takes
+// those of the frozen entities it lists from their frozen points (takeFrozen), series by
+// series; a read of every series fetches them again. The take-in of a Fold takes its
+// points of the entities frozen from them too (FoldedFloats).
 
-// freezeIdle is how long a held entity goes unused before the cache freezes it: as long as
-// any cached entity is kept unused (cache.Idle), so that a panel refreshed at least every 5
-// minutes keeps what it reads cached.
-const freezeIdle = cache.Idle
+// freezeAfter is how long after it was cached a held entity is frozen: the reads of the
+// newest minutes (a refresh's last steps, a server's own writes) take those from the
+// entities cached, the rest from the frozen points.
+const freezeAfter = 2 * time.Minute
 
 // freezeEvery is how often at most the cache looks for entities to freeze (Cache.add
 // starts it).
@@ -56,12 +56,13 @@ type frozenBucket struct {
 	entities []frozenEntity
 	byRK     map[string]int32        // an entity's place in entities, by RowKey
 	series   map[string]frozenSeries // by series key
-	// unknown are the series that two entities hold a point of at one millisecond: which
-	// one the Fold keeps is the writes' order, and the chunk holds one point a time. Their
-	// points are not kept, and the take-in reads them from the table.
-	unknown map[string]bool
-	data    []byte
-	size    int // cost, once made
+	// loose are the series that two entities hold a point of at one millisecond (a write
+	// sent twice, a later write of a time): a chunk holds one point a time, and which one a
+	// read or the Fold keeps is the writes' order (LastWrites), so theirs are kept as points,
+	// by time.
+	loose map[string][]frozenPoint
+	data  []byte
+	size  int // cost, once made
 }
 
 // frozenEntity is an entity frozen: its keys, ETag, stamp and number in its write.
@@ -98,7 +99,9 @@ func (b *frozenBucket) cost() int {
 		n += int(unsafe.Sizeof(e)) + len(e.rk) + len(e.etag) + 48 // and its byRK entry
 	}
 	n += len(b.series) * (int(unsafe.Sizeof(frozenSeries{})) + 16 + 16) // the key's header, the map's share
-	n += len(b.unknown) * 40
+	for _, ps := range b.loose {
+		n += 48 + cap(ps)*int(unsafe.Sizeof(frozenPoint{}))
+	}
 	return n
 }
 
@@ -106,7 +109,7 @@ func (b *frozenBucket) cost() int {
 // same ETag is not added again, and one it holds at another (a Delete rewrote it) replaces
 // it.
 func freeze(old *frozenBucket, in []frozenInput) (*frozenBucket, error) {
-	b := &frozenBucket{byRK: map[string]int32{}, series: map[string]frozenSeries{}, unknown: map[string]bool{}}
+	b := &frozenBucket{byRK: map[string]int32{}, series: map[string]frozenSeries{}, loose: map[string][]frozenPoint{}}
 	points := map[string][]frozenPoint{}
 	incoming := map[string]string{} // the ETags of in, by RowKey
 	for _, e := range in {
@@ -122,10 +125,7 @@ func freeze(old *frozenBucket, in []frozenInput) (*frozenBucket, error) {
 				b.entities = append(b.entities, e)
 			}
 		}
-		for key := range old.unknown {
-			b.unknown[key] = true
-		}
-		for key := range old.series {
+		for key := range old.keys() {
 			err := old.points(key, func(ms int64, v float64, ent int32) {
 				if to := remap[ent]; to >= 0 {
 					points[key] = append(points[key], frozenPoint{ms: ms, value: v, ent: to})
@@ -154,9 +154,6 @@ func freeze(old *frozenBucket, in []frozenInput) (*frozenBucket, error) {
 	var times []uint64
 	var values []float64
 	for _, key := range slices.Sorted(maps.Keys(points)) {
-		if b.unknown[key] {
-			continue
-		}
 		ps := points[key]
 		slices.SortStableFunc(ps, func(a, c frozenPoint) int {
 			if a.ms != c.ms {
@@ -169,17 +166,23 @@ func freeze(old *frozenBucket, in []frozenInput) (*frozenBucket, error) {
 		})
 		times, values = times[:0], values[:0]
 		var ents []int32
+		kept := ps[:0] // in place: each point is read before any is written over it
+		loose := false
 		for i, p := range ps {
 			if i+1 < len(ps) && ps[i+1].ms == p.ms {
-				if ps[i+1].ent != p.ent {
-					b.unknown[key] = true
-					break
+				if ps[i+1].ent == p.ent {
+					continue // the later row of the entity is its last write of the time
 				}
-				continue // the later row of the entity is its last write of the time
+				loose = true
 			}
+			kept = append(kept, p)
 			times, values, ents = append(times, uint64(p.ms)), append(values, p.value), append(ents, p.ent)
 		}
-		if b.unknown[key] || len(times) == 0 {
+		if loose {
+			b.loose[key] = slices.Clip(kept)
+			continue
+		}
+		if len(times) == 0 {
 			continue
 		}
 		s := frozenSeries{off: uint32(len(b.data))}
@@ -210,10 +213,30 @@ func cmpInt(a, b int64) int {
 func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }
 func unzigzag(u uint64) int64 { return int64(u>>1) ^ -int64(u&1) }
 
-// points passes f series key's points, oldest first, each with its entity's place.
+// keys yields the keys of b's series.
+func (b *frozenBucket) keys() iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for key := range b.series {
+			if !yield(key) {
+				return
+			}
+		}
+		for key := range b.loose {
+			if !yield(key) {
+				return
+			}
+		}
+	}
+}
+
+// points passes f series key's points, oldest first, each with its entity's place (a
+// loose series' points of one time in the order of their entities).
 func (b *frozenBucket) points(key string, f func(ms int64, v float64, ent int32)) error {
 	s, ok := b.series[key]
 	if !ok {
+		for _, p := range b.loose[key] {
+			f(p.ms, p.value, p.ent)
+		}
 		return nil
 	}
 	ents := b.data[s.mid:s.end]
@@ -294,7 +317,7 @@ func (c *Cache) maybeFreeze() {
 }
 
 // freezeHeld moves the whole float entities that the cache holds for a Fold not due yet
-// (keepUnfolded) and that no read used for freezeIdle into their buckets' frozen points, then drops the frozen points of the buckets whose hold has passed, and, past
+// (keepUnfolded) and cached freezeAfter ago into their buckets' frozen points, then drops the frozen points of the buckets whose hold has passed, and, past
 // the frozen points' share of the bound, those of the buckets that end first. An entity
 // is in the frozen points before it leaves the entities cached: a take-in finds it in
 // one or the other throughout.
@@ -323,7 +346,7 @@ func (c *Cache) freezeHeld() {
 		if !ok {
 			continue
 		}
-		if time.Since(time.Unix(0, e.used.Load())) < freezeIdle || !whole.series.chunkable() {
+		if time.Since(e.cachedAt) < freezeAfter || !whole.series.chunkable() {
 			continue
 		}
 		stamp, seq, ok := StampOf([]byte(k.rk))
@@ -389,18 +412,14 @@ func (c *Cache) Frozen() (bytes int64, entities int) {
 }
 
 // take passes add the points of the series of names that b's entities at places at hold,
-// as staged Points (their entity's stamp and number in its write), and unknown the series
-// b does not know the points of; false if b's data is corrupt (no series is known then).
-func (b *frozenBucket) take(at []int32, names []string, add func(string, Point), unknown func(string)) bool {
+// as staged Points (their entity's stamp and number in its write); false if b's data is
+// corrupt.
+func (b *frozenBucket) take(at []int32, names []string, add func(string, Point)) bool {
 	taken := make([]bool, len(b.entities))
 	for _, i := range at {
 		taken[i] = true
 	}
 	for _, name := range names {
-		if b.unknown[name] {
-			unknown(name)
-			continue
-		}
 		err := b.points(name, func(ms int64, v float64, ent int32) {
 			if taken[ent] {
 				e := b.entities[ent]
@@ -412,4 +431,57 @@ func (b *frozenBucket) take(at []int32, names []string, add func(string, Point),
 		}
 	}
 	return true
+}
+
+// takeFrozen takes, of the listed entities got found frozen, the points of the read's
+// series (keys, by slot) as the series index takes those of the others (take, held), and
+// returns the other entities of listed and got.
+func takeFrozen(listed []listedEntity, got []entityColumns, keys []string, take takeFunc, held func() error) ([]listedEntity, []entityColumns, error) {
+	var byBucket map[*frozenBucket][]int32
+	var restListed []listedEntity
+	var restGot []entityColumns
+	for i := range got {
+		if got[i].frozen == nil {
+			restListed, restGot = append(restListed, listed[i]), append(restGot, got[i])
+			continue
+		}
+		if byBucket == nil {
+			byBucket = map[*frozenBucket][]int32{}
+		}
+		byBucket[got[i].frozen] = append(byBucket[got[i].frozen], got[i].at)
+	}
+	if byBucket == nil {
+		return listed, got, nil
+	}
+	times, values := make([]int64, 1), make([]float64, 1) // take copies what it keeps
+	points := 0
+	for b, at := range byBucket {
+		taken := make([]bool, len(b.entities))
+		for _, i := range at {
+			taken[i] = true
+		}
+		for slot, key := range keys {
+			err := b.points(key, func(ms int64, v float64, ent int32) {
+				if taken[ent] {
+					e := b.entities[ent]
+					times[0], values[0] = ms, v
+					take(int32(slot), e.stamp, Decoded{Seq: e.seq}.Record(0), times, values)
+					points++
+				}
+			})
+			if err != nil {
+				return nil, nil, fmt.Errorf("tsdb: read staging: %w", err)
+			}
+			if points >= heldRecords {
+				points = 0
+				if err := held(); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+	}
+	if err := held(); err != nil {
+		return nil, nil, err
+	}
+	return restListed, restGot, nil
 }

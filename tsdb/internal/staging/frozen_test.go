@@ -16,12 +16,10 @@ import (
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
 )
 
-// frozenWant is what a bucket frozen from entities must give of a series: by entity, the
-// last row's value at each millisecond; a series two entities hold one millisecond of is
-// unknown (nil, true).
-func frozenWant(entities []frozenInput, key string) (points map[[2]int64]float64, unknown bool) {
-	points = map[[2]int64]float64{} // by entity place and millisecond
-	owner := map[int64]int{}
+// frozenWant is what a bucket frozen from entities must give of a series: by entity and
+// millisecond, the value of the entity's last row of the time (its last write).
+func frozenWant(entities []frozenInput, key string) map[[2]int64]float64 {
+	points := map[[2]int64]float64{} // by entity place and millisecond
 	for e, in := range entities {
 		for r := range in.pack.len() {
 			if in.pack.key(r) != key {
@@ -29,22 +27,18 @@ func frozenWant(entities []frozenInput, key string) (points map[[2]int64]float64
 			}
 			times, values := in.pack.points(r)
 			for i, ms := range times {
-				if o, ok := owner[ms]; ok && o != e {
-					return nil, true
-				}
-				owner[ms] = e
 				points[[2]int64{int64(e), ms}] = values[i]
 			}
 		}
 	}
-	return points, false
+	return points
 }
 
 // A frozen bucket gives each series' points as its entities held them, with each point's
 // entity: the last row of a millisecond in one entity (its last write), every entity added
 // by later freezes, an entity frozen again at its ETag once, and one frozen at another
 // ETag (a Delete rewrote it) in place of the one before. A series two entities hold a
-// millisecond of is unknown.
+// millisecond of is kept loose, its points of a time one an entity.
 func TestFreezeKeepsPoints(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	keys := []string{"a", "b", "c", "d", "e"}
@@ -72,7 +66,7 @@ func TestFreezeKeepsPoints(t *testing.T) {
 	for i := range 8 {
 		all = append(all, entity(i, "1", int64(i)*100_000, i == 3))
 	}
-	all = append(all, entity(8, "1", 200_000, false)) // overlaps entity 2's times: some series unknown
+	all = append(all, entity(8, "1", 200_000, false)) // overlaps entity 2's times: some series loose
 	b, err := freeze(nil, all[:4])
 	if err != nil {
 		t.Fatal(err)
@@ -100,20 +94,11 @@ func TestFreezeKeepsPoints(t *testing.T) {
 	if b.entities[place["r5"]].etag != "2" {
 		t.Errorf("entity r5 at ETag %s, want the rewrite's", b.entities[place["r5"]].etag)
 	}
-	unknowns := 0
 	for _, key := range keys {
-		wantPoints, unknown := frozenWant(want, key)
-		if unknown != b.unknown[key] {
-			t.Errorf("series %s: unknown %v, want %v", key, b.unknown[key], unknown)
-		}
-		if unknown {
-			unknowns++
-			continue
-		}
 		got := map[[2]int64]float64{}
 		last := int64(math.MinInt64)
 		if err := b.points(key, func(ms int64, v float64, ent int32) {
-			if ms <= last {
+			if ms < last || (ms == last && b.loose[key] == nil) {
 				t.Errorf("series %s: %d after %d", key, ms, last)
 			}
 			last = ms
@@ -122,30 +107,23 @@ func TestFreezeKeepsPoints(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if !reflect.DeepEqual(got, wantPoints) {
-			t.Errorf("series %s: %v, want %v", key, got, wantPoints)
+		if w := frozenWant(want, key); !reflect.DeepEqual(got, w) {
+			t.Errorf("series %s: %v, want %v", key, got, w)
 		}
 	}
-	if unknowns == 0 || unknowns == len(keys) {
-		t.Errorf("%d series unknown: the test's overlap should make some", unknowns)
+	if len(b.loose) == 0 || len(b.loose) == len(keys) {
+		t.Errorf("%d series loose: the test's overlap should make some", len(b.loose))
 	}
 
 	// take gives the points of the entities asked for only, as staged Points of their
-	// entity, and says which series it does not know.
+	// entity.
 	some := []int32{int32(place["r1"]), int32(place["r5"])}
 	taken := map[string][]Point{}
-	var unknown []string
-	if !b.take(some, keys, func(key string, p Point) { taken[key] = append(taken[key], p) }, func(key string) { unknown = append(unknown, key) }) {
+	if !b.take(some, keys, func(key string, p Point) { taken[key] = append(taken[key], p) }) {
 		t.Fatal("take: corrupt")
 	}
 	for _, key := range keys {
-		if b.unknown[key] != slices.Contains(unknown, key) {
-			t.Errorf("take: series %s unknown %v", key, slices.Contains(unknown, key))
-		}
-		if b.unknown[key] {
-			continue
-		}
-		wantPoints, _ := frozenWant(want, key)
+		wantPoints := frozenWant(want, key)
 		var wantTaken []Point
 		for _, e := range []int{1, 5} {
 			for k, v := range wantPoints {
@@ -154,7 +132,9 @@ func TestFreezeKeepsPoints(t *testing.T) {
 				}
 			}
 		}
-		sortPoints := func(ps []Point) { slices.SortFunc(ps, func(a, b Point) int { return cmpInt(a.MS, b.MS) }) }
+		sortPoints := func(ps []Point) {
+			slices.SortFunc(ps, func(a, b Point) int { return cmpInt(a.MS, b.MS)*2 + cmpInt(int64(a.Stamp), int64(b.Stamp)) })
+		}
 		sortPoints(wantTaken)
 		sortPoints(taken[key])
 		if !reflect.DeepEqual(taken[key], wantTaken) && len(taken[key])+len(wantTaken) > 0 {
@@ -198,9 +178,8 @@ func freezeEntities(t *testing.T, st *Table, es []*Entity, etag func(*Entity) st
 // FoldedFloats takes the points of frozen entities from their buckets' frozen points, as
 // it takes those of the entities cached: the same answers whichever are frozen, an entity
 // frozen and fetched again counted once, and nothing when an entity is frozen at another
-// ETag than the Fold read. Where one bucket's frozen points hold two writes of a
-// millisecond (a later write of it), the series is left out, where the entities cached
-// give the last.
+// ETag than the Fold read; where one bucket's frozen points hold two writes of a
+// millisecond (a later write of it), the last.
 func TestFoldedFloatsFrozen(t *testing.T) {
 	ms := func(s int) time.Time { return time.UnixMilli(1716426600000 + int64(s)*1000).UTC() }
 	pts := func(vs ...float64) []tablets.Point {
@@ -263,8 +242,7 @@ func TestFoldedFloatsFrozen(t *testing.T) {
 		{"none", func(w world) []*Entity { return nil }, one, two},
 		{"the first write", func(w world) []*Entity { return w.first }, one, two},
 		{"the first write and the later bucket", func(w world) []*Entity { return slices.Concat(w.first, w.second) }, one, two},
-		{"every entity", func(w world) []*Entity { return slices.Concat(w.first, w.rewrite, w.second) },
-			map[string][]tablets.Point{"b": pts(1), "c": {}}, map[string][]tablets.Point{}},
+		{"every entity", func(w world) []*Entity { return slices.Concat(w.first, w.rewrite, w.second) }, one, two},
 	} {
 		w := setUp()
 		freezeEntities(t, w.st, c.frozen(w), etag)
@@ -293,10 +271,10 @@ func TestFoldedFloatsFrozen(t *testing.T) {
 	}
 }
 
-// The cache freezes the whole float entities of a held bucket that no read used for
-// freezeIdle, and leaves cached those a read used since, those of a table that holds none
-// for its Folds, and histogram entities; the frozen points count in its bytes and entries,
-// and go once the bucket's hold has passed.
+// The cache freezes the whole float entities of a held bucket freezeAfter after it cached
+// them, whether read since or not, and leaves cached the younger ones, those of a table
+// that holds none for its Folds, and histogram entities; the frozen points count in its
+// bytes and entries, and go once the bucket's hold has passed.
 func TestCacheFreezesHeldEntities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := NewCache(64 << 20)
@@ -309,56 +287,58 @@ func TestCacheFreezesHeldEntities(t *testing.T) {
 			c.add(table, entityHead{pk: pk, rk: rk, etag: "e", version: version}, map[int]cachedColumn{wholeEntity: {series: p}}, nil)
 			return entityKey{table, pk, rk}
 		}
-		idle := add("t", RowKey(1, 0, 0), Version)
+		old := add("t", RowKey(1, 0, 0), Version)
 		read := add("t", RowKey(2, 0, 0), Version)
 		unheld := add("u", RowKey(3, 0, 0), Version)
 		hist := add("t", RowKey(4, 0, 0), HistVersion)
-		time.Sleep(freezeIdle - 10*time.Second)
+		time.Sleep(freezeEvery)
 		if _, ok := c.entity("t", listedEntity{pk: pk, rk: read.rk, etag: "e"}); !ok {
 			t.Fatal("the entity read is not cached")
 		}
-		time.Sleep(10 * time.Second)
-		young := add("t", RowKey(5, 0, 0), Version) // a freeze starts
+		young := add("t", RowKey(5, 0, 0), Version) // a freeze of none
 		synctest.Wait()
-		if _, ok := c.entities.Peek(idle); ok {
-			t.Errorf("an entity unused for %v is still cached", freezeIdle)
+		time.Sleep(freezeAfter - freezeEvery + time.Second)
+		add("u", RowKey(6, 0, 0), Version) // a freeze starts
+		synctest.Wait()
+		for _, k := range []entityKey{old, read} {
+			if _, ok := c.entities.Peek(k); ok {
+				t.Errorf("entity %v, cached %v ago, is still cached", k, freezeAfter)
+			}
 		}
-		for _, k := range []entityKey{read, young, unheld, hist} {
+		for _, k := range []entityKey{young, unheld, hist} {
 			if _, ok := c.entities.Peek(k); !ok {
 				t.Errorf("entity %v is no longer cached", k)
 			}
 		}
-		b, at, ok := c.frozen.entity("t", listedEntity{pk: pk, rk: idle.rk, etag: "e"})
+		b, at, ok := c.frozen.entity("t", listedEntity{pk: pk, rk: old.rk, etag: "e"})
 		if !ok {
-			t.Fatal("the idle entity is not frozen")
+			t.Fatal("the old entity is not frozen")
 		}
 		var got []float64
-		b.take([]int32{at}, []string{"x", "y"}, func(_ string, p Point) { got = append(got, p.Value) }, func(string) { t.Error("unknown") })
+		b.take([]int32{at}, []string{"x", "y"}, func(_ string, p Point) { got = append(got, p.Value) })
 		if !reflect.DeepEqual(got, []float64{1, 2}) {
 			t.Errorf("frozen values %v", got)
 		}
 		frozen, entities := c.Frozen()
-		if frozen <= 0 || entities != 1 {
+		if frozen <= 0 || entities != 2 {
 			t.Errorf("frozen %d bytes of %d entities", frozen, entities)
 		}
-		if s := c.Stats(); s.Entries != 5 || s.Bytes < frozen {
+		if s := c.Stats(); s.Entries != 6 || s.Bytes < frozen {
 			t.Errorf("stats %+v", s)
 		}
-		// Unused since, the others held are frozen by a later freeze, into the same
-		// bucket's; the bucket's frozen points go once its hold has passed.
-		time.Sleep(freezeIdle)
-		add("u", RowKey(6, 0, 0), Version)
+		// The young one is frozen by a later freeze, into the same bucket's; the bucket's
+		// frozen points go once its hold has passed.
+		time.Sleep(freezeAfter)
+		add("u", RowKey(7, 0, 0), Version)
 		synctest.Wait()
-		for _, k := range []entityKey{read, young} {
-			if _, ok := c.entities.Peek(k); ok {
-				t.Errorf("entity %v, unused for %v, is still cached", k, freezeIdle)
-			}
+		if _, ok := c.entities.Peek(young); ok {
+			t.Error("the young entity, old now, is still cached")
 		}
 		if _, entities := c.Frozen(); entities != 3 {
 			t.Errorf("%d entities frozen, want 3", entities)
 		}
 		time.Sleep(time.Until(BucketEnd(pk).Add(hold)))
-		add("u", RowKey(7, 0, 0), Version)
+		add("u", RowKey(8, 0, 0), Version)
 		synctest.Wait()
 		if frozen, entities := c.Frozen(); frozen != 0 || entities != 0 {
 			t.Errorf("%d bytes of %d entities frozen after the hold", frozen, entities)
@@ -409,10 +389,105 @@ func BenchmarkFrozenBytes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if len(frozen.unknown) > 0 || len(frozen.series) != series {
-		b.Fatalf("%d series frozen, %d unknown", len(frozen.series), len(frozen.unknown))
+	if len(frozen.loose) > 0 || len(frozen.series) != series {
+		b.Fatalf("%d series frozen, %d loose", len(frozen.series), len(frozen.loose))
 	}
 	b.ReportMetric(float64(cached)/float64(points), "cached-B/point")
 	b.ReportMetric(float64(frozen.cost())/float64(points), "frozen-B/point")
 	b.ReportMetric(float64(points), "points")
+}
+
+// A read that takes its series through the series index takes the same points from
+// entities frozen as from the same entities cached (their last writes of each time, by
+// series), whichever of them are frozen, and only those of the entities it listed.
+func TestTakeFrozen(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	keys := []string{"a", "b", "c", "d"}
+	const pk = "001716426600-00"
+	table := "t"
+	var packs []seriesPack
+	var rks []string
+	for i := range 12 {
+		var ss []stageenc.Series
+		for _, k := range keys {
+			if rng.IntN(4) == 0 {
+				continue
+			}
+			// Times of a few seconds: entities write the same times again (later writes).
+			ms := int64(rng.IntN(6)) * 1000
+			ss = append(ss, stageenc.Series{Key: k, Times: []int64{ms, ms + 60_000}, Values: []float64{float64(i), float64(100 + i)}})
+			if rng.IntN(5) == 0 { // again in the entity: its later row wins
+				ss = append(ss, stageenc.Series{Key: k, Times: []int64{ms}, Values: []float64{float64(-i)}})
+			}
+		}
+		packs = append(packs, packSeries(ss))
+		rks = append(rks, RowKey(uint64(100+i), uint32(i%3), 0))
+	}
+	read := func(frozen []int, listedOnly []int) map[string][]tablets.Point {
+		st := &Table{cache: NewCache(64 << 20), names: naming.Names{Base: "db"}}
+		st.index = newSeriesIndex(st.cache, table, time.Now)
+		var in []frozenInput
+		for i, p := range packs {
+			st.cache.add(table, entityHead{pk: pk, rk: rks[i], etag: "e", version: Version}, map[int]cachedColumn{wholeEntity: {series: p}}, nil)
+			if slices.Contains(frozen, i) {
+				stamp, seq, _ := StampOf([]byte(rks[i]))
+				in = append(in, frozenInput{frozenEntity{rk: rks[i], etag: "e", stamp: stamp, seq: seq}, &packs[i]})
+			}
+		}
+		if len(in) > 0 {
+			b, err := freeze(nil, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.cache.frozen.buckets = map[frozenKey]*frozenBucket{{table, pk}: b}
+			for _, fi := range in {
+				st.cache.entities.Remove(entityKey{table, pk, fi.rk})
+			}
+		}
+		var listed []listedEntity
+		var got []entityColumns
+		for _, i := range listedOnly {
+			le := listedEntity{pk: pk, rk: rks[i], etag: "e"}
+			if e, ok := st.cache.entity(table, le); ok {
+				listed, got = append(listed, le), append(got, entityColumns{version: Version, cols: []cachedColumn{e.cols[wholeEntity]}, whole: true})
+			} else if b, at, ok := st.cache.frozen.entity(table, le); ok {
+				listed, got = append(listed, le), append(got, entityColumns{version: Version, cols: []cachedColumn{}, frozen: b, at: at})
+			} else {
+				t.Fatalf("entity %d neither cached nor frozen", i)
+			}
+		}
+		written := map[string][]Point{}
+		take := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
+			for j, ms := range times {
+				written[keys[slot]] = append(written[keys[slot]], Point{MS: ms, Value: values[j], Stamp: stamp, Record: record})
+			}
+		}
+		held := func() error { return nil }
+		listed, got, err := takeFrozen(listed, got, keys, take, held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest, err := st.index.take(listed, got, keys, take, held)
+		if err != nil || len(rest) > 0 {
+			t.Fatalf("the index took all but %v: %v", rest, err)
+		}
+		out := map[string][]tablets.Point{}
+		for k, ws := range written {
+			out[k] = LastWrites[tablets.Point](ws)
+		}
+		return out
+	}
+	every := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}
+	some := []int{1, 2, 5, 8, 9, 11}
+	for _, listed := range [][]int{every, some} {
+		want := read(nil, listed)
+		if len(want) != len(keys) {
+			t.Fatalf("the cached read: %v", want)
+		}
+		for _, frozen := range [][]int{every, {0, 2, 4, 6, 8, 10}, {3, 7}} {
+			if got := read(frozen, listed); !reflect.DeepEqual(got, want) {
+				t.Errorf("listed %v, frozen %v: %v, want %v", listed, frozen, got, want)
+			}
+		}
+	}
 }
