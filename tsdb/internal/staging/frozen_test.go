@@ -159,16 +159,15 @@ func freezeEntities(t *testing.T, st *Table, es []*Entity, etag func(*Entity) st
 		fk := frozenKey{table, e.PartitionKey}
 		byBucket[fk] = append(byBucket[fk], frozenInput{frozenEntity{rk: e.RowKey, etag: ce.etag, stamp: stamp, seq: seq}, &whole})
 	}
-	fs := &st.cache.frozen
 	for fk, in := range byBucket {
-		b, err := freeze(fs.buckets[fk], in)
+		st.cache.frozen.mu.Lock()
+		old := st.cache.frozen.buckets[fk]
+		st.cache.frozen.mu.Unlock()
+		b, err := freeze(old, in)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if fs.buckets == nil {
-			fs.buckets = map[frozenKey]*frozenBucket{}
-		}
-		fs.buckets[fk] = b
+		setFrozen(st.cache, fk, b)
 	}
 	for _, e := range es {
 		st.cache.entities.Remove(entityKey{table, e.PartitionKey, e.RowKey})
@@ -214,6 +213,8 @@ func TestFoldedFloatsFrozen(t *testing.T) {
 	}
 	setUp := func() world {
 		w := world{st: &Table{cache: NewCache(1 << 20), names: naming.Names{Base: "db"}}}
+		// Held (the freeze the cache starts leaves the frozen points of a held bucket).
+		w.st.cache.keepUnfolded(w.st.names.Staging(), time.Hour, func() time.Time { return time.Unix(b1, 0) })
 		w.first = write(b1, 1, map[string][]tablets.Point{"a": pts(1, 2), "b": pts(1)})
 		w.rewrite = write(b1, 2, map[string][]tablets.Point{"a": {{Time: ms(2), Value: 20}}})
 		w.second = write(b2, 3, map[string][]tablets.Point{"a": pts(3), "b": pts(1)})
@@ -265,7 +266,9 @@ func TestFoldedFloatsFrozen(t *testing.T) {
 	w = setUp()
 	freezeEntities(t, w.st, w.second, etag)
 	fk := frozenKey{w.st.names.Staging(), w.second[0].PartitionKey}
+	w.st.cache.frozen.mu.Lock()
 	w.st.cache.frozen.buckets[fk].entities[0].etag = `W/"later"`
+	w.st.cache.frozen.mu.Unlock()
 	if got := w.st.FoldedFloats([]changelog.Receipt{w.r2}, []string{"a"}); got != nil {
 		t.Errorf("an entity frozen at another ETag: %v", got)
 	}
@@ -426,6 +429,8 @@ func TestTakeFrozen(t *testing.T) {
 	read := func(frozen []int, listedOnly []int) map[string][]tablets.Point {
 		st := &Table{cache: NewCache(64 << 20), names: naming.Names{Base: "db"}}
 		st.index = newSeriesIndex(st.cache, table, time.Now)
+		// Held (the freeze the cache starts leaves the frozen points of a held bucket).
+		st.cache.keepUnfolded(table, time.Hour, func() time.Time { return BucketEnd(pk) })
 		var in []frozenInput
 		for i, p := range packs {
 			st.cache.add(table, entityHead{pk: pk, rk: rks[i], etag: "e", version: Version}, map[int]cachedColumn{wholeEntity: {series: p}}, nil)
@@ -439,7 +444,7 @@ func TestTakeFrozen(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st.cache.frozen.buckets = map[frozenKey]*frozenBucket{{table, pk}: b}
+			setFrozen(st.cache, frozenKey{table, pk}, b)
 			for _, fi := range in {
 				st.cache.entities.Remove(entityKey{table, pk, fi.rk})
 			}
@@ -490,4 +495,14 @@ func TestTakeFrozen(t *testing.T) {
 			}
 		}
 	}
+}
+
+// setFrozen makes b the frozen points of fk in c, as a freeze does.
+func setFrozen(c *Cache, fk frozenKey, b *frozenBucket) {
+	c.frozen.mu.Lock()
+	defer c.frozen.mu.Unlock()
+	if c.frozen.buckets == nil {
+		c.frozen.buckets = map[frozenKey]*frozenBucket{}
+	}
+	c.frozen.buckets[fk] = b
 }
