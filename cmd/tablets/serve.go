@@ -725,7 +725,7 @@ func cacheCollectors(o *tsdb.Options) []prometheus.Collector {
 			Help: "Series a read of others by the range of their keys found beside them and cached (a dashboard's next panels' series), instead of dropping them."},
 			func() float64 { return float64(o.RawCache.Spilled()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tablets_staging_cache_frozen_bytes",
-			Help: "About the memory of the staged points the staging cache keeps frozen, series by series, for the Folds' take-in only (in tablets_staging_cache_bytes too): those of entities unused for 5 minutes whose bucket's Fold is not due yet."},
+			Help: "About the memory of the staged points the staging cache holds frozen, series by series (in tablets_staging_cache_bytes too): those of the entities cached 2 minutes ago or more whose bucket's Fold is not due yet, which reads and the Folds' take-in take from there."},
 			func() float64 { b, _ := o.StagingCache.Frozen(); return float64(b) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tablets_staging_cache_fetches_shared_total",
 			Help: "Fetches of staging entities under way that another query waited for, instead of fetching the same itself (a partition's, or a cold table's whole)."},

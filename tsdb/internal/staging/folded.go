@@ -11,8 +11,8 @@ import (
 // them (the last write of a millisecond): from what this process knows without a request,
 // what its own Folds wrote (foldMemo), or else the entities its listings had (each
 // receipt's set, matched by its digest) and their columns in the Cache at the ETags the
-// Fold read, or their buckets' frozen points (frozen.go). A series is left out when some of it is
-// not known so (a receipt no listing matches, a column no longer cached), or when two
+// Fold read, or their buckets' frozen points (frozen.go). A series is left out when some
+// of it is not known so (a receipt no listing matches, a column no longer cached), or when two
 // receipts hold one of its milliseconds (which of them the raw tables keep is the Folds'
 // priorities'): its reader reads the tables.
 //
