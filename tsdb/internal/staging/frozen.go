@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"iter"
@@ -156,13 +157,7 @@ func freeze(old *frozenBucket, in []frozenInput) (*frozenBucket, error) {
 	for _, key := range slices.Sorted(maps.Keys(points)) {
 		ps := points[key]
 		slices.SortStableFunc(ps, func(a, c frozenPoint) int {
-			if a.ms != c.ms {
-				return cmpInt(a.ms, c.ms)
-			}
-			if a.ent != c.ent {
-				return cmpInt(int64(a.ent), int64(c.ent))
-			}
-			return cmpInt(int64(a.row), int64(c.row))
+			return cmp.Or(cmp.Compare(a.ms, c.ms), cmp.Compare(a.ent, c.ent), cmp.Compare(a.row, c.row))
 		})
 		times, values = times[:0], values[:0]
 		var ents []int32
@@ -198,16 +193,6 @@ func freeze(old *frozenBucket, in []frozenInput) (*frozenBucket, error) {
 	}
 	b.data = fitted(b.data)
 	return b, nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func zigzag(v int64) uint64   { return uint64(v<<1) ^ uint64(v>>63) }

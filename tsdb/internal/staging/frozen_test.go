@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -133,7 +134,7 @@ func TestFreezeKeepsPoints(t *testing.T) {
 			}
 		}
 		sortPoints := func(ps []Point) {
-			slices.SortFunc(ps, func(a, b Point) int { return cmpInt(a.MS, b.MS)*2 + cmpInt(int64(a.Stamp), int64(b.Stamp)) })
+			slices.SortFunc(ps, func(a, b Point) int { return cmp.Or(cmp.Compare(a.MS, b.MS), cmp.Compare(a.Stamp, b.Stamp)) })
 		}
 		sortPoints(wantTaken)
 		sortPoints(taken[key])
