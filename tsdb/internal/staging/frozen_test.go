@@ -82,46 +82,88 @@ func TestFreezeKeepsPoints(t *testing.T) {
 	}
 	want := slices.Clone(all)
 	want[5] = rewritten
-	if len(b.entities) != len(want) {
-		t.Fatalf("%d entities frozen, want %d", len(b.entities), len(want))
+	if len(b.segments) != 3 {
+		t.Fatalf("%d segments, want one a freeze", len(b.segments))
 	}
-	place := map[string]int{}
-	for i, e := range b.entities {
-		place[e.rk] = i
-		if e.etag != b.entities[b.byRK[e.rk]].etag {
-			t.Fatalf("entity %s: by RowKey at another place", e.rk)
+	checkFrozen(t, "segments", b, keys, want)
+	merged, err := b.merged()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(merged.segments) != 1 || len(merged.entities) != len(want) {
+		t.Fatalf("merged: %d segments, %d entities, want 1 and %d", len(merged.segments), len(merged.entities), len(want))
+	}
+	checkFrozen(t, "merged", merged, keys, want)
+	if n := len(merged.segments[0].loose); n == 0 || n == len(keys) {
+		t.Errorf("merged: %d series loose: the test's overlap should make some", n)
+	}
+	// More freezes than maxFrozenSegments merge: the same points.
+	more := b
+	var moreWant []frozenInput
+	merges := 0
+	for i := range maxFrozenSegments {
+		in := entity(20+i, "1", int64(i)*100_000+7, false)
+		moreWant = append(moreWant, in)
+		before := len(more.segments)
+		if more, err = freeze(more, []frozenInput{in}); err != nil {
+			t.Fatal(err)
+		}
+		if len(more.segments) > maxFrozenSegments {
+			t.Fatalf("%d segments", len(more.segments))
+		}
+		if len(more.segments) < before {
+			merges++
 		}
 	}
-	if b.entities[place["r5"]].etag != "2" {
-		t.Errorf("entity r5 at ETag %s, want the rewrite's", b.entities[place["r5"]].etag)
+	if merges != 1 {
+		t.Errorf("%d freezes after 3: %d merges, want 1", maxFrozenSegments, merges)
+	}
+	checkFrozen(t, "more", more, keys, slices.Concat(want, moreWant))
+}
+
+// checkFrozen checks that b gives each series' points as the entities of want held them
+// (see frozenWant), each segment's oldest first, and that its take gives the points of
+// the entities asked for only, as staged Points of their entity.
+func checkFrozen(t *testing.T, name string, b *frozenBucket, keys []string, want []frozenInput) {
+	t.Helper()
+	if len(b.byRK) != len(want) {
+		t.Fatalf("%s: %d entities frozen, want %d", name, len(b.byRK), len(want))
+	}
+	place := map[string]int{}
+	for _, in := range want {
+		i, ok := b.byRK[in.rk]
+		if !ok || b.entities[i].etag != in.etag {
+			t.Fatalf("%s: entity %s at ETag %s, want %s", name, in.rk, b.entities[i].etag, in.etag)
+		}
+		place[in.rk] = int(i)
 	}
 	for _, key := range keys {
 		got := map[[2]int64]float64{}
-		last := int64(math.MinInt64)
-		if err := b.points(key, func(ms int64, v float64, ent int32) {
-			if ms < last || (ms == last && b.loose[key] == nil) {
-				t.Errorf("series %s: %d after %d", key, ms, last)
+		for _, seg := range b.segments {
+			last := int64(math.MinInt64)
+			if err := seg.points(key, func(ms int64, v float64, ent int32) {
+				if ms < last || (ms == last && seg.loose[key] == nil) {
+					t.Errorf("%s: series %s: %d after %d", name, key, ms, last)
+				}
+				last = ms
+				if !b.live(ent) {
+					return
+				}
+				e := slices.IndexFunc(want, func(in frozenInput) bool { return in.rk == b.entities[ent].rk })
+				got[[2]int64{int64(e), ms}] = v
+			}); err != nil {
+				t.Fatal(err)
 			}
-			last = ms
-			e := slices.IndexFunc(want, func(in frozenInput) bool { return in.rk == b.entities[ent].rk })
-			got[[2]int64{int64(e), ms}] = v
-		}); err != nil {
-			t.Fatal(err)
 		}
 		if w := frozenWant(want, key); !reflect.DeepEqual(got, w) {
-			t.Errorf("series %s: %v, want %v", key, got, w)
+			t.Errorf("%s: series %s: %v, want %v", name, key, got, w)
 		}
 	}
-	if len(b.loose) == 0 || len(b.loose) == len(keys) {
-		t.Errorf("%d series loose: the test's overlap should make some", len(b.loose))
-	}
 
-	// take gives the points of the entities asked for only, as staged Points of their
-	// entity.
 	some := []int32{int32(place["r1"]), int32(place["r5"])}
 	taken := map[string][]Point{}
 	if !b.take(some, keys, func(key string, p Point) { taken[key] = append(taken[key], p) }) {
-		t.Fatal("take: corrupt")
+		t.Fatalf("%s: take: corrupt", name)
 	}
 	for _, key := range keys {
 		wantPoints := frozenWant(want, key)
@@ -139,7 +181,7 @@ func TestFreezeKeepsPoints(t *testing.T) {
 		sortPoints(wantTaken)
 		sortPoints(taken[key])
 		if !reflect.DeepEqual(taken[key], wantTaken) && len(taken[key])+len(wantTaken) > 0 {
-			t.Errorf("take: series %s: %v, want %v", key, taken[key], wantTaken)
+			t.Errorf("%s: take: series %s: %v, want %v", name, key, taken[key], wantTaken)
 		}
 	}
 }
@@ -338,11 +380,33 @@ func TestCacheFreezesHeldEntities(t *testing.T) {
 		if _, ok := c.entities.Peek(young); ok {
 			t.Error("the young entity, old now, is still cached")
 		}
-		if _, entities := c.Frozen(); entities != 3 {
-			t.Errorf("%d entities frozen, want 3", entities)
+		segments := func() int {
+			c.frozen.mu.Lock()
+			defer c.frozen.mu.Unlock()
+			return len(c.frozen.buckets[frozenKey{"t", pk}].segments)
+		}
+		before, entities := c.Frozen()
+		if entities != 3 || segments() != 2 {
+			t.Errorf("%d entities frozen in %d segments, want 3 in 2", entities, segments())
+		}
+		// Once the bucket has ended freezeAfter and a freeze ago, a freeze merges its
+		// segments.
+		time.Sleep(time.Until(BucketEnd(pk).Add(freezeAfter + freezeEvery + time.Second)))
+		add("u", RowKey(8, 0, 0), Version)
+		synctest.Wait()
+		if after, entities := c.Frozen(); entities != 3 || segments() != 1 || after >= before {
+			t.Errorf("%d entities frozen in %d segments, %d bytes (%d before), want 3 in 1 and fewer", entities, segments(), after, before)
+		}
+		b, at, ok = c.frozen.entity("t", listedEntity{pk: pk, rk: young.rk, etag: "e"})
+		got = nil
+		if ok {
+			b.take([]int32{at}, []string{"x", "y"}, func(_ string, p Point) { got = append(got, p.Value) })
+		}
+		if !reflect.DeepEqual(got, []float64{1, 2}) {
+			t.Errorf("the young entity merged: %v", got)
 		}
 		time.Sleep(time.Until(BucketEnd(pk).Add(hold)))
-		add("u", RowKey(8, 0, 0), Version)
+		add("u", RowKey(9, 0, 0), Version)
 		synctest.Wait()
 		if frozen, entities := c.Frozen(); frozen != 0 || entities != 0 {
 			t.Errorf("%d bytes of %d entities frozen after the hold", frozen, entities)
@@ -350,14 +414,14 @@ func TestCacheFreezesHeldEntities(t *testing.T) {
 	})
 }
 
-// BenchmarkFrozenBytes is what the staging cache holds a point of the soak's (one tenant's
-// 10-minute bucket: 18,746 series of 14 a target scraped every 15 s, 550 series an entity,
-// counters and a gauge as the soak writes them) cached whole and indexed, and frozen.
-func BenchmarkFrozenBytes(b *testing.B) {
+// soakBucket is one tenant's 10-minute bucket of the soak (18,746 series of 14 a target
+// scraped every 15 s, 550 series an entity, counters and a gauge as the soak writes them),
+// entity by entity in the order written (scrapesPer of them a scrape), and its series keys.
+func soakBucket() (inputs []frozenInput, keys []string, scrapesPer int) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const series, perEntity, scrapes = 18_746, 550, 40
 	const bucket = 1716426600
-	keys := make([]string, series)
+	keys = make([]string, series)
 	for i := range keys {
 		keys[i] = fmt.Sprintf(`soak_http_requests_total{code="200",instance="host-%d:9100",job="job%d",k="%d",soak_tenant="soak0"}`, i/14, i/14%10, i%14)
 	}
@@ -368,9 +432,6 @@ func BenchmarkFrozenBytes(b *testing.B) {
 		}
 		return math.Floor(sec * pace * float64(1+i%14) / 14)
 	}
-	var inputs []frozenInput
-	c := NewCache(1 << 30)
-	points := 0
 	for s := range scrapes {
 		at := int64(bucket)*1000 + int64(s)*15_000
 		for first := 0; first < series; first += perEntity {
@@ -381,9 +442,20 @@ func BenchmarkFrozenBytes(b *testing.B) {
 			p := packSeries(ss)
 			rk, etag := RowKey(uint64(s*100+first/perEntity+1), 0, 0), fmt.Sprint(len(inputs))
 			inputs = append(inputs, frozenInput{frozenEntity{rk: rk, etag: etag, stamp: uint64(s*100 + first/perEntity + 1)}, &p})
-			c.add("t", entityHead{pk: PartitionKey(bucket, 0), rk: rk, etag: etag, version: Version}, map[int]cachedColumn{wholeEntity: {series: p}}, nil)
-			points += len(ss)
 		}
+	}
+	return inputs, keys, (series + perEntity - 1) / perEntity
+}
+
+// BenchmarkFrozenBytes is what the staging cache holds a point of the soak's bucket
+// (soakBucket) cached whole and indexed, and frozen.
+func BenchmarkFrozenBytes(b *testing.B) {
+	inputs, keys, _ := soakBucket()
+	c := NewCache(1 << 30)
+	points := 0
+	for _, in := range inputs {
+		c.add("t", entityHead{pk: PartitionKey(1716426600, 0), rk: in.rk, etag: in.etag, version: Version}, map[int]cachedColumn{wholeEntity: {series: *in.pack}}, nil)
+		points += in.pack.len()
 	}
 	cached := c.entities.Size()
 	var frozen *frozenBucket
@@ -393,12 +465,65 @@ func BenchmarkFrozenBytes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	if len(frozen.loose) > 0 || len(frozen.series) != series {
-		b.Fatalf("%d series frozen, %d loose", len(frozen.series), len(frozen.loose))
+	if seg := frozen.segments[0]; len(frozen.segments) != 1 || len(seg.loose) > 0 || len(seg.series) != len(keys) {
+		b.Fatalf("%d segments, %d series frozen, %d loose", len(frozen.segments), len(seg.series), len(seg.loose))
 	}
 	b.ReportMetric(float64(cached)/float64(points), "cached-B/point")
 	b.ReportMetric(float64(frozen.cost())/float64(points), "frozen-B/point")
 	b.ReportMetric(float64(points), "points")
+}
+
+// BenchmarkFreezeByMinute is the soak's bucket (soakBucket) frozen as the cache freezes it:
+// a minute's entities (4 scrapes) at a time, each freeze adding a segment
+// (maxFrozenSegments) or, as before segments, making the whole bucket again
+// (merge-each-freeze); and then a read of a thousand of its series from every entity.
+func BenchmarkFreezeByMinute(b *testing.B) {
+	inputs, keys, scrapesPer := soakBucket()
+	perMinute := 4 * scrapesPer
+	points := 0
+	for _, in := range inputs {
+		points += in.pack.len()
+	}
+	at := make([]int32, len(inputs))
+	for i := range at {
+		at[i] = int32(i)
+	}
+	for _, c := range []struct {
+		name string
+		max  int
+	}{{"merge-each-freeze", 0}, {"segments", maxFrozenSegments}} {
+		b.Run(c.name, func(b *testing.B) {
+			defer func(max int) { maxFrozenSegments = max }(maxFrozenSegments)
+			maxFrozenSegments = c.max
+			var frozen *frozenBucket
+			var freezeTime, readTime time.Duration
+			var reads, taken int
+			for b.Loop() {
+				began := time.Now()
+				frozen = nil
+				for first := 0; first < len(inputs); first += perMinute {
+					var err error
+					if frozen, err = freeze(frozen, inputs[first:min(first+perMinute, len(inputs))]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				freezeTime += time.Since(began)
+				began = time.Now()
+				if !frozen.take(at, keys[:1000], func(string, Point) { taken++ }) {
+					b.Fatal("corrupt")
+				}
+				readTime += time.Since(began)
+				reads++
+			}
+			if taken != reads*1000*40 {
+				b.Fatalf("%d points read, want %d", taken, reads*1000*40)
+			}
+			b.ReportMetric(float64(freezeTime.Microseconds())/1000/float64(reads), "freeze-ms/bucket")
+			b.ReportMetric(float64(readTime.Microseconds())/1000/float64(reads), "read-ms/1000-series")
+			b.ReportMetric(float64(len(frozen.segments)), "segments")
+			b.ReportMetric(float64(frozen.cost())/float64(points), "frozen-B/point")
+		})
+	}
 }
 
 // A read that takes its series through the series index takes the same points from
