@@ -450,21 +450,18 @@ func (c *Cache) freezeHeld() {
 	// The segments of a bucket that ended freezeAfter and a freeze ago, whose entities
 	// written by then are all frozen, are merged into one, once: it is held and read the
 	// rest of its hold as compact as it gets (BenchmarkFreezeByMinute).
-	var settled []frozenKey
+	settled := map[frozenKey]*frozenBucket{}
 	fs.mu.Lock()
 	for fk, b := range fs.buckets {
 		if _, fresh := groups[fk]; fresh || len(b.segments) < 2 {
 			continue
 		}
 		if h, ok := c.unfolded.Load(fk.table); ok && h.(tableHold).now().After(BucketEnd(fk.pk).Add(freezeAfter+freezeEvery)) {
-			settled = append(settled, fk)
+			settled[fk] = b
 		}
 	}
 	fs.mu.Unlock()
-	for _, fk := range settled {
-		fs.mu.Lock()
-		old := fs.buckets[fk]
-		fs.mu.Unlock()
+	for fk, old := range settled {
 		if m, err := old.merged(); err == nil {
 			fs.replace(fk, old, m)
 		}
