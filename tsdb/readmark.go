@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/seed71701133/tablets/rounding"
@@ -39,40 +40,58 @@ type ReadMark struct {
 	moved func(changelog.Receipt) (staging.Listing, bool)
 }
 
-// ReadMark takes a mark of [from, to): one listing of the staging entities' keys, then the
-// raw change log of each period of the range (after the listing: a Fold that deleted
-// entities the listing missed recorded there before). It is cheap: a few hundred bytes an
-// entity staged in the range, and a point read of the log of each period, all at once (with
-// the index log's, for the Selects of a read that began: changelog.StatesTogether), whose
+// ReadMark takes a mark of [from, to): one listing of the staging entities' keys, and the
+// raw change log of each period of the range. It is cheap: a few hundred bytes an entity
+// staged in the range, and a point read of the log of each period, all at once (with the
+// index log's, for the Selects of a read that began: changelog.StatesTogether), whose
 // states reads share.
+//
+// The logs are read beside the listing, for a read that began (BeginRead) while no Fold
+// began deleting staging entities since a listing before it (staging.Listing.LogAfter).
+// Else the raw log is read again after the listing: a Fold that deleted entities the
+// listing missed recorded there before.
 func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return ReadMark{}, err
 	}
-	indexWants := make(chan []changelog.Want, 1) // the index's periods, beside the listing
-	go func() { indexWants <- db.index.LogWants(ctx, from, to) }()
+	var rawWants []changelog.Want
+	for p := db.names.PeriodOf(from); db.names.Start(p).Before(to); p = db.names.PeriodOf(db.names.End(p)) {
+		rawWants = append(rawWants, changelog.Want{Log: db.changes, Period: p})
+	}
+	// The index log's states of the periods too, which the Selects after the mark take:
+	// every period's of both logs read at once (a 7-day panel's range spans two periods).
+	type statesRead struct {
+		wants  []changelog.Want
+		states []changelog.State
+		err    error
+	}
+	began, beside := db.staging.ReadBegan(ctx)
+	reads := make(chan statesRead, 1)
+	go func() {
+		wants := append(slices.Clip(rawWants), db.index.LogWants(ctx, from, to)...)
+		if !beside {
+			reads <- statesRead{wants: wants}
+			return
+		}
+		states, err := changelog.StatesTogether(changelog.AfterRead(ctx, began), wants)
+		reads <- statesRead{wants, states, err}
+	}()
 	listed, err := db.staging.List(ctx, from, to)
 	if err != nil {
 		return ReadMark{}, err
 	}
 	m := ReadMark{from: from, to: to, taken: true, staged: listed, sum: listed.Sum(from, to),
 		periods: map[uint64]changelog.State{}, period: db.names.Period, moved: db.staging.Moved}
-	var wants []changelog.Want
-	for p := db.names.PeriodOf(from); db.names.Start(p).Before(to); p = db.names.PeriodOf(db.names.End(p)) {
-		wants = append(wants, changelog.Want{Log: db.changes, Period: p})
+	r := <-reads
+	if !beside || listed.LogAfter() > began || r.err != nil {
+		// After the listing (its own count: List counts as a read of staged samples).
+		r.states, r.err = changelog.StatesTogether(ctx, r.wants)
 	}
-	rawWants := len(wants)
-	// The index log's states of the periods too, which the Selects after the mark take:
-	// every period's of both logs read at once (a 7-day panel's range spans two periods),
-	// where the Selects used to read the index log beside the listing, and the raw log's
-	// periods were read one after the other.
-	wants = append(wants, <-indexWants...)
-	states, err := changelog.StatesTogether(ctx, wants)
-	if err != nil {
-		return ReadMark{}, fmt.Errorf("tsdb: read mark: %w", err)
+	if r.err != nil {
+		return ReadMark{}, fmt.Errorf("tsdb: read mark: %w", r.err)
 	}
-	for i, w := range wants[:rawWants] {
-		m.periods[w.Period] = states[i]
+	for i, w := range rawWants {
+		m.periods[w.Period] = r.states[i]
 	}
 	return m, nil
 }

@@ -22,8 +22,8 @@ import (
 
 // A refreshed query, as the query API makes it (DB.BeginRead, a read mark, then the
 // Select), with warm caches: the mark and the Select list the staging table once and read
-// the change logs once (the staging listing, then the raw and index logs in one query: two
-// requests), where each used to read its own; and the batches of a Select share the raw
+// the change logs once (the staging listing, and beside it the raw and index logs:
+// TestTSDBReadMarkLogsBesideListing), where each used to read its own; and the batches of a Select share the raw
 // log's read. A Select that fetches the entities staged since (a late point) reads every
 // entity the listing has: the mark's raw log, read after the listing, stands for it (a
 // third request, the fetch, not a fourth).
@@ -83,7 +83,7 @@ func TestTSDBBeginReadShares(t *testing.T) {
 	refresh("warm", true)
 	clk.Add(30 * time.Second) // past the staging listing's margin
 	require.Greater(t, refresh("not begun: the mark's and the Select's own", false), int64(3))
-	require.Equal(t, int64(3), refresh("refreshed", true), "the listing, then the raw and index logs (at once)")
+	require.Equal(t, int64(3), refresh("refreshed", true), "the listing, and the raw and index logs (at once)")
 
 	// Another server's changes, each before the read began.
 	write(to.Add(-10*time.Second), -1) // a late point
@@ -323,4 +323,144 @@ func memSeries(t *testing.T, d *tsdb.DB) ([]string, func(at time.Time, v float64
 		}
 		require.NoError(t, d.WriteMany(ctx, batch))
 	}
+}
+
+// A refreshed query's read mark reads the raw and index logs beside the staging listing,
+// not after it, once a listing before the read began found the folds' log where the
+// query's listing finds it: one round trip, not two. A Fold by another server that records
+// in the raw log after the mark's read of it and deletes its entities before the listing
+// reads them: the listing finds the folds' log moved (the Fold records there before it
+// deletes), so the mark reads the raw log again after the listing, and the answer has
+// every point. It fails when the Fold does not record in the folds' log.
+func TestTSDBReadMarkLogsBesideListing(t *testing.T) {
+	ctx := context.Background()
+	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
+	clk := clock.New(base.Add(20 * time.Hour))
+	plain := *stagingOptions(clk)
+	other, svc, _ := dbtest.NewDB(t, &plain)
+	fresh := func() *tsdb.DB { return reopen(t, svc, other.Name(), plain) }
+	opts := plain
+	opts.RawCache = tsdb.NewRawCache(64 << 20)
+	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
+	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	hook := &listingBesideLogs{staging: "/" + other.Name() + "w()", catalog: "/" + other.Name() + "m("}
+	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { hook.next = next; return hook })
+
+	_, write := memSeries(t, other)
+	from, to := base.Add(19*time.Hour), base.Add(20*time.Hour)
+	for at := from; at.Before(to.Add(-time.Minute)); at = at.Add(15 * time.Second) {
+		write(at, float64(at.Unix())) // staged
+	}
+	mem := tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "mem"}
+	refresh := func(what string, during func()) (beside bool, rawLogReads int) {
+		t.Helper()
+		want := selectSamples(ctx, t, fresh(), nil, from, to, mem)
+		hook.arm(during)
+		rctx := db.BeginRead(ctx)
+		_, err := db.ReadMark(rctx, from, to)
+		require.NoError(t, err)
+		got := selectSamples(rctx, t, db, nil, from, to, mem)
+		beside, rawLogReads = hook.disarm()
+		samples := func(m map[string][]tsdb.Sample) (n int) {
+			for _, s := range m {
+				n += len(s)
+			}
+			return n
+		}
+		require.Equal(t, samples(want), samples(got), what)
+		require.Equal(t, want, got, what)
+		require.Len(t, got, 40, what)
+		return beside, rawLogReads
+	}
+	refresh("first", nil)
+	refresh("warm", nil)
+	clk.Add(30 * time.Second) // past the staging listing's margin
+	beside, reads := refresh("refreshed", nil)
+	require.True(t, beside, "the raw log read while the listing waited")
+	require.Equal(t, 1, reads, "the raw log read once")
+
+	clk.Add(2 * time.Hour) // every bucket closed: the Fold takes them all
+	folded := 0
+	beside, reads = refresh("a Fold between the logs' read and the listing", func() {
+		rep, err := other.Fold(ctx)
+		require.NoError(t, err)
+		folded = rep.Entities
+	})
+	require.True(t, beside, "the raw log read before the Fold")
+	require.Positive(t, folded, "the Fold moved the staged entities")
+	require.Equal(t, 2, reads, "the raw log read again after the listing")
+
+	clk.Add(30 * time.Second)
+	beside, reads = refresh("refreshed after the Fold", nil)
+	require.True(t, beside, "the folds' log stood still since the listing before")
+	require.Equal(t, 1, reads, "the raw log read once")
+}
+
+// listingBesideLogs holds a read's staging listing, once armed, until a point read of a
+// raw change log has been answered (5 s at most), then runs during (if set) before it
+// sends the listing: the logs' read beside the listing reads them first. It counts the
+// raw logs' point reads.
+type listingBesideLogs struct {
+	next             policy.Transporter
+	staging, catalog string // what the paths of the staging table's queries and of the catalog's requests hold
+	mu               sync.Mutex
+	armed            bool
+	during           func()
+	logRead          chan struct{} // closed when a raw log's read was answered
+	beside           bool
+	rawLogReads      int
+}
+
+func (l *listingBesideLogs) arm(during func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed, l.during, l.logRead, l.beside, l.rawLogReads = true, during, make(chan struct{}), false, 0
+}
+
+// disarm returns whether the listing held saw a raw log's read answered first, and the
+// raw logs' reads since arm.
+func (l *listingBesideLogs) disarm() (beside bool, rawLogReads int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed = false
+	return l.beside, l.rawLogReads
+}
+
+func (l *listingBesideLogs) Do(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet {
+		return l.next.Do(req)
+	}
+	if strings.Contains(req.URL.Path, l.catalog+"PartitionKey='changes',RowKey='00") { // a raw log's (the index's are 'i…')
+		resp, err := l.next.Do(req)
+		l.mu.Lock()
+		l.rawLogReads++
+		if l.armed && !l.beside {
+			select {
+			case <-l.logRead:
+			default:
+				close(l.logRead)
+			}
+		}
+		l.mu.Unlock()
+		return resp, err
+	}
+	if strings.Contains(req.URL.Path, l.staging) && strings.HasPrefix(req.URL.Query().Get("$select"), "PartitionKey,RowKey,T,U") {
+		l.mu.Lock()
+		armed, logRead, during := l.armed, l.logRead, l.during
+		l.during = nil
+		l.mu.Unlock()
+		if armed && logRead != nil {
+			select {
+			case <-logRead:
+				l.mu.Lock()
+				l.beside = true
+				l.mu.Unlock()
+			case <-time.After(5 * time.Second):
+			}
+			if during != nil {
+				during()
+			}
+		}
+	}
+	return l.next.Do(req)
 }

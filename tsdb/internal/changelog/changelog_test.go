@@ -253,3 +253,12 @@ func TestFormatDocStaging(t *testing.T) {
 		t.Errorf("changes %s, the document %s", body, doc)
 	}
 }
+
+// The folds' log's entity of docs/format.md ("The folds' log") is a log's entity too.
+func TestFormatDocFolds(t *testing.T) {
+	want := State{gen: 1, ranges: []Range{{From: 0, To: 1}}}
+	doc := formatdoc.JSON(t, "staging-folds")
+	if body := appendEntity("~folds", "b", want); string(body) != string(doc) {
+		t.Errorf("folds %s, the document %s", body, doc)
+	}
+}

@@ -59,4 +59,9 @@
 // of them rather than looking at every series of every entity; it is derived from the
 // Cache, prunes what the Cache dropped, and has its own lock. The Fold and Delete read the
 // table itself. List is the listing of a range (tsdb's ReadMark).
+//
+// A Fold also records in the folds' log (another entity of the table, which sorts last)
+// after its change of the raw change log and before it deletes: a listing that finds it
+// where a listing before a read began found it goes with a raw change log read after that
+// one (Listing.LogAfter), so a query reads the raw log beside its listing, not after it.
 package staging

@@ -179,6 +179,11 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	if receipt != nil {
 		f.staging.folds.keep(receipt.Digest, wrote)
 	}
+	// Recorded in the folds' log before any entity leaves: a listing that finds it where
+	// a listing before found it lacks no entity this Fold moved (listing.go, logAfter).
+	if err := f.staging.recordFoldBegun(ctx); err != nil {
+		return report, fmt.Errorf("tsdb: fold: %w", err)
+	}
 	// Recorded in the staging log after the entities left, deleted or not (some may be
 	// gone): a process that listed the table before lists it whole again.
 	err = f.deleteFolded(ctx, keys)

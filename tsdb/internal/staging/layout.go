@@ -135,7 +135,8 @@ func BucketEnd(partitionKey string) time.Time {
 
 // BucketsBefore is the filter of the staging entities of the arrival buckets before
 // horizon (Unix seconds).
-// (The staging log's partition, which sorts before them, is not one.)
+// (The staging log's partition, which sorts before them, and the folds' log's, which
+// sorts after them, are not.)
 func BucketsBefore(horizon uint64) string {
 	return filter.And(filter.Ge("PartitionKey", "0"), filter.Lt("PartitionKey", fmt.Sprintf("%012d", horizon))).String()
 }

@@ -33,6 +33,16 @@ const (
 	LogPartition = "!changes"
 	// StagingLogKey is its RowKey (the log's one "period", 0).
 	StagingLogKey = "s"
+	// FoldsPartition is the PartitionKey of the folds' log in the staging table: a change
+	// log whose generation a Fold moves after it recorded its change in the raw part's
+	// log and before it deletes a staging entity (RowKey FoldsBegunKey). It sorts after
+	// every arrival bucket's, so that a query of the table reads it last: a listing that
+	// finds its generation where an earlier listing did found every entity a Fold deleted
+	// before this one read it, and a raw log read after that earlier listing has the
+	// changes of every Fold that deleted since (see logAfter).
+	FoldsPartition = "~folds"
+	// FoldsBegunKey is its RowKey.
+	FoldsBegunKey = "b"
 	// listingMargin is how long before the service's time of the last listing a later one
 	// asks for entities from (their Timestamp, the service's time of their last write):
 	// the servers of the service agree on the time within it, and the Date header of a
@@ -49,12 +59,26 @@ func newStagingLog(client *aztables.Client) *changelog.Log {
 	return changelog.NewIn(client, LogPartition, func(uint64) string { return StagingLogKey }, nil)
 }
 
+// newFoldsLog returns the folds' log of the staging table client (FoldsPartition).
+func newFoldsLog(client *aztables.Client) *changelog.Log {
+	return changelog.NewIn(client, FoldsPartition, func(uint64) string { return FoldsBegunKey }, nil)
+}
+
 // recordChanged records a change of the staging table's entities in its log.
 func (st *Table) recordChanged(ctx context.Context) error {
 	if st.log == nil {
 		return nil
 	}
 	return st.log.Record(ctx, map[uint64]changelog.Range{0: {From: 0, To: 1}})
+}
+
+// recordFoldBegun records in the folds' log that a Fold is about to delete staging
+// entities, after it recorded its change in the raw part's log.
+func (st *Table) recordFoldBegun(ctx context.Context) error {
+	if st.begun == nil {
+		return nil
+	}
+	return st.begun.Record(ctx, map[uint64]changelog.Range{0: {From: 0, To: 1}})
 }
 
 // entityListing is what a Table knows of its entities: their keys, ETags and the properties a
@@ -72,6 +96,11 @@ type entityListing struct {
 	// doneReads is Table.ReadsDone as the last refresh completed (counting it): a change
 	// log read once the count reached it is later than that listing (see collect).
 	doneReads uint64
+	// begun is the folds' log's generation the last refresh found (FoldsPartition), and
+	// quietFrom the doneReads of the first of the refreshes since that found it there
+	// (0: none is known): a raw log read once the count reached quietFrom goes with the
+	// last refresh's listing as well as one read after it (logAfter).
+	begun, quietFrom uint64
 	// departed are the entities a whole listing no longer found (or found at another ETag)
 	// that the one before it had, as that one had them, for a while (departedFor): what
 	// the Folds' receipts name is mostly what they moved out of the table (folded.go).
@@ -147,8 +176,9 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 	l := &st.listing
 	l.mu.Lock()
 	arrival := l.starts
-	if began, ok := ctx.Value(readBeganKey{st}).(uint64); ok {
-		arrival = min(arrival, began) // the read began with StartListing: its refresh counts
+	began, ok := ctx.Value(readBeganKey{st}).(readBegan)
+	if ok {
+		arrival = min(arrival, began.starts) // the read began with StartListing: its refresh counts
 	}
 	l.mu.Unlock()
 	l.refresh.Lock()
@@ -162,7 +192,7 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 		}
 	}
 	l.mu.Lock()
-	listedAt := l.doneReads
+	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads)
 	var out []listedEntity
 	props := make(map[string]string, 4)
 	for k, le := range l.byKey {
@@ -182,9 +212,13 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 // prefetchTimeout bounds a refresh StartListing began.
 const prefetchTimeout = 30 * time.Second
 
-// readBeganKey is the context key of StartListing: the listing's refresh count when a read
-// began, for the Table it names.
+// readBeganKey is the context key of StartListing and BeginRead (a readBegan), for the
+// Table it names.
 type readBeganKey struct{ st *Table }
+
+// readBegan is when a read began: the listing's refresh count, and the count of ReadsDone
+// it took (a raw log read once the count reached it was read after the read began).
+type readBegan struct{ starts, reads uint64 }
 
 // StartListing begins bringing the listing up to date for a read that begins now, and
 // returns the read's context: the read's staged entities then come from that refresh (or a
@@ -202,15 +236,17 @@ func (st *Table) StartListing(ctx context.Context) context.Context {
 	}
 	l := &st.listing
 	l.mu.Lock()
-	began := l.starts
-	if b, ok := ctx.Value(readBeganKey{st}).(uint64); ok {
+	began := readBegan{starts: l.starts}
+	if b, ok := ctx.Value(readBeganKey{st}).(readBegan); ok {
 		// The read began before (BeginRead): a refresh since serves it, and then none is
 		// needed.
-		began = min(began, b)
-		if l.done > began && l.known {
+		began = readBegan{starts: min(began.starts, b.starts), reads: b.reads}
+		if l.done > began.starts && l.known {
 			l.mu.Unlock()
 			return ctx
 		}
+	} else {
+		began.reads = st.readsDone.Add(1)
 	}
 	l.mu.Unlock()
 	// Not ended with ctx: a refresh cut short lists the table whole at the next read.
@@ -220,7 +256,7 @@ func (st *Table) StartListing(ctx context.Context) context.Context {
 		l.refresh.Lock()
 		defer l.refresh.Unlock()
 		l.mu.Lock()
-		fresh := l.done > began && l.known
+		fresh := l.done > began.starts && l.known
 		l.mu.Unlock()
 		if !fresh {
 			_ = st.refreshListing(rctx) // a failure leaves the listing to the read's own refresh
@@ -237,12 +273,12 @@ func (st *Table) BeginRead(ctx context.Context) context.Context {
 	if st == nil || !st.reads || st.cache == nil || st.log == nil {
 		return ctx
 	}
-	if _, ok := ctx.Value(readBeganKey{st}).(uint64); ok {
+	if _, ok := ctx.Value(readBeganKey{st}).(readBegan); ok {
 		return ctx
 	}
 	l := &st.listing
 	l.mu.Lock()
-	began := l.starts
+	began := readBegan{starts: l.starts, reads: st.readsDone.Add(1)}
 	l.mu.Unlock()
 	return context.WithValue(ctx, readBeganKey{st}, began)
 }
@@ -253,8 +289,19 @@ func (st *Table) Began(ctx context.Context) bool {
 	if st == nil {
 		return false
 	}
-	_, ok := ctx.Value(readBeganKey{st}).(uint64)
+	_, ok := ctx.Value(readBeganKey{st}).(readBegan)
 	return ok
+}
+
+// ReadBegan returns the count of ReadsDone the read of ctx took when it began
+// (BeginRead, StartListing), and whether it began so: a raw log read once the count
+// reached it may go with the read's listing (Listing.LogAfter).
+func (st *Table) ReadBegan(ctx context.Context) (uint64, bool) {
+	if st == nil {
+		return 0, false
+	}
+	b, ok := ctx.Value(readBeganKey{st}).(readBegan)
+	return b.reads, ok && b.reads != 0
 }
 
 // fetched counts a read of columns that fetched the entities les.
@@ -286,9 +333,9 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	if incremental {
 		q := pager.SubQuery{Select: listingSelect,
 			// The literal is this package's, written from a time: no user string is in it.
-			Filter: filter.Eq("PartitionKey", LogPartition).String() +
+			Filter: filter.Eq("PartitionKey", LogPartition).String() + " or " + filter.Eq("PartitionKey", FoldsPartition).String() +
 				" or Timestamp ge datetime'" + since.UTC().Format("2006-01-02T15:04:05Z") + "'"}
-		got, gen, date, err := st.listAll(ctx, q)
+		got, gen, begun, date, err := st.listAll(ctx, q)
 		if err == nil && gen == known {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -300,25 +347,59 @@ func (st *Table) refreshListing(ctx context.Context) error {
 			}
 			l.since, l.done = sinceOf(date), start
 			l.doneReads = st.readsDone.Add(1)
+			l.found(true, begun)
 			return nil
 		}
 		// Changed since (or the query failed): listed whole.
 	}
 	wholeAt := time.Now()
-	got, gen, date, err := st.listAll(ctx, pager.SubQuery{Select: listingSelect})
+	got, gen, begun, date, err := st.listAll(ctx, pager.SubQuery{Select: listingSelect})
 	if err != nil {
 		l.mu.Lock()
 		l.known = false
+		l.quietFrom = 0
 		l.mu.Unlock()
 		return fmt.Errorf("tsdb: list staging: %w", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.depart(l.byKey, got, wholeAt)
+	wasKnown := l.known
 	l.byKey, l.gen, l.whole, l.known = got, gen, wholeAt, st.log != nil
 	l.since, l.done = sinceOf(date), start
 	l.doneReads = st.readsDone.Add(1)
+	l.found(wasKnown, begun)
 	return nil
+}
+
+// found records that the refresh that just completed (at l.doneReads) found the folds'
+// log at generation begun; after is whether the listing was known before it (a failed
+// refresh forgets what the ones before found). l.mu is held.
+func (l *entityListing) found(after bool, begun uint64) {
+	if !after || l.quietFrom == 0 || begun != l.begun {
+		l.quietFrom = l.doneReads
+	}
+	l.begun = begun
+}
+
+// logAfter is the count of ReadsDone (Table.ReadsDone) a raw log read must have seen to go
+// with a listing read at listedReads whose refreshes found the folds' log unchanged since
+// the one at quietFrom, for a read that began at count began (readBegan.reads; 0: none
+// known): began, when the refresh at quietFrom completed by then, else listedReads.
+//
+// A Fold records in the raw log, then in the folds' log, then deletes. An entity missing
+// from the listing (deleted before the listing's query read it) was deleted by a Fold
+// whose record in the folds' log came before the listing read that log (last, as the log
+// sorts last): the refreshes since quietFrom found no such record, so it came before the
+// refresh at quietFrom read it, and the Fold's raw log record before that. A raw log read
+// after the count reached quietFrom has it. And one read after the read began has every
+// change made before it began (direct writes, Deletes, Retain). So a query's read mark
+// reads the raw log beside its listing, not after it (DB.ReadMark).
+func logAfter(listedReads, quietFrom, began uint64) uint64 {
+	if began != 0 && quietFrom != 0 && quietFrom <= began {
+		return min(began, listedReads)
+	}
+	return listedReads
 }
 
 // sinceOf is what the next listing asks for the entities written since: the service's time
@@ -335,37 +416,39 @@ func sinceOf(date time.Time) time.Time {
 const listingSelect = "PartitionKey,RowKey," + FirstProp + "," + LastProp + "," + LoProp + "," + HiProp + "," + CountProp + ",V,G,C"
 
 // listAll runs q (pages of keys) and returns its staging entities, the staging log's
-// generation (0 without its entity) and the service's time of its first reply. A staging
-// table that does not exist holds nothing.
-func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (map[[2]string]listedProps, uint64, time.Time, error) {
-	out := map[[2]string]listedProps{}
-	var gen uint64
-	var date time.Time
+// generation and the folds' log's (0 without their entity) and the service's time of its
+// first reply. A staging table that does not exist holds nothing.
+func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (out map[[2]string]listedProps, gen, begun uint64, date time.Time, err error) {
+	out = map[[2]string]listedProps{}
 	var e entity.Entity
 	e.AllowStrings = true
 	var cont pager.Continuation
 	for {
 		raw, next, d, err := pager.FetchDated(ctx, st.client, q, 0, cont)
 		if azerr.IsTableGone(err) {
-			return map[[2]string]listedProps{}, 0, time.Time{}, nil
+			return map[[2]string]listedProps{}, 0, 0, time.Time{}, nil
 		}
 		if err != nil {
-			return nil, 0, time.Time{}, err
+			return nil, 0, 0, time.Time{}, err
 		}
 		if date.IsZero() {
 			date = d
 		}
 		for _, r := range raw {
 			if err := e.Decode(r); err != nil {
-				return nil, 0, time.Time{}, err
+				return nil, 0, 0, time.Time{}, err
 			}
-			if string(e.PartitionKey) == LogPartition {
-				if string(e.RowKey) == StagingLogKey {
+			if pk, rk := string(e.PartitionKey), string(e.RowKey); pk == LogPartition || pk == FoldsPartition {
+				if (pk == LogPartition && rk == StagingLogKey) || (pk == FoldsPartition && rk == FoldsBegunKey) {
 					s, err := changelog.DecodeState(r)
 					if err != nil {
-						return nil, 0, time.Time{}, fmt.Errorf("the staging log: %w", err)
+						return nil, 0, 0, time.Time{}, fmt.Errorf("the staging log %s: %w", pk, err)
 					}
-					gen = s.Gen()
+					if pk == LogPartition {
+						gen = s.Gen()
+					} else {
+						begun = s.Gen()
+					}
 				}
 				continue
 			}
@@ -380,7 +463,7 @@ func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (map[[2]string]l
 				first: str(FirstProp), last: str(LastProp), lo: str(LoProp), hi: str(HiProp), points: points}
 		}
 		if next.IsZero() {
-			return out, gen, date, nil
+			return out, gen, begun, date, nil
 		}
 		cont = next
 	}
@@ -392,7 +475,16 @@ func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (map[[2]string]l
 // Fold changed what a read of that range finds between them.
 type Listing struct {
 	entities []listedSpan
+	logAfter uint64 // LogAfter
 }
+
+// LogAfter is the count of ReadsDone a raw log read must have seen to go with the listing
+// (changelog.AfterRead): a Fold that deleted an entity the listing lacks recorded its
+// change in the raw log before such a read. It is at most the count the read of its
+// context took when it began (Table.ReadBegan) when the folds' log stood still since a
+// listing before the read began, so that the raw log's read can go beside the listing's
+// (logAfter).
+func (l Listing) LogAfter() uint64 { return l.logAfter }
 
 // listedSpan is an entity of a Listing.
 type listedSpan struct {
@@ -413,11 +505,11 @@ func (st *Table) List(ctx context.Context, from, to time.Time) (Listing, error) 
 		return Listing{}, nil
 	}
 	f, _ := queryParts(nil, from, to, Both)
-	listed, _, err := st.listedEntities(ctx, f)
+	listed, after, err := st.listedEntities(ctx, f)
 	if err != nil {
 		return Listing{}, err
 	}
-	var l Listing
+	l := Listing{logAfter: after}
 	for _, le := range listed {
 		first, err1 := timeKeyMilli(le.first)
 		last, err2 := timeKeyMilli(le.last)

@@ -61,6 +61,7 @@ type Table struct {
 	// staging log (listing.go): a read lists only the entities written since.
 	listing entityListing
 	log     *changelog.Log // the staging log (listing.go), in the staging table
+	begun   *changelog.Log // the folds' log (listing.go, FoldsPartition), in the staging table
 	made    atomic.Bool    // the staging table is known to exist
 	// readsDone counts the reads of staged samples completed (ReadsDone).
 	readsDone atomic.Uint64
@@ -120,6 +121,7 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 		dropped:     c.Dropped,
 		cache:       c.Cache,
 		log:         newStagingLog(service.NewClient(names.Staging())),
+		begun:       newFoldsLog(service.NewClient(names.Staging())),
 		names:       names,
 		client:      service.NewClient(names.Staging()),
 		now:         c.Now,
