@@ -50,6 +50,12 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 		if hints == nil || hints.Func != "series" {
 			// The staging listing's refresh beside the series index's read, not after it.
 			ctx = q.db.staging.StartListing(ctx)
+			if began, ok := q.db.staging.ReadBegan(ctx); ok {
+				// And the raw change log's read beside them: the raw reads take it when the
+				// listing they go with allows (staging.Listing.LogAfter, as DB.ReadMark), else
+				// read it again. A read mark that read it already leaves nothing to read.
+				go func() { _, _ = changelog.StatesTogether(changelog.AfterRead(ctx, began), rawLogWants(q.db, from, to)) }()
+			}
 		}
 		var entries []entry
 		labelsOnly := hints != nil && hints.Func == "series"

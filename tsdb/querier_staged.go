@@ -132,10 +132,10 @@ func (sg *stagedGroups) release(i int) {
 // PrefetchStaged brings into the staging cache what the Selects of a read that began
 // (BeginRead) will read of the staging table over [from, to): the staged entities the
 // cache lacks, with the columns of the series the selectors (sets of matchers, each as a
-// Select's) find in the index. A query's read mark reads the raw change log after its
-// listing, and its Selects fetch the entities staged since the last refresh after the mark:
-// run beside the mark, this has that fetch under way (or done) while the mark reads the
-// log, so that a refreshed panel waits for one request less. Without a staging cache (or
+// Select's) find in the index. A query's Selects fetch the entities staged since the last
+// refresh after its read mark: run beside the mark, this has that fetch under way (or
+// done) while the mark lists the staging table and reads the change logs, so that a
+// refreshed panel waits for one request less. Without a staging cache (or
 // one still cold), an index cache, or a read that began, it does nothing; a selector that
 // selects every series is left out. Its errors are the Selects' to find again: it only
 // fills a cache.
@@ -148,7 +148,7 @@ func (db *DB) PrefetchStaged(ctx context.Context, from, to time.Time, selectors 
 	kinds := staging.Floats
 	// The series as the index cache last had them, however old: which series' columns are
 	// fetched only makes the Selects' reads cheaper or not, and the index log is read with
-	// the raw log's after the mark's listing (DB.ReadMark), while this runs beside it. A
+	// the raw log's by the mark (DB.ReadMark), while this runs beside it. A
 	// selector whose sets the cache lacks (a server just started) is left to the Select,
 	// which reads the index itself: this reads no index table.
 	guess := changelog.AnyKnown(ctx)

@@ -54,10 +54,7 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 	if err := rounding.CheckRange(from, to); err != nil {
 		return ReadMark{}, err
 	}
-	var rawWants []changelog.Want
-	for p := db.names.PeriodOf(from); db.names.Start(p).Before(to); p = db.names.PeriodOf(db.names.End(p)) {
-		rawWants = append(rawWants, changelog.Want{Log: db.changes, Period: p})
-	}
+	rawWants := rawLogWants(db, from, to)
 	// The index log's states of the periods too, which the Selects after the mark take:
 	// every period's of both logs read at once (a 7-day panel's range spans two periods).
 	type statesRead struct {
@@ -94,6 +91,15 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 		m.periods[w.Period] = r.states[i]
 	}
 	return m, nil
+}
+
+// rawLogWants are the raw change log's periods of [from, to), as wants.
+func rawLogWants(db *DB, from, to time.Time) []changelog.Want {
+	var wants []changelog.Want
+	for p := db.names.PeriodOf(from); db.names.Start(p).Before(to); p = db.names.PeriodOf(db.names.End(p)) {
+		wants = append(wants, changelog.Want{Log: db.changes, Period: p})
+	}
+	return wants
 }
 
 // BeginRead returns the context of a read of the database that begins now and is made of

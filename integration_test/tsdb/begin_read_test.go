@@ -327,7 +327,7 @@ func memSeries(t *testing.T, d *tsdb.DB) ([]string, func(at time.Time, v float64
 
 // A refreshed query's read mark reads the raw and index logs beside the staging listing,
 // not after it, once a listing before the read began found the folds' log where the
-// query's listing finds it: one round trip, not two. A Fold by another server that records
+// query's listing finds it: one round trip, not two (and a Select alone, its raw log). A Fold by another server that records
 // in the raw log after the mark's read of it and deletes its entities before the listing
 // reads them: the listing finds the folds' log moved (the Fold records there before it
 // deletes), so the mark reads the raw log again after the listing, and the answer has
@@ -352,13 +352,19 @@ func TestTSDBReadMarkLogsBesideListing(t *testing.T) {
 		write(at, float64(at.Unix())) // staged
 	}
 	mem := tsdb.Matcher{Type: tsdb.MatchEqual, Name: tsdb.MetricName, Value: "mem"}
+	// refresh is the query API's read (begun, a mark, then the Select), or with alone a
+	// Select alone (a remote read's, a rule's).
+	alone := false
 	refresh := func(what string, during func()) (beside bool, rawLogReads int) {
 		t.Helper()
 		want := selectSamples(ctx, t, fresh(), nil, from, to, mem)
 		hook.arm(during)
-		rctx := db.BeginRead(ctx)
-		_, err := db.ReadMark(rctx, from, to)
-		require.NoError(t, err)
+		rctx := ctx
+		if !alone {
+			rctx = db.BeginRead(ctx)
+			_, err := db.ReadMark(rctx, from, to)
+			require.NoError(t, err)
+		}
 		got := selectSamples(rctx, t, db, nil, from, to, mem)
 		beside, rawLogReads = hook.disarm()
 		samples := func(m map[string][]tsdb.Sample) (n int) {
@@ -394,6 +400,28 @@ func TestTSDBReadMarkLogsBesideListing(t *testing.T) {
 	beside, reads = refresh("refreshed after the Fold", nil)
 	require.True(t, beside, "the folds' log stood still since the listing before")
 	require.Equal(t, 1, reads, "the raw log read once")
+
+	// A Select alone reads the raw log beside its listing too, and again after it when a
+	// Fold recorded in the folds' log meanwhile.
+	alone = true
+	for at := to.Add(-time.Minute); at.Before(to); at = at.Add(15 * time.Second) {
+		write(at, float64(at.Unix())) // staged again
+	}
+	refresh("a Select alone, warm", nil)
+	clk.Add(30 * time.Second)
+	beside, reads = refresh("a Select alone", nil)
+	require.True(t, beside, "the Select's raw log read while its listing waited")
+	require.Equal(t, 1, reads, "the Select's raw log read once")
+	clk.Add(2 * time.Hour)
+	folded = 0
+	beside, reads = refresh("a Select alone, a Fold between the log's read and the listing", func() {
+		rep, err := other.Fold(ctx)
+		require.NoError(t, err)
+		folded = rep.Entities
+	})
+	require.True(t, beside, "the Select's raw log read before the Fold")
+	require.Positive(t, folded, "the Fold moved the staged entities")
+	require.Equal(t, 2, reads, "the Select's raw log read again after the listing")
 }
 
 // listingBesideLogs holds a read's staging listing, once armed, until a point read of a

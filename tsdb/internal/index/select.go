@@ -84,7 +84,7 @@ func sortedKeys(m map[string]bool) []string {
 
 // LogWants returns the periods of [from, to) that have an index as wants of the index
 // change log, for the Selects of a read that began (changelog.Begin) to take: a read mark
-// reads them with the raw log's (changelog.StatesTogether), after its listing. Without an
+// reads them with the raw log's (changelog.StatesTogether), beside its listing. Without an
 // index cache, or a read that began, or when the periods cannot be listed, none: the
 // Selects read the log themselves (and say what is wrong).
 func (x *Index) LogWants(ctx context.Context, from, to time.Time) []changelog.Want {

@@ -403,7 +403,8 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			// Every entity listed is read, from the cache or fetched: what is read is the
 			// table as listed, though a Fold may have deleted some since. A Fold records
 			// its change before it deletes, so a raw log read after the listing (a read
-			// mark's) has every change whose entities this read lacks: none.
+			// mark's), or after one before it the folds' log stood still since (logAfter),
+			// has every change whose entities this read lacks: none.
 			*listedAt = listedReads
 		}
 		st.yieldListed(ctx, listed, got, slots, read, take, held, yield)
