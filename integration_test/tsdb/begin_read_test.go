@@ -33,11 +33,8 @@ func TestTSDBBeginReadShares(t *testing.T) {
 	ctx := context.Background()
 	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC) // a raw period's start (a day)
 	clk := clock.New(base.Add(20 * time.Hour))
-	opts := stagingOptions(clk)
-	opts.RawCache = tsdb.NewRawCache(64 << 20)
-	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
-	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
-	db, svc, checker := dbtest.NewDB(t, opts)
+	opts := withCaches(*stagingOptions(clk))
+	db, svc, checker := dbtest.NewDB(t, &opts)
 	plain := *stagingOptions(clk)
 	other := reopen(t, svc, db.Name(), plain)
 	fresh := func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
@@ -109,6 +106,14 @@ func TestTSDBBeginReadShares(t *testing.T) {
 	require.Equal(t, int64(3), refresh("and refreshed again", true))
 }
 
+// withCaches is o with a server's caches: raw, staging and index.
+func withCaches(o tsdb.Options) tsdb.Options {
+	o.RawCache = tsdb.NewRawCache(64 << 20)
+	o.StagingCache = tsdb.NewStagingCache(64 << 20)
+	o.IndexCache = tsdb.NewIndexCache(16 << 20)
+	return o
+}
+
 // selectSamples is what a Querier of d over [from, to) selects by matchers: each series'
 // samples, by its labels.
 func selectSamples(ctx context.Context, t *testing.T, d *tsdb.DB, opts *tsdb.QueryOptions, from, to time.Time, matchers ...tsdb.Matcher) map[string][]tsdb.Sample {
@@ -136,10 +141,7 @@ func TestTSDBBeginReadFoldBeforeFetch(t *testing.T) {
 	plain := *stagingOptions(clk)
 	other, svc, _ := dbtest.NewDB(t, &plain)
 	fresh := func() *tsdb.DB { return reopen(t, svc, other.Name(), plain) }
-	opts := plain
-	opts.RawCache = tsdb.NewRawCache(64 << 20)
-	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
-	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	opts := withCaches(plain)
 	hook := &foldBeforeFetch{staging: "/" + other.Name() + "w(", fold: func() (int, error) {
 		st, err := other.Fold(ctx)
 		return st.Entities, err
@@ -204,10 +206,7 @@ func TestTSDBPrefetchStagedBesideMark(t *testing.T) {
 	plain := *stagingOptions(clk)
 	other, svc, _ := dbtest.NewDB(t, &plain)
 	fresh := func() *tsdb.DB { return reopen(t, svc, other.Name(), plain) }
-	opts := plain
-	opts.RawCache = tsdb.NewRawCache(64 << 20)
-	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
-	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	opts := withCaches(plain)
 	probe := &fetchBesideLog{catalog: "/" + other.Name() + "m(", staging: "/" + other.Name() + "w("}
 	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { probe.next = next; return probe })
 
@@ -339,10 +338,7 @@ func TestTSDBReadMarkLogsBesideListing(t *testing.T) {
 	plain := *stagingOptions(clk)
 	other, svc, _ := dbtest.NewDB(t, &plain)
 	fresh := func() *tsdb.DB { return reopen(t, svc, other.Name(), plain) }
-	opts := plain
-	opts.RawCache = tsdb.NewRawCache(64 << 20)
-	opts.StagingCache = tsdb.NewStagingCache(64 << 20)
-	opts.IndexCache = tsdb.NewIndexCache(16 << 20)
+	opts := withCaches(plain)
 	hook := &listingBesideLogs{staging: "/" + other.Name() + "w()", catalog: "/" + other.Name() + "m("}
 	db := reopenWith(t, other.Name(), &opts, func(next policy.Transporter) policy.Transporter { hook.next = next; return hook })
 

@@ -12,18 +12,7 @@ import (
 // The staging log's entity of docs/format.md is where the Table keeps its log, and sorts
 // before every arrival bucket's entity, but after none that Fold's queries select.
 func TestStagingLogFormat(t *testing.T) {
-	doc := formatdoc.JSON(t, "staging-changes")
-	var e entity.Entity
-	e.AllowStrings = true
-	if err := e.Decode(doc); err != nil {
-		t.Fatal(err)
-	}
-	if string(e.PartitionKey) != LogPartition || string(e.RowKey) != StagingLogKey {
-		t.Errorf("the document's keys %s/%s, the Table's %s/%s", e.PartitionKey, e.RowKey, LogPartition, StagingLogKey)
-	}
-	if s, err := changelog.DecodeState(doc); err != nil || s.Gen() != 2 {
-		t.Errorf("decoded generation %d, %v", s.Gen(), err)
-	}
+	checkLogDoc(t, "staging-changes", LogPartition, StagingLogKey, 2)
 	if bucket := PartitionKey(0, 0); !(LogPartition < bucket) || LogPartition >= "0" {
 		t.Errorf("%q does not sort before every arrival bucket (%q) and PartitionKey 0", LogPartition, bucket)
 	}
@@ -32,18 +21,7 @@ func TestStagingLogFormat(t *testing.T) {
 // The folds' log's entity of docs/format.md is where the Table keeps it, and sorts after
 // every arrival bucket's entity, out of the range Fold's queries select.
 func TestFoldsLogFormat(t *testing.T) {
-	doc := formatdoc.JSON(t, "staging-folds")
-	var e entity.Entity
-	e.AllowStrings = true
-	if err := e.Decode(doc); err != nil {
-		t.Fatal(err)
-	}
-	if string(e.PartitionKey) != FoldsPartition || string(e.RowKey) != FoldsBegunKey {
-		t.Errorf("the document's keys %s/%s, the Table's %s/%s", e.PartitionKey, e.RowKey, FoldsPartition, FoldsBegunKey)
-	}
-	if s, err := changelog.DecodeState(doc); err != nil || s.Gen() != 1 {
-		t.Errorf("decoded generation %d, %v", s.Gen(), err)
-	}
+	checkLogDoc(t, "staging-folds", FoldsPartition, FoldsBegunKey, 1)
 	if bucket := PartitionKey(999_999_999_999, 0xff); !(FoldsPartition > bucket) || !strings.Contains(BucketsBefore(999_999_999_999), "PartitionKey lt '999999999999'") {
 		t.Errorf("%q does not sort after every arrival bucket (%q), or Fold's queries reach it", FoldsPartition, bucket)
 	}
@@ -65,6 +43,24 @@ func TestLogAfter(t *testing.T) {
 		if got := logAfter(c.listed, c.quiet, c.began); got != c.want {
 			t.Errorf("logAfter(%d, %d, %d) = %d, want %d", c.listed, c.quiet, c.began, got, c.want)
 		}
+	}
+}
+
+// checkLogDoc checks that docs/format.md's golden name is a log's entity of keys pk/rk at
+// generation gen.
+func checkLogDoc(t *testing.T, name, pk, rk string, gen uint64) {
+	t.Helper()
+	doc := formatdoc.JSON(t, name)
+	var e entity.Entity
+	e.AllowStrings = true
+	if err := e.Decode(doc); err != nil {
+		t.Fatal(err)
+	}
+	if string(e.PartitionKey) != pk || string(e.RowKey) != rk {
+		t.Errorf("the document's keys %s/%s, the Table's %s/%s", e.PartitionKey, e.RowKey, pk, rk)
+	}
+	if s, err := changelog.DecodeState(doc); err != nil || s.Gen() != gen {
+		t.Errorf("decoded generation %d, %v", s.Gen(), err)
 	}
 }
 
