@@ -58,7 +58,18 @@ type ServerState struct {
 	// last 90 s (the account client's idle timeout), not the server's age (docs/soak.md, run
 	// 135's goroutine profiles); the goroutine target judges the others.
 	ConnGoroutines int64 `json:"connection_goroutines,omitempty"`
+	// BackgroundRequests are the account requests of the server's background work since it
+	// started, by task (tablets_account_table_requests_total by its task label, one of
+	// backgroundTasks), and BackgroundReadBytes the bytes they read
+	// (tablets_account_table_received_bytes_total{class="background"}): which of its folds,
+	// rollups and compactions a slow minute of the dashboards shared the account with.
+	BackgroundRequests  map[string]int64 `json:"background_requests,omitempty"`
+	BackgroundReadBytes int64            `json:"background_read_bytes,omitempty"`
 }
+
+// backgroundTasks are the tasks of the servers' background work that the report counts by
+// minute (the task label of tablets_account_table_requests_total).
+var backgroundTasks = []string{"fold", "rollup", "compact", "flagged", "retain"}
 
 func (s *ServerState) add(o ServerState) {
 	s.RSSBytes += o.RSSBytes
@@ -71,6 +82,13 @@ func (s *ServerState) add(o ServerState) {
 	s.RawCacheMisses += o.RawCacheMisses
 	s.FoldsTakenIn += o.FoldsTakenIn
 	s.ConnGoroutines += o.ConnGoroutines
+	for task, n := range o.BackgroundRequests {
+		if s.BackgroundRequests == nil {
+			s.BackgroundRequests = map[string]int64{}
+		}
+		s.BackgroundRequests[task] += n
+	}
+	s.BackgroundReadBytes += o.BackgroundReadBytes
 }
 
 // observe samples the servers (their RSS and CPU time from /proc, their goroutines, account
@@ -189,14 +207,26 @@ func scrapeServer(ctx context.Context, client *http.Client, u string, p *ServerS
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: HTTP %d", u, resp.StatusCode)
 	}
-	v := metricSums(resp.Body, append([]string{"go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes",
+	names := []string{"go_goroutines", "tablets_account_requests_total", "go_gc_heap_live_bytes",
 		`tablets_account_class_requests_total{class="query"}`, "tablets_raw_cache_misses_total", "tablets_raw_cache_folds_taken_in_total",
-		"tablets_account_connections", "tablets_http_connections", "tablets_account_requests_waiting"}, cacheMetrics...)...)
+		"tablets_account_connections", "tablets_http_connections", "tablets_account_requests_waiting",
+		`tablets_account_table_received_bytes_total{class="background"}`}
+	for _, task := range backgroundTasks {
+		names = append(names, `tablets_account_table_requests_total{task="`+task+`"}`)
+	}
+	v := metricSums(resp.Body, append(names, cacheMetrics...)...)
 	p.Goroutines, p.AccountRequests, p.LiveHeapBytes = int64(v[0]), int64(v[1]), int64(v[2])
 	p.QueryRequests, p.RawCacheMisses, p.FoldsTakenIn = int64(v[3]), int64(v[4]), int64(v[5])
 	p.ConnGoroutines = int64(2*v[6] + v[7] + v[8])
+	p.BackgroundReadBytes = int64(v[9])
+	p.BackgroundRequests = map[string]int64{}
+	for i, task := range backgroundTasks {
+		if n := int64(v[10+i]); n > 0 {
+			p.BackgroundRequests[task] = n
+		}
+	}
 	p.CacheBytes = 0
-	for _, b := range v[9:] {
+	for _, b := range v[len(names):] {
 		p.CacheBytes += int64(b)
 	}
 	return nil

@@ -74,9 +74,56 @@ type Report struct {
 	// server: the same as the report's own).
 	PerServer []ServerReport `json:"per_server"`
 
+	// BackgroundByMinute is, for each minute of the load, what the servers' background work
+	// sent the account in it: the minutes of the dashboards' slow answers (Queries'
+	// Minutes) beside the folds, rollups and compactions they shared the account with.
+	BackgroundByMinute []BackgroundMinute `json:"background_by_minute,omitempty"`
+
 	Targets []Target `json:"targets"`
 	OK      bool     `json:"ok"`
 	Points  []Point  `json:"points"`
+}
+
+// BackgroundMinute is the background work of every server in one minute of the load: its
+// account requests by task, and the bytes they read.
+type BackgroundMinute struct {
+	Requests  map[string]int64 `json:"requests,omitempty"`
+	ReadBytes int64            `json:"read_bytes"`
+}
+
+// backgroundByMinute is the background work of the points (summed over the servers) in each
+// minute of the load's duration: the growth of the counters from the last point at or
+// before the minute's start to the last at or before its end (the first point where none
+// is: the load's first).
+func backgroundByMinute(points []Point, duration time.Duration) []BackgroundMinute {
+	if len(points) == 0 {
+		return nil
+	}
+	at := func(t float64) Point {
+		p := points[0]
+		for _, q := range points {
+			if q.At > t {
+				break
+			}
+			p = q
+		}
+		return p
+	}
+	var out []BackgroundMinute
+	for start := 0.0; start < duration.Seconds(); start += 60 {
+		a, b := at(start), at(min(start+60, duration.Seconds()))
+		m := BackgroundMinute{ReadBytes: b.BackgroundReadBytes - a.BackgroundReadBytes}
+		for task, n := range b.BackgroundRequests {
+			if d := n - a.BackgroundRequests[task]; d > 0 {
+				if m.Requests == nil {
+					m.Requests = map[string]int64{}
+				}
+				m.Requests[task] = d
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // Trend is a quantity sampled over the run.
@@ -147,6 +194,7 @@ func newReport(cfg Config, began time.Time, tenancy bool, series int) *Report {
 // finish computes the summaries and the targets.
 func (r *Report) finish(points []Point, q *QueryStats, loadSeconds float64, duration time.Duration) {
 	r.Points = points
+	r.BackgroundByMinute = backgroundByMinute(points, duration)
 	r.LoadSeconds = loadSeconds
 	r.RSS = trend(points, duration, func(p Point) int64 { return p.RSSBytes })
 	r.Goroutines = trend(points, duration, func(p Point) int64 { return p.Goroutines })
@@ -407,6 +455,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		if len(minutes) > 0 {
 			fmt.Fprintf(&b, "  by minute sent: %s\n", strings.Join(minutes, ", "))
 		}
+		if rg.name == ranges[0].name && len(r.BackgroundByMinute) > 0 {
+			fmt.Fprintf(&b, "  background by minute (account requests by task, MB read): %s\n", backgroundText(r.BackgroundByMinute))
+		}
 		if len(l.OverGoalByPanel) > 0 {
 			panels := slices.Sorted(maps.Keys(l.OverGoalByPanel))
 			slices.SortStableFunc(panels, func(a, b string) int { return cmp.Compare(l.OverGoalByPanel[b], l.OverGoalByPanel[a]) })
@@ -477,4 +528,26 @@ func statusText(m map[int]int64) string {
 		parts = append(parts, fmt.Sprintf("%s x%d", name, m[c]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// backgroundText is the minutes of background work that sent a request, as "8: rollup 406,
+// compact 30, 52 MB": the task with the most requests first.
+func backgroundText(minutes []BackgroundMinute) string {
+	var out []string
+	for i, m := range minutes {
+		if len(m.Requests) == 0 {
+			continue
+		}
+		tasks := slices.Sorted(maps.Keys(m.Requests))
+		slices.SortStableFunc(tasks, func(a, b string) int { return cmp.Compare(m.Requests[b], m.Requests[a]) })
+		var parts []string
+		for _, task := range tasks {
+			parts = append(parts, fmt.Sprintf("%s %d", task, m.Requests[task]))
+		}
+		out = append(out, fmt.Sprintf("%d: %s, %.0f MB", i+1, strings.Join(parts, ", "), float64(m.ReadBytes)/1e6))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }

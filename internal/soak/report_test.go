@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -306,6 +307,12 @@ tablets_account_connections 9
 tablets_http_connections{listener="public"} 4
 tablets_http_connections{listener="internal"} 1
 tablets_account_requests_waiting 2
+tablets_account_table_requests_total{class="background",table="batch",task="fold"} 300
+tablets_account_table_requests_total{class="background",table="staging",task="fold"} 12
+tablets_account_table_requests_total{class="background",table="tier",task="rollup"} 40
+tablets_account_table_requests_total{class="query",table="staging",task=""} 9000
+tablets_account_table_received_bytes_total{class="background",table="tier",task="rollup"} 5e6
+tablets_account_table_received_bytes_total{class="query",table="staging",task=""} 7e9
 `)
 	}))
 	defer srv.Close()
@@ -315,6 +322,47 @@ tablets_account_requests_waiting 2
 	}
 	if st.CacheBytes != 54123 || st.Goroutines != 12 || st.LiveHeapBytes != 1e9 || st.AccountRequests != 5 || st.ConnGoroutines != 2*9+4+1+2 {
 		t.Errorf("scraped %+v; want caches 54123 bytes, the connections' goroutines 25", st)
+	}
+	if want := map[string]int64{"fold": 312, "rollup": 40}; !maps.Equal(st.BackgroundRequests, want) || st.BackgroundReadBytes != 5e6 {
+		t.Errorf("background requests %v and %d bytes read, want %v and 5e6", st.BackgroundRequests, st.BackgroundReadBytes, want)
+	}
+}
+
+// The report counts the servers' background work by minute of the load, from the counters'
+// growth between the points at the minutes' bounds (summed over the servers), and names
+// the minutes that had any.
+func TestBackgroundByMinute(t *testing.T) {
+	var ps []Point
+	for i := range 19 { // 0 to 180 s, a point every 10 s
+		at := float64(10 * i)
+		var servers []ServerState
+		for s := range 2 {
+			st := ServerState{BackgroundRequests: map[string]int64{"compact": 5 + int64(i)}, BackgroundReadBytes: int64(i) * 1e6}
+			if at > 60 && s == 1 { // the second minute: a rollup on one server, 10 a point
+				st.BackgroundRequests["rollup"] = 10 * int64(min(i, 12)-6)
+			}
+			servers = append(servers, st)
+		}
+		p := Point{At: at, Servers: servers}
+		for _, st := range servers {
+			p.add(st)
+		}
+		ps = append(ps, p)
+	}
+	got := backgroundByMinute(ps, 150*time.Second)
+	want := []BackgroundMinute{
+		{Requests: map[string]int64{"compact": 12}, ReadBytes: 12e6},
+		{Requests: map[string]int64{"compact": 12, "rollup": 60}, ReadBytes: 12e6},
+		{Requests: map[string]int64{"compact": 6}, ReadBytes: 6e6}, // 120 to 150 s
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("by minute %+v, want %+v", got, want)
+	}
+	if text := backgroundText(got); text != "1: compact 12, 12 MB; 2: rollup 60, compact 12, 12 MB; 3: compact 6, 6 MB" {
+		t.Errorf("text %q", text)
+	}
+	if text := backgroundText([]BackgroundMinute{{}, {ReadBytes: 3}}); text != "none" {
+		t.Errorf("text of minutes without requests %q, want none", text)
 	}
 }
 
