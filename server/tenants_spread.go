@@ -27,6 +27,14 @@ const DefaultSpread = 5 * time.Minute
 // as fast as the account allowed, and most answers over 2.5 s fell in those seconds.
 const DefaultFoldPace = time.Minute
 
+// DefaultRollupPace is the default of tablets serve's --background.rollup-pace
+// (tsdb.Options.RollupPace): a tenant's rollup of the windows sealed since the last one
+// takes at least a minute, as a fold does, the time between two tenants' starts where the
+// spread (DefaultSpread) ranks four. Unpaced, each of the soak's tenants' rollups kept
+// Azurite's one thread busy for 20 to 25 s (docs/soak.md, run 149), and the answers over
+// 2.5 s gathered in those minutes.
+const DefaultRollupPace = time.Minute
+
 // spreadOf is the share of spread that database name's fold and rollups wait: a fraction of
 // it fixed by the name (FNV-1a), so that every server of the account gives the database the
 // same delay.

@@ -132,7 +132,8 @@ func HistogramQuantile(q float64, h *FloatHistogram) float64 { return tiers.Hist
 // query per raw table, a request per 1,000 chunks), the histogram samples (a read of many
 // series a request, a few dozen series at a time, after the blocks), then it writes a
 // transaction per series and tier table whose blocks changed; a series whose write meets a
-// change is rolled up again by itself.
+// change is rolled up again by itself. With Options.RollupPace, a Rollup of windows sealed in
+// the last hour begins its groups of series evenly over the pace.
 func (db *DB) Rollup(ctx context.Context, from, to time.Time) error {
 	return db.tiers.Rollup(ctx, from, to)
 }

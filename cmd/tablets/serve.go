@@ -42,6 +42,7 @@ type serveFlags struct {
 	backgroundServers                 int
 	backgroundSpread                  time.Duration
 	backgroundFoldPace                time.Duration
+	backgroundRollupPace              time.Duration
 	stagingReadBytes                  int64
 	stagingFoldBytes                  int64
 	stagingCacheBytes                 int64
@@ -150,6 +151,7 @@ See docs/rules.md.`,
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
 	f.DurationVar(&sf.backgroundSpread, "background.spread", server.DefaultSpread, "how far apart the tenants' folds and rollups begin: each tenant's waits a share of it, by its rank in tenants.allow where that names the tenants, else fixed by its database's name (the same on every server either way), so that the account does not serve every tenant's at once; at most 10m, 0: none")
 	f.DurationVar(&sf.backgroundFoldPace, "background.fold-pace", server.DefaultFoldPace, "the least time a tenant's fold of a 10-minute bucket takes: its series' writes begin evenly over it, so that the account serves the queries meanwhile (a fold catching up on several buckets is not paced); at most 5m, 0: as fast as the account allows")
+	f.DurationVar(&sf.backgroundRollupPace, "background.rollup-pace", server.DefaultRollupPace, "the least time a tenant's rollup of the windows sealed in the last hour takes: its groups of series begin evenly over it, so that the account serves the queries meanwhile (a rollup catching up on older windows is not paced); at most 5m, 0: as fast as the account allows")
 	f.IntVar(&sf.backgroundServers, "background.max-servers", 0, "servers of one database that run background work (folds, rollups, compactions, retention) at once, each holding a slot of a lease in the database's catalog; the others serve writes and queries only, and take a slot when one is given back, or a minute after its holder was killed; 0: every server runs its own (each task under its own lease)")
 	f.IntVar(&sf.backgroundJobs, "background.max-jobs", server.DefaultMaxBackgroundJobs, "background jobs (a fold, a slice of a rollup or compaction, a retention pass) running at once, all tenants together; more wait their turn; folds go first, with a slot of their own, but take at most half")
 	f.StringVar(&sf.memoryLimit, "memory-limit", "auto", "the Go runtime's soft memory limit, as GOMEMLIMIT: a size (512MiB, 2GiB), none, or auto: GOMEMLIMIT if set, else 90% of the cgroup's memory limit if any (as Prometheus' --auto-gomemlimit)")
@@ -387,6 +389,10 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 		return usageErrorf(cmd, "--background.fold-pace %v is not from 0 to %v", sf.backgroundFoldPace, tsdb.MaxFoldPace)
 	}
 	dbOpts.FoldPace = sf.backgroundFoldPace
+	if sf.backgroundRollupPace < 0 || sf.backgroundRollupPace > tsdb.MaxRollupPace {
+		return usageErrorf(cmd, "--background.rollup-pace %v is not from 0 to %v", sf.backgroundRollupPace, tsdb.MaxRollupPace)
+	}
+	dbOpts.RollupPace = sf.backgroundRollupPace
 	if sf.backgroundServers < 0 {
 		return usageErrorf(cmd, "--background.max-servers must not be negative")
 	}

@@ -53,3 +53,12 @@ func TestServeFoldPaceChecked(t *testing.T) {
 		assert.Contains(t, r.stderr, "--background.fold-pace "+v+" is not from 0 to 5m0s", v)
 	}
 }
+
+// --background.rollup-pace outside [0, 5m] is refused before anything starts.
+func TestServeRollupPaceChecked(t *testing.T) {
+	for _, v := range []string{"-1s", "5m1s"} {
+		r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--listen", "256.0.0.1:1", "--background.rollup-pace", v)
+		assert.Equal(t, exitUsage, r.code, v)
+		assert.Contains(t, r.stderr, "--background.rollup-pace "+v+" is not from 0 to 5m0s", v)
+	}
+}

@@ -52,6 +52,9 @@ type Config struct {
 	// Compute bounds the rollup's computing (nil: the process's default, half its cores,
 	// shared by every Tiers that names none).
 	Compute *ComputeLimit
+	// Pace is the least time a batched Rollup of recent windows takes (Options.RollupPace;
+	// 0: none): see rollupPacer.
+	Pace time.Duration
 }
 
 // Reads are what the tiers read of the other parts of the database, given as functions:
