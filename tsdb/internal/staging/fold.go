@@ -127,7 +127,7 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	}
 	horizon := BucketOf(f.now().Add(-foldMargin - f.delay))
 	report := FoldReport{Through: time.Unix(int64(horizon), 0).UTC()}
-	keys, points, err := f.listStaged(ctx, horizon)
+	keys, points, _, err := f.listStaged(ctx, horizon)
 	if err != nil || len(keys) == 0 {
 		return report, err
 	}
@@ -137,8 +137,23 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	}
 	defer lease.Release(context.WithoutCancel(ctx))
 	// Listed again under the lease: what a fold that held it before deleted is not listed.
-	if keys, points, err = f.listStaged(ctx, horizon); err != nil || len(keys) == 0 {
+	keys, points, listedETags, err := f.listStaged(ctx, horizon)
+	if err != nil || len(keys) == 0 {
 		return report, err
+	}
+	// A Fold cut off in its deletes (an outage, a process killed) left entities it had
+	// folded: their samples are in the raw tables and its change in the raw change log.
+	// Written again, their samples would be a second change whose receipt no reader's
+	// listing matches (it knew the entities the first Fold read, not those it left), and
+	// every server would read the Fold's minutes of every series back from the raw tables
+	// (docs/soak.md, run 149: Azurite busy for minutes, answers taking a minute). So those
+	// entities are only deleted.
+	done, err := f.staging.foldedBefore(ctx, horizon, listedETags)
+	if err != nil {
+		return report, err
+	}
+	if done {
+		return report, f.finishDeletes(ctx, keys, &report)
 	}
 	listed := map[[2]string]bool{}
 	for pk, rks := range keys {
@@ -178,25 +193,36 @@ func (f *Folder) Run(ctx context.Context) (FoldReport, error) {
 	}
 	if receipt != nil {
 		f.staging.folds.keep(receipt.Digest, wrote)
+		// What the rounds read, before any delete: a Fold after one cut off in its deletes
+		// only finishes them (foldedBefore).
+		if err := f.staging.recordFoldEntities(ctx, horizon, read[0]); err != nil {
+			return report, err
+		}
 	}
+	return report, f.finishDeletes(ctx, keys, &report)
+}
+
+// finishDeletes records in the folds' log that the Fold deletes, deletes the entities of
+// keys, records the change in the staging log, and counts them in report.
+func (f *Folder) finishDeletes(ctx context.Context, keys map[string][]string, report *FoldReport) error {
 	// Recorded in the folds' log before any entity leaves: a listing that finds it where
 	// a listing before found it lacks no entity this Fold moved (listing.go, logAfter).
 	if err := f.staging.recordFoldBegun(ctx); err != nil {
-		return report, fmt.Errorf("tsdb: fold: %w", err)
+		return fmt.Errorf("tsdb: fold: %w", err)
 	}
 	// Recorded in the staging log after the entities left, deleted or not (some may be
 	// gone): a process that listed the table before lists it whole again.
-	err = f.deleteFolded(ctx, keys)
+	err := f.deleteFolded(ctx, keys)
 	if rerr := f.staging.recordChanged(ctx); err == nil && rerr != nil {
 		err = fmt.Errorf("tsdb: fold: %w", rerr)
 	}
 	if err != nil {
-		return report, err
+		return err
 	}
 	for _, rks := range keys {
 		report.Entities += len(rks)
 	}
-	return report, nil
+	return nil
 }
 
 // roundSpan is how long each of rounds spreads its writes over (batch.RunPaced): its share
@@ -243,26 +269,28 @@ func receiptOf(read []map[[2]string]string, horizon uint64) *changelog.Receipt {
 	return receipt
 }
 
-// listStaged lists the keys of the staging entities before horizon, by PartitionKey, and
-// counts their points.
-func (f *Folder) listStaged(ctx context.Context, horizon uint64) (map[string][]string, int, error) {
+// listStaged lists the keys of the staging entities before horizon, by PartitionKey, counts
+// their points, and returns their ETags by key.
+func (f *Folder) listStaged(ctx context.Context, horizon uint64) (map[string][]string, int, map[[2]string]string, error) {
 	q := pager.SubQuery{Filter: BucketsBefore(horizon), Select: "PartitionKey,RowKey," + CountProp + "," + VersionProp}
 	keys := map[string][]string{}
+	etags := map[[2]string]string{}
 	points := 0
 	var e entity.Entity
 	for page, err := range pager.Each(ctx, f.staging.client, q, 0) {
 		if azerr.IsTableGone(err) {
-			return nil, 0, nil
+			return nil, 0, nil, nil
 		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("tsdb: fold: list staged: %w", err)
+			return nil, 0, nil, fmt.Errorf("tsdb: fold: list staged: %w", err)
 		}
 		for _, raw := range page.Entities {
 			if err := e.Decode(raw); err != nil {
-				return nil, 0, fmt.Errorf("tsdb: fold: list staged: %w", err)
+				return nil, 0, nil, fmt.Errorf("tsdb: fold: list staged: %w", err)
 			}
 			pk := string(e.PartitionKey)
 			keys[pk] = append(keys[pk], string(e.RowKey))
+			etags[[2]string{pk, string(e.RowKey)}] = string(e.ETag)
 			n, weight := 0, 1
 			for _, p := range e.Props {
 				switch string(p.Name) {
@@ -277,7 +305,7 @@ func (f *Folder) listStaged(ctx context.Context, horizon uint64) (map[string][]s
 			points += n * weight
 		}
 	}
-	return keys, points, nil
+	return keys, points, etags, nil
 }
 
 // foldRound folds the series of columns [lo, hi) of the staging entities before horizon,
