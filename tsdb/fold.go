@@ -37,7 +37,11 @@ var ErrFoldBusy = sentinel.ErrFoldBusy
 // ErrFoldBusy while another holds it. Fold is idempotent and safe to kill at any moment:
 // points written twice are the same points (a read keeps one per time), an entity not
 // deleted is folded again by the next Fold, and a lease not released ends by itself. Points
-// of a period that Retain dropped meanwhile are left out.
+// of a period that Retain dropped meanwhile are left out. Before it deletes, a Fold records
+// the entities it read at their ETags (docs/format.md, "The folds' entities"): the next Fold
+// of the same buckets that finds only those, at those ETags (the first was cut off in its
+// deletes), deletes them without writing their samples again, so that no second change
+// makes every reader read the Fold's minutes back.
 func (db *DB) Fold(ctx context.Context) (FoldReport, error) { return db.fold.Run(ctx) }
 
 // FoldsKept returns how many of its last Folds this DB keeps what they wrote of, and the
