@@ -9,8 +9,8 @@ import (
 )
 
 // A RollupPace outside [0, MaxRollupPace] is refused before any request; the bounds are
-// taken. (How a pace spreads a Rollup's groups, and which Rollups it paces: the tiers'
-// TestRollupPaceWait and TestRollupPacer.)
+// taken. (How a pace spreads a Rollup's groups, and which Rollups it paces: internal/batch's
+// TestPaceWait and the tiers' TestRollupPacer.)
 func TestRollupPaceChecked(t *testing.T) {
 	for _, d := range []time.Duration{-time.Second, MaxRollupPace + time.Second} {
 		if err := CheckOptions("rpace", &Options{RollupPace: d}); !errors.Is(err, tablets.ErrInvalidOptions) {

@@ -338,29 +338,14 @@ func RunPaced(ctx context.Context, concurrency, n int, span time.Duration, do fu
 	}
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
-	began := time.Now()
-	var pace *time.Timer
-	defer func() {
-		if pace != nil {
-			pace.Stop()
-		}
-	}()
+	pace := NewPace(span, n)
 	for i := range n {
 		if errs[i] = ctx.Err(); errs[i] != nil {
 			continue // a free slot and a done ctx at once: select would pick either
 		}
-		if wait := time.Until(began.Add(span * time.Duration(i) / time.Duration(n))); span > 0 && wait > 0 {
-			if pace == nil {
-				pace = time.NewTimer(wait)
-			} else {
-				pace.Reset(wait)
-			}
-			select {
-			case <-pace.C:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				continue
-			}
+		if pace.Wait(ctx, i) != nil {
+			errs[i] = ctx.Err()
+			continue
 		}
 		select {
 		case sem <- struct{}{}:
@@ -377,6 +362,46 @@ func RunPaced(ctx context.Context, concurrency, n int, span time.Duration, do fu
 	}
 	wg.Wait()
 	return errs
+}
+
+// A Pace spreads n works evenly over a span from when it was made: work i may begin no
+// earlier than span*i/n after (RunPaced's transactions, a Rollup's groups). The zero Pace
+// waits for nothing.
+type Pace struct {
+	began time.Time
+	span  time.Duration
+	n     int
+}
+
+// NewPace returns the Pace of n works over span, beginning now (span <= 0: none).
+func NewPace(span time.Duration, n int) Pace {
+	if span <= 0 || n <= 0 {
+		return Pace{}
+	}
+	return Pace{began: time.Now(), span: span, n: n}
+}
+
+// Paced reports whether p waits at all.
+func (p Pace) Paced() bool { return p.span > 0 }
+
+// Wait returns once work i may begin (at once for i <= 0, or where that is past), or with
+// ctx's cause.
+func (p Pace) Wait(ctx context.Context, i int) error {
+	if p.span <= 0 || i <= 0 {
+		return nil
+	}
+	d := time.Until(p.began.Add(p.span * time.Duration(i) / time.Duration(p.n)))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // DeleteRows deletes entities of one partition in one transaction (at most

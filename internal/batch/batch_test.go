@@ -228,3 +228,38 @@ func TestRunPaced(t *testing.T) {
 		require.Zero(t, time.Since(began), "no span, no wait")
 	})
 }
+
+// A Pace's wait for the i-th of n works ends span*i/n after the Pace was made, at once
+// where that is past, and early with the context's cause; the zero Pace never waits.
+func TestPaceWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		began := time.Now()
+		p := NewPace(60*time.Second, 12)
+		for _, c := range []struct {
+			i  int
+			at time.Duration // since began, after the wait
+		}{{0, 0}, {3, 15 * time.Second}, {6, 30 * time.Second}, {4, 30 * time.Second}, {12, 60 * time.Second}} {
+			if err := p.Wait(ctx, c.i); err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Since(began); got != c.at {
+				t.Errorf("after the wait for %d of 12: %v since the first, want %v", c.i, got, c.at)
+			}
+		}
+		for _, unpaced := range []Pace{{}, NewPace(0, 5), NewPace(time.Minute, 0)} {
+			began := time.Now()
+			if err := unpaced.Wait(ctx, 5); err != nil || time.Since(began) != 0 || unpaced.Paced() {
+				t.Errorf("unpaced %+v: waited %v, %v", unpaced, time.Since(began), err)
+			}
+		}
+		cause := errors.New("the server stops")
+		ctx, cancel := context.WithCancelCause(ctx)
+		time.AfterFunc(time.Second, func() { cancel(cause) })
+		began = time.Now()
+		p = NewPace(time.Minute, 2)
+		if err := p.Wait(ctx, 1); !errors.Is(err, cause) || time.Since(began) != time.Second {
+			t.Errorf("a cancelled wait: %v after %v, want the cause after 1s", err, time.Since(began))
+		}
+	})
+}

@@ -107,7 +107,7 @@ func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64, 
 		}
 		for g := 0; g < len(names); {
 			n := min(group, len(names)-g)
-			if err := pace.wait(ctx, k*len(names)+g); err != nil {
+			if err := pace.Wait(ctx, k*len(names)+g); err != nil {
 				return true, err
 			}
 			size, err := tr.rollupGroup(ctx, names[g:g+n], n == len(names), raw, w)
@@ -129,45 +129,18 @@ const pacedLag = time.Hour
 
 // rollupPacer is the pace of a batched Rollup of works series-slices whose range ends at to:
 // its groups begin evenly over Config.Pace, the k-th of works no earlier than Pace*k/works
-// after the first. Unpaced, a tenant's rollup in the soak (18,746 series, a day's block of
+// after the first, by the wall clock (it is the account's time that pacing shares, whatever
+// the database's Now). Unpaced, a tenant's rollup in the soak (18,746 series, a day's block of
 // minutes and a fortnight's of hours each, about 400 transactions of 100 blocks) kept
 // Azurite's one thread busy for 20 to 25 s (docs/soak.md, run 149): the blocks read whole
 // and written back whole, 44 MB each way, and every query's requests waited behind them.
 // A Rollup whose range ended long ago (a catch-up: pacedLag past the seal delay) is not
 // paced: its windows are late already.
-func (tr *Tiers) rollupPacer(to time.Time, works int) rollupPace {
-	if tr.cfg.Pace <= 0 || works == 0 || tr.now().Sub(to) > tr.cfg.SealDelay+pacedLag {
-		return rollupPace{}
+func (tr *Tiers) rollupPacer(to time.Time, works int) batch.Pace {
+	if tr.now().Sub(to) > tr.cfg.SealDelay+pacedLag {
+		return batch.Pace{}
 	}
-	return rollupPace{began: time.Now(), span: tr.cfg.Pace, works: works}
-}
-
-// rollupPace spreads a Rollup's groups over span (zero: none), by the wall clock: it is the
-// account's time that pacing shares, whatever the database's Now.
-type rollupPace struct {
-	began time.Time
-	span  time.Duration
-	works int
-}
-
-// wait returns once done of the works may have begun (span*done/works after began), or with
-// ctx's cause.
-func (p rollupPace) wait(ctx context.Context, done int) error {
-	if p.span <= 0 || done <= 0 {
-		return nil
-	}
-	d := time.Until(p.began.Add(p.span * time.Duration(done) / time.Duration(p.works)))
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
+	return batch.NewPace(tr.cfg.Pace, works)
 }
 
 // nextGroup is how many series the group after one of n series whose blocks took size
