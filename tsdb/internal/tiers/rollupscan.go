@@ -84,18 +84,22 @@ func (tr *Tiers) scanRollup(ctx context.Context, names []string, lo, hi uint64, 
 		return true, err
 	}
 	starts := slices.Compact(slices.Sorted(slices.Values(append(sliceStarts(spans, lo, hi, block), sliceStarts(hist, lo, hi, block)...))))
-	var work []uint64 // the slices with windows to compute
+	// The slices with windows to compute, and those windows, as of now: a window only
+	// overlapped that seals while a paced Rollup goes on is the next range's to write.
+	type slice struct {
+		start   uint64
+		windows rollupWindows
+	}
+	var work []slice
+	now := tr.now()
 	for _, s := range starts {
-		if !tr.windowsToRoll(from, to, s, s+span, tr.now()).none() {
-			work = append(work, s)
+		if w := tr.windowsToRoll(from, to, s, s+span, now); !w.none() {
+			work = append(work, slice{s, w})
 		}
 	}
 	pace := tr.rollupPacer(to, len(work)*len(names))
-	for k, s := range work {
-		w := tr.windowsToRoll(from, to, s, s+span, tr.now())
-		if w.none() {
-			continue
-		}
+	for k, sl := range work {
+		s, w := sl.start, sl.windows
 		var raw []rawSpan
 		for i, sp := range spans {
 			if sp.From.Before(times.At(w.hi)) && sp.To.After(times.At(w.lo)) {
