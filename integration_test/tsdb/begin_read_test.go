@@ -2,7 +2,6 @@ package tsdb
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -308,12 +307,7 @@ func (f *fetchBesideLog) Do(req *http.Request) (*http.Response, error) {
 func memSeries(t *testing.T, d *tsdb.DB) ([]string, func(at time.Time, v float64)) {
 	t.Helper()
 	ctx := context.Background()
-	keys := make([]string, 40)
-	for i := range keys {
-		k, err := d.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "mem", "i", fmt.Sprint(i)))
-		require.NoError(t, err)
-		keys[i] = k
-	}
+	keys := seriesNumbered(t, d, "mem", 40)
 	return keys, func(at time.Time, v float64) {
 		t.Helper()
 		batch := make([]tsdb.SeriesPoints, len(keys))

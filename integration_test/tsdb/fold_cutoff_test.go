@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -33,12 +32,7 @@ func TestTSDBFoldCutOffInItsDeletes(t *testing.T) {
 	base := time.Date(2024, 5, 23, 0, 0, 0, 0, time.UTC)
 	clk := clock.New(base.Add(19 * time.Hour))
 	opts, db, checker, other, fresh := warmAndPlainServers(t, clk)
-	keys := make([]string, 60)
-	for i := range keys {
-		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "req", "i", fmt.Sprint(i)))
-		require.NoError(t, err)
-		keys[i] = k
-	}
+	keys := seriesNumbered(t, other, "req", 60)
 	// 20 minutes of scrapes, 19:00 to 19:20: two arrival buckets, each of its own
 	// partition, so a delete transaction each.
 	for range 4 * 20 {

@@ -31,19 +31,9 @@ func TestTSDBFoldReceipts(t *testing.T) {
 	clk := clock.New(base.Add(19 * time.Hour))
 	opts, db, checker, other, fresh := warmAndPlainServers(t, clk)
 
-	keys := make([]string, 210)
-	for i := range keys {
-		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "req", "i", fmt.Sprint(i)))
-		require.NoError(t, err)
-		keys[i] = k
-	}
+	keys := seriesNumbered(t, other, "req", 210)
 	// And 20 series of native histograms.
-	histKeys := make([]string, 20)
-	for i := range histKeys {
-		k, err := other.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "lat", "i", fmt.Sprint(i)))
-		require.NoError(t, err)
-		histKeys[i] = k
-	}
+	histKeys := seriesNumbered(t, other, "lat", 20)
 	// scrape writes every series' sample at the clock's time, as a remote write does (one
 	// a series: staged), and moves the clock 15 s on.
 	scraped := 0
@@ -190,12 +180,7 @@ func TestTSDBFoldKeepsWhatItWrote(t *testing.T) {
 	other := reopen(t, svc, db.Name(), plain)
 	fresh := func() *tsdb.DB { return reopen(t, svc, db.Name(), plain) }
 
-	keys := make([]string, 120)
-	for i := range keys {
-		k, err := db.SeriesOf(ctx, tsdb.LabelsFromStrings(tsdb.MetricName, "req", "i", fmt.Sprint(i)))
-		require.NoError(t, err)
-		keys[i] = k
-	}
+	keys := seriesNumbered(t, db, "req", 120)
 	scrape := func(minutes int) {
 		t.Helper()
 		for range 4 * minutes {
@@ -252,6 +237,19 @@ func TestTSDBFoldKeepsWhatItWrote(t *testing.T) {
 	_, took = refresh("after another's fold")
 	require.Zero(t, took)
 	require.GreaterOrEqual(t, opts.RawCache.Stats().Misses-misses, uint64(len(keys)))
+}
+
+// seriesNumbered registers n series of metric in d, numbered by label i (0 to n-1), with
+// the labels extra besides (name, value, ...), and returns their keys in that order.
+func seriesNumbered(t *testing.T, d *tsdb.DB, metric string, n int, extra ...string) []string {
+	t.Helper()
+	keys := make([]string, n)
+	for i := range keys {
+		k, err := d.SeriesOf(context.Background(), tsdb.LabelsFromStrings(append([]string{tsdb.MetricName, metric, "i", fmt.Sprint(i)}, extra...)...))
+		require.NoError(t, err)
+		keys[i] = k
+	}
+	return keys
 }
 
 // warmAndPlainServers opens a new database at clk's time as db, a server with a raw, a
