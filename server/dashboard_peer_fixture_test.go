@@ -392,9 +392,24 @@ func (fx *dashFixture) newKeepingServer(tb testing.TB) (*server.Server, *server.
 	return fx.newServerOf(tb, nil, true)
 }
 
+// newWarmedServer is a newServer whose database first warmed its caches up as tablets
+// serve's does when it starts (tsdb.DB.Warm from server.DefaultWarmCache before the
+// dashboard's now): a server started a while before the dashboard is opened.
+func (fx *dashFixture) newWarmedServer(tb testing.TB) *server.Server {
+	db := fx.openDB(tb)
+	_, err := db.Warm(context.Background(), fx.now.Add(-server.DefaultWarmCache))
+	require.NoError(tb, err)
+	s, _ := fx.serverOf(tb, db, nil, false)
+	return s
+}
+
 func (fx *dashFixture) newServerOf(tb testing.TB, store *promstore.Options, keep bool) (*server.Server, *server.ResultsCache) {
+	return fx.serverOf(tb, fx.openDB(tb), store, keep)
+}
+
+func (fx *dashFixture) serverOf(tb testing.TB, db *tsdb.DB, store *promstore.Options, keep bool) (*server.Server, *server.ResultsCache) {
 	cache := server.NewResultsCache(server.DefaultResultsCacheBytes)
-	s, err := server.New(fx.openDB(tb), &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, Store: store,
+	s, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1, Store: store,
 		Query: &api.Options{ResultsCache: cache, KeepAnswers: keep,
 			Now: func() time.Time { return fx.now.Add(dashRefreshAfter) }}})
 	require.NoError(tb, err)

@@ -314,6 +314,12 @@ func BenchmarkDashboardPeer(b *testing.B) {
 				report(b, fx.checker.Stats(), cpuTime()-cpu0)
 			}
 			b.Run("tablets-first", func(b *testing.B) { first(b, nil) })
+			b.Run("tablets-first-warmed", func(b *testing.B) {
+				onNew(b, func() *server.Server { return fx.newWarmedServer(b) }, func(s *server.Server) error {
+					_, err := p.askTablets(s, fx.now)
+					return err
+				})
+			})
 			b.Run("tablets-refresh", func(b *testing.B) { refresh(b, warm) })
 			if p.kind == dashRange && !bytes.Contains(bodies[i], []byte(`"histograms"`)) { // answers with histograms are not kept
 				// Another server answered p and kept its answer in the database: a server

@@ -11,9 +11,11 @@ import (
 // and logs of the background tasks name it.
 const TaskWarm = "warm"
 
-// DefaultWarmCache is how far back Run's warm-up reads by default (Options.WarmCache): the
-// 1-hour panels of a dashboard, with the ranges of their rates.
-const DefaultWarmCache = 2 * time.Hour
+// DefaultWarmCache is how far back Run's warm-up reads by default (Options.WarmCache):
+// Grafana's default range, the last 6 hours, and the ranges of its panels' rates before
+// it, whose first runs then read only what changed since (the raw cache takes at most half
+// its bound all the same).
+const DefaultWarmCache = 6*time.Hour + 15*time.Minute
 
 // warm warms the database up once, when Run starts (tsdb.DB.Warm): the present period's
 // index registrations and label sets, and the float points of the last WarmCache into the
@@ -33,7 +35,7 @@ func (s *Server) warm(ctx context.Context) {
 		rep, err := s.db.Warm(ctx, from)
 		if err == nil {
 			s.log.Info("warmed the caches up", "from", from, "series", rep.Series, "points", rep.Points,
-				"bytes", rep.Bytes, "full", rep.Full, "metrics", rep.Metrics, "took", time.Since(started).Round(time.Millisecond))
+				"bytes", rep.Bytes, "full", rep.Full, "metrics", rep.Metrics, "staged", rep.Staged, "took", time.Since(started).Round(time.Millisecond))
 		}
 		return err
 	})

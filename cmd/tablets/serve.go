@@ -169,7 +169,7 @@ See docs/rules.md.`,
 	f.DurationVar(&sf.foldEvery, "fold-interval", 0, "how often to fold the points remote writes stage into the raw tables, a transaction a series (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupEvery, "rollup-every", 0, "how often to roll up the tier windows sealed since the last rollup (0: 1h; negative: never)")
 	f.DurationVar(&sf.rollupGrain, "rollup-grain", 0, "the span of sealed windows a rollup waits for: rollups cover whole spans of it, so that one every minute runs at every quarter of an hour (each rewrites every series' day block of the minute tier; 0: 15m; negative: none, every tick rolls up)")
-	f.DurationVar(&sf.warmCache, "warm-cache", 0, "how far back each tenant's raw points are read into the raw cache when the server starts, with one scan of the raw tables, so that the first dashboards are answered from it (at most half of --raw.cache-bytes; 0: 2h; negative: none)")
+	f.DurationVar(&sf.warmCache, "warm-cache", 0, "how far back each tenant's raw points are read into the raw cache when the server starts, with one scan of the raw tables, and its staged samples into the staging cache, so that the first dashboards are answered from them (at most half of --raw.cache-bytes; 0: 6h, Grafana's default range; negative: none)")
 	f.DurationVar(&sf.rollupCatchUp, "rollup-catch-up", 0, "how far back the first rollup of a database starts (0: 72h; never past --raw-retention)")
 	f.DurationVar(&sf.compactEvery, "compact-every", 0, "how often to compact the chunks written since the last compaction (0: 5m; negative: never)")
 	f.DurationVar(&sf.compactCatchUp, "compact-catch-up", 0, "how far back the first compaction of a database starts (0: 24h)")
