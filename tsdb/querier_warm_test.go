@@ -3,6 +3,10 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,4 +183,77 @@ func TestWarmOfAYoungTable(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got)
 	require.Zero(t, k.reads.n.Load(), "raw table queries of the period after the warm-up")
+}
+
+// A warm-up brings the staged entities of the last warmStaged into the staging cache, whole,
+// with one query of the table and a listing: a Select of the staged minutes after it
+// fetches none of them (it lists only what was written since), and answers exactly. A
+// write by another process after the warm-up (new entities) is fetched by the next Select,
+// and only it.
+func TestWarmFillsTheStagingCache(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	now := querierBase.Add(47 * time.Hour)
+	base := now.Add(-40 * time.Minute)
+	k := newKeyRangeDB(t, "ws", now, base)
+	k.reads.table = k.name + "w" // the staging table
+	all, keys, want := denseSeries(t, k.DB, 120, 100, base, 8, 5*time.Minute)
+	require.NoError(t, k.WriteMany(ctx, all)) // staged: the clock is past none of their buckets
+	db, q := k.openStagingCached(t)
+
+	var mu sync.Mutex
+	var whole, columns int // staging queries without a $select, and of some columns
+	isFetch := regexp.MustCompile(`,V,c[0-9]`)
+	k.reads.before = func(req *http.Request) {
+		sel := req.URL.Query().Get("$select")
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case sel == "":
+			whole++
+		case isFetch.MatchString(sel):
+			columns++
+		}
+	}
+	fetches := func() [2]int {
+		mu.Lock()
+		defer mu.Unlock()
+		f := [2]int{whole, columns}
+		whole, columns = 0, 0
+		return f
+	}
+	rep, err := db.Warm(ctx, now.Add(-2*time.Hour))
+	require.NoError(t, err)
+	require.Positive(t, rep.Staged, "staging entities warmed")
+	require.Equal(t, [2]int{1, 0}, fetches(), "the warm-up's fetches whole and of columns: one query of the table")
+	warmed := db.opts.StagingCache.Stats().Bytes
+	require.Positive(t, warmed)
+
+	got, err := selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, [2]int{0, 0}, fetches(), "fetches whole and of columns of the Select after the warm-up")
+
+	// Another process writes a point of a series: its entity is new, fetched by the next
+	// Select, and the point is in the answer.
+	late := now.Add(-time.Minute)
+	require.NoError(t, k.WriteMany(ctx, []SeriesPoints{{Series: keys["007"], Points: []tablets.Point{{Time: late, Value: -7}}}}))
+	got, err = selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	require.Equal(t, append(slices.Clone(want["007"]), fmt.Sprintf("%d:-7", late.UnixMilli())), got["007"], "the point written after the warm-up")
+	f := fetches()
+	require.Equal(t, 1, f[0]+f[1], "fetches of the Select after another process's write: its entity's")
+
+	// Staged samples older than warmStaged are left to the queries: a database whose
+	// staged samples all are warms none of them.
+	k2 := newKeyRangeDB(t, "wo", now, base)
+	old, _, _ := denseSeries(t, k2.DB, 20, 20, now.Add(-3*time.Hour), 4, 5*time.Minute)
+	require.NoError(t, k2.WriteMany(ctx, old))
+	db2, _ := k2.openStagingCached(t)
+	rep, err = db2.Warm(ctx, now.Add(-4*time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, rep.Staged, "staging entities warmed, of samples older than warmStaged")
+	require.Zero(t, db2.opts.StagingCache.Stats().Bytes)
 }
