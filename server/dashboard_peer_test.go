@@ -229,7 +229,9 @@ const dashClients = 6
 
 // BenchmarkDashboardPeer: each panel of TestDashboardPeer's dashboard answered by tablets
 // from a server just started (tablets-first: fresh caches, a new server an iteration, made
-// with the timer stopped), by a server that answered it before (tablets-refresh), by a
+// with the timer stopped), by a server just started that warmed its caches up as tablets
+// serve's does before it serves (tablets-first-warmed: tsdb.DB.Warm, with the timer
+// stopped), by a server that answered it before (tablets-refresh), by a
 // server just started that finds the answer another server kept in the database (a range
 // query's: tablets-first-kept, api.Options.KeepAnswers), and by
 // Prometheus' engine over its tsdb (prometheus: ms/op is the engine's answer and its JSON
