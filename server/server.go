@@ -9,7 +9,7 @@
 //	                                over a storage.Queryable of the database (package promstore)
 //	/prometheus/config/v1/rules...  the ruler configuration API of Cortex and Mimir: rule
 //	                                groups stored in the database (Options.Ruler, ruler.go)
-//	GET /-/healthy, /-/ready        liveness; readiness (the catalog answers)
+//	GET /-/healthy, /-/ready        liveness; readiness (the catalog answers, Run's warm-up is over)
 //	GET /metrics                    the server's own metrics
 //
 // Run keeps the database in shape beside the endpoints: folding the staged points of remote
@@ -99,7 +99,10 @@ type Options struct {
 	// the raw tables by ranges of keys, so that the first dashboards after a start are
 	// answered from the cache; the warm-up also reads the present period's index into the
 	// registrations, which the first writes would, and into the index cache (tsdb.DB.Warm).
-	// It stops once the raw cache, shared by a process's tenants, is half full.
+	// It stops once the raw cache, shared by a process's tenants, is half full. While it
+	// goes on (at most WarmReady), /-/ready answers 503, as Prometheus' does while it
+	// replays its write-ahead log: a front or an orchestrator sends the queries to a
+	// server that answers them from its caches.
 	WarmCache time.Duration
 	// Jobs, if set, bounds the background jobs running at once, in this server and the
 	// others sharing it (a [Tenants] front shares one among its tenants). nil: no bound.
@@ -205,6 +208,7 @@ type Server struct {
 	covered    *prometheus.GaugeVec
 	rules      *rules.Manager // nil: no rules
 	ruler      *ruler         // nil: no ruler API, no stored rule groups
+	warming    warming        // Run's warm-up, which readiness waits for
 }
 
 // New makes the server of db. Bad options give an error wrapping tablets.ErrInvalidOptions.
@@ -255,7 +259,7 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	if o.Tenant == "" {
 		o.Tenant = limits.DefaultTenant
 	}
-	s := &Server{db: db, opts: o, log: o.Logger}
+	s := &Server{db: db, opts: o, log: o.Logger, warming: warming{ended: make(chan struct{})}}
 	if o.Registerer != nil {
 		s.registry, s.gatherer = o.Registerer, prometheus.Gatherers{}
 	} else {
@@ -324,8 +328,13 @@ func (s *Server) routes() http.Handler {
 	return s.instrumentQueries(mux)
 }
 
-// ready answers 200 when the database's catalog answers: the account is reachable.
+// ready answers 200 when the database's catalog answers (the account is reachable) and
+// Run's warm-up of the caches is over (Options.WarmCache).
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	if s.warmingUp() {
+		http.Error(w, "tablets is not ready: warming its caches up", http.StatusServiceUnavailable)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := s.db.Series(ctx, time.Unix(0, 0), time.Unix(1, 0)); err != nil {
@@ -367,8 +376,10 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("server: %w", err) // New checked the options: a bug
 	}
 	warmed := make(chan struct{})
+	s.warming.begin()
 	go func() {
 		defer close(warmed)
+		defer s.warming.end()
 		s.warm(ctx)
 	}()
 	defer func() { <-warmed }()

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -134,6 +136,9 @@ type Tenants struct {
 	hits      *prometheus.CounterVec
 	refused   *prometheus.CounterVec
 	bodyBytes prometheus.Gauge
+	// started is set once Run started the background work of the tenants opened before
+	// it; warmed once /-/ready found none of those warming up (warmingUp).
+	started, warmed atomic.Bool
 
 	mu      sync.Mutex
 	tenants map[string]*tenant   // opened, or being opened
@@ -325,6 +330,28 @@ func (t *Tenants) registerMetrics() {
 	t.metrics = promhttp.HandlerFor(t.registry, promhttp.HandlerOpts{})
 }
 
+// warmingUp returns a tenant that /-/ready waits for, warming its caches up
+// (Server.warmingUp), or false: of those whose background work Run started at its start.
+// Once none is, a tenant opened later (a new one, or one another server made) warms up
+// behind a front that stays ready, one of many.
+func (t *Tenants) warmingUp() (string, bool) {
+	if t.warmed.Load() {
+		return "", false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(t.tenants))
+	for _, id := range ids {
+		if e := t.tenants[id]; e.srv != nil && e.srv.warmingUp() {
+			return id, true
+		}
+	}
+	if t.started.Load() {
+		t.warmed.Store(true)
+	}
+	return "", false
+}
+
 // Default is the server of the default tenant, the base database's.
 func (t *Tenants) Default() *Server { return t.def }
 
@@ -338,7 +365,14 @@ func (t *Tenants) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case "/metrics":
 		t.metrics.ServeHTTP(w, r)
 		return
-	case "/-/healthy", "/-/ready": // the default database's catalog answers: the account does
+	case "/-/ready":
+		if id, ok := t.warmingUp(); ok {
+			http.Error(w, fmt.Sprintf("tablets is not ready: tenant %q is warming its caches up", id), http.StatusServiceUnavailable)
+			return
+		}
+		t.def.ServeHTTP(w, r) // the default database's catalog answers: the account does
+		return
+	case "/-/healthy":
 		t.def.ServeHTTP(w, r)
 		return
 	}

@@ -136,6 +136,7 @@ func (t *Tenants) Run(ctx context.Context) error {
 		t.startLocked(e)
 	}
 	t.mu.Unlock()
+	t.started.Store(true)
 
 	tick := time.NewTicker(t.opts.ListEvery)
 	defer tick.Stop()

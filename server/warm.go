@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seed71701133/tablets/internal/maintain/schedule"
@@ -16,6 +18,37 @@ const TaskWarm = "warm"
 // it, whose first runs then read only what changed since (the raw cache takes at most half
 // its bound all the same).
 const DefaultWarmCache = 6*time.Hour + 15*time.Minute
+
+// WarmReady bounds how long /-/ready waits for Run's warm-up: a warm-up that reads more
+// than a minute (a large database, an account under load) goes on behind a server that
+// answers, within the 2 minutes a soak or a deploy waits for it.
+const WarmReady = time.Minute
+
+// warming is Run's warm-up, as readiness sees it.
+type warming struct {
+	began   atomic.Int64 // Unix nanoseconds of the wall clock when Run began it; 0: never
+	ended   chan struct{}
+	endOnce sync.Once
+}
+
+func (w *warming) begin() { w.began.CompareAndSwap(0, time.Now().UnixNano()) }
+func (w *warming) end()   { w.endOnce.Do(func() { close(w.ended) }) }
+
+// warmingUp reports whether Run's warm-up of the caches (Options.WarmCache) goes on, begun
+// less than WarmReady ago: /-/ready answers 503 meanwhile. A server whose Run has not begun
+// is not warming up.
+func (s *Server) warmingUp() bool {
+	began := s.warming.began.Load()
+	if began == 0 || time.Since(time.Unix(0, began)) >= WarmReady {
+		return false
+	}
+	select {
+	case <-s.warming.ended:
+		return false
+	default:
+		return true
+	}
+}
 
 // warm warms the database up once, when Run starts (tsdb.DB.Warm): the present period's
 // index registrations and label sets, and the float points of the last WarmCache into the
