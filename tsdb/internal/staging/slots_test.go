@@ -61,12 +61,16 @@ func TestTakenPointsBySlot(t *testing.T) {
 			t.Fatalf("round %d: a new read's arena holds %d points", round, s.taken.len())
 		}
 		want := map[string][]Point{}
-		for i := range takenBlockPoints + 50 {
+		const n = takenFirstPoints + takenBlockPoints + 50 // three blocks
+		for i := range n {
 			slot := int32((i * 7) % 3) // d gets none
 			p := Point{MS: int64(100*round + i), Value: float64(i)}
 			s.take(slot, p)
 			key := s.keys[slot]
 			want[key] = append(want[key], p)
+		}
+		if s.taken.len() != n {
+			t.Errorf("round %d: %d points taken, want %d", round, s.taken.len(), n)
 		}
 		got := s.found()
 		if len(got) != 3 {
