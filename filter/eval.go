@@ -9,6 +9,15 @@ import (
 // of a property the entity lacks is false (whatever the operator, as in Azure); the empty
 // Expr is true. Strings are compared as by [CompareUTF16].
 func (e Expr) Eval(props map[string]string) bool {
+	return e.EvalFunc(func(prop string) (string, bool) {
+		v, ok := props[prop]
+		return v, ok
+	})
+}
+
+// EvalFunc is Eval of an entity whose property prop is prop(prop) (false: the entity lacks
+// it): a caller that keeps its properties as fields evaluates e without a map of them.
+func (e Expr) EvalFunc(prop func(string) (string, bool)) bool {
 	n := e.n
 	if n == nil {
 		return true
@@ -16,20 +25,20 @@ func (e Expr) Eval(props map[string]string) bool {
 	switch n.kind {
 	case kindAnd:
 		for _, x := range n.kids {
-			if !x.Eval(props) {
+			if !x.EvalFunc(prop) {
 				return false
 			}
 		}
 		return true
 	case kindOr:
 		for _, x := range n.kids {
-			if x.Eval(props) {
+			if x.EvalFunc(prop) {
 				return true
 			}
 		}
 		return false
 	}
-	v, ok := props[n.prop]
+	v, ok := prop(n.prop)
 	if !ok {
 		return false
 	}

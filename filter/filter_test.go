@@ -214,7 +214,16 @@ func TestEval(t *testing.T) {
 		{Or(Eq("PartitionKey", "x"), Eq("RowKey", "0006")), false},
 		{Or(), false},
 	}
+	// EvalFunc of the same entity, its properties given by a func, as Eval of the map.
+	asked := map[string]bool{}
+	prop := func(name string) (string, bool) {
+		asked[name] = true
+		v, ok := ent[name]
+		return v, ok
+	}
 	for _, tt := range tests {
 		require.Equal(t, tt.want, tt.e.Eval(ent), tt.e.String())
+		require.Equal(t, tt.want, tt.e.EvalFunc(prop), "EvalFunc: "+tt.e.String())
 	}
+	require.True(t, asked["Missing"], "EvalFunc asks for a property the entity lacks")
 }

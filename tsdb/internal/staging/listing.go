@@ -151,20 +151,26 @@ type listedProps struct {
 	fetches                   int    // reads of columns that fetched it since listed (see wholeAfter)
 }
 
-// eval reports whether f selects the entity, f's properties set in props.
-func (p listedProps) eval(f filter.Expr, props map[string]string) bool {
-	set := func(name, v string) {
-		if v == "" {
-			delete(props, name) // a property the entity lacks: a comparison of it is false
-		} else {
-			props[name] = v
-		}
+// eval reports whether f selects the entity (f compares T, U, A and B only).
+func (p *listedProps) eval(f filter.Expr) bool {
+	return f.EvalFunc(p.prop)
+}
+
+// prop is the entity's property name as listed ("": it lacks it, and a comparison of it
+// is false).
+func (p *listedProps) prop(name string) (string, bool) {
+	var v string
+	switch name {
+	case FirstProp:
+		v = p.first
+	case LastProp:
+		v = p.last
+	case LoProp:
+		v = p.lo
+	case HiProp:
+		v = p.hi
 	}
-	set(FirstProp, p.first)
-	set(LastProp, p.last)
-	set(LoProp, p.lo)
-	set(HiProp, p.hi)
-	return f.Eval(props)
+	return v, v != ""
 }
 
 // listedEntities returns the keys and ETags of the entities f selects (f compares T, U, A and B
@@ -194,9 +200,8 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 	l.mu.Lock()
 	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads)
 	var out []listedEntity
-	props := make(map[string]string, 4)
 	for k, le := range l.byKey {
-		if le.eval(f, props) {
+		if le.eval(f) {
 			out = append(out, listedEntity{pk: k[0], rk: k[1], etag: le.etag, first: le.first, last: le.last,
 				points: le.points, fetches: le.fetches})
 		}
