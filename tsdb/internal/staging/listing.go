@@ -156,8 +156,8 @@ func (p *listedProps) eval(f filter.Expr) bool {
 	return f.EvalFunc(p.prop)
 }
 
-// prop is the entity's property name as listed ("": it lacks it, and a comparison of it
-// is false).
+// prop returns the entity's property name as listed, false where it lacks it (a comparison
+// of it is then false).
 func (p *listedProps) prop(name string) (string, bool) {
 	var v string
 	switch name {
