@@ -279,8 +279,30 @@ func TestStagingReadOfMostColumnsFetchesWhole(t *testing.T) {
 	require.NoError(t, k.WriteMany(ctx, all))
 	_, q := k.openStagingCached(t)
 
+	fetches := k.countStagingFetches()
+	got, err := selectDense(ctx, q, base, now)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.Equal(t, [2]int{1, 0}, fetches(), "fetches whole and of columns, reading 600 series")
+
+	// The other 100 series' columns are in the cache.
+	n := 0
+	for s, err := range q.Querier(base, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "other"}) {
+		require.NoError(t, err)
+		for it := s.Iterator(); it.Next(); {
+			n++
+		}
+	}
+	require.Equal(t, 400, n, "samples of the other series")
+	require.Equal(t, [2]int{0, 0}, fetches(), "fetches whole and of columns, reading the other 100 series")
+}
+
+// countStagingFetches counts k's queries of its reads' table (the staging table's) that
+// fetch entities: whole (no $select) and of some columns. The func returns both since the
+// last call.
+func (k *keyRangeDB) countStagingFetches() func() [2]int {
 	var mu sync.Mutex
-	var whole, columns int // staging queries without a $select, and of some columns
+	var whole, columns int
 	isFetch := regexp.MustCompile(`,V,c[0-9]`)
 	k.reads.before = func(req *http.Request) {
 		sel := req.URL.Query().Get("$select")
@@ -293,22 +315,13 @@ func TestStagingReadOfMostColumnsFetchesWhole(t *testing.T) {
 			columns++
 		}
 	}
-	got, err := selectDense(ctx, q, base, now)
-	require.NoError(t, err)
-	require.Equal(t, want, got)
-	require.Equal(t, [2]int{1, 0}, [2]int{whole, columns}, "fetches whole and of columns, reading 600 series")
-
-	// The other 100 series' columns are in the cache.
-	whole, columns = 0, 0
-	n := 0
-	for s, err := range q.Querier(base, now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "other"}) {
-		require.NoError(t, err)
-		for it := s.Iterator(); it.Next(); {
-			n++
-		}
+	return func() [2]int {
+		mu.Lock()
+		defer mu.Unlock()
+		f := [2]int{whole, columns}
+		whole, columns = 0, 0
+		return f
 	}
-	require.Equal(t, 400, n, "samples of the other series")
-	require.Equal(t, [2]int{0, 0}, [2]int{whole, columns}, "fetches whole and of columns, reading the other 100 series")
 }
 
 // openStagingCached opens the database again with a staging cache (a server's), and its

@@ -3,10 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"regexp"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -203,27 +200,7 @@ func TestWarmFillsTheStagingCache(t *testing.T) {
 	require.NoError(t, k.WriteMany(ctx, all)) // staged: the clock is past none of their buckets
 	db, q := k.openStagingCached(t)
 
-	var mu sync.Mutex
-	var whole, columns int // staging queries without a $select, and of some columns
-	isFetch := regexp.MustCompile(`,V,c[0-9]`)
-	k.reads.before = func(req *http.Request) {
-		sel := req.URL.Query().Get("$select")
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case sel == "":
-			whole++
-		case isFetch.MatchString(sel):
-			columns++
-		}
-	}
-	fetches := func() [2]int {
-		mu.Lock()
-		defer mu.Unlock()
-		f := [2]int{whole, columns}
-		whole, columns = 0, 0
-		return f
-	}
+	fetches := k.countStagingFetches()
 	rep, err := db.Warm(ctx, now.Add(-2*time.Hour))
 	require.NoError(t, err)
 	require.Positive(t, rep.Staged, "staging entities warmed")
