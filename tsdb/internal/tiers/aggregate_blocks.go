@@ -2,7 +2,6 @@ package tiers
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/sha256"
 	"fmt"
@@ -58,26 +57,15 @@ func newBlockReader(tr *Tiers, t Tier, cols blockenc.Columns, names []string) *b
 	return r
 }
 
-// bySeries are the blocks found, by series: of each, the row blocks and flags first, then
-// the columnar ones, by start.
+// bySeries are the blocks found, by series, each series' laid in order (laid): where two
+// hold a window, cover takes the sealed one, or the one rolled up last.
 func (r *blockReader) bySeries() map[string][]*tierBlock {
 	out := map[string][]*tierBlock{}
 	for ref, b := range r.found {
 		out[ref.series] = append(out[ref.series], b)
 	}
-	for _, bs := range out {
-		// Row blocks and flags first: where a columnar block covers the same windows, its
-		// windows are the ones used.
-		slices.SortFunc(bs, func(a, b *tierBlock) int {
-			ac, bc := a.version == blockenc.VersionColumnar, b.version == blockenc.VersionColumnar
-			if ac != bc {
-				if ac {
-					return 1
-				}
-				return -1
-			}
-			return cmp.Compare(a.start, b.start)
-		})
+	for s, bs := range out {
+		out[s] = laid(bs)
 	}
 	return out
 }

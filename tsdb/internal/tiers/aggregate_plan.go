@@ -115,7 +115,7 @@ func (pl *planner) window(ctx context.Context, s string, c *cover, i int) (*Wind
 	if !c.held[i] {
 		return nil, false, nil
 	}
-	if !c.distrust[i] {
+	if !c.distrust[i] && !c.flagged[i] {
 		_, marked := pl.dirty[dirtyKey{s, times.FloorSec(times.Unix(ws), pl.slice)}]
 		if !marked && len(staging.PointsMerge.In(pl.staged[s], ws, we)) == 0 && len(staging.HistsMerge.In(pl.stagedHists[s], ws, we)) == 0 &&
 			(w == nil || usable(w, pl.f)) {
@@ -146,19 +146,22 @@ func usable(w *Window, f Fields) bool {
 
 // cover is what the blocks of one series say of the n tier windows of a read, by index.
 type cover struct {
-	windows  []*Window
-	held     []bool // a block holds the window (nil in windows: no points)
-	distrust []bool // a block covering it is not sealed there, or a flag says stale
+	windows []*Window
+	held    []bool // a block holds the window (nil in windows: no points)
+	sealed  []bool // the block it is taken from has it sealed
+	// distrust: that block has it unsealed, or lacks its NaNs and Resets where needExact.
+	distrust []bool
+	flagged  []bool // a stale flag covers it (older versions' blocks)
 	// needExact distrusts the windows of blocks that did not store NaNs and Resets.
 	needExact bool
 }
 
 func newCover(n int) *cover {
-	return &cover{windows: make([]*Window, n), held: make([]bool, n), distrust: make([]bool, n)}
+	return &cover{windows: make([]*Window, n), held: make([]bool, n), sealed: make([]bool, n), distrust: make([]bool, n), flagged: make([]bool, n)}
 }
 
-// add notes the windows of b: a row block or flag before a columnar block of the same
-// windows, whose windows replace its.
+// add notes the windows of b, the blocks being added in the order laid gives: a window
+// replaces the one held unless it is unsealed there and that one sealed (replaces).
 func (c *cover) add(b *tierBlock, first time.Time) {
 	step := b.step
 	off := int(times.At(b.start).Sub(first) / step) // index of b's first window
@@ -170,13 +173,15 @@ func (c *cover) add(b *tierBlock, first time.Time) {
 		if j < 0 || j >= len(c.windows) {
 			continue
 		}
-		if !b.sealed[i] || c.needExact && !b.exact {
-			c.distrust[j] = true
-		}
 		if b.version == 0 {
-			continue // a flag holds no window
+			c.flagged[j] = true // a flag holds no window
+			continue
 		}
-		c.held[j], c.windows[j] = true, b.windows[i]
+		if !replaces(c.held[j], c.sealed[j], b.sealed[i]) {
+			continue
+		}
+		c.held[j], c.windows[j], c.sealed[j] = true, b.windows[i], b.sealed[i]
+		c.distrust[j] = !b.sealed[i] || c.needExact && !b.exact
 	}
 }
 

@@ -53,7 +53,7 @@ func TestAggregateFields(t *testing.T) {
 	require.Zero(t, kept.Sum)
 }
 
-// A window is trusted where every block that covers it is sealed there and no flag covers
+// A window is trusted where the block it is taken from is sealed there and no flag covers
 // it; a columnar block's windows replace a row block's of the same time.
 func TestCover(t *testing.T) {
 	first := time.Unix(86400, 0).UTC()
@@ -77,9 +77,41 @@ func TestCover(t *testing.T) {
 	require.Equal(t, uint64(7), c.windows[0].Count)
 	require.True(t, c.held[5] && c.distrust[5], "not sealed")
 	for i := 48; i < 72; i++ {
-		require.True(t, c.held[i] && c.distrust[i], "flagged: window %d", i)
+		require.True(t, c.held[i] && c.flagged[i], "flagged: window %d", i)
 	}
 	require.True(t, c.held[99] && !c.distrust[99])
+}
+
+// Tails (docs/format.md): laid after their block (rolled up later, or as late but starting
+// later), a tail's sealed windows replace the block's, unsealed or not; its unsealed ones
+// (those before its own, of a tail written at the span's start) replace none that is sealed.
+func TestCoverTails(t *testing.T) {
+	first := time.Unix(86400, 0).UTC()
+	mk := func(start uint64, rolled float64, n int, count uint64, sealed func(i int) bool) *tierBlock {
+		b := &tierBlock{start: start, step: time.Minute, version: blockenc.VersionColumnar, rolled: rolled, exact: true,
+			windows: make([]*Window, n), sealed: make([]bool, n)}
+		for i := range n {
+			b.windows[i] = &Window{Count: count}
+			b.sealed[i] = sealed(i)
+		}
+		return b
+	}
+	block := mk(86400, 100, 1440, 1, func(i int) bool { return i < 60 })          // sealed up to 01:00
+	tail := mk(86400+60*60, 200, 15, 2, func(int) bool { return true })           // 01:00 to 01:15
+	sameSecond := mk(86400+75*60, 200, 15, 3, func(i int) bool { return i < 10 }) // 01:15 to 01:30
+	placeholders := mk(86400, 300, 120, 4, func(i int) bool { return i >= 90 })   // sealed from 01:30
+	for _, order := range [][]*tierBlock{{block, tail, sameSecond, placeholders}, {placeholders, sameSecond, block, tail}} {
+		c := newCover(1440)
+		for _, b := range laid(order) {
+			c.add(b, first)
+		}
+		for i, want := range map[int]uint64{0: 1, 59: 1, 60: 2, 74: 2, 75: 3, 84: 3, 85: 4, 89: 4, 90: 4, 119: 4, 120: 1} {
+			require.Equal(t, want, c.windows[i].Count, "window %d", i)
+		}
+		for i, want := range map[int]bool{0: true, 60: true, 84: true, 85: false, 90: true, 119: true, 120: false} {
+			require.Equal(t, want, !c.distrust[i], "window %d trusted", i)
+		}
+	}
 }
 
 func TestAppendRange(t *testing.T) {

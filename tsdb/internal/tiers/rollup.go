@@ -96,6 +96,19 @@ func (tr *Tiers) rollupRange(ctx context.Context, lo, hi uint64, from, to time.T
 type rollupWindows struct {
 	tiers  [][2]uint64
 	lo, hi uint64
+	// splice: every tier's windows are spliced into their blocks, none written as a tail
+	// (a series rolled up by itself, after a batched write of its tail failed).
+	splice bool
+}
+
+// tails says, per tier, whether its windows are written as a tail (writesTail).
+func (tr *Tiers) tails(w rollupWindows) []bool {
+	out := make([]bool, len(tr.cfg.Tiers))
+	for i, t := range tr.cfg.Tiers {
+		lo, hi := w.tiers[i][0], w.tiers[i][1]
+		out[i] = !w.splice && lo < hi && tr.writesTail(t, lo, hi)
+	}
+	return out
 }
 
 func (w rollupWindows) none() bool { return w.lo >= w.hi }
@@ -179,8 +192,10 @@ func (tr *Tiers) rollupNames(ctx context.Context, from, to time.Time) ([]string,
 
 // rollupSeries recomputes the windows w of one series: it reads the blocks stored where
 // they lie, then the raw points and histogram samples of w, then writes the blocks that
-// changed conditionally on what it read; a block changed meanwhile starts it again.
+// changed conditionally on what it read; a block changed meanwhile starts it again. It
+// splices every tier's windows (no tail).
 func (tr *Tiers) rollupSeries(ctx context.Context, series string, w rollupWindows) error {
+	w.splice = true
 	for range maxRollupAttempts {
 		stored, err := tr.readSeriesBlocks(ctx, series, w)
 		if err != nil {

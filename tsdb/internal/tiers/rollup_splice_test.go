@@ -92,9 +92,9 @@ func TestSpliceSkipsUnchanged(t *testing.T) {
 	}
 }
 
-// overlay lays out the windows stored in a block's span: the most recently rolled up entity
-// wins where two hold a window, sealed only if both are, and a stale flag unseals its 24
-// windows.
+// overlay lays out the windows stored in a block's span: where two entities hold a window,
+// the sealed one wins, or the most recently rolled up of two alike; a stale flag unseals its
+// 24 windows.
 func TestSpliceOverlay(t *testing.T) {
 	step := uint64(60)
 	mk := func(start uint64, version int, rolled float64, n int, count uint64) *tierBlock {
@@ -114,11 +114,11 @@ func TestSpliceOverlay(t *testing.T) {
 	col.windows[5] = nil
 	older := mk(bs+24*60, 1, 50, 24, 2)  // rolled before the columnar block: it loses
 	newer := mk(bs+48*60, 1, 200, 24, 3) // after: it wins
-	newer.sealed[1] = false
+	newer.sealed[1] = false // the window 49, sealed in the columnar block: it stays
 	older.sealed[2] = false // the window 26, sealed in the columnar block
 	flag := mk(bs+72*60, 0, 0, 24, 0)
 	windows, sealed, _ := overlay([]*tierBlock{newer, flag, col, older}, bs, bs+1440*60, step, 1440)
-	for i, want := range map[int]uint64{0: 1, 24: 1, 47: 1, 48: 3, 71: 3, 72: 1, 95: 1, 96: 1} {
+	for i, want := range map[int]uint64{0: 1, 24: 1, 47: 1, 48: 3, 49: 1, 50: 3, 71: 3, 72: 1, 95: 1, 96: 1} {
 		if windows[i] == nil || windows[i].Count != want {
 			t.Errorf("window %d: %+v, want count %d", i, windows[i], want)
 		}
@@ -126,7 +126,7 @@ func TestSpliceOverlay(t *testing.T) {
 	if windows[5] != nil {
 		t.Errorf("window 5: %+v, want none", windows[5])
 	}
-	for i, want := range map[int]bool{0: true, 25: true, 26: false, 48: true, 49: false, 50: true, 71: true, 72: false, 95: false, 96: true} {
+	for i, want := range map[int]bool{0: true, 25: true, 26: true, 48: true, 49: true, 50: true, 71: true, 72: false, 95: false, 96: true} {
 		if sealed[i] != want {
 			t.Errorf("window %d sealed %v, want %v", i, sealed[i], want)
 		}

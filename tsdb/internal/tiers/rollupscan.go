@@ -417,7 +417,9 @@ func (tr *Tiers) groupPoints(ctx context.Context, group []string, raw []rawSpan,
 
 // groupBlocks reads the blocks of a group of series that hold the windows w (see
 // readSeriesBlocks), by series, as read, and their size in all: per tier table with windows
-// in w, a scan of the keys from the group's first name to its last.
+// in w, a scan of the keys from the group's first name to its last. Of a tier whose windows
+// are written as tails, it reads only the keys (and ETags) of the blocks at the span's
+// start, the tails' guards.
 func (tr *Tiers) groupBlocks(ctx context.Context, group []string, w rollupWindows) (map[string]storedBlocks, int, error) {
 	in := make(map[string]bool, len(group))
 	for _, s := range group {
@@ -426,13 +428,18 @@ func (tr *Tiers) groupBlocks(ctx context.Context, group []string, w rollupWindow
 	out := map[string]storedBlocks{}
 	size := 0
 	tiers := tr.cfg.Tiers
+	tails := tr.tails(w)
 	for i, t := range tiers {
 		lo, hi := w.tiers[i][0], w.tiers[i][1]
 		if lo >= hi {
 			continue
 		}
 		blo, bhi := tr.storedSpan(t, lo, hi)
-		err := tr.readTierEntities(ctx, t, blo, bhi, tr.keys.scanFilter(group, blo, bhi), func(series string, raw []byte) {
+		sel := ""
+		if tails[i] {
+			blo, bhi, sel = times.FloorSec(lo, tr.blockSpan(t)), times.FloorSec(lo, tr.blockSpan(t))+1, "PartitionKey,RowKey"
+		}
+		err := tr.readTierEntities(ctx, t, blo, bhi, tr.keys.scanFilter(group, blo, bhi), sel, func(series string, raw []byte) {
 			if !in[series] {
 				return
 			}

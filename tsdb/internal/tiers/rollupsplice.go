@@ -2,6 +2,7 @@ package tiers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/seed71701133/tablets"
@@ -49,7 +51,7 @@ func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, w rollupWi
 		}
 		blo, bhi := tr.storedSpan(t, lo, hi)
 		f := tr.keys.groupFilter([]string{series}, blo, bhi)
-		err := tr.readTierEntities(ctx, t, blo, bhi, f, func(_ string, raw []byte) {
+		err := tr.readTierEntities(ctx, t, blo, bhi, f, "", func(_ string, raw []byte) {
 			stored[i] = append(stored[i], raw)
 		})
 		if err != nil {
@@ -65,9 +67,9 @@ func (tr *Tiers) readSeriesBlocks(ctx context.Context, series string, w rollupWi
 type storedBlocks [][][]byte
 
 // readTierEntities calls each with the series and JSON of every entity of tier t matching f
-// in the tier tables of [blo, bhi).
-func (tr *Tiers) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, f filter.Expr, each func(series string, raw []byte)) error {
-	q := pager.SubQuery{Filter: f.String()}
+// in the tier tables of [blo, bhi), selecting sel ("": every property).
+func (tr *Tiers) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, f filter.Expr, sel string, each func(series string, raw []byte)) error {
+	q := pager.SubQuery{Filter: f.String(), Select: sel}
 	for p := tierPeriod(t, blo); p < bhi; p += uint64(t.Period / time.Second) {
 		var e entity.Entity
 		e.AllowStrings = true
@@ -93,23 +95,30 @@ func (tr *Tiers) readTierEntities(ctx context.Context, t Tier, blo, bhi uint64, 
 	return nil
 }
 
-// decodeStored decodes the entities of one series read for a slice, per tier.
-func (tr *Tiers) decodeStored(stored storedBlocks) ([][]*tierBlock, error) {
+// decodeStored decodes the entities of one series read for a slice, per tier; of a tier
+// written as a tail (tails), the entity read is the keys of the block at its span's start,
+// if any, whose ETag it returns as that tier's guard.
+func (tr *Tiers) decodeStored(stored storedBlocks, tails []bool) ([][]*tierBlock, []azcore.ETag, error) {
 	out := make([][]*tierBlock, len(tr.cfg.Tiers))
+	guards := make([]azcore.ETag, len(tr.cfg.Tiers))
 	e := entity.Entity{AllowStrings: true}
 	for i, raws := range stored {
 		for _, raw := range raws {
 			if err := e.Decode(raw); err != nil {
-				return nil, fmt.Errorf("read blocks: %w", err)
+				return nil, nil, fmt.Errorf("read blocks: %w", err)
+			}
+			if tails[i] {
+				guards[i] = azcore.ETag(e.ETag)
+				continue
 			}
 			tb, err := tr.decodeTierBlock(&e, tr.cfg.Tiers[i], blockenc.AllColumns)
 			if err != nil {
-				return nil, fmt.Errorf("read blocks: %w", err)
+				return nil, nil, fmt.Errorf("read blocks: %w", err)
 			}
 			out[i] = append(out[i], tb)
 		}
 	}
-	return out, nil
+	return out, guards, nil
 }
 
 // computeWindows aggregates points and histogram samples (each oldest first) into tier t's
@@ -193,20 +202,17 @@ func (tr *Tiers) spliceSlice(series string, t Tier, stored []*tierBlock, fresh m
 }
 
 // overlay lays out the windows stored in a block's span [bs, be) (in: of any format) as n
-// windows of step seconds from bs: where two entities hold a window (a row block written
-// by an older version beside a columnar block), the most recently rolled up one's, sealed
-// only if sealed in both, as a reader trusts it; the windows of a stale flag are unsealed.
-// inexact says which windows came from a block that did not store their NaNs and Resets.
+// windows of step seconds from bs, as a reader takes them (laid): where two entities hold a
+// window (tails beside their block, or a row block written by an older version beside a
+// columnar block), the sealed one, or the most recently rolled up of those alike; the
+// windows of a stale flag are unsealed. inexact says which windows came from a block that
+// did not store their NaNs and Resets.
 func overlay(in []*tierBlock, bs, be, step uint64, n int) (windows []*Window, sealed, inexact []bool) {
 	windows = make([]*Window, n)
 	sealed = make([]bool, n)
 	inexact = make([]bool, n)
 	held := make([]bool, n)
-	order := slices.Clone(in)
-	slices.SortStableFunc(order, func(a, b *tierBlock) int {
-		return cmpFloat(a.rolled, b.rolled)
-	})
-	for _, tb := range order {
+	for _, tb := range laid(in) {
 		if tb.version == 0 {
 			continue
 		}
@@ -217,7 +223,9 @@ func overlay(in []*tierBlock, bs, be, step uint64, n int) (windows []*Window, se
 			}
 			i := (ws - bs) / step
 			s := j < len(tb.sealed) && tb.sealed[j]
-			windows[i], sealed[i], held[i], inexact[i] = w, s && (sealed[i] || !held[i]), true, !tb.exact
+			if replaces(held[i], sealed[i], s) {
+				windows[i], sealed[i], held[i], inexact[i] = w, s, true, !tb.exact
+			}
 		}
 	}
 	for _, tb := range in {
@@ -232,6 +240,25 @@ func overlay(in []*tierBlock, bs, be, step uint64, n int) (windows []*Window, se
 	}
 	return windows, sealed, inexact
 }
+
+// laid are blocks in the order a reader lays their windows over each other: of when they
+// were rolled up, then of their starts (a tail after its block: R has a second's
+// resolution).
+func laid(blocks []*tierBlock) []*tierBlock {
+	out := slices.Clone(blocks)
+	slices.SortStableFunc(out, func(a, b *tierBlock) int {
+		return cmp.Or(cmpFloat(a.rolled, b.rolled), cmp.Compare(a.start, b.start))
+	})
+	return out
+}
+
+// replaces reports whether a block's window (sealed or not) replaces the one laid before it
+// (held: there is one; heldSealed: sealed). An unsealed window never replaces a sealed one: a
+// window is sealed when computed the seal delay after its end, from every point but late
+// ones, whose dirty markers readers heed until their slice is rolled up again; an unsealed
+// one laid after it is a tail's window before its own (docs/format.md, "Tails") or a
+// computation before the seal (another server's clock or seal delay).
+func replaces(held, heldSealed, sealed bool) bool { return !held || sealed || !heldSealed }
 
 func cmpFloat(a, b float64) int {
 	switch {
@@ -372,11 +399,13 @@ type blockWrite struct {
 }
 
 // sliceWrites computes what a rollup of the windows w writes of series (each tier's
-// operations, spliceSlice's), from the blocks stored there (nil: none) and its points and
+// operations, spliceSlice's or tailWrite's), from the blocks stored there (nil: none), the
+// guards of the tiers written as tails (decodeStored's; nil: none) and its points and
 // histogram samples of w: a blockWrite per tier table, but those of tables past the tier's
 // retention (Aggregate reads raw points there, if any).
-func (tr *Tiers) sliceWrites(ctx context.Context, series string, stored [][]*tierBlock, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows, now time.Time) ([]blockWrite, error) {
+func (tr *Tiers) sliceWrites(ctx context.Context, series string, stored [][]*tierBlock, guards []azcore.ETag, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows, now time.Time) ([]blockWrite, error) {
 	var out []blockWrite
+	tails := tr.tails(w)
 	for i, t := range tr.cfg.Tiers {
 		lo, hi := w.tiers[i][0], w.tiers[i][1]
 		if lo >= hi {
@@ -386,7 +415,17 @@ func (tr *Tiers) sliceWrites(ctx context.Context, series string, stored [][]*tie
 		if stored != nil {
 			in = stored[i]
 		}
-		sw, err := tr.spliceSlice(series, t, in, tr.computeWindows(t, pts, hists), lo, hi, now)
+		var sw sliceWrite
+		var err error
+		if tails[i] {
+			var guard azcore.ETag
+			if guards != nil {
+				guard = guards[i]
+			}
+			sw, err = tr.tailWrite(series, t, guard, tr.computeWindows(t, pts, hists), lo, hi, now)
+		} else {
+			sw, err = tr.spliceSlice(series, t, in, tr.computeWindows(t, pts, hists), lo, hi, now)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -409,11 +448,12 @@ func (tr *Tiers) sliceWrites(ctx context.Context, series string, stored [][]*tie
 func (tr *Tiers) computeWrites(ctx context.Context, series string, stored storedBlocks, pts []tablets.Point, hists []tablets.HistogramPoint, w rollupWindows) ([]blockWrite, error) {
 	var writes []blockWrite
 	err := tr.compute().do(ctx, func() error {
-		blocks, err := tr.decodeStored(stored)
+		tails := tr.tails(w)
+		blocks, guards, err := tr.decodeStored(stored, tails)
 		if err != nil {
 			return err
 		}
-		writes, err = tr.sliceWrites(ctx, series, blocks, pts, hists, w, tr.now())
+		writes, err = tr.sliceWrites(ctx, series, blocks, guards, pts, hists, w, tr.now())
 		return err
 	})
 	return writes, err

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets/internal/blockenc"
+	"github.com/seed71701133/tablets/tsdb/internal/times"
 )
 
 // The geometry of the columnar blocks (docs/format.md, "Columnar tier blocks").
@@ -55,3 +56,44 @@ func ColumnarSpan(t Tier, slice time.Duration) time.Duration {
 
 // blockSpan is the span of the columnar blocks of tier t of tr.
 func (tr *Tiers) blockSpan(t Tier) time.Duration { return ColumnarSpan(t, tr.Slice()) }
+
+// A rollup of windows sealed since the last one (the maintenance loop's, a quarter of an
+// hour's by default) writes them as a tail: a columnar block of just those windows, beside
+// the block at its span's start, rather than read and rewrite that block whole. The tails
+// of a segment (tailSegment, or the tier's 24 windows if longer) are spliced into the block
+// by the rollup that completes the segment, and a tail holds at least 1/maxSegmentTails of
+// a segment: a reader reads at most that many tails beside a block, and a rollup reads and
+// rewrites a block whole at most once a segment. See docs/format.md, "Tails".
+
+// tailSegment bounds a tier's segment: the tails written before a splice.
+const tailSegment = 4 * time.Hour
+
+// maxSegmentTails bounds the tails of a segment: a rollup of fewer of its windows (one a
+// minute, say) splices them, as before tails.
+const maxSegmentTails = 24
+
+// segment is the span of tier t's segments: the longest multiple of its 24 windows, at most
+// tailSegment (or 24 windows), that divides its block span. By default: 4 hours of
+// minutes (6 a day's block, tails of at least 10 minutes) and a day of hours (14 a
+// fortnight's, tails of an hour or more).
+func (tr *Tiers) segment(t Tier) time.Duration {
+	span, block := tr.blockSpan(t), t.block()
+	best := block
+	for k := time.Duration(2); k*block <= tailSegment; k++ {
+		if span%(k*block) == 0 {
+			best = k * block
+		}
+	}
+	return best
+}
+
+// writesTail reports whether a rollup writes tier t's windows [a, b) (Unix seconds) as a
+// tail: they lie in one block span, not at its start (the first windows of a span are
+// spliced, which makes the block at its start), hold at least 1/maxSegmentTails of a
+// segment and complete none.
+func (tr *Tiers) writesTail(t Tier, a, b uint64) bool {
+	span := uint64(tr.blockSpan(t) / time.Second)
+	seg := tr.segment(t)
+	bs := a / span * span
+	return a > bs && b <= bs+span && (b-a)*maxSegmentTails >= uint64(seg/time.Second) && times.FloorSec(b, seg) <= a
+}

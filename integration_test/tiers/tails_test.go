@@ -1,0 +1,164 @@
+package tiers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
+	"github.com/seed71701133/tablets/internal/testkit/clock"
+	"github.com/seed71701133/tablets/internal/testkit/itest"
+	"github.com/seed71701133/tablets/tsdb"
+)
+
+// tableReads counts the bytes of the replies to queries of the tables whose names hold a
+// string (a tier's: "t60p").
+type tableReads struct {
+	next  policy.Transporter
+	table string
+	bytes atomic.Int64
+}
+
+func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.Do(req)
+	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, c.table) {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	c.bytes.Add(int64(len(body)))
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp, nil
+}
+
+// The maintenance loop's rollups of a quarter of an hour's sealed windows (the server's
+// RollupGrain) write them as tails (docs/format.md, "Tails"): they read no block of the
+// minute tier, only the keys of the block at its span's start, and write a tail and a
+// guard a series. The rollup that completes a segment (4 hours of minutes) splices the
+// tails into the block: one entity a series is left. Every window reads from the tiers
+// exactly what the points say, before the splice and after.
+//
+// A tail that meets another server's splice of its span (a late point into the tail's
+// windows, written and rolled up by RollupFlagged between the tail's raw read and its
+// write) fails, its series rolled up again by itself: the late point shows. The same where
+// the span had no block yet, and the tail was to be written at its start.
+func TestTSDBRollupTails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	for _, race := range []string{"", "guarded", "first"} {
+		t.Run("race "+race, func(t *testing.T) { testRollupTails(t, race) })
+	}
+}
+
+func testRollupTails(t *testing.T, race string) {
+	const series, scrape, quarter = 20, 30 * time.Second, 15 * time.Minute
+	ctx := context.Background()
+	start := time.Date(2024, 9, 2, 10, 0, 0, 0, time.UTC)
+	clock := clock.New(start)
+	opts := &tsdb.Options{RawPeriod: 24 * time.Hour, Layout: chunkedLayout, Now: clock.Now}
+	db, svc, _ := newDB(t, opts)
+	seal := db.Options().SealDelay
+	// The rollups through a second handle, whose tier reads are counted and whose writes of
+	// the minute tier a race may meet.
+	hooked := &itest.Hooked{}
+	reads := &tableReads{table: "t60p", next: azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })}
+	hooked.Next = reads
+	rsvc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
+		Transport: hooked, Retry: azurite.TestRetryOptions()}})
+	require.NoError(t, err)
+	rdb, err := tsdb.Open(ctx, rsvc, db.Name(), opts)
+	require.NoError(t, err)
+
+	names := make([]string, series)
+	for s := range names {
+		names[s] = fmt.Sprintf("requests_total{instance=\"host%03d\"}", s)
+	}
+	written := map[string][]tablets.Point{}
+	mark := start
+	var tailReads, spliceReads []int64
+	raced := false
+	for i := range int((3*time.Hour + 20*time.Minute) / scrape) {
+		at := start.Add(time.Duration(i) * scrape)
+		clock.Set(at.Add(time.Second))
+		batch := make([]tsdb.SeriesPoints, series)
+		for s, name := range names {
+			p := tablets.Point{Time: at, Value: float64(i*(s+1) + s)}
+			batch[s] = tsdb.SeriesPoints{Series: name, Points: []tablets.Point{p}}
+			written[name] = append(written[name], p)
+		}
+		require.NoError(t, db.WriteMany(ctx, batch))
+		if i%20 == 19 {
+			_, err := db.Fold(ctx)
+			require.NoError(t, err)
+		}
+		to := clock.Now().Add(-seal).Truncate(quarter)
+		if !to.After(mark) {
+			continue
+		}
+		// The run of the quarter [mark, to), its windows sealed.
+		if (race == "guarded" && to.Equal(start.Add(90*time.Minute))) || (race == "first" && to.Equal(start.Add(quarter))) {
+			late := tablets.Point{Time: mark.Add(5*time.Minute + 7*time.Second), Value: -1}
+			hooked.Arm(func(req *http.Request) bool {
+				return itest.IsBatch(req) && strings.Contains(string(itest.PeekBody(req)), "t60p")
+			}, func() {
+				raced = true
+				require.NoError(t, db.Write(ctx, names[7], late))
+				_, err := db.RollupFlagged(ctx)
+				require.NoError(t, err)
+			}, nil)
+			written[names[7]] = append(written[names[7]], late)
+		}
+		minuteEntities := func() int { return len(tierEntities(t, svc, db, time.Minute, start, to, names[3])) }
+		before := reads.bytes.Load()
+		stored := minuteEntities()
+		require.NoError(t, rdb.Rollup(ctx, mark, to))
+		read := reads.bytes.Load() - before
+		switch after := minuteEntities(); {
+		case to.Equal(start.Add(2 * time.Hour)): // 12:00, a segment's end
+			spliceReads = append(spliceReads, read)
+			require.Greater(t, stored, 4, "the segment's tails beside the block")
+			require.Equal(t, 1, after, "the tails spliced into the block")
+		case race != "":
+		case to.Equal(start.Add(quarter)):
+			require.Equal(t, [2]int{0, 1}, [2]int{stored, after}, "the first tail, at the span's start")
+		default:
+			tailReads = append(tailReads, read)
+			require.Equal(t, stored+1, after, "a tail more")
+		}
+		mark = to
+
+		// Every sealed window from the tiers, as the points say.
+		for _, s := range []int{0, 7, 19} {
+			for _, step := range []time.Duration{time.Minute, time.Hour} {
+				to := mark.Truncate(step)
+				got := itest.CollectWindows(t, db.Aggregate(ctx, names[s:s+1], start, to, step, nil))
+				itest.RequireWindows(t, itest.ModelWindows(written[names[s]], start, to, step), got, fmt.Sprintf("%s at %v to %v", names[s], step, to))
+			}
+		}
+	}
+	require.Equal(t, race != "", raced)
+	require.Len(t, spliceReads, 1)
+	if race != "" {
+		return
+	}
+	require.Len(t, tailReads, 7)
+	t.Logf("the minute tier's bytes read by the tail runs %v, by the splice %v", tailReads, spliceReads)
+	for _, n := range tailReads {
+		require.Less(t, 4*n, spliceReads[0], "a tail run reads the keys of %d blocks", series)
+	}
+}
