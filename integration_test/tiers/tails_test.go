@@ -53,8 +53,8 @@ func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
 // exactly what the points say, before the splice and after.
 //
 // A tail that meets another server's splice of its span (a late point into the tail's
-// windows, written and rolled up by RollupFlagged between the tail's raw read and its
-// write) fails, its series rolled up again by itself: the late point shows. The same where
+// windows, written into its raw table and rolled up by RollupFlagged, which clears its marker, between
+// the tail's raw read and its write) fails, its series rolled up again by itself: the late point shows. The same where
 // the span had no block yet, and the tail was to be written at its start.
 func TestTSDBRollupTails(t *testing.T) {
 	if testing.Short() {
@@ -112,16 +112,22 @@ func testRollupTails(t *testing.T, race string) {
 		}
 		// The run of the quarter [mark, to), its windows sealed.
 		if (race == "guarded" && to.Equal(start.Add(90*time.Minute))) || (race == "first" && to.Equal(start.Add(quarter))) {
-			late := tablets.Point{Time: mark.Add(5*time.Minute + 7*time.Second), Value: -1}
+			// 100 late points, written directly into their raw table (tsdb's directPoints),
+			// their slice marked dirty.
+			var late []tablets.Point
+			for k := range 100 {
+				late = append(late, tablets.Point{Time: mark.Add(5*time.Minute + 7*time.Second + time.Duration(k)*time.Millisecond), Value: -1 - float64(k)})
+			}
 			hooked.Arm(func(req *http.Request) bool {
 				return itest.IsBatch(req) && strings.Contains(string(itest.PeekBody(req)), "t60p")
 			}, func() {
 				raced = true
-				require.NoError(t, db.Write(ctx, names[7], late))
-				_, err := db.RollupFlagged(ctx)
+				require.NoError(t, db.WriteMany(ctx, []tsdb.SeriesPoints{{Series: names[7], Points: late}}))
+				flagged, err := db.RollupFlagged(ctx)
 				require.NoError(t, err)
+				require.Equal(t, 1, flagged)
 			}, nil)
-			written[names[7]] = append(written[names[7]], late)
+			written[names[7]] = append(written[names[7]], late...)
 		}
 		minuteEntities := func() int { return len(tierEntities(t, svc, db, time.Minute, start, to, names[3])) }
 		before := reads.bytes.Load()
@@ -131,7 +137,7 @@ func testRollupTails(t *testing.T, race string) {
 		switch after := minuteEntities(); {
 		case to.Equal(start.Add(2 * time.Hour)): // 12:00, a segment's end
 			spliceReads = append(spliceReads, read)
-			require.Greater(t, stored, 4, "the segment's tails beside the block")
+			require.Greater(t, stored, 1, "the segment's tails beside the block")
 			require.Equal(t, 1, after, "the tails spliced into the block")
 		case race != "":
 		case to.Equal(start.Add(quarter)):
@@ -141,7 +147,6 @@ func testRollupTails(t *testing.T, race string) {
 			require.Equal(t, stored+1, after, "a tail more")
 		}
 		mark = to
-
 		// Every sealed window from the tiers, as the points say.
 		for _, s := range []int{0, 7, 19} {
 			for _, step := range []time.Duration{time.Minute, time.Hour} {

@@ -114,8 +114,8 @@ func TestSpliceOverlay(t *testing.T) {
 	col.windows[5] = nil
 	older := mk(bs+24*60, 1, 50, 24, 2)  // rolled before the columnar block: it loses
 	newer := mk(bs+48*60, 1, 200, 24, 3) // after: it wins
-	newer.sealed[1] = false // the window 49, sealed in the columnar block: it stays
-	older.sealed[2] = false // the window 26, sealed in the columnar block
+	newer.sealed[1] = false              // the window 49, sealed in the columnar block: it stays
+	older.sealed[2] = false              // the window 26, sealed in the columnar block
 	flag := mk(bs+72*60, 0, 0, 24, 0)
 	windows, sealed, _ := overlay([]*tierBlock{newer, flag, col, older}, bs, bs+1440*60, step, 1440)
 	for i, want := range map[int]uint64{0: 1, 24: 1, 47: 1, 48: 3, 49: 1, 50: 3, 71: 3, 72: 1, 95: 1, 96: 1} {
