@@ -60,10 +60,11 @@ type Options struct {
 	// RollupGrain is the span of sealed windows a rollup waits for (0: DefaultRollupGrain;
 	// negative: none): its ranges end at multiples of it since the Unix epoch, so that a
 	// rollup every minute runs at every quarter of an hour (internal/maintain's
-	// Options.Grain). A rollup rewrites every series' block of the finest tier (a day of
-	// minutes by default) for the windows sealed since the last: at every minute, each block
-	// 1,440 times a day; at every quarter of an hour, 96. The windows not rolled up yet are
-	// read raw.
+	// Options.Grain). A rollup of a quarter of an hour's windows writes them as tails beside
+	// the blocks of the finest tier (docs/format.md, "Tails"), and splices them into the
+	// blocks once a segment (4 hours); one of fewer windows (a rollup every minute) rewrites
+	// every series' block for the windows sealed since the last, 1,440 times a day. The
+	// windows not rolled up yet are read raw.
 	RollupGrain time.Duration
 	// RollupDelay is how much further behind the database's SealDelay the rollup's ranges
 	// end (0: none; not negative): tablets serve spreads its tenants' rollups, which would

@@ -38,13 +38,15 @@ const (
 // group of series at a time (up to maxRollupGroup, consecutive in the order of their raw
 // keys) in this order, which keeps it correct beside writers and other rollers:
 //  1. the group's blocks holding those windows, read whole with their ETags, a query
-//     across partitions per tier table with windows to compute;
+//     across partitions per tier table with windows to compute (of a tier whose windows
+//     are written as tails, the keys and ETags of the blocks at the span's start only);
 //  2. the group's staged points and histogram samples of those windows, one query;
 //  3. the group's raw points of those windows, a query across partitions per raw table
 //     (chunked's ScanPoints), streamed series by series, merged with the staged ones;
 //  4. each series' blocks that changed, the windows spliced in, a transaction per tier
 //     table (packed: with the other series' of its partition, up to 100 blocks a
-//     transaction, groupWriter), conditional on the ETags read, or as new where none was: a
+//     transaction, groupWriter), conditional on the ETags read, or as new where none was
+//     (a tail: as new, beside an empty merge into its guard, conditional on its ETag): a
 //     block that changed or appeared meanwhile fails the write, and the windows of that
 //     transaction's series are rolled up again, each by itself.
 //

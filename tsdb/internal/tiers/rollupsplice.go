@@ -31,7 +31,8 @@ import (
 // others as stored (a row block's too: this converts it), conditionally on the ETags read,
 // deleting the row blocks and flags it replaces in the same transaction. A block computed
 // equal to the one stored is not written: its ETag does not change, so concurrent rollers
-// of a range already rolled up do not fail each other's writes.
+// of a range already rolled up do not fail each other's writes. A rollup of a few windows
+// that complete no segment writes them as a tail instead (rolluptail.go).
 
 // storedSpan is the range of Unix seconds of tier t's blocks that a rollup of [lo, hi)
 // (slices) reads and rewrites: whole columnar blocks.
