@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -78,27 +77,6 @@ func writeHistories(b *testing.B, store tablets.Store) {
 	}
 }
 
-// hookTransport calls hook after every reply, with the request and the reply's body.
-type hookTransport struct {
-	next policy.Transporter
-	hook func(req *http.Request, body []byte)
-}
-
-func (h hookTransport) Do(req *http.Request) (*http.Response, error) {
-	resp, err := h.next.Do(req)
-	if err != nil {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	h.hook(req, body)
-	return resp, nil
-}
-
 // A point written between Latest's listing of a window's keys and its read of the newest
 // entities (a new row or chunk above those listed) is found: the read is cut short by its
 // $top, and the window is listed again.
@@ -126,7 +104,7 @@ func TestLatestSeesWriteBetweenKeysAndRows(t *testing.T) {
 				})
 			}
 			client, _ := azurite.NewTable(t, &azurite.TableOptions{Wrap: func(next policy.Transporter) policy.Transporter {
-				return hookTransport{next, hook}
+				return itest.ReplyHook{Next: next, Hook: hook}
 			}})
 			store = h.Make(t, client)
 			require.NoError(t, store.Write(ctx, hist.Name, hist.Points...)) // no keys-only reads

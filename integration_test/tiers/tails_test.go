@@ -1,10 +1,8 @@
 package tiers
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -21,29 +19,6 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/itest"
 	"github.com/seed71701133/tablets/tsdb"
 )
-
-// tableReads counts the bytes of the replies to queries of the tables whose names hold a
-// string (a tier's: "t60p").
-type tableReads struct {
-	next  policy.Transporter
-	table string
-	bytes atomic.Int64
-}
-
-func (c *tableReads) Do(req *http.Request) (*http.Response, error) {
-	resp, err := c.next.Do(req)
-	if err != nil || req.Method != http.MethodGet || !strings.Contains(req.URL.Path, c.table) {
-		return resp, err
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	c.bytes.Add(int64(len(body)))
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	return resp, nil
-}
 
 // The maintenance loop's rollups of a quarter of an hour's sealed windows (the server's
 // RollupGrain) write them as tails (docs/format.md, "Tails"): they read no block of the
@@ -76,8 +51,13 @@ func testRollupTails(t *testing.T, race string) {
 	// The rollups through a second handle, whose tier reads are counted and whose writes of
 	// the minute tier a race may meet.
 	hooked := &itest.Hooked{}
-	reads := &tableReads{table: "t60p", next: azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })}
-	hooked.Next = reads
+	var minuteReads atomic.Int64 // bytes of the replies to queries of the minute tier
+	hooked.Next = itest.ReplyHook{Next: azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) }),
+		Hook: func(req *http.Request, body []byte) {
+			if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "t60p") {
+				minuteReads.Add(int64(len(body)))
+			}
+		}}
 	rsvc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{
 		Transport: hooked, Retry: azurite.TestRetryOptions()}})
 	require.NoError(t, err)
@@ -130,10 +110,10 @@ func testRollupTails(t *testing.T, race string) {
 			written[names[7]] = append(written[names[7]], late...)
 		}
 		minuteEntities := func() int { return len(tierEntities(t, svc, db, time.Minute, start, to, names[3])) }
-		before := reads.bytes.Load()
+		before := minuteReads.Load()
 		stored := minuteEntities()
 		require.NoError(t, rdb.Rollup(ctx, mark, to))
-		read := reads.bytes.Load() - before
+		read := minuteReads.Load() - before
 		switch after := minuteEntities(); {
 		case to.Equal(start.Add(2 * time.Hour)): // 12:00, a segment's end
 			spliceReads = append(spliceReads, read)

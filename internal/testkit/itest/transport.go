@@ -70,3 +70,25 @@ func PeekBody(req *http.Request) []byte {
 	}
 	return b
 }
+
+// ReplyHook is a transport that calls Hook after every reply, with the request and the
+// reply's body (read whole, and given back to the caller as it was).
+type ReplyHook struct {
+	Next policy.Transporter
+	Hook func(req *http.Request, body []byte)
+}
+
+func (h ReplyHook) Do(req *http.Request) (*http.Response, error) {
+	resp, err := h.Next.Do(req)
+	if err != nil {
+		return resp, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	h.Hook(req, body)
+	return resp, nil
+}
