@@ -37,15 +37,15 @@ func (tr *Tiers) tailWrite(series string, t Tier, guard azcore.ETag, fresh map[u
 	n := int((b - start) / step)
 	windows, sealed := make([]*Window, n), make([]bool, n)
 	sealBefore := times.Unix(now.Add(-tr.cfg.SealDelay))
-	any := false
+	some := false
 	for ws := a; ws < b; ws += step {
 		i := (ws - start) / step
 		if w := fresh[ws]; w != nil && (w.Count > 0 || w.hist != nil || w.NaNs > 0) {
-			windows[i], any = w, true // (a window of staleness markers only is none)
+			windows[i], some = w, true // (a window of staleness markers only is none)
 		}
 		sealed[i] = ws+step <= sealBefore
 	}
-	if !any && guard == "" {
+	if !some && guard == "" {
 		return nil, nil // nothing rolled up in the span, nothing to roll up
 	}
 	body, _, err := tr.appendColumnarFitting(series, t, start, windows, sealed, float64(now.Unix()), true)
