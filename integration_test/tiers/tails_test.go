@@ -25,7 +25,8 @@ import (
 // minute tier, only the keys of the block at its span's start, and write a tail and a
 // guard a series. The rollup that completes a segment (4 hours of minutes) splices the
 // tails into the block: one entity a series is left. Every window reads from the tiers
-// exactly what the points say, before the splice and after.
+// exactly what the points say, before the splice and after. A quarter rolled up again
+// replaces its tails.
 //
 // A tail that meets another server's splice of its span (a late point into the tail's
 // windows, written into its raw table and rolled up by RollupFlagged, which clears its marker, between
@@ -52,7 +53,8 @@ func testRollupTails(t *testing.T, race string) {
 	// the minute tier a race may meet.
 	hooked := &itest.Hooked{}
 	var minuteReads atomic.Int64 // bytes of the replies to queries of the minute tier
-	hooked.Next = itest.ReplyHook{Next: azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) }),
+	rcheck := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	hooked.Next = itest.ReplyHook{Next: rcheck,
 		Hook: func(req *http.Request, body []byte) {
 			if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "t60p") {
 				minuteReads.Add(int64(len(body)))
@@ -125,6 +127,14 @@ func testRollupTails(t *testing.T, race string) {
 		default:
 			tailReads = append(tailReads, read)
 			require.Equal(t, stored+1, after, "a tail more")
+			if to.Equal(start.Add(time.Hour)) {
+				// The same quarter again (a run after a crash): its tails replaced, no
+				// series rolled up again by itself.
+				before := rcheck.Stats()
+				require.NoError(t, rdb.Rollup(ctx, mark, to))
+				require.Equal(t, after, minuteEntities())
+				require.Less(t, rcheck.Stats().Queries-before.Queries, int64(series), "no series by itself")
+			}
 		}
 		mark = to
 		// Every sealed window from the tiers, as the points say.

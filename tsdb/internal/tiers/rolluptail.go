@@ -13,17 +13,20 @@ import (
 // A tail is a columnar block of the windows one rollup computed, written beside the block at
 // its span's start (docs/format.md, "Tails"): the rollup reads no block, only the keys and
 // ETag of the block at the span's start, its guard, and writes in one transaction:
-//   - the tail, as new (an Add: a tail already there, from a rollup of the same windows,
-//     fails it);
+//   - the tail, inserted or replacing one at its key (a rollup of the same windows again:
+//     after a crash, or by another server);
 //   - an empty merge into the block at the span's start, conditional on the guard's ETag.
-//     A splice of the span since the guard was read (another server's rollup of a dirty
-//     slice, with a late point the tail's raw read missed) replaced or deleted that block,
-//     so the tail's write fails rather than lay stale windows over the splice's.
+//
+// Every write into a span changes that block's ETag (a tail's merge, a splice's replace), so
+// the guard versions the span: a tail computed from raw points read after its guard is
+// written only if nothing was written into the span since. A splice in between (another
+// server's rollup of a dirty slice, with a late point the tail's raw read missed) fails it,
+// rather than the tail laying stale windows over the splice's; so does another tail.
 //
 // Where the span has no block at its start (nothing rolled up there yet, or nothing with
 // points), the tail is written there, as new, its windows before the rollup's empty and
-// unsealed: the next tails have their guard, and a splice writing the same block fails it.
-// A failed write rolls the series up again by itself, splicing (rollupSeries).
+// unsealed: it is the next tails' guard, and a splice writing the same block fails it. A
+// failed write rolls the series up again by itself, splicing (rollupSeries).
 
 // tailWrite returns the operations that write series' windows [a, b) of tier t (fresh, by
 // start) as a tail guarded by guard (the ETag of the block at the span's start; "": none).
@@ -52,10 +55,12 @@ func (tr *Tiers) tailWrite(series string, t Tier, guard azcore.ETag, fresh map[u
 	if err != nil {
 		return nil, err
 	}
-	ops := []aztables.TransactionAction{{ActionType: aztables.TransactionTypeAdd, Entity: body}}
-	if guard != "" {
-		ops = append(ops, aztables.TransactionAction{ActionType: aztables.TransactionTypeUpdateMerge,
-			Entity: batch.KeysBody(tr.keys.keys(series, bs)), IfMatch: &guard})
+	if guard == "" {
+		return sliceWrite{tierPeriod(t, bs): {{{ActionType: aztables.TransactionTypeAdd, Entity: body}}}}, nil
+	}
+	ops := []aztables.TransactionAction{
+		{ActionType: aztables.TransactionTypeInsertReplace, Entity: body},
+		{ActionType: aztables.TransactionTypeUpdateMerge, Entity: batch.KeysBody(tr.keys.keys(series, bs)), IfMatch: &guard},
 	}
 	return sliceWrite{tierPeriod(t, bs): {ops}}, nil
 }

@@ -46,7 +46,7 @@ func TestWritesTail(t *testing.T) {
 	}
 }
 
-// A tail's operations: the tail as new, and an empty merge into the block at its span's
+// A tail's operations: the tail, inserted or replacing one at its key, and an empty merge into the block at its span's
 // start conditional on that block's ETag; without that block, the tail as new at the
 // span's start, its earlier windows empty and unsealed; nothing where neither the span nor
 // the windows hold anything.
@@ -71,7 +71,7 @@ func TestTailWrite(t *testing.T) {
 	require.Len(t, sw, 1)
 	ops := sw[tierPeriod(minutes, bs)][0]
 	require.Len(t, ops, 2)
-	require.Equal(t, "add", string(ops[0].ActionType))
+	require.Equal(t, "insertreplace", string(ops[0].ActionType))
 	tail := decode(ops[0].Entity)
 	require.Equal(t, a, tail.start)
 	require.Len(t, tail.windows, 15)
