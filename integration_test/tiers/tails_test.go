@@ -28,10 +28,11 @@ import (
 // exactly what the points say, before the splice and after. A quarter rolled up again
 // replaces its tails.
 //
-// A tail that meets another server's splice of its span (a late point into the tail's
-// windows, written into its raw table and rolled up by RollupFlagged, which clears its marker, between
-// the tail's raw read and its write) fails, its series rolled up again by itself: the late point shows. The same where
-// the span had no block yet, and the tail was to be written at its start.
+// A tail that meets another server's splice of its span (late points into the tail's
+// windows, written into their raw table and rolled up by RollupFlagged, which clears their
+// marker, between the tail's raw read and its write) fails, its series rolled up again by
+// itself: the late points show. The same where the span had no block yet, and the tail was
+// to be written at its start.
 func TestTSDBRollupTails(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
