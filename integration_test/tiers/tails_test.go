@@ -78,13 +78,7 @@ func testRollupTails(t *testing.T, race string) {
 	for i := range int((3*time.Hour + 20*time.Minute) / scrape) {
 		at := start.Add(time.Duration(i) * scrape)
 		clock.Set(at.Add(time.Second))
-		batch := make([]tsdb.SeriesPoints, series)
-		for s, name := range names {
-			p := tablets.Point{Time: at, Value: float64(i*(s+1) + s)}
-			batch[s] = tsdb.SeriesPoints{Series: name, Points: []tablets.Point{p}}
-			written[name] = append(written[name], p)
-		}
-		require.NoError(t, db.WriteMany(ctx, batch))
+		itest.ScrapeOnce(t, db, names, i, at, written)
 		if i%20 == 19 {
 			_, err := db.Fold(ctx)
 			require.NoError(t, err)

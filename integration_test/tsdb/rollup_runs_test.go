@@ -45,13 +45,7 @@ func TestTSDBRollupRunsWriteSealedWindows(t *testing.T) {
 	for i := range int((2*time.Hour + 10*time.Minute) / scrape) {
 		at := start.Add(time.Duration(i) * scrape)
 		clock.Set(at.Add(time.Second))
-		batch := make([]tsdb.SeriesPoints, series)
-		for s, name := range names {
-			p := tablets.Point{Time: at, Value: float64(i*(s+1) + s)}
-			batch[s] = tsdb.SeriesPoints{Series: name, Points: []tablets.Point{p}}
-			written[name] = append(written[name], p)
-		}
-		require.NoError(t, db.WriteMany(ctx, batch))
+		itest.ScrapeOnce(t, db, names, i, at, written)
 		if i%40 == 39 {
 			_, err := db.Fold(ctx)
 			require.NoError(t, err)

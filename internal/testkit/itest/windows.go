@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
@@ -87,4 +88,17 @@ func RequireWindows(t *testing.T, want []*ModelWindow, got []tsdb.Window, what s
 			require.InDelta(t, exact, g.Quantile(q), 0.0100001*math.Abs(exact)+1e-12, "%s: window %v q%v", what, m.Start, q)
 		}
 	}
+}
+
+// ScrapeOnce writes the i-th scrape at at of the series names, one point each (series s:
+// i*(s+1)+s), as one WriteMany, and appends the points to written.
+func ScrapeOnce(t *testing.T, db *tsdb.DB, names []string, i int, at time.Time, written map[string][]tablets.Point) {
+	t.Helper()
+	batch := make([]tsdb.SeriesPoints, len(names))
+	for s, name := range names {
+		p := tablets.Point{Time: at, Value: float64(i*(s+1) + s)}
+		batch[s] = tsdb.SeriesPoints{Series: name, Points: []tablets.Point{p}}
+		written[name] = append(written[name], p)
+	}
+	require.NoError(t, db.WriteMany(context.Background(), batch))
 }
