@@ -11,31 +11,26 @@ import (
 
 // DefaultSpread is the default of TenantsOptions.Spread. The folds of a tenant's 10-minute
 // arrival bucket may begin 5 minutes after its end and have until the next bucket's, and a
-// rollup of sealed windows has a quarter of an hour (DefaultRollupGrain) until the next.
-// Measured in the soak (docs/soak.md, run 126: 3 servers, 4 tenants of 18,746 series on
-// Azurite), the four folds of one bucket kept the account busy for 1 to 3 minutes at once
-// (up to 1,000 transactions a second together), and the four rollups at 11:00 for 80 s; the
-// dashboards' point reads of the change logs took 0.2 to 0.37 s on average meanwhile (0.07
-// to 0.09 s outside them), and most answers over 2.5 s were in those minutes. 5 minutes
-// (runs 126 to 154) put the four folds, paced at a minute each, back to back in 4 minutes
-// of every 10, with Azurite's thread 70 to 75% busy in them (run 154); 7.5 minutes with a
-// pace of 90 s (DefaultFoldPace) spreads them over 6 of the 10 at two thirds of the rate,
-// and the last tenant's fold still ends 2.5 minutes before the next bucket's first.
-const DefaultSpread = 7*time.Minute + 30*time.Second
+// rollup of sealed windows has a quarter of an hour (DefaultRollupGrain) until the next:
+// 5 minutes leaves each of them most of that. Measured in the soak (docs/soak.md, run 126:
+// 3 servers, 4 tenants of 18,746 series on Azurite), the four folds of one bucket kept the
+// account busy for 1 to 3 minutes at once (up to 1,000 transactions a second together), and
+// the four rollups at 11:00 for 80 s; the dashboards' point reads of the change logs took
+// 0.2 to 0.37 s on average meanwhile (0.07 to 0.09 s outside them), and most answers over
+// 2.5 s were in those minutes.
+const DefaultSpread = 5 * time.Minute
 
 // DefaultFoldPace is the default of tablets serve's --background.fold-pace
-// (tsdb.Options.FoldPace): a tenant's fold of a bucket writes over at least 90 s, the time
-// between two tenants' folds where the spread (DefaultSpread) ranks five (the default
-// tenant and the soak's four), so that the folds follow each other without overlapping.
-// Unpaced, each fold wrote its 18,700 series in 40-45 s (docs/soak.md, run 129), as fast as
-// the account allowed, and most answers over 2.5 s fell in those seconds.
-const DefaultFoldPace = 90 * time.Second
+// (tsdb.Options.FoldPace): a tenant's fold of a bucket writes over at least a minute, the
+// time between two tenants' folds where the spread (DefaultSpread) ranks four, as the
+// soak's. Unpaced, each fold wrote its 18,700 series in 40-45 s (docs/soak.md, run 129),
+// as fast as the account allowed, and most answers over 2.5 s fell in those seconds.
+const DefaultFoldPace = time.Minute
 
 // DefaultRollupPace is the default of tablets serve's --background.rollup-pace
 // (tsdb.Options.RollupPace): a tenant's rollup of the windows sealed since the last one
-// takes at least a minute, within the 90 s between two tenants' starts where the spread
-// (DefaultSpread) ranks five: since rollups write tails (a quarter hour's windows, not a
-// day's blocks) each is a few hundred transactions, and a minute holds them. Unpaced, each of the soak's tenants' rollups kept
+// takes at least a minute, as a fold does, the time between two tenants' starts where the
+// spread (DefaultSpread) ranks four. Unpaced, each of the soak's tenants' rollups kept
 // Azurite's one thread busy for 20 to 25 s (docs/soak.md, run 149), and the answers over
 // 2.5 s gathered in those minutes.
 const DefaultRollupPace = time.Minute
