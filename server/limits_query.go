@@ -104,6 +104,10 @@ func (s *Server) serveQuery(w http.ResponseWriter, r *http.Request) {
 	if pattern == "" {
 		pattern = "other"
 	}
+	if s.opts.SlowQueries > 0 {
+		s.serveSlowQueryLogged(w, r, pattern, s.instrument(pattern, q.mux))
+		return
+	}
 	s.instrument(pattern, q.mux).ServeHTTP(w, r)
 }
 

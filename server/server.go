@@ -120,6 +120,10 @@ type Options struct {
 	OTLP *otlp.Options
 	// Logger (default: discarded).
 	Logger *slog.Logger
+	// SlowQueries, if positive, logs every request of the query API that takes at least as
+	// long, at Info with what the account did for it (see serveSlowQueryLogged); tablets
+	// serve's --query.log-slower-than. 0: none.
+	SlowQueries time.Duration
 	// Collectors are more metrics for /metrics, such as the command's count of requests to
 	// the account.
 	Collectors []prometheus.Collector
@@ -222,6 +226,9 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	}
 	if o.MaxSamplesInFlight < 0 {
 		return nil, fmt.Errorf("server: %w: MaxSamplesInFlight %d is negative", tablets.ErrInvalidOptions, o.MaxSamplesInFlight)
+	}
+	if o.SlowQueries < 0 {
+		return nil, fmt.Errorf("server: %w: SlowQueries %v is negative", tablets.ErrInvalidOptions, o.SlowQueries)
 	}
 	if o.RollupEvery == 0 {
 		o.RollupEvery = DefaultRollupEvery

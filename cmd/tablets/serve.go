@@ -41,6 +41,7 @@ type serveFlags struct {
 	backgroundJobs                    int
 	backgroundServers                 int
 	backgroundSpread                  time.Duration
+	querySlowLog                      time.Duration
 	backgroundFoldPace                time.Duration
 	backgroundRollupPace              time.Duration
 	stagingReadBytes                  int64
@@ -149,6 +150,7 @@ See docs/rules.md.`,
 	f.DurationVar(&sf.rawRetention, "raw-retention", 0, "drop raw tables older than this, and refuse older samples (0: keep forever)")
 	f.IntVar(&sf.maxInFlight, "max-samples-in-flight", 0, "remote-write samples being stored at once; more wait (0: 500000)")
 	f.IntVar(&sf.accountRequests, "account.max-requests-in-flight", defaultAccountRequests, "requests to the storage account in flight at once, all tenants and loops together (writes all of them, queries at most 3/4, background loops at most 1/2); more wait their turn")
+	f.DurationVar(&sf.querySlowLog, "query.log-slower-than", 0, "log every request of the query API that takes at least this long, with what the account did for it: the requests and bytes, the time they waited for a slot of --account.max-requests-in-flight and the time at the account (0: none)")
 	f.DurationVar(&sf.backgroundSpread, "background.spread", server.DefaultSpread, "how far apart the tenants' folds and rollups begin: each tenant's waits a share of it, by its rank in tenants.allow where that names the tenants, else fixed by its database's name (the same on every server either way), so that the account does not serve every tenant's at once; at most 10m, 0: none")
 	f.DurationVar(&sf.backgroundFoldPace, "background.fold-pace", server.DefaultFoldPace, "the least time a tenant's fold of a 10-minute bucket takes: its series' writes begin evenly over it, so that the account serves the queries meanwhile (a fold catching up on several buckets is not paced); at most 5m, 0: as fast as the account allows")
 	f.DurationVar(&sf.backgroundRollupPace, "background.rollup-pace", server.DefaultRollupPace, "the least time a tenant's rollup of the windows sealed in the last hour takes: its groups of series begin evenly over it, so that the account serves the queries meanwhile (a rollup catching up on older windows is not paced); at most 5m, 0: as fast as the account allows")
@@ -382,6 +384,9 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 	if sf.accountRequests < 1 {
 		return usageErrorf(cmd, "--account.max-requests-in-flight must be positive")
 	}
+	if sf.querySlowLog < 0 {
+		return usageErrorf(cmd, "--query.log-slower-than %v is negative", sf.querySlowLog)
+	}
 	if sf.backgroundSpread < 0 || sf.backgroundSpread > tsdb.MaxFoldDelay {
 		return usageErrorf(cmd, "--background.spread %v is not from 0 to %v", sf.backgroundSpread, tsdb.MaxFoldDelay)
 	}
@@ -474,6 +479,7 @@ func (a *app) serve(cmd *cobra.Command, sf serveFlags) (err error) {
 			RetainEvery:        sf.retain,
 			Ruler:              rulerOpts,
 			Logger:             logger,
+			SlowQueries:        sf.querySlowLog,
 			Collectors: append(append([]prometheus.Collector{accountCollector(&wire.wire, limited), tables, connCollector(conns),
 				stagingReadCollector(dbOpts.StagingReadBudget, "read_bytes_in_use", "reads_waiting", "Bytes of staging pages being read, decoded and yielded, and of staged points being collected by queries (--staging.max-read-bytes, and what the oldest read takes past it).", "Staging page reads and collections waiting for room under --staging.max-read-bytes."),
 				stagingReadCollector(dbOpts.FoldReadBudget, "fold_bytes_in_use", "folds_waiting", "Bytes of staged points the folds' rounds collected and hold until written, and of their pages (--staging.max-fold-bytes, and what the oldest round takes past it).", "Fold rounds' page reads and collections waiting for room under --staging.max-fold-bytes.")},

@@ -62,3 +62,10 @@ func TestServeRollupPaceChecked(t *testing.T) {
 		assert.Contains(t, r.stderr, "--background.rollup-pace "+v+" is not from 0 to 5m0s", v)
 	}
 }
+
+// A negative --query.log-slower-than is refused before anything starts.
+func TestServeSlowQueryLogChecked(t *testing.T) {
+	r := cli(t, map[string]string{}, "", "serve", "--db", "metrics", "--listen", "256.0.0.1:1", "--query.log-slower-than", "-1s")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.stderr, "--query.log-slower-than -1s is negative")
+}

@@ -321,6 +321,7 @@ func classOf(ctx context.Context) class {
 // waits gets the context's error and is never sent.
 func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
+	tally, asked := tallyOf(ctx), time.Now()
 	var shares []*gate.Gate      // taken, to give back with the slot
 	weights := [3]int64{1, 1, 1} // of each share, then the slot
 	c := classOf(ctx)
@@ -357,14 +358,21 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	taken := append(shares, t.gate)
 	t.sent[c].Add(1)
 	began := time.Now()
+	tally.slotTaken(began.Sub(asked))
 	var phases *phaseTimes // of a point read
 	if isPointRead(req) {
 		phases = &phaseTimes{}
 		req = req.WithContext(httptrace.WithClientTrace(ctx, phases.trace()))
 	}
+	var body *releasingBody // of a response with one
 	done := func() {
 		took := time.Since(began)
 		t.held[c].Add(int64(took))
+		var received int64
+		if body != nil {
+			received = body.read
+		}
+		tally.released(took, received)
 		if phases != nil {
 			t.pointReads.observe(took, phases.split(began, time.Now()))
 		}
@@ -375,7 +383,7 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 		done()
 		return resp, err
 	}
-	body := &releasingBody{ReadCloser: resp.Body, release: done}
+	body = &releasingBody{ReadCloser: resp.Body, release: done}
 	if c == classBackground {
 		body.release = func() {
 			t.answered(kind, answerCost{bytes: body.read, held: time.Since(began)})

@@ -702,3 +702,50 @@ func TestTransportBackgroundWeighsTime(t *testing.T) {
 		time.Sleep(QuietPeriod) // the idle timer's last look
 	})
 }
+
+// A Tally counts the requests sent with its context, and only those: how long each waited
+// for its slot and held it, and the bytes of their bodies.
+func TestTransportTally(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		next := &blockingNext{release: make(chan struct{}), body: "entities"}
+		tr := New(next, 1)
+		ctx, tally := WithTally(context.Background())
+		read := func(ctx context.Context) {
+			resp, err := tr.Do(get(ctx, t))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { read(context.Background()) }) // untallied: holds the one slot first
+		synctest.Wait()
+		wg.Go(func() { read(ctx) }) // waits for the slot
+		synctest.Wait()
+		time.Sleep(3 * time.Second)
+		next.release <- struct{}{} // the first answered after 3 s: the tallied one's turn
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		next.release <- struct{}{} // the tallied one answered after 2 s
+		wg.Wait()
+		want := TallyCounts{Requests: 1, ReceivedBytes: int64(len("entities")), Waited: 3 * time.Second, Held: 2 * time.Second}
+		if got := tally.Counts(); got != want {
+			t.Fatalf("Counts() = %+v, want %+v", got, want)
+		}
+
+		// A context derived from the tallied one counts in it; a failed request counts its
+		// wait and hold, no bytes.
+		close(next.release)
+		read(context.WithoutCancel(ctx))
+		next.fail = true
+		if _, err := tr.Do(get(ctx, t)); err == nil {
+			t.Fatal("no error from a failing transport")
+		}
+		want.Requests, want.ReceivedBytes = 3, 2*int64(len("entities"))
+		if got := tally.Counts(); got != want {
+			t.Fatalf("after two more: Counts() = %+v, want %+v", got, want)
+		}
+	})
+}

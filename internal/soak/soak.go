@@ -334,6 +334,9 @@ func startServer(ctx context.Context, cfg Config, connString, log string, extra 
 		"--connection-string", connString,
 		"--fold-interval", "1m", "--rollup-every", "1m", "--compact-every", "2m",
 		"--rollup-catch-up", "1h", "--compact-catch-up", "1h",
+		// The queries over the dashboards' goal, with what the account did for each, in
+		// the servers' logs.
+		"--query.log-slower-than", "2.5s",
 		"--staging-partitions", strconv.Itoa(stagingPartitions(cfg.Rate / float64(cfg.Tenants))),
 	}
 	args = append(args, extra...)

@@ -1,0 +1,66 @@
+package reqlimit
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// A Tally counts the account requests of one operation (a query): those a Transport sent
+// with a context WithTally marked, whichever goroutine of the operation sent them. It is
+// what a slow query's log line says of the account: whether the query waited for a slot
+// of the server's bound (its own fan-out, or other queries and the background ahead of
+// it), or for the account's answers, and how much it read. It is safe for concurrent use.
+type Tally struct {
+	requests atomic.Int64
+	received atomic.Int64 // bytes of the bodies read
+	waited   atomic.Int64 // nanoseconds from Do to the slot, summed over requests
+	held     atomic.Int64 // nanoseconds from the slot to the body's end, summed over requests
+}
+
+// TallyCounts are a Tally's counts at one moment. Waited and Held are sums over the
+// requests, which may overlap: a query's requests in parallel add more than the time
+// it took.
+type TallyCounts struct {
+	Requests, ReceivedBytes int64
+	Waited, Held            time.Duration
+}
+
+// Counts returns the counts so far.
+func (t *Tally) Counts() TallyCounts {
+	return TallyCounts{Requests: t.requests.Load(), ReceivedBytes: t.received.Load(),
+		Waited: time.Duration(t.waited.Load()), Held: time.Duration(t.held.Load())}
+}
+
+type tallyKey struct{}
+
+// WithTally returns ctx with a new Tally, which counts the requests sent with ctx or a
+// context derived from it. A Tally of ctx already is replaced for the derived one.
+func WithTally(ctx context.Context) (context.Context, *Tally) {
+	t := &Tally{}
+	return context.WithValue(ctx, tallyKey{}, t), t
+}
+
+// tallyOf is ctx's Tally, nil if none.
+func tallyOf(ctx context.Context) *Tally {
+	t, _ := ctx.Value(tallyKey{}).(*Tally)
+	return t
+}
+
+// slotTaken records a request that waited for its slot for waited.
+func (t *Tally) slotTaken(waited time.Duration) {
+	if t == nil {
+		return
+	}
+	t.requests.Add(1)
+	t.waited.Add(int64(waited))
+}
+
+// released records a request that held its slot for held and read received bytes.
+func (t *Tally) released(held time.Duration, received int64) {
+	if t == nil {
+		return
+	}
+	t.held.Add(int64(held))
+	t.received.Add(received)
+}
