@@ -14,7 +14,7 @@ import (
 // scheduleOptions are when Run's tasks run, for the server's options o (their defaults
 // applied): a negative interval, never.
 func scheduleOptions(o Options) schedule.Options {
-	return schedule.Options{FoldEvery: o.FoldEvery, CompactEvery: o.CompactEvery, CompactCatchUp: o.CompactCatchUp,
+	return schedule.Options{FoldEvery: o.FoldEvery, CompactEvery: o.CompactEvery, CompactPhase: o.CompactPhase, CompactCatchUp: o.CompactCatchUp,
 		RollupEvery: o.RollupEvery, RollupCatchUp: o.RollupCatchUp, RollupGrain: o.RollupGrain, RollupDelay: o.RollupDelay, RetainEvery: o.RetainEvery, Now: o.Now}
 }
 

@@ -86,8 +86,12 @@ type Options struct {
 	// 0: none.
 	RollupDelay time.Duration
 	// CompactEvery is how often Run compacts the chunks written since its last successful
-	// compaction (default 5m; negative: never).
+	// compaction (default DefaultCompactEvery; negative: never).
 	CompactEvery time.Duration
+	// CompactPhase delays the compactions past the multiples of CompactEvery, modulo it: a
+	// [Tenants] front gives each tenant its share of the interval, by its share of the
+	// spread (TenantsOptions.Spread). 0: none.
+	CompactPhase time.Duration
 	// CompactCatchUp is how far back the first compaction of a database starts, when it
 	// holds no progress of a compaction (default DefaultCompactCatchUp).
 	CompactCatchUp time.Duration
@@ -183,7 +187,8 @@ func NewResultsCache(maxBytes int64) *ResultsCache { return results.New(maxBytes
 
 // Defaults of Run (see Options).
 const (
-	DefaultFoldEvery = time.Hour
+	DefaultFoldEvery    = time.Hour
+	DefaultCompactEvery = 5 * time.Minute
 	// DefaultRollupEvery is an hour, the default SealDelay: at 5 minutes, the rollups of
 	// 10,000 series wrote 33 transactions a second (0.054 a sample, five times the
 	// ingest's), and on Azurite made rule evaluations lag by a minute and more.
@@ -234,7 +239,7 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 		o.RollupEvery = DefaultRollupEvery
 	}
 	if o.CompactEvery == 0 {
-		o.CompactEvery = 5 * time.Minute
+		o.CompactEvery = DefaultCompactEvery
 	}
 	if o.RetainEvery == 0 {
 		o.RetainEvery = time.Hour
@@ -245,8 +250,8 @@ func New(db *tsdb.DB, opts *Options) (*Server, error) {
 	if o.WarmCache == 0 {
 		o.WarmCache = DefaultWarmCache
 	}
-	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 || o.RollupDelay < 0 {
-		return nil, fmt.Errorf("server: %w: RollupCatchUp %v, CompactCatchUp %v and RollupDelay %v must not be negative", tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp, o.RollupDelay)
+	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 || o.RollupDelay < 0 || o.CompactPhase < 0 {
+		return nil, fmt.Errorf("server: %w: RollupCatchUp %v, CompactCatchUp %v, RollupDelay %v and CompactPhase %v must not be negative", tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp, o.RollupDelay, o.CompactPhase)
 	}
 	if o.RollupCatchUp == 0 {
 		o.RollupCatchUp = DefaultRollupCatchUp

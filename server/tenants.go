@@ -241,6 +241,9 @@ func (t *Tenants) serverOptions(id string) *Options {
 	if o.RollupDelay == 0 {
 		o.RollupDelay = t.spreadOfTenant(id)
 	}
+	if o.CompactPhase == 0 {
+		o.CompactPhase = compactPhase(t.spreadOfTenant(id), t.opts.Spread, o.CompactEvery)
+	}
 	o.Limits = t.config
 	o.LimitHit = func(limit string) { t.hits.WithLabelValues(id, limit).Inc() }
 	if t.opts.BackgroundServers > 0 {

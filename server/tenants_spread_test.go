@@ -125,10 +125,35 @@ func TestTenantsSpread(t *testing.T) {
 				if got, want := s.opts.RollupDelay, tc.rollup(id, db); got != want {
 					t.Errorf("%s: RollupDelay %v, want %v", db, got, want)
 				}
+				if tc.name == "listed" { // the same share of the compactions' interval
+					want := map[string]time.Duration{"default": 0, "teama": DefaultCompactEvery / 3, "teamb": 2 * DefaultCompactEvery / 3}[id]
+					if got := s.opts.CompactPhase; got != want {
+						t.Errorf("%s: CompactPhase %v, want %v", db, got, want)
+					}
+				}
 			}
 		})
 	}
 	if _, err := NewTenants(ctx, svc, "spread", &TenantsOptions{Server: off, Spread: tsdb.MaxFoldDelay + 1}); !errors.Is(err, tablets.ErrInvalidOptions) {
 		t.Errorf("a spread over MaxFoldDelay: %v", err)
+	}
+}
+
+// A tenant's compactions tick its share of the spread into their interval: the soak's five
+// ranks (the default tenant and four) 24 s apart in 2 minutes, a minute apart in the
+// default 5; none without a spread or a share.
+func TestCompactPhase(t *testing.T) {
+	for _, tc := range []struct {
+		share, spread, every, want time.Duration
+	}{
+		{0, 5 * time.Minute, 2 * time.Minute, 0},
+		{time.Minute, 5 * time.Minute, 2 * time.Minute, 24 * time.Second},
+		{4 * time.Minute, 5 * time.Minute, 2 * time.Minute, 96 * time.Second},
+		{3 * time.Minute, 5 * time.Minute, 0, 3 * time.Minute},
+		{3 * time.Minute, 0, 2 * time.Minute, 0},
+	} {
+		if got := compactPhase(tc.share, tc.spread, tc.every); got != tc.want {
+			t.Errorf("compactPhase(%v, %v, %v) = %v, want %v", tc.share, tc.spread, tc.every, got, tc.want)
+		}
 	}
 }

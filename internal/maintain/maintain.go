@@ -62,8 +62,13 @@ type Progress interface {
 // Options configure a loop. Every is required; the others may be zero.
 type Options struct {
 	// Every is the interval between ticks. They come at its multiples since the Unix epoch
-	// (on the real clock): the first at the next one after the start.
+	// (on the real clock), plus Phase: the first at the next one after the start.
 	Every time.Duration
+	// Phase delays every tick past the multiples of Every, taken modulo Every (0: on them).
+	// Loops of one kind in many databases tick on the same instants otherwise, and a task
+	// whose requests are scans (a compaction's) then holds the account for all of them at
+	// once; each database given its own phase, they follow each other.
+	Phase time.Duration
 	// Lag is how far behind now a range ends (a rollup's seal delay; 0 for compaction).
 	Lag time.Duration
 	// CatchUp is how far before now the first range starts. At least Lag; 0 means Lag: the
@@ -102,6 +107,9 @@ type Options struct {
 func (o *Options) Check() error {
 	if o.Every <= 0 {
 		return fmt.Errorf("%w: interval %v must be positive", tablets.ErrInvalidOptions, o.Every)
+	}
+	if o.Phase < 0 {
+		return fmt.Errorf("%w: phase %v must not be negative", tablets.ErrInvalidOptions, o.Phase)
 	}
 	return o.checkRange()
 }
@@ -198,7 +206,7 @@ func checked(opts *Options) (Options, error) {
 }
 
 // every calls tick with the clock's time at every multiple of o.Every since the Unix epoch
-// (on the real clock, as a ticker would), until ctx is done. A tick that takes longer than
+// plus o.Phase (on the real clock, as a ticker would), until ctx is done. A tick that takes longer than
 // the interval delays the next; missed ticks are not made up (the next range covers them).
 // Ticks on boundaries, not an interval after the start, so that a restart postpones
 // nothing: with a ticker from the start, a server restarted every 30 minutes never ran its
@@ -207,7 +215,8 @@ func checked(opts *Options) (Options, error) {
 func every(ctx context.Context, o Options, tick func(now time.Time)) error {
 	for {
 		now := time.Now()
-		t := time.NewTimer(nextBoundary(now, o.Every).Sub(now))
+		phase := o.Phase % o.Every
+		t := time.NewTimer(nextBoundary(now.Add(-phase), o.Every).Add(phase).Sub(now))
 		select {
 		case <-ctx.Done():
 			t.Stop()

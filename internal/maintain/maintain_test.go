@@ -353,3 +353,33 @@ func TestNextBoundary(t *testing.T) {
 	week := 7 * day // the epoch was a Thursday
 	assert.Equal(t, time.Date(2024, 6, 13, 0, 0, 0, 0, time.UTC), nextBoundary(at.In(time.FixedZone("x", 3600)), week).UTC())
 }
+
+// A phase delays every tick past the multiples of the interval, modulo it; a negative one
+// is refused.
+func TestRangesTicksAtPhase(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		var mu sync.Mutex
+		var at []time.Duration
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- Ranges(ctx, func(_ context.Context, _, to time.Time) error {
+				mu.Lock()
+				defer mu.Unlock()
+				at = append(at, to.Sub(t0))
+				return nil
+			}, &Options{Every: 7 * time.Minute, Phase: 16 * time.Minute})
+		}()
+		// The multiples of 7 minutes come at 4, 11, 18 and 25 minutes of the bubble
+		// (TestRangesTicksAtInterval); a phase of 16 minutes is 2 modulo 7: 6, 13, 20, 27.
+		time.Sleep(28 * time.Minute)
+		synctest.Wait()
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+		assert.Equal(t, []time.Duration{13 * time.Minute, 20 * time.Minute, 27 * time.Minute}, at)
+	})
+	err := Ranges(context.Background(), func(context.Context, time.Time, time.Time) error { return nil },
+		&Options{Every: time.Minute, Phase: -time.Second})
+	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+}

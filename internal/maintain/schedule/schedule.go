@@ -46,6 +46,9 @@ type Options struct {
 	FoldEvery time.Duration
 	// CompactEvery is the interval of compaction.
 	CompactEvery time.Duration
+	// CompactPhase delays compaction's ticks past the multiples of CompactEvery, modulo it
+	// (maintain.Options.Phase).
+	CompactPhase time.Duration
 	// CompactCatchUp is how far back the first compaction of a database starts, when it
 	// holds no progress of a compaction (0: DefaultCompactCatchUp).
 	CompactCatchUp time.Duration
@@ -130,9 +133,9 @@ const tierBlockWindows = 24
 // fold, compact, rollup, flagged, retain. A negative catch-up gives an error wrapping
 // tablets.ErrInvalidOptions.
 func Plan(o Options, db tsdb.Options) ([]Task, error) {
-	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 || o.RollupDelay < 0 {
-		return nil, fmt.Errorf("schedule: %w: RollupCatchUp %v, CompactCatchUp %v and RollupDelay %v must not be negative",
-			tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp, o.RollupDelay)
+	if o.RollupCatchUp < 0 || o.CompactCatchUp < 0 || o.RollupDelay < 0 || o.CompactPhase < 0 {
+		return nil, fmt.Errorf("schedule: %w: RollupCatchUp %v, CompactCatchUp %v, RollupDelay %v and CompactPhase %v must not be negative",
+			tablets.ErrInvalidOptions, o.RollupCatchUp, o.CompactCatchUp, o.RollupDelay, o.CompactPhase)
 	}
 	var tasks []Task
 	if o.FoldEvery > 0 {
@@ -140,7 +143,7 @@ func Plan(o Options, db tsdb.Options) ([]Task, error) {
 	}
 	if o.CompactEvery > 0 {
 		// Cut at days: a chunked partition is a day by default, and compacted whole.
-		tasks = append(tasks, Task{Name: Compact, Opts: maintain.Options{Every: o.CompactEvery,
+		tasks = append(tasks, Task{Name: Compact, Opts: maintain.Options{Every: o.CompactEvery, Phase: o.CompactPhase,
 			CatchUp: orDefault(o.CompactCatchUp, DefaultCompactCatchUp), Slice: 24 * time.Hour}})
 	}
 	if o.RollupEvery > 0 {
