@@ -206,8 +206,9 @@ func checked(opts *Options) (Options, error) {
 }
 
 // every calls tick with the clock's time at every multiple of o.Every since the Unix epoch
-// plus o.Phase (on the real clock, as a ticker would), until ctx is done. A tick that takes longer than
-// the interval delays the next; missed ticks are not made up (the next range covers them).
+// plus o.Phase (on the real clock, as a ticker would), until ctx is done. A tick that takes
+// longer than the interval delays the next; missed ticks are not made up (the next range
+// covers them).
 // Ticks on boundaries, not an interval after the start, so that a restart postpones
 // nothing: with a ticker from the start, a server restarted every 30 minutes never ran its
 // hourly fold. Servers on one database then tick together; their tasks are safe to run at
