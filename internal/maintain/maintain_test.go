@@ -134,31 +134,20 @@ func TestRangesGrain(t *testing.T) {
 // The ticker runs at the configured interval: one call per tick, at the tick's time.
 func TestRangesTicksAtInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
 		var mu sync.Mutex
-		var at []time.Duration
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- Ranges(ctx, func(_ context.Context, _, to time.Time) error {
-				mu.Lock()
-				defer mu.Unlock()
-				at = append(at, to.Sub(t0))
-				return nil
-			}, &Options{Every: 7 * time.Minute})
-		}()
+		at, cancel, done := rangesTicks(&mu, Options{Every: 7 * time.Minute})
 		// Ticks come at the multiples of 7 minutes since the epoch: the bubble's start
 		// (2000-01-01, 946,684,800 s) is 3 minutes past one, so at 4, 11, 18 and 25 minutes.
 		time.Sleep(7 * time.Minute)
 		synctest.Wait()
 		mu.Lock()
-		require.Equal(t, []time.Duration(nil), at, "no lag, no catch-up: the first tick only sets the start")
+		require.Equal(t, []time.Duration(nil), *at, "no lag, no catch-up: the first tick only sets the start")
 		mu.Unlock()
 		time.Sleep(21 * time.Minute)
 		synctest.Wait()
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
-		assert.Equal(t, []time.Duration{11 * time.Minute, 18 * time.Minute, 25 * time.Minute}, at)
+		assert.Equal(t, []time.Duration{11 * time.Minute, 18 * time.Minute, 25 * time.Minute}, *at)
 	})
 }
 
@@ -358,28 +347,35 @@ func TestNextBoundary(t *testing.T) {
 // is refused.
 func TestRangesTicksAtPhase(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		t0 := time.Now()
 		var mu sync.Mutex
-		var at []time.Duration
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() {
-			done <- Ranges(ctx, func(_ context.Context, _, to time.Time) error {
-				mu.Lock()
-				defer mu.Unlock()
-				at = append(at, to.Sub(t0))
-				return nil
-			}, &Options{Every: 7 * time.Minute, Phase: 16 * time.Minute})
-		}()
+		at, cancel, done := rangesTicks(&mu, Options{Every: 7 * time.Minute, Phase: 16 * time.Minute})
 		// The multiples of 7 minutes come at 4, 11, 18 and 25 minutes of the bubble
 		// (TestRangesTicksAtInterval); a phase of 16 minutes is 2 modulo 7: 6, 13, 20, 27.
 		time.Sleep(28 * time.Minute)
 		synctest.Wait()
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
-		assert.Equal(t, []time.Duration{13 * time.Minute, 20 * time.Minute, 27 * time.Minute}, at)
+		assert.Equal(t, []time.Duration{13 * time.Minute, 20 * time.Minute, 27 * time.Minute}, *at)
 	})
 	err := Ranges(context.Background(), func(context.Context, time.Time, time.Time) error { return nil },
 		&Options{Every: time.Minute, Phase: -time.Second})
 	require.ErrorIs(t, err, tablets.ErrInvalidOptions)
+}
+
+// rangesTicks runs Ranges with o in a goroutine, its task recording the end of each range
+// it is given, from now, under mu; cancel stops it, and done gets what Ranges returned.
+func rangesTicks(mu *sync.Mutex, o Options) (at *[]time.Duration, cancel func(), done chan error) {
+	t0 := time.Now()
+	at = new([]time.Duration)
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan error, 1)
+	go func() {
+		done <- Ranges(ctx, func(_ context.Context, _, to time.Time) error {
+			mu.Lock()
+			defer mu.Unlock()
+			*at = append(*at, to.Sub(t0))
+			return nil
+		}, &o)
+	}()
+	return at, cancel, done
 }

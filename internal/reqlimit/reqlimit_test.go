@@ -48,6 +48,18 @@ func get(ctx context.Context, t *testing.T) *http.Request {
 	return req
 }
 
+// send sends a GET through tr with ctx and reads its answer to the end (an error is the
+// test's).
+func send(ctx context.Context, t *testing.T, tr *Transport) {
+	resp, err := tr.Do(get(ctx, t))
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+}
+
 func TestTransportBoundsRequestsInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := &blockingNext{release: make(chan struct{}), body: "{}"}
@@ -167,15 +179,7 @@ func TestTransportClassShares(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		next := &blockingNext{release: make(chan struct{}), body: "{}"}
 		tr := New(next, 8)
-		do := func(ctx context.Context) {
-			resp, err := tr.Do(get(ctx, t))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
+		do := func(ctx context.Context) { send(ctx, t, tr) }
 		bg, ingest := Background(context.Background()), Ingest(context.Background())
 		var wg sync.WaitGroup
 		for range 20 {
@@ -710,15 +714,7 @@ func TestTransportTally(t *testing.T) {
 		next := &blockingNext{release: make(chan struct{}), body: "entities"}
 		tr := New(next, 1)
 		ctx, tally := WithTally(context.Background())
-		read := func(ctx context.Context) {
-			resp, err := tr.Do(get(ctx, t))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
+		read := func(ctx context.Context) { send(ctx, t, tr) }
 		var wg sync.WaitGroup
 		wg.Go(func() { read(context.Background()) }) // untallied: holds the one slot first
 		synctest.Wait()
