@@ -37,7 +37,8 @@ func (s *Server) serveSlowQueryLogged(w http.ResponseWriter, r *http.Request, ha
 		c := tally.Counts()
 		attrs := []any{"handler", handler, "code", code, "took", took,
 			"account_requests", c.Requests, "account_bytes", c.ReceivedBytes,
-			"account_wait", c.Waited.Round(time.Millisecond), "account_held", c.Held.Round(time.Millisecond)}
+			"account_wait", c.Waited.Round(time.Millisecond), "account_held", c.Held.Round(time.Millisecond),
+			"account_slowest", c.Slowest.Round(time.Millisecond), "account_slowest_kind", c.SlowestKind}
 		_ = r.ParseForm() // parsed by the handler already; else the URL's parameters
 		for _, p := range slowQueryParams {
 			if v, ok := r.Form[p]; ok {

@@ -79,6 +79,9 @@ func TestSlowQueryLog(t *testing.T) {
 	require.EqualValues(t, stats.Requests, r["account_requests"], "the requests of the query's context: all the Checker saw")
 	require.EqualValues(t, stats.ResponseBytes, r["account_bytes"])
 	require.Positive(t, r["took"])
+	require.Regexp(t, `^(GET|POST) \S+$`, r["account_slowest_kind"], "the slowest request's method and table")
+	require.Positive(t, r["account_slowest"])
+	require.LessOrEqual(t, r["account_slowest"], r["account_held"], "one request's hold within the sum of them all")
 
 	// A request quicker than the threshold is not logged.
 	_, hs2, _ := newServer(t, nil, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,

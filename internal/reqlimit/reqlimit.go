@@ -372,7 +372,7 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 		if body != nil {
 			received = body.read
 		}
-		tally.released(took, received)
+		tally.released(func() string { return strings.TrimSpace(answerKind(req)) }, took, received)
 		if phases != nil {
 			t.pointReads.observe(took, phases.split(began, time.Now()))
 		}

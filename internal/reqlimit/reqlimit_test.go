@@ -726,20 +726,46 @@ func TestTransportTally(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		next.release <- struct{}{} // the tallied one answered after 2 s
 		wg.Wait()
-		want := TallyCounts{Requests: 1, ReceivedBytes: int64(len("entities")), Waited: 3 * time.Second, Held: 2 * time.Second}
+		want := TallyCounts{Requests: 1, ReceivedBytes: int64(len("entities")), Waited: 3 * time.Second, Held: 2 * time.Second,
+			Slowest: 2 * time.Second, SlowestKind: "GET t"}
 		if got := tally.Counts(); got != want {
 			t.Fatalf("Counts() = %+v, want %+v", got, want)
 		}
 
+		// A request of another table held longer is the slowest.
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://account.invalid/u()", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp, err := tr.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		})
+		synctest.Wait()
+		time.Sleep(5 * time.Second)
+		next.release <- struct{}{}
+		wg.Wait()
+		want = TallyCounts{Requests: 2, ReceivedBytes: 2 * int64(len("entities")), Waited: 3 * time.Second, Held: 7 * time.Second,
+			Slowest: 5 * time.Second, SlowestKind: "GET u"}
+		if got := tally.Counts(); got != want {
+			t.Fatalf("after a slower one: Counts() = %+v, want %+v", got, want)
+		}
+
 		// A context derived from the tallied one counts in it; a failed request counts its
-		// wait and hold, no bytes.
+		// wait and hold, no bytes; neither, answered at once, is the slowest.
 		close(next.release)
 		read(context.WithoutCancel(ctx))
 		next.fail = true
 		if _, err := tr.Do(get(ctx, t)); err == nil {
 			t.Fatal("no error from a failing transport")
 		}
-		want.Requests, want.ReceivedBytes = 3, 2*int64(len("entities"))
+		want.Requests, want.ReceivedBytes = 4, 3*int64(len("entities"))
 		if got := tally.Counts(); got != want {
 			t.Fatalf("after two more: Counts() = %+v, want %+v", got, want)
 		}

@@ -2,6 +2,7 @@ package reqlimit
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -16,6 +17,17 @@ type Tally struct {
 	received atomic.Int64 // bytes of the bodies read
 	waited   atomic.Int64 // nanoseconds from Do to the slot, summed over requests
 	held     atomic.Int64 // nanoseconds from the slot to the body's end, summed over requests
+
+	mu      sync.Mutex
+	slowest slowestRequest
+}
+
+// slowestRequest is the request of a Tally that held its slot longest: which of a slow
+// query's requests the account kept waiting (a change log's point read behind a fold's
+// pages, or a staging fetch of its own).
+type slowestRequest struct {
+	kind string // answerKind: the method and the table, its digits left out
+	held time.Duration
 }
 
 // TallyCounts are a Tally's counts at one moment. Waited and Held are sums over the
@@ -24,12 +36,20 @@ type Tally struct {
 type TallyCounts struct {
 	Requests, ReceivedBytes int64
 	Waited, Held            time.Duration
+	// Slowest is the longest any one request held its slot, SlowestKind its method and
+	// table (the table's digits left out: "GET tenantm" is a catalog's point read).
+	Slowest     time.Duration
+	SlowestKind string
 }
 
 // Counts returns the counts so far.
 func (t *Tally) Counts() TallyCounts {
+	t.mu.Lock()
+	slowest := t.slowest
+	t.mu.Unlock()
 	return TallyCounts{Requests: t.requests.Load(), ReceivedBytes: t.received.Load(),
-		Waited: time.Duration(t.waited.Load()), Held: time.Duration(t.held.Load())}
+		Waited: time.Duration(t.waited.Load()), Held: time.Duration(t.held.Load()),
+		Slowest: slowest.held, SlowestKind: slowest.kind}
 }
 
 type tallyKey struct{}
@@ -56,11 +76,17 @@ func (t *Tally) slotTaken(waited time.Duration) {
 	t.waited.Add(int64(waited))
 }
 
-// released records a request that held its slot for held and read received bytes.
-func (t *Tally) released(held time.Duration, received int64) {
+// released records a request of kind (answerKind, called only for a Tally) that held its
+// slot for held and read received bytes.
+func (t *Tally) released(kind func() string, held time.Duration, received int64) {
 	if t == nil {
 		return
 	}
 	t.held.Add(int64(held))
 	t.received.Add(received)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if held > t.slowest.held || t.slowest.kind == "" {
+		t.slowest = slowestRequest{kind: kind(), held: held}
+	}
 }
