@@ -19,7 +19,9 @@ var slowQueryParams = []string{"query", "start", "end", "step", "time", "match[]
 // context, the bytes they answered, the time they waited for a slot of the process's bound
 // and the time they held one (sums over requests, which may overlap). A request whose
 // answers came from the caches shows few requests; one that waited on a busy account, long
-// held times; one behind the process's other requests, long waits.
+// held times; one behind the process's other requests, long waits; one that waited for
+// another query's reads (the panels of a dashboard, over one metric), reads_joined; one
+// that waited for the staging reads' memory, budget_wait.
 func (s *Server) serveSlowQueryLogged(w http.ResponseWriter, r *http.Request, handler string, h http.Handler) {
 	ctx, tally := reqlimit.WithTally(r.Context())
 	r = r.WithContext(ctx)
@@ -38,7 +40,8 @@ func (s *Server) serveSlowQueryLogged(w http.ResponseWriter, r *http.Request, ha
 		attrs := []any{"handler", handler, "code", code, "took", took,
 			"account_requests", c.Requests, "account_bytes", c.ReceivedBytes,
 			"account_wait", c.Waited.Round(time.Millisecond), "account_held", c.Held.Round(time.Millisecond),
-			"account_slowest", c.Slowest.Round(time.Millisecond), "account_slowest_kind", c.SlowestKind}
+			"account_slowest", c.Slowest.Round(time.Millisecond), "account_slowest_kind", c.SlowestKind,
+			"reads_joined", c.Joined.Round(time.Millisecond), "budget_wait", c.Budget.Round(time.Millisecond)}
 		_ = r.ParseForm() // parsed by the handler already; else the URL's parameters
 		for _, p := range slowQueryParams {
 			if v, ok := r.Form[p]; ok {

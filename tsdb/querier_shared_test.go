@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/stretchr/testify/require"
 )
 
@@ -41,12 +42,14 @@ func TestConcurrentSelectsShareRawReads(t *testing.T) {
 		first, firstErr = selectAll()
 	}()
 	<-held // the first is reading the raw table
-	second, err := selectAll()
+	tallied, tally := reqlimit.WithTally(ctx)
+	second, err := selectDense(tallied, q, base, now)
 	require.NoError(t, err)
 	<-done
 	require.NoError(t, firstErr)
 	require.Equal(t, want, first, "the first Select")
 	require.Equal(t, want, second, "the second Select, from the first's read")
+	require.Positive(t, tally.Counts().Joined, "the second's wait for the first's read, in its slow-query line")
 	require.Equal(t, int64(1), k.reads.n.Load(), "raw table queries of both Selects (one alone takes 1)")
 	require.Equal(t, int64(2*160), db.opts.RawCache.Shared(), "series the first's and the second's reads of the tables took from the first's prefetch")
 }

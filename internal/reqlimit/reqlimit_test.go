@@ -707,6 +707,26 @@ func TestTransportBackgroundWeighsTime(t *testing.T) {
 	})
 }
 
+// A Tally counts the time an operation waited for others' reads and for a budget, when its
+// context has one.
+func TestTallyJoinedAndBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, tally := WithTally(context.Background())
+		wait := func(ctx context.Context, d time.Duration, count func(context.Context, time.Time)) {
+			defer count(ctx, time.Now())
+			time.Sleep(d)
+		}
+		wait(ctx, 2*time.Second, TallyJoined)
+		wait(context.WithoutCancel(ctx), 3*time.Second, TallyJoined)
+		wait(ctx, 5*time.Second, TallyBudget)
+		wait(context.Background(), time.Hour, TallyJoined) // no Tally: nothing counted, no panic
+		got := tally.Counts()
+		if got.Joined != 5*time.Second || got.Budget != 5*time.Second || got.Requests != 0 {
+			t.Fatalf("Counts() = %+v, want 5s joined, 5s budget, no requests", got)
+		}
+	})
+}
+
 // A Tally counts the requests sent with its context, and only those: how long each waited
 // for its slot and held it, and the bytes of their bodies.
 func TestTransportTally(t *testing.T) {

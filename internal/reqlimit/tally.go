@@ -17,6 +17,8 @@ type Tally struct {
 	received atomic.Int64 // bytes of the bodies read
 	waited   atomic.Int64 // nanoseconds from Do to the slot, summed over requests
 	held     atomic.Int64 // nanoseconds from the slot to the body's end, summed over requests
+	joined   atomic.Int64 // nanoseconds waited for reads other operations had under way
+	budget   atomic.Int64 // nanoseconds waited for room in a read budget
 
 	mu      sync.Mutex
 	slowest slowestRequest
@@ -40,6 +42,11 @@ type TallyCounts struct {
 	// table (the table's digits left out: "GET tenantm" is a catalog's point read).
 	Slowest     time.Duration
 	SlowestKind string
+	// Joined is the time the operation waited for reads that other operations had under
+	// way and it joined (their requests count in their Tally), Budget the time it waited
+	// for room in a read budget (the staging reads' memory): waits in the process that are
+	// neither the account's nor its CPU's. Sums, as Waited.
+	Joined, Budget time.Duration
 }
 
 // Counts returns the counts so far.
@@ -49,7 +56,25 @@ func (t *Tally) Counts() TallyCounts {
 	t.mu.Unlock()
 	return TallyCounts{Requests: t.requests.Load(), ReceivedBytes: t.received.Load(),
 		Waited: time.Duration(t.waited.Load()), Held: time.Duration(t.held.Load()),
-		Slowest: slowest.held, SlowestKind: slowest.kind}
+		Slowest: slowest.held, SlowestKind: slowest.kind,
+		Joined: time.Duration(t.joined.Load()), Budget: time.Duration(t.budget.Load())}
+}
+
+// TallyJoined counts, in the Tally of ctx if any, the time since began that the operation
+// waited for a read another operation had under way (a shared fetch, a change log's read,
+// a listing's refresh). Call it with defer at the wait: defer TallyJoined(ctx, time.Now()).
+func TallyJoined(ctx context.Context, began time.Time) {
+	if t := tallyOf(ctx); t != nil {
+		t.joined.Add(int64(time.Since(began)))
+	}
+}
+
+// TallyBudget counts, in the Tally of ctx if any, the time since began that the operation
+// waited for room in a read budget.
+func TallyBudget(ctx context.Context, began time.Time) {
+	if t := tallyOf(ctx); t != nil {
+		t.budget.Add(int64(time.Since(began)))
+	}
 }
 
 type tallyKey struct{}

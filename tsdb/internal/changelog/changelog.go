@@ -601,11 +601,13 @@ func (c *Log) stateShared(ctx context.Context, p uint64, need uint64, now func()
 	}
 	if r, ok := c.inFlight[p]; ok && r.afterSeq >= need {
 		c.mu.Unlock()
+		joined := time.Now()
 		select {
 		case <-r.done:
 		case <-ctx.Done():
 			return State{}, ctx.Err()
 		}
+		reqlimit.TallyJoined(ctx, joined)
 		if r.err == nil {
 			return r.state, nil
 		}

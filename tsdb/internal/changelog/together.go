@@ -1,6 +1,11 @@
 package changelog
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/seed71701133/tablets/internal/reqlimit"
+)
 
 // A Want is a period of a log whose state StatesTogether returns.
 type Want struct {
@@ -74,12 +79,15 @@ func StatesTogether(ctx context.Context, wants []Want) ([]State, error) {
 	if first != nil {
 		return nil, first
 	}
+	joined := time.Now()
 	for _, pd := range waits {
 		select {
 		case <-pd.r.done:
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		reqlimit.TallyJoined(ctx, joined)
+		joined = time.Now()
 		if pd.r.err != nil {
 			// The read it waited for failed (its caller's context, perhaps): its own.
 			w := wants[pd.i]

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seed71701133/tablets/filter"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/labels"
 	"github.com/seed71701133/tablets/tsdb/internal/naming"
@@ -96,6 +97,7 @@ func (x *Index) prime(ctx context.Context, p uint64, wait time.Duration) {
 	x.primeMu.Unlock()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	defer reqlimit.TallyJoined(ctx, time.Now())
 	select {
 	case <-f.done:
 	case <-timer.C:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/chunkenc"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/rounding"
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
@@ -170,6 +171,7 @@ func (c *Cache) land(table string, own []*flight) {
 // waitFlights waits for the flights of waits to land, and returns the names they held.
 func waitFlights(ctx context.Context, waits map[*flight][]string) ([]string, error) {
 	var names []string
+	defer reqlimit.TallyJoined(ctx, time.Now())
 	for f, ns := range waits {
 		select {
 		case <-f.done:

@@ -3,6 +3,9 @@ package staging
 import (
 	"context"
 	"slices"
+	"time"
+
+	"github.com/seed71701133/tablets/internal/reqlimit"
 )
 
 // The fetches of staging entities under way, which other reads of the same entities wait
@@ -103,6 +106,7 @@ func (c *Cache) landFetches(table string, own map[string]*fetchFlight) {
 // waitFetch waits for f to land, stepping read back behind the budget's other reads first.
 func waitFetch(ctx context.Context, read *collectRead, f *fetchFlight) error {
 	read.stepBack()
+	defer reqlimit.TallyJoined(ctx, time.Now())
 	select {
 	case <-f.done:
 		return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/pager"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 	"github.com/seed71701133/tablets/tsdb/internal/azerr"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
@@ -187,7 +188,9 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 		arrival = min(arrival, began.starts) // the read began with StartListing: its refresh counts
 	}
 	l.mu.Unlock()
-	l.refresh.Lock()
+	joined := time.Now()
+	l.refresh.Lock() // behind a refresh under way, whose answer it may take
+	reqlimit.TallyJoined(ctx, joined)
 	l.mu.Lock()
 	fresh := l.done > arrival && l.known // a refresh that started after this call began
 	l.mu.Unlock()

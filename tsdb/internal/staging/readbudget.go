@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/internal/reqlimit"
 )
 
 // ReadBudget bounds the memory that reads of staging tables hold at once, in bytes: the
@@ -201,6 +203,7 @@ func (b *ReadBudget) acquire(ctx context.Context, read *collectRead, n int64) (i
 	elem := b.waiters.PushBack(w)
 	b.mu.Unlock()
 
+	defer reqlimit.TallyBudget(ctx, time.Now())
 	select {
 	case <-w.ready:
 		return n, nil
