@@ -21,7 +21,8 @@ var slowQueryParams = []string{"query", "start", "end", "step", "time", "match[]
 // answers came from the caches shows few requests; one that waited on a busy account, long
 // held times; one behind the process's other requests, long waits; one that waited for
 // another query's reads (the panels of a dashboard, over one metric), reads_joined; one
-// that waited for the staging reads' memory, budget_wait.
+// that waited for the staging reads' memory, budget_wait; one behind other queries in the
+// engine (--query.max-concurrency), engine_queue.
 func (s *Server) serveSlowQueryLogged(w http.ResponseWriter, r *http.Request, handler string, h http.Handler) {
 	ctx, tally := reqlimit.WithTally(r.Context())
 	r = r.WithContext(ctx)
@@ -41,7 +42,8 @@ func (s *Server) serveSlowQueryLogged(w http.ResponseWriter, r *http.Request, ha
 			"account_requests", c.Requests, "account_bytes", c.ReceivedBytes,
 			"account_wait", c.Waited.Round(time.Millisecond), "account_held", c.Held.Round(time.Millisecond),
 			"account_slowest", c.Slowest.Round(time.Millisecond), "account_slowest_kind", c.SlowestKind,
-			"reads_joined", c.Joined.Round(time.Millisecond), "budget_wait", c.Budget.Round(time.Millisecond)}
+			"reads_joined", c.Joined.Round(time.Millisecond), "budget_wait", c.Budget.Round(time.Millisecond),
+			"engine_queue", c.Queued.Round(time.Millisecond)}
 		_ = r.ParseForm() // parsed by the handler already; else the URL's parameters
 		for _, p := range slowQueryParams {
 			if v, ok := r.Form[p]; ok {

@@ -84,6 +84,7 @@ func TestSlowQueryLog(t *testing.T) {
 	require.LessOrEqual(t, r["account_slowest"], r["account_held"], "one request's hold within the sum of them all")
 	require.Contains(t, r, "reads_joined")
 	require.Contains(t, r, "budget_wait")
+	require.Contains(t, r, "engine_queue")
 
 	// A request quicker than the threshold is not logged.
 	_, hs2, _ := newServer(t, nil, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,

@@ -719,10 +719,11 @@ func TestTallyJoinedAndBudget(t *testing.T) {
 		wait(ctx, 2*time.Second, TallyJoined)
 		wait(context.WithoutCancel(ctx), 3*time.Second, TallyJoined)
 		wait(ctx, 5*time.Second, TallyBudget)
+		wait(ctx, 7*time.Second, TallyQueued)
 		wait(context.Background(), time.Hour, TallyJoined) // no Tally: nothing counted, no panic
 		got := tally.Counts()
-		if got.Joined != 5*time.Second || got.Budget != 5*time.Second || got.Requests != 0 {
-			t.Fatalf("Counts() = %+v, want 5s joined, 5s budget, no requests", got)
+		if got.Joined != 5*time.Second || got.Budget != 5*time.Second || got.Queued != 7*time.Second || got.Requests != 0 {
+			t.Fatalf("Counts() = %+v, want 5s joined, 5s budget, 7s queued, no requests", got)
 		}
 	})
 }

@@ -19,6 +19,7 @@ type Tally struct {
 	held     atomic.Int64 // nanoseconds from the slot to the body's end, summed over requests
 	joined   atomic.Int64 // nanoseconds waited for reads other operations had under way
 	budget   atomic.Int64 // nanoseconds waited for room in a read budget
+	queued   atomic.Int64 // nanoseconds waited for a slot of the query engine
 
 	mu      sync.Mutex
 	slowest slowestRequest
@@ -44,9 +45,10 @@ type TallyCounts struct {
 	SlowestKind string
 	// Joined is the time the operation waited for reads that other operations had under
 	// way and it joined (their requests count in their Tally), Budget the time it waited
-	// for room in a read budget (the staging reads' memory): waits in the process that are
-	// neither the account's nor its CPU's. Sums, as Waited.
-	Joined, Budget time.Duration
+	// for room in a read budget (the staging reads' memory), Queued the time it waited
+	// for a slot of the query engine's concurrency: waits in the process that are neither
+	// the account's nor its CPU's. Sums, as Waited.
+	Joined, Budget, Queued time.Duration
 }
 
 // Counts returns the counts so far.
@@ -57,7 +59,8 @@ func (t *Tally) Counts() TallyCounts {
 	return TallyCounts{Requests: t.requests.Load(), ReceivedBytes: t.received.Load(),
 		Waited: time.Duration(t.waited.Load()), Held: time.Duration(t.held.Load()),
 		Slowest: slowest.held, SlowestKind: slowest.kind,
-		Joined: time.Duration(t.joined.Load()), Budget: time.Duration(t.budget.Load())}
+		Joined: time.Duration(t.joined.Load()), Budget: time.Duration(t.budget.Load()),
+		Queued: time.Duration(t.queued.Load())}
 }
 
 // TallyJoined counts, in the Tally of ctx if any, the time since began that the operation
@@ -66,6 +69,14 @@ func (t *Tally) Counts() TallyCounts {
 func TallyJoined(ctx context.Context, began time.Time) {
 	if t := tallyOf(ctx); t != nil {
 		t.joined.Add(int64(time.Since(began)))
+	}
+}
+
+// TallyQueued counts, in the Tally of ctx if any, the time since began that the operation
+// waited for a slot of the query engine's concurrency.
+func TallyQueued(ctx context.Context, began time.Time) {
+	if t := tallyOf(ctx); t != nil {
+		t.queued.Add(int64(time.Since(began)))
 	}
 }
 

@@ -1,6 +1,11 @@
 package api
 
-import "context"
+import (
+	"context"
+	"time"
+
+	"github.com/seed71701133/tablets/internal/reqlimit"
+)
 
 // limiter bounds the number of queries the engine evaluates at once. It implements
 // promql.QueryTracker; Prometheus' own ActiveQueryTracker does the same but also
@@ -14,6 +19,12 @@ func (l *limiter) GetMaxConcurrent() int { return cap(l.sem) }
 
 // Insert waits for a free slot or for ctx to end.
 func (l *limiter) Insert(ctx context.Context, _ string) (int, error) {
+	select {
+	case l.sem <- struct{}{}:
+		return 0, nil
+	default: // full: the wait counts in a slow query's log line
+	}
+	defer reqlimit.TallyQueued(ctx, time.Now())
 	select {
 	case l.sem <- struct{}{}:
 		return 0, nil
