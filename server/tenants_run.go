@@ -329,7 +329,7 @@ func (t *Tenants) holdBackground(ctx context.Context, tried func()) {
 				<-ctx.Done()
 				t.holding.Store(false)
 				return nil
-			})
+			}, nil)
 			if errors.Is(err, tsdb.ErrTaskBusy) {
 				continue
 			}

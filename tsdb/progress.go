@@ -26,10 +26,11 @@ const (
 type Tasks struct {
 	catalog *catalog.Catalog
 	now     func() time.Time // Options.Now: the leases' clock
+	kept    *keptTasks       // the DB's
 }
 
 // Tasks returns the database's task coordination.
-func (db *DB) Tasks() *Tasks { return &Tasks{catalog: db.catalog, now: db.opts.Now} }
+func (db *DB) Tasks() *Tasks { return &Tasks{catalog: db.catalog, now: db.opts.Now, kept: db.kept} }
 
 // Covered returns the time before which task is done, as SetCovered recorded it (ok
 // false: never recorded): one request. A bad task name gives an error wrapping

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seed71701133/tablets"
@@ -75,11 +76,26 @@ const (
 	taskLeaseKeepEvery = 15 * time.Second
 )
 
+// ExclusiveOptions are the options of Exclusive; nil is the defaults.
+type ExclusiveOptions struct {
+	// KeepFor keeps the task's lease this long after work returns, rather than releasing
+	// it: this DB's next Exclusive of the task within KeepFor takes it again and runs, while
+	// the other processes' find it busy. The scheduler keeps the compaction's lease for its
+	// interval and a minute: Compact skips the tables it compacted since their last change
+	// (a request instead of a scan of the table's keys), which only the process that
+	// compacted knows; with the lease taken by whichever server ticked first, three servers
+	// each scanned every table again. A process stopped or killed leaves the task to the
+	// others KeepFor after its last run. 0 (the default) releases it at once; negative is
+	// an error.
+	KeepFor time.Duration
+}
+
 // Exclusive runs work as task (TaskCompact, TaskRollup or TaskFlagged: the scheduler's run
 // of Compact, Rollup or RollupFlagged; or a server's holding of a slot of TaskBackground,
 // whose term is a minute) in one process at a time of those that share the
 // database: the one holding the task's lease in the catalog (taken conditionally on its
-// ETag, 5 minutes by Options.Now, renewed as work goes, released when it returns). While another process holds it,
+// ETag, 5 minutes by Options.Now, renewed as work goes, released when it returns, or kept
+// for this DB's next run: ExclusiveOptions). While another process holds it,
 // Exclusive returns ErrTaskBusy without calling work, having sent one request. A holder
 // whose lease another process took (it outlasted it without a renewal) has work's context
 // cancelled, and gets an error.
@@ -92,7 +108,7 @@ const (
 // all three waited on the account for minutes. After a backfill, each rolled up the slices
 // the backfill marked dirty, for every series of the tenant, and those that came last met
 // markers the first had deleted.
-func (tk *Tasks) Exclusive(ctx context.Context, task string, work func(context.Context) error) error {
+func (tk *Tasks) Exclusive(ctx context.Context, task string, work func(context.Context) error, opts *ExclusiveOptions) error {
 	kind, ok := taskLeases[task]
 	if !ok {
 		kind, ok = backgroundLease(task)
@@ -100,6 +116,53 @@ func (tk *Tasks) Exclusive(ctx context.Context, task string, work func(context.C
 	if !ok {
 		return fmt.Errorf("tsdb: %w: Exclusive of task %q (%s, %s, %s or a BackgroundTask)", tablets.ErrInvalidOptions, task, TaskCompact, TaskRollup, TaskFlagged)
 	}
+	var keepFor time.Duration
+	if opts != nil {
+		if opts.KeepFor < 0 {
+			return fmt.Errorf("tsdb: %w: Exclusive's KeepFor %v is negative", tablets.ErrInvalidOptions, opts.KeepFor)
+		}
+		keepFor = opts.KeepFor
+	}
 	holder := fmt.Sprintf("%016x", rand.Uint64())
-	return lease.Do(ctx, tk.catalog.Client, kind, holder, tk.now, taskLeaseKeepEvery, work)
+	if keepFor > 0 {
+		// The DB's holder, the same at every run, so that its next run takes the lease it
+		// kept; one run of the task at a time in the DB, so that no two of its runs hold
+		// it as one holder.
+		if !tk.kept.begin(task) {
+			return ErrTaskBusy
+		}
+		defer tk.kept.end(task)
+		holder = tk.kept.holder
+	}
+	return lease.Do(ctx, tk.catalog.Client, kind, holder, tk.now, taskLeaseKeepEvery, keepFor, work)
+}
+
+// keptTasks is what a DB needs to keep task leases between its runs (ExclusiveOptions.
+// KeepFor): its holder id, the same for every run of every task, and the tasks it runs now.
+type keptTasks struct {
+	holder string
+	mu     sync.Mutex
+	runs   map[string]bool
+}
+
+func newKeptTasks() *keptTasks {
+	return &keptTasks{holder: fmt.Sprintf("%016x", rand.Uint64()), runs: map[string]bool{}}
+}
+
+// begin notes that a run of task begins, false if one runs already.
+func (k *keptTasks) begin(task string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.runs[task] {
+		return false
+	}
+	k.runs[task] = true
+	return true
+}
+
+// end notes that the run of task ended.
+func (k *keptTasks) end(task string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.runs, task)
 }

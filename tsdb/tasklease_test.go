@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,7 +112,7 @@ func TestExclusiveTasks(t *testing.T) {
 			t.Fatal(err)
 		}
 		before, ran := requests.n.Load(), false
-		err = db.Tasks().Exclusive(ctx, task.name, func(context.Context) error { ran = true; return nil })
+		err = db.Tasks().Exclusive(ctx, task.name, func(context.Context) error { ran = true; return nil }, nil)
 		if !errors.Is(err, ErrTaskBusy) || ran {
 			t.Fatalf("%s while another holds the lease: %v, work run %v; want ErrTaskBusy, not run", task.name, err, ran)
 		}
@@ -118,7 +120,7 @@ func TestExclusiveTasks(t *testing.T) {
 			t.Errorf("%s while another holds the lease sent %d requests, want 1 (the lease's read)", task.name, n)
 		}
 		other.Release(ctx)
-		if err := db.Tasks().Exclusive(ctx, task.name, task.work); err != nil {
+		if err := db.Tasks().Exclusive(ctx, task.name, task.work, nil); err != nil {
 			t.Fatalf("%s once released: %v", task.name, err)
 		}
 		if _, err := db.catalog.Client.GetEntity(ctx, task.name, lease.RowKey, nil); err == nil {
@@ -126,7 +128,7 @@ func TestExclusiveTasks(t *testing.T) {
 		}
 	}
 	before := requests.n.Load()
-	if err := db.Tasks().Exclusive(ctx, "fold", func(context.Context) error { return nil }); !errors.Is(err, tablets.ErrInvalidOptions) || requests.n.Load() != before {
+	if err := db.Tasks().Exclusive(ctx, "fold", func(context.Context) error { return nil }, nil); !errors.Is(err, tablets.ErrInvalidOptions) || requests.n.Load() != before {
 		t.Errorf("Exclusive of the fold: %v, %d requests; want ErrInvalidOptions, none", err, requests.n.Load()-before)
 	}
 	if n := chunks(); n != 1 {
@@ -154,5 +156,130 @@ func TestBackgroundTask(t *testing.T) {
 		if _, ok := backgroundLease(task); ok {
 			t.Errorf("%q taken for a slot of the background lease", task)
 		}
+	}
+}
+
+// paths records the paths of the requests it sends on.
+type paths struct {
+	next policy.Transporter
+	mu   sync.Mutex
+	seen []string
+}
+
+func (p *paths) Do(req *http.Request) (*http.Response, error) {
+	p.mu.Lock()
+	p.seen = append(p.seen, req.URL.Path)
+	p.mu.Unlock()
+	return p.next.Do(req)
+}
+
+// since returns how many requests since mark (an earlier len) went to table, and the
+// new mark.
+func (p *paths) since(mark int, table string) (n, now int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.seen[mark:] {
+		if strings.HasPrefix(strings.TrimPrefix(s, "/"+azurite.AccountName), "/"+table) {
+			n++
+		}
+	}
+	return n, len(p.seen)
+}
+
+// A compaction's lease kept after its run (ExclusiveOptions.KeepFor) makes the next run
+// its process's again: another process's finds it busy, with one request, until KeepFor
+// has passed since the keeper's last run; the keeper's next compaction of the table it
+// left with nothing to merge reads the change log, not the table, where the other
+// process, once it takes the task over, scans the table (it cannot know). A second run of
+// the task in the keeper at once is busy with no request; a negative KeepFor is an error
+// before any request.
+func TestExclusiveKeepFor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	clk := clock.New(time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC))
+	checker := azurite.NewChecker(nil, func(v string) { t.Errorf("Azure limit violated: %s", v) })
+	sent := &paths{next: checker}
+	svc, err := azurite.Shared(t).NewServiceClient(&aztables.ClientOptions{ClientOptions: policy.ClientOptions{Transport: sent}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("tkeep%d", rand.Uint32())
+	open := func() *DB {
+		db, err := Open(ctx, svc, name, &Options{Now: clk.Now, DirectWrites: true, Layout: func(c *aztables.Client) (tablets.Store, error) { return chunked.New(c, nil) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}
+	keeper, other := open(), open() // two processes
+	start := clk.Now().Add(-2 * time.Hour)
+	rawTable := keeper.names.RawTable(keeper.names.PeriodOf(start))
+	t.Cleanup(func() {
+		p := keeper.names.PeriodOf(start)
+		for _, table := range []string{name + "m", name + "w", rawTable, keeper.names.IndexTable(p), keeper.names.HistTable(p)} {
+			_, _ = svc.DeleteTable(context.Background(), table, nil)
+		}
+	})
+	for i := range 8 {
+		if err := keeper.Write(ctx, "s", tablets.Point{Time: start.Add(time.Duration(i) * time.Minute), Value: float64(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep := &ExclusiveOptions{KeepFor: 3 * time.Minute}
+	// compact runs db's compaction under the kept lease: whether it ran, and the requests
+	// it sent in all and to the raw table.
+	compact := func(db *DB) (ran bool, requests, scans int, err error) {
+		_, mark := sent.since(0, "")
+		err = db.Tasks().Exclusive(ctx, TaskCompact, func(ctx context.Context) error {
+			ran = true
+			return db.Compact(ctx, start, clk.Now())
+		}, keep)
+		scans, _ = sent.since(mark, rawTable)
+		_, end := sent.since(0, "")
+		return ran, end - mark, scans, err
+	}
+
+	if ran, _, scans, err := compact(keeper); err != nil || !ran || scans == 0 {
+		t.Fatalf("the keeper's first compaction: ran %v, %d raw requests, %v; want it run, the table scanned", ran, scans, err)
+	}
+	clk.Add(2 * time.Minute) // the next tick
+	if ran, requests, _, err := compact(other); !errors.Is(err, ErrTaskBusy) || ran || requests != 1 {
+		t.Fatalf("another process's compaction within KeepFor: ran %v, %d requests, %v; want ErrTaskBusy, not run, 1 request", ran, requests, err)
+	}
+	if ran, _, scans, err := compact(keeper); err != nil || !ran || scans != 0 {
+		t.Fatalf("the keeper's next compaction: ran %v, %d raw requests, %v; want it run, no scan of the table it compacted", ran, scans, err)
+	}
+
+	// One run of the task at a time in the keeper: a second at once is busy, no request.
+	holding, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = keeper.Tasks().Exclusive(ctx, TaskCompact, func(context.Context) error {
+			close(holding)
+			<-release
+			return nil
+		}, keep)
+	}()
+	<-holding
+	_, mark := sent.since(0, "")
+	err = keeper.Tasks().Exclusive(ctx, TaskCompact, func(context.Context) error { return nil }, keep)
+	if _, end := sent.since(0, ""); !errors.Is(err, ErrTaskBusy) || end != mark {
+		t.Errorf("a second run in the keeper at once: %v, %d requests; want ErrTaskBusy, none", err, end-mark)
+	}
+	close(release)
+	<-done
+	_, mark = sent.since(0, "")
+	err = keeper.Tasks().Exclusive(ctx, TaskCompact, func(context.Context) error { return nil }, &ExclusiveOptions{KeepFor: -time.Second})
+	if _, end := sent.since(0, ""); !errors.Is(err, tablets.ErrInvalidOptions) || end != mark {
+		t.Errorf("a negative KeepFor: %v, %d requests; want ErrInvalidOptions, none", err, end-mark)
+	}
+
+	// The keeper stopped: KeepFor after its last run, the other takes the task over, and
+	// scans the table, which it never compacted.
+	clk.Add(keep.KeepFor + time.Second)
+	if ran, _, scans, err := compact(other); err != nil || !ran || scans == 0 {
+		t.Fatalf("the other's compaction once the keeping ended: ran %v, %d raw requests, %v; want it run, the table scanned", ran, scans, err)
 	}
 }

@@ -288,6 +288,7 @@ type DB struct {
 	staging   *staging.Table       // the staging table: staged writes, their reads
 	fold      *staging.Folder      // Fold: the staged points into the raw tables
 	answers   *answers.Table       // the kept answers of queries (answers.go)
+	kept      *keptTasks           // the task leases it keeps between runs (Exclusive's KeepFor)
 
 	tierLayout tiers.Layout // how the tier tables key their blocks (the catalog's record)
 }
@@ -330,7 +331,8 @@ func Open(ctx context.Context, service *aztables.ServiceClient, name string, opt
 
 // newDB makes the DB's parts; it sends no request.
 func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout tiers.Layout) (*DB, error) {
-	db := &DB{service: service, name: name, opts: o, names: naming.Names{Base: name, Period: o.RawPeriod}, tierLayout: tierLayout}
+	db := &DB{service: service, name: name, opts: o, names: naming.Names{Base: name, Period: o.RawPeriod}, tierLayout: tierLayout,
+		kept: newKeptTasks()}
 	validator, err := o.Layout(service.NewClient(db.names.RawTable(0)))
 	if err != nil {
 		return nil, fmt.Errorf("tsdb: %w", err)

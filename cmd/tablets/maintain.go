@@ -112,6 +112,8 @@ func stepLine(s schedule.Step, err error) string {
 		return line + " in " + took
 	case "compact", "rollup":
 		switch {
+		case s.Busy:
+			return s.Task + ": another process is running it, or keeps it for its next run (a server's scheduler): left to it, in " + took
 		case err != nil && s.From.Equal(s.To):
 			return ""
 		case err != nil:
@@ -121,8 +123,11 @@ func stepLine(s schedule.Step, err error) string {
 		}
 		return fmt.Sprintf("%s: covered [%s, %s) in %s", s.Task, fmtTime(s.From), fmtTime(s.To), took)
 	case "flagged":
-		if err != nil {
+		switch {
+		case err != nil:
 			return ""
+		case s.Busy:
+			return "flagged: another process is running it: left to it, in " + took
 		}
 		return fmt.Sprintf("flagged: rolled up the slices of %s in %s", count(s.Flagged, "dirty marker", "dirty markers"), took)
 	case "retain":

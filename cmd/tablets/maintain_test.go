@@ -131,6 +131,19 @@ func TestMaintainFolds(t *testing.T) {
 	busy := ok(t, env, "", "maintain", "--db", name)
 	assert.Regexp(t, `^fold: another process is folding: left to it, in \S+ \(.+\)\n`, busy)
 	assert.Len(t, parseMaintain(t, busy).to, 2, "then compaction and rollup")
+
+	// A server's scheduler keeps the compaction's lease between its ticks: this compaction
+	// leaves it to that process, and the run goes on (the fold still another's too).
+	compactLease := entity.AppendEnd(entity.AppendStringProperty(entity.AppendDouble(entity.AppendKeys(nil, "compact", "lease"),
+		"U", float64(time.Now().Add(5*time.Minute).UnixMilli())), "H", "a server"))
+	_, err = catalog.AddEntity(ctx, compactLease, nil)
+	require.NoError(t, err)
+	kept := ok(t, env, "", "maintain", "--db", name, "--catch-up", "1h")
+	assert.Regexp(t, `(?m)^compact: another process is running it, or keeps it for its next run \(a server's scheduler\): left to it, in \S+ \(.+\)$`, kept)
+	assert.Regexp(t, `(?m)^rollup: `, kept, "then the rollup")
+	_, err = catalog.DeleteEntity(ctx, "compact", "lease", nil)
+	require.NoError(t, err)
+
 	_, err = catalog.DeleteEntity(ctx, "fold", "lease", nil)
 	require.NoError(t, err)
 

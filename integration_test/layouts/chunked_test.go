@@ -3,6 +3,7 @@ package layouts
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -424,6 +425,30 @@ func TestChunkedCompactedByScheduler(t *testing.T) {
 	stop()
 	require.Equal(t, len(days), chunks(), "a chunk a partition")
 	require.Len(t, itest.CollectPoints(t, db.Query(ctx, "k", now, now.Add(time.Minute))), 30)
+	// The scheduler kept the compaction's lease for its next tick, and a minute
+	// (tsdb.ExclusiveOptions.KeepFor): this process compacts next, another only after.
+	lease, err := svc.NewClient(db.Name()+"m").GetEntity(ctx, tsdb.TaskCompact, "lease", nil)
+	require.NoError(t, err, "the compaction's lease, kept after the runs")
+	var e struct{ U float64 }
+	require.NoError(t, json.Unmarshal(lease.Value, &e))
+	require.Greater(t, time.UnixMilli(int64(e.U)), time.Now().Add(50*time.Second), "kept a minute past the next tick")
+
+	// Another process's `tablets maintain` (schedule.Once) meanwhile leaves the compaction
+	// to the keeper and goes on; it keeps no lease itself.
+	other, err := tsdb.Open(ctx, svc, db.Name(), &tsdb.Options{DirectWrites: true, Layout: func(c *aztables.Client) (tablets.Store, error) {
+		return chunked.New(c, nil)
+	}})
+	require.NoError(t, err)
+	var steps []string
+	for s, err := range schedule.Once(ctx, other, nil) {
+		require.NoError(t, err, s.Task)
+		steps = append(steps, fmt.Sprintf("%s busy=%v", s.Task, s.Busy))
+	}
+	require.Equal(t, []string{"fold busy=false", "compact busy=true", "rollup busy=false", "flagged busy=false", "retain busy=false"}, steps)
+	for _, task := range []string{tsdb.TaskRollup, tsdb.TaskFlagged} {
+		_, err := svc.NewClient(db.Name()+"m").GetEntity(ctx, task, "lease", nil)
+		require.Error(t, err, "Once's %s lease, released", task)
+	}
 }
 
 // The worked example of the README and the package doc, read back raw from the table.

@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"time"
@@ -34,7 +35,9 @@ type OnceOptions struct {
 // cut as Run cuts them, and record their progress as they go. Compaction also compacts again
 // the quarter of an hour before its range, whose points the last fold may have left staged
 // (Run's compaction, the fold interval too). A fold that finds another process folding
-// leaves the staged points to it (Step.FoldBusy), and the run goes on.
+// leaves the staged points to it (Step.FoldBusy), and the run goes on; so does a
+// compaction or rollup that finds another process holding its lease (Step.Busy: a
+// server's scheduler keeps the compaction's between its ticks).
 //
 // It yields each step once done, with its error, and stops after the first error (a later
 // step may rely on an earlier one: compacting before a failed fold would compact days
@@ -51,7 +54,7 @@ func Once(ctx context.Context, db *tsdb.DB, opts *OnceOptions) iter.Seq2[Step, e
 		// An interval for each task, that it runs; Once ignores them. A fold runs just
 		// before the compaction: no margin for the folds of a loop.
 		all, err := tasks(db, Options{FoldEvery: 1, CompactEvery: 1, CompactCatchUp: o.CatchUp, RollupEvery: 1,
-			RollupCatchUp: o.CatchUp, RetainEvery: 1, Now: o.Now}, 0)
+			RollupCatchUp: o.CatchUp, RetainEvery: 1, Now: o.Now}, 0, false)
 		if err != nil {
 			yield(Step{}, err)
 			return
@@ -70,6 +73,9 @@ func Once(ctx context.Context, db *tsdb.DB, opts *OnceOptions) iter.Seq2[Step, e
 				s, err = t.Tick(ctx, o.Now())
 			}
 			s.Task, s.Took = t.Name, time.Since(start)
+			if errors.Is(err, tsdb.ErrTaskBusy) {
+				s.Busy, err = true, nil // the other process's to do
+			}
 			if !yield(s, err) || err != nil {
 				return
 			}

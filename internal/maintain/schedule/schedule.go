@@ -113,6 +113,10 @@ type Step struct {
 	// FoldBusy is set when another process was folding the database: this fold left the
 	// staged points to it (Task Fold).
 	FoldBusy bool
+	// Busy is set by Once when another process held the task's lease (Tasks Compact,
+	// Rollup, Flagged): running it, or keeping it for its next run (a server's scheduler
+	// keeps the compaction's between its ticks); the task was left to it.
+	Busy bool
 	// Flagged is how many dirty markers the rollup of dirty slices cleared (Task Flagged).
 	Flagged int
 	// Dropped are the tables retention dropped (Task Retain).
@@ -188,12 +192,13 @@ func orDefault(d, def time.Duration) time.Duration {
 // Tasks is Plan on db, with each task's step and the ranged tasks' progress in db's
 // catalog (tsdb.TaskCompact, tsdb.TaskRollup): where the last run of any process ended.
 func Tasks(db *tsdb.DB, o Options) ([]Task, error) {
-	return tasks(db, o, o.FoldEvery)
+	return tasks(db, o, o.FoldEvery, true)
 }
 
 // tasks is Tasks, with the compaction's margin for the folds that run every foldEvery (see
-// refolded).
-func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
+// refolded); keep keeps the compaction's lease for the next tick (a loop's; Once's runs no
+// other).
+func tasks(db *tsdb.DB, o Options, foldEvery time.Duration, keep bool) ([]Task, error) {
 	if db == nil {
 		return nil, fmt.Errorf("schedule: %w: nil database", tablets.ErrInvalidOptions)
 	}
@@ -214,15 +219,21 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 				return Step{Fold: r}, err
 			}
 		case Compact:
+			// The lease kept until this process's next tick, and a minute more: its
+			// compactions remember the tables they left with nothing to merge.
+			var kept *tsdb.ExclusiveOptions
+			if keep {
+				kept = &tsdb.ExclusiveOptions{KeepFor: t.Opts.Every + compactKeepSlack}
+			}
 			t.Ranges = func(ctx context.Context, from, to time.Time) error {
 				return db.Tasks().Exclusive(ctx, tsdb.TaskCompact, func(ctx context.Context) error {
 					return db.Compact(ctx, refolded(from, max(foldEvery, 0)+dbOpts.FoldDelay), to)
-				})
+				}, kept)
 			}
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskCompact}
 		case Rollup:
 			t.Ranges = func(ctx context.Context, from, to time.Time) error {
-				return db.Tasks().Exclusive(ctx, tsdb.TaskRollup, func(ctx context.Context) error { return db.Rollup(ctx, from, to) })
+				return db.Tasks().Exclusive(ctx, tsdb.TaskRollup, func(ctx context.Context) error { return db.Rollup(ctx, from, to) }, nil)
 			}
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskRollup}
 		case Flagged:
@@ -231,7 +242,7 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 				err := db.Tasks().Exclusive(ctx, tsdb.TaskFlagged, func(ctx context.Context) (err error) {
 					n, err = db.RollupFlagged(ctx)
 					return err
-				})
+				}, nil)
 				return Step{Flagged: n}, err
 			}
 		case Retain:
@@ -250,6 +261,12 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration) ([]Task, error) {
 	}
 	return plan, nil
 }
+
+// compactKeepSlack is how much longer than its interval a process keeps the compaction's
+// lease after a run (tsdb.ExclusiveOptions.KeepFor): its next tick comes an interval
+// later, the lease must still be its own then, however late the run ended or the tick
+// comes. Another process takes the compaction over that much after the keeper's last run.
+const compactKeepSlack = time.Minute
 
 // stagedFor is about how long a staged point may wait after its arrival before a Fold may
 // fold it: tsdb folds an arrival bucket (10 minutes) 5 minutes after its end, and its

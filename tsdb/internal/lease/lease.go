@@ -60,8 +60,10 @@ type Lease struct {
 	until time.Time
 }
 
-// Take takes kind's lease in the catalog client for holder (an id unique to the take), or
-// returns kind.Busy while another holds it. now is the clock leases are measured by.
+// Take takes kind's lease in the catalog client for holder, or returns kind.Busy while
+// another holds it. now is the clock leases are measured by. holder is an id unique to the
+// take, or to a process that takes the lease once at a time (Do's keepFor): a lease that
+// holder holds still, kept after an earlier Do, is taken again.
 func Take(ctx context.Context, client *aztables.Client, kind Kind, holder string, now func() time.Time) (*Lease, error) {
 	l := &Lease{kind: kind, now: now, client: client, holder: holder}
 	resp, err := client.GetEntity(ctx, kind.PartitionKey, RowKey, nil)
@@ -76,10 +78,14 @@ func Take(ctx context.Context, client *aztables.Client, kind Kind, holder string
 	if err := e.Decode(resp.Value); err != nil {
 		return nil, l.errorf(err)
 	}
+	held := false
 	for _, p := range e.Props {
 		if string(p.Name) == untilProp && now().Before(time.UnixMilli(int64(p.Value))) {
-			return nil, kind.Busy
+			held = true
 		}
+	}
+	if held && !l.heldBy(&e) {
+		return nil, kind.Busy
 	}
 	l.etag = resp.ETag
 	return l, l.write(ctx, false)
@@ -131,13 +137,21 @@ func (l *Lease) mine(ctx context.Context, until time.Time) error {
 	if err := e.Decode(resp.Value); err != nil {
 		return l.errorf(err)
 	}
-	for _, sp := range e.Strings {
-		if string(sp.Name) == holderProp && string(sp.Value) == l.holder {
-			l.etag, l.until = resp.ETag, until
-			return nil
-		}
+	if l.heldBy(&e) {
+		l.etag, l.until = resp.ETag, until
+		return nil
 	}
 	return l.kind.Busy
+}
+
+// heldBy reports whether the lease entity e names l's holder.
+func (l *Lease) heldBy(e *entity.Entity) bool {
+	for _, sp := range e.Strings {
+		if string(sp.Name) == holderProp && string(sp.Value) == l.holder {
+			return true
+		}
+	}
+	return false
 }
 
 // Body is the lease entity of task partitionKey held by holder until until (docs/format.md).
@@ -191,6 +205,19 @@ func (l *Lease) renewLocked(ctx context.Context) error {
 	}
 }
 
+// KeepFor renews the lease to end d from now rather than a term (best effort: a lease it
+// cannot write ends by itself at its term): the holder's next take within d takes it again.
+func (l *Lease) KeepFor(ctx context.Context, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until := l.now().Add(d)
+	b := Body(l.kind.PartitionKey, l.holder, until)
+	resp, err := l.client.UpdateEntity(ctx, b, &aztables.UpdateEntityOptions{IfMatch: &l.etag, UpdateMode: aztables.UpdateModeReplace})
+	if err == nil {
+		l.etag, l.until = resp.ETag, until
+	}
+}
+
 // Release ends the lease (best effort: it ends by itself anyway).
 func (l *Lease) Release(ctx context.Context) {
 	l.mu.Lock()
@@ -201,17 +228,27 @@ func (l *Lease) Release(ctx context.Context) {
 
 // Do runs work holding kind's lease, taken for holder (kind.Busy, and no work, while
 // another process holds it): it keeps the lease every keepEvery of the real clock (Keep)
-// as work goes on, and releases it when work returns. Should the lease be lost, work's
+// as work goes on, and releases it when work returns, or with keepFor above 0 keeps it
+// keepFor longer (KeepFor), for holder's next Do: a holder that keeps a lease is one
+// process's, which runs one Do of the lease at a time. Should the lease be lost, work's
 // context is cancelled and Do returns kind.Lost (what work did is kept: a task under a lease
 // of Do is one whose steps are each safe alone, such as compaction's and rollups'
 // conditional writes).
-func Do(ctx context.Context, client *aztables.Client, kind Kind, holder string, now func() time.Time, keepEvery time.Duration,
+func Do(ctx context.Context, client *aztables.Client, kind Kind, holder string, now func() time.Time, keepEvery, keepFor time.Duration,
 	work func(context.Context) error) error {
 	l, err := Take(ctx, client, kind, holder, now)
 	if err != nil {
 		return err
 	}
-	defer l.Release(context.WithoutCancel(ctx))
+	var lost bool
+	defer func() {
+		switch {
+		case keepFor > 0 && !lost:
+			l.KeepFor(context.WithoutCancel(ctx), keepFor)
+		default:
+			l.Release(context.WithoutCancel(ctx))
+		}
+	}()
 	workCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	done := make(chan struct{})
@@ -236,6 +273,7 @@ func Do(ctx context.Context, client *aztables.Client, kind Kind, holder string, 
 	close(done)
 	<-kept
 	if cause := context.Cause(workCtx); errors.Is(cause, kind.Lost) {
+		lost = true
 		return cause
 	}
 	return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,7 +112,7 @@ func TestDo(t *testing.T) {
 	clk := clock.New(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 	var ran atomic.Int32
 	work := func(context.Context) error { ran.Add(1); return nil }
-	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, work); err != nil || ran.Load() != 1 {
+	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, 0, work); err != nil || ran.Load() != 1 {
 		t.Fatalf("Do: %v, %d runs", err, ran.Load())
 	}
 	// Released: the next takes it at once.
@@ -119,14 +120,14 @@ func TestDo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after Do: %v", err)
 	}
-	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, work); !errors.Is(err, errBusy) || ran.Load() != 1 {
+	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, 0, work); !errors.Is(err, errBusy) || ran.Load() != 1 {
 		t.Fatalf("Do while another holds the lease: %v, %d runs; want busy, and no run", err, ran.Load())
 	}
 	other.Release(ctx)
 
 	// A holder whose lease another took (it ended while the holder's clock said otherwise)
 	// learns at its next renewal, and its work is cancelled.
-	err = Do(ctx, c, kind, "a", clk.Now, time.Millisecond, func(ctx context.Context) error {
+	err = Do(ctx, c, kind, "a", clk.Now, time.Millisecond, 0, func(ctx context.Context) error {
 		if _, err := c.UpsertEntity(ctx, Body("compact", "thief", clk.Now().Add(time.Hour)), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
 			return err
 		}
@@ -143,5 +144,61 @@ func TestDo(t *testing.T) {
 	}
 	if _, err := Take(ctx, c, kind, "b", clk.Now); !errors.Is(err, errBusy) {
 		t.Fatalf("the thief's lease after Do: %v, want busy (Do released only its own)", err)
+	}
+}
+
+// Do with keepFor keeps the lease after the work: the same holder's next Do within it takes
+// the lease again and runs, another's finds it busy until keepFor has passed. A lease the
+// work lost is not kept.
+func TestDoKeepFor(t *testing.T) {
+	ctx := context.Background()
+	c := catalog(t)
+	clk := clock.New(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
+	var ran atomic.Int32
+	work := func(context.Context) error { ran.Add(1); return nil }
+	const keep = 3 * time.Minute
+	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, keep, work); err != nil || ran.Load() != 1 {
+		t.Fatalf("Do: %v, %d runs", err, ran.Load())
+	}
+	clk.Add(2 * time.Minute)
+	if err := Do(ctx, c, kind, "b", clk.Now, time.Millisecond, keep, work); !errors.Is(err, errBusy) || ran.Load() != 1 {
+		t.Fatalf("another holder's Do within keepFor: %v, %d runs; want busy, and no run", err, ran.Load())
+	}
+	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, keep, work); err != nil || ran.Load() != 2 {
+		t.Fatalf("the keeper's next Do: %v, %d runs; want it run", err, ran.Load())
+	}
+	clk.Add(keep - time.Second) // kept from the second Do's end
+	if _, err := Take(ctx, c, kind, "b", clk.Now); !errors.Is(err, errBusy) {
+		t.Fatalf("another's take a second before the keeping ends: %v, want busy", err)
+	}
+	clk.Add(2 * time.Second)
+	b, err := Take(ctx, c, kind, "b", clk.Now)
+	if err != nil {
+		t.Fatalf("another's take once the keeping ended: %v", err)
+	}
+	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, keep, work); !errors.Is(err, errBusy) || ran.Load() != 2 {
+		t.Fatalf("the former keeper's Do while another holds it: %v, %d runs; want busy", err, ran.Load())
+	}
+	b.Release(ctx)
+
+	// Lost during the work: not kept, the thief's lease stands.
+	err = Do(ctx, c, kind, "a", clk.Now, time.Millisecond, keep, func(ctx context.Context) error {
+		if _, err := c.UpsertEntity(ctx, Body("compact", "thief", clk.Now().Add(time.Hour)), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
+			return err
+		}
+		clk.Add(kind.Term/2 + time.Second)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Minute):
+			return errors.New("not cancelled in a minute")
+		}
+	})
+	if !errors.Is(err, errLost) {
+		t.Fatalf("Do whose lease another took: %v, want lost", err)
+	}
+	resp, err := c.GetEntity(ctx, "compact", RowKey, nil)
+	if err != nil || !strings.Contains(string(resp.Value), `"thief"`) {
+		t.Fatalf("the lease after a lost Do with keepFor: %s, %v; want the thief's", resp.Value, err)
 	}
 }
