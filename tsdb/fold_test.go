@@ -418,3 +418,39 @@ func TestFoldDelay(t *testing.T) {
 		t.Errorf("read back %v", got)
 	}
 }
+
+// A listing records the arrival buckets it finds entities of, whose entities the staging
+// cache keeps past their hold until a Fold moved them (a late Fold's entities stay cached
+// for the raw caches that take it in): the bucket of the staged writes, then none once
+// folded.
+func TestListingNotesItsBuckets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	db, _, _ := stagingDB(t, "lfrom", &now)
+	if got := db.staging.ListedBuckets(); got != nil {
+		t.Fatalf("buckets %v listed before any listing", got)
+	}
+	if err := db.Write(ctx, "s", tablets.Point{Time: now.Add(-time.Hour), Value: 1}); err != nil {
+		t.Fatal(err)
+	}
+	bucket := time.Unix(int64(staging.BucketOf(now)), 0).UTC()
+	if _, err := db.staging.List(ctx, now.Add(-2*time.Hour), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.staging.ListedBuckets(); len(got) != 1 || !got[0].Equal(bucket) {
+		t.Fatalf("buckets listed %v, want the write's arrival bucket %v", got, bucket)
+	}
+	now = now.Add(30 * time.Minute) // the bucket's Fold is due
+	if r, err := db.Fold(ctx); err != nil || r.Entities == 0 {
+		t.Fatalf("Fold: %+v, %v", r, err)
+	}
+	if _, err := db.staging.List(ctx, now.Add(-2*time.Hour), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.staging.ListedBuckets(); got == nil || len(got) != 0 {
+		t.Fatalf("buckets listed %v after the Fold, want none (known)", got)
+	}
+}

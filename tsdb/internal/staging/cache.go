@@ -67,10 +67,12 @@ type Cache struct {
 }
 
 // tableHold is how long a table's entities stay cached unused after their bucket's end,
-// by its database's clock.
+// by its database's clock, and the buckets its last listing still found entities of
+// (listed: their starts in Unix seconds, sorted; nil while none is known).
 type tableHold struct {
-	hold time.Duration
-	now  func() time.Time
+	hold   time.Duration
+	now    func() time.Time
+	listed *atomic.Pointer[[]uint64]
 }
 
 // keepUnfolded makes the entities of table stay cached, however long unused, until hold
@@ -83,19 +85,48 @@ type tableHold struct {
 // raw table after each Fold, the entities of its bucket's first minutes gone from their
 // caches (docs/soak.md, runs 132 and 133). The bound of the cache's bytes drops them as
 // any entry.
-func (c *Cache) keepUnfolded(table string, hold time.Duration, now func() time.Time) {
-	c.unfolded.Store(table, tableHold{hold: hold, now: now})
+//
+// A Fold may also come after its hold (one cut off by an outage and done again a tick
+// later, or one paced out by a busy account): the entities of the buckets the table's last
+// listing still found (listed, Table.noteListed) stay cached too, frozen or as they are,
+// until a listing after the Fold no longer finds their bucket. Dropped before the Fold, they
+// leave every process but the Fold's unable to take it in (its receipt names entities no
+// longer held), and each reads the Fold's minutes of every series back from the raw
+// tables (soak run 158: after the outage, two servers missed a Fold's receipt for all of a
+// tenant's series, and Azurite was saturated for minutes; a Fold late past its hold is one
+// way to miss it).
+func (c *Cache) keepUnfolded(table string, hold time.Duration, now func() time.Time, listed *atomic.Pointer[[]uint64]) {
+	c.unfolded.Store(table, tableHold{hold: hold, now: now, listed: listed})
 }
 
 // kept reports whether entity k stays cached though unused: its bucket's fold is not due
-// yet (keepUnfolded).
+// yet, or its bucket is not folded yet as far as the table's last listing knows
+// (keepUnfolded).
 func (c *Cache) kept(k entityKey, _ *cachedEntity) bool {
-	h, ok := c.unfolded.Load(k.table)
-	if !ok {
+	v, ok := c.unfolded.Load(k.table)
+	return ok && v.(tableHold).holds(k.pk)
+}
+
+// holds reports whether the table's entities of partition pk stay cached unused (frozen, or
+// as they are): their bucket's Fold is not due yet, or the last listing still found the
+// bucket.
+func (h tableHold) holds(pk string) bool {
+	end := BucketEnd(pk)
+	if end == tablets.MaxTime {
 		return false
 	}
-	end := BucketEnd(k.pk)
-	return end != tablets.MaxTime && h.(tableHold).now().Before(end.Add(h.(tableHold).hold))
+	if h.now().Before(end.Add(h.hold)) {
+		return true
+	}
+	if h.listed == nil {
+		return false
+	}
+	buckets := h.listed.Load()
+	if buckets == nil {
+		return false
+	}
+	_, found := slices.BinarySearch(*buckets, uint64(end.Add(-Bucket).Unix()))
+	return found
 }
 
 // Shared is how many times a read waited for another's fetch under way (of a partition's

@@ -1,6 +1,7 @@
 package staging
 
 import (
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -41,7 +42,7 @@ func TestCacheKeepsUnfoldedEntities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := NewCache(64 << 20)
 		hold := 12 * time.Minute
-		c.keepUnfolded("t", hold, time.Now)
+		c.keepUnfolded("t", hold, time.Now, nil)
 		bucket := BucketOf(time.Now()) - uint64(Bucket/time.Second) // the bucket that just ended
 		due := bucket - 3*uint64(Bucket/time.Second)
 		unfolded := entityKey{"t", PartitionKey(bucket, 0), "a"}
@@ -69,6 +70,62 @@ func TestCacheKeepsUnfoldedEntities(t *testing.T) {
 		}
 		if s := c.Stats(); s.Entries != 0 {
 			t.Fatalf("%d entities cached twice cache.Idle after the hold, want none", s.Entries)
+		}
+	})
+}
+
+// A bucket the table's last listing still found stays cached past its hold, unused (a Fold
+// late: cut off by an outage and done again, or paced out by a busy account), until a
+// listing no longer finds it; a table that registered no listing's bucket holds nothing
+// past the hold.
+func TestCacheKeepsListedEntities(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewCache(64 << 20)
+		hold := 12 * time.Minute
+		listed := &atomic.Pointer[[]uint64]{} // no listing yet
+		c.keepUnfolded("t", hold, time.Now, listed)
+		c.keepUnfolded("u", hold, time.Now, nil)
+		bucket := BucketOf(time.Now()) - uint64(Bucket/time.Second) // the bucket that just ended
+		late := entityKey{"t", PartitionKey(bucket, 0), "a"}
+		unlisted := entityKey{"u", PartitionKey(bucket, 0), "b"}
+		for _, k := range []entityKey{late, unlisted} {
+			c.entities.Add(k, &cachedEntity{etag: "e"})
+		}
+		// The bucket's frozen points (its entities frozen a while after they were cached).
+		frozen := frozenKey{"t", late.pk}
+		c.frozen.replace(frozen, nil, &frozenBucket{})
+		isFrozen := func() bool {
+			c.freezeHeld()
+			c.frozen.mu.Lock()
+			defer c.frozen.mu.Unlock()
+			_, ok := c.frozen.buckets[frozen]
+			return ok
+		}
+		listed.Store(&[]uint64{bucket - uint64(Bucket/time.Second), bucket}) // a listing finds the bucket's entities
+		ended := BucketEnd(late.pk)
+		for time.Since(ended) < hold+2*cache.Idle+time.Minute {
+			time.Sleep(10 * time.Second)
+			c.Stats() // the metrics' reads: the rotations
+			if _, ok := c.entities.Peek(late); !ok {
+				t.Fatalf("the entity of a bucket a listing still finds went %v after its end, unused", time.Since(ended))
+			}
+		}
+		if _, ok := c.entities.Peek(unlisted); ok {
+			t.Errorf("an entity of a table without a listing's bucket stayed unused %v past its hold", time.Since(ended)-hold)
+		}
+		if !isFrozen() {
+			t.Error("the frozen points of a bucket a listing still finds went after its hold")
+		}
+		listed.Store(&[]uint64{bucket + uint64(Bucket/time.Second)}) // the Fold moved it: listed no more
+		if isFrozen() {
+			t.Error("the frozen points of a bucket past its hold stayed once a listing no longer found it")
+		}
+		for range 2*cache.Idle/(10*time.Second) + 1 {
+			time.Sleep(10 * time.Second)
+			c.Stats()
+		}
+		if _, ok := c.entities.Peek(late); ok {
+			t.Fatal("the entity stayed twice cache.Idle after a listing no longer found its bucket")
 		}
 	})
 }

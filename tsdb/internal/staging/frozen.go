@@ -11,7 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/chunkenc"
 )
 
@@ -389,8 +388,8 @@ func (c *Cache) maybeFreeze() {
 	}()
 }
 
-// freezeHeld moves the whole float entities that the cache holds for a Fold not due yet
-// (keepUnfolded) and cached freezeAfter ago into their buckets' frozen points, then drops the frozen points of the buckets whose hold has passed, and, past
+// freezeHeld moves the whole float entities that the cache holds for a Fold not done yet
+// (keepUnfolded) and cached freezeAfter ago into their buckets' frozen points, then drops the frozen points of the buckets no longer held, and, past
 // the frozen points' share of the bound, those of the buckets that end first. An entity
 // is in the frozen points before it leaves the entities cached: a take-in finds it in
 // one or the other throughout.
@@ -406,9 +405,7 @@ func (c *Cache) freezeHeld() {
 		if !ok {
 			continue
 		}
-		hold := h.(tableHold)
-		now := hold.now()
-		if end := BucketEnd(k.pk); end == tablets.MaxTime || !now.Before(end.Add(hold.hold)) {
+		if !h.(tableHold).holds(k.pk) {
 			continue // not held: it goes unused as any entity
 		}
 		e, ok := c.entities.Peek(k)
@@ -470,7 +467,7 @@ func (c *Cache) freezeHeld() {
 	defer fs.mu.Unlock()
 	for fk, b := range fs.buckets {
 		h, ok := c.unfolded.Load(fk.table)
-		if !ok || !h.(tableHold).now().Before(BucketEnd(fk.pk).Add(h.(tableHold).hold)) {
+		if !ok || !h.(tableHold).holds(fk.pk) {
 			delete(fs.buckets, fk)
 			fs.bytes -= int64(b.size)
 		}

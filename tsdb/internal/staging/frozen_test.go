@@ -257,7 +257,7 @@ func TestFoldedFloatsFrozen(t *testing.T) {
 	setUp := func() world {
 		w := world{st: &Table{cache: NewCache(1 << 20), names: naming.Names{Base: "db"}}}
 		// Held (the freeze the cache starts leaves the frozen points of a held bucket).
-		w.st.cache.keepUnfolded(w.st.names.Staging(), time.Hour, func() time.Time { return time.Unix(b1, 0) })
+		w.st.cache.keepUnfolded(w.st.names.Staging(), time.Hour, func() time.Time { return time.Unix(b1, 0) }, nil)
 		w.first = write(b1, 1, map[string][]tablets.Point{"a": pts(1, 2), "b": pts(1)})
 		w.rewrite = write(b1, 2, map[string][]tablets.Point{"a": {{Time: ms(2), Value: 20}}})
 		w.second = write(b2, 3, map[string][]tablets.Point{"a": pts(3), "b": pts(1)})
@@ -325,7 +325,7 @@ func TestCacheFreezesHeldEntities(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := NewCache(64 << 20)
 		hold := 15 * time.Minute
-		c.keepUnfolded("t", hold, time.Now)
+		c.keepUnfolded("t", hold, time.Now, nil)
 		pk := PartitionKey(BucketOf(time.Now()), 0)
 		add := func(table, rk string, version int) entityKey {
 			at := time.Now().UnixMilli()
@@ -556,7 +556,7 @@ func TestTakeFrozen(t *testing.T) {
 		st := &Table{cache: NewCache(64 << 20), names: naming.Names{Base: "db"}}
 		st.index = newSeriesIndex(st.cache, table, time.Now)
 		// Held (the freeze the cache starts leaves the frozen points of a held bucket).
-		st.cache.keepUnfolded(table, time.Hour, func() time.Time { return BucketEnd(pk) })
+		st.cache.keepUnfolded(table, time.Hour, func() time.Time { return BucketEnd(pk) }, nil)
 		var in []frozenInput
 		for i, p := range packs {
 			st.cache.add(table, entityHead{pk: pk, rk: rks[i], etag: "e", version: Version}, map[int]cachedColumn{wholeEntity: {series: p}}, nil)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/entity"
 	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/pager"
@@ -356,6 +357,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 			l.since, l.done = sinceOf(date), start
 			l.doneReads = st.readsDone.Add(1)
 			l.found(true, begun)
+			st.noteListed(l.byKey)
 			return nil
 		}
 		// Changed since (or the query failed): listed whole.
@@ -377,7 +379,36 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	l.since, l.done = sinceOf(date), start
 	l.doneReads = st.readsDone.Add(1)
 	l.found(wasKnown, begun)
+	st.noteListed(l.byKey)
 	return nil
+}
+
+// ListedBuckets are the starts of the arrival buckets the last listing found entities of
+// (the Cache keeps their entities), oldest first; nil while none is known.
+func (st *Table) ListedBuckets() []time.Time {
+	buckets := st.listed.Load()
+	if buckets == nil {
+		return nil
+	}
+	out := make([]time.Time, len(*buckets))
+	for i, b := range *buckets {
+		out[i] = time.Unix(int64(b), 0).UTC()
+	}
+	return out
+}
+
+// noteListed records the arrival buckets of the entities listed (Table.listed). l.mu is
+// held.
+func (st *Table) noteListed(byKey map[[2]string]listedProps) {
+	var buckets []uint64
+	for k := range byKey {
+		if end := BucketEnd(k[0]); end != tablets.MaxTime {
+			buckets = append(buckets, uint64(end.Add(-Bucket).Unix()))
+		}
+	}
+	slices.Sort(buckets)
+	buckets = slices.Compact(buckets)
+	st.listed.Store(&buckets)
 }
 
 // found records that the refresh that just completed (at l.doneReads) found the folds'

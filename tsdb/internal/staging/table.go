@@ -65,6 +65,10 @@ type Table struct {
 	made    atomic.Bool    // the staging table is known to exist
 	// readsDone counts the reads of staged samples completed (ReadsDone).
 	readsDone atomic.Uint64
+	// listed are the starts (Unix seconds, sorted) of the arrival buckets the last listing
+	// found entities of, nil while none is known: the Cache keeps their entities
+	// (keepUnfolded), which no Fold has moved yet.
+	listed *atomic.Pointer[[]uint64]
 	// dropped reports a raw period known dropped by Retain: reads leave out its staged
 	// samples, as the Fold does (nil: none is).
 	dropped func(period uint64) bool
@@ -107,15 +111,17 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 		folds = &foldMemo{}
 	}
 	var index *seriesIndex
+	listed := &atomic.Pointer[[]uint64]{}
 	if c.Cache != nil {
 		index = newSeriesIndex(c.Cache, names.Staging(), c.Now)
 		now := c.Now
 		if now == nil {
 			now = time.Now
 		}
-		c.Cache.keepUnfolded(names.Staging(), foldMargin+c.FoldDelay+c.FoldPace+unfoldedSlack, now)
+		c.Cache.keepUnfolded(names.Staging(), foldMargin+c.FoldDelay+c.FoldPace+unfoldedSlack, now, listed)
 	}
 	return &Table{
+		listed:      listed,
 		index:       index,
 		folds:       folds,
 		dropped:     c.Dropped,
