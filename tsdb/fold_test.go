@@ -443,7 +443,18 @@ func TestListingNotesItsBuckets(t *testing.T) {
 	if got := db.staging.ListedBuckets(); len(got) != 1 || !got[0].Equal(bucket) {
 		t.Fatalf("buckets listed %v, want the write's arrival bucket %v", got, bucket)
 	}
-	now = now.Add(30 * time.Minute) // the bucket's Fold is due
+	// A write in the next bucket, found by a listing of what was written since.
+	now = now.Add(staging.Bucket)
+	if err := db.Write(ctx, "s", tablets.Point{Time: now.Add(-time.Hour), Value: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.staging.List(ctx, now.Add(-2*time.Hour), now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if got := db.staging.ListedBuckets(); len(got) != 2 || !got[0].Equal(bucket) || !got[1].Equal(bucket.Add(staging.Bucket)) {
+		t.Fatalf("buckets listed %v, want %v and the next", got, bucket)
+	}
+	now = now.Add(30 * time.Minute) // both buckets' Folds are due
 	if r, err := db.Fold(ctx); err != nil || r.Entities == 0 {
 		t.Fatalf("Fold: %+v, %v", r, err)
 	}

@@ -357,7 +357,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 			l.since, l.done = sinceOf(date), start
 			l.doneReads = st.readsDone.Add(1)
 			l.found(true, begun)
-			st.noteListed(l.byKey)
+			st.noteListed(got, true) // written since: buckets only added
 			return nil
 		}
 		// Changed since (or the query failed): listed whole.
@@ -379,7 +379,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	l.since, l.done = sinceOf(date), start
 	l.doneReads = st.readsDone.Add(1)
 	l.found(wasKnown, begun)
-	st.noteListed(l.byKey)
+	st.noteListed(l.byKey, false)
 	return nil
 }
 
@@ -397,17 +397,26 @@ func (st *Table) ListedBuckets() []time.Time {
 	return out
 }
 
-// noteListed records the arrival buckets of the entities listed (Table.listed). l.mu is
-// held.
-func (st *Table) noteListed(byKey map[[2]string]listedProps) {
+// noteListed records the arrival buckets of the entities listed (Table.listed): of a whole
+// listing, or, added to those known (an incremental listing's: no entity it lacks is
+// gone), of the entities written since. l.mu is held.
+func (st *Table) noteListed(listed map[[2]string]listedProps, added bool) {
 	var buckets []uint64
-	for k := range byKey {
+	if known := st.listed.Load(); added && known != nil {
+		buckets = slices.Clone(*known)
+	}
+	before := len(buckets)
+	for k := range listed {
 		if end := BucketEnd(k[0]); end != tablets.MaxTime {
-			buckets = append(buckets, uint64(end.Add(-Bucket).Unix()))
+			if b := uint64(end.Add(-Bucket).Unix()); !slices.Contains(buckets, b) {
+				buckets = append(buckets, b)
+			}
 		}
 	}
+	if added && st.listed.Load() != nil && len(buckets) == before {
+		return // no new bucket
+	}
 	slices.Sort(buckets)
-	buckets = slices.Compact(buckets)
 	st.listed.Store(&buckets)
 }
 
