@@ -40,8 +40,11 @@ func (b *blockingNext) Do(req *http.Request) (*http.Response, error) {
 	return &http.Response{StatusCode: 200, Body: io.NopCloser(strings.NewReader(b.body))}, nil
 }
 
-func get(ctx context.Context, t *testing.T) *http.Request {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://account.invalid/t()", nil)
+func get(ctx context.Context, t *testing.T) *http.Request { return getOf(ctx, t, "t") }
+
+// getOf is a query of table with ctx.
+func getOf(ctx context.Context, t *testing.T, table string) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://account.invalid/"+table+"()", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,8 +53,11 @@ func get(ctx context.Context, t *testing.T) *http.Request {
 
 // send sends a GET through tr with ctx and reads its answer to the end (an error is the
 // test's).
-func send(ctx context.Context, t *testing.T, tr *Transport) {
-	resp, err := tr.Do(get(ctx, t))
+func send(ctx context.Context, t *testing.T, tr *Transport) { sendReq(t, tr, get(ctx, t)) }
+
+// sendReq sends req through tr and reads its answer to the end (an error is the test's).
+func sendReq(t *testing.T, tr *Transport, req *http.Request) {
+	resp, err := tr.Do(req)
 	if err != nil {
 		t.Error(err)
 		return
@@ -754,20 +760,8 @@ func TestTransportTally(t *testing.T) {
 		}
 
 		// A request of another table held longer is the slowest.
-		wg.Go(func() {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://account.invalid/u()", nil)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			resp, err := tr.Do(req)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		})
+		slower := getOf(ctx, t, "u")
+		wg.Go(func() { sendReq(t, tr, slower) })
 		synctest.Wait()
 		time.Sleep(5 * time.Second)
 		next.release <- struct{}{}

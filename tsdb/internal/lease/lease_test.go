@@ -127,23 +127,30 @@ func TestDo(t *testing.T) {
 
 	// A holder whose lease another took (it ended while the holder's clock said otherwise)
 	// learns at its next renewal, and its work is cancelled.
-	err = Do(ctx, c, kind, "a", clk.Now, time.Millisecond, 0, func(ctx context.Context) error {
+	err = Do(ctx, c, kind, "a", clk.Now, time.Millisecond, 0, stolen(c, clk))
+	if !errors.Is(err, errLost) {
+		t.Fatalf("Do whose lease another took: %v, want lost", err)
+	}
+	if _, err := Take(ctx, c, kind, "b", clk.Now); !errors.Is(err, errBusy) {
+		t.Fatalf("the thief's lease after Do: %v, want busy (Do released only its own)", err)
+	}
+}
+
+// stolen is work during which another process takes the lease (it ended while the
+// holder's clock said otherwise), then waits for its context to be cancelled: Keep renews,
+// and finds the lease taken.
+func stolen(c *aztables.Client, clk *clock.Clock) func(context.Context) error {
+	return func(ctx context.Context) error {
 		if _, err := c.UpsertEntity(ctx, Body("compact", "thief", clk.Now().Add(time.Hour)), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
 			return err
 		}
-		clk.Add(kind.Term/2 + time.Second) // Keep renews, and finds the lease taken
+		clk.Add(kind.Term/2 + time.Second)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(time.Minute):
 			return errors.New("not cancelled in a minute")
 		}
-	})
-	if !errors.Is(err, errLost) {
-		t.Fatalf("Do whose lease another took: %v, want lost", err)
-	}
-	if _, err := Take(ctx, c, kind, "b", clk.Now); !errors.Is(err, errBusy) {
-		t.Fatalf("the thief's lease after Do: %v, want busy (Do released only its own)", err)
 	}
 }
 
@@ -182,18 +189,7 @@ func TestDoKeepFor(t *testing.T) {
 	b.Release(ctx)
 
 	// Lost during the work: not kept, the thief's lease stands.
-	err = Do(ctx, c, kind, "a", clk.Now, time.Millisecond, keep, func(ctx context.Context) error {
-		if _, err := c.UpsertEntity(ctx, Body("compact", "thief", clk.Now().Add(time.Hour)), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace}); err != nil {
-			return err
-		}
-		clk.Add(kind.Term/2 + time.Second)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Minute):
-			return errors.New("not cancelled in a minute")
-		}
-	})
+	err = Do(ctx, c, kind, "a", clk.Now, time.Millisecond, keep, stolen(c, clk))
 	if !errors.Is(err, errLost) {
 		t.Fatalf("Do whose lease another took: %v, want lost", err)
 	}
