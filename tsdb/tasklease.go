@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,7 +129,7 @@ func (tk *Tasks) Exclusive(ctx context.Context, task string, work func(context.C
 		// The DB's holder, the same at every run, so that its next run takes the lease it
 		// kept; one run of the task at a time in the DB, so that no two of its runs hold
 		// it as one holder.
-		if !tk.kept.begin(task) {
+		if !tk.kept.begin(task, true) {
 			return ErrTaskBusy
 		}
 		defer tk.kept.end(task)
@@ -137,27 +138,79 @@ func (tk *Tasks) Exclusive(ctx context.Context, task string, work func(context.C
 	return lease.Do(ctx, tk.catalog.Client, kind, holder, tk.now, taskLeaseKeepEvery, keepFor, work)
 }
 
+// ReleaseKept ends the task leases this DB keeps between its runs (ExclusiveOptions.
+// KeepFor), for a process that stops: the other processes take the tasks over at their
+// next tick rather than KeepFor after its last run. Two requests a task whose lease it kept
+// since its last ReleaseKept, none for the others: a read, and a delete conditional on it,
+// so that a lease another process took since stays. A task that runs now is left to its
+// run, which releases the lease if its context ended. (The scheduler calls it as its loops
+// stop.)
+func (tk *Tasks) ReleaseKept(ctx context.Context) error {
+	var errs []error
+	for _, task := range tk.kept.keeping() {
+		if !tk.kept.begin(task, false) {
+			continue
+		}
+		kind := taskLeases[task]
+		if k, ok := backgroundLease(task); ok {
+			kind = k
+		}
+		_, err := lease.ReleaseHeld(ctx, tk.catalog.Client, kind, tk.kept.holder)
+		if err == nil {
+			tk.kept.released(task)
+		}
+		tk.kept.end(task)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // keptTasks is what a DB needs to keep task leases between its runs (ExclusiveOptions.
-// KeepFor): its holder id, the same for every run of every task, and the tasks it runs now.
+// KeepFor): its holder id, the same for every run of every task, the tasks it runs now,
+// and those it ever kept a lease of.
 type keptTasks struct {
 	holder string
 	mu     sync.Mutex
 	runs   map[string]bool
+	kept   map[string]bool
 }
 
 func newKeptTasks() *keptTasks {
-	return &keptTasks{holder: fmt.Sprintf("%016x", rand.Uint64()), runs: map[string]bool{}}
+	return &keptTasks{holder: fmt.Sprintf("%016x", rand.Uint64()), runs: map[string]bool{}, kept: map[string]bool{}}
 }
 
-// begin notes that a run of task begins, false if one runs already.
-func (k *keptTasks) begin(task string) bool {
+// begin notes that a run of task begins, false if one runs already; keep notes that it
+// may keep the task's lease.
+func (k *keptTasks) begin(task string, keep bool) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.runs[task] {
 		return false
 	}
 	k.runs[task] = true
+	if keep {
+		k.kept[task] = true
+	}
 	return true
+}
+
+// released notes that task's lease is not kept (until a run keeps it again).
+func (k *keptTasks) released(task string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.kept, task)
+}
+
+// keeping returns the tasks whose leases a run may have kept.
+func (k *keptTasks) keeping() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]string, 0, len(k.kept))
+	for task := range k.kept {
+		out = append(out, task)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // end notes that the run of task ended.

@@ -192,7 +192,7 @@ func (p *paths) since(mark int, table string) (n, now int) {
 // left with nothing to merge reads the change log, not the table, where the other
 // process, once it takes the task over, scans the table (it cannot know). A second run of
 // the task in the keeper at once is busy with no request; a negative KeepFor is an error
-// before any request.
+// before any request. A keeper's ReleaseKept (its stop) hands the task over at once.
 func TestExclusiveKeepFor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -281,5 +281,20 @@ func TestExclusiveKeepFor(t *testing.T) {
 	clk.Add(keep.KeepFor + time.Second)
 	if ran, _, scans, err := compact(other); err != nil || !ran || scans == 0 {
 		t.Fatalf("the other's compaction once the keeping ended: ran %v, %d raw requests, %v; want it run, the table scanned", ran, scans, err)
+	}
+
+	// The other, which keeps it now, stops: ReleaseKept ends its lease (a read and a
+	// delete), and the keeper takes the task at its next tick, not KeepFor later; a second
+	// ReleaseKept sends nothing.
+	for i, want := range []int{2, 0} {
+		_, mark := sent.since(0, "")
+		err := other.Tasks().ReleaseKept(ctx)
+		if _, end := sent.since(0, ""); err != nil || end-mark != want {
+			t.Fatalf("ReleaseKept %d: %v, %d requests; want none, %d requests", i+1, err, end-mark, want)
+		}
+	}
+	clk.Add(2 * time.Minute)
+	if ran, _, _, err := compact(keeper); err != nil || !ran {
+		t.Fatalf("the keeper's compaction once the other released: ran %v, %v; want it run", ran, err)
 	}
 }

@@ -3,6 +3,7 @@ package layouts
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
@@ -422,13 +424,13 @@ func TestChunkedCompactedByScheduler(t *testing.T) {
 	require.Equal(t, before, checker.Stats().Requests, "refused before any request")
 	runs, stop := itest.Schedule(t, db, schedule.Options{CompactEvery: 20 * time.Millisecond, CompactCatchUp: time.Hour}, schedule.Compact)
 	runs.WaitCovered(t, now, now.Add(30*time.Second))
-	stop()
 	require.Equal(t, len(days), chunks(), "a chunk a partition")
 	require.Len(t, itest.CollectPoints(t, db.Query(ctx, "k", now, now.Add(time.Minute))), 30)
-	// The scheduler kept the compaction's lease for its next tick, and a minute
+	// The scheduler keeps the compaction's lease for its next tick, and a minute
 	// (tsdb.ExclusiveOptions.KeepFor): this process compacts next, another only after.
-	lease, err := svc.NewClient(db.Name()+"m").GetEntity(ctx, tsdb.TaskCompact, "lease", nil)
-	require.NoError(t, err, "the compaction's lease, kept after the runs")
+	leases := svc.NewClient(db.Name() + "m")
+	lease, err := leases.GetEntity(ctx, tsdb.TaskCompact, "lease", nil)
+	require.NoError(t, err, "the compaction's lease, kept between the runs")
 	var e struct{ U float64 }
 	require.NoError(t, json.Unmarshal(lease.Value, &e))
 	require.Greater(t, time.UnixMilli(int64(e.U)), time.Now().Add(50*time.Second), "kept a minute past the next tick")
@@ -439,16 +441,27 @@ func TestChunkedCompactedByScheduler(t *testing.T) {
 		return chunked.New(c, nil)
 	}})
 	require.NoError(t, err)
-	var steps []string
-	for s, err := range schedule.Once(ctx, other, nil) {
-		require.NoError(t, err, s.Task)
-		steps = append(steps, fmt.Sprintf("%s busy=%v", s.Task, s.Busy))
+	once := func() []string {
+		var steps []string
+		for s, err := range schedule.Once(ctx, other, nil) {
+			require.NoError(t, err, s.Task)
+			steps = append(steps, fmt.Sprintf("%s busy=%v", s.Task, s.Busy))
+		}
+		return steps
 	}
-	require.Equal(t, []string{"fold busy=false", "compact busy=true", "rollup busy=false", "flagged busy=false", "retain busy=false"}, steps)
+	require.Equal(t, []string{"fold busy=false", "compact busy=true", "rollup busy=false", "flagged busy=false", "retain busy=false"}, once())
 	for _, task := range []string{tsdb.TaskRollup, tsdb.TaskFlagged} {
-		_, err := svc.NewClient(db.Name()+"m").GetEntity(ctx, task, "lease", nil)
+		_, err := leases.GetEntity(ctx, task, "lease", nil)
 		require.Error(t, err, "Once's %s lease, released", task)
 	}
+
+	// The scheduler stopped (its server's shutdown): it ends the lease it kept, and the
+	// other process compacts at once, not a minute later.
+	stop()
+	_, err = leases.GetEntity(ctx, tsdb.TaskCompact, "lease", nil)
+	var notFound *azcore.ResponseError
+	require.True(t, errors.As(err, &notFound) && notFound.StatusCode == http.StatusNotFound, "the compaction's lease after the scheduler stopped: %v, want none", err)
+	require.Equal(t, []string{"fold busy=false", "compact busy=false", "rollup busy=false", "flagged busy=false", "retain busy=false"}, once())
 }
 
 // The worked example of the README and the package doc, read back raw from the table.

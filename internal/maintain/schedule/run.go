@@ -21,14 +21,15 @@ type Hooks struct {
 	// short because ctx ended; of each failure to read a ranged task's progress (a Step
 	// with only Task, and the error), after which that tick does nothing; and of each tick
 	// of the rollup that its grain left nothing to cover (a Step whose From equals To, no
-	// error).
+	// error); and of a Task.Stop's failure (a Step with only Task).
 	Report func(Step, error)
 }
 
 // Run calls each task's step on its timer, each task in a goroutine of its own, until ctx
-// is done; it then returns ctx's error. A failed call is reported, and its task goes on: a
-// ranged task's next tick retries from the same start. Bad options (or a task without a
-// step) give an error wrapping tablets.ErrInvalidOptions before any call.
+// is done; it then calls the tasks' Stops and returns ctx's error. A failed call is
+// reported, and its task goes on: a ranged task's next tick retries from the same start.
+// Bad options (or a task without a step) give an error wrapping tablets.ErrInvalidOptions
+// before any call.
 func Run(ctx context.Context, tasks []Task, hooks *Hooks) error {
 	var h Hooks
 	if hooks != nil {
@@ -48,12 +49,30 @@ func Run(ctx context.Context, tasks []Task, hooks *Hooks) error {
 		wg.Go(func() { errs[i] = t.loop(ctx, h) })
 	}
 	wg.Wait()
+	stop(ctx, tasks, h)
 	for _, err := range errs {
 		if err != nil && !errors.Is(err, ctx.Err()) {
 			return fmt.Errorf("schedule: %w", err) // the options were checked: a bug
 		}
 	}
 	return ctx.Err()
+}
+
+// stopTimeout bounds the tasks' Stops: a lease left unreleased ends by itself.
+const stopTimeout = 10 * time.Second
+
+// stop calls the tasks' Stops, once their loops have stopped, and reports their failures.
+func stop(ctx context.Context, tasks []Task, h Hooks) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
+	defer cancel()
+	for _, t := range tasks {
+		if t.Stop == nil {
+			continue
+		}
+		if err := t.Stop(ctx); err != nil && h.Report != nil {
+			h.Report(Step{Task: t.Name}, fmt.Errorf("stopping: %w", err))
+		}
+	}
 }
 
 // loop calls t's step on its timer until ctx is done.

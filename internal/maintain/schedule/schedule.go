@@ -92,6 +92,10 @@ type Task struct {
 	Ranges maintain.RangeTask
 	// Tick is the step of the others, as of now.
 	Tick func(ctx context.Context, now time.Time) (Step, error)
+	// Stop, if set, is called once Run's loops have stopped, its context ended: the
+	// compaction's ends the lease its loop keeps between its ticks (tsdb.Tasks.ReleaseKept),
+	// so that another process takes the task over at its next tick.
+	Stop func(ctx context.Context) error
 }
 
 // Step is what one call of a task's step did.
@@ -231,6 +235,9 @@ func tasks(db *tsdb.DB, o Options, foldEvery time.Duration, keep bool) ([]Task, 
 				}, kept)
 			}
 			t.Opts.Progress = progress{db: db, task: tsdb.TaskCompact}
+			if keep {
+				t.Stop = func(ctx context.Context) error { return db.Tasks().ReleaseKept(ctx) }
+			}
 		case Rollup:
 			t.Ranges = func(ctx context.Context, from, to time.Time) error {
 				return db.Tasks().Exclusive(ctx, tsdb.TaskRollup, func(ctx context.Context) error { return db.Rollup(ctx, from, to) }, nil)

@@ -365,3 +365,54 @@ func TestRunRefusesBadTasks(t *testing.T) {
 		assert.ErrorIs(t, Run(context.Background(), tasks, nil), tablets.ErrInvalidOptions, name)
 	}
 }
+
+// Run calls each task's Stop once, after every loop has stopped (no step runs after it),
+// with a context that has not ended; a Stop's failure is reported with the task's name.
+func TestRunStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var events []string
+		note := func(e string) {
+			mu.Lock()
+			defer mu.Unlock()
+			events = append(events, e)
+		}
+		tick := func(name string) func(context.Context, time.Time) (Step, error) {
+			return func(context.Context, time.Time) (Step, error) { note(name); return Step{}, nil }
+		}
+		tasks := []Task{
+			{Name: Fold, Opts: maintain.Options{Every: time.Minute}, Tick: tick(Fold)},
+			{Name: Compact, Opts: maintain.Options{Every: time.Minute}, Tick: tick(Compact), Stop: func(ctx context.Context) error {
+				note("stop " + Compact)
+				if ctx.Err() != nil {
+					t.Errorf("Stop's context ended: %v", ctx.Err())
+				}
+				return errDown
+			}},
+		}
+		rec := newRecorder()
+		stop := run(t, tasks, &Hooks{Report: rec.report})
+		time.Sleep(2*time.Minute + time.Second)
+		synctest.Wait()
+		stop()
+		require.NotEmpty(t, events)
+		assert.Equal(t, "stop "+Compact, events[len(events)-1], "Stop last, once: %v", events)
+		stops := 0
+		for _, e := range events {
+			if e == "stop "+Compact {
+				stops++
+			}
+		}
+		assert.Equal(t, 1, stops, "Stop once: %v", events)
+		assert.Contains(t, events, Compact, "the compaction ticked before")
+		var stopped []reported
+		for _, r := range rec.reports {
+			if r.err != nil {
+				stopped = append(stopped, r)
+			}
+		}
+		require.Len(t, stopped, 1)
+		assert.Equal(t, Step{Task: Compact}, stopped[0].step)
+		assert.ErrorIs(t, stopped[0].err, errDown)
+	})
+}

@@ -226,11 +226,46 @@ func (l *Lease) Release(ctx context.Context) {
 	_, _ = l.client.DeleteEntity(ctx, l.kind.PartitionKey, RowKey, &aztables.DeleteEntityOptions{IfMatch: &etag})
 }
 
+// ReleaseHeld ends kind's lease if holder holds it, kept after its Do (keepFor): one read,
+// and a delete conditional on the ETag read, so that a lease another process took since is
+// left alone. It reports whether it ended one. A process that keeps a lease between its
+// runs calls it when it stops, so that the others take the task over at once rather than
+// keepFor after its last run; it must not run a Do of the lease meanwhile.
+func ReleaseHeld(ctx context.Context, client *aztables.Client, kind Kind, holder string) (bool, error) {
+	l := &Lease{kind: kind, client: client, holder: holder}
+	resp, err := client.GetEntity(ctx, kind.PartitionKey, RowKey, nil)
+	switch {
+	case azerr.IsStatus(err, http.StatusNotFound):
+		return false, nil
+	case err != nil:
+		return false, l.errorf(err)
+	}
+	var e entity.Entity
+	e.AllowStrings = true
+	if err := e.Decode(resp.Value); err != nil {
+		return false, l.errorf(err)
+	}
+	if !l.heldBy(&e) {
+		return false, nil
+	}
+	_, err = client.DeleteEntity(ctx, kind.PartitionKey, RowKey, &aztables.DeleteEntityOptions{IfMatch: &resp.ETag})
+	switch {
+	case azerr.IsStatus(err, http.StatusNotFound):
+		return true, nil // the delete's own retry, its first reply lost (only a holder deletes)
+	case azerr.IsStatus(err, http.StatusPreconditionFailed):
+		return false, nil // another process took it since
+	case err != nil:
+		return false, l.errorf(err)
+	}
+	return true, nil
+}
+
 // Do runs work holding kind's lease, taken for holder (kind.Busy, and no work, while
 // another process holds it): it keeps the lease every keepEvery of the real clock (Keep)
 // as work goes on, and releases it when work returns, or with keepFor above 0 keeps it
 // keepFor longer (KeepFor), for holder's next Do: a holder that keeps a lease is one
-// process's, which runs one Do of the lease at a time. Should the lease be lost, work's
+// process's, which runs one Do of the lease at a time. A Do whose ctx ended (its process
+// stopping) releases the lease, keepFor or not. Should the lease be lost, work's
 // context is cancelled and Do returns kind.Lost (what work did is kept: a task under a lease
 // of Do is one whose steps are each safe alone, such as compaction's and rollups'
 // conditional writes).
@@ -243,7 +278,7 @@ func Do(ctx context.Context, client *aztables.Client, kind Kind, holder string, 
 	var lost bool
 	defer func() {
 		switch {
-		case keepFor > 0 && !lost:
+		case keepFor > 0 && !lost && ctx.Err() == nil:
 			l.KeepFor(context.WithoutCancel(ctx), keepFor)
 		default:
 			l.Release(context.WithoutCancel(ctx))

@@ -198,3 +198,46 @@ func TestDoKeepFor(t *testing.T) {
 		t.Fatalf("the lease after a lost Do with keepFor: %s, %v; want the thief's", resp.Value, err)
 	}
 }
+
+// A kept lease ends early by its holder's ReleaseHeld (another takes it at once), or by a
+// Do whose context ended (its process stopping); ReleaseHeld leaves another holder's lease
+// alone, and one that is gone.
+func TestReleaseHeld(t *testing.T) {
+	ctx := context.Background()
+	c := catalog(t)
+	clk := clock.New(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
+	work := func(context.Context) error { return nil }
+	const keep = time.Hour
+	if ok, err := ReleaseHeld(ctx, c, kind, "a"); ok || err != nil {
+		t.Fatalf("ReleaseHeld of no lease: %v, %v; want false, nil", ok, err)
+	}
+	if err := Do(ctx, c, kind, "a", clk.Now, time.Millisecond, keep, work); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := ReleaseHeld(ctx, c, kind, "b"); ok || err != nil {
+		t.Fatalf("ReleaseHeld by another holder: %v, %v; want false, nil", ok, err)
+	}
+	if _, err := Take(ctx, c, kind, "b", clk.Now); !errors.Is(err, errBusy) {
+		t.Fatalf("another's take after another's ReleaseHeld: %v, want busy (still kept)", err)
+	}
+	if ok, err := ReleaseHeld(ctx, c, kind, "a"); !ok || err != nil {
+		t.Fatalf("the keeper's ReleaseHeld: %v, %v; want true, nil", ok, err)
+	}
+	b, err := Take(ctx, c, kind, "b", clk.Now)
+	if err != nil {
+		t.Fatalf("another's take once the keeper released: %v", err)
+	}
+	b.Release(ctx)
+
+	// A Do cut off by its context's end releases, keepFor or not.
+	stop, cancel := context.WithCancel(ctx)
+	err = Do(stop, c, kind, "a", clk.Now, time.Millisecond, keep, func(context.Context) error { cancel(); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := Take(ctx, c, kind, "b", clk.Now); err != nil {
+		t.Fatalf("another's take after a Do whose context ended: %v, want taken (released)", err)
+	} else {
+		b.Release(ctx)
+	}
+}
