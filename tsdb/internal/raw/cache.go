@@ -42,6 +42,10 @@ import (
 // the staging table (Config.StagingReads): a cached sample is used only while no change
 // recorded since touched its range, whichever process made it.
 //
+// An entry keeps what its reads ask for: when it grows, the samples before the earliest
+// start its reads asked for in the last 10 to 20 minutes go (asked), so that a server's
+// memory is that of what its panels read, not of every sample since its start.
+//
 // A Cache may be shared by the databases of a server (its tenants); it is bounded by the
 // bytes of the samples it holds (two generations of cache.Gen). Safe for concurrent use.
 type Cache struct {
@@ -249,6 +253,57 @@ type cachedSamples struct {
 	from, to int64
 	floats   []floatSegment
 	hists    []tablets.HistogramPoint
+	asked    asked
+}
+
+// asked is what the reads of an entry asked for lately: the earliest start among those of
+// the window that began at at (Unix milliseconds by the DB's clock), and among those of the
+// window before it. When the entry grows (a Fold taken in, a refresh's read of the newest
+// minutes) it keeps its samples from the earlier of the two on, and lets the segments
+// wholly before it go (trimmed): an entry of a panel over the last hour kept every sample
+// since the warm-up's start (2 hours before the server's start) and grew by each Fold, the
+// cache with it, until its bound (docs/soak.md, run 161). A read of an older start reads
+// the table for it, once, as the read that made the entry did. A window is twice the
+// longest refresh Grafana offers (5 minutes), so that a panel refreshed that rarely is
+// always within the two. The zero asked (an entry no read has been counted on yet) keeps
+// everything.
+type asked struct {
+	at, from, prev int64
+}
+
+// askWindow is the length of an asked window.
+const askWindow = 10 * time.Minute
+
+// seen is a after a read from from at now (Unix milliseconds), and whether it changed.
+func (a asked) seen(from, now int64) (asked, bool) {
+	switch w := askWindow.Milliseconds(); {
+	case a.at == 0 || now-a.at >= 2*w:
+		return asked{at: now, from: from, prev: from}, true
+	case now-a.at >= w:
+		return asked{at: now, from: from, prev: a.from}, true
+	case from < a.from:
+		a.from = from
+		return a, true
+	}
+	return a, false
+}
+
+// trimmed is where entry c keeps its samples from when it grows: before the segment that
+// holds the earliest start its reads asked for (asked), float segments go whole (no
+// segment is encoded again for it), histograms one by one; c.from when nothing goes.
+func trimmed(c cachedSamples) int64 {
+	if c.asked.at == 0 {
+		return c.from
+	}
+	cut := min(c.asked.from, c.asked.prev)
+	if len(c.hists) > 0 {
+		return max(c.from, cut)
+	}
+	k := sort.Search(len(c.floats), func(k int) bool { return c.floats[k].last >= cut })
+	if k == 0 {
+		return c.from
+	}
+	return max(c.from, c.floats[k-1].last+1)
 }
 
 // floatSegment is a run of an entry's float samples, oldest first: the Unix millisecond
@@ -299,26 +354,16 @@ type sampleCache[S any] struct {
 	// each passes yield the entry's samples at from <= time < to, oldest first, until it
 	// returns false (each then returns false).
 	each func(c *cachedSamples, from, to int64, yield func(S) bool) (bool, error)
+	// splice sets the entry's samples to those it holds at from <= time < to, then add
+	// (sorted, each after the last of those): what put of them all would, without decoding
+	// and encoding again what it keeps whole. False (the entry unchanged) when add does not
+	// come after them, or put would refuse it.
+	splice func(c *cachedSamples, from, to int64, add []S) (bool, error)
 }
 
 var floatCache = sampleCache[tablets.Point]{
-	ms: func(p tablets.Point) (int64, bool) { return p.Time.UnixMilli(), p.Time.Nanosecond()%1e6 == 0 },
-	put: func(c *cachedSamples, pts []tablets.Point) bool {
-		times, values := make([]uint64, len(pts)), make([]float64, len(pts))
-		for i, p := range pts {
-			ms := p.Time.UnixMilli()
-			if ms < 0 || p.Time.Nanosecond()%1e6 != 0 || i > 0 && uint64(ms) <= times[i-1] {
-				return false // the codec's times: strictly increasing, not before the epoch
-			}
-			times[i], values[i] = uint64(ms), p.Value
-		}
-		c.floats, c.hists = nil, nil
-		for i := 0; i < len(pts); i += segmentPoints {
-			j := min(i+segmentPoints, len(pts))
-			c.floats = append(c.floats, floatSegment{last: int64(times[j-1]), chunk: chunkenc.Append(nil, times[i:j], values[i:j])})
-		}
-		return true
-	},
+	ms:  func(p tablets.Point) (int64, bool) { return p.Time.UnixMilli(), p.Time.Nanosecond()%1e6 == 0 },
+	put: putFloats,
 	each: func(c *cachedSamples, from, to int64, yield func(tablets.Point) bool) (bool, error) {
 		more := true
 		// The first segment whose last sample is at or after from.
@@ -341,6 +386,99 @@ var floatCache = sampleCache[tablets.Point]{
 		}
 		return more, nil
 	},
+	splice: spliceFloats,
+}
+
+// putFloats is floatCache's put.
+func putFloats(c *cachedSamples, pts []tablets.Point) bool {
+	times, values := make([]uint64, len(pts)), make([]float64, len(pts))
+	for i, p := range pts {
+		ms := p.Time.UnixMilli()
+		if ms < 0 || p.Time.Nanosecond()%1e6 != 0 || i > 0 && uint64(ms) <= times[i-1] {
+			return false // the codec's times: strictly increasing, not before the epoch
+		}
+		times[i], values[i] = uint64(ms), p.Value
+	}
+	c.floats, c.hists = nil, nil
+	for i := 0; i < len(pts); i += segmentPoints {
+		j := min(i+segmentPoints, len(pts))
+		c.floats = append(c.floats, floatSegment{last: int64(times[j-1]), chunk: chunkenc.Append(nil, times[i:j], values[i:j])})
+	}
+	return true
+}
+
+// spliceFloats is floatCache's splice. A Fold taken in, or a refresh's read of the newest
+// minutes, adds a few samples after an entry of hours: put of them all decoded and
+// encoded every segment again, for every series of the tenant on every server at each
+// Fold (its garbage the servers' peaks of memory, docs/soak.md run 160). The segments
+// wholly inside [from, to) are kept as they are (their chunks are never changed, so they
+// are shared with the entry they came from); the one that from cuts, and the last kept with
+// what to cuts of the next and add, are encoded again.
+func spliceFloats(c *cachedSamples, from, to int64, add []tablets.Point) (bool, error) {
+	segs := c.floats
+	lo := sort.Search(len(segs), func(k int) bool { return segs[k].last >= from }) // the first with a sample at or after from
+	hi := sort.Search(len(segs), func(k int) bool { return segs[k].last >= to })   // the first with one at or after to
+	hi = max(hi, lo)                                                               // (an empty range: none kept)
+	decode := func(seg floatSegment, out []tablets.Point) ([]tablets.Point, error) {
+		err := chunkenc.Decode(seg.chunk, func(t uint64, v float64) {
+			if ms := int64(t); ms >= from && ms < to {
+				out = append(out, tablets.Point{Time: time.UnixMilli(ms).UTC(), Value: v})
+			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("tsdb: raw cache: %w", err)
+		}
+		return out, nil
+	}
+	// kept: whole segments; head: a first segment that from cuts, encoded again; tail: the
+	// samples encoded again after the kept ones (of the last segment before hi, and of hi).
+	kept := segs[lo:hi]
+	var head []tablets.Point
+	if len(kept) > 0 {
+		_, first, _, err := chunkenc.Header(kept[0].chunk)
+		if err != nil {
+			return false, fmt.Errorf("tsdb: raw cache: %w", err)
+		}
+		if int64(first) < from {
+			if head, err = decode(kept[0], nil); err != nil {
+				return false, err
+			}
+			kept = kept[1:]
+		}
+	}
+	var tail []tablets.Point
+	if len(kept) > 0 {
+		var err error
+		if tail, err = decode(kept[len(kept)-1], nil); err != nil {
+			return false, err
+		}
+		kept = kept[:len(kept)-1]
+	}
+	if hi < len(segs) {
+		var err error
+		if tail, err = decode(segs[hi], tail); err != nil {
+			return false, err
+		}
+	}
+	last := int64(math.MinInt64) // of the samples before add
+	switch {
+	case len(tail) > 0:
+		last = tail[len(tail)-1].Time.UnixMilli()
+	case len(kept) > 0:
+		last = kept[len(kept)-1].last
+	case len(head) > 0:
+		last = head[len(head)-1].Time.UnixMilli()
+	}
+	if len(add) > 0 && (add[0].Time.UnixMilli() <= last || add[0].Time.Nanosecond()%1e6 != 0) {
+		return false, nil
+	}
+	var headSeg, tailSegs cachedSamples
+	if !putFloats(&headSeg, head) || !putFloats(&tailSegs, append(tail, add...)) {
+		return false, nil
+	}
+	c.floats = slices.Concat(headSeg.floats, kept, tailSegs.floats)
+	c.hists = nil
+	return true, nil
 }
 
 var histCache = sampleCache[tablets.HistogramPoint]{
@@ -358,6 +496,26 @@ var histCache = sampleCache[tablets.HistogramPoint]{
 				return false, nil
 			}
 		}
+		return true, nil
+	},
+	splice: func(c *cachedSamples, from, to int64, add []tablets.HistogramPoint) (bool, error) {
+		hs := c.hists
+		lo := sort.Search(len(hs), func(i int) bool { return hs[i].Time.UnixMilli() >= from })
+		hi := sort.Search(len(hs), func(i int) bool { return hs[i].Time.UnixMilli() >= to })
+		kept := hs[lo:max(lo, hi)]
+		for i, h := range add {
+			prev := int64(math.MinInt64)
+			switch {
+			case i > 0:
+				prev = add[i-1].Time.UnixMilli()
+			case len(kept) > 0:
+				prev = kept[len(kept)-1].Time.UnixMilli()
+			}
+			if h.Time.UnixMilli() <= prev {
+				return false, nil
+			}
+		}
+		c.floats, c.hists = nil, slices.Concat(kept, add)
 		return true, nil
 	},
 }
@@ -537,8 +695,13 @@ func (r *Store[S, T]) readMissing(ctx context.Context, p uint64, rd *spanRead[S]
 	// where it stops standing), or is read whole; the reads group by their start.
 	starts := map[int64][]string{}
 	entries := make(map[string]cachedSamples, len(names))
+	now := r.now().UnixMilli()
 	for _, name := range names {
 		if c, ok := r.cache.entries.Get(cacheKey{table, name}); ok {
+			var changed bool
+			if c.asked, changed = c.asked.seen(from, now); changed {
+				r.cache.entries.Add(cacheKey{table, name}, c)
+			}
 			entries[name] = c
 		}
 	}
@@ -760,19 +923,33 @@ func (r *Store[S, T]) store(table, name string, gen uint64, c cachedSamples, cac
 	}
 	var all []S
 	start := from
+	next := c
+	spliced := false
 	if cached {
-		start = c.from
+		// The fresh samples were read from where the entry stops standing: they come after
+		// what it keeps, which is kept as it is encoded, from where its reads still ask.
+		start = trimmed(c)
 		var err error
-		if all, err = r.cached.samples(&c, c.from, c.to); err != nil {
+		if spliced, err = r.cached.splice(&next, start, c.to, fresh); err != nil {
+			r.cache.entries.Remove(cacheKey{table, name})
+			return
+		}
+		if !spliced {
+			if all, err = r.cached.samples(&c, start, c.to); err != nil {
+				r.cache.entries.Remove(cacheKey{table, name})
+				return
+			}
+		}
+	}
+	if !spliced {
+		next = cachedSamples{asked: c.asked}
+		if !r.cached.put(&next, append(all, fresh...)) {
 			r.cache.entries.Remove(cacheKey{table, name})
 			return
 		}
 	}
-	all = append(all, fresh...)
-	var next cachedSamples
-	if !r.cached.put(&next, all) {
-		r.cache.entries.Remove(cacheKey{table, name})
-		return
+	if !cached {
+		next.asked, _ = asked{}.seen(from, r.now().UnixMilli())
 	}
 	next.gen, next.from, next.to = gen, start, end
 	r.cache.entries.Add(cacheKey{table, name}, next)
@@ -881,6 +1058,23 @@ func (r *Store[S, T]) withFolded(c cachedSamples, folded []S) (cachedSamples, bo
 	if len(in) == 0 {
 		return c, true
 	}
+	// A Fold moves the newest minutes: its samples come after the entry's, which are kept
+	// as they are encoded, from where its reads still ask.
+	next := c
+	start := trimmed(c)
+	add := in
+	for len(add) > 0 {
+		if ms, _ := r.cached.ms(add[0]); ms >= start {
+			break
+		}
+		add = add[1:]
+	}
+	if spliced, err := r.cached.splice(&next, start, math.MaxInt64, add); err != nil {
+		return c, false
+	} else if spliced {
+		next.from = start
+		return next, true
+	}
 	was, err := r.cached.samples(&c, math.MinInt64, math.MaxInt64)
 	if err != nil {
 		return c, false
@@ -900,7 +1094,7 @@ func (r *Store[S, T]) withFolded(c cachedSamples, folded []S) (cachedSamples, bo
 		all = append(all, s)
 	}
 	all = append(all, was[i:]...)
-	next := cachedSamples{from: c.from, to: c.to}
+	next = cachedSamples{from: c.from, to: c.to, asked: c.asked}
 	if !r.cached.put(&next, all) {
 		return c, false
 	}

@@ -2,6 +2,7 @@ package raw
 
 import (
 	"math"
+	"sort"
 	"strconv"
 	"testing"
 	"testing/synctest"
@@ -240,5 +241,200 @@ func TestCachedRuns(t *testing.T) {
 	}
 	if _, runs, more = read(-1, -2); more || len(runs) != 2 {
 		t.Fatalf("run stops at the 2nd: more %v, %d runs", more, len(runs))
+	}
+}
+
+// splice is put of the entry's samples within [from, to) and those added after them, for
+// any bounds, across segments and within one, and for added samples that do not come after
+// them (refused, the entry unchanged); the segments wholly kept are the entry's own chunks,
+// not encoded again (a Fold taken into an entry of hours encodes its last segment and the
+// Fold's minutes only).
+func TestSpliceIsPutOfTheKeptAndAdded(t *testing.T) {
+	pts := scraped(4*segmentPoints + 100)
+	ms := func(i int) int64 { return pts[i].Time.UnixMilli() }
+	bounds := []int64{math.MinInt64, ms(0), ms(1), ms(segmentPoints - 1), ms(segmentPoints), ms(segmentPoints + 7),
+		ms(2*segmentPoints + 60), ms(len(pts) - 1), ms(len(pts)-1) + 1, math.MaxInt64}
+	later := func(after int64, n int) []tablets.Point {
+		out := make([]tablets.Point, n)
+		for i := range out {
+			out[i] = tablets.Point{Time: time.UnixMilli(after + int64(i+1)*15000).UTC(), Value: float64(i)}
+		}
+		return out
+	}
+	for _, from := range bounds {
+		for _, to := range bounds {
+			if to <= from {
+				continue
+			}
+			var c cachedSamples
+			if !floatCache.put(&c, pts) {
+				t.Fatal("put refused")
+			}
+			kept, err := floatCache.samples(&c, from, to)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := int64(0)
+			if len(kept) > 0 {
+				last = kept[len(kept)-1].Time.UnixMilli()
+			}
+			for _, add := range [][]tablets.Point{nil, later(last, 3), later(last, 2*segmentPoints+5)} {
+				got := c
+				ok, err := floatCache.splice(&got, from, to, add)
+				if err != nil || !ok {
+					t.Fatalf("[%d, %d) + %d: %v, %v", from, to, len(add), ok, err)
+				}
+				want := append(append([]tablets.Point(nil), kept...), add...)
+				back, err := floatCache.samples(&got, math.MinInt64, math.MaxInt64)
+				if err != nil || len(back) != len(want) {
+					t.Fatalf("[%d, %d) + %d: %d samples back, want %d (%v)", from, to, len(add), len(back), len(want), err)
+				}
+				for i := range want {
+					if !back[i].Time.Equal(want[i].Time) || back[i].Value != want[i].Value {
+						t.Fatalf("[%d, %d) + %d: sample %d %v, want %v", from, to, len(add), i, back[i], want[i])
+					}
+				}
+				for k, sg := range got.floats {
+					if n, first, lastT, err := chunkenc.Header(sg.chunk); err != nil || n == 0 || int64(lastT) != sg.last || n > segmentPoints {
+						t.Fatalf("[%d, %d) + %d: segment %d: %d samples from %d to %d, last %d (%v)", from, to, len(add), k, n, first, lastT, sg.last, err)
+					}
+				}
+			}
+			// Added samples not after the kept ones: refused, the entry as it was.
+			if len(kept) > 0 {
+				got := c
+				before := len(got.floats)
+				if ok, err := floatCache.splice(&got, from, to, []tablets.Point{kept[len(kept)-1]}); ok || err != nil || len(got.floats) != before {
+					t.Fatalf("[%d, %d) + a sample at the last kept: %v, %v; want refused, unchanged", from, to, ok, err)
+				}
+			}
+		}
+	}
+
+	// The whole entry, a Fold's minutes after it: the segments before the last are kept.
+	var c cachedSamples
+	if !floatCache.put(&c, pts) {
+		t.Fatal("put refused")
+	}
+	got := c
+	if ok, err := floatCache.splice(&got, math.MinInt64, math.MaxInt64, later(ms(len(pts)-1), 40)); !ok || err != nil {
+		t.Fatalf("a Fold's minutes after the entry: %v, %v", ok, err)
+	}
+	for k := range len(c.floats) - 1 {
+		if &got.floats[k].chunk[0] != &c.floats[k].chunk[0] {
+			t.Fatalf("segment %d encoded again, want kept as it was", k)
+		}
+	}
+}
+
+// The histograms' splice is theirs: the kept ones within the bounds, then those added after
+// them; added ones not after them are refused.
+func TestSpliceHistograms(t *testing.T) {
+	at := func(i int) tablets.HistogramPoint {
+		return tablets.HistogramPoint{Time: time.UnixMilli(int64(1764580000000 + i*15000)).UTC()}
+	}
+	var c cachedSamples
+	hs := []tablets.HistogramPoint{at(0), at(1), at(2), at(3)}
+	histCache.put(&c, hs)
+	got := c
+	if ok, err := histCache.splice(&got, at(1).Time.UnixMilli(), at(3).Time.UnixMilli(), []tablets.HistogramPoint{at(5), at(6)}); !ok || err != nil {
+		t.Fatalf("splice: %v, %v", ok, err)
+	}
+	var times []int64
+	for _, h := range got.hists {
+		times = append(times, (h.Time.UnixMilli()-1764580000000)/15000)
+	}
+	if len(times) != 4 || times[0] != 1 || times[1] != 2 || times[2] != 5 || times[3] != 6 {
+		t.Fatalf("kept and added: %v, want [1 2 5 6]", times)
+	}
+	if len(c.hists) != 4 || !c.hists[3].Time.Equal(at(3).Time) {
+		t.Fatal("the entry spliced from was changed")
+	}
+	got = c
+	if ok, _ := histCache.splice(&got, math.MinInt64, math.MaxInt64, []tablets.HistogramPoint{at(3)}); ok {
+		t.Fatal("a histogram at the last kept one's time: spliced, want refused")
+	}
+}
+
+// A Fold's 10 minutes (40 samples) taken into an entry of 2.5 hours (the soak's: the
+// warm-up's 2 hours and the run since), by splice and by put of every sample again (how it
+// was done before splice, and still is where splice refuses): the time and the bytes
+// allocated a series, which every server pays for every series of a tenant at each Fold.
+func BenchmarkTakeInFold(b *testing.B) {
+	pts := scraped(640)
+	var entry cachedSamples
+	if !floatCache.put(&entry, pts[:600]) {
+		b.Fatal("put refused")
+	}
+	fold := pts[600:]
+	b.Run("splice", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			next := entry
+			if ok, err := floatCache.splice(&next, math.MinInt64, math.MaxInt64, fold); !ok || err != nil {
+				b.Fatal(ok, err)
+			}
+		}
+	})
+	b.Run("put-all", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			was, err := floatCache.samples(&entry, math.MinInt64, math.MaxInt64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var next cachedSamples
+			if !floatCache.put(&next, append(was, fold...)) {
+				b.Fatal("put refused")
+			}
+		}
+	})
+}
+
+// An entry keeps its samples from the earliest start its reads asked for in the current
+// window and the one before (a window being twice Grafana's longest refresh): a 6-hour
+// panel refreshed every 5 minutes keeps its 6 hours beside a 1-hour panel's refreshes
+// every 30 s; once only the 1-hour panel reads it for two windows, the segments wholly
+// before its hour go. An entry no read was counted on keeps everything.
+func TestAskedKeepsWhatReadsAsk(t *testing.T) {
+	pts := scraped(7 * 240) // 7 hours at 15 s
+	var c cachedSamples
+	if !floatCache.put(&c, pts) {
+		t.Fatal("put refused")
+	}
+	c.from = pts[0].Time.UnixMilli()
+	now := pts[len(pts)-1].Time.UnixMilli()
+	hour := time.Hour.Milliseconds()
+	if got := trimmed(c); got != c.from {
+		t.Fatalf("no read counted: keeps from %d, want %d (everything)", got, c.from)
+	}
+	// Refreshes: the 1-hour panel every 30 s, the 6-hour one every 5 minutes, for 40 minutes.
+	for at := int64(0); at < 40*time.Minute.Milliseconds(); at += 30_000 {
+		c.asked, _ = c.asked.seen(now+at-hour, now+at)
+		if at%(5*time.Minute.Milliseconds()) == 0 {
+			c.asked, _ = c.asked.seen(now+at-6*hour, now+at)
+		}
+		if got, sixHours := trimmed(c), now+at-6*hour; got > sixHours {
+			t.Fatalf("at %d min: keeps from %d, after the 6-hour panel's start %d", at/60000, got, sixHours)
+		}
+	}
+	// Then only the 1-hour panel, for two windows and a refresh.
+	at := 40 * time.Minute.Milliseconds()
+	for ; at <= 40*time.Minute.Milliseconds()+2*askWindow.Milliseconds(); at += 30_000 {
+		c.asked, _ = c.asked.seen(now+at-hour, now+at)
+	}
+	oneHour := now + at - 30_000 - hour // the last read's start
+	got := trimmed(c)
+	if slack := 2*askWindow.Milliseconds() + segmentPoints*15_000; got > oneHour || got < oneHour-slack {
+		t.Fatalf("after two windows of the 1-hour panel alone: keeps from %d, want within two windows and a segment before %d", got, oneHour)
+	}
+	// Whole segments go: the start kept is just after a segment's last sample.
+	k := sort.Search(len(c.floats), func(k int) bool { return c.floats[k].last >= got })
+	if k == 0 || c.floats[k-1].last+1 != got {
+		t.Fatalf("keeps from %d: not just after a segment's end", got)
+	}
+	// seen says whether it changed: a later start in the same window changes nothing.
+	if _, changed := c.asked.seen(now+at, now+at); changed {
+		t.Fatal("a read of a later start within the window: changed")
 	}
 }
