@@ -66,17 +66,12 @@ type Lease struct {
 // holder holds still, kept after an earlier Do, is taken again.
 func Take(ctx context.Context, client *aztables.Client, kind Kind, holder string, now func() time.Time) (*Lease, error) {
 	l := &Lease{kind: kind, now: now, client: client, holder: holder}
-	resp, err := client.GetEntity(ctx, kind.PartitionKey, RowKey, nil)
+	e, etag, err := l.read(ctx)
 	switch {
-	case azerr.IsStatus(err, http.StatusNotFound):
-		return l, l.write(ctx, true)
 	case err != nil:
-		return nil, l.errorf(err)
-	}
-	var e entity.Entity
-	e.AllowStrings = true
-	if err := e.Decode(resp.Value); err != nil {
-		return nil, l.errorf(err)
+		return nil, err
+	case e == nil:
+		return l, l.write(ctx, true)
 	}
 	held := false
 	for _, p := range e.Props {
@@ -84,11 +79,27 @@ func Take(ctx context.Context, client *aztables.Client, kind Kind, holder string
 			held = true
 		}
 	}
-	if held && !l.heldBy(&e) {
+	if held && !l.heldBy(e) {
 		return nil, kind.Busy
 	}
-	l.etag = resp.ETag
+	l.etag = etag
 	return l, l.write(ctx, false)
+}
+
+// read reads the lease entity, with its ETag: nil when there is none.
+func (l *Lease) read(ctx context.Context) (*entity.Entity, azcore.ETag, error) {
+	resp, err := l.client.GetEntity(ctx, l.kind.PartitionKey, RowKey, nil)
+	switch {
+	case azerr.IsStatus(err, http.StatusNotFound):
+		return nil, "", nil
+	case err != nil:
+		return nil, "", l.errorf(err)
+	}
+	e := &entity.Entity{AllowStrings: true}
+	if err := e.Decode(resp.Value); err != nil {
+		return nil, "", l.errorf(err)
+	}
+	return e, resp.ETag, nil
 }
 
 func (l *Lease) errorf(err error) error {
@@ -125,20 +136,12 @@ func (l *Lease) write(ctx context.Context, insert bool) error {
 // mine reads the lease after a conflict: held by this holder (the write that conflicted was
 // applied, its reply lost), it is taken; else Busy.
 func (l *Lease) mine(ctx context.Context, until time.Time) error {
-	resp, err := l.client.GetEntity(ctx, l.kind.PartitionKey, RowKey, nil)
-	if azerr.IsStatus(err, http.StatusNotFound) {
-		return l.kind.Busy
-	}
-	if err != nil {
-		return l.errorf(err)
-	}
-	var e entity.Entity
-	e.AllowStrings = true
-	if err := e.Decode(resp.Value); err != nil {
-		return l.errorf(err)
-	}
-	if l.heldBy(&e) {
-		l.etag, l.until = resp.ETag, until
+	e, etag, err := l.read(ctx)
+	switch {
+	case err != nil:
+		return err
+	case e != nil && l.heldBy(e):
+		l.etag, l.until = etag, until
 		return nil
 	}
 	return l.kind.Busy
@@ -233,22 +236,11 @@ func (l *Lease) Release(ctx context.Context) {
 // keepFor after its last run; it must not run a Do of the lease meanwhile.
 func ReleaseHeld(ctx context.Context, client *aztables.Client, kind Kind, holder string) (bool, error) {
 	l := &Lease{kind: kind, client: client, holder: holder}
-	resp, err := client.GetEntity(ctx, kind.PartitionKey, RowKey, nil)
-	switch {
-	case azerr.IsStatus(err, http.StatusNotFound):
-		return false, nil
-	case err != nil:
-		return false, l.errorf(err)
+	e, etag, err := l.read(ctx)
+	if err != nil || e == nil || !l.heldBy(e) {
+		return false, err
 	}
-	var e entity.Entity
-	e.AllowStrings = true
-	if err := e.Decode(resp.Value); err != nil {
-		return false, l.errorf(err)
-	}
-	if !l.heldBy(&e) {
-		return false, nil
-	}
-	_, err = client.DeleteEntity(ctx, kind.PartitionKey, RowKey, &aztables.DeleteEntityOptions{IfMatch: &resp.ETag})
+	_, err = client.DeleteEntity(ctx, kind.PartitionKey, RowKey, &aztables.DeleteEntityOptions{IfMatch: &etag})
 	switch {
 	case azerr.IsStatus(err, http.StatusNotFound):
 		return true, nil // the delete's own retry, its first reply lost (only a holder deletes)
