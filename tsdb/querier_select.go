@@ -53,8 +53,13 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 			if began, ok := q.db.staging.ReadBegan(ctx); ok {
 				// And the raw change log's read beside them: the raw reads take it when the
 				// listing they go with allows (staging.Listing.LogAfter, as DB.ReadMark), else
-				// read it again. A read mark that read it already leaves nothing to read.
-				go func() { _, _ = changelog.StatesTogether(changelog.AfterRead(ctx, began), rawLogWants(q.db, from, to)) }()
+				// read it again. A read mark that read it already leaves nothing to read, nor
+				// do states read before while the logs' mark stands (LogsStill).
+				need := began
+				if still := q.db.staging.LogsStill(); still != 0 {
+					need = min(need, still)
+				}
+				go func() { _, _ = changelog.StatesTogether(changelog.AfterRead(ctx, need), rawLogWants(q.db, from, to)) }()
 			}
 		}
 		var entries []entry

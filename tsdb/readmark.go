@@ -50,6 +50,12 @@ type ReadMark struct {
 // began deleting staging entities since a listing before it (staging.Listing.LogAfter).
 // Else the raw log is read again after the listing: a Fold that deleted entities the
 // listing missed recorded there before.
+//
+// And while the listings find the staging table's logs' mark as it was (no change was
+// recorded in the logs since: staging.Table.LogsStill), the states read before serve: a
+// refreshed panel's mark is its listing alone. The index log's states wait for the
+// listing, which vouches for them (staging.Table.VouchFor); when it found the mark
+// changed, both logs are read after it.
 func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return ReadMark{}, err
@@ -63,14 +69,23 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 		err    error
 	}
 	began, beside := db.staging.ReadBegan(ctx)
+	need := began
+	still := db.staging.LogsStill()
+	vouched := beside && still != 0 && still <= began // the states read since still may serve
+	if vouched {
+		need = still
+	}
 	reads := make(chan statesRead, 1)
 	go func() {
-		wants := append(slices.Clip(rawWants), db.index.LogWants(ctx, from, to)...)
+		wants := slices.Clip(rawWants)
+		if !vouched {
+			wants = append(wants, db.index.LogWants(ctx, from, to)...)
+		}
 		if !beside {
 			reads <- statesRead{wants: wants}
 			return
 		}
-		states, err := changelog.StatesTogether(changelog.AfterRead(ctx, began), wants)
+		states, err := changelog.StatesTogether(changelog.AfterRead(ctx, need), wants)
 		reads <- statesRead{wants, states, err}
 	}()
 	listed, err := db.staging.List(ctx, from, to)
@@ -80,9 +95,16 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 	m := ReadMark{from: from, to: to, taken: true, staged: listed, sum: listed.Sum(from, to),
 		periods: map[uint64]changelog.State{}, period: db.names.Period, moved: db.staging.Moved}
 	r := <-reads
-	if !beside || listed.LogAfter() > began || r.err != nil {
+	switch {
+	case !beside || listed.LogAfter() > need || r.err != nil:
 		// After the listing (its own count: List counts as a read of staged samples).
+		if vouched {
+			r.wants = append(r.wants, db.index.LogWants(ctx, from, to)...)
+		}
 		r.states, r.err = changelog.StatesTogether(ctx, r.wants)
+	case vouched:
+		// The index log's for the Selects: as the listing vouched for them, or read.
+		_, _ = changelog.StatesTogether(ctx, db.index.LogWants(ctx, from, to))
 	}
 	if r.err != nil {
 		return ReadMark{}, fmt.Errorf("tsdb: read mark: %w", r.err)
@@ -110,7 +132,9 @@ func rawLogWants(db *DB, from, to time.Time) []changelog.Want {
 // then: a change before it shows in all of them. A context that began already is returned
 // as is.
 func (db *DB) BeginRead(ctx context.Context) context.Context {
-	return changelog.Begin(db.staging.BeginRead(ctx))
+	// The log's first: a listing's refresh that serves the read then began after it, and
+	// vouches for the index log's states as of a later epoch (staging.Table.VouchFor).
+	return db.staging.BeginRead(changelog.Begin(ctx))
 }
 
 // Range is the range of times the mark is of.

@@ -354,6 +354,12 @@ func newDB(service *aztables.ServiceClient, name string, o Options, tierLayout t
 	db.floats, db.hists, db.changes = raw.New(service, db.names, db.tables, db.stores, validator, raw.Config{
 		CachedSeries: o.CachedSeries, Cache: o.RawCache, StagingReads: db.staging.ReadsDone, Now: o.Now,
 		Partition: layoutOf(o.Layout).partition, FoldedFloats: db.staging.FoldedFloats, FoldedHists: db.staging.FoldedHists})
+	// Every change recorded in the catalog's change logs rewrites the staging table's
+	// logs' mark, and the listings that find it as it was vouch for the logs' states read
+	// before: a refreshed panel's read mark then reads no log (staging.Table.MarkLogs).
+	db.changes.OnRecorded(db.staging.MarkLogs)
+	db.index.Log.OnRecorded(db.staging.MarkLogs)
+	db.staging.VouchFor(db.index.Log)
 	db.tiers = newTiers(db)
 	db.retention = retention.New(service, db.names, retention.Config{RawRetention: o.RawRetention, Tiers: o.Tiers,
 		Dropping: func(ctx context.Context, p uint64) error {

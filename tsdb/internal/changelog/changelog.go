@@ -52,6 +52,9 @@ type Log struct {
 	// staging table's reads completed): a state read after the count was n is later than
 	// each of those n reads, and is reused while the count stands. nil: each State reads.
 	after func() uint64
+	// recorded, if set, runs after each update of an entity of the log, before Record
+	// returns (OnRecorded): the staging table's logs' mark.
+	recorded func(context.Context) error
 
 	mu       sync.Mutex
 	known    map[uint64]snapshot       // by period: the state last read
@@ -353,6 +356,33 @@ func (c *Log) read(ctx context.Context, p uint64) (State, azcore.ETag, bool, err
 	return s, resp.ETag, true, nil
 }
 
+// OnRecorded has f run after each update of an entity of the log (a change recorded),
+// before Record returns: a Record whose f fails fails. The tsdb database's raw and index
+// logs rewrite the staging table's logs' mark (staging.Table.MarkLogs) so, which lets a
+// reader that finds the mark as it was know that no change was recorded since (Vouch).
+// Call it before the log is used.
+func (c *Log) OnRecorded(f func(context.Context) error) { c.recorded = f }
+
+// Stamp returns a new epoch number: a state of a log without after whose read began after
+// Stamp returned has a higher one (see Vouch).
+func Stamp() uint64 { return epoch.Add(1) }
+
+// Vouch says that no change was recorded in c (in any period) from before a state whose
+// read took count since (Log.after's count, or the epoch for a Log without after) until
+// until: the states known that were read with since or later stand for a read of until, as
+// if read then. The staging table's listings call it for the index log when they find its
+// logs' mark as it was (staging.Table.VouchFor).
+func (c *Log) Vouch(since, until uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for p, snap := range c.known {
+		if snap.afterSeq >= since && snap.afterSeq < until {
+			snap.afterSeq = until
+			c.known[p] = snap
+		}
+	}
+}
+
 // Widen widens period p's range in ranges to hold [from, to).
 func Widen(ranges map[uint64]Range, p uint64, from, to int64) {
 	if r, ok := ranges[p]; ok {
@@ -467,6 +497,11 @@ func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range, receipt *Rece
 			_, err = c.client.AddEntity(ctx, body, nil)
 		}
 		switch {
+		case err == nil && c.recorded != nil:
+			if err := c.recorded(ctx); err != nil {
+				return fmt.Errorf("tsdb: change log of period %d: recorded, then: %w", p, err)
+			}
+			return nil
 		case err == nil:
 			return nil
 		case azerr.IsStatus(err, http.StatusPreconditionFailed), azerr.IsStatus(err, http.StatusConflict), azerr.IsStatus(err, http.StatusNotFound):

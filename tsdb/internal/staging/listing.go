@@ -3,7 +3,9 @@ package staging
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -45,6 +47,15 @@ const (
 	FoldsPartition = "~folds"
 	// FoldsBegunKey is its RowKey.
 	FoldsBegunKey = "b"
+	// LogsMarkKey is the RowKey, in FoldsPartition, of the logs' mark (MarkLogs): an entity
+	// that every change recorded in the catalog's change logs (the raw part's, the
+	// index's) rewrites after it is recorded, so that a listing, which reads it with the
+	// folds' log, finds it as it was only while no change was recorded (VouchFor).
+	LogsMarkKey = "l"
+	// logsMarkProp is the logs' mark's property that each write sets to a new random
+	// value: a reader compares it with the ETag, which Azurite may give two writes of one
+	// millisecond alike.
+	logsMarkProp = "R"
 	// listingMargin is how long before the service's time of the last listing a later one
 	// asks for entities from (their Timestamp, the service's time of their last write):
 	// the servers of the service agree on the time within it, and the Date header of a
@@ -64,6 +75,58 @@ func newStagingLog(client *aztables.Client) *changelog.Log {
 // newFoldsLog returns the folds' log of the staging table client (FoldsPartition).
 func newFoldsLog(client *aztables.Client) *changelog.Log {
 	return changelog.NewIn(client, FoldsPartition, func(uint64) string { return FoldsBegunKey }, nil)
+}
+
+// MarkLogs rewrites the logs' mark (LogsMarkKey), after a change recorded in one of the
+// catalog's change logs: a listing that finds it as an earlier one did then knows that
+// no change was recorded in them between the two (changelog.Log.OnRecorded). A Table that
+// does not stage (its layout keeps no staging table) has no listing to tell: nothing.
+func (st *Table) MarkLogs(ctx context.Context) error {
+	if !st.reads {
+		return nil
+	}
+	var r [16]byte
+	_, _ = rand.Read(r[:]) // never fails (crypto/rand)
+	_, err := st.client.UpsertEntity(ctx, logsMarkBody(r), &aztables.UpsertEntityOptions{UpdateMode: aztables.UpdateModeReplace})
+	if azerr.IsTableGone(err) {
+		return nil // no listing finds it: one that finds the table gone vouches for nothing
+	}
+	if err != nil {
+		return fmt.Errorf("tsdb: the logs' mark: %w", err)
+	}
+	return nil
+}
+
+// logsMarkBody is the logs' mark's entity with the value r (docs/format.md, "The logs'
+// mark").
+func logsMarkBody(r [16]byte) []byte {
+	b := entity.AppendKeys(nil, FoldsPartition, LogsMarkKey)
+	b = entity.AppendDouble(b, "V", 1)
+	b = entity.AppendStringProperty(b, logsMarkProp, hex.EncodeToString(r[:]))
+	return entity.AppendEnd(b)
+}
+
+// VouchFor has the listings vouch for the states of logs (logs without after, read by
+// epoch: the index's) while they find the logs' mark as it was: the states read after a
+// listing that found it then stand for a read that begins before a later listing that
+// finds it so (changelog.Log.Vouch). Call it before the Table is used.
+func (st *Table) VouchFor(logs ...*changelog.Log) { st.vouched = append(st.vouched, logs...) }
+
+// LogsStill is the count of ReadsDone since which the listings found the logs' mark as it
+// was (0: none known): a raw log state read once the count reached it goes with the last
+// listing (logAfter). A read mark reads its raw logs with it beside its listing, so that a
+// state read before serves it without a request (tsdb's ReadMark).
+func (st *Table) LogsStill() uint64 {
+	if st == nil {
+		return 0
+	}
+	l := &st.listing
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.known {
+		return 0
+	}
+	return l.markFrom
 }
 
 // recordChanged records a change of the staging table's entities in its log.
@@ -103,6 +166,14 @@ type entityListing struct {
 	// (0: none is known): a raw log read once the count reached quietFrom goes with the
 	// last refresh's listing as well as one read after it (logAfter).
 	begun, quietFrom uint64
+	// mark is the logs' mark the last refresh found (its ETag and value; "" without one),
+	// markFrom the doneReads of the first of the refreshes since that found it so, since
+	// the last whole listing (0: none is known), and markEpoch the epoch
+	// (changelog.Stamp) taken when that refresh completed: the raw log states read once
+	// the count reached markFrom, and the index log states read after markEpoch, stand
+	// for the last refresh's listing (logAfter, Table.VouchFor).
+	mark                string
+	markFrom, markEpoch uint64
 	// departed are the entities a whole listing no longer found (or found at another ETag)
 	// that the one before it had, as that one had them, for a while (departedFor): what
 	// the Folds' receipts name is mostly what they moved out of the table (folded.go).
@@ -202,7 +273,7 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 		}
 	}
 	l.mu.Lock()
-	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads)
+	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads, l.markFrom)
 	var out []listedEntity
 	for k, le := range l.byKey {
 		if le.eval(f) {
@@ -336,6 +407,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	l.mu.Lock()
 	l.starts++
 	start := l.starts
+	startEpoch := changelog.Stamp() // before the query: a state vouched for stands for it
 	incremental := l.known && !l.since.IsZero() && time.Since(l.whole) < listingRenewal
 	since, known := l.since, l.gen
 	l.mu.Unlock()
@@ -344,8 +416,8 @@ func (st *Table) refreshListing(ctx context.Context) error {
 			// The literal is this package's, written from a time: no user string is in it.
 			Filter: filter.Eq("PartitionKey", LogPartition).String() + " or " + filter.Eq("PartitionKey", FoldsPartition).String() +
 				" or Timestamp ge datetime'" + since.UTC().Format("2006-01-02T15:04:05Z") + "'"}
-		got, gen, begun, date, err := st.listAll(ctx, q)
-		if err == nil && gen == known {
+		got, found, err := st.listAll(ctx, q)
+		if err == nil && found.gen == known {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			for k, p := range got {
@@ -354,20 +426,21 @@ func (st *Table) refreshListing(ctx context.Context) error {
 				}
 				l.byKey[k] = p
 			}
-			l.since, l.done = sinceOf(date), start
+			l.since, l.done = sinceOf(found.date), start
 			l.doneReads = st.readsDone.Add(1)
-			l.found(true, begun)
+			l.found(true, found.begun)
+			st.markFound(true, found, startEpoch)
 			st.noteListed(got, true) // written since: buckets only added
 			return nil
 		}
 		// Changed since (or the query failed): listed whole.
 	}
 	wholeAt := time.Now()
-	got, gen, begun, date, err := st.listAll(ctx, pager.SubQuery{Select: listingSelect})
+	got, found, err := st.listAll(ctx, pager.SubQuery{Select: listingSelect})
 	if err != nil {
 		l.mu.Lock()
 		l.known = false
-		l.quietFrom = 0
+		l.quietFrom, l.markFrom = 0, 0
 		l.mu.Unlock()
 		return fmt.Errorf("tsdb: list staging: %w", err)
 	}
@@ -375,10 +448,11 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	defer l.mu.Unlock()
 	l.depart(l.byKey, got, wholeAt)
 	wasKnown := l.known
-	l.byKey, l.gen, l.whole, l.known = got, gen, wholeAt, st.log != nil
-	l.since, l.done = sinceOf(date), start
+	l.byKey, l.gen, l.whole, l.known = got, found.gen, wholeAt, st.log != nil
+	l.since, l.done = sinceOf(found.date), start
 	l.doneReads = st.readsDone.Add(1)
-	l.found(wasKnown, begun)
+	l.found(wasKnown, found.begun)
+	st.markFound(false, found, startEpoch)
 	st.noteListed(l.byKey, false)
 	return nil
 }
@@ -430,6 +504,27 @@ func (l *entityListing) found(after bool, begun uint64) {
 	l.begun = begun
 }
 
+// markFound records the logs' mark the refresh that just completed (at l.doneReads) found,
+// which began at epoch startEpoch; incremental is whether it only added to the listing. One
+// that finds it as the refreshes since the one at markFrom did vouches for the states of
+// the logs of VouchFor read after that one, as of startEpoch; one that lists the table
+// whole (at least every listingRenewal), finds it changed, or finds no table begins again:
+// a process killed between a change recorded and the mark's write leaves no reader wrong
+// for longer. l.mu is held.
+func (st *Table) markFound(incremental bool, found listFound, startEpoch uint64) {
+	l := &st.listing
+	if incremental && l.markFrom != 0 && found.mark == l.mark && !found.gone {
+		for _, lg := range st.vouched {
+			lg.Vouch(l.markEpoch, startEpoch)
+		}
+		return
+	}
+	l.mark, l.markFrom, l.markEpoch = found.mark, l.doneReads, changelog.Stamp()
+	if found.gone {
+		l.markFrom = 0 // no table, no mark: MarkLogs writes none
+	}
+}
+
 // logAfter is the count of ReadsDone (Table.ReadsDone) a raw log read must have seen to go
 // with a listing read at listedReads whose refreshes found the folds' log unchanged since
 // the one at quietFrom, for a read that began at count began (readBegan.reads; 0: none
@@ -443,11 +538,22 @@ func (l *entityListing) found(after bool, begun uint64) {
 // after the count reached quietFrom has it. And one read after the read began has every
 // change made before it began (direct writes, Deletes, Retain). So a query's read mark
 // reads the raw log beside its listing, not after it (DB.ReadMark).
-func logAfter(listedReads, quietFrom, began uint64) uint64 {
+//
+// And a raw log read once the count reached both markFrom and quietFrom (neither 0) goes
+// with it too: every change recorded in the raw log rewrites the logs' mark after it is
+// recorded (a Fold's before it records in the folds' log and deletes), and the refreshes
+// since found the mark as it was, the last as it read its entities (the mark sorts last):
+// no change was recorded after such a read. The folds' log standing still as well keeps a
+// Fold's deletes from going unseen should its mark be lost.
+func logAfter(listedReads, quietFrom, began, markFrom uint64) uint64 {
+	after := listedReads
 	if began != 0 && quietFrom != 0 && quietFrom <= began {
-		return min(began, listedReads)
+		after = min(began, listedReads)
 	}
-	return listedReads
+	if markFrom != 0 && quietFrom != 0 {
+		after = min(after, max(markFrom, quietFrom))
+	}
+	return after
 }
 
 // sinceOf is what the next listing asks for the entities written since: the service's time
@@ -461,12 +567,22 @@ func sinceOf(date time.Time) time.Time {
 
 // listingSelect is what a listing reads of an entity: the keys and the properties that
 // queries' filters compare of a staging entity, the staging log's of its entity.
-const listingSelect = "PartitionKey,RowKey," + FirstProp + "," + LastProp + "," + LoProp + "," + HiProp + "," + CountProp + ",V,G,C"
+const listingSelect = "PartitionKey,RowKey," + FirstProp + "," + LastProp + "," + LoProp + "," + HiProp + "," + CountProp + ",V,G,C," + logsMarkProp
 
-// listAll runs q (pages of keys) and returns its staging entities, the staging log's
-// generation and the folds' log's (0 without their entity) and the service's time of its
-// first reply. A staging table that does not exist holds nothing.
-func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (out map[[2]string]listedProps, gen, begun uint64, date time.Time, err error) {
+// listFound is what a listing found besides the staging entities: the staging log's
+// generation and the folds' log's (0 without their entity), the logs' mark (its ETag and
+// value, "" without one), whether the table is gone, and the service's time of its first
+// reply.
+type listFound struct {
+	gen, begun uint64
+	mark       string
+	gone       bool
+	date       time.Time
+}
+
+// listAll runs q (pages of keys) and returns its staging entities and what else it found.
+// A staging table that does not exist holds nothing.
+func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (out map[[2]string]listedProps, found listFound, err error) {
 	out = map[[2]string]listedProps{}
 	var e entity.Entity
 	e.AllowStrings = true
@@ -474,29 +590,34 @@ func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (out map[[2]stri
 	for {
 		raw, next, d, err := pager.FetchDated(ctx, st.client, q, 0, cont)
 		if azerr.IsTableGone(err) {
-			return map[[2]string]listedProps{}, 0, 0, time.Time{}, nil
+			return map[[2]string]listedProps{}, listFound{gone: true}, nil
 		}
 		if err != nil {
-			return nil, 0, 0, time.Time{}, err
+			return nil, listFound{}, err
 		}
-		if date.IsZero() {
-			date = d
+		if found.date.IsZero() {
+			found.date = d
 		}
 		for _, r := range raw {
 			if err := e.Decode(r); err != nil {
-				return nil, 0, 0, time.Time{}, err
+				return nil, listFound{}, err
 			}
 			if pk, rk := string(e.PartitionKey), string(e.RowKey); pk == LogPartition || pk == FoldsPartition {
-				if (pk == LogPartition && rk == StagingLogKey) || (pk == FoldsPartition && rk == FoldsBegunKey) {
+				switch {
+				case (pk == LogPartition && rk == StagingLogKey) || (pk == FoldsPartition && rk == FoldsBegunKey):
 					s, err := changelog.DecodeState(r)
 					if err != nil {
-						return nil, 0, 0, time.Time{}, fmt.Errorf("the staging log %s: %w", pk, err)
+						return nil, listFound{}, fmt.Errorf("the staging log %s: %w", pk, err)
 					}
 					if pk == LogPartition {
-						gen = s.Gen()
+						found.gen = s.Gen()
 					} else {
-						begun = s.Gen()
+						found.begun = s.Gen()
 					}
+				case pk == FoldsPartition && rk == LogsMarkKey:
+					// Its ETag and value: whatever they hold, another write changes them.
+					v, _ := e.String(logsMarkProp)
+					found.mark = string(e.ETag) + "|" + string(v)
 				}
 				continue
 			}
@@ -511,7 +632,7 @@ func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (out map[[2]stri
 				first: str(FirstProp), last: str(LastProp), lo: str(LoProp), hi: str(HiProp), points: points}
 		}
 		if next.IsZero() {
-			return out, gen, begun, date, nil
+			return out, found, nil
 		}
 		cont = next
 	}

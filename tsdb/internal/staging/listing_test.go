@@ -30,11 +30,28 @@ func TestFoldsLogFormat(t *testing.T) {
 	}
 }
 
+// The logs' mark of docs/format.md is the entity MarkLogs writes, in the folds' log's
+// partition (which every listing reads, and Fold's queries never select).
+func TestLogsMarkFormat(t *testing.T) {
+	doc := formatdoc.JSON(t, "staging-logs-mark")
+	var r [16]byte
+	for i := range r {
+		r[i] = byte(0x0f + i*0x11)
+	}
+	if body := logsMarkBody(r); !bytes.Equal(bytes.TrimSpace(doc), body) {
+		t.Errorf("the document's entity\n%s\nMarkLogs'\n%s", doc, body)
+	}
+	if !strings.Contains(listingSelect, ","+logsMarkProp) {
+		t.Errorf("the listing's $select %q lacks the mark's value %s", listingSelect, logsMarkProp)
+	}
+}
+
 // logAfter lets a raw log read after the read began go with a listing only when the
-// refreshes since one that completed by then found the folds' log standing still.
+// refreshes since one that completed by then found the folds' log standing still, and
+// one read after an earlier listing when they found the logs' mark as it was since.
 func TestLogAfter(t *testing.T) {
 	for _, c := range []struct {
-		listed, quiet, began, want uint64
+		listed, quiet, began, mark, want uint64
 	}{
 		{listed: 9, quiet: 4, began: 6, want: 6}, // quiet since a listing before the read: its own count
 		{listed: 9, quiet: 6, began: 6, want: 6}, // the listing at quiet completed as the read began
@@ -42,9 +59,18 @@ func TestLogAfter(t *testing.T) {
 		{listed: 9, quiet: 0, began: 6, want: 9}, // nothing known of the folds' log
 		{listed: 9, quiet: 4, began: 0, want: 9}, // a read that did not begin
 		{listed: 5, quiet: 4, began: 6, want: 5}, // a listing before the read (never later than it)
+		// The logs' mark as it was since the listing at mark, and the folds' log since
+		// quiet: a state read after both.
+		{listed: 9, quiet: 4, began: 6, mark: 2, want: 4},
+		{listed: 9, quiet: 2, began: 6, mark: 3, want: 3},
+		{listed: 9, quiet: 2, began: 0, mark: 3, want: 3}, // a read that did not begin (a Select alone's)
+		{listed: 9, quiet: 0, began: 0, mark: 3, want: 9}, // nothing known of the folds' log
+		{listed: 9, quiet: 4, began: 6, mark: 9, want: 6}, // the mark moved at the last listing
+		{listed: 9, quiet: 7, began: 6, mark: 8, want: 8},
+		{listed: 9, quiet: 9, began: 6, mark: 2, want: 9}, // the folds' log moved at the last listing
 	} {
-		if got := logAfter(c.listed, c.quiet, c.began); got != c.want {
-			t.Errorf("logAfter(%d, %d, %d) = %d, want %d", c.listed, c.quiet, c.began, got, c.want)
+		if got := logAfter(c.listed, c.quiet, c.began, c.mark); got != c.want {
+			t.Errorf("logAfter(%d, %d, %d, %d) = %d, want %d", c.listed, c.quiet, c.began, c.mark, got, c.want)
 		}
 	}
 }
@@ -136,4 +162,38 @@ func FuzzFoldEntities(f *testing.F) {
 			t.Errorf("%q: read back %v, %v", want, got, err)
 		}
 	})
+}
+
+// The refreshes that find the logs' mark as the one at markFrom did keep markFrom (and
+// vouch for the logs' states); one that finds it changed, lists the table whole, or finds
+// no table begins again at its own count (none for no table).
+func TestMarkFound(t *testing.T) {
+	st := &Table{}
+	l := &st.listing
+	step := func(incremental bool, f listFound) uint64 {
+		l.doneReads++
+		st.markFound(incremental, f, changelog.Stamp())
+		return l.markFrom
+	}
+	if got := step(false, listFound{mark: "a"}); got != 1 {
+		t.Errorf("a whole listing: markFrom %d, want its own count 1", got)
+	}
+	if got := step(true, listFound{mark: "a"}); got != 1 {
+		t.Errorf("the mark as it was: markFrom %d, want 1", got)
+	}
+	if got := step(true, listFound{mark: "b"}); got != 3 {
+		t.Errorf("the mark changed: markFrom %d, want 3", got)
+	}
+	if got := step(false, listFound{mark: "b"}); got != 4 {
+		t.Errorf("listed whole again (at least every listingRenewal): markFrom %d, want 4", got)
+	}
+	if got := step(true, listFound{gone: true}); got != 0 {
+		t.Errorf("no table: markFrom %d, want 0", got)
+	}
+	if got := step(true, listFound{}); got != 6 {
+		t.Errorf("after no table, none known: markFrom %d, want 6", got)
+	}
+	if got := step(true, listFound{}); got != 6 {
+		t.Errorf("no mark yet, as before: markFrom %d, want 6", got)
+	}
 }

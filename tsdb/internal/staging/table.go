@@ -62,7 +62,10 @@ type Table struct {
 	listing entityListing
 	log     *changelog.Log // the staging log (listing.go), in the staging table
 	begun   *changelog.Log // the folds' log (listing.go, FoldsPartition), in the staging table
-	made    atomic.Bool    // the staging table is known to exist
+	// vouched are the logs the listings vouch for while they find the logs' mark as it
+	// was (VouchFor).
+	vouched []*changelog.Log
+	made    atomic.Bool // the staging table is known to exist
 	// readsDone counts the reads of staged samples completed (ReadsDone).
 	readsDone atomic.Uint64
 	// listed are the starts (Unix seconds, sorted) of the arrival buckets the last listing
