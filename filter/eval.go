@@ -96,3 +96,43 @@ func CompareUTF16(a, b string) int {
 	}
 	return cmp.Compare(ra, rb)
 }
+
+// LowerBound returns a value that property prop is at or above (by [CompareUTF16]) in every
+// entity e selects, and true; false when e bounds prop from no side below (an empty e
+// selects every entity). A comparison prop ge, gt or eq v bounds it by v; a conjunction
+// by its greatest operand's bound; a disjunction by its least, when each operand bounds
+// it. An entity that lacks prop fails every comparison of it, so that it is never
+// selected where prop is bounded: a caller that keeps entities in the order of prop
+// evaluates e only on those from the bound on.
+func (e Expr) LowerBound(prop string) (string, bool) {
+	n := e.n
+	if n == nil {
+		return "", false
+	}
+	switch n.kind {
+	case kindAnd:
+		bound, found := "", false
+		for _, x := range n.kids {
+			if b, ok := x.LowerBound(prop); ok && (!found || CompareUTF16(b, bound) > 0) {
+				bound, found = b, true
+			}
+		}
+		return bound, found
+	case kindOr:
+		var bound string
+		for i, x := range n.kids {
+			b, ok := x.LowerBound(prop)
+			if !ok {
+				return "", false
+			}
+			if i == 0 || CompareUTF16(b, bound) < 0 {
+				bound = b
+			}
+		}
+		return bound, true
+	}
+	if n.prop == prop && (n.op == OpGe || n.op == OpGt || n.op == OpEq) {
+		return n.val, true
+	}
+	return "", false
+}

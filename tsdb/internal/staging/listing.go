@@ -158,6 +158,10 @@ type entityListing struct {
 	whole   time.Time  // when it was listed whole (this process's clock)
 	since   time.Time  // the service's time of the last listing, less listingMargin
 	byKey   map[[2]string]listedProps
+	// byLast is byKey's keys in the order of their entities' U (listedProps.last; nil
+	// when byKey changed since it was made): a read selects entities whose U is at or
+	// after its range's start (filter.Expr.LowerBound), the newest few of many.
+	byLast []lastKey
 	// doneReads is Table.ReadsDone as the last refresh completed (counting it): a change
 	// log read once the count reached it is later than that listing (see collect).
 	doneReads uint64
@@ -214,6 +218,24 @@ func (l *entityListing) depart(was, now map[[2]string]listedProps, at time.Time)
 			delete(l.departed, k)
 		}
 	}
+}
+
+// lastKey is an entity of the listing by its U, for entityListing.byLast.
+type lastKey struct {
+	last string
+	key  [2]string
+}
+
+// sortedByLast returns byLast, made again if byKey changed since. l.mu is held.
+func (l *entityListing) sortedByLast() []lastKey {
+	if l.byLast == nil || len(l.byLast) != len(l.byKey) {
+		l.byLast = make([]lastKey, 0, len(l.byKey))
+		for k, p := range l.byKey {
+			l.byLast = append(l.byLast, lastKey{p.last, k})
+		}
+		slices.SortFunc(l.byLast, func(a, b lastKey) int { return filter.CompareUTF16(a.last, b.last) })
+	}
+	return l.byLast
 }
 
 // listedProps is an entity as listed: its ETag and the properties a query's filter
@@ -274,19 +296,43 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 	}
 	l.mu.Lock()
 	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads, l.markFrom)
-	var out []listedEntity
-	for k, le := range l.byKey {
-		if le.eval(f) {
-			out = append(out, listedEntity{pk: k[0], rk: k[1], etag: le.etag, first: le.first, last: le.last,
-				points: le.points, fetches: le.fetches})
-		}
-	}
+	out := l.selected(f)
 	l.mu.Unlock()
 	l.refresh.Unlock()
 	slices.SortFunc(out, func(a, b listedEntity) int {
 		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
 	})
 	return out, listedAt, nil
+}
+
+// selected returns the entities f selects (f compares T, U, A and B only), in no order.
+// l.mu is held.
+func (l *entityListing) selected(f filter.Expr) []listedEntity {
+	var out []listedEntity
+	add := func(k [2]string, le listedProps) {
+		if le.eval(f) {
+			out = append(out, listedEntity{pk: k[0], rk: k[1], etag: le.etag, first: le.first, last: le.last,
+				points: le.points, fetches: le.fetches})
+		}
+	}
+	if from, ok := f.LowerBound(LastProp); ok {
+		// Only the entities whose U is at or after the bound can match.
+		byLast := l.sortedByLast()
+		i, _ := slices.BinarySearchFunc(byLast, from, func(lk lastKey, from string) int {
+			if filter.CompareUTF16(lk.last, from) < 0 {
+				return -1
+			}
+			return 1
+		})
+		for _, lk := range byLast[i:] {
+			add(lk.key, l.byKey[lk.key])
+		}
+		return out
+	}
+	for k, le := range l.byKey {
+		add(k, le)
+	}
+	return out
 }
 
 // prefetchTimeout bounds a refresh StartListing began.
@@ -421,8 +467,12 @@ func (st *Table) refreshListing(ctx context.Context) error {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			for k, p := range got {
-				if was, ok := l.byKey[k]; ok && was.etag == p.etag {
+				was, ok := l.byKey[k]
+				if ok && was.etag == p.etag {
 					p.fetches = was.fetches // listed again within the margin: the same entity
+				}
+				if !ok || was.last != p.last {
+					l.byLast = nil
 				}
 				l.byKey[k] = p
 			}
@@ -449,6 +499,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	l.depart(l.byKey, got, wholeAt)
 	wasKnown := l.known
 	l.byKey, l.gen, l.whole, l.known = got, found.gen, wholeAt, st.log != nil
+	l.byLast = nil
 	l.since, l.done = sinceOf(found.date), start
 	l.doneReads = st.readsDone.Add(1)
 	l.found(wasKnown, found.begun)

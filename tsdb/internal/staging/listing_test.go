@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seed71701133/tablets/entity"
+	"github.com/seed71701133/tablets/filter"
 	"github.com/seed71701133/tablets/internal/testkit/formatdoc"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 )
@@ -195,5 +199,65 @@ func TestMarkFound(t *testing.T) {
 	}
 	if got := step(true, listFound{}); got != 6 {
 		t.Errorf("no mark yet, as before: markFrom %d, want 6", got)
+	}
+}
+
+// The entities a listing selects through its order by U are those a scan of every entity
+// selects, for the filters of reads of either kind, of some series or all, and a filter
+// with no bound on U; and after the listing changed.
+func TestListingSelectedByLast(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	l := &entityListing{byKey: map[[2]string]listedProps{}}
+	addEntities := func(n int) {
+		for range n {
+			first := int64(rng.IntN(3600_000))
+			last := first + int64(rng.IntN(600_000))
+			p := listedProps{etag: fmt.Sprint(rng.Uint64()), first: TimeKey(first), last: TimeKey(last),
+				lo: fmt.Sprintf("%02x", rng.IntN(128)), hi: fmt.Sprintf("%02x", 128+rng.IntN(128))}
+			if rng.IntN(4) == 0 { // a histogram entity
+				p.first, p.last = HistTimeKey(first), HistTimeKey(last)
+			}
+			l.byKey[[2]string{PartitionKey(uint64(first/600_000*600), 0), fmt.Sprint(rng.Uint64())}] = p
+		}
+	}
+	keys := func(les []listedEntity) []string {
+		out := make([]string, len(les))
+		for i, le := range les {
+			out[i] = le.pk + "/" + le.rk
+		}
+		slices.Sort(out)
+		return out
+	}
+	scan := func(f filter.Expr) []string {
+		var out []string
+		for k, p := range l.byKey {
+			if p.eval(f) {
+				out = append(out, k[0]+"/"+k[1])
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	addEntities(500)
+	for round := range 3 {
+		for range 200 {
+			from := time.UnixMilli(int64(rng.IntN(4200_000)))
+			to := from.Add(time.Duration(rng.IntN(3600_000)) * time.Millisecond)
+			var series []string
+			if rng.IntN(2) == 0 {
+				series = []string{fmt.Sprint(rng.IntN(1000))}
+			}
+			kinds := []Kinds{Floats, Hists, Both}[rng.IntN(3)]
+			f, _ := queryParts(series, from, to, kinds)
+			if got, want := keys(l.selected(f)), scan(f); !slices.Equal(got, want) {
+				t.Fatalf("round %d, [%v, %v) %v kinds %d: %d selected, a scan %d", round, from, to, series, kinds, len(got), len(want))
+			}
+		}
+		unbounded := filter.Lt(FirstProp, TimeKey(1800_000))
+		if got, want := keys(l.selected(unbounded)), scan(unbounded); !slices.Equal(got, want) {
+			t.Fatalf("round %d, no bound on U: %d selected, a scan %d", round, len(got), len(want))
+		}
+		addEntities(50) // an incremental listing's (Table.refreshListing drops byLast)
+		l.byLast = nil
 	}
 }

@@ -2,8 +2,6 @@ package staging
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -64,15 +62,24 @@ func queryParts(series []string, from, to time.Time, kinds Kinds) (filter.Expr, 
 		hex := fmt.Sprintf("%02x", slot)
 		clauses = append(clauses, filter.Le(LoProp, hex), filter.Ge(HiProp, hex))
 	}
-	in := map[int]bool{}
+	var in [Columns]bool
+	n := 0
 	for _, s := range series {
-		_, c := Hash(s)
-		in[c] = true
+		if _, c := Hash(s); !in[c] {
+			in[c] = true
+			n++
+		}
 	}
-	if len(in) == Columns {
+	if n == Columns {
 		return filter.And(clauses...), nil
 	}
-	return filter.And(clauses...), slices.Sorted(maps.Keys(in))
+	columns := make([]int, 0, n)
+	for c, ok := range in {
+		if ok {
+			columns = append(columns, c)
+		}
+	}
+	return filter.And(clauses...), columns
 }
 
 // EarliestMilli is the first millisecond at or after t: a point at millisecond m is before
