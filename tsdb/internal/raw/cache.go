@@ -574,6 +574,12 @@ func (r *Store[S, T]) cachedSpan(ctx context.Context, sp Span, series []string, 
 	if err != nil { // the log cannot be read: read the table, and cache nothing
 		return r.inTable(sp.Period, func(t T) error { return t.queryMany(ctx, series, sp.From, sp.To, emit) })
 	}
+	if noSamplesFrom(state, ceilMilli(sp.From)) {
+		// The table holds nothing of the span at this state (the hull of its changes ends
+		// before it): a read of the present before the next Fold, whose staged samples
+		// are all there is, looks up none of its series.
+		return false, nil
+	}
 	rd := spanRead[S]{table: r.names.Table(r.kind, sp.Period), state: state, from: ceilMilli(sp.From), to: ceilMilli(sp.To),
 		readTo: r.liveEnd(sp), kept: make(map[string]cachedSamples, len(series)), read: make(map[string][]S, len(series))}
 	pending, share := series, true
