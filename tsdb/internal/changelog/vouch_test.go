@@ -74,7 +74,7 @@ func TestVouch(t *testing.T) {
 }
 
 // OnRecorded's function runs after each update, before Record returns; when it fails,
-// Record fails, the change recorded all the same (a reader reads it, a writer retries).
+// Record fails, the change recorded all the same (the write fails, and its retry records and marks again).
 func TestOnRecorded(t *testing.T) {
 	log, counted := countedLog(t)
 	const p = 1716422400
