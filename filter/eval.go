@@ -2,6 +2,7 @@ package filter
 
 import (
 	"cmp"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -135,4 +136,77 @@ func (e Expr) LowerBound(prop string) (string, bool) {
 		return n.val, true
 	}
 	return "", false
+}
+
+// UpperBound is LowerBound's mirror: the greatest value of prop e allows (an entity e
+// selects has prop at or below it), and whether e bounds it: a comparison prop le, lt or
+// eq v by v; a conjunction by its least operand's bound; a disjunction by its greatest,
+// when each operand bounds it.
+func (e Expr) UpperBound(prop string) (string, bool) {
+	n := e.n
+	if n == nil {
+		return "", false
+	}
+	switch n.kind {
+	case kindAnd:
+		bound, found := "", false
+		for _, x := range n.kids {
+			if b, ok := x.UpperBound(prop); ok && (!found || CompareUTF16(b, bound) < 0) {
+				bound, found = b, true
+			}
+		}
+		return bound, found
+	case kindOr:
+		var bound string
+		for i, x := range n.kids {
+			b, ok := x.UpperBound(prop)
+			if !ok {
+				return "", false
+			}
+			if i == 0 || CompareUTF16(b, bound) > 0 {
+				bound = b
+			}
+		}
+		return bound, true
+	}
+	if n.prop == prop && (n.op == OpLe || n.op == OpLt || n.op == OpEq) {
+		return n.val, true
+	}
+	return "", false
+}
+
+// Disjuncts are filters whose disjunction selects what e does, each bounded on its own: a
+// disjunction's operands; of a conjunction with one disjunction among its operands, that
+// disjunction's operands each in conjunction with the others (distributed); else e alone.
+// A caller that keeps entities in the order of a property evaluates e from each
+// disjunct's bound (LowerBound), rather than from the least of them.
+func (e Expr) Disjuncts() []Expr {
+	n := e.n
+	if n == nil {
+		return []Expr{e}
+	}
+	switch n.kind {
+	case kindOr:
+		return n.kids
+	case kindAnd:
+		or := -1
+		for i, x := range n.kids {
+			if x.n.kind == kindOr {
+				if or >= 0 {
+					return []Expr{e} // two: left whole
+				}
+				or = i
+			}
+		}
+		if or < 0 {
+			return []Expr{e}
+		}
+		var out []Expr
+		for _, d := range n.kids[or].n.kids {
+			kids := append(slices.Clone(n.kids[:or]), d)
+			out = append(out, And(append(kids, n.kids[or+1:]...)...))
+		}
+		return out
+	}
+	return []Expr{e}
 }
