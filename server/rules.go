@@ -9,6 +9,7 @@ import (
 	promrules "github.com/prometheus/prometheus/rules"
 
 	"github.com/seed71701133/tablets/internal/reqlimit"
+	"github.com/seed71701133/tablets/server/internal/engineselect"
 	"github.com/seed71701133/tablets/server/limits"
 	"github.com/seed71701133/tablets/server/remote"
 	"github.com/seed71701133/tablets/server/rules"
@@ -26,7 +27,9 @@ func (s *Server) newRules(o rules.Options) (*rules.Manager, error) {
 		if err != nil {
 			return nil, err
 		}
-		return promrules.EngineQueryFunc(api.api.Engine(), shared.Queryable(api.api.Queryable()))(ctx, q, t)
+		// The engine's evaluation (engineselect): a rule's instant selectors read each
+		// series' latest sample.
+		return promrules.EngineQueryFunc(api.api.Engine(), shared.Queryable(api.api.Queryable()))(engineselect.With(ctx), q, t)
 	}
 	o.Queryable = s.queryable
 	o.Writer = ingestWriter{s.write}

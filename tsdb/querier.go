@@ -131,6 +131,11 @@ type SelectHints struct {
 	// Keep, if set, selects the series to return by their labels (Prometheus' sharding):
 	// the others are not read.
 	Keep func(Labels) bool
+	// Latest says that only each series' latest sample in the range counts: the PromQL
+	// engine evaluates the selector once, at End (an instant selector of an instant query,
+	// not in a subquery). The Select returns that one sample a series, and of the staged
+	// points reads no more than it needs to find it.
+	Latest bool
 }
 
 // defaultLookbackDelta is SelectHints.LookbackDelta's default.

@@ -290,7 +290,7 @@ func (q *Queryable) evaluateBatch(ctx context.Context, e *Evaluation, tier Tier,
 	}
 	if len(fallback) > 0 {
 		q.exactRawSeries.Add(uint64(len(fallback)))
-		raw, err := q.readRaw(ctx, fallback, from, e.End.Add(time.Millisecond), nil, nil)
+		raw, err := q.readRaw(ctx, fallback, from, e.End.Add(time.Millisecond), nil, nil, false)
 		if err != nil {
 			return nil, err
 		}

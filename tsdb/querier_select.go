@@ -152,6 +152,10 @@ func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *Sel
 		return nil, false, err
 	}
 	staged := newStagedGroups(q, units, from, to)
+	latest := hints != nil && hints.Latest
+	// Of the staged points, each series' latest only, where every unit reads raw samples:
+	// a tier unit's windows take the staged points of each.
+	staged.latest = latest && !slices.ContainsFunc(units, func(u unit) bool { return u.tier })
 	plain := newPlainBudget(plainSelectSamples)
 	fetch := func(ctx context.Context, i int) ([]*Series, error) {
 		return q.readUnit(ctx, staged, units, i, from, to, plain)
@@ -161,6 +165,11 @@ func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *Sel
 	for series, err := range readAhead(ctx, len(units), q.opts.Concurrency, fetch) {
 		if err != nil {
 			return nil, false, err
+		}
+		if latest {
+			for _, s := range series {
+				s.keepLast()
+			}
 		}
 		if now := q.db.tables.Vanished.Load(); now != vanished {
 			vanished = now
@@ -274,7 +283,7 @@ func (q *Queryable) readUnit(ctx context.Context, staged *stagedGroups, units []
 	if u.tier {
 		return q.readTier(ctx, u.entries, u.from, u.to, u.step, u.pick, st)
 	}
-	return q.readRaw(ctx, u.entries, from, to, st, plain)
+	return q.readRaw(ctx, u.entries, from, to, st, plain, staged.latest)
 }
 
 // prefetchRaw starts reading into the raw cache the float points of batch in [from, to)
@@ -413,7 +422,8 @@ func (q *Queryable) tierUnits(entries []entry, from, to time.Time, step time.Dur
 // the raw tables (many series a request). It returns the series with samples, in the
 // batch's order. The batch's series are the index's, checked as their entries were read
 // (index.New's check): checking each again at every read was 4% of a soak server's CPU.
-func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Time, staged *stagedSet, plain *plainBudget) ([]*Series, error) {
+// With latest, a read of its own staged points reads each series' latest only.
+func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Time, staged *stagedSet, plain *plainBudget, latest bool) ([]*Series, error) {
 	db := q.db
 	names := make([]string, len(batch))
 	byName := make(map[string]*Series, len(batch))
@@ -436,7 +446,7 @@ func (q *Queryable) readRaw(ctx context.Context, batch []entry, from, to time.Ti
 			kinds = staging.Both
 		}
 		var err error
-		if staged, err = db.readStagedSet(ctx, names, from, to, kinds); err != nil {
+		if staged, err = db.readStagedSet(ctx, names, from, to, kinds, latest); err != nil {
 			return nil, err
 		}
 	}

@@ -202,6 +202,34 @@ func (s *Series) finish() {
 	s.times, s.values = nil, nil
 }
 
+// keepLast drops every sample but the last, after finish (SelectHints.Latest). A series
+// whose last chunk does not decode keeps its samples: its iterator gives the error.
+func (s *Series) keepLast() {
+	switch {
+	case s.mixed != nil:
+		if n := len(s.mixed); n > 1 {
+			last := s.mixed[n-1]
+			s.mixed, s.n, s.nh = []Sample{last}, 1, 0
+			if last.IsHistogram() {
+				s.n, s.nh = 0, 1
+			}
+		}
+	case len(s.times) > 0: // the plain floats are the latest
+		n := len(s.times)
+		s.chunks, s.times, s.values, s.n = nil, s.times[n-1:], s.values[n-1:], 1
+	case len(s.chunks) > 0:
+		it := &SampleIterator{chunks: s.chunks[len(s.chunks)-1:], i: -1}
+		var last Sample
+		for it.Next() {
+			last = it.At()
+		}
+		if it.Err() != nil {
+			return
+		}
+		s.chunks, s.times, s.values, s.n = nil, []uint64{uint64(last.T)}, []float64{last.F}, 1
+	}
+}
+
 // Len is the number of samples of the series, and of them the histogram ones.
 func (s *Series) Len() (samples, histograms int) {
 	if s.mixed != nil {

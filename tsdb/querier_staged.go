@@ -38,6 +38,9 @@ type stagedGroups struct {
 	groupOf  []int // by unit: its group's index, -1 for a group of one
 	groups   []*stagedGroup
 	units    []unit
+	// latest: the reads of staged points read each series' latest only
+	// (SelectHints.Latest, staging.Table.ReadPacked).
+	latest bool
 }
 
 type stagedGroup struct {
@@ -97,7 +100,7 @@ func (sg *stagedGroups) acquire(ctx context.Context, i int) (*stagedSet, error) 
 		if g.hist {
 			kinds = staging.Both
 		}
-		g.staged, g.err = sg.q.db.readStagedSet(ctx, g.series, sg.from, sg.to, kinds)
+		g.staged, g.err = sg.q.db.readStagedSet(ctx, g.series, sg.from, sg.to, kinds, sg.latest)
 		g.series = nil // read: the Staged holds what the units need
 		g.read.Store(true)
 	})

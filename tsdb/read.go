@@ -91,7 +91,7 @@ func (s *stagedSet) drop(series []string) {
 // that use it, and not long before: a fold moves staged points to the raw tables, so a raw
 // read after the staged one misses none, but what was staged after it is not read. The
 // series are the index's (a Select's), checked as their entries were read.
-func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds) (*stagedSet, error) {
+func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.Time, kinds staging.Kinds, latest bool) (*stagedSet, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return nil, err
 	}
@@ -100,7 +100,7 @@ func (db *DB) readStagedSet(ctx context.Context, series []string, from, to time.
 		st.series[name] = true
 	}
 	var err error
-	if st.points, st.hists, st.after, err = db.staging.ReadPacked(ctx, series, from, to, kinds); err != nil {
+	if st.points, st.hists, st.after, err = db.staging.ReadPacked(ctx, series, from, to, kinds, latest); err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -51,7 +51,7 @@ func TestReadStagedShared(t *testing.T) {
 	write(10) // 10 more staged
 	from, to := start, now
 
-	staged, err := db.readStagedSet(ctx, names, from, to, staging.Floats)
+	staged, err := db.readStagedSet(ctx, names, from, to, staging.Floats, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,7 +81,7 @@ func TestStagedReadPagesBounded(t *testing.T) {
 	rec.tops, rec.sizes = nil, nil
 	rec.mu.Unlock()
 
-	staged, err := db.readStagedSet(ctx, names, start, now, staging.Floats)
+	staged, err := db.readStagedSet(ctx, names, start, now, staging.Floats, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/prometheus/util/stats"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/internal/engineselect"
 	"github.com/seed71701133/tablets/server/internal/redact"
 	"github.com/seed71701133/tablets/server/internal/resolution"
 	"github.com/seed71701133/tablets/server/internal/results"
@@ -738,7 +739,7 @@ func newQueryError(err error) *apiError {
 // result's memory on Close).
 func (a *API) exec(ctx context.Context, r *http.Request, qry promql.Query, limit int) ([]byte, annotations.Annotations, *apiError) {
 	defer qry.Close()
-	res := qry.Exec(ctx)
+	res := qry.Exec(engineselect.With(ctx)) // the engine's subqueries always have a step (subqueryStep)
 	if res.Err != nil {
 		return nil, res.Warnings, classify(res.Err)
 	}

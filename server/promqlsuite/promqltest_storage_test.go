@@ -23,6 +23,7 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/internal/testkit/dbtest"
 	"github.com/seed71701133/tablets/server"
+	"github.com/seed71701133/tablets/server/internal/engineselect"
 	"github.com/seed71701133/tablets/tsdb"
 )
 
@@ -210,8 +211,13 @@ type countingQuerier struct {
 func (q *countingQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, matchers ...*labels.Matcher) storage.SeriesSet {
 	q.stats.mu.Lock()
 	q.stats.selects++
+	if hints != nil && hints.Step == 0 && hints.Range == 0 && hints.Func != "series" {
+		q.stats.latestSelects++
+	}
 	q.stats.mu.Unlock()
-	return q.Querier.Select(ctx, sortSeries, hints, matchers...)
+	// The engine's, as the query API's (NewTestEngine's subqueries have a step): its
+	// instant selectors of instant queries read each series' latest sample only.
+	return q.Querier.Select(engineselect.With(ctx), sortSeries, hints, matchers...)
 }
 
 // fileStats is what one file of the suite cost: its databases, its loads (remote writes),
@@ -226,6 +232,7 @@ type fileStats struct {
 	foldedPoints        int      // staged points the maintenance folded
 	compactBatches      int64    // transactions of its compactions (each merges chunks)
 	selects             int
+	latestSelects       int    // of them, of an instant selector evaluated once (engineselect)
 	rawSelects          uint64 // Selects the Queryable read raw points for
 	tierSelects         uint64 // Selects the Queryable read a rollup tier for
 	requests            int64  // every request to the account
@@ -243,6 +250,7 @@ func (f *fileStats) add(o *fileStats) {
 	f.foldedPoints += o.foldedPoints
 	f.compactBatches += o.compactBatches
 	f.selects += o.selects
+	f.latestSelects += o.latestSelects
 	f.rawSelects += o.rawSelects
 	f.tierSelects += o.tierSelects
 	f.requests += o.requests
@@ -256,7 +264,7 @@ func (f *fileStats) String() string {
 	if f.selects > 0 {
 		perSelect = float64(reads) / float64(f.selects)
 	}
-	return fmt.Sprintf("%3d DBs, %3d writes (%6d samples, %5d histograms, %5d requests, %v), %5d maintenance requests (%d points folded, %d compactions), %4d Selects (%d raw, %d tier), %6d other requests (%.1f a Select), %d KB read",
+	return fmt.Sprintf("%3d DBs, %3d writes (%6d samples, %5d histograms, %5d requests, %v), %5d maintenance requests (%d points folded, %d compactions), %4d Selects (%d raw, %d tier, %d latest), %6d other requests (%.1f a Select), %d KB read",
 		len(f.names), f.writes, f.samples, f.histograms, f.writeRequests, f.writeTime.Round(time.Millisecond), f.maintainRequests, f.foldedPoints, f.compactBatches,
-		f.selects, f.rawSelects, f.tierSelects, reads, perSelect, f.responseBytes>>10)
+		f.selects, f.rawSelects, f.tierSelects, f.latestSelects, reads, perSelect, f.responseBytes>>10)
 }

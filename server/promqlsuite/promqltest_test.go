@@ -76,6 +76,9 @@ func runPromQLSuite(t *testing.T, maintained bool) {
 	stats.log(t, time.Since(start))
 	if !t.Failed() {
 		requireDropped(t, stats.databases())
+		// The suite's instant evaluations are what tests SelectHints.Latest against the
+		// engine over every sample.
+		require.Positive(t, stats.latestSelects(), "no Select of an instant selector evaluated once")
 	}
 }
 
@@ -154,6 +157,19 @@ func (s *suiteStats) databases() []string {
 		f.mu.Unlock()
 	}
 	return names
+}
+
+// latestSelects is the files' Selects of an instant selector evaluated once.
+func (s *suiteStats) latestSelects() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, f := range s.files {
+		f.mu.Lock()
+		n += f.latestSelects
+		f.mu.Unlock()
+	}
+	return n
 }
 
 func (s *suiteStats) log(t *testing.T, elapsed time.Duration) {

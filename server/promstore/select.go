@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/server/internal/engineselect"
 	"github.com/seed71701133/tablets/server/internal/resolution"
 	"github.com/seed71701133/tablets/tsdb"
 )
@@ -22,7 +23,9 @@ import (
 // the package documentation), sorted by labels whatever sortSeries says: tsdb's Querier
 // reads them (tsdb.Querier.Select), and this converts matchers, hints, labels and samples.
 // hints.Limit bounds the series returned; hints.ShardCount and ShardIndex select a shard
-// by labels.StableHash; hints.Func "series" returns labels only, reading no sample.
+// by labels.StableHash; hints.Func "series" returns labels only, reading no sample. In a
+// context of the engine's evaluation (engineselect), hints of Step and Range 0 return each
+// series' latest sample only (tsdb.SelectHints.Latest).
 // Matchers that all match "" (a selector of every series) give an error wrapping
 // tablets.ErrInvalidMatcher, before any request. Reading goes on in the background ahead
 // of Next: read the set to its end, or cancel ctx or Close the Querier.
@@ -48,6 +51,9 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 		th.Range = time.Duration(hints.Range) * time.Millisecond
 		th.Func = hints.Func
 		th.Limit = hints.Limit
+		// The engine evaluates an instant selector of an instant query once, at End: each
+		// series' latest sample is all it reads (engineselect).
+		th.Latest = engineselect.Is(ctx) && hints.Step == 0 && hints.Range == 0 && hints.Func != "series"
 		if hints.ShardCount > 0 {
 			count, index := hints.ShardCount, hints.ShardIndex
 			th.Keep = func(ls tsdb.Labels) bool { return labels.StableHash(LabelsFromTSDB(ls))%count == index }

@@ -425,7 +425,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		// The entities frozen are taken series by series, as the series index takes the
 		// others (yieldListed): a read of every series assembles entities, and fetches them.
 		frozenOK := st.index != nil && slots != nil && !slots.all
-		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, frozenOK, read)
+		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, frozenOK, false, read)
 		if err != nil {
 			fail(err)
 			return
@@ -459,7 +459,11 @@ func (st *Table) Prefetch(ctx context.Context, series []string, from, to time.Ti
 	if len(columns) >= wholeColumns {
 		columns = nil // as collect asks
 	}
-	if _, _, _, err := st.gatherListed(ctx, f, columns, st.index != nil && series != nil, read); err != nil && !azerr.IsTableGone(err) {
+	// Of the entities the listing's refresh found written since the one before: those
+	// before were there for the reads before, which fetched what they lacked (a refreshed
+	// panel's prefetch looked up every entity of its range in the cache to find them all
+	// there, the Select's read doing the same at once).
+	if _, _, _, err := st.gatherListed(ctx, f, columns, st.index != nil && series != nil, true, read); err != nil && !azerr.IsTableGone(err) {
 		return fmt.Errorf("tsdb: prefetch staging: %w", err)
 	}
 	return nil
@@ -476,9 +480,10 @@ func (st *Table) Prefetches() bool {
 // cache where it holds them at the listed ETag, else fetched (and cached), a query a
 // partition. An entity the Fold deleted between the listing and its fetch has no columns.
 // An entity frozen (frozen.go) is taken from its bucket's frozen points when frozenOK (the
-// read takes its series through the series index), else fetched. The Table's cache must be
-// warm.
-func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, frozenOK bool, read *collectRead) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
+// read takes its series through the series index), else fetched. With recentOnly, of the
+// entities the listing's last refresh found only (listedEntities). The Table's cache must
+// be warm.
+func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, frozenOK, recentOnly bool, read *collectRead) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
 	keys := columns
 	if keys == nil {
 		keys = []int{wholeEntity}
@@ -490,7 +495,7 @@ func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int,
 			return nil, nil, 0, err
 		}
 	}
-	listed, listedReads, err = st.listedEntities(ctx, f)
+	listed, listedReads, err = st.listedEntities(ctx, f, recentOnly)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -611,7 +616,7 @@ func (st *Table) yieldListed(ctx context.Context, listed []listedEntity, got []e
 			yield(Decoded{}, err)
 			return
 		}
-		rest, err := st.index.take(listed, got, slots.keys, take, held)
+		rest, err := st.index.take(listed, got, slots.keys, take, held, slots.covers())
 		if err != nil {
 			yield(Decoded{}, err)
 			return

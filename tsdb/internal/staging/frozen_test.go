@@ -598,7 +598,7 @@ func TestTakeFrozen(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rest, err := st.index.take(listed, got, keys, take, held)
+		rest, err := st.index.take(listed, got, keys, take, held, nil)
 		if err != nil || len(rest) > 0 {
 			t.Fatalf("the index took all but %v: %v", rest, err)
 		}

@@ -178,6 +178,10 @@ type entityListing struct {
 	// for the last refresh's listing (logAfter, Table.VouchFor).
 	mark                string
 	markFrom, markEpoch uint64
+	// recent are the entities the last refresh listed when it was incremental (those
+	// written since the one before, and within listingMargin of it); nil after a whole
+	// listing: what a Prefetch fetches (listedEntities' recentOnly).
+	recent map[[2]string]bool
 	// departed are the entities a whole listing no longer found (or found at another ETag)
 	// that the one before it had, as that one had them, for a while (departedFor): what
 	// the Folds' receipts name is mostly what they moved out of the table (folded.go).
@@ -272,8 +276,10 @@ func (p *listedProps) prop(name string) (string, bool) {
 // only), in key order: from what the Table listed before, and the entities written since
 // (one query of their Timestamp), or listed whole again when the staging log says a Fold
 // or a Delete changed entities since (or listingRenewal passed). What it returns was in
-// the table after the call began: a refresh that began before it is not taken.
-func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEntity, uint64, error) {
+// the table after the call began: a refresh that began before it is not taken. With
+// recentOnly, of the entities the last refresh listed only, when it was incremental (else
+// of all).
+func (st *Table) listedEntities(ctx context.Context, f filter.Expr, recentOnly bool) ([]listedEntity, uint64, error) {
 	l := &st.listing
 	l.mu.Lock()
 	arrival := l.starts
@@ -296,7 +302,12 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 	}
 	l.mu.Lock()
 	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads, l.markFrom)
-	out := l.selected(f)
+	var out []listedEntity
+	if recentOnly && l.recent != nil {
+		out = l.selectedOf(l.recent, f)
+	} else {
+		out = l.selected(f)
+	}
 	l.mu.Unlock()
 	l.refresh.Unlock()
 	slices.SortFunc(out, func(a, b listedEntity) int {
@@ -309,30 +320,82 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr) ([]listedEnt
 // l.mu is held.
 func (l *entityListing) selected(f filter.Expr) []listedEntity {
 	var out []listedEntity
-	add := func(k [2]string, le listedProps) {
-		if le.eval(f) {
-			out = append(out, listedEntity{pk: k[0], rk: k[1], etag: le.etag, first: le.first, last: le.last,
-				points: le.points, fetches: le.fetches})
-		}
-	}
-	if from, ok := f.LowerBound(LastProp); ok {
-		// Only the entities whose U is at or after the bound can match.
+	if spans, ok := l.spansOf(f); ok {
 		byLast := l.sortedByLast()
+		for _, sp := range spans {
+			for _, lk := range byLast[sp[0]:sp[1]] {
+				out = l.appendSelected(out, lk.key, l.byKey[lk.key], f)
+			}
+		}
+		return out
+	}
+	for k, le := range l.byKey {
+		out = l.appendSelected(out, k, le, f)
+	}
+	return out
+}
+
+// spansOf returns the spans of sortedByLast (from, to; in order, apart) outside which f
+// selects no entity, and false where it cannot tell (f does not bound U). Each of f's
+// disjuncts (filter.Expr.Disjuncts) selects only entities whose U is at or after its
+// bound, and, where it bounds T below histKeyPrefix, only float entities: an entity's T and
+// U are time keys of one kind, and every float U sorts before every histogram one. A read
+// of both kinds (a read mark's, a panel's of native histograms) looked at every histogram
+// entity to select the few of its range. l.mu is held.
+func (l *entityListing) spansOf(f filter.Expr) ([][2]int, bool) {
+	byLast := l.sortedByLast()
+	search := func(from string) int {
 		i, _ := slices.BinarySearchFunc(byLast, from, func(lk lastKey, from string) int {
 			if filter.CompareUTF16(lk.last, from) < 0 {
 				return -1
 			}
 			return 1
 		})
-		for _, lk := range byLast[i:] {
-			add(lk.key, l.byKey[lk.key])
-		}
-		return out
+		return i
 	}
-	for k, le := range l.byKey {
-		add(k, le)
+	floatsEnd := search(histKeyPrefix)
+	var spans [][2]int
+	for _, d := range f.Disjuncts() {
+		from, ok := d.LowerBound(LastProp)
+		if !ok {
+			return nil, false
+		}
+		sp := [2]int{search(from), len(byLast)}
+		if below, ok := d.UpperBound(FirstProp); ok && filter.CompareUTF16(below, histKeyPrefix) < 0 {
+			sp[1] = max(sp[0], floatsEnd) // T a float time key: U too
+		}
+		spans = append(spans, sp)
+	}
+	slices.SortFunc(spans, func(a, b [2]int) int { return cmp.Compare(a[0], b[0]) })
+	merged := spans[:1]
+	for _, sp := range spans[1:] {
+		if last := &merged[len(merged)-1]; sp[0] <= last[1] {
+			last[1] = max(last[1], sp[1]) // overlapping: one span, each entity once
+		} else {
+			merged = append(merged, sp)
+		}
+	}
+	return merged, true
+}
+
+// selectedOf is selected of the entities of keys only (those byKey has). l.mu is held.
+func (l *entityListing) selectedOf(keys map[[2]string]bool, f filter.Expr) []listedEntity {
+	var out []listedEntity
+	for k := range keys {
+		if le, ok := l.byKey[k]; ok {
+			out = l.appendSelected(out, k, le, f)
+		}
 	}
 	return out
+}
+
+// appendSelected appends the entity of key k to out if f selects it.
+func (l *entityListing) appendSelected(out []listedEntity, k [2]string, le listedProps, f filter.Expr) []listedEntity {
+	if !le.eval(f) {
+		return out
+	}
+	return append(out, listedEntity{pk: k[0], rk: k[1], etag: le.etag, first: le.first, last: le.last,
+		points: le.points, fetches: le.fetches})
 }
 
 // prefetchTimeout bounds a refresh StartListing began.
@@ -466,7 +529,9 @@ func (st *Table) refreshListing(ctx context.Context) error {
 		if err == nil && found.gen == known {
 			l.mu.Lock()
 			defer l.mu.Unlock()
+			l.recent = make(map[[2]string]bool, len(got))
 			for k, p := range got {
+				l.recent[k] = true
 				was, ok := l.byKey[k]
 				if ok && was.etag == p.etag {
 					p.fetches = was.fetches // listed again within the margin: the same entity
@@ -499,7 +564,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	l.depart(l.byKey, got, wholeAt)
 	wasKnown := l.known
 	l.byKey, l.gen, l.whole, l.known = got, found.gen, wholeAt, st.log != nil
-	l.byLast = nil
+	l.byLast, l.recent = nil, nil
 	l.since, l.done = sinceOf(found.date), start
 	l.doneReads = st.readsDone.Add(1)
 	l.found(wasKnown, found.begun)
@@ -725,7 +790,7 @@ func (st *Table) List(ctx context.Context, from, to time.Time) (Listing, error) 
 		return Listing{}, nil
 	}
 	f, _ := queryParts(nil, from, to, Both)
-	listed, after, err := st.listedEntities(ctx, f)
+	listed, after, err := st.listedEntities(ctx, f, false)
 	if err != nil {
 		return Listing{}, err
 	}

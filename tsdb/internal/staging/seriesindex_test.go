@@ -75,7 +75,11 @@ func (f *indexFixture) put(rng *rand.Rand, e int) {
 		_, cb := Hash(b.Key)
 		return ca - cb
 	})
-	le := listedEntity{pk: "0001", rk: RowKey(uint64(1000+e/2), 7, e%2), etag: fmt.Sprintf("W/%d", rng.Uint32())}
+	last := int64(math.MinInt64) // the entity's latest point: its U
+	for _, s := range series {
+		last = max(last, slices.Max(s.Times))
+	}
+	le := listedEntity{pk: "0001", rk: RowKey(uint64(1000+e/2), 7, e%2), etag: fmt.Sprintf("W/%d", rng.Uint32()), last: TimeKey(last)}
 	whole := cachedColumn{series: packSeries(series)}
 	f.cache.add(indexTable, entityHead{pk: le.pk, rk: le.rk, etag: le.etag, version: Version}, map[int]cachedColumn{wholeEntity: whole}, nil)
 	ec := entityColumns{version: Version, cols: []cachedColumn{whole}, whole: true}
@@ -90,6 +94,14 @@ func (f *indexFixture) put(rng *rand.Rand, e int) {
 // (index nil) by assembling every entity: each series' points, as collect answers them.
 func (f *indexFixture) read(t *testing.T, index *seriesIndex, which []int, keys []string) map[string][]tablets.Point {
 	t.Helper()
+	out, _ := f.readTaking(t, index, which, keys, false)
+	return out
+}
+
+// readTaking is read, of each series' latest point only with latest (the index's take
+// then stops as collect's does), and the records it took.
+func (f *indexFixture) readTaking(t *testing.T, index *seriesIndex, which []int, keys []string, latest bool) (map[string][]tablets.Point, int) {
+	t.Helper()
 	var listed []listedEntity
 	var got []entityColumns
 	for _, i := range which {
@@ -97,7 +109,12 @@ func (f *indexFixture) read(t *testing.T, index *seriesIndex, which []int, keys 
 	}
 	slots := newSeriesSlots(keys)
 	defer slots.release()
+	if latest {
+		slots.keepLatest()
+	}
+	records := 0
 	take := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
+		records++
 		for i, ms := range times {
 			slots.take(slot, Point{MS: ms, Value: values[i], Stamp: stamp, Record: record})
 		}
@@ -108,7 +125,7 @@ func (f *indexFixture) read(t *testing.T, index *seriesIndex, which []int, keys 
 	}
 	if index != nil {
 		var err error
-		if rest, err = index.take(listed, got, slots.keys, take, func() error { return nil }); err != nil {
+		if rest, err = index.take(listed, got, slots.keys, take, func() error { return nil }, slots.covers()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +147,7 @@ func (f *indexFixture) read(t *testing.T, index *seriesIndex, which []int, keys 
 	for key, pts := range slots.found() {
 		out[key] = appendLastPoints(nil, pts)
 	}
-	return out
+	return out, records
 }
 
 // entities are the places of the fixture's first n entities.
@@ -363,7 +380,7 @@ func BenchmarkSeriesIndexTake(b *testing.B) {
 				}
 			}
 			if viaIndex {
-				if _, err := index.take(listed, got, slots.keys, take, func() error { return nil }); err != nil {
+				if _, err := index.take(listed, got, slots.keys, take, func() error { return nil }, nil); err != nil {
 					b.Fatal(err)
 				}
 			} else {
@@ -407,4 +424,80 @@ func soakScrapes(rng *rand.Rand, series, perEntity, entities int, at func(e int)
 		scrapes = append(scrapes, ss)
 	}
 	return keys, scrapes
+}
+
+// TestSeriesIndexTakesLatest: a read of each series' latest point (ReadPacked's latest)
+// gives of each series the point the read of all of them gives last (the latest
+// millisecond, of it the last write: the fixture writes milliseconds twice), through the
+// index newest first or by assembling; and through the index it takes fewer records than
+// the whole read where the newest entities hold every series.
+func TestSeriesIndexTakesLatest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 36))
+	fewer := 0
+	for round := range 200 {
+		f := newIndexFixture(t, rng, 2+rng.IntN(40))
+		which := rng.Perm(len(f.listed))[:1+rng.IntN(len(f.listed))]
+		keys := f.keys
+		if round%2 == 1 {
+			keys = f.keys[:1+rng.IntN(4)] // few series: the newest entities hold them all
+		}
+		all, allRecords := f.readTaking(t, f.index, which, keys, false)
+		for _, index := range []*seriesIndex{f.index, nil} {
+			latest, records := f.readTaking(t, index, which, keys, true)
+			for _, key := range keys {
+				pts := all[key]
+				if len(pts) == 0 {
+					if len(latest[key]) != 0 {
+						t.Fatalf("round %d: %s: %v, read whole: none", round, key, latest[key])
+					}
+					continue
+				}
+				want := pts[len(pts)-1]
+				if len(latest[key]) != 1 || latest[key][0].Time != want.Time || math.Float64bits(latest[key][0].Value) != math.Float64bits(want.Value) {
+					t.Fatalf("round %d (index %v): %s: %v, want the last of %v", round, index != nil, key, latest[key], pts)
+				}
+			}
+			if index != nil && records < allRecords {
+				fewer++
+			}
+		}
+	}
+	if fewer < 20 {
+		t.Errorf("the index's take stopped early in %d reads of 200", fewer)
+	}
+}
+
+// TestLatestPointsCovers: covers says an entity can hold nothing offer would keep only
+// when every slot has a point later than the entity's latest.
+func TestLatestPointsCovers(t *testing.T) {
+	l := newLatestPoints(2)
+	if l.covers(TimeKey(-5)) {
+		t.Fatal("covers with no point")
+	}
+	l.offer(0, Point{MS: 10, Stamp: 1})
+	if l.covers(TimeKey(5)) {
+		t.Fatal("covers with a slot missing")
+	}
+	l.offer(1, Point{MS: 20, Stamp: 1})
+	for _, c := range []struct {
+		ms   int64
+		want bool
+	}{{9, true}, {10, false}, {11, false}, {-1, true}} {
+		if got := l.covers(TimeKey(c.ms)); got != c.want {
+			t.Errorf("covers(%d) = %v, want %v", c.ms, got, c.want)
+		}
+	}
+	l.offer(0, Point{MS: 30, Stamp: 1}) // the floor moves to 20
+	if !l.covers(TimeKey(19)) || l.covers(TimeKey(20)) {
+		t.Error("the floor did not move to slot 1's 20")
+	}
+	// A later write of the same millisecond replaces; an earlier one, or an earlier
+	// record of the same write, does not.
+	l.offer(1, Point{MS: 20, Stamp: 2, Value: 2})
+	l.offer(1, Point{MS: 20, Stamp: 1, Value: 3})
+	l.offer(1, Point{MS: 20, Stamp: 2, Record: -1, Value: 4})
+	l.offer(1, Point{MS: 19, Stamp: 9, Value: 5})
+	if p := l.points[1]; p.Value != 2 {
+		t.Errorf("slot 1 kept %+v, want the write of stamp 2", p)
+	}
 }

@@ -18,6 +18,7 @@ type seriesSlots struct {
 	index   map[string]int32
 	handles map[unique.Handle[string]]int32 // index by interned key: made by byHandle
 	taken   *takenPoints
+	latest  *latestPoints // if not nil (keepLatest), what take keeps instead of taken
 }
 
 // newSeriesSlots numbers series, distinct keys in order (nil: every series read, numbered
@@ -67,13 +68,43 @@ func (s *seriesSlots) byHandle() map[unique.Handle[string]]int32 {
 }
 
 // take adds a point of slot's series (in the order taken: a series' points keep theirs).
-func (s *seriesSlots) take(slot int32, p Point) { s.taken.add(slot, p) }
+// After keepLatest, it keeps the slot's latest only.
+func (s *seriesSlots) take(slot int32, p Point) {
+	if s.latest != nil {
+		s.latest.offer(slot, p)
+		return
+	}
+	s.taken.add(slot, p)
+}
+
+// keepLatest has the slots keep each series' latest point only (latestPoints): of a read
+// of the series it numbered (not of every series), before the first take.
+func (s *seriesSlots) keepLatest() {
+	if !s.all {
+		s.latest = newLatestPoints(len(s.keys))
+	}
+}
+
+// covers is the latestPoints' covers after keepLatest; nil before (or of every series): no
+// entity is left out.
+func (s *seriesSlots) covers() func(last string) bool {
+	if s.latest == nil {
+		return nil
+	}
+	return s.latest.covers
+}
 
 // found is the points taken, by series: those with any, each a slice of one array that
 // release gives back (the caller copies out what it keeps first).
 func (s *seriesSlots) found() map[string][]Point {
 	t := s.taken
-	starts := t.bySlot(len(s.keys))
+	var starts []int32
+	if s.latest != nil {
+		t.sorted, t.starts = s.latest.appendTo(t.sorted[:0], t.starts)
+		starts = t.starts
+	} else {
+		starts = t.bySlot(len(s.keys))
+	}
 	out := make(map[string][]Point, len(s.keys))
 	for i, key := range s.keys {
 		if lo, hi := starts[i], starts[i+1]; lo < hi {

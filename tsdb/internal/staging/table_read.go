@@ -119,7 +119,7 @@ func (st *Table) Read(ctx context.Context, series []string, from, to time.Time) 
 // ReadKinds is Read of the kinds asked for, in one query: the staged points and the staged
 // histogram samples, by series.
 func (st *Table) ReadKinds(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (map[string][]tablets.Point, map[string][]tablets.HistogramPoint, error) {
-	found, foundHists, done, _, err := st.collect(ctx, series, from, to, kinds)
+	found, foundHists, done, _, err := st.collect(ctx, series, from, to, kinds, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -139,9 +139,11 @@ func (st *Table) ReadKinds(ctx context.Context, series []string, from, to time.T
 
 // ReadPacked is ReadKinds with each series' float points packed (the first
 // PlainPackedPoints of them kept plain), and the count of ReadsDone a raw change log read
-// must have seen to be later than it (see collect).
-func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (map[string]Packed, map[string][]tablets.HistogramPoint, uint64, error) {
-	found, foundHists, done, after, err := st.collect(ctx, series, from, to, kinds)
+// must have seen to be later than it (see collect). With latest, it reads of each series
+// (series must not be nil) only the float point it would give last: the latest in the
+// range, as the last write of its millisecond had it (histogram samples are all read).
+func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.Time, kinds Kinds, latest bool) (map[string]Packed, map[string][]tablets.HistogramPoint, uint64, error) {
+	found, foundHists, done, after, err := st.collect(ctx, series, from, to, kinds, latest)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -199,19 +201,25 @@ const wholeColumns = Columns * 3 / 4
 // before the Fold answers as one after it). What it collects holds its bytes of the Budget
 // until done is called (also after an error); found's slices are of arrays done gives back
 // to a pool (see takenPoints): the caller copies out what it keeps before. A DB that does
-// not stage reads nothing (no request).
+// not stage reads nothing (no request). With latest (of series, not nil), it collects of
+// each series only the float point that LastWrites would give last (seriesSlots.keepLatest),
+// and takes no point of the cached entities whose every point is earlier than the points
+// it has (seriesIndex.take).
 //
 // after is the count of ReadsDone a change log read must have seen to be later than this
 // read (changelog.Log.StateAfter): its own, or that of the listing it read when it read
 // every entity the listing had (a refresh's reads then share the log's state the listing's
 // read mark took, also when they fetched the entities staged since the last refresh).
-func (st *Table) collect(ctx context.Context, series []string, from, to time.Time, kinds Kinds) (
+func (st *Table) collect(ctx context.Context, series []string, from, to time.Time, kinds Kinds, latest bool) (
 	found map[string][]Point, foundHists map[string][]Hist, done func(), after uint64, err error) {
 	if !st.reads || !from.Before(to) {
 		return nil, nil, func() {}, st.readsDone.Add(1), nil
 	}
 	read := st.beginRead()
 	slots := newSeriesSlots(series)
+	if latest {
+		slots.keepLatest()
+	}
 	defer func() {
 		if err != nil {
 			read.end()
