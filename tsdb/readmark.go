@@ -57,6 +57,19 @@ type ReadMark struct {
 // listing, which vouches for them (staging.Table.VouchFor); when it found the mark
 // changed, both logs are read after it.
 func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error) {
+	return db.readMark(ctx, from, to, true)
+}
+
+// PrepareRead is ReadMark for a read that keeps no mark (an instant query's): the staging
+// listing and the change logs' states its Selects take, read as ReadMark reads them,
+// without the listing's entities of the range (their selection and their Sum).
+func (db *DB) PrepareRead(ctx context.Context, from, to time.Time) error {
+	_, err := db.readMark(ctx, from, to, false)
+	return err
+}
+
+// readMark is ReadMark, or PrepareRead without keep (its mark then empty).
+func (db *DB) readMark(ctx context.Context, from, to time.Time, keep bool) (ReadMark, error) {
 	if err := rounding.CheckRange(from, to); err != nil {
 		return ReadMark{}, err
 	}
@@ -88,12 +101,21 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 		states, err := changelog.StatesTogether(changelog.AfterRead(ctx, need), wants)
 		reads <- statesRead{wants, states, err}
 	}()
-	listed, err := db.staging.List(ctx, from, to)
+	var listed staging.Listing
+	var err error
+	if keep {
+		listed, err = db.staging.List(ctx, from, to)
+	} else {
+		listed, err = db.staging.Refresh(ctx)
+	}
 	if err != nil {
 		return ReadMark{}, err
 	}
-	m := ReadMark{from: from, to: to, taken: true, staged: listed, sum: listed.Sum(from, to),
-		periods: map[uint64]changelog.State{}, period: db.names.Period, moved: db.staging.Moved}
+	var m ReadMark
+	if keep {
+		m = ReadMark{from: from, to: to, taken: true, staged: listed, sum: listed.Sum(from, to),
+			periods: map[uint64]changelog.State{}, period: db.names.Period, moved: db.staging.Moved}
+	}
 	r := <-reads
 	switch {
 	case !beside || listed.LogAfter() > need || r.err != nil:
@@ -109,8 +131,10 @@ func (db *DB) ReadMark(ctx context.Context, from, to time.Time) (ReadMark, error
 	if r.err != nil {
 		return ReadMark{}, fmt.Errorf("tsdb: read mark: %w", r.err)
 	}
-	for i, w := range rawWants {
-		m.periods[w.Period] = r.states[i]
+	if keep {
+		for i, w := range rawWants {
+			m.periods[w.Period] = r.states[i]
+		}
 	}
 	return m, nil
 }

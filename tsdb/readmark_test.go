@@ -109,3 +109,61 @@ func TestReadMarkReadsNoLogWhileTheMarkStands(t *testing.T) {
 	require.False(t, m.Holds(before))
 	require.Equal(t, map[string]int{"a": 62, "b": 2}, got)
 }
+
+// PrepareRead takes for a query's Selects what ReadMark does, without a mark: a warm
+// reader's refresh is its listing alone, and a change another process made shows in the
+// next (a late point written directly, a new series).
+func TestPrepareReadServesTheSelects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
+	writer, svc, checker := stagingDB(t, "prep", &now)
+	o := writer.opts
+	o.DirectWrites = true
+	direct, err := Open(ctx, svc, writer.Name(), &o)
+	require.NoError(t, err)
+	o = writer.opts
+	o.StagingCache, o.IndexCache, o.RawCache = NewStagingCache(64<<20), NewIndexCache(64<<20), NewRawCache(64<<20)
+	reader, err := Open(ctx, svc, writer.Name(), &o)
+	require.NoError(t, err)
+
+	from, to := now.Add(-time.Hour), now.Add(time.Minute)
+	a, err := writer.SeriesOf(ctx, LabelsFromStrings(MetricName, "m", "k", "a"))
+	require.NoError(t, err)
+	app := writer.Appender()
+	for ts := from; ts.Before(now); ts = ts.Add(time.Minute) {
+		app.AppendPoints(a, tablets.Point{Time: ts, Value: 1})
+	}
+	require.NoError(t, app.Commit(ctx))
+	q, err := reader.Queryable(nil)
+	require.NoError(t, err)
+	refresh := func() map[string]int {
+		t.Helper()
+		rctx := reader.BeginRead(ctx)
+		require.NoError(t, reader.PrepareRead(rctx, from, to))
+		got := map[string]int{}
+		for s, err := range q.Querier(from, to).Select(rctx, nil, Matcher{Type: MatchEqual, Name: MetricName, Value: "m"}) {
+			require.NoError(t, err)
+			got[s.Labels.Get("k")], _ = s.Len()
+		}
+		return got
+	}
+	require.Equal(t, map[string]int{"a": 60}, refresh())
+	refresh()
+	refresh()
+	checker.Reset()
+	require.Equal(t, map[string]int{"a": 60}, refresh())
+	require.Equal(t, int64(1), checker.Stats().Requests, "the staging listing alone")
+
+	require.NoError(t, direct.Write(ctx, a, tablets.Point{Time: from.Add(30 * time.Second), Value: 2}))
+	require.Equal(t, map[string]int{"a": 61}, refresh(), "the late point")
+	b, err := direct.SeriesOf(ctx, LabelsFromStrings(MetricName, "m", "k", "b"))
+	require.NoError(t, err)
+	require.NoError(t, direct.Write(ctx, b, tablets.Point{Time: now.Add(-time.Minute), Value: 3}))
+	require.Equal(t, map[string]int{"a": 61, "b": 1}, refresh(), "the new series")
+	checker.Reset()
+	refresh()
+	require.Equal(t, int64(1), checker.Stats().Requests, "the listing alone again")
+}

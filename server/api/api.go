@@ -614,8 +614,9 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 
 // prepareRead reads beforehand what the Selects of a query that began (readBeginner) take
 // instead of reading it themselves: a read mark of its data range, not kept (the staging
-// listing, then the raw and index logs of its periods in one request), with its staged
-// entities prefetched beside it. An instant query's Selects would list the staging table
+// listing, then the raw and index logs of its periods in one request; readPreparer's,
+// which selects none of the listed entities), with its staged entities prefetched beside
+// it. An instant query's Selects would list the staging table
 // beside the index log, then read the raw log: the same wait, in a request more. Only for
 // Selects that read raw samples; a mark that fails leaves the Selects to fail as they will.
 func (a *API) prepareRead(ctx context.Context, stmt *parser.EvalStmt) {
@@ -633,6 +634,10 @@ func (a *API) prepareRead(ctx context.Context, stmt *parser.EvalStmt) {
 	}
 	if p, ok := a.marker.(stagedPrefetcher); ok {
 		p.PrefetchStaged(ctx, from, to, selectors)
+	}
+	if p, ok := a.marker.(readPreparer); ok {
+		_ = p.PrepareRead(ctx, from, to)
+		return
 	}
 	_, _ = a.marker.ReadMark(ctx, from, to)
 }

@@ -73,6 +73,13 @@ type Marker interface {
 	ExactReads(ctx context.Context) bool
 }
 
+// readPreparer is a Marker that can take what a query's Selects will read without taking
+// a mark to keep (promstore.Queryable.PrepareRead): a read mark's selection of the staged
+// entities of the range, and their Sum, that no one keeps.
+type readPreparer interface {
+	PrepareRead(ctx context.Context, from, to time.Time) error
+}
+
 // stagedPrefetcher is a Marker that can begin fetching, beside a read mark, the staged
 // samples a query's Selects will read (promstore.Queryable.PrefetchStaged): a refreshed
 // panel then waits for the mark's read of the change log and that fetch at once, not one

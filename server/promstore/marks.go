@@ -25,6 +25,12 @@ func (q *Queryable) ReadMark(ctx context.Context, from, to time.Time) (results.M
 	return readMark{m}, nil
 }
 
+// PrepareRead is tsdb's DB.PrepareRead: the query API prepares an instant query's read
+// with it (ReadMark without a mark to keep).
+func (q *Queryable) PrepareRead(ctx context.Context, from, to time.Time) error {
+	return q.db.PrepareRead(ctx, from, to)
+}
+
 // BeginRead is tsdb's DB.BeginRead: the query API begins each query's read with it, so
 // that its read mark and its Selects share the staging listing and the change logs' reads.
 func (q *Queryable) BeginRead(ctx context.Context) context.Context { return q.db.BeginRead(ctx) }

@@ -425,7 +425,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		// The entities frozen are taken series by series, as the series index takes the
 		// others (yieldListed): a read of every series assembles entities, and fetches them.
 		frozenOK := st.index != nil && slots != nil && !slots.all
-		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, frozenOK, false, read)
+		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, frozenOK, selectAll, read)
 		if err != nil {
 			fail(err)
 			return
@@ -463,7 +463,7 @@ func (st *Table) Prefetch(ctx context.Context, series []string, from, to time.Ti
 	// before were there for the reads before, which fetched what they lacked (a refreshed
 	// panel's prefetch looked up every entity of its range in the cache to find them all
 	// there, the Select's read doing the same at once).
-	if _, _, _, err := st.gatherListed(ctx, f, columns, st.index != nil && series != nil, true, read); err != nil && !azerr.IsTableGone(err) {
+	if _, _, _, err := st.gatherListed(ctx, f, columns, st.index != nil && series != nil, selectRecent, read); err != nil && !azerr.IsTableGone(err) {
 		return fmt.Errorf("tsdb: prefetch staging: %w", err)
 	}
 	return nil
@@ -480,10 +480,9 @@ func (st *Table) Prefetches() bool {
 // cache where it holds them at the listed ETag, else fetched (and cached), a query a
 // partition. An entity the Fold deleted between the listing and its fetch has no columns.
 // An entity frozen (frozen.go) is taken from its bucket's frozen points when frozenOK (the
-// read takes its series through the series index), else fetched. With recentOnly, of the
-// entities the listing's last refresh found only (listedEntities). The Table's cache must
-// be warm.
-func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, frozenOK, recentOnly bool, read *collectRead) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
+// read takes its series through the series index), else fetched; of the entities which
+// selects (listedEntities). The Table's cache must be warm.
+func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, frozenOK bool, which selection, read *collectRead) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
 	keys := columns
 	if keys == nil {
 		keys = []int{wholeEntity}
@@ -495,7 +494,7 @@ func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int,
 			return nil, nil, 0, err
 		}
 	}
-	listed, listedReads, err = st.listedEntities(ctx, f, recentOnly)
+	listed, listedReads, err = st.listedEntities(ctx, f, which)
 	if err != nil {
 		return nil, nil, 0, err
 	}

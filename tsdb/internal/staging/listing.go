@@ -180,7 +180,7 @@ type entityListing struct {
 	markFrom, markEpoch uint64
 	// recent are the entities the last refresh listed when it was incremental (those
 	// written since the one before, and within listingMargin of it); nil after a whole
-	// listing: what a Prefetch fetches (listedEntities' recentOnly).
+	// listing: what a Prefetch fetches (listedEntities' selectRecent).
 	recent map[[2]string]bool
 	// departed are the entities a whole listing no longer found (or found at another ETag)
 	// that the one before it had, as that one had them, for a while (departedFor): what
@@ -276,10 +276,11 @@ func (p *listedProps) prop(name string) (string, bool) {
 // only), in key order: from what the Table listed before, and the entities written since
 // (one query of their Timestamp), or listed whole again when the staging log says a Fold
 // or a Delete changed entities since (or listingRenewal passed). What it returns was in
-// the table after the call began: a refresh that began before it is not taken. With
-// recentOnly, of the entities the last refresh listed only, when it was incremental (else
-// of all).
-func (st *Table) listedEntities(ctx context.Context, f filter.Expr, recentOnly bool) ([]listedEntity, uint64, error) {
+// the table after the call began: a refresh that began before it is not taken. Of the
+// entities which selects: all (selectAll), those the last refresh listed when it was
+// incremental (selectRecent; else all), or none (selectNone: the listing brought up to
+// date only).
+func (st *Table) listedEntities(ctx context.Context, f filter.Expr, which selection) ([]listedEntity, uint64, error) {
 	l := &st.listing
 	l.mu.Lock()
 	arrival := l.starts
@@ -303,9 +304,11 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr, recentOnly b
 	l.mu.Lock()
 	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads, l.markFrom)
 	var out []listedEntity
-	if recentOnly && l.recent != nil {
+	switch {
+	case which == selectNone:
+	case which == selectRecent && l.recent != nil:
 		out = l.selectedOf(l.recent, f)
-	} else {
+	default:
 		out = l.selected(f)
 	}
 	l.mu.Unlock()
@@ -315,6 +318,15 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr, recentOnly b
 	})
 	return out, listedAt, nil
 }
+
+// selection is which listed entities listedEntities gives.
+type selection int
+
+const (
+	selectAll selection = iota
+	selectRecent
+	selectNone
+)
 
 // selected returns the entities f selects (f compares T, U, A and B only), in no order.
 // l.mu is held.
@@ -780,6 +792,22 @@ type listedSpan struct {
 // Sum is a Listing of a range, summed: the hash of its entities' keys and ETags.
 type Sum [sha256.Size]byte
 
+// Refresh is List of no entity: the listing brought up to date for the read of ctx (or
+// taken from a refresh since it began), as a Listing whose LogAfter only counts. A read
+// that keeps no mark (an instant query's) takes what its Selects will, without selecting
+// or summing the entities of its range.
+func (st *Table) Refresh(ctx context.Context) (Listing, error) {
+	defer st.readsDone.Add(1)
+	if !st.reads {
+		return Listing{}, nil
+	}
+	_, after, err := st.listedEntities(ctx, filter.Expr{}, selectNone)
+	if err != nil {
+		return Listing{}, err
+	}
+	return Listing{logAfter: after}, nil
+}
+
 // List lists the staging entities that may hold samples of [from, to) (see
 // listedEntities: a query of the entities written since the last listing, or of all).
 // It counts as a read of staged samples (ReadsDone): a change log read after it is later
@@ -790,7 +818,7 @@ func (st *Table) List(ctx context.Context, from, to time.Time) (Listing, error) 
 		return Listing{}, nil
 	}
 	f, _ := queryParts(nil, from, to, Both)
-	listed, after, err := st.listedEntities(ctx, f, false)
+	listed, after, err := st.listedEntities(ctx, f, selectAll)
 	if err != nil {
 		return Listing{}, err
 	}

@@ -245,9 +245,11 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 		}
 	}
 	foundHists = map[string][]Hist{}
-	entities := st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
+	var entities iter.Seq2[Decoded, error]
 	var listedAt uint64 // the listing's ReadsDone when every entity it listed was read
-	if st.cache != nil {
+	if st.cache == nil {
+		entities = st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
+	} else {
 		f, columns := queryParts(series, from, to, kinds)
 		if len(columns) >= wholeColumns {
 			// Most of the columns: every one costs a quarter more bytes at most, and the
