@@ -567,6 +567,11 @@ func stagedSpans[P, S any, T Table[S]](r *Store[S, T], merge staging.Merge[S, P]
 
 // distinct is names without repeats, in their first order.
 func distinct(names []string) []string {
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	if len(slices.Compact(sorted)) == len(names) {
+		return names // none repeats (a Select's names never do): no set to make
+	}
 	seen := make(map[string]bool, len(names))
 	out := make([]string, 0, len(names))
 	for _, name := range names {

@@ -552,7 +552,10 @@ func (b *frozenBucket) taken(at []int32, keys []string, f func(i int, ms int64, 
 // series (keys, by slot) as the series index takes those of the others (take, held), and
 // returns the other entities of listed and got.
 func takeFrozen(listed []listedEntity, got []entityColumns, keys []string, take takeFunc, held func() error) ([]listedEntity, []entityColumns, error) {
-	var byBucket map[*frozenBucket][]int32
+	if !slices.ContainsFunc(got, func(e entityColumns) bool { return e.frozen != nil }) {
+		return listed, got, nil // none: nothing to copy (a refresh's entities are the newest)
+	}
+	byBucket := map[*frozenBucket][]int32{}
 	var restListed []listedEntity
 	var restGot []entityColumns
 	for i := range got {
@@ -560,13 +563,7 @@ func takeFrozen(listed []listedEntity, got []entityColumns, keys []string, take 
 			restListed, restGot = append(restListed, listed[i]), append(restGot, got[i])
 			continue
 		}
-		if byBucket == nil {
-			byBucket = map[*frozenBucket][]int32{}
-		}
 		byBucket[got[i].frozen] = append(byBucket[got[i].frozen], got[i].at)
-	}
-	if byBucket == nil {
-		return listed, got, nil
 	}
 	times, values := make([]int64, 1), make([]float64, 1) // take copies what it keeps
 	points := 0
