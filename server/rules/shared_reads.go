@@ -177,16 +177,18 @@ func (q *sharingQuerier) Select(ctx context.Context, sortSeries bool, hints *sto
 }
 
 // selectKey names a Select by what its series and samples depend on: the Querier's range,
-// the hints' range, limit and shard, whether it asks for labels only (Func "series"), and
-// the matchers. The function and range around the selector, and the aggregation's
-// grouping, are left out: they choose what to read only for the Selects of range queries
-// (a tier, tsdb.SelectHints), which are not shared; so "max(x)", "count(x)" and
-// "rate(x[5m])" at one timestamp (a lookback of 5 minutes) read x once.
+// the hints' range, limit and shard, whether it asks for labels only (Func "series"),
+// whether it is of an instant selector (Range 0: the storage may then give each series'
+// latest sample only, promstore's engineselect), and the matchers. The function around
+// the selector and the aggregation's grouping are left out: they choose what to read only
+// for the Selects of range queries (a tier, tsdb.SelectHints), which are not shared; so
+// "max(x)" and "count(x)" at one timestamp read x once, as do "rate(x[5m])" and
+// "increase(x[5m])".
 func selectKey(mint, maxt int64, h *storage.SelectHints, ms []*labels.Matcher) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d %d", mint, maxt)
 	if h != nil {
-		fmt.Fprintf(&b, " %d %d %d %d %d %v %v", h.Start, h.End, h.Limit, h.ShardCount, h.ShardIndex, h.Func == "series", h.DisableTrimming)
+		fmt.Fprintf(&b, " %d %d %d %d %d %v %v %v", h.Start, h.End, h.Limit, h.ShardCount, h.ShardIndex, h.Func == "series", h.DisableTrimming, h.Range == 0)
 	}
 	names := make([]string, len(ms))
 	for i, m := range ms {

@@ -236,11 +236,15 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	lo, hi := EarliestMilli(from), EarliestMilli(to)
 	dropped := st.droppedPeriods()
 	points := 0 // taken since the read last held them
+	kept := 1   // of a point taken, the points held: none when each series keeps its latest
+	if slots.latest != nil {
+		kept = 0
+	}
 	takeSeries := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
 		for i, ms := range times {
 			if ms >= lo && ms < hi && !dropped(ms) {
 				slots.take(slot, Point{MS: ms, Value: values[i], Stamp: stamp, Record: record})
-				points++
+				points += kept
 			}
 		}
 	}
