@@ -616,9 +616,9 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 // instead of reading it themselves: a read mark of its data range, not kept (the staging
 // listing, then the raw and index logs of its periods in one request; readPreparer's,
 // which selects none of the listed entities), with its staged entities prefetched beside
-// it. An instant query's Selects would list the staging table
-// beside the index log, then read the raw log: the same wait, in a request more. Only for
-// Selects that read raw samples; a mark that fails leaves the Selects to fail as they will.
+// it. An instant query's Selects would list the staging table beside the index log, then
+// read the raw log: the same wait, in a request more. Only for Selects that read raw
+// samples; a mark that fails leaves the Selects to fail as they will.
 func (a *API) prepareRead(ctx context.Context, stmt *parser.EvalStmt) {
 	if a.marker == nil || a.begin == nil || !a.marker.ExactReads(ctx) {
 		return

@@ -73,9 +73,9 @@ type Marker interface {
 	ExactReads(ctx context.Context) bool
 }
 
-// readPreparer is a Marker that can take what a query's Selects will read without taking
-// a mark to keep (promstore.Queryable.PrepareRead): a read mark's selection of the staged
-// entities of the range, and their Sum, that no one keeps.
+// readPreparer is a Marker that can read beforehand what a query's Selects will take
+// without taking a mark (promstore.Queryable.PrepareRead): it neither selects the staged
+// entities of the range nor sums them, as a read mark does for the results cache.
 type readPreparer interface {
 	PrepareRead(ctx context.Context, from, to time.Time) error
 }

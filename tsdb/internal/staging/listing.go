@@ -355,6 +355,12 @@ func (l *entityListing) selected(f filter.Expr) []listedEntity {
 // of both kinds (a read mark's, a panel's of native histograms) looked at every histogram
 // entity to select the few of its range. l.mu is held.
 func (l *entityListing) spansOf(f filter.Expr) ([][2]int, bool) {
+	disjuncts := f.Disjuncts()
+	for _, d := range disjuncts {
+		if _, ok := d.LowerBound(LastProp); !ok {
+			return nil, false
+		}
+	}
 	byLast := l.sortedByLast()
 	search := func(from string) int {
 		i, _ := slices.BinarySearchFunc(byLast, from, func(lk lastKey, from string) int {
@@ -367,11 +373,8 @@ func (l *entityListing) spansOf(f filter.Expr) ([][2]int, bool) {
 	}
 	floatsEnd := search(histKeyPrefix)
 	var spans [][2]int
-	for _, d := range f.Disjuncts() {
-		from, ok := d.LowerBound(LastProp)
-		if !ok {
-			return nil, false
-		}
+	for _, d := range disjuncts {
+		from, _ := d.LowerBound(LastProp)
 		sp := [2]int{search(from), len(byLast)}
 		if below, ok := d.UpperBound(FirstProp); ok && filter.CompareUTF16(below, histKeyPrefix) < 0 {
 			sp[1] = max(sp[0], floatsEnd) // T a float time key: U too
