@@ -490,6 +490,7 @@ func TestTransportBackgroundWeighsBytes(t *testing.T) {
 		before := next.sent.Load()
 		hold := make(chan struct{})
 		send(body(4<<20), hold)
+		synctest.Wait() // the large one first: sent beside it, a small one may take a slot before it
 		for range 8 {
 			send(body(100), hold)
 		}
