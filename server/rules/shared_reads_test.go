@@ -101,8 +101,10 @@ groups:
 			Queryable: store, Writer: store, Registerer: reg, SharedReads: shared})
 		require.NoError(t, err)
 		start := time.Now()
-		// x grows by 1 every 5 s, so that each evaluation records another sum.
-		feed(store, start, 200*time.Second, func(at time.Duration) float64 { return at.Seconds() / 5 })
+		// x grows by 1 every 5 s, so that each evaluation records another sum. It starts a
+		// minute before the rules do, so that every evaluation (the first may come within 5 s
+		// of start: the group's offset hashes its file's path) finds two samples to rate.
+		feed(store, start.Add(-time.Minute), 260*time.Second, func(at time.Duration) float64 { return at.Seconds() / 5 })
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- m.Run(ctx) }()
