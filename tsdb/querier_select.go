@@ -47,8 +47,9 @@ func (q *Queryable) selectSeries(ctx context.Context, from, to time.Time, hints 
 		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		if hints == nil || hints.Func != "series" {
+		if (hints == nil || hints.Func != "series") && !changelog.IsSpeculative(ctx) {
 			// The staging listing's refresh beside the series index's read, not after it.
+			// (Not a speculative read's: it takes the listing and logs as they stand.)
 			ctx = q.db.staging.StartListing(ctx)
 			if began, ok := q.db.staging.ReadBegan(ctx); ok {
 				// And the raw change log's read beside them: the raw reads take it when the
@@ -150,6 +151,11 @@ func (q *Queryable) readPlanned(ctx context.Context, entries []entry, hints *Sel
 	units, err := q.plan(ctx, entries, hints, from, to)
 	if err != nil {
 		return nil, false, err
+	}
+	if changelog.IsSpeculative(ctx) && slices.ContainsFunc(units, func(u unit) bool { return u.tier }) {
+		// A tier's blocks are checked against no change log: a read after the refresh
+		// reads them (DB.Speculate).
+		return nil, false, ErrNotKnown
 	}
 	staged := newStagedGroups(q, units, from, to)
 	latest := hints != nil && hints.Latest

@@ -201,11 +201,13 @@ type API struct {
 	// never), counted in retries.
 	retryPause time.Duration
 	retries    prometheus.Counter
-	now        func() time.Time
-	logger     *slog.Logger
-	buildInfo  []byte // encoded once
-	limitHit   func(limit string)
-	rules      Rules
+	// speculations counts the instant queries answered speculatively, by outcome.
+	speculations *prometheus.CounterVec
+	now          func() time.Time
+	logger       *slog.Logger
+	buildInfo    []byte // encoded once
+	limitHit     func(limit string)
+	rules        Rules
 
 	// The results cache (results.go): nil results or marker, none.
 	results       *results.Cache
@@ -289,9 +291,15 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 	})
 	retries := prometheus.NewCounter(prometheus.CounterOpts{Name: "tablets_query_retries_total",
 		Help: "Requests of the query API tried again because the account was unavailable (Options.RetryPause)."})
+	speculations := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_query_speculations_total",
+		Help: "Instant queries the engine answered beside the request that checks the database (tsdb's DB.Speculate), by outcome: " +
+			"held (the answer), spoilt (the database had changed: answered again after the request), failed (answered again)."},
+		[]string{"outcome"})
 	if o.Registerer != nil {
-		if err := o.Registerer.Register(retries); err != nil {
-			return nil, err
+		for _, c := range []prometheus.Collector{retries, speculations} {
+			if err := o.Registerer.Register(c); err != nil {
+				return nil, err
+			}
 		}
 	}
 	marker, _ := q.(Marker) // before the wrapping below, which hides it
@@ -321,6 +329,7 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		timeout:       o.Timeout,
 		retryPause:    o.RetryPause,
 		retries:       retries,
+		speculations:  speculations,
 		now:           o.Now,
 		logger:        o.Logger,
 		buildInfo:     biJSON,
@@ -607,9 +616,54 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 		return nil, nil, newQueryError(err)
 	}
 	if stmt, ok := qry.Statement().(*parser.EvalStmt); ok {
-		a.prepareRead(ctx, stmt)
+		data, ws, held, ran := a.speculate(ctx, r, stmt, qry, limit)
+		if held {
+			return data, ws, nil
+		}
+		if ran { // a Query runs once
+			if qry, err = a.engine.NewInstantQuery(ctx, a.queryable, opts, r.FormValue("query"), ts); err != nil {
+				return nil, nil, newQueryError(err)
+			}
+		}
+		_ = a.prepareRead(ctx, stmt)
 	}
 	return a.exec(ctx, r, qry, limit)
+}
+
+// speculate answers an instant query speculatively where its database can (speculator:
+// tsdb's DB.Speculate): the engine answers from the database as this process last found
+// it while prepareRead's request is under way, instead of after it, and the answer stands
+// when that request found nothing changed. A refreshed instant panel waited for the request
+// (the staging listing, a millisecond of Azurite's), then for the engine, a third of that
+// again. held is whether it answered; else the caller prepares the read and has the engine
+// answer it, as any query: with another Query where ran (the engine ran qry).
+//
+// A speculation costs the engine's work twice when the database changed since this
+// process last listed it, at most the query's rate: a server refreshing dashboards lists
+// the staging table at every query, and most find nothing new.
+func (a *API) speculate(ctx context.Context, r *http.Request, stmt *parser.EvalStmt, qry promql.Query, limit int) (data []byte, ws annotations.Annotations, held, ran bool) {
+	s, ok := a.marker.(speculator)
+	if !ok {
+		return nil, nil, false, false
+	}
+	if _, _, ok := a.readRange(ctx, stmt); !ok {
+		return nil, nil, false, false
+	}
+	sctx, holds := s.Speculate(ctx)
+	prepared := make(chan error, 1)
+	go func() { prepared <- a.prepareRead(ctx, stmt) }()
+	data, ws, apiErr := a.exec(sctx, r, qry, limit)
+	err := <-prepared
+	switch {
+	case err != nil || apiErr != nil:
+		a.speculations.WithLabelValues("failed").Inc()
+	case !holds():
+		a.speculations.WithLabelValues("spoilt").Inc()
+	default:
+		a.speculations.WithLabelValues("held").Inc()
+		return data, ws, true, true
+	}
+	return nil, nil, false, true
 }
 
 // prepareRead reads beforehand what the Selects of a query that began (readBeginner) take
@@ -619,27 +673,33 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 // it. An instant query's Selects would list the staging table beside the index log, then
 // read the raw log: the same wait, in a request more. Only for Selects that read raw
 // samples; a mark that fails leaves the Selects to fail as they will.
-func (a *API) prepareRead(ctx context.Context, stmt *parser.EvalStmt) {
-	if a.marker == nil || a.begin == nil || !a.marker.ExactReads(ctx) {
-		return
-	}
-	selectors := parser.ExtractSelectors(stmt.Expr)
-	if len(selectors) == 0 { // nothing read (time(), vector(1))
-		return
-	}
-	mint, maxt := promql.FindMinMaxTime(stmt)
-	from, to, ok := storeRange(time.UnixMilli(mint), time.UnixMilli(maxt+1))
-	if !ok || !from.Before(to) {
-		return
+func (a *API) prepareRead(ctx context.Context, stmt *parser.EvalStmt) error {
+	from, to, ok := a.readRange(ctx, stmt)
+	if !ok {
+		return nil
 	}
 	if p, ok := a.marker.(stagedPrefetcher); ok {
-		p.PrefetchStaged(ctx, from, to, selectors)
+		p.PrefetchStaged(ctx, from, to, parser.ExtractSelectors(stmt.Expr))
 	}
 	if p, ok := a.marker.(readPreparer); ok {
-		_ = p.PrepareRead(ctx, from, to)
-		return
+		return p.PrepareRead(ctx, from, to)
 	}
-	_, _ = a.marker.ReadMark(ctx, from, to)
+	_, err := a.marker.ReadMark(ctx, from, to)
+	return err
+}
+
+// readRange is the range of samples prepareRead reads beforehand for stmt, and whether it
+// reads any: only for a query that began whose Selects read raw samples, and read some.
+func (a *API) readRange(ctx context.Context, stmt *parser.EvalStmt) (from, to time.Time, ok bool) {
+	if a.marker == nil || a.begin == nil || !a.marker.ExactReads(ctx) {
+		return from, to, false
+	}
+	if len(parser.ExtractSelectors(stmt.Expr)) == 0 { // nothing read (time(), vector(1))
+		return from, to, false
+	}
+	mint, maxt := promql.FindMinMaxTime(stmt)
+	from, to, ok = storeRange(time.UnixMilli(mint), time.UnixMilli(maxt+1))
+	return from, to, ok && from.Before(to)
 }
 
 // /api/v1/query_range: query, start, end, step, timeout, limit, lookback_delta, stats,

@@ -80,6 +80,12 @@ type readPreparer interface {
 	PrepareRead(ctx context.Context, from, to time.Time) error
 }
 
+// speculator is a Marker whose reads can run beside the request that checks them
+// (promstore.Queryable.Speculate: tsdb's DB.Speculate).
+type speculator interface {
+	Speculate(ctx context.Context) (context.Context, func() bool)
+}
+
 // stagedPrefetcher is a Marker that can begin fetching, beside a read mark, the staged
 // samples a query's Selects will read (promstore.Queryable.PrefetchStaged): a refreshed
 // panel then waits for the mark's read of the change log and that fetch at once, not one

@@ -31,6 +31,12 @@ func (q *Queryable) PrepareRead(ctx context.Context, from, to time.Time) error {
 	return q.db.PrepareRead(ctx, from, to)
 }
 
+// Speculate is tsdb's DB.Speculate: the query API answers an instant query beside its
+// PrepareRead, and keeps the answer when the check says it holds.
+func (q *Queryable) Speculate(ctx context.Context) (context.Context, func() bool) {
+	return q.db.Speculate(ctx)
+}
+
 // BeginRead is tsdb's DB.BeginRead: the query API begins each query's read with it, so
 // that its read mark and its Selects share the staging listing and the change logs' reads.
 func (q *Queryable) BeginRead(ctx context.Context) context.Context { return q.db.BeginRead(ctx) }

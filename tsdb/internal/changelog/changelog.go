@@ -56,6 +56,9 @@ type Log struct {
 	// returns (OnRecorded): the staging table's logs' mark.
 	recorded func(context.Context) error
 
+	// changes counts the states read that differ from the one known (Changes).
+	changes atomic.Uint64
+
 	mu       sync.Mutex
 	known    map[uint64]snapshot       // by period: the state last read
 	waiting  map[uint64]*pendingChange // by period: the changes waiting for the update under way
@@ -522,6 +525,11 @@ func (c *Log) recordUpdate(ctx context.Context, p uint64, r Range, receipt *Rece
 // way, if its read began after the context's read did (else it reads, as without). A
 // context of AnyKnown takes the state last read, if any.
 func (c *Log) State(ctx context.Context, p uint64) (State, error) {
+	if IsSpeculative(ctx) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.speculative(p)
+	}
 	if IsAnyKnown(ctx) {
 		if s, ok := c.Known(p); ok {
 			return s, nil
@@ -617,6 +625,11 @@ func AfterRead(ctx context.Context, seq uint64) context.Context {
 // read now. seq must be a count Log.after has reached: a read that counted (see
 // staging.Table.ReadPacked) knows it. A Log without after reads each time.
 func (c *Log) StateAfter(ctx context.Context, p uint64, seq uint64) (State, error) {
+	if IsSpeculative(ctx) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.speculative(p)
+	}
 	if c.after == nil {
 		s, _, _, err := c.read(ctx, p)
 		return s, err
@@ -683,6 +696,9 @@ func (c *Log) land(p uint64, r *stateRead, s State, err error) {
 		// the mark has). A log whose generation went back (its catalog made again) keeps
 		// the higher one known, which only makes its readers read its tables again.
 		old, ok := c.known[p]
+		if !ok || s.gen > old.state.gen {
+			c.changes.Add(1)
+		}
 		switch {
 		case !ok:
 			c.known[p] = snapshot{state: s, afterSeq: r.afterSeq}

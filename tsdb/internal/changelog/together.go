@@ -39,6 +39,15 @@ func StatesTogether(ctx context.Context, wants []Want) ([]State, error) {
 		c, p := w.Log, w.Period
 		need, now := c.need(ctx)
 		c.mu.Lock()
+		if IsSpeculative(ctx) {
+			s, err := c.speculative(p)
+			c.mu.Unlock()
+			if err != nil {
+				return nil, err
+			}
+			out[i] = s
+			continue
+		}
 		if snap, ok := c.known[p]; ok && snap.afterSeq >= need {
 			out[i] = snap.state
 			c.mu.Unlock()

@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -188,6 +190,27 @@ type entityListing struct {
 	departed map[[2]string]departedEntity
 	// receipts are the receipts matched against what the listing knew, by digest (folded.go).
 	receipts map[[16]byte][]listedEntity
+	// changes counts the refreshes that found the table otherwise than the one before
+	// (Table.Changes): another entity or ETag, another generation of either log, another
+	// logs' mark; and those that failed.
+	changes atomic.Uint64
+}
+
+// Changes counts the refreshes of the listing that found the table otherwise than the one
+// before, or failed: while it stands, the listing is what a refresh finds, as far as this
+// process refreshed it (tsdb's DB.Speculate).
+func (st *Table) Changes() uint64 { return st.listing.changes.Load() }
+
+// sameProps reports whether a and b list an entity alike (what reads fetched of it aside).
+func sameProps(a, b listedProps) bool {
+	a.fetches, b.fetches = 0, 0
+	return a == b
+}
+
+// changedLogs reports whether found finds the logs otherwise than the last refresh did.
+// l.mu is held.
+func (l *entityListing) changedLogs(found listFound) bool {
+	return found.gone || found.begun != l.begun || found.mark != l.mark
 }
 
 // departedEntity is an entity a whole listing no longer found (its ETag, T and U as listed
@@ -289,6 +312,9 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr, which select
 		arrival = min(arrival, began.starts) // the read began with StartListing: its refresh counts
 	}
 	l.mu.Unlock()
+	if changelog.IsSpeculative(ctx) {
+		return st.speculativeEntities(f, which, began)
+	}
 	joined := time.Now()
 	l.refresh.Lock() // behind a refresh under way, whose answer it may take
 	reqlimit.TallyJoined(ctx, joined)
@@ -313,6 +339,32 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr, which select
 	}
 	l.mu.Unlock()
 	l.refresh.Unlock()
+	slices.SortFunc(out, func(a, b listedEntity) int {
+		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
+	})
+	return out, listedAt, nil
+}
+
+// speculativeEntities is listedEntities of a speculative read (changelog.Speculative): the
+// listing as it stands, without a refresh or a wait for one under way, or
+// changelog.ErrNotKnown while none is known.
+func (st *Table) speculativeEntities(f filter.Expr, which selection, began readBegan) ([]listedEntity, uint64, error) {
+	l := &st.listing
+	l.mu.Lock()
+	if !l.known {
+		l.mu.Unlock()
+		return nil, 0, changelog.ErrNotKnown
+	}
+	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads, l.markFrom)
+	var out []listedEntity
+	switch {
+	case which == selectNone:
+	case which == selectRecent && l.recent != nil:
+		out = l.selectedOf(l.recent, f)
+	default:
+		out = l.selected(f)
+	}
+	l.mu.Unlock()
 	slices.SortFunc(out, func(a, b listedEntity) int {
 		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
 	})
@@ -545,16 +597,21 @@ func (st *Table) refreshListing(ctx context.Context) error {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.recent = make(map[[2]string]bool, len(got))
+			changed := l.changedLogs(found)
 			for k, p := range got {
 				l.recent[k] = true
 				was, ok := l.byKey[k]
 				if ok && was.etag == p.etag {
 					p.fetches = was.fetches // listed again within the margin: the same entity
 				}
+				changed = changed || !ok || !sameProps(was, p)
 				if !ok || was.last != p.last {
 					l.byLast = nil
 				}
 				l.byKey[k] = p
+			}
+			if changed {
+				l.changes.Add(1)
 			}
 			l.since, l.done = sinceOf(found.date), start
 			l.doneReads = st.readsDone.Add(1)
@@ -571,11 +628,15 @@ func (st *Table) refreshListing(ctx context.Context) error {
 		l.mu.Lock()
 		l.known = false
 		l.quietFrom, l.markFrom = 0, 0
+		l.changes.Add(1)
 		l.mu.Unlock()
 		return fmt.Errorf("tsdb: list staging: %w", err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.known || found.gen != l.gen || l.changedLogs(found) || !maps.EqualFunc(l.byKey, got, sameProps) {
+		l.changes.Add(1)
+	}
 	l.depart(l.byKey, got, wholeAt)
 	wasKnown := l.known
 	l.byKey, l.gen, l.whole, l.known = got, found.gen, wholeAt, st.log != nil
