@@ -123,6 +123,12 @@
 //   - read marks (ReadMark) keep nothing: a mark is a listing of the staging entities of a
 //     range and the raw change logs of its periods, which a cache of answers (the server's
 //     results cache) keeps with what it computed and checks with a later mark (Holds).
+//   - speculative reads (Speculate) keep nothing either: a read that takes the listing and
+//     the logs' states as they stand runs beside the PrepareRead that brings them up to
+//     date, and its answer stands when that found nothing changed (counted as the listing's
+//     refreshes and the logs' states read find them: TestSpeculateHoldsUntilAChange). The
+//     server's instant queries read so: their engine works while the listing's request is
+//     under way.
 //   - tier blocks Aggregate read (Options.BlockCache, none by default; --tiers.cache-bytes
 //     in a server): the first read of a tier table reads
 //     its blocks as ever and keeps them; a later one lists the keys and ETags of the blocks
