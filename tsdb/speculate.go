@@ -30,9 +30,15 @@ var ErrNotKnown = changelog.ErrNotKnown
 // the refresh; one that does not is thrown away and the query answered again, as any other.
 // Changes this process learns of for other reads count too: a Holds is false more often
 // than needed, never true when it should not be.
-func (db *DB) Speculate(ctx context.Context) (context.Context, func() bool) {
+//
+// ok is false, and ctx returned as is, where this process has not listed the staging table
+// yet: a speculation could only fail (a server's first query).
+func (db *DB) Speculate(ctx context.Context) (sctx context.Context, holds func() bool, ok bool) {
+	if !db.staging.Speculates() {
+		return ctx, nil, false
+	}
 	was := db.changesSeen()
-	return changelog.Speculative(ctx), func() bool { return db.changesSeen() == was }
+	return changelog.Speculative(ctx), func() bool { return db.changesSeen() == was }, true
 }
 
 // changesSeen counts what this process found changed of the database that a read takes

@@ -649,7 +649,10 @@ func (a *API) speculate(ctx context.Context, r *http.Request, stmt *parser.EvalS
 	if _, _, ok := a.readRange(ctx, stmt); !ok {
 		return nil, nil, false, false
 	}
-	sctx, holds := s.Speculate(ctx)
+	sctx, holds, ok := s.Speculate(ctx)
+	if !ok {
+		return nil, nil, false, false
+	}
 	prepared := make(chan error, 1)
 	go func() { prepared <- a.prepareRead(ctx, stmt) }()
 	data, ws, apiErr := a.exec(sctx, r, qry, limit)

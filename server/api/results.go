@@ -83,7 +83,7 @@ type readPreparer interface {
 // speculator is a Marker whose reads can run beside the request that checks them
 // (promstore.Queryable.Speculate: tsdb's DB.Speculate).
 type speculator interface {
-	Speculate(ctx context.Context) (context.Context, func() bool)
+	Speculate(ctx context.Context) (sctx context.Context, holds func() bool, ok bool)
 }
 
 // stagedPrefetcher is a Marker that can begin fetching, beside a read mark, the staged

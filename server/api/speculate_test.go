@@ -26,8 +26,8 @@ type speculatingStore struct {
 // speculativeKey marks a speculatingStore's speculative contexts.
 type speculativeKey struct{}
 
-func (s *speculatingStore) Speculate(ctx context.Context) (context.Context, func() bool) {
-	return context.WithValue(ctx, speculativeKey{}, true), s.holds.Load
+func (s *speculatingStore) Speculate(ctx context.Context) (context.Context, func() bool, bool) {
+	return context.WithValue(ctx, speculativeKey{}, true), s.holds.Load, true
 }
 
 func (s *speculatingStore) Querier(mint, maxt int64) (storage.Querier, error) {

@@ -33,7 +33,7 @@ func (q *Queryable) PrepareRead(ctx context.Context, from, to time.Time) error {
 
 // Speculate is tsdb's DB.Speculate: the query API answers an instant query beside its
 // PrepareRead, and keeps the answer when the check says it holds.
-func (q *Queryable) Speculate(ctx context.Context) (context.Context, func() bool) {
+func (q *Queryable) Speculate(ctx context.Context) (context.Context, func() bool, bool) {
 	return q.db.Speculate(ctx)
 }
 

@@ -201,6 +201,17 @@ type entityListing struct {
 // process refreshed it (tsdb's DB.Speculate).
 func (st *Table) Changes() uint64 { return st.listing.changes.Load() }
 
+// Speculates reports whether a speculative read (changelog.Speculative) may take the
+// listing: it is known, or the Table reads no staged samples.
+func (st *Table) Speculates() bool {
+	if st == nil || !st.reads {
+		return true
+	}
+	st.listing.mu.Lock()
+	defer st.listing.mu.Unlock()
+	return st.listing.known
+}
+
 // sameProps reports whether a and b list an entity alike (what reads fetched of it aside).
 func sameProps(a, b listedProps) bool {
 	a.fetches, b.fetches = 0, 0
