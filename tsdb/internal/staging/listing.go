@@ -192,8 +192,10 @@ type entityListing struct {
 	receipts map[[16]byte][]listedEntity
 	// changes counts the refreshes that found the table otherwise than the one before
 	// (Table.Changes): another entity or ETag, another generation of either log, another
-	// logs' mark; and those that failed.
+	// logs' mark, the table made or gone; and those that failed. gone is whether the last
+	// refresh found no table.
 	changes atomic.Uint64
+	gone    bool
 }
 
 // Changes counts the refreshes of the listing that found the table otherwise than the one
@@ -221,7 +223,7 @@ func sameProps(a, b listedProps) bool {
 // changedLogs reports whether found finds the logs otherwise than the last refresh did.
 // l.mu is held.
 func (l *entityListing) changedLogs(found listFound) bool {
-	return found.gone || found.begun != l.begun || found.mark != l.mark
+	return found.gone != l.gone || found.begun != l.begun || found.mark != l.mark
 }
 
 // departedEntity is an entity a whole listing no longer found (its ETag, T and U as listed
@@ -624,6 +626,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 			if changed {
 				l.changes.Add(1)
 			}
+			l.gone = found.gone
 			l.since, l.done = sinceOf(found.date), start
 			l.doneReads = st.readsDone.Add(1)
 			l.found(true, found.begun)
@@ -648,6 +651,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	if !l.known || found.gen != l.gen || l.changedLogs(found) || !maps.EqualFunc(l.byKey, got, sameProps) {
 		l.changes.Add(1)
 	}
+	l.gone = found.gone
 	l.depart(l.byKey, got, wholeAt)
 	wasKnown := l.known
 	l.byKey, l.gen, l.whole, l.known = got, found.gen, wholeAt, st.log != nil
