@@ -248,24 +248,10 @@ func (db *DB) Delete(ctx context.Context, series string, from, to time.Time) err
 	}
 	// Announced in the change log after the tables changed, failed or not (some samples
 	// may be gone): no read cache answers with them after.
-	if rerr := db.recordDeleted(ctx, from, to); err == nil {
+	if rerr := raw.RecordRange(ctx, db.changes, from, to, db.floats, db.hists); err == nil {
 		err = rerr
 	}
 	return err
-}
-
-// recordDeleted records a change of [from, to) in the change log of each period with a raw
-// or histogram table that exists or may exist.
-func (db *DB) recordDeleted(ctx context.Context, from, to time.Time) error {
-	spans, err := db.floats.Spans(ctx, from, to)
-	if err != nil {
-		return err
-	}
-	hists, err := db.hists.Spans(ctx, from, to)
-	if err != nil {
-		return err
-	}
-	return raw.RecordSpans(ctx, db.changes, append(spans, hists...))
 }
 
 // QueryPage returns at most limit points of [from, to) from token ("" to start). A token is

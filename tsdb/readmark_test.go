@@ -5,10 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
 	"github.com/seed71701133/tablets/internal/priority"
+	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/tsdb/internal/changelog"
 	"github.com/seed71701133/tablets/tsdb/internal/raw"
 )
@@ -25,25 +27,9 @@ func TestReadMarkReadsNoLogWhileTheMarkStands(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-	writer, svc, checker := stagingDB(t, "mark", &now) // stages its writes
-	o := writer.opts
-	o.DirectWrites = true
-	direct, err := Open(ctx, svc, writer.Name(), &o)
-	require.NoError(t, err)
-	o = writer.opts
-	o.StagingCache, o.IndexCache, o.RawCache = NewStagingCache(64<<20), NewIndexCache(64<<20), NewRawCache(64<<20)
-	reader, err := Open(ctx, svc, writer.Name(), &o)
-	require.NoError(t, err)
-
+	fx := newProcessesFixture(t, "mark")
+	direct, reader, checker, a, now, svc := fx.direct, fx.reader, fx.checker, fx.a, fx.now, fx.svc
 	from, to := now.Add(-time.Hour), now.Add(time.Minute)
-	a, err := writer.SeriesOf(ctx, LabelsFromStrings(MetricName, "m", "k", "a"))
-	require.NoError(t, err)
-	app := writer.Appender()
-	for ts := from; ts.Before(now); ts = ts.Add(time.Minute) {
-		app.AppendPoints(a, tablets.Point{Time: ts, Value: 1})
-	}
-	require.NoError(t, app.Commit(ctx))
 
 	q, err := reader.Queryable(nil)
 	require.NoError(t, err)
@@ -118,25 +104,9 @@ func TestPrepareReadServesTheSelects(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-	writer, svc, checker := stagingDB(t, "prep", &now)
-	o := writer.opts
-	o.DirectWrites = true
-	direct, err := Open(ctx, svc, writer.Name(), &o)
-	require.NoError(t, err)
-	o = writer.opts
-	o.StagingCache, o.IndexCache, o.RawCache = NewStagingCache(64<<20), NewIndexCache(64<<20), NewRawCache(64<<20)
-	reader, err := Open(ctx, svc, writer.Name(), &o)
-	require.NoError(t, err)
-
+	fx := newProcessesFixture(t, "prep")
+	direct, reader, checker, a, now := fx.direct, fx.reader, fx.checker, fx.a, fx.now
 	from, to := now.Add(-time.Hour), now.Add(time.Minute)
-	a, err := writer.SeriesOf(ctx, LabelsFromStrings(MetricName, "m", "k", "a"))
-	require.NoError(t, err)
-	app := writer.Appender()
-	for ts := from; ts.Before(now); ts = ts.Add(time.Minute) {
-		app.AppendPoints(a, tablets.Point{Time: ts, Value: 1})
-	}
-	require.NoError(t, app.Commit(ctx))
 	q, err := reader.Queryable(nil)
 	require.NoError(t, err)
 	refresh := func() map[string]int {
@@ -166,4 +136,39 @@ func TestPrepareReadServesTheSelects(t *testing.T) {
 	checker.Reset()
 	refresh()
 	require.Equal(t, int64(1), checker.Stats().Requests, "the listing alone again")
+}
+
+// processesFixture is a database and three processes of it on one account: writer stages
+// its writes, direct writes directly, reader reads with every cache; series a
+// (m{k="a"}) holds a point staged every minute of the hour before now.
+type processesFixture struct {
+	writer, direct, reader *DB
+	svc                    *aztables.ServiceClient
+	checker                *azurite.Checker
+	a                      string
+	now                    time.Time
+}
+
+func newProcessesFixture(t *testing.T, prefix string) processesFixture {
+	t.Helper()
+	ctx := context.Background()
+	fx := processesFixture{now: time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)}
+	fx.writer, fx.svc, fx.checker = stagingDB(t, prefix, &fx.now)
+	o := fx.writer.opts
+	o.DirectWrites = true
+	var err error
+	fx.direct, err = Open(ctx, fx.svc, fx.writer.Name(), &o)
+	require.NoError(t, err)
+	o = fx.writer.opts
+	o.StagingCache, o.IndexCache, o.RawCache = NewStagingCache(64<<20), NewIndexCache(64<<20), NewRawCache(64<<20)
+	fx.reader, err = Open(ctx, fx.svc, fx.writer.Name(), &o)
+	require.NoError(t, err)
+	fx.a, err = fx.writer.SeriesOf(ctx, LabelsFromStrings(MetricName, "m", "k", "a"))
+	require.NoError(t, err)
+	app := fx.writer.Appender()
+	for ts := fx.now.Add(-time.Hour); ts.Before(fx.now); ts = ts.Add(time.Minute) {
+		app.AppendPoints(fx.a, tablets.Point{Time: ts, Value: 1})
+	}
+	require.NoError(t, app.Commit(ctx))
+	return fx
 }

@@ -37,14 +37,11 @@ func (db *DB) Speculate(ctx context.Context) (sctx context.Context, holds func()
 	if !db.staging.Speculates() {
 		return ctx, nil, false
 	}
-	was := db.changesSeen()
-	return changelog.Speculative(ctx), func() bool { return db.changesSeen() == was }, true
-}
-
-// changesSeen counts what this process found changed of the database that a read takes
-// without reading it again: the staging listing's refreshes that found it changed, and the
-// states of the raw and index change logs that differ from those known before them. Each
-// count only grows.
-func (db *DB) changesSeen() uint64 {
-	return db.staging.Changes() + db.changes.Changes() + db.index.Log.Changes()
+	// What this process found changed of the database that a read takes without reading
+	// it again: the staging listing's refreshes that found it changed, and the states of
+	// the raw and index change logs that differ from those known before them. Each count
+	// only grows.
+	seen := func() uint64 { return db.staging.Changes() + db.changes.Changes() + db.index.Log.Changes() }
+	was := seen()
+	return changelog.Speculative(ctx), func() bool { return seen() == was }, true
 }

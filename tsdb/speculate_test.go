@@ -19,25 +19,9 @@ func TestSpeculateHoldsUntilAChange(t *testing.T) {
 		t.Skip("Azurite")
 	}
 	ctx := context.Background()
-	now := time.Date(2025, 3, 10, 9, 0, 0, 0, time.UTC)
-	writer, svc, checker := stagingDB(t, "spec", &now)
-	o := writer.opts
-	o.DirectWrites = true
-	direct, err := Open(ctx, svc, writer.Name(), &o)
-	require.NoError(t, err)
-	o = writer.opts
-	o.StagingCache, o.IndexCache, o.RawCache = NewStagingCache(64<<20), NewIndexCache(64<<20), NewRawCache(64<<20)
-	reader, err := Open(ctx, svc, writer.Name(), &o)
-	require.NoError(t, err)
-
+	fx := newProcessesFixture(t, "spec")
+	writer, direct, reader, checker, a, now := fx.writer, fx.direct, fx.reader, fx.checker, fx.a, fx.now
 	from, to := now.Add(-time.Hour), now.Add(time.Minute)
-	a, err := writer.SeriesOf(ctx, LabelsFromStrings(MetricName, "m", "k", "a"))
-	require.NoError(t, err)
-	app := writer.Appender()
-	for ts := from; ts.Before(now); ts = ts.Add(time.Minute) {
-		app.AppendPoints(a, tablets.Point{Time: ts, Value: 1})
-	}
-	require.NoError(t, app.Commit(ctx))
 	q, err := reader.Queryable(nil)
 	require.NoError(t, err)
 	selectAll := func(ctx context.Context) (map[string]int, error) {
@@ -87,7 +71,7 @@ func TestSpeculateHoldsUntilAChange(t *testing.T) {
 
 	// Another process stages a point: the speculation took the listing before the refresh
 	// that found it.
-	app = writer.Appender()
+	app := writer.Appender()
 	app.AppendPoints(a, tablets.Point{Time: now, Value: 5})
 	require.NoError(t, app.Commit(ctx))
 	got, held, err = speculate()

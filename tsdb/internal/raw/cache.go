@@ -553,6 +553,23 @@ func RecordSpans(ctx context.Context, log *changelog.Log, spans []Span) error {
 	return log.Record(ctx, ranges)
 }
 
+// RecordRange records in the raw change log a change of [from, to) in each period where a
+// table of stores exists or may exist (Store.Spans): a Delete's, before or after its
+// deletes (some may be gone), so that no read cache answers with what it deleted after.
+func RecordRange(ctx context.Context, log *changelog.Log, from, to time.Time, stores ...interface {
+	Spans(ctx context.Context, from, to time.Time) ([]Span, error)
+}) error {
+	var spans []Span
+	for _, st := range stores {
+		sp, err := st.Spans(ctx, from, to)
+		if err != nil {
+			return err
+		}
+		spans = append(spans, sp...)
+	}
+	return RecordSpans(ctx, log, spans)
+}
+
 // cachedSpan passes emit the samples of the series in Span sp, from the cache where the
 // change log says they still stand, else from the table (and caches them). It returns gone
 // for a table that is gone.

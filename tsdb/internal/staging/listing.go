@@ -340,6 +340,16 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr, which select
 			return nil, 0, err
 		}
 	}
+	out, listedAt := st.selectListed(f, which, began)
+	l.refresh.Unlock()
+	return out, listedAt, nil
+}
+
+// selectListed returns the entities of the listing which selects, in key order, and the
+// count of ReadsDone a raw log read must have seen to go with it (logAfter), for a read
+// that began as began says.
+func (st *Table) selectListed(f filter.Expr, which selection, began readBegan) ([]listedEntity, uint64) {
+	l := &st.listing
 	l.mu.Lock()
 	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads, l.markFrom)
 	var out []listedEntity
@@ -351,11 +361,10 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr, which select
 		out = l.selected(f)
 	}
 	l.mu.Unlock()
-	l.refresh.Unlock()
 	slices.SortFunc(out, func(a, b listedEntity) int {
 		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
 	})
-	return out, listedAt, nil
+	return out, listedAt
 }
 
 // speculativeEntities is listedEntities of a speculative read (changelog.Speculative): the
@@ -364,23 +373,12 @@ func (st *Table) listedEntities(ctx context.Context, f filter.Expr, which select
 func (st *Table) speculativeEntities(f filter.Expr, which selection, began readBegan) ([]listedEntity, uint64, error) {
 	l := &st.listing
 	l.mu.Lock()
-	if !l.known {
-		l.mu.Unlock()
+	known := l.known // a refresh failing after it counts a change (Changes): no answer holds
+	l.mu.Unlock()
+	if !known {
 		return nil, 0, changelog.ErrNotKnown
 	}
-	listedAt := logAfter(l.doneReads, l.quietFrom, began.reads, l.markFrom)
-	var out []listedEntity
-	switch {
-	case which == selectNone:
-	case which == selectRecent && l.recent != nil:
-		out = l.selectedOf(l.recent, f)
-	default:
-		out = l.selected(f)
-	}
-	l.mu.Unlock()
-	slices.SortFunc(out, func(a, b listedEntity) int {
-		return cmp.Or(strings.Compare(a.pk, b.pk), strings.Compare(a.rk, b.rk))
-	})
+	out, listedAt := st.selectListed(f, which, began)
 	return out, listedAt, nil
 }
 
