@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/seed71701133/tablets/server/internal/engineselect"
 	"github.com/seed71701133/tablets/server/internal/results"
 )
 
@@ -471,7 +472,7 @@ func (a *API) computeRange(ctx context.Context, q rangeRequest, from, to int64) 
 		return nil, nil, newQueryError(err)
 	}
 	defer qry.Close()
-	res := qry.Exec(ctx)
+	res := qry.Exec(engineselect.With(ctx)) // as exec's
 	if res.Err != nil {
 		return nil, res.Warnings, classify(res.Err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/tsdb/chunks"
@@ -16,7 +17,7 @@ import (
 // Prometheus' own list iterator: Prometheus' histogram chunks would re-code them (a
 // counter reset hint per chunk, spans widened to a chunk's layout) and its chain iterator
 // forgets the counter reset hints where it switches between float and histogram samples;
-// the samples must come back as stored.
+// the samples must come back as stored (but for the hints resolveResets resolves).
 
 // mixedSample is a float or histogram sample: h or fh set for a histogram.
 type mixedSample struct {
@@ -103,6 +104,60 @@ func (c copyingIterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, 
 	}
 	stored.CopyTo(fh)
 	return t, fh
+}
+
+// resolvesResets are the functions whose Selects, in the engine's evaluation, have their
+// histogram samples' unknown counter reset hints resolved (resolveResets): those that
+// compare each histogram sample of a window with the one before it (DetectReset) and give
+// no sample's hint in their result (a gauge histogram, or a float). Another function's
+// result may carry a hint on (sum_over_time adds the samples, last_over_time is one), and
+// what a recording rule writes must be what it wrote before.
+var resolvesResets = map[string]bool{"rate": true, "increase": true, "irate": true, "resets": true}
+
+// resolveResets sets the counter reset hint of each histogram sample stored as unknown to
+// what comparing it with the histogram sample before it finds (FloatHistogram.DetectReset):
+// CounterReset or NotCounterReset. A series' first sample, staleness markers, and hints
+// stored otherwise (a gauge's) are left as they are. The engine evaluates rate over a 5m
+// range at a 15s step by comparing each sample with the one before it in every window that
+// holds both, twenty times, and half of a native histogram panel's CPU went into it; with
+// the hint set, each comparison is a look at the hint, as over Prometheus' own chunks,
+// whose iterators give NotCounterReset for every sample after a chunk's first. The
+// engine's windows hold the series' histogram samples in order, staleness markers and
+// floats left out, so each compares a sample with the one this compared it with: the
+// answers are those of the stored hints.
+func (s *memSeries) resolveResets() {
+	var prev, cur *histogram.FloatHistogram
+	havePrev := false
+	for i := range s.mixed {
+		m := &s.mixed[i]
+		var hint *histogram.CounterResetHint
+		switch {
+		case m.h != nil:
+			if value.IsStaleNaN(m.h.Sum) {
+				continue
+			}
+			cur, hint = m.h.ToFloat(cur), &m.h.CounterResetHint
+		case m.fh != nil:
+			if value.IsStaleNaN(m.fh.Sum) {
+				continue
+			}
+			if cur == nil {
+				cur = &histogram.FloatHistogram{}
+			}
+			m.fh.CopyTo(cur) // a copy: cur is written over by the samples after
+			hint = &m.fh.CounterResetHint
+		default:
+			continue // a float
+		}
+		if havePrev && *hint == histogram.UnknownCounterReset {
+			if cur.DetectReset(prev) {
+				*hint = histogram.CounterReset
+			} else {
+				*hint = histogram.NotCounterReset
+			}
+		}
+		prev, cur, havePrev = cur, prev, true
+	}
 }
 
 var errNoHistogram = errors.New("a histogram sample with neither an integer nor a float histogram")

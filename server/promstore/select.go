@@ -63,7 +63,8 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 	stop := context.AfterFunc(qr.ctx, cancel)
 	done := func() { stop(); cancel() }
 	next, end := iter.Pull2(qr.q.q.Querier(from, to).Select(ctx, th, ms...))
-	set := &seriesSet{next: next, done: func() { end(); done() }}
+	set := &seriesSet{next: next, done: func() { end(); done() },
+		resolveResets: engineselect.Is(ctx) && hints != nil && resolvesResets[hints.Func]}
 	qr.mu.Lock()
 	defer qr.mu.Unlock()
 	if qr.ctx.Err() != nil { // closed already
@@ -84,6 +85,8 @@ type seriesSet struct {
 	at   storage.Series
 	err  error
 	over bool
+	// resolveResets: the engine's Select of a function resolvesResets has (memSeries.resolveResets).
+	resolveResets bool
 }
 
 // stop ends the Select, unless it ended.
@@ -120,6 +123,9 @@ func (s *seriesSet) Next() bool {
 		s.err, s.over = err, true
 		s.done()
 		return false
+	}
+	if s.resolveResets {
+		m.resolveResets()
 	}
 	s.at = m
 	return true
