@@ -363,8 +363,11 @@ func newDashFixture(tb testing.TB, targets int) *dashFixture {
 // openDB opens the fixture's tablets database as `tablets serve` does: with a staging cache
 // and a block cache of its default sizes (fresh ones: a DB opened so answers its first
 // queries as a server just started), every request through the fixture's Checker.
-func (fx *dashFixture) openDB(tb testing.TB) *tsdb.DB {
-	db, err := tsdb.Open(context.Background(), fx.svc, fx.name, &tsdb.Options{Layout: chunkedLayout,
+func (fx *dashFixture) openDB(tb testing.TB) *tsdb.DB { return fx.openDBAt(tb, nil) }
+
+// openDBAt is openDB with the clock now (nil: time.Now).
+func (fx *dashFixture) openDBAt(tb testing.TB, now func() time.Time) *tsdb.DB {
+	db, err := tsdb.Open(context.Background(), fx.svc, fx.name, &tsdb.Options{Layout: chunkedLayout, Now: now,
 		StagingCache: tsdb.NewStagingCache(tsdb.DefaultStagingCacheBytes * 4),
 		BlockCache:   tsdb.NewBlockCache(tsdb.DefaultBlockCacheBytes * 4),
 		RawCache:     tsdb.NewRawCache(tsdb.DefaultRawCacheBytes * 4),
@@ -394,9 +397,13 @@ func (fx *dashFixture) newKeepingServer(tb testing.TB) (*server.Server, *server.
 
 // newWarmedServer is a newServer whose database first warmed its caches up as tablets
 // serve's does when it starts (tsdb.DB.Warm from server.DefaultWarmCache before the
-// dashboard's now): a server started a while before the dashboard is opened.
+// dashboard's now): a server started a while before the dashboard is opened. Its
+// database's clock is the dashboard's now (its panels are asked dashRefreshAfter later):
+// the warm-up brings in the staged entities of the half hour before it, which the fixture
+// staged, and not of the half hour before the wall clock, minutes later than the
+// dashboard's samples as the benchmark goes on.
 func (fx *dashFixture) newWarmedServer(tb testing.TB) *server.Server {
-	db := fx.openDB(tb)
+	db := fx.openDBAt(tb, func() time.Time { return fx.now })
 	_, err := db.Warm(context.Background(), fx.now.Add(-server.DefaultWarmCache))
 	require.NoError(tb, err)
 	s, _ := fx.serverOf(tb, db, nil, false)
