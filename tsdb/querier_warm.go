@@ -28,6 +28,11 @@ type WarmReport struct {
 	Metrics int
 	// Staged is the number of staging entities of the range the staging cache took whole.
 	Staged int
+	// HistSeries is the number of series whose histogram samples were cached, HistSamples
+	// their samples, HistBytes the cache's bytes they (and the same series' float points,
+	// if any) took.
+	HistSeries, HistSamples int
+	HistBytes               int64
 }
 
 // Warm brings up what a process just started (a deploy, a restart, one more server behind a
@@ -48,9 +53,11 @@ type WarmReport struct {
 //     change log like any other entry: a write, fold, delete or retention made since, by
 //     any process, is read again where it touched. It stops once the cache holds half its
 //     bound (the cache is shared by a server's tenants: the first warmed take the room),
-//     and leaves a series the cache holds as much of as it is. Native histograms are not
-//     read (their tables have no scan); with a raw layout that does not scan (only
-//     chunked does) or without a raw cache it caches nothing;
+//     and leaves a series the cache holds as much of as it is. With a raw layout that does
+//     not scan (only chunked does) or without a raw cache it caches nothing;
+//   - the same for native histograms: the histogram samples (and float points, mostly
+//     none) of the series the index cache found with histogram samples, read as a Select
+//     of them reads (their tables have no scan), unless the cache is half full;
 //   - the staging cache (Options.StagingCache): the staging entities holding samples of
 //     the last warmStaged (from on), whole, with one query (as the first read of every series would fetch
 //     them), and the listing of the table, so that the first queries list only what was
@@ -66,7 +73,7 @@ func (db *DB) Warm(ctx context.Context, from time.Time) (WarmReport, error) {
 	}
 	present := db.names.PeriodOf(db.opts.Now())
 	db.index.PrimeWhole(ctx, present)
-	metrics, err := db.index.WarmCache(ctx, present)
+	metrics, histSeries, err := db.index.WarmCache(ctx, present)
 	if err != nil {
 		return WarmReport{}, fmt.Errorf("tsdb: warming the index cache: %w", err)
 	}
@@ -75,8 +82,17 @@ func (db *DB) Warm(ctx context.Context, from time.Time) (WarmReport, error) {
 		return WarmReport{Metrics: metrics}, err
 	}
 	w, err := db.floats.Warm(ctx, from)
+	rep := WarmReport{Series: w.Series, Points: w.Points, Bytes: w.Bytes, Full: w.Full, Metrics: metrics, Staged: staged}
 	if err != nil {
-		err = fmt.Errorf("tsdb: warming the raw cache: %w", err)
+		return rep, fmt.Errorf("tsdb: warming the raw cache: %w", err)
 	}
-	return WarmReport{Series: w.Series, Points: w.Points, Bytes: w.Bytes, Full: w.Full, Metrics: metrics, Staged: staged}, err
+	if w.Full {
+		return rep, nil
+	}
+	hw, err := db.hists.Warm(ctx, db.floats, histSeries, from)
+	rep.HistSeries, rep.HistSamples, rep.HistBytes, rep.Full = hw.Series, hw.Points, hw.Bytes, hw.Full
+	if err != nil {
+		err = fmt.Errorf("tsdb: warming the raw cache of histograms: %w", err)
+	}
+	return rep, err
 }

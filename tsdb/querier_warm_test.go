@@ -234,3 +234,69 @@ func TestWarmFillsTheStagingCache(t *testing.T) {
 	require.Zero(t, rep.Staged, "staging entities warmed, of samples older than warmStaged")
 	require.Zero(t, db2.opts.StagingCache.Stats().Bytes)
 }
+
+// A warm-up reads the histogram samples of the series the index found with histogram
+// samples (their tables have no scan), and the same series' float points (none): a Select
+// of them after it, over the last hour, reads neither table, and answers as a process
+// without caches does.
+func TestWarmReadsHistogramSeries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	ctx := context.Background()
+	now := time.Date(2024, 5, 23, 20, 0, 0, 0, time.UTC)
+	k := newKeyRangeDB(t, "wh", now, now)
+	var hists []SeriesHistograms
+	for i := range 3 {
+		key := seriesOfLabel(t, k.DB, "lat", fmt.Sprint(i))
+		var hs []HistogramPoint
+		for j := range 120 { // written directly: 100 samples or more a series
+			n := uint64(j + 1)
+			hs = append(hs, HistogramPoint{Time: now.Add(time.Duration(j-120) * time.Minute),
+				H: &Histogram{Count: n, Sum: float64(n) / 2, ZeroThreshold: 0.001, ZeroCount: n}})
+		}
+		hists = append(hists, SeriesHistograms{Series: key, Histograms: hs})
+	}
+	// And a float series: the period's raw table exists, as in any database with floats.
+	var pts []tablets.Point
+	for j := range 120 {
+		pts = append(pts, tablets.Point{Time: now.Add(time.Duration(j-120) * time.Minute), Value: float64(j)})
+	}
+	floats := []SeriesPoints{{Series: seriesOfLabel(t, k.DB, "up", "0"), Points: pts}}
+	require.NoError(t, k.DB.WriteSamples(ctx, floats, hists))
+	read := func(q *Queryable) map[string][]string {
+		got := map[string][]string{}
+		for s, err := range q.Querier(now.Add(-time.Hour), now).Select(ctx, nil, Matcher{Type: MatchEqual, Name: "__name__", Value: "lat"}) {
+			require.NoError(t, err)
+			for it := s.Iterator(); it.Next(); {
+				x := it.At()
+				require.NotNil(t, x.H)
+				got[s.Labels.Get("i")] = append(got[s.Labels.Get("i")], fmt.Sprintf("%d:%d", x.T, x.H.Count))
+			}
+		}
+		return got
+	}
+	truth := read(mustQueryable(t, k.open(t, false)))
+	require.Len(t, truth, 3)
+	require.Len(t, truth["0"], 60)
+
+	db := k.openCached(t)
+	rep, err := db.Warm(ctx, now.Add(-2*time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 3, rep.HistSeries)
+	require.Equal(t, 3*120, rep.HistSamples)
+	require.Positive(t, rep.HistBytes)
+	p := k.names.PeriodOf(now)
+	k.reads.table, k.reads.second = k.names.HistTable(p), k.names.RawTable(p)
+	k.reads.n.Store(0)
+	k.reads.nSecond.Store(0)
+	require.Equal(t, truth, read(mustQueryable(t, db)))
+	require.Zero(t, k.reads.n.Load(), "histogram table queries after the warm-up")
+	require.Zero(t, k.reads.nSecond.Load(), "raw table queries after the warm-up")
+
+	// Without it, the same Select reads both.
+	cold := k.openCached(t)
+	require.Equal(t, truth, read(mustQueryable(t, cold)))
+	require.Positive(t, k.reads.n.Load(), "histogram table queries without the warm-up")
+	require.Positive(t, k.reads.nSecond.Load(), "raw table queries without the warm-up")
+}

@@ -113,3 +113,45 @@ func (r *Store[S, T]) warmStart(ctx context.Context, scanner *chunked.Store, sp 
 // cache's current generation is half the bound; what a warm-up adds past it pushes out
 // what it added first).
 func (c *Cache) full() bool { return int64(c.entries.Size()) >= c.maxBytes/2 }
+
+// Warm brings into the cache the histogram samples of the series of names from from to the
+// present, and the float points of the same series (mostly none: a histogram series' float
+// table holds its float samples, if any), as the reads of a dashboard's panels of them
+// would: the histogram tables have no scan by ranges of keys, so it reads the series named
+// (the index's series with histogram samples, tsdb's Warm), by the reads a Select makes
+// (pages of their chunks, by ranges of keys where many). Each entry is of the generation of
+// the period's change log read before it, as every read's. It reads nothing once the cache
+// holds half its bound (Full), or without a cache. Warmed counts the histogram series
+// read, their samples and the bytes the cache took.
+func (h *Hists) Warm(ctx context.Context, floats *Floats, names []string, from time.Time) (Warmed, error) {
+	var w Warmed
+	r := h.Store
+	if r.cache == nil || len(names) == 0 {
+		return w, nil
+	}
+	if r.cache.full() {
+		w.Full = true
+		return w, nil
+	}
+	now := r.now()
+	if !from.Before(now) {
+		return w, nil
+	}
+	before := r.cache.entries.Size()
+	seen := map[string]bool{}
+	for s, err := range h.WithStaged(ctx, names, from, now, nil) {
+		if err != nil {
+			return w, err
+		}
+		if !seen[s.Series] {
+			seen[s.Series] = true
+			w.Series++
+		}
+		w.Points++
+	}
+	if _, err := floats.Prefetch(ctx, names, from, now); err != nil {
+		return w, err
+	}
+	w.Bytes = int64(r.cache.entries.Size() - before)
+	return w, nil
+}
