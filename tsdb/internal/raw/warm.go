@@ -2,6 +2,7 @@ package raw
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/seed71701133/tablets/chunked"
@@ -120,11 +121,11 @@ func (c *Cache) full() bool { return int64(c.entries.Size()) >= c.maxBytes/2 }
 // would: the histogram tables have no scan by ranges of keys, so it reads the series named
 // (the index's series with histogram samples, tsdb's Warm), by the reads a Select makes
 // (pages of their chunks, by ranges of keys where many). Each entry is of the generation of
-// the period's change log read before it, as every read's. It reads nothing once the cache
-// holds half its bound (Full), or without a cache. Warmed counts the histogram series
+// the period's change log read before it, as every read's. It stops once the cache holds
+// half its bound (Full), within a batch of warmHistBatch series; without a cache it reads
+// nothing. Warmed counts the histogram series
 // read, their samples and the bytes the cache took.
-func (h *Hists) Warm(ctx context.Context, floats *Floats, names []string, from time.Time) (Warmed, error) {
-	var w Warmed
+func (h *Hists) Warm(ctx context.Context, floats *Floats, names []string, from time.Time) (w Warmed, err error) {
 	r := h.Store
 	if r.cache == nil || len(names) == 0 {
 		return w, nil
@@ -138,20 +139,32 @@ func (h *Hists) Warm(ctx context.Context, floats *Floats, names []string, from t
 		return w, nil
 	}
 	before := r.cache.entries.Size()
-	seen := map[string]bool{}
-	for s, err := range h.WithStaged(ctx, names, from, now, nil) {
-		if err != nil {
+	defer func() { w.Bytes = int64(r.cache.entries.Size() - before) }()
+	// A batch at a time, so that it stops within a batch of the bound, as the floats' scan
+	// stops within a series: a database of many native histogram series would otherwise
+	// read them all, and push out of the cache what the warm-up cached first.
+	for batch := range slices.Chunk(names, warmHistBatch) {
+		if r.cache.full() {
+			w.Full = true
+			return w, nil
+		}
+		seen := map[string]bool{}
+		for s, err := range h.WithStaged(ctx, batch, from, now, nil) {
+			if err != nil {
+				return w, err
+			}
+			if !seen[s.Series] {
+				seen[s.Series] = true
+				w.Series++
+			}
+			w.Points++
+		}
+		if _, err := floats.Prefetch(ctx, batch, from, now); err != nil {
 			return w, err
 		}
-		if !seen[s.Series] {
-			seen[s.Series] = true
-			w.Series++
-		}
-		w.Points++
 	}
-	if _, err := floats.Prefetch(ctx, names, from, now); err != nil {
-		return w, err
-	}
-	w.Bytes = int64(r.cache.entries.Size() - before)
 	return w, nil
 }
+
+// warmHistBatch is how many series a histogram warm-up reads at once: a Select's batch.
+const warmHistBatch = 64
