@@ -68,7 +68,8 @@ func (s *Server) warm(ctx context.Context) {
 		rep, err := s.db.Warm(ctx, from)
 		if err == nil {
 			s.log.Info("warmed the caches up", "from", from, "series", rep.Series, "points", rep.Points,
-				"bytes", rep.Bytes, "full", rep.Full, "metrics", rep.Metrics, "staged", rep.Staged, "took", time.Since(started).Round(time.Millisecond))
+				"bytes", rep.Bytes, "full", rep.Full, "metrics", rep.Metrics, "staged", rep.Staged,
+				"histogram_series", rep.HistSeries, "histogram_samples", rep.HistSamples, "took", time.Since(started).Round(time.Millisecond))
 		}
 		return err
 	})
