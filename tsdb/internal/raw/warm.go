@@ -123,8 +123,8 @@ func (c *Cache) full() bool { return int64(c.entries.Size()) >= c.maxBytes/2 }
 // (pages of their chunks, by ranges of keys where many). Each entry is of the generation of
 // the period's change log read before it, as every read's. It stops once the cache holds
 // half its bound (Full), within a batch of warmHistBatch series; without a cache it reads
-// nothing. Warmed counts the histogram series
-// read, their samples and the bytes the cache took.
+// nothing. Warmed counts the histogram series read, their samples and the bytes the cache
+// took.
 func (h *Hists) Warm(ctx context.Context, floats *Floats, names []string, from time.Time) (w Warmed, err error) {
 	r := h.Store
 	if r.cache == nil || len(names) == 0 {
