@@ -25,10 +25,11 @@
 // staleness markers (a histogram whose Sum is the stale NaN); AtFloatHistogram converts an
 // integer histogram, as Prometheus' iterators do, and AtHistogram and AtFloatHistogram
 // copy: the caller may change what they return. One exception, which changes no answer: in
-// the engine's evaluation (engineselect), a Select of rate, increase, irate or resets has
-// each histogram sample's unknown counter reset hint set to what comparing it with the
-// sample before it finds, as Prometheus' chunk iterators give NotCounterReset after a
-// chunk's first sample (resolvesResets: the engine compared each sample some twenty times).
+// the engine's evaluation (engineselect), a Select of rate, increase, irate or resets whose
+// windows overlap has each histogram sample's unknown counter reset hint set to what
+// comparing it with the sample before it finds, as Prometheus' chunk iterators give
+// NotCounterReset after a chunk's first sample (resolvingPays: the engine compared each
+// sample in every window holding it, twenty times in a rate over 5m at a 15s step).
 //
 // hints.ShardCount and ShardIndex select the series of a shard by labels.StableHash
 // (tsdb.SelectHints.Keep); hints.Func "series" returns labels only; the engine's lookback

@@ -114,6 +114,15 @@ func (c copyingIterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, 
 // what a recording rule writes must be what it wrote before.
 var resolvesResets = map[string]bool{"rate": true, "increase": true, "irate": true, "resets": true}
 
+// resolvingPays says whether a Select of the engine's with hints has its histogram samples'
+// hints resolved: of a function of resolvesResets whose windows overlap, each sample in
+// two or more of them. Where each sample is in one window (an instant query's, a rule's,
+// a step as long as the range) the engine compares each sample once, and resolving would
+// compare it once more, and convert it.
+func resolvingPays(hints *storage.SelectHints) bool {
+	return hints != nil && resolvesResets[hints.Func] && hints.Step > 0 && hints.Range >= 2*hints.Step
+}
+
 // resolveResets sets the counter reset hint of each histogram sample stored as unknown to
 // what comparing it with the histogram sample before it finds (FloatHistogram.DetectReset):
 // CounterReset or NotCounterReset. A series' first sample, staleness markers, and hints

@@ -100,12 +100,37 @@ func (q seriesQueryable) LabelNames(context.Context, *storage.LabelHints, ...*la
 func (q seriesQueryable) Select(_ context.Context, _ bool, hints *storage.SelectHints, _ ...*labels.Matcher) storage.SeriesSet {
 	var out []storage.Series
 	for _, s := range q.series() {
-		if q.resolve && hints != nil && resolvesResets[hints.Func] {
+		if q.resolve && resolvingPays(hints) {
 			s.resolveResets()
 		}
 		out = append(out, s)
 	}
 	return &listSet{list: out, i: -1}
+}
+
+// Hints are resolved for the engine's functions that compare each histogram sample with
+// the one before it, where their windows overlap: where each sample is in one window (an
+// instant query, a rule, a step as long as the range) the engine compares it once anyway.
+func TestResolvingPays(t *testing.T) {
+	min := time.Minute.Milliseconds()
+	for _, c := range []struct {
+		hints *storage.SelectHints
+		want  bool
+	}{
+		{nil, false},
+		{&storage.SelectHints{Func: "rate", Range: 5 * min, Step: min / 4}, true},
+		{&storage.SelectHints{Func: "increase", Range: 2 * min, Step: min}, true},
+		{&storage.SelectHints{Func: "irate", Range: 5 * min, Step: min}, true},
+		{&storage.SelectHints{Func: "resets", Range: 10 * min, Step: min}, true},
+		{&storage.SelectHints{Func: "rate", Range: 5 * min}, false},                      // an instant query's, a rule's
+		{&storage.SelectHints{Func: "rate", Range: 5 * min, Step: 5 * min}, false},       // a window a step
+		{&storage.SelectHints{Func: "rate", Range: 5 * min, Step: 3 * min}, false},       // a sample in one or two
+		{&storage.SelectHints{Func: "sum_over_time", Range: 5 * min, Step: min}, false},  // its result carries a hint on
+		{&storage.SelectHints{Func: "last_over_time", Range: 5 * min, Step: min}, false}, // so does this one's
+		{&storage.SelectHints{Func: "", Range: 0, Step: min}, false},                     // a selector alone
+	} {
+		require.Equal(t, c.want, resolvingPays(c.hints), "%+v", c.hints)
+	}
 }
 
 // The engine answers the functions that take resolved hints as it does over the hints as

@@ -63,8 +63,7 @@ func (qr *Querier) Select(ctx context.Context, _ bool, hints *storage.SelectHint
 	stop := context.AfterFunc(qr.ctx, cancel)
 	done := func() { stop(); cancel() }
 	next, end := iter.Pull2(qr.q.q.Querier(from, to).Select(ctx, th, ms...))
-	set := &seriesSet{next: next, done: func() { end(); done() },
-		resolveResets: engineselect.Is(ctx) && hints != nil && resolvesResets[hints.Func]}
+	set := &seriesSet{next: next, done: func() { end(); done() }, resolveResets: engineselect.Is(ctx) && resolvingPays(hints)}
 	qr.mu.Lock()
 	defer qr.mu.Unlock()
 	if qr.ctx.Err() != nil { // closed already
