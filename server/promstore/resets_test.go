@@ -35,10 +35,6 @@ func hintsOf(s *memSeries) []histogram.CounterResetHint {
 // The unknown hints become what the sample says against the histogram sample before it;
 // the first, staleness markers, gauges and hints stored otherwise stay as stored.
 func TestResolveResets(t *testing.T) {
-	floatOf := func(h *tablets.Histogram) *tablets.FloatHistogram {
-		fh := promconvFloat(h)
-		return fh
-	}
 	stale := intHist(tablets.UnknownCounterReset, 0)
 	stale.Sum = math.Float64frombits(staleNaN)
 	s := &memSeries{}
@@ -46,16 +42,16 @@ func TestResolveResets(t *testing.T) {
 		t int64
 		p tablets.HistogramPoint
 	}{
-		{1, tablets.HistogramPoint{H: intHist(tablets.UnknownCounterReset, 10)}},           // the first: unknown still
-		{3, tablets.HistogramPoint{H: intHist(tablets.UnknownCounterReset, 20)}},           // grew
-		{4, tablets.HistogramPoint{H: stale}},                                              // left out
-		{5, tablets.HistogramPoint{H: intHist(tablets.UnknownCounterReset, 5)}},            // fell: against 20, not the marker
-		{6, tablets.HistogramPoint{FH: floatOf(intHist(tablets.UnknownCounterReset, 15))}}, // a float histogram after an integer one
-		{7, tablets.HistogramPoint{H: intHist(tablets.GaugeType, 3)}},                      // a gauge's hint stays
-		{8, tablets.HistogramPoint{H: intHist(tablets.UnknownCounterReset, 30)}},           // grew from the gauge's 3
-		{9, tablets.HistogramPoint{H: intHist(tablets.CounterReset, 40)}},                  // stored: stays
-		{10, tablets.HistogramPoint{FH: floatOf(intHist(tablets.NotCounterReset, 2))}},     // stored: stays
-		{11, tablets.HistogramPoint{FH: floatOf(intHist(tablets.UnknownCounterReset, 1))}}, // fell
+		{1, tablets.HistogramPoint{H: intHist(tablets.UnknownCounterReset, 10)}},             // the first: unknown still
+		{3, tablets.HistogramPoint{H: intHist(tablets.UnknownCounterReset, 20)}},             // grew
+		{4, tablets.HistogramPoint{H: stale}},                                                // left out
+		{5, tablets.HistogramPoint{H: intHist(tablets.UnknownCounterReset, 5)}},              // fell: against 20, not the marker
+		{6, tablets.HistogramPoint{FH: floatHist(intHist(tablets.UnknownCounterReset, 15))}}, // a float histogram after an integer one
+		{7, tablets.HistogramPoint{H: intHist(tablets.GaugeType, 3)}},                        // a gauge's hint stays
+		{8, tablets.HistogramPoint{H: intHist(tablets.UnknownCounterReset, 30)}},             // grew from the gauge's 3
+		{9, tablets.HistogramPoint{H: intHist(tablets.CounterReset, 40)}},                    // stored: stays
+		{10, tablets.HistogramPoint{FH: floatHist(intHist(tablets.NotCounterReset, 2))}},     // stored: stays
+		{11, tablets.HistogramPoint{FH: floatHist(intHist(tablets.UnknownCounterReset, 1))}}, // fell
 	} {
 		require.NoError(t, s.appendHistogram(h.t, h.p))
 	}
@@ -71,7 +67,8 @@ func TestResolveResets(t *testing.T) {
 	require.Equal(t, 12, s.samples())
 }
 
-func promconvFloat(h *tablets.Histogram) *tablets.FloatHistogram {
+// floatHist is h as a float histogram.
+func floatHist(h *tablets.Histogram) *tablets.FloatHistogram {
 	fh := &tablets.FloatHistogram{CounterResetHint: h.CounterResetHint, Schema: h.Schema, ZeroThreshold: h.ZeroThreshold,
 		ZeroCount: float64(h.ZeroCount), Count: float64(h.Count), Sum: h.Sum, PositiveSpans: h.PositiveSpans}
 	abs := int64(0)
@@ -112,22 +109,22 @@ func (q seriesQueryable) Select(_ context.Context, _ bool, hints *storage.Select
 // the one before it, where their windows overlap: where each sample is in one window (an
 // instant query, a rule, a step as long as the range) the engine compares it once anyway.
 func TestResolvingPays(t *testing.T) {
-	min := time.Minute.Milliseconds()
+	minute := time.Minute.Milliseconds()
 	for _, c := range []struct {
 		hints *storage.SelectHints
 		want  bool
 	}{
 		{nil, false},
-		{&storage.SelectHints{Func: "rate", Range: 5 * min, Step: min / 4}, true},
-		{&storage.SelectHints{Func: "increase", Range: 2 * min, Step: min}, true},
-		{&storage.SelectHints{Func: "irate", Range: 5 * min, Step: min}, true},
-		{&storage.SelectHints{Func: "resets", Range: 10 * min, Step: min}, true},
-		{&storage.SelectHints{Func: "rate", Range: 5 * min}, false},                      // an instant query's, a rule's
-		{&storage.SelectHints{Func: "rate", Range: 5 * min, Step: 5 * min}, false},       // a window a step
-		{&storage.SelectHints{Func: "rate", Range: 5 * min, Step: 3 * min}, false},       // a sample in one or two
-		{&storage.SelectHints{Func: "sum_over_time", Range: 5 * min, Step: min}, false},  // its result carries a hint on
-		{&storage.SelectHints{Func: "last_over_time", Range: 5 * min, Step: min}, false}, // so does this one's
-		{&storage.SelectHints{Func: "", Range: 0, Step: min}, false},                     // a selector alone
+		{&storage.SelectHints{Func: "rate", Range: 5 * minute, Step: minute / 4}, true},
+		{&storage.SelectHints{Func: "increase", Range: 2 * minute, Step: minute}, true},
+		{&storage.SelectHints{Func: "irate", Range: 5 * minute, Step: minute}, true},
+		{&storage.SelectHints{Func: "resets", Range: 10 * minute, Step: minute}, true},
+		{&storage.SelectHints{Func: "rate", Range: 5 * minute}, false},                         // an instant query's, a rule's
+		{&storage.SelectHints{Func: "rate", Range: 5 * minute, Step: 5 * minute}, false},       // a window a step
+		{&storage.SelectHints{Func: "rate", Range: 5 * minute, Step: 3 * minute}, false},       // a sample in one or two
+		{&storage.SelectHints{Func: "sum_over_time", Range: 5 * minute, Step: minute}, false},  // its result carries a hint on
+		{&storage.SelectHints{Func: "last_over_time", Range: 5 * minute, Step: minute}, false}, // so does this one's
+		{&storage.SelectHints{Func: "", Range: 0, Step: minute}, false},                        // a selector alone
 	} {
 		require.Equal(t, c.want, resolvingPays(c.hints), "%+v", c.hints)
 	}
@@ -167,7 +164,7 @@ func TestResolvedResetsAnswerAsStored(t *testing.T) {
 					h.PositiveSpans = []tablets.HistogramSpan{{Offset: 2, Length: 2}}
 				}
 				if i%2 == 1 {
-					require.NoError(t, s.appendHistogram(at, tablets.HistogramPoint{FH: promconvFloat(h)}))
+					require.NoError(t, s.appendHistogram(at, tablets.HistogramPoint{FH: floatHist(h)}))
 				} else {
 					require.NoError(t, s.appendHistogram(at, tablets.HistogramPoint{H: h}))
 				}
