@@ -257,6 +257,18 @@ type dashFixture struct {
 	engine *promql.Engine
 
 	stagedAt time.Time // when the last staged commit returned
+
+	// tails are the float series as they end at now, for samples after it
+	// (BenchmarkDashboardIngesting).
+	tails []dashTail
+}
+
+// dashTail is a float series' last two samples, and its key in the tablets database.
+type dashTail struct {
+	ls     labels.Labels
+	key    string
+	last   float64
+	growth float64 // of a scrape: |last - the sample before|
 }
 
 // settle waits until the staging entities' listing margin passed since the last staged
@@ -345,6 +357,12 @@ func newDashFixture(tb testing.TB, targets int) *dashFixture {
 		}
 	}
 	fx.stagedAt = time.Now()
+	for i, s := range data {
+		if n := len(s.fs); n >= 2 && s.hs == nil {
+			fx.tails = append(fx.tails, dashTail{ls: labels.FromStrings(s.pairs...), key: keys[i], last: s.fs[n-1],
+				growth: math.Abs(s.fs[n-1] - s.fs[n-2])})
+		}
+	}
 	st = fx.checker.Stats()
 	tb.Logf("tablets: staged the last %s in %d commits in %s: %d requests, %d bytes sent",
 		dashStaged, commits, time.Since(start).Round(time.Millisecond), st.Requests, st.RequestBytes)
@@ -613,8 +631,13 @@ func (fx *dashFixture) askPrometheus(p dashPanel) (dashAnswer, error) {
 // tablets' answers are timed with their JSON. It returns the time the engine (or Querier)
 // took too, of the whole.
 func (fx *dashFixture) servePrometheus(p dashPanel) ([]byte, time.Duration, error) {
+	return fx.servePrometheusAt(p, fx.now)
+}
+
+// servePrometheusAt is servePrometheus with the dashboard's now at now.
+func (fx *dashFixture) servePrometheusAt(p dashPanel, now time.Time) ([]byte, time.Duration, error) {
 	start := time.Now()
-	v, err := fx.evalPrometheus(p)
+	v, err := fx.evalPrometheusAt(p, now)
 	engine := time.Since(start)
 	if err != nil {
 		return nil, engine, err
@@ -631,8 +654,13 @@ func (fx *dashFixture) servePrometheus(p dashPanel) ([]byte, time.Duration, erro
 // evalPrometheus is the panel's answer from the Prometheus tsdb: the engine's result
 // (parser.Value), or a variable's label values ([]string) or series ([]labels.Labels).
 func (fx *dashFixture) evalPrometheus(p dashPanel) (any, error) {
+	return fx.evalPrometheusAt(p, fx.now)
+}
+
+// evalPrometheusAt is evalPrometheus with the dashboard's now at now.
+func (fx *dashFixture) evalPrometheusAt(p dashPanel, now time.Time) (any, error) {
 	ctx := context.Background()
-	start, end := p.times(fx.now)
+	start, end := p.times(now)
 	var (
 		qry promql.Query
 		err error
