@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/seed71701133/tablets/internal/testkit/azurite"
 	"github.com/seed71701133/tablets/server"
 	"github.com/seed71701133/tablets/server/api"
+	"github.com/seed71701133/tablets/tsdb"
 )
 
 // dashIngestPanels are the panels BenchmarkDashboardIngesting refreshes: an instant
@@ -44,43 +46,12 @@ var dashIngestPanels = []string{"up-by-job-now", "requests-1h-now", "rate-by-cod
 //
 //	TABLETS_DASHBOARD_TARGETS=100 go test ./server -run '^$' -bench DashboardIngesting -benchtime 100x
 func BenchmarkDashboardIngesting(b *testing.B) {
-	fx := newDashFixture(b, dashTargets(b, 20))
-	ctx := context.Background()
-	var clock atomic.Int64 // the newest sample's time, milliseconds
-	clock.Store(fx.now.UnixMilli())
-	db := fx.openDB(b)
-	srv, err := server.New(db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
-		Query: &api.Options{ResultsCache: server.NewResultsCache(server.DefaultResultsCacheBytes),
-			Now: func() time.Time { return time.UnixMilli(clock.Load()).Add(dashRefreshAfter) }}})
-	require.NoError(b, err)
-	b.Cleanup(func() { _ = srv.Close() })
-	// write appends the next scrape of every float series to both stores.
-	write := func() time.Time {
-		at := time.UnixMilli(clock.Load()).Add(dashScrape)
-		app := db.Appender()
-		papp := fx.prom.Appender(ctx)
-		for i := range fx.tails {
-			t := &fx.tails[i]
-			t.last += t.growth
-			app.AppendPoints(t.key, tablets.Point{Time: at, Value: t.last})
-			_, err := papp.Append(0, t.ls, at.UnixMilli(), t.last)
-			require.NoError(b, err)
-		}
-		require.NoError(b, app.Commit(ctx))
-		require.NoError(b, papp.Commit())
-		clock.Store(at.UnixMilli())
-		return at.Add(dashRefreshAfter)
-	}
-	for _, name := range dashIngestPanels {
-		var p dashPanel
-		for _, q := range dashPanels {
-			if q.name == name {
-				p = q
-			}
-		}
-		require.NotEmpty(b, p.expr, name)
+	in := newDashIngest(b, newDashFixture(b, dashTargets(b, 20)))
+	fx, db, srv, ctx := in.fx, in.db, in.srv, context.Background()
+	for _, p := range dashIngestPanelsOf(b) {
+		name := p.name
 		b.Run(name, func(b *testing.B) {
-			now := write()
+			now := in.write(b)
 			_, err := p.askTablets(srv, now) // answered once before: a refresh
 			require.NoError(b, err)
 			fx.checker.Reset()
@@ -89,7 +60,7 @@ func BenchmarkDashboardIngesting(b *testing.B) {
 			var body []byte
 			b.StopTimer()
 			for range b.N {
-				now = write()
+				now = in.write(b)
 				before := fx.checker.Stats()
 				start := time.Now()
 				b.StartTimer()
@@ -106,17 +77,7 @@ func BenchmarkDashboardIngesting(b *testing.B) {
 				require.NoError(b, db.PrepareRead(db.BeginRead(ctx), now.Add(-5*time.Minute), now))
 				fresh += time.Since(start)
 			}
-			got, err := answerOfJSON(p.kind, body)
-			require.NoError(b, err)
-			v, err := fx.evalPrometheusAt(p, now)
-			require.NoError(b, err)
-			pv, ok := v.(parser.Value)
-			require.True(b, ok, "%T", v)
-			want, err := answerOfPromQL(pv)
-			require.NoError(b, err)
-			d := compareAnswers(want, got)
-			require.Empty(b, d.Shape, "%s: the last refresh's answer", name)
-			require.Zero(b, d.Inexact, "%s: the last refresh's answer: %s", name, d.Where)
+			in.check(b, p, now, body)
 			n := float64(b.N)
 			b.ReportMetric(ms(tab)/n, "ms/op")
 			b.ReportMetric(ms(prom)/n, "prometheus-ms/op")
@@ -127,4 +88,100 @@ func BenchmarkDashboardIngesting(b *testing.B) {
 			b.ReportMetric(ms(cost.Busy)/n, "account-busy-ms/op")
 		})
 	}
+}
+
+// TestDashboardIngesting: BenchmarkDashboardIngesting's refreshes, a few of each panel, each
+// answer as Prometheus' over the same samples: a refresh that answered without the samples
+// written since the one before (a speculative instant query's answer held, a results
+// cache's step or a staging cache's entities taken as they were) fails it. up-by-job-now's
+// answer does not change as samples arrive (every up is 1); the others' change at each
+// write.
+func TestDashboardIngesting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("Azurite")
+	}
+	in := newDashIngest(t, newDashFixture(t, dashTargets(t, 10)))
+	for _, p := range dashIngestPanelsOf(t) {
+		now := in.write(t)
+		body, err := p.askTablets(in.srv, now)
+		require.NoError(t, err)
+		in.check(t, p, now, body)
+		for range 3 {
+			now = in.write(t)
+			body, err := p.askTablets(in.srv, now)
+			require.NoError(t, err)
+			in.check(t, p, now, body)
+		}
+	}
+}
+
+// dashIngest is a dashboard fixture's database served as samples arrive: write appends a
+// scrape of every float series to both stores, dashScrape after the one before, and moves
+// the server's clock (its results cache's) to dashRefreshAfter past it.
+type dashIngest struct {
+	fx    *dashFixture
+	db    *tsdb.DB
+	srv   *server.Server
+	clock atomic.Int64 // the newest sample's time, milliseconds
+}
+
+func newDashIngest(tb testing.TB, fx *dashFixture) *dashIngest {
+	in := &dashIngest{fx: fx, db: fx.openDB(tb)}
+	in.clock.Store(fx.now.UnixMilli())
+	srv, err := server.New(in.db, &server.Options{FoldEvery: -1, RollupEvery: -1, CompactEvery: -1, RetainEvery: -1,
+		Query: &api.Options{ResultsCache: server.NewResultsCache(server.DefaultResultsCacheBytes),
+			Now: func() time.Time { return time.UnixMilli(in.clock.Load()).Add(dashRefreshAfter) }}})
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = srv.Close() })
+	in.srv = srv
+	return in
+}
+
+// write appends the next scrape of every float series to both stores (through tsdb's
+// Appender, and Prometheus' head), and returns the dashboard's now after it.
+func (in *dashIngest) write(tb testing.TB) time.Time {
+	ctx := context.Background()
+	at := time.UnixMilli(in.clock.Load()).Add(dashScrape)
+	app := in.db.Appender()
+	papp := in.fx.prom.Appender(ctx)
+	for i := range in.fx.tails {
+		t := &in.fx.tails[i]
+		t.last += t.growth
+		app.AppendPoints(t.key, tablets.Point{Time: at, Value: t.last})
+		_, err := papp.Append(0, t.ls, at.UnixMilli(), t.last)
+		require.NoError(tb, err)
+	}
+	require.NoError(tb, app.Commit(ctx))
+	require.NoError(tb, papp.Commit())
+	in.clock.Store(at.UnixMilli())
+	return at.Add(dashRefreshAfter)
+}
+
+// check fails tb unless body, tablets' answer to p at now, is Prometheus' (as
+// TestDashboardPeer compares them).
+func (in *dashIngest) check(tb testing.TB, p dashPanel, now time.Time, body []byte) {
+	tb.Helper()
+	got, err := answerOfJSON(p.kind, body)
+	require.NoError(tb, err)
+	v, err := in.fx.evalPrometheusAt(p, now)
+	require.NoError(tb, err)
+	pv, ok := v.(parser.Value)
+	require.True(tb, ok, "%T", v)
+	want, err := answerOfPromQL(pv)
+	require.NoError(tb, err)
+	require.Positive(tb, want.samples(), "%s: Prometheus' answer is not empty", p.name)
+	d := compareAnswers(want, got)
+	require.Empty(tb, d.Shape, "%s at %s", p.name, now)
+	require.Zero(tb, d.Inexact, "%s at %s: %s", p.name, now, d.Where)
+}
+
+// dashIngestPanelsOf is dashIngestPanels' panels.
+func dashIngestPanelsOf(tb testing.TB) []dashPanel {
+	var out []dashPanel
+	for _, name := range dashIngestPanels {
+		i := slices.IndexFunc(dashPanels, func(p dashPanel) bool { return p.name == name })
+		require.GreaterOrEqual(tb, i, 0, name)
+		out = append(out, dashPanels[i])
+	}
+	return out
 }
