@@ -17,8 +17,9 @@ import (
 	"github.com/seed71701133/tablets/tsdb"
 )
 
-// dashIngestPanels are the panels BenchmarkDashboardIngesting refreshes: an instant
-// panel's and range panels' of float samples (the benchmark writes no histogram).
+// dashIngestPanels are the panels BenchmarkDashboardIngesting and TestDashboardIngesting
+// refresh: two instant and two range panels, of float samples only (the writes add no
+// histogram sample).
 var dashIngestPanels = []string{"up-by-job-now", "requests-1h-now", "rate-by-code-1h", "latency-p99-6h"}
 
 // BenchmarkDashboardIngesting: panels of TestDashboardPeer's dashboard refreshed while

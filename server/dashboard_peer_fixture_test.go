@@ -258,12 +258,13 @@ type dashFixture struct {
 
 	stagedAt time.Time // when the last staged commit returned
 
-	// tails are the float series as they end at now, for samples after it
-	// (BenchmarkDashboardIngesting).
+	// tails are the float series as they end at now, for samples after it (dashIngest's
+	// writes, which move them on).
 	tails []dashTail
 }
 
-// dashTail is a float series' last two samples, and its key in the tablets database.
+// dashTail is a float series' last sample, how much it grew at its last scrape, and its key
+// in the tablets database.
 type dashTail struct {
 	ls     labels.Labels
 	key    string
