@@ -69,7 +69,7 @@ func (s *Server) warm(ctx context.Context) {
 		if err == nil {
 			s.log.Info("warmed the caches up", "from", from, "series", rep.Series, "points", rep.Points,
 				"bytes", rep.Bytes, "full", rep.Full, "metrics", rep.Metrics, "staged", rep.Staged,
-				"histogram_series", rep.HistSeries, "histogram_samples", rep.HistSamples, "took", time.Since(started).Round(time.Millisecond))
+				"histogram_series", rep.HistSeries, "histogram_samples", rep.HistSamples, "histogram_bytes", rep.HistBytes, "took", time.Since(started).Round(time.Millisecond))
 		}
 		return err
 	})
