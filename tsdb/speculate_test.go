@@ -69,6 +69,16 @@ func TestSpeculateHoldsUntilAChange(t *testing.T) {
 	require.True(t, held)
 	require.Equal(t, map[string]int{"a": 60}, got)
 
+	// A speculation whose context ended (its check found the database changed: the query
+	// API stops it) stops reading, though all it reads is cached: its Select ends with the
+	// context's error, not with an answer.
+	cctx, cancel := context.WithCancel(reader.BeginRead(ctx))
+	sctx, _, ok := reader.Speculate(cctx)
+	require.True(t, ok)
+	cancel()
+	_, err = selectAll(sctx)
+	require.ErrorIs(t, err, context.Canceled)
+
 	// Another process stages a point: the speculation took the listing before the refresh
 	// that found it.
 	app := writer.Appender()

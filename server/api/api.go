@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -203,11 +204,14 @@ type API struct {
 	retries    prometheus.Counter
 	// speculations counts the instant queries answered speculatively, by outcome.
 	speculations *prometheus.CounterVec
-	now          func() time.Time
-	logger       *slog.Logger
-	buildInfo    []byte // encoded once
-	limitHit     func(limit string)
-	rules        Rules
+	// changing is whether the last check of a speculation (prepareRead after DB.Speculate)
+	// found the database changed: the next query does not speculate (see speculate).
+	changing  atomic.Bool
+	now       func() time.Time
+	logger    *slog.Logger
+	buildInfo []byte // encoded once
+	limitHit  func(limit string)
+	rules     Rules
 
 	// The results cache (results.go): nil results or marker, none.
 	results       *results.Cache
@@ -293,7 +297,8 @@ func New(q storage.Queryable, opts *Options) (*API, error) {
 		Help: "Requests of the query API tried again because the account was unavailable (Options.RetryPause)."})
 	speculations := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tablets_query_speculations_total",
 		Help: "Instant queries the engine answered beside the request that checks the database (tsdb's DB.Speculate), by outcome: " +
-			"held (the answer), spoilt (the database had changed: answered again after the request), failed (answered again)."},
+			"held (the answer), spoilt (the database had changed: answered again after the request), failed (answered again), " +
+			"skipped (not tried: the check of the query before found the database changed)."},
 		[]string{"outcome"})
 	if o.Registerer != nil {
 		for _, c := range []prometheus.Collector{retries, speculations} {
@@ -625,7 +630,6 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 				return nil, nil, newQueryError(err)
 			}
 		}
-		_ = a.prepareRead(ctx, stmt)
 	}
 	return a.exec(ctx, r, qry, limit)
 }
@@ -635,33 +639,60 @@ func (a *API) query(r *http.Request) ([]byte, annotations.Annotations, *apiError
 // it while prepareRead's request is under way, instead of after it, and the answer stands
 // when that request found nothing changed. A refreshed instant panel waited for the request
 // (the staging listing, a millisecond of Azurite's), then for the engine, a third of that
-// again. held is whether it answered; else the caller prepares the read and has the engine
-// answer it, as any query: with another Query where ran (the engine ran qry).
+// again. held is whether it answered; else the read is prepared (prepareRead) and the
+// caller has the engine answer it, as any query: with another Query where ran (the engine
+// ran qry).
 //
-// A speculation costs the engine's work twice when the database changed since this
-// process last listed it, at most the query's rate: a server refreshing dashboards lists
-// the staging table at every query, and most find nothing new.
+// A speculation the request finds spoilt is stopped then: it cost the engine's work until
+// the request returned, and the CPU it took from the request's (on Azurite, the listing's)
+// and from other queries. So while the database changes at every check, as it does while
+// samples arrive at a watched dashboard's pace, none is tried: a query speculates only
+// where the check before it, the last of this process's queries, found nothing changed
+// (a check that finds the database changed is as likely to the next time). The check
+// itself is made by every query, so a database that falls quiet is speculated on again
+// from the query after the first that finds it so.
 func (a *API) speculate(ctx context.Context, r *http.Request, stmt *parser.EvalStmt, qry promql.Query, limit int) (data []byte, ws annotations.Annotations, held, ran bool) {
 	s, ok := a.marker.(speculator)
+	if ok {
+		_, _, ok = a.readRange(ctx, stmt)
+	}
+	var sctx context.Context
+	var holds func() bool
+	if ok {
+		sctx, holds, ok = s.Speculate(ctx)
+	}
 	if !ok {
+		_ = a.prepareRead(ctx, stmt) // a failed one fails the Selects as they read
 		return nil, nil, false, false
 	}
-	if _, _, ok := a.readRange(ctx, stmt); !ok {
+	if a.changing.Load() {
+		err := a.prepareRead(ctx, stmt)
+		a.changing.Store(err != nil || !holds())
+		a.speculations.WithLabelValues("skipped").Inc()
 		return nil, nil, false, false
 	}
-	sctx, holds, ok := s.Speculate(ctx)
-	if !ok {
-		return nil, nil, false, false
-	}
+	sctx, stop := context.WithCancel(sctx)
+	defer stop()
 	prepared := make(chan error, 1)
-	go func() { prepared <- a.prepareRead(ctx, stmt) }()
+	go func() {
+		err := a.prepareRead(ctx, stmt)
+		if err != nil || !holds() {
+			// The answer cannot stand, whatever the engine still has to do: stopped now, the
+			// query is answered again as soon as the speculation gives back its CPU.
+			stop()
+		}
+		prepared <- err
+	}()
 	data, ws, apiErr := a.exec(sctx, r, qry, limit)
 	err := <-prepared
+	a.changing.Store(err != nil || !holds())
 	switch {
-	case err != nil || apiErr != nil:
+	case err != nil:
 		a.speculations.WithLabelValues("failed").Inc()
 	case !holds():
 		a.speculations.WithLabelValues("spoilt").Inc()
+	case apiErr != nil:
+		a.speculations.WithLabelValues("failed").Inc()
 	default:
 		a.speculations.WithLabelValues("held").Inc()
 		return data, ws, true, true

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/prometheus/model/labels"
@@ -17,10 +19,12 @@ import (
 
 // speculatingStore is a begunStore that speculates (a speculator, as promstore.Queryable
 // is): a speculative read finds no series at all (or fails, as fails says), so that an
-// answer tells which read gave it; its check holds as holds says.
+// answer tells which read gave it; its check holds as holds says. Where blocks says, a
+// speculative read waits for its context to end, an hour at most, and stopped records
+// that it did.
 type speculatingStore struct {
 	begunStore
-	holds, fails atomic.Bool
+	holds, fails, blocks, stopped atomic.Bool
 }
 
 // speculativeKey marks a speculatingStore's speculative contexts.
@@ -42,6 +46,14 @@ type speculatingQuerier struct {
 
 func (q speculatingQuerier) Select(ctx context.Context, sortSeries bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	if ctx.Value(speculativeKey{}) != nil {
+		if q.s.blocks.Load() {
+			select {
+			case <-ctx.Done():
+				q.s.stopped.Store(true)
+				return storage.ErrSeriesSet(ctx.Err())
+			case <-time.After(10 * time.Second): // well within the query's timeout
+			}
+		}
 		if q.s.fails.Load() {
 			return storage.ErrSeriesSet(errors.New("not known"))
 		}
@@ -52,7 +64,9 @@ func (q speculatingQuerier) Select(ctx context.Context, sortSeries bool, hints *
 
 // An instant query over a store that speculates is answered by a speculative read when its
 // check holds, and again, by a read as any other, when it does not: the answer is never
-// the speculation's then. A query that reads nothing does not speculate.
+// the speculation's then. After a check that did not hold, the next query does not
+// speculate; it checks, and the one after a check that held speculates again. A query that
+// reads nothing does not speculate.
 func TestInstantQuerySpeculates(t *testing.T) {
 	store := &speculatingStore{begunStore: begunStore{&markedStore{memStore: testStore()}}}
 	a, err := New(store, &Options{})
@@ -71,9 +85,9 @@ func TestInstantQuerySpeculates(t *testing.T) {
 	count := func(outcome string) int {
 		return int(testutil.ToFloat64(a.speculations.WithLabelValues(outcome)))
 	}
+	const speculated = `{"resultType":"vector","result":[]}`
 	store.holds.Store(true)
-	require.JSONEq(t, `{"resultType":"vector","result":[]}`, string(instant(`sum(http_requests_total)`).Data),
-		"the speculation's answer")
+	require.JSONEq(t, speculated, string(instant(`sum(http_requests_total)`).Data), "the speculation's answer")
 	require.Equal(t, 1, count("held"))
 
 	store.holds.Store(false)
@@ -81,12 +95,43 @@ func TestInstantQuerySpeculates(t *testing.T) {
 	require.Contains(t, string(resp.Data), `"value":[`, "the answer of the read after the check, not the speculation's")
 	require.Equal(t, 1, count("spoilt"))
 
+	// The database changed at the last check: the next queries check first, and answer after.
+	resp = instant(`sum(http_requests_total)`)
+	require.Contains(t, string(resp.Data), `"value":[`, "no speculation after a check that found the database changed")
+	require.Equal(t, 1, count("skipped"))
 	store.holds.Store(true)
+	resp = instant(`sum(http_requests_total)`)
+	require.Contains(t, string(resp.Data), `"value":[`, "no speculation after a check that found the database changed")
+	require.Equal(t, 2, count("skipped"))
+	require.JSONEq(t, speculated, string(instant(`sum(http_requests_total)`).Data),
+		"a speculation's answer again, after a check that found nothing changed")
+	require.Equal(t, 2, count("held"))
+
 	store.fails.Store(true)
 	resp = instant(`sum(http_requests_total)`)
 	require.Contains(t, string(resp.Data), `"value":[`, "a failed speculation's query answered again")
 	require.Equal(t, 1, count("failed"))
 
 	instant(`time()`)
-	require.Equal(t, 3, count("held")+count("spoilt")+count("failed"), "nothing read: no speculation")
+	require.Equal(t, 6, count("held")+count("spoilt")+count("failed")+count("skipped"), "nothing read: no speculation")
+}
+
+// A speculation whose check finds the database changed is stopped then, not run to its end
+// before the query is answered again: its Selects' context ends. (Its Select here would
+// otherwise wait 10 s of the bubble's clock, and the query answer after it all the same.)
+func TestSpoiltSpeculationStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &speculatingStore{begunStore: begunStore{&markedStore{memStore: testStore()}}}
+		store.blocks.Store(true)
+		a, err := New(store, &Options{})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, a.Close()) }()
+		rec := httptest.NewRecorder()
+		q := url.Values{"query": {`sum(http_requests_total)`}, "time": {ts(t0 + 1800)}}
+		a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/query?"+q.Encode(), nil))
+		require.Equal(t, http.StatusOK, rec.Code, "%s", rec.Body)
+		require.Contains(t, rec.Body.String(), `"value":[`, "the answer of the read after the check")
+		require.True(t, store.stopped.Load(), "the speculation's Select saw its context end")
+		require.Equal(t, 1, int(testutil.ToFloat64(a.speculations.WithLabelValues("spoilt"))))
+	})
 }
