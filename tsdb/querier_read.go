@@ -110,12 +110,12 @@ func (q *Queryable) readSamples(ctx context.Context, byName map[string]*Series, 
 	if len(floats) == 0 {
 		return nil
 	}
-	return appendFloatRuns(byName, stagedPoints, func(point func(tablets.SeriesPoint) bool, run func(raw.FloatRun) bool) error {
-		return db.floats.ReadRuns(ctx, floats, from, to, stagedPoints, point, run)
+	return appendFloatRuns(byName, stagedPoints, func(point func(tablets.SeriesPoint) bool, after func(string, []tablets.Point) bool, run func(raw.FloatRun) bool) error {
+		return db.floats.ReadRuns(ctx, floats, from, to, stagedPoints, point, after, run)
 	})
 }
 
-// appendFloatRuns appends the points read (read passes them to point and run) to the
+// appendFloatRuns appends the points read (read passes them to point, after and run) to the
 // series of byName they name (others are left out), the points of a series coming
 // together (a run; a series may have more than one, one a period), times ascending in
 // each. Runs of cached points come whole, still encoded (raw.FloatRun), and the Series
@@ -128,7 +128,7 @@ func (q *Queryable) readSamples(ctx context.Context, byName map[string]*Series, 
 // slices). A run much shorter than the one before leaves room unused, never more than
 // that one's points.
 func appendFloatRuns(byName map[string]*Series, stagedPoints map[string][]tablets.Point,
-	read func(point func(tablets.SeriesPoint) bool, run func(raw.FloatRun) bool) error) error {
+	read func(point func(tablets.SeriesPoint) bool, after func(string, []tablets.Point) bool, run func(raw.FloatRun) bool) error) error {
 	var last *Series
 	lastName, started := "", false
 	plain := 0
@@ -146,6 +146,14 @@ func appendFloatRuns(byName map[string]*Series, stagedPoints map[string][]tablet
 		if s := seriesOf(p.Series); s != nil {
 			s.appendFloat(p.Time.UnixMilli(), p.Value)
 			plain++
+		}
+		return true
+	}, func(name string, pts []tablets.Point) bool {
+		if s := seriesOf(name); s != nil {
+			for _, p := range pts {
+				s.appendFloat(p.Time.UnixMilli(), p.Value)
+			}
+			plain += len(pts)
 		}
 		return true
 	}, func(fr raw.FloatRun) bool {

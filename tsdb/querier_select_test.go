@@ -560,7 +560,7 @@ func TestAppendFloatRunsReserves(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("s%02d", i)
 	}
-	runs := func(point func(tablets.SeriesPoint) bool, _ func(raw.FloatRun) bool) error {
+	runs := func(point func(tablets.SeriesPoint) bool, _ func(string, []tablets.Point) bool, _ func(raw.FloatRun) bool) error {
 		for _, name := range append(names, "unasked") {
 			for j := range points {
 				if !point(tablets.SeriesPoint{Series: name, Point: tablets.Point{Time: time.UnixMilli(int64(j)), Value: float64(j)}}) {

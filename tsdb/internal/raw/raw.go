@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -435,7 +436,7 @@ func WithStaged[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], merge
 		err := withStaged(ctx, r, merge, names, from, to, staged, func(p P) bool {
 			stopped = !yield(p, nil)
 			return !stopped
-		}, nil)
+		}, nil, nil)
 		if err != nil && !stopped {
 			var zero P
 			yield(zero, err)
@@ -444,10 +445,11 @@ func WithStaged[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], merge
 }
 
 // withStaged is WithStaged passing each sample to yield (until it returns false) and, with
-// run, the runs of cached floats that no staged sample falls among to run whole (see
-// Floats.ReadRuns).
+// run, the runs of cached floats that no staged sample falls among to run whole, and with
+// after, the staged samples of a span that come after all of its series' samples of the
+// tables, together (see Floats.ReadRuns).
 func withStaged[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], merge staging.Merge[S, P], names []string, from, to time.Time, staged map[string][]S,
-	yield func(P) bool, run func(FloatRun) bool) error {
+	yield func(P) bool, after func(string, []S) bool, run func(FloatRun) bool) error {
 	names = distinct(names)
 	spans, err := r.Spans(ctx, from, to)
 	if err != nil {
@@ -522,6 +524,12 @@ func withStaged[P, S any, T Table[S]](ctx context.Context, r *Store[S, T], merge
 			}
 		}
 		for _, name := range names {
+			if after != nil && len(rest[name]) > 0 {
+				if !after(name, rest[name]) {
+					return nil
+				}
+				continue
+			}
 			for _, s := range rest[name] {
 				if !emit(name, s) {
 					return nil
@@ -550,8 +558,13 @@ func stagedSpans[P, S any, T Table[S]](r *Store[S, T], merge staging.Merge[S, P]
 	}
 	added := false
 	for _, name := range names {
-		for _, s := range staged[name] {
-			p := r.names.PeriodOf(merge.Time(s))
+		// A series' staged samples are sorted: a search finds the first of the next period
+		// (looking up each sample's was 2 ms of a refresh of 1,200 series' staged hour).
+		samples := staged[name]
+		for i := 0; i < len(samples); {
+			p := r.names.PeriodOf(merge.Time(samples[i]))
+			end := r.names.End(p)
+			i += max(1, sort.Search(len(samples)-i, func(k int) bool { return !merge.Time(samples[i+k]).Before(end) }))
 			if listed[p] || r.tables.KnownDropped(p) {
 				continue
 			}
@@ -598,11 +611,15 @@ func (f *Floats) WithStaged(ctx context.Context, names []string, from, to time.T
 // ReadRuns is WithStaged passing the points to point (until it returns false), but the
 // runs of cached points that no staged point of their series falls among (FloatRun: all
 // of a cache segment inside the range) to run, whole and still encoded, in their place
-// among the series' points. A reader that keeps points encoded anyway (a Series) takes
-// most of a read from the cache without decoding it.
+// among the series' points; and the staged points of a series that come after all of its
+// points in a table (all of a span's but those that fell among them), to after, together
+// in their place. A reader that keeps points encoded anyway (a Series) takes
+// most of a read from the cache without decoding it, and a refresh's staged points (most
+// of its points while samples arrive: an hour's, where the Folds run hourly) a series at a
+// time, not a call each.
 func (f *Floats) ReadRuns(ctx context.Context, names []string, from, to time.Time, staged map[string][]tablets.Point,
-	point func(tablets.SeriesPoint) bool, run func(FloatRun) bool) error {
-	return withStaged(ctx, f.Store, staging.PointsMerge, names, from, to, staged, point, run)
+	point func(tablets.SeriesPoint) bool, after func(series string, pts []tablets.Point) bool, run func(FloatRun) bool) error {
+	return withStaged(ctx, f.Store, staging.PointsMerge, names, from, to, staged, point, after, run)
 }
 
 // Prefetch reads into the cache the float points of the series of names in [from, to) that
