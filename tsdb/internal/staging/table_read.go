@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"math"
 	"slices"
 	"time"
 
@@ -155,11 +156,18 @@ func (st *Table) ReadPacked(ctx context.Context, series []string, from, to time.
 		total += len(pts)
 	}
 	// The series kept plain share one array (an allocation a read, not a series): their
-	// points number min(total, PlainPackedPoints) at most. A series is sorted into spare
+	// points number min(total, PlainPackedPoints) at most. A series sure to be kept plain
+	// (as many points as it was written, at most) is sorted into it; another into spare
 	// first, and copied there if kept plain.
 	plain := make([]tablets.Point, 0, min(total, PlainPackedPoints))
 	var spare []tablets.Point
 	for key, pts := range found {
+		if len(pts) <= scratch.PlainLeft && len(pts) <= cap(plain)-len(plain) {
+			start := len(plain)
+			plain = appendLastPoints(plain, pts)
+			out[key] = scratch.Pack(plain[start:])
+			continue
+		}
 		spare = appendLastPoints(spare[:0], pts)
 		switch {
 		case len(spare) > scratch.PlainLeft:
@@ -240,12 +248,28 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	if slots.latest != nil {
 		kept = 0
 	}
+	// A refresh of an hour's staged points takes hundreds of thousands: the period asked
+	// of last and where the points go are looked at here, not in a call a point.
+	dlo, dhi, dd := int64(1), int64(0), false // the period last asked of, and whether dropped
+	taken, latestOf := slots.taken, slots.latest
 	takeSeries := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
 		for i, ms := range times {
-			if ms >= lo && ms < hi && !dropped(ms) {
-				slots.take(slot, Point{MS: ms, Value: values[i], Stamp: stamp, Record: record})
-				points += kept
+			if ms < lo || ms >= hi {
+				continue
 			}
+			if ms < dlo || ms >= dhi {
+				dd, dlo, dhi = dropped(ms)
+			}
+			if dd {
+				continue
+			}
+			p := Point{MS: ms, Value: values[i], Stamp: stamp, Record: record}
+			if latestOf != nil {
+				latestOf.offer(slot, p)
+			} else {
+				taken.add(slot, p)
+			}
+			points += kept
 		}
 	}
 	foundHists = map[string][]Hist{}
@@ -288,7 +312,7 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 				continue
 			}
 			for _, h := range s.Samples {
-				if ms := int64(h.Unit); ms >= lo && ms < hi && !dropped(ms) {
+				if ms := int64(h.Unit); ms >= lo && ms < hi && !droppedAt(dropped, ms) {
 					foundHists[s.Key] = append(foundHists[s.Key], Hist{Sample: h, Stamp: se.Stamp, Record: se.Record(r)})
 					hists++
 				}
@@ -329,30 +353,31 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 func (st *Table) ReadsDone() uint64 { return st.readsDone.Load() }
 
 // droppedPeriods returns whether the raw period holding a Unix millisecond is known
-// dropped, asking the period tables once a period of the read.
-func (st *Table) droppedPeriods() func(ms int64) bool {
+// dropped, and that period's milliseconds [lo, hi) (empty for times before 1970, which
+// are asked of each), asking the period tables once a period of the read.
+func (st *Table) droppedPeriods() func(ms int64) (dropped bool, lo, hi int64) {
 	if st.dropped == nil {
-		return func(int64) bool { return false }
+		return func(int64) (bool, int64, int64) { return false, math.MinInt64, math.MaxInt64 }
 	}
 	known := map[uint64]bool{}
-	// The period last asked of, in Unix milliseconds (none at first): a read's points are
-	// mostly of one period, and this is asked of each.
-	lo, hi, last := int64(1), int64(0), false
-	return func(ms int64) bool {
-		if ms >= lo && ms < hi {
-			return last
-		}
+	return func(ms int64) (bool, int64, int64) {
 		p := st.names.PeriodOf(time.UnixMilli(ms))
 		d, ok := known[p]
 		if !ok {
 			d = st.dropped(p)
 			known[p] = d
 		}
-		if ms >= 0 { // PeriodOf's periods are of times since 1970
-			lo, hi, last = st.names.Start(p).UnixMilli(), st.names.End(p).UnixMilli(), d
+		if ms < 0 { // PeriodOf's periods are of times since 1970
+			return d, 1, 0
 		}
-		return d
+		return d, st.names.Start(p).UnixMilli(), st.names.End(p).UnixMilli()
 	}
+}
+
+// droppedAt is dropped's answer for ms alone.
+func droppedAt(dropped func(ms int64) (bool, int64, int64), ms int64) bool {
+	d, _, _ := dropped(ms)
+	return d
 }
 
 // millis is the time key of histogram tables (milliseconds): a staged histogram sample's
