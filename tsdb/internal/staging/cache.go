@@ -64,6 +64,8 @@ type Cache struct {
 	unfolded sync.Map
 	// frozen are the points of the entities held for the Folds, frozen (frozen.go).
 	frozen frozenStore
+	// memos are the staged points of the reads of many series (seriesmemo.go).
+	memos *seriesMemos
 }
 
 // tableHold is how long a table's entities stay cached unused after their bucket's end,
@@ -134,10 +136,12 @@ func (h tableHold) holds(pk string) bool {
 func (c *Cache) Shared() int64 { return c.shared.Load() }
 
 // NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB),
-// an eighth of them for the frozen points of the entities held for the Folds (frozen.go).
+// an eighth of them for the frozen points of the entities held for the Folds (frozen.go),
+// and an eighth for the memos of reads of many series (seriesmemo.go).
 func NewCache(maxBytes int64) *Cache {
 	maxBytes = max(maxBytes, 1<<20)
-	c := &Cache{entities: cache.NewIdle(int(maxBytes-maxBytes/frozenShare), entityCost, cache.Idle), maxBytes: maxBytes}
+	c := &Cache{entities: cache.NewIdle(int(maxBytes-maxBytes/frozenShare-maxBytes/memoShare), entityCost, cache.Idle), maxBytes: maxBytes,
+		memos: newSeriesMemos(maxBytes / memoShare)}
 	c.entities.KeepIdle(c.kept)
 	return c
 }
@@ -147,10 +151,17 @@ func NewCache(maxBytes int64) *Cache {
 func (c *Cache) Stats() cache.Stats {
 	s := cache.StatsOf(&c.counts, c.entities)
 	frozen, entities := c.Frozen()
-	s.Bytes += frozen
+	memos := c.memos.stats()
+	s.Bytes += frozen + memos.Bytes
 	s.Entries += entities
 	return s
 }
+
+// Memos returns the counts of the memos of reads of many series (in Stats' Bytes too):
+// Hits are reads that took points from a memo (and of the entities it lacked only),
+// Misses reads that kept a memo anew (the first of their series, or after a Fold, a Delete
+// or a Retain changed what it kept); Entries are memos.
+func (c *Cache) Memos() cache.Stats { return c.memos.stats() }
 
 // entityKey names an entity of a staging table.
 type entityKey struct {
@@ -378,6 +389,10 @@ type listedEntity struct {
 	points, fetches           int // N, and the reads of columns that fetched it (listedEntities only)
 }
 
+// pickFunc is the entities of a listing (and their columns) a read takes points of: a
+// memo's (seriesMemo.pick). cachedEntities yields (or takes) only those it picks.
+type pickFunc func([]listedEntity, []entityColumns) ([]listedEntity, []entityColumns)
+
 // cachedEntities yields the staging entities q's filter selects, each with the float series
 // of columns (nil: every column) that want holds (nil: all; else with their slots) and the
 // histogram series of those columns, as entitiesIn does, but from the cache where an
@@ -390,7 +405,7 @@ type listedEntity struct {
 // it), *listedAt is set to Table.ReadsDone as of the listing they come from (else left
 // alone): what it yields is what the table held then.
 func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []int, slots *seriesSlots, read *collectRead, listedAt *uint64,
-	take takeFunc, held func() error) iter.Seq2[Decoded, error] {
+	take takeFunc, held func() error, pick pickFunc) iter.Seq2[Decoded, error] {
 	return func(yield func(Decoded, error) bool) {
 		fail := func(err error) {
 			if !azerr.IsTableGone(err) {
@@ -419,6 +434,9 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 				fail(err)
 				return
 			}
+			if pick != nil {
+				order, got = pick(order, got)
+			}
 			st.yieldListed(ctx, order, got, slots, read, take, held, yield)
 			return
 		}
@@ -437,6 +455,9 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			// mark's), or after one before it the folds' log stood still since (logAfter),
 			// has every change whose entities this read lacks: none.
 			*listedAt = listedReads
+		}
+		if pick != nil {
+			listed, got = pick(listed, got)
 		}
 		st.yieldListed(ctx, listed, got, slots, read, take, held, yield)
 	}

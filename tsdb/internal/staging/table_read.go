@@ -243,6 +243,16 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	}
 	lo, hi := EarliestMilli(from), EarliestMilli(to)
 	dropped := st.droppedPeriods()
+	// A read of many series' floats takes what a memo of them holds, and keeps there
+	// every point it takes from from on, beyond to too (seriesmemo.go).
+	var memo *seriesMemo
+	takeHi := hi
+	if st.cache != nil && series != nil && kinds == Floats && !latest && len(slots.keys) >= memoMinSeries {
+		if memo = st.cache.memos.acquire(slots.keys); memo != nil {
+			defer memo.mu.Unlock()
+			takeHi = math.MaxInt64
+		}
+	}
 	points := 0 // taken since the read last held them
 	kept := 1   // of a point taken, the points held: none when each series keeps its latest
 	if slots.latest != nil {
@@ -254,7 +264,7 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	taken, latestOf := slots.taken, slots.latest
 	takeSeries := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
 		for i, ms := range times {
-			if ms < lo || ms >= hi {
+			if ms < lo || ms >= takeHi {
 				continue
 			}
 			if ms < dlo || ms >= dhi {
@@ -278,7 +288,11 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	if st.cache == nil {
 		entities = st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
 	} else {
-		f, columns := queryParts(series, from, to, kinds)
+		listTo := to
+		if memo != nil {
+			listTo = tablets.MaxTime // the entities of points after to are the memo's too
+		}
+		f, columns := queryParts(series, from, listTo, kinds)
 		if len(columns) >= wholeColumns {
 			// Most of the columns: every one costs a quarter more bytes at most, and the
 			// cache then serves any later read of the entities, and this read's fetch the
@@ -300,7 +314,24 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 			points = 0
 			return read.hold(ctx, int64(n)*PointBytes)
 		}
-		entities = st.cachedEntities(ctx, f, columns, slots, read, &listedAt, takeSeries, held)
+		var pick pickFunc
+		if memo != nil {
+			// Whether a raw period holding a millisecond of [a, b] is known dropped.
+			droppedIn := func(a, b int64) bool {
+				for ms := a; ms <= b; {
+					d, _, end := dropped(ms)
+					if d || end <= ms {
+						return d
+					}
+					ms = end
+				}
+				return false
+			}
+			pick = func(listed []listedEntity, got []entityColumns) ([]listedEntity, []entityColumns) {
+				return memo.pick(lo, droppedIn, listed, got)
+			}
+		}
+		entities = st.cachedEntities(ctx, f, columns, slots, read, &listedAt, takeSeries, held, pick)
 	}
 	for se, err := range entities {
 		if err != nil {
@@ -344,7 +375,36 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	if listedAt != 0 {
 		after = listedAt
 	}
+	if memo != nil && memo.pending != nil { // picked: the entities were listed and read
+		found, err = st.keepMemo(ctx, memo, slots, read, lo, hi)
+		if err != nil {
+			return nil, nil, nil, 0, err
+		}
+		return found, foundHists, func() { read.end(); slots.release() }, after, nil
+	}
 	return slots.found(), foundHists, func() { read.end(); slots.release() }, after, nil
+}
+
+// keepMemo takes the points a read took into its memo (seriesMemo.keep) and returns the
+// series' points in [lo, hi) (milliseconds), slices of the memo's, held under the read's
+// budget as if it had taken them all.
+func (st *Table) keepMemo(ctx context.Context, memo *seriesMemo, slots *seriesSlots, read *collectRead, lo, hi int64) (map[string][]Point, error) {
+	t := slots.taken
+	starts := t.bySlot(len(slots.keys))
+	taken := t.len()
+	out := memo.keep(lo, hi, len(slots.keys), func(slot int) []Point { return t.sorted[starts[slot]:starts[slot+1]] })
+	found := make(map[string][]Point, len(slots.keys))
+	total := 0
+	for slot, pts := range out {
+		if len(pts) > 0 {
+			found[slots.keys[slot]] = pts
+			total += len(pts)
+		}
+	}
+	if err := read.hold(ctx, int64(max(total-taken, 0))*PointBytes); err != nil {
+		return nil, err
+	}
+	return found, nil
 }
 
 // ReadsDone is the number of reads of staged samples (Read, ReadKinds, ReadPacked)

@@ -1,0 +1,71 @@
+package staging
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/seed71701133/tablets"
+)
+
+// mergeLastWrites keeps, of each millisecond, the last write of kept and writes together,
+// as LastWrites of them all does; writes all after kept are appended in place.
+func TestMergeLastWrites(t *testing.T) {
+	p := func(ms int64, v float64, stamp uint64, record int) Point {
+		return Point{MS: ms, Value: v, Stamp: stamp, Record: record}
+	}
+	kept := []Point{p(10, 1, 5, 0), p(20, 2, 5, 1), p(30, 3, 6, 0)}
+	for _, c := range []struct {
+		name   string
+		writes []Point
+	}{
+		{"none", nil},
+		{"after", []Point{p(50, 5, 9, 0), p(40, 4, 9, 1), p(40, 4.5, 9, 2)}},
+		{"between and before", []Point{p(15, 1.5, 9, 0), p(5, 0.5, 1, 0)}},
+		{"a later write of a millisecond", []Point{p(20, -2, 7, 0)}},
+		{"an earlier write of a millisecond", []Point{p(30, -3, 6, -1), p(10, -1, 4, 9)}},
+		{"one stamp, a later record", []Point{p(20, -2, 5, 2)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want := LastWrites[tablets.Point](append(append([]Point{}, kept...), c.writes...))
+			base := append(make([]Point, 0, 16), kept...)
+			merged := mergeLastWrites(base, append([]Point{}, c.writes...))
+			var got []tablets.Point
+			for i, m := range merged {
+				require.True(t, i == 0 || merged[i-1].MS < m.MS, "sorted, one a millisecond")
+				got = append(got, m.sample())
+			}
+			require.Equal(t, want, got)
+			require.Equal(t, kept, base, "kept unchanged")
+		})
+	}
+}
+
+// The memos hold at most their bound: past it the memo used least recently goes, and a
+// memo dropped while a read keeps it is not counted.
+func TestSeriesMemosBound(t *testing.T) {
+	ms := newSeriesMemos(1000)
+	a, b, c := ms.acquire([]string{"a"}), ms.acquire([]string{"b"}), ms.acquire([]string{"c"})
+	require.NotNil(t, a)
+	require.Nil(t, ms.acquire([]string{"a"}), "held by a read: another reads without it")
+	ms.resize(a, 400)
+	ms.resize(b, 400)
+	a.mu.Unlock()
+	require.NotNil(t, ms.acquire([]string{"a"}), "a used again, after b")
+	ms.resize(c, 400) // over the bound: b goes, the least recently used
+	s := ms.stats()
+	require.Equal(t, 2, s.Entries)
+	require.Equal(t, int64(800), s.Bytes)
+	ms.resize(b, 900) // dropped: its read's bytes are not counted
+	require.Equal(t, int64(800), ms.stats().Bytes)
+	ms.resize(c, 900) // over the bound: c goes, used before a
+	require.Equal(t, 1, ms.stats().Entries)
+	require.Equal(t, int64(400), ms.stats().Bytes)
+}
+
+// Distinct series lists make distinct keys, whatever their keys hold.
+func TestMemoKey(t *testing.T) {
+	require.NotEqual(t, memoKey([]string{"a", "bc"}), memoKey([]string{"ab", "c"}))
+	require.NotEqual(t, memoKey([]string{"1:a"}), memoKey([]string{"a", ""}))
+	require.Equal(t, memoKey([]string{"x", "y"}), memoKey([]string{"x", "y"}))
+}
