@@ -17,7 +17,7 @@ import (
 // rest (a hit), and answers as a read of every entity does. What another process changes
 // shows in the next read: a late point, a point written again (the later write kept), a
 // Delete (it rewrites entities) and a Fold (it deletes them); so does a range that starts
-// before the memo's.
+// before the memo's, and reads that start later (a shorter panel) take from it too.
 func TestStagedReadMemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("Azurite")
@@ -111,9 +111,14 @@ func TestStagedReadMemo(t *testing.T) {
 	got = check(start.Add(2*time.Minute), now, true)
 	require.Len(t, got["s002"], 12)
 
-	// A range that starts before the memo's reads every entity.
-	got = check(start, now, false)
+	// The memo holds the points from the earliest start it served: a read from there again
+	// (a longer panel of the same series) takes them from it too; one that starts earlier
+	// reads every entity.
+	got = check(start, now, true)
 	require.Len(t, got["s002"], 14)
+	got = check(start.Add(-time.Minute), now, false)
+	require.Len(t, got["s002"], 14)
+	check(start.Add(2*time.Minute), now, true)
 
 	// A Delete rewrites the entities that staged the points.
 	require.NoError(t, writer.Delete(ctx, "s002", start.Add(7*time.Minute), start.Add(9*time.Minute)))

@@ -146,20 +146,34 @@ func (ms *seriesMemos) stats() cache.Stats {
 	return cache.Stats{Hits: ms.hits.Load(), Misses: ms.misses.Load(), Entries: len(ms.byKey), Bytes: ms.bytes}
 }
 
+// start is the first millisecond a read of [from, ...) takes points of, and lists the
+// entities of, with the memo: the memo's start, if it holds points from earlier.
+func (m *seriesMemo) start(from int64) int64 {
+	if m.kept && m.from < from {
+		return m.from
+	}
+	return from
+}
+
 // pick is the entities of listed (and their got) that a read of [from, ...) takes with the
-// memo: those it lacks, or all when it does not hold (see seriesMemo); droppedIn says
-// whether a raw period holding a millisecond of [lo, hi] is known dropped. It notes what
-// the memo keeps once the read took them (keep).
+// memo: those it lacks, or all when it does not hold (see seriesMemo); listed are those of
+// [start(from), ...). droppedIn says whether a raw period holding a millisecond of
+// [lo, hi] is known dropped. It notes what the memo keeps once the read took them (keep).
+//
+// A memo holds the points from the earliest start of the reads it served (not each read's
+// own), so that reads of one series over ranges of different lengths (a dashboard's 1-hour
+// and 6-hour panels of the same metric) share it instead of making it anew in turn; its
+// start moves on when the Fold of its oldest entities makes it anew.
 func (m *seriesMemo) pick(from int64, droppedIn func(lo, hi int64) bool, listed []listedEntity, got []entityColumns) ([]listedEntity, []entityColumns) {
 	valid := m.kept && from >= m.from
-	if valid && m.lo <= m.hi && droppedIn(max(m.lo, from), m.hi) {
+	if valid && m.lo <= m.hi && droppedIn(m.lo, m.hi) {
 		valid = false // Retain dropped a period since: its points are no longer staged ones
 	}
 	if valid {
-		// Every entity kept whose points may reach from is listed, at its ETag, and read.
-		// (One of a table's first read, which fetched every entity without listing it,
-		// has no U: it may.)
-		fromKey := TimeKey(from)
+		// Every entity kept whose points may reach the memo's start is listed, at its
+		// ETag, and read. (One of a table's first read, which fetched every entity without
+		// listing it, has no U: it may.)
+		fromKey := TimeKey(m.from)
 		need, seen := 0, 0
 		for _, e := range m.entities {
 			if e.last == "" || e.last >= fromKey {
@@ -207,6 +221,10 @@ func (m *seriesMemo) pick(from int64, droppedIn func(lo, hi int64) bool, listed 
 // it (taken, by slot, in any order), and returns each slot's points in [from, to) (of
 // milliseconds): read-only slices of the memo's.
 func (m *seriesMemo) keep(from, to int64, slots int, taken func(slot int) []Point) [][]Point {
+	start := from
+	if m.pendingValid {
+		start = m.from
+	}
 	if !m.pendingValid || len(m.points) != slots {
 		m.points = make([][]Point, slots)
 	}
@@ -215,7 +233,7 @@ func (m *seriesMemo) keep(from, to int64, slots int, taken func(slot int) []Poin
 	out := make([][]Point, slots)
 	for slot := range slots {
 		kept := m.points[slot]
-		kept = kept[sortedFrom(kept, from):]
+		kept = kept[sortedFrom(kept, start):]
 		kept = mergeLastWrites(kept, taken(slot))
 		m.points[slot] = kept
 		size += int64(cap(kept)) * PointBytes
@@ -225,7 +243,7 @@ func (m *seriesMemo) keep(from, to int64, slots int, taken func(slot int) []Poin
 		lo, hi := sortedFrom(kept, from), sortedFrom(kept, to)
 		out[slot] = kept[lo:hi:hi]
 	}
-	m.kept, m.from, m.entities = true, from, m.pending
+	m.kept, m.from, m.entities = true, start, m.pending
 	m.pending = nil
 	m.memos.resize(m, size+int64(len(m.entities))*memoEntityBytes)
 	return out

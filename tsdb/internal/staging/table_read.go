@@ -244,13 +244,14 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	lo, hi := EarliestMilli(from), EarliestMilli(to)
 	dropped := st.droppedPeriods()
 	// A read of many series' floats takes what a memo of them holds, and keeps there
-	// every point it takes from from on, beyond to too (seriesmemo.go).
+	// every point it takes from the memo's start (or its own, if earlier) on, beyond to
+	// too (seriesmemo.go).
 	var memo *seriesMemo
-	takeHi := hi
+	takeLo, takeHi := lo, hi
 	if st.cache != nil && series != nil && kinds == Floats && !latest && len(slots.keys) >= memoMinSeries {
 		if memo = st.cache.memos.acquire(slots.keys); memo != nil {
 			defer memo.mu.Unlock()
-			takeHi = math.MaxInt64
+			takeLo, takeHi = memo.start(lo), math.MaxInt64
 		}
 	}
 	points := 0 // taken since the read last held them
@@ -264,7 +265,7 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	taken, latestOf := slots.taken, slots.latest
 	takeSeries := func(slot int32, stamp uint64, record int, times []int64, values []float64) {
 		for i, ms := range times {
-			if ms < lo || ms >= takeHi {
+			if ms < takeLo || ms >= takeHi {
 				continue
 			}
 			if ms < dlo || ms >= dhi {
@@ -288,11 +289,11 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 	if st.cache == nil {
 		entities = st.entitiesIn(ctx, Query(series, from, to, kinds), want, read)
 	} else {
-		listTo := to
-		if memo != nil {
-			listTo = tablets.MaxTime // the entities of points after to are the memo's too
+		listFrom, listTo := from, to
+		if memo != nil { // the entities of the memo's points are listed, and those after to
+			listFrom, listTo = time.UnixMilli(takeLo), tablets.MaxTime
 		}
-		f, columns := queryParts(series, from, listTo, kinds)
+		f, columns := queryParts(series, listFrom, listTo, kinds)
 		if len(columns) >= wholeColumns {
 			// Most of the columns: every one costs a quarter more bytes at most, and the
 			// cache then serves any later read of the entities, and this read's fetch the
