@@ -3,6 +3,7 @@ package tsdb
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,6 +120,36 @@ func TestStagedReadMemo(t *testing.T) {
 	got = check(start.Add(-time.Minute), now, false)
 	require.Len(t, got["s002"], 14)
 	check(start.Add(2*time.Minute), now, true)
+
+	// Reads of the same series at once: one takes the memo, the others read as without
+	// it; all answer the same.
+	want := readOf(append(names[:len(names):len(names)], "refs-at-once"), start, now)
+	var wg sync.WaitGroup
+	answers := make([]map[string][]tablets.Point, 8)
+	for i := range answers {
+		wg.Go(func() {
+			st, err := reader.readStagedSet(ctx, names, start, now, staging.Floats, false)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			pts, err := st.in(names, start, now)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			answers[i] = map[string][]tablets.Point{}
+			for name, p := range pts {
+				if len(p) > 0 {
+					answers[i][name] = p
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, a := range answers {
+		require.Equal(t, want, a)
+	}
 
 	// A Delete rewrites the entities that staged the points.
 	require.NoError(t, writer.Delete(ctx, "s002", start.Add(7*time.Minute), start.Add(9*time.Minute)))
