@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/seed71701133/tablets/tsdb/internal/cache"
 )
@@ -32,7 +33,9 @@ import (
 // so the answers are the same.
 //
 // Memos share the Cache's bound (an eighth of it, memoShare: the entities cached take the
-// rest but the frozen points' share); past it the memo used least recently goes. A read
+// rest but the frozen points' share); past it the memo used least recently goes, and one
+// unused for cache.Idle goes at the next read after (between Idle and twice Idle), as the
+// cache's entries do. A read
 // finds a memo in use by another read (of the same series, at once) and reads as if there
 // were none: reads never wait for each other here.
 
@@ -48,11 +51,13 @@ const memoMinSeries = 128
 type seriesMemos struct {
 	max          int64
 	hits, misses atomic.Uint64
+	now          func() time.Time
 
 	mu    sync.Mutex
 	bytes int64
 	tick  uint64
 	byKey map[string]*seriesMemo
+	swept time.Time // when the memos unused for cache.Idle were last dropped
 }
 
 // seriesMemo is the staged points of a read's series (its slots' keys, in slot order) from
@@ -73,8 +78,9 @@ type seriesMemo struct {
 	pendingValid bool // the memo's points stand: the read took only the entities it lacked
 
 	// Guarded by memos.mu.
-	used  uint64
-	bytes int64
+	used   uint64
+	usedAt time.Time
+	bytes  int64
 }
 
 // memoEntity is what a memo keeps of an entity: its ETag, and its U (TimeKey of its last
@@ -82,7 +88,7 @@ type seriesMemo struct {
 type memoEntity struct{ etag, last string }
 
 func newSeriesMemos(maxBytes int64) *seriesMemos {
-	return &seriesMemos{max: maxBytes, byKey: map[string]*seriesMemo{}}
+	return &seriesMemos{max: maxBytes, byKey: map[string]*seriesMemo{}, now: time.Now}
 }
 
 // memoKey is the key of a read of keys (in slot order): each key with its length.
@@ -101,13 +107,24 @@ func memoKey(keys []string) string {
 func (ms *seriesMemos) acquire(keys []string) *seriesMemo {
 	key := memoKey(keys)
 	ms.mu.Lock()
+	now := ms.now()
+	if now.Sub(ms.swept) >= cache.Idle {
+		// As the cache's entries go, those unused for cache.Idle go, whatever the bound.
+		ms.swept = now
+		for k, o := range ms.byKey {
+			if now.Sub(o.usedAt) >= cache.Idle {
+				delete(ms.byKey, k)
+				ms.bytes -= o.bytes
+			}
+		}
+	}
 	m, ok := ms.byKey[key]
 	if !ok {
 		m = &seriesMemo{memos: ms, key: key}
 		ms.byKey[key] = m
 	}
 	ms.tick++
-	m.used = ms.tick
+	m.used, m.usedAt = ms.tick, now
 	ms.mu.Unlock()
 	if !m.mu.TryLock() {
 		return nil

@@ -2,10 +2,12 @@ package staging
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/seed71701133/tablets"
+	"github.com/seed71701133/tablets/tsdb/internal/cache"
 )
 
 // mergeLastWrites keeps, of each millisecond, the last write of kept and writes together,
@@ -68,4 +70,31 @@ func TestMemoKey(t *testing.T) {
 	require.NotEqual(t, memoKey([]string{"a", "bc"}), memoKey([]string{"ab", "c"}))
 	require.NotEqual(t, memoKey([]string{"1:a"}), memoKey([]string{"a", ""}))
 	require.Equal(t, memoKey([]string{"x", "y"}), memoKey([]string{"x", "y"}))
+}
+
+// A memo unused for cache.Idle goes at a read after, whatever the bound.
+func TestSeriesMemosIdle(t *testing.T) {
+	now := time.Date(2026, 12, 7, 18, 0, 0, 0, time.UTC)
+	ms := newSeriesMemos(1 << 20)
+	ms.now = func() time.Time { return now }
+	a := ms.acquire([]string{"a"})
+	ms.resize(a, 100)
+	a.mu.Unlock()
+	now = now.Add(cache.Idle / 2)
+	b := ms.acquire([]string{"b"})
+	ms.resize(b, 200)
+	b.mu.Unlock()
+	require.Equal(t, 2, ms.stats().Entries)
+	now = now.Add(cache.Idle / 2) // a unused for Idle, b for half of it
+	c := ms.acquire([]string{"c"})
+	c.mu.Unlock()
+	s := ms.stats()
+	require.Equal(t, 2, s.Entries, "a gone")
+	require.Equal(t, int64(200), s.Bytes)
+	now = now.Add(cache.Idle / 2) // b unused for Idle, but swept half an Idle ago
+	ms.acquire([]string{"c"}).mu.Unlock()
+	require.Equal(t, 2, ms.stats().Entries, "b stays till the next sweep")
+	now = now.Add(cache.Idle / 2)
+	ms.acquire([]string{"c"}).mu.Unlock()
+	require.Equal(t, 1, ms.stats().Entries, "b gone")
 }
