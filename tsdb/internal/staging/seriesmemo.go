@@ -22,22 +22,21 @@ import (
 // requests-1h-now).
 //
 // So the Cache keeps, by the series a read asks for, a seriesMemo: each series' staged
-// points from the range's start on (the last write of each millisecond, sorted), and the
-// entities (PartitionKey, RowKey, ETag) they are of. A read of the same series then takes
-// the points of the entities its listing has that the memo lacks, and the memo's for the
-// rest: an entity never changes at its ETag. The memo holds only while the listing still
-// has every entity of it that may hold a point of the range, at its ETag (a Fold or a
-// Delete by any process changes or removes some, and the read takes every entity again),
-// while the range starts no earlier than the memo's, and while no raw period its points
-// are in was dropped since. Its points come from the same entities as a read without it,
-// so the answers are the same.
+// points from the earliest start of the reads it served on (the last write of each
+// millisecond, sorted), and the entities (PartitionKey, RowKey, ETag) they are of. A read of
+// the same series then takes the points of the entities its listing has that the memo
+// lacks, and the memo's for the rest: an entity never changes at its ETag. The memo holds
+// only while the listing still has every entity of it that may hold one of its points, at
+// its ETag (a Fold or a Delete by any process changes or removes some, and the read takes
+// every entity again), while the read starts no earlier than the memo, and while no raw
+// period its points are in was dropped since. Its points come from the same entities as a
+// read without it, so the answers are the same.
 //
 // Memos share the Cache's bound (an eighth of it, memoShare: the entities cached take the
 // rest but the frozen points' share); past it the memo used least recently goes, and one
 // unused for cache.Idle goes at the next read after (between Idle and twice Idle), as the
-// cache's entries do. A read
-// finds a memo in use by another read (of the same series, at once) and reads as if there
-// were none: reads never wait for each other here.
+// cache's entries do. A read finds a memo in use by another read (of the same series, at
+// once) and reads as if there were none: reads never wait for each other here.
 
 // memoShare is the share of the cache's bound the memos may take (1/memoShare).
 const memoShare = 8

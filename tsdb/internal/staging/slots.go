@@ -170,8 +170,8 @@ func newTakenBlock(n int) *takenBlock {
 	return &takenBlock{points: make([]Point, n), slots: make([]int32, n)}
 }
 
-// add takes a point of slot. Small enough to be inlined where the last block has room: a
-// refresh of an hour's staged points takes hundreds of thousands.
+// add takes a point of slot: two stores where the last block has room (a refresh of an
+// hour's staged points takes hundreds of thousands).
 func (t *takenPoints) add(slot int32, p Point) {
 	if t.n == len(t.points) {
 		t.grow()
