@@ -389,9 +389,10 @@ type listedEntity struct {
 	points, fetches           int // N, and the reads of columns that fetched it (listedEntities only)
 }
 
-// pickFunc is the entities of a listing (and their columns) a read takes points of: a
-// memo's (seriesMemo.pick). cachedEntities yields (or takes) only those it picks.
-type pickFunc func([]listedEntity, []entityColumns) ([]listedEntity, []entityColumns)
+// pickFunc is the entities of a listing a read takes points of (those of listed it keeps,
+// in order): a memo's (seriesMemo.pick). cachedEntities fetches, yields and takes only
+// those it picks.
+type pickFunc func(listed []listedEntity) []listedEntity
 
 // cachedEntities yields the staging entities q's filter selects, each with the float series
 // of columns (nil: every column) that want holds (nil: all; else with their slots) and the
@@ -435,7 +436,16 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 				return
 			}
 			if pick != nil {
-				order, got = pick(order, got)
+				// Every entity was fetched already: those picked are taken.
+				picked := pick(order)
+				var pickedGot []entityColumns
+				for i, j := 0, 0; i < len(order) && j < len(picked); i++ {
+					if order[i].pk == picked[j].pk && order[i].rk == picked[j].rk {
+						pickedGot = append(pickedGot, got[i])
+						j++
+					}
+				}
+				order, got = picked, pickedGot
 			}
 			st.yieldListed(ctx, order, got, slots, read, take, held, yield)
 			return
@@ -443,7 +453,7 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 		// The entities frozen are taken series by series, as the series index takes the
 		// others (yieldListed): a read of every series assembles entities, and fetches them.
 		frozenOK := st.index != nil && slots != nil && !slots.all
-		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, frozenOK, selectAll, read)
+		listed, got, listedReads, err := st.gatherListed(ctx, f, columns, frozenOK, selectAll, read, pick)
 		if err != nil {
 			fail(err)
 			return
@@ -455,9 +465,6 @@ func (st *Table) cachedEntities(ctx context.Context, f filter.Expr, columns []in
 			// mark's), or after one before it the folds' log stood still since (logAfter),
 			// has every change whose entities this read lacks: none.
 			*listedAt = listedReads
-		}
-		if pick != nil {
-			listed, got = pick(listed, got)
 		}
 		st.yieldListed(ctx, listed, got, slots, read, take, held, yield)
 	}
@@ -484,7 +491,7 @@ func (st *Table) Prefetch(ctx context.Context, series []string, from, to time.Ti
 	// before were there for the reads before, which fetched what they lacked (a refreshed
 	// panel's prefetch looked up every entity of its range in the cache to find them all
 	// there, the Select's read doing the same at once).
-	if _, _, _, err := st.gatherListed(ctx, f, columns, st.index != nil && series != nil, selectRecent, read); err != nil && !azerr.IsTableGone(err) {
+	if _, _, _, err := st.gatherListed(ctx, f, columns, st.index != nil && series != nil, selectRecent, read, nil); err != nil && !azerr.IsTableGone(err) {
 		return fmt.Errorf("tsdb: prefetch staging: %w", err)
 	}
 	return nil
@@ -502,8 +509,9 @@ func (st *Table) Prefetches() bool {
 // partition. An entity the Fold deleted between the listing and its fetch has no columns.
 // An entity frozen (frozen.go) is taken from its bucket's frozen points when frozenOK (the
 // read takes its series through the series index), else fetched; of the entities which
-// selects (listedEntities). The Table's cache must be warm.
-func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, frozenOK bool, which selection, read *collectRead) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
+// selects (listedEntities), and of those only the ones pick picks (nil: all). The Table's
+// cache must be warm.
+func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int, frozenOK bool, which selection, read *collectRead, pick pickFunc) (listed []listedEntity, got []entityColumns, listedReads uint64, err error) {
 	keys := columns
 	if keys == nil {
 		keys = []int{wholeEntity}
@@ -518,6 +526,9 @@ func (st *Table) gatherListed(ctx context.Context, f filter.Expr, columns []int,
 	listed, listedReads, err = st.listedEntities(ctx, f, which)
 	if err != nil {
 		return nil, nil, 0, err
+	}
+	if pick != nil {
+		listed = pick(listed) // a memo's: it holds the points of the others
 	}
 	// The entities whose columns the cache lacks, by partition.
 	// The columns the cache holds are taken now (a later rotation may drop them).

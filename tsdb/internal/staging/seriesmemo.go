@@ -38,6 +38,12 @@ import (
 // cache's entries do. A read finds a memo in use by another read (of the same series, at
 // once) and reads as if there were none: reads never wait for each other here.
 
+// memoWindow is how long a read's start keeps the memo's points from there (between one
+// and two windows): the panels of a dashboard that read the same series over ranges of
+// different lengths are refreshed together, every few seconds to a minute, and once the
+// longer one is no longer read, the memo holds the shorter one's points only.
+const memoWindow = 2 * time.Minute
+
 // memoShare is the share of the cache's bound the memos may take (1/memoShare).
 const memoShare = 8
 
@@ -67,8 +73,12 @@ type seriesMemo struct {
 	mu    sync.Mutex // held by the read that uses it (TryLock: another reads without it)
 
 	// Guarded by mu.
-	kept     bool                     // filled by a read (else empty)
-	from     int64                    // the points of milliseconds before are not kept
+	kept bool  // filled by a read (else empty)
+	from int64 // the points of milliseconds before are not kept
+	// The earliest start of the reads of the current window of memoWindow (since
+	// windowAt) and of the one before: the memo keeps the points from the earlier.
+	starts   [2]int64
+	windowAt time.Time
 	entities map[[2]string]memoEntity // by PartitionKey and RowKey
 	points   [][]Point                // by slot: the last write of each millisecond, sorted
 	lo, hi   int64                    // the earliest and latest millisecond of the points
@@ -163,7 +173,8 @@ func (ms *seriesMemos) stats() cache.Stats {
 }
 
 // start is the first millisecond a read of [from, ...) takes points of, and lists the
-// entities of, with the memo: the memo's start, if it holds points from earlier.
+// entities of, with the memo: the memo's start, if it holds points from earlier (a longer
+// panel's read lately).
 func (m *seriesMemo) start(from int64) int64 {
 	if m.kept && m.from < from {
 		return m.from
@@ -171,24 +182,27 @@ func (m *seriesMemo) start(from int64) int64 {
 	return from
 }
 
-// pick is the entities of listed (and their got) that a read of [from, ...) takes with the
-// memo: those it lacks, or all when it does not hold (see seriesMemo); listed are those of
-// [start(from), ...). droppedIn says whether a raw period holding a millisecond of
-// [lo, hi] is known dropped. It notes what the memo keeps once the read took them (keep).
+// pick is the entities of listed that a read of [from, ...) takes with the memo (before it
+// fetches any): those it lacks, or all when it does not hold (see seriesMemo); listed are
+// those of [start(from), ...). droppedIn says whether a raw period holding a millisecond
+// of [lo, hi] is known dropped. It notes what the memo keeps once the read took them
+// (keep). An entity the memo holds is not fetched, though the Fold may have deleted it
+// since the listing: the read is of the table as listed (a read that fetched it would take
+// its points in the raw tables then, the same).
 //
-// A memo holds the points from the earliest start of the reads it served (not each read's
-// own), so that reads of one series over ranges of different lengths (a dashboard's 1-hour
-// and 6-hour panels of the same metric) share it instead of making it anew in turn; its
-// start moves on when the Fold of its oldest entities makes it anew.
-func (m *seriesMemo) pick(from int64, droppedIn func(lo, hi int64) bool, listed []listedEntity, got []entityColumns) ([]listedEntity, []entityColumns) {
+// A memo holds the points from the earliest start of the reads it served lately (keep,
+// memoWindow), so that reads of one series over ranges of different lengths (a dashboard's
+// 1-hour and 7-day panels of the same metric, their first loads and their refreshes of the
+// last steps) share it instead of making it anew in turn.
+func (m *seriesMemo) pick(from int64, droppedIn func(lo, hi int64) bool, listed []listedEntity) []listedEntity {
 	valid := m.kept && from >= m.from
 	if valid && m.lo <= m.hi && droppedIn(m.lo, m.hi) {
 		valid = false // Retain dropped a period since: its points are no longer staged ones
 	}
 	if valid {
 		// Every entity kept whose points may reach the memo's start is listed, at its
-		// ETag, and read. (One of a table's first read, which fetched every entity without
-		// listing it, has no U: it may.)
+		// ETag. (One of a table's first read, which fetched every entity without listing
+		// it, has no U: it may.)
 		fromKey := TimeKey(m.from)
 		need, seen := 0, 0
 		for _, e := range m.entities {
@@ -196,12 +210,12 @@ func (m *seriesMemo) pick(from int64, droppedIn func(lo, hi int64) bool, listed 
 				need++
 			}
 		}
-		for i, le := range listed {
+		for _, le := range listed {
 			e, ok := m.entities[[2]string{le.pk, le.rk}]
 			if !ok {
 				continue
 			}
-			if e.etag != le.etag || got[i].cols == nil {
+			if e.etag != le.etag {
 				valid = false
 				break
 			}
@@ -210,12 +224,8 @@ func (m *seriesMemo) pick(from int64, droppedIn func(lo, hi int64) bool, listed 
 		valid = valid && seen == need
 	}
 	m.pending, m.pendingValid = make(map[[2]string]memoEntity, len(listed)), valid
-	var newListed []listedEntity
-	var newGot []entityColumns
-	for i, le := range listed {
-		if got[i].cols == nil {
-			continue // deleted by the Fold since the listing: the read leaves it out
-		}
+	var picked []listedEntity
+	for _, le := range listed {
 		k := [2]string{le.pk, le.rk}
 		m.pending[k] = memoEntity{le.etag, le.last}
 		if valid {
@@ -223,24 +233,31 @@ func (m *seriesMemo) pick(from int64, droppedIn func(lo, hi int64) bool, listed 
 				continue
 			}
 		}
-		newListed, newGot = append(newListed, le), append(newGot, got[i])
+		picked = append(picked, le)
 	}
 	if valid {
 		m.memos.hits.Add(1)
 	} else {
 		m.memos.misses.Add(1)
 	}
-	return newListed, newGot
+	return picked
 }
 
 // keep takes into the memo the points a read of [from, ...) took of the entities pick gave
 // it (taken, by slot, in any order), and returns each slot's points in [from, to) (of
 // milliseconds): read-only slices of the memo's.
 func (m *seriesMemo) keep(from, to int64, slots int, taken func(slot int) []Point) [][]Point {
-	start := from
-	if m.pendingValid {
-		start = m.from
+	// The read took (and the memo holds) the points from start(from) on; the memo keeps
+	// them from the earliest start of the reads of the last window or two.
+	now := m.memos.now()
+	switch since := now.Sub(m.windowAt); {
+	case since >= 2*memoWindow:
+		m.starts, m.windowAt = [2]int64{math.MaxInt64, math.MaxInt64}, now
+	case since >= memoWindow:
+		m.starts, m.windowAt = [2]int64{math.MaxInt64, m.starts[0]}, now
 	}
+	m.starts[0] = min(m.starts[0], from)
+	start := max(m.start(from), min(m.starts[0], m.starts[1]))
 	if !m.pendingValid || len(m.points) != slots {
 		m.points = make([][]Point, slots)
 	}

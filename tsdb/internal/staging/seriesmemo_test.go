@@ -98,3 +98,47 @@ func TestSeriesMemosIdle(t *testing.T) {
 	ms.acquire([]string{"c"}).mu.Unlock()
 	require.Equal(t, 1, ms.stats().Entries, "b gone")
 }
+
+// A memo keeps the points from the earliest start of the reads of the last window or two
+// (memoWindow): a short panel's refreshes beside a long one's keep the long one's points;
+// once the long one is no longer read, the memo holds the short one's only.
+func TestSeriesMemoWindow(t *testing.T) {
+	now := time.Date(2026, 12, 7, 18, 0, 0, 0, time.UTC)
+	ms := newSeriesMemos(1 << 20)
+	ms.now = func() time.Time { return now }
+	var all []Point
+	for ms := int64(100); ms < 600; ms += 10 {
+		all = append(all, Point{MS: ms, Value: float64(ms), Stamp: 1})
+	}
+	noneDropped := func(int64, int64) bool { return false }
+	read := func(from int64, hit bool) []Point {
+		t.Helper()
+		m := ms.acquire([]string{"a"})
+		require.NotNil(t, m)
+		defer m.mu.Unlock()
+		takeFrom := m.start(from)
+		m.pick(from, noneDropped, nil)
+		require.Equal(t, hit, m.pendingValid, "from %d", from)
+		out := m.keep(from, 1000, 1, func(int) []Point {
+			if hit {
+				return nil // the memo holds them all
+			}
+			return append([]Point(nil), all[sortedFrom(all, takeFrom):]...)
+		})
+		return out[0]
+	}
+	require.Len(t, read(100, false), 50)
+	now = now.Add(10 * time.Second)
+	require.Len(t, read(500, true), 10)
+	require.Equal(t, int64(100), ms.byKey[memoKey([]string{"a"})].from, "the long read's points kept")
+	now = now.Add(2*time.Minute + 10*time.Second)
+	require.Len(t, read(510, true), 9)
+	require.Equal(t, int64(100), ms.byKey[memoKey([]string{"a"})].from, "the window before had the long read")
+	now = now.Add(2*time.Minute + 10*time.Second)
+	require.Len(t, read(520, true), 8)
+	m := ms.byKey[memoKey([]string{"a"})]
+	require.Equal(t, int64(510), m.from, "the long read two windows ago: from the short ones' start")
+	require.Len(t, m.points[0], 9)
+	require.Len(t, read(100, false), 50, "a longer read again: every entity")
+	require.Equal(t, int64(100), m.from)
+}

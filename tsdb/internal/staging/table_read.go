@@ -328,9 +328,7 @@ func (st *Table) collect(ctx context.Context, series []string, from, to time.Tim
 				}
 				return false
 			}
-			pick = func(listed []listedEntity, got []entityColumns) ([]listedEntity, []entityColumns) {
-				return memo.pick(lo, droppedIn, listed, got)
-			}
+			pick = func(listed []listedEntity) []listedEntity { return memo.pick(lo, droppedIn, listed) }
 		}
 		entities = st.cachedEntities(ctx, f, columns, slots, read, &listedAt, takeSeries, held, pick)
 	}

@@ -36,7 +36,7 @@ func (st *Table) Warm(ctx context.Context, from, to time.Time) (int, error) {
 	}
 	// The listing, and what was written since the query (or what a read before this one
 	// did not fetch whole).
-	listed, got, _, err := st.gatherListed(ctx, f, nil, false, selectAll, read)
+	listed, got, _, err := st.gatherListed(ctx, f, nil, false, selectAll, read, nil)
 	if err != nil {
 		return 0, warmError(err)
 	}
