@@ -96,7 +96,7 @@ func (st *Table) MarkLogs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tsdb: the logs' mark: %w", err)
 	}
-	return nil
+	return st.markStaged(ctx)
 }
 
 // logsMarkBody is the logs' mark's entity with the value r (docs/format.md, "The logs'
@@ -136,7 +136,10 @@ func (st *Table) recordChanged(ctx context.Context) error {
 	if st.log == nil {
 		return nil
 	}
-	return st.log.Record(ctx, map[uint64]changelog.Range{0: {From: 0, To: 1}})
+	if err := st.log.Record(ctx, map[uint64]changelog.Range{0: {From: 0, To: 1}}); err != nil {
+		return err
+	}
+	return st.markStaged(ctx)
 }
 
 // recordFoldBegun records in the folds' log that a Fold is about to delete staging
@@ -145,7 +148,10 @@ func (st *Table) recordFoldBegun(ctx context.Context) error {
 	if st.begun == nil {
 		return nil
 	}
-	return st.begun.Record(ctx, map[uint64]changelog.Range{0: {From: 0, To: 1}})
+	if err := st.begun.Record(ctx, map[uint64]changelog.Range{0: {From: 0, To: 1}}); err != nil {
+		return err
+	}
+	return st.markStaged(ctx)
 }
 
 // entityListing is what a Table knows of its entities: their keys, ETags and the properties a
@@ -190,6 +196,12 @@ type entityListing struct {
 	departed map[[2]string]departedEntity
 	// receipts are the receipts matched against what the listing knew, by digest (folded.go).
 	receipts map[[16]byte][]listedEntity
+	// staged is the staging mark the last listing found (markOf; "" without one), and
+	// listNext whether the last refresh found the table changed: the next refresh then
+	// lists at once, else it reads the mark first and takes the listing as it stands
+	// when the mark is as the listing found it (stagingmark.go).
+	staged   string
+	listNext bool
 	// changes counts the refreshes that found the table otherwise than the one before
 	// (Table.Changes): another entity or ETag, another generation of either log, another
 	// logs' mark, the table made or gone; and those that failed. gone is whether the last
@@ -597,7 +609,15 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	startEpoch := changelog.Stamp() // before the query: a state vouched for stands for it
 	incremental := l.known && !l.since.IsZero() && time.Since(l.whole) < listingRenewal
 	since, known := l.since, l.gen
+	staged, listNext := l.staged, l.listNext
 	l.mu.Unlock()
+	if incremental && staged != "" && !listNext {
+		if m, err := st.readStagingMark(ctx); err == nil && m == staged {
+			st.listedUnchanged(start, startEpoch)
+			return nil
+		}
+		// Changed, or the read failed: the query of the entities written since says what.
+	}
 	if incremental {
 		q := pager.SubQuery{Select: listingSelect,
 			// The literal is this package's, written from a time: no user string is in it.
@@ -624,6 +644,7 @@ func (st *Table) refreshListing(ctx context.Context) error {
 			if changed {
 				l.changes.Add(1)
 			}
+			l.staged, l.listNext = found.staged, changed
 			l.gone = found.gone
 			l.since, l.done = sinceOf(found.date), start
 			l.doneReads = st.readsDone.Add(1)
@@ -646,9 +667,11 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.known || found.gen != l.gen || l.changedLogs(found) || !maps.EqualFunc(l.byKey, got, sameProps) {
+	changed := !l.known || found.gen != l.gen || l.changedLogs(found) || !maps.EqualFunc(l.byKey, got, sameProps)
+	if changed {
 		l.changes.Add(1)
 	}
+	l.staged, l.listNext = found.staged, changed
 	l.gone = found.gone
 	l.depart(l.byKey, got, wholeAt)
 	wasKnown := l.known
@@ -660,6 +683,24 @@ func (st *Table) refreshListing(ctx context.Context) error {
 	st.markFound(false, found, startEpoch)
 	st.noteListed(l.byKey, false)
 	return nil
+}
+
+// listedUnchanged records a refresh (start, begun at epoch startEpoch) that found the
+// staging mark as the last listing found it: nothing that listing would have found
+// otherwise was made since it began (a staged write, a Fold's or a Delete's record, a
+// change recorded in the logs: each rewrites the mark after it), so the refresh stands as
+// an incremental listing that found no entity written since, the logs where they were. The
+// time the next listing asks from stays the last listing's: an entity written before this
+// read whose mark came after it is still found.
+func (st *Table) listedUnchanged(start, startEpoch uint64) {
+	l := &st.listing
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.recent = map[[2]string]bool{} // nothing written since: a Prefetch fetches nothing
+	l.done = start
+	l.doneReads = st.readsDone.Add(1)
+	l.found(true, l.begun)
+	st.markFound(true, listFound{gen: l.gen, begun: l.begun, mark: l.mark, staged: l.staged}, startEpoch)
 }
 
 // ListedBuckets are the starts of the arrival buckets the last listing found entities of
@@ -781,6 +822,7 @@ const listingSelect = "PartitionKey,RowKey," + FirstProp + "," + LastProp + "," 
 type listFound struct {
 	gen, begun uint64
 	mark       string
+	staged     string // the staging mark (markOf; "" without one)
 	gone       bool
 	date       time.Time
 }
@@ -822,7 +864,10 @@ func (st *Table) listAll(ctx context.Context, q pager.SubQuery) (out map[[2]stri
 				case pk == FoldsPartition && rk == LogsMarkKey:
 					// Its ETag and value: whatever they hold, another write changes them.
 					v, _ := e.String(logsMarkProp)
-					found.mark = string(e.ETag) + "|" + string(v)
+					found.mark = markOf(string(e.ETag), string(v))
+				case pk == LogPartition && rk == StagingMarkKey:
+					v, _ := e.String(logsMarkProp)
+					found.staged = markOf(string(e.ETag), string(v))
 				}
 				continue
 			}

@@ -65,7 +65,10 @@ type Table struct {
 	// vouched are the logs the listings vouch for while they find the logs' mark as it
 	// was (VouchFor).
 	vouched []*changelog.Log
-	made    atomic.Bool // the staging table is known to exist
+	// marks writes the staging mark after each change (stagingmark.go), joining the
+	// changes made at once.
+	marks markWrites
+	made  atomic.Bool // the staging table is known to exist
 	// readsDone counts the reads of staged samples completed (ReadsDone).
 	readsDone atomic.Uint64
 	// listed are the starts (Unix seconds, sorted) of the arrival buckets the last listing
@@ -123,7 +126,7 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 		}
 		c.Cache.keepUnfolded(names.Staging(), foldMargin+c.FoldDelay+c.FoldPace+unfoldedSlack, now, listed)
 	}
-	return &Table{
+	st := &Table{
 		listed:      listed,
 		index:       index,
 		folds:       folds,
@@ -143,6 +146,8 @@ func NewTable(service *aztables.ServiceClient, names naming.Names, layout tablet
 		writer:      rand.Uint32(),
 		Page:        pager.SubQuery{Top: FirstTop, PageBytes: PageBytes},
 	}
+	st.marks.write = st.writeStagingMark
+	return st
 }
 
 // stagingOn reports whether a DB of the raw layout layout stages small writes: the layout
@@ -235,8 +240,19 @@ func (st *Table) submitTxs(ctx context.Context, byPartition map[string][]*Entity
 		}
 		return err
 	})
+	// The staging mark after the transactions, failed or not (a transaction whose reply
+	// was lost may have been stored), before any write returns: a listing that reads it
+	// as before knows these entities were not written since (stagingmark.go). Stored but
+	// not marked, they are not acknowledged: a retry writes them again.
+	var markErr error
+	if len(txErrs) > 0 {
+		markErr = st.markStaged(ctx)
+	}
 	return func(yield func(*Entity, error) bool) {
 		for i, err := range txErrs {
+			if err == nil {
+				err = markErr
+			}
 			if err == nil {
 				continue
 			}
