@@ -234,9 +234,10 @@ type StagingCacheStats = CacheStats
 // what the server's warm-up read until the first dashboards use it, however late.) The
 // entities it keeps for a Fold not due yet are frozen, series by series, 2 minutes after
 // they were cached (about 5 bytes a point where decoded they take 38), within an eighth of
-// maxBytes: reads take their points from there. Within another eighth, a read of the
-// staged points of many series keeps a memo of them, so that the next read of the same
-// series (a refresh) takes only the entities staged since (Memos reports its counts).
+// maxBytes: reads take their points from there. Within another eighth, and what the
+// entities cached leave of maxBytes, a read of the staged points of many series keeps a
+// memo of them, so that the next read of the same series (a refresh) takes only the
+// entities staged since (Memos reports its counts).
 func NewStagingCache(maxBytes int64) *StagingCache { return staging.NewCache(maxBytes) }
 
 // DefaultStagingCacheBytes is a staging cache's size for one database (a server makes one

@@ -722,7 +722,7 @@ func cacheCollectors(o *tsdb.Options) []prometheus.Collector {
 			"Columns of staging entities queries fetched: new, changed, or not cached.", "--staging.cache-bytes", o.StagingCache.Stats),
 		cacheCollector("staging_cache_memos", "Reads of many series' staged points that took them from a memo of the same series' last read, and read only the entities staged since.",
 			"Reads of many series' staged points that kept a memo anew: the first of their series, or after a Fold, a Delete or a Retain changed what it held.",
-			"an eighth of --staging.cache-bytes; in tablets_staging_cache_bytes too", o.StagingCache.Memos),
+			"an eighth of --staging.cache-bytes and what the cached entities leave of it; in tablets_staging_cache_bytes too", o.StagingCache.Memos),
 		cacheCollector("tier_block_cache", "Tier blocks queries found in the cache at the ETag a listing gave.",
 			"Tier blocks queries fetched: new, rewritten, or not cached.", "--tiers.cache-bytes", o.BlockCache.Stats),
 		cacheCollector("raw_cache", "Series whose raw samples of a table reads took from the cache whole (no change recorded since in their range).",

@@ -137,11 +137,13 @@ func (c *Cache) Shared() int64 { return c.shared.Load() }
 
 // NewCache returns a cache of at most about maxBytes of decoded columns (at least 1 MiB),
 // an eighth of them for the frozen points of the entities held for the Folds (frozen.go),
-// and an eighth for the memos of reads of many series (seriesmemo.go).
+// and for the memos of reads of many series (seriesmemo.go) an eighth and what the
+// entities cached leave.
 func NewCache(maxBytes int64) *Cache {
 	maxBytes = max(maxBytes, 1<<20)
 	c := &Cache{entities: cache.NewIdle(int(maxBytes-maxBytes/frozenShare-maxBytes/memoShare), entityCost, cache.Idle), maxBytes: maxBytes,
 		memos: newSeriesMemos(maxBytes / memoShare)}
+	c.memos.room = func() int64 { return maxBytes - maxBytes/frozenShare - int64(c.entities.Size()) }
 	c.entities.KeepIdle(c.kept)
 	return c
 }
@@ -379,6 +381,7 @@ func (c *Cache) add(table string, head entityHead, cols map[int]cachedColumn, en
 		}
 		return e
 	})
+	c.memos.trim() // the entities grew: the memos make room past their eighth
 	c.maybeFreeze()
 }
 

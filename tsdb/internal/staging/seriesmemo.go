@@ -32,8 +32,10 @@ import (
 // period its points are in was dropped since. Its points come from the same entities as a
 // read without it, so the answers are the same.
 //
-// Memos share the Cache's bound (an eighth of it, memoShare: the entities cached take the
-// rest but the frozen points' share); past it the memo used least recently goes, and one
+// Memos share the Cache's bound: they may take what the entities cached leave of it but the
+// frozen points' share, and always an eighth of it (memoShare: the entities take at most
+// the rest); past that the memo used least recently goes (when a read keeps one, and when
+// the entities cached grow: Cache.add), and one
 // unused for cache.Idle goes at the next read after (between Idle and twice Idle), as the
 // cache's entries do. A read finds a memo in use by another read (of the same series, at
 // once) and reads as if there were none: reads never wait for each other here.
@@ -44,7 +46,11 @@ import (
 // longer one is no longer read, the memo holds the shorter one's points only.
 const memoWindow = 2 * time.Minute
 
-// memoShare is the share of the cache's bound the memos may take (1/memoShare).
+// memoShare is the share of the cache's bound the memos may always take (1/memoShare), the
+// entities cached taking at most the rest but the frozen points' share. The memos of a
+// server's dashboards are the points of many panels' series (in the soak, 2 to 3 MB each,
+// 15 to 20 filled an eighth of 384 MiB and more than half the reads missed), where the
+// entities cached took a seventh of their share: the memos may take what they leave.
 const memoShare = 8
 
 // memoMinSeries is how many series a read asks for at least to keep a memo of them: the
@@ -54,7 +60,10 @@ const memoMinSeries = 128
 
 // seriesMemos are a Cache's memos, by their series. Safe for concurrent use.
 type seriesMemos struct {
-	max          int64
+	max int64 // what they may always take
+	// room is what they may take now (Cache: the bound less the frozen points' share and
+	// the entities cached), at least max; nil: max.
+	room         func() int64
 	hits, misses atomic.Uint64
 	now          func() time.Time
 
@@ -152,7 +161,32 @@ func (ms *seriesMemos) resize(m *seriesMemo, bytes int64) {
 	}
 	ms.bytes += bytes - m.bytes
 	m.bytes = bytes
-	for ms.bytes > ms.max && len(ms.byKey) > 0 {
+	ms.trimLocked()
+}
+
+// trim drops the memos used least recently while they hold more than they may take now
+// (the entities cached grew).
+func (ms *seriesMemos) trim() {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if ms.bytes > ms.max {
+		ms.trimLocked()
+	}
+}
+
+// limit is what the memos may take now: max, or room when more. ms.mu is held.
+func (ms *seriesMemos) limit() int64 {
+	if ms.room == nil {
+		return ms.max
+	}
+	return max(ms.max, ms.room())
+}
+
+// trimLocked drops the memos used least recently while they hold more than limit. ms.mu
+// is held.
+func (ms *seriesMemos) trimLocked() {
+	limit := ms.limit()
+	for ms.bytes > limit && len(ms.byKey) > 0 {
 		var oldest *seriesMemo
 		for _, o := range ms.byKey {
 			if oldest == nil || o.used < oldest.used {

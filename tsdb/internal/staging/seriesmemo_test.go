@@ -65,6 +65,35 @@ func TestSeriesMemosBound(t *testing.T) {
 	require.Equal(t, int64(400), ms.stats().Bytes)
 }
 
+// The memos take what the entities cached leave of the Cache's bound (room), at least their
+// own eighth: as the entities grow, the memos used least recently go (trim), down to it.
+func TestSeriesMemosRoom(t *testing.T) {
+	ms := newSeriesMemos(1000)
+	room := int64(3000)
+	ms.room = func() int64 { return room }
+	var held []*seriesMemo
+	for _, k := range []string{"a", "b", "c"} {
+		m := ms.acquire([]string{k})
+		ms.resize(m, 900)
+		held = append(held, m)
+	}
+	require.Equal(t, 3, ms.stats().Entries, "2,700 bytes: within the room left")
+	room = 1500 // the entities cached grew
+	ms.trim()
+	require.Equal(t, int64(900), ms.stats().Bytes, "a and b went, the least recently used")
+	require.Nil(t, ms.acquire([]string{"c"}), "c stays (held by its read)")
+	room = 0 // the entities took their whole share: the memos keep their eighth
+	ms.trim()
+	require.Equal(t, int64(900), ms.stats().Bytes)
+	ms.resize(held[2], 1100)
+	require.Equal(t, 0, ms.stats().Entries, "past their own bound")
+
+	// A Cache's memos have the room its entities leave: none cached, all but the frozen
+	// points' share.
+	c := NewCache(64 << 20)
+	require.Equal(t, int64(64<<20-64<<20/frozenShare), c.memos.limit())
+}
+
 // Distinct series lists make distinct keys, whatever their keys hold.
 func TestMemoKey(t *testing.T) {
 	require.NotEqual(t, memoKey([]string{"a", "bc"}), memoKey([]string{"ab", "c"}))
