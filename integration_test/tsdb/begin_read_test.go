@@ -84,8 +84,10 @@ func TestTSDBBeginReadShares(t *testing.T) {
 
 	// Another server's changes, each before the read began.
 	write(to.Add(-10*time.Second), -1) // a late point
-	require.Equal(t, int64(2), refresh("after another server's late point", true),
-		"the listing and the new entity: a staged write records in no log, and the mark stands")
+	// The refresh before found nothing changed: this one reads the staging mark first
+	// (docs/format.md, "The staging mark"), finds it moved, and lists.
+	require.Equal(t, int64(3), refresh("after another server's late point", true),
+		"the staging mark, the listing and the new entity: a staged write records in no log, and the logs' mark stands")
 	clk.Add(time.Hour) // its fold
 	_, err = other.Fold(ctx)
 	require.NoError(t, err)
@@ -259,8 +261,8 @@ func TestTSDBPrefetchStagedBesideMark(t *testing.T) {
 	newSeries := seriesNumbered(t, other, "other", 1)
 	require.NoError(t, other.Write(ctx, newSeries[0], tablets.Point{Time: to.Add(-30 * time.Second), Value: 1}))
 	clk.Add(30 * time.Second) // past the staging listing's margin
-	require.Equal(t, int64(5), refresh("prefetched", true, true),
-		"the listing, the two logs, the new entity, the index (a new series in its period)")
+	require.Equal(t, int64(6), refresh("prefetched", true, true),
+		"the staging mark (moved), the listing, the two logs, the new entity, the index (a new series in its period)")
 	require.True(t, probe.overlapped.Load(), "the new entity fetched while the mark read the raw log")
 	refresh("refreshed again", true, false)
 	require.Equal(t, int64(1), refresh("and again", true, false), "nothing new: nothing fetched, and the logs' mark stands")
@@ -472,6 +474,17 @@ func (l *listingBesideLogs) Do(req *http.Request) (*http.Response, error) {
 		}
 		l.mu.Unlock()
 		return resp, err
+	}
+	// A refresh after one that found nothing changed reads the staging mark first (and
+	// lists only when it moved): the change comes before that read, as before a listing.
+	if strings.HasSuffix(req.URL.Path, strings.TrimSuffix(l.staging, "()")+"(PartitionKey='!changes',RowKey='m')") {
+		l.mu.Lock()
+		armed, during := l.armed, l.during
+		l.during = nil
+		l.mu.Unlock()
+		if armed && during != nil {
+			during()
+		}
 	}
 	if strings.Contains(req.URL.Path, l.staging) && strings.HasPrefix(req.URL.Query().Get("$select"), "PartitionKey,RowKey,T,U") {
 		l.mu.Lock()

@@ -125,8 +125,10 @@ func TestTSDBStagedIngestCost(t *testing.T) {
 	perSample := float64(ingest.Requests) / float64(samples)
 	t.Logf("ingest: %d samples in %d requests (%d batches, %d queries, %d other): %.5f requests a sample, %.1f bytes a sample sent",
 		samples, ingest.Requests, ingest.Batches, ingest.Queries, ingest.Other, perSample, float64(ingest.RequestBytes)/float64(samples))
-	// A request of 500 samples is one transaction; the index and tables cost a few more.
-	require.Less(t, perSample, 1.1/500)
+	// A request of 500 samples is one transaction, and the staging mark after it (the
+	// writes made at once share one: docs/format.md, "The staging mark"); the index and
+	// tables cost a few more.
+	require.Less(t, perSample, 2.1/500)
 
 	// One series over the (unfolded) hour reads its partition's column only.
 	checker.Reset()

@@ -219,7 +219,7 @@ func TestTSDBSeriesIndex(t *testing.T) {
 	require.ErrorIs(t, db.Write(ctx, "disk/0", at(2)), tablets.ErrInvalidSeries, "a bad name is refused")
 	before := checker.Stats()
 	require.NoError(t, db.Write(ctx, "cpu", at(0)))
-	require.Equal(t, before.EntityWrites, checker.Stats().EntityWrites, "a registered series costs no index write")
+	require.Equal(t, before.EntityWrites+1, checker.Stats().EntityWrites, "a registered series costs no index write: the staging mark only")
 
 	list := func(from, to int) []string {
 		got, err := db.Series(ctx, base.Add(time.Duration(from)*time.Hour), base.Add(time.Duration(to)*time.Hour))

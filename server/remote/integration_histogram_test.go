@@ -192,7 +192,7 @@ func TestIntegrationWriteMixedOneStagingWrite(t *testing.T) {
 	assert.Equal(t, "200", w.Header().Get(HeaderHistogramsWritten))
 	st := checker.Stats()
 	t.Logf("second request: %d requests, %d transactions, %d bytes", st.Requests, st.Batches, st.RequestBytes)
-	require.Equal(t, int64(1), st.Requests, "one staging transaction for both kinds")
+	require.Equal(t, int64(2), st.Requests, "one staging transaction for both kinds, and the staging mark after it")
 	require.Equal(t, int64(1), st.Batches)
 
 	from, to := time.UnixMilli(base-1000), time.UnixMilli(base+60_000)
