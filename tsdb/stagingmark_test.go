@@ -207,7 +207,12 @@ func (r *requestLog) Do(req *http.Request) (*http.Response, error) {
 				return nil, err
 			}
 			body = b
+			// Given back whole, for the transport below and for a retry (as itest.PeekBody
+			// does: this package's tests cannot import itest, which imports tsdb).
 			req.Body = io.NopCloser(bytes.NewReader(b))
+			if req.GetBody != nil {
+				req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+			}
 		}
 		r.before(req, body)
 	}
